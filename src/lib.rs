@@ -1,0 +1,22 @@
+//! vllm-diag: a ranked, evidence-backed diagnosis of vLLM fleets from Prometheus-compatible metrics.
+//!
+//! The pipeline reads top to bottom:
+//! arguments ([`cli`]) -> options ([`config`]) -> a [`source`] of numbers (Prometheus, a replay file)
+//! -> [`signals`] (named measurements, the only place PromQL is written) -> [`rules`] (declarative
+//! conditions over signals) -> [`rank`] (ordering and most-specific-first grouping) -> a [`report::Report`]
+//! -> [`render`] (one file per output format). Only fetching is async; everything after it is plain
+//! functions over data.
+
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod explain;
+pub mod rank;
+pub mod render;
+pub mod report;
+pub mod rules;
+pub mod scenario;
+pub mod selector;
+pub mod signals;
+pub mod source;
+pub mod units;

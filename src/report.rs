@@ -1,0 +1,200 @@
+//! The report: what a run found, in the shape every renderer reads and the JSON contract exposes.
+//!
+//! `schema_version` 1 is a public contract for CI pipelines: fields may be added, never renamed or
+//! removed without bumping it. Numbers that are not finite (a quantile in the `+Inf` bucket, a ratio
+//! of nothing) are written as the strings `"NaN"`, `"+Inf"`, `"-Inf"`, the way Prometheus writes them.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Labels that identify what a finding is about, e.g. `{model_name="llama"}`. Sorted, so output is stable.
+pub type Scope = BTreeMap<String, String>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+impl std::fmt::Display for Severity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeRange {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+}
+
+impl TimeRange {
+    pub fn duration(&self) -> std::time::Duration {
+        (self.end - self.start).to_std().unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceInfo {
+    /// `prometheus` (any Prometheus-compatible HTTP API).
+    pub kind: String,
+    /// Base URL with any credentials removed.
+    pub url: String,
+    /// The extra label matchers applied to every query, as PromQL (`namespace="prod"`), or empty.
+    #[serde(default)]
+    pub selector: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub window: TimeRange,
+    pub baseline: TimeRange,
+    pub source: SourceInfo,
+    /// Which vLLM metric names were found and used.
+    pub metrics: MetricsInfo,
+    /// Best first.
+    pub findings: Vec<Finding>,
+    /// Rule and scope pairs that were evaluated and did not match.
+    pub healthy: Vec<Checked>,
+    pub not_evaluated: Vec<NotEvaluated>,
+    /// Warnings from the data source (with HTTP 200) and from vllm-diag itself.
+    pub warnings: Vec<String>,
+    pub stats: RunStats,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MetricsInfo {
+    /// `v1`, `v0`, `mixed` or `unknown`: which generation of vLLM metric names the window holds.
+    pub generation: String,
+    /// The scopes seen in the window (e.g. every model_name), sorted.
+    pub scopes: Vec<Scope>,
+    /// For each signal, the metric name it was computed from in the window (and the baseline when it differs).
+    pub names_used: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunStats {
+    pub queries: usize,
+    pub rules_evaluated: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub rule: String,
+    pub title: String,
+    pub severity: Severity,
+    /// Strength of evidence: how far past their thresholds the signals are. Higher is stronger.
+    pub score: f64,
+    pub scope: Scope,
+    /// One sentence: what this means.
+    pub summary: String,
+    pub evidence: Vec<Evidence>,
+    pub steps: Vec<String>,
+    #[serde(default)]
+    pub references: Vec<String>,
+    /// Other rules that matched the same scope but explain less (most specific first wins).
+    pub also_consistent: Vec<AlsoConsistent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlsoConsistent {
+    pub rule: String,
+    pub title: String,
+    pub severity: Severity,
+    pub score: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub signal: String,
+    /// Human name of the signal, e.g. "P95 time to first token".
+    pub title: String,
+    /// `seconds`, `ratio`, `per_second`, `tokens_per_second`, `requests`, `tokens`, `count`.
+    pub unit: String,
+    #[serde(with = "crate::report::opt_f64")]
+    pub value: Option<f64>,
+    #[serde(with = "crate::report::opt_f64")]
+    pub baseline: Option<f64>,
+    /// The condition this signal was held to, as written in the rule (`> 2x baseline or > 3s`).
+    pub threshold: String,
+    /// Whether that condition held.
+    pub passed: bool,
+    /// The exact PromQL the window value came from (the baseline query is the same text at the baseline's end).
+    pub query: String,
+    /// The metric name the signal was computed from.
+    pub metric: String,
+    /// Set when a quantile rests on very few observations.
+    #[serde(default)]
+    pub low_confidence: bool,
+    /// For quantiles: how many observations the window holds.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::report::opt_f64")]
+    pub observations: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Checked {
+    pub rule: String,
+    pub scope: Scope,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NotEvaluated {
+    pub rule: String,
+    pub scope: Scope,
+    pub reason: String,
+}
+
+/// Serialises `Option<f64>` as a JSON number, `null`, or the strings "NaN", "+Inf", "-Inf".
+pub mod opt_f64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            None => s.serialize_none(),
+            Some(x) if x.is_nan() => s.serialize_str("NaN"),
+            Some(x) if *x == f64::INFINITY => s.serialize_str("+Inf"),
+            Some(x) if *x == f64::NEG_INFINITY => s.serialize_str("-Inf"),
+            Some(x) => s.serialize_f64(*x),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum NumOrStr {
+            N(f64),
+            S(String),
+        }
+        match Option::<NumOrStr>::deserialize(d)? {
+            None => Ok(None),
+            Some(NumOrStr::N(x)) => Ok(Some(x)),
+            Some(NumOrStr::S(s)) => crate::units::parse_prom_float(&s)
+                .map(Some)
+                .ok_or_else(|| serde::de::Error::custom(format!("not a number: {s:?}"))),
+        }
+    }
+}
+
+impl Report {
+    /// The highest severity among findings, if any.
+    pub fn worst_severity(&self) -> Option<Severity> {
+        self.findings.iter().map(|f| f.severity).max()
+    }
+}

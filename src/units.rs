@@ -1,0 +1,111 @@
+//! Numbers for people: Prometheus float parsing, and values with their units.
+
+/// Parse a Prometheus sample value: decimal, exponent, `NaN`, `+Inf`, `-Inf`, `Inf` (any case).
+pub fn parse_prom_float(s: &str) -> Option<f64> {
+    let t = s.trim();
+    match t.to_ascii_lowercase().as_str() {
+        "nan" => Some(f64::NAN),
+        "+inf" | "inf" => Some(f64::INFINITY),
+        "-inf" => Some(f64::NEG_INFINITY),
+        _ => t.parse::<f64>().ok(),
+    }
+}
+
+/// Format a value in its unit with a sensible precision: `1.42 s`, `850 ms`, `97.3%`, `1,204 tok/s`.
+pub fn format_value(v: f64, unit: &str) -> String {
+    if v.is_nan() {
+        return "NaN".to_string();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "+Inf".to_string() } else { "-Inf".to_string() };
+    }
+    match unit {
+        "seconds" => format_seconds(v),
+        "ratio" => format!("{}%", sig(v * 100.0)),
+        "per_second" => format!("{}/s", sig(v)),
+        "tokens_per_second" => format!("{} tok/s", sig(v)),
+        "requests_per_second" => format!("{} req/s", sig(v)),
+        "tokens" => format!("{} tok", sig(v)),
+        "requests" => format!("{} req", sig(v)),
+        _ => sig(v),
+    }
+}
+
+/// Seconds as `ms` below one second, `s` below ten minutes, then minutes.
+pub fn format_seconds(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0 s".to_string()
+    } else if a < 1.0 {
+        format!("{} ms", sig(v * 1000.0))
+    } else if a < 600.0 {
+        format!("{} s", sig(v))
+    } else {
+        format!("{} min", sig(v / 60.0))
+    }
+}
+
+/// Three significant digits, no exponent for ordinary magnitudes, thousands kept plain.
+pub fn sig(v: f64) -> String {
+    if v == 0.0 {
+        return "0".to_string();
+    }
+    let a = v.abs();
+    let decimals = if a >= 100.0 {
+        0
+    } else if a >= 10.0 {
+        1
+    } else if a >= 1.0 {
+        2
+    } else if a >= 0.001 {
+        // keep three significant digits
+        (3 - (a.log10().floor() as i32) - 1).clamp(0, 6) as usize
+    } else {
+        return format!("{v:.2e}");
+    };
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A ratio of value to baseline as `2.4x`, or `n/a`.
+pub fn format_ratio(value: Option<f64>, baseline: Option<f64>) -> Option<String> {
+    match (value, baseline) {
+        (Some(v), Some(b)) if b.is_finite() && v.is_finite() && b > 0.0 => Some(format!("{}x", sig(v / b))),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_prometheus_special_values() {
+        assert!(parse_prom_float("NaN").unwrap().is_nan());
+        assert_eq!(parse_prom_float("+Inf"), Some(f64::INFINITY));
+        assert_eq!(parse_prom_float("-Inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_prom_float("1.5e3"), Some(1500.0));
+        assert_eq!(parse_prom_float("bogus"), None);
+    }
+
+    #[test]
+    fn formats_values_with_units() {
+        assert_eq!(format_value(0.85, "seconds"), "850 ms");
+        assert_eq!(format_value(1.4234, "seconds"), "1.42 s");
+        assert_eq!(format_value(0.9731, "ratio"), "97.3%");
+        assert_eq!(format_value(1204.4, "tokens_per_second"), "1204 tok/s");
+        assert_eq!(format_value(0.0123, "seconds"), "12.3 ms");
+        assert_eq!(format_value(f64::INFINITY, "seconds"), "+Inf");
+    }
+
+    #[test]
+    fn ratio_needs_a_positive_baseline() {
+        assert_eq!(format_ratio(Some(3.0), Some(1.5)).as_deref(), Some("2x"));
+        assert_eq!(format_ratio(Some(3.0), Some(0.0)), None);
+        assert_eq!(format_ratio(Some(3.0), None), None);
+    }
+}
