@@ -1,1 +1,302 @@
-//! (in progress)
+//! The explain pipeline: discover which metrics exist, query every signal for the window and the
+//! baseline concurrently, evaluate the rules, rank, and assemble the [`Report`].
+//!
+//! Only [`run_queries`] touches the network. A query that fails or times out does not stop the run:
+//! the signals that needed it become "not evaluated" with the reason, and the rest of the diagnosis
+//! still comes out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use crate::config::RunParams;
+use crate::rank::{rank, Judgement};
+use crate::report::{MetricsInfo, Report, RunStats, Scope, SourceInfo, SCHEMA_VERSION};
+use crate::rules::eval::{evaluate, Availability, Outcome, SignalTable, SignalValues, WindowValues};
+use crate::rules::RuleSet;
+use crate::selector::Selector;
+use crate::signals::{self, QueryContext};
+use crate::source::{decode, Data, Request, Response, Source, SourceError};
+
+/// How a run talks to its source.
+#[derive(Debug, Clone)]
+pub struct ExplainOptions {
+    pub params: RunParams,
+    pub selector: Selector,
+    /// Queries in flight at once.
+    pub concurrency: usize,
+    /// Everything must be answered within this; what is not becomes "not evaluated: timed out".
+    pub deadline: Duration,
+}
+
+/// Why a run produced no report at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    #[error("{0}")]
+    Unreachable(SourceError),
+    #[error("{0}")]
+    NoData(String),
+}
+
+/// Answers keyed by request.
+type Answers = BTreeMap<Request, Result<Response, SourceError>>;
+
+/// Send every request concurrently (at most `concurrency` at once) and decode the answers. Requests
+/// still unanswered at the deadline get a timeout error.
+pub async fn run_queries(source: &Arc<dyn Source>, requests: Vec<Request>, concurrency: usize, deadline: Duration) -> Answers {
+    let url = source.url();
+    let end = tokio::time::Instant::now() + deadline;
+    let mut answers = Answers::new();
+    let pending: BTreeSet<Request> = requests.iter().cloned().collect();
+    let mut stream = futures::stream::iter(requests.into_iter().map(|req| {
+        let source = Arc::clone(source);
+        let url = url.clone();
+        async move {
+            let res = match source.send(&req).await {
+                Ok(ex) => decode(&url, &req, &ex),
+                Err(e) => Err(e),
+            };
+            (req, res)
+        }
+    }))
+    .buffer_unordered(concurrency.max(1));
+    loop {
+        match tokio::time::timeout_at(end, stream.next()).await {
+            Ok(Some((req, res))) => {
+                answers.insert(req, res);
+            }
+            Ok(None) => break,
+            Err(_) => break,
+        }
+    }
+    for req in pending {
+        answers.entry(req).or_insert_with(|| Err(SourceError::Timeout { url: url.clone(), after: deadline }));
+    }
+    answers
+}
+
+/// Which metric names hold data in a window (vLLM's plus the extra names signals use).
+fn discovery_request(selector: &Selector, extras: &[String], range: &crate::report::TimeRange) -> Request {
+    Request::LabelValues {
+        label: "__name__".into(),
+        matchers: vec![signals::discovery_matcher(selector, extras)],
+        start: range.start,
+        end: range.end,
+    }
+}
+
+/// Turn a vector answer into values per scope.
+fn by_scope(resp: &Response, group_by: &[String]) -> BTreeMap<Scope, f64> {
+    let mut out = BTreeMap::new();
+    if let Data::Vector(samples) = &resp.data {
+        for s in samples {
+            let scope: Scope = group_by.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect();
+            out.insert(scope, s.v);
+        }
+    }
+    out
+}
+
+/// Label the metric generation from the names present.
+pub fn generation(names: &BTreeSet<String>) -> String {
+    let has = |n: &str| signals::spellings(n).iter().any(|s| names.contains(s));
+    let v1 = ["vllm:kv_cache_usage_perc", "vllm:inter_token_latency_seconds_bucket", "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total", "vllm:spec_decode_num_drafts_total", "vllm:request_prefill_kv_computed_tokens_bucket", "vllm:engine_sleep_state"]
+        .iter()
+        .any(|n| has(n));
+    let v0 = ["vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc", "vllm:gpu_prefix_cache_hit_rate", "vllm:avg_generation_throughput_toks_per_s", "vllm:time_in_queue_requests_bucket", "vllm:tokens_total"]
+        .iter()
+        .any(|n| has(n))
+        || (has("vllm:gpu_cache_usage_perc") && has("vllm:time_per_output_token_seconds_bucket") && !v1);
+    let otel = names.iter().any(|n| n.starts_with("vllm_")) && !names.iter().any(|n| n.starts_with("vllm:"));
+    let g = match (v1, v0) {
+        (true, true) => "mixed",
+        (true, false) => "v1",
+        (false, true) => "v0",
+        (false, false) => "unknown",
+    };
+    if otel { format!("{g} (vllm_ names)") } else { g.to_string() }
+}
+
+pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOptions) -> Result<Report, ExplainError> {
+    let p = &opts.params;
+    let mut warnings: Vec<String> = Vec::new();
+    let mut queries_sent = 0usize;
+
+    // Signals the enabled rules read, in a stable order.
+    let needed: BTreeSet<String> = rules.rules.iter().flat_map(|r| r.signals()).collect();
+    let extras: Vec<String> = needed
+        .iter()
+        .filter_map(|s| rules.signals.get(s))
+        .flat_map(|d| signals::required_series(&d.kind))
+        .flatten()
+        .filter(|n| !n.starts_with("vllm"))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+
+    // 1. Discovery, both windows at once.
+    let disc_w = discovery_request(&opts.selector, &extras, &p.window);
+    let disc_b = discovery_request(&opts.selector, &extras, &p.baseline);
+    let mut disc = run_queries(&source, vec![disc_w.clone(), disc_b.clone()], 2, opts.deadline).await;
+    queries_sent += 2;
+    let names_of = |r: Result<Response, SourceError>, warnings: &mut Vec<String>| -> Result<BTreeSet<String>, SourceError> {
+        let resp = r?;
+        warnings.extend(resp.warnings.iter().cloned());
+        match resp.data {
+            Data::Labels(v) => Ok(v.into_iter().collect()),
+            _ => Ok(BTreeSet::new()),
+        }
+    };
+    let window_names = match disc.remove(&disc_w).unwrap_or_else(|| Err(SourceError::Other { detail: "no answer".into() })) {
+        Ok(r) => names_of(Ok(r), &mut warnings).map_err(ExplainError::Unreachable)?,
+        Err(e) => return Err(ExplainError::Unreachable(e)),
+    };
+    let baseline_names = match disc.remove(&disc_b).unwrap_or_else(|| Err(SourceError::Other { detail: "no answer".into() })) {
+        Ok(r) => names_of(Ok(r), &mut warnings).unwrap_or_default(),
+        Err(e) => {
+            warnings.push(format!("could not list the baseline's metrics ({e}); baseline comparisons are not evaluated"));
+            BTreeSet::new()
+        }
+    };
+    if !window_names.iter().any(|n| n.starts_with("vllm")) {
+        let sel = if opts.selector.is_empty() { String::new() } else { format!(" matching {{{}}}", opts.selector.to_promql()) };
+        return Err(ExplainError::NoData(format!(
+            "no vLLM metrics (vllm:* or vllm_*){sel} at {} between {} and {}. Check --at and --window, the --selector, and that Prometheus scrapes the vLLM servers' /metrics",
+            source.url(),
+            crate::source::format_time(&p.window.start),
+            crate::source::format_time(&p.window.end)
+        )));
+    }
+    if !baseline_names.iter().any(|n| n.starts_with("vllm")) {
+        warnings.push(format!(
+            "the baseline window ({} to {}) holds no vLLM data: comparisons with the baseline are not evaluated, absolute thresholds still are",
+            crate::source::format_time(&p.baseline.start),
+            crate::source::format_time(&p.baseline.end)
+        ));
+    }
+
+    // 2. Plan the signal queries for each window.
+    let ctx = QueryContext { selector: opts.selector.clone(), group_by: p.group_by.clone(), range: p.window.duration() };
+    struct Planned {
+        availability: Availability,
+        value: Option<Request>,
+        count: Option<Request>,
+        query: String,
+        metric: String,
+    }
+    let plan = |def: &crate::signals::SignalDef, names: &BTreeSet<String>, at| -> Planned {
+        match signals::resolve(&def.kind, names) {
+            Err(missing) => Planned { availability: Availability::Missing(missing), value: None, count: None, query: String::new(), metric: String::new() },
+            Ok(resolved) => match signals::build(&def.kind, &resolved, &ctx) {
+                Err(e) => Planned { availability: Availability::Failed(e), value: None, count: None, query: String::new(), metric: String::new() },
+                Ok(q) => Planned {
+                    availability: Availability::Ok,
+                    value: Some(Request::Instant { query: q.value.clone(), time: at }),
+                    count: q.count.map(|c| Request::Instant { query: c, time: at }),
+                    query: q.value,
+                    metric: resolved.names[0].clone(),
+                },
+            },
+        }
+    };
+    let mut planned: BTreeMap<String, (Planned, Planned)> = BTreeMap::new();
+    for id in &needed {
+        let Some(def) = rules.signals.get(id) else { continue };
+        planned.insert(id.clone(), (plan(def, &window_names, p.window.end), plan(def, &baseline_names, p.baseline.end)));
+    }
+    let requests: Vec<Request> = planned
+        .values()
+        .flat_map(|(w, b)| [&w.value, &w.count, &b.value, &b.count])
+        .flatten()
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    queries_sent += requests.len();
+
+    // 3. Ask.
+    let answers = run_queries(&source, requests, opts.concurrency, opts.deadline).await;
+    for resp in answers.values().flatten() {
+        warnings.extend(resp.warnings.iter().cloned());
+    }
+
+    // 4. Assemble values.
+    let fill = |pl: &Planned| -> WindowValues {
+        let mut wv = WindowValues {
+            availability: pl.availability.clone(),
+            values: BTreeMap::new(),
+            counts: BTreeMap::new(),
+            query: pl.query.clone(),
+            metric: pl.metric.clone(),
+        };
+        if let Some(req) = &pl.value {
+            match answers.get(req) {
+                Some(Ok(resp)) => wv.values = by_scope(resp, &p.group_by),
+                Some(Err(e)) => wv.availability = Availability::Failed(e.short_reason()),
+                None => wv.availability = Availability::Failed("not answered".into()),
+            }
+        }
+        if let Some(Some(Ok(resp))) = pl.count.as_ref().map(|r| answers.get(r)) {
+            wv.counts = by_scope(resp, &p.group_by);
+        }
+        // NaN values (a quantile over no observations, 0/0) are no data for that scope.
+        wv.values.retain(|_, v| !v.is_nan());
+        wv
+    };
+    let mut table = SignalTable::new();
+    let mut names_used = BTreeMap::new();
+    for (id, (w, b)) in &planned {
+        let sv = SignalValues { window: fill(w), baseline: fill(b) };
+        if !sv.window.metric.is_empty() {
+            let used = if !sv.baseline.metric.is_empty() && sv.baseline.metric != sv.window.metric {
+                warnings.push(format!("{id}: metric name changed between baseline ({}) and window ({}); vLLM was probably upgraded", sv.baseline.metric, sv.window.metric));
+                format!("{} (baseline: {})", sv.window.metric, sv.baseline.metric)
+            } else {
+                sv.window.metric.clone()
+            };
+            names_used.insert(id.clone(), used);
+        }
+        table.insert(id.clone(), sv);
+    }
+
+    // 5. Scopes seen in the window, then every rule for every scope.
+    let mut scopes: BTreeSet<Scope> = table.values().flat_map(|s| s.window.values.keys().cloned()).collect();
+    if scopes.is_empty() {
+        scopes.insert(Scope::new());
+    }
+    let mut judgements = Vec::new();
+    let mut evaluated = 0usize;
+    for rule in &rules.rules {
+        for scope in &scopes {
+            let outcome = evaluate(rule, rules, &table, scope);
+            if !matches!(outcome, Outcome::Unknown { .. }) {
+                evaluated += 1;
+            }
+            judgements.push(Judgement { rule: rule.id.clone(), scope: scope.clone(), outcome });
+        }
+    }
+    let ranked = rank(rules, judgements);
+
+    let mut seen = BTreeSet::new();
+    warnings.retain(|w| seen.insert(w.clone()));
+    let mut info: SourceInfo = source.info();
+    info.selector = opts.selector.to_promql();
+    Ok(Report {
+        schema_version: SCHEMA_VERSION,
+        window: p.window,
+        baseline: p.baseline,
+        source: info,
+        metrics: MetricsInfo {
+            generation: generation(&window_names),
+            scopes: scopes.into_iter().filter(|s| !s.is_empty()).collect(),
+            names_used,
+        },
+        findings: ranked.findings,
+        healthy: ranked.healthy,
+        not_evaluated: ranked.not_evaluated,
+        warnings,
+        stats: RunStats { queries: queries_sent, rules_evaluated: evaluated },
+    })
+}

@@ -7,6 +7,7 @@
 //! -> [`render`] (one file per output format). Only fetching is async; everything after it is plain
 //! functions over data.
 
+pub mod app;
 pub mod cli;
 pub mod config;
 pub mod error;

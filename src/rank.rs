@@ -1,1 +1,179 @@
-//! (in progress)
+//! Ranking: which explanation comes first.
+//!
+//! Within one scope, a matched rule that `supersedes` another matched rule absorbs it: the more
+//! specific explanation becomes the finding, the other is listed under it as "also consistent".
+//! Across scopes and rules the order is severity, then strength of evidence (score), then rule id and
+//! scope, so the same data always gives the same order.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::report::{AlsoConsistent, Checked, Finding, NotEvaluated, Scope};
+use crate::rules::eval::Outcome;
+use crate::rules::RuleSet;
+
+/// What one rule concluded for one scope.
+#[derive(Debug, Clone)]
+pub struct Judgement {
+    pub rule: String,
+    pub scope: Scope,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ranked {
+    pub findings: Vec<Finding>,
+    pub healthy: Vec<Checked>,
+    pub not_evaluated: Vec<NotEvaluated>,
+}
+
+/// Does `a` supersede `b`, directly or through a chain?
+fn supersedes(set: &RuleSet, a: &str, b: &str) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![a.to_string()];
+    while let Some(x) = stack.pop() {
+        if !seen.insert(x.clone()) {
+            continue;
+        }
+        if let Some(r) = set.rule(&x) {
+            for s in &r.supersedes {
+                if s == b {
+                    return true;
+                }
+                stack.push(s.clone());
+            }
+        }
+    }
+    false
+}
+
+fn order(a: &Finding, b: &Finding) -> std::cmp::Ordering {
+    b.severity
+        .cmp(&a.severity)
+        .then(b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal))
+        .then(a.rule.cmp(&b.rule))
+        .then(a.scope.cmp(&b.scope))
+}
+
+pub fn rank(set: &RuleSet, judgements: Vec<Judgement>) -> Ranked {
+    let mut out = Ranked::default();
+    let mut matched: BTreeMap<Scope, Vec<Finding>> = BTreeMap::new();
+    let mut unknown: BTreeMap<String, Vec<(Scope, String)>> = BTreeMap::new();
+    for j in judgements {
+        let Some(rule) = set.rule(&j.rule) else { continue };
+        match j.outcome {
+            Outcome::NotMatched => out.healthy.push(Checked { rule: j.rule, scope: j.scope }),
+            Outcome::Unknown { reasons } => unknown.entry(j.rule).or_default().push((j.scope, reasons.join("; "))),
+            Outcome::Matched { score, evidence } => matched.entry(j.scope.clone()).or_default().push(Finding {
+                rule: rule.id.clone(),
+                title: rule.title.clone(),
+                severity: rule.severity,
+                score,
+                scope: j.scope,
+                summary: rule.summary.clone(),
+                evidence,
+                steps: rule.steps.clone(),
+                references: rule.references.clone(),
+                also_consistent: Vec::new(),
+            }),
+        }
+    }
+
+    for (_, mut fs) in matched {
+        fs.sort_by(order);
+        let ids: Vec<String> = fs.iter().map(|f| f.rule.clone()).collect();
+        // A finding is primary unless another matched rule in the same scope supersedes it.
+        let primary: Vec<bool> = ids.iter().map(|b| !ids.iter().any(|a| a != b && supersedes(set, a, b))).collect();
+        let mut absorbed: Vec<AlsoConsistent> = Vec::new();
+        let mut absorbed_by: Vec<usize> = Vec::new();
+        for (i, f) in fs.iter().enumerate() {
+            if !primary[i] {
+                // Attach to the best-ranked primary that supersedes it.
+                let host = (0..fs.len()).find(|&h| primary[h] && supersedes(set, &fs[h].rule, &f.rule)).unwrap_or(0);
+                absorbed.push(AlsoConsistent { rule: f.rule.clone(), title: f.title.clone(), severity: f.severity, score: f.score });
+                absorbed_by.push(host);
+            }
+        }
+        for (i, mut f) in fs.into_iter().enumerate() {
+            if primary[i] {
+                f.also_consistent = absorbed
+                    .iter()
+                    .zip(&absorbed_by)
+                    .filter(|(_, &h)| h == i)
+                    .map(|(a, _)| a.clone())
+                    .collect();
+                out.findings.push(f);
+            }
+        }
+    }
+    out.findings.sort_by(order);
+
+    // Not evaluated: when a rule failed for the same reason in every scope, say it once for all.
+    for (rule, entries) in unknown {
+        let reasons: BTreeSet<&String> = entries.iter().map(|(_, r)| r).collect();
+        if entries.len() > 1 && reasons.len() == 1 {
+            out.not_evaluated.push(NotEvaluated { rule, scope: Scope::new(), reason: entries[0].1.clone() });
+        } else {
+            for (scope, reason) in entries {
+                out.not_evaluated.push(NotEvaluated { rule: rule.clone(), scope, reason });
+            }
+        }
+    }
+    out.healthy.sort();
+    out.not_evaluated.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::load::load_builtin;
+
+    fn scope(m: &str) -> Scope {
+        [("model_name".to_string(), m.to_string())].into_iter().collect()
+    }
+
+    fn matched(rule: &str, m: &str, score: f64) -> Judgement {
+        Judgement { rule: rule.into(), scope: scope(m), outcome: Outcome::Matched { score, evidence: vec![] } }
+    }
+
+    #[test]
+    fn ranks_critical_before_warning_then_by_score() {
+        let set = load_builtin().unwrap();
+        let r = rank(
+            &set,
+            vec![matched("slow-decode", "a", 9.0), matched("severe-saturation", "b", 1.0), matched("slow-prefill", "c", 3.0)],
+        );
+        let order: Vec<&str> = r.findings.iter().map(|f| f.rule.as_str()).collect();
+        assert_eq!(order, vec!["severe-saturation", "slow-decode", "slow-prefill"]);
+    }
+
+    #[test]
+    fn the_more_specific_rule_absorbs_the_general_one_in_the_same_scope() {
+        let set = load_builtin().unwrap();
+        let r = rank(&set, vec![matched("load-exceeds-capacity", "a", 5.0), matched("kv-cache-pressure", "a", 1.0)]);
+        assert_eq!(r.findings.len(), 1);
+        assert_eq!(r.findings[0].rule, "kv-cache-pressure");
+        assert_eq!(r.findings[0].also_consistent[0].rule, "load-exceeds-capacity");
+    }
+
+    #[test]
+    fn rules_in_different_scopes_do_not_absorb_each_other() {
+        let set = load_builtin().unwrap();
+        let r = rank(&set, vec![matched("load-exceeds-capacity", "a", 5.0), matched("kv-cache-pressure", "b", 1.0)]);
+        assert_eq!(r.findings.len(), 2);
+        assert!(r.findings.iter().all(|f| f.also_consistent.is_empty()));
+    }
+
+    #[test]
+    fn the_same_reason_everywhere_is_reported_once() {
+        let set = load_builtin().unwrap();
+        let unk = |m: &str| Judgement {
+            rule: "http-errors".into(),
+            scope: scope(m),
+            outcome: Outcome::Unknown { reasons: vec!["metric missing in the window: http_requests_total".into()] },
+        };
+        let r = rank(&set, vec![unk("a"), unk("b")]);
+        assert_eq!(r.not_evaluated.len(), 1);
+        assert!(r.not_evaluated[0].scope.is_empty());
+    }
+}

@@ -1,1 +1,712 @@
-//! (in progress)
+//! Turning a [`Report`] into text: a terminal table, Markdown for incident channels, or JSON for CI.
+//!
+//! Every renderer is a pure function from a report to a `String`; the caller decides where it goes.
+//! Nothing here probes the terminal, so the same report always renders to the same bytes, which is
+//! what makes the snapshot tests meaningful and lets `--format table` be piped into a file.
+//!
+//! The table and Markdown formats say the same things in different markup. Whatever they *say*
+//! (how a window is described, how a scope is shortened, how a value compares with its baseline,
+//! the verdict when nothing was found) is decided once, in this module, so the two can never
+//! disagree about the facts. Two rules shape that wording:
+//! - a rule that could not be evaluated is always listed by name, scope and reason: a diagnosis
+//!   with holes must show them;
+//! - when nothing at all was evaluated the output never calls anything healthy.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+
+use crate::report::{Evidence, Finding, NotEvaluated, Report, Scope, Severity, TimeRange};
+use crate::units;
+
+pub mod json;
+pub mod markdown;
+pub mod table;
+
+/// Output format chosen with `--format`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Boxed tables for a terminal.
+    #[default]
+    Table,
+    /// Compact Markdown to paste into an incident channel or a GitHub issue.
+    Markdown,
+    /// The report as JSON (schema in `report.rs`), for scripts and CI.
+    Json,
+}
+
+/// Presentation knobs that do not change what is said.
+#[derive(Debug, Clone, Default)]
+pub struct RenderOptions {
+    /// Colour severities with ANSI escapes (table only). The caller decides (tty, `NO_COLOR`, flag).
+    pub color: bool,
+    /// Wrap the table format to this many columns. `None` means no wrapping at all.
+    pub width: Option<u16>,
+}
+
+/// Render `report` in `format`. Never fails: every format can express every report.
+pub fn render(report: &Report, format: Format, opts: &RenderOptions) -> String {
+    match format {
+        Format::Table => table::render(report, opts),
+        Format::Markdown => markdown::render(report),
+        Format::Json => json::render(report),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared wording. Both text formats call these, so they agree on every fact they print.
+// ---------------------------------------------------------------------------------------------
+
+/// `2026-01-15 09:00:00 → 09:30:00 UTC (30m)`; the end carries its date only when it differs.
+pub(crate) fn describe_range(r: &TimeRange) -> String {
+    let start = r.start.format("%Y-%m-%d %H:%M:%S");
+    let end = if r.start.date_naive() == r.end.date_naive() {
+        r.end.format("%H:%M:%S").to_string()
+    } else {
+        r.end.format("%Y-%m-%d %H:%M:%S").to_string()
+    };
+    format!("{start} → {end} UTC ({})", describe_duration(r))
+}
+
+/// Whole-second length of a range in humantime form (`30m`, `1h 30m`).
+pub(crate) fn describe_duration(r: &TimeRange) -> String {
+    let secs = r.duration().as_secs();
+    humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
+}
+
+/// An instant for the PromQL note: time of day when it falls on `day_of`, else the full date.
+pub(crate) fn describe_instant(t: &DateTime<Utc>, day_of: &DateTime<Utc>) -> String {
+    if t.date_naive() == day_of.date_naive() {
+        t.format("%H:%M:%S UTC").to_string()
+    } else {
+        t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+    }
+}
+
+/// When each evidence query was evaluated, said once per finding.
+pub(crate) fn query_timing(report: &Report) -> String {
+    let day = &report.window.start;
+    format!(
+        "at {} (baseline: same query at {})",
+        describe_instant(&report.window.end, day),
+        describe_instant(&report.baseline.end, day)
+    )
+}
+
+/// The source kind (`prometheus`), its URL without credentials, and the selector as `{...}` when set.
+pub(crate) fn describe_source(report: &Report) -> (String, String, Option<String>) {
+    let kind = match report.source.kind.trim() {
+        "" => "source".to_string(),
+        k => one_line(k),
+    };
+    let sel = one_line(&report.source.selector);
+    let selector = if sel.is_empty() { None } else { Some(format!("{{{sel}}}")) };
+    (kind, display_url(report.source.url.trim()), selector)
+}
+
+/// The URL without user name or password. The source is meant to have removed them already;
+/// doing it again here means a slip elsewhere cannot put a secret on screen.
+pub(crate) fn display_url(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            // Only fails for URLs that cannot have credentials, which then have none to hide.
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        // Shown as given when there is nothing to remove (no added trailing slash).
+        Ok(_) => raw.to_string(),
+        Err(_) => match raw.rsplit_once('@') {
+            // Unparseable but shaped like `user:pass@host`: keep only the host part.
+            Some((_, host)) if raw.contains("://") => {
+                let scheme = raw.split("://").next().unwrap_or_default();
+                format!("{scheme}://{host}")
+            }
+            _ => raw.to_string(),
+        },
+    }
+}
+
+/// `v1 metric names`, `mixed v0 and v1 metric names`, ...
+pub(crate) fn describe_generation(generation: &str) -> String {
+    match generation.trim() {
+        "v1" => "v1 metric names".to_string(),
+        "v0" => "v0 metric names".to_string(),
+        "mixed" => "mixed v0 and v1 metric names".to_string(),
+        "" | "unknown" => "metric generation unknown".to_string(),
+        other => format!("{other} metric names"),
+    }
+}
+
+/// How scopes are written. When every scope seen is one label (normally `model_name`), scopes are
+/// written as that label's value alone, and the label is named once in the header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ScopeStyle {
+    pub group_label: Option<String>,
+}
+
+impl ScopeStyle {
+    pub fn for_report(report: &Report) -> Self {
+        let mut seen: Vec<&Scope> = report.metrics.scopes.iter().filter(|s| !s.is_empty()).collect();
+        if seen.is_empty() {
+            seen = report
+                .findings
+                .iter()
+                .map(|f| &f.scope)
+                .chain(report.healthy.iter().map(|c| &c.scope))
+                .chain(report.not_evaluated.iter().map(|n| &n.scope))
+                .filter(|s| !s.is_empty())
+                .collect();
+        }
+        let mut labels = BTreeSet::new();
+        for scope in &seen {
+            if scope.len() != 1 {
+                return ScopeStyle { group_label: None };
+            }
+            labels.extend(scope.keys().cloned());
+        }
+        let group_label = if labels.len() == 1 { labels.into_iter().next() } else { None };
+        ScopeStyle { group_label }
+    }
+
+    /// `llama-3`, `llama-3 (engine=1)`, `instance=10.0.0.7:8000`, or `all` for the empty scope.
+    pub fn format(&self, scope: &Scope) -> String {
+        if scope.is_empty() {
+            return "all".to_string();
+        }
+        let pairs = |skip: Option<&str>| {
+            scope
+                .iter()
+                .filter(|(k, _)| Some(k.as_str()) != skip)
+                .map(|(k, v)| format!("{k}={}", one_line(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self.group_label.as_deref().and_then(|l| scope.get(l).map(|v| (l, v))) {
+            Some((_, value)) if scope.len() == 1 => one_line(value),
+            Some((label, value)) => format!("{} ({})", one_line(value), pairs(Some(label))),
+            None => pairs(None),
+        }
+    }
+
+    /// The scopes seen, for the header: `model_name: a, b` or `a=1, b=2; a=3`.
+    pub fn describe_seen(&self, scopes: &[Scope]) -> String {
+        if scopes.is_empty() {
+            return "no scopes seen".to_string();
+        }
+        let list: Vec<String> = scopes.iter().map(|s| self.format(s)).collect();
+        match &self.group_label {
+            Some(label) => format!("{label}: {}", list.join(", ")),
+            None => list.join("; "),
+        }
+    }
+}
+
+/// One evidence item, worded for people.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EvidenceText {
+    pub title: String,
+    pub value: String,
+    pub baseline: String,
+    /// `2.4x`, when both numbers exist and the baseline is positive.
+    pub change: Option<String>,
+    pub condition: String,
+    pub held: bool,
+    /// `low confidence (14 obs)`.
+    pub confidence: Option<String>,
+}
+
+impl EvidenceText {
+    pub fn new(e: &Evidence) -> Self {
+        let fmt = |v: Option<f64>| match v {
+            Some(x) => units::format_value(x, &e.unit),
+            None => "no data".to_string(),
+        };
+        let confidence = e.low_confidence.then(|| match e.observations {
+            Some(n) if n.is_finite() => format!("low confidence ({n:.0} obs)"),
+            _ => "low confidence".to_string(),
+        });
+        let title = if e.title.trim().is_empty() { e.signal.clone() } else { e.title.clone() };
+        EvidenceText {
+            title: one_line(&title),
+            value: fmt(e.value),
+            baseline: fmt(e.baseline),
+            change: units::format_ratio(e.value, e.baseline),
+            condition: one_line(&e.threshold),
+            held: e.passed,
+            confidence,
+        }
+    }
+}
+
+/// `1 critical, 1 warning`, most severe first.
+pub(crate) fn severity_counts(findings: &[Finding]) -> String {
+    [Severity::Critical, Severity::Warning, Severity::Info]
+        .iter()
+        .filter_map(|s| {
+            let n = findings.iter().filter(|f| f.severity == *s).count();
+            (n > 0).then(|| format!("{n} {s}"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What the run amounts to, which decides the headline and the closing sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Findings,
+    /// No findings, and at least one rule/scope pair was evaluated.
+    Clean,
+    /// No findings because nothing could be evaluated: not a clean bill.
+    NothingEvaluated,
+}
+
+pub(crate) fn verdict(report: &Report) -> Verdict {
+    if !report.findings.is_empty() {
+        Verdict::Findings
+    } else if report.healthy.is_empty() {
+        Verdict::NothingEvaluated
+    } else {
+        Verdict::Clean
+    }
+}
+
+/// First line of every text format: `2 findings (1 critical, 1 warning) · 2 not evaluated`.
+pub(crate) fn headline(report: &Report) -> String {
+    let main = match verdict(report) {
+        Verdict::Findings => format!(
+            "{} ({})",
+            plural(report.findings.len(), "finding", "findings"),
+            severity_counts(&report.findings)
+        ),
+        Verdict::Clean => "no problems found".to_string(),
+        Verdict::NothingEvaluated => "nothing evaluated".to_string(),
+    };
+    match (report.not_evaluated.len(), verdict(report)) {
+        (0, _) => main,
+        (n, Verdict::NothingEvaluated) => {
+            format!("{main} ({} could not be checked)", plural(n, "rule/scope pair", "rule/scope pairs"))
+        }
+        (n, _) => format!("{main} · {n} not evaluated"),
+    }
+}
+
+/// The sentence printed instead of findings when there are none.
+pub(crate) fn no_findings_sentence(report: &Report) -> Option<String> {
+    let skipped = report.not_evaluated.len();
+    match verdict(report) {
+        Verdict::Findings => None,
+        Verdict::Clean => {
+            let mut s = format!(
+                "No problems found in the window: {} checked",
+                plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs")
+            );
+            if skipped > 0 {
+                s.push_str(&format!(", {skipped} not evaluated (listed below, so this is a partial all-clear)"));
+            } else {
+                s.push_str(", none skipped");
+            }
+            s.push('.');
+            Some(s)
+        }
+        Verdict::NothingEvaluated => {
+            let mut s = "Nothing was evaluated: no rule could be checked against this window, so this is \
+                         not an all-clear."
+                .to_string();
+            // With failures the list below explains itself; without, the likely cause is the selector.
+            if skipped == 0 && report.metrics.scopes.is_empty() {
+                s.push_str(
+                    " No vLLM series were seen in the window; check the selector and that the \
+                     data source scrapes vLLM.",
+                );
+            }
+            Some(s)
+        }
+    }
+}
+
+/// `5 rule/scope pairs (rule-a, rule-b)`, or `None` when there is nothing healthy to mention.
+pub(crate) fn healthy_summary(report: &Report) -> Option<(String, Vec<String>)> {
+    if report.healthy.is_empty() {
+        return None;
+    }
+    let rules: BTreeSet<String> = report.healthy.iter().map(|c| one_line(&c.rule)).collect();
+    Some((plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs"), rules.into_iter().collect()))
+}
+
+/// Not-evaluated entries in a stable order, each with its scope already worded.
+pub(crate) fn not_evaluated_lines(report: &Report, scopes: &ScopeStyle) -> Vec<(String, String, String)> {
+    let mut items: Vec<&NotEvaluated> = report.not_evaluated.iter().collect();
+    items.sort();
+    items
+        .into_iter()
+        .map(|n| (one_line(&n.rule), scopes.format(&n.scope), one_line(&n.reason)))
+        .collect()
+}
+
+/// Warnings in first-seen order, exact repeats folded into one line with a count.
+pub(crate) fn warning_lines(report: &Report) -> Vec<String> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for w in &report.warnings {
+        let w = one_line(w);
+        match out.iter_mut().find(|(seen, _)| *seen == w) {
+            Some((_, n)) => *n += 1,
+            None => out.push((w, 1)),
+        }
+    }
+    out.into_iter()
+        .map(|(w, n)| if n > 1 { format!("{w} ({n} times)") } else { w })
+        .collect()
+}
+
+/// `rule-a (warning), rule-b (info)`.
+pub(crate) fn also_consistent_list(f: &Finding, id: impl Fn(&str) -> String) -> Option<String> {
+    if f.also_consistent.is_empty() {
+        return None;
+    }
+    Some(
+        f.also_consistent
+            .iter()
+            .map(|a| format!("{} ({})", id(&one_line(&a.rule)), a.severity))
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
+
+pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// Collapse any run of whitespace (including newlines from server messages) into one space,
+/// so every printed item stays on its own line.
+pub(crate) fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    //! Hand-built reports shared by every renderer's snapshot tests.
+
+    use std::collections::BTreeMap;
+
+    use chrono::{TimeZone, Utc};
+
+    use crate::report::*;
+
+    fn t(h: u32, m: u32) -> chrono::DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 1, 15, h, m, 0).single().expect("valid fixed timestamp")
+    }
+
+    fn model(name: &str) -> Scope {
+        BTreeMap::from([("model_name".to_string(), name.to_string())])
+    }
+
+    const LLAMA: &str = "llama-3.1-70b-instruct";
+    const QWEN: &str = "qwen2.5-coder-32b";
+
+    fn base(findings: Vec<Finding>, healthy: Vec<Checked>, not_evaluated: Vec<NotEvaluated>) -> Report {
+        Report {
+            schema_version: SCHEMA_VERSION,
+            window: TimeRange { start: t(9, 0), end: t(9, 30) },
+            baseline: TimeRange { start: t(8, 30), end: t(9, 0) },
+            source: SourceInfo {
+                kind: "prometheus".to_string(),
+                url: "http://prometheus.monitoring:9090".to_string(),
+                selector: r#"namespace="inference-prod""#.to_string(),
+            },
+            metrics: MetricsInfo {
+                generation: "v1".to_string(),
+                scopes: vec![model(LLAMA), model(QWEN)],
+                names_used: BTreeMap::from([
+                    ("kv_cache_usage".to_string(), "vllm:kv_cache_usage_perc".to_string()),
+                    ("ttft_p95".to_string(), "vllm:time_to_first_token_seconds".to_string()),
+                ]),
+            },
+            findings,
+            healthy,
+            not_evaluated,
+            warnings: vec![],
+            stats: RunStats { queries: 38, rules_evaluated: 12 },
+        }
+    }
+
+    /// Two findings on different models, one with also-consistent rules and a low-confidence
+    /// quantile; healthy pairs, not-evaluated pairs and a data-source warning.
+    pub(crate) fn sample_report() -> Report {
+        let kv = Finding {
+            rule: "kv-cache-exhausted".to_string(),
+            title: "KV cache exhausted: requests are being preempted".to_string(),
+            severity: Severity::Critical,
+            score: 3.7,
+            scope: model(LLAMA),
+            summary: "The KV cache stayed nearly full and the scheduler evicted running requests to make \
+                      room, so requests are recomputed and latency climbs."
+                .to_string(),
+            evidence: vec![
+                Evidence {
+                    signal: "kv_cache_usage".to_string(),
+                    title: "KV cache usage (max)".to_string(),
+                    unit: "ratio".to_string(),
+                    value: Some(0.991),
+                    baseline: Some(0.62),
+                    threshold: "> 95%".to_string(),
+                    passed: true,
+                    query: r#"max by (model_name) (max_over_time(vllm:kv_cache_usage_perc{namespace="inference-prod"}[30m]))"#
+                        .to_string(),
+                    metric: "vllm:kv_cache_usage_perc".to_string(),
+                    low_confidence: false,
+                    observations: None,
+                },
+                Evidence {
+                    signal: "preemption_rate".to_string(),
+                    title: "Preemptions".to_string(),
+                    unit: "per_second".to_string(),
+                    value: Some(4.2),
+                    baseline: Some(0.0),
+                    threshold: "> 0.1/s".to_string(),
+                    passed: true,
+                    query: r#"sum by (model_name) (rate(vllm:num_preemptions_total{namespace="inference-prod"}[30m]))"#
+                        .to_string(),
+                    metric: "vllm:num_preemptions_total".to_string(),
+                    low_confidence: false,
+                    observations: None,
+                },
+            ],
+            steps: vec![
+                "Lower --max-num-seqs or --max-num-batched-tokens so fewer requests share the cache."
+                    .to_string(),
+                "Raise --gpu-memory-utilization (e.g. 0.90 -> 0.95) if the GPU has headroom.".to_string(),
+                "Add replicas or move long-context traffic to a separate deployment.".to_string(),
+            ],
+            references: vec!["https://docs.vllm.ai/en/latest/configuration/optimization.html".to_string()],
+            also_consistent: vec![
+                AlsoConsistent {
+                    rule: "queue-backlog".to_string(),
+                    title: "Requests are waiting in the queue".to_string(),
+                    severity: Severity::Warning,
+                    score: 1.9,
+                },
+                AlsoConsistent {
+                    rule: "ttft-regression".to_string(),
+                    title: "Time to first token regressed".to_string(),
+                    severity: Severity::Info,
+                    score: 1.2,
+                },
+            ],
+        };
+        let ttft = Finding {
+            rule: "ttft-regression".to_string(),
+            title: "Time to first token regressed".to_string(),
+            severity: Severity::Warning,
+            score: 2.1,
+            scope: model(QWEN),
+            summary: "Users wait much longer for the first token than in the baseline, while the queue \
+                      stayed short, which points at prefill rather than admission."
+                .to_string(),
+            evidence: vec![
+                Evidence {
+                    signal: "ttft_p95".to_string(),
+                    title: "P95 time to first token".to_string(),
+                    unit: "seconds".to_string(),
+                    value: Some(4.12),
+                    baseline: Some(0.82),
+                    threshold: "> 2x baseline or > 3s".to_string(),
+                    passed: true,
+                    query: r#"histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket{namespace="inference-prod"}[30m])))"#
+                        .to_string(),
+                    metric: "vllm:time_to_first_token_seconds".to_string(),
+                    low_confidence: true,
+                    observations: Some(14.0),
+                },
+                Evidence {
+                    signal: "queue_time_p95".to_string(),
+                    title: "P95 time in queue".to_string(),
+                    unit: "seconds".to_string(),
+                    value: Some(0.031),
+                    baseline: Some(0.024),
+                    threshold: "< 0.5s".to_string(),
+                    passed: true,
+                    query: r#"histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:request_queue_time_seconds_bucket{namespace="inference-prod"}[30m])))"#
+                        .to_string(),
+                    metric: "vllm:request_queue_time_seconds".to_string(),
+                    low_confidence: false,
+                    observations: Some(412.0),
+                },
+                Evidence {
+                    signal: "prefix_cache_hit_ratio".to_string(),
+                    title: "Prefix cache hit ratio".to_string(),
+                    unit: "ratio".to_string(),
+                    value: None,
+                    baseline: Some(0.41),
+                    threshold: "< 50% of baseline".to_string(),
+                    passed: false,
+                    query: r#"sum by (model_name) (rate(vllm:prefix_cache_hits_total{namespace="inference-prod"}[30m])) / sum by (model_name) (rate(vllm:prefix_cache_queries_total{namespace="inference-prod"}[30m]))"#
+                        .to_string(),
+                    metric: "vllm:prefix_cache_hits_total".to_string(),
+                    low_confidence: false,
+                    observations: None,
+                },
+            ],
+            steps: vec![
+                "Compare prompt lengths with the baseline: longer prompts mean longer prefill.".to_string(),
+                "Enable chunked prefill (--enable-chunked-prefill) so long prompts do not stall others."
+                    .to_string(),
+            ],
+            references: vec![],
+            also_consistent: vec![],
+        };
+        let healthy = vec![
+            Checked { rule: "error-rate".to_string(), scope: model(LLAMA) },
+            Checked { rule: "error-rate".to_string(), scope: model(QWEN) },
+            Checked { rule: "queue-backlog".to_string(), scope: model(QWEN) },
+            Checked { rule: "throughput-drop".to_string(), scope: model(LLAMA) },
+            Checked { rule: "throughput-drop".to_string(), scope: model(QWEN) },
+        ];
+        let not_evaluated = vec![
+            NotEvaluated {
+                rule: "spec-decode-acceptance-drop".to_string(),
+                scope: model(QWEN),
+                reason: "no series for vllm:spec_decode_num_draft_tokens_total in the window".to_string(),
+            },
+            NotEvaluated {
+                rule: "kv-cache-exhausted".to_string(),
+                scope: model(QWEN),
+                reason: "timed out".to_string(),
+            },
+        ];
+        let mut r = base(vec![kv, ttft], healthy, not_evaluated);
+        r.warnings = vec![
+            "partial response: store 10.0.3.7:10901 unavailable".to_string(),
+            "partial response: store 10.0.3.7:10901 unavailable".to_string(),
+        ];
+        r
+    }
+
+    /// Everything evaluated and nothing matched.
+    pub(crate) fn clean_report() -> Report {
+        let healthy = ["error-rate", "kv-cache-exhausted", "ttft-regression"]
+            .iter()
+            .flat_map(|rule| {
+                [LLAMA, QWEN].map(|m| Checked { rule: rule.to_string(), scope: model(m) })
+            })
+            .collect();
+        base(vec![], healthy, vec![])
+    }
+
+    /// The data source answered nothing usable: every pair is not evaluated.
+    pub(crate) fn nothing_evaluated_report() -> Report {
+        let not_evaluated = ["error-rate", "kv-cache-exhausted"]
+            .iter()
+            .map(|rule| NotEvaluated {
+                rule: rule.to_string(),
+                scope: Scope::new(),
+                reason: "data source unreachable".to_string(),
+            })
+            .collect();
+        let mut r = base(vec![], vec![], not_evaluated);
+        r.metrics = MetricsInfo { generation: "unknown".to_string(), ..MetricsInfo::default() };
+        r.warnings = vec!["no vLLM metrics found for selector {namespace=\"inference-prod\"}".to_string()];
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+
+    use super::fixtures::*;
+    use super::*;
+
+    fn scope(pairs: &[(&str, &str)]) -> Scope {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn a_range_within_one_day_shows_the_date_once() {
+        let r = sample_report();
+        assert_eq!(describe_range(&r.window), "2026-01-15 09:00:00 → 09:30:00 UTC (30m)");
+    }
+
+    #[test]
+    fn a_range_across_midnight_shows_both_dates() {
+        let r = TimeRange {
+            start: Utc.with_ymd_and_hms(2026, 1, 15, 23, 30, 0).unwrap(),
+            end: Utc.with_ymd_and_hms(2026, 1, 16, 1, 0, 0).unwrap(),
+        };
+        assert_eq!(describe_range(&r), "2026-01-15 23:30:00 → 2026-01-16 01:00:00 UTC (1h 30m)");
+    }
+
+    #[test]
+    fn a_scope_of_only_the_grouping_label_is_written_as_its_value() {
+        let style = ScopeStyle::for_report(&sample_report());
+        assert_eq!(style.group_label.as_deref(), Some("model_name"));
+        assert_eq!(style.format(&scope(&[("model_name", "llama-3")])), "llama-3");
+        assert_eq!(
+            style.format(&scope(&[("model_name", "llama-3"), ("engine", "1")])),
+            "llama-3 (engine=1)"
+        );
+        assert_eq!(style.format(&Scope::new()), "all");
+    }
+
+    #[test]
+    fn scopes_with_several_labels_are_written_in_full() {
+        let mut r = sample_report();
+        r.metrics.scopes = vec![scope(&[("model_name", "a"), ("engine", "0")])];
+        let style = ScopeStyle::for_report(&r);
+        assert_eq!(style.group_label, None);
+        assert_eq!(style.format(&scope(&[("model_name", "a"), ("engine", "0")])), "engine=0, model_name=a");
+    }
+
+    #[test]
+    fn evidence_shows_change_only_against_a_positive_baseline() {
+        let r = sample_report();
+        let kv = EvidenceText::new(&r.findings[0].evidence[0]);
+        assert_eq!((kv.value.as_str(), kv.baseline.as_str()), ("99.1%", "62%"));
+        assert_eq!(kv.change.as_deref(), Some("1.6x"));
+        let preempt = EvidenceText::new(&r.findings[0].evidence[1]);
+        assert_eq!(preempt.change, None);
+        let ttft = EvidenceText::new(&r.findings[1].evidence[0]);
+        assert_eq!(ttft.confidence.as_deref(), Some("low confidence (14 obs)"));
+        let missing = EvidenceText::new(&r.findings[1].evidence[2]);
+        assert_eq!(missing.value, "no data");
+    }
+
+    #[test]
+    fn credentials_in_the_source_url_are_never_displayed() {
+        assert_eq!(display_url("https://user:s3cret@prom.example:9090/"), "https://prom.example:9090/");
+        assert!(!display_url("https://user:s3cret@[bad").contains("s3cret"));
+    }
+
+    #[test]
+    fn nothing_evaluated_is_never_called_healthy() {
+        let r = nothing_evaluated_report();
+        assert_eq!(verdict(&r), Verdict::NothingEvaluated);
+        let s = no_findings_sentence(&r).unwrap_or_default().to_lowercase();
+        assert!(!s.contains("healthy") && !s.contains("no problems"), "{s}");
+        assert!(healthy_summary(&r).is_none());
+    }
+
+    #[test]
+    fn repeated_warnings_are_folded_with_a_count() {
+        let r = sample_report();
+        assert_eq!(warning_lines(&r), vec!["partial response: store 10.0.3.7:10901 unavailable (2 times)"]);
+    }
+
+    #[test]
+    fn headline_counts_findings_by_severity_and_not_evaluated() {
+        assert_eq!(headline(&sample_report()), "2 findings (1 critical, 1 warning) · 2 not evaluated");
+        assert_eq!(headline(&clean_report()), "no problems found");
+    }
+
+    #[test]
+    fn render_dispatches_on_format() {
+        let r = clean_report();
+        let json = render(&r, Format::Json, &RenderOptions::default());
+        assert!(json.starts_with('{'));
+        assert!(render(&r, Format::Markdown, &RenderOptions::default()).contains("No problems found"));
+    }
+}

@@ -1,1 +1,8 @@
-//! (in progress)
+//! Rules: declarative runbook knowledge, loaded from TOML and evaluated over signals.
+
+pub mod doc;
+pub mod eval;
+pub mod expr;
+pub mod load;
+
+pub use load::{load_builtin, load_with_overrides, RuleDef, RuleError, RuleSet};

@@ -1,1 +1,594 @@
-//! (in progress)
+//! Record a run's traffic and replay it offline.
+//!
+//! `--record FILE` wraps the live source in a [`Recorder`], which keeps every request with exactly what
+//! came back (the raw exchange, or the transport error), and saves them with the run's parameters.
+//! `--replay FILE` opens that file as a [`Replay`] source: the same parameters produce the same requests,
+//! which get the same bytes, which go through the same decoder, so the report is identical. That makes a
+//! recording a bug report, a regression fixture and a way to re-run new rules over an old incident.
+//!
+//! The file is pretty, sorted JSON so it diffs well and can be read or trimmed by hand. It holds no
+//! credentials: URLs are shown without them and requests and bodies never contain them.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use super::{Exchange, Request, Source, SourceError};
+use crate::config::RunParams;
+use crate::report::SourceInfo;
+
+/// The `format` field of every recording.
+pub const FORMAT: &str = "vllm-diag-recording";
+/// The only recording version this build reads and writes.
+pub const VERSION: u32 = 1;
+
+/// Why a recording could not be written or read. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("cannot access the recording {}: {source}. Check the path and its permissions", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{}:{line}:{column}: the recording is damaged ({message}). It may be truncated or edited by hand; \
+         record it again with --record",
+        .path.display()
+    )]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{}: {message}", .path.display())]
+    Format { path: PathBuf, message: String },
+}
+
+/// What one request produced, as stored.
+type Outcome = Result<Exchange, SourceError>;
+
+/// A live source that remembers everything it was asked and everything it answered.
+pub struct Recorder {
+    inner: Arc<dyn Source>,
+    log: Mutex<BTreeMap<Request, Outcome>>,
+}
+
+impl Recorder {
+    pub fn new(inner: Arc<dyn Source>) -> Recorder {
+        Recorder {
+            inner,
+            log: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// How many distinct requests were recorded so far.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Write the recording to `path` atomically: a half-written file never replaces a good one.
+    pub fn save(&self, path: &Path, params: &RunParams) -> Result<(), RecordError> {
+        let exchanges: Vec<StoredExchange> = self
+            .lock()
+            .iter()
+            .map(|(request, outcome)| match outcome {
+                Ok(ex) => StoredExchange {
+                    request: request.clone(),
+                    response: Some(ex.clone()),
+                    error: None,
+                },
+                Err(e) => StoredExchange {
+                    request: request.clone(),
+                    response: None,
+                    error: Some(e.clone()),
+                },
+            })
+            .collect();
+        let file = RecordingFile {
+            format: FORMAT.to_string(),
+            version: VERSION,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            params: params.clone(),
+            source: self.inner.info(),
+            exchanges,
+        };
+        let mut text = serde_json::to_string_pretty(&file).map_err(|e| RecordError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e),
+        })?;
+        text.push('\n');
+        write_atomically(path, text.as_bytes())
+    }
+
+    /// The log, even if another task panicked while holding it (the map is still consistent).
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Request, Outcome>> {
+        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Source for Recorder {
+    fn send<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Result<Exchange, SourceError>> {
+        Box::pin(async move {
+            let outcome = self.inner.send(req).await;
+            self.lock().insert(req.clone(), outcome.clone());
+            outcome
+        })
+    }
+
+    fn info(&self) -> SourceInfo {
+        self.inner.info()
+    }
+
+    fn url(&self) -> String {
+        self.inner.url()
+    }
+}
+
+/// A source that answers from a recording, offline.
+#[derive(Debug)]
+pub struct Replay {
+    file: String,
+    source: SourceInfo,
+    answers: BTreeMap<Request, Outcome>,
+}
+
+impl Replay {
+    /// Read a recording; returns the source and the parameters the run was recorded with.
+    pub fn open(path: &Path) -> Result<(Replay, RunParams), RecordError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RecordError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let parse_err = |e: serde_json::Error| RecordError::Parse {
+            path: path.to_path_buf(),
+            line: e.line(),
+            column: e.column(),
+            message: strip_position(&e.to_string()),
+        };
+
+        // First only the header, so a file of another kind or version gets a message about that rather
+        // than about whichever field happens to differ.
+        let format_err = |message: String| RecordError::Format {
+            path: path.to_path_buf(),
+            message,
+        };
+        let head: Head = match serde_json::from_str(&text) {
+            Ok(h) => h,
+            Err(e) if e.classify() == serde_json::error::Category::Data => {
+                return Err(format_err(
+                    "not a vllm-diag recording (it is JSON, but not an object with \"format\" and \"version\"); \
+                     pass a file written by --record"
+                        .to_string(),
+                ))
+            }
+            Err(e) => return Err(parse_err(e)),
+        };
+        match head.format.as_deref() {
+            Some(FORMAT) => {}
+            Some(other) => {
+                return Err(format_err(format!(
+                    "not a vllm-diag recording (its format is {other:?}, expected {FORMAT:?}); pass a file written \
+                     by --record"
+                )))
+            }
+            None => {
+                return Err(format_err(format!(
+                    "not a vllm-diag recording (no \"format\": {FORMAT:?} field); pass a file written by --record"
+                )))
+            }
+        }
+        match head.version.as_ref().and_then(serde_json::Value::as_u64) {
+            Some(v) if v == u64::from(VERSION) => {}
+            found => {
+                let found = found.map_or_else(|| "missing".to_string(), |v| v.to_string());
+                let made_by = match &head.tool_version {
+                    Some(serde_json::Value::String(v)) => v.clone(),
+                    _ => "an unknown version".to_string(),
+                };
+                return Err(format_err(format!(
+                    "recording version {found} (written by vllm-diag {made_by}) cannot be read by vllm-diag {}, \
+                     which reads version {VERSION}; replay it with the version that wrote it, or record it again \
+                     with --record",
+                    env!("CARGO_PKG_VERSION")
+                )));
+            }
+        }
+
+        let file: RecordingFile = serde_json::from_str(&text).map_err(parse_err)?;
+        let mut answers = BTreeMap::new();
+        for (i, stored) in file.exchanges.into_iter().enumerate() {
+            let outcome = match (stored.response, stored.error) {
+                (Some(ex), None) => Ok(ex),
+                (None, Some(e)) => Err(e),
+                (Some(_), Some(_)) | (None, None) => {
+                    return Err(format_err(format!(
+                        "exchange {} must hold exactly one of \"response\" and \"error\"; the file was edited by \
+                         hand or damaged: record it again with --record",
+                        i + 1
+                    )))
+                }
+            };
+            answers.entry(stored.request).or_insert(outcome);
+        }
+        let replay = Replay {
+            file: path.display().to_string(),
+            source: file.source,
+            answers,
+        };
+        Ok((replay, file.params))
+    }
+
+    /// How many requests the recording can answer.
+    pub fn len(&self) -> usize {
+        self.answers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.answers.is_empty()
+    }
+}
+
+impl Source for Replay {
+    fn send<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Result<Exchange, SourceError>> {
+        let answer = match self.answers.get(req) {
+            Some(outcome) => outcome.clone(),
+            None => Err(SourceError::NotRecorded {
+                file: self.file.clone(),
+                request: req.describe(),
+            }),
+        };
+        Box::pin(futures::future::ready(answer))
+    }
+
+    fn info(&self) -> SourceInfo {
+        self.source.clone()
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct RecordingFile {
+    format: String,
+    version: u32,
+    tool_version: String,
+    params: RunParams,
+    source: SourceInfo,
+    exchanges: Vec<StoredExchange>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredExchange {
+    request: Request,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    response: Option<Exchange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<SourceError>,
+}
+
+/// The fields that identify a recording; everything else is skipped unread.
+#[derive(Deserialize)]
+struct Head {
+    #[serde(default)]
+    format: Option<String>,
+    #[serde(default)]
+    version: Option<serde_json::Value>,
+    #[serde(default)]
+    tool_version: Option<serde_json::Value>,
+}
+
+/// serde_json ends messages with " at line L column C"; the error carries those separately.
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// Write to a temporary file beside `path`, flush it to disk, then rename it over `path`.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), RecordError> {
+    let io_err = |source: std::io::Error| RecordError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "recording".into());
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
+
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io_err(e));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::TimeRange;
+    use chrono::{TimeZone, Utc};
+    use std::time::Duration;
+
+    /// Answers from a fixed table and fails everything else as unreachable.
+    struct Fake;
+
+    impl Source for Fake {
+        fn send<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Result<Exchange, SourceError>> {
+            let out = match req {
+                Request::Instant { query, .. } if query == "up" => Ok(Exchange {
+                    http_status: 200,
+                    content_type: "application/json".into(),
+                    body: r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#.into(),
+                }),
+                Request::Instant { query, .. } if query == "slow" => Err(SourceError::Timeout {
+                    url: "http://prom:9090/api/v1/query".into(),
+                    after: Duration::from_millis(1500),
+                }),
+                _ => Ok(Exchange {
+                    http_status: 502,
+                    content_type: "text/html".into(),
+                    body: "<title>bad</title>".into(),
+                }),
+            };
+            Box::pin(futures::future::ready(out))
+        }
+
+        fn info(&self) -> SourceInfo {
+            SourceInfo {
+                kind: "prometheus".into(),
+                url: "http://prom:9090".into(),
+                selector: String::new(),
+            }
+        }
+    }
+
+    fn t(s: i64) -> chrono::DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + s, 0).unwrap()
+    }
+
+    fn params() -> RunParams {
+        RunParams {
+            window: TimeRange {
+                start: t(0),
+                end: t(600),
+            },
+            baseline: TimeRange {
+                start: t(-600),
+                end: t(0),
+            },
+            selector: "job=\"vllm\"".into(),
+            group_by: vec!["model_name".into()],
+        }
+    }
+
+    fn instant(q: &str) -> Request {
+        Request::Instant {
+            query: q.into(),
+            time: t(600),
+        }
+    }
+
+    fn requests() -> Vec<Request> {
+        vec![
+            instant("up"),
+            instant("slow"),
+            Request::Range {
+                query: "rate(x[5m])".into(),
+                start: t(0),
+                end: t(600),
+                step_seconds: 60,
+            },
+            Request::LabelValues {
+                label: "__name__".into(),
+                matchers: vec!["{job=\"vllm\"}".into()],
+                start: t(0),
+                end: t(600),
+            },
+        ]
+    }
+
+    async fn record_to(path: &Path) -> Vec<Result<Exchange, SourceError>> {
+        let rec = Recorder::new(Arc::new(Fake));
+        let mut live = Vec::new();
+        for r in requests() {
+            live.push(rec.send(&r).await);
+        }
+        assert_eq!(rec.len(), 4);
+        rec.save(path, &params()).expect("save");
+        live
+    }
+
+    #[tokio::test]
+    async fn a_replay_gives_back_exactly_what_was_recorded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("run.json");
+        let live = record_to(&path).await;
+
+        let (replay, p) = Replay::open(&path).expect("open");
+        assert_eq!(p, params());
+        assert_eq!(replay.info(), Fake.info());
+        let mut replayed = Vec::new();
+        for r in requests() {
+            replayed.push(replay.send(&r).await);
+        }
+        assert_eq!(replayed, live);
+        assert!(matches!(live[1], Err(SourceError::Timeout { .. })));
+    }
+
+    #[tokio::test]
+    async fn the_file_is_deterministic_and_sorted_by_request() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = dir.path().join("a.json");
+        let b = dir.path().join("b.json");
+        record_to(&a).await;
+        // Same requests in reverse order must give the same bytes.
+        let rec = Recorder::new(Arc::new(Fake));
+        for r in requests().iter().rev() {
+            let _ = rec.send(r).await;
+        }
+        rec.save(&b, &params()).expect("save");
+        let text_a = std::fs::read_to_string(&a).expect("read a");
+        assert_eq!(text_a, std::fs::read_to_string(&b).expect("read b"));
+
+        let v: serde_json::Value = serde_json::from_str(&text_a).expect("json");
+        assert_eq!(v["format"], FORMAT);
+        assert_eq!(v["version"], 1);
+        assert_eq!(v["tool_version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(v["exchanges"].as_array().map(Vec::len), Some(4));
+        // Sorted by request: instant queries first, alphabetically.
+        assert_eq!(v["exchanges"][0]["request"]["query"], "slow");
+        assert_eq!(v["exchanges"][0]["error"]["error"], "timeout");
+        assert_eq!(v["exchanges"][1]["request"]["query"], "up");
+        assert_eq!(v["exchanges"][1]["response"]["http_status"], 200);
+        // No stray temporary files are left beside the recording.
+        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 2);
+    }
+
+    #[tokio::test]
+    async fn an_unknown_request_is_not_recorded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("run.json");
+        record_to(&path).await;
+        let (replay, _) = Replay::open(&path).expect("open");
+        let err = replay.send(&instant("never asked")).await.expect_err("not recorded");
+        assert_eq!(
+            err,
+            SourceError::NotRecorded {
+                file: path.display().to_string(),
+                request: "never asked".into()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_truncated_file_is_a_parse_error_naming_the_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("run.json");
+        record_to(&path).await;
+        let text = std::fs::read_to_string(&path).expect("read");
+        let cut: String = text.lines().take(20).collect::<Vec<_>>().join("\n");
+        std::fs::write(&path, &cut).expect("write");
+        let err = Replay::open(&path).expect_err("truncated");
+        let RecordError::Parse { line, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(*line, 20);
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("{}:20:", path.display())), "{msg}");
+        assert!(msg.contains("record it again with --record"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn a_tampered_field_is_a_parse_error_naming_the_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("run.json");
+        record_to(&path).await;
+        let text = std::fs::read_to_string(&path).expect("read");
+        let line_no = text
+            .lines()
+            .position(|l| l.contains("\"http_status\""))
+            .expect("a status line")
+            + 1;
+        std::fs::write(
+            &path,
+            text.replacen("\"http_status\": 200", "\"http_status\": \"ok\"", 1),
+        )
+        .expect("write");
+        let err = Replay::open(&path).expect_err("tampered");
+        let RecordError::Parse { line, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(*line, line_no);
+    }
+
+    #[test]
+    fn a_file_of_another_format_is_a_format_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("other.json");
+        std::fs::write(&path, r#"{"format":"grafana-dashboard","version":1}"#).expect("write");
+        let err = Replay::open(&path).expect_err("wrong format");
+        assert!(matches!(err, RecordError::Format { .. }), "{err:?}");
+        assert!(err.to_string().contains("written by --record"), "{err}");
+
+        for body in [r#"{"status":"success","data":[]}"#, "[]", "42", r#"{"format":7}"#] {
+            std::fs::write(&path, body).expect("write");
+            assert!(matches!(Replay::open(&path), Err(RecordError::Format { .. })), "{body}");
+        }
+    }
+
+    #[test]
+    fn an_unsupported_version_is_a_format_error_saying_what_to_do() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("future.json");
+        std::fs::write(
+            &path,
+            r#"{"format":"vllm-diag-recording","version":2,"tool_version":"9.0.0"}"#,
+        )
+        .expect("write");
+        let err = Replay::open(&path).expect_err("future version");
+        let msg = err.to_string();
+        assert!(matches!(err, RecordError::Format { .. }));
+        assert!(
+            msg.contains("version 2") && msg.contains("9.0.0") && msg.contains("--record"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn an_exchange_with_both_response_and_error_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("both.json");
+        let file = serde_json::json!({
+            "format": FORMAT, "version": 1, "tool_version": "0.1.0", "params": params(),
+            "source": Fake.info(),
+            "exchanges": [{"request": instant("up"),
+                           "response": {"http_status": 200, "body": ""},
+                           "error": {"error": "other", "detail": "x"}}]
+        });
+        std::fs::write(&path, file.to_string()).expect("write");
+        assert!(matches!(Replay::open(&path), Err(RecordError::Format { .. })));
+    }
+
+    #[test]
+    fn a_missing_file_is_an_io_error_naming_it() {
+        let err = Replay::open(Path::new("/nonexistent/dir/run.json")).expect_err("missing");
+        assert!(matches!(err, RecordError::Io { .. }));
+        assert!(err.to_string().contains("/nonexistent/dir/run.json"));
+    }
+
+    #[test]
+    fn saving_into_a_missing_directory_is_an_io_error() {
+        let rec = Recorder::new(Arc::new(Fake));
+        let err = rec
+            .save(Path::new("/nonexistent/dir/run.json"), &params())
+            .expect_err("no dir");
+        assert!(matches!(err, RecordError::Io { .. }));
+    }
+}

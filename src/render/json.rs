@@ -1,0 +1,56 @@
+//! JSON output: the report exactly as `report.rs` defines it, for scripts and CI.
+//!
+//! No reshaping happens here: the schema is the `Report` type and its `schema_version`, so a field
+//! added there appears here without a change, and consumers read one documented contract.
+
+use crate::report::Report;
+
+/// Pretty-printed JSON with a trailing newline.
+pub fn render(report: &Report) -> String {
+    match serde_json::to_string_pretty(report) {
+        Ok(mut s) => {
+            s.push('\n');
+            s
+        }
+        // Unreachable for this type (string keys, non-finite floats written as strings), but a
+        // renderer never panics: say what happened in a shape a JSON reader can still parse.
+        Err(e) => format!("{}\n", serde_json::json!({ "error": format!("cannot encode the report: {e}") })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::*;
+
+    #[test]
+    fn json_round_trips_into_an_equal_report() {
+        for report in [sample_report(), clean_report(), nothing_evaluated_report()] {
+            let text = render(&report);
+            let back: Report = serde_json::from_str(&text).expect("rendered JSON parses back");
+            assert_eq!(back, report);
+        }
+    }
+
+    #[test]
+    fn non_finite_values_survive_the_round_trip() {
+        let mut report = sample_report();
+        report.findings[0].evidence[0].value = Some(f64::INFINITY);
+        report.findings[0].evidence[1].baseline = Some(f64::NAN);
+        let text = render(&report);
+        assert!(text.contains("\"+Inf\"") && text.contains("\"NaN\""));
+        let back: Report = serde_json::from_str(&text).expect("rendered JSON parses back");
+        assert_eq!(back.findings[0].evidence[0].value, Some(f64::INFINITY));
+        assert!(back.findings[0].evidence[1].baseline.is_some_and(f64::is_nan));
+    }
+
+    #[test]
+    fn json_ends_with_a_newline() {
+        assert!(render(&clean_report()).ends_with("}\n"));
+    }
+
+    #[test]
+    fn json_snapshot_of_the_sample_report() {
+        insta::assert_snapshot!(render(&sample_report()));
+    }
+}

@@ -1,0 +1,297 @@
+//! The default terminal format: a short header, one block per finding with a boxed evidence table,
+//! then what was healthy, what could not be checked, and the data source's warnings.
+//!
+//! Tables are drawn with comfy-table, which is told never to look at the terminal: the width comes
+//! from [`RenderOptions::width`] and colour from [`RenderOptions::color`], both decided by the
+//! caller. That keeps rendering a pure function and lets tests pin the output byte for byte.
+//! PromQL lines are never wrapped, so they can be copied straight into a query box.
+
+use comfy_table::{presets, Cell, ContentArrangement, Table};
+
+use super::{
+    also_consistent_list, describe_generation, describe_range, describe_source, headline, healthy_summary,
+    no_findings_sentence, not_evaluated_lines, one_line, query_timing, warning_lines, EvidenceText,
+    RenderOptions, ScopeStyle,
+};
+use crate::report::{Finding, Report, Severity};
+
+/// Indentation of everything inside a finding block.
+const INDENT: &str = "   ";
+
+pub fn render(report: &Report, opts: &RenderOptions) -> String {
+    let width = opts.width.map(usize::from);
+    let scopes = ScopeStyle::for_report(report);
+    let mut out: Vec<String> = Vec::new();
+
+    out.push(format!("vllm-diag: {}", headline(report)));
+    out.push(String::new());
+    let (kind, url, selector) = describe_source(report);
+    let source = match selector {
+        Some(sel) => format!("{kind} {url}, selector {sel}"),
+        None => format!("{kind} {url}"),
+    };
+    let metrics = format!(
+        "vLLM {}; {}",
+        describe_generation(&report.metrics.generation),
+        scopes.describe_seen(&report.metrics.scopes)
+    );
+    for (label, value) in [
+        ("Window", describe_range(&report.window)),
+        ("Baseline", describe_range(&report.baseline)),
+        ("Source", source),
+        ("Metrics", metrics),
+    ] {
+        out.extend(wrap(&value, width, &format!("{label:<10}"), &" ".repeat(10)));
+    }
+
+    for (i, finding) in report.findings.iter().enumerate() {
+        out.push(String::new());
+        finding_block(&mut out, report, finding, i + 1, &scopes, opts);
+    }
+
+    if let Some(sentence) = no_findings_sentence(report) {
+        out.push(String::new());
+        out.extend(wrap(&sentence, width, "", ""));
+    }
+    out.push(String::new());
+    if let Some((pairs, rules)) = healthy_summary(report) {
+        let text = format!("Checked and healthy: {pairs} ({})", rules.join(", "));
+        out.extend(wrap(&text, width, "", INDENT));
+    }
+    let skipped = not_evaluated_lines(report, &scopes);
+    if !skipped.is_empty() {
+        let head = format!(
+            "Not evaluated ({}; not covered by this diagnosis):",
+            super::plural(skipped.len(), "rule/scope pair", "rule/scope pairs")
+        );
+        let head = wrap(&head, width, "", INDENT);
+        out.extend(head.iter().map(|l| paint_bold(l, opts.color)));
+        for (rule, scope, reason) in skipped {
+            out.extend(wrap(&format!("{rule} ({scope}): {reason}"), width, "  - ", "    "));
+        }
+    }
+    let warnings = warning_lines(report);
+    if !warnings.is_empty() {
+        out.push(String::new());
+    }
+    for w in warnings {
+        out.extend(wrap(&format!("Warning: {w}"), width, "", INDENT));
+    }
+
+    let mut text: String = out.iter().map(|l| format!("{}\n", l.trim_end())).collect();
+    while text.ends_with("\n\n") {
+        text.pop();
+    }
+    text
+}
+
+fn finding_block(
+    out: &mut Vec<String>,
+    report: &Report,
+    f: &Finding,
+    rank: usize,
+    scopes: &ScopeStyle,
+    opts: &RenderOptions,
+) {
+    let width = opts.width.map(usize::from);
+    let badge = format!("#{rank} {}", f.severity.as_str().to_uppercase());
+    let rest = format!("{} · {} · {}", one_line(&f.rule), one_line(&f.title), scopes.format(&f.scope));
+    // Wrap without colour codes (they would count as width), then colour the badge in place.
+    let mut heading = wrap(&rest, width, &format!("{badge}  "), INDENT);
+    if let (true, Some(first)) = (opts.color, heading.first_mut()) {
+        if let Some(tail) = first.strip_prefix(badge.as_str()) {
+            *first = format!("{}{tail}", paint(&badge, f.severity));
+        }
+    }
+    out.extend(heading);
+
+    if !f.summary.trim().is_empty() {
+        out.extend(wrap(&one_line(&f.summary), width, INDENT, INDENT));
+    }
+
+    if !f.evidence.is_empty() {
+        let table = evidence_table(f, width.map(|w| w.saturating_sub(INDENT.len())));
+        out.extend(table.lines().map(|l| format!("{INDENT}{l}")));
+    }
+
+    if !f.steps.is_empty() {
+        out.push(format!("{INDENT}Next steps"));
+        for (n, step) in f.steps.iter().enumerate() {
+            let first = format!("{INDENT}  {}. ", n + 1);
+            let rest = " ".repeat(first.chars().count());
+            out.extend(wrap(&one_line(step), width, &first, &rest));
+        }
+    }
+    if !f.references.is_empty() {
+        out.push(format!("{INDENT}References"));
+        for r in &f.references {
+            out.push(format!("{INDENT}  - {}", one_line(r)));
+        }
+    }
+    if let Some(also) = also_consistent_list(f, |id| id.to_string()) {
+        out.extend(wrap(&format!("Also consistent: {also}"), width, INDENT, &format!("{INDENT}  ")));
+    }
+
+    let queries: Vec<(String, String)> = f
+        .evidence
+        .iter()
+        .filter(|e| !e.query.trim().is_empty())
+        .map(|e| (one_line(&e.signal), one_line(&e.query)))
+        .collect();
+    if !queries.is_empty() {
+        out.extend(wrap(&format!("PromQL {}", query_timing(report)), width, INDENT, &format!("{INDENT}  ")));
+        let pad = queries.iter().map(|(s, _)| s.chars().count()).max().unwrap_or(0);
+        for (signal, query) in queries {
+            out.push(format!("{INDENT}  {signal:<pad$}  {query}"));
+        }
+    }
+}
+
+fn evidence_table(f: &Finding, width: Option<usize>) -> String {
+    let mut table = Table::new();
+    table
+        .force_no_tty()
+        .load_preset(presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(["Signal", "Value", "Baseline", "Change", "Condition", "Held"]);
+    if let Some(w) = width {
+        table.set_width(u16::try_from(w).unwrap_or(u16::MAX));
+    }
+    for e in &f.evidence {
+        let e = EvidenceText::new(e);
+        let signal = match &e.confidence {
+            Some(c) => format!("{}\n{c}", e.title),
+            None => e.title.clone(),
+        };
+        table.add_row([
+            Cell::new(signal),
+            Cell::new(&e.value),
+            Cell::new(&e.baseline),
+            Cell::new(e.change.as_deref().unwrap_or("—")),
+            Cell::new(&e.condition),
+            Cell::new(if e.held { "yes" } else { "no" }),
+        ]);
+    }
+    table.to_string()
+}
+
+/// Greedy word wrap with a first-line prefix and a hanging prefix. `None` width: one line.
+/// Words longer than the line are kept whole rather than split.
+fn wrap(text: &str, width: Option<usize>, first: &str, rest: &str) -> Vec<String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let Some(width) = width else {
+        return vec![format!("{first}{}", words.join(" "))];
+    };
+    let mut lines = Vec::new();
+    let mut line = first.to_string();
+    let mut has_word = false;
+    for word in words {
+        let len = line.chars().count();
+        if has_word && len + 1 + word.chars().count() > width {
+            lines.push(std::mem::replace(&mut line, rest.to_string()));
+            has_word = false;
+        }
+        if has_word {
+            line.push(' ');
+        }
+        line.push_str(word);
+        has_word = true;
+    }
+    lines.push(line);
+    lines
+}
+
+fn paint(text: &str, severity: Severity) -> String {
+    let code = match severity {
+        Severity::Critical => "1;31",
+        Severity::Warning => "1;33",
+        Severity::Info => "1;34",
+    };
+    format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+fn paint_bold(text: &str, color: bool) -> String {
+    if color {
+        format!("\x1b[1m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::*;
+
+    fn opts(width: u16) -> RenderOptions {
+        RenderOptions { color: false, width: Some(width) }
+    }
+
+    #[test]
+    fn table_snapshot_of_the_sample_report() {
+        insta::assert_snapshot!(render(&sample_report(), &opts(110)));
+    }
+
+    #[test]
+    fn table_snapshot_wrapped_to_a_narrow_terminal() {
+        insta::assert_snapshot!(render(&sample_report(), &opts(72)));
+    }
+
+    #[test]
+    fn table_snapshot_without_a_width_does_not_wrap() {
+        insta::assert_snapshot!(render(&sample_report(), &RenderOptions::default()));
+    }
+
+    #[test]
+    fn table_snapshot_of_a_clean_report() {
+        insta::assert_snapshot!(render(&clean_report(), &opts(100)));
+    }
+
+    #[test]
+    fn table_snapshot_when_nothing_was_evaluated() {
+        insta::assert_snapshot!(render(&nothing_evaluated_report(), &opts(100)));
+    }
+
+    #[test]
+    fn without_colour_there_are_no_escape_codes() {
+        for r in [sample_report(), clean_report(), nothing_evaluated_report()] {
+            assert!(!render(&r, &opts(100)).contains('\x1b'));
+            assert!(!render(&r, &RenderOptions::default()).contains('\x1b'));
+        }
+    }
+
+    #[test]
+    fn with_colour_severities_are_coloured() {
+        let text = render(&sample_report(), &RenderOptions { color: true, width: Some(100) });
+        assert!(text.contains("\x1b[1;31m#1 CRITICAL\x1b[0m"));
+        assert!(text.contains("\x1b[1;33m#2 WARNING\x1b[0m"));
+    }
+
+    #[test]
+    fn nothing_evaluated_never_says_healthy() {
+        let text = render(&nothing_evaluated_report(), &opts(100)).to_lowercase();
+        assert!(!text.contains("healthy"), "{text}");
+        assert!(text.contains("nothing was evaluated"));
+    }
+
+    #[test]
+    fn every_not_evaluated_pair_is_listed_by_name() {
+        let text = render(&sample_report(), &opts(100));
+        assert!(text.contains("kv-cache-exhausted (qwen2.5-coder-32b): timed out"));
+        assert!(text.contains("spec-decode-acceptance-drop (qwen2.5-coder-32b): no series for"));
+    }
+
+    #[test]
+    fn lines_fit_the_width_except_promql() {
+        let text = render(&sample_report(), &opts(72));
+        for line in text.lines().filter(|l| !l.contains("vllm:")) {
+            assert!(line.chars().count() <= 72, "too wide: {line}");
+        }
+    }
+
+    #[test]
+    fn wrap_keeps_a_hanging_indent() {
+        assert_eq!(wrap("aa bb cc", Some(7), "> ", "  "), vec!["> aa bb", "  cc"]);
+        assert_eq!(wrap("aa bb cc", None, "> ", "  "), vec!["> aa bb cc"]);
+    }
+}

@@ -1,0 +1,82 @@
+//! Rule documentation generated from the rule files themselves: `rules list` and `rules show ID`.
+
+use std::fmt::Write;
+
+use super::RuleSet;
+
+/// One line per rule: id, severity, title.
+pub fn list(set: &RuleSet) -> String {
+    let w = set.rules.iter().map(|r| r.id.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for r in &set.rules {
+        let _ = writeln!(out, "{:<w$}  {:<8}  {}", r.id, r.severity.as_str(), r.title);
+    }
+    out
+}
+
+/// Everything about one rule.
+pub fn show(set: &RuleSet, id: &str) -> Option<String> {
+    let r = set.rule(id)?;
+    let mut o = String::new();
+    let _ = writeln!(o, "{} ({})\n{}\n", r.id, r.severity, r.title);
+    let _ = writeln!(o, "What it detects\n  {}\n", r.description.trim().replace('\n', "\n  "));
+    if !r.why.is_empty() {
+        let _ = writeln!(o, "Why it matters\n  {}\n", r.why.trim());
+    }
+    let _ = writeln!(o, "Fires when all of these hold");
+    for c in &r.when {
+        let _ = writeln!(o, "  - {}", c.text);
+    }
+    let mut names: Vec<&String> = Vec::new();
+    for c in &r.when {
+        for cmp in c.expr.comparisons() {
+            if let super::expr::Rhs::Named { name } = &cmp.rhs {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    if !names.is_empty() {
+        let _ = writeln!(o, "\nThresholds");
+        for n in names {
+            let v = set.thresholds.get(n.as_str()).map(|v| crate::units::sig(*v)).unwrap_or_else(|| "undefined".into());
+            let _ = writeln!(o, "  ${n} = {v}");
+        }
+    }
+    let _ = writeln!(o, "\nSignals");
+    for s in r.signals() {
+        if let Some(d) = set.signals.get(&s) {
+            let _ = writeln!(o, "  {:<22} {} ({}). {}", d.id, d.title, d.unit, d.description);
+        }
+    }
+    if !r.supersedes.is_empty() {
+        let _ = writeln!(o, "\nMore specific than: {}", r.supersedes.join(", "));
+    }
+    let _ = writeln!(o, "\nNext steps");
+    for (i, s) in r.steps.iter().enumerate() {
+        let _ = writeln!(o, "  {}. {}", i + 1, s);
+    }
+    if !r.references.is_empty() {
+        let _ = writeln!(o, "\nReferences");
+        for s in &r.references {
+            let _ = writeln!(o, "  - {s}");
+        }
+    }
+    let _ = writeln!(o, "\nDefined in {}", r.origin);
+    Some(o)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn show_prints_what_the_rule_file_says() {
+        let set = crate::rules::load_builtin().unwrap();
+        let text = super::show(&set, "kv-cache-pressure").unwrap();
+        assert!(text.contains("kv_usage_max >= $kv_usage_high"));
+        assert!(text.contains("$kv_usage_high = 0.9"));
+        assert!(text.contains("rules/capacity.toml:"));
+        assert!(super::show(&set, "nope").is_none());
+        assert_eq!(super::list(&set).lines().count(), set.rules.len());
+    }
+}

@@ -1,0 +1,283 @@
+//! Evaluating rules over computed signal values, one scope at a time.
+
+use std::collections::BTreeMap;
+
+use super::expr::{self, Facts, Truth};
+use super::load::{RuleDef, RuleSet};
+use crate::report::{Evidence, Scope};
+
+/// Why a signal has no values at all.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Availability {
+    Ok,
+    /// None of the metric names it can use exist in that window.
+    Missing(Vec<String>),
+    /// Its query failed (timeout, error); the reason says which.
+    Failed(String),
+}
+
+/// One signal's values for one window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowValues {
+    pub availability: Availability,
+    pub values: BTreeMap<Scope, f64>,
+    /// For quantiles: observations per scope.
+    pub counts: BTreeMap<Scope, f64>,
+    /// The PromQL the values came from (empty when it could not be built).
+    pub query: String,
+    /// The metric name used.
+    pub metric: String,
+}
+
+impl WindowValues {
+    pub fn unavailable(a: Availability) -> WindowValues {
+        WindowValues { availability: a, values: BTreeMap::new(), counts: BTreeMap::new(), query: String::new(), metric: String::new() }
+    }
+}
+
+/// One signal over both windows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalValues {
+    pub window: WindowValues,
+    pub baseline: WindowValues,
+}
+
+/// Every signal the run computed, by id.
+pub type SignalTable = BTreeMap<String, SignalValues>;
+
+/// What one rule concluded for one scope.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Matched { score: f64, evidence: Vec<Evidence> },
+    NotMatched,
+    Unknown { reasons: Vec<String> },
+}
+
+struct ScopeFacts<'a> {
+    table: &'a SignalTable,
+    scope: &'a Scope,
+    thresholds: &'a BTreeMap<String, f64>,
+}
+
+fn lookup(w: Option<&WindowValues>, signal: &str, scope: &Scope, which: &str) -> Result<f64, String> {
+    let Some(w) = w else {
+        return Err(format!("signal {signal} was not computed"));
+    };
+    match &w.availability {
+        Availability::Missing(families) => Err(format!("metric missing in the {which}: {}", families.join(", "))),
+        Availability::Failed(reason) => Err(format!("{signal} ({which}): {reason}")),
+        Availability::Ok => w.values.get(scope).copied().ok_or_else(|| format!("no data for {signal} in the {which}")),
+    }
+}
+
+impl Facts for ScopeFacts<'_> {
+    fn value(&self, signal: &str) -> Result<f64, String> {
+        lookup(self.table.get(signal).map(|s| &s.window), signal, self.scope, "window")
+    }
+    fn baseline(&self, signal: &str) -> Result<f64, String> {
+        lookup(self.table.get(signal).map(|s| &s.baseline), signal, self.scope, "baseline")
+    }
+    fn threshold(&self, name: &str) -> Option<f64> {
+        self.thresholds.get(name).copied()
+    }
+}
+
+/// Evaluate one rule for one scope.
+pub fn evaluate(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> Outcome {
+    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds };
+    let mut unknown = Vec::new();
+    let mut score = 0.0;
+    let mut held: Vec<bool> = Vec::new();
+    for c in &rule.when {
+        match expr::eval(&c.expr, &facts) {
+            (Truth::False, _) => return Outcome::NotMatched,
+            (Truth::Unknown(r), _) => {
+                unknown.extend(r);
+                held.push(false);
+            }
+            (Truth::True, s) => {
+                score += s;
+                held.push(true);
+            }
+        }
+    }
+    if !unknown.is_empty() {
+        let mut seen = std::collections::BTreeSet::new();
+        unknown.retain(|r| seen.insert(r.clone()));
+        return Outcome::Unknown { reasons: unknown };
+    }
+    let evidence = rule
+        .signals()
+        .iter()
+        .map(|sig| evidence_for(rule, set, table, scope, sig, &held))
+        .collect();
+    Outcome::Matched { score: (score * 100.0).round() / 100.0, evidence }
+}
+
+fn evidence_for(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope, sig: &str, held: &[bool]) -> Evidence {
+    let def = set.signals.get(sig);
+    let values = table.get(sig);
+    let conds: Vec<(usize, &str)> = rule
+        .when
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.expr.comparisons().iter().any(|x| x.signal == sig))
+        .map(|(i, c)| (i, c.text.as_str()))
+        .collect();
+    let threshold = conds.iter().map(|(_, t)| render_condition(t, sig, &set.thresholds)).collect::<Vec<_>>().join("; ");
+    let passed = conds.iter().all(|(i, _)| held.get(*i).copied().unwrap_or(false));
+    let value = values.and_then(|v| v.window.values.get(scope).copied());
+    let baseline = values.and_then(|v| v.baseline.values.get(scope).copied());
+    let observations = values.and_then(|v| v.window.counts.get(scope).copied());
+    let min_obs = match def.map(|d| &d.kind) {
+        Some(crate::signals::SignalKind::Quantile { min_observations, .. }) => Some(*min_observations),
+        _ => None,
+    };
+    let low_confidence = matches!((observations, min_obs), (Some(n), Some(m)) if n < m);
+    Evidence {
+        signal: sig.to_string(),
+        title: def.map(|d| d.title.clone()).unwrap_or_else(|| sig.to_string()),
+        unit: def.map(|d| d.unit.clone()).unwrap_or_default(),
+        value,
+        baseline,
+        threshold,
+        passed,
+        query: values.map(|v| v.window.query.clone()).unwrap_or_default(),
+        metric: values.map(|v| v.window.metric.clone()).unwrap_or_default(),
+        low_confidence,
+        observations: if min_obs.is_some() { observations } else { None },
+    }
+}
+
+/// The condition as a reader wants it: named thresholds shown with their value (`$ttft_p95_high (3s)`).
+fn render_condition(text: &str, _signal: &str, thresholds: &BTreeMap<String, f64>) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let end = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
+        let name = &after[..end];
+        match thresholds.get(name) {
+            Some(v) => out.push_str(&crate::units::sig(*v)),
+            None => {
+                out.push('$');
+                out.push_str(name);
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::load::{load_str, RuleSet};
+
+    fn scope(m: &str) -> Scope {
+        [("model_name".to_string(), m.to_string())].into_iter().collect()
+    }
+
+    fn wv(vals: &[(&str, f64)]) -> WindowValues {
+        WindowValues {
+            availability: Availability::Ok,
+            values: vals.iter().map(|(m, v)| (scope(m), *v)).collect(),
+            counts: vals.iter().map(|(m, _)| (scope(m), 500.0)).collect(),
+            query: "q".into(),
+            metric: "m".into(),
+        }
+    }
+
+    fn set() -> RuleSet {
+        let mut s = RuleSet::default();
+        load_str(
+            &mut s,
+            "t.toml",
+            r#"
+[thresholds]
+high = "3s"
+[[signal]]
+id = "a"
+title = "A"
+unit = "seconds"
+kind = "quantile"
+quantile = 0.95
+histogram = ["h"]
+[[signal]]
+id = "b"
+title = "B"
+unit = "ratio"
+kind = "gauge"
+gauge = ["g"]
+over_time = "max"
+across = "max"
+[[rule]]
+id = "r"
+title = "R"
+severity = "warning"
+summary = "s"
+when = ["a >= 2x baseline or a > $high", "b > 50%"]
+"#,
+        )
+        .unwrap();
+        s
+    }
+
+    #[test]
+    fn matches_when_every_condition_holds_and_builds_evidence() {
+        let s = set();
+        let mut t = SignalTable::new();
+        t.insert("a".into(), SignalValues { window: wv(&[("m", 4.0)]), baseline: wv(&[("m", 1.0)]) });
+        t.insert("b".into(), SignalValues { window: wv(&[("m", 0.9)]), baseline: wv(&[("m", 0.2)]) });
+        match evaluate(s.rule("r").unwrap(), &s, &t, &scope("m")) {
+            Outcome::Matched { score, evidence } => {
+                assert!(score > 0.0);
+                assert_eq!(evidence.len(), 2);
+                assert_eq!(evidence[0].threshold, "a >= 2x baseline or a > 3");
+                assert_eq!(evidence[0].value, Some(4.0));
+                assert_eq!(evidence[0].baseline, Some(1.0));
+                assert!(evidence[0].passed);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_missing_metric_makes_the_rule_unknown_and_names_it() {
+        let s = set();
+        let mut t = SignalTable::new();
+        t.insert("a".into(), SignalValues { window: wv(&[("m", 4.0)]), baseline: wv(&[("m", 1.0)]) });
+        let missing = WindowValues::unavailable(Availability::Missing(vec!["g".into()]));
+        t.insert("b".into(), SignalValues { window: missing.clone(), baseline: missing });
+        match evaluate(s.rule("r").unwrap(), &s, &t, &scope("m")) {
+            Outcome::Unknown { reasons } => assert_eq!(reasons, vec!["metric missing in the window: g".to_string()]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_false_condition_decides_even_when_another_is_unknown() {
+        let s = set();
+        let mut t = SignalTable::new();
+        t.insert("a".into(), SignalValues { window: wv(&[("m", 0.5)]), baseline: wv(&[("m", 0.5)]) });
+        let missing = WindowValues::unavailable(Availability::Failed("timed out".into()));
+        t.insert("b".into(), SignalValues { window: missing.clone(), baseline: missing });
+        assert_eq!(evaluate(s.rule("r").unwrap(), &s, &t, &scope("m")), Outcome::NotMatched);
+    }
+
+    #[test]
+    fn few_observations_mark_a_quantile_low_confidence() {
+        let s = set();
+        let mut t = SignalTable::new();
+        let mut w = wv(&[("m", 4.0)]);
+        w.counts.insert(scope("m"), 3.0);
+        t.insert("a".into(), SignalValues { window: w, baseline: wv(&[("m", 1.0)]) });
+        t.insert("b".into(), SignalValues { window: wv(&[("m", 0.9)]), baseline: wv(&[("m", 0.2)]) });
+        let Outcome::Matched { evidence, .. } = evaluate(s.rule("r").unwrap(), &s, &t, &scope("m")) else { panic!() };
+        assert!(evidence[0].low_confidence);
+        assert_eq!(evidence[0].observations, Some(3.0));
+        assert!(!evidence[1].low_confidence);
+    }
+}

@@ -1,0 +1,558 @@
+//! The condition language of rule files.
+//!
+//! A rule's `when` is a list of conditions that must all hold. Each condition compares signals with
+//! absolute thresholds or with their own baseline:
+//!
+//! ```text
+//! ttft_p95 >= 2x baseline or ttft_p95 > $ttft_p95_high
+//! queue_p95 > 1s and not (itl_p95 >= 1.5x baseline)
+//! kv_usage_max > 90%
+//! ```
+//!
+//! Right-hand sides: a number with an optional unit (`ms`, `s`, `m`, `%`), `Nx baseline` (the signal's
+//! value divided by its baseline value), or `$name` (a named threshold, which profiles can change).
+//! Evaluation is three-valued: a comparison whose data is missing is *unknown*, and unknown stays
+//! unknown unless the rest of the condition decides the answer (`false and unknown` is false).
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    Gt,
+    Ge,
+    Lt,
+    Le,
+}
+
+impl CmpOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+        }
+    }
+
+    pub fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+        }
+    }
+
+    pub fn is_upper(self) -> bool {
+        matches!(self, CmpOp::Gt | CmpOp::Ge)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rhs {
+    /// An absolute value in the signal's base unit (seconds, fraction, per second).
+    Value { value: f64, text: String },
+    /// `Nx baseline`.
+    Baseline { factor: f64 },
+    /// `$name`, resolved against the active thresholds.
+    Named { name: String },
+}
+
+impl fmt::Display for Rhs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rhs::Value { text, .. } => f.write_str(text),
+            Rhs::Baseline { factor } => write!(f, "{}x baseline", crate::units::sig(*factor)),
+            Rhs::Named { name } => write!(f, "${name}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub signal: String,
+    pub op: CmpOp,
+    pub rhs: Rhs,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Cmp(Comparison),
+    And(Vec<Expr>),
+    Or(Vec<Expr>),
+    Not(Box<Expr>),
+}
+
+impl Expr {
+    /// Every comparison in the expression, in reading order.
+    pub fn comparisons(&self) -> Vec<&Comparison> {
+        let mut out = Vec::new();
+        fn walk<'a>(e: &'a Expr, out: &mut Vec<&'a Comparison>) {
+            match e {
+                Expr::Cmp(c) => out.push(c),
+                Expr::And(v) | Expr::Or(v) => v.iter().for_each(|x| walk(x, out)),
+                Expr::Not(x) => walk(x, out),
+            }
+        }
+        walk(self, &mut out);
+        out
+    }
+}
+
+/// A syntax error with its character offset inside the condition text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExprError {
+    pub offset: usize,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Named(String),
+    Number(f64, String),
+    Op(CmpOp),
+    LParen,
+    RParen,
+    And,
+    Or,
+    Not,
+    Baseline,
+    Times,
+}
+
+fn lex(src: &str) -> Result<Vec<(usize, Tok)>, ExprError> {
+    let chars: Vec<char> = src.chars().collect();
+    let mut i = 0;
+    let mut out = Vec::new();
+    let err = |offset: usize, message: String| ExprError { offset, message };
+    while i < chars.len() {
+        let c = chars[i];
+        let start = i;
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        match c {
+            '(' => {
+                out.push((start, Tok::LParen));
+                i += 1;
+            }
+            ')' => {
+                out.push((start, Tok::RParen));
+                i += 1;
+            }
+            '>' | '<' => {
+                let eq = chars.get(i + 1) == Some(&'=');
+                let op = match (c, eq) {
+                    ('>', true) => CmpOp::Ge,
+                    ('>', false) => CmpOp::Gt,
+                    ('<', true) => CmpOp::Le,
+                    _ => CmpOp::Lt,
+                };
+                i += if eq { 2 } else { 1 };
+                out.push((start, Tok::Op(op)));
+            }
+            '$' => {
+                i += 1;
+                let s = i;
+                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                    i += 1;
+                }
+                if s == i {
+                    return Err(err(start, "expected a threshold name after '$'".into()));
+                }
+                out.push((start, Tok::Named(chars[s..i].iter().collect())));
+            }
+            c if c.is_ascii_digit() || c == '.' => {
+                while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
+                    i += 1;
+                }
+                // exponent
+                if i < chars.len() && (chars[i] == 'e' || chars[i] == 'E') && chars.get(i + 1).is_some_and(|d| d.is_ascii_digit() || *d == '-' || *d == '+') {
+                    i += 2;
+                    while i < chars.len() && chars[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                }
+                let num: String = chars[start..i].iter().collect();
+                let value: f64 = num.parse().map_err(|_| err(start, format!("{num:?} is not a number")))?;
+                // unit or 'x'
+                let us = i;
+                while i < chars.len() && (chars[i].is_ascii_alphabetic() || chars[i] == '%') {
+                    i += 1;
+                }
+                let unit: String = chars[us..i].iter().collect();
+                let text: String = chars[start..i].iter().collect();
+                if unit == "x" {
+                    out.push((start, Tok::Number(value, text)));
+                    out.push((us, Tok::Times));
+                    continue;
+                }
+                let scaled = match unit.as_str() {
+                    "" => value,
+                    "ms" => value / 1000.0,
+                    "s" => value,
+                    "m" => value * 60.0,
+                    "h" => value * 3600.0,
+                    "%" => value / 100.0,
+                    other => {
+                        return Err(err(us, format!("unknown unit {other:?} (use ms, s, m, h, % or Nx baseline)")))
+                    }
+                };
+                out.push((start, Tok::Number(scaled, text)));
+            }
+            c if c.is_ascii_alphabetic() || c == '_' => {
+                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                    i += 1;
+                }
+                let w: String = chars[start..i].iter().collect();
+                let tok = match w.as_str() {
+                    "and" => Tok::And,
+                    "or" => Tok::Or,
+                    "not" => Tok::Not,
+                    "baseline" => Tok::Baseline,
+                    _ => Tok::Ident(w),
+                };
+                out.push((start, tok));
+            }
+            other => return Err(err(start, format!("unexpected character {other:?}"))),
+        }
+    }
+    Ok(out)
+}
+
+/// Parse one condition.
+pub fn parse(src: &str) -> Result<Expr, ExprError> {
+    let toks = lex(src)?;
+    let mut p = P { toks, pos: 0, len: src.chars().count() };
+    let e = p.or()?;
+    if p.pos < p.toks.len() {
+        return Err(p.err_here("expected 'and', 'or' or the end of the condition"));
+    }
+    Ok(e)
+}
+
+struct P {
+    toks: Vec<(usize, Tok)>,
+    pos: usize,
+    len: usize,
+}
+
+impl P {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.pos).map(|(_, t)| t)
+    }
+    fn offset(&self) -> usize {
+        self.toks.get(self.pos).map(|(o, _)| *o).unwrap_or(self.len)
+    }
+    fn err_here(&self, m: &str) -> ExprError {
+        ExprError { offset: self.offset(), message: m.to_string() }
+    }
+    fn or(&mut self) -> Result<Expr, ExprError> {
+        let mut v = vec![self.and()?];
+        while self.peek() == Some(&Tok::Or) {
+            self.pos += 1;
+            v.push(self.and()?);
+        }
+        Ok(if v.len() == 1 { v.remove(0) } else { Expr::Or(v) })
+    }
+    fn and(&mut self) -> Result<Expr, ExprError> {
+        let mut v = vec![self.unary()?];
+        while self.peek() == Some(&Tok::And) {
+            self.pos += 1;
+            v.push(self.unary()?);
+        }
+        Ok(if v.len() == 1 { v.remove(0) } else { Expr::And(v) })
+    }
+    fn unary(&mut self) -> Result<Expr, ExprError> {
+        match self.peek() {
+            Some(Tok::Not) => {
+                self.pos += 1;
+                Ok(Expr::Not(Box::new(self.unary()?)))
+            }
+            Some(Tok::LParen) => {
+                self.pos += 1;
+                let e = self.or()?;
+                if self.peek() != Some(&Tok::RParen) {
+                    return Err(self.err_here("expected ')'"));
+                }
+                self.pos += 1;
+                Ok(e)
+            }
+            Some(Tok::Ident(_)) => self.cmp(),
+            None => Err(self.err_here("expected a comparison such as `ttft_p95 > 3s`, found the end")),
+            Some(_) => Err(self.err_here("expected a signal name, 'not' or '('")),
+        }
+    }
+    fn cmp(&mut self) -> Result<Expr, ExprError> {
+        let Some(Tok::Ident(signal)) = self.peek().cloned() else {
+            return Err(self.err_here("expected a signal name"));
+        };
+        self.pos += 1;
+        let op = match self.peek() {
+            Some(Tok::Op(op)) => *op,
+            _ => return Err(self.err_here(&format!("expected >, >=, < or <= after {signal}"))),
+        };
+        self.pos += 1;
+        let rhs = match self.peek().cloned() {
+            Some(Tok::Number(v, text)) => {
+                self.pos += 1;
+                if self.peek() == Some(&Tok::Times) {
+                    self.pos += 1;
+                    if self.peek() != Some(&Tok::Baseline) {
+                        return Err(self.err_here("expected 'baseline' after 'x' (as in `2x baseline`)"));
+                    }
+                    self.pos += 1;
+                    Rhs::Baseline { factor: v }
+                } else {
+                    Rhs::Value { value: v, text }
+                }
+            }
+            Some(Tok::Named(name)) => {
+                self.pos += 1;
+                Rhs::Named { name }
+            }
+            Some(Tok::Baseline) => {
+                self.pos += 1;
+                Rhs::Baseline { factor: 1.0 }
+            }
+            _ => {
+                return Err(self.err_here(
+                    "expected a threshold: a number with an optional unit (3s, 500ms, 90%), `2x baseline` or `$name`",
+                ))
+            }
+        };
+        Ok(Expr::Cmp(Comparison { signal, op, rhs }))
+    }
+}
+
+/// Three-valued truth.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Truth {
+    True,
+    False,
+    /// Could not be decided; the reasons name what was missing.
+    Unknown(Vec<String>),
+}
+
+/// What a comparison needs from the data.
+pub trait Facts {
+    /// The signal's value in the window: Ok(value) or Err(reason it is missing).
+    fn value(&self, signal: &str) -> Result<f64, String>;
+    /// The signal's value in the baseline window.
+    fn baseline(&self, signal: &str) -> Result<f64, String>;
+    /// A named threshold.
+    fn threshold(&self, name: &str) -> Option<f64>;
+}
+
+/// Evaluate with evidence strength: the score sums, over the comparisons that made the condition
+/// true, how far past their thresholds the values are (log2 of the margin, capped at 5).
+pub fn eval(e: &Expr, f: &dyn Facts) -> (Truth, f64) {
+    match e {
+        Expr::Cmp(c) => eval_cmp(c, f),
+        Expr::Not(x) => match eval(x, f).0 {
+            Truth::True => (Truth::False, 0.0),
+            Truth::False => (Truth::True, 0.0),
+            u => (u, 0.0),
+        },
+        Expr::And(v) => {
+            let mut unknown = Vec::new();
+            let mut score = 0.0;
+            for x in v {
+                match eval(x, f) {
+                    (Truth::False, _) => return (Truth::False, 0.0),
+                    (Truth::Unknown(r), _) => unknown.extend(r),
+                    (Truth::True, s) => score += s,
+                }
+            }
+            if unknown.is_empty() {
+                (Truth::True, score)
+            } else {
+                (Truth::Unknown(dedup(unknown)), 0.0)
+            }
+        }
+        Expr::Or(v) => {
+            let mut unknown = Vec::new();
+            let mut best: Option<f64> = None;
+            for x in v {
+                match eval(x, f) {
+                    (Truth::True, s) => best = Some(best.map_or(s, |b: f64| b.max(s))),
+                    (Truth::Unknown(r), _) => unknown.extend(r),
+                    (Truth::False, _) => {}
+                }
+            }
+            match best {
+                Some(s) => (Truth::True, s),
+                None if unknown.is_empty() => (Truth::False, 0.0),
+                None => (Truth::Unknown(dedup(unknown)), 0.0),
+            }
+        }
+    }
+}
+
+fn dedup(mut v: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    v.retain(|x| seen.insert(x.clone()));
+    v
+}
+
+fn margin_score(op: CmpOp, lhs: f64, rhs: f64) -> f64 {
+    if !op.is_upper() {
+        return 0.0;
+    }
+    let m = if rhs > 0.0 { lhs / rhs } else if lhs > 0.0 { 32.0 } else { 1.0 };
+    if m.is_finite() { m.max(1.0).log2().min(5.0) } else { 5.0 }
+}
+
+fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
+    let v = match f.value(&c.signal) {
+        Ok(v) if v.is_nan() => return (Truth::Unknown(vec![format!("{} is NaN in the window", c.signal)]), 0.0),
+        Ok(v) => v,
+        Err(r) => return (Truth::Unknown(vec![r]), 0.0),
+    };
+    let (lhs, rhs) = match &c.rhs {
+        Rhs::Value { value, .. } => (v, *value),
+        Rhs::Named { name } => match f.threshold(name) {
+            Some(t) => (v, t),
+            None => return (Truth::Unknown(vec![format!("threshold ${name} is not defined")]), 0.0),
+        },
+        Rhs::Baseline { factor } => {
+            let b = match f.baseline(&c.signal) {
+                Ok(b) if b.is_nan() => {
+                    return (Truth::Unknown(vec![format!("{} is NaN in the baseline", c.signal)]), 0.0)
+                }
+                Ok(b) => b,
+                Err(r) => return (Truth::Unknown(vec![r]), 0.0),
+            };
+            // Compare the ratio value/baseline with the factor; 0/0 counts as "unchanged".
+            let ratio = if b == 0.0 {
+                if v == 0.0 { 1.0 } else { f64::INFINITY }
+            } else {
+                v / b
+            };
+            (ratio, *factor)
+        }
+    };
+    if c.op.holds(lhs, rhs) {
+        (Truth::True, margin_score(c.op, lhs, rhs))
+    } else {
+        (Truth::False, 0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    struct F {
+        v: BTreeMap<&'static str, f64>,
+        b: BTreeMap<&'static str, f64>,
+    }
+    impl Facts for F {
+        fn value(&self, s: &str) -> Result<f64, String> {
+            self.v.get(s).copied().ok_or_else(|| format!("no data for {s}"))
+        }
+        fn baseline(&self, s: &str) -> Result<f64, String> {
+            self.b.get(s).copied().ok_or_else(|| format!("no baseline for {s}"))
+        }
+        fn threshold(&self, n: &str) -> Option<f64> {
+            (n == "ttft_high").then_some(3.0)
+        }
+    }
+
+    fn facts() -> F {
+        F {
+            v: [("ttft", 4.0), ("itl", 0.05), ("kv", 0.97)].into_iter().collect(),
+            b: [("ttft", 0.5), ("itl", 0.05)].into_iter().collect(),
+        }
+    }
+
+    #[test]
+    fn parses_units_baselines_and_named_thresholds() {
+        let e = parse("ttft >= 2x baseline or ttft > $ttft_high and not (itl > 150ms)").unwrap();
+        let cmps = e.comparisons();
+        assert_eq!(cmps.len(), 3);
+        assert_eq!(cmps[0].rhs, Rhs::Baseline { factor: 2.0 });
+        assert_eq!(cmps[1].rhs, Rhs::Named { name: "ttft_high".into() });
+        assert_eq!(cmps[2].rhs, Rhs::Value { value: 0.15, text: "150ms".into() });
+        assert_eq!(parse("kv > 90%").unwrap().comparisons()[0].rhs, Rhs::Value { value: 0.9, text: "90%".into() });
+    }
+
+    #[test]
+    fn syntax_errors_point_at_the_offending_character() {
+        let e = parse("ttft > 3 parsecs").unwrap_err();
+        assert_eq!(e.offset, 9);
+        let e = parse("ttft > 3q").unwrap_err();
+        assert_eq!(e.offset, 8);
+        assert!(e.message.contains("unknown unit"));
+        let e = parse("ttft 3s").unwrap_err();
+        assert!(e.message.contains("expected >"), "{e:?}");
+        assert!(parse("(ttft > 1").unwrap_err().message.contains("')'"));
+        assert!(parse("ttft > 2x").unwrap_err().message.contains("baseline"));
+        assert!(parse("").is_err());
+    }
+
+    #[test]
+    fn evaluates_against_baseline_and_absolute_thresholds() {
+        let f = facts();
+        assert_eq!(eval(&parse("ttft >= 2x baseline").unwrap(), &f).0, Truth::True);
+        assert_eq!(eval(&parse("itl < 1.5x baseline").unwrap(), &f).0, Truth::True);
+        assert_eq!(eval(&parse("ttft > $ttft_high").unwrap(), &f).0, Truth::True);
+        assert_eq!(eval(&parse("kv > 99%").unwrap(), &f).0, Truth::False);
+    }
+
+    #[test]
+    fn missing_data_is_unknown_unless_the_rest_decides() {
+        let f = facts();
+        // kv has no baseline
+        assert!(matches!(eval(&parse("kv >= 2x baseline").unwrap(), &f).0, Truth::Unknown(_)));
+        // ... but an absolute alternative that holds decides it
+        assert_eq!(eval(&parse("kv >= 2x baseline or kv > 90%").unwrap(), &f).0, Truth::True);
+        // ... and a false conjunct decides the other way
+        assert_eq!(eval(&parse("kv >= 2x baseline and itl > 1s").unwrap(), &f).0, Truth::False);
+        // unknown signal
+        match eval(&parse("nothing > 1").unwrap(), &f).0 {
+            Truth::Unknown(r) => assert_eq!(r, vec!["no data for nothing".to_string()]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_zero_baseline_is_unchanged_when_the_value_is_zero_too() {
+        let f = F { v: [("p", 0.0), ("q", 1.0)].into_iter().collect(), b: [("p", 0.0), ("q", 0.0)].into_iter().collect() };
+        assert_eq!(eval(&parse("p < 1.5x baseline").unwrap(), &f).0, Truth::True);
+        assert_eq!(eval(&parse("q >= 2x baseline").unwrap(), &f).0, Truth::True);
+    }
+
+    #[test]
+    fn score_grows_with_the_margin_past_the_threshold() {
+        let f = facts();
+        let (_, s8) = eval(&parse("ttft >= 1x baseline").unwrap(), &f); // 8x the baseline
+        let (_, s2) = eval(&parse("ttft >= 4x baseline").unwrap(), &f); // 2x the threshold
+        assert!(s8 > s2 && s2 > 0.0, "{s8} {s2}");
+        // guards (upper bounds) add nothing
+        assert_eq!(eval(&parse("itl < 1s").unwrap(), &f).1, 0.0);
+    }
+}
+
+/// Parse a lone quantity such as `3s`, `500ms`, `90%` or `0.9` into the base unit.
+pub fn parse_quantity(src: &str) -> Result<f64, ExprError> {
+    let toks = lex(src)?;
+    match toks.as_slice() {
+        [(_, Tok::Number(v, _))] => Ok(*v),
+        _ => Err(ExprError { offset: 0, message: format!("{src:?} is not a quantity (write e.g. 3s, 500ms, 90% or 0.9)") }),
+    }
+}
+
+#[cfg(test)]
+mod quantity_tests {
+    #[test]
+    fn quantities_carry_their_units() {
+        assert_eq!(super::parse_quantity("500ms").unwrap(), 0.5);
+        assert_eq!(super::parse_quantity("90%").unwrap(), 0.9);
+        assert!(super::parse_quantity("2x").is_err());
+        assert!(super::parse_quantity("fast").is_err());
+    }
+}

@@ -1,0 +1,402 @@
+//! Rule files: TOML in, validated [`RuleSet`] out, with errors that name the file and line.
+//!
+//! The built-in pack (`rules/*.toml` in the repository) is compiled into the binary, so the tool works
+//! with nothing beside it. `--rules DIR` loads every `*.toml` in DIR after the built-ins: a signal or
+//! rule with an existing id replaces it, a new id adds one, and `[thresholds]` entries override by name.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::expr::{self, Expr};
+use crate::report::Severity;
+use crate::signals::{SignalDef, SignalKind};
+
+/// The built-in rule pack, in load order.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("rules/signals.toml", include_str!("../../rules/signals.toml")),
+    ("rules/thresholds.toml", include_str!("../../rules/thresholds.toml")),
+    ("rules/latency.toml", include_str!("../../rules/latency.toml")),
+    ("rules/capacity.toml", include_str!("../../rules/capacity.toml")),
+    ("rules/errors.toml", include_str!("../../rules/errors.toml")),
+];
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {message}")]
+pub struct RuleError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    pub text: String,
+    pub expr: Expr,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleDef {
+    pub id: String,
+    pub title: String,
+    pub severity: Severity,
+    /// One sentence shown with a finding: what it means.
+    pub summary: String,
+    /// What the rule detects and how (for `rules show`).
+    pub description: String,
+    /// Why it matters.
+    pub why: String,
+    /// Conditions that must all hold.
+    pub when: Vec<Condition>,
+    /// Signals shown as context beside the ones the conditions name.
+    pub evidence: Vec<String>,
+    /// Rules this one explains better when both match the same scope.
+    pub supersedes: Vec<String>,
+    pub steps: Vec<String>,
+    pub references: Vec<String>,
+    /// `file:line` of the declaration.
+    pub origin: String,
+}
+
+impl RuleDef {
+    /// Every signal the rule reads: the conditions' first, then the extra evidence, without repeats.
+    pub fn signals(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for c in &self.when {
+            for cmp in c.expr.comparisons() {
+                if !out.contains(&cmp.signal) {
+                    out.push(cmp.signal.clone());
+                }
+            }
+        }
+        for e in &self.evidence {
+            if !out.contains(e) {
+                out.push(e.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Signals, thresholds and rules after merging every file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RuleSet {
+    pub signals: BTreeMap<String, SignalDef>,
+    pub thresholds: BTreeMap<String, f64>,
+    /// In id order.
+    pub rules: Vec<RuleDef>,
+}
+
+impl RuleSet {
+    pub fn rule(&self, id: &str) -> Option<&RuleDef> {
+        self.rules.iter().find(|r| r.id == id)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    thresholds: BTreeMap<String, Spanned<toml::Value>>,
+    #[serde(default)]
+    signal: Vec<Spanned<RawSignal>>,
+    #[serde(default)]
+    rule: Vec<Spanned<RawRule>>,
+}
+
+#[derive(Deserialize)]
+struct RawSignal {
+    id: String,
+    title: String,
+    unit: String,
+    #[serde(default)]
+    description: String,
+    #[serde(flatten)]
+    kind: toml::Table,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    id: String,
+    title: String,
+    severity: Severity,
+    summary: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    why: String,
+    when: Vec<Spanned<String>>,
+    #[serde(default)]
+    evidence: Vec<String>,
+    #[serde(default)]
+    supersedes: Vec<String>,
+    #[serde(default)]
+    steps: Vec<String>,
+    #[serde(default)]
+    references: Vec<String>,
+}
+
+const UNITS: &[&str] =
+    &["seconds", "ratio", "per_second", "tokens_per_second", "requests_per_second", "tokens", "requests", "count"];
+
+fn line_col(src: &str, byte: usize) -> (usize, usize) {
+    let byte = byte.min(src.len());
+    let before = &src[..byte];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    (line, col)
+}
+
+fn valid_id(id: &str, allow_underscore: bool) -> bool {
+    !id.is_empty()
+        && id.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (allow_underscore && c == '_'))
+}
+
+/// Parse one file's text into the set (adding or overriding by id).
+pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleError> {
+    let err_at = |byte: usize, message: String| {
+        let (line, column) = line_col(src, byte);
+        RuleError { file: file.to_string(), line, column, message }
+    };
+    let raw: RawFile = toml::from_str(src).map_err(|e| {
+        let at = e.span().map(|s| s.start).unwrap_or(0);
+        err_at(at, e.message().trim().to_string())
+    })?;
+
+    for (name, value) in raw.thresholds {
+        let at = value.span().start;
+        let v = match value.get_ref() {
+            toml::Value::Float(f) => *f,
+            toml::Value::Integer(i) => *i as f64,
+            toml::Value::String(s) => expr::parse_quantity(s).map_err(|e| err_at(at, format!("threshold {name}: {}", e.message)))?,
+            _ => return Err(err_at(at, format!("threshold {name} must be a number or a quantity such as \"3s\""))),
+        };
+        set.thresholds.insert(name, v);
+    }
+
+    for s in raw.signal {
+        let at = s.span().start;
+        let s = s.into_inner();
+        if !valid_id(&s.id, true) {
+            return Err(err_at(at, format!("signal id {:?} must be lowercase letters, digits and '_'", s.id)));
+        }
+        if !UNITS.contains(&s.unit.as_str()) {
+            return Err(err_at(at, format!("signal {}: unknown unit {:?} (one of {})", s.id, s.unit, UNITS.join(", "))));
+        }
+        let kind: SignalKind = toml::Value::Table(s.kind)
+            .try_into()
+            .map_err(|e: toml::de::Error| err_at(at, format!("signal {}: {}", s.id, e.message().trim())))?;
+        validate_kind(&kind).map_err(|m| err_at(at, format!("signal {}: {m}", s.id)))?;
+        let (line, _) = line_col(src, at);
+        set.signals.insert(
+            s.id.clone(),
+            SignalDef { id: s.id, title: s.title, unit: s.unit, description: s.description, kind, origin: format!("{file}:{line}") },
+        );
+    }
+
+    for r in raw.rule {
+        let at = r.span().start;
+        let r = r.into_inner();
+        if !valid_id(&r.id, false) {
+            return Err(err_at(at, format!("rule id {:?} must be lowercase words joined by '-' (e.g. slow-decode)", r.id)));
+        }
+        if r.when.is_empty() {
+            return Err(err_at(at, format!("rule {}: `when` needs at least one condition", r.id)));
+        }
+        let mut when = Vec::new();
+        for c in r.when {
+            let start = c.span().start;
+            let text = c.into_inner();
+            let parsed = expr::parse(&text).map_err(|e| {
+                // +1 for the opening quote; offsets count characters of the condition.
+                let byte = start + 1 + text.chars().take(e.offset).map(char::len_utf8).sum::<usize>();
+                err_at(byte, format!("rule {}: in condition {:?}: {}", r.id, text, e.message))
+            })?;
+            when.push(Condition { text, expr: parsed });
+        }
+        let (line, _) = line_col(src, at);
+        let def = RuleDef {
+            id: r.id,
+            title: r.title,
+            severity: r.severity,
+            summary: r.summary,
+            description: r.description,
+            why: r.why,
+            when,
+            evidence: r.evidence,
+            supersedes: r.supersedes,
+            steps: r.steps,
+            references: r.references,
+            origin: format!("{file}:{line}"),
+        };
+        match set.rules.iter_mut().find(|x| x.id == def.id) {
+            Some(existing) => *existing = def,
+            None => set.rules.push(def),
+        }
+    }
+    set.rules.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(())
+}
+
+fn validate_kind(kind: &SignalKind) -> Result<(), String> {
+    let nonempty = |v: &Vec<String>, what: &str| {
+        if v.is_empty() { Err(format!("`{what}` needs at least one metric name")) } else { Ok(()) }
+    };
+    match kind {
+        SignalKind::Quantile { quantile, histogram, .. } => {
+            if !(0.0..=1.0).contains(quantile) {
+                return Err(format!("quantile {quantile} must be between 0 and 1"));
+            }
+            nonempty(histogram, "histogram")
+        }
+        SignalKind::Mean { histogram } => nonempty(histogram, "histogram"),
+        SignalKind::Rate { counter, r#match, .. } => {
+            crate::signals::parse_match(r#match).map_err(|e| format!("match: {e}"))?;
+            nonempty(counter, "counter")
+        }
+        SignalKind::Ratio { numerator, denominator, .. } => {
+            crate::signals::parse_match(&numerator.r#match).map_err(|e| format!("numerator match: {e}"))?;
+            crate::signals::parse_match(&denominator.r#match).map_err(|e| format!("denominator match: {e}"))?;
+            nonempty(&numerator.counter, "numerator.counter")?;
+            nonempty(&denominator.counter, "denominator.counter")
+        }
+        SignalKind::Gauge { gauge, .. } => nonempty(gauge, "gauge"),
+        SignalKind::ActiveShare { counter } => nonempty(counter, "counter"),
+    }
+}
+
+/// Check that every reference resolves, once all files are merged.
+pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
+    for r in &set.rules {
+        let fail = |message: String| {
+            let (file, line) = r.origin.rsplit_once(':').map(|(f, l)| (f.to_string(), l.parse().unwrap_or(0))).unwrap_or((r.origin.clone(), 0));
+            RuleError { file, line, column: 1, message }
+        };
+        for c in &r.when {
+            for cmp in c.expr.comparisons() {
+                if !set.signals.contains_key(&cmp.signal) {
+                    return Err(fail(format!(
+                        "rule {}: condition {:?} names signal {:?}, which no [[signal]] declares (known: {})",
+                        r.id, c.text, cmp.signal, set.signals.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )));
+                }
+                if let expr::Rhs::Named { name } = &cmp.rhs {
+                    if !set.thresholds.contains_key(name) {
+                        return Err(fail(format!("rule {}: condition {:?} uses ${name}, which no [thresholds] table defines", r.id, c.text)));
+                    }
+                }
+            }
+        }
+        for e in &r.evidence {
+            if !set.signals.contains_key(e) {
+                return Err(fail(format!("rule {}: evidence names unknown signal {e:?}", r.id)));
+            }
+        }
+        for s in &r.supersedes {
+            if set.rule(s).is_none() {
+                return Err(fail(format!("rule {}: supersedes unknown rule {s:?}", r.id)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The built-in pack alone.
+pub fn load_builtin() -> Result<RuleSet, RuleError> {
+    load_with_overrides(None)
+}
+
+/// The built-in pack, then every `*.toml` in `dir` (sorted by name).
+pub fn load_with_overrides(dir: Option<&Path>) -> Result<RuleSet, RuleError> {
+    let mut set = RuleSet::default();
+    for (name, src) in BUILTIN {
+        load_str(&mut set, name, src)?;
+    }
+    if let Some(dir) = dir {
+        let shown = dir.display().to_string();
+        let io_err = |e: std::io::Error| RuleError {
+            file: shown.clone(),
+            line: 0,
+            column: 0,
+            message: format!("cannot read the rules directory: {e} (--rules takes a directory of *.toml files)"),
+        };
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .map_err(io_err)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(RuleError { file: shown, line: 0, column: 0, message: "no *.toml rule files in this directory (--rules)".into() });
+        }
+        for f in files {
+            let name = f.display().to_string();
+            let src = std::fs::read_to_string(&f)
+                .map_err(|e| RuleError { file: name.clone(), line: 0, column: 0, message: format!("cannot read: {e}") })?;
+            load_str(&mut set, &name, &src)?;
+        }
+    }
+    validate(&set)?;
+    Ok(set)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_pack_loads_and_validates() {
+        let set = load_builtin().unwrap();
+        for id in ["load-exceeds-capacity", "slow-prefill", "slow-decode", "severe-saturation", "kv-cache-pressure", "http-errors"] {
+            assert!(set.rule(id).is_some(), "missing {id}");
+        }
+    }
+
+    #[test]
+    fn a_toml_syntax_error_names_file_line_and_column() {
+        let mut set = RuleSet::default();
+        let e = load_str(&mut set, "x.toml", "[[rule]]\nid = \"a\"\ntitle = \n").unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("x.toml", 3), "{e}");
+    }
+
+    #[test]
+    fn a_bad_condition_points_inside_the_string() {
+        let mut set = RuleSet::default();
+        let src = "[[rule]]\nid = \"a\"\ntitle = \"A\"\nseverity = \"warning\"\nsummary = \"s\"\nwhen = [\"ttft_p95 > 3 sec\"]\n";
+        let e = load_str(&mut set, "x.toml", src).unwrap_err();
+        assert_eq!(e.line, 6);
+        assert_eq!(e.column, 23, "{e}"); // the "s" of "sec"
+        assert!(e.message.contains("rule a"), "{e}");
+    }
+
+    #[test]
+    fn unknown_fields_severities_and_signals_are_rejected_with_their_line() {
+        let mut set = RuleSet::default();
+        let e = load_str(&mut set, "x.toml", "[[rule]]\nid = \"a\"\ntitle = \"A\"\nseverity = \"fatal\"\nsummary = \"s\"\nwhen = [\"x > 1\"]\n").unwrap_err();
+        assert!(e.message.contains("fatal") || e.message.contains("variant"), "{e}");
+        let e = load_str(&mut set, "x.toml", "[[signal]]\nid = \"s\"\ntitle = \"S\"\nunit = \"seconds\"\nkind = \"quantile\"\nquantle = 0.9\nhistogram = [\"h\"]\n").unwrap_err();
+        assert_eq!(e.line, 1, "{e}");
+        assert!(e.message.contains("quantle"), "{e}");
+
+        let mut set = load_builtin().unwrap();
+        load_str(&mut set, "y.toml", "[[rule]]\nid = \"b\"\ntitle = \"B\"\nseverity = \"info\"\nsummary = \"s\"\nwhen = [\"no_such_signal > 1\"]\n").unwrap();
+        let e = validate(&set).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("y.toml", 1));
+        assert!(e.message.contains("no_such_signal"), "{e}");
+    }
+
+    #[test]
+    fn a_user_file_overrides_a_builtin_rule_by_id() {
+        let mut set = load_builtin().unwrap();
+        let n = set.rules.len();
+        load_str(&mut set, "mine.toml", "[[rule]]\nid = \"slow-decode\"\ntitle = \"Mine\"\nseverity = \"critical\"\nsummary = \"s\"\nwhen = [\"itl_p95 > 1s\"]\n").unwrap();
+        assert_eq!(set.rules.len(), n);
+        assert_eq!(set.rule("slow-decode").unwrap().title, "Mine");
+        assert_eq!(set.rule("slow-decode").unwrap().origin, "mine.toml:1");
+    }
+}
