@@ -7,9 +7,9 @@
 //! message; code spans written in rule text are kept, since rule authors use them for flags.
 
 use super::{
-    also_consistent_list, describe_generation, describe_range, describe_source, headline, healthy_summary,
-    no_findings_sentence, not_evaluated_lines, one_line, plural, query_timing, warning_lines, EvidenceText,
-    ScopeStyle,
+    also_consistent_list, describe_generation, describe_range, describe_source, headline,
+    healthy_summary, no_findings_sentence, not_evaluated_heading, not_evaluated_lines, one_line,
+    query_timing, warning_lines, EvidenceText, ScopeStyle,
 };
 use crate::report::{Finding, Report};
 
@@ -31,7 +31,11 @@ pub fn render(report: &Report) -> String {
             format!("- **Window:** {}", describe_range(&report.window)),
             format!("- **Baseline:** {}", describe_range(&report.baseline)),
             format!("- **Source:** {source}"),
-            format!("- **vLLM:** {}; {}", describe_generation(&report.metrics.generation), text(&seen)),
+            format!(
+                "- **Metrics:** vLLM {}; {}",
+                describe_generation(&report.metrics.generation),
+                text(&seen)
+            ),
         ]
         .join("\n"),
     );
@@ -45,16 +49,21 @@ pub fn render(report: &Report) -> String {
     }
     if let Some((pairs, rules)) = healthy_summary(report) {
         let rules: Vec<String> = rules.iter().map(|r| text(r)).collect();
-        blocks.push(format!("Checked and healthy: {pairs} ({})", rules.join(", ")));
+        blocks.push(format!(
+            "Checked and healthy: {pairs} ({})",
+            rules.join(", ")
+        ));
     }
     let skipped = not_evaluated_lines(report, &scopes);
     if !skipped.is_empty() {
-        let mut b = format!(
-            "**Not evaluated: {} could not be checked, so this diagnosis does not cover:**",
-            plural(skipped.len(), "rule/scope pair", "rule/scope pairs")
-        );
+        let mut b = format!("**{}**", text(&not_evaluated_heading(skipped.len())));
         for (rule, scope, reason) in skipped {
-            b.push_str(&format!("\n- {} ({}): {}", code(&rule), text(&scope), text(&reason)));
+            b.push_str(&format!(
+                "\n- {} ({}): {}",
+                code(&rule),
+                text(&scope),
+                text(&reason)
+            ));
         }
         blocks.push(b);
     }
@@ -69,7 +78,13 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-fn finding_blocks(blocks: &mut Vec<String>, report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle) {
+fn finding_blocks(
+    blocks: &mut Vec<String>,
+    report: &Report,
+    f: &Finding,
+    rank: usize,
+    scopes: &ScopeStyle,
+) {
     blocks.push(format!(
         "**#{rank} {} · {}**\n{} on {}",
         f.severity.as_str().to_uppercase(),
@@ -81,16 +96,28 @@ fn finding_blocks(blocks: &mut Vec<String>, report: &Report, f: &Finding, rank: 
         blocks.push(text(&f.summary));
     }
     if !f.evidence.is_empty() {
-        let items: Vec<String> = f.evidence.iter().map(|e| evidence_item(&EvidenceText::new(e))).collect();
+        let items: Vec<String> = f
+            .evidence
+            .iter()
+            .map(|e| evidence_item(&EvidenceText::new(e)))
+            .collect();
         blocks.push(format!("Evidence:\n{}", items.join("\n")));
     }
     if !f.steps.is_empty() {
-        let items: Vec<String> =
-            f.steps.iter().enumerate().map(|(n, s)| format!("{}. {}", n + 1, text(s))).collect();
+        let items: Vec<String> = f
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(n, s)| format!("{}. {}", n + 1, text(s)))
+            .collect();
         blocks.push(format!("Next steps:\n{}", items.join("\n")));
     }
     if !f.references.is_empty() {
-        let items: Vec<String> = f.references.iter().map(|r| format!("- {}", text(r))).collect();
+        let items: Vec<String> = f
+            .references
+            .iter()
+            .map(|r| format!("- {}", text(r)))
+            .collect();
         blocks.push(format!("References:\n{}", items.join("\n")));
     }
     if let Some(also) = also_consistent_list(f, code) {
@@ -103,7 +130,11 @@ fn finding_blocks(blocks: &mut Vec<String>, report: &Report, f: &Finding, rank: 
         .map(|e| (one_line(&e.signal), one_line(&e.query)))
         .collect();
     if !queries.is_empty() {
-        let longest_ticks = queries.iter().map(|(_, q)| longest_run(q, '`')).max().unwrap_or(0);
+        let longest_ticks = queries
+            .iter()
+            .map(|(_, q)| longest_run(q, '`'))
+            .max()
+            .unwrap_or(0);
         let fence = "`".repeat((longest_ticks + 1).max(3));
         let body: Vec<String> = queries.iter().map(|(s, q)| format!("# {s}\n{q}")).collect();
         blocks.push(format!(
@@ -116,11 +147,20 @@ fn finding_blocks(blocks: &mut Vec<String>, report: &Report, f: &Finding, rank: 
 
 /// `- P95 time to first token: **4.12 s**, baseline 820 ms (5x) — `> 3s` held; low confidence (14 obs)`
 fn evidence_item(e: &EvidenceText) -> String {
-    let mut s = format!("- {}: **{}**, baseline {}", text(&e.title), text(&e.value), text(&e.baseline));
+    let mut s = format!(
+        "- {}: **{}**, baseline {}",
+        text(&e.title),
+        text(&e.value),
+        text(&e.baseline)
+    );
     if let Some(change) = &e.change {
         s.push_str(&format!(" ({})", text(change)));
     }
-    s.push_str(&format!(" — {} {}", code(&e.condition), if e.held { "held" } else { "did not hold" }));
+    s.push_str(&format!(
+        " — {} {}",
+        code(&e.condition),
+        if e.held { "held" } else { "did not hold" }
+    ));
     if let Some(c) = &e.confidence {
         s.push_str(&format!("; {c}"));
     }
@@ -177,12 +217,17 @@ fn text(s: &str) -> String {
         let escape = match c {
             '\\' | '*' | '[' | ']' | '<' | '~' => true,
             // `_` between two letters or digits can never start or end emphasis.
-            '_' => !(prev.is_some_and(char::is_alphanumeric) && next.is_some_and(char::is_alphanumeric)),
+            '_' => {
+                !(prev.is_some_and(char::is_alphanumeric)
+                    && next.is_some_and(char::is_alphanumeric))
+            }
             '&' => looks_like_entity(&chars[i + 1..]),
             // Only at the start of a line can these open a heading, list, quote or underline.
             '#' | '-' | '+' | '=' | '>' => i == 0,
             '.' | ')' => {
-                next.map_or(true, char::is_whitespace) && i > 0 && chars[..i].iter().all(char::is_ascii_digit)
+                next.map_or(true, char::is_whitespace)
+                    && i > 0
+                    && chars[..i].iter().all(char::is_ascii_digit)
             }
             _ => false,
         };
@@ -214,7 +259,10 @@ fn closing_run(chars: &[char], from: usize, len: usize) -> Option<usize> {
 
 /// `amp;`, `#123;`: what follows an `&` in an HTML entity.
 fn looks_like_entity(rest: &[char]) -> bool {
-    let body = rest.iter().take_while(|c| c.is_ascii_alphanumeric() || **c == '#').count();
+    let body = rest
+        .iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || **c == '#')
+        .count();
     body > 0 && rest.get(body) == Some(&';')
 }
 
@@ -246,17 +294,26 @@ mod tests {
 
     #[test]
     fn outside_text_cannot_add_formatting() {
-        assert_eq!(text("*prod* [x](y) <b>"), r"\*prod\* \[x\](y) \<b\>");
+        assert_eq!(text("*prod* [x](y) <b>"), r"\*prod\* \[x\](y) \<b>");
         assert_eq!(text("# not a heading"), r"\# not a heading");
         assert_eq!(text("1. not a list"), r"1\. not a list");
-        assert_eq!(text("> not a quote, 0.90 -> 0.95"), r"\> not a quote, 0.90 -> 0.95");
+        assert_eq!(
+            text("> not a quote, 0.90 -> 0.95"),
+            r"\> not a quote, 0.90 -> 0.95"
+        );
         assert_eq!(text("a &amp; b & c"), r"a \&amp; b & c");
     }
 
     #[test]
     fn metric_names_and_code_spans_stay_readable() {
-        assert_eq!(text("no series for vllm:num_requests_waiting"), "no series for vllm:num_requests_waiting");
-        assert_eq!(text("lower `--max_num_seqs` now"), "lower `--max_num_seqs` now");
+        assert_eq!(
+            text("no series for vllm:num_requests_waiting"),
+            "no series for vllm:num_requests_waiting"
+        );
+        assert_eq!(
+            text("lower `--max_num_seqs` now"),
+            "lower `--max_num_seqs` now"
+        );
         assert_eq!(text("a lone ` tick"), r"a lone \` tick");
         assert_eq!(text("_lead and trail_"), r"\_lead and trail\_");
     }

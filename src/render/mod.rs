@@ -100,7 +100,11 @@ pub(crate) fn describe_source(report: &Report) -> (String, String, Option<String
         k => one_line(k),
     };
     let sel = one_line(&report.source.selector);
-    let selector = if sel.is_empty() { None } else { Some(format!("{{{sel}}}")) };
+    let selector = if sel.is_empty() {
+        None
+    } else {
+        Some(format!("{{{sel}}}"))
+    };
     (kind, display_url(report.source.url.trim()), selector)
 }
 
@@ -147,7 +151,12 @@ pub(crate) struct ScopeStyle {
 
 impl ScopeStyle {
     pub fn for_report(report: &Report) -> Self {
-        let mut seen: Vec<&Scope> = report.metrics.scopes.iter().filter(|s| !s.is_empty()).collect();
+        let mut seen: Vec<&Scope> = report
+            .metrics
+            .scopes
+            .iter()
+            .filter(|s| !s.is_empty())
+            .collect();
         if seen.is_empty() {
             seen = report
                 .findings
@@ -165,7 +174,11 @@ impl ScopeStyle {
             }
             labels.extend(scope.keys().cloned());
         }
-        let group_label = if labels.len() == 1 { labels.into_iter().next() } else { None };
+        let group_label = if labels.len() == 1 {
+            labels.into_iter().next()
+        } else {
+            None
+        };
         ScopeStyle { group_label }
     }
 
@@ -182,7 +195,11 @@ impl ScopeStyle {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        match self.group_label.as_deref().and_then(|l| scope.get(l).map(|v| (l, v))) {
+        match self
+            .group_label
+            .as_deref()
+            .and_then(|l| scope.get(l).map(|v| (l, v)))
+        {
             Some((_, value)) if scope.len() == 1 => one_line(value),
             Some((label, value)) => format!("{} ({})", one_line(value), pairs(Some(label))),
             None => pairs(None),
@@ -226,7 +243,11 @@ impl EvidenceText {
             Some(n) if n.is_finite() => format!("low confidence ({n:.0} obs)"),
             _ => "low confidence".to_string(),
         });
-        let title = if e.title.trim().is_empty() { e.signal.clone() } else { e.title.clone() };
+        let title = if e.title.trim().is_empty() {
+            e.signal.clone()
+        } else {
+            e.title.clone()
+        };
         EvidenceText {
             title: one_line(&title),
             value: fmt(e.value),
@@ -285,7 +306,10 @@ pub(crate) fn headline(report: &Report) -> String {
     match (report.not_evaluated.len(), verdict(report)) {
         (0, _) => main,
         (n, Verdict::NothingEvaluated) => {
-            format!("{main} ({} could not be checked)", plural(n, "rule/scope pair", "rule/scope pairs"))
+            format!(
+                "{main} ({} could not be checked)",
+                plural(n, "rule/scope pair", "rule/scope pairs")
+            )
         }
         (n, _) => format!("{main} · {n} not evaluated"),
     }
@@ -302,17 +326,20 @@ pub(crate) fn no_findings_sentence(report: &Report) -> Option<String> {
                 plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs")
             );
             if skipped > 0 {
-                s.push_str(&format!(", {skipped} not evaluated (listed below, so this is a partial all-clear)"));
+                s.push_str(&format!(
+                    ", {skipped} not evaluated (listed below, so this is a partial all-clear)"
+                ));
             } else {
-                s.push_str(", none skipped");
+                s.push_str(", 0 not evaluated");
             }
             s.push('.');
             Some(s)
         }
         Verdict::NothingEvaluated => {
-            let mut s = "Nothing was evaluated: no rule could be checked against this window, so this is \
+            let mut s =
+                "Nothing was evaluated: no rule could be checked against this window, so this is \
                          not an all-clear."
-                .to_string();
+                    .to_string();
             // With failures the list below explains itself; without, the likely cause is the selector.
             if skipped == 0 && report.metrics.scopes.is_empty() {
                 s.push_str(
@@ -331,17 +358,37 @@ pub(crate) fn healthy_summary(report: &Report) -> Option<(String, Vec<String>)> 
         return None;
     }
     let rules: BTreeSet<String> = report.healthy.iter().map(|c| one_line(&c.rule)).collect();
-    Some((plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs"), rules.into_iter().collect()))
+    Some((
+        plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs"),
+        rules.into_iter().collect(),
+    ))
 }
 
 /// Not-evaluated entries in a stable order, each with its scope already worded.
-pub(crate) fn not_evaluated_lines(report: &Report, scopes: &ScopeStyle) -> Vec<(String, String, String)> {
+pub(crate) fn not_evaluated_lines(
+    report: &Report,
+    scopes: &ScopeStyle,
+) -> Vec<(String, String, String)> {
     let mut items: Vec<&NotEvaluated> = report.not_evaluated.iter().collect();
     items.sort();
     items
         .into_iter()
-        .map(|n| (one_line(&n.rule), scopes.format(&n.scope), one_line(&n.reason)))
+        .map(|n| {
+            (
+                one_line(&n.rule),
+                scopes.format(&n.scope),
+                one_line(&n.reason),
+            )
+        })
         .collect()
+}
+
+/// Heading over the not-evaluated list, the same in every format.
+pub(crate) fn not_evaluated_heading(count: usize) -> String {
+    format!(
+        "Not evaluated ({}; not covered by this diagnosis):",
+        plural(count, "rule/scope pair", "rule/scope pairs")
+    )
 }
 
 /// Warnings in first-seen order, exact repeats folded into one line with a count.
@@ -398,7 +445,9 @@ pub(crate) mod fixtures {
     use crate::report::*;
 
     fn t(h: u32, m: u32) -> chrono::DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 1, 15, h, m, 0).single().expect("valid fixed timestamp")
+        Utc.with_ymd_and_hms(2026, 1, 15, h, m, 0)
+            .single()
+            .expect("valid fixed timestamp")
     }
 
     fn model(name: &str) -> Scope {
@@ -408,11 +457,21 @@ pub(crate) mod fixtures {
     const LLAMA: &str = "llama-3.1-70b-instruct";
     const QWEN: &str = "qwen2.5-coder-32b";
 
-    fn base(findings: Vec<Finding>, healthy: Vec<Checked>, not_evaluated: Vec<NotEvaluated>) -> Report {
+    fn base(
+        findings: Vec<Finding>,
+        healthy: Vec<Checked>,
+        not_evaluated: Vec<NotEvaluated>,
+    ) -> Report {
         Report {
             schema_version: SCHEMA_VERSION,
-            window: TimeRange { start: t(9, 0), end: t(9, 30) },
-            baseline: TimeRange { start: t(8, 30), end: t(9, 0) },
+            window: TimeRange {
+                start: t(9, 0),
+                end: t(9, 30),
+            },
+            baseline: TimeRange {
+                start: t(8, 30),
+                end: t(9, 0),
+            },
             source: SourceInfo {
                 kind: "prometheus".to_string(),
                 url: "http://prometheus.monitoring:9090".to_string(),
@@ -422,15 +481,24 @@ pub(crate) mod fixtures {
                 generation: "v1".to_string(),
                 scopes: vec![model(LLAMA), model(QWEN)],
                 names_used: BTreeMap::from([
-                    ("kv_cache_usage".to_string(), "vllm:kv_cache_usage_perc".to_string()),
-                    ("ttft_p95".to_string(), "vllm:time_to_first_token_seconds".to_string()),
+                    (
+                        "kv_cache_usage".to_string(),
+                        "vllm:kv_cache_usage_perc".to_string(),
+                    ),
+                    (
+                        "ttft_p95".to_string(),
+                        "vllm:time_to_first_token_seconds".to_string(),
+                    ),
                 ]),
             },
             findings,
             healthy,
             not_evaluated,
             warnings: vec![],
-            stats: RunStats { queries: 38, rules_evaluated: 12 },
+            stats: RunStats {
+                queries: 38,
+                rules_evaluated: 12,
+            },
         }
     }
 
@@ -560,17 +628,33 @@ pub(crate) mod fixtures {
             also_consistent: vec![],
         };
         let healthy = vec![
-            Checked { rule: "error-rate".to_string(), scope: model(LLAMA) },
-            Checked { rule: "error-rate".to_string(), scope: model(QWEN) },
-            Checked { rule: "queue-backlog".to_string(), scope: model(QWEN) },
-            Checked { rule: "throughput-drop".to_string(), scope: model(LLAMA) },
-            Checked { rule: "throughput-drop".to_string(), scope: model(QWEN) },
+            Checked {
+                rule: "error-rate".to_string(),
+                scope: model(LLAMA),
+            },
+            Checked {
+                rule: "error-rate".to_string(),
+                scope: model(QWEN),
+            },
+            Checked {
+                rule: "queue-backlog".to_string(),
+                scope: model(QWEN),
+            },
+            Checked {
+                rule: "throughput-drop".to_string(),
+                scope: model(LLAMA),
+            },
+            Checked {
+                rule: "throughput-drop".to_string(),
+                scope: model(QWEN),
+            },
         ];
         let not_evaluated = vec![
             NotEvaluated {
                 rule: "spec-decode-acceptance-drop".to_string(),
                 scope: model(QWEN),
-                reason: "no series for vllm:spec_decode_num_draft_tokens_total in the window".to_string(),
+                reason: "no series for vllm:spec_decode_num_draft_tokens_total in the window"
+                    .to_string(),
             },
             NotEvaluated {
                 rule: "kv-cache-exhausted".to_string(),
@@ -591,7 +675,10 @@ pub(crate) mod fixtures {
         let healthy = ["error-rate", "kv-cache-exhausted", "ttft-regression"]
             .iter()
             .flat_map(|rule| {
-                [LLAMA, QWEN].map(|m| Checked { rule: rule.to_string(), scope: model(m) })
+                [LLAMA, QWEN].map(|m| Checked {
+                    rule: rule.to_string(),
+                    scope: model(m),
+                })
             })
             .collect();
         base(vec![], healthy, vec![])
@@ -608,8 +695,12 @@ pub(crate) mod fixtures {
             })
             .collect();
         let mut r = base(vec![], vec![], not_evaluated);
-        r.metrics = MetricsInfo { generation: "unknown".to_string(), ..MetricsInfo::default() };
-        r.warnings = vec!["no vLLM metrics found for selector {namespace=\"inference-prod\"}".to_string()];
+        r.metrics = MetricsInfo {
+            generation: "unknown".to_string(),
+            ..MetricsInfo::default()
+        };
+        r.warnings =
+            vec!["no vLLM metrics found for selector {namespace=\"inference-prod\"}".to_string()];
         r
     }
 }
@@ -622,13 +713,19 @@ mod tests {
     use super::*;
 
     fn scope(pairs: &[(&str, &str)]) -> Scope {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn a_range_within_one_day_shows_the_date_once() {
         let r = sample_report();
-        assert_eq!(describe_range(&r.window), "2026-01-15 09:00:00 → 09:30:00 UTC (30m)");
+        assert_eq!(
+            describe_range(&r.window),
+            "2026-01-15 09:00:00 → 09:30:00 UTC (30m)"
+        );
     }
 
     #[test]
@@ -637,14 +734,20 @@ mod tests {
             start: Utc.with_ymd_and_hms(2026, 1, 15, 23, 30, 0).unwrap(),
             end: Utc.with_ymd_and_hms(2026, 1, 16, 1, 0, 0).unwrap(),
         };
-        assert_eq!(describe_range(&r), "2026-01-15 23:30:00 → 2026-01-16 01:00:00 UTC (1h 30m)");
+        assert_eq!(
+            describe_range(&r),
+            "2026-01-15 23:30:00 → 2026-01-16 01:00:00 UTC (1h 30m)"
+        );
     }
 
     #[test]
     fn a_scope_of_only_the_grouping_label_is_written_as_its_value() {
         let style = ScopeStyle::for_report(&sample_report());
         assert_eq!(style.group_label.as_deref(), Some("model_name"));
-        assert_eq!(style.format(&scope(&[("model_name", "llama-3")])), "llama-3");
+        assert_eq!(
+            style.format(&scope(&[("model_name", "llama-3")])),
+            "llama-3"
+        );
         assert_eq!(
             style.format(&scope(&[("model_name", "llama-3"), ("engine", "1")])),
             "llama-3 (engine=1)"
@@ -658,7 +761,10 @@ mod tests {
         r.metrics.scopes = vec![scope(&[("model_name", "a"), ("engine", "0")])];
         let style = ScopeStyle::for_report(&r);
         assert_eq!(style.group_label, None);
-        assert_eq!(style.format(&scope(&[("model_name", "a"), ("engine", "0")])), "engine=0, model_name=a");
+        assert_eq!(
+            style.format(&scope(&[("model_name", "a"), ("engine", "0")])),
+            "engine=0, model_name=a"
+        );
     }
 
     #[test]
@@ -677,7 +783,10 @@ mod tests {
 
     #[test]
     fn credentials_in_the_source_url_are_never_displayed() {
-        assert_eq!(display_url("https://user:s3cret@prom.example:9090/"), "https://prom.example:9090/");
+        assert_eq!(
+            display_url("https://user:s3cret@prom.example:9090/"),
+            "https://prom.example:9090/"
+        );
         assert!(!display_url("https://user:s3cret@[bad").contains("s3cret"));
     }
 
@@ -693,12 +802,18 @@ mod tests {
     #[test]
     fn repeated_warnings_are_folded_with_a_count() {
         let r = sample_report();
-        assert_eq!(warning_lines(&r), vec!["partial response: store 10.0.3.7:10901 unavailable (2 times)"]);
+        assert_eq!(
+            warning_lines(&r),
+            vec!["partial response: store 10.0.3.7:10901 unavailable (2 times)"]
+        );
     }
 
     #[test]
     fn headline_counts_findings_by_severity_and_not_evaluated() {
-        assert_eq!(headline(&sample_report()), "2 findings (1 critical, 1 warning) · 2 not evaluated");
+        assert_eq!(
+            headline(&sample_report()),
+            "2 findings (1 critical, 1 warning) · 2 not evaluated"
+        );
         assert_eq!(headline(&clean_report()), "no problems found");
     }
 
@@ -707,6 +822,8 @@ mod tests {
         let r = clean_report();
         let json = render(&r, Format::Json, &RenderOptions::default());
         assert!(json.starts_with('{'));
-        assert!(render(&r, Format::Markdown, &RenderOptions::default()).contains("No problems found"));
+        assert!(
+            render(&r, Format::Markdown, &RenderOptions::default()).contains("No problems found")
+        );
     }
 }

@@ -9,9 +9,9 @@
 use comfy_table::{presets, Cell, ContentArrangement, Table};
 
 use super::{
-    also_consistent_list, describe_generation, describe_range, describe_source, headline, healthy_summary,
-    no_findings_sentence, not_evaluated_lines, one_line, query_timing, warning_lines, EvidenceText,
-    RenderOptions, ScopeStyle,
+    also_consistent_list, describe_generation, describe_range, describe_source, headline,
+    healthy_summary, no_findings_sentence, not_evaluated_heading, not_evaluated_lines, one_line,
+    query_timing, warning_lines, EvidenceText, RenderOptions, ScopeStyle,
 };
 use crate::report::{Finding, Report, Severity};
 
@@ -41,7 +41,12 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         ("Source", source),
         ("Metrics", metrics),
     ] {
-        out.extend(wrap(&value, width, &format!("{label:<10}"), &" ".repeat(10)));
+        out.extend(wrap(
+            &value,
+            width,
+            &format!("{label:<10}"),
+            &" ".repeat(10),
+        ));
     }
 
     for (i, finding) in report.findings.iter().enumerate() {
@@ -60,14 +65,15 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
     }
     let skipped = not_evaluated_lines(report, &scopes);
     if !skipped.is_empty() {
-        let head = format!(
-            "Not evaluated ({}; not covered by this diagnosis):",
-            super::plural(skipped.len(), "rule/scope pair", "rule/scope pairs")
-        );
-        let head = wrap(&head, width, "", INDENT);
+        let head = wrap(&not_evaluated_heading(skipped.len()), width, "", INDENT);
         out.extend(head.iter().map(|l| paint_bold(l, opts.color)));
         for (rule, scope, reason) in skipped {
-            out.extend(wrap(&format!("{rule} ({scope}): {reason}"), width, "  - ", "    "));
+            out.extend(wrap(
+                &format!("{rule} ({scope}): {reason}"),
+                width,
+                "  - ",
+                "    ",
+            ));
         }
     }
     let warnings = warning_lines(report);
@@ -95,7 +101,12 @@ fn finding_block(
 ) {
     let width = opts.width.map(usize::from);
     let badge = format!("#{rank} {}", f.severity.as_str().to_uppercase());
-    let rest = format!("{} · {} · {}", one_line(&f.rule), one_line(&f.title), scopes.format(&f.scope));
+    let rest = format!(
+        "{} · {} · {}",
+        one_line(&f.rule),
+        one_line(&f.title),
+        scopes.format(&f.scope)
+    );
     // Wrap without colour codes (they would count as width), then colour the badge in place.
     let mut heading = wrap(&rest, width, &format!("{badge}  "), INDENT);
     if let (true, Some(first)) = (opts.color, heading.first_mut()) {
@@ -129,7 +140,12 @@ fn finding_block(
         }
     }
     if let Some(also) = also_consistent_list(f, |id| id.to_string()) {
-        out.extend(wrap(&format!("Also consistent: {also}"), width, INDENT, &format!("{INDENT}  ")));
+        out.extend(wrap(
+            &format!("Also consistent: {also}"),
+            width,
+            INDENT,
+            &format!("{INDENT}  "),
+        ));
     }
 
     let queries: Vec<(String, String)> = f
@@ -139,8 +155,17 @@ fn finding_block(
         .map(|e| (one_line(&e.signal), one_line(&e.query)))
         .collect();
     if !queries.is_empty() {
-        out.extend(wrap(&format!("PromQL {}", query_timing(report)), width, INDENT, &format!("{INDENT}  ")));
-        let pad = queries.iter().map(|(s, _)| s.chars().count()).max().unwrap_or(0);
+        out.extend(wrap(
+            &format!("PromQL {}", query_timing(report)),
+            width,
+            INDENT,
+            &format!("{INDENT}  "),
+        ));
+        let pad = queries
+            .iter()
+            .map(|(s, _)| s.chars().count())
+            .max()
+            .unwrap_or(0);
         for (signal, query) in queries {
             out.push(format!("{INDENT}  {signal:<pad$}  {query}"));
         }
@@ -224,7 +249,10 @@ mod tests {
     use crate::render::fixtures::*;
 
     fn opts(width: u16) -> RenderOptions {
-        RenderOptions { color: false, width: Some(width) }
+        RenderOptions {
+            color: false,
+            width: Some(width),
+        }
     }
 
     #[test]
@@ -262,7 +290,13 @@ mod tests {
 
     #[test]
     fn with_colour_severities_are_coloured() {
-        let text = render(&sample_report(), &RenderOptions { color: true, width: Some(100) });
+        let text = render(
+            &sample_report(),
+            &RenderOptions {
+                color: true,
+                width: Some(100),
+            },
+        );
         assert!(text.contains("\x1b[1;31m#1 CRITICAL\x1b[0m"));
         assert!(text.contains("\x1b[1;33m#2 WARNING\x1b[0m"));
     }
@@ -290,8 +324,28 @@ mod tests {
     }
 
     #[test]
+    fn odd_widths_and_odd_data_do_not_panic() {
+        let mut r = sample_report();
+        r.findings[0].title = String::new();
+        r.findings[0].scope = Default::default();
+        r.findings[0].evidence[0].value = Some(f64::NAN);
+        r.findings[0].evidence[0].baseline = Some(f64::NEG_INFINITY);
+        r.findings[0].evidence[1].value = Some(1e300);
+        r.findings[1].evidence[0].observations = Some(f64::INFINITY);
+        r.warnings.push("line one\nline two".to_string());
+        for width in [0, 1, 5, 20, u16::MAX] {
+            let text = render(&r, &opts(width));
+            assert!(text.contains("NaN") && text.contains("-Inf"));
+            assert!(text.contains("Warning: line one line two"));
+        }
+    }
+
+    #[test]
     fn wrap_keeps_a_hanging_indent() {
-        assert_eq!(wrap("aa bb cc", Some(7), "> ", "  "), vec!["> aa bb", "  cc"]);
+        assert_eq!(
+            wrap("aa bb cc", Some(7), "> ", "  "),
+            vec!["> aa bb", "  cc"]
+        );
         assert_eq!(wrap("aa bb cc", None, "> ", "  "), vec!["> aa bb cc"]);
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::expr::{self, Facts, Truth};
+use super::expr::{self, Expr, Facts, Rhs, Truth};
 use super::load::{RuleDef, RuleSet};
 use crate::report::{Evidence, Scope};
 
@@ -87,18 +87,13 @@ pub fn evaluate(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scop
     let facts = ScopeFacts { table, scope, thresholds: &set.thresholds };
     let mut unknown = Vec::new();
     let mut score = 0.0;
-    let mut held: Vec<bool> = Vec::new();
     for c in &rule.when {
         match expr::eval(&c.expr, &facts) {
             (Truth::False, _) => return Outcome::NotMatched,
             (Truth::Unknown(r), _) => {
                 unknown.extend(r);
-                held.push(false);
             }
-            (Truth::True, s) => {
-                score += s;
-                held.push(true);
-            }
+            (Truth::True, s) => score += s,
         }
     }
     if !unknown.is_empty() {
@@ -106,26 +101,19 @@ pub fn evaluate(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scop
         unknown.retain(|r| seen.insert(r.clone()));
         return Outcome::Unknown { reasons: unknown };
     }
-    let evidence = rule
-        .signals()
-        .iter()
-        .map(|sig| evidence_for(rule, set, table, scope, sig, &held))
-        .collect();
+    let evidence = rule.signals().iter().map(|sig| evidence_for(rule, set, table, scope, sig)).collect();
     Outcome::Matched { score: (score * 100.0).round() / 100.0, evidence }
 }
 
-fn evidence_for(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope, sig: &str, held: &[bool]) -> Evidence {
+fn evidence_for(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope, sig: &str) -> Evidence {
     let def = set.signals.get(sig);
+    let unit = def.map(|d| d.unit.as_str()).unwrap_or("");
     let values = table.get(sig);
-    let conds: Vec<(usize, &str)> = rule
-        .when
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.expr.comparisons().iter().any(|x| x.signal == sig))
-        .map(|(i, c)| (i, c.text.as_str()))
-        .collect();
-    let threshold = conds.iter().map(|(_, t)| render_condition(t, sig, &set.thresholds)).collect::<Vec<_>>().join("; ");
-    let passed = conds.iter().all(|(i, _)| held.get(*i).copied().unwrap_or(false));
+    // What this signal was held to: each condition narrowed to the comparisons on this signal.
+    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds };
+    let projected: Vec<Expr> = rule.when.iter().filter_map(|c| project(&c.expr, sig)).collect();
+    let threshold = projected.iter().map(|e| describe(e, unit, &set.thresholds, true)).collect::<Vec<_>>().join("; ");
+    let passed = projected.iter().all(|e| expr::eval(e, &facts).0 == Truth::True);
     let value = values.and_then(|v| v.window.values.get(scope).copied());
     let baseline = values.and_then(|v| v.baseline.values.get(scope).copied());
     let observations = values.and_then(|v| v.window.counts.get(scope).copied());
@@ -137,7 +125,7 @@ fn evidence_for(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scop
     Evidence {
         signal: sig.to_string(),
         title: def.map(|d| d.title.clone()).unwrap_or_else(|| sig.to_string()),
-        unit: def.map(|d| d.unit.clone()).unwrap_or_default(),
+        unit: unit.to_string(),
         value,
         baseline,
         threshold,
@@ -149,26 +137,43 @@ fn evidence_for(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scop
     }
 }
 
-/// The condition as a reader wants it: named thresholds shown with their value (`$ttft_p95_high (3s)`).
-fn render_condition(text: &str, _signal: &str, thresholds: &BTreeMap<String, f64>) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        let end = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
-        let name = &after[..end];
-        match thresholds.get(name) {
-            Some(v) => out.push_str(&crate::units::sig(*v)),
-            None => {
-                out.push('$');
-                out.push_str(name);
+/// The part of a condition that speaks of one signal (`None` when it does not mention it).
+fn project(e: &Expr, sig: &str) -> Option<Expr> {
+    match e {
+        Expr::Cmp(c) => (c.signal == sig).then(|| e.clone()),
+        Expr::Not(x) => project(x, sig).map(|x| Expr::Not(Box::new(x))),
+        Expr::And(v) | Expr::Or(v) => {
+            let mut kept: Vec<Expr> = v.iter().filter_map(|x| project(x, sig)).collect();
+            match kept.len() {
+                0 => None,
+                1 => kept.pop(),
+                _ => Some(if matches!(e, Expr::And(_)) { Expr::And(kept) } else { Expr::Or(kept) }),
             }
         }
-        rest = &after[end..];
     }
-    out.push_str(rest);
-    out
+}
+
+/// A projected condition for people: `>= 2x baseline or > 3 s`, values in the signal's unit.
+fn describe(e: &Expr, unit: &str, thresholds: &BTreeMap<String, f64>, top: bool) -> String {
+    match e {
+        Expr::Cmp(c) => {
+            let rhs = match &c.rhs {
+                Rhs::Value { value, .. } => crate::units::format_value(*value, unit),
+                Rhs::Named { name } => thresholds
+                    .get(name)
+                    .map(|v| crate::units::format_value(*v, unit))
+                    .unwrap_or_else(|| format!("${name}")),
+                b @ Rhs::Baseline { .. } => b.to_string(),
+            };
+            format!("{} {rhs}", c.op.as_str())
+        }
+        Expr::Not(x) => format!("not ({})", describe(x, unit, thresholds, true)),
+        Expr::And(v) | Expr::Or(v) => {
+            let sep = if matches!(e, Expr::And(_)) { " and " } else { " or " };
+            let inner = v.iter().map(|x| describe(x, unit, thresholds, false)).collect::<Vec<_>>().join(sep);
+            if top { inner } else { format!("({inner})") }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -235,7 +240,8 @@ when = ["a >= 2x baseline or a > $high", "b > 50%"]
             Outcome::Matched { score, evidence } => {
                 assert!(score > 0.0);
                 assert_eq!(evidence.len(), 2);
-                assert_eq!(evidence[0].threshold, "a >= 2x baseline or a > 3");
+                assert_eq!(evidence[0].threshold, ">= 2x baseline or > 3 s");
+                assert_eq!(evidence[1].threshold, "> 50%");
                 assert_eq!(evidence[0].value, Some(4.0));
                 assert_eq!(evidence[0].baseline, Some(1.0));
                 assert!(evidence[0].passed);

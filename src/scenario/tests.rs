@@ -435,7 +435,11 @@ fn p95_ratio(s: &[GeneratedSeries], spec: &ScenarioSpec, family: &str) -> f64 {
 }
 
 fn assert_untouched(s: &[GeneratedSeries], spec: &ScenarioSpec) {
-    for family in [TTFT, ITL, QUEUE] {
+    let itl = match spec.metrics {
+        MetricsGeneration::V1 => ITL,
+        MetricsGeneration::V0 => "vllm:time_per_output_token_seconds",
+    };
+    for family in [TTFT, itl, QUEUE] {
         let r = window(s, spec, MODEL_A).quantile(0.95, family) / baseline(s, spec, MODEL_A).quantile(0.95, family);
         assert!((0.8..1.25).contains(&r), "the healthy model's {family} moved: x{r}");
     }
@@ -587,3 +591,4 @@ fn every_scenario_fixture_parses_and_names_a_real_expectation() {
     }
     assert!(count >= 9, "found {count} scenarios");
 }
+

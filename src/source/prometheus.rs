@@ -210,12 +210,20 @@ impl PrometheusClient {
             .extend_pairs(req.form(Some(self.query_timeout)))
             .finish();
 
-        let mut builder = self
-            .http
-            .post(endpoint)
-            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .timeout(self.request_timeout)
-            .body(body);
+        // Queries go as form-encoded POST (long PromQL breaks GET URLs behind proxies); the
+        // label-values endpoint accepts only GET in Prometheus, so its few short parameters go in
+        // the query string.
+        let mut builder = if matches!(req, Request::LabelValues { .. }) {
+            let mut u = endpoint;
+            u.set_query(Some(&body));
+            self.http.get(u).timeout(self.request_timeout)
+        } else {
+            self.http
+                .post(endpoint)
+                .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .timeout(self.request_timeout)
+                .body(body)
+        };
         if let Some((user, pass)) = &self.basic_auth {
             builder = builder.basic_auth(user, Some(pass.expose()));
         }

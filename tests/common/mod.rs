@@ -1,0 +1,305 @@
+//! A real Prometheus per test, holding generated scenario data.
+//!
+//! Integration tests run vllm-diag against the server operators actually run, not a mock: each
+//! [`PromServer`] backfills its own TSDB with `promtool` in its own temporary directory, listens on
+//! its own free port and is killed when dropped, so tests can run in parallel without sharing
+//! anything. The small HTTP client below speaks HTTP/1.0 over `std::net` on purpose: it works
+//! the same from plain `#[test]`s and from inside `#[tokio::test]`s, where starting a second
+//! runtime would panic.
+//!
+//! When `prometheus` or `promtool` is missing the harness panics and says how to install them:
+//! a silently skipped integration test looks exactly like a passing one.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use tempfile::TempDir;
+use vllm_diag::scenario::{generate_openmetrics, ScenarioSpec};
+
+/// How long Prometheus may take to become ready before the test fails.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many ports to try when another process takes ours between choosing it and binding it.
+const BIND_ATTEMPTS: usize = 5;
+
+const CONFIG: &str = "global:\n  scrape_interval: 1m\n  evaluation_interval: 1m\nscrape_configs: []\n";
+
+/// A running Prometheus with its own data directory. Killed and reaped on drop.
+pub struct PromServer {
+    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    pub url: String,
+    addr: SocketAddr,
+    child: Child,
+    log: PathBuf,
+    dir: TempDir,
+}
+
+/// The path of `fixtures/scenarios/<name>.toml`.
+pub fn scenario_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios").join(format!("{name}.toml"))
+}
+
+/// Load a scenario fixture, generate its data, backfill it and start Prometheus on it.
+pub fn start_scenario(name: &str) -> (ScenarioSpec, PromServer) {
+    let path = scenario_path(name);
+    let spec = ScenarioSpec::load(&path).unwrap_or_else(|e| panic!("scenario {name}: {e}"));
+    let dir = new_tempdir();
+    let om = dir.path().join(format!("{name}.om"));
+    let file = std::fs::File::create(&om).unwrap_or_else(|e| panic!("cannot create {}: {e}", om.display()));
+    let mut out = std::io::BufWriter::new(file);
+    generate_openmetrics(&spec, &mut out)
+        .and_then(|()| out.flush())
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", om.display()));
+    drop(out);
+    let server = PromServer::start_in(dir, Some(&om));
+    // the blocks hold the data now; the text is only disk space
+    let _ = std::fs::remove_file(&om);
+    (spec, server)
+}
+
+impl PromServer {
+    /// A Prometheus with no data at all.
+    pub fn start_empty() -> PromServer {
+        PromServer::start_in(new_tempdir(), None)
+    }
+
+    /// A Prometheus holding the samples of an OpenMetrics file (timestamps on every sample, `# EOF` last).
+    pub fn start_with_openmetrics(path: impl AsRef<Path>) -> PromServer {
+        PromServer::start_in(new_tempdir(), Some(path.as_ref()))
+    }
+
+    fn start_in(dir: TempDir, openmetrics: Option<&Path>) -> PromServer {
+        require_tools();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("cannot create {}: {e}", data.display()));
+        if let Some(om) = openmetrics {
+            backfill(om, &data);
+        }
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(&config, CONFIG).unwrap_or_else(|e| panic!("cannot write {}: {e}", config.display()));
+
+        let mut last_log = String::new();
+        for attempt in 1..=BIND_ATTEMPTS {
+            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            let log = dir.path().join(format!("prometheus-{attempt}.log"));
+            let log_file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+            let log_err = log_file.try_clone().unwrap_or_else(|e| panic!("cannot share {}: {e}", log.display()));
+            let mut child = Command::new("prometheus")
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!("--storage.tsdb.path={}", data.display()))
+                .arg("--storage.tsdb.retention.time=100y")
+                .arg(format!("--web.listen-address={addr}"))
+                .stdin(Stdio::null())
+                .stdout(log_file)
+                .stderr(log_err)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start prometheus: {e}. Run scripts/test.sh, which installs it"));
+            match wait_ready(&mut child, addr, &log) {
+                Ok(()) => return PromServer { url: format!("http://{addr}"), addr, child, log, dir },
+                Err(failure) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    match failure {
+                        Startup::PortTaken(text) => last_log = text,
+                        Startup::Failed(why) => panic!("{why}"),
+                    }
+                }
+            }
+        }
+        panic!("prometheus could not bind a port after {BIND_ATTEMPTS} attempts; its last output:\n{last_log}");
+    }
+
+    /// What Prometheus has written to stdout and stderr so far.
+    pub fn log_text(&self) -> String {
+        read_log(&self.log)
+    }
+
+    /// The data directory, for tests that want to look at or add blocks.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// `GET` a path (with its query string) and return the status and body.
+    pub fn get(&self, path_and_query: &str) -> std::io::Result<(u16, String)> {
+        http_get(self.addr, path_and_query, Duration::from_secs(30))
+    }
+
+    /// Run an instant query at `at` and return every sample, sorted by labels. Panics on any error.
+    pub fn query(&self, promql: &str, at: DateTime<Utc>) -> Vec<(BTreeMap<String, String>, f64)> {
+        let path = format!(
+            "/api/v1/query?query={}&time={}",
+            url::form_urlencoded::byte_serialize(promql.as_bytes()).collect::<String>(),
+            at.timestamp()
+        );
+        let (status, body) = self.get(&path).unwrap_or_else(|e| panic!("query {promql}: {e}"));
+        let json: serde_json::Value = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("query {promql}: HTTP {status}, not JSON ({e}): {body}"));
+        if status != 200 || json["status"] != "success" {
+            panic!("query {promql}: HTTP {status}: {body}");
+        }
+        let data = &json["data"];
+        let value = |v: &serde_json::Value| -> f64 {
+            v.get(1)
+                .and_then(|s| s.as_str())
+                .and_then(vllm_diag::units::parse_prom_float)
+                .unwrap_or_else(|| panic!("query {promql}: unreadable value {v}"))
+        };
+        let mut out: Vec<(BTreeMap<String, String>, f64)> = match data["resultType"].as_str() {
+            Some("vector") => data["result"]
+                .as_array()
+                .map(|a| a.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(|s| {
+                    let labels = s["metric"]
+                        .as_object()
+                        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+                        .unwrap_or_default();
+                    (labels, value(&s["value"]))
+                })
+                .collect(),
+            Some("scalar") => vec![(BTreeMap::new(), value(&data["result"]))],
+            other => panic!("query {promql}: unexpected result type {other:?}: {body}"),
+        };
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// The single value of a query that must return exactly one sample.
+    pub fn query_one(&self, promql: &str, at: DateTime<Utc>) -> f64 {
+        let result = self.query(promql, at);
+        match result.as_slice() {
+            [(_, v)] => *v,
+            _ => panic!("query {promql}: expected one sample, got {result:?}"),
+        }
+    }
+
+    /// Values of a query keyed by one label (e.g. model_name).
+    pub fn query_by(&self, label: &str, promql: &str, at: DateTime<Utc>) -> BTreeMap<String, f64> {
+        self.query(promql, at)
+            .into_iter()
+            .map(|(labels, v)| (labels.get(label).cloned().unwrap_or_default(), v))
+            .collect()
+    }
+}
+
+impl Drop for PromServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Poll `/-/ready` until it answers 200, the process exits, or the time runs out.
+fn wait_ready(child: &mut Child, addr: SocketAddr, log: &Path) -> Result<(), Startup> {
+    let started = Instant::now();
+    loop {
+        if let Ok((200, _)) = http_get(addr, "/-/ready", Duration::from_secs(2)) {
+            return Ok(());
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let text = read_log(log);
+                if text.contains("address already in use") {
+                    return Err(Startup::PortTaken(text));
+                }
+                return Err(Startup::Failed(format!("prometheus exited ({status}) before it was ready:\n{text}")));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(Startup::Failed(format!("cannot check on prometheus: {e}"))),
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            return Err(Startup::Failed(format!(
+                "prometheus was not ready after {}s; its output:\n{}",
+                READY_TIMEOUT.as_secs(),
+                read_log(log)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn read_log(log: &Path) -> String {
+    std::fs::read_to_string(log).unwrap_or_else(|e| format!("(cannot read {}: {e})", log.display()))
+}
+
+enum Startup {
+    PortTaken(String),
+    Failed(String),
+}
+
+fn new_tempdir() -> TempDir {
+    tempfile::Builder::new()
+        .prefix("vllm-diag-prom-")
+        .tempdir()
+        .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"))
+}
+
+/// Panic with instructions when the real servers are not installed.
+fn require_tools() {
+    for tool in ["prometheus", "promtool"] {
+        let found = Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !found {
+            panic!(
+                "`{tool}` is not installed or does not run. The integration tests need a real Prometheus: \
+                 run scripts/test.sh, which installs prometheus and promtool (Debian package `prometheus`)"
+            );
+        }
+    }
+}
+
+fn backfill(openmetrics: &Path, data: &Path) {
+    let output = Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(openmetrics)
+        .arg(data)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run promtool: {e}. Run scripts/test.sh, which installs it"));
+    if !output.status.success() {
+        panic!(
+            "promtool could not backfill {} ({}):\n{}{}",
+            openmetrics.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+/// A port nothing listens on right now (another process may still take it before Prometheus does).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("cannot find a free port on 127.0.0.1: {e}"))
+}
+
+/// Minimal HTTP/1.0 GET: the server closes the connection after the body, so no chunking to undo.
+fn http_get(addr: SocketAddr, path_and_query: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    write!(stream, "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n")?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not an HTTP response: {head}")))?;
+    Ok((status, body.to_string()))
+}
