@@ -113,7 +113,12 @@ fn run_explain(args: ExplainArgs) -> Result<u8, Failure> {
         && std::io::stdout().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
         && std::env::var("TERM").map_or(true, |t| t != "dumb");
-    let text = render::render(&report, args.format, &RenderOptions { color, ..RenderOptions::default() });
+    // Wrap tables to the terminal; a pipe or a file gets unwrapped lines (easier to paste and grep).
+    let width = std::io::stdout()
+        .is_terminal()
+        .then(|| terminal_size::terminal_size().map(|(w, _)| w.0))
+        .flatten();
+    let text = render::render(&report, args.format, &RenderOptions { color, width });
     write_stdout(&text)?;
     Ok(exit_code(&report, args.fail_on))
 }

@@ -156,11 +156,15 @@ fn evidence_item(e: &EvidenceText) -> String {
     if let Some(change) = &e.change {
         s.push_str(&format!(" ({})", text(change)));
     }
-    s.push_str(&format!(
-        " — {} {}",
-        code(&e.condition),
-        if e.held { "held" } else { "did not hold" }
-    ));
+    if e.condition.is_empty() {
+        // A signal shown for context: it was not held to any condition.
+    } else {
+        s.push_str(&format!(
+            " — {} {}",
+            code(&e.condition),
+            if e.held { "held" } else { "did not hold" }
+        ));
+    }
     if let Some(c) = &e.confidence {
         s.push_str(&format!("; {c}"));
     }

@@ -246,7 +246,10 @@ impl ScenarioSpec {
                 return Err(invalid(&field, format!("replicas must be between 1 and {MAX_REPLICAS}")));
             }
             if !(m.rate.is_finite() && m.rate > 0.0 && m.rate <= MAX_RATE) {
-                return Err(invalid(&field, format!("rate must be above 0 and at most {MAX_RATE} requests per second")));
+                return Err(invalid(
+                    &field,
+                    format!("rate must be above 0 and at most {MAX_RATE} requests per second"),
+                ));
             }
             let max_model_len = m.max_model_len.unwrap_or(32_768);
             if !(1_000..=10_000_000).contains(&max_model_len) {

@@ -210,9 +210,8 @@ const TTFT_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
     160.0, 640.0, 2560.0,
 ];
-const ITL_BUCKETS: &[f64] = &[
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
-];
+const ITL_BUCKETS: &[f64] =
+    &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
 const LATENCY_BUCKETS: &[f64] = &[
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0,
     1920.0, 7680.0,
@@ -331,7 +330,7 @@ fn poisson(rng: &mut ChaCha8Rng, lambda: f64) -> u64 {
 }
 
 fn binomial(rng: &mut ChaCha8Rng, n: u64, p: f64) -> u64 {
-    if n == 0 || !(p > 0.0) {
+    if n == 0 || p.is_nan() || p <= 0.0 {
         return 0;
     }
     match Binomial::new(n, p.min(1.0)) {
@@ -486,7 +485,14 @@ struct Replica<'a> {
 }
 
 impl<'a> Replica<'a> {
-    fn new(spec: &'a ScenarioSpec, model: &'a ModelSpec, stem: &str, index: u32, rng: ChaCha8Rng, gpu_blocks: u64) -> Self {
+    fn new(
+        spec: &'a ScenarioSpec,
+        model: &'a ModelSpec,
+        stem: &str,
+        index: u32,
+        rng: ChaCha8Rng,
+        gpu_blocks: u64,
+    ) -> Self {
         let generation = spec.metrics;
         let wl = Workload::DEFAULT;
         let instance = format!("{stem}-{index}:8000");
@@ -562,12 +568,8 @@ impl<'a> Replica<'a> {
             h.scale(m);
         }
         let mf = m as f64;
-        for c in [
-            &mut self.prompt_tokens,
-            &mut self.generation_tokens,
-            &mut self.prefix_queries,
-            &mut self.prefix_hits,
-        ] {
+        for c in [&mut self.prompt_tokens, &mut self.generation_tokens, &mut self.prefix_queries, &mut self.prefix_hits]
+        {
             *c *= mf;
         }
         for c in self.success.iter_mut().chain(self.http.iter_mut()) {
@@ -614,8 +616,8 @@ impl<'a> Replica<'a> {
                 reason = R_ABORT;
             }
             let queue = lognormal(rng, st.queue_median_s, st.queue_sigma);
-            let prefill =
-                wl.prefill_per_token_s * prompt * st.prefill * lognormal(rng, 1.0, wl.prefill_sigma) + lognormal(rng, wl.first_step_s, 0.3);
+            let prefill = wl.prefill_per_token_s * prompt * st.prefill * lognormal(rng, 1.0, wl.prefill_sigma)
+                + lognormal(rng, wl.first_step_s, 0.3);
             let ttft = queue + prefill;
             let req_itl = lognormal(rng, itl_median, wl.itl_request_sigma);
             let tokens_after_first = (out - 1.0).max(0.0) as u64;

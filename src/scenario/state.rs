@@ -159,7 +159,7 @@ impl StateParams {
         prefill: 1.0,
         itl: 1.0,
         running_at_cap: false,
-        waiting: (0.0, 1.4),
+        waiting: (0.0, 0.6),
         kv_usage: (0.3, 0.6),
         preemptions_per_s: (0.0, 0.0),
         http_5xx_share: 0.001,

@@ -12,9 +12,7 @@ const MODEL_A: &str = "meta-llama/Llama-3.1-8B-Instruct";
 const MODEL_B: &str = "Qwen/Qwen2.5-7B-Instruct";
 
 fn small_spec(incident: Option<&str>, metrics: &str) -> ScenarioSpec {
-    let incident = incident
-        .map(|k| format!("[incident]\nkind = \"{k}\"\nmodel = \"{MODEL_B}\"\n"))
-        .unwrap_or_default();
+    let incident = incident.map(|k| format!("[incident]\nkind = \"{k}\"\nmodel = \"{MODEL_B}\"\n")).unwrap_or_default();
     let text = format!(
         r#"
 name = "unit"
@@ -237,7 +235,8 @@ fn histogram_buckets_never_decrease_with_le_and_inf_equals_count() {
     for metrics in ["v1", "v0"] {
         let spec = small_spec(Some("kv-cache-pressure"), metrics);
         let series = generate(&spec);
-        let mut groups: BTreeMap<(String, Vec<(String, String)>), Vec<&GeneratedSeries>> = BTreeMap::new();
+        type LabelPairs = Vec<(String, String)>;
+        let mut groups: BTreeMap<(String, LabelPairs), Vec<&GeneratedSeries>> = BTreeMap::new();
         for s in series.iter().filter(|s| s.name.ends_with("_bucket")) {
             let key: Vec<(String, String)> =
                 s.labels.iter().filter(|(k, _)| *k != "le").map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -276,7 +275,8 @@ fn counters_never_decrease_and_start_above_zero() {
             continue;
         }
         assert!(s.points.windows(2).all(|w| w[0].1 <= w[1].1), "{} {:?} decreases", s.name, s.labels);
-        if s.name.ends_with("_count") || s.name == "vllm:prompt_tokens_total" || s.name == "vllm:num_preemptions_total" {
+        if s.name.ends_with("_count") || s.name == "vllm:prompt_tokens_total" || s.name == "vllm:num_preemptions_total"
+        {
             assert!(s.points[0].1 > 0.0, "{} starts at an offset", s.name);
         }
     }
@@ -351,11 +351,8 @@ fn every_vllm_series_carries_job_instance_model_name_and_engine_in_v1_only() {
             }
             assert_eq!(s.labels.contains_key("engine"), engine, "{metrics} {}", s.name);
         }
-        let instances: std::collections::BTreeSet<&str> = series
-            .iter()
-            .filter(|s| s.name == "up")
-            .map(|s| s.labels["instance"].as_str())
-            .collect();
+        let instances: std::collections::BTreeSet<&str> =
+            series.iter().filter(|s| s.name == "up").map(|s| s.labels["instance"].as_str()).collect();
         assert_eq!(instances.len(), spec.replica_count() as usize);
     }
 }
@@ -419,7 +416,8 @@ fn http_5xx_share(s: &[GeneratedSeries], spec: &ScenarioSpec, model: &str) -> f6
     let (from, to) = (secs(spec.window_start()), secs(spec.window_end()));
     let mut all = 0.0;
     let mut errors = 0.0;
-    for x in s.iter().filter(|x| x.name == "http_requests_total" && instances.contains(&x.labels["instance"].as_str())) {
+    for x in s.iter().filter(|x| x.name == "http_requests_total" && instances.contains(&x.labels["instance"].as_str()))
+    {
         let inc = at(&x.points, to) - at(&x.points, from);
         all += inc;
         if x.labels["status"] == "5xx" {
@@ -526,8 +524,7 @@ fn kv_cache_pressure_fills_the_cache_and_preempts_all_window_long() {
         let rate = w.rate_per_replica("vllm:num_preemptions_total");
         assert!((0.5..=3.0).contains(&rate), "{metrics} preemptions {rate}/s per replica");
         for series in w.of("vllm:num_preemptions_total") {
-            let inside: Vec<&(f64, f64)> =
-                series.points.iter().filter(|(t, _)| *t >= w.from && *t <= w.to).collect();
+            let inside: Vec<&(f64, f64)> = series.points.iter().filter(|(t, _)| *t >= w.from && *t <= w.to).collect();
             assert!(inside.windows(2).all(|p| p[1].1 > p[0].1), "{metrics}: preempting every interval");
         }
         assert!(w.quantile(0.95, QUEUE) > 1.5);
@@ -591,4 +588,3 @@ fn every_scenario_fixture_parses_and_names_a_real_expectation() {
     }
     assert!(count >= 9, "found {count} scenarios");
 }
-

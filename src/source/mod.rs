@@ -160,6 +160,9 @@ impl SourceError {
         match self {
             SourceError::Timeout { .. } => "timed out".to_string(),
             SourceError::Unreachable { .. } => "data source unreachable".to_string(),
+            SourceError::NotRecorded { file, .. } => {
+                format!("{file} holds no answer for this query (recorded with other rules or options); record it again")
+            }
             other => {
                 let s = other.to_string();
                 if s.chars().count() > 200 {

@@ -88,7 +88,8 @@ impl PromServer {
         for attempt in 1..=BIND_ATTEMPTS {
             let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
             let log = dir.path().join(format!("prometheus-{attempt}.log"));
-            let log_file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+            let log_file =
+                std::fs::File::create(&log).unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
             let log_err = log_file.try_clone().unwrap_or_else(|e| panic!("cannot share {}: {e}", log.display()));
             let mut child = Command::new("prometheus")
                 .arg(format!("--config.file={}", config.display()))
@@ -159,7 +160,9 @@ impl PromServer {
                 .map(|s| {
                     let labels = s["metric"]
                         .as_object()
-                        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+                        .map(|m| {
+                            m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect()
+                        })
                         .unwrap_or_default();
                     (labels, value(&s["value"]))
                 })
@@ -296,10 +299,9 @@ fn http_get(addr: SocketAddr, path_and_query: &str, timeout: Duration) -> std::i
     stream.read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse::<u16>().ok())
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not an HTTP response: {head}")))?;
+    let status =
+        head.split_whitespace().nth(1).and_then(|s| s.parse::<u16>().ok()).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not an HTTP response: {head}"))
+        })?;
     Ok((status, body.to_string()))
 }

@@ -1,0 +1,128 @@
+//! The command line as users meet it, offline: every output format of shipped recorded incidents
+//! (snapshots), exit codes, broken recordings, and the rule documentation commands.
+
+use assert_cmd::Command;
+
+fn fixture(name: &str) -> String {
+    format!("{}/fixtures/incidents/{name}.json", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("vllm-diag").unwrap().args(args).env("NO_COLOR", "1").output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+fn snapshot(name: &str, text: &str) {
+    insta::with_settings!({filters => vec![(r"127\.0\.0\.1:\d+", "127.0.0.1:[port]")]}, {
+        insta::assert_snapshot!(name, text);
+    });
+}
+
+#[test]
+fn every_format_of_a_recorded_incident_matches_its_snapshot() {
+    for format in ["table", "markdown", "json"] {
+        let (code, out, err) = run(&["explain", "--replay", &fixture("kv-cache-pressure"), "--format", format]);
+        assert_eq!(code, 0, "{err}");
+        snapshot(&format!("kv_cache_pressure_{format}"), &out);
+    }
+}
+
+#[test]
+fn every_format_of_a_healthy_recording_matches_its_snapshot() {
+    for format in ["table", "markdown", "json"] {
+        let (code, out, err) = run(&["explain", "--replay", &fixture("healthy-steady"), "--format", format]);
+        assert_eq!(code, 0, "{err}");
+        snapshot(&format!("healthy_steady_{format}"), &out);
+    }
+}
+
+#[test]
+fn fail_on_decides_exit_code_1() {
+    let kv = fixture("kv-cache-pressure");
+    assert_eq!(run(&["explain", "--replay", &kv, "--fail-on", "critical"]).0, 1);
+    assert_eq!(run(&["explain", "--replay", &kv, "--fail-on", "warning"]).0, 1);
+    assert_eq!(run(&["explain", "--replay", &kv, "--fail-on", "never"]).0, 0);
+    assert_eq!(run(&["explain", "--replay", &kv]).0, 0);
+    let decode = fixture("slow-decode");
+    // slow-decode is a warning: --fail-on critical lets it pass.
+    assert_eq!(run(&["explain", "--replay", &decode, "--fail-on", "critical"]).0, 0);
+    assert_eq!(run(&["explain", "--replay", &decode, "--fail-on", "warning"]).0, 1);
+    let healthy = fixture("healthy-steady");
+    assert_eq!(run(&["explain", "--replay", &healthy, "--fail-on", "info"]).0, 0);
+}
+
+#[test]
+fn a_truncated_recording_exits_2_naming_the_file_and_line() {
+    let text = std::fs::read_to_string(fixture("kv-cache-pressure")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.json");
+    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+    let (code, _, err) = run(&["explain", "--replay", cut.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cut.json") && err.contains("line"), "{err}");
+}
+
+#[test]
+fn replay_refuses_flags_that_would_change_the_recorded_questions() {
+    let (code, _, err) = run(&["explain", "--replay", &fixture("kv-cache-pressure"), "--window", "1h"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--replay"), "{err}");
+}
+
+#[test]
+fn a_rule_that_needs_queries_the_recording_lacks_is_not_evaluated_not_healthy() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("extra.toml"),
+        r#"
+[[signal]]
+id = "e2e_p50"
+title = "P50 end-to-end latency"
+unit = "seconds"
+kind = "quantile"
+quantile = 0.5
+histogram = ["vllm:e2e_request_latency_seconds"]
+
+[[rule]]
+id = "slow-median"
+title = "Median latency is high"
+severity = "info"
+summary = "Half of all requests take longer than a minute."
+when = ["e2e_p50 > 60s"]
+"#,
+    )
+    .unwrap();
+    let (code, out, err) =
+        run(&["explain", "--replay", &fixture("kv-cache-pressure"), "--rules", dir.path().to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ne = report["not_evaluated"].as_array().unwrap();
+    assert!(ne.iter().any(|n| n["rule"] == "slow-median" && n["reason"].as_str().unwrap().contains("record it again")), "{ne:?}");
+    assert!(!report["healthy"].as_array().unwrap().iter().any(|h| h["rule"] == "slow-median"));
+}
+
+#[test]
+fn rules_list_and_show_come_from_the_rule_files() {
+    let (code, out, _) = run(&["rules", "list"]);
+    assert_eq!(code, 0);
+    for id in ["load-exceeds-capacity", "slow-prefill", "slow-decode", "severe-saturation", "kv-cache-pressure", "http-errors"] {
+        assert!(out.contains(id), "{out}");
+    }
+    let (code, out, _) = run(&["rules", "show", "slow-decode"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("itl_p95 >= 1.5x baseline or itl_p95 > $itl_p95_high"), "{out}");
+    let (code, _, err) = run(&["rules", "show", "no-such-rule"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("slow-decode"), "{err}");
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let (code, out, _) = run(&["explain", "--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Exit codes") && out.contains("3  data source unreachable"), "{out}");
+}
