@@ -7,8 +7,8 @@
 //! histogram buckets, and writes OpenMetrics that `promtool tsdb create-blocks-from openmetrics`
 //! backfills. The same seed always gives the same bytes.
 //!
-//! The numbers each incident kind produces live in one table ([`state`]); the simulation
-//! ([`sim`]) knows nothing about kinds.
+//! The numbers each incident kind produces live in one table (`state.rs`, [`IncidentKind::params`]);
+//! the simulation (`sim.rs`) knows nothing about kinds, and `openmetrics.rs` only formats.
 
 use std::path::Path;
 use std::time::Duration;
