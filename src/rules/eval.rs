@@ -286,4 +286,16 @@ when = ["a >= 2x baseline or a > $high", "b > 50%"]
         assert_eq!(evidence[0].observations, Some(3.0));
         assert!(!evidence[1].low_confidence);
     }
+
+    #[test]
+    fn a_chronic_problem_fires_on_absolute_thresholds_even_when_the_baseline_was_as_bad() {
+        let set = crate::rules::load_builtin().unwrap();
+        let mut t = SignalTable::new();
+        // Queue and TTFT were already terrible in the baseline: no rise, but far over the ceilings.
+        for (sig, v) in [("ttft_p95", 8.0), ("queue_p95", 6.0), ("itl_p95", 0.04)] {
+            t.insert(sig.into(), SignalValues { window: wv(&[("m", v)]), baseline: wv(&[("m", v)]) });
+        }
+        let rule = set.rule("load-exceeds-capacity").unwrap();
+        assert!(matches!(evaluate(rule, &set, &t, &scope("m")), Outcome::Matched { .. }));
+    }
 }
