@@ -121,6 +121,7 @@ pub fn generation(names: &BTreeSet<String>) -> String {
 
 pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOptions) -> Result<Report, ExplainError> {
     let p = &opts.params;
+    let started = std::time::Instant::now();
     let mut warnings: Vec<String> = Vec::new();
     let mut queries_sent = 0usize;
 
@@ -180,6 +181,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // 2. Plan the signal queries for each window.
     let ctx = QueryContext { selector: opts.selector.clone(), group_by: p.group_by.clone(), range: p.window.duration() };
     struct Planned {
+        resolved: Option<signals::Resolved>,
         availability: Availability,
         value: Option<Request>,
         count: Option<Request>,
@@ -188,10 +190,11 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     }
     let plan = |def: &crate::signals::SignalDef, names: &BTreeSet<String>, at| -> Planned {
         match signals::resolve(&def.kind, names) {
-            Err(missing) => Planned { availability: Availability::Missing(missing), value: None, count: None, query: String::new(), metric: String::new() },
+            Err(missing) => Planned { resolved: None, availability: Availability::Missing(missing), value: None, count: None, query: String::new(), metric: String::new() },
             Ok(resolved) => match signals::build(&def.kind, &resolved, &ctx) {
-                Err(e) => Planned { availability: Availability::Failed(e), value: None, count: None, query: String::new(), metric: String::new() },
+                Err(e) => Planned { resolved: None, availability: Availability::Failed(e), value: None, count: None, query: String::new(), metric: String::new() },
                 Ok(q) => Planned {
+                    resolved: Some(resolved.clone()),
                     availability: Availability::Ok,
                     value: Some(Request::Instant { query: q.value.clone(), time: at }),
                     count: q.count.map(|c| Request::Instant { query: c, time: at }),
@@ -277,7 +280,50 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             judgements.push(Judgement { rule: rule.id.clone(), scope: scope.clone(), outcome });
         }
     }
-    let ranked = rank(rules, judgements);
+    let mut ranked = rank(rules, judgements);
+
+    // 6. Trends for the evidence behind findings only: a handful of range queries, not one per signal.
+    let trend_range = std::time::Duration::from_secs((p.window.duration().as_secs() / 10).clamp(120, 600));
+    let step = (p.window.duration().as_secs() / 30).max(15);
+    let trend_ctx = QueryContext { range: trend_range, ..ctx.clone() };
+    let wanted: BTreeSet<String> = ranked.findings.iter().flat_map(|f| f.evidence.iter().map(|e| e.signal.clone())).collect();
+    let mut trend_requests: BTreeMap<String, (String, Request, Request)> = BTreeMap::new();
+    for id in &wanted {
+        let (Some(def), Some((w, _))) = (rules.signals.get(id), planned.get(id)) else { continue };
+        let Some(resolved) = &w.resolved else { continue };
+        let Ok(q) = signals::build(&def.kind, resolved, &trend_ctx) else { continue };
+        let range = |r: &crate::report::TimeRange| Request::Range { query: q.value.clone(), start: r.start, end: r.end, step_seconds: step };
+        trend_requests.insert(id.clone(), (q.value.clone(), range(&p.baseline), range(&p.window)));
+    }
+    if !trend_requests.is_empty() {
+        let reqs: Vec<Request> = trend_requests.values().flat_map(|(_, b, w)| [b.clone(), w.clone()]).collect();
+        queries_sent += reqs.len();
+        let remaining = opts.deadline.saturating_sub(started.elapsed()).max(std::time::Duration::from_millis(1));
+        let trend_answers = run_queries(&source, reqs, opts.concurrency, remaining).await;
+        for resp in trend_answers.values().flatten() {
+            warnings.extend(resp.warnings.iter().cloned());
+        }
+        let points = |req: &Request, scope: &Scope| -> Vec<(f64, f64)> {
+            match trend_answers.get(req) {
+                Some(Ok(Response { data: Data::Matrix(series), .. })) => series
+                    .iter()
+                    .find(|s| p.group_by.iter().all(|l| s.labels.get(l).cloned().unwrap_or_default() == scope.get(l).cloned().unwrap_or_default()))
+                    .map(|s| s.points.iter().copied().filter(|(_, v)| v.is_finite()).collect())
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            }
+        };
+        for f in &mut ranked.findings {
+            for e in &mut f.evidence {
+                if let Some((query, b, w)) = trend_requests.get(&e.signal) {
+                    let (baseline, window) = (points(b, &f.scope), points(w, &f.scope));
+                    if !baseline.is_empty() || !window.is_empty() {
+                        e.series = Some(crate::report::Trend { step_seconds: step, range_seconds: trend_range.as_secs(), query: query.clone(), baseline, window });
+                    }
+                }
+            }
+        }
+    }
 
     let mut seen = BTreeSet::new();
     warnings.retain(|w| seen.insert(w.clone()));

@@ -146,6 +146,32 @@ pub struct Evidence {
     /// For quantiles: how many observations the window holds.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::report::opt_f64")]
     pub observations: Option<f64>,
+    /// The numeric lines this signal was compared with, in its unit (`3` for `> 3s`, 2x the baseline
+    /// value for `>= 2x baseline`), for drawing thresholds on charts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<Limit>,
+    /// The signal over time across the baseline and the window (for sparklines and charts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<Trend>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limit {
+    /// The comparison as written for this signal, e.g. `> 3 s` or `>= 2x baseline`.
+    pub label: String,
+    pub value: f64,
+}
+
+/// A signal's course over both windows, computed over short sub-ranges (`range_seconds`) every
+/// `step_seconds`. Points are `[unix seconds, value]`; points without a finite value are left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trend {
+    pub step_seconds: u64,
+    pub range_seconds: u64,
+    /// The PromQL evaluated at every step.
+    pub query: String,
+    pub baseline: Vec<(f64, f64)>,
+    pub window: Vec<(f64, f64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -528,6 +528,8 @@ pub(crate) mod fixtures {
                     metric: "vllm:kv_cache_usage_perc".to_string(),
                     low_confidence: false,
                     observations: None,
+                    limits: vec![],
+                    series: None,
                 },
                 Evidence {
                     signal: "preemption_rate".to_string(),
@@ -542,6 +544,8 @@ pub(crate) mod fixtures {
                     metric: "vllm:num_preemptions_total".to_string(),
                     low_confidence: false,
                     observations: None,
+                    limits: vec![],
+                    series: None,
                 },
             ],
             steps: vec![
@@ -589,6 +593,8 @@ pub(crate) mod fixtures {
                     metric: "vllm:time_to_first_token_seconds".to_string(),
                     low_confidence: true,
                     observations: Some(14.0),
+                    limits: vec![],
+                    series: None,
                 },
                 Evidence {
                     signal: "queue_time_p95".to_string(),
@@ -603,6 +609,8 @@ pub(crate) mod fixtures {
                     metric: "vllm:request_queue_time_seconds".to_string(),
                     low_confidence: false,
                     observations: Some(412.0),
+                    limits: vec![],
+                    series: None,
                 },
                 Evidence {
                     signal: "prefix_cache_hit_ratio".to_string(),
@@ -617,6 +625,8 @@ pub(crate) mod fixtures {
                     metric: "vllm:prefix_cache_hits_total".to_string(),
                     low_confidence: false,
                     observations: None,
+                    limits: vec![],
+                    series: None,
                 },
             ],
             steps: vec![

@@ -134,7 +134,30 @@ fn evidence_for(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scop
         metric: values.map(|v| v.window.metric.clone()).unwrap_or_default(),
         low_confidence,
         observations: if min_obs.is_some() { observations } else { None },
+        limits: limits(&projected, unit, &set.thresholds, baseline),
+        series: None,
     }
+}
+
+/// The numeric thresholds behind a signal's comparisons (relative ones need the baseline value).
+fn limits(projected: &[Expr], unit: &str, thresholds: &BTreeMap<String, f64>, baseline: Option<f64>) -> Vec<crate::report::Limit> {
+    let mut out: Vec<crate::report::Limit> = Vec::new();
+    for e in projected {
+        for c in e.comparisons() {
+            let value = match &c.rhs {
+                Rhs::Value { value, .. } => Some(*value),
+                Rhs::Named { name } => thresholds.get(name).copied(),
+                Rhs::Baseline { factor } => baseline.filter(|b| b.is_finite()).map(|b| b * factor),
+            };
+            let label = describe(&Expr::Cmp(c.clone()), unit, thresholds, true);
+            if let Some(value) = value.filter(|v| v.is_finite()) {
+                if !out.iter().any(|l| l.label == label) {
+                    out.push(crate::report::Limit { label, value });
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The part of a condition that speaks of one signal (`None` when it does not mention it).
