@@ -56,7 +56,10 @@ pub fn exit_code(report: &Report, fail_on: FailOn) -> u8 {
 }
 
 fn run_explain(args: ExplainArgs) -> Result<u8, Failure> {
-    let rules: RuleSet = load_with_overrides(args.rules.as_deref())?;
+    let mut rules: RuleSet = load_with_overrides(args.rules.as_deref())?;
+    if let Some(profile) = &args.profile {
+        rules.apply_profile(profile).map_err(Failure::Usage)?;
+    }
 
     let (source, params, selector, recorder): (Arc<dyn Source>, _, _, Option<Arc<Recorder>>) = match &args.replay {
         Some(path) => {

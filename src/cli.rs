@@ -103,6 +103,11 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "DIR")]
     pub rules: Option<PathBuf>,
 
+    /// Latency profile whose targets and ceilings the rules use: chat (default), code-completion,
+    /// batch, rag, agentic, or one defined in a --rules file.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+
     /// Store every query and its raw answer, with the run's parameters, in FILE.
     #[arg(long, value_name = "FILE", conflicts_with = "replay")]
     pub record: Option<PathBuf>,

@@ -40,6 +40,12 @@ pub enum ExplainError {
     NoData(String),
 }
 
+/// Signals the recommenders read (see [`crate::recommend`]).
+const RECOMMENDATION_INPUTS: &[&str] = &["prompt_len_mean", "output_len_mean", "running_per_replica", "kv_usage_avg"];
+
+/// The label that tells replicas apart in per-replica breakdowns.
+const REPLICA_LABEL: &str = "instance";
+
 /// Answers keyed by request.
 type Answers = BTreeMap<Request, Result<Response, SourceError>>;
 
@@ -99,6 +105,101 @@ fn by_scope(resp: &Response, group_by: &[String]) -> BTreeMap<Scope, f64> {
     out
 }
 
+/// Per-replica answers reduced to one value per scope: the worst replica over the median of the
+/// others (1.0 when all agree), and which replica that is. A scope with one replica has no value.
+fn outliers(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope, f64>, BTreeMap<Scope, String>) {
+    let mut per: BTreeMap<Scope, Vec<(String, f64)>> = BTreeMap::new();
+    if let Data::Vector(samples) = &resp.data {
+        for s in samples.iter().filter(|s| s.v.is_finite()) {
+            let scope: Scope = group_by.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect();
+            per.entry(scope).or_default().push((s.labels.get(label).cloned().unwrap_or_default(), s.v));
+        }
+    }
+    let mut values = BTreeMap::new();
+    let mut culprits = BTreeMap::new();
+    for (scope, mut reps) in per {
+        if reps.len() < 2 {
+            continue;
+        }
+        reps.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0.cmp(&b.0)));
+        let (worst, top) = reps[0].clone();
+        let mut others: Vec<f64> = reps[1..].iter().map(|r| r.1).collect();
+        others.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        let n = others.len();
+        let median = if n % 2 == 1 { others[n / 2] } else { (others[n / 2 - 1] + others[n / 2]) / 2.0 };
+        let ratio = if median > 0.0 { top / median } else if top > 0.0 { f64::INFINITY } else { 1.0 };
+        values.insert(scope.clone(), ratio);
+        culprits.insert(scope, worst);
+    }
+    (values, culprits)
+}
+
+/// Per-replica answers listing replicas: the value is how many per scope, and a lone replica is named.
+fn listed(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope, f64>, BTreeMap<Scope, String>) {
+    let mut per: BTreeMap<Scope, Vec<String>> = BTreeMap::new();
+    if let Data::Vector(samples) = &resp.data {
+        for s in samples {
+            let scope: Scope = group_by.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect();
+            per.entry(scope).or_default().push(s.labels.get(label).cloned().unwrap_or_default());
+        }
+    }
+    let mut values = BTreeMap::new();
+    let mut culprits = BTreeMap::new();
+    for (scope, mut names) in per {
+        names.sort();
+        names.dedup();
+        values.insert(scope.clone(), names.len() as f64);
+        if names.len() == 1 {
+            culprits.insert(scope, names.remove(0));
+        }
+    }
+    (values, culprits)
+}
+
+/// Signal kinds whose query can simply be grouped by replica as well.
+fn replica_breakdown_supported(kind: &signals::SignalKind) -> bool {
+    use signals::SignalKind as K;
+    match kind {
+        K::Quantile { .. } | K::Mean { .. } | K::ActiveShare { .. } | K::Fill { .. } | K::Slope { .. } => true,
+        K::Rate { attribute_via, .. } | K::Ratio { attribute_via, .. } | K::Gauge { attribute_via, .. } => attribute_via.is_empty(),
+        _ => false,
+    }
+}
+
+/// Which replicas cross the limits the scope as a whole crossed.
+fn affected_replicas(samples: &[crate::source::Sample], e: &crate::report::Evidence) -> crate::report::Replicas {
+    let holds = |label: &str, v: f64, limit: f64| {
+        if label.starts_with(">=") {
+            v >= limit
+        } else if label.starts_with('>') {
+            v > limit
+        } else if label.starts_with("<=") {
+            v <= limit
+        } else {
+            v < limit
+        }
+    };
+    let crossed: Vec<&crate::report::Limit> =
+        e.limits.iter().filter(|l| e.value.is_some_and(|v| holds(&l.label, v, l.value))).collect();
+    let mut names: Vec<String> = samples.iter().map(|s| s.labels.get(REPLICA_LABEL).cloned().unwrap_or_default()).collect();
+    names.sort();
+    names.dedup();
+    let mut affected: Vec<String> = samples
+        .iter()
+        .filter(|s| s.v.is_finite() && crossed.iter().any(|l| holds(&l.label, s.v, l.value)))
+        .map(|s| s.labels.get(REPLICA_LABEL).cloned().unwrap_or_default())
+        .collect();
+    affected.sort();
+    affected.dedup();
+    crate::report::Replicas {
+        label: REPLICA_LABEL.to_string(),
+        affected,
+        total: names.len(),
+        signal: e.signal.clone(),
+        limit: crossed.iter().map(|l| l.label.clone()).collect::<Vec<_>>().join(" or "),
+    }
+}
+
 /// Label the metric generation from the names present.
 pub fn generation(names: &BTreeSet<String>) -> String {
     let has = |n: &str| signals::spellings(n).iter().any(|s| names.contains(s));
@@ -126,7 +227,14 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let mut queries_sent = 0usize;
 
     // Signals the enabled rules read, in a stable order.
-    let needed: BTreeSet<String> = rules.rules.iter().flat_map(|r| r.signals()).collect();
+    let mut needed: BTreeSet<String> = rules.rules.iter().flat_map(|r| r.signals()).collect();
+    if rules.rules.iter().any(|r| r.recommend.is_some()) {
+        for s in RECOMMENDATION_INPUTS {
+            if rules.signals.contains_key(*s) {
+                needed.insert(s.to_string());
+            }
+        }
+    }
     let extras: Vec<String> = needed
         .iter()
         .filter_map(|s| rules.signals.get(s))
@@ -179,9 +287,15 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     }
 
     // 2. Plan the signal queries for each window.
-    let ctx = QueryContext { selector: opts.selector.clone(), group_by: p.group_by.clone(), range: p.window.duration() };
+    let ctx = QueryContext {
+        selector: opts.selector.clone(),
+        group_by: p.group_by.clone(),
+        range: p.window.duration(),
+        thresholds: rules.thresholds.clone(),
+    };
     struct Planned {
         resolved: Option<signals::Resolved>,
+        per_replica: Option<(String, signals::Reduction)>,
         availability: Availability,
         value: Option<Request>,
         count: Option<Request>,
@@ -190,11 +304,12 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     }
     let plan = |def: &crate::signals::SignalDef, names: &BTreeSet<String>, at| -> Planned {
         match signals::resolve(&def.kind, names) {
-            Err(missing) => Planned { resolved: None, availability: Availability::Missing(missing), value: None, count: None, query: String::new(), metric: String::new() },
-            Ok(resolved) => match signals::build(&def.kind, &resolved, &ctx) {
-                Err(e) => Planned { resolved: None, availability: Availability::Failed(e), value: None, count: None, query: String::new(), metric: String::new() },
+            Err(missing) => Planned { resolved: None, per_replica: None, availability: Availability::Missing(missing), value: None, count: None, query: String::new(), metric: String::new() },
+            Ok(resolved) => match signals::build(&def.kind, &resolved, &QueryContext { range: def.range.unwrap_or(ctx.range), ..ctx.clone() }) {
+                Err(e) => Planned { resolved: None, per_replica: None, availability: Availability::Failed(e), value: None, count: None, query: String::new(), metric: String::new() },
                 Ok(q) => Planned {
                     resolved: Some(resolved.clone()),
+                    per_replica: q.per_replica.clone(),
                     availability: Availability::Ok,
                     value: Some(Request::Instant { query: q.value.clone(), time: at }),
                     count: q.count.map(|c| Request::Instant { query: c, time: at }),
@@ -219,8 +334,9 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         .collect();
     queries_sent += requests.len();
 
-    // 3. Ask.
-    let answers = run_queries(&source, requests, opts.concurrency, opts.deadline).await;
+    // 3. Ask, within what is left of the overall deadline (discovery used some of it).
+    let remaining = opts.deadline.saturating_sub(started.elapsed()).max(std::time::Duration::from_millis(1));
+    let answers = run_queries(&source, requests, opts.concurrency, remaining).await;
     for resp in answers.values().flatten() {
         warnings.extend(resp.warnings.iter().cloned());
     }
@@ -233,10 +349,15 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             counts: BTreeMap::new(),
             query: pl.query.clone(),
             metric: pl.metric.clone(),
+            culprits: BTreeMap::new(),
         };
         if let Some(req) = &pl.value {
             match answers.get(req) {
-                Some(Ok(resp)) => wv.values = by_scope(resp, &p.group_by),
+                Some(Ok(resp)) => match &pl.per_replica {
+                    None => wv.values = by_scope(resp, &p.group_by),
+                    Some((label, signals::Reduction::Outlier)) => (wv.values, wv.culprits) = outliers(resp, &p.group_by, label),
+                    Some((label, signals::Reduction::Count)) => (wv.values, wv.culprits) = listed(resp, &p.group_by, label),
+                },
                 Some(Err(e)) => wv.availability = Availability::Failed(e.short_reason()),
                 None => wv.availability = Availability::Failed("not answered".into()),
             }
@@ -277,21 +398,37 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             if !matches!(outcome, Outcome::Unknown { .. }) {
                 evaluated += 1;
             }
-            judgements.push(Judgement { rule: rule.id.clone(), scope: scope.clone(), outcome });
+            // A finding about one replica names it in its scope.
+            let mut named = scope.clone();
+            if matches!(outcome, Outcome::Matched { .. }) {
+                for sig in rule.signals() {
+                    if let (Some(sv), Some((label, _))) = (table.get(&sig), planned.get(&sig).and_then(|(w, _)| w.per_replica.clone())) {
+                        if let Some(culprit) = sv.window.culprits.get(scope) {
+                            named.entry(label).or_insert_with(|| culprit.clone());
+                        }
+                    }
+                }
+            }
+            judgements.push(Judgement { rule: rule.id.clone(), scope: named, outcome });
         }
     }
-    let mut ranked = rank(rules, judgements);
+    let mut ranked = rank(rules, &p.group_by, judgements);
 
     // 6. Trends for the evidence behind findings only: a handful of range queries, not one per signal.
     let trend_range = std::time::Duration::from_secs((p.window.duration().as_secs() / 10).clamp(120, 600));
     let step = (p.window.duration().as_secs() / 30).max(15);
     let trend_ctx = QueryContext { range: trend_range, ..ctx.clone() };
+    // (Signals with a fixed range keep it; per-replica signals have no single trend line.)
     let wanted: BTreeSet<String> = ranked.findings.iter().flat_map(|f| f.evidence.iter().map(|e| e.signal.clone())).collect();
     let mut trend_requests: BTreeMap<String, (String, Request, Request)> = BTreeMap::new();
     for id in &wanted {
         let (Some(def), Some((w, _))) = (rules.signals.get(id), planned.get(id)) else { continue };
         let Some(resolved) = &w.resolved else { continue };
-        let Ok(q) = signals::build(&def.kind, resolved, &trend_ctx) else { continue };
+        if w.per_replica.is_some() {
+            continue;
+        }
+        let tctx = QueryContext { range: def.range.unwrap_or(trend_range), ..trend_ctx.clone() };
+        let Ok(q) = signals::build(&def.kind, resolved, &tctx) else { continue };
         let range = |r: &crate::report::TimeRange| Request::Range { query: q.value.clone(), start: r.start, end: r.end, step_seconds: step };
         trend_requests.insert(id.clone(), (q.value.clone(), range(&p.baseline), range(&p.window)));
     }
@@ -321,6 +458,86 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
                         e.series = Some(crate::report::Trend { step_seconds: step, range_seconds: trend_range.as_secs(), query: query.clone(), baseline, window });
                     }
                 }
+            }
+        }
+    }
+
+    // 7. Per-replica breakdown ("3 of 8 replicas") and recommendations, for findings only: one
+    //    query per finding restricted to its model, plus one for the cache configuration.
+    let mut extra: Vec<Request> = Vec::new();
+    let mut breakdowns: Vec<Option<(Request, String)>> = Vec::new();
+    for f in &ranked.findings {
+        let b = (|| {
+            if f.scope.keys().any(|k| !p.group_by.contains(k)) {
+                return None; // already about one replica
+            }
+            let e = f.evidence.iter().find(|e| e.passed && !e.limits.is_empty())?;
+            let def = rules.signals.get(&e.signal)?;
+            if !replica_breakdown_supported(&def.kind) {
+                return None;
+            }
+            let resolved = planned.get(&e.signal)?.0.resolved.clone()?;
+            let mut sel = opts.selector.clone();
+            for (k, v) in &f.scope {
+                sel.matchers.push(crate::selector::Matcher::eq(k, v));
+            }
+            let mut group_by = p.group_by.clone();
+            group_by.push(REPLICA_LABEL.to_string());
+            let rctx = QueryContext { selector: sel, group_by, range: def.range.unwrap_or(ctx.range), ..ctx.clone() };
+            let q = signals::build(&def.kind, &resolved, &rctx).ok()?;
+            Some((Request::Instant { query: q.value, time: p.window.end }, e.signal.clone()))
+        })();
+        if let Some((req, _)) = &b {
+            extra.push(req.clone());
+        }
+        breakdowns.push(b);
+    }
+    let wants_recs = ranked.findings.iter().any(|f| rules.rule(&f.rule).is_some_and(|r| r.recommend.is_some()));
+    let cache_req = (wants_recs && window_names.iter().any(|n| signals::spellings("vllm:cache_config_info").contains(n))).then(|| {
+        let name = signals::pick(&["vllm:cache_config_info".to_string()], &window_names).cloned().unwrap_or_default();
+        let anchor = signals::pick(&["vllm:num_requests_running".to_string()], &window_names).cloned().unwrap_or_default();
+        let by = p.group_by.join(", ");
+        let r = signals::promql_duration(p.window.duration());
+        Request::Instant {
+            query: format!(
+                "max by ({by}, num_gpu_blocks, block_size) (last_over_time({}[{r}]) * on (instance, job) group_left ({by}) group by (instance, job, {by}) (last_over_time({}[{r}])))",
+                opts.selector.without(&p.group_by).series(&name, &[]),
+                opts.selector.series(&anchor, &[])
+            ),
+            time: p.window.end,
+        }
+    });
+    if let Some(r) = &cache_req {
+        extra.push(r.clone());
+    }
+    if !extra.is_empty() {
+        queries_sent += extra.len();
+        let remaining = opts.deadline.saturating_sub(started.elapsed()).max(std::time::Duration::from_millis(1));
+        let more = run_queries(&source, extra, opts.concurrency, remaining).await;
+        let cache = match cache_req.as_ref().and_then(|r| more.get(r)) {
+            Some(Ok(Response { data: Data::Vector(v), .. })) => crate::recommend::cache_config(v, &p.group_by),
+            _ => BTreeMap::new(),
+        };
+        for (f, b) in ranked.findings.iter_mut().zip(&breakdowns) {
+            if let Some((req, signal)) = b {
+                if let Some(Ok(Response { data: Data::Vector(samples), .. })) = more.get(req) {
+                    if let Some(e) = f.evidence.iter().find(|e| &e.signal == signal) {
+                        f.replicas = Some(affected_replicas(samples, e));
+                    }
+                }
+            }
+            if let Some(kind) = rules.rule(&f.rule).and_then(|r| r.recommend.clone()) {
+                let base: Scope = f.scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let val = |sig: &str| table.get(sig).and_then(|t| t.window.values.get(&base).copied());
+                let inputs = crate::recommend::Inputs {
+                    num_gpu_blocks: cache.get(&base).map(|c| c.0),
+                    block_size: cache.get(&base).map(|c| c.1),
+                    prompt_len_mean: val("prompt_len_mean"),
+                    output_len_mean: val("output_len_mean"),
+                    running_per_replica: val("running_per_replica"),
+                    kv_usage_avg: val("kv_usage_avg"),
+                };
+                f.recommendations.extend(crate::recommend::recommend(&kind, &inputs));
             }
         }
     }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod explain;
 pub mod rank;
+pub mod recommend;
 pub mod render;
 pub mod report;
 pub mod rules;

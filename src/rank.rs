@@ -1,7 +1,9 @@
 //! Ranking: which explanation comes first.
 //!
-//! Within one scope, a matched rule that `supersedes` another matched rule absorbs it: the more
-//! specific explanation becomes the finding, the other is listed under it as "also consistent".
+//! Within one scope (one model; a finding about one replica of it counts as the model's), a matched
+//! rule that `supersedes` another matched rule absorbs it: the more specific explanation becomes the
+//! finding, the other is listed under it as "also consistent", and the finding is at least as severe
+//! as anything it absorbed (a workload change that explains a latency warning is still a warning).
 //! Across scopes and rules the order is severity, then strength of evidence (score), then rule id and
 //! scope, so the same data always gives the same order.
 
@@ -24,6 +26,14 @@ pub struct Ranked {
     pub findings: Vec<Finding>,
     pub healthy: Vec<Checked>,
     pub not_evaluated: Vec<NotEvaluated>,
+}
+
+/// The part of a scope that names the group (the model), without replica labels added to it.
+fn base_scope(scope: &Scope, group_by: &[String]) -> Scope {
+    if group_by.is_empty() {
+        return scope.clone();
+    }
+    scope.iter().filter(|(k, _)| group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 /// Does `a` supersede `b`, directly or through a chain?
@@ -54,7 +64,7 @@ fn order(a: &Finding, b: &Finding) -> std::cmp::Ordering {
         .then(a.scope.cmp(&b.scope))
 }
 
-pub fn rank(set: &RuleSet, judgements: Vec<Judgement>) -> Ranked {
+pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> Ranked {
     let mut out = Ranked::default();
     let mut matched: BTreeMap<Scope, Vec<Finding>> = BTreeMap::new();
     let mut unknown: BTreeMap<String, Vec<(Scope, String)>> = BTreeMap::new();
@@ -63,7 +73,7 @@ pub fn rank(set: &RuleSet, judgements: Vec<Judgement>) -> Ranked {
         match j.outcome {
             Outcome::NotMatched => out.healthy.push(Checked { rule: j.rule, scope: j.scope }),
             Outcome::Unknown { reasons } => unknown.entry(j.rule).or_default().push((j.scope, reasons.join("; "))),
-            Outcome::Matched { score, evidence } => matched.entry(j.scope.clone()).or_default().push(Finding {
+            Outcome::Matched { score, evidence } => matched.entry(base_scope(&j.scope, group_by)).or_default().push(Finding {
                 rule: rule.id.clone(),
                 title: rule.title.clone(),
                 severity: rule.severity,
@@ -74,6 +84,8 @@ pub fn rank(set: &RuleSet, judgements: Vec<Judgement>) -> Ranked {
                 steps: rule.steps.clone(),
                 references: rule.references.clone(),
                 also_consistent: Vec::new(),
+                recommendations: Vec::new(),
+                replicas: None,
             }),
         }
     }
@@ -101,6 +113,9 @@ pub fn rank(set: &RuleSet, judgements: Vec<Judgement>) -> Ranked {
                     .filter(|(_, &h)| h == i)
                     .map(|(a, _)| a.clone())
                     .collect();
+                if let Some(worst) = f.also_consistent.iter().map(|a| a.severity).max() {
+                    f.severity = f.severity.max(worst);
+                }
                 out.findings.push(f);
             }
         }
@@ -141,6 +156,7 @@ mod tests {
         let set = load_builtin().unwrap();
         let r = rank(
             &set,
+            &["model_name".to_string()],
             vec![matched("slow-decode", "a", 9.0), matched("severe-saturation", "b", 1.0), matched("slow-prefill", "c", 3.0)],
         );
         let order: Vec<&str> = r.findings.iter().map(|f| f.rule.as_str()).collect();
@@ -150,7 +166,7 @@ mod tests {
     #[test]
     fn the_more_specific_rule_absorbs_the_general_one_in_the_same_scope() {
         let set = load_builtin().unwrap();
-        let r = rank(&set, vec![matched("load-exceeds-capacity", "a", 5.0), matched("kv-cache-pressure", "a", 1.0)]);
+        let r = rank(&set, &["model_name".to_string()], vec![matched("load-exceeds-capacity", "a", 5.0), matched("kv-cache-pressure", "a", 1.0)]);
         assert_eq!(r.findings.len(), 1);
         assert_eq!(r.findings[0].rule, "kv-cache-pressure");
         assert_eq!(r.findings[0].also_consistent[0].rule, "load-exceeds-capacity");
@@ -159,7 +175,7 @@ mod tests {
     #[test]
     fn rules_in_different_scopes_do_not_absorb_each_other() {
         let set = load_builtin().unwrap();
-        let r = rank(&set, vec![matched("load-exceeds-capacity", "a", 5.0), matched("kv-cache-pressure", "b", 1.0)]);
+        let r = rank(&set, &["model_name".to_string()], vec![matched("load-exceeds-capacity", "a", 5.0), matched("kv-cache-pressure", "b", 1.0)]);
         assert_eq!(r.findings.len(), 2);
         assert!(r.findings.iter().all(|f| f.also_consistent.is_empty()));
     }
@@ -172,8 +188,36 @@ mod tests {
             scope: scope(m),
             outcome: Outcome::Unknown { reasons: vec!["metric missing in the window: http_requests_total".into()] },
         };
-        let r = rank(&set, vec![unk("a"), unk("b")]);
+        let r = rank(&set, &["model_name".to_string()], vec![unk("a"), unk("b")]);
         assert_eq!(r.not_evaluated.len(), 1);
         assert!(r.not_evaluated[0].scope.is_empty());
+    }
+
+    #[test]
+    fn a_replica_finding_absorbs_the_model_level_symptom_it_explains() {
+        let set = load_builtin().unwrap();
+        let mut replica = scope("a");
+        replica.insert("instance".into(), "a-1:8000".into());
+        let r = rank(
+            &set,
+            &["model_name".to_string()],
+            vec![
+                matched("slow-decode", "a", 3.0),
+                Judgement { rule: "replica-outlier".into(), scope: replica.clone(), outcome: Outcome::Matched { score: 0.5, evidence: vec![] } },
+            ],
+        );
+        assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+        assert_eq!(r.findings[0].rule, "replica-outlier");
+        assert_eq!(r.findings[0].scope, replica);
+        assert_eq!(r.findings[0].also_consistent[0].rule, "slow-decode");
+    }
+
+    #[test]
+    fn an_absorbing_finding_is_at_least_as_severe_as_what_it_absorbed() {
+        let set = load_builtin().unwrap();
+        let r = rank(&set, &["model_name".to_string()], vec![matched("workload-shift", "a", 1.0), matched("slow-prefill", "a", 2.0)]);
+        assert_eq!(r.findings.len(), 1);
+        assert_eq!(r.findings[0].rule, "workload-shift");
+        assert_eq!(r.findings[0].severity, crate::report::Severity::Warning);
     }
 }

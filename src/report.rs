@@ -111,6 +111,34 @@ pub struct Finding {
     pub references: Vec<String>,
     /// Other rules that matched the same scope but explain less (most specific first wins).
     pub also_consistent: Vec<AlsoConsistent>,
+    /// Settings computed from the data, with their arithmetic.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recommendations: Vec<Recommendation>,
+    /// Which replicas show the problem, when it could be told per replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<Replicas>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recommendation {
+    /// The engine setting, e.g. `max_num_seqs`.
+    pub setting: String,
+    pub value: String,
+    /// How the value was computed, with the numbers used.
+    pub arithmetic: String,
+    pub caveat: String,
+}
+
+/// "3 of 8 replicas": which of the scope's replicas cross the finding's first threshold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replicas {
+    /// The label that names a replica (`instance`).
+    pub label: String,
+    pub affected: Vec<String>,
+    pub total: usize,
+    /// The signal and limit used to decide.
+    pub signal: String,
+    pub limit: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

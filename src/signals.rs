@@ -32,15 +32,19 @@ pub enum SignalKind {
         r#match: String,
         #[serde(default)]
         attribute_via: Vec<String>,
+        #[serde(default = "default_join")]
+        join_on: Vec<String>,
     },
     /// Rate of one counter over another (a share: 5xx over all, aborted over finished).
     Ratio {
         numerator: CounterRef,
         denominator: CounterRef,
-        /// For counters that lack the grouping label (http_requests_total): a vLLM gauge whose series
-        /// map `instance`/`job` to the grouping label.
+        /// For counters that lack the grouping label (http_requests_total, DCGM): a vLLM gauge whose
+        /// series map the `join_on` labels to the grouping label.
         #[serde(default)]
         attribute_via: Vec<String>,
+        #[serde(default = "default_join")]
+        join_on: Vec<String>,
     },
     /// Mean of a histogram (`_sum` over `_count`): e.g. mean prompt length.
     Mean { histogram: Vec<String> },
@@ -49,13 +53,95 @@ pub enum SignalKind {
         gauge: Vec<String>,
         over_time: OverTime,
         across: Across,
+        #[serde(default)]
+        r#match: String,
+        #[serde(default)]
+        attribute_via: Vec<String>,
+        #[serde(default = "default_join")]
+        join_on: Vec<String>,
     },
     /// The share of the window during which a counter was increasing (0..1): "sustained" preemptions.
     ActiveShare { counter: Vec<String> },
+    /// How fast a gauge climbs, per hour (linear regression over the window), averaged over replicas.
+    Slope {
+        gauge: Vec<String>,
+        #[serde(default)]
+        r#match: String,
+    },
+    /// How uneven a counter's rate is across replicas: the busiest replica over the mean of all.
+    Spread {
+        counter: Vec<String>,
+        #[serde(default = "default_replica_label")]
+        replica_label: String,
+    },
+    /// How close a gauge stays to its own peak: mean over the window divided by the maximum, per
+    /// replica, averaged (1.0 = pinned at its ceiling the whole time).
+    Fill { gauge: Vec<String> },
+    /// One replica against its peers: the worst replica's value over the median of the others. The
+    /// replica is named in the finding.
+    Outlier {
+        #[serde(default)]
+        histogram: Vec<String>,
+        #[serde(default)]
+        gauge: Vec<String>,
+        #[serde(default = "default_quantile")]
+        quantile: f64,
+        #[serde(default = "default_replica_label")]
+        replica_label: String,
+    },
+    /// Error-budget burn rate of a latency objective: the share of observations above `target` (read
+    /// from the histogram bucket at the target) divided by the budget `1 - objective`.
+    SloBurn {
+        histogram: Vec<String>,
+        /// A quantity (`500ms`) or a named threshold (`$ttft_target`).
+        target: String,
+        /// A fraction (`0.99`, `99%`) or a named threshold.
+        objective: String,
+    },
+    /// Replicas (series of a gauge) that reported during the window but no longer at its end: the
+    /// value is how many, and a lone one is named in the finding.
+    Vanished {
+        gauge: Vec<String>,
+        #[serde(default = "default_replica_label")]
+        replica_label: String,
+    },
+    /// Replicas whose gauge exceeded `above` at some point in the window: how many, and a lone one
+    /// is named. With `attribute_via`, for exporters without the grouping label (DCGM).
+    ReplicasOver {
+        gauge: Vec<String>,
+        above: f64,
+        #[serde(default = "default_replica_label")]
+        replica_label: String,
+        #[serde(default)]
+        attribute_via: Vec<String>,
+        #[serde(default = "default_join")]
+        join_on: Vec<String>,
+    },
+}
+
+/// How per-replica answers become one value per scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reduction {
+    /// The worst replica over the median of the others; the worst one is named.
+    Outlier,
+    /// How many replicas came back; a lone one is named. A scope with none is 0.
+    Count,
 }
 
 fn default_min_observations() -> f64 {
     20.0
+}
+
+fn default_join() -> Vec<String> {
+    vec!["instance".to_string(), "job".to_string()]
+}
+
+fn default_replica_label() -> String {
+    "instance".to_string()
+}
+
+fn default_quantile() -> f64 {
+    0.95
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -92,6 +178,12 @@ pub struct SignalDef {
     pub unit: String,
     pub description: String,
     pub kind: SignalKind,
+    /// A fixed range instead of the window's length (`5m`: "at the end of the window").
+    pub range: Option<Duration>,
+    /// Absence means "none": a missing metric or a scope without series counts as no events (a
+    /// comparison on it is false), not as unknown. For feature metrics (speculative decoding, KV
+    /// connectors) whose absence means the feature is off.
+    pub optional: bool,
     /// Where it was declared (`rules/signals.toml:12`), for errors.
     pub origin: String,
 }
@@ -100,28 +192,30 @@ pub struct SignalDef {
 /// Names are series names as stored (`..._bucket` for histograms).
 pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
     let hist = |h: &Vec<String>, suffix: &str| h.iter().map(|n| format!("{n}{suffix}")).collect::<Vec<_>>();
-    match kind {
-        SignalKind::Quantile { histogram, .. } => vec![hist(histogram, "_bucket")],
-        SignalKind::Mean { histogram } => vec![hist(histogram, "_sum")],
-        SignalKind::Rate { counter, attribute_via, .. } => {
-            let mut v = vec![counter.clone()];
-            if !attribute_via.is_empty() {
-                v.push(attribute_via.clone());
-            }
-            v
+    let with_anchor = |mut v: Vec<Vec<String>>, anchor: &Vec<String>| {
+        if !anchor.is_empty() {
+            v.push(anchor.clone());
         }
-        SignalKind::Ratio { numerator, denominator, attribute_via } => {
+        v
+    };
+    match kind {
+        SignalKind::Quantile { histogram, .. } | SignalKind::SloBurn { histogram, .. } => vec![hist(histogram, "_bucket")],
+        SignalKind::Mean { histogram } => vec![hist(histogram, "_sum")],
+        SignalKind::Rate { counter, attribute_via, .. } => with_anchor(vec![counter.clone()], attribute_via),
+        SignalKind::Ratio { numerator, denominator, attribute_via, .. } => {
             let mut v = vec![numerator.counter.clone()];
             if denominator.counter != numerator.counter {
                 v.push(denominator.counter.clone());
             }
-            if !attribute_via.is_empty() {
-                v.push(attribute_via.clone());
-            }
-            v
+            with_anchor(v, attribute_via)
         }
-        SignalKind::Gauge { gauge, .. } => vec![gauge.clone()],
-        SignalKind::ActiveShare { counter } => vec![counter.clone()],
+        SignalKind::Gauge { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),
+        SignalKind::ActiveShare { counter } | SignalKind::Spread { counter, .. } => vec![counter.clone()],
+        SignalKind::Slope { gauge, .. } | SignalKind::Fill { gauge } | SignalKind::Vanished { gauge, .. } => vec![gauge.clone()],
+        SignalKind::ReplicasOver { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),
+        SignalKind::Outlier { histogram, gauge, .. } => {
+            if histogram.is_empty() { vec![gauge.clone()] } else { vec![hist(histogram, "_bucket")] }
+        }
     }
 }
 
@@ -176,6 +270,8 @@ pub struct QueryContext {
     pub group_by: Vec<String>,
     /// The window's length (the range of every `[...]`).
     pub range: Duration,
+    /// Named thresholds, for signals whose query embeds one (SLO targets).
+    pub thresholds: std::collections::BTreeMap<String, f64>,
 }
 
 /// PromQL duration in whole seconds (exact and accepted everywhere).
@@ -202,14 +298,57 @@ pub fn parse_match(m: &str) -> Result<Vec<Matcher>, crate::selector::SelectorErr
 pub struct SignalQueries {
     pub value: String,
     pub count: Option<String>,
+    /// For outliers: the value query returns one series per replica, labelled with this label, and
+    /// the scope's value is computed from them (worst over the median of the others).
+    pub per_replica: Option<(String, Reduction)>,
 }
 
-/// Build the PromQL for a resolved signal. `extra` holds the parsed `match` strings of the declaration.
+/// Resolve a quantity or `$name` against the thresholds.
+fn quantity(text: &str, thresholds: &std::collections::BTreeMap<String, f64>) -> Result<f64, String> {
+    let t = text.trim();
+    if let Some(name) = t.strip_prefix('$') {
+        return thresholds.get(name).copied().ok_or_else(|| format!("threshold ${name} is not defined"));
+    }
+    crate::rules::expr::parse_quantity(t).map_err(|e| e.message)
+}
+
+/// `le` values as clients write a bound: `0.5`, `1.0`, `1` and the like, as an anchored regex.
+fn le_regex(bound: f64) -> String {
+    let mut forms = vec![format!("{bound}")];
+    if bound.fract() == 0.0 {
+        forms.push(format!("{bound:.1}"));
+    }
+    forms.push(format!("{bound:e}"));
+    forms.sort();
+    forms.dedup();
+    forms.iter().map(|f| crate::selector::escape_regex_literal(f)).collect::<Vec<_>>().join("|")
+}
+
+fn over_time_fn(o: OverTime) -> &'static str {
+    match o {
+        OverTime::Max => "max_over_time",
+        OverTime::Avg => "avg_over_time",
+        OverTime::Min => "min_over_time",
+        OverTime::Last => "last_over_time",
+    }
+}
+
+fn across_fn(a: Across) -> &'static str {
+    match a {
+        Across::Max => "max",
+        Across::Sum => "sum",
+        Across::Avg => "avg",
+        Across::Min => "min",
+    }
+}
+
+/// Build the PromQL for a resolved signal.
 pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Result<SignalQueries, String> {
     let by = ctx.group_by.join(", ");
     let r = promql_duration(ctx.range);
     let sel = &ctx.selector;
     let parse = |m: &str| parse_match(m).map_err(|e| e.to_string());
+    let plain = |value: String| SignalQueries { value, count: None, per_replica: None };
     Ok(match kind {
         SignalKind::Quantile { quantile, .. } => {
             let fam = family_of(&resolved.names[0]);
@@ -222,78 +361,134 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                     "sum by ({by}) (increase({}[{r}]))",
                     sel.series(&format!("{fam}_count"), &[])
                 )),
+                per_replica: None,
             }
         }
         SignalKind::Mean { .. } => {
             let fam = family_of(&resolved.names[0]);
-            SignalQueries {
-                value: format!(
-                    "sum by ({by}) (rate({}[{r}])) / sum by ({by}) (rate({}[{r}]))",
-                    sel.series(&format!("{fam}_sum"), &[]),
-                    sel.series(&format!("{fam}_count"), &[])
-                ),
-                count: None,
-            }
+            plain(format!(
+                "sum by ({by}) (rate({}[{r}])) / sum by ({by}) (rate({}[{r}]))",
+                sel.series(&format!("{fam}_sum"), &[]),
+                sel.series(&format!("{fam}_count"), &[])
+            ))
         }
-        SignalKind::Rate { r#match, attribute_via, .. } => {
+        SignalKind::Rate { r#match, attribute_via, join_on, .. } => {
             let extra = parse(r#match)?;
             let anchor = (!attribute_via.is_empty()).then(|| resolved.names[1].as_str());
-            SignalQueries { value: rate_expr(&resolved.names[0], &extra, anchor, ctx), count: None }
+            plain(rate_expr(&resolved.names[0], &extra, anchor, join_on, ctx))
         }
-        SignalKind::Ratio { numerator, denominator, attribute_via } => {
+        SignalKind::Ratio { numerator, denominator, attribute_via, join_on } => {
             let num_extra = parse(&numerator.r#match)?;
             let den_extra = parse(&denominator.r#match)?;
             let num_name = &resolved.names[0];
             let den_name = if denominator.counter != numerator.counter { &resolved.names[1] } else { num_name };
             let anchor = (!attribute_via.is_empty()).then(|| resolved.names.last().map(String::as_str)).flatten();
-            let num = rate_expr(num_name, &num_extra, anchor, ctx);
-            let den = rate_expr(den_name, &den_extra, anchor, ctx);
+            let num = rate_expr(num_name, &num_extra, anchor, join_on, ctx);
+            let den = rate_expr(den_name, &den_extra, anchor, join_on, ctx);
             // A share with no matching events is 0, not "no data": fall back to 0 x the denominator.
-            SignalQueries { value: format!("({num} or {den} * 0) / {den}"), count: None }
+            plain(format!("({num} or {den} * 0) / {den}"))
         }
-        SignalKind::Gauge { over_time, across, .. } => {
-            let ot = match over_time {
-                OverTime::Max => "max_over_time",
-                OverTime::Avg => "avg_over_time",
-                OverTime::Min => "min_over_time",
-                OverTime::Last => "last_over_time",
-            };
-            let ac = match across {
-                Across::Max => "max",
-                Across::Sum => "sum",
-                Across::Avg => "avg",
-                Across::Min => "min",
-            };
-            SignalQueries {
-                value: format!("{ac} by ({by}) ({ot}({}[{r}]))", sel.series(&resolved.names[0], &[])),
-                count: None,
+        SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, .. } => {
+            let extra = parse(r#match)?;
+            let (ot, ac) = (over_time_fn(*over_time), across_fn(*across));
+            if attribute_via.is_empty() {
+                plain(format!("{ac} by ({by}) ({ot}({}[{r}]))", sel.series(&resolved.names[0], &extra)))
+            } else {
+                let own = sel.without(&ctx.group_by);
+                let j = join_on.join(", ");
+                plain(format!(
+                    "{ac} by ({by}) ({ot}({}[{r}]) * on ({j}) group_left ({by}) group by ({j}, {by}) (last_over_time({}[{r}])))",
+                    own.series(&resolved.names[0], &extra),
+                    sel.series(&resolved.names[1], &[])
+                ))
             }
         }
         SignalKind::ActiveShare { .. } => {
             let step = (ctx.range.as_secs() / 30).max(15);
             let inner = (step * 2).max(120);
+            plain(format!(
+                "avg_over_time((sum by ({by}) (rate({}[{inner}s])) > bool 0)[{r}:{step}s])",
+                sel.series(&resolved.names[0], &[])
+            ))
+        }
+        SignalKind::Slope { r#match, .. } => {
+            let extra = parse(r#match)?;
+            plain(format!("avg by ({by}) (deriv({}[{r}])) * 3600", sel.series(&resolved.names[0], &extra)))
+        }
+        SignalKind::Spread { replica_label, .. } => {
+            let per = format!("sum by ({by}, {replica_label}) (rate({}[{r}]))", sel.series(&resolved.names[0], &[]));
+            plain(format!("max by ({by}) ({per}) / avg by ({by}) ({per})"))
+        }
+        SignalKind::Fill { .. } => {
+            let m = sel.series(&resolved.names[0], &[]);
+            plain(format!("avg by ({by}) (avg_over_time({m}[{r}]) / max_over_time({m}[{r}]))"))
+        }
+        SignalKind::Outlier { histogram, quantile, replica_label, .. } => {
+            let value = if histogram.is_empty() {
+                format!("max by ({by}, {replica_label}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]))
+            } else {
+                let fam = family_of(&resolved.names[0]);
+                format!(
+                    "histogram_quantile({quantile}, sum by (le, {by}, {replica_label}) (rate({}[{r}])))",
+                    sel.series(&format!("{fam}_bucket"), &[])
+                )
+            };
+            SignalQueries { value, count: None, per_replica: Some((replica_label.clone(), Reduction::Outlier)) }
+        }
+        SignalKind::SloBurn { target, objective, .. } => {
+            let t = quantity(target, &ctx.thresholds)?;
+            let o = quantity(objective, &ctx.thresholds)?;
+            if !(0.0..1.0).contains(&o) {
+                return Err(format!("objective {o} must be between 0 and 1"));
+            }
+            let fam = family_of(&resolved.names[0]);
+            let le = Matcher { name: "le".into(), op: MatchOp::Re, value: le_regex(t) };
+            let budget = crate::units::sig(1.0 - o);
+            plain(format!(
+                "(1 - sum by ({by}) (rate({}[{r}])) / sum by ({by}) (rate({}[{r}]))) / {budget}",
+                sel.series(&format!("{fam}_bucket"), &[le]),
+                sel.series(&format!("{fam}_count"), &[])
+            ))
+        }
+        SignalKind::Vanished { replica_label, .. } => {
+            let m = sel.series(&resolved.names[0], &[]);
             SignalQueries {
                 value: format!(
-                    "avg_over_time((sum by ({by}) (rate({}[{inner}s])) > bool 0)[{r}:{step}s])",
-                    sel.series(&resolved.names[0], &[])
+                    "group by ({by}, {replica_label}) (last_over_time({m}[{r}])) unless group by ({by}, {replica_label}) (last_over_time({m}[5m]))"
                 ),
                 count: None,
+                per_replica: Some((replica_label.clone(), Reduction::Count)),
             }
+        }
+        SignalKind::ReplicasOver { above, replica_label, attribute_via, join_on, .. } => {
+            let value = if attribute_via.is_empty() {
+                format!("max by ({by}, {replica_label}) (max_over_time({}[{r}])) > {above}", sel.series(&resolved.names[0], &[]))
+            } else {
+                let own = sel.without(&ctx.group_by);
+                let j = join_on.join(", ");
+                format!(
+                    "max by ({by}, {replica_label}) (max_over_time({}[{r}]) * on ({j}) group_left ({by}) group by ({j}, {by}) (last_over_time({}[{r}]))) > {above}",
+                    own.series(&resolved.names[0], &[]),
+                    sel.series(&resolved.names[1], &[])
+                )
+            };
+            SignalQueries { value, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)) }
         }
     })
 }
 
 /// `sum by (G) (rate(C{sel,extra}[R]))`; for counters without the grouping label, joined through the
-/// anchor gauge on `instance` and `job`. Matchers on the grouping labels go to the anchor side only.
-fn rate_expr(counter: &str, extra: &[Matcher], anchor: Option<&str>, ctx: &QueryContext) -> String {
+/// anchor gauge on the `join` labels. Matchers on the grouping labels go to the anchor side only.
+fn rate_expr(counter: &str, extra: &[Matcher], anchor: Option<&str>, join: &[String], ctx: &QueryContext) -> String {
     let by = ctx.group_by.join(", ");
     let r = promql_duration(ctx.range);
     match anchor {
         None => format!("sum by ({by}) (rate({}[{r}]))", ctx.selector.series(counter, extra)),
         Some(anchor) => {
             let own = ctx.selector.without(&ctx.group_by);
+            let j = join.join(", ");
             format!(
-                "sum by ({by}) (sum by (instance, job) (rate({}[{r}])) * on (instance, job) group_left ({by}) group by (instance, job, {by}) (last_over_time({}[{r}])))",
+                "sum by ({by}) (sum by ({j}) (rate({}[{r}])) * on ({j}) group_left ({by}) group by ({j}, {by}) (last_over_time({}[{r}])))",
                 own.series(counter, extra),
                 ctx.selector.series(anchor, &[])
             )
@@ -319,6 +514,7 @@ mod tests {
             selector: Selector::parse(sel).unwrap(),
             group_by: vec!["model_name".into()],
             range: Duration::from_secs(1800),
+            thresholds: [("ttft_target".to_string(), 0.5)].into_iter().collect(),
         }
     }
 
@@ -368,6 +564,7 @@ mod tests {
             numerator: CounterRef { counter: vec!["vllm:request_success_total".into()], r#match: r#"finished_reason="abort""#.into() },
             denominator: CounterRef { counter: vec!["vllm:request_success_total".into()], r#match: String::new() },
             attribute_via: vec![],
+            join_on: default_join(),
         };
         let r = resolve(&k, &present(&["vllm:request_success_total"])).unwrap();
         let q = build(&k, &r, &ctx("")).unwrap();
@@ -383,6 +580,7 @@ mod tests {
             numerator: CounterRef { counter: vec!["http_requests_total".into()], r#match: r#"status="5xx""#.into() },
             denominator: CounterRef { counter: vec!["http_requests_total".into()], r#match: String::new() },
             attribute_via: vec!["vllm:num_requests_running".into()],
+            join_on: default_join(),
         };
         let r = resolve(&k, &present(&["http_requests_total", "vllm:num_requests_running"])).unwrap();
         let q = build(&k, &r, &ctx(r#"model_name="m",job="vllm""#)).unwrap();
@@ -397,6 +595,9 @@ mod tests {
             gauge: vec!["vllm:kv_cache_usage_perc".into(), "vllm:gpu_cache_usage_perc".into()],
             over_time: OverTime::Max,
             across: Across::Max,
+            r#match: String::new(),
+            attribute_via: vec![],
+            join_on: default_join(),
         };
         let err = resolve(&k, &present(&[])).unwrap_err();
         assert_eq!(err, vec!["vllm:kv_cache_usage_perc / vllm:gpu_cache_usage_perc".to_string()]);
@@ -417,5 +618,52 @@ mod tests {
     fn discovery_matches_vllm_names_and_extras_under_the_selector() {
         let m = discovery_matcher(&Selector::parse(r#"job="vllm""#).unwrap(), &["http_requests_total".into()]);
         assert_eq!(m, r#"{__name__=~"vllm[:_].+|http_requests_total",job="vllm"}"#);
+    }
+
+    #[test]
+    fn slo_burn_reads_the_bucket_at_the_target_and_divides_by_the_budget() {
+        let k = SignalKind::SloBurn {
+            histogram: vec!["vllm:time_to_first_token_seconds".into()],
+            target: "$ttft_target".into(),
+            objective: "99%".into(),
+        };
+        let r = resolve(&k, &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
+        let q = build(&k, &r, &ctx("")).unwrap();
+        assert_eq!(
+            q.value,
+            r#"(1 - sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le=~"0\\.5|5e-1"}[1800s])) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_count[1800s]))) / 0.01"#
+        );
+    }
+
+    #[test]
+    fn outliers_ask_for_one_value_per_replica() {
+        let k = SignalKind::Outlier {
+            histogram: vec!["vllm:inter_token_latency_seconds".into()],
+            gauge: vec![],
+            quantile: 0.95,
+            replica_label: "instance".into(),
+        };
+        let r = resolve(&k, &present(&["vllm:inter_token_latency_seconds_bucket"])).unwrap();
+        let q = build(&k, &r, &ctx("")).unwrap();
+        assert!(q.value.contains("sum by (le, model_name, instance)"), "{}", q.value);
+        assert_eq!(q.per_replica, Some(("instance".to_string(), Reduction::Outlier)));
+    }
+
+    #[test]
+    fn gauges_without_the_grouping_label_join_on_the_declared_labels() {
+        let k = SignalKind::Gauge {
+            gauge: vec!["DCGM_FI_DEV_SM_CLOCK".into()],
+            over_time: OverTime::Avg,
+            across: Across::Min,
+            r#match: String::new(),
+            attribute_via: vec!["vllm:num_requests_running".into()],
+            join_on: vec!["namespace".into(), "pod".into()],
+        };
+        let r = resolve(&k, &present(&["DCGM_FI_DEV_SM_CLOCK", "vllm:num_requests_running"])).unwrap();
+        let q = build(&k, &r, &ctx("")).unwrap();
+        assert_eq!(
+            q.value,
+            "min by (model_name) (avg_over_time(DCGM_FI_DEV_SM_CLOCK[1800s]) * on (namespace, pod) group_left (model_name) group by (namespace, pod, model_name) (last_over_time(vllm:num_requests_running[1800s])))"
+        );
     }
 }

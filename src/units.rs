@@ -27,6 +27,11 @@ pub fn format_value(v: f64, unit: &str) -> String {
         "requests_per_second" => format!("{} req/s", sig(v)),
         "tokens" => format!("{} tok", sig(v)),
         "requests" => format!("{} req", sig(v)),
+        "factor" => format!("{}x", sig(v)),
+        "ratio_per_hour" => format!("{}{}%/h", if v > 0.0 { "+" } else { "" }, sig(v * 100.0)),
+        "megahertz" => format!("{} MHz", sig(v)),
+        "celsius" => format!("{} °C", sig(v)),
+        "percent" => format!("{}%", sig(v)),
         _ => sig(v),
     }
 }

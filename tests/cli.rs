@@ -48,8 +48,20 @@ fn fail_on_decides_exit_code_1() {
     assert_eq!(run(&["explain", "--replay", &kv, "--fail-on", "never"]).0, 0);
     assert_eq!(run(&["explain", "--replay", &kv]).0, 0);
     let decode = fixture("slow-decode");
-    // slow-decode is a warning: --fail-on critical lets it pass.
-    assert_eq!(run(&["explain", "--replay", &decode, "--fail-on", "critical"]).0, 0);
+    // slow-decode is a warning on its own, but here it also explains a fast burn of the ITL
+    // objective's error budget, which makes the finding critical.
+    let (_, out, _) = run(&["explain", "--replay", &decode, "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["findings"][0]["rule"], "slow-decode");
+    assert_eq!(report["findings"][0]["also_consistent"][0]["rule"], "slo-burn");
+    assert_eq!(report["findings"][0]["severity"], "critical");
+    assert_eq!(run(&["explain", "--replay", &decode, "--fail-on", "critical"]).0, 1);
+    // With the batch profile's 100 ms ITL target the budget is not burning: a plain warning. The
+    // recording holds the chat-profile queries only, so the SLO rule is not evaluated there.
+    let (code, out, _) = run(&["explain", "--replay", &decode, "--fail-on", "critical", "--profile", "batch", "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["findings"][0]["severity"], "warning", "{report:#}");
+    assert_eq!(code, 0);
     assert_eq!(run(&["explain", "--replay", &decode, "--fail-on", "warning"]).0, 1);
     let healthy = fixture("healthy-steady");
     assert_eq!(run(&["explain", "--replay", &healthy, "--fail-on", "info"]).0, 0);

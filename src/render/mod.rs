@@ -555,6 +555,8 @@ pub(crate) mod fixtures {
                 "Add replicas or move long-context traffic to a separate deployment.".to_string(),
             ],
             references: vec!["https://docs.vllm.ai/en/latest/configuration/optimization.html".to_string()],
+            recommendations: vec![],
+            replicas: None,
             also_consistent: vec![
                 AlsoConsistent {
                     rule: "queue-backlog".to_string(),
@@ -635,6 +637,8 @@ pub(crate) mod fixtures {
                     .to_string(),
             ],
             references: vec![],
+            recommendations: vec![],
+            replicas: None,
             also_consistent: vec![],
         };
         let healthy = vec![

@@ -27,11 +27,20 @@ pub struct WindowValues {
     pub query: String,
     /// The metric name used.
     pub metric: String,
+    /// For per-replica signals: the replica each scope's value points at.
+    pub culprits: BTreeMap<Scope, String>,
 }
 
 impl WindowValues {
     pub fn unavailable(a: Availability) -> WindowValues {
-        WindowValues { availability: a, values: BTreeMap::new(), counts: BTreeMap::new(), query: String::new(), metric: String::new() }
+        WindowValues {
+            availability: a,
+            values: BTreeMap::new(),
+            counts: BTreeMap::new(),
+            query: String::new(),
+            metric: String::new(),
+            culprits: BTreeMap::new(),
+        }
     }
 }
 
@@ -57,6 +66,13 @@ struct ScopeFacts<'a> {
     table: &'a SignalTable,
     scope: &'a Scope,
     thresholds: &'a BTreeMap<String, f64>,
+    set: &'a RuleSet,
+}
+
+impl ScopeFacts<'_> {
+    fn optional(&self, signal: &str) -> bool {
+        self.set.signals.get(signal).is_some_and(|d| d.optional)
+    }
 }
 
 fn lookup(w: Option<&WindowValues>, signal: &str, scope: &Scope, which: &str) -> Result<f64, String> {
@@ -66,7 +82,10 @@ fn lookup(w: Option<&WindowValues>, signal: &str, scope: &Scope, which: &str) ->
     match &w.availability {
         Availability::Missing(families) => Err(format!("metric missing in the {which}: {}", families.join(", "))),
         Availability::Failed(reason) => Err(format!("{signal} ({which}): {reason}")),
-        Availability::Ok => w.values.get(scope).copied().ok_or_else(|| format!("no data for {signal} in the {which}")),
+        Availability::Ok => match w.values.get(scope) {
+            Some(v) => Ok(*v),
+            None => Err(format!("no data for {signal} in the {which}")),
+        },
     }
 }
 
@@ -80,11 +99,20 @@ impl Facts for ScopeFacts<'_> {
     fn threshold(&self, name: &str) -> Option<f64> {
         self.thresholds.get(name).copied()
     }
+    fn absent(&self, signal: &str) -> bool {
+        // An optional signal with no data here means the feature is off or nothing happened.
+        self.optional(signal)
+            && self.table.get(signal).is_some_and(|s| match &s.window.availability {
+                Availability::Missing(_) => true,
+                Availability::Ok => !s.window.values.contains_key(self.scope),
+                Availability::Failed(_) => false,
+            })
+    }
 }
 
 /// Evaluate one rule for one scope.
 pub fn evaluate(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> Outcome {
-    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds };
+    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
     let mut unknown = Vec::new();
     let mut score = 0.0;
     for c in &rule.when {
@@ -110,7 +138,7 @@ fn evidence_for(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scop
     let unit = def.map(|d| d.unit.as_str()).unwrap_or("");
     let values = table.get(sig);
     // What this signal was held to: each condition narrowed to the comparisons on this signal.
-    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds };
+    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
     let projected: Vec<Expr> = rule.when.iter().filter_map(|c| project(&c.expr, sig)).collect();
     let threshold = projected.iter().map(|e| describe(e, unit, &set.thresholds, true)).collect::<Vec<_>>().join("; ");
     let passed = projected.iter().all(|e| expr::eval(e, &facts).0 == Truth::True);
@@ -215,6 +243,7 @@ mod tests {
             counts: vals.iter().map(|(m, _)| (scope(m), 500.0)).collect(),
             query: "q".into(),
             metric: "m".into(),
+            culprits: BTreeMap::new(),
         }
     }
 

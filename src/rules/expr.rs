@@ -344,6 +344,11 @@ pub trait Facts {
     fn baseline(&self, signal: &str) -> Result<f64, String>;
     /// A named threshold.
     fn threshold(&self, name: &str) -> Option<f64>;
+    /// True when the signal is optional and has no data: the feature is off or nothing happened, so
+    /// every comparison on it is false rather than unknown.
+    fn absent(&self, _signal: &str) -> bool {
+        false
+    }
 }
 
 /// Evaluate with evidence strength: the score sums, over the comparisons that made the condition
@@ -406,6 +411,9 @@ fn margin_score(op: CmpOp, lhs: f64, rhs: f64) -> f64 {
 }
 
 fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
+    if f.absent(&c.signal) {
+        return (Truth::False, 0.0);
+    }
     let v = match f.value(&c.signal) {
         Ok(v) if v.is_nan() => return (Truth::Unknown(vec![format!("{} is NaN in the window", c.signal)]), 0.0),
         Ok(v) => v,

@@ -18,9 +18,15 @@ use crate::signals::{SignalDef, SignalKind};
 pub const BUILTIN: &[(&str, &str)] = &[
     ("rules/signals.toml", include_str!("../../rules/signals.toml")),
     ("rules/thresholds.toml", include_str!("../../rules/thresholds.toml")),
+    ("rules/profiles.toml", include_str!("../../rules/profiles.toml")),
     ("rules/latency.toml", include_str!("../../rules/latency.toml")),
     ("rules/capacity.toml", include_str!("../../rules/capacity.toml")),
     ("rules/errors.toml", include_str!("../../rules/errors.toml")),
+    ("rules/scheduler.toml", include_str!("../../rules/scheduler.toml")),
+    ("rules/workload.toml", include_str!("../../rules/workload.toml")),
+    ("rules/fleet.toml", include_str!("../../rules/fleet.toml")),
+    ("rules/gpu.toml", include_str!("../../rules/gpu.toml")),
+    ("rules/slo.toml", include_str!("../../rules/slo.toml")),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,6 +63,8 @@ pub struct RuleDef {
     pub supersedes: Vec<String>,
     pub steps: Vec<String>,
     pub references: Vec<String>,
+    /// A computed recommendation to attach (`max_num_seqs`, `chunked_prefill`).
+    pub recommend: Option<String>,
     /// `file:line` of the declaration.
     pub origin: String,
 }
@@ -88,6 +96,14 @@ pub struct RuleSet {
     pub thresholds: BTreeMap<String, f64>,
     /// In id order.
     pub rules: Vec<RuleDef>,
+    /// Latency profiles by name: thresholds that replace the defaults when chosen.
+    pub profiles: BTreeMap<String, Profile>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Profile {
+    pub description: String,
+    pub thresholds: BTreeMap<String, f64>,
 }
 
 impl RuleSet {
@@ -105,6 +121,8 @@ struct RawFile {
     signal: Vec<Spanned<RawSignal>>,
     #[serde(default)]
     rule: Vec<Spanned<RawRule>>,
+    #[serde(default)]
+    profile: BTreeMap<String, Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
 }
 
 #[derive(Deserialize)]
@@ -114,6 +132,10 @@ struct RawSignal {
     unit: String,
     #[serde(default)]
     description: String,
+    #[serde(default)]
+    range: Option<String>,
+    #[serde(default)]
+    optional: bool,
     #[serde(flatten)]
     kind: toml::Table,
 }
@@ -138,10 +160,25 @@ struct RawRule {
     steps: Vec<String>,
     #[serde(default)]
     references: Vec<String>,
+    #[serde(default)]
+    recommend: Option<String>,
 }
 
-const UNITS: &[&str] =
-    &["seconds", "ratio", "per_second", "tokens_per_second", "requests_per_second", "tokens", "requests", "count"];
+const UNITS: &[&str] = &[
+    "seconds",
+    "ratio",
+    "per_second",
+    "tokens_per_second",
+    "requests_per_second",
+    "tokens",
+    "requests",
+    "count",
+    "factor",
+    "ratio_per_hour",
+    "megahertz",
+    "celsius",
+    "percent",
+];
 
 fn line_col(src: &str, byte: usize) -> (usize, usize) {
     let byte = byte.min(src.len());
@@ -168,15 +205,29 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
         err_at(at, e.message().trim().to_string())
     })?;
 
-    for (name, value) in raw.thresholds {
+    let value_of = |name: &str, value: &Spanned<toml::Value>| -> Result<f64, RuleError> {
         let at = value.span().start;
-        let v = match value.get_ref() {
-            toml::Value::Float(f) => *f,
-            toml::Value::Integer(i) => *i as f64,
-            toml::Value::String(s) => expr::parse_quantity(s).map_err(|e| err_at(at, format!("threshold {name}: {}", e.message)))?,
-            _ => return Err(err_at(at, format!("threshold {name} must be a number or a quantity such as \"3s\""))),
-        };
-        set.thresholds.insert(name, v);
+        match value.get_ref() {
+            toml::Value::Float(f) => Ok(*f),
+            toml::Value::Integer(i) => Ok(*i as f64),
+            toml::Value::String(s) => expr::parse_quantity(s).map_err(|e| err_at(at, format!("threshold {name}: {}", e.message))),
+            _ => Err(err_at(at, format!("threshold {name} must be a number or a quantity such as \"3s\""))),
+        }
+    };
+    for (name, value) in &raw.thresholds {
+        let v = value_of(name, value)?;
+        set.thresholds.insert(name.clone(), v);
+    }
+    for (pname, table) in &raw.profile {
+        let entry = set.profiles.entry(pname.clone()).or_default();
+        for (name, value) in table.get_ref() {
+            if name == "description" {
+                entry.description = value.get_ref().as_str().unwrap_or_default().to_string();
+                continue;
+            }
+            let v = value_of(name, value)?;
+            entry.thresholds.insert(name.clone(), v);
+        }
     }
 
     for s in raw.signal {
@@ -192,10 +243,28 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             .try_into()
             .map_err(|e: toml::de::Error| err_at(at, format!("signal {}: {}", s.id, e.message().trim())))?;
         validate_kind(&kind).map_err(|m| err_at(at, format!("signal {}: {m}", s.id)))?;
+        let range = match &s.range {
+            None => None,
+            Some(r) => Some(
+                humantime::parse_duration(r)
+                    .ok()
+                    .filter(|d| d.as_secs() >= 1)
+                    .ok_or_else(|| err_at(at, format!("signal {}: range {r:?} is not a duration such as \"5m\"", s.id)))?,
+            ),
+        };
         let (line, _) = line_col(src, at);
         set.signals.insert(
             s.id.clone(),
-            SignalDef { id: s.id, title: s.title, unit: s.unit, description: s.description, kind, origin: format!("{file}:{line}") },
+            SignalDef {
+                id: s.id,
+                title: s.title,
+                unit: s.unit,
+                description: s.description,
+                kind,
+                range,
+                optional: s.optional,
+                origin: format!("{file}:{line}"),
+            },
         );
     }
 
@@ -232,6 +301,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             supersedes: r.supersedes,
             steps: r.steps,
             references: r.references,
+            recommend: r.recommend,
             origin: format!("{file}:{line}"),
         };
         match set.rules.iter_mut().find(|x| x.id == def.id) {
@@ -265,13 +335,46 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
             nonempty(&numerator.counter, "numerator.counter")?;
             nonempty(&denominator.counter, "denominator.counter")
         }
-        SignalKind::Gauge { gauge, .. } => nonempty(gauge, "gauge"),
-        SignalKind::ActiveShare { counter } => nonempty(counter, "counter"),
+        SignalKind::Gauge { gauge, r#match, .. } | SignalKind::Slope { gauge, r#match } => {
+            crate::signals::parse_match(r#match).map_err(|e| format!("match: {e}"))?;
+            nonempty(gauge, "gauge")
+        }
+        SignalKind::ActiveShare { counter } | SignalKind::Spread { counter, .. } => nonempty(counter, "counter"),
+        SignalKind::Fill { gauge } | SignalKind::Vanished { gauge, .. } | SignalKind::ReplicasOver { gauge, .. } => {
+            nonempty(gauge, "gauge")
+        }
+        SignalKind::Outlier { histogram, gauge, quantile, .. } => {
+            if histogram.is_empty() == gauge.is_empty() {
+                return Err("an outlier signal names either `histogram` or `gauge`".into());
+            }
+            if !(0.0..=1.0).contains(quantile) {
+                return Err(format!("quantile {quantile} must be between 0 and 1"));
+            }
+            Ok(())
+        }
+        SignalKind::SloBurn { histogram, target, objective } => {
+            for (what, v) in [("target", target), ("objective", objective)] {
+                if !v.trim().starts_with('$') {
+                    expr::parse_quantity(v).map_err(|e| format!("{what}: {}", e.message))?;
+                }
+            }
+            nonempty(histogram, "histogram")
+        }
     }
 }
 
 /// Check that every reference resolves, once all files are merged.
 pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
+    for (name, p) in &set.profiles {
+        if let Some(unknown) = p.thresholds.keys().find(|k| !set.thresholds.contains_key(*k)) {
+            return Err(RuleError {
+                file: "profiles".into(),
+                line: 0,
+                column: 0,
+                message: format!("profile {name} sets {unknown}, which no [thresholds] table defines"),
+            });
+        }
+    }
     for r in &set.rules {
         let fail = |message: String| {
             let (file, line) = r.origin.rsplit_once(':').map(|(f, l)| (f.to_string(), l.parse().unwrap_or(0))).unwrap_or((r.origin.clone(), 0));
@@ -297,6 +400,11 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
                 return Err(fail(format!("rule {}: evidence names unknown signal {e:?}", r.id)));
             }
         }
+        if let Some(rec) = &r.recommend {
+            if !crate::recommend::KNOWN.contains(&rec.as_str()) {
+                return Err(fail(format!("rule {}: unknown recommendation {rec:?} (known: {})", r.id, crate::recommend::KNOWN.join(", "))));
+            }
+        }
         for s in &r.supersedes {
             if set.rule(s).is_none() {
                 return Err(fail(format!("rule {}: supersedes unknown rule {s:?}", r.id)));
@@ -304,6 +412,19 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
         }
     }
     Ok(())
+}
+
+impl RuleSet {
+    /// Replace the default thresholds with a profile's.
+    pub fn apply_profile(&mut self, name: &str) -> Result<(), String> {
+        let p = self.profiles.get(name).ok_or_else(|| {
+            format!("--profile {name:?}: no such profile. Known profiles: {}", self.profiles.keys().cloned().collect::<Vec<_>>().join(", "))
+        })?;
+        for (k, v) in p.thresholds.clone() {
+            self.thresholds.insert(k, v);
+        }
+        Ok(())
+    }
 }
 
 /// The built-in pack alone.
@@ -388,6 +509,20 @@ mod tests {
         let e = validate(&set).unwrap_err();
         assert_eq!((e.file.as_str(), e.line), ("y.toml", 1));
         assert!(e.message.contains("no_such_signal"), "{e}");
+    }
+
+    #[test]
+    fn profiles_replace_the_default_thresholds() {
+        let mut set = load_builtin().unwrap();
+        assert_eq!(set.thresholds["ttft_target"], 0.5);
+        set.apply_profile("code-completion").unwrap();
+        assert_eq!(set.thresholds["ttft_target"], 0.2);
+        assert_eq!(set.thresholds["ttft_p95_high"], 1.2);
+        for p in ["chat", "code-completion", "batch", "rag", "agentic"] {
+            assert!(set.profiles.contains_key(p), "{p}");
+        }
+        let e = set.apply_profile("gaming").unwrap_err();
+        assert!(e.contains("chat"), "{e}");
     }
 
     #[test]
