@@ -6,6 +6,11 @@ cd "$(dirname "$0")/.."
 need=()
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v promtool   >/dev/null 2>&1 || need+=(prometheus)
+# The HTML report is checked in a real headless browser (tests/html.rs), with a font to draw text.
+command -v chromium   >/dev/null 2>&1 || need+=(chromium)
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+# `script` gives `--watch` a terminal in tests/check.rs (util-linux; present on most systems).
+command -v script     >/dev/null 2>&1 || need+=(bsdutils)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]} (Debian packages)" >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -34,6 +34,45 @@ pub enum Command {
     /// Inspect the rule pack.
     #[command(subcommand)]
     Rules(RulesCommand),
+    /// Post-deploy smoke check: the time since the deploy against the same length before it.
+    ///
+    /// Prints a one-line verdict first (FAIL, PASS or NOT EVALUATED), then the report. Meant for CI:
+    /// no colour, no progress, and --fail-on warning unless told otherwise.
+    #[command(
+        after_help = EXIT_CODES,
+        mut_arg("window", |a| a.hide(true)),
+        mut_arg("baseline", |a| a.hide(true)),
+        mut_arg("watch", |a| a.hide(true)),
+        mut_arg("fail_on", |a| a.default_value("warning"))
+    )]
+    Check(CheckArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to stdout: `vllm-diag man > vllm-diag.1`.
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// When the deploy happened: an RFC 3339 time (2026-01-15T09:00:00Z), or a duration counted
+    /// back from --at, i.e. from now by default (20m: the deploy was 20 minutes ago). Not needed
+    /// with --replay, whose recorded window starts at the deploy.
+    #[arg(long, value_name = "TIME|DUR", required_unless_present = "replay")]
+    pub since: Option<String>,
+
+    #[command(flatten)]
+    pub explain: ExplainArgs,
+}
+
+/// Where `--annotations` writes findings as CI annotations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Annotations {
+    /// GitHub Actions workflow commands (`::error title=...::message`) on stdout after the report.
+    Github,
 }
 
 #[derive(Debug, Subcommand)]
@@ -44,6 +83,19 @@ pub enum RulesCommand {
     Show {
         /// The rule id, e.g. kv-cache-pressure.
         id: String,
+        #[command(flatten)]
+        rules: RulesArgs,
+    },
+    /// Run rule unit tests: input series, a window, the findings expected; no server needed.
+    ///
+    /// Each FILE is TOML with [[test]] tables. Input series use promtool's expanding notation
+    /// (`0+10x60`, `1x30`, `_x3`, `stale`); the first sample is at time 0, one every `interval`.
+    /// See the README ("Testing rules") for the format. Exit 0 when every test passes, 1 when one
+    /// fails (expected against got is printed as a diff), 2 for a malformed test file.
+    Test {
+        /// Test files (e.g. rules/tests/*.toml).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
         #[command(flatten)]
         rules: RulesArgs,
     },
@@ -71,7 +123,7 @@ pub struct ExplainArgs {
     pub prometheus: String,
 
     /// Length of the window to diagnose (e.g. 30m, 2h) [default: 30m].
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     pub window: Option<Duration>,
 
     /// End of the window: RFC 3339 (2026-01-15T09:30:00Z) or "now" [default: now].
@@ -80,7 +132,7 @@ pub struct ExplainArgs {
 
     /// How far before the window the baseline sits [default: the window's length, i.e. the window
     /// right before]. 1d compares with the same time yesterday.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     pub baseline: Option<Duration>,
 
     /// Extra label matchers added to every vLLM query, e.g. 'namespace="prod",job="vllm"'.
@@ -116,20 +168,111 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
 
+    /// Scrape a vLLM /metrics endpoint directly instead of asking Prometheus (repeat for each
+    /// replica); samples are taken every --interval across --window, then diagnosed locally.
+    /// `host:port` means http://host:port/metrics.
+    #[arg(long, value_name = "URL", conflicts_with = "replay")]
+    pub scrape: Vec<String>,
+
+    /// With --scrape: time between two scrapes [default: 5s].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "scrape")]
+    pub interval: Option<Duration>,
+
+    /// With --scrape: a baseline captured earlier, as OpenMetrics with timestamps (e.g. written by
+    /// --save-samples); without it, baseline comparisons are not evaluated.
+    #[arg(long, value_name = "FILE", requires = "scrape")]
+    pub baseline_from: Option<PathBuf>,
+
+    /// With --scrape: also write every scraped sample to FILE (OpenMetrics with timestamps), for a
+    /// later --baseline-from or for `promtool tsdb create-blocks-from openmetrics`.
+    #[arg(long, value_name = "FILE", requires = "scrape")]
+    pub save_samples: Option<PathBuf>,
+
     /// Overall deadline for all queries; what is not answered by then is reported as not evaluated.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s", allow_hyphen_values = true)]
     pub timeout: Duration,
 
     /// Timeout for one query.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "20s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "20s", allow_hyphen_values = true)]
     pub query_timeout: Duration,
 
     /// Queries in flight at once.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub concurrency: u16,
+
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+
+    /// No progress display on stderr (it only ever appears when stderr is a terminal).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+
+    /// Re-run every DUR on a terminal, showing which findings appeared and which resolved since
+    /// the last run. Ctrl-C stops. Needs a live source (no --replay, --record or --at).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub watch: Option<Duration>,
+
+    /// Also print the findings as CI annotations after the report (critical: error, warning:
+    /// warning, info: notice). Text formats only, since the lines go to stdout.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub annotations: Option<Annotations>,
+}
+
+/// How to authenticate to the source and check its TLS certificate. Secrets come from files or the
+/// environment, never from a flag's value, which every user of the machine can see in `ps`.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Authentication and TLS")]
+pub struct ConnectionArgs {
+    /// Send `Authorization: Bearer <token>` with the token read from FILE. Without this flag the token
+    /// is taken from $VLLM_DIAG_BEARER_TOKEN when set and no other credential is given.
+    #[arg(long, value_name = "FILE")]
+    pub bearer_token_file: Option<PathBuf>,
+
+    /// Basic-auth user name; the password comes from --basic-auth-password-file or
+    /// $VLLM_DIAG_BASIC_AUTH_PASSWORD.
+    #[arg(long, value_name = "USER")]
+    pub basic_auth_user: Option<String>,
+
+    /// File holding the basic-auth password (its trailing line break is ignored).
+    #[arg(long, value_name = "FILE", requires = "basic_auth_user")]
+    pub basic_auth_password_file: Option<PathBuf>,
+
+    /// Extra HTTP header for every request, 'Name: value'; repeat for several. Values are never
+    /// printed.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+
+    /// Tenant for Thanos, Mimir or Cortex, sent as X-Scope-OrgID; several as 'a|b'.
+    #[arg(long, value_name = "ID")]
+    pub tenant: Option<String>,
+
+    /// PEM file of CA certificates to trust for https:// (in addition to the built-in roots).
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+
+    /// PEM client certificate, for servers that require mutual TLS (with --key-file).
+    #[arg(long, value_name = "FILE", requires = "key_file")]
+    pub cert_file: Option<PathBuf>,
+
+    /// PEM private key of --cert-file.
+    #[arg(long, value_name = "FILE", requires = "cert_file")]
+    pub key_file: Option<PathBuf>,
+
+    /// Do not verify the server's TLS certificate. Unsafe: for tests only (a warning says so).
+    #[arg(long)]
+    pub insecure_skip_verify: bool,
+
+    /// Log every HTTP request to stderr: URL, parameters, status, size, time and retries, with
+    /// credentials masked; and at the end what the run transferred.
+    #[arg(long)]
+    pub debug: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
+    // (The duration flags take hyphen values so that "-5m" lands here rather than being read as a flag.)
+    if s.trim().starts_with('-') {
+        return Err("a duration cannot be negative (write e.g. 30m, 2h, 90s)".into());
+    }
     let d = humantime::parse_duration(s.trim()).map_err(|e| format!("{e} (write e.g. 30m, 2h, 90s)"))?;
     if d.is_zero() {
         return Err("must be longer than zero".into());

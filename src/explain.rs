@@ -83,6 +83,39 @@ pub async fn run_queries(source: &Arc<dyn Source>, requests: Vec<Request>, concu
     answers
 }
 
+/// When the first vLLM sample in `range` is, if it comes more than one step after the range's start:
+/// a `count` of one vLLM series over the range, about sixty points. `None` when the data covers
+/// the range, or the answer does not tell.
+async fn data_start(
+    source: &Arc<dyn Source>,
+    selector: &Selector,
+    names: &BTreeSet<String>,
+    range: &crate::report::TimeRange,
+    deadline: Duration,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    let metric = ["vllm:num_requests_running", "vllm_num_requests_running"]
+        .iter()
+        .map(|n| n.to_string())
+        .find(|n| names.contains(n))
+        .or_else(|| names.iter().find(|n| n.starts_with("vllm")).cloned())?;
+    let step = (range.duration().as_secs() / 60).max(15);
+    let req = Request::Range {
+        query: format!("count({})", selector.series(&metric, &[])),
+        start: range.start,
+        end: range.end,
+        step_seconds: step,
+    };
+    let answers = run_queries(source, vec![req.clone()], 1, deadline).await;
+    let Some(Ok(Response { data: Data::Matrix(series), .. })) = answers.get(&req) else {
+        return None;
+    };
+    let first = series.iter().filter_map(|s| s.points.first().map(|p| p.0)).fold(f64::INFINITY, f64::min);
+    if !first.is_finite() || first <= (range.start.timestamp() + step as i64) as f64 {
+        return None;
+    }
+    chrono::DateTime::from_timestamp(first as i64, 0)
+}
+
 /// Which metric names hold data in a window (vLLM's plus the extra names signals use).
 fn discovery_request(selector: &Selector, extras: &[String], range: &crate::report::TimeRange) -> Request {
     Request::LabelValues {
@@ -107,7 +140,7 @@ fn by_scope(resp: &Response, group_by: &[String]) -> BTreeMap<Scope, f64> {
 
 /// Per-replica answers reduced to one value per scope: the worst replica over the median of the
 /// others (1.0 when all agree), and which replica that is. A scope with one replica has no value.
-fn outliers(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope, f64>, BTreeMap<Scope, String>) {
+fn outliers(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope, f64>, BTreeMap<Scope, BTreeMap<String, String>>) {
     let mut per: BTreeMap<Scope, Vec<(String, f64)>> = BTreeMap::new();
     if let Data::Vector(samples) = &resp.data {
         for s in samples.iter().filter(|s| s.v.is_finite()) {
@@ -129,28 +162,33 @@ fn outliers(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scop
         let median = if n % 2 == 1 { others[n / 2] } else { (others[n / 2 - 1] + others[n / 2]) / 2.0 };
         let ratio = if median > 0.0 { top / median } else if top > 0.0 { f64::INFINITY } else { 1.0 };
         values.insert(scope.clone(), ratio);
-        culprits.insert(scope, worst);
+        culprits.insert(scope, [(label.to_string(), worst)].into_iter().collect());
     }
     (values, culprits)
 }
 
-/// Per-replica answers listing replicas: the value is how many per scope, and a lone replica is named.
-fn listed(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope, f64>, BTreeMap<Scope, String>) {
-    let mut per: BTreeMap<Scope, Vec<String>> = BTreeMap::new();
+/// Per-replica answers listing replicas: the value is how many per scope, and a lone replica is
+/// named (by the replica label, and by `instance` too when the answer carries it).
+fn listed(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope, f64>, BTreeMap<Scope, BTreeMap<String, String>>) {
+    let mut per: BTreeMap<Scope, BTreeMap<String, Option<String>>> = BTreeMap::new();
     if let Data::Vector(samples) = &resp.data {
         for s in samples {
             let scope: Scope = group_by.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect();
-            per.entry(scope).or_default().push(s.labels.get(label).cloned().unwrap_or_default());
+            let name = s.labels.get(label).cloned().unwrap_or_default();
+            let instance = (label != "instance").then(|| s.labels.get("instance").cloned()).flatten();
+            per.entry(scope).or_default().insert(name, instance);
         }
     }
     let mut values = BTreeMap::new();
     let mut culprits = BTreeMap::new();
-    for (scope, mut names) in per {
-        names.sort();
-        names.dedup();
+    for (scope, names) in per {
         values.insert(scope.clone(), names.len() as f64);
-        if names.len() == 1 {
-            culprits.insert(scope, names.remove(0));
+        if let (1, Some((name, instance))) = (names.len(), names.iter().next()) {
+            let mut c: BTreeMap<String, String> = [(label.to_string(), name.clone())].into_iter().collect();
+            if let Some(i) = instance {
+                c.insert("instance".into(), i.clone());
+            }
+            culprits.insert(scope, c);
         }
     }
     (values, culprits)
@@ -284,6 +322,16 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             crate::source::format_time(&p.baseline.start),
             crate::source::format_time(&p.baseline.end)
         ));
+        // Then the window may be longer than the data as well: one coarse range query tells.
+        let remaining = opts.deadline.saturating_sub(started.elapsed()).max(std::time::Duration::from_millis(1));
+        queries_sent += 1;
+        if let Some(first) = data_start(&source, &opts.selector, &window_names, &p.window, remaining).await {
+            warnings.push(format!(
+                "vLLM data only starts at about {} (the window starts at {}): the window is longer than the data, so averages cover only the part with data and rates are underestimated; shorten --window or move --at",
+                crate::source::format_time(&first),
+                crate::source::format_time(&p.window.start)
+            ));
+        }
     }
 
     // 2. Plan the signal queries for each window.
@@ -390,21 +438,24 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     if scopes.is_empty() {
         scopes.insert(Scope::new());
     }
+    // A rule decided without numbers (an optional feature's metrics absent) does not make the run
+    // "evaluated" when not one signal query brought data back: such a run has no verdict (exit 3).
+    let any_data = table.values().any(|s| matches!(s.window.availability, Availability::Ok) && !s.window.values.is_empty());
     let mut judgements = Vec::new();
     let mut evaluated = 0usize;
     for rule in &rules.rules {
         for scope in &scopes {
             let outcome = evaluate(rule, rules, &table, scope);
-            if !matches!(outcome, Outcome::Unknown { .. }) {
+            if any_data && !matches!(outcome, Outcome::Unknown { .. }) {
                 evaluated += 1;
             }
             // A finding about one replica names it in its scope.
             let mut named = scope.clone();
             if matches!(outcome, Outcome::Matched { .. }) {
                 for sig in rule.signals() {
-                    if let (Some(sv), Some((label, _))) = (table.get(&sig), planned.get(&sig).and_then(|(w, _)| w.per_replica.clone())) {
-                        if let Some(culprit) = sv.window.culprits.get(scope) {
-                            named.entry(label).or_insert_with(|| culprit.clone());
+                    if let Some(culprit) = table.get(&sig).and_then(|sv| sv.window.culprits.get(scope)) {
+                        for (k, v) in culprit {
+                            named.entry(k.clone()).or_insert_with(|| v.clone());
                         }
                     }
                 }

@@ -252,6 +252,26 @@ impl Parser<'_> {
                     't' => out.push('\t'),
                     'r' => out.push('\r'),
                     '\\' | '"' | '\'' => out.push(e),
+                    'a' => out.push('\u{7}'),
+                    'b' => out.push('\u{8}'),
+                    'f' => out.push('\u{c}'),
+                    'v' => out.push('\u{b}'),
+                    // \uXXXX and \UXXXXXXXX, as PromQL (Go) reads them and as escape_label_value
+                    // writes control characters.
+                    'u' | 'U' => {
+                        let len = if e == 'u' { 4 } else { 8 };
+                        let hex: String = (0..len).filter_map(|i| self.chars.get(self.pos + i).map(|(_, c)| *c)).collect();
+                        let ch = (hex.len() == len && hex.chars().all(|c| c.is_ascii_hexdigit()))
+                            .then(|| u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32))
+                            .flatten();
+                        match ch {
+                            Some(ch) => {
+                                out.push(ch);
+                                self.pos += len;
+                            }
+                            None => return Err(self.err(format!("\\{e} must be followed by {len} hex digits of a valid character"))),
+                        }
+                    }
                     other => return Err(self.err(format!("unknown escape \\{other}"))),
                 }
             } else {

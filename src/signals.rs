@@ -464,10 +464,14 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             let value = if attribute_via.is_empty() {
                 format!("max by ({by}, {replica_label}) (max_over_time({}[{r}])) > {above}", sel.series(&resolved.names[0], &[]))
             } else {
+                // The anchor's `instance` replaces the exporter's own, so the finding can name the
+                // vLLM server as well as the pod.
                 let own = sel.without(&ctx.group_by);
                 let j = join_on.join(", ");
+                let carry = if replica_label == "instance" { by.clone() } else { format!("{by}, instance") };
                 format!(
-                    "max by ({by}, {replica_label}) (max_over_time({}[{r}]) * on ({j}) group_left ({by}) group by ({j}, {by}) (last_over_time({}[{r}]))) > {above}",
+                    "max by ({by}, {replica_label}{}) (max_over_time({}[{r}]) * on ({j}) group_left ({carry}) group by ({j}, {carry}) (last_over_time({}[{r}]))) > {above}",
+                    if replica_label == "instance" { "" } else { ", instance" },
                     own.series(&resolved.names[0], &[]),
                     sel.series(&resolved.names[1], &[])
                 )

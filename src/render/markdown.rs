@@ -7,13 +7,13 @@
 //! message; code spans written in rule text are kept, since rule authors use them for flags.
 
 use super::{
-    also_consistent_list, describe_generation, describe_range, describe_source, headline,
+    also_consistent_list, recommendation_lines, replicas_line, describe_generation, describe_range, describe_range_at, describe_source, evidence_sparkline, headline,
     healthy_summary, no_findings_sentence, not_evaluated_heading, not_evaluated_lines, one_line,
-    query_timing, warning_lines, EvidenceText, ScopeStyle,
+    query_timing, warning_lines, EvidenceText, RenderOptions, ScopeStyle,
 };
 use crate::report::{Finding, Report};
 
-pub fn render(report: &Report) -> String {
+pub fn render(report: &Report, opts: &RenderOptions) -> String {
     let scopes = ScopeStyle::for_report(report);
     // Blocks are separated by one blank line; a block may span several lines.
     let mut blocks: Vec<String> = Vec::new();
@@ -28,7 +28,7 @@ pub fn render(report: &Report) -> String {
     let seen = scopes.describe_seen(&report.metrics.scopes);
     blocks.push(
         [
-            format!("- **Window:** {}", describe_range(&report.window)),
+            format!("- **Window:** {}", describe_range_at(&report.window, opts.now.as_ref())),
             format!("- **Baseline:** {}", describe_range(&report.baseline)),
             format!("- **Source:** {source}"),
             format!(
@@ -99,9 +99,21 @@ fn finding_blocks(
         let items: Vec<String> = f
             .evidence
             .iter()
-            .map(|e| evidence_item(&EvidenceText::new(e)))
+            .map(|e| {
+                let mut item = evidence_item(&EvidenceText::new(e));
+                if let Some(trend) = evidence_sparkline(report, e) {
+                    item.push_str(&format!(" · trend {}", code(&trend)));
+                }
+                item
+            })
             .collect();
         blocks.push(format!("Evidence:\n{}", items.join("\n")));
+    }
+    if let Some(line) = replicas_line(f) {
+        blocks.push(format!("Affected: {}", text(&line)));
+    }
+    for (head, how) in recommendation_lines(f) {
+        blocks.push(format!("**{}**  \n{}", text(&head), text(&how)));
     }
     if !f.steps.is_empty() {
         let items: Vec<String> = f
@@ -277,22 +289,22 @@ mod tests {
 
     #[test]
     fn markdown_snapshot_of_the_sample_report() {
-        insta::assert_snapshot!(render(&sample_report()));
+        insta::assert_snapshot!(render(&sample_report(), &RenderOptions::default()));
     }
 
     #[test]
     fn markdown_snapshot_of_a_clean_report() {
-        insta::assert_snapshot!(render(&clean_report()));
+        insta::assert_snapshot!(render(&clean_report(), &RenderOptions::default()));
     }
 
     #[test]
     fn markdown_snapshot_when_nothing_was_evaluated() {
-        insta::assert_snapshot!(render(&nothing_evaluated_report()));
+        insta::assert_snapshot!(render(&nothing_evaluated_report(), &RenderOptions::default()));
     }
 
     #[test]
     fn nothing_evaluated_never_says_healthy() {
-        let md = render(&nothing_evaluated_report()).to_lowercase();
+        let md = render(&nothing_evaluated_report(), &RenderOptions::default()).to_lowercase();
         assert!(!md.contains("healthy"), "{md}");
     }
 
@@ -330,7 +342,7 @@ mod tests {
 
     #[test]
     fn no_line_is_indented_enough_to_become_code() {
-        for line in render(&sample_report()).lines() {
+        for line in render(&sample_report(), &RenderOptions::default()).lines() {
             assert!(!line.starts_with("    "), "{line}");
         }
     }

@@ -19,8 +19,13 @@ use chrono::{DateTime, Utc};
 use crate::report::{Evidence, Finding, NotEvaluated, Report, Scope, Severity, TimeRange};
 use crate::units;
 
+pub mod github;
+pub mod html;
 pub mod json;
+pub mod junit;
 pub mod markdown;
+pub mod slack;
+pub mod sparkline;
 pub mod table;
 
 /// Output format chosen with `--format`.
@@ -33,6 +38,20 @@ pub enum Format {
     Markdown,
     /// The report as JSON (schema in `report.rs`), for scripts and CI.
     Json,
+    /// Slack mrkdwn: no tables, within one message, the most important finding first.
+    Slack,
+    /// JUnit XML: a test case per rule and scope, for the test report view of CI systems.
+    Junit,
+    /// One self-contained HTML page with a chart of every evidence signal, for incident tickets.
+    Html,
+}
+
+impl Format {
+    /// Formats meant for people reading text (a verdict line or annotations may go around them);
+    /// the others are documents a program parses, which nothing may be added to.
+    pub fn is_text(self) -> bool {
+        matches!(self, Format::Table | Format::Markdown | Format::Slack)
+    }
 }
 
 /// Presentation knobs that do not change what is said.
@@ -42,14 +61,23 @@ pub struct RenderOptions {
     pub color: bool,
     /// Wrap the table format to this many columns. `None` means no wrapping at all.
     pub width: Option<u16>,
+    /// The time of rendering, for relative hints such as "ended 12 min ago". Set for live runs
+    /// only: a replay or a snapshot leaves it `None` and so renders the same bytes every time.
+    pub now: Option<DateTime<Utc>>,
+    /// The severity at or above which a finding fails the run (`--fail-on`); `None` when nothing
+    /// fails. JUnit turns it into failed test cases; `check` into its verdict.
+    pub fail_on: Option<Severity>,
 }
 
 /// Render `report` in `format`. Never fails: every format can express every report.
 pub fn render(report: &Report, format: Format, opts: &RenderOptions) -> String {
     match format {
         Format::Table => table::render(report, opts),
-        Format::Markdown => markdown::render(report),
+        Format::Markdown => markdown::render(report, opts),
         Format::Json => json::render(report),
+        Format::Slack => slack::render(report, opts),
+        Format::Junit => junit::render(report, opts),
+        Format::Html => html::render(report, opts),
     }
 }
 
@@ -147,6 +175,9 @@ pub(crate) fn describe_generation(generation: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ScopeStyle {
     pub group_label: Option<String>,
+    /// Whether [`ScopeStyle::compact`] may shorten the grouping label's values: only when every
+    /// shortened value is still unique in the report.
+    pub shorten: bool,
 }
 
 impl ScopeStyle {
@@ -170,7 +201,7 @@ impl ScopeStyle {
         let mut labels = BTreeSet::new();
         for scope in &seen {
             if scope.len() != 1 {
-                return ScopeStyle { group_label: None };
+                return ScopeStyle { group_label: None, shorten: false };
             }
             labels.extend(scope.keys().cloned());
         }
@@ -179,7 +210,37 @@ impl ScopeStyle {
         } else {
             None
         };
-        ScopeStyle { group_label }
+        let shorten = group_label.as_deref().is_some_and(|label| {
+            let values: BTreeSet<&str> = report
+                .metrics
+                .scopes
+                .iter()
+                .chain(report.findings.iter().map(|f| &f.scope))
+                .chain(report.healthy.iter().map(|c| &c.scope))
+                .chain(report.not_evaluated.iter().map(|n| &n.scope))
+                .filter_map(|s| s.get(label).map(String::as_str))
+                .collect();
+            let shortened: BTreeSet<String> = values.iter().map(|v| short_name(v)).collect();
+            shortened.len() == values.len()
+        });
+        ScopeStyle { group_label, shorten }
+    }
+
+    /// Like [`ScopeStyle::format`], with long model names shortened for narrow places (the table
+    /// format's headings): `meta-llama/Llama-3.1-8B-Instruct` becomes `Llama-3.1-8B-Instruct`.
+    /// The full names stay in the header's list of scopes and in every other format.
+    pub fn compact(&self, scope: &Scope) -> String {
+        let Some(label) = self.group_label.as_deref().filter(|_| self.shorten) else {
+            return self.format(scope);
+        };
+        match scope.get(label) {
+            Some(value) => {
+                let mut short = scope.clone();
+                short.insert(label.to_string(), short_name(value));
+                self.format(&short)
+            }
+            None => self.format(scope),
+        }
     }
 
     /// `llama-3`, `llama-3 (engine=1)`, `instance=10.0.0.7:8000`, or `all` for the empty scope.
@@ -407,6 +468,36 @@ pub(crate) fn warning_lines(report: &Report) -> Vec<String> {
 }
 
 /// `rule-a (warning), rule-b (info)`.
+/// `3 of 8 replicas (instance): a, b, c`, when the finding was broken down per replica.
+pub(crate) fn replicas_line(f: &Finding) -> Option<String> {
+    let r = f.replicas.as_ref()?;
+    if r.total == 0 {
+        return None;
+    }
+    let names = if r.affected.is_empty() {
+        "none on its own".to_string()
+    } else if r.affected.len() <= 6 {
+        r.affected.iter().map(|a| one_line(a)).collect::<Vec<_>>().join(", ")
+    } else {
+        format!("{}, and {} more", r.affected[..5].iter().map(|a| one_line(a)).collect::<Vec<_>>().join(", "), r.affected.len() - 5)
+    };
+    let limit = if r.limit.is_empty() { String::new() } else { format!(" ({} {})", one_line(&r.signal), one_line(&r.limit)) };
+    Some(format!("{} of {} replicas{limit}: {names}", r.affected.len(), r.total))
+}
+
+/// `Suggested max_num_seqs = 18`, then how it was computed and its caveat.
+pub(crate) fn recommendation_lines(f: &Finding) -> Vec<(String, String)> {
+    f.recommendations
+        .iter()
+        .map(|r| {
+            (
+                format!("Suggested {} = {}", one_line(&r.setting), one_line(&r.value)),
+                format!("{} ({})", one_line(&r.arithmetic), one_line(&r.caveat)),
+            )
+        })
+        .collect()
+}
+
 pub(crate) fn also_consistent_list(f: &Finding, id: impl Fn(&str) -> String) -> Option<String> {
     if f.also_consistent.is_empty() {
         return None;
@@ -417,6 +508,139 @@ pub(crate) fn also_consistent_list(f: &Finding, id: impl Fn(&str) -> String) -> 
             .map(|a| format!("{} ({})", id(&one_line(&a.rule)), a.severity))
             .collect::<Vec<_>>()
             .join(", "),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Human touches: relative times, short names, sparklines, the check verdict.
+// ---------------------------------------------------------------------------------------------
+
+/// `12 min ago`, `3 h 5 min ago`, `2 days ago`; `just now` under a minute (or for a time a little
+/// in the future, which is clock skew).
+pub(crate) fn ago(t: &DateTime<Utc>, now: &DateTime<Utc>) -> String {
+    let secs = (*now - *t).num_seconds();
+    if secs < 60 {
+        return "just now".to_string();
+    }
+    let mins = secs / 60;
+    if mins < 60 {
+        return format!("{mins} min ago");
+    }
+    let (h, m) = (mins / 60, mins % 60);
+    if h < 48 {
+        return if m == 0 { format!("{h} h ago") } else { format!("{h} h {m} min ago") };
+    }
+    format!("{} days ago", h / 24)
+}
+
+/// [`describe_range`] with, on a live run, how long ago the range ended:
+/// `2026-01-15 09:00:00 → 09:30:00 UTC (30m, ended 12 min ago)`.
+pub(crate) fn describe_range_at(r: &TimeRange, now: Option<&DateTime<Utc>>) -> String {
+    let plain = describe_range(r);
+    match now {
+        Some(now) => match plain.strip_suffix(')') {
+            Some(head) => format!("{head}, ended {})", ago(&r.end, now)),
+            None => plain,
+        },
+        None => plain,
+    }
+}
+
+/// An instant in UTC with, on a live run, a relative hint: `2026-01-15 08:50:00 UTC (30 min ago)`.
+pub(crate) fn describe_time_at(t: &DateTime<Utc>, now: Option<&DateTime<Utc>>) -> String {
+    let abs = t.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    match now {
+        Some(now) => format!("{abs} ({})", ago(t, now)),
+        None => abs,
+    }
+}
+
+/// A model name short enough for a heading: the organisation or directory part is dropped
+/// (`meta-llama/Llama-3.1-8B-Instruct` -> `Llama-3.1-8B-Instruct`), and what is still longer
+/// than 32 characters loses its middle (`averyveryverylong…name-suffix`). The ends are kept
+/// because that is where model names differ: the family first, the size and variant last.
+pub(crate) fn short_name(name: &str) -> String {
+    const MAX: usize = 32;
+    let name = one_line(name);
+    let base = match name.trim_end_matches('/').rsplit_once('/') {
+        Some((_, last)) if !last.is_empty() => last.to_string(),
+        _ => name.clone(),
+    };
+    let chars: Vec<char> = base.chars().collect();
+    if chars.len() <= MAX {
+        return base;
+    }
+    let head: String = chars[..15].iter().collect();
+    let tail: String = chars[chars.len() - 16..].iter().collect();
+    format!("{head}…{tail}")
+}
+
+/// The evidence's sparkline over baseline and window, when it carries a trend.
+pub(crate) fn evidence_sparkline(report: &Report, e: &Evidence) -> Option<String> {
+    let t = e.series.as_ref()?;
+    sparkline::trend(t, &report.baseline, &report.window, sparkline::CELLS)
+}
+
+/// The first line `vllm-diag check` prints: `FAIL: ...`, `PASS: ...` or `NOT EVALUATED: ...`.
+/// It says the same as the exit code (1, 0, 3), in words, with the deploy time it measured from
+/// (the window's start) and the findings that decided it.
+pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
+    let scopes = ScopeStyle::for_report(report);
+    let since = format!(
+        "since the deploy at {}",
+        describe_time_at(&report.window.start, opts.now.as_ref())
+    );
+    let failing: Vec<&Finding> = match opts.fail_on {
+        Some(bar) => report.findings.iter().filter(|f| f.severity >= bar).collect(),
+        None => Vec::new(),
+    };
+    if !failing.is_empty() {
+        let count = if failing.len() == 1 {
+            format!("1 {} finding", failing[0].severity)
+        } else {
+            format!("{} findings ({})", failing.len(), severity_counts(&failing.iter().map(|f| (*f).clone()).collect::<Vec<_>>()))
+        };
+        const NAMED: usize = 3;
+        let mut named: Vec<String> = failing
+            .iter()
+            .take(NAMED)
+            .map(|f| format!("{} on {}", one_line(&f.rule), scopes.format(&f.scope)))
+            .collect();
+        if failing.len() > NAMED {
+            named.push(format!("and {} more", failing.len() - NAMED));
+        }
+        return format!("FAIL: {count} {since} ({})", named.join(", "));
+    }
+    if report.findings.is_empty() && report.stats.rules_evaluated == 0 {
+        let n = report.not_evaluated.len();
+        let why = if n == 0 {
+            String::new()
+        } else {
+            format!(" ({} could not be checked)", plural(n, "rule/scope pair", "rule/scope pairs"))
+        };
+        return format!("NOT EVALUATED: no rule could be checked against the {} {since}{why}; this is not a pass", describe_duration(&report.window));
+    }
+    let bar = match opts.fail_on {
+        Some(bar) => format!("no {bar} or worse finding"),
+        None => "nothing fails with --fail-on never".to_string(),
+    };
+    let mut notes: Vec<String> = Vec::new();
+    if !report.findings.is_empty() {
+        let below = if opts.fail_on.is_some() { " below the bar" } else { "" };
+        notes.push(format!(
+            "{} ({}){below}",
+            plural(report.findings.len(), "finding", "findings"),
+            severity_counts(&report.findings)
+        ));
+    }
+    notes.push(format!("{} evaluated", plural(report.stats.rules_evaluated, "rule/scope pair", "rule/scope pairs")));
+    if !report.not_evaluated.is_empty() {
+        notes.push(format!("{} not evaluated", report.not_evaluated.len()));
+    }
+    format!(
+        "PASS: {bar} in the {} {since}; {}",
+        describe_duration(&report.window),
+        notes.join(", ")
     )
 }
 
@@ -555,8 +779,19 @@ pub(crate) mod fixtures {
                 "Add replicas or move long-context traffic to a separate deployment.".to_string(),
             ],
             references: vec!["https://docs.vllm.ai/en/latest/configuration/optimization.html".to_string()],
-            recommendations: vec![],
-            replicas: None,
+            recommendations: vec![Recommendation {
+                setting: "max_num_seqs".to_string(),
+                value: "37".to_string(),
+                arithmetic: "40 running sequences per replica used 96% of the KV cache on average: 40 x 90% headroom / 96% = 37 sequences per replica".to_string(),
+                caveat: "a starting point for a load test".to_string(),
+            }],
+            replicas: Some(Replicas {
+                label: "instance".to_string(),
+                affected: vec!["10.0.0.1:8000".to_string(), "10.0.0.2:8000".to_string()],
+                total: 3,
+                signal: "kv_usage_max".to_string(),
+                limit: ">= 90%".to_string(),
+            }),
             also_consistent: vec![
                 AlsoConsistent {
                     rule: "queue-backlog".to_string(),
@@ -677,6 +912,21 @@ pub(crate) mod fixtures {
             },
         ];
         let mut r = base(vec![kv, ttft], healthy, not_evaluated);
+        // The KV-cache signal carries its course and its threshold, as live runs give them:
+        // steady in the baseline, climbing to the ceiling in the window, with a scrape gap.
+        let (b0, w0) = (r.baseline.start.timestamp() as f64, r.window.start.timestamp() as f64);
+        let kv_usage = &mut r.findings[0].evidence[0];
+        kv_usage.limits = vec![Limit { label: "> 95%".to_string(), value: 0.95 }];
+        kv_usage.series = Some(Trend {
+            step_seconds: 60,
+            range_seconds: 180,
+            query: r#"max by (model_name) (max_over_time(vllm:kv_cache_usage_perc{namespace="inference-prod"}[180s]))"#.to_string(),
+            baseline: (0..=30).map(|i| (b0 + 60.0 * i as f64, 0.60 + 0.02 * ((i % 5) as f64 - 2.0).abs() / 2.0)).collect(),
+            window: (0..=30)
+                .filter(|i| !(18..21).contains(i))
+                .map(|i| (w0 + 60.0 * i as f64, (0.62 + 0.03 * i as f64).min(0.991)))
+                .collect(),
+        });
         r.warnings = vec![
             "partial response: store 10.0.3.7:10901 unavailable".to_string(),
             "partial response: store 10.0.3.7:10901 unavailable".to_string(),

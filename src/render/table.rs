@@ -9,7 +9,7 @@
 use comfy_table::{presets, Cell, ContentArrangement, Table};
 
 use super::{
-    also_consistent_list, describe_generation, describe_range, describe_source, headline,
+    also_consistent_list, recommendation_lines, replicas_line, describe_generation, describe_range, describe_range_at, describe_source, evidence_sparkline, headline,
     healthy_summary, no_findings_sentence, not_evaluated_heading, not_evaluated_lines, one_line,
     query_timing, warning_lines, EvidenceText, RenderOptions, ScopeStyle,
 };
@@ -36,7 +36,7 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         scopes.describe_seen(&report.metrics.scopes)
     );
     for (label, value) in [
-        ("Window", describe_range(&report.window)),
+        ("Window", describe_range_at(&report.window, opts.now.as_ref())),
         ("Baseline", describe_range(&report.baseline)),
         ("Source", source),
         ("Metrics", metrics),
@@ -105,7 +105,7 @@ fn finding_block(
         "{} · {} · {}",
         one_line(&f.rule),
         one_line(&f.title),
-        scopes.format(&f.scope)
+        scopes.compact(&f.scope)
     );
     // Wrap without colour codes (they would count as width), then colour the badge in place.
     let mut heading = wrap(&rest, width, &format!("{badge}  "), INDENT);
@@ -121,10 +121,34 @@ fn finding_block(
     }
 
     if !f.evidence.is_empty() {
-        let table = evidence_table(f, width.map(|w| w.saturating_sub(INDENT.len())));
+        let inner = width.map(|w| w.saturating_sub(INDENT.len()));
+        // On a narrow terminal the trends get their own lines under the table instead of a column
+        // that would squeeze the numbers into slivers.
+        let trend_column = inner.map_or(true, |w| w >= TREND_COLUMN_MIN_WIDTH);
+        let table = evidence_table(report, f, inner, trend_column);
         out.extend(table.lines().map(|l| format!("{INDENT}{l}")));
+        if !trend_column {
+            let trends: Vec<(String, String)> = f
+                .evidence
+                .iter()
+                .filter_map(|e| evidence_sparkline(report, e).map(|s| (EvidenceText::new(e).title, s)))
+                .collect();
+            if !trends.is_empty() {
+                out.push(format!("{INDENT}Trends (baseline│window)"));
+                for (title, spark) in trends {
+                    out.extend(wrap(&format!("{spark} {title}"), width, &format!("{INDENT}  "), &format!("{INDENT}    ")));
+                }
+            }
+        }
     }
 
+    if let Some(line) = replicas_line(f) {
+        out.extend(wrap(&format!("Affected: {line}"), width, INDENT, &format!("{INDENT}  ")));
+    }
+    for (head, how) in recommendation_lines(f) {
+        out.extend(wrap(&head, width, INDENT, &format!("{INDENT}  ")));
+        out.extend(wrap(&how, width, &format!("{INDENT}  "), &format!("{INDENT}  ")));
+    }
     if !f.steps.is_empty() {
         out.push(format!("{INDENT}Next steps"));
         for (n, step) in f.steps.iter().enumerate() {
@@ -172,23 +196,33 @@ fn finding_block(
     }
 }
 
-fn evidence_table(f: &Finding, width: Option<usize>) -> String {
+/// Below this width (inside the indent) the trend column is left out of evidence tables.
+const TREND_COLUMN_MIN_WIDTH: usize = 100;
+
+fn evidence_table(report: &Report, f: &Finding, width: Option<usize>, trend_column: bool) -> String {
     let mut table = Table::new();
+    // A trend column only when some signal has one: a column of blanks says nothing.
+    let trends: Vec<Option<String>> = f.evidence.iter().map(|e| evidence_sparkline(report, e)).collect();
+    let with_trend = trend_column && trends.iter().any(Option::is_some);
+    let mut header = vec!["Signal", "Value", "Baseline", "Change", "Condition", "Held"];
+    if with_trend {
+        header.push("Trend (baseline│window)");
+    }
     table
         .force_no_tty()
         .load_preset(presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(["Signal", "Value", "Baseline", "Change", "Condition", "Held"]);
+        .set_header(header);
     if let Some(w) = width {
         table.set_width(u16::try_from(w).unwrap_or(u16::MAX));
     }
-    for e in &f.evidence {
+    for (e, trend) in f.evidence.iter().zip(trends) {
         let e = EvidenceText::new(e);
         let signal = match &e.confidence {
             Some(c) => format!("{}\n{c}", e.title),
             None => e.title.clone(),
         };
-        table.add_row([
+        let mut row = vec![
             Cell::new(signal),
             Cell::new(&e.value),
             Cell::new(&e.baseline),
@@ -199,7 +233,19 @@ fn evidence_table(f: &Finding, width: Option<usize>) -> String {
                 (false, true) => "yes",
                 (false, false) => "no",
             }),
-        ]);
+        ];
+        if with_trend {
+            row.push(Cell::new(trend.unwrap_or_default()));
+        }
+        table.add_row(row);
+    }
+    // The sparkline must never wrap: a broken trend reads as two trends.
+    if with_trend {
+        if let Some(col) = table.column_mut(6) {
+            col.set_constraint(comfy_table::ColumnConstraint::Absolute(comfy_table::Width::Fixed(
+                (2 * super::sparkline::CELLS + 3) as u16,
+            )));
+        }
     }
     table.to_string()
 }
@@ -256,6 +302,7 @@ mod tests {
         RenderOptions {
             color: false,
             width: Some(width),
+            ..RenderOptions::default()
         }
     }
 
@@ -299,6 +346,7 @@ mod tests {
             &RenderOptions {
                 color: true,
                 width: Some(100),
+                ..RenderOptions::default()
             },
         );
         assert!(text.contains("\x1b[1;31m#1 CRITICAL\x1b[0m"));

@@ -27,8 +27,9 @@ pub struct WindowValues {
     pub query: String,
     /// The metric name used.
     pub metric: String,
-    /// For per-replica signals: the replica each scope's value points at.
-    pub culprits: BTreeMap<Scope, String>,
+    /// For per-replica signals: the replica each scope's value points at, as labels (`instance`,
+    /// and `pod` where the signal is per pod).
+    pub culprits: BTreeMap<Scope, BTreeMap<String, String>>,
 }
 
 impl WindowValues {

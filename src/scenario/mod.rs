@@ -9,6 +9,50 @@
 //!
 //! The numbers each incident kind produces live in one table (`state.rs`, [`IncidentKind::params`]);
 //! the simulation (`sim.rs`) knows nothing about kinds, and `openmetrics.rs` only formats.
+//!
+//! # The scenario file
+//!
+//! ```toml
+//! name = "kv-cache-pressure"        # must equal the file's stem in fixtures/scenarios/
+//! description = "what happens"      # optional
+//! seed = 7                          # optional (0); the same seed gives the same bytes
+//! start = "2026-01-15T08:00:00Z"    # RFC 3339 time of the first sample
+//! interval = "30s"                  # scrape interval, at least 1s
+//! warmup = "20m"                    # optional (0s): healthy lead-in before the baseline
+//! baseline = "30m"                  # the baseline window, right before ...
+//! window = "30m"                    # ... the diagnosed window, which ends at the last sample
+//! metrics = "v1"                    # optional: "v1" (default), "v0", or "v1-otel" (V1 with `vllm_` for `vllm:`)
+//!
+//! [[model]]                         # one or more
+//! name = "meta-llama/Llama-3.1-8B-Instruct"   # the model_name label
+//! replicas = 3                      # 1..=64 servers; instance "<model-slug>-<i>:8000", a pod each
+//! rate = 2.0                        # healthy requests per second per replica (0 < rate <= 500)
+//! max_model_len = 32768             # optional (32768): last bound of the token histograms
+//! max_num_seqs = 64                 # optional (64): running requests never exceed it
+//! weights = [3, 1, 1]               # optional (even): share of the model's arrivals per replica
+//! spec_decode = true                # optional (false): V1 speculative-decoding counters
+//! kv_connector = "nixl"             # optional (none): NIXL transfer metrics (V1)
+//! dcgm = true                       # optional (false): an NVIDIA DCGM exporter per replica's GPU
+//!
+//! [incident]                        # optional: at most one
+//! kind = "kv-cache-pressure"        # see IncidentKind (every pathology and its "-near" miss)
+//! model = "meta-llama/Llama-3.1-8B-Instruct"
+//! replica = 1                       # replica index, for kinds about one replica (default 0)
+//! onset = "-60m"                    # optional: start this long before the window's end
+//!
+//! [expect]                          # what the diagnosis must conclude; the generator ignores it
+//! first = "kv-cache-pressure"       # the rule ranked first ...
+//! model = "meta-llama/Llama-3.1-8B-Instruct"  # ... for this model_name ...
+//! replica = "llama-3-1-8b-instruct-1:8000"    # ... naming this instance (optional)
+//! absent = ["recompute-thrashing"]  # rules that must not fire for any scope
+//! healthy = false                   # true: no warning or critical finding at all
+//! ```
+//!
+//! Every vLLM series carries `job="vllm"`, `instance`, `pod`, `namespace="inference"` and
+//! `model_name` (and `engine="0"` in V1); `up` and `http_requests_total` carry the target labels
+//! only. DCGM series carry `job="dcgm"`, `instance="<node>:9400"`, `gpu`, `UUID`, `device`,
+//! `modelName`, `Hostname` and the replica's `pod`, `namespace` and `container="vllm"`, never
+//! `model_name`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -21,19 +65,24 @@ mod sim;
 mod state;
 
 pub use sim::GeneratedSeries;
-pub use state::{IncidentKind, Onset, StateParams, Workload};
+pub use state::{GpuParams, IncidentKind, Level, Needs, Onset, Running, Scope, SleepState, StateParams, Workload};
 
 /// Which generation of vLLM metric names the fleet exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
 pub enum MetricsGeneration {
     /// vLLM 0.10+ (V1 engine): `kv_cache_usage_perc`, `inter_token_latency_seconds`, `engine` label,
-    /// prefix-cache counters and `http_requests_total`.
+    /// prefix-cache counters, `http_requests_total`, sleep state, admission rejections and
+    /// recomputed prompt tokens.
     #[default]
+    #[serde(rename = "v1")]
     V1,
     /// vLLM 0.5-0.8 (V0 engine): `gpu_cache_usage_perc`, `time_per_output_token_seconds`, no
-    /// `engine` label, no prefix-cache counters, no HTTP metrics.
+    /// `engine` label, no prefix-cache counters, no HTTP metrics, none of V1's newer series.
+    #[serde(rename = "v0")]
     V0,
+    /// V1 as stored by an OpenTelemetry pipeline that rewrites `vllm:` to `vllm_`.
+    #[serde(rename = "v1-otel")]
+    V1Otel,
 }
 
 impl MetricsGeneration {
@@ -41,11 +90,24 @@ impl MetricsGeneration {
         match self {
             MetricsGeneration::V1 => "v1",
             MetricsGeneration::V0 => "v0",
+            MetricsGeneration::V1Otel => "v1-otel",
         }
+    }
+
+    /// Whether the engine is V1 (whatever the names are rewritten to).
+    pub fn is_v1(self) -> bool {
+        self != MetricsGeneration::V0
     }
 }
 
-/// One served model: `replicas` identical servers, each receiving `rate` requests per second when healthy.
+/// A KV connector that moves KV caches between instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KvConnector {
+    Nixl,
+}
+
+/// One served model: `replicas` servers, each receiving `rate` requests per second when healthy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSpec {
     pub name: String,
@@ -53,13 +115,52 @@ pub struct ModelSpec {
     pub rate: f64,
     /// `--max-model-len`: the last bucket bound of the token-count histograms.
     pub max_model_len: u32,
+    /// `--max-num-seqs`: the cap on running requests per replica.
+    pub max_num_seqs: u32,
+    /// Share of the model's arrivals per replica (one weight per replica; empty means even).
+    pub weights: Vec<f64>,
+    pub spec_decode: bool,
+    pub kv_connector: Option<KvConnector>,
+    pub dcgm: bool,
+}
+
+impl ModelSpec {
+    /// A model with every option at its default.
+    pub fn new(name: &str, replicas: u32, rate: f64) -> ModelSpec {
+        ModelSpec {
+            name: name.to_string(),
+            replicas,
+            rate,
+            max_model_len: 32_768,
+            max_num_seqs: 64,
+            weights: Vec::new(),
+            spec_decode: false,
+            kv_connector: None,
+            dcgm: false,
+        }
+    }
+
+    /// Each replica's arrival multiplier from the weights: 1 for every replica when even, and
+    /// always summing to the number of replicas (the model's total rate is unchanged).
+    pub fn arrival_shares(&self) -> Vec<f64> {
+        let n = self.replicas as usize;
+        if self.weights.len() != n {
+            return vec![1.0; n];
+        }
+        let total: f64 = self.weights.iter().sum();
+        self.weights.iter().map(|w| w * n as f64 / total).collect()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct IncidentSpec {
     pub kind: IncidentKind,
-    /// The model_name every replica of which enters the incident state.
+    /// The model_name whose replicas enter the incident state.
     pub model: String,
+    /// The replica the story is about, for kinds that single one out (default 0).
+    pub replica: u32,
+    /// Overrides the kind's own onset: the state starts this long before the window's end.
+    pub onset_before_end: Option<Duration>,
 }
 
 /// What the diagnosis must conclude; read by tests, ignored by the generator.
@@ -67,8 +168,12 @@ pub struct IncidentSpec {
 pub struct Expectation {
     /// The rule that must rank first ...
     pub first: Option<String>,
-    /// ... for this model_name.
+    /// ... for this model_name ...
     pub model: Option<String>,
+    /// ... naming this instance.
+    pub replica: Option<String>,
+    /// Rules that must not fire for any scope.
+    pub absent: Vec<String>,
     /// No warning or critical finding at all.
     pub healthy: bool,
 }
@@ -94,6 +199,22 @@ pub struct ScenarioSpec {
     pub expect: Expectation,
 }
 
+/// One server of the fleet and the names it is known by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaInfo {
+    pub model: String,
+    /// Index within the model.
+    pub index: u32,
+    /// The vLLM target's `instance` label, `<model-slug>-<index>:8000`.
+    pub instance: String,
+    /// The Kubernetes pod, `<model-slug>-<template hash>-<suffix>`.
+    pub pod: String,
+    /// The node its GPU sits on (DCGM's `Hostname`; its exporter is `<node>:9400`).
+    pub node: String,
+    /// The GPU's `UUID` label.
+    pub gpu_uuid: String,
+}
+
 /// Why a scenario file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -113,6 +234,7 @@ pub enum ScenarioError {
 const MAX_STEPS: u64 = 20_160;
 const MAX_REPLICAS: u32 = 64;
 const MAX_RATE: f64 = 500.0;
+const MAX_NUM_SEQS: u32 = 4096;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -146,6 +268,16 @@ struct RawModel {
     rate: f64,
     #[serde(default)]
     max_model_len: Option<u32>,
+    #[serde(default)]
+    max_num_seqs: Option<u32>,
+    #[serde(default)]
+    weights: Option<Vec<f64>>,
+    #[serde(default)]
+    spec_decode: bool,
+    #[serde(default)]
+    kv_connector: Option<KvConnector>,
+    #[serde(default)]
+    dcgm: bool,
 }
 
 #[derive(Deserialize)]
@@ -153,6 +285,10 @@ struct RawModel {
 struct RawIncident {
     kind: IncidentKind,
     model: String,
+    #[serde(default)]
+    replica: Option<u32>,
+    #[serde(default)]
+    onset: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -162,6 +298,10 @@ struct RawExpect {
     first: Option<String>,
     #[serde(default)]
     model: Option<String>,
+    #[serde(default)]
+    replica: Option<String>,
+    #[serde(default)]
+    absent: Vec<String>,
     #[serde(default)]
     healthy: bool,
 }
@@ -255,42 +395,148 @@ impl ScenarioSpec {
             if !(1_000..=10_000_000).contains(&max_model_len) {
                 return Err(invalid(&field, "max_model_len must be between 1000 and 10000000".into()));
             }
-            models.push(ModelSpec { name: m.name, replicas: m.replicas, rate: m.rate, max_model_len });
+            let max_num_seqs = m.max_num_seqs.unwrap_or(64);
+            if !(1..=MAX_NUM_SEQS).contains(&max_num_seqs) {
+                return Err(invalid(&field, format!("max_num_seqs must be between 1 and {MAX_NUM_SEQS}")));
+            }
+            let weights = m.weights.unwrap_or_default();
+            if !weights.is_empty() {
+                if weights.len() != m.replicas as usize {
+                    return Err(invalid(
+                        &field,
+                        format!("weights has {} values; give one per replica ({})", weights.len(), m.replicas),
+                    ));
+                }
+                if weights.iter().any(|w| !(w.is_finite() && *w > 0.0 && *w <= 1e6)) {
+                    return Err(invalid(&field, "weights must be positive numbers (at most 1000000)".into()));
+                }
+            }
+            if raw.metrics == MetricsGeneration::V0 && (m.spec_decode || m.kv_connector.is_some()) {
+                return Err(invalid(
+                    &field,
+                    "spec_decode and kv_connector are generated with V1 names only; use metrics = \"v1\"".into(),
+                ));
+            }
+            models.push(ModelSpec {
+                name: m.name,
+                replicas: m.replicas,
+                rate: m.rate,
+                max_model_len,
+                max_num_seqs,
+                weights,
+                spec_decode: m.spec_decode,
+                kv_connector: m.kv_connector,
+                dcgm: m.dcgm,
+            });
         }
 
+        let total = warmup + baseline + window;
         let incident = match raw.incident {
             None => None,
             Some(inc) => {
-                if !models.iter().any(|m| m.name == inc.model) {
+                let Some(model) = models.iter().find(|m| m.name == inc.model) else {
                     let names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
                     return Err(invalid(
                         "incident.model",
                         format!("{:?} is not one of the models ({})", inc.model, names.join(", ")),
                     ));
+                };
+                let kind = inc.kind;
+                let needs = kind.needs();
+                let lacks = |what: &str| {
+                    invalid(
+                        "incident.kind",
+                        format!("{kind} needs {what} on model {:?}; add it to that [[model]]", model.name),
+                    )
+                };
+                if needs.v1 && !raw.metrics.is_v1() {
+                    return Err(invalid(
+                        "incident.kind",
+                        format!("{kind} moves metrics that only V1 exports; use metrics = \"v1\" or \"v1-otel\""),
+                    ));
                 }
-                Some(IncidentSpec { kind: inc.kind, model: inc.model })
-            }
-        };
-
-        let expect = match raw.expect {
-            None => Expectation::default(),
-            Some(e) => {
-                if e.healthy && (e.first.is_some() || e.model.is_some()) {
-                    return Err(invalid("expect", "healthy = true cannot be combined with first or model".into()));
+                if needs.spec_decode && !model.spec_decode {
+                    return Err(lacks("spec_decode = true"));
                 }
-                if e.first.is_some() != e.model.is_some() {
-                    return Err(invalid("expect", "first and model go together".into()));
+                if needs.nixl && model.kv_connector != Some(KvConnector::Nixl) {
+                    return Err(lacks("kv_connector = \"nixl\""));
                 }
-                if let Some(model) = &e.model {
-                    if !models.iter().any(|m| &m.name == model) {
-                        return Err(invalid("expect.model", format!("{model:?} is not one of the models")));
+                if needs.dcgm && !model.dcgm {
+                    return Err(lacks("dcgm = true"));
+                }
+                if model.replicas < needs.min_replicas {
+                    return Err(invalid(
+                        "incident.kind",
+                        format!(
+                            "{kind} compares a replica with its peers and needs at least {} replicas; {:?} has {}",
+                            needs.min_replicas, model.name, model.replicas
+                        ),
+                    ));
+                }
+                let replica = match inc.replica {
+                    None => 0,
+                    Some(_) if !needs.uses_replica => {
+                        return Err(invalid(
+                            "incident.replica",
+                            format!("{kind} affects every replica of the model; remove replica"),
+                        ));
+                    }
+                    Some(r) if r >= model.replicas => {
+                        return Err(invalid(
+                            "incident.replica",
+                            format!(
+                                "{r} is not a replica index of {:?} (0 to {})",
+                                model.name,
+                                model.replicas.saturating_sub(1)
+                            ),
+                        ));
+                    }
+                    Some(r) => r,
+                };
+                let onset_before_end = match &inc.onset {
+                    None => None,
+                    Some(text) => {
+                        let Some(rest) = text.trim().strip_prefix('-') else {
+                            return Err(invalid(
+                                "incident.onset",
+                                format!("{text:?} must be negative, relative to the window's end, like \"-60m\""),
+                            ));
+                        };
+                        let d = duration("incident.onset", rest)?;
+                        if d.is_zero() || ms(d) % ms(interval) != 0 {
+                            return Err(invalid(
+                                "incident.onset",
+                                format!("must be a whole number of intervals ({}) above zero", raw.interval),
+                            ));
+                        }
+                        if d >= total {
+                            return Err(invalid(
+                                "incident.onset",
+                                format!(
+                                    "{text} lies before the first sample; make warmup longer (the timeline is {})",
+                                    humantime::format_duration(total)
+                                ),
+                            ));
+                        }
+                        Some(d)
+                    }
+                };
+                if let Onset::BeforeEnd { secs } = kind.params().onset {
+                    if onset_before_end.is_none() && Duration::from_secs(secs) >= total {
+                        return Err(invalid(
+                            "incident.kind",
+                            format!(
+                                "{kind} starts {} before the window's end, before the first sample; make warmup longer",
+                                humantime::format_duration(Duration::from_secs(secs))
+                            ),
+                        ));
                     }
                 }
-                Expectation { first: e.first, model: e.model, healthy: e.healthy }
+                Some(IncidentSpec { kind, model: inc.model, replica, onset_before_end })
             }
         };
 
-        Ok(ScenarioSpec {
+        let mut spec = ScenarioSpec {
             name: raw.name,
             description: raw.description,
             seed: raw.seed,
@@ -302,8 +548,54 @@ impl ScenarioSpec {
             metrics: raw.metrics,
             models,
             incident,
-            expect,
-        })
+            expect: Expectation::default(),
+        };
+
+        if let Some(e) = raw.expect {
+            if e.healthy && (e.first.is_some() || e.model.is_some() || e.replica.is_some()) {
+                return Err(invalid("expect", "healthy = true cannot be combined with first, model or replica".into()));
+            }
+            if e.first.is_some() != e.model.is_some() {
+                return Err(invalid("expect", "first and model go together".into()));
+            }
+            if let Some(model) = &e.model {
+                if !spec.models.iter().any(|m| &m.name == model) {
+                    return Err(invalid("expect.model", format!("{model:?} is not one of the models")));
+                }
+            }
+            if let Some(instance) = &e.replica {
+                let Some(model) = &e.model else {
+                    return Err(invalid("expect.replica", "needs first and model".into()));
+                };
+                let instances: Vec<String> =
+                    spec.replicas().into_iter().filter(|r| &r.model == model).map(|r| r.instance).collect();
+                if !instances.contains(instance) {
+                    return Err(invalid(
+                        "expect.replica",
+                        format!("{instance:?} is not an instance of {model:?} ({})", instances.join(", ")),
+                    ));
+                }
+            }
+            for (i, rule) in e.absent.iter().enumerate() {
+                if rule.trim().is_empty() {
+                    return Err(invalid("expect.absent", format!("entry {i} is empty")));
+                }
+                if e.absent[..i].contains(rule) {
+                    return Err(invalid("expect.absent", format!("{rule:?} is listed twice")));
+                }
+                if e.first.as_ref() == Some(rule) {
+                    return Err(invalid("expect.absent", format!("{rule:?} is also expected first")));
+                }
+            }
+            spec.expect = Expectation {
+                first: e.first,
+                model: e.model,
+                replica: e.replica,
+                absent: e.absent,
+                healthy: e.healthy,
+            };
+        }
+        Ok(spec)
     }
 
     /// Start of the healthy baseline (the first sample after the warm-up).
@@ -339,6 +631,27 @@ impl ScenarioSpec {
     /// The model that has the incident, if any.
     pub fn incident_model(&self) -> Option<&str> {
         self.incident.as_ref().map(|i| i.model.as_str())
+    }
+
+    /// When the incident state begins, if there is an incident.
+    pub fn incident_onset(&self) -> Option<DateTime<Utc>> {
+        let incident = self.incident.as_ref()?;
+        Some(match (incident.onset_before_end, incident.kind.params().onset) {
+            (Some(d), _) => self.window_end() - delta(d),
+            (None, Onset::WindowStart) => self.window_start(),
+            (None, Onset::BaselineStart) => self.baseline_start(),
+            (None, Onset::BeforeEnd { secs }) => self.window_end() - TimeDelta::seconds(secs as i64),
+        })
+    }
+
+    /// Every server of the fleet, model by model, with its instance, pod and node names.
+    pub fn replicas(&self) -> Vec<ReplicaInfo> {
+        sim::fleet_names(self).into_iter().flatten().collect()
+    }
+
+    /// The instance label of a model's replica, if both exist.
+    pub fn instance_of(&self, model: &str, index: u32) -> Option<String> {
+        self.replicas().into_iter().find(|r| r.model == model && r.index == index).map(|r| r.instance)
     }
 }
 

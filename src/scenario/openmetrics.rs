@@ -3,7 +3,9 @@
 //! promtool wants a timestamp on every sample, all of a family's samples together, each series'
 //! samples in time order and `# EOF` last. We write family by family, label set by label set,
 //! time by time (a histogram's buckets, `_count` and `_sum` for one time together), which meets
-//! all of that and keeps each label set's text rendered once.
+//! all of that and keeps each label set's text rendered once. A series whose target stopped being
+//! scraped simply has no more lines: OpenMetrics has no way to write Prometheus' staleness marker,
+//! so the series stays visible to instant queries for the usual five-minute lookback.
 
 use std::io::{self, Write};
 
@@ -39,7 +41,7 @@ pub(crate) fn write(g: &Generated, out: &mut impl Write) -> io::Result<()> {
                 .collect();
             for (ti, stamp) in stamps.iter().enumerate() {
                 for (line, prefix) in metric.lines.iter().zip(&prefixes) {
-                    if let Some(v) = line.values.get(ti) {
+                    if let Some(Some(v)) = line.values.get(ti) {
                         w.write_all(prefix.as_bytes())?;
                         write_value(&mut w, *v)?;
                         w.write_all(b" ")?;

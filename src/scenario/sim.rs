@@ -1,19 +1,26 @@
 //! The fleet simulation: every replica, every scrape interval.
 //!
-//! Each interval a replica draws Poisson arrivals, splits off the requests the HTTP layer rejects,
-//! and draws each remaining request's prompt and output length, queue, prefill and per-token
-//! times from lognormals whose medians come from the model's current [`StateParams`]. Observations
-//! go into cumulative histograms with vLLM's bucket bounds, so every count is an integer, buckets
-//! never decrease and `+Inf` equals `_count` by construction. Gauges are sampled at the interval's
-//! end: `num_requests_running` from Little's law (busy seconds over the interval), the rest wander
-//! inside the state's ranges. Counters start at an offset, because a scraped process has been
-//! running a while: one healthy interval scaled by a random factor, so the offsets have the shape
-//! of real traffic too.
+//! Each interval a replica draws Poisson arrivals, splits off the requests the HTTP layer and the
+//! engine's admission control reject, and draws each remaining request's prompt and output
+//! length, queue, prefill and per-token times from lognormals whose medians come from the
+//! replica's current [`StateParams`]. Observations go into cumulative histograms with vLLM's
+//! bucket bounds, so every count is an integer, buckets never decrease and `+Inf` equals `_count`
+//! by construction. Gauges are sampled at the interval's end: `num_requests_running` from
+//! Little's law (busy seconds over the interval) unless the state pins it, the rest follow the
+//! state's [`Level`]s. Counters start at an offset, because a scraped process has been running a
+//! while: one healthy interval scaled by a random factor, so the offsets have the shape of real
+//! traffic too.
+//!
+//! Engine steps are counted from the tokens actually produced: an idle engine takes no steps, so
+//! `iteration_tokens_total` shows small batches when traffic is low. Speculative-decoding
+//! counters are derived from the generated tokens and the acceptance rate; NIXL observes one
+//! transfer per request; DCGM gauges describe one GPU per replica on its own node.
 //!
 //! Per-token latencies are subsampled (a few draws per request, weighted to the request's token
 //! count) to keep generation fast in debug builds while keeping counts and sums consistent.
 //! Every replica has its own ChaCha stream derived from the seed, so output does not depend on
-//! evaluation order.
+//! evaluation order. A replica that stops being scraped keeps `up` (at 0) and loses every other
+//! sample from then on.
 
 use std::collections::BTreeMap;
 
@@ -21,8 +28,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Binomial, Distribution, Poisson, StandardNormal};
 
-use super::state::{Onset, StateParams, Workload};
-use super::{MetricsGeneration, ModelSpec, ScenarioSpec};
+use super::state::{Level, Running, Scope, SleepState, StateParams, Workload};
+use super::{KvConnector, MetricsGeneration, ModelSpec, ReplicaInfo, ScenarioSpec};
 use crate::source::Labels;
 
 /// One generated time series: a sample name (`vllm:..._bucket`, `..._total`), its labels and
@@ -54,7 +61,7 @@ impl Kind {
 /// A metric family as OpenMetrics groups it: counters are named without `_total`.
 #[derive(Debug)]
 pub(crate) struct Family {
-    pub name: &'static str,
+    pub name: String,
     pub kind: Kind,
     pub help: &'static str,
     pub metrics: Vec<Metric>,
@@ -71,8 +78,8 @@ pub(crate) struct Metric {
 pub(crate) struct Line {
     pub suffix: &'static str,
     pub le: Option<String>,
-    /// One value per sample time.
-    pub values: Vec<f64>,
+    /// One entry per sample time; `None` where the series has no sample (its target was not scraped).
+    pub values: Vec<Option<f64>>,
 }
 
 #[derive(Debug)]
@@ -93,7 +100,7 @@ impl Generated {
                     if let Some(le) = line.le {
                         labels.insert("le".to_string(), le);
                     }
-                    let points = times.iter().copied().zip(line.values).collect();
+                    let points = times.iter().copied().zip(line.values).filter_map(|(t, v)| Some((t, v?))).collect();
                     out.push(GeneratedSeries { name: format!("{}{}", fam.name, line.suffix), labels, points });
                 }
             }
@@ -111,12 +118,19 @@ enum Fam {
     Running,
     Waiting,
     KvUsage,
+    SleepState,
     PromptTokens,
     GenerationTokens,
     Preemptions,
     RequestSuccess,
     PrefixQueries,
     PrefixHits,
+    Recomputed,
+    AdmissionRejections,
+    SpecDrafts,
+    SpecDraftTokens,
+    SpecAccepted,
+    NixlFailed,
     HttpRequests,
     Ttft,
     Itl,
@@ -129,10 +143,19 @@ enum Fam {
     ParamsMaxTokens,
     ParamsN,
     IterationTokens,
+    NixlXfer,
+    GpuUtil,
+    SmClock,
+    GpuTemp,
+    Power,
+    ThrottleReasons,
+    Xid,
+    FbUsed,
+    FbFree,
 }
 
 impl Fam {
-    fn name(self, generation: MetricsGeneration) -> &'static str {
+    fn base_name(self, generation: MetricsGeneration) -> &'static str {
         let v0 = generation == MetricsGeneration::V0;
         match self {
             Fam::Up => "up",
@@ -141,12 +164,19 @@ impl Fam {
             Fam::Waiting => "vllm:num_requests_waiting",
             Fam::KvUsage if v0 => "vllm:gpu_cache_usage_perc",
             Fam::KvUsage => "vllm:kv_cache_usage_perc",
+            Fam::SleepState => "vllm:engine_sleep_state",
             Fam::PromptTokens => "vllm:prompt_tokens",
             Fam::GenerationTokens => "vllm:generation_tokens",
             Fam::Preemptions => "vllm:num_preemptions",
             Fam::RequestSuccess => "vllm:request_success",
             Fam::PrefixQueries => "vllm:prefix_cache_queries",
             Fam::PrefixHits => "vllm:prefix_cache_hits",
+            Fam::Recomputed => "vllm:prompt_tokens_recomputed",
+            Fam::AdmissionRejections => "vllm:admission_rejections",
+            Fam::SpecDrafts => "vllm:spec_decode_num_drafts",
+            Fam::SpecDraftTokens => "vllm:spec_decode_num_draft_tokens",
+            Fam::SpecAccepted => "vllm:spec_decode_num_accepted_tokens",
+            Fam::NixlFailed => "vllm:nixl_num_failed_transfers",
             Fam::HttpRequests => "http_requests",
             Fam::Ttft => "vllm:time_to_first_token_seconds",
             Fam::Itl if v0 => "vllm:time_per_output_token_seconds",
@@ -160,20 +190,55 @@ impl Fam {
             Fam::ParamsMaxTokens => "vllm:request_params_max_tokens",
             Fam::ParamsN => "vllm:request_params_n",
             Fam::IterationTokens => "vllm:iteration_tokens_total",
+            Fam::NixlXfer => "vllm:nixl_xfer_time_seconds",
+            Fam::GpuUtil => "DCGM_FI_DEV_GPU_UTIL",
+            Fam::SmClock => "DCGM_FI_DEV_SM_CLOCK",
+            Fam::GpuTemp => "DCGM_FI_DEV_GPU_TEMP",
+            Fam::Power => "DCGM_FI_DEV_POWER_USAGE",
+            Fam::ThrottleReasons => "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+            Fam::Xid => "DCGM_FI_DEV_XID_ERRORS",
+            Fam::FbUsed => "DCGM_FI_DEV_FB_USED",
+            Fam::FbFree => "DCGM_FI_DEV_FB_FREE",
+        }
+    }
+
+    /// The stored family name: OpenTelemetry pipelines rewrite `vllm:` to `vllm_`.
+    fn name(self, generation: MetricsGeneration) -> String {
+        let base = self.base_name(generation);
+        match base.strip_prefix("vllm:") {
+            Some(rest) if generation == MetricsGeneration::V1Otel => format!("vllm_{rest}"),
+            _ => base.to_string(),
         }
     }
 
     fn kind(self) -> Kind {
         match self {
-            Fam::Up | Fam::CacheConfig | Fam::Running | Fam::Waiting | Fam::KvUsage => Kind::Gauge,
             Fam::PromptTokens
             | Fam::GenerationTokens
             | Fam::Preemptions
             | Fam::RequestSuccess
             | Fam::PrefixQueries
             | Fam::PrefixHits
+            | Fam::Recomputed
+            | Fam::AdmissionRejections
+            | Fam::SpecDrafts
+            | Fam::SpecDraftTokens
+            | Fam::SpecAccepted
+            | Fam::NixlFailed
             | Fam::HttpRequests => Kind::Counter,
-            _ => Kind::Histogram,
+            Fam::Ttft
+            | Fam::Itl
+            | Fam::Queue
+            | Fam::Prefill
+            | Fam::Decode
+            | Fam::E2e
+            | Fam::ReqPromptTokens
+            | Fam::ReqGenerationTokens
+            | Fam::ParamsMaxTokens
+            | Fam::ParamsN
+            | Fam::IterationTokens
+            | Fam::NixlXfer => Kind::Histogram,
+            _ => Kind::Gauge,
         }
     }
 
@@ -184,12 +249,19 @@ impl Fam {
             Fam::Running => "Requests currently in the engine's running batch.",
             Fam::Waiting => "Requests queued and not yet scheduled.",
             Fam::KvUsage => "Fraction of KV-cache blocks in use (1 means full).",
+            Fam::SleepState => "Engine sleep state: 1 for the current state, 0 for the others.",
             Fam::PromptTokens => "Prompt tokens processed.",
             Fam::GenerationTokens => "Tokens generated.",
             Fam::Preemptions => "Requests preempted by the scheduler.",
             Fam::RequestSuccess => "Finished requests by reason.",
             Fam::PrefixQueries => "Prompt tokens looked up in the prefix cache.",
             Fam::PrefixHits => "Prompt tokens found in the prefix cache.",
+            Fam::Recomputed => "Cached prompt tokens computed again in a forward pass.",
+            Fam::AdmissionRejections => "Requests rejected by admission control, by reason.",
+            Fam::SpecDrafts => "Speculative-decoding drafts.",
+            Fam::SpecDraftTokens => "Draft tokens proposed.",
+            Fam::SpecAccepted => "Draft tokens accepted.",
+            Fam::NixlFailed => "NIXL KV transfers that failed.",
             Fam::HttpRequests => "HTTP requests by handler, method and status class.",
             Fam::Ttft => "Seconds from arrival to the first output token.",
             Fam::Itl => "Seconds between consecutive output tokens.",
@@ -202,6 +274,15 @@ impl Fam {
             Fam::ParamsMaxTokens => "The max_tokens parameter of finished requests.",
             Fam::ParamsN => "The n parameter of finished requests.",
             Fam::IterationTokens => "Tokens processed per engine step.",
+            Fam::NixlXfer => "Seconds one NIXL KV transfer took.",
+            Fam::GpuUtil => "GPU utilization (in %).",
+            Fam::SmClock => "SM clock frequency (in MHz).",
+            Fam::GpuTemp => "GPU temperature (in C).",
+            Fam::Power => "Power draw (in W).",
+            Fam::ThrottleReasons => "Current clock throttle reasons (bitmask).",
+            Fam::Xid => "Value of the last XID error encountered.",
+            Fam::FbUsed => "Framebuffer memory used (in MiB).",
+            Fam::FbFree => "Framebuffer memory free (in MiB).",
         }
     }
 }
@@ -219,6 +300,16 @@ const LATENCY_BUCKETS: &[f64] = &[
 const ITERATION_BUCKETS: &[f64] =
     &[1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0];
 const N_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0];
+const NIXL_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+/// An H100 80GB HBM3's framebuffer, MiB, and what the driver reserves of it.
+const FB_TOTAL_MIB: f64 = 81_559.0;
+const FB_RESERVED_MIB: f64 = 530.0;
+const GPU_MODEL: &str = "NVIDIA H100 80GB HBM3";
+const NAMESPACE: &str = "inference";
+/// Healthy KV-cache usage the cache size is chosen for (the middle of the healthy range).
+const HEALTHY_KV: f64 = 0.45;
+const BLOCK_SIZE: f64 = 16.0;
 
 /// vLLM's 1-2-5 series up to and including `max`.
 fn one_two_five(max: f64) -> Vec<f64> {
@@ -289,7 +380,9 @@ const H_GENERATION: usize = 7;
 const H_MAX_TOKENS: usize = 8;
 const H_N: usize = 9;
 const H_ITERATION: usize = 10;
-const HIST_FAMS: [Fam; 11] = [
+/// Only for models with a NIXL connector.
+const H_NIXL: usize = 11;
+const HIST_FAMS: [Fam; 12] = [
     Fam::Ttft,
     Fam::Itl,
     Fam::Queue,
@@ -301,6 +394,7 @@ const HIST_FAMS: [Fam; 11] = [
     Fam::ParamsMaxTokens,
     Fam::ParamsN,
     Fam::IterationTokens,
+    Fam::NixlXfer,
 ];
 
 const REASONS_V1: &[&str] = &["stop", "length", "abort", "error"];
@@ -310,6 +404,7 @@ const R_LENGTH: usize = 1;
 const R_ABORT: usize = 2;
 const R_ERROR: usize = 3;
 const HTTP_STATUSES: [&str; 3] = ["2xx", "4xx", "5xx"];
+const ADMISSION_REASON: &str = "max_num_queued_reqs";
 
 fn lognormal(rng: &mut ChaCha8Rng, median: f64, sigma: f64) -> f64 {
     let z: f64 = StandardNormal.sample(rng);
@@ -381,6 +476,49 @@ fn host_stems(models: &[ModelSpec]) -> Vec<String> {
     long.iter().enumerate().map(|(i, s)| format!("{s}-m{i}")).collect()
 }
 
+/// Characters Kubernetes uses in generated name suffixes (no vowels, no look-alikes).
+const K8S_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+fn k8s_suffix(rng: &mut ChaCha8Rng, len: usize) -> String {
+    (0..len).map(|_| char::from(K8S_ALPHABET[rng.gen_range(0..K8S_ALPHABET.len())])).collect()
+}
+
+fn gpu_uuid(rng: &mut ChaCha8Rng) -> String {
+    let hex = |rng: &mut ChaCha8Rng, n: usize| -> String {
+        (0..n).map(|_| char::from(b"0123456789abcdef"[rng.gen_range(0..16)])).collect()
+    };
+    format!("GPU-{}-{}-{}-{}-{}", hex(rng, 8), hex(rng, 4), hex(rng, 4), hex(rng, 4), hex(rng, 12))
+}
+
+/// Names of every replica, model by model: instance, pod (one Deployment per model, so one
+/// template hash), node and GPU. Drawn from their own stream, so they do not move when the
+/// simulation changes.
+pub(crate) fn fleet_names(spec: &ScenarioSpec) -> Vec<Vec<ReplicaInfo>> {
+    let stems = host_stems(&spec.models);
+    let mut node = 0u32;
+    let mut out = Vec::with_capacity(spec.models.len());
+    for (mi, model) in spec.models.iter().enumerate() {
+        let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x6e61_6d65_735f_7631);
+        rng.set_stream(mi as u64);
+        let template = k8s_suffix(&mut rng, 10);
+        let mut replicas = Vec::with_capacity(model.replicas as usize);
+        for index in 0..model.replicas {
+            let stem = &stems[mi];
+            replicas.push(ReplicaInfo {
+                model: model.name.clone(),
+                index,
+                instance: format!("{stem}-{index}:8000"),
+                pod: format!("{stem}-{template}-{}", k8s_suffix(&mut rng, 5)),
+                node: format!("gpu-node-{node:02}"),
+                gpu_uuid: gpu_uuid(&mut rng),
+            });
+            node += 1;
+        }
+        out.push(replicas);
+    }
+    out
+}
+
 /// Collects a replica's values step by step: the first step creates the series, later steps
 /// append to them in the same order.
 #[derive(Default)]
@@ -388,11 +526,14 @@ struct Trace {
     items: Vec<(Fam, Metric)>,
     cursor: usize,
     started: bool,
+    /// While set, calls advance through the series without giving them a sample.
+    absent: bool,
 }
 
 impl Trace {
     fn begin_step(&mut self) {
         self.cursor = 0;
+        self.absent = false;
     }
 
     fn end_step(&mut self) {
@@ -400,10 +541,11 @@ impl Trace {
     }
 
     fn scalar(&mut self, fam: Fam, labels: &Labels, extra: &[(&str, &str)], v: f64) {
+        let value = if self.absent { None } else { Some(v) };
         if self.started {
             if let Some((_, m)) = self.items.get_mut(self.cursor) {
                 if let Some(line) = m.lines.first_mut() {
-                    line.values.push(v);
+                    line.values.push(value);
                 }
             }
         } else {
@@ -412,7 +554,7 @@ impl Trace {
                 l.insert((*k).to_string(), (*val).to_string());
             }
             let suffix = if fam.kind() == Kind::Counter { "_total" } else { "" };
-            self.items.push((fam, Metric { labels: l, lines: vec![Line { suffix, le: None, values: vec![v] }] }));
+            self.items.push((fam, Metric { labels: l, lines: vec![Line { suffix, le: None, values: vec![value] }] }));
         }
         self.cursor += 1;
     }
@@ -426,10 +568,11 @@ impl Trace {
         }
         cumulative.push(acc as f64); // _count
         cumulative.push(h.sum); // _sum
+        let absent = self.absent;
         if self.started {
             if let Some((_, m)) = self.items.get_mut(self.cursor) {
                 for (line, v) in m.lines.iter_mut().zip(cumulative) {
-                    line.values.push(v);
+                    line.values.push(if absent { None } else { Some(v) });
                 }
             }
         } else {
@@ -444,7 +587,7 @@ impl Trace {
                 } else {
                     ("_sum", None)
                 };
-                lines.push(Line { suffix, le, values: vec![v] });
+                lines.push(Line { suffix, le, values: vec![if absent { None } else { Some(v) }] });
             }
             self.items.push((fam, Metric { labels: labels.clone(), lines }));
         }
@@ -452,17 +595,47 @@ impl Trace {
     }
 }
 
-/// One vLLM server.
+/// The state a replica is in during one interval.
+#[derive(Debug, Clone, Copy)]
+struct Moment {
+    st: StateParams,
+    /// Arrival multiplier of this replica (state, ramp and weights together).
+    mult: f64,
+    /// How far through the state's span the interval starts and ends, 0..1.
+    frac_prev: f64,
+    frac: f64,
+    /// Whether this replica is the one `incident.replica` names.
+    singled: bool,
+}
+
+/// The GPU as DCGM sees it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Gpu {
+    util: f64,
+    sm_clock: f64,
+    temp: f64,
+    power: f64,
+    throttle: f64,
+    xid: f64,
+    fb_used: f64,
+}
+
+/// One vLLM server (and, with DCGM, its GPU).
 struct Replica<'a> {
     generation: MetricsGeneration,
     wl: Workload,
     model: &'a ModelSpec,
-    /// job, instance, model_name (and engine in V1).
+    /// job, instance, pod, namespace, model_name (and engine in V1).
     labels: Labels,
-    /// job and instance only (`up`, HTTP metrics).
+    /// job, instance, pod and namespace (`up`, HTTP metrics).
     target: Labels,
     /// cache_config_info's labels.
     config: Labels,
+    /// The vLLM labels without `engine` (admission control sits in the front end).
+    frontend: Labels,
+    /// DCGM's labels, and its exporter's target labels.
+    dcgm: Labels,
+    dcgm_target: Labels,
     rng: ChaCha8Rng,
     /// Batch-size cap (`--max-num-seqs`).
     cap: f64,
@@ -475,12 +648,20 @@ struct Replica<'a> {
     success: [f64; 4],
     prefix_queries: f64,
     prefix_hits: f64,
+    recomputed: f64,
+    rejections: f64,
+    spec: [f64; 3],
+    nixl_failed: f64,
     http: [f64; 3],
     running: f64,
     waiting: f64,
     kv: f64,
-    /// AR(1) noise states for waiting and KV usage.
-    noise: [f64; 2],
+    sleep: SleepState,
+    gpu: Gpu,
+    /// Whether the target is scraped in the current interval.
+    scraped: bool,
+    /// AR(1) noise states: waiting, KV usage, running, GPU utilisation, clock, temperature, power.
+    noise: [f64; 7],
     prompts: Vec<f64>,
 }
 
@@ -488,21 +669,22 @@ impl<'a> Replica<'a> {
     fn new(
         spec: &'a ScenarioSpec,
         model: &'a ModelSpec,
-        stem: &str,
-        index: u32,
+        names: &ReplicaInfo,
         rng: ChaCha8Rng,
         gpu_blocks: u64,
     ) -> Self {
         let generation = spec.metrics;
         let wl = Workload::DEFAULT;
-        let instance = format!("{stem}-{index}:8000");
         let mut target = Labels::new();
         target.insert("job".into(), "vllm".into());
-        target.insert("instance".into(), instance);
+        target.insert("instance".into(), names.instance.clone());
+        target.insert("pod".into(), names.pod.clone());
+        target.insert("namespace".into(), NAMESPACE.into());
         let mut labels = target.clone();
         labels.insert("model_name".into(), model.name.clone());
+        let frontend = labels.clone();
         let mut config = target.clone();
-        if generation == MetricsGeneration::V1 {
+        if generation.is_v1() {
             labels.insert("engine".into(), "0".into());
             config.insert("engine".into(), "0".into());
         }
@@ -518,8 +700,27 @@ impl<'a> Replica<'a> {
         }
         config.insert("num_gpu_blocks".into(), gpu_blocks.to_string());
 
-        let expected_running = model.rate * wl.mean_service_s();
-        let cap = ((2.2 * expected_running / 8.0).ceil() * 8.0).max(8.0);
+        let mut dcgm = Labels::new();
+        for (k, v) in [
+            ("job", "dcgm"),
+            ("gpu", "0"),
+            ("device", "nvidia0"),
+            ("modelName", GPU_MODEL),
+            ("namespace", NAMESPACE),
+            ("container", "vllm"),
+        ] {
+            dcgm.insert(k.into(), v.into());
+        }
+        dcgm.insert("instance".into(), format!("{}:9400", names.node));
+        dcgm.insert("Hostname".into(), names.node.clone());
+        dcgm.insert("UUID".into(), names.gpu_uuid.clone());
+        dcgm.insert("pod".into(), names.pod.clone());
+        let mut dcgm_target = Labels::new();
+        dcgm_target.insert("job".into(), "dcgm".into());
+        dcgm_target.insert("instance".into(), format!("{}:9400", names.node));
+        dcgm_target.insert("namespace".into(), "gpu-operator".into());
+        dcgm_target.insert("pod".into(), format!("nvidia-dcgm-exporter-{}", &names.pod[names.pod.len() - 5..]));
+
         let token_buckets = one_two_five(f64::from(model.max_model_len));
         let hists = HIST_FAMS
             .iter()
@@ -529,11 +730,13 @@ impl<'a> Replica<'a> {
                 Fam::Queue | Fam::Prefill | Fam::Decode | Fam::E2e => Hist::new(LATENCY_BUCKETS),
                 Fam::ParamsN => Hist::new(N_BUCKETS),
                 Fam::IterationTokens => Hist::new(ITERATION_BUCKETS),
+                Fam::NixlXfer => Hist::new(NIXL_BUCKETS),
                 _ => Hist::new(&token_buckets),
             })
             .collect();
         let mut rng = rng;
         let preempt_pos = rng.gen_range(0.0..1.0);
+        let fb_used = (FB_TOTAL_MIB * 0.9).round() + f64::from(rng.gen_range(-40i32..=40));
         Replica {
             generation,
             wl,
@@ -541,8 +744,11 @@ impl<'a> Replica<'a> {
             labels,
             target,
             config,
+            frontend,
+            dcgm,
+            dcgm_target,
             rng,
-            cap,
+            cap: f64::from(model.max_num_seqs),
             preempt_pos,
             hists,
             prompt_tokens: 0.0,
@@ -551,73 +757,161 @@ impl<'a> Replica<'a> {
             success: [0.0; 4],
             prefix_queries: 0.0,
             prefix_hits: 0.0,
+            recomputed: 0.0,
+            rejections: 0.0,
+            spec: [0.0; 3],
+            nixl_failed: 0.0,
             http: [0.0; 3],
             running: 0.0,
             waiting: 0.0,
             kv: 0.0,
-            noise: [0.0; 2],
+            sleep: SleepState::Awake,
+            gpu: Gpu { fb_used, ..Gpu::default() },
+            scraped: true,
+            noise: [0.0; 7],
             prompts: Vec::new(),
         }
     }
 
+    fn healthy_moment(&self) -> Moment {
+        Moment { st: StateParams::HEALTHY, mult: 1.0, frac_prev: 0.0, frac: 0.0, singled: false }
+    }
+
     /// Counters as they stand when the first scrape happens: the process has served traffic for a while.
     fn prime(&mut self, secs: f64) {
-        self.step(secs, &StateParams::HEALTHY, 1.0);
-        let m: u64 = self.rng.gen_range(60..=2000);
+        let m = self.healthy_moment();
+        self.step(secs, &m);
+        let k: u64 = self.rng.gen_range(60..=2000);
         for h in &mut self.hists {
-            h.scale(m);
+            h.scale(k);
         }
-        let mf = m as f64;
-        for c in [&mut self.prompt_tokens, &mut self.generation_tokens, &mut self.prefix_queries, &mut self.prefix_hits]
-        {
-            *c *= mf;
+        let kf = k as f64;
+        for c in [
+            &mut self.prompt_tokens,
+            &mut self.generation_tokens,
+            &mut self.prefix_queries,
+            &mut self.prefix_hits,
+            &mut self.recomputed,
+        ] {
+            *c *= kf;
         }
-        for c in self.success.iter_mut().chain(self.http.iter_mut()) {
-            *c *= mf;
+        for c in self.success.iter_mut().chain(self.http.iter_mut()).chain(self.spec.iter_mut()) {
+            *c *= kf;
         }
         self.preemptions += f64::from(self.rng.gen_range(1u32..=40));
-        if self.generation == MetricsGeneration::V1 {
+        if self.generation.is_v1() {
             self.success[R_ERROR] += f64::from(self.rng.gen_range(1u32..=5));
         }
     }
 
-    /// Simulate one scrape interval of `secs` seconds in state `st`, with arrivals at `mult` x the healthy rate.
-    fn step(&mut self, secs: f64, st: &StateParams, mult: f64) {
+    /// Advance the AR(1) noise states one interval.
+    fn drift(&mut self) {
+        for z in &mut self.noise {
+            let e: f64 = StandardNormal.sample(&mut self.rng);
+            *z = 0.8 * *z + 0.6 * e;
+        }
+    }
+
+    /// A gauge's next value under `level`; `arrived` is what accumulates.
+    fn level(&self, level: Level, noise: usize, frac: f64, current: f64, arrived: f64) -> f64 {
+        let z = self.noise[noise];
+        match level {
+            Level::Wander(lo, hi) => in_range((lo, hi), z),
+            Level::Ramp(from, to) => {
+                let (lo, hi) = if from <= to { (from, to) } else { (to, from) };
+                (from + (to - from) * frac + 0.025 * (hi - lo) * z).clamp(lo, hi)
+            }
+            Level::Hold => current,
+            Level::Accumulate => current + arrived,
+        }
+    }
+
+    /// Simulate one scrape interval of `secs` seconds.
+    fn step(&mut self, secs: f64, m: &Moment) {
+        let st = m.st;
         let wl = self.wl;
-        let max_len = f64::from(self.model.max_model_len);
-        let arrivals = poisson(&mut self.rng, self.model.rate * mult * secs);
+        self.scraped = st.scraped;
+        self.sleep = st.sleep;
+        self.drift();
+        self.update_gpu(&st);
+        if !st.scraped {
+            // Nobody reads this server any more; what it does is invisible.
+            return;
+        }
+
+        let base_rate =
+            if st.arrivals_at_capacity { self.cap / wl.mean_service_s(&st).max(1e-3) } else { self.model.rate };
+        let arrivals = poisson(&mut self.rng, base_rate * m.mult * secs);
         let n5xx = binomial(&mut self.rng, arrivals, st.http_5xx_share);
         let n4xx = binomial(&mut self.rng, arrivals - n5xx, wl.http_4xx_share);
-        let engine = arrivals - n5xx - n4xx;
+        let admitted = arrivals - n5xx - n4xx;
+        let mut rejected = binomial(&mut self.rng, admitted, st.reject_share);
+        let engine = admitted - rejected;
+        if m.singled && st.reject_burst > 0 && m.frac_prev < 0.5 && m.frac >= 0.5 {
+            rejected += u64::from(st.reject_burst);
+        }
+        self.rejections += rejected as f64;
+        // rejected by admission control: 429 Too Many Requests
+        self.http[1] += (n4xx + rejected) as f64;
+        self.http[2] += n5xx as f64;
+
+        let previous_waiting = self.waiting;
+        self.waiting = self.level(st.waiting, 0, m.frac, previous_waiting, engine as f64).max(0.0).round();
+
+        if !st.serving {
+            self.running = match st.running {
+                Running::Around(lo, hi) => in_range((lo, hi), self.noise[2]).round(),
+                Running::AtCap => self.cap,
+                Running::Hold | Running::FromLoad => self.running,
+            }
+            .min(self.cap);
+            self.kv = self.level(st.kv_usage, 1, m.frac, self.kv, 0.0).clamp(0.0, 1.0);
+            return;
+        }
+
+        let max_len = f64::from(self.model.max_model_len);
         let itl_median = wl.itl_median_s * st.itl;
         let total_weight: u32 = wl.max_tokens.iter().map(|(_, w)| *w).sum();
+        let queue_median = if st.queue_follows_waiting && engine > 0 {
+            st.queue_median_s.max(self.waiting / (engine as f64 / secs))
+        } else {
+            st.queue_median_s
+        };
+        let nixl = self.model.kv_connector == Some(KvConnector::Nixl);
 
         let mut busy = 0.0;
+        let mut interval_prompt = 0.0;
+        let mut interval_output = 0.0;
         self.prompts.clear();
         for _ in 0..engine {
             let rng = &mut self.rng;
-            let prompt = lognormal(rng, wl.prompt_median, wl.prompt_sigma).round().clamp(1.0, max_len - 1.0);
+            let prompt =
+                lognormal(rng, wl.prompt_median * st.prompt, wl.prompt_sigma).round().clamp(1.0, max_len - 1.0);
             let mut pick = rng.gen_range(0..total_weight.max(1));
             let mut max_tokens = 1024.0;
             for (v, w) in wl.max_tokens {
                 if pick < w {
-                    max_tokens = f64::from(v);
+                    max_tokens = (f64::from(v) * st.max_tokens).round();
                     break;
                 }
                 pick -= w;
             }
             let n = if rng.gen_bool(wl.n2_share) { 2.0 } else { 1.0 };
-            let wanted = lognormal(rng, wl.output_median, wl.output_sigma).round().max(1.0);
+            let wanted = lognormal(rng, wl.output_median * st.output, wl.output_sigma).round().max(1.0);
             let room = (max_len - prompt).max(1.0);
             let (mut out, mut reason) =
                 if wanted >= max_tokens.min(room) { (max_tokens.min(room), R_LENGTH) } else { (wanted, R_STOP) };
-            if rng.gen_bool(st.abort_share) {
+            let fate: f64 = rng.gen_range(0.0..1.0);
+            if fate < st.abort_share {
                 out = (out * rng.gen_range(0.0..1.0)).floor().max(1.0);
                 reason = R_ABORT;
+            } else if fate < st.abort_share + st.error_share && self.generation.is_v1() {
+                out = (out * rng.gen_range(0.0..0.5)).floor().max(1.0);
+                reason = R_ERROR;
             }
-            let queue = lognormal(rng, st.queue_median_s, st.queue_sigma);
+            let queue = lognormal(rng, queue_median, st.queue_sigma);
             let prefill = wl.prefill_per_token_s * prompt * st.prefill * lognormal(rng, 1.0, wl.prefill_sigma)
-                + lognormal(rng, wl.first_step_s, 0.3);
+                + lognormal(rng, wl.first_step_s * st.itl, 0.3);
             let ttft = queue + prefill;
             let req_itl = lognormal(rng, itl_median, wl.itl_request_sigma);
             let tokens_after_first = (out - 1.0).max(0.0) as u64;
@@ -633,6 +927,14 @@ impl<'a> Replica<'a> {
                     decode += x * weight as f64;
                 }
             }
+            let hit_share = {
+                let z: f64 = StandardNormal.sample(&mut self.rng);
+                (st.prefix_hit_ratio * (1.0 + 0.3 * z)).clamp(0.0, 1.0)
+            };
+            if nixl {
+                let x = lognormal(&mut self.rng, wl.nixl_median_s * st.nixl_xfer, wl.nixl_sigma);
+                self.hists[H_NIXL].observe(x, 1);
+            }
             let h = &mut self.hists;
             h[H_TTFT].observe(ttft, 1);
             h[H_QUEUE].observe(queue, 1);
@@ -643,65 +945,104 @@ impl<'a> Replica<'a> {
             h[H_GENERATION].observe(out, 1);
             h[H_MAX_TOKENS].observe(max_tokens, 1);
             h[H_N].observe(n, 1);
-            self.prompt_tokens += prompt;
-            self.generation_tokens += out;
+            interval_prompt += prompt;
+            interval_output += out;
             self.success[reason] += 1.0;
             self.prefix_queries += prompt;
-            let z: f64 = StandardNormal.sample(&mut self.rng);
-            self.prefix_hits += (prompt * (st.prefix_hit_ratio + 0.15 * z).clamp(0.0, 1.0)).round();
+            self.prefix_hits += (prompt * hit_share).round();
             busy += prefill + decode;
             self.prompts.push(prompt);
         }
+        self.prompt_tokens += interval_prompt;
+        self.generation_tokens += interval_output;
         self.http[0] += engine as f64;
-        self.http[1] += n4xx as f64;
-        self.http[2] += n5xx as f64;
+        if st.recomputed_share > 0.0 {
+            self.recomputed += (interval_prompt * st.recomputed_share * lognormal(&mut self.rng, 1.0, 0.1)).round();
+        }
 
         // gauges at the interval's end
-        self.running = if st.running_at_cap {
-            self.cap - if self.rng.gen_bool(0.3) { 1.0 } else { 0.0 }
-        } else {
-            (busy / secs * lognormal(&mut self.rng, 1.0, 0.08)).round().min(self.cap)
-        };
-        for z in &mut self.noise {
-            let e: f64 = StandardNormal.sample(&mut self.rng);
-            *z = 0.8 * *z + 0.6 * e;
+        let little = busy / secs;
+        self.running = match st.running {
+            Running::FromLoad => (little * lognormal(&mut self.rng, 1.0, 0.08)).round(),
+            Running::AtCap => self.cap - if self.rng.gen_bool(0.3) { 1.0 } else { 0.0 },
+            Running::Around(lo, hi) => in_range((lo, hi), self.noise[2]).round(),
+            Running::Hold => self.running,
         }
-        self.waiting = in_range(st.waiting, self.noise[0]).round();
-        self.kv = in_range(st.kv_usage, self.noise[1]);
+        .clamp(0.0, self.cap);
+        let kv = self.level(st.kv_usage, 1, m.frac, self.kv, 0.0);
+        self.kv = if st.kv_follows_load { kv * m.mult } else { kv }.clamp(0.0, 1.0);
 
         let (lo, hi) = st.preemptions_per_s;
-        let preempt_rate = lo + (hi - lo) * self.preempt_pos;
-        self.preemptions += poisson(&mut self.rng, preempt_rate * secs) as f64;
+        let in_burst = st.preemption_bursts.is_empty()
+            || st.preemption_bursts.iter().any(|(a, b)| m.frac_prev < *b && m.frac > *a);
+        if in_burst {
+            let rate = lo + (hi - lo) * self.preempt_pos;
+            self.preemptions += poisson(&mut self.rng, rate * secs) as f64;
+        }
+        self.preemptions += poisson(&mut self.rng, st.preemptions_per_request * engine as f64) as f64;
 
-        // engine steps: one per decode iteration; each prompt rides along in one step
-        let steps = (secs / itl_median).round().max(1.0) as u64;
-        let prefill_steps = (self.prompts.len() as u64).min(steps);
-        for p in self.prompts.iter().take(prefill_steps as usize) {
-            let v = self.running + p.min(wl.max_batched_tokens);
+        if self.model.spec_decode {
+            // every draft step emits its accepted tokens plus one from the target model
+            let k = wl.spec_tokens;
+            let drafts = (interval_output / (1.0 + k * st.spec_acceptance)).round();
+            let draft_tokens = drafts * k;
+            let accepted = binomial(&mut self.rng, draft_tokens as u64, st.spec_acceptance) as f64;
+            self.spec[0] += drafts;
+            self.spec[1] += draft_tokens;
+            self.spec[2] += accepted;
+        }
+        if nixl {
+            self.nixl_failed += poisson(&mut self.rng, st.nixl_failures_per_s * secs) as f64;
+        }
+
+        // Engine steps. Decode steps happen only while something runs (the chance of that is
+        // 1 - e^-L for L requests in flight on average); each prompt rides along in one step.
+        let possible = (secs / itl_median).max(1.0);
+        let decode_steps = (possible * (1.0 - (-little).exp())).round() as u64;
+        let prefill_steps = self.prompts.len() as u64;
+        for p in &self.prompts {
+            let v = (self.running + p.min(wl.max_batched_tokens)).round();
             self.hists[H_ITERATION].observe(v, 1);
         }
-        let decode_steps = steps - prefill_steps;
-        if self.running >= 1.0 && decode_steps > 0 {
+        if decode_steps > 0 && interval_output > prefill_steps as f64 {
+            let batch = ((interval_output - prefill_steps as f64) / decode_steps as f64).max(1.0);
             let draws = decode_steps.min(8);
             let base = decode_steps / draws;
             let extra = decode_steps % draws;
             for j in 0..draws {
                 let z: f64 = StandardNormal.sample(&mut self.rng);
-                let v = (self.running + z * self.running.sqrt()).round().max(1.0);
+                let v = (batch + z * batch.sqrt()).round().max(1.0);
                 self.hists[H_ITERATION].observe(v, base + u64::from(j < extra));
             }
         }
     }
 
+    /// DCGM's view of the GPU for the interval.
+    fn update_gpu(&mut self, st: &StateParams) {
+        let g = st.gpu;
+        self.gpu.util = in_range(g.util, self.noise[3]).round();
+        self.gpu.sm_clock = (in_range(g.sm_clock_mhz, self.noise[4]) / 15.0).round() * 15.0;
+        self.gpu.temp = in_range(g.temp_c, self.noise[5]).round();
+        self.gpu.power = (in_range(g.power_w, self.noise[6]) * 1000.0).round() / 1000.0;
+        self.gpu.throttle = f64::from(g.throttle_reasons);
+        self.gpu.xid = f64::from(g.xid);
+    }
+
     fn emit(&self, t: &mut Trace) {
-        let v1 = self.generation == MetricsGeneration::V1;
+        let v1 = self.generation.is_v1();
         let l = &self.labels;
         t.begin_step();
-        t.scalar(Fam::Up, &self.target, &[], 1.0);
+        t.scalar(Fam::Up, &self.target, &[], if self.scraped { 1.0 } else { 0.0 });
+        t.absent = !self.scraped;
         t.scalar(Fam::CacheConfig, &self.config, &[], 1.0);
         t.scalar(Fam::Running, l, &[], self.running);
         t.scalar(Fam::Waiting, l, &[], self.waiting);
         t.scalar(Fam::KvUsage, l, &[], self.kv);
+        if v1 {
+            for s in SleepState::ALL {
+                t.scalar(Fam::SleepState, l, &[("sleep_state", s.as_str())], if s == self.sleep { 1.0 } else { 0.0 });
+            }
+        }
         t.scalar(Fam::PromptTokens, l, &[], self.prompt_tokens);
         t.scalar(Fam::GenerationTokens, l, &[], self.generation_tokens);
         t.scalar(Fam::Preemptions, l, &[], self.preemptions);
@@ -712,6 +1053,16 @@ impl<'a> Replica<'a> {
         if v1 {
             t.scalar(Fam::PrefixQueries, l, &[], self.prefix_queries);
             t.scalar(Fam::PrefixHits, l, &[], self.prefix_hits);
+            t.scalar(Fam::Recomputed, l, &[], self.recomputed);
+            t.scalar(Fam::AdmissionRejections, &self.frontend, &[("reason", ADMISSION_REASON)], self.rejections);
+            if self.model.spec_decode {
+                t.scalar(Fam::SpecDrafts, l, &[], self.spec[0]);
+                t.scalar(Fam::SpecDraftTokens, l, &[], self.spec[1]);
+                t.scalar(Fam::SpecAccepted, l, &[], self.spec[2]);
+            }
+            if self.model.kv_connector == Some(KvConnector::Nixl) {
+                t.scalar(Fam::NixlFailed, l, &[], self.nixl_failed);
+            }
             for (i, s) in HTTP_STATUSES.iter().enumerate() {
                 t.scalar(
                     Fam::HttpRequests,
@@ -722,29 +1073,78 @@ impl<'a> Replica<'a> {
             }
         }
         for (i, fam) in HIST_FAMS.iter().enumerate() {
+            if *fam == Fam::NixlXfer && self.model.kv_connector != Some(KvConnector::Nixl) {
+                continue;
+            }
             t.hist(*fam, l, &self.hists[i]);
+        }
+        // The GPU exporter is its own target and keeps answering.
+        t.absent = false;
+        if self.model.dcgm {
+            let d = &self.dcgm;
+            let g = self.gpu;
+            let fb_used = if self.sleep == SleepState::Awake { g.fb_used } else { (g.fb_used * 0.015).round() };
+            t.scalar(Fam::Up, &self.dcgm_target, &[], 1.0);
+            t.scalar(Fam::GpuUtil, d, &[], g.util);
+            t.scalar(Fam::SmClock, d, &[], g.sm_clock);
+            t.scalar(Fam::GpuTemp, d, &[], g.temp);
+            t.scalar(Fam::Power, d, &[], g.power);
+            t.scalar(Fam::ThrottleReasons, d, &[], g.throttle);
+            t.scalar(Fam::Xid, d, &[], g.xid);
+            t.scalar(Fam::FbUsed, d, &[], fb_used);
+            t.scalar(Fam::FbFree, d, &[], FB_TOTAL_MIB - FB_RESERVED_MIB - fb_used);
         }
         t.end_step();
     }
 }
 
-/// The state a model is in during the interval `(prev_ms, now_ms]`, and its arrival multiplier.
-fn state_at(spec: &ScenarioSpec, model: &ModelSpec, prev_ms: i64, now_ms: i64) -> (StateParams, f64) {
-    let Some(incident) = spec.incident.as_ref().filter(|i| i.model == model.name) else {
-        return (StateParams::HEALTHY, 1.0);
+/// The state replica `ri` of `model` is in during the interval `(prev_ms, now_ms]`.
+fn state_at(spec: &ScenarioSpec, model: &ModelSpec, ri: u32, prev_ms: i64, now_ms: i64) -> Moment {
+    let shares = model.arrival_shares();
+    let base_share = shares.get(ri as usize).copied().unwrap_or(1.0);
+    let healthy = Moment { st: StateParams::HEALTHY, mult: base_share, frac_prev: 0.0, frac: 0.0, singled: false };
+    let (Some(incident), Some(onset)) =
+        (spec.incident.as_ref().filter(|i| i.model == model.name), spec.incident_onset())
+    else {
+        return healthy;
     };
-    let p = incident.kind.params();
-    let onset = match p.onset {
-        Onset::WindowStart => spec.window_start(),
-        Onset::BaselineStart => spec.baseline_start(),
-    }
-    .timestamp_millis();
+    let singled = incident.replica == ri;
+    let onset = onset.timestamp_millis();
     if prev_ms < onset {
-        return (StateParams::HEALTHY, 1.0);
+        return Moment { singled, ..healthy };
     }
+    let p = incident.kind.params();
     let end = spec.window_end().timestamp_millis();
-    let frac = if end > onset { ((now_ms - onset) as f64 / (end - onset) as f64).clamp(0.0, 1.0) } else { 1.0 };
-    (p, p.arrivals + (p.arrivals_at_end - p.arrivals) * frac)
+    let frac_of = |t: i64| if end > onset { ((t - onset) as f64 / (end - onset) as f64).clamp(0.0, 1.0) } else { 1.0 };
+    let (frac_prev, frac) = (frac_of(prev_ms), frac_of(now_ms));
+    if p.scope == Scope::Replica && !singled {
+        return Moment { frac_prev, frac, ..healthy };
+    }
+    let share = if p.replica_weight != 1.0 {
+        let n = shares.len() as f64;
+        let weights: Vec<f64> = shares
+            .iter()
+            .enumerate()
+            .map(|(i, s)| if i as u32 == incident.replica { s * p.replica_weight } else { *s })
+            .collect();
+        let total: f64 = weights.iter().sum();
+        weights.get(ri as usize).map(|w| w * n / total).unwrap_or(1.0)
+    } else {
+        base_share
+    };
+    let mult = p.arrivals + (p.arrivals_at_end - p.arrivals) * frac;
+    Moment { st: p, mult: mult * share, frac_prev, frac, singled }
+}
+
+/// KV-cache blocks sized so the healthy working set fills [`HEALTHY_KV`] of them: expected
+/// running requests times their mean footprint (the prompt plus half the output so far).
+fn gpu_blocks(model: &ModelSpec) -> u64 {
+    let wl = Workload::DEFAULT;
+    let healthy = StateParams::HEALTHY;
+    let running = model.rate * wl.mean_service_s(&healthy);
+    let prompt = wl.prompt_median * (wl.prompt_sigma * wl.prompt_sigma / 2.0).exp();
+    let footprint = prompt + wl.mean_output(&healthy) / 2.0;
+    ((running * footprint / BLOCK_SIZE / HEALTHY_KV).ceil() as u64).max(64)
 }
 
 /// Run the whole fleet over the scenario's timeline.
@@ -754,23 +1154,21 @@ pub(crate) fn simulate(spec: &ScenarioSpec) -> Generated {
     let start_ms = spec.start.timestamp_millis();
     let times_ms: Vec<i64> = (0..n as i64).map(|i| start_ms + i * interval_ms).collect();
     let secs = spec.interval.as_secs_f64();
-    let stems = host_stems(&spec.models);
+    let names = fleet_names(spec);
 
     let mut by_family: BTreeMap<Fam, Vec<Metric>> = BTreeMap::new();
     for (mi, model) in spec.models.iter().enumerate() {
-        let mut model_rng = ChaCha8Rng::seed_from_u64(spec.seed);
-        model_rng.set_stream(((mi as u64) << 32) | 0xFFFF_FFFF);
-        let gpu_blocks = model_rng.gen_range(20_000u64..80_000);
-        for ri in 0..model.replicas {
+        let blocks = gpu_blocks(model);
+        for (ri, replica_names) in (0..model.replicas).zip(&names[mi]) {
             let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
             rng.set_stream(((mi as u64) << 32) | u64::from(ri));
-            let mut replica = Replica::new(spec, model, &stems[mi], ri, rng, gpu_blocks);
+            let mut replica = Replica::new(spec, model, replica_names, rng, blocks);
             let mut trace = Trace::default();
             replica.prime(secs);
             replica.emit(&mut trace);
             for w in times_ms.windows(2) {
-                let (st, mult) = state_at(spec, model, w[0], w[1]);
-                replica.step(secs, &st, mult);
+                let moment = state_at(spec, model, ri, w[0], w[1]);
+                replica.step(secs, &moment);
                 replica.emit(&mut trace);
             }
             for (fam, metric) in trace.items {
@@ -819,11 +1217,71 @@ mod tests {
 
     #[test]
     fn host_names_come_from_the_model_name_and_stay_unique() {
-        let m = |name: &str| ModelSpec { name: name.into(), replicas: 1, rate: 1.0, max_model_len: 4096 };
+        let m = |name: &str| ModelSpec::new(name, 1, 1.0);
         assert_eq!(host_stems(&[m("meta-llama/Llama-3.1-8B-Instruct")]), vec!["llama-3-1-8b-instruct"]);
         let stems = host_stems(&[m("a/Model"), m("b/Model")]);
         assert_eq!(stems, vec!["a-model", "b-model"]);
         let stems = host_stems(&[m("a/M.x"), m("a/M-x")]);
         assert_ne!(stems[0], stems[1]);
+    }
+
+    #[test]
+    fn otel_names_replace_the_vllm_colon_and_nothing_else() {
+        let g = MetricsGeneration::V1Otel;
+        assert_eq!(Fam::KvUsage.name(g), "vllm_kv_cache_usage_perc");
+        assert_eq!(Fam::IterationTokens.name(g), "vllm_iteration_tokens_total");
+        assert_eq!(Fam::HttpRequests.name(g), "http_requests");
+        assert_eq!(Fam::GpuUtil.name(g), "DCGM_FI_DEV_GPU_UTIL");
+        assert_eq!(Fam::KvUsage.name(MetricsGeneration::V1), "vllm:kv_cache_usage_perc");
+    }
+
+    #[test]
+    fn dcgm_families_are_gauges_so_they_never_get_a_total_suffix() {
+        for fam in [
+            Fam::GpuUtil,
+            Fam::SmClock,
+            Fam::GpuTemp,
+            Fam::Power,
+            Fam::ThrottleReasons,
+            Fam::Xid,
+            Fam::FbUsed,
+            Fam::FbFree,
+        ] {
+            assert_eq!(fam.kind(), Kind::Gauge, "{fam:?}");
+            assert!(fam.base_name(MetricsGeneration::V1).starts_with("DCGM_FI_DEV_"));
+        }
+    }
+
+    #[test]
+    fn pod_names_look_like_a_deployments_pods() {
+        let spec = crate::scenario::ScenarioSpec::from_toml_str(
+            "name = \"x\"\nseed = 3\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"30s\"\nbaseline = \"1m\"\nwindow = \"1m\"\n\
+             [[model]]\nname = \"org/Big-Model\"\nreplicas = 3\nrate = 1.0\n",
+        )
+        .expect("parses");
+        let names = fleet_names(&spec);
+        let pods: Vec<&str> = names[0].iter().map(|r| r.pod.as_str()).collect();
+        let template: Vec<&str> = pods.iter().map(|p| &p[..p.len() - 6]).collect();
+        assert!(template.iter().all(|t| *t == template[0]), "one template hash: {pods:?}");
+        assert!(pods.iter().all(|p| p.starts_with("big-model-") && p.len() == "big-model-".len() + 16), "{pods:?}");
+        let mut unique = pods.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), 3);
+        assert_eq!(names[0][2].instance, "big-model-2:8000");
+        assert_eq!(names[0][1].node, "gpu-node-01");
+        assert!(names[0][0].gpu_uuid.starts_with("GPU-") && names[0][0].gpu_uuid.len() == 40);
+    }
+
+    #[test]
+    fn the_kv_cache_is_sized_for_the_healthy_working_set() {
+        let m = ModelSpec::new("m", 2, 2.0);
+        let wl = Workload::DEFAULT;
+        let h = StateParams::HEALTHY;
+        let running = 2.0 * wl.mean_service_s(&h);
+        let tokens = gpu_blocks(&m) as f64 * BLOCK_SIZE;
+        let footprint = 600.0 * (0.245f64).exp() + wl.mean_output(&h) / 2.0;
+        let usage = running * footprint / tokens;
+        assert!((0.44..=0.46).contains(&usage), "{usage}");
     }
 }

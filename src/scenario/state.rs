@@ -1,8 +1,13 @@
 //! What a model's servers look like in each state, as one table of numbers.
 //!
-//! Every incident kind is a [`StateParams`] value: multipliers and ranges applied to the healthy
-//! workload. The simulator reads nothing else, so a new kind (prefix-cache misses, a workload
-//! shift, ...) is a new row here plus, at most, a new field with a healthy default.
+//! Every incident kind is a [`StateParams`] value: multipliers, levels and shares applied to the
+//! healthy workload. The simulator reads nothing else, so a new kind is a new row here plus, at
+//! most, a new field with a healthy default. Each pathology has a near miss (`<kind>-near`): the
+//! same story told too weakly for its rule to fire, so a test can prove the rule stays quiet.
+//!
+//! The rows are written against the targets the diagnosis must see over a 30-minute window (see
+//! the module docs of [`crate::scenario`] and `fixtures/scenarios/README.md`); the unit tests in
+//! `tests.rs` measure them from the generated data the way Prometheus would.
 
 use serde::{Deserialize, Serialize};
 
@@ -26,10 +31,96 @@ pub enum IncidentKind {
     KvCachePressure,
     /// The API server answers a share of requests with 5xx; latency is unchanged.
     HttpErrors,
+    /// Long outputs keep every batch slot busy decoding: the queue grows, TTFT explodes, ITL is fine.
+    PrefillStarvation,
+    /// Longer outputs and more running requests, but below the cap and with no queue.
+    PrefillStarvationNear,
+    /// The prefix cache stops hitting (0.5 -> 0.04) and prefill gets 3x slower.
+    PrefixCacheMiss,
+    /// The hit ratio dips to 0.4; latency unchanged.
+    PrefixCacheMissNear,
+    /// A full cache preempts every request about 1.5 times and recomputes a quarter of the prompt tokens.
+    RecomputeThrashing,
+    /// Two short bursts of preemption, 1% recomputed tokens, cache below 85%.
+    RecomputeThrashingNear,
+    /// Prompts three times longer: TTFT doubles because prefill has more to do, not because of queueing.
+    WorkloadShift,
+    /// Prompts 20% longer; latency unchanged.
+    WorkloadShiftNear,
+    /// A tenth of the traffic: tiny batches, an idle GPU, healthy latency.
+    GpuUnderutilized,
+    /// Half the traffic.
+    GpuUnderutilizedNear,
+    /// For the last 10 minutes nothing completes and no token is generated while requests sit in the batch.
+    ThroughputStall,
+    /// For the last 10 minutes nothing arrives and the batch drains: an idle model, not a stall.
+    ThroughputStallNear,
+    /// Twice the traffic; the engine's admission control rejects about 2/s per replica.
+    RequestsRejected,
+    /// Three rejections in one burst.
+    RequestsRejectedNear,
+    /// Clients abort 15% of requests and 3% finish with an error.
+    RequestErrors,
+    /// Aborts rise from 1% to 2%; no errors.
+    RequestErrorsNear,
+    /// For the last 15 minutes every engine sleeps (weights offloaded) while requests keep arriving.
+    EngineAsleep,
+    /// Asleep the same way, but nothing arrives.
+    EngineAsleepNear,
+    /// Speculative decoding acceptance falls from 0.6 to 0.15.
+    SpecDecodeInefficient,
+    /// Acceptance falls to 0.45.
+    SpecDecodeInefficientNear,
+    /// NIXL KV transfers fail 0.5/s per replica and take 5x longer.
+    KvTransferFailures,
+    /// No failures; transfers 20% slower.
+    KvTransferFailuresNear,
+    /// KV-cache usage climbs from 0.45 to 0.9 across the window while the load stays flat.
+    KvCacheLeak,
+    /// Traffic ramps 1x -> 1.6x and KV usage rises with it: growth, not a leak.
+    KvCacheLeakNear,
+    /// One replica receives 3x the arrivals of each of its peers (the model's total unchanged).
+    ReplicaImbalance,
+    /// One replica receives 1.2x.
+    ReplicaImbalanceNear,
+    /// One replica is slow (ITL x3, TTFT x2) and nearly full (KV ~0.95); its peers are healthy.
+    ReplicaOutlier,
+    /// One replica 1.2x slower.
+    ReplicaOutlierNear,
+    /// One replica stops being scraped 12 minutes before the window's end.
+    TargetDown,
+    /// Every target stays up.
+    TargetDownNear,
+    /// Every GPU of the model is thermally throttled: SM clock 1980 -> 1200 MHz, ITL x1.8.
+    GpuThrottling,
+    /// Clocks dip to 1900 MHz without a throttle reason; ITL unchanged.
+    GpuThrottlingNear,
+    /// One replica's GPU reports XID 79 (fallen off the bus) for the last 10 minutes and stops serving.
+    GpuErrors,
+    /// XID stays 0.
+    GpuErrorsNear,
+    /// From 60 minutes before the window's end, 30% of requests miss a 500 ms TTFT target.
+    SloBurn,
+    /// About 0.5% of requests miss it.
+    SloBurnNear,
+}
+
+/// What a kind needs from the fleet for its story to be told at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Needs {
+    /// V1 metric names (the metrics the story moves do not exist in V0).
+    pub v1: bool,
+    pub spec_decode: bool,
+    pub nixl: bool,
+    pub dcgm: bool,
+    /// Fewest replicas for the story to make sense (peers to compare with).
+    pub min_replicas: u32,
+    /// `incident.replica` picks the replica the story is about.
+    pub uses_replica: bool,
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 8] = [
+    pub const ALL: [IncidentKind; 44] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -38,6 +129,42 @@ impl IncidentKind {
         IncidentKind::SevereSaturation,
         IncidentKind::KvCachePressure,
         IncidentKind::HttpErrors,
+        IncidentKind::PrefillStarvation,
+        IncidentKind::PrefillStarvationNear,
+        IncidentKind::PrefixCacheMiss,
+        IncidentKind::PrefixCacheMissNear,
+        IncidentKind::RecomputeThrashing,
+        IncidentKind::RecomputeThrashingNear,
+        IncidentKind::WorkloadShift,
+        IncidentKind::WorkloadShiftNear,
+        IncidentKind::GpuUnderutilized,
+        IncidentKind::GpuUnderutilizedNear,
+        IncidentKind::ThroughputStall,
+        IncidentKind::ThroughputStallNear,
+        IncidentKind::RequestsRejected,
+        IncidentKind::RequestsRejectedNear,
+        IncidentKind::RequestErrors,
+        IncidentKind::RequestErrorsNear,
+        IncidentKind::EngineAsleep,
+        IncidentKind::EngineAsleepNear,
+        IncidentKind::SpecDecodeInefficient,
+        IncidentKind::SpecDecodeInefficientNear,
+        IncidentKind::KvTransferFailures,
+        IncidentKind::KvTransferFailuresNear,
+        IncidentKind::KvCacheLeak,
+        IncidentKind::KvCacheLeakNear,
+        IncidentKind::ReplicaImbalance,
+        IncidentKind::ReplicaImbalanceNear,
+        IncidentKind::ReplicaOutlier,
+        IncidentKind::ReplicaOutlierNear,
+        IncidentKind::TargetDown,
+        IncidentKind::TargetDownNear,
+        IncidentKind::GpuThrottling,
+        IncidentKind::GpuThrottlingNear,
+        IncidentKind::GpuErrors,
+        IncidentKind::GpuErrorsNear,
+        IncidentKind::SloBurn,
+        IncidentKind::SloBurnNear,
     ];
 
     /// The name used in scenario files, e.g. `kv-cache-pressure`.
@@ -51,53 +178,326 @@ impl IncidentKind {
             IncidentKind::SevereSaturation => "severe-saturation",
             IncidentKind::KvCachePressure => "kv-cache-pressure",
             IncidentKind::HttpErrors => "http-errors",
+            IncidentKind::PrefillStarvation => "prefill-starvation",
+            IncidentKind::PrefillStarvationNear => "prefill-starvation-near",
+            IncidentKind::PrefixCacheMiss => "prefix-cache-miss",
+            IncidentKind::PrefixCacheMissNear => "prefix-cache-miss-near",
+            IncidentKind::RecomputeThrashing => "recompute-thrashing",
+            IncidentKind::RecomputeThrashingNear => "recompute-thrashing-near",
+            IncidentKind::WorkloadShift => "workload-shift",
+            IncidentKind::WorkloadShiftNear => "workload-shift-near",
+            IncidentKind::GpuUnderutilized => "gpu-underutilized",
+            IncidentKind::GpuUnderutilizedNear => "gpu-underutilized-near",
+            IncidentKind::ThroughputStall => "throughput-stall",
+            IncidentKind::ThroughputStallNear => "throughput-stall-near",
+            IncidentKind::RequestsRejected => "requests-rejected",
+            IncidentKind::RequestsRejectedNear => "requests-rejected-near",
+            IncidentKind::RequestErrors => "request-errors",
+            IncidentKind::RequestErrorsNear => "request-errors-near",
+            IncidentKind::EngineAsleep => "engine-asleep",
+            IncidentKind::EngineAsleepNear => "engine-asleep-near",
+            IncidentKind::SpecDecodeInefficient => "spec-decode-inefficient",
+            IncidentKind::SpecDecodeInefficientNear => "spec-decode-inefficient-near",
+            IncidentKind::KvTransferFailures => "kv-transfer-failures",
+            IncidentKind::KvTransferFailuresNear => "kv-transfer-failures-near",
+            IncidentKind::KvCacheLeak => "kv-cache-leak",
+            IncidentKind::KvCacheLeakNear => "kv-cache-leak-near",
+            IncidentKind::ReplicaImbalance => "replica-imbalance",
+            IncidentKind::ReplicaImbalanceNear => "replica-imbalance-near",
+            IncidentKind::ReplicaOutlier => "replica-outlier",
+            IncidentKind::ReplicaOutlierNear => "replica-outlier-near",
+            IncidentKind::TargetDown => "target-down",
+            IncidentKind::TargetDownNear => "target-down-near",
+            IncidentKind::GpuThrottling => "gpu-throttling",
+            IncidentKind::GpuThrottlingNear => "gpu-throttling-near",
+            IncidentKind::GpuErrors => "gpu-errors",
+            IncidentKind::GpuErrorsNear => "gpu-errors-near",
+            IncidentKind::SloBurn => "slo-burn",
+            IncidentKind::SloBurnNear => "slo-burn-near",
         }
+    }
+
+    /// For a near miss, the kind it nearly is (`prefill-starvation-near` -> `prefill-starvation`).
+    pub fn near_miss_of(self) -> Option<IncidentKind> {
+        let name = self.as_str().strip_suffix("-near")?;
+        IncidentKind::ALL.iter().copied().find(|k| k.as_str() == name)
+    }
+
+    /// What the fleet must offer for this kind.
+    pub fn needs(self) -> Needs {
+        use IncidentKind as K;
+        let base = self.near_miss_of().unwrap_or(self);
+        let mut n = Needs::default();
+        match base {
+            K::PrefixCacheMiss | K::RecomputeThrashing | K::RequestsRejected | K::RequestErrors | K::EngineAsleep => {
+                n.v1 = true;
+            }
+            K::SpecDecodeInefficient => {
+                n.v1 = true;
+                n.spec_decode = true;
+            }
+            K::KvTransferFailures => {
+                n.v1 = true;
+                n.nixl = true;
+            }
+            K::GpuThrottling | K::GpuErrors => n.dcgm = true,
+            _ => {}
+        }
+        match base {
+            K::ReplicaImbalance | K::ReplicaOutlier => {
+                n.min_replicas = 3;
+                n.uses_replica = true;
+            }
+            K::TargetDown | K::GpuErrors => n.uses_replica = true,
+            _ => {}
+        }
+        if self == K::RequestsRejectedNear {
+            // the one burst lands on one replica
+            n.uses_replica = true;
+        }
+        n
     }
 
     /// The state's parameters: the row of the table.
     pub fn params(self) -> StateParams {
+        use IncidentKind as K;
         let h = StateParams::HEALTHY;
         match self {
-            IncidentKind::Healthy => h,
-            IncidentKind::Ramp => StateParams { onset: Onset::BaselineStart, arrivals_at_end: 1.8, ..h },
-            IncidentKind::LoadExceedsCapacity => StateParams {
+            K::Healthy => h,
+            K::Ramp => StateParams { onset: Onset::BaselineStart, arrivals_at_end: 1.8, ..h },
+            K::LoadExceedsCapacity => StateParams {
                 arrivals: 2.5,
                 arrivals_at_end: 2.5,
                 queue_median_s: 1.5,
                 queue_sigma: 0.5,
                 itl: 1.05,
-                running_at_cap: true,
-                waiting: (15.0, 40.0),
-                kv_usage: (0.7, 0.85),
+                running: Running::AtCap,
+                waiting: Level::Wander(15.0, 40.0),
+                kv_usage: Level::Wander(0.7, 0.85),
                 ..h
             },
-            IncidentKind::SlowPrefill => StateParams { prefill: 6.0, ..h },
+            K::SlowPrefill => StateParams { prefill: 6.0, ..h },
             // Clients with a fixed concurrency send fewer requests when each one streams slower,
             // which is why generation throughput falls instead of the queue growing.
-            IncidentKind::SlowDecode => StateParams { arrivals: 0.75, arrivals_at_end: 0.75, itl: 2.5, ..h },
-            IncidentKind::SevereSaturation => StateParams {
+            K::SlowDecode => StateParams { arrivals: 0.75, arrivals_at_end: 0.75, itl: 2.5, ..h },
+            K::SevereSaturation => StateParams {
                 arrivals: 2.0,
                 arrivals_at_end: 2.0,
                 queue_median_s: 2.5,
                 queue_sigma: 0.5,
                 itl: 2.4,
-                running_at_cap: true,
-                waiting: (25.0, 60.0),
-                kv_usage: (0.78, 0.84),
+                running: Running::AtCap,
+                waiting: Level::Wander(25.0, 60.0),
+                kv_usage: Level::Wander(0.78, 0.84),
                 ..h
             },
-            IncidentKind::KvCachePressure => StateParams {
+            K::KvCachePressure => StateParams {
                 queue_median_s: 0.8,
                 queue_sigma: 0.6,
                 // preempted requests recompute their prompt
                 prefill: 1.5,
                 itl: 1.3,
-                waiting: (5.0, 20.0),
-                kv_usage: (0.955, 1.0),
+                waiting: Level::Wander(5.0, 20.0),
+                kv_usage: Level::Wander(0.955, 1.0),
                 preemptions_per_s: (0.8, 2.5),
                 ..h
             },
-            IncidentKind::HttpErrors => StateParams { http_5xx_share: 0.11, ..h },
+            K::HttpErrors => StateParams { http_5xx_share: 0.11, ..h },
+
+            // Outputs five times longer (max_tokens four times higher) at the rate the full batch
+            // can finish them, plus 2% more: every slot decodes, the excess queues and its wait
+            // follows the queue's length.
+            K::PrefillStarvation => StateParams {
+                arrivals: 1.02,
+                arrivals_at_end: 1.02,
+                arrivals_at_capacity: true,
+                output: 5.0,
+                max_tokens: 4.0,
+                itl: 1.03,
+                running: Running::AtCap,
+                waiting: Level::Ramp(0.0, 60.0),
+                queue_follows_waiting: true,
+                queue_median_s: 0.3,
+                queue_sigma: 0.35,
+                kv_usage: Level::Wander(0.82, 0.88),
+                gpu: GpuParams { util: (92.0, 98.0), ..GpuParams::HEALTHY },
+                ..h
+            },
+            // Outputs x3 from clients that send fewer requests: running x1.4, far below the cap.
+            K::PrefillStarvationNear => StateParams {
+                arrivals: 0.47,
+                arrivals_at_end: 0.47,
+                output: 3.0,
+                max_tokens: 3.0,
+                kv_usage: Level::Wander(0.45, 0.7),
+                ..h
+            },
+            // Every prompt token is computed again (0.96 of them instead of 0.5), and the longest
+            // prompts, which dominate the P95, were the best cached: prefill x3.2.
+            K::PrefixCacheMiss => StateParams { prefix_hit_ratio: 0.04, prefill: 3.2, ..h },
+            K::PrefixCacheMissNear => StateParams { prefix_hit_ratio: 0.4, ..h },
+            K::RecomputeThrashing => StateParams {
+                queue_median_s: 1.0,
+                queue_sigma: 0.5,
+                prefill: 1.5,
+                itl: 1.3,
+                waiting: Level::Wander(5.0, 20.0),
+                kv_usage: Level::Wander(0.97, 1.0),
+                preemptions_per_request: 1.5,
+                recomputed_share: 0.25,
+                ..h
+            },
+            K::RecomputeThrashingNear => StateParams {
+                kv_usage: Level::Wander(0.6, 0.85),
+                preemptions_per_s: (0.05, 0.05),
+                preemption_bursts: &[(0.25, 0.3), (0.65, 0.7)],
+                recomputed_share: 0.01,
+                ..h
+            },
+            K::WorkloadShift => StateParams { prompt: 3.0, kv_usage: Level::Wander(0.45, 0.75), ..h },
+            K::WorkloadShiftNear => StateParams { prompt: 1.2, ..h },
+            K::GpuUnderutilized => StateParams {
+                arrivals: 0.1,
+                arrivals_at_end: 0.1,
+                waiting: Level::Wander(0.0, 0.0),
+                kv_usage: Level::Wander(0.02, 0.08),
+                gpu: GpuParams {
+                    util: (12.0, 18.0),
+                    power_w: (170.0, 220.0),
+                    temp_c: (40.0, 46.0),
+                    ..GpuParams::HEALTHY
+                },
+                ..h
+            },
+            K::GpuUnderutilizedNear => StateParams {
+                arrivals: 0.5,
+                arrivals_at_end: 0.5,
+                kv_usage: Level::Wander(0.15, 0.3),
+                gpu: GpuParams {
+                    util: (55.0, 68.0),
+                    power_w: (380.0, 440.0),
+                    temp_c: (52.0, 58.0),
+                    ..GpuParams::HEALTHY
+                },
+                ..h
+            },
+            K::ThroughputStall => StateParams {
+                onset: Onset::BeforeEnd { secs: 600 },
+                serving: false,
+                running: Running::Around(9.0, 11.0),
+                waiting: Level::Accumulate,
+                kv_usage: Level::Hold,
+                ..h
+            },
+            K::ThroughputStallNear => StateParams {
+                onset: Onset::BeforeEnd { secs: 600 },
+                arrivals: 0.0,
+                arrivals_at_end: 0.0,
+                waiting: Level::Wander(0.0, 0.0),
+                kv_usage: Level::Wander(0.0, 0.0),
+                gpu: GpuParams { util: (0.0, 0.0), power_w: (68.0, 75.0), temp_c: (34.0, 38.0), ..GpuParams::HEALTHY },
+                ..h
+            },
+            K::RequestsRejected => StateParams {
+                arrivals: 2.0,
+                arrivals_at_end: 2.0,
+                reject_share: 0.5,
+                queue_median_s: 1.2,
+                queue_sigma: 0.4,
+                itl: 1.05,
+                running: Running::AtCap,
+                waiting: Level::Wander(28.0, 32.0),
+                kv_usage: Level::Wander(0.7, 0.85),
+                ..h
+            },
+            K::RequestsRejectedNear => StateParams { reject_burst: 3, ..h },
+            K::RequestErrors => StateParams { abort_share: 0.15, error_share: 0.03, ..h },
+            K::RequestErrorsNear => StateParams { abort_share: 0.02, ..h },
+            // A model put to sleep gets little traffic, but what arrives waits for an engine that never steps.
+            K::EngineAsleep => StateParams {
+                onset: Onset::BeforeEnd { secs: 900 },
+                arrivals: 0.1,
+                arrivals_at_end: 0.1,
+                serving: false,
+                running: Running::Around(0.0, 0.0),
+                waiting: Level::Accumulate,
+                kv_usage: Level::Wander(0.0, 0.0),
+                sleep: SleepState::WeightsOffloaded,
+                gpu: GpuParams { util: (0.0, 0.0), power_w: (68.0, 75.0), temp_c: (34.0, 38.0), ..GpuParams::HEALTHY },
+                ..h
+            },
+            K::EngineAsleepNear => StateParams {
+                onset: Onset::BeforeEnd { secs: 900 },
+                arrivals: 0.0,
+                arrivals_at_end: 0.0,
+                serving: false,
+                running: Running::Around(0.0, 0.0),
+                waiting: Level::Wander(0.0, 0.0),
+                kv_usage: Level::Wander(0.0, 0.0),
+                sleep: SleepState::WeightsOffloaded,
+                gpu: GpuParams { util: (0.0, 0.0), power_w: (68.0, 75.0), temp_c: (34.0, 38.0), ..GpuParams::HEALTHY },
+                ..h
+            },
+            K::SpecDecodeInefficient => StateParams { spec_acceptance: 0.15, ..h },
+            K::SpecDecodeInefficientNear => StateParams { spec_acceptance: 0.45, ..h },
+            K::KvTransferFailures => StateParams { nixl_failures_per_s: 0.5, nixl_xfer: 5.0, ..h },
+            // x1.3 underneath reads as x1.2 through the histogram's buckets
+            K::KvTransferFailuresNear => StateParams { nixl_xfer: 1.3, ..h },
+            K::KvCacheLeak => StateParams { kv_usage: Level::Ramp(0.45, 0.9), ..h },
+            K::KvCacheLeakNear => {
+                StateParams { arrivals_at_end: 1.6, kv_usage: Level::Wander(0.38, 0.52), kv_follows_load: true, ..h }
+            }
+            K::ReplicaImbalance => StateParams { replica_weight: 3.0, ..h },
+            K::ReplicaImbalanceNear => StateParams { replica_weight: 1.2, ..h },
+            K::ReplicaOutlier => {
+                StateParams { scope: Scope::Replica, itl: 3.0, prefill: 2.0, kv_usage: Level::Wander(0.93, 0.97), ..h }
+            }
+            // ITL x1.25 underneath reads as about x1.2 through the buckets (the healthy P95 sits just under 50 ms)
+            K::ReplicaOutlierNear => StateParams { scope: Scope::Replica, itl: 1.25, prefill: 1.2, ..h },
+            K::TargetDown => {
+                StateParams { onset: Onset::BeforeEnd { secs: 720 }, scope: Scope::Replica, scraped: false, ..h }
+            }
+            K::TargetDownNear => StateParams { scope: Scope::Replica, ..h },
+            // Thermal throttling slows every kernel: decode by the clock ratio and more (x1.95
+            // underneath, x1.8 as histogram_quantile reads it), prefill a bit less.
+            K::GpuThrottling => StateParams {
+                itl: 1.95,
+                prefill: 1.5,
+                gpu: GpuParams {
+                    sm_clock_mhz: (1185.0, 1215.0),
+                    temp_c: (86.0, 90.0),
+                    power_w: (400.0, 440.0),
+                    throttle_reasons: 0x40,
+                    ..GpuParams::HEALTHY
+                },
+                ..h
+            },
+            K::GpuThrottlingNear => StateParams {
+                gpu: GpuParams { sm_clock_mhz: (1890.0, 1910.0), temp_c: (66.0, 72.0), ..GpuParams::HEALTHY },
+                ..h
+            },
+            // XID 79: the GPU fell off the bus. The engine hangs with its batch; the router keeps sending.
+            K::GpuErrors => StateParams {
+                onset: Onset::BeforeEnd { secs: 600 },
+                scope: Scope::Replica,
+                serving: false,
+                running: Running::Hold,
+                waiting: Level::Accumulate,
+                kv_usage: Level::Hold,
+                gpu: GpuParams {
+                    util: (0.0, 0.0),
+                    power_w: (60.0, 70.0),
+                    temp_c: (38.0, 44.0),
+                    xid: 79,
+                    ..GpuParams::HEALTHY
+                },
+                ..h
+            },
+            K::GpuErrorsNear => StateParams { scope: Scope::Replica, ..h },
+            // A slower prefill that has been there long before the window: 70% of first tokens
+            // inside 500 ms, so a comparison with the baseline sees nothing.
+            K::SloBurn => StateParams { onset: Onset::BeforeEnd { secs: 3600 }, prefill: 6.5, ..h },
+            K::SloBurnNear => StateParams { onset: Onset::BeforeEnd { secs: 3600 }, prefill: 1.3, ..h },
         }
     }
 }
@@ -115,60 +515,210 @@ pub enum Onset {
     WindowStart,
     /// At the start of the baseline (a trend that runs through both windows).
     BaselineStart,
+    /// This many seconds before the window's end (the last minutes of the window, or long before it).
+    BeforeEnd { secs: u64 },
 }
 
-/// One state of a model's servers. Multipliers apply to the healthy workload
-/// ([`Workload::DEFAULT`]); ranges are `(low, high)` and gauges wander inside them.
+/// Which replicas of the incident model enter the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// All of them.
+    Model,
+    /// Only the one `incident.replica` names; its peers stay healthy.
+    Replica,
+}
+
+/// How a gauge moves while the state lasts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Level {
+    /// Wanders inside `(low, high)` (AR(1) noise).
+    Wander(f64, f64),
+    /// Goes linearly from the first value at the onset to the second at the window's end, with a little noise.
+    Ramp(f64, f64),
+    /// Keeps the value it had when the state began.
+    Hold,
+    /// Grows by every request that arrives and is never served (waiting only).
+    Accumulate,
+}
+
+/// How `num_requests_running` is set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Running {
+    /// Little's law: the busy seconds of the interval's requests over its length, capped at max_num_seqs.
+    FromLoad,
+    /// At max_num_seqs (one below it now and then).
+    AtCap,
+    /// Around a value inside `(low, high)`, whatever the load.
+    Around(f64, f64),
+    /// What it was when the state began.
+    Hold,
+}
+
+/// The engine's sleep mode (`vllm:engine_sleep_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SleepState {
+    Awake,
+    /// Sleep level 1.
+    WeightsOffloaded,
+    /// Sleep level 2.
+    DiscardAll,
+}
+
+impl SleepState {
+    pub const ALL: [SleepState; 3] = [SleepState::Awake, SleepState::WeightsOffloaded, SleepState::DiscardAll];
+
+    /// The `sleep_state` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SleepState::Awake => "awake",
+            SleepState::WeightsOffloaded => "weights_offloaded",
+            SleepState::DiscardAll => "discard_all",
+        }
+    }
+}
+
+/// What the DCGM exporter reports for a replica's GPU (only exported for models with `dcgm = true`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuParams {
+    /// DCGM_FI_DEV_GPU_UTIL range, percent.
+    pub util: (f64, f64),
+    /// DCGM_FI_DEV_SM_CLOCK range, MHz.
+    pub sm_clock_mhz: (f64, f64),
+    pub temp_c: (f64, f64),
+    pub power_w: (f64, f64),
+    /// DCGM_FI_DEV_CLOCK_THROTTLE_REASONS bitmask (0x40: hardware thermal slowdown).
+    pub throttle_reasons: u32,
+    /// DCGM_FI_DEV_XID_ERRORS: the last XID seen (0: none).
+    pub xid: u32,
+}
+
+impl GpuParams {
+    pub const HEALTHY: GpuParams = GpuParams {
+        util: (80.0, 90.0),
+        sm_clock_mhz: (1980.0, 1980.0),
+        temp_c: (58.0, 66.0),
+        power_w: (520.0, 580.0),
+        throttle_reasons: 0,
+        xid: 0,
+    };
+}
+
+/// One state of a model's servers. Multipliers apply to the healthy workload ([`Workload::DEFAULT`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StateParams {
     pub onset: Onset,
+    pub scope: Scope,
     /// Arrival-rate multiplier at the onset.
     pub arrivals: f64,
     /// Arrival-rate multiplier at the window's end; linear in between (equal to `arrivals` for a step).
     pub arrivals_at_end: f64,
+    /// The arrival multipliers apply to the replica's capacity (max_num_seqs over the mean time a
+    /// request holds a slot in this state) instead of to the model's healthy rate.
+    pub arrivals_at_capacity: bool,
+    /// Arrival weight of the replica `incident.replica` names, against 1 for each peer; the
+    /// model's total is unchanged.
+    pub replica_weight: f64,
     /// Median time a request waits before it is scheduled, seconds (lognormal).
     pub queue_median_s: f64,
     pub queue_sigma: f64,
-    /// Prefill-time multiplier.
+    /// The median wait is at least the waiting requests over the arrival rate (Little's law on the queue).
+    pub queue_follows_waiting: bool,
+    /// Prompt-length multiplier (prefill time follows the length).
+    pub prompt: f64,
+    /// Multiplier of the output length clients would accept.
+    pub output: f64,
+    /// Multiplier of the `max_tokens` values clients send.
+    pub max_tokens: f64,
+    /// Prefill-time multiplier, on top of what the prompt length implies.
     pub prefill: f64,
-    /// Inter-token-latency multiplier.
+    /// Inter-token-latency multiplier (also the first decode step).
     pub itl: f64,
-    /// Whether the batch is full (`num_requests_running` at the replica's cap).
-    pub running_at_cap: bool,
-    /// Range of `num_requests_waiting`.
-    pub waiting: (f64, f64),
-    /// Range of KV-cache usage, 0..1.
-    pub kv_usage: (f64, f64),
+    /// Whether the engine completes anything. When not, requests neither finish nor observe
+    /// anything, counters stop and the engine takes no steps.
+    pub serving: bool,
+    /// Whether the target is scraped. When not, `up` is 0 and every other series of the replica ends.
+    pub scraped: bool,
+    pub running: Running,
+    pub waiting: Level,
+    /// KV-cache usage, 0..1.
+    pub kv_usage: Level,
+    /// KV usage scales with the arrival multiplier (more traffic, more blocks).
+    pub kv_follows_load: bool,
     /// Range a replica's preemption rate (per second) is drawn from.
     pub preemptions_per_s: (f64, f64),
+    /// Preemptions per finished request, on top of `preemptions_per_s`.
+    pub preemptions_per_request: f64,
+    /// When not empty, preemptions happen only inside these fractions of the state's span.
+    pub preemption_bursts: &'static [(f64, f64)],
+    /// `prompt_tokens_recomputed_total` as a share of the prompt tokens.
+    pub recomputed_share: f64,
     /// Share of HTTP requests answered 5xx (they never reach the engine).
     pub http_5xx_share: f64,
     /// Share of engine requests the client aborts.
     pub abort_share: f64,
+    /// Share of engine requests that finish with `finished_reason="error"` (V1).
+    pub error_share: f64,
     /// Share of prompt tokens served from the prefix cache.
     pub prefix_hit_ratio: f64,
+    /// Share of arrivals the engine's admission control rejects (`admission_rejections_total`,
+    /// answered 429 at the HTTP layer).
+    pub reject_share: f64,
+    /// Rejections in one burst at the middle of the state's span, on the replica `incident.replica` names.
+    pub reject_burst: u32,
+    pub sleep: SleepState,
+    /// Speculative decoding: accepted over draft tokens.
+    pub spec_acceptance: f64,
+    /// NIXL failed transfers per second per replica.
+    pub nixl_failures_per_s: f64,
+    /// NIXL transfer-time multiplier.
+    pub nixl_xfer: f64,
+    pub gpu: GpuParams,
 }
 
 impl StateParams {
     pub const HEALTHY: StateParams = StateParams {
         onset: Onset::WindowStart,
+        scope: Scope::Model,
         arrivals: 1.0,
         arrivals_at_end: 1.0,
+        arrivals_at_capacity: false,
+        replica_weight: 1.0,
         queue_median_s: 0.015,
-        queue_sigma: 1.2,
+        queue_sigma: 1.0,
+        queue_follows_waiting: false,
+        prompt: 1.0,
+        output: 1.0,
+        max_tokens: 1.0,
         prefill: 1.0,
         itl: 1.0,
-        running_at_cap: false,
-        waiting: (0.0, 0.6),
-        kv_usage: (0.3, 0.6),
+        serving: true,
+        scraped: true,
+        running: Running::FromLoad,
+        waiting: Level::Wander(0.0, 0.6),
+        kv_usage: Level::Wander(0.3, 0.6),
+        kv_follows_load: false,
         preemptions_per_s: (0.0, 0.0),
+        preemptions_per_request: 0.0,
+        preemption_bursts: &[],
+        recomputed_share: 0.0,
         http_5xx_share: 0.001,
-        abort_share: 0.004,
+        abort_share: 0.01,
+        error_share: 0.0,
         prefix_hit_ratio: 0.5,
+        reject_share: 0.0,
+        reject_burst: 0,
+        sleep: SleepState::Awake,
+        spec_acceptance: 0.6,
+        nixl_failures_per_s: 0.0,
+        nixl_xfer: 1.0,
+        gpu: GpuParams::HEALTHY,
     };
 }
 
 /// The healthy request mix every model serves; states scale it.
+///
+/// The numbers are those of a chat deployment meeting its targets: about 99.8% of first tokens
+/// within 500 ms and 99.6% of token gaps within 50 ms, so an SLO rule has budget left when healthy.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Workload {
     /// Median prompt length, tokens (lognormal).
@@ -196,6 +746,11 @@ pub struct Workload {
     pub http_4xx_share: f64,
     /// Largest prefill chunk in one engine step, tokens.
     pub max_batched_tokens: f64,
+    /// Draft tokens proposed per speculative step.
+    pub spec_tokens: f64,
+    /// Median NIXL transfer time, seconds (lognormal).
+    pub nixl_median_s: f64,
+    pub nixl_sigma: f64,
 }
 
 impl Workload {
@@ -204,9 +759,9 @@ impl Workload {
         prompt_sigma: 0.7,
         output_median: 180.0,
         output_sigma: 0.7,
-        prefill_per_token_s: 0.0002,
+        prefill_per_token_s: 0.00008,
         prefill_sigma: 0.3,
-        itl_median_s: 0.035,
+        itl_median_s: 0.03,
         itl_request_sigma: 0.12,
         itl_token_sigma: 0.15,
         first_step_s: 0.01,
@@ -214,16 +769,52 @@ impl Workload {
         n2_share: 0.01,
         http_4xx_share: 0.003,
         max_batched_tokens: 8192.0,
+        spec_tokens: 4.0,
+        nixl_median_s: 0.008,
+        nixl_sigma: 0.55,
     };
 
-    /// Expected seconds a request occupies a batch slot when healthy (prefill plus decode).
-    pub fn mean_service_s(&self) -> f64 {
+    /// Expected output tokens of a request in state `st`: the lognormal cut at each `max_tokens` value.
+    pub fn mean_output(&self, st: &StateParams) -> f64 {
+        let median = self.output_median * st.output;
+        let mu = median.ln();
+        let s = self.output_sigma;
+        let mean = median * (s * s / 2.0).exp();
+        let total: u32 = self.max_tokens.iter().map(|(_, w)| *w).sum();
+        let mut acc = 0.0;
+        for (m, w) in self.max_tokens {
+            let cap = f64::from(m) * st.max_tokens;
+            // E[min(L, cap)] = E[L; L < cap] + cap * P(L >= cap)
+            let below = mean * normal_cdf((cap.ln() - mu - s * s) / s);
+            let above = cap * (1.0 - normal_cdf((cap.ln() - mu) / s));
+            acc += (below + above) * f64::from(w);
+        }
+        acc / f64::from(total.max(1))
+    }
+
+    /// Expected seconds a request occupies a batch slot in state `st` (prefill plus decode).
+    pub fn mean_service_s(&self, st: &StateParams) -> f64 {
         let ln_mean = |median: f64, sigma: f64| median * (sigma * sigma / 2.0).exp();
-        let prefill = ln_mean(self.prompt_median, self.prompt_sigma)
+        let prefill = ln_mean(self.prompt_median * st.prompt, self.prompt_sigma)
             * self.prefill_per_token_s
+            * st.prefill
             * (self.prefill_sigma * self.prefill_sigma / 2.0).exp();
-        let decode = ln_mean(self.output_median, self.output_sigma) * self.itl_median_s;
-        prefill + self.first_step_s + decode
+        let decode = self.mean_output(st) * self.itl_median_s * st.itl;
+        prefill + self.first_step_s * st.itl + decode
+    }
+}
+
+/// The standard normal CDF (Abramowitz and Stegun 7.1.26; error below 1.5e-7).
+fn normal_cdf(x: f64) -> f64 {
+    let z = x.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * z);
+    let poly =
+        t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-z * z).exp();
+    if x >= 0.0 {
+        0.5 * (1.0 + erf)
+    } else {
+        0.5 * (1.0 - erf)
     }
 }
 
@@ -245,25 +836,93 @@ mod tests {
     }
 
     #[test]
-    fn every_state_keeps_its_ranges_ordered_and_shares_valid() {
-        for kind in IncidentKind::ALL {
-            let p = kind.params();
-            for (lo, hi) in [p.waiting, p.kv_usage, p.preemptions_per_s] {
-                assert!(lo <= hi, "{kind}: range ({lo}, {hi})");
-            }
-            assert!(p.kv_usage.1 <= 1.0, "{kind}");
-            for share in [p.http_5xx_share, p.abort_share, p.prefix_hit_ratio] {
-                assert!((0.0..=1.0).contains(&share), "{kind}");
-            }
-            assert!(p.arrivals > 0.0 && p.arrivals_at_end > 0.0, "{kind}");
+    fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
+        let nears: Vec<IncidentKind> =
+            IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
+        assert_eq!(nears.len(), 18);
+        for near in nears {
+            let base = near.near_miss_of().expect("a near miss names its kind");
+            assert_eq!(format!("{base}-near"), near.as_str());
+            assert_eq!(base.near_miss_of(), None);
+            let (n, b) = (near.needs(), base.needs());
+            assert_eq!(
+                (n.v1, n.spec_decode, n.nixl, n.dcgm, n.min_replicas),
+                (b.v1, b.spec_decode, b.nixl, b.dcgm, b.min_replicas),
+                "{near}"
+            );
         }
     }
 
     #[test]
-    fn only_the_ramp_starts_before_the_window() {
+    fn every_state_keeps_its_ranges_ordered_and_shares_valid() {
         for kind in IncidentKind::ALL {
-            let expected = if kind == IncidentKind::Ramp { Onset::BaselineStart } else { Onset::WindowStart };
-            assert_eq!(kind.params().onset, expected, "{kind}");
+            let p = kind.params();
+            let mut ranges = vec![p.preemptions_per_s, p.gpu.util, p.gpu.sm_clock_mhz, p.gpu.temp_c, p.gpu.power_w];
+            for level in [p.waiting, p.kv_usage] {
+                if let Level::Wander(lo, hi) = level {
+                    ranges.push((lo, hi));
+                }
+            }
+            if let Running::Around(lo, hi) = p.running {
+                ranges.push((lo, hi));
+            }
+            for (lo, hi) in ranges {
+                assert!(lo <= hi, "{kind}: range ({lo}, {hi})");
+            }
+            match p.kv_usage {
+                Level::Wander(lo, hi) | Level::Ramp(lo, hi) => assert!(lo >= 0.0 && hi <= 1.0, "{kind}"),
+                Level::Hold => {}
+                Level::Accumulate => panic!("{kind}: KV usage cannot accumulate requests"),
+            }
+            for share in [
+                p.http_5xx_share,
+                p.abort_share,
+                p.error_share,
+                p.prefix_hit_ratio,
+                p.recomputed_share,
+                p.reject_share,
+                p.spec_acceptance,
+            ] {
+                assert!((0.0..=1.0).contains(&share), "{kind}");
+            }
+            assert!(p.abort_share + p.error_share < 1.0, "{kind}");
+            assert!(p.arrivals >= 0.0 && p.arrivals_at_end >= 0.0, "{kind}");
+            for m in [p.prompt, p.output, p.max_tokens, p.prefill, p.itl, p.replica_weight, p.nixl_xfer] {
+                assert!(m > 0.0, "{kind}");
+            }
+            for (a, b) in p.preemption_bursts {
+                assert!(0.0 <= *a && a < b && *b <= 1.0, "{kind}");
+            }
         }
+    }
+
+    #[test]
+    fn only_the_ramp_starts_at_the_baseline_and_only_slo_burn_before_it() {
+        for kind in IncidentKind::ALL {
+            match kind.params().onset {
+                Onset::BaselineStart => assert_eq!(kind, IncidentKind::Ramp),
+                Onset::BeforeEnd { secs } if secs > 1800 => {
+                    assert!(matches!(kind, IncidentKind::SloBurn | IncidentKind::SloBurnNear), "{kind}")
+                }
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn the_normal_cdf_matches_known_values() {
+        for (x, p) in [(0.0, 0.5), (1.0, 0.841_344_7), (-1.644_853_6, 0.05), (2.326_347_9, 0.99)] {
+            assert!((normal_cdf(x) - p).abs() < 1e-6, "{x}: {}", normal_cdf(x));
+        }
+    }
+
+    #[test]
+    fn mean_output_accounts_for_the_max_tokens_cut() {
+        let wl = Workload::DEFAULT;
+        let healthy = wl.mean_output(&StateParams::HEALTHY);
+        // uncut the mean would be 180 * e^(0.245) = 230; the cut takes some off
+        assert!((195.0..230.0).contains(&healthy), "{healthy}");
+        let long = wl.mean_output(&IncidentKind::PrefillStarvation.params());
+        assert!(long / healthy > 4.0, "x{}", long / healthy);
     }
 }

@@ -332,6 +332,14 @@ fn decode_err(url: &str, detail: String) -> SourceError {
 }
 
 fn not_prometheus(url: &str, ex: &Exchange) -> SourceError {
+    if let Some(meaning) = status_meaning(ex) {
+        return SourceError::HttpStatus {
+            url: url.to_string(),
+            status: ex.http_status,
+            meaning,
+            excerpt: excerpt(&ex.body, &ex.content_type),
+        };
+    }
     SourceError::NotPrometheus {
         url: url.to_string(),
         status: ex.http_status,
@@ -342,6 +350,41 @@ fn not_prometheus(url: &str, ex: &Exchange) -> SourceError {
         },
         excerpt: excerpt(&ex.body, &ex.content_type),
     }
+}
+
+/// What an HTTP status means for vllm-diag and what to do about it, for the statuses that say more
+/// than the body does. `None`: the body is the best explanation there is.
+fn status_meaning(ex: &Exchange) -> Option<String> {
+    let m = match ex.http_status {
+        400 if ex.body.contains("HTTP request to an HTTPS server") => {
+            "the server speaks HTTPS on this port: write the URL with https://"
+        }
+        401 => {
+            "not authorized: the server wants credentials, or refused the ones given. Check --basic-auth-user \
+             with --basic-auth-password-file ($VLLM_DIAG_BASIC_AUTH_PASSWORD), or --bearer-token-file \
+             ($VLLM_DIAG_BEARER_TOKEN), or user:password@ in the URL"
+        }
+        403 => {
+            "forbidden: the credentials were accepted but may not read this API (or this --tenant); ask for \
+             read access to the query API"
+        }
+        407 => "a proxy between here and the server wants its own credentials (proxy authentication required)",
+        429 => {
+            "too many requests: the server is rate-limiting vllm-diag (retried as long as Retry-After and the \
+             --timeout deadline allowed). Try again later or lower --concurrency"
+        }
+        500 => "internal server error: the server failed while answering; its logs say why",
+        502 | 504 => {
+            "a proxy or gateway in front of the server got no good answer from it: the server may be down, \
+             restarting or overloaded (retried while the --timeout deadline allowed)"
+        }
+        503 => {
+            "service unavailable: the server or a proxy in front of it is overloaded, restarting or down \
+             (retried while the --timeout deadline allowed)"
+        }
+        _ => return None,
+    };
+    Some(m.to_string())
 }
 
 /// A JSON value as plain text: strings unquoted, anything else as compact JSON.
@@ -790,7 +833,7 @@ mod tests {
     fn an_html_error_page_is_reported_by_its_title() {
         let body = "<html>\n<head><title>502 Bad Gateway</title><style>body{color:red}</style></head>\n\
                     <body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>";
-        let err = decode(URL, &instant(), &ex(502, "text/html", body)).unwrap_err();
+        let err = decode(URL, &instant(), &ex(404, "text/html", body)).unwrap_err();
         let SourceError::NotPrometheus {
             status,
             excerpt,
@@ -800,15 +843,30 @@ mod tests {
         else {
             panic!("{err:?}")
         };
-        assert_eq!(*status, 502);
+        assert_eq!(*status, 404);
         assert_eq!(content_type, "text/html");
         assert_eq!(excerpt, "HTML page titled \"502 Bad Gateway\"");
+        let err = decode(URL, &instant(), &ex(502, "text/html", body)).unwrap_err();
+        let SourceError::HttpStatus {
+            status,
+            excerpt,
+            meaning,
+            ..
+        } = &err
+        else {
+            panic!("{err:?}")
+        };
+        assert_eq!(
+            (*status, excerpt.as_str()),
+            (502, "HTML page titled \"502 Bad Gateway\"")
+        );
+        assert!(meaning.contains("proxy or gateway"), "{meaning}");
     }
 
     #[test]
     fn an_html_page_without_title_is_reported_by_its_text() {
         let body = "<html><script>var x = '<b>';</script><body><h1>Access   denied</h1> &amp; logged</body></html>";
-        let err = decode(URL, &instant(), &ex(403, "", body)).unwrap_err();
+        let err = decode(URL, &instant(), &ex(400, "", body)).unwrap_err();
         let SourceError::NotPrometheus {
             excerpt, content_type, ..
         } = &err
@@ -823,7 +881,7 @@ mod tests {
     fn a_plain_text_error_is_quoted_collapsed_and_cut() {
         let body = format!("upstream   connect error\n\nor disconnect {}", "x".repeat(500));
         let err = decode(URL, &instant(), &ex(503, "text/plain", &body)).unwrap_err();
-        let SourceError::NotPrometheus { excerpt, .. } = &err else {
+        let SourceError::HttpStatus { excerpt, .. } = &err else {
             panic!("{err:?}")
         };
         assert!(
@@ -836,12 +894,12 @@ mod tests {
 
     #[test]
     fn an_empty_error_body_says_so() {
-        let err = decode(URL, &instant(), &ex(401, "", "")).unwrap_err();
+        let err = decode(URL, &instant(), &ex(404, "", "")).unwrap_err();
         let SourceError::NotPrometheus { excerpt, status, .. } = &err else {
             panic!("{err:?}")
         };
         assert_eq!(excerpt, "(empty body)");
-        assert_eq!(*status, 401);
+        assert_eq!(*status, 404);
     }
 
     #[test]
@@ -849,13 +907,55 @@ mod tests {
         let err = decode(
             URL,
             &instant(),
-            &ex(401, "application/json", r#"{"message":"Unauthorized"}"#),
+            &ex(404, "application/json", r#"{"message":"no route"}"#),
         )
         .unwrap_err();
         let SourceError::NotPrometheus { excerpt, .. } = &err else {
             panic!("{err:?}")
         };
-        assert!(excerpt.contains("Unauthorized"));
+        assert!(excerpt.contains("no route"));
+    }
+
+    #[test]
+    fn statuses_that_explain_themselves_say_what_they_mean_and_what_to_do() {
+        let cases: [(u16, &str, &[&str]); 6] = [
+            (
+                401,
+                "Unauthorized\n",
+                &["not authorized", "--basic-auth-user", "--bearer-token-file"],
+            ),
+            (403, "", &["forbidden", "--tenant"]),
+            (429, "slow down", &["rate-limiting", "--concurrency"]),
+            (503, "", &["unavailable", "restarting"]),
+            (
+                504,
+                "<html><title>504 Gateway Time-out</title></html>",
+                &["gateway", "down"],
+            ),
+            (400, "Client sent an HTTP request to an HTTPS server.\n", &["https://"]),
+        ];
+        for (status, body, words) in cases {
+            let err = decode(URL, &instant(), &ex(status, "text/plain", body)).unwrap_err();
+            let SourceError::HttpStatus {
+                status: got, meaning, ..
+            } = &err
+            else {
+                panic!("{status}: {err:?}")
+            };
+            assert_eq!(*got, status);
+            for w in words {
+                assert!(meaning.contains(w), "{status}: {meaning:?} lacks {w:?}");
+            }
+            let text = err.to_string();
+            assert!(text.starts_with(&format!("{URL} answered HTTP {status}: ")), "{text}");
+        }
+    }
+
+    #[test]
+    fn an_error_envelope_wins_over_the_status_meaning() {
+        let body = r#"{"status":"error","errorType":"unavailable","error":"too many queries"}"#;
+        let err = decode(URL, &instant(), &ex(503, "application/json", body)).unwrap_err();
+        assert!(matches!(err, SourceError::Api { status: 503, .. }), "{err:?}");
     }
 
     #[test]
@@ -916,8 +1016,10 @@ mod tests {
     fn a_json_array_is_never_taken_for_an_envelope() {
         let err = decode(URL, &instant(), &ok(r#"["error","bad_data","boom"]"#)).unwrap_err();
         assert!(matches!(err, SourceError::Decode { .. }), "{err:?}");
-        let err = decode(URL, &instant(), &ex(500, "", r#"["error","bad_data","boom"]"#)).unwrap_err();
+        let err = decode(URL, &instant(), &ex(418, "", r#"["error","bad_data","boom"]"#)).unwrap_err();
         assert!(matches!(err, SourceError::NotPrometheus { .. }), "{err:?}");
+        let err = decode(URL, &instant(), &ex(500, "", r#"["error","bad_data","boom"]"#)).unwrap_err();
+        assert!(matches!(err, SourceError::HttpStatus { status: 500, .. }), "{err:?}");
     }
 
     #[test]

@@ -11,9 +11,12 @@ use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+pub mod auth;
 mod decode;
 pub mod prometheus;
 pub mod record;
+pub mod local;
+pub mod scrape;
 
 pub use decode::decode;
 
@@ -139,6 +142,10 @@ pub enum SourceError {
     Timeout { url: String, after: Duration },
     #[error("{url} answered HTTP {status} with a body that is not a Prometheus API response ({content_type}): {excerpt}")]
     NotPrometheus { url: String, status: u16, content_type: String, excerpt: String },
+    /// An HTTP status that says what went wrong by itself (401, 403, 429, 5xx) with a body that is not
+    /// a Prometheus envelope: the message says what the status means here and what to do.
+    #[error("{url} answered HTTP {status}: {meaning}. The server said: {excerpt}")]
+    HttpStatus { url: String, status: u16, meaning: String, excerpt: String },
     #[error("{url} rejected the query ({error_type}, HTTP {status}): {message}")]
     Api { url: String, status: u16, error_type: String, message: String },
     #[error("{url} sent a response vllm-diag cannot read: {detail}")]
@@ -159,6 +166,9 @@ impl SourceError {
     pub fn short_reason(&self) -> String {
         match self {
             SourceError::Timeout { .. } => "timed out".to_string(),
+            SourceError::Api { error_type, .. } if error_type == "timeout" => {
+                "timed out (the server gave up on the query; --query-timeout sets its limit)".to_string()
+            }
             SourceError::Unreachable { .. } => "data source unreachable".to_string(),
             SourceError::NotRecorded { file, .. } => {
                 format!("{file} holds no answer for this query (recorded with other rules or options); record it again")

@@ -205,6 +205,11 @@ impl Replay {
         }
 
         let file: RecordingFile = serde_json::from_str(&text).map_err(parse_err)?;
+        check_params(&file.params).map_err(|m| {
+            format_err(format!(
+                "{m}; the file was edited by hand or damaged: record it again with --record"
+            ))
+        })?;
         let mut answers = BTreeMap::new();
         for (i, stored) in file.exchanges.into_iter().enumerate() {
             let outcome = match (stored.response, stored.error) {
@@ -283,6 +288,34 @@ struct Head {
     version: Option<serde_json::Value>,
     #[serde(default)]
     tool_version: Option<serde_json::Value>,
+}
+
+/// The recorded parameters must describe a run vllm-diag could have made: windows that go forward,
+/// a baseline as long as the window and not after it, at least one grouping label.
+fn check_params(p: &RunParams) -> Result<(), String> {
+    for (name, r) in [("params.window", &p.window), ("params.baseline", &p.baseline)] {
+        if r.start >= r.end {
+            return Err(format!(
+                "{name} starts at {} but ends at {}, which is not later",
+                r.start, r.end
+            ));
+        }
+    }
+    if p.baseline.end - p.baseline.start != p.window.end - p.window.start {
+        return Err("params.baseline is not as long as params.window".to_string());
+    }
+    if p.baseline.end > p.window.end {
+        return Err("params.baseline ends after params.window".to_string());
+    }
+    let label_ok = |l: &String| {
+        !l.is_empty()
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !l.starts_with(|c: char| c.is_ascii_digit())
+    };
+    if p.group_by.is_empty() || !p.group_by.iter().all(label_ok) {
+        return Err("params.group_by must list label names, e.g. [\"model_name\"]".to_string());
+    }
+    Ok(())
 }
 
 /// serde_json ends messages with " at line L column C"; the error carries those separately.
@@ -590,5 +623,62 @@ mod tests {
             .save(Path::new("/nonexistent/dir/run.json"), &params())
             .expect_err("no dir");
         assert!(matches!(err, RecordError::Io { .. }));
+    }
+
+    #[test]
+    fn recorded_parameters_that_no_run_could_have_are_refused_naming_the_field() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tampered.json");
+        let mut backwards = params();
+        backwards.window = TimeRange {
+            start: t(600),
+            end: t(0),
+        };
+        let mut shorter = params();
+        shorter.baseline = TimeRange {
+            start: t(-60),
+            end: t(0),
+        };
+        let mut later = params();
+        later.baseline = TimeRange {
+            start: t(600),
+            end: t(1200),
+        };
+        let mut no_labels = params();
+        no_labels.group_by = vec![];
+        let mut bad_label = params();
+        bad_label.group_by = vec!["model name".into()];
+        for (p, field) in [
+            (backwards, "params.window"),
+            (shorter, "params.baseline"),
+            (later, "params.baseline"),
+            (no_labels, "params.group_by"),
+            (bad_label, "params.group_by"),
+        ] {
+            let file = serde_json::json!({
+                "format": FORMAT, "version": 1, "tool_version": "0.1.0", "params": p,
+                "source": Fake.info(), "exchanges": []
+            });
+            std::fs::write(&path, file.to_string()).expect("write");
+            let err = Replay::open(&path).expect_err(field).to_string();
+            assert!(err.contains(field) && err.contains("record it again"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_recording_cut_anywhere_is_an_error_never_a_panic() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let full = dir.path().join("full.json");
+        futures::executor::block_on(record_to(&full));
+        let text = std::fs::read_to_string(&full).expect("read");
+        let cut = dir.path().join("cut.json");
+        let mut cuts: Vec<usize> = (0..text.len()).step_by(7).collect();
+        cuts.push(text.len() - 2);
+        for n in cuts.into_iter().filter(|n| text.is_char_boundary(*n)) {
+            std::fs::write(&cut, &text[..n]).expect("write");
+            let err = Replay::open(&cut).expect_err("a cut recording");
+            let msg = err.to_string();
+            assert!(msg.contains("cut.json"), "{msg}");
+        }
     }
 }

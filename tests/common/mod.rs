@@ -12,6 +12,11 @@
 
 #![allow(dead_code)]
 
+/// A misbehaving proxy in front of a real Prometheus (fault tests).
+pub mod proxy;
+/// Prometheus behind its own TLS and basic auth, certificates made in the test.
+pub mod secure;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

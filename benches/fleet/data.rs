@@ -1,0 +1,310 @@
+//! Generated fleets, backfilled into a Prometheus TSDB once and kept for later runs.
+//!
+//! A fleet is `replicas` servers spread evenly over `models` models, with one model in a
+//! KV-cache-pressure incident so the run goes through every phase (findings, trends, per-replica
+//! breakdowns, the cache-configuration query). The timeline is a 5-minute lead-in (so rates at the
+//! baseline's start have data), a 30-minute baseline and the 30-minute window, scraped every 60 s:
+//! at 1,000 replicas that is about 15 million samples, which is why the interval is coarser than the
+//! tests' 30 s and nothing outside the two windows is generated.
+//!
+//! The scenario generator takes at most 64 replicas per model in one spec, so a fleet is generated
+//! in chunks of at most 50 replicas per model, each chunk a spec of its own (own seed). Chunks are
+//! written to their own files, streamed, then merged family by family into one OpenMetrics file,
+//! because promtool wants all samples of a family together; the `instance` and `pod` labels of
+//! every chunk but the first get a chunk tag so replicas stay distinct. One file means one set of
+//! blocks, like a real Prometheus holds, rather than dozens of overlapping ones.
+//!
+//! The TSDB is cached under `<out>/data/<fleet>-<key>/`, the key a hash of the spec texts and
+//! [`DATA_VERSION`]; `--fresh` rebuilds it. Generation and backfill times are measured when the
+//! data is built and stored next to it.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use vllm_diag::scenario::{generate_openmetrics, ScenarioSpec};
+
+/// Bump when the way data is generated changes, so cached TSDBs are rebuilt.
+const DATA_VERSION: &str = "1";
+/// Replicas of one model in one generator spec (the generator allows 64).
+const CHUNK_REPLICAS: u32 = 50;
+/// Healthy requests per second per replica.
+const RATE: f64 = 2.0;
+
+/// A fleet size: `replicas` servers over `models` models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fleet {
+    pub replicas: u32,
+    pub models: u32,
+}
+
+impl Fleet {
+    /// `1000x50`
+    pub fn label(&self) -> String {
+        format!("{}x{}", self.replicas, self.models)
+    }
+
+    /// Parse `1000x50` (replicas x models).
+    pub fn parse(s: &str) -> Result<Fleet, String> {
+        let bad = || format!("fleet size {s:?}: expected REPLICASxMODELS, e.g. 1000x50, with at least one replica per model");
+        let (r, m) = s.trim().split_once('x').ok_or_else(bad)?;
+        let replicas: u32 = r.parse().map_err(|_| bad())?;
+        let models: u32 = m.parse().map_err(|_| bad())?;
+        if models == 0 || replicas < models {
+            return Err(bad());
+        }
+        Ok(Fleet { replicas, models })
+    }
+
+    /// The model names, `bench/model-00` ...
+    fn model_name(i: u32) -> String {
+        format!("bench/model-{i:02}")
+    }
+
+    /// Replicas of each model: as even as possible, the first models taking the remainder.
+    fn per_model(&self) -> Vec<u32> {
+        (0..self.models).map(|i| self.replicas / self.models + u32::from(i < self.replicas % self.models)).collect()
+    }
+
+    /// The generator specs (TOML) whose union is the fleet.
+    pub fn chunk_specs(&self) -> Vec<String> {
+        let per_model = self.per_model();
+        let parts: Vec<u32> = per_model.iter().map(|n| n.div_ceil(CHUNK_REPLICAS)).collect();
+        let chunks = parts.iter().copied().max().unwrap_or(1);
+        (0..chunks)
+            .map(|c| {
+                let mut toml = format!(
+                    "name = \"bench-{}-c{c}\"\nseed = {}\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"60s\"\n\
+                     warmup = \"5m\"\nbaseline = \"30m\"\nwindow = \"30m\"\nmetrics = \"v1\"\n",
+                    self.label(),
+                    c + 1
+                );
+                for (m, (&n, &p)) in per_model.iter().zip(&parts).enumerate() {
+                    if c >= p {
+                        continue;
+                    }
+                    // The c-th of p nearly equal parts of n.
+                    let share = n * (c + 1) / p - n * c / p;
+                    toml.push_str(&format!(
+                        "\n[[model]]\nname = \"{}\"\nreplicas = {share}\nrate = {RATE}\n",
+                        Fleet::model_name(m as u32)
+                    ));
+                }
+                toml.push_str(&format!("\n[incident]\nkind = \"kv-cache-pressure\"\nmodel = \"{}\"\n", Fleet::model_name(0)));
+                toml
+            })
+            .collect()
+    }
+}
+
+/// What building a fleet's TSDB cost, stored with it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Built {
+    pub fleet: String,
+    pub chunks: usize,
+    /// Simulating and writing OpenMetrics (all chunks), then merging them.
+    pub generate_secs: f64,
+    pub openmetrics_bytes: u64,
+    pub samples: u64,
+    /// `promtool tsdb create-blocks-from openmetrics` alone.
+    pub backfill_secs: f64,
+    /// End of the diagnosed window (`--at`).
+    pub window_end: DateTime<Utc>,
+}
+
+/// A fleet's TSDB, ready for Prometheus.
+pub struct Prepared {
+    pub tsdb: PathBuf,
+    pub built: Built,
+    /// False when the TSDB came from the cache (its build times are from the run that built it).
+    pub fresh: bool,
+}
+
+/// Build (or reuse) the TSDB of a fleet under `out/data/`.
+pub fn prepare(fleet: Fleet, out: &Path, fresh: bool) -> Result<Prepared, String> {
+    let specs = fleet.chunk_specs();
+    let key = fnv1a(format!("{DATA_VERSION}\n{}", specs.join("\n")).as_bytes());
+    let dir = out.join("data").join(format!("{}-{key:016x}", fleet.label()));
+    let tsdb = dir.join("tsdb");
+    let meta_path = dir.join("built.json");
+    if !fresh {
+        if let Ok(text) = std::fs::read_to_string(&meta_path) {
+            if let Ok(built) = serde_json::from_str::<Built>(&text) {
+                return Ok(Prepared { tsdb, built, fresh: false });
+            }
+        }
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot remove the old data in {}: {e}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&tsdb).map_err(|e| format!("cannot create {}: {e}", tsdb.display()))?;
+
+    let parsed: Vec<ScenarioSpec> = specs
+        .iter()
+        .map(|t| ScenarioSpec::from_toml_str(t).map_err(|e| format!("fleet {}: the generated spec is invalid: {e}\n{t}", fleet.label())))
+        .collect::<Result<_, _>>()?;
+    let window_end = parsed[0].window_end();
+
+    eprintln!("[{}] generating {} replicas in {} chunk(s)", fleet.label(), fleet.replicas, parsed.len());
+    let started = Instant::now();
+    let mut chunk_files = Vec::new();
+    for (c, spec) in parsed.iter().enumerate() {
+        let path = dir.join(format!("chunk-{c}.om"));
+        let file = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        generate_openmetrics(spec, &mut w)
+            .and_then(|()| w.flush())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        chunk_files.push(path);
+    }
+    let om = dir.join("fleet.om");
+    let samples = merge(&chunk_files, &om)?;
+    for f in &chunk_files {
+        let _ = std::fs::remove_file(f);
+    }
+    let generate_secs = started.elapsed().as_secs_f64();
+    let openmetrics_bytes = std::fs::metadata(&om).map(|m| m.len()).unwrap_or(0);
+
+    eprintln!(
+        "[{}] backfilling {} samples ({:.1} GB of OpenMetrics) with promtool",
+        fleet.label(),
+        samples,
+        openmetrics_bytes as f64 / 1e9
+    );
+    let started = Instant::now();
+    let output = Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&om)
+        .arg(&tsdb)
+        .output()
+        .map_err(|e| format!("cannot run promtool: {e}. Install the Debian package `prometheus` (scripts/bench.sh does)"))?;
+    let backfill_secs = started.elapsed().as_secs_f64();
+    if !output.status.success() {
+        return Err(format!(
+            "promtool could not backfill {} ({}):\n{}{}",
+            om.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let _ = std::fs::remove_file(&om);
+
+    let built = Built {
+        fleet: fleet.label(),
+        chunks: parsed.len(),
+        generate_secs,
+        openmetrics_bytes,
+        samples,
+        backfill_secs,
+        window_end,
+    };
+    let text = serde_json::to_string_pretty(&built).map_err(|e| e.to_string())?;
+    std::fs::write(&meta_path, text).map_err(|e| format!("cannot write {}: {e}", meta_path.display()))?;
+    Ok(Prepared { tsdb, built, fresh: true })
+}
+
+/// One metric family's lines in a chunk file: `[start, end)` byte offsets, header lines included.
+struct Section {
+    name: String,
+    start: u64,
+    end: u64,
+}
+
+/// Merge chunk files into one OpenMetrics file, family by family, tagging the replicas of every
+/// chunk but the first. Returns the number of samples written.
+fn merge(chunks: &[PathBuf], out: &Path) -> Result<u64, String> {
+    let open = |p: &Path| File::open(p).map_err(|e| format!("cannot open {}: {e}", p.display()));
+    let mut index: Vec<Vec<Section>> = Vec::new();
+    for path in chunks {
+        index.push(sections(BufReader::with_capacity(1 << 20, open(path)?)).map_err(|e| format!("cannot read {}: {e}", path.display()))?);
+    }
+    // Families in order of first appearance.
+    let mut order: Vec<String> = Vec::new();
+    for s in index.iter().flatten() {
+        if !order.contains(&s.name) {
+            order.push(s.name.clone());
+        }
+    }
+    let file = File::create(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let mut readers: Vec<BufReader<File>> =
+        chunks.iter().map(|p| open(p).map(|f| BufReader::with_capacity(1 << 20, f))).collect::<Result<_, _>>()?;
+    let werr = |e: std::io::Error| format!("cannot write {}: {e}", out.display());
+    let mut samples = 0u64;
+    let mut line = Vec::with_capacity(512);
+    for name in &order {
+        let mut header_written = false;
+        for (c, (sections, reader)) in index.iter().zip(readers.iter_mut()).enumerate() {
+            let Some(s) = sections.iter().find(|s| &s.name == name) else { continue };
+            reader.seek(SeekFrom::Start(s.start)).map_err(|e| e.to_string())?;
+            let mut part = reader.by_ref().take(s.end - s.start);
+            loop {
+                line.clear();
+                if part.read_until(b'\n', &mut line).map_err(|e| e.to_string())? == 0 {
+                    break;
+                }
+                if line.starts_with(b"#") {
+                    if !header_written {
+                        w.write_all(&line).map_err(werr)?;
+                    }
+                    continue;
+                }
+                samples += 1;
+                if c == 0 {
+                    w.write_all(&line).map_err(werr)?;
+                } else {
+                    w.write_all(&tag_replica(&line, c)).map_err(werr)?;
+                }
+            }
+            header_written = true;
+        }
+    }
+    w.write_all(b"# EOF\n").and_then(|()| w.flush()).map_err(werr)?;
+    Ok(samples)
+}
+
+/// Where each family starts and ends in one generator output.
+fn sections(mut r: impl BufRead) -> std::io::Result<Vec<Section>> {
+    let mut out: Vec<Section> = Vec::new();
+    let mut pos = 0u64;
+    let mut line = Vec::with_capacity(512);
+    loop {
+        line.clear();
+        let n = r.read_until(b'\n', &mut line)? as u64;
+        if n == 0 {
+            break;
+        }
+        if line.starts_with(b"# TYPE ") || line.starts_with(b"# EOF") {
+            if let Some(last) = out.last_mut() {
+                last.end = pos;
+            }
+            if line.starts_with(b"# TYPE ") {
+                let name = String::from_utf8_lossy(&line[7..]).split_whitespace().next().unwrap_or_default().to_string();
+                out.push(Section { name, start: pos, end: u64::MAX });
+            }
+        }
+        pos += n;
+    }
+    if let Some(last) = out.last_mut() {
+        if last.end == u64::MAX {
+            last.end = pos;
+        }
+    }
+    Ok(out)
+}
+
+/// `instance="x-3:8000"` -> `instance="x-3-c2:8000"`, `pod="p"` -> `pod="c2-p"`.
+fn tag_replica(line: &[u8], chunk: usize) -> Vec<u8> {
+    let text = String::from_utf8_lossy(line);
+    text.replace(":8000\"", &format!("-c{chunk}:8000\"")).replace("pod=\"", &format!("pod=\"c{chunk}-")).into_bytes()
+}
+
+/// FNV-1a: a stable hash for cache keys (std's hasher may change between releases).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}

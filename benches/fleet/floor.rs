@@ -1,0 +1,145 @@
+//! The floor: the very requests an explain run made, sent by the smallest client that can send
+//! them, so "explain / floor" is what vllm-diag adds on top of the backend's own work.
+//!
+//! The requests come from the run's `--record` file and are sent exactly as vllm-diag sends them
+//! (same paths, same form fields, POST for queries and GET for label values, gzip accepted, the
+//! same number in flight), each answer read to its last byte and nothing else done with it.
+//! Two schedules are timed:
+//! - flat: everything at once (at most `concurrency` in flight); no client can do better;
+//! - after discovery: the label-values requests first, then the rest; no client that has to look at
+//!   which metric names exist before choosing its queries can do better.
+//!
+//! The client is built before the clock starts (building a TLS-capable client is start-up cost,
+//! which vllm-diag's own time includes and the floor does not); its connections are opened inside
+//! the timed part, as vllm-diag's are.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde::Deserialize;
+use vllm_diag::source::{Exchange, Request};
+
+/// The server-side query timeout vllm-diag sends by default (`--query-timeout 20s`).
+const QUERY_TIMEOUT: Duration = Duration::from_secs(20);
+
+#[derive(Deserialize)]
+struct RecordingFile {
+    exchanges: Vec<StoredExchange>,
+}
+
+#[derive(Deserialize)]
+struct StoredExchange {
+    request: Request,
+    response: Option<Exchange>,
+}
+
+/// What one recorded run asked and got.
+pub struct Recorded {
+    pub requests: Vec<Request>,
+    /// Body bytes of every answer (decoded, as stored).
+    pub body_bytes: Vec<u64>,
+    /// Requests recorded with an error instead of an answer.
+    pub errors: usize,
+}
+
+impl Recorded {
+    pub fn load(path: &std::path::Path) -> Result<Recorded, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let file: RecordingFile = serde_json::from_str(&text).map_err(|e| format!("{}: not a recording: {e}", path.display()))?;
+        let mut out = Recorded { requests: Vec::new(), body_bytes: Vec::new(), errors: 0 };
+        for ex in file.exchanges {
+            match &ex.response {
+                Some(r) if r.http_status == 200 => out.body_bytes.push(r.body.len() as u64),
+                _ => out.errors += 1,
+            }
+            out.requests.push(ex.request);
+        }
+        Ok(out)
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.body_bytes.iter().sum()
+    }
+
+    pub fn largest(&self) -> u64 {
+        self.body_bytes.iter().copied().max().unwrap_or(0)
+    }
+}
+
+/// One timed pass of the floor client.
+pub struct Pass {
+    pub wall: Duration,
+    pub bytes: u64,
+}
+
+fn client() -> Result<reqwest::Client, String> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::ACCEPT, reqwest::header::HeaderValue::from_static("application/json"));
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .gzip(true)
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+fn request(http: &reqwest::Client, base: &str, req: &Request, extra: &[(&str, &str)]) -> reqwest::RequestBuilder {
+    let mut form = req.form(Some(QUERY_TIMEOUT));
+    form.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
+    let endpoint = format!("{base}/{}", req.path());
+    if matches!(req, Request::LabelValues { .. }) {
+        http.get(format!("{endpoint}?{body}"))
+    } else {
+        http.post(endpoint).header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded").body(body)
+    }
+}
+
+async fn send_all(http: &reqwest::Client, base: &str, reqs: &[&Request], concurrency: usize) -> Result<u64, String> {
+    let results: Vec<Result<u64, String>> = futures::stream::iter(reqs.iter().map(|req| async move {
+        let resp = request(http, base, req, &[]).send().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+        if !status.is_success() {
+            return Err(format!("{}: HTTP {status}: {}", req.describe(), String::from_utf8_lossy(&body)));
+        }
+        Ok(body.len() as u64)
+    }))
+    .buffer_unordered(concurrency.max(1))
+    .collect()
+    .await;
+    results.into_iter().sum()
+}
+
+/// Everything at once, at most `concurrency` in flight.
+pub async fn flat(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pass, String> {
+    let http = client()?;
+    let all: Vec<&Request> = rec.requests.iter().collect();
+    let started = Instant::now();
+    let bytes = send_all(&http, base, &all, concurrency).await?;
+    Ok(Pass { wall: started.elapsed(), bytes })
+}
+
+/// Label-values requests first, then everything else.
+pub async fn after_discovery(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pass, String> {
+    let http = client()?;
+    let (disc, rest): (Vec<&Request>, Vec<&Request>) =
+        rec.requests.iter().partition(|r| matches!(r, Request::LabelValues { .. }));
+    let started = Instant::now();
+    let mut bytes = send_all(&http, base, &disc, concurrency).await?;
+    bytes += send_all(&http, base, &rest, concurrency).await?;
+    Ok(Pass { wall: started.elapsed(), bytes })
+}
+
+/// Prometheus' own accounting: every query once, one at a time, with `stats=all`; the sum of
+/// `execTotalTime` is the evaluation work the backend does for one run, with no contention.
+pub async fn server_exec_secs(base: &str, rec: &Recorded) -> Result<f64, String> {
+    let http = client()?;
+    let mut total = 0.0;
+    for req in rec.requests.iter().filter(|r| !matches!(r, Request::LabelValues { .. })) {
+        let resp = request(&http, base, req, &[("stats", "all")]).send().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+        let body = resp.bytes().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+        let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| format!("{}: {e}", req.describe()))?;
+        total += v["data"]["stats"]["timings"]["execTotalTime"].as_f64().unwrap_or(0.0);
+    }
+    Ok(total)
+}

@@ -1,0 +1,473 @@
+//! Fleet-scale benchmark of `vllm-diag explain` against the floor set by the metrics backend.
+//!
+//! Run it with `scripts/bench.sh` (see BENCHMARKS.md); it is not part of `cargo test` (the target
+//! has `bench = false`, so only `cargo bench --bench fleet` builds it).
+//!
+//! For every fleet size it builds a TSDB of a generated fleet (cached, see [`data`]), starts a real
+//! Prometheus on it, and then, interleaving the runs so both see the same background noise:
+//! - runs the release `vllm-diag explain` binary end to end (spawn to exit) and takes its peak RSS
+//!   from the kernel ([`child`]);
+//! - sends the very requests that run made, taken from its `--record` file, with a minimal client
+//!   ([`floor`]) at the same concurrency;
+//! - replays the recording offline;
+//! and reports medians with min and max. Query counts and response sizes come from the recording,
+//! so they are exact, not sampled.
+
+mod child;
+mod data;
+mod floor;
+mod prom;
+mod stats;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use data::Fleet;
+use stats::{bytes, median, ms, Summary};
+
+/// vLLM-diag's default `--concurrency`, used by the floor client too.
+const CONCURRENCY: usize = 8;
+const DIAGONAL: &[&str] = &["10x1", "100x10", "1000x50"];
+const GRID: &[&str] = &["10x1", "10x10", "100x1", "100x10", "100x50", "1000x1", "1000x10", "1000x50"];
+
+struct Args {
+    fleets: Vec<Fleet>,
+    runs: usize,
+    out: PathBuf,
+    fresh: bool,
+}
+
+const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,1000x50 | --grid] [--runs N] [--out DIR] [--fresh]
+  --sizes   fleet sizes as REPLICASxMODELS (default: the diagonal 10x1,100x10,1000x50)
+  --grid    every size from 10, 100, 1000 replicas x 1, 10, 50 models (at least one replica per model)
+  --runs    timed runs per measurement (default 7; at least 5)
+  --out     where data, recordings and results go (default target/bench)
+  --fresh   rebuild the cached TSDBs instead of reusing them";
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        fleets: Vec::new(),
+        runs: 7,
+        out: Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench"),
+        fresh: false,
+    };
+    let mut sizes: Vec<String> = DIAGONAL.iter().map(|s| s.to_string()).collect();
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = |flag: &str| it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
+        match a.as_str() {
+            // cargo bench appends this
+            "--bench" => {}
+            "--sizes" => sizes = value("--sizes")?.split(',').map(str::to_string).collect(),
+            "--grid" => sizes = GRID.iter().map(|s| s.to_string()).collect(),
+            "--runs" => {
+                args.runs = value("--runs")?.parse().map_err(|_| format!("--runs takes a whole number\n{USAGE}"))?;
+                if args.runs < 5 {
+                    return Err("--runs: at least 5, so that a median means something".into());
+                }
+            }
+            "--out" => args.out = PathBuf::from(value("--out")?),
+            "--fresh" => args.fresh = true,
+            "-h" | "--help" => return Err(USAGE.to_string()),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    args.fleets = sizes.iter().map(|s| Fleet::parse(s)).collect::<Result<_, _>>()?;
+    Ok(args)
+}
+
+#[derive(Serialize)]
+struct Machine {
+    cpu: String,
+    cores: usize,
+    memory: String,
+    kernel: String,
+    prometheus: String,
+    vllm_diag: String,
+}
+
+#[derive(Serialize)]
+struct Startup {
+    version: Summary,
+    rules_list: Summary,
+}
+
+#[derive(Serialize)]
+struct FleetResult {
+    fleet: String,
+    replicas: u32,
+    models: u32,
+    series: u64,
+    data: data::Built,
+    data_built_in_this_run: bool,
+    /// `stats.queries` of the recorded run.
+    queries: u64,
+    /// Distinct requests in the recording.
+    recorded_requests: usize,
+    response_bytes: u64,
+    largest_response_bytes: u64,
+    recording_bytes: u64,
+    findings: Vec<String>,
+    explain: Summary,
+    explain_peak_rss_mib: f64,
+    /// CPU time (user + system) of the explain process.
+    explain_cpu: Summary,
+    floor_flat: Summary,
+    floor_after_discovery: Summary,
+    /// median(explain) / median(flat floor)
+    ratio: f64,
+    /// The median of the ratios of runs taken back to back.
+    paired_ratio: f64,
+    server_exec_ms: f64,
+    replay: Summary,
+    replay_peak_rss_mib: f64,
+    load_before: String,
+    load_after: String,
+}
+
+#[derive(Serialize)]
+struct Results {
+    machine: Machine,
+    runs: usize,
+    concurrency: usize,
+    startup: Startup,
+    fleets: Vec<FleetResult>,
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_vllm-diag")
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+
+    let machine = machine();
+    eprintln!("machine: {} ({} cores), load {}", machine.cpu, machine.cores, loadavg());
+
+    let startup = Startup {
+        version: Summary::of(&walls(&child::repeat(Command::new(bin()).arg("--version"), args.runs * 3, 0)?)),
+        rules_list: Summary::of(&walls(&child::repeat(Command::new(bin()).args(["rules", "list"]), args.runs * 3, 0)?)),
+    };
+
+    let mut fleets = Vec::new();
+    for fleet in &args.fleets {
+        let prepared = data::prepare(*fleet, &args.out, args.fresh)?;
+        let r = measure(&rt, *fleet, &prepared, args)?;
+        eprintln!(
+            "[{}] explain {} | floor {} | ratio {:.2} | {} queries, {} | replay {}",
+            r.fleet,
+            r.explain.text(),
+            r.floor_flat.text(),
+            r.ratio,
+            r.queries,
+            bytes(r.response_bytes),
+            r.replay.text()
+        );
+        fleets.push(r);
+    }
+
+    let results = Results { machine, runs: args.runs, concurrency: CONCURRENCY, startup, fleets };
+    let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
+    let md = markdown(&results);
+    for (name, text) in [("results.json", &json), ("results.md", &md)] {
+        let p = args.out.join(name);
+        std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
+    println!("{md}");
+    eprintln!("results written to {}", args.out.join("results.{md,json}").display());
+    Ok(())
+}
+
+fn walls(runs: &[child::Finished]) -> Vec<Duration> {
+    runs.iter().map(|f| f.wall).collect()
+}
+
+fn peak_mib(runs: &[child::Finished]) -> f64 {
+    runs.iter().map(|f| f.max_rss_kib).max().unwrap_or(0) as f64 / 1024.0
+}
+
+fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared, args: &Args) -> Result<FleetResult, String> {
+    let label = fleet.label();
+    let work = args.out.join("runs").join(&label);
+    std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
+    let prom = rt.block_on(prom::Prom::start(&prepared.tsdb, &work))?;
+    // Let start-up work (WAL replay, a first compaction check) finish before timing anything.
+    std::thread::sleep(Duration::from_secs(3));
+    let at = prepared.built.window_end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let series = rt.block_on(count_series(&prom.url, &at))?;
+    let load_before = loadavg();
+
+    let explain_args = |extra: &[&str]| -> Command {
+        let mut c = Command::new(bin());
+        c.args(["explain", "--prometheus", &prom.url, "--at", &at, "--window", "30m"]).args(extra).env_remove("VLLM_DIAG_PROMETHEUS_URL");
+        c
+    };
+    let to_file = |p: &Path| -> Result<Stdio, String> {
+        std::fs::File::create(p).map(Stdio::from).map_err(|e| format!("cannot create {}: {e}", p.display()))
+    };
+
+    // 1. The recorded run: what was asked and answered, and the report.
+    let rec_path = work.join("recording.json");
+    let report_path = work.join("report.json");
+    let rec_str = rec_path.display().to_string();
+    let mut cmd = explain_args(&["--format", "json", "--record", &rec_str]);
+    cmd.stdout(to_file(&report_path)?).stderr(to_file(&work.join("record.stderr"))?);
+    let f = child::run(&mut cmd)?;
+    if f.code != Some(0) {
+        return Err(format!(
+            "[{label}] explain exited with {:?}; see {}",
+            f.code,
+            work.join("record.stderr").display()
+        ));
+    }
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report_path).map_err(|e| e.to_string())?)
+        .map_err(|e| format!("{}: {e}", report_path.display()))?;
+    let findings: Vec<String> = report["findings"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|f| {
+            let replicas = f["replicas"]["affected"].as_array().map(|a| a.len());
+            let total = f["replicas"]["total"].as_u64();
+            let mut s = format!("{} @ {}", f["rule"].as_str().unwrap_or("?"), f["scope"]["model_name"].as_str().unwrap_or("?"));
+            if let (Some(a), Some(t)) = (replicas, total) {
+                let _ = write!(s, " ({a} of {t} replicas)");
+            }
+            s
+        })
+        .collect();
+    let queries = report["stats"]["queries"].as_u64().unwrap_or(0);
+    let rec = floor::Recorded::load(&rec_path)?;
+    if rec.errors > 0 {
+        return Err(format!("[{label}] {} recorded requests failed; see {}", rec.errors, rec_path.display()));
+    }
+    let recording_bytes = std::fs::metadata(&rec_path).map(|m| m.len()).unwrap_or(0);
+
+    // 2. Warm both up once (page cache, postings), then interleave.
+    let mut table = explain_args(&[]);
+    child::repeat(&mut table, 1, 0)?;
+    rt.block_on(floor::flat(&prom.url, &rec, CONCURRENCY))?;
+    let mut explain_runs = Vec::new();
+    let mut flat = Vec::new();
+    let mut after = Vec::new();
+    let mut floor_bytes = 0;
+    for _ in 0..args.runs {
+        explain_runs.extend(child::repeat(&mut table, 1, 0)?);
+        let p = rt.block_on(floor::flat(&prom.url, &rec, CONCURRENCY))?;
+        floor_bytes = p.bytes;
+        flat.push(p.wall);
+        after.push(rt.block_on(floor::after_discovery(&prom.url, &rec, CONCURRENCY))?.wall);
+    }
+    if floor_bytes != rec.total_bytes() {
+        eprintln!("[{label}] note: the floor client received {floor_bytes} bytes, the recording holds {}", rec.total_bytes());
+    }
+    let server_exec_ms = rt.block_on(floor::server_exec_secs(&prom.url, &rec))? * 1000.0;
+    let load_after = loadavg();
+    drop(prom);
+
+    // 3. Offline: the recording replayed.
+    let mut replay = Command::new(bin());
+    replay.args(["explain", "--replay", &rec_str]);
+    child::repeat(&mut replay, 1, 0)?;
+    let replay_runs = child::repeat(&mut replay, args.runs, 0)?;
+
+    let explain = Summary::of(&walls(&explain_runs));
+    let floor_flat = Summary::of(&flat);
+    let paired: Vec<f64> = explain_runs.iter().zip(&flat).map(|(e, f)| e.wall.as_secs_f64() / f.as_secs_f64()).collect();
+    Ok(FleetResult {
+        fleet: label,
+        replicas: fleet.replicas,
+        models: fleet.models,
+        series,
+        data: prepared.built.clone(),
+        data_built_in_this_run: prepared.fresh,
+        queries,
+        recorded_requests: rec.requests.len(),
+        response_bytes: rec.total_bytes(),
+        largest_response_bytes: rec.largest(),
+        recording_bytes,
+        findings,
+        ratio: explain.median_ms / floor_flat.median_ms,
+        paired_ratio: median(&paired),
+        explain,
+        explain_peak_rss_mib: peak_mib(&explain_runs),
+        explain_cpu: Summary::of(&explain_runs.iter().map(|f| f.cpu).collect::<Vec<_>>()),
+        floor_flat,
+        floor_after_discovery: Summary::of(&after),
+        server_exec_ms,
+        replay: Summary::of(&walls(&replay_runs)),
+        replay_peak_rss_mib: peak_mib(&replay_runs),
+        load_before,
+        load_after,
+    })
+}
+
+/// How many series Prometheus holds at the window's end (within its lookback).
+async fn count_series(url: &str, at: &str) -> Result<u64, String> {
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([("query", "count({__name__=~\".+\"})"), ("time", at)])
+        .finish();
+    let answer = reqwest::Client::new()
+        .post(format!("{url}/api/v1/query"))
+        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| format!("counting series: {e}"))?
+        .bytes()
+        .await
+        .map_err(|e| format!("counting series: {e}"))?;
+    let v: serde_json::Value = serde_json::from_slice(&answer).map_err(|e| format!("counting series: {e}"))?;
+    v["data"]["result"][0]["value"][1]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("counting series: unexpected answer {v}"))
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn machine() -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).to_string()))
+        .unwrap_or_else(|| "unknown".into());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let memory = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or("?".into(), |kib| format!("{:.0} GiB", kib as f64 / 1048576.0));
+    let first_line = |prog: &str, arg: &str| {
+        Command::new(prog)
+            .arg(arg)
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(if o.stdout.is_empty() { &o.stderr } else { &o.stdout }).lines().next().unwrap_or("").to_string())
+            .unwrap_or_else(|| "?".into())
+    };
+    Machine {
+        cpu,
+        cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        memory,
+        kernel: first_line("uname", "-r"),
+        prometheus: first_line("prometheus", "--version"),
+        vllm_diag: first_line(bin(), "--version"),
+    }
+}
+
+fn markdown(r: &Results) -> String {
+    let mut s = String::new();
+    let m = &r.machine;
+    let _ = writeln!(s, "Machine: {}, {} cores, {}, Linux {}; {}; {}.", m.cpu, m.cores, m.memory, m.kernel, m.prometheus, m.vllm_diag);
+    let _ = writeln!(s, "{} timed runs per number (median, then min–max); concurrency {}.\n", r.runs, r.concurrency);
+
+    let _ = writeln!(s, "| fleet (replicas x models) | series | queries | bytes received | largest answer | explain | floor (flat) | floor after discovery | explain / floor | explain peak RSS |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for f in &r.fleets {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} (paired {:.2}) | {:.1} MiB |",
+            f.fleet,
+            f.series,
+            f.queries,
+            bytes(f.response_bytes),
+            bytes(f.largest_response_bytes),
+            f.explain.text(),
+            f.floor_flat.text(),
+            f.floor_after_discovery.text(),
+            f.ratio,
+            f.paired_ratio,
+            f.explain_peak_rss_mib
+        );
+    }
+
+    let _ = writeln!(s, "\n| fleet | explain CPU time | replay | replay peak RSS | recording | Prometheus exec time (sum, sequential) | load before → after |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---|");
+    for f in &r.fleets {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.1} MiB | {} | {} | {} → {} |",
+            f.fleet,
+            f.explain_cpu.text(),
+            f.replay.text(),
+            f.replay_peak_rss_mib,
+            bytes(f.recording_bytes),
+            ms(f.server_exec_ms),
+            f.load_before,
+            f.load_after
+        );
+    }
+
+    if let Some(base) = r.fleets.first() {
+        let _ = writeln!(s, "\nGrowth relative to {}:\n", base.fleet);
+        let _ = writeln!(s, "| fleet | replicas | series | queries | bytes received | floor | explain | explain − floor |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        for f in &r.fleets {
+            let x = |a: f64, b: f64| format!("{:.2}x", a / b);
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                f.fleet,
+                x(f.replicas as f64, base.replicas as f64),
+                x(f.series as f64, base.series as f64),
+                x(f.queries as f64, base.queries as f64),
+                x(f.response_bytes as f64, base.response_bytes as f64),
+                x(f.floor_flat.median_ms, base.floor_flat.median_ms),
+                x(f.explain.median_ms, base.explain.median_ms),
+                ms(f.explain.median_ms - f.floor_flat.median_ms),
+            );
+        }
+    }
+
+    let _ = writeln!(s, "\nStart-up: `vllm-diag --version` {}; `vllm-diag rules list` {}.", r.startup.version.text(), r.startup.rules_list.text());
+
+    let _ = writeln!(s, "\n| fleet | data: samples | OpenMetrics | generate | backfill (promtool) | findings |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
+    for f in &r.fleets {
+        let d = &f.data;
+        let cached = if f.data_built_in_this_run { "" } else { " (cached)" };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.1} s{cached} | {:.1} s{cached} | {} |",
+            f.fleet,
+            d.samples,
+            bytes(d.openmetrics_bytes),
+            d.generate_secs,
+            d.backfill_secs,
+            f.findings.join("; ")
+        );
+    }
+    s
+}

@@ -1,0 +1,114 @@
+//! GitHub Actions: findings as workflow-command annotations, and the step-summary heading.
+//!
+//! An annotation is one line on stdout, `::error title=T::message`, that the runner turns into a
+//! note on the workflow run. The line format is the whole protocol, so escaping is not cosmetic:
+//! an unescaped newline in a message would end the command and let the rest of the text (which
+//! can come from a Prometheus warning or a label value) be read as a new command. GitHub's rules:
+//! in the message `%`, `\r` and `\n` are written `%25`, `%0D`, `%0A`; in a property such as
+//! `title` also `:` and `,` (`%3A`, `%2C`), which would otherwise end the property.
+
+use super::{one_line, ScopeStyle};
+use crate::report::{Report, Severity};
+
+/// One annotation per finding, most important first: critical as `error`, warning as `warning`,
+/// info as `notice`. Empty when there are no findings.
+pub fn annotations(report: &Report) -> String {
+    let scopes = ScopeStyle::for_report(report);
+    let mut out = String::new();
+    for f in &report.findings {
+        let command = match f.severity {
+            Severity::Critical => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "notice",
+        };
+        let title = format!("vllm-diag: {} on {}", one_line(&f.rule), scopes.format(&f.scope));
+        let held: Vec<String> = f
+            .evidence
+            .iter()
+            .filter(|e| e.passed && !e.threshold.trim().is_empty())
+            .map(|e| {
+                let t = super::EvidenceText::new(e);
+                format!("{} {} ({})", t.title, t.value, t.condition)
+            })
+            .collect();
+        let mut message = format!("{}: {}", f.severity.as_str().to_uppercase(), one_line(&f.title));
+        if !held.is_empty() {
+            message.push_str(&format!(". {}", held.join("; ")));
+        }
+        if let Some(step) = f.steps.first() {
+            message.push_str(&format!(". First step: {}", one_line(step)));
+        }
+        out.push_str(&format!("::{command} title={}::{}\n", property(&title), data(&message)));
+    }
+    out
+}
+
+/// `check`'s verdict as a step-summary heading, with a mark GitHub renders as an emoji.
+pub fn summary_heading(verdict: &str) -> String {
+    let mark = if verdict.starts_with("FAIL") {
+        ":x:"
+    } else if verdict.starts_with("PASS") {
+        ":white_check_mark:"
+    } else {
+        ":grey_question:"
+    };
+    format!("{mark} {}", one_line(verdict))
+}
+
+/// Workflow-command data (the message).
+pub fn data(s: &str) -> String {
+    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+}
+
+/// A workflow-command property value.
+pub fn property(s: &str) -> String {
+    data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::*;
+
+    #[test]
+    fn each_finding_becomes_one_annotation_of_its_severity() {
+        let text = annotations(&sample_report());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].starts_with("::error title=vllm-diag%3A kv-cache-exhausted on llama-3.1-70b-instruct::CRITICAL: "), "{}", lines[0]);
+        assert!(lines[1].starts_with("::warning title=vllm-diag%3A ttft-regression on qwen2.5-coder-32b::WARNING: "), "{}", lines[1]);
+        assert!(lines[0].contains("KV cache usage (max) 99.1%25 (> 95%25)"), "{}", lines[0]);
+    }
+
+    #[test]
+    fn info_findings_are_notices_and_no_findings_give_no_lines() {
+        let mut r = sample_report();
+        r.findings.truncate(1);
+        r.findings[0].severity = Severity::Info;
+        assert!(annotations(&r).starts_with("::notice title="));
+        assert_eq!(annotations(&clean_report()), "");
+    }
+
+    #[test]
+    fn text_from_outside_cannot_end_the_command_or_start_another() {
+        assert_eq!(data("50%\r\n::error::x"), "50%25%0D%0A::error::x");
+        assert_eq!(property("a: b, c%\n"), "a%3A b%2C c%25%0A");
+        let mut r = sample_report();
+        r.findings[0].scope.insert("model_name".to_string(), "m,x::warning::pwned\n::error::y".to_string());
+        r.findings[0].steps = vec!["100% sure\n::error::injected".to_string()];
+        let text = annotations(&r);
+        assert_eq!(text.lines().count(), 2, "{text}");
+        for line in text.lines() {
+            let (_, message) = line.split_once("::").and_then(|(_, rest)| rest.split_once("::")).unwrap();
+            assert!(!message.contains('\n') && !message.contains('\r'));
+        }
+        assert!(text.contains("title=vllm-diag%3A kv-cache-exhausted on m%2Cx%3A%3Awarning%3A%3Apwned %3A%3Aerror%3A%3Ay::"), "{text}");
+    }
+
+    #[test]
+    fn the_summary_heading_marks_the_verdict() {
+        assert!(summary_heading("FAIL: 1 critical finding").starts_with(":x: FAIL"));
+        assert!(summary_heading("PASS: nothing").starts_with(":white_check_mark:"));
+        assert!(summary_heading("NOT EVALUATED: x").starts_with(":grey_question:"));
+    }
+}

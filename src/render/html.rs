@@ -1,0 +1,489 @@
+//! One self-contained HTML page, to attach to an incident ticket or open on a phone.
+//!
+//! Self-contained means no scripts, fonts, images or style sheets from anywhere: the page is a
+//! single file that renders the same offline, in a mail client's preview or years later from a
+//! ticket archive. Charts are inline SVG drawn here, one per evidence signal that carries a trend:
+//! the baseline and the window side by side on one vertical scale (they need not be adjacent in
+//! time: `--baseline 1d` compares with yesterday), the thresholds the rule applied drawn as dashed
+//! lines, and gaps in the data left as gaps. Layout is a single column that widens into a grid on
+//! a large screen, so it reads on a phone without zooming.
+
+use std::fmt::Write as _;
+
+use super::{
+    also_consistent_list, describe_generation, describe_range_at, describe_source, headline,
+    healthy_summary, no_findings_sentence, not_evaluated_heading, not_evaluated_lines, one_line,
+    query_timing, warning_lines, EvidenceText, RenderOptions, ScopeStyle,
+};
+use crate::report::{Evidence, Finding, Report, Severity, TimeRange};
+use crate::units;
+
+pub fn render(report: &Report, opts: &RenderOptions) -> String {
+    let scopes = ScopeStyle::for_report(report);
+    let now = opts.now.as_ref();
+    let mut body = String::new();
+
+    let _ = writeln!(body, "<header>\n<h1>vllm-diag: {}</h1>", esc(&headline(report)));
+    let (kind, url, selector) = describe_source(report);
+    let source = match selector {
+        Some(sel) => format!("{} <code>{}</code>, selector <code>{}</code>", esc(&kind), esc(&url), esc(&sel)),
+        None => format!("{} <code>{}</code>", esc(&kind), esc(&url)),
+    };
+    let _ = writeln!(
+        body,
+        "<dl class=\"meta\">\n<dt>Window</dt><dd>{}</dd>\n<dt>Baseline</dt><dd>{}</dd>\n<dt>Source</dt><dd>{source}</dd>\n<dt>Metrics</dt><dd>vLLM {}; {}</dd>\n</dl>\n</header>",
+        esc(&describe_range_at(&report.window, now)),
+        esc(&describe_range_at(&report.baseline, None)),
+        esc(&describe_generation(&report.metrics.generation)),
+        esc(&scopes.describe_seen(&report.metrics.scopes)),
+    );
+
+    if let Some(sentence) = no_findings_sentence(report) {
+        let class = if report.healthy.is_empty() { "verdict unknown" } else { "verdict clean" };
+        let _ = writeln!(body, "<p class=\"{class}\">{}</p>", esc(&sentence));
+    }
+    for (i, f) in report.findings.iter().enumerate() {
+        finding(&mut body, report, f, i + 1, &scopes);
+    }
+
+    let mut rest = String::new();
+    if let Some((pairs, rules)) = healthy_summary(report) {
+        let _ = writeln!(rest, "<p>Checked and healthy: {} ({})</p>", esc(&pairs), esc(&rules.join(", ")));
+    }
+    let skipped = not_evaluated_lines(report, &scopes);
+    if !skipped.is_empty() {
+        let _ = writeln!(rest, "<h2>{}</h2>\n<ul class=\"skipped\">", esc(&not_evaluated_heading(skipped.len())));
+        for (rule, scope, reason) in skipped {
+            let _ = writeln!(rest, "<li><code>{}</code> ({}): {}</li>", esc(&rule), esc(&scope), esc(&reason));
+        }
+        rest.push_str("</ul>\n");
+    }
+    let warnings = warning_lines(report);
+    if !warnings.is_empty() {
+        rest.push_str("<h2>Warnings</h2>\n<ul class=\"warnings\">\n");
+        for w in warnings {
+            let _ = writeln!(rest, "<li>{}</li>", esc(&w));
+        }
+        rest.push_str("</ul>\n");
+    }
+    if !rest.is_empty() {
+        let _ = write!(body, "<section class=\"rest\">\n{rest}</section>\n");
+    }
+
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>vllm-diag: {}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n{body}</main>\n</body>\n</html>\n",
+        esc(&headline(report))
+    )
+}
+
+fn finding(out: &mut String, report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle) {
+    let sev = f.severity.as_str();
+    let _ = writeln!(out, "<section class=\"finding {sev}\">");
+    let _ = writeln!(
+        out,
+        "<h2><span class=\"badge {sev}\">#{rank} {}</span> {}</h2>\n<p class=\"scope\"><code>{}</code> on <code>{}</code></p>",
+        sev.to_uppercase(),
+        esc(&one_line(&f.title)),
+        esc(&one_line(&f.rule)),
+        esc(&scopes.format(&f.scope))
+    );
+    if !f.summary.trim().is_empty() {
+        let _ = writeln!(out, "<p>{}</p>", esc(&one_line(&f.summary)));
+    }
+    if !f.evidence.is_empty() {
+        out.push_str("<div class=\"evidence\">\n");
+        for (i, e) in f.evidence.iter().enumerate() {
+            let t = EvidenceText::new(e);
+            let status = match (t.condition.is_empty(), t.held) {
+                (true, _) => "context".to_string(),
+                (false, true) => format!("<code>{}</code> held", esc(&t.condition)),
+                (false, false) => format!("<code>{}</code> did not hold", esc(&t.condition)),
+            };
+            let class = match (t.condition.is_empty(), t.held) {
+                (true, _) => "context",
+                (false, true) => "held",
+                (false, false) => "not-held",
+            };
+            let change = t.change.as_deref().map(|c| format!(" ({})", esc(c))).unwrap_or_default();
+            let confidence = t.confidence.as_deref().map(|c| format!("<br><span class=\"low\">{}</span>", esc(c))).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "<figure class=\"{class}\">\n<figcaption><strong>{}</strong> <span class=\"value\">{}</span><br>baseline {}{change} · {status}{confidence}</figcaption>",
+                esc(&t.title),
+                esc(&t.value),
+                esc(&t.baseline)
+            );
+            match chart(report, e, f.severity, &format!("c{rank}-{i}")) {
+                Some(svg) => out.push_str(&svg),
+                None => out.push_str("<p class=\"nochart\">No trend recorded for this signal.</p>\n"),
+            }
+            out.push_str("</figure>\n");
+        }
+        out.push_str("</div>\n");
+    }
+    if let Some(line) = super::replicas_line(f) {
+        let _ = writeln!(out, "<p class=\"replicas\">Affected: {}</p>", esc(&line));
+    }
+    for (head, how) in super::recommendation_lines(f) {
+        let _ = writeln!(out, "<h3>{}</h3>\n<p>{}</p>", esc(&head), esc(&how));
+    }
+    if !f.steps.is_empty() {
+        out.push_str("<h3>Next steps</h3>\n<ol>\n");
+        for s in &f.steps {
+            let _ = writeln!(out, "<li>{}</li>", esc(&one_line(s)));
+        }
+        out.push_str("</ol>\n");
+    }
+    if !f.references.is_empty() {
+        out.push_str("<h3>References</h3>\n<ul>\n");
+        for r in &f.references {
+            let _ = writeln!(out, "<li>{}</li>", esc(&one_line(r)));
+        }
+        out.push_str("</ul>\n");
+    }
+    if let Some(also) = also_consistent_list(f, |id| id.to_string()) {
+        let _ = writeln!(out, "<p>Also consistent: {}</p>", esc(&also));
+    }
+    let queries: Vec<&Evidence> = f.evidence.iter().filter(|e| !e.query.trim().is_empty()).collect();
+    if !queries.is_empty() {
+        let _ = writeln!(out, "<details>\n<summary>PromQL {}</summary>\n<dl class=\"promql\">", esc(&query_timing(report)));
+        for e in queries {
+            let _ = writeln!(out, "<dt>{}</dt><dd><code>{}</code></dd>", esc(&one_line(&e.signal)), esc(&one_line(&e.query)));
+        }
+        out.push_str("</dl>\n</details>\n");
+    }
+    out.push_str("</section>\n");
+}
+
+// Chart geometry, in SVG user units (the drawing scales to the figure's width).
+const W: f64 = 460.0;
+const H: f64 = 200.0;
+const LEFT: f64 = 58.0;
+const RIGHT: f64 = 10.0;
+const TOP: f64 = 24.0;
+const BOTTOM: f64 = 26.0;
+const GAP: f64 = 12.0;
+
+/// The chart of one evidence signal, or `None` when it carries no finite trend point.
+fn chart(report: &Report, e: &Evidence, severity: Severity, id: &str) -> Option<String> {
+    let t = e.series.as_ref()?;
+    // Only finite points inside their own range are drawn, and only they decide the scale.
+    let inside = |points: &[(f64, f64)], r: &TimeRange| -> Vec<(f64, f64)> {
+        let (a, b) = (r.start.timestamp() as f64 - 1.0, r.end.timestamp() as f64 + 1.0);
+        points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite() && p.0 >= a && p.0 <= b).collect()
+    };
+    let (base_pts, win_pts) = (inside(&t.baseline, &report.baseline), inside(&t.window, &report.window));
+    let values: Vec<f64> = base_pts.iter().chain(&win_pts).map(|p| p.1).collect();
+    if values.is_empty() {
+        return None;
+    }
+    let limits: Vec<(String, f64)> = e.limits.iter().filter(|l| l.value.is_finite()).map(|l| (one_line(&l.label), l.value)).collect();
+    let extra = limits.iter().map(|l| l.1).chain([e.value, e.baseline].into_iter().flatten().filter(|v| v.is_finite()));
+    let lo_data = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().chain(extra.clone()).fold(f64::NEG_INFINITY, f64::max);
+    let lo = lo_data.min(0.0).min(extra.fold(f64::INFINITY, f64::min));
+    let (lo, mut hi, step) = nice_scale(lo, hi);
+    // A share never exceeds 100%: do not draw room above it.
+    if e.unit == "ratio" && hi > 1.0 && values.iter().chain(limits.iter().map(|l| &l.1)).all(|v| *v <= 1.0) && lo >= 0.0 {
+        hi = 1.0;
+    }
+
+    let plot_h = H - TOP - BOTTOM;
+    // Clamped, so a value far off the scale (or an overflow) still gives a finite coordinate.
+    let y = |v: f64| (TOP + plot_h - (v - lo) / (hi - lo) * plot_h).clamp(-1.0e6, 1.0e6);
+    let pw = (W - LEFT - RIGHT - GAP) / 2.0;
+    let panels = [(&report.baseline, base_pts, LEFT, "Baseline"), (&report.window, win_pts, LEFT + pw + GAP, "Window")];
+    let colour = match severity {
+        Severity::Critical => "#c0392b",
+        Severity::Warning => "#b9770e",
+        Severity::Info => "#2471a3",
+    };
+
+    let mut s = String::new();
+    let title = format!("{} over the baseline and the window", one_line(if e.title.trim().is_empty() { &e.signal } else { &e.title }));
+    let _ = writeln!(
+        s,
+        "<svg class=\"chart\" viewBox=\"0 0 {W} {H}\" role=\"img\" aria-labelledby=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\">\n<title id=\"{id}\">{}</title>",
+        esc(&title)
+    );
+    // Grid and y labels.
+    let mut v = lo;
+    let mut guard = 0;
+    while v <= hi + step * 1e-9 && guard < 20 {
+        let yy = y(v);
+        let _ = writeln!(
+            s,
+            "<line class=\"grid\" x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\"/><text class=\"ylab\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            W - RIGHT,
+            LEFT - 6.0,
+            yy + 4.0,
+            esc(&units::format_value(clean(v), &e.unit))
+        );
+        v += step;
+        guard += 1;
+    }
+    for (range, points, x0, name) in panels {
+        let span = (range.end.timestamp() - range.start.timestamp()).max(1) as f64;
+        let x = |ts: f64| x0 + (ts - range.start.timestamp() as f64) / span * pw;
+        let class = if name == "Baseline" { "panel base" } else { "panel win" };
+        let _ = writeln!(s, "<rect class=\"{class}\" x=\"{x0:.1}\" y=\"{TOP}\" width=\"{pw:.1}\" height=\"{plot_h:.1}\"/>");
+        let _ = writeln!(s, "<text class=\"ptitle\" x=\"{:.1}\" y=\"{:.1}\">{name}</text>", x0 + 4.0, TOP - 8.0);
+        let _ = writeln!(
+            s,
+            "<text class=\"xlab\" x=\"{x0:.1}\" y=\"{:.1}\">{}</text><text class=\"xlab end\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            H - 8.0,
+            time_label(range, &range.start),
+            x0 + pw,
+            H - 8.0,
+            time_label(range, &range.end)
+        );
+        let stroke = if name == "Baseline" { "#7f8c8d" } else { colour };
+        // Split the line where points are missing, so a gap in the data shows as a gap.
+        let max_gap = (t.step_seconds.max(1) as f64) * 1.5;
+        let mut segment: Vec<(f64, f64)> = Vec::new();
+        let mut prev: Option<f64> = None;
+        for (ts, val) in points {
+            if prev.is_some_and(|p| ts - p > max_gap) {
+                polyline(&mut s, &segment, stroke);
+                segment.clear();
+            }
+            segment.push((x(ts), y(val)));
+            prev = Some(ts);
+        }
+        polyline(&mut s, &segment, stroke);
+    }
+    // Thresholds, labelled at the right; labels that would overlap are nudged apart.
+    let mut taken: Vec<f64> = Vec::new();
+    let mut sorted = limits.clone();
+    sorted.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal));
+    for (label, value) in sorted {
+        let yy = y(value);
+        let _ = writeln!(s, "<line class=\"limit\" x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\"/>", W - RIGHT);
+        let mut ly = yy - 4.0;
+        while taken.iter().any(|t| (t - ly).abs() < 12.0) {
+            ly += 12.0;
+        }
+        taken.push(ly);
+        let _ = writeln!(s, "<text class=\"llab\" x=\"{:.1}\" y=\"{ly:.1}\">{}</text>", W - RIGHT - 4.0, esc(&label));
+    }
+    s.push_str("</svg>\n");
+    Some(s)
+}
+
+fn polyline(s: &mut String, points: &[(f64, f64)], stroke: &str) {
+    match points {
+        [] => {}
+        [(x, y)] => {
+            let _ = writeln!(s, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{stroke}\"/>");
+        }
+        _ => {
+            let pts: Vec<String> = points.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+            let _ = writeln!(s, "<polyline class=\"line\" stroke=\"{stroke}\" points=\"{}\"/>", pts.join(" "));
+        }
+    }
+}
+
+/// `08:50`, or `01-15 08:50` when the range crosses a day.
+fn time_label(range: &TimeRange, t: &chrono::DateTime<chrono::Utc>) -> String {
+    if range.start.date_naive() == range.end.date_naive() {
+        t.format("%H:%M").to_string()
+    } else {
+        t.format("%m-%d %H:%M").to_string()
+    }
+}
+
+/// A scale from `lo` to `hi` with round steps (1, 2 or 5 times a power of ten), about four of them,
+/// and a little room above the highest value.
+fn nice_scale(lo: f64, hi: f64) -> (f64, f64, f64) {
+    let (lo, hi) = if !lo.is_finite() || !hi.is_finite() {
+        (0.0, 1.0)
+    } else if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
+        if hi == 0.0 {
+            (0.0, 1.0)
+        } else {
+            (lo.min(0.0), hi.abs() * 1.25 + lo.min(0.0))
+        }
+    } else {
+        (lo, hi + (hi - lo) * 0.08)
+    };
+    let raw = (hi - lo) / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let nlo = (lo / step).floor() * step;
+    let nhi = (hi / step).ceil() * step;
+    if !(nlo.is_finite() && nhi.is_finite() && step.is_finite() && step > 0.0 && nhi > nlo) {
+        // Values near the limits of f64: no round scale exists; draw against a plain one.
+        return (0.0, 1.0, 0.2);
+    }
+    (nlo, nhi.max(nlo + step), step)
+}
+
+/// Round away floating-point dust (0.30000000000000004) before a tick is printed.
+fn clean(v: f64) -> f64 {
+    if v.abs() < 1e-12 {
+        0.0
+    } else {
+        let p = 10f64.powi(9 - v.abs().log10().ceil() as i32);
+        (v * p).round() / p
+    }
+}
+
+/// Text for HTML element content and attribute values.
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = r#"
+:root{color-scheme:light;--fg:#1c2833;--muted:#5d6d7e;--line:#d5d8dc;--bg:#f4f6f7;--card:#fff;--crit:#c0392b;--warn:#b9770e;--info:#2471a3}
+*{box-sizing:border-box}
+body{margin:0;background:var(--bg);color:var(--fg);font:15px/1.45 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
+main{max-width:1100px;margin:0 auto;padding:12px}
+h1{font-size:1.35em;margin:.2em 0 .4em}
+h2{font-size:1.15em;margin:.2em 0}
+h3{font-size:1em;margin:1em 0 .3em}
+code{font:13px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#eef0f1;padding:1px 4px;border-radius:3px;overflow-wrap:anywhere}
+dl.meta{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;margin:0 0 12px;font-size:.93em}
+dl.meta dt{color:var(--muted)}
+dl.meta dd{margin:0;overflow-wrap:anywhere}
+section{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:12px 14px;margin:12px 0}
+section.finding{border-left:6px solid var(--info)}
+section.critical{border-left-color:var(--crit)}
+section.warning{border-left-color:var(--warn)}
+.badge{display:inline-block;color:#fff;background:var(--info);border-radius:4px;padding:1px 7px;font-size:.8em;vertical-align:2px;margin-right:4px}
+.badge.critical{background:var(--crit)}
+.badge.warning{background:var(--warn)}
+.scope{margin:.2em 0 .6em;color:var(--muted)}
+.evidence{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,440px),1fr));gap:10px}
+figure{margin:0;border:1px solid var(--line);border-radius:6px;padding:8px}
+figure.held{border-color:#e6b0aa;background:#fffafa}
+figure.context{background:#fbfcfc}
+figcaption{font-size:.92em;margin-bottom:4px}
+.value{font-weight:700;font-size:1.1em}
+.low{color:var(--warn)}
+.nochart{color:var(--muted);font-size:.9em;margin:.3em 0}
+svg.chart{display:block;width:100%;height:auto}
+svg .panel{fill:#fff;stroke:var(--line)}
+svg .panel.base{fill:#f4f6f7}
+svg .grid{stroke:#e5e8e8;stroke-width:1}
+svg .line{fill:none;stroke-width:2;stroke-linejoin:round}
+svg .limit{stroke:#7d3c98;stroke-width:1.4;stroke-dasharray:6 4}
+svg text{font:13px -apple-system,"Segoe UI",Roboto,Arial,sans-serif;fill:var(--muted)}
+svg .ylab{text-anchor:end}
+svg .xlab.end{text-anchor:end}
+svg .ptitle{font-weight:600;fill:var(--fg)}
+svg .llab{text-anchor:end;fill:#7d3c98;font-weight:600;stroke:#fff;stroke-width:3px;paint-order:stroke}
+details{margin-top:.8em}
+summary{cursor:pointer;color:var(--muted)}
+dl.promql dt{font-weight:600;margin-top:.4em}
+dl.promql dd{margin:0}
+.verdict{font-weight:600;padding:10px 14px;border-radius:8px}
+.verdict.clean{background:#e9f7ef}
+.verdict.unknown{background:#fdebd0}
+ul{padding-left:1.3em}
+ol{padding-left:1.5em}
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::*;
+    use crate::report::{Limit, Trend};
+
+    fn with_trends() -> Report {
+        let mut r = sample_report();
+        let (b0, w0) = (r.baseline.start.timestamp() as f64, r.window.start.timestamp() as f64);
+        let e = &mut r.findings[0].evidence[0];
+        e.series = Some(Trend {
+            step_seconds: 60,
+            range_seconds: 120,
+            query: "q".to_string(),
+            baseline: (0..=30).map(|i| (b0 + 60.0 * i as f64, 0.55 + 0.002 * i as f64)).collect(),
+            window: (0..=30).filter(|i| !(12..15).contains(i)).map(|i| (w0 + 60.0 * i as f64, 0.7 + 0.01 * i as f64)).collect(),
+        });
+        e.limits = vec![Limit { label: "> 95%".to_string(), value: 0.95 }];
+        r
+    }
+
+    #[test]
+    fn html_snapshot_of_the_sample_report_with_trends() {
+        insta::assert_snapshot!(render(&with_trends(), &RenderOptions::default()));
+    }
+
+    #[test]
+    fn html_snapshot_when_nothing_was_evaluated() {
+        insta::assert_snapshot!(render(&nothing_evaluated_report(), &RenderOptions::default()));
+    }
+
+    #[test]
+    fn the_page_loads_nothing_from_anywhere() {
+        let page = render(&with_trends(), &RenderOptions::default());
+        for needle in ["<script", "<link", "<img", "@import", "url(", "src=", "href="] {
+            assert!(!page.contains(needle), "found {needle}");
+        }
+    }
+
+    #[test]
+    fn a_signal_with_a_trend_gets_a_chart_with_its_threshold_and_a_gap_where_data_is_missing() {
+        let page = render(&with_trends(), &RenderOptions::default());
+        assert_eq!(page.matches("<svg").count(), 1);
+        assert!(page.contains("class=\"limit\"") && page.contains("&gt; 95%"));
+        // baseline line, window before the gap, window after it.
+        assert_eq!(page.matches("<polyline").count(), 3, "{page}");
+        assert!(page.contains("No trend recorded for this signal."));
+    }
+
+    #[test]
+    fn outside_text_is_escaped() {
+        let mut r = with_trends();
+        r.findings[0].scope.insert("model_name".to_string(), "<script>alert(1)</script>".to_string());
+        r.warnings.push("\"><img src=x onerror=alert(1)>".to_string());
+        let page = render(&r, &RenderOptions::default());
+        assert!(!page.contains("<script") && !page.contains("<img"));
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    }
+
+    #[test]
+    fn scales_are_round_and_cover_the_data() {
+        assert_eq!(nice_scale(0.0, 0.96), (0.0, 1.25, 0.25));
+        let (lo, hi, step) = nice_scale(0.0, 3.0);
+        assert!(lo == 0.0 && hi >= 3.0 && step == 1.0, "{lo} {hi} {step}");
+        assert_eq!(nice_scale(0.0, 0.0), (0.0, 1.0, 0.2));
+        let (lo, hi, _) = nice_scale(f64::NAN, 1.0);
+        assert!(lo.is_finite() && hi.is_finite());
+        let (lo, hi, step) = nice_scale(-f64::MAX, f64::MAX);
+        assert!(lo.is_finite() && hi.is_finite() && step > 0.0);
+        assert_eq!(clean(0.1 + 0.2), 0.3);
+    }
+
+    #[test]
+    fn odd_data_does_not_panic_or_draw_nonsense() {
+        let mut r = with_trends();
+        let (w_end, b_end) = (r.window.end.timestamp() as f64, r.baseline.end.timestamp() as f64);
+        let e = &mut r.findings[0].evidence[0];
+        e.value = Some(f64::INFINITY);
+        e.limits.push(Limit { label: "nan".to_string(), value: f64::NAN });
+        if let Some(t) = e.series.as_mut() {
+            t.window.push((f64::NAN, 1.0));
+            t.window.push((1e18, 1e300));
+            // Values at the limits of f64, inside the ranges, so they are drawn.
+            t.window.push((w_end, f64::MAX));
+            t.baseline.push((b_end, -f64::MAX));
+        }
+        let page = render(&r, &RenderOptions::default());
+        assert!(!page.contains("NaN\"") && !page.contains("inf\""), "non-finite coordinates");
+    }
+}

@@ -1,0 +1,352 @@
+//! Slack mrkdwn, for an incident channel read on a phone.
+//!
+//! Slack is not Markdown: `*bold*`, `_italic_`, no headings, no tables, and `&`, `<`, `>` are its
+//! only escapes (`<...>` is a link or a mention). So the message is short lines and bullets, label
+//! values and metric names go in code spans, and text from outside (server warnings, failure
+//! reasons) has its markup characters replaced by look-alikes, since Slack has no backslash escape.
+//!
+//! Slack truncates a message's text beyond 40,000 characters, recommends staying under 4,000, and
+//! a section block holds at most 3,000; the whole message is kept within [`LIMIT`] so it can be
+//! posted as text or as one section block. The most important finding comes first and is shown in
+//! full; when the rest do not fit, they shrink to one line each, and what still does not fit is
+//! counted in a closing "and N more" line that says where the whole report is.
+
+use super::{
+    describe_duration, describe_range_at, evidence_sparkline, headline, no_findings_sentence,
+    not_evaluated_lines, one_line, plural, verdict, warning_lines, EvidenceText, RenderOptions,
+    ScopeStyle, Verdict,
+};
+use crate::report::{Finding, Report, Severity};
+
+/// Characters (not bytes) a message may take: one Slack section block.
+pub const LIMIT: usize = 3000;
+
+pub fn render(report: &Report, opts: &RenderOptions) -> String {
+    let scopes = ScopeStyle::for_report(report);
+    let mut head: Vec<String> = Vec::new();
+    let icon = match (verdict(report), report.worst_severity()) {
+        (Verdict::Findings, Some(Severity::Critical)) => ":red_circle:",
+        (Verdict::Findings, Some(Severity::Warning)) => ":warning:",
+        (Verdict::Findings, _) => ":information_source:",
+        (Verdict::Clean, _) => ":white_check_mark:",
+        (Verdict::NothingEvaluated, _) => ":grey_question:",
+    };
+    head.push(format!("{icon} *vllm-diag: {}*", plain(&headline(report))));
+    let baseline = if report.baseline.end == report.window.start {
+        format!("the {} before", describe_duration(&report.baseline))
+    } else {
+        describe_range_at(&report.baseline, None)
+    };
+    head.push(format!(
+        "Window {} · baseline {}",
+        describe_range_at(&report.window, opts.now.as_ref()),
+        baseline
+    ));
+    if let Some(sentence) = no_findings_sentence(report) {
+        head.push(plain(&sentence));
+    }
+
+    let mut tail: Vec<String> = Vec::new();
+    let skipped = not_evaluated_lines(report, &scopes);
+    if !skipped.is_empty() {
+        let shown: Vec<String> = skipped
+            .iter()
+            .take(3)
+            .map(|(rule, scope, reason)| format!("{} ({}): {}", code(rule), code(scope), plain(reason)))
+            .collect();
+        let more = skipped.len().saturating_sub(shown.len());
+        let mut line = format!(
+            ":grey_question: Not evaluated ({}): {}",
+            plural(skipped.len(), "rule/scope pair", "rule/scope pairs"),
+            shown.join("; ")
+        );
+        if more > 0 {
+            line.push_str(&format!("; and {more} more"));
+        }
+        tail.push(line);
+    }
+    if !report.healthy.is_empty() {
+        tail.push(format!("Checked and healthy: {}", plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs")));
+    }
+    let warnings = warning_lines(report);
+    if !warnings.is_empty() {
+        tail.push(format!(":warning: {}", plain(&warnings.join("; "))));
+    }
+    // The tail is context; it may be cut to one line, never the findings' headline.
+    let head_text = head.join("\n");
+    let mut tail_text = tail.join("\n");
+
+    let full: Vec<String> = report.findings.iter().enumerate().map(|(i, f)| finding_full(report, f, i + 1, &scopes)).collect();
+    let brief: Vec<String> = report.findings.iter().enumerate().map(|(i, f)| finding_brief(f, i + 1, &scopes)).collect();
+
+    let len = |s: &str| s.chars().count();
+    // Room for the closing "and N more" line, reserved whenever anything may need cutting.
+    let more_line = |n: usize| {
+        format!(
+            "_…and {} not shown here; `vllm-diag explain --format markdown` or `--format html` has the whole report._",
+            plural(n, "more finding", "more findings")
+        )
+    };
+    let fixed = len(&head_text) + 2 + len(&tail_text) + 2;
+    let budget = |reserve: usize| LIMIT.saturating_sub(fixed + reserve);
+
+    let total_full: usize = full.iter().map(|b| len(b) + 2).sum();
+    let mut blocks: Vec<String> = Vec::new();
+    let mut omitted = 0;
+    if total_full <= budget(0) {
+        blocks = full;
+    } else {
+        let reserve = len(&more_line(report.findings.len())) + 2;
+        let mut used = 0;
+        for (i, (f, b)) in full.iter().zip(&brief).enumerate() {
+            // The first finding is shown in full when it fits; the others one line each.
+            let candidate = if i == 0 && len(f) + 2 <= budget(reserve) { f } else { b };
+            if used + len(candidate) + 2 <= budget(reserve) {
+                used += len(candidate) + 2;
+                blocks.push(candidate.clone());
+            } else {
+                omitted = report.findings.len() - i;
+                break;
+            }
+        }
+    }
+    if omitted > 0 {
+        blocks.push(more_line(omitted));
+    }
+
+    let mut parts = vec![head_text];
+    parts.extend(blocks);
+    let body_len: usize = parts.iter().map(|p| len(p) + 2).sum();
+    if !tail_text.is_empty() {
+        if body_len + len(&tail_text) > LIMIT {
+            tail_text = cut(&tail_text, LIMIT.saturating_sub(body_len));
+        }
+        if !tail_text.is_empty() {
+            parts.push(tail_text);
+        }
+    }
+    let mut out = parts.join("\n\n");
+    if len(&out) > LIMIT {
+        // Only reachable with absurdly long rule titles or scopes: cut at a line, never mid-markup.
+        out = cut(&out, LIMIT - 1);
+    }
+    out.push('\n');
+    out
+}
+
+/// Heading, summary, the evidence held to a condition (with its trend), and the next steps.
+fn finding_full(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle) -> String {
+    let mut lines = vec![heading(f, rank, scopes)];
+    if !f.summary.trim().is_empty() {
+        lines.push(plain(&f.summary));
+    }
+    let mut context = 0;
+    for e in &f.evidence {
+        let t = EvidenceText::new(e);
+        if t.condition.is_empty() {
+            context += 1;
+            continue;
+        }
+        let mut line = format!("• {}: *{}*, baseline {}", plain(&t.title), plain(&t.value), plain(&t.baseline));
+        if let Some(change) = &t.change {
+            line.push_str(&format!(" ({})", plain(change)));
+        }
+        line.push_str(&format!(" — {} {}", code(&t.condition), if t.held { "held" } else { "did not hold" }));
+        if let Some(c) = &t.confidence {
+            line.push_str(&format!("; {c}"));
+        }
+        if let Some(s) = evidence_sparkline(report, e) {
+            line.push_str(&format!(" {}", code(&s)));
+        }
+        lines.push(line);
+    }
+    if context > 0 {
+        lines.push(format!("_{} for context in the full report_", plural(context, "more signal", "more signals")));
+    }
+    if let Some(line) = super::replicas_line(f) {
+        lines.push(format!("Affected: {}", plain(&line)));
+    }
+    for (head, how) in super::recommendation_lines(f) {
+        lines.push(format!("*{}*: {}", plain(&head), plain(&how)));
+    }
+    if !f.steps.is_empty() {
+        lines.push("*Next steps*".to_string());
+        for (n, s) in f.steps.iter().enumerate() {
+            lines.push(format!("{}. {}", n + 1, plain(s)));
+        }
+    }
+    if !f.also_consistent.is_empty() {
+        let also: Vec<String> = f.also_consistent.iter().map(|a| format!("{} ({})", code(&a.rule), a.severity)).collect();
+        lines.push(format!("Also consistent: {}", also.join(", ")));
+    }
+    lines.join("\n")
+}
+
+/// One line: heading only, with the strongest held signal.
+fn finding_brief(f: &Finding, rank: usize, scopes: &ScopeStyle) -> String {
+    let mut line = heading(f, rank, scopes);
+    if let Some(e) = f.evidence.iter().map(EvidenceText::new).find(|t| t.held && !t.condition.is_empty()) {
+        line.push_str(&format!(" — {} *{}* ({})", plain(&e.title), plain(&e.value), code(&e.condition)));
+    }
+    line
+}
+
+fn heading(f: &Finding, rank: usize, scopes: &ScopeStyle) -> String {
+    format!(
+        "*#{rank} {} · {}*\n{} on {}",
+        f.severity.as_str().to_uppercase(),
+        plain(&f.title),
+        code(&f.rule),
+        code(&scopes.format(&f.scope))
+    )
+}
+
+/// Text from anywhere made inert for Slack: its three escapes, and look-alikes for the characters
+/// that would start bold, strike-through or code (Slack has no backslash escape). `_` is left
+/// alone: Slack only italicises it at word boundaries, and metric names are full of it.
+pub(crate) fn plain(s: &str) -> String {
+    one_line(s)
+        .chars()
+        .map(|c| match c {
+            '&' => "&amp;".to_string(),
+            '<' => "&lt;".to_string(),
+            '>' => "&gt;".to_string(),
+            '*' => "∗".to_string(),
+            '~' => "∼".to_string(),
+            '`' => "ˋ".to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// A code span. Slack code spans cannot hold a backtick, so one inside becomes a look-alike.
+pub(crate) fn code(s: &str) -> String {
+    let s = one_line(s);
+    if s.is_empty() {
+        return String::new();
+    }
+    let inner: String = s
+        .chars()
+        .map(|c| match c {
+            '&' => "&amp;".to_string(),
+            '<' => "&lt;".to_string(),
+            '>' => "&gt;".to_string(),
+            '`' => "ˋ".to_string(),
+            c => c.to_string(),
+        })
+        .collect();
+    format!("`{inner}`")
+}
+
+/// At most `max` characters, cut after a whole line when possible, with `…` marking the cut.
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let keep: String = s.chars().take(max.saturating_sub(1)).collect();
+    match keep.rfind('\n') {
+        Some(i) if i > 0 => format!("{}…", keep[..i].trim_end()),
+        _ => format!("{keep}…"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::*;
+
+    fn opts() -> RenderOptions {
+        RenderOptions::default()
+    }
+
+    #[test]
+    fn slack_snapshot_of_the_sample_report() {
+        insta::assert_snapshot!(render(&sample_report(), &opts()));
+    }
+
+    #[test]
+    fn slack_snapshot_of_a_clean_report() {
+        insta::assert_snapshot!(render(&clean_report(), &opts()));
+    }
+
+    #[test]
+    fn slack_snapshot_when_nothing_was_evaluated() {
+        insta::assert_snapshot!(render(&nothing_evaluated_report(), &opts()));
+    }
+
+    #[test]
+    fn the_most_important_finding_comes_first() {
+        let text = render(&sample_report(), &opts());
+        let kv = text.find("kv-cache-exhausted").unwrap();
+        let ttft = text.find("ttft-regression` on").unwrap();
+        assert!(kv < ttft, "{text}");
+    }
+
+    #[test]
+    fn there_are_no_tables_in_a_slack_message() {
+        let text = render(&sample_report(), &opts());
+        assert!(!text.contains('|') && !text.contains('┌') && !text.contains("---"), "{text}");
+    }
+
+    #[test]
+    fn many_findings_stay_within_the_limit_and_say_how_many_were_left_out() {
+        let mut r = sample_report();
+        let template = r.findings.clone();
+        for i in 0..60 {
+            let mut f = template[i % 2].clone();
+            f.scope.insert("model_name".to_string(), format!("model-{i:02}"));
+            r.findings.push(f);
+        }
+        let text = render(&r, &opts());
+        assert!(text.chars().count() <= LIMIT, "{} chars", text.chars().count());
+        assert!(text.contains("more findings not shown here"), "{text}");
+        // The first finding is still shown in full, steps included.
+        assert!(text.contains("*Next steps*"), "{text}");
+        // Every finding is either shown or counted.
+        let shown = text.matches("\n`kv-cache-exhausted` on").count() + text.matches("\n`ttft-regression` on").count();
+        let more: usize = text
+            .split("…and ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        assert_eq!(shown + more, r.findings.len(), "{text}");
+    }
+
+    #[test]
+    fn huge_text_from_outside_cannot_break_the_limit() {
+        let mut r = sample_report();
+        r.findings[0].title = "x".repeat(10_000);
+        r.warnings = vec!["w".repeat(10_000)];
+        let text = render(&r, &opts());
+        assert!(text.chars().count() <= LIMIT, "{} chars", text.chars().count());
+    }
+
+    #[test]
+    fn outside_text_cannot_add_formatting_links_or_mentions() {
+        assert_eq!(plain("*bold* <!channel> a & b ~x~ `c`"), "∗bold∗ &lt;!channel&gt; a &amp; b ∼x∼ ˋcˋ");
+        assert_eq!(code("a`b<c>"), "`aˋb&lt;c&gt;`");
+        let mut r = sample_report();
+        r.findings[0].scope.insert("model_name".to_string(), "<!here>".to_string());
+        let text = render(&r, &opts());
+        assert!(!text.contains("<!here>"), "{text}");
+    }
+
+    #[test]
+    fn nothing_evaluated_is_not_called_healthy() {
+        let text = render(&nothing_evaluated_report(), &opts()).to_lowercase();
+        assert!(!text.contains("healthy") && !text.contains("white_check_mark"), "{text}");
+    }
+
+    #[test]
+    fn a_live_run_says_how_long_ago_the_window_ended() {
+        let r = sample_report();
+        let now = r.window.end + chrono::Duration::minutes(12);
+        let text = render(&r, &RenderOptions { now: Some(now), ..RenderOptions::default() });
+        assert!(text.contains("ended 12 min ago"), "{text}");
+        assert!(!render(&r, &opts()).contains("ago"));
+    }
+}

@@ -1,0 +1,501 @@
+//! Direct scrape: no Prometheus anywhere, only vLLM's `/metrics` endpoints.
+//!
+//! `explain --scrape URL...` samples every endpoint at a fixed interval across the window, stores
+//! the samples the way a Prometheus scraper would, and then diagnoses them with local evaluation
+//! ([`super::local::LocalSource`]). What a scraper adds is added here too, because the rules and
+//! signals depend on it: `instance="host:port"` and `job="vllm"` on every series (labels of those
+//! names in the exposition become `exported_instance`/`exported_job`), `up` 1 or 0 per round, and a
+//! staleness marker when a series disappears or a target stops answering, so a dead replica stops
+//! counting at once. Samples are stamped with the round's scheduled time (the first round opens the
+//! window, the last closes it), so the window holds exactly the rounds taken.
+//!
+//! With no history, comparisons with a baseline are unknown and rules decide on their absolute
+//! thresholds. `--baseline-from FILE` supplies a baseline: an OpenMetrics file with timestamps, such
+//! as one written by an earlier `--scrape ... --save-samples FILE` (or any file
+//! `promtool tsdb create-blocks-from openmetrics` accepts). Its last sample ends the baseline window.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::local::LocalSource;
+use crate::config::RunParams;
+use crate::exposition::{self, Format};
+use crate::local::store::{is_stale, stale_nan};
+use crate::local::Store;
+use crate::report::TimeRange;
+use crate::selector::Selector;
+use crate::source::Labels;
+
+/// Why a scrape run cannot start or produced nothing to diagnose.
+#[derive(Debug, thiserror::Error)]
+pub enum ScrapeError {
+    #[error("--scrape {url:?}: {problem}")]
+    BadTarget { url: String, problem: String },
+    #[error("{0}")]
+    Usage(String),
+    #[error("no target could be scraped: {0}")]
+    NothingScraped(String),
+    #[error("--baseline-from {}: {problem}", .path.display())]
+    Baseline { path: PathBuf, problem: String },
+    #[error("--save-samples {}: {problem}", .path.display())]
+    Save { path: PathBuf, problem: String },
+}
+
+/// One endpoint to scrape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// What is fetched (credentials removed; they travel as basic auth).
+    pub url: url::Url,
+    /// `host:port`, the `instance` label.
+    pub instance: String,
+    user: Option<(String, Option<String>)>,
+}
+
+impl Target {
+    /// Parse `--scrape`: a scheme is optional (http), a bare host:port or `/` path means `/metrics`,
+    /// `user:pass@` becomes basic auth and is never shown.
+    pub fn parse(text: &str) -> Result<Target, ScrapeError> {
+        let bad = |problem: String| ScrapeError::BadTarget { url: redact(text), problem };
+        let with_scheme = if text.contains("://") { text.to_string() } else { format!("http://{text}") };
+        let mut url = url::Url::parse(&with_scheme)
+            .map_err(|e| bad(format!("not a URL ({e}); write e.g. http://10.0.0.5:8000/metrics")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad(format!("the scheme must be http or https, not {}", url.scheme())));
+        }
+        let host = url.host_str().ok_or_else(|| bad("the URL has no host".into()))?.to_string();
+        let port = url.port_or_known_default().unwrap_or(80);
+        let user =
+            (!url.username().is_empty()).then(|| (url.username().to_string(), url.password().map(str::to_string)));
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        if url.path().is_empty() || url.path() == "/" {
+            url.set_path("/metrics");
+        }
+        let host_shown = if host.contains(':') { format!("[{host}]") } else { host };
+        Ok(Target { instance: format!("{host_shown}:{port}"), url, user })
+    }
+
+    /// The URL as shown to people (never with credentials).
+    pub fn shown(&self) -> String {
+        self.url.to_string()
+    }
+}
+
+fn redact(text: &str) -> String {
+    match url::Url::parse(text) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Ok(_) => text.to_string(),
+        Err(_) => match text.rsplit_once('@') {
+            Some((_, rest)) => format!("…@{rest}"),
+            None => text.to_string(),
+        },
+    }
+}
+
+/// What a scrape run is asked to do.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub targets: Vec<Target>,
+    pub window: Duration,
+    pub interval: Duration,
+}
+
+impl Plan {
+    /// Rounds needed to cover the window (the first opens it, the last closes it).
+    pub fn rounds(&self) -> usize {
+        (self.window.as_millis() / self.interval.as_millis().max(1)) as usize + 1
+    }
+}
+
+/// Per-target memory between rounds: which series the last round returned (for staleness).
+#[derive(Debug, Default)]
+pub struct TargetState {
+    last: BTreeSet<Labels>,
+    /// Rounds that failed, with the last reason.
+    pub failures: usize,
+    pub last_error: Option<String>,
+}
+
+/// What a fetch produced: the body and its content type, or why there is none.
+pub type Fetched = Result<(String, String), String>;
+
+/// Store one round's answer from one target at `t_ms`, as a scraper would.
+pub fn ingest(store: &mut Store, state: &mut TargetState, target: &Target, t_ms: i64, fetched: Fetched) {
+    let mut up_labels = Labels::new();
+    up_labels.insert("__name__".into(), "up".into());
+    up_labels.insert("instance".into(), target.instance.clone());
+    up_labels.insert("job".into(), "vllm".into());
+    let parsed = fetched.and_then(|(body, ct)| {
+        exposition::parse(&body, Format::from_content_type(&ct))
+            .map_err(|e| format!("cannot parse the exposition: {e}"))
+    });
+    let now: BTreeSet<Labels> = match parsed {
+        Err(e) => {
+            state.failures += 1;
+            state.last_error = Some(e);
+            store.push(up_labels, t_ms, 0.0);
+            BTreeSet::new()
+        }
+        Ok(exp) => {
+            store.push(up_labels, t_ms, 1.0);
+            let mut seen = BTreeSet::new();
+            for s in exp.samples {
+                let mut labels = Labels::new();
+                for (k, v) in s.labels {
+                    let k = match k.as_str() {
+                        "instance" | "job" => format!("exported_{k}"),
+                        _ => k,
+                    };
+                    if !v.is_empty() {
+                        labels.insert(k, v);
+                    }
+                }
+                labels.insert("__name__".into(), s.name);
+                labels.insert("instance".into(), target.instance.clone());
+                labels.insert("job".into(), "vllm".into());
+                if !seen.insert(labels.clone()) {
+                    continue; // a duplicate line: Prometheus keeps the first
+                }
+                store.push(labels, s.timestamp_ms.unwrap_or(t_ms), s.value);
+            }
+            seen
+        }
+    };
+    for gone in state.last.difference(&now) {
+        store.push(gone.clone(), t_ms, stale_nan());
+    }
+    state.last = now;
+}
+
+async fn fetch(client: &reqwest::Client, target: &Target, timeout: Duration) -> Fetched {
+    let mut req = client
+        .get(target.url.clone())
+        .timeout(timeout)
+        .header("Accept", "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1");
+    if let Some((user, pass)) = &target.user {
+        req = req.basic_auth(user, pass.as_deref());
+    }
+    let resp = req.send().await.map_err(|e| {
+        if e.is_timeout() {
+            format!("no answer within {}s", timeout.as_secs_f64())
+        } else {
+            // reqwest's message may hold the URL; ours never holds credentials.
+            format!("cannot connect ({})", first_cause(&e))
+        }
+    })?;
+    let status = resp.status();
+    let ct = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let body = resp.text().await.map_err(|e| format!("the answer broke off ({})", first_cause(&e)))?;
+    if !status.is_success() {
+        return Err(format!("HTTP {}", status.as_u16()));
+    }
+    Ok((body, ct))
+}
+
+fn first_cause(e: &dyn std::error::Error) -> String {
+    let mut cur: &dyn std::error::Error = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// The outcome of a scrape run.
+pub struct Scraped {
+    pub store: Store,
+    /// Scheduled time of the first and the last round.
+    pub first: DateTime<Utc>,
+    pub last: DateTime<Utc>,
+    pub states: Vec<TargetState>,
+}
+
+/// Scrape every target once per interval across the window. `progress(done, total)` is called after
+/// each round.
+pub async fn run(plan: &Plan, mut progress: impl FnMut(usize, usize)) -> Scraped {
+    let client = reqwest::Client::builder().build().unwrap_or_default();
+    let timeout = plan.interval.clamp(Duration::from_secs(1), Duration::from_secs(10));
+    let rounds = plan.rounds();
+    let start_instant = tokio::time::Instant::now();
+    let first_ms = Utc::now().timestamp_millis();
+    let first = DateTime::from_timestamp_millis(first_ms).unwrap_or_default();
+    let step_ms = plan.interval.as_millis() as i64;
+    let mut store = Store::new();
+    let mut states: Vec<TargetState> = plan.targets.iter().map(|_| TargetState::default()).collect();
+    for k in 0..rounds {
+        tokio::time::sleep_until(start_instant + plan.interval * k as u32).await;
+        let t_ms = first_ms + step_ms * k as i64;
+        let answers = futures::future::join_all(plan.targets.iter().map(|t| fetch(&client, t, timeout))).await;
+        for ((target, state), fetched) in plan.targets.iter().zip(states.iter_mut()).zip(answers) {
+            ingest(&mut store, state, target, t_ms, fetched);
+        }
+        progress(k + 1, rounds);
+    }
+    let last = DateTime::from_timestamp_millis(first_ms + step_ms * (rounds as i64 - 1)).unwrap_or(first);
+    Scraped { store, first, last, states }
+}
+
+/// Load a baseline samples file (OpenMetrics or text format, every sample with a timestamp).
+pub fn load_samples(path: &Path) -> Result<Store, ScrapeError> {
+    let bad = |problem: String| ScrapeError::Baseline { path: path.to_path_buf(), problem };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let exp = exposition::parse(&text, Format::Detect).map_err(|e| bad(format!("{e}")))?;
+    let mut store = Store::new();
+    for s in exp.samples {
+        let Some(t) = s.timestamp_ms else {
+            return Err(bad(format!(
+                "{} has no timestamp; a baseline needs timestamped samples (write one with --save-samples)",
+                s.name
+            )));
+        };
+        let mut labels = s.labels;
+        labels.insert("__name__".into(), s.name);
+        store.push(labels, t, s.value);
+    }
+    if store.is_empty() {
+        return Err(bad("it holds no samples".into()));
+    }
+    Ok(store)
+}
+
+/// Write every sample (staleness markers aside, which the format cannot carry) as OpenMetrics with
+/// timestamps: readable by `--baseline-from` and by `promtool tsdb create-blocks-from openmetrics`.
+pub fn save_samples(store: &Store, path: &Path) -> Result<(), ScrapeError> {
+    let bad = |problem: String| ScrapeError::Save { path: path.to_path_buf(), problem };
+    let mut out = String::new();
+    for (labels, points) in store.series() {
+        let name = labels.get("__name__").cloned().unwrap_or_default();
+        let rest: Vec<String> = labels
+            .iter()
+            .filter(|(k, _)| k.as_str() != "__name__")
+            .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")))
+            .collect();
+        let head = if rest.is_empty() { name } else { format!("{name}{{{}}}", rest.join(",")) };
+        for (t, v) in points {
+            if is_stale(*v) {
+                continue;
+            }
+            out.push_str(&format!(
+                "{head} {} {}.{:03}\n",
+                crate::local::ops::format_go_float(*v),
+                t.div_euclid(1000),
+                t.rem_euclid(1000)
+            ));
+        }
+    }
+    out.push_str("# EOF\n");
+    let mut f = std::fs::File::create(path).map_err(|e| bad(format!("cannot create it: {e}")))?;
+    f.write_all(out.as_bytes()).map_err(|e| bad(format!("cannot write it: {e}")))
+}
+
+/// Everything `explain --scrape` needs before the diagnosis: flags checked, endpoints scraped,
+/// baseline loaded, windows placed.
+pub struct Prepared {
+    pub source: Arc<LocalSource>,
+    pub params: RunParams,
+    pub selector: Selector,
+    /// Problems to tell the user (targets that failed some rounds).
+    pub notes: Vec<String>,
+}
+
+/// Options from the command line.
+pub struct ScrapeArgs<'a> {
+    pub urls: &'a [String],
+    pub window: Duration,
+    pub interval: Duration,
+    pub baseline_from: Option<&'a Path>,
+    pub save_samples: Option<&'a Path>,
+    pub selector: Selector,
+    pub group_by: Vec<String>,
+    /// Show progress on stderr.
+    pub progress: bool,
+}
+
+pub fn prepare(a: ScrapeArgs<'_>) -> Result<Prepared, ScrapeError> {
+    let targets = a.urls.iter().map(|u| Target::parse(u)).collect::<Result<Vec<_>, _>>()?;
+    let mut seen = BTreeSet::new();
+    for t in &targets {
+        if !seen.insert(t.instance.clone()) {
+            return Err(ScrapeError::Usage(format!("--scrape lists {} twice", t.instance)));
+        }
+    }
+    if a.interval < Duration::from_millis(100) {
+        return Err(ScrapeError::Usage("--interval must be at least 100ms".into()));
+    }
+    if a.window < a.interval * 2 {
+        return Err(ScrapeError::Usage(format!(
+            "--window {}s is shorter than two --interval {}s: rates need at least three scrapes; lengthen the window or shorten the interval",
+            a.window.as_secs_f64(),
+            a.interval.as_secs_f64()
+        )));
+    }
+    if a.window.subsec_millis() != 0 {
+        return Err(ScrapeError::Usage("--window must be a whole number of seconds with --scrape".into()));
+    }
+    // Read the baseline first: a broken file should fail before minutes of scraping.
+    let baseline = a.baseline_from.map(load_samples).transpose()?;
+    let plan = Plan { targets, window: a.window, interval: a.interval };
+    let rounds = plan.rounds();
+    let shown: Vec<String> = plan.targets.iter().map(Target::shown).collect();
+    if a.progress {
+        eprint!(
+            "vllm-diag: scraping {} every {}s for {}s: 0/{rounds}",
+            shown.join(", "),
+            a.interval.as_secs_f64(),
+            a.window.as_secs()
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ScrapeError::Usage(format!("cannot start the async runtime: {e}")))?;
+    let show = a.progress;
+    let scraped = runtime.block_on(run(&plan, |done, total| {
+        if show {
+            eprint!("\rvllm-diag: scraping {}: {done}/{total}   ", shown.join(", "));
+        }
+    }));
+    if a.progress {
+        eprintln!();
+    }
+    let mut notes = Vec::new();
+    for (t, st) in plan.targets.iter().zip(&scraped.states) {
+        if st.failures > 0 {
+            notes.push(format!(
+                "{}: {} of {rounds} scrapes failed ({})",
+                t.shown(),
+                st.failures,
+                st.last_error.clone().unwrap_or_default()
+            ));
+        }
+    }
+    if scraped.states.iter().all(|s| s.failures == rounds) {
+        return Err(ScrapeError::NothingScraped(notes.join("; ")));
+    }
+    if let Some(path) = a.save_samples {
+        save_samples(&scraped.store, path)?;
+    }
+
+    let window = TimeRange { start: scraped.first, end: scraped.last };
+    let length = scraped.last - scraped.first;
+    // Ranges are closed: a baseline ending at the first round would hold that round's samples.
+    let before_first = scraped.first - chrono::Duration::milliseconds(1);
+    let mut store = scraped.store;
+    let baseline = match baseline {
+        Some(b) => {
+            let (_, last_ms) = b.time_span().unwrap_or((0, 0));
+            let end = DateTime::from_timestamp_millis(last_ms).unwrap_or(before_first).min(before_first);
+            store.extend(b);
+            TimeRange { start: end - length, end }
+        }
+        None => TimeRange { start: before_first - length, end: before_first },
+    };
+    let params = RunParams { window, baseline, selector: a.selector.to_promql(), group_by: a.group_by };
+    let source = Arc::new(LocalSource::new(Arc::new(store), "scrape", &shown.join(", ")));
+    Ok(Prepared { source, params, selector: a.selector, notes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::answer;
+    use crate::source::Request;
+
+    fn target() -> Target {
+        Target::parse("127.0.0.1:8000").unwrap()
+    }
+
+    fn ok(body: &str) -> Fetched {
+        Ok((body.to_string(), "text/plain; version=0.0.4".to_string()))
+    }
+
+    fn query(store: &Store, q: &str, t_ms: i64) -> serde_json::Value {
+        let ex =
+            answer(store, &Request::Instant { query: q.into(), time: DateTime::from_timestamp_millis(t_ms).unwrap() });
+        serde_json::from_str::<serde_json::Value>(&ex.body).unwrap()["data"]["result"].clone()
+    }
+
+    #[test]
+    fn targets_default_to_http_and_metrics_and_hide_credentials() {
+        let t = Target::parse("10.0.0.5:8000").unwrap();
+        assert_eq!(t.shown(), "http://10.0.0.5:8000/metrics");
+        assert_eq!(t.instance, "10.0.0.5:8000");
+        let t = Target::parse("https://user:s3cret@vllm.example/prefix/metrics").unwrap();
+        assert_eq!(t.instance, "vllm.example:443");
+        assert!(!t.shown().contains("s3cret") && !t.shown().contains("user"), "{}", t.shown());
+        let e = Target::parse("ftp://user:s3cret@x/").unwrap_err().to_string();
+        assert!(e.contains("http or https") && !e.contains("s3cret"), "{e}");
+    }
+
+    #[test]
+    fn a_scrape_adds_instance_job_and_up_and_renames_clashing_labels() {
+        let mut store = Store::new();
+        let mut st = TargetState::default();
+        ingest(&mut store, &mut st, &target(), 1000, ok("x{job=\"other\",a=\"1\"} 5\n"));
+        let v = query(&store, "x", 1000);
+        assert_eq!(
+            v[0]["metric"],
+            serde_json::json!({"__name__":"x","a":"1","exported_job":"other","instance":"127.0.0.1:8000","job":"vllm"})
+        );
+        assert_eq!(query(&store, "up", 1000)[0]["value"][1], "1");
+    }
+
+    #[test]
+    fn a_failed_scrape_sets_up_to_zero_and_marks_every_series_stale_at_once() {
+        let mut store = Store::new();
+        let mut st = TargetState::default();
+        ingest(&mut store, &mut st, &target(), 1000, ok("x 5\n"));
+        ingest(&mut store, &mut st, &target(), 2000, Err("cannot connect".into()));
+        assert_eq!(query(&store, "up", 2000)[0]["value"][1], "0");
+        // without the marker, lookback would keep x for five minutes
+        assert_eq!(query(&store, "x", 2500), serde_json::json!([]));
+        assert_eq!(st.failures, 1);
+    }
+
+    #[test]
+    fn a_series_that_disappears_goes_stale_and_a_bad_body_counts_as_a_failure() {
+        let mut store = Store::new();
+        let mut st = TargetState::default();
+        ingest(&mut store, &mut st, &target(), 1000, ok("x 1\ny 1\n"));
+        ingest(&mut store, &mut st, &target(), 2000, ok("x 2\n"));
+        assert_eq!(query(&store, "y", 2000), serde_json::json!([]));
+        assert_eq!(query(&store, "x", 2000)[0]["value"][1], "2");
+        ingest(&mut store, &mut st, &target(), 3000, ok("x{ 1\n"));
+        assert!(st.last_error.as_deref().unwrap_or_default().contains("line 1"), "{:?}", st.last_error);
+    }
+
+    #[test]
+    fn saved_samples_load_back_as_the_same_series() {
+        let mut store = Store::new();
+        let mut st = TargetState::default();
+        ingest(&mut store, &mut st, &target(), 1_700_000_000_123, ok("x{q=\"a\\\"b\"} 1.5\n"));
+        ingest(&mut store, &mut st, &target(), 1_700_000_001_123, ok("x{q=\"a\\\"b\"} 2.5\n"));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.om");
+        save_samples(&store, &path).unwrap();
+        let back = load_samples(&path).unwrap();
+        let a: Vec<_> = store
+            .series()
+            .map(|(l, p)| (l.clone(), p.iter().copied().filter(|(_, v)| !is_stale(*v)).collect::<Vec<_>>()))
+            .collect();
+        let b: Vec<_> = back.series().map(|(l, p)| (l.clone(), p.clone())).collect();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_baseline_file_without_timestamps_is_refused_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.prom");
+        std::fs::write(&path, "x 1\n").unwrap();
+        let e = load_samples(&path).unwrap_err().to_string();
+        assert!(e.contains("no timestamp") && e.contains("--save-samples"), "{e}");
+    }
+}

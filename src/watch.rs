@@ -1,0 +1,205 @@
+//! `explain --watch DUR`: the diagnosis kept up to date on a terminal during an incident.
+//!
+//! Every interval the whole explain pipeline runs again over a window ending now, the screen is
+//! redrawn, and above the report a line says what changed since the previous run: which findings
+//! appeared and which resolved, keyed by rule and scope. A run that fails (Prometheus restarting,
+//! a network blip) is shown as failed and compared with nothing: "resolved" is only ever said on
+//! the strength of a run that evaluated, never because data went missing.
+//!
+//! Watching is for people at a terminal. It is refused when stdout is not one (a file or a CI log
+//! would fill with redraws), with `--replay` (the answer never changes), with `--record` (which
+//! run would be kept?) and with `--at` (the window would never move). Ctrl-C ends it with exit 0.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use crate::cli::ExplainArgs;
+use crate::error::{exit, Failure};
+use crate::render::{self, RenderOptions};
+use crate::report::{Report, Severity};
+
+/// Rule and scope (as displayed) of a finding.
+pub type Key = (String, String);
+
+/// What changed between two runs that both produced a report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub appeared: Vec<(Key, Severity)>,
+    pub resolved: Vec<(Key, Severity)>,
+}
+
+/// The findings of a report by rule and scope.
+pub fn keys(report: &Report) -> BTreeMap<Key, Severity> {
+    let scopes = render::ScopeStyle::for_report(report);
+    report.findings.iter().map(|f| ((f.rule.clone(), scopes.format(&f.scope)), f.severity)).collect()
+}
+
+/// Findings present now and not before, and before and not now, each in key order.
+pub fn changes(before: &BTreeMap<Key, Severity>, now: &BTreeMap<Key, Severity>) -> Changes {
+    Changes {
+        appeared: now.iter().filter(|(k, _)| !before.contains_key(*k)).map(|(k, s)| (k.clone(), *s)).collect(),
+        resolved: before.iter().filter(|(k, _)| !now.contains_key(*k)).map(|(k, s)| (k.clone(), *s)).collect(),
+    }
+}
+
+/// `New: kv-cache-pressure on llama (critical) · Resolved: slow-decode on qwen (warning)`.
+pub fn describe(c: &Changes) -> String {
+    let list = |items: &[(Key, Severity)]| items.iter().map(|((r, s), sev)| format!("{r} on {s} ({sev})")).collect::<Vec<_>>().join(", ");
+    match (c.appeared.is_empty(), c.resolved.is_empty()) {
+        (true, true) => "No change in findings since the last run.".to_string(),
+        (false, true) => format!("New: {}.", list(&c.appeared)),
+        (true, false) => format!("Resolved: {}.", list(&c.resolved)),
+        (false, false) => format!("New: {} · Resolved: {}.", list(&c.appeared), list(&c.resolved)),
+    }
+}
+
+/// Refuse what cannot be watched, with the reason and the fix.
+pub fn validate(args: &ExplainArgs, stdout_is_terminal: bool) -> Result<(), Failure> {
+    if args.replay.is_some() {
+        return Err(Failure::Usage("--watch re-queries a live source; a --replay never changes. Drop --watch to read the recording".into()));
+    }
+    if args.record.is_some() {
+        return Err(Failure::Usage("--watch runs many times and --record keeps one run: drop one of them".into()));
+    }
+    if args.at.as_deref().is_some_and(|a| !a.trim().eq_ignore_ascii_case("now")) {
+        return Err(Failure::Usage("--watch follows the present: drop --at (each run's window ends when it runs)".into()));
+    }
+    if !args.format.is_text() {
+        return Err(Failure::Usage("--watch redraws a terminal: use --format table, markdown or slack".into()));
+    }
+    if args.annotations.is_some() {
+        return Err(Failure::Usage("--annotations is for CI logs, --watch for a terminal: drop one of them".into()));
+    }
+    if !stdout_is_terminal {
+        return Err(Failure::Usage(
+            "--watch needs a terminal on stdout (it redraws the screen); to poll from a script, run explain in a loop".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Run until Ctrl-C. Errors of the first run that are the user's to fix (a bad selector, a rule
+/// file) end the watch; failures of the data source are shown and retried at the next tick.
+pub fn run(args: &ExplainArgs, every: Duration) -> Result<u8, Failure> {
+    validate(args, std::io::stdout().is_terminal())?;
+    stop_on_ctrl_c()?;
+    let color = std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty()) && std::env::var("TERM").map_or(true, |t| t != "dumb");
+    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let every_text = humantime::format_duration(Duration::from_secs(every.as_secs().max(1))).to_string();
+    let mut previous: Option<BTreeMap<Key, Severity>> = None;
+    let mut run = 0u64;
+    loop {
+        run += 1;
+        let started = chrono::Utc::now();
+        let result = crate::app::diagnose(args, progress);
+        let mut screen = String::from("\x1b[H\x1b[2J");
+        screen.push_str(&format!(
+            "Watching every {every_text} · run {run} at {} · Ctrl-C to stop\n",
+            started.format("%H:%M:%S UTC")
+        ));
+        match result {
+            Ok(report) => {
+                let now = keys(&report);
+                match &previous {
+                    Some(before) => screen.push_str(&describe(&changes(before, &now))),
+                    None => screen.push_str("First run: changes are shown from the next run on."),
+                }
+                screen.push_str("\n\n");
+                let width = terminal_size::terminal_size().map(|(w, _)| w.0);
+                let opts = RenderOptions { color: color && args.format == render::Format::Table, width, now: Some(chrono::Utc::now()), fail_on: None };
+                screen.push_str(&render::render(&report, args.format, &opts));
+                previous = Some(now);
+            }
+            Err(e @ (Failure::Usage(_) | Failure::Rules(_) | Failure::Recording(_))) if run == 1 => return Err(e),
+            Err(e) => {
+                screen.push_str(&format!("This run failed: {e}\nRetrying in {every_text}; the last good run's findings are kept for comparison.\n"));
+            }
+        }
+        crate::app::write_stdout(&screen)?;
+        std::thread::sleep(every);
+    }
+}
+
+/// Ctrl-C ends the process at once with exit 0, wherever the loop is (sleeping or waiting for
+/// Prometheus): the watch holds no state worth saving and the screen needs no restoring.
+fn stop_on_ctrl_c() -> Result<(), Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Output(format!("cannot start the signal handler: {e}")))?;
+    // Register before returning, so a Ctrl-C right after the first draw is caught.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    std::thread::spawn(move || {
+        runtime.block_on(async move {
+            let signal = tokio::signal::ctrl_c();
+            tokio::pin!(signal);
+            // Polling once installs the handler.
+            let registered = futures::poll!(&mut signal);
+            let _ = ready_tx.send(Ok(()));
+            if let std::task::Poll::Ready(Err(e)) = registered {
+                let _ = ready_tx.send(Err(e.to_string()));
+                return;
+            }
+            if signal.await.is_ok() {
+                eprintln!();
+                std::process::exit(exit::OK as i32);
+            }
+        });
+    });
+    match ready_rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Failure::Output(format!("cannot listen for Ctrl-C: {e}"))),
+        Err(_) => Err(Failure::Output("cannot listen for Ctrl-C: the handler did not start".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(rule: &str, scope: &str) -> Key {
+        (rule.to_string(), scope.to_string())
+    }
+
+    #[test]
+    fn findings_are_matched_by_rule_and_scope_across_runs() {
+        let before = BTreeMap::from([(k("slow-decode", "qwen"), Severity::Warning), (k("kv-cache-pressure", "llama"), Severity::Critical)]);
+        let now = BTreeMap::from([(k("kv-cache-pressure", "llama"), Severity::Critical), (k("kv-cache-pressure", "qwen"), Severity::Critical)]);
+        let c = changes(&before, &now);
+        assert_eq!(c.appeared, vec![(k("kv-cache-pressure", "qwen"), Severity::Critical)]);
+        assert_eq!(c.resolved, vec![(k("slow-decode", "qwen"), Severity::Warning)]);
+        assert_eq!(describe(&c), "New: kv-cache-pressure on qwen (critical) · Resolved: slow-decode on qwen (warning).");
+    }
+
+    #[test]
+    fn identical_runs_report_no_change() {
+        let same = BTreeMap::from([(k("a", "x"), Severity::Info)]);
+        assert_eq!(describe(&changes(&same, &same)), "No change in findings since the last run.");
+        assert_eq!(describe(&changes(&BTreeMap::new(), &same)), "New: a on x (info).");
+        assert_eq!(describe(&changes(&same, &BTreeMap::new())), "Resolved: a on x (info).");
+    }
+
+    fn args(extra: &[&str]) -> ExplainArgs {
+        use clap::Parser;
+        let mut argv = vec!["vllm-diag", "explain", "--watch", "1m"];
+        argv.extend_from_slice(extra);
+        match crate::cli::Cli::parse_from(argv).command {
+            crate::cli::Command::Explain(a) => a,
+            other => panic!("parsed {other:?}"),
+        }
+    }
+
+    #[test]
+    fn watch_is_refused_where_it_cannot_work() {
+        let msg = |a: &ExplainArgs, tty: bool| validate(a, tty).unwrap_err().to_string();
+        assert!(msg(&args(&["--replay", "x.json"]), true).contains("--replay"));
+        assert!(msg(&args(&["--record", "x.json"]), true).contains("--record"));
+        assert!(msg(&args(&["--at", "2026-01-15T09:00:00Z"]), true).contains("--at"));
+        assert!(msg(&args(&["--format", "json"]), true).contains("--format"));
+        assert!(msg(&args(&[]), false).contains("terminal"));
+        assert!(validate(&args(&[]), true).is_ok());
+        assert!(validate(&args(&["--at", "now"]), true).is_ok());
+        assert_eq!(validate(&args(&[]), false).unwrap_err().exit_code(), exit::USAGE);
+    }
+}

@@ -1,0 +1,358 @@
+//! Bad input gets an error that names what is wrong and where, and the right exit code: flag values
+//! (zero, negative or absurd durations, a window end in the future, a malformed selector), windows
+//! longer than the data, truncated or tampered `--replay` files, and broken rule files. Nothing
+//! panics, and nothing bad is silently taken as good.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+use common::start_scenario;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str]) -> Run {
+    let out = Command::cargo_bin("vllm-diag")
+        .unwrap_or_else(|e| panic!("binary: {e}"))
+        .args(args)
+        .env_remove("VLLM_DIAG_PROMETHEUS_URL")
+        .env_remove("VLLM_DIAG_BEARER_TOKEN")
+        .output()
+        .unwrap_or_else(|e| panic!("run: {e}"));
+    let r = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(!r.stderr.contains("panicked"), "vllm-diag panicked: {}", r.stderr);
+    r
+}
+
+#[test]
+fn bad_flag_values_exit_2_naming_the_flag_and_the_fix() {
+    // None of these reaches a server: nothing listens at this URL, and the error must come first.
+    let url = "http://127.0.0.1:9";
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--window", "0s"], &["--window", "longer than zero"]),
+        (&["--window", "-5m"], &["--window", "cannot be negative"]),
+        (&["--window", "soon"], &["--window", "30m"]),
+        (&["--baseline", "0s"], &["--baseline", "longer than zero"]),
+        (&["--baseline", "-1d"], &["--baseline", "negative"]),
+        (&["--timeout", "0s"], &["--timeout", "longer than zero"]),
+        (&["--query-timeout", "-3s"], &["--query-timeout", "negative"]),
+        (&["--concurrency", "0"], &["--concurrency", "1..=256"]),
+        (&["--window", "300000y"], &["--window", "before the year 0"]),
+        (&["--at", "2999-01-01T00:00:00Z"], &["--at", "in the future"]),
+        (&["--at", "yesterday"], &["--at", "RFC 3339"]),
+        (&["--at", "2026-13-45T00:00:00Z"], &["--at", "RFC 3339"]),
+        (&["--selector", "model_name=~"], &["--selector", "at character"]),
+        (
+            &["--selector", "model_name=\"unterminated"],
+            &["--selector", "at character"],
+        ),
+        (&["--group-by", "model-name"], &["--group-by", "label names"]),
+        (&["--format", "yaml"], &["--format", "table"]),
+        (
+            &["--prometheus", "localhost:9090"],
+            &["--prometheus", "http://host:9090"],
+        ),
+        (&["--basic-auth-password-file", "/nonexistent"], &["--basic-auth-user"]),
+        (
+            &["--bearer-token-file", "/nonexistent/token"],
+            &["--bearer-token-file", "/nonexistent/token", "cannot read"],
+        ),
+        (&["--cert-file", "c.pem"], &["--key-file"]),
+        (
+            &["--ca-file", "/nonexistent/ca.pem"],
+            &["--ca-file", "/nonexistent/ca.pem"],
+        ),
+        (&["--header", "no colon here"], &["--header #1", "Name: value"]),
+        (&["--tenant", "a||b"], &["--tenant"]),
+    ];
+    for (args, needles) in cases {
+        let r = if args.contains(&"--prometheus") {
+            run(&[&["explain"][..], args].concat())
+        } else {
+            run(&[&["explain", "--prometheus", url][..], args].concat())
+        };
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "{args:?}: {}", r.stdout);
+        for n in *needles {
+            assert!(r.stderr.contains(n), "{args:?}: expected {n:?} in: {}", r.stderr);
+        }
+    }
+}
+
+#[test]
+fn a_window_longer_than_the_data_says_where_the_data_starts_and_one_before_it_says_there_is_none() {
+    let (spec, prom) = start_scenario("kv-cache-pressure");
+    let end = spec.window_end();
+    let at = end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+
+    // The generated data starts at spec.start; a 3h window reaches back before it, and its baseline
+    // (the 3h before) holds nothing at all.
+    let r = run(&[
+        "explain",
+        "--prometheus",
+        &prom.url,
+        "--at",
+        &at,
+        "--window",
+        "3h",
+        "--format",
+        "json",
+    ]);
+    let report: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("no report ({e}): {}", r.stderr));
+    let warnings: Vec<String> = report["warnings"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|w| w.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("baseline window") && w.contains("holds no vLLM data")),
+        "{warnings:#?}"
+    );
+    let starts = warnings
+        .iter()
+        .find(|w| w.contains("vLLM data only starts at about"))
+        .unwrap_or_else(|| panic!("{warnings:#?}"));
+    // Within one coarse step (3h / 60 = 3 minutes) after the first sample.
+    let first = spec.start;
+    let said = starts
+        .split("starts at about ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or_else(|| panic!("no time in {starts:?}"));
+    assert!(
+        said >= first && said <= first + chrono::Duration::minutes(4),
+        "said {said}, data starts {first}"
+    );
+    // Absolute thresholds still judge what there is; nothing that needs the baseline is called healthy.
+    assert!(report["stats"]["rules_evaluated"].as_u64().unwrap_or(0) > 0);
+    assert!(
+        report["not_evaluated"].as_array().is_some_and(|n| n
+            .iter()
+            .any(|e| e["reason"].as_str().unwrap_or("").contains("baseline"))),
+        "{:#}",
+        report["not_evaluated"]
+    );
+
+    // A window that ends before the data begins: exit 3, naming the window, the URL and what to check.
+    let before = (first - chrono::Duration::hours(2)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let r = run(&["explain", "--prometheus", &prom.url, "--at", &before, "--window", "30m"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    for n in ["no vLLM metrics", &prom.url, "--at", "--window"] {
+        assert!(r.stderr.contains(n), "expected {n:?} in {}", r.stderr);
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
+    p
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap_or_default()
+}
+
+#[test]
+fn truncated_or_tampered_replay_files_are_refused_or_give_honest_not_evaluated_entries() {
+    let (spec, prom) = start_scenario("slow-decode");
+    let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let good = dir.path().join("good.json");
+    let r = run(&[
+        "explain",
+        "--prometheus",
+        &prom.url,
+        "--at",
+        &at,
+        "--format",
+        "json",
+        "--record",
+        s(&good),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let original: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("report: {e}"));
+    let text = std::fs::read_to_string(&good).unwrap_or_else(|e| panic!("read: {e}"));
+    let replay = |path: &Path| run(&["explain", "--replay", s(path), "--format", "json"]);
+
+    // The untouched recording replays to the same report.
+    let r = replay(&good);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let replayed: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("report: {e}"));
+    assert_eq!(replayed["findings"], original["findings"]);
+
+    // Refused outright, exit 2, naming the file (and the line where it can).
+    let mut recording: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("recording: {e}"));
+    let edit = |f: &dyn Fn(&mut Value)| -> String {
+        let mut v = recording.clone();
+        f(&mut v);
+        serde_json::to_string_pretty(&v).unwrap_or_default()
+    };
+    let refused: Vec<(&str, String, &[&str])> = vec![
+        (
+            "cut in half",
+            text[..text.len() / 2].to_string(),
+            &["truncated.json:", "damaged", "--record"],
+        ),
+        ("empty", String::new(), &["damaged"]),
+        ("not JSON", "<html>proxy error</html>".to_string(), &["damaged"]),
+        (
+            "another JSON document",
+            r#"{"dashboard": {"title": "vLLM"}}"#.to_string(),
+            &["not a vllm-diag recording"],
+        ),
+        (
+            "a future version",
+            edit(&|v| v["version"] = Value::from(99)),
+            &["version 99", "--record"],
+        ),
+        (
+            "a window that ends before it starts",
+            edit(&|v| {
+                let start = v["params"]["window"]["start"].clone();
+                v["params"]["window"]["start"] = v["params"]["window"]["end"].clone();
+                v["params"]["window"]["end"] = start;
+            }),
+            &["params.window", "record it again"],
+        ),
+        (
+            "no grouping label",
+            edit(&|v| v["params"]["group_by"] = serde_json::json!([])),
+            &["params.group_by"],
+        ),
+        (
+            "an invalid recorded selector",
+            edit(&|v| v["params"]["selector"] = Value::from("model_name=~")),
+            &["recorded selector is invalid"],
+        ),
+        (
+            "an exchange that is neither answer nor error",
+            edit(&|v| {
+                if let Some(e) = v["exchanges"].get_mut(0).and_then(Value::as_object_mut) {
+                    e.remove("response");
+                    e.remove("error");
+                }
+            }),
+            &["exchange 1", "record it again"],
+        ),
+        (
+            "a status that is not a number",
+            edit(&|v| v["exchanges"][0]["response"]["http_status"] = Value::from("ok")),
+            &["damaged"],
+        ),
+    ];
+    for (name, body, needles) in refused {
+        let path = write(dir.path(), "truncated.json", &body);
+        let r = replay(&path);
+        assert_eq!(r.code, 2, "{name}: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "{name}");
+        assert!(
+            r.stderr.contains(s(&path)),
+            "{name}: the file is not named: {}",
+            r.stderr
+        );
+        for n in needles {
+            assert!(r.stderr.contains(n), "{name}: expected {n:?} in {}", r.stderr);
+        }
+    }
+
+    // Tampered answers are read like any bad answer: the rules that needed them are not evaluated,
+    // with the reason; the rest is diagnosed.
+    let exchanges = recording["exchanges"]
+        .as_array_mut()
+        .unwrap_or_else(|| panic!("no exchanges"));
+    let mut touched = 0;
+    for e in exchanges.iter_mut() {
+        if e["request"]["query"]
+            .as_str()
+            .is_some_and(|q| q.contains("inter_token_latency") && !q.contains("count"))
+        {
+            e["response"]["body"] = Value::from("<html><title>Tampered</title></html>");
+            touched += 1;
+        }
+    }
+    assert!(touched > 0);
+    let before = exchanges.len();
+    exchanges.retain(|e| {
+        !e["request"]["query"]
+            .as_str()
+            .is_some_and(|q| q.contains("time_to_first_token"))
+    });
+    assert!(exchanges.len() < before);
+    let path = write(
+        dir.path(),
+        "tampered.json",
+        &serde_json::to_string_pretty(&recording).unwrap_or_default(),
+    );
+    let r = replay(&path);
+    let report: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("report ({e}): {}", r.stderr));
+    let reasons: Vec<String> = report["not_evaluated"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n["reason"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        reasons.iter().any(|w| w.contains("itl_p95") && w.contains("not JSON")),
+        "{reasons:#?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|w| w.contains("ttft_p95") && w.contains("holds no answer for this query")),
+        "{reasons:#?}"
+    );
+    assert!(report["stats"]["rules_evaluated"].as_u64().unwrap_or(0) > 0);
+}
+
+#[test]
+fn broken_rule_files_exit_2_naming_the_file_line_and_what_is_wrong() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("not TOML", "[[rule]\nid = 1\n", &["bad.toml:"]),
+        (
+            "a condition that does not parse",
+            "[[rule]]\nid = \"mine\"\ntitle = \"t\"\nseverity = \"warning\"\nsummary = \"s\"\nwhen = [\"ttft_p95 >> 3s\"]\n",
+            &["bad.toml:6:", "mine", "ttft_p95 >> 3s"],
+        ),
+        (
+            "an unknown signal",
+            "[[rule]]\nid = \"mine\"\ntitle = \"t\"\nseverity = \"warning\"\nsummary = \"s\"\nwhen = [\"no_such_signal > 3s\"]\n",
+            &["bad.toml:", "no_such_signal"],
+        ),
+        (
+            "an unknown severity",
+            "[[rule]]\nid = \"mine\"\ntitle = \"t\"\nseverity = \"dire\"\nsummary = \"s\"\nwhen = [\"ttft_p95 > 3s\"]\n",
+            &["bad.toml:", "dire"],
+        ),
+        ("a threshold that is not a quantity", "[thresholds]\nttft_p95_high = \"fast\"\n", &["bad.toml:", "fast"]),
+    ];
+    for (name, body, needles) in cases {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        write(dir.path(), "bad.toml", body);
+        for cmd in [
+            &["rules", "list", "--rules"][..],
+            &["explain", "--prometheus", "http://127.0.0.1:9", "--rules"][..],
+        ] {
+            let r = run(&[cmd, &[s(dir.path())]].concat());
+            assert_eq!(r.code, 2, "{name}: {}", r.stderr);
+            for n in *needles {
+                assert!(r.stderr.contains(n), "{name}: expected {n:?} in {}", r.stderr);
+            }
+        }
+    }
+}

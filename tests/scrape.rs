@@ -1,0 +1,340 @@
+//! Direct scrape against real HTTP endpoints on loopback: each endpoint (a tokio TcpListener)
+//! serves a sequence of expositions, one per request, built from the real vLLM captures in
+//! shared/real-metrics and from the scenario generator. Short windows (3 s at 0.5 s) keep it quick;
+//! nothing here asserts on timing.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use vllm_diag::exposition::{parse, Format};
+use vllm_diag::source::scrape::{run, Plan, Target};
+use vllm_diag::source::Request;
+
+/// A loopback /metrics endpoint: the n-th request gets the n-th body (the last one repeats).
+struct Endpoint {
+    addr: SocketAddr,
+    served: Arc<AtomicUsize>,
+}
+
+fn serve(bodies: Vec<String>) -> Endpoint {
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let addr = std_listener.local_addr().expect("local address");
+    std_listener.set_nonblocking(true).expect("non-blocking listener");
+    let served = Arc::new(AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).expect("tokio listener");
+            loop {
+                let Ok((mut sock, _)) = listener.accept().await else { return };
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                let body = bodies[n.min(bodies.len() - 1)].clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let mut got = Vec::new();
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match sock.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => got.extend_from_slice(&buf[..k]),
+                        }
+                    }
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = sock.write_all(head.as_bytes()).await;
+                    let _ = sock.write_all(body.as_bytes()).await;
+                    let _ = sock.shutdown().await;
+                });
+            }
+        });
+    });
+    Endpoint { addr, served }
+}
+
+fn real(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/real-metrics").join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The capture with every counter-like sample replaced by `value(original)`, keeping every other
+/// line (HELP, TYPE, gauges, escaping) exactly as the server wrote it.
+fn with_counters(capture: &str, value: impl Fn(f64) -> f64) -> String {
+    capture
+        .lines()
+        .map(|line| {
+            let counter = ["_total", "_bucket", "_count", "_sum"]
+                .iter()
+                .any(|s| line.split(['{', ' ']).next().is_some_and(|n| n.ends_with(s)));
+            if line.starts_with('#') || !counter {
+                return line.to_string();
+            }
+            let (head, v) = line.trim_end().rsplit_once(' ').expect("a sample line");
+            let v: f64 = v.parse().expect("a number");
+            format!("{head} {}", value(v))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+#[test]
+fn scraping_real_captures_stores_what_a_scraper_would_and_rates_survive_a_restart() {
+    let capture = real("v1_recent_qwen3-30b-a3b_spec-decode_vllmstat-fixture.prom");
+    // rounds 0-3 grow by 10, then the server restarts: counters start again from 10
+    let bodies: Vec<String> = (0..7)
+        .map(|k| {
+            if k <= 3 {
+                with_counters(&capture, |v| v + 10.0 * k as f64)
+            } else {
+                with_counters(&capture, |_| 10.0 * (k - 3) as f64)
+            }
+        })
+        .collect();
+    let live = serve(bodies);
+    // a second target nobody listens on
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let plan = Plan {
+        targets: vec![
+            Target::parse(&format!("127.0.0.1:{}", live.addr.port())).unwrap(),
+            Target::parse(&format!("http://{dead}/metrics")).unwrap(),
+        ],
+        window: Duration::from_secs(3),
+        interval: Duration::from_millis(500),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let scraped = rt.block_on(run(&plan, |_, _| {}));
+    assert_eq!(live.served.load(Ordering::SeqCst), 7);
+    assert_eq!(scraped.states[0].failures, 0);
+    assert_eq!(scraped.states[1].failures, 7);
+
+    let store = scraped.store;
+    let at = scraped.last;
+    let q = |query: &str| -> Vec<(BTreeMap<String, String>, f64)> {
+        let ex = vllm_diag::local::answer(&store, &Request::Instant { query: query.into(), time: at });
+        let body: Value = serde_json::from_str(&ex.body).unwrap();
+        assert_eq!(body["status"], "success", "{query}: {body}");
+        body["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let labels = s["metric"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                    .collect();
+                (labels, vllm_diag::units::parse_prom_float(s["value"][1].as_str().unwrap()).unwrap())
+            })
+            .collect()
+    };
+    // up: 1 for the live target, 0 for the dead one, with the instance a scraper would give
+    let up: BTreeMap<String, f64> = q("up").into_iter().map(|(l, v)| (l["instance"].clone(), v)).collect();
+    assert_eq!(up.get(&format!("127.0.0.1:{}", live.addr.port())), Some(&1.0));
+    assert_eq!(up.get(&dead.to_string()), Some(&0.0));
+    // every sample of the capture is a series, labelled job="vllm" and with the instance
+    let n_samples = parse(&capture, Format::Detect).unwrap().samples.len();
+    let series = q(r#"{job="vllm", __name__!="up"}"#);
+    assert_eq!(series.len(), n_samples);
+    // 30 before the restart, 30 after: increase() counts both, resets() sees the one restart
+    for (labels, v) in q("increase(vllm:generation_tokens_total[3s])") {
+        assert!((v - 60.0).abs() < 1e-9, "{labels:?}: {v}");
+    }
+    for (labels, v) in q("resets(vllm:prompt_tokens_total[3s])") {
+        assert_eq!(v, 1.0, "{labels:?}");
+    }
+    // gauges as served
+    assert!(!q("vllm:kv_cache_usage_perc").is_empty());
+}
+
+/// One endpoint per replica of a scenario, serving the samples at `indexes` one per request.
+fn scenario_endpoints(
+    name: &str,
+    indexes: std::ops::Range<usize>,
+) -> (vllm_diag::scenario::ScenarioSpec, Vec<Endpoint>) {
+    let spec = load_spec(name);
+    let start = spec.start.timestamp_millis() as f64 / 1000.0;
+    let step = spec.interval.as_secs_f64();
+    let mut replicas: BTreeMap<String, Vec<vllm_diag::scenario::GeneratedSeries>> = BTreeMap::new();
+    for s in vllm_diag::scenario::generate_series(&spec) {
+        replicas.entry(s.labels.get("instance").cloned().unwrap_or_default()).or_default().push(s);
+    }
+    let endpoints = replicas
+        .values()
+        .map(|series| {
+            let bodies = indexes
+                .clone()
+                .map(|i| {
+                    let t = start + step * i as f64;
+                    let mut body = String::new();
+                    for s in series {
+                        let Some((_, v)) = s.points.iter().find(|(pt, _)| (pt - t).abs() < 1e-6) else { continue };
+                        let labels: Vec<String> = s
+                            .labels
+                            .iter()
+                            .filter(|(k, _)| k.as_str() != "instance" && k.as_str() != "job")
+                            .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+                            .collect();
+                        body.push_str(&format!("{}{{{}}} {v}\n", s.name, labels.join(",")));
+                    }
+                    body
+                })
+                .collect();
+            serve(bodies)
+        })
+        .collect();
+    (spec, endpoints)
+}
+
+fn explain_scrape(endpoints: &[Endpoint], extra: &[&str]) -> (i32, Value, String) {
+    let mut cmd = Command::cargo_bin("vllm-diag").unwrap();
+    cmd.args(["explain", "--window", "3s", "--interval", "500ms", "--format", "json"])
+        .env_remove("VLLM_DIAG_PROMETHEUS_URL");
+    for e in endpoints {
+        cmd.args(["--scrape", &format!("127.0.0.1:{}", e.addr.port())]);
+    }
+    let out = cmd.args(extra).output().unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code().unwrap_or(-1), json, String::from_utf8_lossy(&out.stderr).to_string())
+}
+
+fn findings(r: &Value) -> Vec<(String, String)> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["rule"].as_str().unwrap().to_string(), f["scope"]["model_name"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+fn load_spec(name: &str) -> vllm_diag::scenario::ScenarioSpec {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios").join(format!("{name}.toml"));
+    vllm_diag::scenario::ScenarioSpec::load(&path).unwrap()
+}
+
+fn last_indexes(spec: &vllm_diag::scenario::ScenarioSpec, n: usize) -> std::ops::Range<usize> {
+    let count = spec.sample_count();
+    count - n..count
+}
+
+#[test]
+fn scraping_a_slow_decode_fleet_with_no_history_decides_on_absolute_thresholds() {
+    let spec = load_spec("slow-decode");
+    let (_, endpoints) = scenario_endpoints("slow-decode", last_indexes(&spec, 7));
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("scrape.json");
+    let (code, report, stderr) = explain_scrape(&endpoints, &["--record", rec.to_str().unwrap()]);
+    assert!(report.is_object(), "exit {code}: {stderr}");
+    assert_eq!(report["source"]["kind"], "scrape");
+    let model = spec.expect.model.clone().unwrap();
+    assert!(
+        findings(&report).contains(&("slow-decode".to_string(), model.clone())),
+        "{:?}\n{stderr}",
+        findings(&report)
+    );
+    // no history: the comparisons with a baseline are unknown, and the report says why
+    assert!(
+        report["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("baseline")),
+        "{report:#}"
+    );
+    let f = report["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "slow-decode").unwrap();
+    let itl = f["evidence"].as_array().unwrap().iter().find(|e| e["signal"] == "itl_p95").unwrap();
+    assert!(itl["value"].as_f64().unwrap() > 0.1 && itl["baseline"].is_null(), "{itl}");
+
+    // --replay of a scrape recording gives the same report, offline
+    let out = Command::cargo_bin("vllm-diag")
+        .unwrap()
+        .args(["explain", "--replay", rec.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    let replayed: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(findings(&replayed), findings(&report), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(replayed["healthy"], report["healthy"]);
+    assert_eq!(replayed["not_evaluated"], report["not_evaluated"]);
+}
+
+#[test]
+fn a_baseline_saved_by_an_earlier_scrape_is_compared_against() {
+    let spec = load_spec("slow-decode");
+    let per_step = spec.interval.as_millis() as usize;
+    let baseline_end = (spec.baseline_end() - spec.start).num_milliseconds() as usize / per_step;
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("baseline.om");
+
+    // 1. scrape the healthy baseline and keep its samples
+    let (_, endpoints) = scenario_endpoints("slow-decode", baseline_end - 6..baseline_end + 1);
+    let (code, _, stderr) = explain_scrape(&endpoints, &["--save-samples", samples.to_str().unwrap()]);
+    assert!(code == 0 || code == 1, "exit {code}: {stderr}");
+    let saved = std::fs::read_to_string(&samples).unwrap();
+    assert!(
+        saved.ends_with("# EOF\n") && saved.contains("vllm:inter_token_latency_seconds_bucket{"),
+        "{}",
+        &saved[..200.min(saved.len())]
+    );
+
+    // 2. scrape the incident with that baseline
+    let (_, endpoints) = scenario_endpoints("slow-decode", last_indexes(&spec, 7));
+    let (code, report, stderr) = explain_scrape(&endpoints, &["--baseline-from", samples.to_str().unwrap()]);
+    assert!(report.is_object(), "exit {code}: {stderr}");
+    let model = spec.expect.model.clone().unwrap();
+    assert_eq!(findings(&report).first(), Some(&("slow-decode".to_string(), model)), "{report:#}");
+    let f = &report["findings"][0];
+    let itl = f["evidence"].as_array().unwrap().iter().find(|e| e["signal"] == "itl_p95").unwrap();
+    let (v, b) = (itl["value"].as_f64().unwrap(), itl["baseline"].as_f64().unwrap());
+    assert!(v >= 1.5 * b && b > 0.0, "ITL {v} against baseline {b}");
+    assert!(
+        !report["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("holds no vLLM data")),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn scrape_flags_are_checked_before_anything_is_scraped() {
+    for (args, want) in [
+        (vec!["--scrape", "127.0.0.1:1", "--window", "1s", "--interval", "1s"], "two --interval"),
+        (vec!["--scrape", "127.0.0.1:1", "--at", "now"], "drop --at"),
+        (vec!["--scrape", "ftp://user:hunter2@x/"], "http or https"),
+        (
+            vec![
+                "--scrape",
+                "127.0.0.1:1",
+                "--baseline-from",
+                "/nonexistent/b.om",
+                "--window",
+                "2s",
+                "--interval",
+                "1s",
+            ],
+            "/nonexistent/b.om",
+        ),
+        (vec!["--interval", "5s"], "--scrape"),
+    ] {
+        let out = Command::cargo_bin("vllm-diag").unwrap().arg("explain").args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+    }
+}
+
+#[test]
+fn when_no_target_answers_the_run_exits_3_and_names_the_targets() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let out = Command::cargo_bin("vllm-diag")
+        .unwrap()
+        .args(["explain", "--scrape", &dead.to_string(), "--window", "1s", "--interval", "500ms"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("no target could be scraped") && stderr.contains(&dead.to_string()), "{stderr}");
+}
