@@ -5,7 +5,8 @@
 //! promtool tsdb create-blocks-from openmetrics kv.om ./data
 //! ```
 //!
-//! The timeline (baseline and window) goes to stderr so the numbers can be looked up.
+//! The timeline (baseline, window, incident onset) and every replica's instance, pod and node go
+//! to stderr, so the numbers and names can be looked up.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -35,6 +36,19 @@ fn main() -> ExitCode {
         spec.sample_count(),
         spec.replica_count(),
     );
+    if let (Some(incident), Some(onset)) = (&spec.incident, spec.incident_onset()) {
+        let replica = spec.instance_of(&incident.model, incident.replica).unwrap_or_default();
+        eprintln!(
+            "incident {} on {} from {} (replica {} is {replica})",
+            incident.kind,
+            incident.model,
+            onset.to_rfc3339(),
+            incident.replica
+        );
+    }
+    for r in spec.replicas() {
+        eprintln!("  {} #{}: instance {} pod {} node {}", r.model, r.index, r.instance, r.pod, r.node);
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match generate_openmetrics(&spec, &mut out).and_then(|()| out.flush()) {

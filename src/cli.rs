@@ -221,7 +221,7 @@ pub struct ExplainArgs {
 /// How to authenticate to the source and check its TLS certificate. Secrets come from files or the
 /// environment, never from a flag's value, which every user of the machine can see in `ps`.
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Authentication and TLS")]
+#[command(next_help_heading = "Connection (authentication, TLS, request log)")]
 pub struct ConnectionArgs {
     /// Send `Authorization: Bearer <token>` with the token read from FILE. Without this flag the token
     /// is taken from $VLLM_DIAG_BEARER_TOKEN when set and no other credential is given.

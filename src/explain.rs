@@ -138,31 +138,23 @@ fn by_scope(resp: &Response, group_by: &[String]) -> BTreeMap<Scope, f64> {
     out
 }
 
-/// Per-replica answers reduced to one value per scope: the worst replica over the median of the
-/// others (1.0 when all agree), and which replica that is. A scope with one replica has no value.
+/// Outlier answers: one series per scope whose value is already the ratio and whose replica label
+/// names the worst replica. A scope with one replica has no series (nothing to compare with).
 fn outliers(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope, f64>, BTreeMap<Scope, BTreeMap<String, String>>) {
-    let mut per: BTreeMap<Scope, Vec<(String, f64)>> = BTreeMap::new();
-    if let Data::Vector(samples) = &resp.data {
-        for s in samples.iter().filter(|s| s.v.is_finite()) {
-            let scope: Scope = group_by.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect();
-            per.entry(scope).or_default().push((s.labels.get(label).cloned().unwrap_or_default(), s.v));
-        }
-    }
     let mut values = BTreeMap::new();
     let mut culprits = BTreeMap::new();
-    for (scope, mut reps) in per {
-        if reps.len() < 2 {
-            continue;
+    if let Data::Vector(samples) = &resp.data {
+        for s in samples {
+            let scope: Scope = group_by.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect();
+            // 0/0 (all replicas idle) is NaN: no outlier to speak of.
+            if s.v.is_nan() {
+                continue;
+            }
+            values.insert(scope.clone(), s.v);
+            if let Some(name) = s.labels.get(label) {
+                culprits.insert(scope, [(label.to_string(), name.clone())].into_iter().collect());
+            }
         }
-        reps.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0.cmp(&b.0)));
-        let (worst, top) = reps[0].clone();
-        let mut others: Vec<f64> = reps[1..].iter().map(|r| r.1).collect();
-        others.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-        let n = others.len();
-        let median = if n % 2 == 1 { others[n / 2] } else { (others[n / 2 - 1] + others[n / 2]) / 2.0 };
-        let ratio = if median > 0.0 { top / median } else if top > 0.0 { f64::INFINITY } else { 1.0 };
-        values.insert(scope.clone(), ratio);
-        culprits.insert(scope, [(label.to_string(), worst)].into_iter().collect());
     }
     (values, culprits)
 }
@@ -192,6 +184,26 @@ fn listed(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope,
         }
     }
     (values, culprits)
+}
+
+/// The selector narrowed to some scopes: `model_name="a"` for one, `model_name=~"a|b"` for several
+/// (per label, so with several grouping labels it may admit a few combinations more, never fewer).
+fn only_scopes(selector: &Selector, group_by: &[String], scopes: &BTreeSet<Scope>) -> Selector {
+    use crate::selector::{escape_regex_literal, MatchOp, Matcher};
+    let mut sel = selector.clone();
+    for label in group_by {
+        let values: BTreeSet<&str> = scopes.iter().map(|s| s.get(label).map_or("", String::as_str)).collect();
+        match values.len() {
+            0 => {}
+            1 => sel.matchers.extend(values.iter().map(|v| Matcher::eq(label, v))),
+            _ => sel.matchers.push(Matcher {
+                name: label.clone(),
+                op: MatchOp::Re,
+                value: values.iter().map(|v| escape_regex_literal(v)).collect::<Vec<_>>().join("|"),
+            }),
+        }
+    }
+    sel
 }
 
 /// Signal kinds whose query can simply be grouped by replica as well.
@@ -465,56 +477,36 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     }
     let mut ranked = rank(rules, &p.group_by, judgements);
 
-    // 6. Trends for the evidence behind findings only: a handful of range queries, not one per signal.
+    // 6. Follow-ups for findings only, planned together and sent in one concurrent batch (one more
+    //    round trip after the signals, not two): trends of the evidence, one per-replica breakdown
+    //    per finding, and the cache configuration for recommendations. Each asks only for the scopes
+    //    with a finding (one model of fifty in a typical incident), never for the whole fleet.
     let trend_range = std::time::Duration::from_secs((p.window.duration().as_secs() / 10).clamp(120, 600));
     let step = (p.window.duration().as_secs() / 30).max(15);
     let trend_ctx = QueryContext { range: trend_range, ..ctx.clone() };
+    let base_scope = |scope: &Scope| -> Scope { p.group_by.iter().map(|l| (l.clone(), scope.get(l).cloned().unwrap_or_default())).collect() };
     // (Signals with a fixed range keep it; per-replica signals have no single trend line.)
-    let wanted: BTreeSet<String> = ranked.findings.iter().flat_map(|f| f.evidence.iter().map(|e| e.signal.clone())).collect();
+    let mut wanted: BTreeMap<String, BTreeSet<Scope>> = BTreeMap::new();
+    for f in &ranked.findings {
+        for e in &f.evidence {
+            wanted.entry(e.signal.clone()).or_default().insert(base_scope(&f.scope));
+        }
+    }
     let mut trend_requests: BTreeMap<String, (String, Request, Request)> = BTreeMap::new();
-    for id in &wanted {
+    for (id, scopes) in &wanted {
         let (Some(def), Some((w, _))) = (rules.signals.get(id), planned.get(id)) else { continue };
         let Some(resolved) = &w.resolved else { continue };
         if w.per_replica.is_some() {
             continue;
         }
-        let tctx = QueryContext { range: def.range.unwrap_or(trend_range), ..trend_ctx.clone() };
+        let tctx = QueryContext { selector: only_scopes(&opts.selector, &p.group_by, scopes), range: def.range.unwrap_or(trend_range), ..trend_ctx.clone() };
         let Ok(q) = signals::build(&def.kind, resolved, &tctx) else { continue };
         let range = |r: &crate::report::TimeRange| Request::Range { query: q.value.clone(), start: r.start, end: r.end, step_seconds: step };
         trend_requests.insert(id.clone(), (q.value.clone(), range(&p.baseline), range(&p.window)));
     }
-    if !trend_requests.is_empty() {
-        let reqs: Vec<Request> = trend_requests.values().flat_map(|(_, b, w)| [b.clone(), w.clone()]).collect();
-        queries_sent += reqs.len();
-        let remaining = opts.deadline.saturating_sub(started.elapsed()).max(std::time::Duration::from_millis(1));
-        let trend_answers = run_queries(&source, reqs, opts.concurrency, remaining).await;
-        for resp in trend_answers.values().flatten() {
-            warnings.extend(resp.warnings.iter().cloned());
-        }
-        let points = |req: &Request, scope: &Scope| -> Vec<(f64, f64)> {
-            match trend_answers.get(req) {
-                Some(Ok(Response { data: Data::Matrix(series), .. })) => series
-                    .iter()
-                    .find(|s| p.group_by.iter().all(|l| s.labels.get(l).cloned().unwrap_or_default() == scope.get(l).cloned().unwrap_or_default()))
-                    .map(|s| s.points.iter().copied().filter(|(_, v)| v.is_finite()).collect())
-                    .unwrap_or_default(),
-                _ => Vec::new(),
-            }
-        };
-        for f in &mut ranked.findings {
-            for e in &mut f.evidence {
-                if let Some((query, b, w)) = trend_requests.get(&e.signal) {
-                    let (baseline, window) = (points(b, &f.scope), points(w, &f.scope));
-                    if !baseline.is_empty() || !window.is_empty() {
-                        e.series = Some(crate::report::Trend { step_seconds: step, range_seconds: trend_range.as_secs(), query: query.clone(), baseline, window });
-                    }
-                }
-            }
-        }
-    }
+    let trend_reqs: Vec<Request> = trend_requests.values().flat_map(|(_, b, w)| [b.clone(), w.clone()]).collect();
 
-    // 7. Per-replica breakdown ("3 of 8 replicas") and recommendations, for findings only: one
-    //    query per finding restricted to its model, plus one for the cache configuration.
+    // Per-replica breakdown ("3 of 8 replicas"): one query per finding restricted to its model.
     let mut extra: Vec<Request> = Vec::new();
     let mut breakdowns: Vec<Option<(Request, String)>> = Vec::new();
     for f in &ranked.findings {
@@ -543,17 +535,23 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         }
         breakdowns.push(b);
     }
-    let wants_recs = ranked.findings.iter().any(|f| rules.rule(&f.rule).is_some_and(|r| r.recommend.is_some()));
-    let cache_req = (wants_recs && window_names.iter().any(|n| signals::spellings("vllm:cache_config_info").contains(n))).then(|| {
+    let recommending: BTreeSet<Scope> = ranked
+        .findings
+        .iter()
+        .filter(|f| rules.rule(&f.rule).is_some_and(|r| r.recommend.is_some()))
+        .map(|f| base_scope(&f.scope))
+        .collect();
+    let cache_req = (!recommending.is_empty() && window_names.iter().any(|n| signals::spellings("vllm:cache_config_info").contains(n))).then(|| {
         let name = signals::pick(&["vllm:cache_config_info".to_string()], &window_names).cloned().unwrap_or_default();
         let anchor = signals::pick(&["vllm:num_requests_running".to_string()], &window_names).cloned().unwrap_or_default();
         let by = p.group_by.join(", ");
         let r = signals::promql_duration(p.window.duration());
+        let sel = only_scopes(&opts.selector, &p.group_by, &recommending);
         Request::Instant {
             query: format!(
                 "max by ({by}, num_gpu_blocks, block_size) (last_over_time({}[{r}]) * on (instance, job) group_left ({by}) group by (instance, job, {by}) (last_over_time({}[{r}])))",
-                opts.selector.without(&p.group_by).series(&name, &[]),
-                opts.selector.series(&anchor, &[])
+                sel.without(&p.group_by).series(&name, &[]),
+                sel.series(&anchor, &[])
             ),
             time: p.window.end,
         }
@@ -561,10 +559,44 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     if let Some(r) = &cache_req {
         extra.push(r.clone());
     }
-    if !extra.is_empty() {
-        queries_sent += extra.len();
+
+    let follow_ups: Vec<Request> = trend_reqs.iter().chain(&extra).cloned().collect();
+    let more = if follow_ups.is_empty() {
+        Answers::new()
+    } else {
+        queries_sent += follow_ups.len();
         let remaining = opts.deadline.saturating_sub(started.elapsed()).max(std::time::Duration::from_millis(1));
-        let more = run_queries(&source, extra, opts.concurrency, remaining).await;
+        run_queries(&source, follow_ups, opts.concurrency, remaining).await
+    };
+
+    if !trend_requests.is_empty() {
+        for resp in trend_reqs.iter().filter_map(|r| more.get(r)).flatten() {
+            warnings.extend(resp.warnings.iter().cloned());
+        }
+        let points = |req: &Request, scope: &Scope| -> Vec<(f64, f64)> {
+            match more.get(req) {
+                Some(Ok(Response { data: Data::Matrix(series), .. })) => series
+                    .iter()
+                    .find(|s| p.group_by.iter().all(|l| s.labels.get(l).cloned().unwrap_or_default() == scope.get(l).cloned().unwrap_or_default()))
+                    .map(|s| s.points.iter().copied().filter(|(_, v)| v.is_finite()).collect())
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            }
+        };
+        for f in &mut ranked.findings {
+            for e in &mut f.evidence {
+                if let Some((query, b, w)) = trend_requests.get(&e.signal) {
+                    let (baseline, window) = (points(b, &f.scope), points(w, &f.scope));
+                    if !baseline.is_empty() || !window.is_empty() {
+                        e.series = Some(crate::report::Trend { step_seconds: step, range_seconds: trend_range.as_secs(), query: query.clone(), baseline, window });
+                    }
+                }
+            }
+        }
+    }
+
+    // 7. Apply the breakdowns and compute the recommendations.
+    if !extra.is_empty() {
         let cache = match cache_req.as_ref().and_then(|r| more.get(r)) {
             Some(Ok(Response { data: Data::Vector(v), .. })) => crate::recommend::cache_config(v, &p.group_by),
             _ => BTreeMap::new(),
@@ -613,4 +645,34 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         warnings,
         stats: RunStats { queries: queries_sent, rules_evaluated: evaluated },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(model: &str) -> Scope {
+        [("model_name".to_string(), model.to_string())].into_iter().collect()
+    }
+
+    fn narrowed(user: &str, models: &[&str]) -> String {
+        let sel = Selector::parse(user).unwrap();
+        let scopes: BTreeSet<Scope> = models.iter().map(|m| scope(m)).collect();
+        only_scopes(&sel, &["model_name".to_string()], &scopes).series("m", &[])
+    }
+
+    #[test]
+    fn one_scope_narrows_the_selector_to_an_equality_keeping_the_users_matchers() {
+        assert_eq!(narrowed(r#"namespace="prod""#, &["meta-llama/Llama-3.1-8B"]), r#"m{namespace="prod",model_name="meta-llama/Llama-3.1-8B"}"#);
+    }
+
+    #[test]
+    fn several_scopes_narrow_the_selector_to_an_escaped_alternation() {
+        assert_eq!(narrowed("", &["a.b", "c"]), r#"m{model_name=~"a\\.b|c"}"#);
+    }
+
+    #[test]
+    fn a_scope_without_the_label_selects_series_without_it() {
+        assert_eq!(narrowed("", &[""]), r#"m{model_name=""}"#);
+    }
 }

@@ -122,7 +122,8 @@ pub enum SignalKind {
 /// How per-replica answers become one value per scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reduction {
-    /// The worst replica over the median of the others; the worst one is named.
+    /// One series per scope, already the worst replica over the median of the others (computed in
+    /// PromQL); the replica it names is the culprit.
     Outlier,
     /// How many replicas came back; a lone one is named. A scope with none is 0.
     Count,
@@ -424,7 +425,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             plain(format!("avg by ({by}) (avg_over_time({m}[{r}]) / max_over_time({m}[{r}]))"))
         }
         SignalKind::Outlier { histogram, quantile, replica_label, .. } => {
-            let value = if histogram.is_empty() {
+            let per = if histogram.is_empty() {
                 format!("max by ({by}, {replica_label}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]))
             } else {
                 let fam = family_of(&resolved.names[0]);
@@ -433,7 +434,16 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                     sel.series(&format!("{fam}_bucket"), &[])
                 )
             };
-            SignalQueries { value, count: None, per_replica: Some((replica_label.clone(), Reduction::Outlier)) }
+            // The worst replica over the median of the others, computed in PromQL so the answer is
+            // one series per scope (naming the replica) however many replicas there are.
+            let top = format!("topk by ({by}) (1, {per})");
+            SignalQueries {
+                value: format!(
+                    "{top} / on ({by}) group_left quantile by ({by}) (0.5, {per} unless on ({by}, {replica_label}) {top})"
+                ),
+                count: None,
+                per_replica: Some((replica_label.clone(), Reduction::Outlier)),
+            }
         }
         SignalKind::SloBurn { target, objective, .. } => {
             let t = quantity(target, &ctx.thresholds)?;
@@ -650,6 +660,8 @@ mod tests {
         let r = resolve(&k, &present(&["vllm:inter_token_latency_seconds_bucket"])).unwrap();
         let q = build(&k, &r, &ctx("")).unwrap();
         assert!(q.value.contains("sum by (le, model_name, instance)"), "{}", q.value);
+        assert!(q.value.starts_with("topk by (model_name) (1, "), "{}", q.value);
+        assert!(q.value.contains("/ on (model_name) group_left quantile by (model_name) (0.5, "), "{}", q.value);
         assert_eq!(q.per_replica, Some(("instance".to_string(), Reduction::Outlier)));
     }
 

@@ -1,9 +1,8 @@
-//! Run a child process and take its wall time and peak memory from the kernel.
+//! Run a child process and take its wall time and CPU time from the kernel, and its peak memory.
 //!
-//! `wait4` returns the child's own `rusage`, so the peak RSS is that process's and nobody else's
-//! (`getrusage(RUSAGE_CHILDREN)` would fold in the Prometheus servers this benchmark also starts).
-//! The clock runs from just before `spawn` to the moment the child is reaped: what a user waiting
-//! at a prompt sees, process start-up included.
+//! `wait4` returns the child's own `rusage` (`getrusage(RUSAGE_CHILDREN)` would fold in the
+//! Prometheus servers this benchmark also starts). The clock runs from just before `spawn` to the
+//! moment the child is reaped: what a user waiting at a prompt sees, process start-up included.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,8 +11,6 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy)]
 pub struct Finished {
     pub wall: Duration,
-    /// Peak resident set size, in KiB (Linux reports `ru_maxrss` in KiB).
-    pub max_rss_kib: u64,
     /// CPU time (user + system) the process used.
     pub cpu: Duration,
     /// Exit code; `None` when a signal ended it.
@@ -48,7 +45,6 @@ pub fn run(cmd: &mut Command) -> Result<Finished, String> {
     let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64);
     Ok(Finished {
         wall,
-        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
         cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
         code,
     })
@@ -66,4 +62,38 @@ pub fn repeat(cmd: &mut Command, n: usize, expect: i32) -> Result<Vec<Finished>,
         out.push(f);
     }
     Ok(out)
+}
+
+/// Peak RSS in KiB of `program args`, the largest of `n` runs, taken by `/usr/bin/time`.
+///
+/// Not from [`run`]: a child spawned by this (large) benchmark process inherits its RSS high-water
+/// mark across `exec`, so `wait4` would report the benchmark's own peak whenever it is larger.
+/// `/usr/bin/time` is small and forks the measured program itself.
+pub fn peak_rss_kib(program: &str, args: &[String], n: usize) -> Result<u64, String> {
+    let out = std::env::temp_dir().join(format!("vllm-diag-bench-rss-{}", std::process::id()));
+    let mut peak = 0;
+    for _ in 0..n {
+        let f = run(Command::new("/usr/bin/time")
+            .arg("-f")
+            .arg("%M")
+            .arg("-o")
+            .arg(&out)
+            .arg(program)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()))
+        .map_err(|e| format!("{e}. Install the Debian package `time` (scripts/bench.sh does)"))?;
+        if f.code != Some(0) {
+            return Err(format!("{program} {args:?} under /usr/bin/time exited with {:?}", f.code));
+        }
+        let text = std::fs::read_to_string(&out).map_err(|e| format!("cannot read {}: {e}", out.display()))?;
+        let kib: u64 = text
+            .lines()
+            .last()
+            .and_then(|l| l.trim().parse().ok())
+            .ok_or_else(|| format!("/usr/bin/time wrote {text:?}, not a number of KiB"))?;
+        peak = peak.max(kib);
+    }
+    let _ = std::fs::remove_file(&out);
+    Ok(peak)
 }

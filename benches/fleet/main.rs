@@ -31,6 +31,8 @@ use stats::{bytes, median, ms, Summary};
 
 /// vLLM-diag's default `--concurrency`, used by the floor client too.
 const CONCURRENCY: usize = 8;
+/// Runs under /usr/bin/time for the peak RSS (it hardly varies).
+const RSS_RUNS: usize = 3;
 const DIAGONAL: &[&str] = &["10x1", "100x10", "1000x50"];
 const GRID: &[&str] = &["10x1", "10x10", "100x1", "100x10", "100x50", "1000x1", "1000x10", "1000x50"];
 
@@ -208,10 +210,6 @@ fn walls(runs: &[child::Finished]) -> Vec<Duration> {
     runs.iter().map(|f| f.wall).collect()
 }
 
-fn peak_mib(runs: &[child::Finished]) -> f64 {
-    runs.iter().map(|f| f.max_rss_kib).max().unwrap_or(0) as f64 / 1024.0
-}
-
 fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared, args: &Args) -> Result<FleetResult, String> {
     let label = fleet.label();
     let work = args.out.join("runs").join(&label);
@@ -223,9 +221,11 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     let series = rt.block_on(count_series(&prom.url, &at))?;
     let load_before = loadavg();
 
+    let live_args: Vec<String> =
+        ["explain", "--prometheus", &prom.url, "--at", &at, "--window", "30m"].iter().map(|s| s.to_string()).collect();
     let explain_args = |extra: &[&str]| -> Command {
         let mut c = Command::new(bin());
-        c.args(["explain", "--prometheus", &prom.url, "--at", &at, "--window", "30m"]).args(extra).env_remove("VLLM_DIAG_PROMETHEUS_URL");
+        c.args(&live_args).args(extra).env_remove("VLLM_DIAG_PROMETHEUS_URL");
         c
     };
     let to_file = |p: &Path| -> Result<Stdio, String> {
@@ -289,6 +289,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         eprintln!("[{label}] note: the floor client received {floor_bytes} bytes, the recording holds {}", rec.total_bytes());
     }
     let server_exec_ms = rt.block_on(floor::server_exec_secs(&prom.url, &rec))? * 1000.0;
+    let explain_rss_kib = child::peak_rss_kib(bin(), &live_args, RSS_RUNS)?;
     let load_after = loadavg();
     drop(prom);
 
@@ -297,6 +298,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     replay.args(["explain", "--replay", &rec_str]);
     child::repeat(&mut replay, 1, 0)?;
     let replay_runs = child::repeat(&mut replay, args.runs, 0)?;
+    let replay_rss_kib = child::peak_rss_kib(bin(), &["explain".to_string(), "--replay".to_string(), rec_str.clone()], RSS_RUNS)?;
 
     let explain = Summary::of(&walls(&explain_runs));
     let floor_flat = Summary::of(&flat);
@@ -317,13 +319,13 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         ratio: explain.median_ms / floor_flat.median_ms,
         paired_ratio: median(&paired),
         explain,
-        explain_peak_rss_mib: peak_mib(&explain_runs),
+        explain_peak_rss_mib: explain_rss_kib as f64 / 1024.0,
         explain_cpu: Summary::of(&explain_runs.iter().map(|f| f.cpu).collect::<Vec<_>>()),
         floor_flat,
         floor_after_discovery: Summary::of(&after),
         server_exec_ms,
         replay: Summary::of(&walls(&replay_runs)),
-        replay_peak_rss_mib: peak_mib(&replay_runs),
+        replay_peak_rss_mib: replay_rss_kib as f64 / 1024.0,
         load_before,
         load_after,
     })

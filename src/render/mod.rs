@@ -655,7 +655,20 @@ pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
 /// Collapse any run of whitespace (including newlines from server messages) into one space,
 /// so every printed item stays on its own line.
 pub(crate) fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    // Control characters (ESC sequences in a model name from the server) must not reach a terminal.
+    let cleaned: String = s.chars().map(|c| if c.is_control() && !c.is_whitespace() { '\u{FFFD}' } else { c }).collect();
+    cleaned.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod control_tests {
+    #[test]
+    fn control_characters_from_outside_never_reach_the_terminal() {
+        let hostile = "llama\u{1b}[31mRED\u{7}\u{9b}2J";
+        let out = super::one_line(hostile);
+        assert!(!out.chars().any(|c| c.is_control()), "{out:?}");
+        assert!(out.starts_with("llama"));
+    }
 }
 
 #[cfg(test)]

@@ -411,6 +411,22 @@ impl ScenarioSpec {
                     return Err(invalid(&field, "weights must be positive numbers (at most 1000000)".into()));
                 }
             }
+            let spec_model = ModelSpec::new(&m.name, m.replicas, m.rate);
+            let busiest = ModelSpec { weights: weights.clone(), ..spec_model }
+                .arrival_shares()
+                .into_iter()
+                .enumerate()
+                .fold((0, 0.0), |best, (i, share)| if share > best.1 { (i, share) } else { best });
+            if m.rate * busiest.1 > MAX_RATE {
+                return Err(invalid(
+                    &field,
+                    format!(
+                        "weights send {:.0} requests per second to replica {}; at most {MAX_RATE} per replica",
+                        m.rate * busiest.1,
+                        busiest.0
+                    ),
+                ));
+            }
             if raw.metrics == MetricsGeneration::V0 && (m.spec_decode || m.kv_connector.is_some()) {
                 return Err(invalid(
                     &field,

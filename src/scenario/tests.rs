@@ -336,6 +336,10 @@ fn rejects_options_incidents_and_expectations_that_cannot_be_generated_with_a_me
         (base("v1", "weights = [1, 2, 3]", ""), vec!["model[0]", "one per replica"]),
         (base("v1", "weights = [1, -2]", ""), vec!["model[0]", "positive"]),
         (base("v1", "max_num_seqs = 0", ""), vec!["max_num_seqs"]),
+        (
+            base("v1", "weights = [1000000, 1]", "").replace("rate = 1.0", "rate = 300.0"),
+            vec!["model[0]", "600 requests per second to replica 0"],
+        ),
         (base("v0", "spec_decode = true", ""), vec!["model[0]", "V1"]),
         (base("v1", "kv_connector = \"mooncake\"", ""), vec!["mooncake"]),
         (base("v1", "", &inc("spec-decode-inefficient", "")), vec!["incident.kind", "spec_decode = true"]),

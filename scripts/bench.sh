@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The fleet benchmark (BENCHMARKS.md): explain against the floor at 10, 100 and 1,000 replicas.
+#
+#   scripts/bench.sh                       # the diagonal: 10x1, 100x10, 1000x50 (replicas x models)
+#   scripts/bench.sh --grid                # every size from {10,100,1000} x {1,10,50}
+#   scripts/bench.sh --sizes 1000x50 --runs 15
+#   scripts/bench.sh --fresh               # rebuild the cached TSDBs in target/bench/data
+#
+# Results: target/bench/results.md and results.json. Generated TSDBs are kept in target/bench/data
+# (about 1 GB for 1000x50) and reused; the OpenMetrics text is deleted after the backfill.
+# Installs Prometheus (with promtool) and GNU time when missing (Debian packages).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v promtool   >/dev/null 2>&1 || need+=(prometheus)
+[ -x /usr/bin/time ] || need+=(time)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]} (Debian packages)" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# The bench profile is the release profile: the vllm-diag binary measured is the one users run.
+exec cargo bench --locked --bench fleet -- "$@"
