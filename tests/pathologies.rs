@@ -185,3 +185,27 @@ fn a_profile_changes_the_thresholds_the_rules_use() {
     assert_eq!(ceiling(&chat), ">= 2x baseline or > 3 s");
     assert_eq!(ceiling(&batch), ">= 2x baseline or > 30 s");
 }
+
+#[test]
+fn a_latency_rise_caused_by_a_workload_shift_is_reported_as_such() {
+    let report = check("workload-shift");
+    let f = &report["findings"][0];
+    assert_eq!(f["rule"], "workload-shift");
+    let absorbed: Vec<&str> = f["also_consistent"].as_array().unwrap().iter().map(|a| a["rule"].as_str().unwrap()).collect();
+    assert!(absorbed.contains(&"slow-prefill"), "the latency rule should be explained by the workload: {absorbed:?}");
+    assert!(f["summary"].as_str().unwrap().contains("explained by the workload rather than by a serving regression"));
+    // It keeps the latency rule's severity: users still see slower first tokens.
+    assert_eq!(f["severity"], "warning");
+}
+
+#[test]
+fn findings_can_be_grouped_by_another_label() {
+    let (_, report, stderr) = explain("replica-imbalance", &["--group-by", "namespace,model_name"]);
+    let scopes = report["metrics"]["scopes"].as_array().unwrap_or_else(|| panic!("{stderr}"));
+    assert!(!scopes.is_empty());
+    for s in scopes {
+        assert_eq!(s["namespace"], "inference", "{s}");
+        assert!(s["model_name"].is_string(), "{s}");
+    }
+    assert_eq!(report["findings"][0]["rule"], "replica-imbalance", "{:#?}", summary(&report));
+}
