@@ -135,12 +135,7 @@ fn finding_blocks(
     if let Some(also) = also_consistent_list(f, code) {
         blocks.push(format!("Also consistent: {also}"));
     }
-    let queries: Vec<(String, String)> = f
-        .evidence
-        .iter()
-        .filter(|e| !e.query.trim().is_empty())
-        .map(|e| (one_line(&e.signal), one_line(&e.query)))
-        .collect();
+    let queries = super::finding_queries(f);
     if !queries.is_empty() {
         let longest_ticks = queries
             .iter()

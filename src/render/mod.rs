@@ -468,6 +468,15 @@ pub(crate) fn warning_lines(report: &Report) -> Vec<String> {
 }
 
 /// `rule-a (warning), rule-b (info)`.
+/// The PromQL behind a finding's evidence, as (signal, query) pairs, one line each.
+pub(crate) fn finding_queries(f: &Finding) -> Vec<(String, String)> {
+    f.evidence
+        .iter()
+        .filter(|e| !e.query.trim().is_empty())
+        .map(|e| (one_line(&e.signal), one_line(&e.query)))
+        .collect()
+}
+
 /// `3 of 8 replicas (instance): a, b, c`, when the finding was broken down per replica.
 pub(crate) fn replicas_line(f: &Finding) -> Option<String> {
     let r = f.replicas.as_ref()?;

@@ -172,12 +172,7 @@ fn finding_block(
         ));
     }
 
-    let queries: Vec<(String, String)> = f
-        .evidence
-        .iter()
-        .filter(|e| !e.query.trim().is_empty())
-        .map(|e| (one_line(&e.signal), one_line(&e.query)))
-        .collect();
+    let queries = super::finding_queries(f);
     if !queries.is_empty() {
         out.extend(wrap(
             &format!("PromQL {}", query_timing(report)),
