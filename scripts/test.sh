@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 need=()
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v promtool   >/dev/null 2>&1 || need+=(prometheus)
+# The same diagnosis from VictoriaMetrics single-node (tests/victoria.rs).
+command -v victoria-metrics >/dev/null 2>&1 || need+=(victoria-metrics)
 # The HTML report is checked in a real headless browser (tests/html.rs), with a font to draw text.
 command -v chromium   >/dev/null 2>&1 || need+=(chromium)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)

@@ -15,9 +15,20 @@ use crate::source::Source;
 
 /// Run the parsed command line; returns the exit code.
 pub fn run(cli: Cli) -> Result<u8, Failure> {
+    use crate::config_file::{configure, Lookup, Mode};
+    // The configuration file is read only by the commands it applies to, so a broken one never
+    // stops `man` or `rules`.
+    let lookup = Lookup { explicit: cli.config.clone(), disabled: cli.no_config };
     match cli.command {
-        Command::Explain(args) => run_explain(args),
-        Command::Check(args) => run_check(args),
+        Command::Explain(args) => run_explain(configure(args, &lookup, Mode::Explain)?),
+        Command::Check(mut args) => {
+            args.explain = configure(args.explain, &lookup, Mode::Check)?;
+            run_check(args)
+        }
+        Command::Config(crate::cli::ConfigCommand::Show(args)) => {
+            write_stdout(&crate::config_file::show(args, &lookup)?)?;
+            Ok(exit::OK)
+        }
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             let mut buf: Vec<u8> = Vec::new();
@@ -210,6 +221,8 @@ pub(crate) fn diagnose(args: &ExplainArgs, progress: bool) -> Result<Report, Fai
     if let Some(profile) = &args.profile {
         rules.apply_profile(profile).map_err(Failure::Usage)?;
     }
+    // The configuration file's thresholds and disabled rules (listed in the report as disabled).
+    let disabled = args.config.apply_to_rules(&mut rules);
 
     // Kept for --debug's transfer summary.
     let mut http_client: Option<Arc<PrometheusClient>> = None;
@@ -259,7 +272,10 @@ pub(crate) fn diagnose(args: &ExplainArgs, progress: bool) -> Result<Report, Fai
         .enable_all()
         .build()
         .map_err(|e| Failure::Output(format!("cannot start the async runtime: {e}")))?;
-    let result = runtime.block_on(explain(source, &rules, &opts));
+    let result = runtime.block_on(explain(source, &rules, &opts)).map(|mut r| {
+        r.disabled = disabled;
+        r
+    });
     spinner.finish();
 
     if let (true, Some(c)) = (args.connection.debug, &http_client) {
@@ -356,7 +372,9 @@ fn connect(args: &ExplainArgs) -> Result<PrometheusClient, Failure> {
         debug: c.debug.then(DebugLog::stderr),
         ..ClientOptions::default()
     };
-    let warnings = apply(&flags, &|k| std::env::var(k).ok(), &mut opts).map_err(|e| Failure::Usage(e.to_string()))?;
+    // Secrets the configuration file references with ${VAR} stand in for the environment's own.
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty()).or_else(|| args.config.env_fallback(k));
+    let warnings = apply(&flags, &env, &mut opts).map_err(|e| Failure::Usage(e.to_string()))?;
     for w in warnings {
         eprintln!("vllm-diag: {w}");
     }

@@ -24,6 +24,42 @@ Exit codes:
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+
+    /// Configuration file to read, instead of looking for ./vllm-diag.toml, then
+    /// $XDG_CONFIG_HOME/vllm-diag/vllm-diag.toml (~/.config/vllm-diag/vllm-diag.toml). Flags override it.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Read no configuration file, even when one exists.
+    #[arg(long, global = true, conflicts_with = "config")]
+    pub no_config: bool,
+}
+
+/// Parse the process's arguments like `Cli::parse`, also remembering which values the command line
+/// or the environment gave (as opposed to defaults), so that a configuration file fills in only the
+/// rest.
+pub fn parse() -> Cli {
+    parse_from(std::env::args_os())
+}
+
+/// [`parse`] over given arguments; exits with clap's message on a usage error, like `Cli::parse_from`.
+pub fn parse_from<I, T>(argv: I) -> Cli
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches_from(argv);
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let sub = |name: &str| matches.subcommand_matches(name);
+    let given = |m: Option<&clap::ArgMatches>| m.map(crate::config_file::Given::from_matches).unwrap_or_default();
+    match &mut cli.command {
+        Command::Explain(a) => a.given = given(sub("explain")),
+        Command::Check(a) => a.explain.given = given(sub("check")),
+        Command::Config(ConfigCommand::Show(a)) => a.given = given(sub("config").and_then(|m| m.subcommand_matches("show"))),
+        _ => {}
+    }
+    cli
 }
 
 #[derive(Debug, Subcommand)]
@@ -54,6 +90,16 @@ pub enum Command {
     },
     /// Print the manual page (roff) to stdout: `vllm-diag man > vllm-diag.1`.
     Man,
+    /// The configuration file (vllm-diag.toml).
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the effective configuration: the file merged with the flags given here and the
+    /// environment, secrets masked, and where each value came from (flag, env, file:line, default).
+    Show(ExplainArgs),
 }
 
 #[derive(Debug, Args)]
@@ -216,6 +262,15 @@ pub struct ExplainArgs {
     /// warning, info: notice). Text formats only, since the lines go to stdout.
     #[arg(long, value_enum, value_name = "KIND")]
     pub annotations: Option<Annotations>,
+
+    /// Which of these values the command line or the environment gave (see [`parse`]).
+    #[arg(skip)]
+    pub given: crate::config_file::Given,
+
+    /// What the configuration file adds that no flag carries (thresholds, disabled rules, secrets
+    /// from `${VAR}`); filled by [`crate::config_file::configure`].
+    #[arg(skip)]
+    pub config: crate::config_file::Applied,
 }
 
 /// How to authenticate to the source and check its TLS certificate. Secrets come from files or the

@@ -452,12 +452,23 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     }
     // A rule decided without numbers (an optional feature's metrics absent) does not make the run
     // "evaluated" when not one signal query brought data back: such a run has no verdict (exit 3).
-    let any_data = table.values().any(|s| matches!(s.window.availability, Availability::Ok) && !s.window.values.is_empty());
+    // Only signals that look inside the window count: a 6h burn rate reaching back before it is no
+    // sign that the window itself holds data (which matters where discovery is coarse, e.g.
+    // VictoriaMetrics lists the metric names of whole days).
+    let inside = |id: &String| rules.signals.get(id).and_then(|d| d.range).map_or(true, |r| r <= p.window.duration());
+    let any_data = table.iter().any(|(id, s)| inside(id) && matches!(s.window.availability, Availability::Ok) && !s.window.values.is_empty());
     let mut judgements = Vec::new();
     let mut evaluated = 0usize;
     for rule in &rules.rules {
         for scope in &scopes {
-            let outcome = evaluate(rule, rules, &table, scope);
+            let mut outcome = evaluate(rule, rules, &table, scope);
+            if !any_data && matches!(outcome, Outcome::NotMatched) {
+                // Only an optional feature's absence decided it, and with no data at all in the
+                // window that absence proves nothing: not healthy, not evaluated.
+                outcome = Outcome::Unknown {
+                    reasons: vec!["metric missing in the window, and no signal found any vLLM data in the window, so its absence proves nothing".into()],
+                };
+            }
             if any_data && !matches!(outcome, Outcome::Unknown { .. }) {
                 evaluated += 1;
             }
@@ -642,6 +653,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         findings: ranked.findings,
         healthy: ranked.healthy,
         not_evaluated: ranked.not_evaluated,
+        disabled: Vec::new(),
         warnings,
         stats: RunStats { queries: queries_sent, rules_evaluated: evaluated },
     })

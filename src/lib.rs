@@ -12,6 +12,7 @@ pub mod app;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod config_file;
 pub mod error;
 pub mod explain;
 pub mod exposition;

@@ -1,9 +1,7 @@
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = vllm_diag::cli::Cli::parse();
+    let cli = vllm_diag::cli::parse();
     match vllm_diag::app::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

@@ -74,6 +74,10 @@ pub struct Report {
     /// Rule and scope pairs that were evaluated and did not match.
     pub healthy: Vec<Checked>,
     pub not_evaluated: Vec<NotEvaluated>,
+    /// Rules switched off in the configuration file: not evaluated, by choice rather than for lack of
+    /// data, so neither healthy nor "not evaluated". Sorted ids; omitted when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disabled: Vec<String>,
     /// Warnings from the data source (with HTTP 200) and from vllm-diag itself.
     pub warnings: Vec<String>,
     pub stats: RunStats,

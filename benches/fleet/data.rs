@@ -14,8 +14,8 @@
 //! every chunk but the first get a chunk tag so replicas stay distinct. One file means one set of
 //! blocks, like a real Prometheus holds, rather than dozens of overlapping ones.
 //!
-//! The TSDB is cached under `<out>/data/<fleet>-<key>/`, the key a hash of the spec texts and
-//! [`DATA_VERSION`]; `--fresh` rebuilds it. Generation and backfill times are measured when the
+//! The TSDB is cached under `<out>/data/<fleet>-<key>/`, the key a hash of the spec texts, the
+//! generator's source and [`DATA_VERSION`]; `--fresh` rebuilds it. Generation and backfill times are measured when the
 //! data is built and stored next to it.
 
 use std::fs::File;
@@ -127,7 +127,7 @@ pub struct Prepared {
 /// Build (or reuse) the TSDB of a fleet under `out/data/`.
 pub fn prepare(fleet: Fleet, out: &Path, fresh: bool) -> Result<Prepared, String> {
     let specs = fleet.chunk_specs();
-    let key = fnv1a(format!("{DATA_VERSION}\n{}", specs.join("\n")).as_bytes());
+    let key = fnv1a(format!("{DATA_VERSION}\n{}\n{}", specs.join("\n"), generator_fingerprint()).as_bytes());
     let dir = out.join("data").join(format!("{}-{key:016x}", fleet.label()));
     let tsdb = dir.join("tsdb");
     let meta_path = dir.join("built.json");
@@ -138,8 +138,12 @@ pub fn prepare(fleet: Fleet, out: &Path, fresh: bool) -> Result<Prepared, String
             }
         }
     }
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot remove the old data in {}: {e}", dir.display()))?;
+    // Data of this size from another generator or spec is stale: remove it with this key's.
+    let prefix = format!("{}-", fleet.label());
+    for old in std::fs::read_dir(out.join("data")).into_iter().flatten().flatten() {
+        if old.file_name().to_string_lossy().starts_with(&prefix) {
+            std::fs::remove_dir_all(old.path()).map_err(|e| format!("cannot remove the old data in {}: {e}", old.path().display()))?;
+        }
     }
     std::fs::create_dir_all(&tsdb).map_err(|e| format!("cannot create {}: {e}", tsdb.display()))?;
 
@@ -302,6 +306,25 @@ fn sections(mut r: impl BufRead) -> std::io::Result<Vec<Section>> {
 fn tag_replica(line: &[u8], chunk: usize) -> Vec<u8> {
     let text = String::from_utf8_lossy(line);
     text.replace(":8000\"", &format!("-c{chunk}:8000\"")).replace("pod=\"", &format!("pod=\"c{chunk}-")).into_bytes()
+}
+
+/// A hash of the generator's source (`src/scenario/`), so a changed generator rebuilds the data.
+fn generator_fingerprint() -> u64 {
+    fn walk(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push((p.clone(), std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scenario"), &mut files);
+    files.sort();
+    fnv1a(&files.into_iter().flat_map(|(_, bytes)| bytes).collect::<Vec<u8>>())
 }
 
 /// FNV-1a: a stable hash for cache keys (std's hasher may change between releases).

@@ -5,9 +5,11 @@
 //! (same paths, same form fields, POST for queries and GET for label values, gzip accepted, the
 //! same number in flight), each answer read to its last byte and nothing else done with it.
 //! Two schedules are timed:
-//! - flat: everything at once (at most `concurrency` in flight); no client can do better;
-//! - after discovery: the label-values requests first, then the rest; no client that has to look at
-//!   which metric names exist before choosing its queries can do better.
+//! - flat: everything at once (at most `concurrency` in flight); no client can do better. This is
+//!   the floor the targets are measured against;
+//! - phased: explain's own dependencies (discovery, then the signals, then the follow-ups that
+//!   depend on the findings), so "explain / phased" is what the tool itself adds (start-up,
+//!   decoding, evaluation, rendering) and "phased / flat" what the dependencies cost.
 //!
 //! The client is built before the clock starts (building a TLS-capable client is start-up cost,
 //! which vllm-diag's own time includes and the floor does not); its connections are opened inside
@@ -119,15 +121,39 @@ pub async fn flat(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pass
     Ok(Pass { wall: started.elapsed(), bytes })
 }
 
-/// Label-values requests first, then everything else.
-pub async fn after_discovery(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pass, String> {
+/// In explain's three phases: label values (discovery), then the signal queries, then the
+/// follow-ups (trends, breakdowns, cache configuration), each phase waiting for the one before.
+pub async fn phased(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pass, String> {
     let http = client()?;
-    let (disc, rest): (Vec<&Request>, Vec<&Request>) =
-        rec.requests.iter().partition(|r| matches!(r, Request::LabelValues { .. }));
+    let phases = phases(&rec.requests);
     let started = Instant::now();
-    let mut bytes = send_all(&http, base, &disc, concurrency).await?;
-    bytes += send_all(&http, base, &rest, concurrency).await?;
+    let mut bytes = 0;
+    for phase in &phases {
+        bytes += send_all(&http, base, phase, concurrency).await?;
+    }
     Ok(Pass { wall: started.elapsed(), bytes })
+}
+
+/// Split a recording into explain's phases. Signal queries come in pairs, the same query at the
+/// window's end and at the baseline's; a follow-up is a range query (a trend) or an instant query
+/// asked at one time only (a per-replica breakdown, the cache configuration).
+pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
+    let mut times: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for r in requests {
+        if let Request::Instant { query, .. } = r {
+            *times.entry(query.as_str()).or_default() += 1;
+        }
+    }
+    let mut out: [Vec<&Request>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    for r in requests {
+        let phase = match r {
+            Request::LabelValues { .. } => 0,
+            Request::Instant { query, .. } if times.get(query.as_str()).copied().unwrap_or(0) > 1 => 1,
+            _ => 2,
+        };
+        out[phase].push(r);
+    }
+    out
 }
 
 /// Prometheus' own accounting: every query once, one at a time, with `stats=all`; the sum of

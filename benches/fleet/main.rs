@@ -9,8 +9,9 @@
 //!   from the kernel ([`child`]);
 //! - sends the very requests that run made, taken from its `--record` file, with a minimal client
 //!   ([`floor`]) at the same concurrency;
-//! - replays the recording offline;
-//! and reports medians with min and max. Query counts and response sizes come from the recording,
+//! - replays the recording offline.
+//!
+//! It reports medians with min and max. Query counts and response sizes come from the recording,
 //! so they are exact, not sampled.
 
 mod child;
@@ -110,6 +111,8 @@ struct FleetResult {
     queries: u64,
     /// Distinct requests in the recording.
     recorded_requests: usize,
+    /// Requests per phase: discovery, signals, follow-ups.
+    phases: [usize; 3],
     response_bytes: u64,
     largest_response_bytes: u64,
     recording_bytes: u64,
@@ -119,9 +122,11 @@ struct FleetResult {
     /// CPU time (user + system) of the explain process.
     explain_cpu: Summary,
     floor_flat: Summary,
-    floor_after_discovery: Summary,
+    floor_phased: Summary,
     /// median(explain) / median(flat floor)
     ratio: f64,
+    /// median(explain) / median(phased floor)
+    ratio_phased: f64,
     /// The median of the ratios of runs taken back to back.
     paired_ratio: f64,
     server_exec_ms: f64,
@@ -276,14 +281,14 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     rt.block_on(floor::flat(&prom.url, &rec, CONCURRENCY))?;
     let mut explain_runs = Vec::new();
     let mut flat = Vec::new();
-    let mut after = Vec::new();
+    let mut phased = Vec::new();
     let mut floor_bytes = 0;
     for _ in 0..args.runs {
         explain_runs.extend(child::repeat(&mut table, 1, 0)?);
         let p = rt.block_on(floor::flat(&prom.url, &rec, CONCURRENCY))?;
         floor_bytes = p.bytes;
         flat.push(p.wall);
-        after.push(rt.block_on(floor::after_discovery(&prom.url, &rec, CONCURRENCY))?.wall);
+        phased.push(rt.block_on(floor::phased(&prom.url, &rec, CONCURRENCY))?.wall);
     }
     if floor_bytes != rec.total_bytes() {
         eprintln!("[{label}] note: the floor client received {floor_bytes} bytes, the recording holds {}", rec.total_bytes());
@@ -312,17 +317,19 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         data_built_in_this_run: prepared.fresh,
         queries,
         recorded_requests: rec.requests.len(),
+        phases: floor::phases(&rec.requests).map(|p| p.len()),
         response_bytes: rec.total_bytes(),
         largest_response_bytes: rec.largest(),
         recording_bytes,
         findings,
         ratio: explain.median_ms / floor_flat.median_ms,
+        ratio_phased: explain.median_ms / Summary::of(&phased).median_ms,
         paired_ratio: median(&paired),
         explain,
         explain_peak_rss_mib: explain_rss_kib as f64 / 1024.0,
         explain_cpu: Summary::of(&explain_runs.iter().map(|f| f.cpu).collect::<Vec<_>>()),
         floor_flat,
-        floor_after_discovery: Summary::of(&after),
+        floor_phased: Summary::of(&phased),
         server_exec_ms,
         replay: Summary::of(&walls(&replay_runs)),
         replay_peak_rss_mib: replay_rss_kib as f64 / 1024.0,
@@ -395,22 +402,24 @@ fn markdown(r: &Results) -> String {
     let _ = writeln!(s, "Machine: {}, {} cores, {}, Linux {}; {}; {}.", m.cpu, m.cores, m.memory, m.kernel, m.prometheus, m.vllm_diag);
     let _ = writeln!(s, "{} timed runs per number (median, then min–max); concurrency {}.\n", r.runs, r.concurrency);
 
-    let _ = writeln!(s, "| fleet (replicas x models) | series | queries | bytes received | largest answer | explain | floor (flat) | floor after discovery | explain / floor | explain peak RSS |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| fleet (replicas x models) | series | queries (per phase) | bytes received | largest answer | explain | floor (flat) | floor, phased like explain | explain / floor | explain / phased floor | explain peak RSS |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for f in &r.fleets {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} (paired {:.2}) | {:.1} MiB |",
+            "| {} | {} | {} ({}) | {} | {} | {} | {} | {} | {:.2} (paired {:.2}) | {:.2} | {:.1} MiB |",
             f.fleet,
             f.series,
             f.queries,
+            f.phases.map(|n| n.to_string()).join(" + "),
             bytes(f.response_bytes),
             bytes(f.largest_response_bytes),
             f.explain.text(),
             f.floor_flat.text(),
-            f.floor_after_discovery.text(),
+            f.floor_phased.text(),
             f.ratio,
             f.paired_ratio,
+            f.ratio_phased,
             f.explain_peak_rss_mib
         );
     }

@@ -54,6 +54,9 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
             rules.join(", ")
         ));
     }
+    if let Some(line) = super::disabled_line(report) {
+        blocks.push(text(&line));
+    }
     let skipped = not_evaluated_lines(report, &scopes);
     if !skipped.is_empty() {
         let mut b = format!("**{}**", text(&not_evaluated_heading(skipped.len())));

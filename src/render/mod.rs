@@ -413,6 +413,14 @@ pub(crate) fn no_findings_sentence(report: &Report) -> Option<String> {
     }
 }
 
+/// The one line naming the rules the configuration file switched off, if any.
+pub(crate) fn disabled_line(report: &Report) -> Option<String> {
+    (!report.disabled.is_empty()).then(|| {
+        let ids: Vec<String> = report.disabled.iter().map(|r| one_line(r)).collect();
+        format!("Disabled in the configuration (not evaluated): {}", ids.join(", "))
+    })
+}
+
 /// `5 rule/scope pairs (rule-a, rule-b)`, or `None` when there is nothing healthy to mention.
 pub(crate) fn healthy_summary(report: &Report) -> Option<(String, Vec<String>)> {
     if report.healthy.is_empty() {
@@ -740,6 +748,7 @@ pub(crate) mod fixtures {
             findings,
             healthy,
             not_evaluated,
+            disabled: vec![],
             warnings: vec![],
             stats: RunStats {
                 queries: 38,

@@ -68,6 +68,9 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
     if !report.healthy.is_empty() {
         tail.push(format!("Checked and healthy: {}", plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs")));
     }
+    if let Some(line) = super::disabled_line(report) {
+        tail.push(plain(&line));
+    }
     let warnings = warning_lines(report);
     if !warnings.is_empty() {
         tail.push(format!(":warning: {}", plain(&warnings.join("; "))));

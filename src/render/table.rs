@@ -63,6 +63,9 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         let text = format!("Checked and healthy: {pairs} ({})", rules.join(", "));
         out.extend(wrap(&text, width, "", INDENT));
     }
+    if let Some(line) = super::disabled_line(report) {
+        out.extend(wrap(&line, width, "", INDENT));
+    }
     let skipped = not_evaluated_lines(report, &scopes);
     if !skipped.is_empty() {
         let head = wrap(&not_evaluated_heading(skipped.len()), width, "", INDENT);

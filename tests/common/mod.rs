@@ -16,6 +16,8 @@
 pub mod proxy;
 /// Prometheus behind its own TLS and basic auth, certificates made in the test.
 pub mod secure;
+/// A real VictoriaMetrics single-node holding generated scenario data.
+pub mod victoria;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

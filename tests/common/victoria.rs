@@ -1,0 +1,292 @@
+//! A real VictoriaMetrics single-node per test, holding generated scenario data.
+//!
+//! VictoriaMetrics is the second backend vllm-diag promises to read, and its PromQL dialect
+//! (MetricsQL) differs from Prometheus in ways that matter to a diagnosis: `rate()` does not
+//! extrapolate, lookback adapts to the scrape interval, NaN results are dropped from answers. Only
+//! the real server shows whether those differences change a verdict, so tests start one like
+//! [`super::PromServer`]: its own temporary `-storageDataPath`, its own free port on 127.0.0.1,
+//! killed when dropped.
+//!
+//! Data goes in through `/api/v1/import/prometheus` (the Prometheus text format with millisecond
+//! timestamps), converted from the very series the generator gives promtool. Newly imported samples
+//! sit in in-memory buffers for up to a second before a search can see them, so
+//! [`VmServer::load_series`] forces a flush and then polls a count of the stored samples until it
+//! equals what was sent: a test never races the server's buffering, and never sleeps a guessed time.
+//! The response cache is off (`-search.disableCache`, which its help recommends while backfilling),
+//! so a query answered while samples were still arriving cannot be served again later.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use tempfile::TempDir;
+use vllm_diag::scenario::{generate_series, GeneratedSeries, ScenarioSpec};
+
+use super::{free_port, http_get, read_log, scenario_path, Startup, BIND_ATTEMPTS, READY_TIMEOUT};
+
+/// How long imported samples may take to become searchable before the test fails.
+const SEARCHABLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Import request bodies are cut at about this size, so no request holds a whole fleet's text.
+const IMPORT_CHUNK_BYTES: usize = 4 << 20;
+
+/// A running VictoriaMetrics with its own storage directory. Killed and reaped on drop.
+pub struct VmServer {
+    /// Base URL, e.g. `http://127.0.0.1:41234`. The same API is also served below `/prometheus`.
+    pub url: String,
+    addr: SocketAddr,
+    child: Child,
+    log: PathBuf,
+    _dir: TempDir,
+}
+
+/// Load a scenario fixture, generate its series, import them and wait until all are searchable.
+pub fn start_vm_scenario(name: &str) -> (ScenarioSpec, VmServer) {
+    let spec = ScenarioSpec::load(scenario_path(name)).unwrap_or_else(|e| panic!("scenario {name}: {e}"));
+    let series = generate_series(&spec);
+    let vm = VmServer::start_empty();
+    vm.load_series(&series, spec.start, spec.window_end());
+    (spec, vm)
+}
+
+impl VmServer {
+    /// A VictoriaMetrics with no data.
+    pub fn start_empty() -> VmServer {
+        require_victoria_metrics();
+        let dir = tempfile::Builder::new()
+            .prefix("vllm-diag-vm-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
+        let data = dir.path().join("data");
+        let mut last_log = String::new();
+        for attempt in 1..=BIND_ATTEMPTS {
+            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            let log = dir.path().join(format!("victoria-metrics-{attempt}.log"));
+            let log_file =
+                std::fs::File::create(&log).unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+            let log_err = log_file.try_clone().unwrap_or_else(|e| panic!("cannot share {}: {e}", log.display()));
+            let mut child = Command::new("victoria-metrics")
+                .arg(format!("-storageDataPath={}", data.display()))
+                // The scenarios sit at a fixed date in the past; the default retention (one month)
+                // would refuse them.
+                .arg("-retentionPeriod=100y")
+                .arg(format!("-httpListenAddr={addr}"))
+                .arg("-search.disableCache")
+                .arg("-loggerLevel=WARN")
+                .stdin(Stdio::null())
+                .stdout(log_file)
+                .stderr(log_err)
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!("cannot start victoria-metrics: {e}. Run scripts/test.sh, which installs it")
+                });
+            match wait_healthy(&mut child, addr, &log) {
+                Ok(()) => return VmServer { url: format!("http://{addr}"), addr, child, log, _dir: dir },
+                Err(failure) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    match failure {
+                        Startup::PortTaken(text) => last_log = text,
+                        Startup::Failed(why) => panic!("{why}"),
+                    }
+                }
+            }
+        }
+        panic!("victoria-metrics could not bind a port after {BIND_ATTEMPTS} attempts; its last output:\n{last_log}");
+    }
+
+    /// Import series (every point of which lies in `from..=to`), then wait until a search sees every
+    /// sample. Panics, with the server's log, when the import is refused or never becomes visible.
+    pub fn load_series(&self, series: &[GeneratedSeries], from: DateTime<Utc>, to: DateTime<Utc>) {
+        let mut body = String::with_capacity(IMPORT_CHUNK_BYTES + 4096);
+        let mut sent = 0usize;
+        for s in series {
+            let prefix = series_prefix(s);
+            for &(t, v) in &s.points {
+                // Whole milliseconds: the generator's timestamps are multiples of the scrape interval.
+                let _ = writeln!(body, "{prefix} {} {}", prom_float(v), (t * 1000.0).round() as i64);
+                sent += 1;
+            }
+            if body.len() >= IMPORT_CHUNK_BYTES {
+                self.import(&body);
+                body.clear();
+            }
+        }
+        if !body.is_empty() {
+            self.import(&body);
+        }
+        self.wait_searchable(sent, from, to);
+    }
+
+    /// POST Prometheus text (millisecond timestamps) to `/api/v1/import/prometheus`.
+    pub fn import(&self, text: &str) {
+        let (status, answer) = http_post(self.addr, "/api/v1/import/prometheus", text.as_bytes(), Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("import into victoria-metrics: {e}\n{}", self.log_text()));
+        if status != 204 && status != 200 {
+            panic!("victoria-metrics refused the import: HTTP {status}: {answer}\n{}", self.log_text());
+        }
+    }
+
+    /// Flush, then poll the number of stored samples in `from..=to` until it reaches `expected`.
+    fn wait_searchable(&self, expected: usize, from: DateTime<Utc>, to: DateTime<Utc>) {
+        let started = Instant::now();
+        // The range is open on the left in MetricsQL: reach a minute past the first sample.
+        let range = (to - from).num_seconds().max(0) + 60;
+        let query = format!("sum(count_over_time({{__name__=~\".+\"}}[{range}s]))");
+        let path = format!(
+            "/api/v1/query?query={}&time={}",
+            url::form_urlencoded::byte_serialize(query.as_bytes()).collect::<String>(),
+            to.timestamp()
+        );
+        let mut seen = 0usize;
+        loop {
+            // Moves the in-memory buffers into searchable parts now rather than within a second.
+            let _ = self.get("/internal/force_flush");
+            if let Ok((200, body)) = self.get(&path) {
+                seen = count_of(&body);
+                if seen == expected {
+                    return;
+                }
+                if seen > expected {
+                    panic!("victoria-metrics holds {seen} samples, more than the {expected} imported: {body}");
+                }
+            }
+            if started.elapsed() > SEARCHABLE_TIMEOUT {
+                panic!(
+                    "victoria-metrics made only {seen} of {expected} imported samples searchable in {}s; its log:\n{}",
+                    SEARCHABLE_TIMEOUT.as_secs(),
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `GET` a path (with its query string) and return the status and body.
+    pub fn get(&self, path_and_query: &str) -> std::io::Result<(u16, String)> {
+        http_get(self.addr, path_and_query, Duration::from_secs(30))
+    }
+
+    /// What VictoriaMetrics has logged so far.
+    pub fn log_text(&self) -> String {
+        read_log(&self.log)
+    }
+}
+
+impl Drop for VmServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `name{label="value",...}` with the text format's escapes.
+fn series_prefix(s: &GeneratedSeries) -> String {
+    let mut out = s.name.clone();
+    out.push('{');
+    for (i, (k, v)) in s.labels.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(k);
+        out.push_str("=\"");
+        for c in v.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '"' => out.push_str("\\\""),
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    out.push('}');
+    out
+}
+
+fn prom_float(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The value of a one-sample vector answer, 0 for an empty one.
+fn count_of(body: &str) -> usize {
+    let json: serde_json::Value = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
+    json["data"]["result"][0]["value"][1].as_str().and_then(|s| s.parse::<f64>().ok()).map_or(0, |v| v as usize)
+}
+
+/// Poll `/health` until it answers 200, the process exits, or the time runs out.
+fn wait_healthy(child: &mut Child, addr: SocketAddr, log: &Path) -> Result<(), Startup> {
+    let started = Instant::now();
+    loop {
+        if let Ok((200, _)) = http_get(addr, "/health", Duration::from_secs(2)) {
+            return Ok(());
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let text = read_log(log);
+                if text.contains("address already in use") {
+                    return Err(Startup::PortTaken(text));
+                }
+                return Err(Startup::Failed(format!("victoria-metrics exited ({status}) before it was ready:\n{text}")));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(Startup::Failed(format!("cannot check on victoria-metrics: {e}"))),
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            return Err(Startup::Failed(format!(
+                "victoria-metrics was not ready after {}s; its output:\n{}",
+                READY_TIMEOUT.as_secs(),
+                read_log(log)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Panic with instructions when VictoriaMetrics is not installed: a skipped test looks like a pass.
+fn require_victoria_metrics() {
+    let found = Command::new("victoria-metrics")
+        .arg("-version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !found {
+        panic!(
+            "`victoria-metrics` is not installed or does not run. The VictoriaMetrics tests need the real server: \
+             run scripts/test.sh, which installs it (Debian package `victoria-metrics`)"
+        );
+    }
+}
+
+/// Minimal HTTP/1.0 POST with a body; the server closes the connection after answering.
+fn http_post(addr: SocketAddr, path: &str, body: &[u8], timeout: Duration) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    write!(
+        stream,
+        "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )?;
+    stream.write_all(body)?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, answer) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status =
+        head.split_whitespace().nth(1).and_then(|s| s.parse::<u16>().ok()).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not an HTTP response: {head}"))
+        })?;
+    Ok((status, answer.to_string()))
+}
