@@ -108,7 +108,7 @@ impl PromServer {
                 .stderr(log_err)
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start prometheus: {e}. Run scripts/test.sh, which installs it"));
-            match wait_ready(&mut child, addr, &log) {
+            match wait_ready(&mut child, addr, &log, "/-/ready", "prometheus") {
                 Ok(()) => return PromServer { url: format!("http://{addr}"), addr, child, log, dir },
                 Err(failure) => {
                     let _ = child.kill();
@@ -206,11 +206,11 @@ impl Drop for PromServer {
     }
 }
 
-/// Poll `/-/ready` until it answers 200, the process exits, or the time runs out.
-fn wait_ready(child: &mut Child, addr: SocketAddr, log: &Path) -> Result<(), Startup> {
+/// Poll a server's readiness path until it answers 200, the process exits, or the time runs out.
+fn wait_ready(child: &mut Child, addr: SocketAddr, log: &Path, path: &str, name: &str) -> Result<(), Startup> {
     let started = Instant::now();
     loop {
-        if let Ok((200, _)) = http_get(addr, "/-/ready", Duration::from_secs(2)) {
+        if let Ok((200, _)) = http_get(addr, path, Duration::from_secs(2)) {
             return Ok(());
         }
         match child.try_wait() {
@@ -219,14 +219,14 @@ fn wait_ready(child: &mut Child, addr: SocketAddr, log: &Path) -> Result<(), Sta
                 if text.contains("address already in use") {
                     return Err(Startup::PortTaken(text));
                 }
-                return Err(Startup::Failed(format!("prometheus exited ({status}) before it was ready:\n{text}")));
+                return Err(Startup::Failed(format!("{name} exited ({status}) before it was ready:\n{text}")));
             }
             Ok(None) => {}
-            Err(e) => return Err(Startup::Failed(format!("cannot check on prometheus: {e}"))),
+            Err(e) => return Err(Startup::Failed(format!("cannot check on {name}: {e}"))),
         }
         if started.elapsed() > READY_TIMEOUT {
             return Err(Startup::Failed(format!(
-                "prometheus was not ready after {}s; its output:\n{}",
+                "{name} was not ready after {}s; its output:\n{}",
                 READY_TIMEOUT.as_secs(),
                 read_log(log)
             )));

@@ -18,7 +18,7 @@
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,7 @@ use chrono::{DateTime, Utc};
 use tempfile::TempDir;
 use vllm_diag::scenario::{generate_series, GeneratedSeries, ScenarioSpec};
 
-use super::{free_port, http_get, read_log, scenario_path, Startup, BIND_ATTEMPTS, READY_TIMEOUT};
+use super::{free_port, http_get, read_log, scenario_path, wait_ready, Startup, BIND_ATTEMPTS};
 
 /// How long imported samples may take to become searchable before the test fails.
 const SEARCHABLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -83,7 +83,7 @@ impl VmServer {
                 .unwrap_or_else(|e| {
                     panic!("cannot start victoria-metrics: {e}. Run scripts/test.sh, which installs it")
                 });
-            match wait_healthy(&mut child, addr, &log) {
+            match wait_ready(&mut child, addr, &log, "/health", "victoria-metrics") {
                 Ok(()) => return VmServer { url: format!("http://{addr}"), addr, child, log, _dir: dir },
                 Err(failure) => {
                     let _ = child.kill();
@@ -223,34 +223,6 @@ fn count_of(body: &str) -> usize {
     json["data"]["result"][0]["value"][1].as_str().and_then(|s| s.parse::<f64>().ok()).map_or(0, |v| v as usize)
 }
 
-/// Poll `/health` until it answers 200, the process exits, or the time runs out.
-fn wait_healthy(child: &mut Child, addr: SocketAddr, log: &Path) -> Result<(), Startup> {
-    let started = Instant::now();
-    loop {
-        if let Ok((200, _)) = http_get(addr, "/health", Duration::from_secs(2)) {
-            return Ok(());
-        }
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let text = read_log(log);
-                if text.contains("address already in use") {
-                    return Err(Startup::PortTaken(text));
-                }
-                return Err(Startup::Failed(format!("victoria-metrics exited ({status}) before it was ready:\n{text}")));
-            }
-            Ok(None) => {}
-            Err(e) => return Err(Startup::Failed(format!("cannot check on victoria-metrics: {e}"))),
-        }
-        if started.elapsed() > READY_TIMEOUT {
-            return Err(Startup::Failed(format!(
-                "victoria-metrics was not ready after {}s; its output:\n{}",
-                READY_TIMEOUT.as_secs(),
-                read_log(log)
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
 
 /// Panic with instructions when VictoriaMetrics is not installed: a skipped test looks like a pass.
 fn require_victoria_metrics() {
