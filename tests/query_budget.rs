@@ -106,7 +106,7 @@ fn record(replicas: u32) -> Run {
     let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let out = Command::cargo_bin("vllm-diag")
         .unwrap()
-        .args(["explain", "--prometheus", &prom.url, "--at", &at, "--window", "30m", "--format", "json", "--record"])
+        .args(["--no-config", "explain", "--prometheus", &prom.url, "--at", &at, "--window", "30m", "--format", "json", "--record"])
         .arg(&rec)
         .env_remove("VLLM_DIAG_PROMETHEUS_URL")
         .output()

@@ -97,6 +97,9 @@ struct Machine {
 struct Startup {
     version: Summary,
     rules_list: Summary,
+    /// `explain` against a port nobody listens on: start-up, rules, HTTP client, one refused
+    /// connection, the error message (exit 3).
+    explain_refused: Summary,
 }
 
 #[derive(Serialize)]
@@ -180,6 +183,14 @@ fn run(args: &Args) -> Result<(), String> {
     let startup = Startup {
         version: Summary::of(&walls(&child::repeat(Command::new(bin()).arg("--version"), args.runs * 3, 0)?)),
         rules_list: Summary::of(&walls(&child::repeat(Command::new(bin()).args(["rules", "list"]), args.runs * 3, 0)?)),
+        explain_refused: Summary::of(&walls(&child::repeat(
+            Command::new(bin())
+                .args(["--no-config", "explain", "--prometheus", &format!("http://127.0.0.1:{}", closed_port()?)])
+                .args(["--at", "2026-01-15T09:05:00Z"])
+                .env_remove("VLLM_DIAG_PROMETHEUS_URL"),
+            args.runs * 3,
+            3,
+        )?)),
     };
 
     let mut fleets = Vec::new();
@@ -227,7 +238,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     let load_before = loadavg();
 
     let live_args: Vec<String> =
-        ["explain", "--prometheus", &prom.url, "--at", &at, "--window", "30m"].iter().map(|s| s.to_string()).collect();
+        ["--no-config", "explain", "--prometheus", &prom.url, "--at", &at, "--window", "30m"].iter().map(|s| s.to_string()).collect();
     let explain_args = |extra: &[&str]| -> Command {
         let mut c = Command::new(bin());
         c.args(&live_args).args(extra).env_remove("VLLM_DIAG_PROMETHEUS_URL");
@@ -300,10 +311,11 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
 
     // 3. Offline: the recording replayed.
     let mut replay = Command::new(bin());
-    replay.args(["explain", "--replay", &rec_str]);
+    let replay_args: Vec<String> = ["--no-config", "explain", "--replay", &rec_str].iter().map(|s| s.to_string()).collect();
+    replay.args(&replay_args);
     child::repeat(&mut replay, 1, 0)?;
     let replay_runs = child::repeat(&mut replay, args.runs, 0)?;
-    let replay_rss_kib = child::peak_rss_kib(bin(), &["explain".to_string(), "--replay".to_string(), rec_str.clone()], RSS_RUNS)?;
+    let replay_rss_kib = child::peak_rss_kib(bin(), &replay_args, RSS_RUNS)?;
 
     let explain = Summary::of(&walls(&explain_runs));
     let floor_flat = Summary::of(&flat);
@@ -336,6 +348,14 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         load_before,
         load_after,
     })
+}
+
+/// A port on 127.0.0.1 that was free a moment ago (connections to it are refused).
+fn closed_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
 }
 
 /// How many series Prometheus holds at the window's end (within its lookback).
@@ -462,7 +482,13 @@ fn markdown(r: &Results) -> String {
         }
     }
 
-    let _ = writeln!(s, "\nStart-up: `vllm-diag --version` {}; `vllm-diag rules list` {}.", r.startup.version.text(), r.startup.rules_list.text());
+    let _ = writeln!(
+        s,
+        "\nStart-up: `vllm-diag --version` {}; `vllm-diag rules list` {}; `explain` against a closed port {}.",
+        r.startup.version.text(),
+        r.startup.rules_list.text(),
+        r.startup.explain_refused.text()
+    );
 
     let _ = writeln!(s, "\n| fleet | data: samples | OpenMetrics | generate | backfill (promtool) | findings |");
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
