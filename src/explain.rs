@@ -606,8 +606,9 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         }
     }
 
-    // 7. Apply the breakdowns and compute the recommendations.
-    if !extra.is_empty() {
+    // 7. Apply the breakdowns and compute the recommendations (these need no follow-up query when the
+    //    measured KV footprint is enough).
+    {
         let cache = match cache_req.as_ref().and_then(|r| more.get(r)) {
             Some(Ok(Response { data: Data::Vector(v), .. })) => crate::recommend::cache_config(v, &p.group_by),
             _ => BTreeMap::new(),
