@@ -20,4 +20,5 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-cargo test --locked --all-targets
+# --no-fail-fast: one failing test binary must not hide the others' results.
+cargo test --locked --all-targets --no-fail-fast

@@ -373,10 +373,14 @@ fn watch_redraws_on_a_terminal_shows_changes_and_stops_cleanly_on_ctrl_c() {
     }
     let prom = scenario_ending_now("kv-cache-pressure");
     let bin = assert_cmd::cargo::cargo_bin("vllm-diag");
-    let inner = format!("{} explain --prometheus {} --watch 1s --quiet", bin.display(), prom.url);
-    // `script` runs the command on a pseudo-terminal; what we write to its stdin is typed there.
+    // `script` runs the command through $SHELL on a pseudo-terminal; what we write to its stdin is
+    // typed there. `exec` makes vllm-diag the terminal's foreground process itself: a shell that
+    // stays in between (dash, /bin/sh on Debian) would be killed by the Ctrl-C and report 130
+    // whatever vllm-diag did. SHELL is pinned so the test runs the same way on every machine.
+    let inner = format!("exec {} explain --prometheus {} --watch 1s --quiet", bin.display(), prom.url);
     let mut child = StdCommand::new("script")
         .args(["-qfec", &inner, "/dev/null"])
+        .env("SHELL", "/bin/sh")
         .env("NO_COLOR", "1")
         .env("COLUMNS", "120")
         .env_remove("GITHUB_STEP_SUMMARY")
