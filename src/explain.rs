@@ -295,11 +295,54 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         .into_iter()
         .collect();
 
-    // 1. Discovery, both windows at once.
+    // 1. Discovery, both windows at once; with it, the bucket bounds of histograms read at a target
+    // (SLO burn), so a target between two buckets can be interpolated.
     let disc_w = discovery_request(&opts.selector, &extras, &p.window);
     let disc_b = discovery_request(&opts.selector, &extras, &p.baseline);
-    let mut disc = run_queries(&source, vec![disc_w.clone(), disc_b.clone()], 2, opts.deadline).await;
-    queries_sent += 2;
+    let bucket_requests: Vec<(Vec<String>, Request)> = needed
+        .iter()
+        .filter_map(|s| rules.signals.get(s))
+        .map(|d| signals::bucket_series(&d.kind))
+        .filter(|series| !series.is_empty())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(|series| {
+            let req = Request::LabelValues {
+                label: "le".into(),
+                matchers: vec![signals::bucket_matcher(&opts.selector, &series)],
+                start: p.baseline.start.min(p.window.start),
+                end: p.window.end,
+            };
+            (series, req)
+        })
+        .collect();
+    queries_sent += 2 + bucket_requests.len();
+    // The bounds only refine SLO reads, so they get a quarter of the deadline: a stuck answer must
+    // not cost the whole diagnosis.
+    let (mut disc, mut bounds_answers) = tokio::join!(
+        run_queries(&source, vec![disc_w.clone(), disc_b.clone()], 2, opts.deadline),
+        run_queries(&source, bucket_requests.iter().map(|(_, r)| r.clone()).collect(), opts.concurrency, opts.deadline / 4),
+    );
+    // A histogram whose bounds could not be listed is read at the target by value (`le="0.5"`).
+    let mut buckets: BTreeMap<String, Vec<signals::Bound>> = BTreeMap::new();
+    for (series, req) in &bucket_requests {
+        match bounds_answers.remove(req) {
+            Some(Ok(Response { data: Data::Labels(values), warnings: w, .. })) => {
+                warnings.extend(w);
+                let bounds = signals::parse_bounds(&values);
+                if !bounds.is_empty() {
+                    for s in series {
+                        buckets.insert(s.clone(), bounds.clone());
+                    }
+                }
+            }
+            Some(Err(e)) => warnings.push(format!(
+                "could not list the buckets of {} ({e}): its SLO target is read only from a bucket exactly at the target",
+                series.first().map(|s| s.trim_end_matches("_bucket")).unwrap_or_default()
+            )),
+            _ => {}
+        }
+    }
     let names_of = |r: Result<Response, SourceError>, warnings: &mut Vec<String>| -> Result<BTreeSet<String>, SourceError> {
         let resp = r?;
         warnings.extend(resp.warnings.iter().cloned());
@@ -352,6 +395,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         group_by: p.group_by.clone(),
         range: p.window.duration(),
         thresholds: rules.thresholds.clone(),
+        buckets,
     };
     struct Planned {
         resolved: Option<signals::Resolved>,
@@ -383,6 +427,13 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     for id in &needed {
         let Some(def) = rules.signals.get(id) else { continue };
         planned.insert(id.clone(), (plan(def, &window_names, p.window.end), plan(def, &baseline_names, p.baseline.end)));
+        if let Ok(resolved) = signals::resolve(&def.kind, &window_names) {
+            if let Some(note) = signals::bucket_note(&def.kind, &resolved, &ctx) {
+                if !warnings.contains(&note) {
+                    warnings.push(note);
+                }
+            }
+        }
     }
     let requests: Vec<Request> = planned
         .values()

@@ -90,7 +90,8 @@ pub enum SignalKind {
         replica_label: String,
     },
     /// Error-budget burn rate of a latency objective: the share of observations above `target` (read
-    /// from the histogram bucket at the target) divided by the budget `1 - objective`.
+    /// from the histogram bucket at the target, or interpolated between the two around it when the
+    /// bounds found in the data have none there) divided by the budget `1 - objective`.
     SloBurn {
         histogram: Vec<String>,
         /// A quantity (`500ms`) or a named threshold (`$ttft_target`).
@@ -273,6 +274,113 @@ pub struct QueryContext {
     pub range: Duration,
     /// Named thresholds, for signals whose query embeds one (SLO targets).
     pub thresholds: std::collections::BTreeMap<String, f64>,
+    /// The bucket bounds found in the data, by stored bucket series name, for signals that read a
+    /// bucket at a target. A histogram missing here is read at the target by value.
+    pub buckets: std::collections::BTreeMap<String, Vec<Bound>>,
+}
+
+/// One histogram bucket bound found in the data, with every way the data writes it (`le="0.5"`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bound {
+    pub value: f64,
+    pub written: Vec<String>,
+}
+
+/// The finite bounds among `le` label values, ascending, spellings of one value merged.
+pub fn parse_bounds(values: &[String]) -> Vec<Bound> {
+    let mut out: Vec<Bound> = Vec::new();
+    let mut parsed: Vec<(f64, &String)> =
+        values.iter().filter_map(|v| crate::units::parse_prom_float(v).filter(|x| x.is_finite()).map(|x| (x, v))).collect();
+    parsed.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    for (value, text) in parsed {
+        match out.last_mut() {
+            Some(last) if last.value == value => last.written.push(text.clone()),
+            _ => out.push(Bound { value, written: vec![text.clone()] }),
+        }
+    }
+    out
+}
+
+/// Where a target falls among a histogram's bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AtTarget<'a> {
+    /// A bucket ends exactly at the target.
+    Exact(&'a Bound),
+    /// Between two bounds: the share at or under the target is interpolated linearly between them.
+    Between(&'a Bound, &'a Bound),
+    /// Under the first bound: interpolated between zero and it (histogram_quantile's assumption).
+    BelowFirst(&'a Bound),
+}
+
+/// Locate `target` among `bounds` (ascending, finite). Above the last finite bound nothing can be
+/// read: every observation past it sits in the +Inf bucket.
+pub fn bucket_at(bounds: &[Bound], target: f64) -> Result<AtTarget<'_>, String> {
+    let close = |b: &Bound| (b.value - target).abs() <= 1e-9 * target.abs().max(1e-12);
+    if let Some(b) = bounds.iter().find(|b| close(b)) {
+        return Ok(AtTarget::Exact(b));
+    }
+    let Some(last) = bounds.last() else {
+        return Err("the histogram has no finite buckets".into());
+    };
+    if target > last.value {
+        return Err(format!(
+            "the target {} is above the histogram's largest finite bucket ({}): the share of observations over it cannot be read",
+            crate::units::format_seconds(target),
+            crate::units::format_seconds(last.value)
+        ));
+    }
+    match bounds.iter().position(|b| b.value > target) {
+        Some(0) if target > 0.0 && bounds[0].value > 0.0 => Ok(AtTarget::BelowFirst(&bounds[0])),
+        Some(0) | None => Err(format!("the target {} is outside the histogram's buckets", crate::units::format_seconds(target))),
+        Some(i) => Ok(AtTarget::Between(&bounds[i - 1], &bounds[i])),
+    }
+}
+
+/// An interpolation weight in [0, 1], to six decimals (PromQL literal).
+fn weight(x: f64) -> String {
+    let s = format!("{x:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() { "0".into() } else { s.to_string() }
+}
+
+/// Said once per histogram when a target is read between buckets: the number is an estimate.
+pub fn bucket_note(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Option<String> {
+    let SignalKind::SloBurn { target, .. } = kind else { return None };
+    let t = quantity(target, &ctx.thresholds).ok()?;
+    let series = resolved.names.first()?;
+    let bounds = ctx.buckets.get(series)?;
+    let fam = family_of(series);
+    let s = crate::units::format_seconds;
+    match bucket_at(bounds, t).ok()? {
+        AtTarget::Exact(_) => None,
+        AtTarget::Between(lo, hi) => Some(format!(
+            "{fam} has no bucket at the SLO target {}: burn rates interpolate between its {} and {} buckets (an estimate; a bucket at the target makes them exact)",
+            s(t),
+            s(lo.value),
+            s(hi.value)
+        )),
+        AtTarget::BelowFirst(hi) => Some(format!(
+            "{fam} has no bucket at the SLO target {}: burn rates interpolate between 0 and its first bucket, {} (an estimate; a bucket at the target makes them exact)",
+            s(t),
+            s(hi.value)
+        )),
+    }
+}
+
+/// Stored bucket series a signal needs the bounds of (every spelling of every alternative).
+pub fn bucket_series(kind: &SignalKind) -> Vec<String> {
+    match kind {
+        SignalKind::SloBurn { histogram, .. } => histogram.iter().flat_map(|h| spellings(&format!("{h}_bucket"))).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `{__name__=~"a|b",<selector>}`: the series whose `le` values tell the bounds.
+pub fn bucket_matcher(selector: &Selector, series: &[String]) -> String {
+    let names = series.iter().map(|n| crate::selector::escape_regex_literal(n)).collect::<Vec<_>>().join("|");
+    let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names }];
+    m.extend(selector.matchers.iter().cloned());
+    format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","))
 }
 
 /// PromQL duration in whole seconds (exact and accepted everywhere).
@@ -452,11 +560,36 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 return Err(format!("objective {o} must be between 0 and 1"));
             }
             let fam = family_of(&resolved.names[0]);
-            let le = Matcher { name: "le".into(), op: MatchOp::Re, value: le_regex(t) };
+            let bucket = format!("{fam}_bucket");
             let budget = crate::units::sig(1.0 - o);
+            let at = |b: &Bound| {
+                let le = match b.written.as_slice() {
+                    [one] => Matcher { name: "le".into(), op: MatchOp::Eq, value: one.clone() },
+                    many => Matcher {
+                        name: "le".into(),
+                        op: MatchOp::Re,
+                        value: many.iter().map(|w| crate::selector::escape_regex_literal(w)).collect::<Vec<_>>().join("|"),
+                    },
+                };
+                format!("sum by ({by}) (rate({}[{r}]))", sel.series(&bucket, &[le]))
+            };
+            // The rate of observations at or under the target.
+            let good = match ctx.buckets.get(&resolved.names[0]) {
+                None => format!(
+                    "sum by ({by}) (rate({}[{r}]))",
+                    sel.series(&bucket, &[Matcher { name: "le".into(), op: MatchOp::Re, value: le_regex(t) }])
+                ),
+                Some(bounds) => match bucket_at(bounds, t).map_err(|e| format!("{fam}: {e}"))? {
+                    AtTarget::Exact(b) => at(b),
+                    AtTarget::Between(lo, hi) => {
+                        let f = (t - lo.value) / (hi.value - lo.value);
+                        format!("({} * {} + {} * {})", at(lo), weight(1.0 - f), at(hi), weight(f))
+                    }
+                    AtTarget::BelowFirst(hi) => format!("({} * {})", at(hi), weight(t / hi.value)),
+                },
+            };
             plain(format!(
-                "(1 - sum by ({by}) (rate({}[{r}])) / sum by ({by}) (rate({}[{r}]))) / {budget}",
-                sel.series(&format!("{fam}_bucket"), &[le]),
+                "(1 - {good} / sum by ({by}) (rate({}[{r}]))) / {budget}",
                 sel.series(&format!("{fam}_count"), &[])
             ))
         }
@@ -529,6 +662,7 @@ mod tests {
             group_by: vec!["model_name".into()],
             range: Duration::from_secs(1800),
             thresholds: [("ttft_target".to_string(), 0.5)].into_iter().collect(),
+            buckets: Default::default(),
         }
     }
 
@@ -647,6 +781,78 @@ mod tests {
             q.value,
             r#"(1 - sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le=~"0\\.5|5e-1"}[1800s])) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_count[1800s]))) / 0.01"#
         );
+    }
+
+    fn bounds(values: &[&str]) -> Vec<Bound> {
+        parse_bounds(&values.iter().map(|v| v.to_string()).collect::<Vec<_>>())
+    }
+
+    fn slo(target: &str) -> SignalKind {
+        SignalKind::SloBurn {
+            histogram: vec!["vllm:time_to_first_token_seconds".into()],
+            target: target.into(),
+            objective: "99%".into(),
+        }
+    }
+
+    fn ctx_with_buckets(values: &[&str]) -> QueryContext {
+        let mut c = ctx("");
+        c.buckets.insert("vllm:time_to_first_token_seconds_bucket".into(), bounds(values));
+        c
+    }
+
+    #[test]
+    fn bucket_bounds_are_sorted_by_value_with_spellings_merged_and_inf_dropped() {
+        let b = bounds(&["0.25", "+Inf", "0.1", "1.0", "1", "junk", "NaN"]);
+        let got: Vec<(f64, Vec<String>)> = b.into_iter().map(|b| (b.value, b.written)).collect();
+        assert_eq!(got, vec![(0.1, vec!["0.1".into()]), (0.25, vec!["0.25".into()]), (1.0, vec!["1".into(), "1.0".into()])]);
+    }
+
+    #[test]
+    fn a_target_is_located_exactly_between_or_below_the_buckets() {
+        let b = bounds(&["0.1", "0.25", "0.5", "+Inf"]);
+        assert!(matches!(bucket_at(&b, 0.25), Ok(AtTarget::Exact(x)) if x.value == 0.25));
+        assert!(matches!(bucket_at(&b, 0.2), Ok(AtTarget::Between(lo, hi)) if lo.value == 0.1 && hi.value == 0.25));
+        assert!(matches!(bucket_at(&b, 0.05), Ok(AtTarget::BelowFirst(x)) if x.value == 0.1));
+        let above = bucket_at(&b, 2.0).unwrap_err();
+        assert!(above.contains("above the histogram's largest finite bucket (500 ms)"), "{above}");
+        assert!(bucket_at(&[], 0.2).is_err());
+    }
+
+    #[test]
+    fn slo_burn_reads_the_bucket_found_in_the_data_as_written() {
+        let k = slo("$ttft_target");
+        let r = resolve(&k, &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
+        let c = ctx_with_buckets(&["0.25", "0.5", "+Inf"]);
+        assert_eq!(
+            build(&k, &r, &c).unwrap().value,
+            r#"(1 - sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.5"}[1800s])) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_count[1800s]))) / 0.01"#
+        );
+        assert_eq!(bucket_note(&k, &r, &c), None);
+    }
+
+    #[test]
+    fn slo_burn_interpolates_a_target_between_two_buckets_and_says_so() {
+        let k = slo("200ms");
+        let r = resolve(&k, &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
+        let c = ctx_with_buckets(&["0.1", "0.25", "0.5", "+Inf"]);
+        // 200 ms is two thirds of the way from 100 ms to 250 ms.
+        assert_eq!(
+            build(&k, &r, &c).unwrap().value,
+            r#"(1 - (sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.1"}[1800s])) * 0.333333 + sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.25"}[1800s])) * 0.666667) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_count[1800s]))) / 0.01"#
+        );
+        let note = bucket_note(&k, &r, &c).unwrap();
+        assert!(note.contains("no bucket at the SLO target 200 ms") && note.contains("between its 100 ms and 250 ms buckets"), "{note}");
+    }
+
+    #[test]
+    fn slo_burn_under_the_first_bucket_scales_it_and_over_the_last_is_refused() {
+        let r = resolve(&slo("50ms"), &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
+        let c = ctx_with_buckets(&["0.1", "0.25", "+Inf"]);
+        let q = build(&slo("50ms"), &r, &c).unwrap().value;
+        assert!(q.contains(r#"(sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.1"}[1800s])) * 0.5)"#), "{q}");
+        let e = build(&slo("1s"), &r, &c).unwrap_err();
+        assert!(e.contains("vllm:time_to_first_token_seconds: the target 1 s is above"), "{e}");
     }
 
     #[test]

@@ -406,6 +406,25 @@ fn answers_slower_than_the_query_timeout_or_the_deadline_are_not_evaluated_timed
     );
     assert!(why.iter().filter(|w| w.contains("timed out")).count() > 3, "{why:#?}");
 
+    // Only the bucket-bound lookup is stuck: it gets a quarter of the deadline, the SLO burn is read
+    // at the bucket equal to the target as without it, and the report says the lookup failed.
+    let proxy = FaultProxy::start(
+        &prom.url,
+        vec![Rule::always(Match::Path("/label/le/"), Action::Delay(Duration::from_secs(20)))],
+    );
+    let r = explain(&proxy.url, &when, &["--timeout", "8s"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let report = r.json();
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains("could not list the buckets of vllm:time_to_first_token_seconds"), "{warnings}");
+    assert!(warnings.contains("timed out"), "{warnings}");
+    assert_eq!(finding_rules(&report).first(), Some(&expected_first));
+    assert!(
+        !reasons(&report).iter().any(|w| w.contains("burn") && w.contains("timed out")),
+        "the burn rates are still read: {:#?}",
+        reasons(&report)
+    );
+
     // Discovery slower than the deadline: exit 3 with a timeout message.
     let proxy = FaultProxy::start(
         &prom.url,

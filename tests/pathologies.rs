@@ -209,3 +209,48 @@ fn findings_can_be_grouped_by_another_label() {
     }
     assert_eq!(report["findings"][0]["rule"], "replica-imbalance", "{:#?}", summary(&report));
 }
+
+/// The code-completion profile's 200 ms TTFT target falls between vLLM's 100 ms and 250 ms buckets:
+/// the burn rate is interpolated between them (and the report says it is an estimate), so it must lie
+/// between the burn rates read at those two buckets.
+#[test]
+fn an_slo_target_between_two_buckets_is_interpolated_and_flagged_as_an_estimate() {
+    let (spec, prom) = common::start_scenario("slo-burn");
+    let at = spec.window_end();
+    let out = Command::cargo_bin("vllm-diag")
+        .unwrap()
+        .args(["explain", "--prometheus", &prom.url, "--at", &at.to_rfc3339(), "--format", "json", "--profile", "code-completion"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("vllm:time_to_first_token_seconds has no bucket at the SLO target 200 ms: burn rates interpolate between its 100 ms and 250 ms buckets"),
+        "{warnings}"
+    );
+    // With this profile's tighter targets the rule fires for a model (which one depends on what
+    // else explains its latency); its evidence carries the TTFT burn either way.
+    let finding = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "slo-burn")
+        .unwrap_or_else(|| panic!("no slo-burn finding: {:#?}", summary(&report)));
+    let model = finding["scope"]["model_name"].as_str().unwrap();
+    let ev = finding["evidence"].as_array().unwrap().iter().find(|e| e["signal"] == "ttft_burn_1h").expect("ttft_burn_1h evidence");
+    let query = ev["query"].as_str().unwrap();
+    assert!(query.contains(r#"le="0.1""#) && query.contains(r#"le="0.25""#), "{query}");
+    let got = ev["value"].as_f64().unwrap();
+    let burn_at = |le: &str| {
+        let q = format!(
+            r#"(1 - sum(rate(vllm:time_to_first_token_seconds_bucket{{model_name="{model}",le="{le}"}}[1h])) / sum(rate(vllm:time_to_first_token_seconds_count{{model_name="{model}"}}[1h]))) / 0.01"#
+        );
+        prom.query_one(&q, at)
+    };
+    let (strict, lenient) = (burn_at("0.1"), burn_at("0.25"));
+    assert!(strict > lenient, "the scenario should put observations between 100 ms and 250 ms: {strict} vs {lenient}");
+    assert!(lenient < got && got < strict, "interpolated burn {got} is not between {lenient} (250 ms) and {strict} (100 ms)");
+    // Two thirds of the way from the 100 ms bucket to the 250 ms one.
+    let expected = strict + (lenient - strict) * (2.0 / 3.0);
+    assert!((got - expected).abs() <= 1e-3 * expected.abs().max(1.0), "got {got}, expected {expected}");
+}
