@@ -110,6 +110,11 @@ fn run_check(mut args: CheckArgs) -> Result<u8, Failure> {
         return Err(Failure::Usage("--watch is for explain on a terminal; check runs once, for CI".into()));
     }
     check_annotations(ex)?;
+    if !ex.scrape.is_empty() {
+        return Err(Failure::Usage(
+            "check compares the time since a deploy with as long before it, which needs stored history; --scrape samples only from now on. Point check at the Prometheus that scrapes the servers, or use `explain --scrape` (with --baseline-from) for a live look".into(),
+        ));
+    }
     if let Some(since) = &args.since {
         if ex.replay.is_some() {
             return Err(Failure::Usage(
@@ -233,6 +238,11 @@ pub(crate) fn diagnose(args: &ExplainArgs, progress: bool) -> Result<Report, Fai
                     "--replay re-runs the recorded windows and selector: drop --window, --at, --baseline and --selector".into(),
                 ));
             }
+            if args.given.flag("group_by") || args.given.flag("replica_label") {
+                return Err(Failure::Usage(
+                    "--replay re-runs the recorded grouping: drop --group-by and --replica-label (the recording answers only the queries it holds)".into(),
+                ));
+            }
             let (replay, params) = Replay::open(path).map_err(|e| Failure::Recording(e.to_string()))?;
             let selector = crate::selector::Selector::parse(&params.selector)
                 .map_err(|e| Failure::Recording(format!("{}: the recorded selector is invalid: {e}", path.display())))?;
@@ -326,6 +336,11 @@ fn scrape_prepare(args: &ExplainArgs, progress: bool) -> Result<crate::source::s
         save_samples: args.save_samples.as_deref(),
         selector,
         group_by: params.group_by,
+        replica_label: params.replica_label,
+        auth: {
+            let o = client_options(args, args.scrape.first().map(String::as_str).unwrap_or_default(), true)?;
+            crate::source::scrape::ScrapeAuth { tls: o.tls, bearer_token: o.bearer_token, basic_auth: o.basic_auth, headers: o.headers }
+        },
         progress,
     })
     .map_err(|e| match e {
@@ -349,37 +364,57 @@ pub(crate) fn write_stdout(text: &str) -> Result<(), Failure> {
 }
 
 /// The HTTP client for `--prometheus`, with the auth and TLS flags and the environment applied.
-/// Retries never outlive the run's --timeout; warnings (an unverified certificate) go to stderr.
+/// Retries never outlive the run's --timeout.
 fn connect(args: &ExplainArgs) -> Result<PrometheusClient, Failure> {
-    use crate::source::auth::{apply, AuthFlags};
+    let opts = client_options(args, &args.prometheus, false)?;
+    PrometheusClient::new(opts).map_err(|e| {
+        let e = e.to_string();
+        Failure::Usage(if e.starts_with("--") { e } else { format!("--prometheus: {e}") })
+    })
+}
+
+/// The auth and TLS flags and the environment, applied for a server at `base_url`; warnings (an
+/// unverified certificate) go to stderr.
+///
+/// For `--scrape` only what is typed on this command line counts: the configuration file's source
+/// and `$VLLM_DIAG_BEARER_TOKEN` hold the metrics backend's credentials, which must not be sent to
+/// the vLLM endpoints (other hosts) unasked. The password of a `--basic-auth-user` typed here may
+/// still come from `$VLLM_DIAG_BASIC_AUTH_PASSWORD`.
+fn client_options(args: &ExplainArgs, base_url: &str, scrape: bool) -> Result<ClientOptions, Failure> {
+    use crate::source::auth::{apply, AuthFlags, ENV_BASIC_AUTH_PASSWORD};
     use crate::source::prometheus::{DebugLog, RetryPolicy};
     let c = &args.connection;
+    let typed = |id: &str| !scrape || args.given.flag(id);
     let flags = AuthFlags {
-        bearer_token_file: c.bearer_token_file.clone(),
-        basic_auth_user: c.basic_auth_user.clone(),
-        basic_auth_password_file: c.basic_auth_password_file.clone(),
-        headers: c.headers.clone(),
-        tenant: c.tenant.clone(),
-        ca_file: c.ca_file.clone(),
-        cert_file: c.cert_file.clone(),
-        key_file: c.key_file.clone(),
-        insecure_skip_verify: c.insecure_skip_verify,
+        bearer_token_file: c.bearer_token_file.clone().filter(|_| typed("bearer_token_file")),
+        basic_auth_user: c.basic_auth_user.clone().filter(|_| typed("basic_auth_user")),
+        basic_auth_password_file: c.basic_auth_password_file.clone().filter(|_| typed("basic_auth_password_file")),
+        headers: if typed("headers") { c.headers.clone() } else { Vec::new() },
+        tenant: c.tenant.clone().filter(|_| typed("tenant")),
+        ca_file: c.ca_file.clone().filter(|_| typed("ca_file")),
+        cert_file: c.cert_file.clone().filter(|_| typed("cert_file")),
+        key_file: c.key_file.clone().filter(|_| typed("key_file")),
+        insecure_skip_verify: c.insecure_skip_verify && typed("insecure_skip_verify"),
     };
     let mut opts = ClientOptions {
-        base_url: args.prometheus.clone(),
+        base_url: base_url.to_string(),
         query_timeout: args.query_timeout,
         retry: RetryPolicy { deadline: Some(args.timeout), ..RetryPolicy::default() },
         debug: c.debug.then(DebugLog::stderr),
         ..ClientOptions::default()
     };
     // Secrets the configuration file references with ${VAR} stand in for the environment's own.
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty()).or_else(|| args.config.env_fallback(k));
+    let env = |k: &str| {
+        let own = std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        match scrape {
+            true if k == ENV_BASIC_AUTH_PASSWORD => own,
+            true => None,
+            false => own.or_else(|| args.config.env_fallback(k)),
+        }
+    };
     let warnings = apply(&flags, &env, &mut opts).map_err(|e| Failure::Usage(e.to_string()))?;
     for w in warnings {
         eprintln!("vllm-diag: {w}");
     }
-    PrometheusClient::new(opts).map_err(|e| {
-        let e = e.to_string();
-        Failure::Usage(if e.starts_with("--") { e } else { format!("--prometheus: {e}") })
-    })
+    Ok(opts)
 }

@@ -189,6 +189,11 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "LABELS", default_value = "model_name")]
     pub group_by: String,
 
+    /// The label that tells one model's replicas apart, in findings and breakdowns: instance, or
+    /// pod on Kubernetes, or any label the vLLM series carry.
+    #[arg(long, value_name = "LABEL", default_value = "instance")]
+    pub replica_label: String,
+
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: crate::render::Format,

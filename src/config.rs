@@ -15,6 +15,18 @@ pub struct RunParams {
     pub selector: String,
     /// Labels findings are grouped by (default `model_name`).
     pub group_by: Vec<String>,
+    /// The label that tells a scope's replicas apart (default `instance`).
+    #[serde(default = "default_replica_label")]
+    pub replica_label: String,
+}
+
+fn default_replica_label() -> String {
+    "instance".into()
+}
+
+/// A Prometheus label name: letters, digits and `_`, not starting with a digit.
+pub fn is_label_name(l: &str) -> bool {
+    !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !l.starts_with(|c: char| c.is_ascii_digit())
 }
 
 use chrono::{DateTime, Utc};
@@ -54,8 +66,17 @@ pub fn run_params(args: &ExplainArgs, now: DateTime<Utc>) -> Result<(RunParams, 
     let b_start = b_end.checked_sub_signed(w).ok_or_else(|| Failure::Usage("--baseline reaches before the year 0".into()))?;
     let selector = Selector::parse(args.selector.as_deref().unwrap_or("")).map_err(|e| Failure::Usage(e.to_string()))?;
     let group_by: Vec<String> = args.group_by.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
-    if group_by.is_empty() || group_by.iter().any(|l| !l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || l.starts_with(|c: char| c.is_ascii_digit())) {
+    if group_by.is_empty() || !group_by.iter().all(|l| is_label_name(l)) {
         return Err(Failure::Usage(format!("--group-by {:?}: give one or more label names separated by commas, e.g. model_name or model_name,namespace", args.group_by)));
+    }
+    let replica_label = args.replica_label.trim().to_string();
+    if !is_label_name(&replica_label) || replica_label.starts_with("__") {
+        return Err(Failure::Usage(format!("--replica-label {:?}: give one label name, e.g. instance or pod", args.replica_label)));
+    }
+    if group_by.contains(&replica_label) {
+        return Err(Failure::Usage(format!(
+            "--replica-label {replica_label} is also in --group-by: findings would be per replica already, with nothing left to tell replicas apart. Drop it from one of them"
+        )));
     }
     Ok((
         RunParams {
@@ -63,6 +84,7 @@ pub fn run_params(args: &ExplainArgs, now: DateTime<Utc>) -> Result<(RunParams, 
             baseline: TimeRange { start: b_start, end: b_end },
             selector: selector.to_promql(),
             group_by,
+            replica_label,
         },
         selector,
     ))

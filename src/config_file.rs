@@ -92,7 +92,8 @@ impl Given {
         g
     }
 
-    fn flag(&self, id: &str) -> bool {
+    /// Whether the flag (by its clap id, `group_by`) was given on the command line.
+    pub fn flag(&self, id: &str) -> bool {
         self.flags.contains(id)
     }
 }
@@ -217,6 +218,7 @@ pub struct ConfigFile {
     pub source: SourceSection,
     pub selector: Option<Item<String>>,
     pub group_by: Option<Item<Vec<String>>>,
+    pub replica_label: Option<Item<String>>,
     pub window: Option<Item<Duration>>,
     pub baseline: Option<Item<Duration>>,
     pub profile: Option<Item<String>>,
@@ -233,6 +235,7 @@ struct RawFile {
     source: Option<RawSource>,
     selector: Option<Spanned<String>>,
     group_by: Option<Spanned<toml::Value>>,
+    replica_label: Option<Spanned<String>>,
     window: Option<Spanned<String>>,
     baseline: Option<Spanned<String>>,
     profile: Option<Spanned<String>>,
@@ -504,6 +507,13 @@ pub fn parse(path: &Path, found: &str, text: &str, env: Env) -> Result<ConfigFil
         }
     };
 
+    let replica_label = opt("replica_label", &raw.replica_label)?;
+    if let Some(r) = &replica_label {
+        if !crate::config::is_label_name(r.value.trim()) || r.value.trim().starts_with("__") {
+            return Err(at(&shown, r, format!("replica_label {:?}: give one label name, e.g. \"instance\" or \"pod\"", r.value)));
+        }
+    }
+
     let duration = |key: &str, s: &Option<Spanned<String>>| -> Result<Option<Item<Duration>>, ConfigError> {
         let Some(item) = opt(key, s)? else { return Ok(None) };
         let d = humantime::parse_duration(item.value.trim())
@@ -561,6 +571,7 @@ pub fn parse(path: &Path, found: &str, text: &str, env: Env) -> Result<ConfigFil
         source,
         selector,
         group_by,
+        replica_label,
         window,
         baseline,
         profile,
@@ -906,6 +917,15 @@ pub fn resolve(mut args: ExplainArgs, file: Option<&ConfigFile>, env: Env, mode:
         _ => Origin::Default,
     };
     push("group_by", args.group_by.clone(), origin);
+    let origin = match (args.given.flag("replica_label"), file.and_then(|f| f.replica_label.as_ref())) {
+        (true, _) => Origin::Flag("--replica-label"),
+        (false, Some(r)) => {
+            args.replica_label = r.value.trim().to_string();
+            from(r.line, &r.vars)
+        }
+        _ => Origin::Default,
+    };
+    push("replica_label", args.replica_label.clone(), origin);
     let origin = match (args.window, file.and_then(|f| f.window.as_ref())) {
         (Some(_), _) => Origin::Flag("--window"),
         (None, Some(w)) if windows_apply => {
@@ -1191,6 +1211,7 @@ mod tests {
             ("selector = 'namespace=prod'\n", "selector", 1),
             ("group_by = [\"model name\"]\n", "group_by", 1),
             ("group_by = 3\n", "group_by", 1),
+            ("\nreplica_label = \"pod name\"\n", "replica_label \"pod name\"", 2),
             ("[source]\nprometheus = \"ftp://x\"\n", "http:// or https://", 2),
             ("[source]\ncert_file = \"c.pem\"\n", "key_file", 2),
             ("[source]\ntenant = \"a||b\"\n", "source.tenant", 2),
@@ -1241,6 +1262,15 @@ mod tests {
         assert_eq!(args.group_by, "model_name");
         let (args, _) = resolve(explain_args(&[]), Some(&file), &env_of(&[]), Mode::Explain).unwrap();
         assert_eq!(args.group_by, "namespace");
+
+        let origin = |e: &Effective, key: &str| e.entries.iter().find(|x| x.key == key).map(|x| (x.value.clone(), x.origin.clone())).unwrap();
+        let file = parse_text("replica_label = \"pod\"\n", &[]).unwrap();
+        let (args, e) = resolve(explain_args(&[]), Some(&file), &env_of(&[]), Mode::Explain).unwrap();
+        assert_eq!(args.replica_label, "pod");
+        assert_eq!(origin(&e, "replica_label").0, "pod");
+        let (args, e) = resolve(explain_args(&["--replica-label", "instance"]), Some(&file), &env_of(&[]), Mode::Explain).unwrap();
+        assert_eq!(args.replica_label, "instance");
+        assert_eq!(origin(&e, "replica_label").1, Origin::Flag("--replica-label"));
     }
 
     #[test]

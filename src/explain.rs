@@ -43,8 +43,9 @@ pub enum ExplainError {
 /// Signals the recommenders read (see [`crate::recommend`]).
 const RECOMMENDATION_INPUTS: &[&str] = &["prompt_len_mean", "output_len_mean", "running_per_replica", "kv_usage_avg"];
 
-/// The label that tells replicas apart in per-replica breakdowns.
-const REPLICA_LABEL: &str = "instance";
+/// Labels worth knowing about on a fleet's vLLM series, whatever the grouping: how many namespaces,
+/// pods and instances the window holds.
+const FLEET_LABELS: &[&str] = &["namespace", "pod", "instance"];
 
 /// Answers keyed by request.
 type Answers = BTreeMap<Request, Result<Response, SourceError>>;
@@ -217,7 +218,7 @@ fn replica_breakdown_supported(kind: &signals::SignalKind) -> bool {
 }
 
 /// Which replicas cross the limits the scope as a whole crossed.
-fn affected_replicas(samples: &[crate::source::Sample], e: &crate::report::Evidence) -> crate::report::Replicas {
+fn affected_replicas(samples: &[crate::source::Sample], e: &crate::report::Evidence, replica_label: &str) -> crate::report::Replicas {
     let holds = |label: &str, v: f64, limit: f64| {
         if label.starts_with(">=") {
             v >= limit
@@ -231,18 +232,18 @@ fn affected_replicas(samples: &[crate::source::Sample], e: &crate::report::Evide
     };
     let crossed: Vec<&crate::report::Limit> =
         e.limits.iter().filter(|l| e.value.is_some_and(|v| holds(&l.label, v, l.value))).collect();
-    let mut names: Vec<String> = samples.iter().map(|s| s.labels.get(REPLICA_LABEL).cloned().unwrap_or_default()).collect();
+    let mut names: Vec<String> = samples.iter().map(|s| s.labels.get(replica_label).cloned().unwrap_or_default()).collect();
     names.sort();
     names.dedup();
     let mut affected: Vec<String> = samples
         .iter()
         .filter(|s| s.v.is_finite() && crossed.iter().any(|l| holds(&l.label, s.v, l.value)))
-        .map(|s| s.labels.get(REPLICA_LABEL).cloned().unwrap_or_default())
+        .map(|s| s.labels.get(replica_label).cloned().unwrap_or_default())
         .collect();
     affected.sort();
     affected.dedup();
     crate::report::Replicas {
-        label: REPLICA_LABEL.to_string(),
+        label: replica_label.to_string(),
         affected,
         total: names.len(),
         signal: e.signal.clone(),
@@ -299,6 +300,20 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // (SLO burn), so a target between two buckets can be interpolated.
     let disc_w = discovery_request(&opts.selector, &extras, &p.window);
     let disc_b = discovery_request(&opts.selector, &extras, &p.baseline);
+    // How many namespaces, pods, instances and scopes the fleet has, and whether the grouping and
+    // replica labels exist at all.
+    let label_requests: Vec<(String, Request)> = FLEET_LABELS
+        .iter()
+        .map(|l| l.to_string())
+        .chain(p.group_by.iter().cloned())
+        .chain(std::iter::once(p.replica_label.clone()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(|label| {
+            let query = signals::label_count_query(&opts.selector, &label, p.window.duration());
+            (label, Request::Instant { query, time: p.window.end })
+        })
+        .collect();
     let bucket_requests: Vec<(Vec<String>, Request)> = needed
         .iter()
         .filter_map(|s| rules.signals.get(s))
@@ -316,13 +331,23 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             (series, req)
         })
         .collect();
-    queries_sent += 2 + bucket_requests.len();
-    // The bounds only refine SLO reads, so they get a quarter of the deadline: a stuck answer must
-    // not cost the whole diagnosis.
+    queries_sent += 2 + bucket_requests.len() + label_requests.len();
+    // Bucket bounds and label counts only refine the diagnosis, so they get a quarter of the
+    // deadline: a stuck answer must not cost the whole run.
+    let refinements: Vec<Request> =
+        bucket_requests.iter().map(|(_, r)| r.clone()).chain(label_requests.iter().map(|(_, r)| r.clone())).collect();
     let (mut disc, mut bounds_answers) = tokio::join!(
         run_queries(&source, vec![disc_w.clone(), disc_b.clone()], 2, opts.deadline),
-        run_queries(&source, bucket_requests.iter().map(|(_, r)| r.clone()).collect(), opts.concurrency, opts.deadline / 4),
+        run_queries(&source, refinements, opts.concurrency, opts.deadline / 4),
     );
+    let mut fleet_labels: BTreeMap<String, usize> = BTreeMap::new();
+    for (label, req) in &label_requests {
+        if let Some(Ok(Response { data: Data::Vector(samples), warnings: w, .. })) = bounds_answers.remove(req) {
+            warnings.extend(w);
+            let n = samples.first().map(|s| s.v).filter(|v| v.is_finite() && *v >= 0.0).unwrap_or(0.0);
+            fleet_labels.insert(label.clone(), n as usize);
+        }
+    }
     // A histogram whose bounds could not be listed is read at the target by value (`le="0.5"`).
     let mut buckets: BTreeMap<String, Vec<signals::Bound>> = BTreeMap::new();
     for (series, req) in &bucket_requests {
@@ -371,6 +396,26 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             crate::source::format_time(&p.window.end)
         )));
     }
+    // The counts come from the running-requests gauge: without it they say nothing.
+    if !["vllm:num_requests_running", "vllm_num_requests_running"].iter().any(|n| window_names.contains(*n)) {
+        fleet_labels.clear();
+    }
+    // Grouping or replica labels no vLLM series carries make every scope (or replica) one.
+    let present: Vec<&str> = fleet_labels.iter().filter(|(_, n)| **n > 0).map(|(l, _)| l.as_str()).collect();
+    let present = if present.is_empty() { "none".to_string() } else { present.join(", ") };
+    for label in &p.group_by {
+        if fleet_labels.get(label) == Some(&0) {
+            warnings.push(format!(
+                "--group-by {label}: no vLLM series in the window carries this label, so every finding has it empty; labels checked and found: {present}"
+            ));
+        }
+    }
+    if fleet_labels.get(&p.replica_label) == Some(&0) {
+        warnings.push(format!(
+            "--replica-label {}: no vLLM series in the window carries this label, so replicas cannot be told apart (outliers, imbalance and affected replicas see one per scope); labels checked and found: {present}",
+            p.replica_label
+        ));
+    }
     if !baseline_names.iter().any(|n| n.starts_with("vllm")) {
         warnings.push(format!(
             "the baseline window ({} to {}) holds no vLLM data: comparisons with the baseline are not evaluated, absolute thresholds still are",
@@ -396,6 +441,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         range: p.window.duration(),
         thresholds: rules.thresholds.clone(),
         buckets,
+        replica_label: p.replica_label.clone(),
     };
     struct Planned {
         resolved: Option<signals::Resolved>,
@@ -587,7 +633,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
                 sel.matchers.push(crate::selector::Matcher::eq(k, v));
             }
             let mut group_by = p.group_by.clone();
-            group_by.push(REPLICA_LABEL.to_string());
+            group_by.push(p.replica_label.clone());
             let rctx = QueryContext { selector: sel, group_by, range: def.range.unwrap_or(ctx.range), ..ctx.clone() };
             let q = signals::build(&def.kind, &resolved, &rctx).ok()?;
             Some((Request::Instant { query: q.value, time: p.window.end }, e.signal.clone()))
@@ -668,7 +714,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             if let Some((req, signal)) = b {
                 if let Some(Ok(Response { data: Data::Vector(samples), .. })) = more.get(req) {
                     if let Some(e) = f.evidence.iter().find(|e| &e.signal == signal) {
-                        f.replicas = Some(affected_replicas(samples, e));
+                        f.replicas = Some(affected_replicas(samples, e, &p.replica_label));
                     }
                 }
             }
@@ -701,6 +747,8 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             generation: generation(&window_names),
             scopes: scopes.into_iter().filter(|s| !s.is_empty()).collect(),
             names_used,
+            labels: fleet_labels,
+            replica_label: p.replica_label.clone(),
         },
         findings: ranked.findings,
         healthy: ranked.healthy,

@@ -91,6 +91,18 @@ pub struct MetricsInfo {
     pub scopes: Vec<Scope>,
     /// For each signal, the metric name it was computed from in the window (and the baseline when it differs).
     pub names_used: BTreeMap<String, String>,
+    /// How many distinct values the fleet's labels (`namespace`, `pod`, `instance`, the grouping
+    /// labels) take on the window's vLLM series; a label no series carries counts 0. Omitted when
+    /// the lookup did not answer.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, usize>,
+    /// The label that tells replicas apart (`--replica-label`).
+    #[serde(default = "default_replica_label")]
+    pub replica_label: String,
+}
+
+fn default_replica_label() -> String {
+    "instance".into()
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

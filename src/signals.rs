@@ -138,8 +138,11 @@ fn default_join() -> Vec<String> {
     vec!["instance".to_string(), "job".to_string()]
 }
 
+/// The run's replica label (`--replica-label`, `instance` by default).
+pub const RUN_REPLICA_LABEL: &str = "$replica";
+
 fn default_replica_label() -> String {
-    "instance".to_string()
+    RUN_REPLICA_LABEL.to_string()
 }
 
 fn default_quantile() -> f64 {
@@ -277,6 +280,8 @@ pub struct QueryContext {
     /// The bucket bounds found in the data, by stored bucket series name, for signals that read a
     /// bucket at a target. A histogram missing here is read at the target by value.
     pub buckets: std::collections::BTreeMap<String, Vec<Bound>>,
+    /// What a signal's `replica_label = "$replica"` (the default) stands for.
+    pub replica_label: String,
 }
 
 /// One histogram bucket bound found in the data, with every way the data writes it (`le="0.5"`).
@@ -375,6 +380,22 @@ pub fn bucket_series(kind: &SignalKind) -> Vec<String> {
     }
 }
 
+/// How many distinct values `label` takes on the fleet over `range`, as one number however large
+/// the fleet: counted in PromQL on the running-requests gauge every vLLM version exports, among
+/// series that carry the label (so a label no series carries counts as no answer, i.e. 0).
+pub fn label_count_query(selector: &Selector, label: &str, range: Duration) -> String {
+    let names = ["vllm:num_requests_running", "vllm_num_requests_running"]
+        .iter()
+        .map(|n| crate::selector::escape_regex_literal(n))
+        .collect::<Vec<_>>()
+        .join("|");
+    let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names }];
+    m.extend(selector.matchers.iter().cloned());
+    m.push(Matcher { name: label.into(), op: MatchOp::Ne, value: String::new() });
+    let series = format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","));
+    format!("count(count by ({label}) (last_over_time({series}[{}])))", promql_duration(range))
+}
+
 /// `{__name__=~"a|b",<selector>}`: the series whose `le` values tell the bounds.
 pub fn bucket_matcher(selector: &Selector, series: &[String]) -> String {
     let names = series.iter().map(|n| crate::selector::escape_regex_literal(n)).collect::<Vec<_>>().join("|");
@@ -458,6 +479,10 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
     let sel = &ctx.selector;
     let parse = |m: &str| parse_match(m).map_err(|e| e.to_string());
     let plain = |value: String| SignalQueries { value, count: None, per_replica: None };
+    let replica = |declared: &String| -> Result<String, String> {
+        let l = if declared == RUN_REPLICA_LABEL { &ctx.replica_label } else { declared };
+        if crate::config::is_label_name(l) { Ok(l.clone()) } else { Err(format!("replica_label {l:?} is not a label name")) }
+    };
     Ok(match kind {
         SignalKind::Quantile { quantile, .. } => {
             let fam = family_of(&resolved.names[0]);
@@ -525,6 +550,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             plain(format!("avg by ({by}) (deriv({}[{r}])) * 3600", sel.series(&resolved.names[0], &extra)))
         }
         SignalKind::Spread { replica_label, .. } => {
+            let replica_label = &replica(replica_label)?;
             let per = format!("sum by ({by}, {replica_label}) (rate({}[{r}]))", sel.series(&resolved.names[0], &[]));
             plain(format!("max by ({by}) ({per}) / avg by ({by}) ({per})"))
         }
@@ -533,6 +559,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             plain(format!("avg by ({by}) (avg_over_time({m}[{r}]) / max_over_time({m}[{r}]))"))
         }
         SignalKind::Outlier { histogram, quantile, replica_label, .. } => {
+            let replica_label = &replica(replica_label)?;
             let per = if histogram.is_empty() {
                 format!("max by ({by}, {replica_label}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]))
             } else {
@@ -594,6 +621,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             ))
         }
         SignalKind::Vanished { replica_label, .. } => {
+            let replica_label = &replica(replica_label)?;
             let m = sel.series(&resolved.names[0], &[]);
             SignalQueries {
                 value: format!(
@@ -604,6 +632,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             }
         }
         SignalKind::ReplicasOver { above, replica_label, attribute_via, join_on, .. } => {
+            let replica_label = &replica(replica_label)?;
             let value = if attribute_via.is_empty() {
                 format!("max by ({by}, {replica_label}) (max_over_time({}[{r}])) > {above}", sel.series(&resolved.names[0], &[]))
             } else {
@@ -663,6 +692,7 @@ mod tests {
             range: Duration::from_secs(1800),
             thresholds: [("ttft_target".to_string(), 0.5)].into_iter().collect(),
             buckets: Default::default(),
+            replica_label: "instance".into(),
         }
     }
 
@@ -829,6 +859,15 @@ mod tests {
             r#"(1 - sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.5"}[1800s])) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_count[1800s]))) / 0.01"#
         );
         assert_eq!(bucket_note(&k, &r, &c), None);
+    }
+
+    #[test]
+    fn label_counts_are_one_number_from_the_running_gauge() {
+        let q = label_count_query(&Selector::parse(r#"job="vllm""#).unwrap(), "pod", Duration::from_secs(1800));
+        assert_eq!(
+            q,
+            r#"count(count by (pod) (last_over_time({__name__=~"vllm:num_requests_running|vllm_num_requests_running",job="vllm",pod!=""}[1800s])))"#
+        );
     }
 
     #[test]

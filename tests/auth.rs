@@ -7,54 +7,18 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
+use vllm_diag::scenario::ScenarioSpec;
 
-use common::proxy::{Action, FaultProxy, Match, Rule};
-use common::secure::{start_scenario_secured, Pki, WebConfig};
+use common::proxy::{assert_all_carry, Action, FaultProxy, Match};
+use common::run::{at_window_end, explain_args, path_arg, run, write_file};
+use common::secure::{start_scenario_secured, start_scenario_tls_basic_auth, Pki, WebConfig};
 use common::start_scenario;
 
 const USER: &str = "alice";
 const PASSWORD: &str = "correct-horse-7431";
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
-    }
-}
-
-fn run(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::cargo_bin("vllm-diag").unwrap_or_else(|e| panic!("binary: {e}"));
-    for var in [
-        "VLLM_DIAG_PROMETHEUS_URL",
-        "VLLM_DIAG_BEARER_TOKEN",
-        "VLLM_DIAG_BASIC_AUTH_PASSWORD",
-    ] {
-        cmd.env_remove(var);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.args(args).output().unwrap_or_else(|e| panic!("run vllm-diag: {e}"));
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn at(spec: &vllm_diag::scenario::ScenarioSpec) -> String {
-    spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
 
 fn first_finding(report: &Value) -> (String, String) {
     let f = &report["findings"][0];
@@ -64,165 +28,89 @@ fn first_finding(report: &Value) -> (String, String) {
     )
 }
 
-fn write(dir: &std::path::Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
-    p
+/// The (rule, model) the scenario expects to be found first.
+fn expected_first(spec: &ScenarioSpec) -> (String, String) {
+    (
+        spec.expect.first.clone().unwrap_or_default(),
+        spec.expect.model.clone().unwrap_or_default(),
+    )
+}
+
+/// Assert that `stderr` mentions every one of `needles`.
+fn assert_mentions(stderr: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(stderr.contains(needle), "missing {needle:?} in: {stderr}");
+    }
 }
 
 #[test]
 fn tls_with_a_private_ca_and_basic_auth_works_end_to_end_and_every_mistake_says_what_to_fix() {
-    let pki = Pki::generate();
-    let web = WebConfig {
-        pki: Some(&pki),
-        require_client_cert: false,
-        basic_auth: Some((USER, PASSWORD)),
-    };
-    let (spec, prom) = start_scenario_secured("kv-cache-pressure", &web);
+    let (pki, spec, prom) = start_scenario_tls_basic_auth("kv-cache-pressure", USER, PASSWORD);
     assert!(prom.url.starts_with("https://127.0.0.1:"), "{}", prom.url);
-    let when = at(&spec);
-    let password_file = write(pki.dir(), "password", &format!("{PASSWORD}\n"));
-    let wrong_file = write(pki.dir(), "wrong", "not-the-password\n");
-    let ca = pki.ca.to_str().unwrap_or_default();
-    let other_ca = pki.other_ca.to_str().unwrap_or_default();
-    let pw = password_file.to_str().unwrap_or_default();
-    let base = [
-        "explain",
-        "--prometheus",
-        prom.url.as_str(),
-        "--at",
-        when.as_str(),
-        "--window",
-        "30m",
-        "--format",
-        "json",
-    ];
+    let when = at_window_end(&spec);
+    let password_file = write_file(pki.dir(), "password", &format!("{PASSWORD}\n"));
+    let wrong_file = write_file(pki.dir(), "wrong", "not-the-password\n");
+    let ca = path_arg(&pki.ca);
+    let pw = path_arg(&password_file);
+    let base = explain_args(&prom.url, &when, &["--window", "30m", "--format", "json"]);
+    // A run with these TLS flags, these login flags and these environment variables.
+    let explain = |tls: &[&str], login: &[&str], env: &[(&str, &str)]| run(&[&base[..], tls, login].concat(), env);
+    let login = ["--basic-auth-user", USER, "--basic-auth-password-file", pw];
 
     // Right CA, right password: the diagnosis the scenario expects.
-    let ok = run(
-        &[
-            &base[..],
-            &[
-                "--ca-file",
-                ca,
-                "--basic-auth-user",
-                USER,
-                "--basic-auth-password-file",
-                pw,
-            ],
-        ]
-        .concat(),
-        &[],
-    );
+    let ok = explain(&["--ca-file", ca], &login, &[]);
     let report = ok.json();
-    assert_eq!(
-        first_finding(&report),
-        (
-            spec.expect.first.clone().unwrap_or_default(),
-            spec.expect.model.clone().unwrap_or_default()
-        ),
-        "stderr: {}",
-        ok.stderr
-    );
+    assert_eq!(first_finding(&report), expected_first(&spec), "stderr: {}", ok.stderr);
     assert_eq!(report["source"]["url"], prom.url.as_str());
     assert!(!ok.stderr.contains("WARNING"), "{}", ok.stderr);
 
     // The password from the environment instead of a file.
-    let env = run(
-        &[&base[..], &["--ca-file", ca, "--basic-auth-user", USER]].concat(),
+    let env = explain(
+        &["--ca-file", ca],
+        &["--basic-auth-user", USER],
         &[("VLLM_DIAG_BASIC_AUTH_PASSWORD", PASSWORD)],
     );
     assert_eq!(first_finding(&env.json()), first_finding(&report), "{}", env.stderr);
 
     // A certificate from another CA: a TLS error naming the URL and --ca-file, exit 3.
-    let wrong_ca = run(
-        &[
-            &base[..],
-            &[
-                "--ca-file",
-                other_ca,
-                "--basic-auth-user",
-                USER,
-                "--basic-auth-password-file",
-                pw,
-            ],
-        ]
-        .concat(),
-        &[],
-    );
+    let wrong_ca = explain(&["--ca-file", path_arg(&pki.other_ca)], &login, &[]);
     assert_eq!(wrong_ca.code, 3, "{}", wrong_ca.stderr);
     assert!(wrong_ca.stdout.is_empty(), "{}", wrong_ca.stdout);
-    for needle in [
-        prom.url.as_str(),
+    let needles: [&str; 4] = [
+        &prom.url,
         "TLS handshake failed",
         "not signed by a CA this machine trusts",
         "--ca-file",
-    ] {
-        assert!(
-            wrong_ca.stderr.contains(needle),
-            "missing {needle:?} in: {}",
-            wrong_ca.stderr
-        );
-    }
+    ];
+    assert_mentions(&wrong_ca.stderr, &needles);
 
     // No CA at all: the built-in roots do not know a private CA either.
-    let no_ca = run(
-        &[
-            &base[..],
-            &["--basic-auth-user", USER, "--basic-auth-password-file", pw],
-        ]
-        .concat(),
-        &[],
-    );
+    let no_ca = explain(&[], &login, &[]);
     assert_eq!(no_ca.code, 3, "{}", no_ca.stderr);
     assert!(no_ca.stderr.contains("--ca-file"), "{}", no_ca.stderr);
 
     // Wrong password: a clear 401 message, exit 3.
-    let wrong_pw = run(
-        &[
-            &base[..],
-            &[
-                "--ca-file",
-                ca,
-                "--basic-auth-user",
-                USER,
-                "--basic-auth-password-file",
-                wrong_file.to_str().unwrap_or_default(),
-            ],
-        ]
-        .concat(),
-        &[],
-    );
+    let wrong_login = [
+        "--basic-auth-user",
+        USER,
+        "--basic-auth-password-file",
+        path_arg(&wrong_file),
+    ];
+    let wrong_pw = explain(&["--ca-file", ca], &wrong_login, &[]);
     assert_eq!(wrong_pw.code, 3, "{}", wrong_pw.stderr);
-    for needle in ["HTTP 401", "not authorized", "--basic-auth-user", prom.url.as_str()] {
-        assert!(
-            wrong_pw.stderr.contains(needle),
-            "missing {needle:?} in: {}",
-            wrong_pw.stderr
-        );
-    }
+    assert_mentions(
+        &wrong_pw.stderr,
+        &["HTTP 401", "not authorized", "--basic-auth-user", &prom.url],
+    );
     assert!(!wrong_pw.stderr.contains("not-the-password"));
 
     // No credentials: the same 401 message.
-    let anonymous = run(&[&base[..], &["--ca-file", ca]].concat(), &[]);
+    let anonymous = explain(&["--ca-file", ca], &[], &[]);
     assert_eq!(anonymous.code, 3);
     assert!(anonymous.stderr.contains("HTTP 401"), "{}", anonymous.stderr);
 
     // --insecure-skip-verify works without the CA, and says loudly what it gives up.
-    let insecure = run(
-        &[
-            &base[..],
-            &[
-                "--insecure-skip-verify",
-                "--basic-auth-user",
-                USER,
-                "--basic-auth-password-file",
-                pw,
-            ],
-        ]
-        .concat(),
-        &[],
-    );
+    let insecure = explain(&["--insecure-skip-verify"], &login, &[]);
     assert_eq!(first_finding(&insecure.json()), first_finding(&report));
     assert!(
         insecure.stderr.contains("WARNING: --insecure-skip-verify"),
@@ -232,20 +120,7 @@ fn tls_with_a_private_ca_and_basic_auth_works_end_to_end_and_every_mistake_says_
 
     // Plain HTTP to the TLS port: told to use https://.
     let plain_url = prom.url.replacen("https://", "http://", 1);
-    let plain = run(
-        &[
-            "explain",
-            "--prometheus",
-            plain_url.as_str(),
-            "--at",
-            when.as_str(),
-            "--basic-auth-user",
-            USER,
-            "--basic-auth-password-file",
-            pw,
-        ],
-        &[],
-    );
+    let plain = run(&explain_args(&plain_url, &when, &login), &[]);
     assert_eq!(plain.code, 3, "{}", plain.stderr);
     assert!(plain.stderr.contains("https://"), "{}", plain.stderr);
 }
@@ -259,39 +134,20 @@ fn a_server_that_requires_a_client_certificate_accepts_ours_and_says_so_when_it_
         basic_auth: None,
     };
     let (spec, prom) = start_scenario_secured("slow-decode", &web);
-    let when = at(&spec);
-    let ca = pki.ca.to_str().unwrap_or_default();
-    let base = [
-        "explain",
-        "--prometheus",
-        prom.url.as_str(),
-        "--at",
-        when.as_str(),
-        "--format",
-        "json",
-        "--ca-file",
-        ca,
-    ];
+    let when = at_window_end(&spec);
+    let ca = path_arg(&pki.ca);
+    let base = explain_args(&prom.url, &when, &["--format", "json", "--ca-file", ca]);
+    let with_key = |cert: &Path, key: &Path| {
+        run(
+            &[&base[..], &["--cert-file", path_arg(cert), "--key-file", path_arg(key)]].concat(),
+            &[],
+        )
+    };
 
-    let with_cert = run(
-        &[
-            &base[..],
-            &[
-                "--cert-file",
-                pki.client_cert.to_str().unwrap_or_default(),
-                "--key-file",
-                pki.client_key.to_str().unwrap_or_default(),
-            ],
-        ]
-        .concat(),
-        &[],
-    );
+    let with_cert = with_key(&pki.client_cert, &pki.client_key);
     assert_eq!(
         first_finding(&with_cert.json()),
-        (
-            spec.expect.first.clone().unwrap_or_default(),
-            spec.expect.model.clone().unwrap_or_default()
-        ),
+        expected_first(&spec),
         "{}",
         with_cert.stderr
     );
@@ -303,19 +159,7 @@ fn a_server_that_requires_a_client_certificate_accepts_ours_and_says_so_when_it_
 
     // A key that does not belong to a certificate file is refused before anything is sent, naming
     // both files, exit 2.
-    let mismatched = run(
-        &[
-            &base[..],
-            &[
-                "--cert-file",
-                pki.ca.to_str().unwrap_or_default(),
-                "--key-file",
-                pki.ca.to_str().unwrap_or_default(),
-            ],
-        ]
-        .concat(),
-        &[],
-    );
+    let mismatched = with_key(&pki.ca, &pki.ca);
     assert_eq!(mismatched.code, 2, "{}", mismatched.stderr);
     assert!(mismatched.stderr.contains("--key-file"), "{}", mismatched.stderr);
 }
@@ -336,44 +180,40 @@ fn tenant_headers_and_a_bearer_token_reach_the_server_and_partial_response_warni
             }
         }
     };
-    let proxy = FaultProxy::start(
+    let proxy = FaultProxy::always(
         &prom.url,
-        vec![Rule::always(
-            Match::Param("kv_cache_usage_perc".into()),
-            Action::Edit(std::sync::Arc::new(add_warning)),
-        )],
+        Match::Param("kv_cache_usage_perc".into()),
+        Action::Edit(std::sync::Arc::new(add_warning)),
     );
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let token = write(dir.path(), "token", "tok-wire-5521\n");
-    let when = at(&spec);
+    let token = write_file(dir.path(), "token", "tok-wire-5521\n");
+    let when = at_window_end(&spec);
     let r = run(
-        &[
-            "explain",
-            "--prometheus",
-            proxy.url.as_str(),
-            "--at",
-            when.as_str(),
-            "--format",
-            "json",
-            "--tenant",
-            "team-a|team-b",
-            "--header",
-            "X-Api-Key: key-778",
-            "--bearer-token-file",
-            token.to_str().unwrap_or_default(),
-        ],
+        &explain_args(
+            &proxy.url,
+            &when,
+            &[
+                "--format",
+                "json",
+                "--tenant",
+                "team-a|team-b",
+                "--header",
+                "X-Api-Key: key-778",
+                "--bearer-token-file",
+                path_arg(&token),
+            ],
+        ),
         &[],
     );
     let report = r.json();
     assert_eq!(r.code, 0, "{}", r.stderr);
 
-    let seen = proxy.seen();
-    assert!(!seen.is_empty());
-    for s in &seen {
-        assert_eq!(s.header("x-scope-orgid"), Some("team-a|team-b"), "{s:?}");
-        assert_eq!(s.header("x-api-key"), Some("key-778"));
-        assert_eq!(s.header("authorization"), Some("Bearer tok-wire-5521"));
-    }
+    let sent = [
+        ("x-scope-orgid", "team-a|team-b"),
+        ("x-api-key", "key-778"),
+        ("authorization", "Bearer tok-wire-5521"),
+    ];
+    assert_all_carry(&proxy.seen(), &sent);
     let warnings: Vec<&str> = report["warnings"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())
@@ -384,7 +224,7 @@ fn tenant_headers_and_a_bearer_token_reach_the_server_and_partial_response_warni
 
     // https:// to a server that speaks plain HTTP: told to use http://.
     let https = prom.url.replacen("http://", "https://", 1);
-    let r = run(&["explain", "--prometheus", https.as_str(), "--at", when.as_str()], &[]);
+    let r = run(&explain_args(&https, &when, &[]), &[]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(
         r.stderr.contains("does not speak TLS") && r.stderr.contains("http://"),
@@ -394,15 +234,7 @@ fn tenant_headers_and_a_bearer_token_reach_the_server_and_partial_response_warni
 
     // The same token from the environment.
     let r = run(
-        &[
-            "explain",
-            "--prometheus",
-            proxy.url.as_str(),
-            "--at",
-            when.as_str(),
-            "--format",
-            "json",
-        ],
+        &explain_args(&proxy.url, &when, &["--format", "json"]),
         &[("VLLM_DIAG_BEARER_TOKEN", "tok-env-9")],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);

@@ -5,32 +5,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
+use common::run::{at_window_end, explain_args, path_arg, write_file, Run};
 use common::start_scenario;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
+/// Run vllm-diag with `args`, and check that it did not panic whatever it was given.
 fn run(args: &[&str]) -> Run {
-    let out = Command::cargo_bin("vllm-diag")
-        .unwrap_or_else(|e| panic!("binary: {e}"))
-        .args(args)
-        .env_remove("VLLM_DIAG_PROMETHEUS_URL")
-        .env_remove("VLLM_DIAG_BEARER_TOKEN")
-        .output()
-        .unwrap_or_else(|e| panic!("run: {e}"));
-    let r = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let r = common::run::run(args, &[]);
     assert!(!r.stderr.contains("panicked"), "vllm-diag panicked: {}", r.stderr);
     r
 }
@@ -93,23 +77,12 @@ fn bad_flag_values_exit_2_naming_the_flag_and_the_fix() {
 #[test]
 fn a_window_longer_than_the_data_says_where_the_data_starts_and_one_before_it_says_there_is_none() {
     let (spec, prom) = start_scenario("kv-cache-pressure");
-    let end = spec.window_end();
-    let at = end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let at = at_window_end(&spec);
 
     // The generated data starts at spec.start; a 3h window reaches back before it, and its baseline
     // (the 3h before) holds nothing at all.
-    let r = run(&[
-        "explain",
-        "--prometheus",
-        &prom.url,
-        "--at",
-        &at,
-        "--window",
-        "3h",
-        "--format",
-        "json",
-    ]);
-    let report: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("no report ({e}): {}", r.stderr));
+    let r = run(&explain_args(&prom.url, &at, &["--window", "3h", "--format", "json"]));
+    let report = r.json();
     let warnings: Vec<String> = report["warnings"]
         .as_array()
         .map(|a| a.iter().filter_map(|w| w.as_str().map(str::to_string)).collect())
@@ -149,49 +122,33 @@ fn a_window_longer_than_the_data_says_where_the_data_starts_and_one_before_it_sa
 
     // A window that ends before the data begins: exit 3, naming the window, the URL and what to check.
     let before = (first - chrono::Duration::hours(2)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let r = run(&["explain", "--prometheus", &prom.url, "--at", &before, "--window", "30m"]);
+    let r = run(&explain_args(&prom.url, &before, &["--window", "30m"]));
     assert_eq!(r.code, 3, "{}", r.stderr);
     for n in ["no vLLM metrics", &prom.url, "--at", "--window"] {
         assert!(r.stderr.contains(n), "expected {n:?} in {}", r.stderr);
     }
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
-    p
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap_or_default()
-}
-
 #[test]
 fn truncated_or_tampered_replay_files_are_refused_or_give_honest_not_evaluated_entries() {
     let (spec, prom) = start_scenario("slow-decode");
-    let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let at = at_window_end(&spec);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let good = dir.path().join("good.json");
-    let r = run(&[
-        "explain",
-        "--prometheus",
+    let r = run(&explain_args(
         &prom.url,
-        "--at",
         &at,
-        "--format",
-        "json",
-        "--record",
-        s(&good),
-    ]);
+        &["--format", "json", "--record", path_arg(&good)],
+    ));
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let original: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("report: {e}"));
+    let original = r.json();
     let text = std::fs::read_to_string(&good).unwrap_or_else(|e| panic!("read: {e}"));
-    let replay = |path: &Path| run(&["explain", "--replay", s(path), "--format", "json"]);
+    let replay = |path: &Path| run(&["explain", "--replay", path_arg(path), "--format", "json"]);
 
     // The untouched recording replays to the same report.
     let r = replay(&good);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let replayed: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("report: {e}"));
+    let replayed = r.json();
     assert_eq!(replayed["findings"], original["findings"]);
 
     // Refused outright, exit 2, naming the file (and the line where it can).
@@ -255,12 +212,12 @@ fn truncated_or_tampered_replay_files_are_refused_or_give_honest_not_evaluated_e
         ),
     ];
     for (name, body, needles) in refused {
-        let path = write(dir.path(), "truncated.json", &body);
+        let path = write_file(dir.path(), "truncated.json", &body);
         let r = replay(&path);
         assert_eq!(r.code, 2, "{name}: {}", r.stderr);
         assert!(r.stdout.is_empty(), "{name}");
         assert!(
-            r.stderr.contains(s(&path)),
+            r.stderr.contains(path_arg(&path)),
             "{name}: the file is not named: {}",
             r.stderr
         );
@@ -292,13 +249,13 @@ fn truncated_or_tampered_replay_files_are_refused_or_give_honest_not_evaluated_e
             .is_some_and(|q| q.contains("time_to_first_token"))
     });
     assert!(exchanges.len() < before);
-    let path = write(
+    let path = write_file(
         dir.path(),
         "tampered.json",
         &serde_json::to_string_pretty(&recording).unwrap_or_default(),
     );
     let r = replay(&path);
-    let report: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("report ({e}): {}", r.stderr));
+    let report = r.json();
     let reasons: Vec<String> = report["not_evaluated"]
         .as_array()
         .map(|a| {
@@ -343,12 +300,12 @@ fn broken_rule_files_exit_2_naming_the_file_line_and_what_is_wrong() {
     ];
     for (name, body, needles) in cases {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-        write(dir.path(), "bad.toml", body);
+        write_file(dir.path(), "bad.toml", body);
         for cmd in [
             &["rules", "list", "--rules"][..],
             &["explain", "--prometheus", "http://127.0.0.1:9", "--rules"][..],
         ] {
-            let r = run(&[cmd, &[s(dir.path())]].concat());
+            let r = run(&[cmd, &[path_arg(dir.path())]].concat());
             assert_eq!(r.code, 2, "{name}: {}", r.stderr);
             for n in *needles {
                 assert!(r.stderr.contains(n), "{name}: expected {n:?} in {}", r.stderr);

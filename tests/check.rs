@@ -242,6 +242,7 @@ fn check_refuses_what_would_change_its_meaning_with_exit_2() {
         (vec!["check", "--since", "10s", "--prometheus", "http://127.0.0.1:9"], "wait a few minutes"),
         (vec!["check", "--since", "20m", "--window", "1h", "--prometheus", "http://127.0.0.1:9"], "--since"),
         (vec!["check", "--since", "20m", "--replay", kv.as_str()], "--replay"),
+        (vec!["check", "--since", "10m", "--scrape", "127.0.0.1:1"], "needs stored history"),
         (vec!["check", "--replay", kv.as_str(), "--watch", "1m"], "--watch"),
         (vec!["check", "--replay", kv.as_str(), "--annotations", "github", "--format", "json"], "--annotations"),
     ] {

@@ -138,3 +138,19 @@ fn help_documents_the_exit_codes() {
     assert_eq!(code, 0);
     assert!(out.contains("Exit codes") && out.contains("3  data source unreachable"), "{out}");
 }
+
+#[test]
+fn a_bad_replica_label_and_regrouping_a_replay_are_usage_errors() {
+    let replay = fixture("kv-cache-pressure");
+    for (args, needle) in [
+        (vec!["explain", "--replay", replay.as_str(), "--replica-label", "pod"], "--replay re-runs the recorded grouping"),
+        (vec!["explain", "--replay", replay.as_str(), "--group-by", "namespace"], "--replay re-runs the recorded grouping"),
+        (vec!["explain", "--prometheus", "http://127.0.0.1:1", "--replica-label", "pod name"], "--replica-label \"pod name\": give one label name"),
+        (vec!["explain", "--prometheus", "http://127.0.0.1:1", "--replica-label", "__name__"], "--replica-label \"__name__\""),
+        (vec!["explain", "--prometheus", "http://127.0.0.1:1", "--group-by", "model_name,pod", "--replica-label", "pod"], "also in --group-by"),
+    ] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

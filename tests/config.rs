@@ -11,26 +11,16 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use common::proxy::FaultProxy;
-use common::secure::{start_scenario_secured, Pki, WebConfig};
+use common::proxy::{assert_all_carry, FaultProxy};
+use common::run::{at_window_end, run_command, vllm_diag, write_file, Run};
+use common::secure::start_scenario_tls_basic_auth;
 use common::start_scenario;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
+// `Run` is the shared one from `common::run`; only this file reads `config show` rows.
 impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
-    }
-
     /// The `from` column of one `config show` row, and its value.
     fn row(&self, key: &str) -> (String, String) {
         let line = self
@@ -60,35 +50,20 @@ impl Sandbox {
         self.dir.path()
     }
 
+    /// Write `text` to `rel` inside the sandbox, making its folders.
     fn write(&self, rel: &str, text: &str) -> PathBuf {
-        let p = self.dir.path().join(rel);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("mkdir {}: {e}", parent.display()));
-        }
-        std::fs::write(&p, text).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
-        p
+        write_file(self.dir.path(), rel, text)
     }
 
+    /// Run vllm-diag in the sandbox, with its empty HOME, no XDG_CONFIG_HOME or NO_COLOR, and `env`.
     fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
-        let mut cmd = Command::cargo_bin("vllm-diag").unwrap_or_else(|e| panic!("binary: {e}"));
-        cmd.current_dir(self.dir.path()).env("HOME", self.dir.path().join("home")).env_remove("XDG_CONFIG_HOME");
-        for var in ["VLLM_DIAG_PROMETHEUS_URL", "VLLM_DIAG_BEARER_TOKEN", "VLLM_DIAG_BASIC_AUTH_PASSWORD", "NO_COLOR"] {
-            cmd.env_remove(var);
-        }
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let out = cmd.args(args).output().unwrap_or_else(|e| panic!("run vllm-diag: {e}"));
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        let mut cmd = vllm_diag();
+        cmd.current_dir(self.dir.path())
+            .env("HOME", self.dir.path().join("home"))
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("NO_COLOR");
+        run_command(cmd, args, env)
     }
-}
-
-fn at(spec: &vllm_diag::scenario::ScenarioSpec) -> String {
-    spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 #[test]
@@ -260,7 +235,7 @@ fn a_broken_config_file_does_not_stop_the_commands_it_does_not_apply_to() {
 fn disabled_rules_are_listed_as_disabled_never_as_healthy_or_not_evaluated() {
     let (spec, prom) = start_scenario("kv-cache-pressure");
     let s = Sandbox::new();
-    let at = at(&spec);
+    let at = at_window_end(&spec);
     s.write(
         "vllm-diag.toml",
         &format!("[source]\nprometheus = \"{}\"\n\n[rules]\ndisabled = [\"kv-cache-pressure\", \"gpu-throttling\"]\n", prom.url),
@@ -312,9 +287,7 @@ fn disabled_rules_are_listed_as_disabled_never_as_healthy_or_not_evaluated() {
 /// a Prometheus behind TLS and basic auth, and a flag still overrides the file.
 #[test]
 fn the_files_source_ca_and_credentials_drive_a_real_run() {
-    let pki = Pki::generate();
-    let web = WebConfig { pki: Some(&pki), require_client_cert: false, basic_auth: Some(("diag", "pw-correct-2209")) };
-    let (spec, prom) = start_scenario_secured("slow-decode", &web);
+    let (pki, spec, prom) = start_scenario_tls_basic_auth("slow-decode", "diag", "pw-correct-2209");
     let s = Sandbox::new();
     std::fs::copy(&pki.ca, s.path().join("team-ca.pem")).unwrap_or_else(|e| panic!("copy the CA: {e}"));
     s.write(
@@ -324,7 +297,7 @@ fn the_files_source_ca_and_credentials_drive_a_real_run() {
             prom.url
         ),
     );
-    let at = at(&spec);
+    let at = at_window_end(&spec);
     let r = s.run(&["explain", "--config", "conf/vllm-diag.toml", "--at", &at, "--format", "json"], &[("DIAG_PW", "pw-correct-2209")]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.json()["findings"][0]["rule"], "slow-decode", "{}", r.stdout);
@@ -362,18 +335,18 @@ fn the_files_tenant_headers_and_token_are_sent_and_flags_replace_them() {
             proxy.url
         ),
     );
-    let at = at(&spec);
+    let at = at_window_end(&spec);
     let env = [("TOK", "tok-wire-8841"), ("KEY", "key-wire-1102")];
     let r = s.run(&["explain", "--at", &at, "--format", "json"], &env);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let seen = proxy.seen();
-    assert!(!seen.is_empty());
-    for req in &seen {
-        assert_eq!(req.header("Authorization"), Some("Bearer tok-wire-8841"), "{req:?}");
-        assert_eq!(req.header("X-Scope-OrgID"), Some("team-a"));
-        assert_eq!(req.header("X-Api-Key"), Some("key-wire-1102"));
-        assert_eq!(req.header("X-Team"), Some("infra"));
-    }
+    let sent = [
+        ("Authorization", "Bearer tok-wire-8841"),
+        ("X-Scope-OrgID", "team-a"),
+        ("X-Api-Key", "key-wire-1102"),
+        ("X-Team", "infra"),
+    ];
+    assert_all_carry(&seen, &sent);
     for secret in ["tok-wire-8841", "key-wire-1102"] {
         assert!(!r.stdout.contains(secret) && !r.stderr.contains(secret));
     }

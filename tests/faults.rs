@@ -12,60 +12,14 @@ mod common;
 
 use std::time::Duration;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 use common::proxy::{Action, FaultProxy, Match, Rule};
+use common::run::{at_window_end, explain_json};
 use common::secure::kill_pid;
-use common::start_scenario;
+use common::{free_port, start_scenario};
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not a JSON report ({e}); exit {}\nstdout:\n{}\nstderr:\n{}",
-                self.code, self.stdout, self.stderr
-            )
-        })
-    }
-}
-
-fn explain(url: &str, at: &str, extra: &[&str]) -> Run {
-    let out = Command::cargo_bin("vllm-diag")
-        .unwrap_or_else(|e| panic!("binary: {e}"))
-        .args([
-            "explain",
-            "--prometheus",
-            url,
-            "--at",
-            at,
-            "--window",
-            "30m",
-            "--format",
-            "json",
-        ])
-        .args(extra)
-        .env_remove("VLLM_DIAG_PROMETHEUS_URL")
-        .env_remove("VLLM_DIAG_BEARER_TOKEN")
-        .output()
-        .unwrap_or_else(|e| panic!("run vllm-diag: {e}"));
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn at(spec: &vllm_diag::scenario::ScenarioSpec) -> String {
-    spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
+/// Every not-evaluated entry of a report, as `rule: reason`.
 fn reasons(report: &Value) -> Vec<String> {
     report["not_evaluated"]
         .as_array()
@@ -83,6 +37,7 @@ fn reasons(report: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The rules of a report's findings, in rank order.
 fn finding_rules(report: &Value) -> Vec<String> {
     report["findings"]
         .as_array()
@@ -90,13 +45,16 @@ fn finding_rules(report: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn reply(status: u16, content_type: &'static str, body: &str) -> Action {
-    Action::Reply {
-        status,
-        content_type,
-        body: body.to_string(),
-        headers: Vec::new(),
-    }
+/// Assert that no rule was evaluated and that every one says why: `cause` (more than three of them),
+/// or a metric the fleet does not export.
+fn assert_nothing_evaluated_because(report: &Value, cause: &str) {
+    assert_eq!(report["stats"]["rules_evaluated"], 0);
+    let why = reasons(report);
+    assert!(
+        why.iter().all(|w| w.contains(cause) || w.contains("metric missing")),
+        "{why:#?}"
+    );
+    assert!(why.iter().filter(|w| w.contains(cause)).count() > 3, "{why:#?}");
 }
 
 /// Queries for the inter-token-latency histogram: a fault there must cost only the rules that need it.
@@ -107,11 +65,11 @@ fn itl() -> Match {
 #[test]
 fn a_fault_on_some_queries_leaves_a_partial_diagnosis_naming_the_fault() {
     let (spec, prom) = start_scenario("kv-cache-pressure");
-    let when = at(&spec);
+    let when = at_window_end(&spec);
     let expected_first = spec.expect.first.clone().unwrap_or_default();
 
     // The untouched run, for comparison.
-    let clean = explain(&prom.url, &when, &[]);
+    let clean = explain_json(&prom.url, &when, &[]);
     let clean_report = clean.json();
     assert!(
         reasons(&clean_report).iter().all(|r| !r.contains("itl_p95")),
@@ -122,22 +80,22 @@ fn a_fault_on_some_queries_leaves_a_partial_diagnosis_naming_the_fault() {
     let cases: Vec<(&str, Action, &str)> = vec![
         (
             "HTTP 500 from a proxy",
-            reply(500, "text/plain", "internal error"),
+            Action::reply(500, "text/plain", "internal error"),
             "HTTP 500",
         ),
         (
             "HTTP 503 every time",
-            reply(503, "text/html", "<html><title>503 Service Unavailable</title></html>"),
+            Action::reply(503, "text/html", "<html><title>503 Service Unavailable</title></html>"),
             "HTTP 503",
         ),
         (
             "HTTP 429 every time",
-            reply(429, "text/plain", "rate limited"),
+            Action::reply(429, "text/plain", "rate limited"),
             "HTTP 429",
         ),
         (
             "HTTP 422 query error",
-            reply(
+            Action::reply(
                 422,
                 "application/json",
                 r#"{"status":"error","errorType":"execution","error":"expanding series: too many samples"}"#,
@@ -146,12 +104,12 @@ fn a_fault_on_some_queries_leaves_a_partial_diagnosis_naming_the_fault() {
         ),
         (
             "HTML with status 200",
-            reply(200, "text/html", "<!DOCTYPE html><html><title>Login</title></html>"),
+            Action::reply(200, "text/html", "<!DOCTYPE html><html><title>Login</title></html>"),
             "not JSON",
         ),
         (
             "a body that is not JSON",
-            reply(200, "application/json", "upstream connect error"),
+            Action::reply(200, "application/json", "upstream connect error"),
             "not JSON",
         ),
         ("JSON cut short", Action::TruncateBody(40), "truncated JSON"),
@@ -164,8 +122,8 @@ fn a_fault_on_some_queries_leaves_a_partial_diagnosis_naming_the_fault() {
         ("a body over the size cap", Action::Flood, "larger than 67108864 bytes"),
     ];
     for (name, action, expect) in cases {
-        let proxy = FaultProxy::start(&prom.url, vec![Rule::always(itl(), action)]);
-        let r = explain(&proxy.url, &when, &[]);
+        let proxy = FaultProxy::always(&prom.url, itl(), action);
+        let r = explain_json(&proxy.url, &when, &[]);
         let report = r.json();
         assert_eq!(r.code, 0, "{name}: {}", r.stderr);
         let why = reasons(&report);
@@ -202,8 +160,8 @@ fn a_fault_on_some_queries_leaves_a_partial_diagnosis_naming_the_fault() {
 #[test]
 fn transient_faults_are_retried_and_leave_no_trace_while_rejected_queries_are_not_repeated() {
     let (spec, prom) = start_scenario("slow-decode");
-    let when = at(&spec);
-    let clean = explain(&prom.url, &when, &[]).json();
+    let when = at_window_end(&spec);
+    let clean = explain_json(&prom.url, &when, &[]).json();
 
     let retry_after = Action::Reply {
         status: 429,
@@ -212,12 +170,12 @@ fn transient_faults_are_retried_and_leave_no_trace_while_rejected_queries_are_no
         headers: vec![("Retry-After".into(), "1".into())],
     };
     let transient: Vec<(&str, Action)> = vec![
-        ("503", reply(503, "text/plain", "restarting")),
+        ("503", Action::reply(503, "text/plain", "restarting")),
         (
             "502 from a gateway",
-            reply(502, "text/html", "<html><title>502 Bad Gateway</title></html>"),
+            Action::reply(502, "text/html", "<html><title>502 Bad Gateway</title></html>"),
         ),
-        ("504 from a gateway", reply(504, "text/plain", "gateway timeout")),
+        ("504 from a gateway", Action::reply(504, "text/plain", "gateway timeout")),
         ("429 with Retry-After", retry_after),
         ("a connection reset", Action::Reset),
         ("a cut body", Action::CutAfter(10)),
@@ -225,7 +183,7 @@ fn transient_faults_are_retried_and_leave_no_trace_while_rejected_queries_are_no
     for (name, action) in transient {
         // Every query fails once, then passes.
         let proxy = FaultProxy::start(&prom.url, vec![Rule::times(3, Match::Queries, action)]);
-        let r = explain(&proxy.url, &when, &[]);
+        let r = explain_json(&proxy.url, &when, &[]);
         let report = r.json();
         assert_eq!(proxy.applied(0), 3, "{name}: the fault was not exercised");
         assert_eq!(report["findings"], clean["findings"], "{name}: {}", r.stderr);
@@ -234,13 +192,13 @@ fn transient_faults_are_retried_and_leave_no_trace_while_rejected_queries_are_no
     }
 
     // A query the server rejects as wrong is asked once, never again.
-    let rejected = reply(
+    let rejected = Action::reply(
         422,
         "application/json",
         r#"{"status":"error","errorType":"execution","error":"bad"}"#,
     );
-    let proxy = FaultProxy::start(&prom.url, vec![Rule::always(itl(), rejected)]);
-    let r = explain(&proxy.url, &when, &[]);
+    let proxy = FaultProxy::always(&prom.url, itl(), rejected);
+    let r = explain_json(&proxy.url, &when, &[]);
     let asked: Vec<String> = proxy
         .seen()
         .iter()
@@ -252,8 +210,8 @@ fn transient_faults_are_retried_and_leave_no_trace_while_rejected_queries_are_no
     assert_eq!(asked.len(), distinct.len(), "a 422 was retried: {asked:#?}");
 
     // A persistent 503 is retried a bounded number of times (3 attempts), not forever.
-    let proxy = FaultProxy::start(&prom.url, vec![Rule::always(itl(), reply(503, "text/plain", "down"))]);
-    let _ = explain(&proxy.url, &when, &[]);
+    let proxy = FaultProxy::always(&prom.url, itl(), Action::reply(503, "text/plain", "down"));
+    let _ = explain_json(&proxy.url, &when, &[]);
     let seen = proxy.seen();
     let per_query = seen.iter().filter(|s| s.rule == Some(0)).fold(
         std::collections::BTreeMap::<String, usize>::new(),
@@ -269,23 +227,23 @@ fn transient_faults_are_retried_and_leave_no_trace_while_rejected_queries_are_no
 #[test]
 fn every_query_failing_or_discovery_failing_ends_with_exit_3_and_a_clear_message() {
     let (spec, prom) = start_scenario("healthy-steady");
-    let when = at(&spec);
+    let when = at_window_end(&spec);
 
     // Discovery (the label-values request) fails: no report, exit 3, the message names the fault.
     let discovery: Vec<(&str, Action, &str)> = vec![
         (
             "503",
-            reply(503, "text/html", "<html><title>503 Service Unavailable</title></html>"),
+            Action::reply(503, "text/html", "<html><title>503 Service Unavailable</title></html>"),
             "HTTP 503: service unavailable",
         ),
         (
             "401",
-            reply(401, "text/plain", "Unauthorized"),
+            Action::reply(401, "text/plain", "Unauthorized"),
             "HTTP 401: not authorized",
         ),
         (
             "HTML login page",
-            reply(
+            Action::reply(
                 200,
                 "text/html",
                 "<!DOCTYPE html><html><head><title>Sign in</title></head></html>",
@@ -296,8 +254,8 @@ fn every_query_failing_or_discovery_failing_ends_with_exit_3_and_a_clear_message
         ("truncated", Action::TruncateBody(25), "truncated JSON"),
     ];
     for (name, action, expect) in discovery {
-        let proxy = FaultProxy::start(&prom.url, vec![Rule::always(Match::Path("/label/"), action)]);
-        let r = explain(&proxy.url, &when, &[]);
+        let proxy = FaultProxy::always(&prom.url, Match::Path("/label/"), action);
+        let r = explain_json(&proxy.url, &when, &[]);
         assert_eq!(r.code, 3, "{name}: {}", r.stderr);
         assert!(r.stdout.is_empty(), "{name}: {}", r.stdout);
         assert!(r.stderr.contains(expect), "{name}: expected {expect:?} in {}", r.stderr);
@@ -309,11 +267,8 @@ fn every_query_failing_or_discovery_failing_ends_with_exit_3_and_a_clear_message
     }
 
     // Discovery works but every query fails: a report in which nothing is evaluated, exit 3.
-    let proxy = FaultProxy::start(
-        &prom.url,
-        vec![Rule::always(Match::Queries, reply(500, "text/plain", "boom"))],
-    );
-    let r = explain(&proxy.url, &when, &[]);
+    let proxy = FaultProxy::always(&prom.url, Match::Queries, Action::reply(500, "text/plain", "boom"));
+    let r = explain_json(&proxy.url, &when, &[]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(
         r.stderr.contains("nothing could be evaluated") && r.stderr.contains("HTTP 500"),
@@ -321,25 +276,13 @@ fn every_query_failing_or_discovery_failing_ends_with_exit_3_and_a_clear_message
         r.stderr
     );
     let report = r.json();
-    assert_eq!(report["stats"]["rules_evaluated"], 0);
     assert!(report["findings"].as_array().is_some_and(|f| f.is_empty()));
     // Every rule says why: the failed query, or a metric the fleet does not export.
-    assert!(
-        reasons(&report)
-            .iter()
-            .all(|w| w.contains("HTTP 500") || w.contains("metric missing")),
-        "{:#?}",
-        reasons(&report)
-    );
-    assert!(reasons(&report).iter().filter(|w| w.contains("HTTP 500")).count() > 3);
+    assert_nothing_evaluated_because(&report, "HTTP 500");
 
     // Nothing listens at all.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(1);
-    let url = format!("http://127.0.0.1:{port}");
-    let r = explain(&url, &when, &[]);
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let r = explain_json(&url, &when, &[]);
     assert_eq!(r.code, 3);
     assert!(
         r.stderr.contains(&format!("cannot reach {url}: connection refused")),
@@ -351,68 +294,41 @@ fn every_query_failing_or_discovery_failing_ends_with_exit_3_and_a_clear_message
 #[test]
 fn answers_slower_than_the_query_timeout_or_the_deadline_are_not_evaluated_timed_out() {
     let (spec, prom) = start_scenario("kv-cache-pressure");
-    let when = at(&spec);
+    let when = at_window_end(&spec);
     let expected_first = spec.expect.first.clone().unwrap_or_default();
 
     // Slower than --query-timeout on one signal: that signal times out, the rest is diagnosed.
-    let proxy = FaultProxy::start(
-        &prom.url,
-        vec![Rule::always(itl(), Action::Delay(Duration::from_secs(10)))],
-    );
-    let r = explain(&proxy.url, &when, &["--query-timeout", "1s"]);
-    let report = r.json();
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        reasons(&report)
-            .iter()
-            .any(|w| w.contains("itl_p95") && w.contains("timed out")),
-        "{:#?}",
-        reasons(&report)
-    );
-    assert_eq!(finding_rules(&report).first(), Some(&expected_first));
-
-    // Slower than the overall --timeout on one signal: the same, within the deadline.
-    let proxy = FaultProxy::start(
-        &prom.url,
-        vec![Rule::always(itl(), Action::Delay(Duration::from_secs(20)))],
-    );
-    // (Enough slots that the stuck queries do not hold up the others.)
-    let r = explain(&proxy.url, &when, &["--timeout", "4s", "--concurrency", "64"]);
-    let report = r.json();
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        reasons(&report)
-            .iter()
-            .any(|w| w.contains("itl_p95") && w.contains("timed out")),
-        "{:#?}",
-        reasons(&report)
-    );
-    assert_eq!(finding_rules(&report).first(), Some(&expected_first));
+    // Slower than the overall --timeout on one signal: the same, within the deadline (with enough
+    // slots that the stuck queries do not hold up the others).
+    for (delay, flags) in [
+        (10, &["--query-timeout", "1s"][..]),
+        (20, &["--timeout", "4s", "--concurrency", "64"][..]),
+    ] {
+        let proxy = FaultProxy::always(&prom.url, itl(), Action::Delay(Duration::from_secs(delay)));
+        let r = explain_json(&proxy.url, &when, flags);
+        let report = r.json();
+        assert_eq!(r.code, 0, "{flags:?}: {}", r.stderr);
+        assert!(
+            reasons(&report)
+                .iter()
+                .any(|w| w.contains("itl_p95") && w.contains("timed out")),
+            "{flags:?}: {:#?}",
+            reasons(&report)
+        );
+        assert_eq!(finding_rules(&report).first(), Some(&expected_first), "{flags:?}");
+    }
 
     // Every query slower than the deadline: nothing evaluated, exit 3, the report says why.
-    let proxy = FaultProxy::start(
-        &prom.url,
-        vec![Rule::always(Match::Queries, Action::Delay(Duration::from_secs(20)))],
-    );
-    let r = explain(&proxy.url, &when, &["--timeout", "3s"]);
+    let proxy = FaultProxy::always(&prom.url, Match::Queries, Action::Delay(Duration::from_secs(20)));
+    let r = explain_json(&proxy.url, &when, &["--timeout", "3s"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     let report = r.json();
-    assert_eq!(report["stats"]["rules_evaluated"], 0);
-    let why = reasons(&report);
-    assert!(
-        why.iter()
-            .all(|w| w.contains("timed out") || w.contains("metric missing")),
-        "{why:#?}"
-    );
-    assert!(why.iter().filter(|w| w.contains("timed out")).count() > 3, "{why:#?}");
+    assert_nothing_evaluated_because(&report, "timed out");
 
     // Only the bucket-bound lookup is stuck: it gets a quarter of the deadline, the SLO burn is read
     // at the bucket equal to the target as without it, and the report says the lookup failed.
-    let proxy = FaultProxy::start(
-        &prom.url,
-        vec![Rule::always(Match::Path("/label/le/"), Action::Delay(Duration::from_secs(20)))],
-    );
-    let r = explain(&proxy.url, &when, &["--timeout", "8s"]);
+    let proxy = FaultProxy::always(&prom.url, Match::Path("/label/le/"), Action::Delay(Duration::from_secs(20)));
+    let r = explain_json(&proxy.url, &when, &["--timeout", "8s"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let report = r.json();
     let warnings = report["warnings"].to_string();
@@ -426,14 +342,8 @@ fn answers_slower_than_the_query_timeout_or_the_deadline_are_not_evaluated_timed
     );
 
     // Discovery slower than the deadline: exit 3 with a timeout message.
-    let proxy = FaultProxy::start(
-        &prom.url,
-        vec![Rule::always(
-            Match::Path("/label/"),
-            Action::Delay(Duration::from_secs(20)),
-        )],
-    );
-    let r = explain(&proxy.url, &when, &["--timeout", "2s"]);
+    let proxy = FaultProxy::always(&prom.url, Match::Path("/label/"), Action::Delay(Duration::from_secs(20)));
+    let r = explain_json(&proxy.url, &when, &["--timeout", "2s"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("timed out"), "{}", r.stderr);
 }
@@ -441,12 +351,13 @@ fn answers_slower_than_the_query_timeout_or_the_deadline_are_not_evaluated_timed
 #[test]
 fn prometheus_killed_mid_run_gives_an_honest_report_and_exit_3() {
     let (spec, prom) = start_scenario("healthy-steady");
-    let when = at(&spec);
-    // Discovery goes through; the first query kills the server, as a crash or an OOM kill would.
-    let proxy = FaultProxy::start(&prom.url, vec![Rule::times(1, Match::Queries, Action::Die)]);
+    let when = at_window_end(&spec);
+    // Discovery (with the fleet's label counts, which read `__name__`) goes through; the first
+    // signal query kills the server, as a crash or an OOM kill would.
+    let proxy = FaultProxy::start(&prom.url, vec![Rule::times(1, Match::QueriesWithout("__name__"), Action::Die)]);
     let pid = prom.pid();
     proxy.on_die(move || kill_pid(pid));
-    let r = explain(&proxy.url, &when, &[]);
+    let r = explain_json(&proxy.url, &when, &[]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("nothing could be evaluated"), "{}", r.stderr);
     let report = r.json();

@@ -6,8 +6,10 @@ mod common;
 
 use common::{start_scenario, PromServer};
 
-const TTFT_P95: &str =
-    "histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket[30m])))";
+/// PromQL for the P95 of a histogram (its name without `_bucket`) per model, over 30 minutes.
+fn p95_by_model(histogram: &str) -> String {
+    format!("histogram_quantile(0.95, sum by (le, model_name) (rate({histogram}_bucket[30m])))")
+}
 
 #[test]
 fn an_empty_server_is_ready_and_holds_no_vllm_series() {
@@ -40,7 +42,7 @@ fn the_healthy_scenario_has_one_running_gauge_per_replica_at_the_window_end() {
 #[test]
 fn the_healthy_scenario_keeps_every_models_ttft_p95_in_the_healthy_range() {
     let (spec, prom) = start_scenario("healthy-steady");
-    let p95 = prom.query_by("model_name", TTFT_P95, spec.window_end());
+    let p95 = prom.query_by("model_name", &p95_by_model("vllm:time_to_first_token_seconds"), spec.window_end());
     assert_eq!(p95.len(), spec.models.len(), "{p95:?}");
     for model in &spec.models {
         let v = p95[&model.name];
@@ -113,11 +115,7 @@ fn the_opentelemetry_fleet_is_stored_under_vllm_underscore_names_only() {
     let incident = spec.incident_model().expect("an incident");
     let kv = prom.query_by("model_name", "max by (model_name) (max_over_time(vllm_kv_cache_usage_perc[30m]))", end);
     assert!(kv[incident] > 0.95, "{kv:?}");
-    let p95 = prom.query_by(
-        "model_name",
-        "histogram_quantile(0.95, sum by (le, model_name) (rate(vllm_request_queue_time_seconds_bucket[30m])))",
-        end,
-    );
+    let p95 = prom.query_by("model_name", &p95_by_model("vllm_request_queue_time_seconds"), end);
     assert!(p95[incident] > 1.0, "{p95:?}");
 }
 
@@ -175,11 +173,7 @@ fn prefill_starvation_pins_running_at_its_cap_and_queues_in_promql() {
     }
     let waiting = prom.query(&format!(r#"vllm:num_requests_waiting{{model_name="{incident}"}}"#), end);
     assert!(waiting.iter().all(|(_, v)| *v > 50.0), "{waiting:?}");
-    let queue = prom.query_by(
-        "model_name",
-        "histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:request_queue_time_seconds_bucket[30m])))",
-        end,
-    );
+    let queue = prom.query_by("model_name", &p95_by_model("vllm:request_queue_time_seconds"), end);
     assert!(queue[incident] > 5.0, "{queue:?}");
 }
 

@@ -11,13 +11,12 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::Write;
 
-use assert_cmd::Command;
 use serde_json::Value;
-use vllm_diag::scenario::{generate_openmetrics, ModelSpec, ScenarioSpec};
+use vllm_diag::scenario::{ModelSpec, ScenarioSpec};
 
-use common::{scenario_path, PromServer};
+use common::run::{at_window_end, explain_json};
+use common::{load_scenario, quoted, PromServer};
 
 /// Closes the string and the braces, then selects every series; with a backslash and a newline.
 const HOSTILE: &str = "evil\"} or vllm:kv_cache_usage_perc{model_name=~\".*\"} # \\ back\\slash\nnext line";
@@ -25,23 +24,8 @@ const NORMAL: &str = "Qwen/Qwen2.5-7B-Instruct";
 /// As a regular expression this matches every model.
 const REGEX_LIKE: &str = "meta-llama/Llama-3.1-8B-Instruct|.*";
 
-/// Escape a value for a double-quoted PromQL string, independently of the code under test.
-fn quoted(v: &str) -> String {
-    let mut out = String::from("\"");
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 fn hostile_fleet() -> (ScenarioSpec, PromServer) {
-    let mut spec = ScenarioSpec::load(scenario_path("kv-cache-pressure")).unwrap_or_else(|e| panic!("scenario: {e}"));
+    let mut spec = load_scenario("kv-cache-pressure");
     // The incident model gets the hostile name; add a healthy model with a regex-like name.
     let incident_model = spec.incident.as_ref().map(|i| i.model.clone()).unwrap_or_default();
     for m in &mut spec.models {
@@ -56,41 +40,16 @@ fn hostile_fleet() -> (ScenarioSpec, PromServer) {
         i.model = HOSTILE.to_string();
     }
     spec.expect.model = Some(HOSTILE.to_string());
-
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let om = dir.path().join("hostile.om");
-    {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&om).unwrap_or_else(|e| panic!("create: {e}")));
-        generate_openmetrics(&spec, &mut out)
-            .and_then(|()| out.flush())
-            .unwrap_or_else(|e| panic!("write: {e}"));
-    }
-    let prom = PromServer::start_with_openmetrics(&om);
+    let prom = PromServer::start_generated(&spec);
     (spec, prom)
 }
 
+/// The exit code, the JSON report (Null when there is none: exit 3 before one is made) and stderr
+/// of `explain` at `at` with `extra` flags.
 fn explain(url: &str, at: &str, extra: &[&str]) -> (i32, Value, String) {
-    let out = Command::cargo_bin("vllm-diag")
-        .unwrap_or_else(|e| panic!("binary: {e}"))
-        .args([
-            "explain",
-            "--prometheus",
-            url,
-            "--at",
-            at,
-            "--window",
-            "30m",
-            "--format",
-            "json",
-        ])
-        .args(extra)
-        .env_remove("VLLM_DIAG_PROMETHEUS_URL")
-        .output()
-        .unwrap_or_else(|e| panic!("run: {e}"));
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    // No report at all (exit 3 before one is made) reads as Null.
-    let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    (out.status.code().unwrap_or(-1), json, stderr)
+    let r = explain_json(url, at, extra);
+    let json = serde_json::from_str(&r.stdout).unwrap_or(Value::Null);
+    (r.code, json, r.stderr)
 }
 
 fn scopes(report: &Value) -> BTreeSet<String> {
@@ -124,7 +83,7 @@ fn loud_findings(report: &Value) -> Vec<(String, String)> {
 #[test]
 fn hostile_model_names_are_escaped_in_every_query_and_select_only_themselves() {
     let (spec, prom) = hostile_fleet();
-    let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let at = at_window_end(&spec);
     let all: BTreeSet<String> = [HOSTILE, NORMAL, REGEX_LIKE].iter().map(|s| s.to_string()).collect();
 
     // The server really holds the three names, byte for byte.

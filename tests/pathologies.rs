@@ -254,3 +254,62 @@ fn an_slo_target_between_two_buckets_is_interpolated_and_flagged_as_an_estimate(
     let expected = strict + (lenient - strict) * (2.0 / 3.0);
     assert!((got - expected).abs() <= 1e-3 * expected.abs().max(1.0), "got {got}, expected {expected}");
 }
+
+/// On Kubernetes the pod names a replica better than its address: with `--replica-label pod` the
+/// outlier finding, its breakdown and the fleet summary speak of pods.
+#[test]
+fn replicas_can_be_told_apart_by_pod() {
+    let (spec, prom) = common::start_scenario("replica-outlier");
+    let out = Command::cargo_bin("vllm-diag")
+        .unwrap()
+        .args(["explain", "--prometheus", &prom.url, "--at", &spec.window_end().to_rfc3339(), "--format", "json", "--replica-label", "pod"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let f = &report["findings"][0];
+    assert_eq!(f["rule"], "replica-outlier", "{:#?}", summary(&report));
+    let pod = f["scope"]["pod"].as_str().unwrap_or_else(|| panic!("the finding does not name a pod: {}", f["scope"]));
+    // The pod of the replica the scenario made slow (its instance is in the expectation).
+    let instance = spec.expect.replica.clone().unwrap();
+    let pods = prom.query_by("pod", &format!(r#"group by (pod) (vllm:num_requests_running{{instance="{instance}"}})"#), spec.window_end());
+    assert_eq!(pods.keys().collect::<Vec<_>>(), vec![pod], "{instance} runs in another pod");
+    assert_eq!(report["metrics"]["replica_label"], "pod");
+    let replicas: u64 = spec.models.iter().map(|m| m.replicas as u64).sum();
+    assert_eq!(report["metrics"]["labels"]["pod"], replicas, "{}", report["metrics"]);
+    assert_eq!(report["metrics"]["labels"]["instance"], replicas, "{}", report["metrics"]);
+    assert_eq!(report["metrics"]["labels"]["namespace"], 1, "{}", report["metrics"]);
+}
+
+/// A grouping or replica label that no vLLM series carries is said, with the labels that exist, and
+/// the table's header gives the fleet's size.
+#[test]
+fn a_label_no_series_carries_is_warned_about_and_the_fleet_is_sized() {
+    let (spec, prom) = common::start_scenario("healthy-steady");
+    let at = spec.window_end().to_rfc3339();
+    let run = |extra: &[&str]| {
+        let out = Command::cargo_bin("vllm-diag")
+            .unwrap()
+            .args(["explain", "--prometheus", &prom.url, "--at", &at])
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    let (code, json) = run(&["--group-by", "model_name,cluster", "--replica-label", "node", "--format", "json"]);
+    assert_eq!(code, Some(0), "{json}");
+    let report: Value = serde_json::from_str(&json).unwrap();
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("--group-by cluster: no vLLM series in the window carries this label")
+            && warnings.contains("labels checked and found: instance, model_name, namespace, pod"),
+        "{warnings}"
+    );
+    assert!(warnings.contains("--replica-label node: no vLLM series in the window carries this label"), "{warnings}");
+    assert_eq!(report["metrics"]["labels"]["cluster"], 0);
+
+    let (_, table) = run(&[]);
+    let replicas: usize = spec.models.iter().map(|m| m.replicas as usize).sum();
+    let fleet = format!("Fleet     {replicas} replicas by instance · {replicas} pods · 1 namespace");
+    assert!(table.contains(&fleet), "no `{fleet}` in:\n{table}");
+}

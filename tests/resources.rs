@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use assert_cmd::Command;
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::Value;
 
+use common::run::explain_json;
 use common::PromServer;
 
 const WINDOW_END: i64 = 1_768_467_600; // 2026-01-15T09:00:00Z
@@ -62,25 +62,9 @@ fn run(prom: &PromServer) -> Cost {
         .single()
         .map(|t: DateTime<Utc>| t.to_rfc3339())
         .unwrap_or_default();
-    let out = Command::cargo_bin("vllm-diag")
-        .unwrap_or_else(|e| panic!("binary: {e}"))
-        .args([
-            "explain",
-            "--prometheus",
-            &prom.url,
-            "--at",
-            &at,
-            "--window",
-            "30m",
-            "--format",
-            "json",
-            "--debug",
-        ])
-        .env_remove("VLLM_DIAG_PROMETHEUS_URL")
-        .output()
-        .unwrap_or_else(|e| panic!("run: {e}"));
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
+    let r = explain_json(&prom.url, &at, &["--debug"]);
+    let report = r.json();
+    let stderr = r.stderr;
     let mut answers = Vec::new();
     let mut total_bytes = None;
     for line in stderr.lines() {

@@ -3,6 +3,8 @@
 //! shared/real-metrics and from the scenario generator. Short windows (3 s at 0.5 s) keep it quick;
 //! nothing here asserts on timing.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -109,6 +111,7 @@ fn scraping_real_captures_stores_what_a_scraper_would_and_rates_survive_a_restar
         ],
         window: Duration::from_secs(3),
         interval: Duration::from_millis(500),
+        auth: Default::default(),
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let scraped = rt.block_on(run(&plan, |_, _| {}));
@@ -337,4 +340,60 @@ fn when_no_target_answers_the_run_exits_3_and_names_the_targets() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("no target could be scraped") && stderr.contains(&dead.to_string()), "{stderr}");
+}
+
+/// Endpoints behind TLS and basic auth (an ingress or kube-rbac-proxy in front of vLLM) are reached
+/// with the same flags as a secured Prometheus, typed on the command line. The target here is a
+/// Prometheus serving its own /metrics behind TLS and basic auth: it holds no vLLM metrics, so
+/// getting as far as "no vLLM metrics" proves the scrapes went through.
+#[test]
+fn targets_behind_tls_and_basic_auth_are_scraped_with_the_flags_typed_and_only_those() {
+    const USER: &str = "scraper";
+    const PASSWORD: &str = "pw-scrape-7f3c1e";
+    let (pki, _spec, prom) = common::secure::start_scenario_tls_basic_auth("healthy-steady", USER, PASSWORD);
+    let dir = tempfile::tempdir().unwrap();
+    let pw = common::run::write_file(dir.path(), "pw", PASSWORD);
+    let target = format!("{}/metrics", prom.url);
+    let ca = common::run::path_arg(&pki.ca);
+    let scrape = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["--no-config", "explain", "--scrape", target.as_str(), "--window", "1s", "--interval", "250ms", "--format", "json"];
+        args.extend_from_slice(extra);
+        let r = common::run::run(&args, env);
+        assert!(!r.stdout.contains(PASSWORD) && !r.stderr.contains(PASSWORD), "the password was printed:\n{}\n{}", r.stdout, r.stderr);
+        r
+    };
+
+    // No CA: the certificate is refused, and the run says so (exit 3, nothing scraped).
+    let r = scrape(&[], &[]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.to_lowercase().contains("certificate"), "{}", r.stderr);
+
+    // The CA but no credentials: HTTP 401.
+    let r = scrape(&["--ca-file", ca], &[]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("HTTP 401"), "{}", r.stderr);
+
+    // Both: the scrapes succeed and the diagnosis finds no vLLM metrics in what was scraped.
+    let r = scrape(&["--ca-file", ca, "--basic-auth-user", USER, "--basic-auth-password-file", common::run::path_arg(&pw)], &[]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("no vLLM metrics"), "{}", r.stderr);
+    assert!(!r.stderr.contains("HTTP 401") && !r.stderr.to_lowercase().contains("certificate"), "{}", r.stderr);
+
+    // The password from the environment, for a user typed here, works as well.
+    let r = scrape(&["--ca-file", ca, "--basic-auth-user", USER], &[("VLLM_DIAG_BASIC_AUTH_PASSWORD", PASSWORD)]);
+    assert!(r.stderr.contains("no vLLM metrics"), "{}", r.stderr);
+
+    // Credentials in a configuration file are the metrics backend's: they are not sent to the
+    // scraped endpoints (other hosts), so the same target answers 401.
+    let config = common::run::write_file(
+        dir.path(),
+        "vllm-diag.toml",
+        &format!("[source]\nbasic_auth_user = \"{USER}\"\nbasic_auth_password_file = \"pw\"\n"),
+    );
+    let r = common::run::run(
+        &["--config", common::run::path_arg(&config), "explain", "--scrape", &target, "--window", "1s", "--interval", "250ms", "--ca-file", ca],
+        &[],
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("HTTP 401"), "the file's credentials went to the scrape target: {}", r.stderr);
 }

@@ -9,11 +9,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
-
 use common::proxy::{Action, FaultProxy, Match, Rule};
-use common::secure::{start_scenario_secured, Pki, WebConfig};
-use common::start_scenario;
+use common::run::{at_window_end, explain_args, path_arg, run, write_file, Run};
+use common::secure::start_scenario_tls_basic_auth;
+use common::{free_port, start_scenario};
 
 const TOKEN: &str = "tok-PLANTED-3f9a1c";
 const PASSWORD: &str = "pw-PLANTED-77e2b0";
@@ -59,31 +58,9 @@ fn assert_clean(what: &str, text: &str) {
     }
 }
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Run vllm-diag with the secrets in the environment too, and check stdout and stderr.
+/// Run vllm-diag (the secrets may be in `env`), and check stdout and stderr.
 fn run_clean(label: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::cargo_bin("vllm-diag").unwrap_or_else(|e| panic!("binary: {e}"));
-    for var in [
-        "VLLM_DIAG_PROMETHEUS_URL",
-        "VLLM_DIAG_BEARER_TOKEN",
-        "VLLM_DIAG_BASIC_AUTH_PASSWORD",
-    ] {
-        cmd.env_remove(var);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.args(args).output().unwrap_or_else(|e| panic!("run: {e}"));
-    let r = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let r = run(args, env);
     assert_clean(&format!("stdout of {label}"), &r.stdout);
     assert_clean(&format!("stderr of {label}"), &r.stderr);
     r
@@ -96,31 +73,46 @@ fn read_clean(label: &str, path: &Path) -> String {
     text
 }
 
+/// The planted secrets as vllm-diag takes them.
 struct Files {
     dir: tempfile::TempDir,
+    /// A file holding the token.
     token: PathBuf,
+    /// A file holding the basic-auth password.
     password: PathBuf,
+    /// A `--header` value carrying the planted header value.
+    header: String,
 }
 
+/// `explain` against `url` at `when` with `--debug`, then `flags`, then `--record <rec>`: every
+/// place a secret could be written to, switched on.
+fn debug_recorded<'a>(url: &'a str, when: &'a str, flags: &[&'a str], rec: &'a Path) -> Vec<&'a str> {
+    explain_args(
+        url,
+        when,
+        &[&["--debug"][..], flags, &["--record", path_arg(rec)]].concat(),
+    )
+}
+
+/// The planted token and password, each in a file of a new temporary directory, and the header.
 fn files() -> Files {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let token = dir.path().join("token");
-    let password = dir.path().join("password");
-    std::fs::write(&token, format!("{TOKEN}\n")).unwrap_or_else(|e| panic!("write: {e}"));
-    std::fs::write(&password, format!("{PASSWORD}\n")).unwrap_or_else(|e| panic!("write: {e}"));
-    Files { dir, token, password }
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap_or_default()
+    let token = write_file(dir.path(), "token", &format!("{TOKEN}\n"));
+    let password = write_file(dir.path(), "password", &format!("{PASSWORD}\n"));
+    let header = format!("X-Api-Key: {HEADER_VALUE}");
+    Files {
+        dir,
+        token,
+        password,
+        header,
+    }
 }
 
 #[test]
 fn no_planted_secret_appears_in_output_debug_logs_or_recordings_of_working_runs() {
     let (spec, prom) = start_scenario("kv-cache-pressure");
-    let when = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let when = at_window_end(&spec);
     let f = files();
-    let header = format!("X-Api-Key: {HEADER_VALUE}");
     // A proxy in front, so we can also see that the secrets did go out on the wire.
     let proxy = FaultProxy::start(&prom.url, vec![]);
 
@@ -128,24 +120,21 @@ fn no_planted_secret_appears_in_output_debug_logs_or_recordings_of_working_runs(
         let rec = f.dir.path().join(format!("token-{format}.json"));
         let r = run_clean(
             &format!("a token run ({format})"),
-            &[
-                "explain",
-                "--prometheus",
+            &debug_recorded(
                 &proxy.url,
-                "--at",
                 &when,
-                "--format",
-                format,
-                "--debug",
-                "--bearer-token-file",
-                s(&f.token),
-                "--header",
-                &header,
-                "--tenant",
-                "team-a",
-                "--record",
-                s(&rec),
-            ],
+                &[
+                    "--format",
+                    format,
+                    "--bearer-token-file",
+                    path_arg(&f.token),
+                    "--header",
+                    &f.header,
+                    "--tenant",
+                    "team-a",
+                ],
+                &rec,
+            ),
             &[],
         );
         assert_eq!(r.code, 0, "{}", r.stderr);
@@ -158,7 +147,11 @@ fn no_planted_secret_appears_in_output_debug_logs_or_recordings_of_working_runs(
         read_clean(format, &rec);
 
         // Replaying the recording prints the same report, with nothing secret to print.
-        let replayed = run_clean("a replay", &["explain", "--replay", s(&rec), "--format", format], &[]);
+        let replayed = run_clean(
+            "a replay",
+            &["explain", "--replay", path_arg(&rec), "--format", format],
+            &[],
+        );
         assert_eq!(replayed.code, 0, "{}", replayed.stderr);
     }
     let wire = proxy.seen();
@@ -171,20 +164,17 @@ fn no_planted_secret_appears_in_output_debug_logs_or_recordings_of_working_runs(
     let rec = f.dir.path().join("basic.json");
     let r = run_clean(
         "a basic-auth run",
-        &[
-            "explain",
-            "--prometheus",
+        &debug_recorded(
             &proxy.url,
-            "--at",
             &when,
-            "--debug",
-            "--basic-auth-user",
-            USER,
-            "--basic-auth-password-file",
-            s(&f.password),
-            "--record",
-            s(&rec),
-        ],
+            &[
+                "--basic-auth-user",
+                USER,
+                "--basic-auth-password-file",
+                path_arg(&f.password),
+            ],
+            &rec,
+        ),
         &[],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -200,16 +190,7 @@ fn no_planted_secret_appears_in_output_debug_logs_or_recordings_of_working_runs(
 
     let r = run_clean(
         "a run with secrets from the environment",
-        &[
-            "explain",
-            "--prometheus",
-            &proxy.url,
-            "--at",
-            &when,
-            "--debug",
-            "--basic-auth-user",
-            USER,
-        ],
+        &explain_args(&proxy.url, &when, &["--debug", "--basic-auth-user", USER]),
         &[
             ("VLLM_DIAG_BASIC_AUTH_PASSWORD", PASSWORD),
             ("VLLM_DIAG_BEARER_TOKEN", TOKEN),
@@ -222,16 +203,7 @@ fn no_planted_secret_appears_in_output_debug_logs_or_recordings_of_working_runs(
     let rec = f.dir.path().join("url.json");
     let r = run_clean(
         "a run with URL credentials",
-        &[
-            "explain",
-            "--prometheus",
-            &with_creds,
-            "--at",
-            &when,
-            "--debug",
-            "--record",
-            s(&rec),
-        ],
+        &debug_recorded(&with_creds, &when, &[], &rec),
         &[],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -247,19 +219,27 @@ fn no_planted_secret_appears_in_output_debug_logs_or_recordings_of_working_runs(
 #[test]
 fn no_planted_secret_appears_on_any_error_path_even_when_a_server_echoes_it() {
     let (spec, prom) = start_scenario("healthy-steady");
-    let when = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let when = at_window_end(&spec);
     let f = files();
-    let header = format!("X-Api-Key: {HEADER_VALUE}");
 
     // Proxies that print the request's credentials back (what was really sent), on discovery and on
     // queries.
     let basic = format!("Basic {}", b64(&format!("{USER}:{PASSWORD}")));
     let bearer = format!("Bearer {TOKEN}");
     for (kind, auth, sent) in [
-        ("token", vec!["--bearer-token-file", s(&f.token)], bearer.as_str()),
+        (
+            "token",
+            vec!["--bearer-token-file", path_arg(&f.token)],
+            bearer.as_str(),
+        ),
         (
             "basic",
-            vec!["--basic-auth-user", USER, "--basic-auth-password-file", s(&f.password)],
+            vec![
+                "--basic-auth-user",
+                USER,
+                "--basic-auth-password-file",
+                path_arg(&f.password),
+            ],
             basic.as_str(),
         ),
     ] {
@@ -270,32 +250,26 @@ fn no_planted_secret_appears_on_any_error_path_even_when_a_server_echoes_it() {
         let json_echo = format!(
             r#"{{"status":"error","errorType":"bad_data","error":"invalid credentials {sent} for key {HEADER_VALUE}"}}"#
         );
-        let reply = |status: u16, content_type: &'static str, body: &str| Action::Reply {
-            status,
-            content_type,
-            body: body.to_string(),
-            headers: vec![],
-        };
         let cases: Vec<(&str, Rule)> = vec![
             (
                 "401 echo on discovery",
-                Rule::always(Match::Path("/label/"), reply(401, "text/html", &echo)),
+                Rule::always(Match::Path("/label/"), Action::reply(401, "text/html", &echo)),
             ),
             (
                 "400 echo on discovery",
-                Rule::always(Match::Path("/label/"), reply(400, "text/html", &echo)),
+                Rule::always(Match::Path("/label/"), Action::reply(400, "text/html", &echo)),
             ),
             (
                 "error envelope echo on queries",
-                Rule::always(Match::Queries, reply(400, "application/json", &json_echo)),
+                Rule::always(Match::Queries, Action::reply(400, "application/json", &json_echo)),
             ),
             (
                 "200 HTML echo on queries",
-                Rule::always(Match::Queries, reply(200, "text/html", &echo)),
+                Rule::always(Match::Queries, Action::reply(200, "text/html", &echo)),
             ),
             (
                 "503 echo with retries",
-                Rule::always(Match::Queries, reply(503, "text/plain", &echo)),
+                Rule::always(Match::Queries, Action::reply(503, "text/plain", &echo)),
             ),
             ("resets", Rule::always(Match::Any, Action::Reset)),
         ];
@@ -303,24 +277,8 @@ fn no_planted_secret_appears_on_any_error_path_even_when_a_server_echoes_it() {
             let proxy = FaultProxy::start(&prom.url, vec![rule]);
             let rec = f.dir.path().join(format!("{}-{kind}.json", name.replace(' ', "-")));
             let label = format!("{name} ({kind})");
-            let args = [
-                &[
-                    "explain",
-                    "--prometheus",
-                    &proxy.url,
-                    "--at",
-                    &when,
-                    "--format",
-                    "json",
-                    "--debug",
-                    "--header",
-                    &header,
-                    "--record",
-                    s(&rec),
-                ][..],
-                &auth[..],
-            ]
-            .concat();
+            let flags = [&["--format", "json", "--header", &f.header][..], &auth[..]].concat();
+            let args = debug_recorded(&proxy.url, &when, &flags, &rec);
             let r = run_clean(&label, &args, &[]);
             assert_ne!(r.code, 0, "{label}: expected a failure: {}", r.stderr);
             let recorded = read_clean(&label, &rec);
@@ -335,26 +293,9 @@ fn no_planted_secret_appears_on_any_error_path_even_when_a_server_echoes_it() {
     }
 
     // Nothing listening, with the password in the URL.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(1);
-    let down = format!("http://bob:{URL_PASSWORD}@127.0.0.1:{port}/prom");
+    let down = format!("http://bob:{URL_PASSWORD}@127.0.0.1:{}/prom", free_port());
     let rec = f.dir.path().join("down.json");
-    let r = run_clean(
-        "an unreachable server",
-        &[
-            "explain",
-            "--prometheus",
-            &down,
-            "--at",
-            &when,
-            "--debug",
-            "--record",
-            s(&rec),
-        ],
-        &[],
-    );
+    let r = run_clean("an unreachable server", &debug_recorded(&down, &when, &[], &rec), &[]);
     assert_eq!(r.code, 3);
     read_clean("an unreachable server", &rec);
 
@@ -384,7 +325,13 @@ fn no_planted_secret_appears_on_any_error_path_even_when_a_server_echoes_it() {
         ),
         (
             "two kinds of credentials",
-            vec!["explain", "--prometheus", &down, "--bearer-token-file", s(&f.token)],
+            vec![
+                "explain",
+                "--prometheus",
+                &down,
+                "--bearer-token-file",
+                path_arg(&f.token),
+            ],
         ),
     ] {
         let r = run_clean(label, &args, &[]);
@@ -408,44 +355,33 @@ fn no_planted_secret_appears_on_any_error_path_even_when_a_server_echoes_it() {
 
 #[test]
 fn no_planted_secret_appears_when_tls_or_the_password_is_wrong() {
-    let pki = Pki::generate();
-    let web = WebConfig {
-        pki: Some(&pki),
-        require_client_cert: false,
-        basic_auth: Some((USER, PASSWORD)),
-    };
-    let (spec, prom) = start_scenario_secured("healthy-steady", &web);
-    let when = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let (pki, spec, prom) = start_scenario_tls_basic_auth("healthy-steady", USER, PASSWORD);
+    let when = at_window_end(&spec);
     let f = files();
-    let wrong = f.dir.path().join("wrong");
-    std::fs::write(&wrong, "pw-PLANTED-wrong\n").unwrap_or_else(|e| panic!("write: {e}"));
-    let header = format!("X-Api-Key: {HEADER_VALUE}");
+    let wrong = write_file(f.dir.path(), "wrong", "pw-PLANTED-wrong\n");
     for (label, ca, pw) in [
-        ("the wrong CA", s(&pki.other_ca), s(&f.password)),
-        ("the wrong password", s(&pki.ca), s(&wrong)),
-        ("the right CA and password", s(&pki.ca), s(&f.password)),
+        ("the wrong CA", path_arg(&pki.other_ca), path_arg(&f.password)),
+        ("the wrong password", path_arg(&pki.ca), path_arg(&wrong)),
+        ("the right CA and password", path_arg(&pki.ca), path_arg(&f.password)),
     ] {
         let rec = f.dir.path().join(format!("{}.json", label.replace(' ', "-")));
         let r = run_clean(
             label,
-            &[
-                "explain",
-                "--prometheus",
+            &debug_recorded(
                 &prom.url,
-                "--at",
                 &when,
-                "--debug",
-                "--ca-file",
-                ca,
-                "--header",
-                &header,
-                "--basic-auth-user",
-                USER,
-                "--basic-auth-password-file",
-                pw,
-                "--record",
-                s(&rec),
-            ],
+                &[
+                    "--ca-file",
+                    ca,
+                    "--header",
+                    &f.header,
+                    "--basic-auth-user",
+                    USER,
+                    "--basic-auth-password-file",
+                    pw,
+                ],
+                &rec,
+            ),
             &[],
         );
         if label.starts_with("the right") {

@@ -29,9 +29,10 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         Some(sel) => format!("{} <code>{}</code>, selector <code>{}</code>", esc(&kind), esc(&url), esc(&sel)),
         None => format!("{} <code>{}</code>", esc(&kind), esc(&url)),
     };
+    let fleet = super::describe_fleet(&report.metrics).map(|f| format!("<dt>Fleet</dt><dd>{}</dd>\n", esc(&f))).unwrap_or_default();
     let _ = writeln!(
         body,
-        "<dl class=\"meta\">\n<dt>Window</dt><dd>{}</dd>\n<dt>Baseline</dt><dd>{}</dd>\n<dt>Source</dt><dd>{source}</dd>\n<dt>Metrics</dt><dd>vLLM {}; {}</dd>\n</dl>\n</header>",
+        "<dl class=\"meta\">\n<dt>Window</dt><dd>{}</dd>\n<dt>Baseline</dt><dd>{}</dd>\n<dt>Source</dt><dd>{source}</dd>\n<dt>Metrics</dt><dd>vLLM {}; {}</dd>\n{fleet}</dl>\n</header>",
         esc(&describe_range_at(&report.window, now)),
         esc(&describe_range_at(&report.baseline, None)),
         esc(&describe_generation(&report.metrics.generation)),

@@ -26,19 +26,16 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         None => format!("{} {}", text(&kind), code(&url)),
     };
     let seen = scopes.describe_seen(&report.metrics.scopes);
-    blocks.push(
-        [
-            format!("- **Window:** {}", describe_range_at(&report.window, opts.now.as_ref())),
-            format!("- **Baseline:** {}", describe_range(&report.baseline)),
-            format!("- **Source:** {source}"),
-            format!(
-                "- **Metrics:** vLLM {}; {}",
-                describe_generation(&report.metrics.generation),
-                text(&seen)
-            ),
-        ]
-        .join("\n"),
-    );
+    let mut header = vec![
+        format!("- **Window:** {}", describe_range_at(&report.window, opts.now.as_ref())),
+        format!("- **Baseline:** {}", describe_range(&report.baseline)),
+        format!("- **Source:** {source}"),
+        format!("- **Metrics:** vLLM {}; {}", describe_generation(&report.metrics.generation), text(&seen)),
+    ];
+    if let Some(fleet) = super::describe_fleet(&report.metrics) {
+        header.push(format!("- **Fleet:** {}", text(&fleet)));
+    }
+    blocks.push(header.join("\n"));
 
     for (i, f) in report.findings.iter().enumerate() {
         finding_blocks(&mut blocks, report, f, i + 1, &scopes);

@@ -170,6 +170,28 @@ pub(crate) fn describe_generation(generation: &str) -> String {
     }
 }
 
+/// `5 replicas by instance · 5 pods · 1 namespace`: the fleet's size by its labels, or `None` when
+/// the report does not know it (a lookup that did not answer, an older recording).
+pub(crate) fn describe_fleet(m: &crate::report::MetricsInfo) -> Option<String> {
+    if m.labels.is_empty() {
+        return None;
+    }
+    let count = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut parts = vec![match m.labels.get(&m.replica_label) {
+        Some(0) | None => format!("replicas not told apart (no `{}` label)", m.replica_label),
+        Some(&n) => format!("{} by {}", count(n, "replica", "replicas"), m.replica_label),
+    }];
+    for (label, one, many) in [("pod", "pod", "pods"), ("instance", "instance", "instances"), ("namespace", "namespace", "namespaces")] {
+        if label == m.replica_label {
+            continue;
+        }
+        if let Some(&n) = m.labels.get(label).filter(|n| **n > 0) {
+            parts.push(count(n, one, many));
+        }
+    }
+    Some(parts.join(" · "))
+}
+
 /// How scopes are written. When every scope seen is one label (normally `model_name`), scopes are
 /// written as that label's value alone, and the label is named once in the header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -744,6 +766,13 @@ pub(crate) mod fixtures {
                         "vllm:time_to_first_token_seconds".to_string(),
                     ),
                 ]),
+                labels: BTreeMap::from([
+                    ("instance".to_string(), 5),
+                    ("model_name".to_string(), 2),
+                    ("namespace".to_string(), 1),
+                    ("pod".to_string(), 5),
+                ]),
+                replica_label: "instance".to_string(),
             },
             findings,
             healthy,

@@ -35,12 +35,16 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         describe_generation(&report.metrics.generation),
         scopes.describe_seen(&report.metrics.scopes)
     );
-    for (label, value) in [
+    let mut rows = vec![
         ("Window", describe_range_at(&report.window, opts.now.as_ref())),
         ("Baseline", describe_range(&report.baseline)),
         ("Source", source),
         ("Metrics", metrics),
-    ] {
+    ];
+    if let Some(fleet) = super::describe_fleet(&report.metrics) {
+        rows.push(("Fleet", fleet));
+    }
+    for (label, value) in rows {
         out.extend(wrap(
             &value,
             width,

@@ -432,6 +432,7 @@ pub async fn run_test(t: &RuleTest, rules: &RuleSet, origin: &str) -> Outcome {
         baseline: TimeRange { start: time(t.at_ms - t.baseline_ms - t.window_ms), end: time(t.at_ms - t.baseline_ms) },
         selector: String::new(),
         group_by: t.group_by.clone(),
+        replica_label: "instance".into(),
     };
     let opts =
         ExplainOptions { params, selector: Selector::default(), concurrency: 4, deadline: Duration::from_secs(120) };

@@ -649,7 +649,7 @@ impl Source for PrometheusClient {
 
 /// Add the CA file, the client certificate and the verification switch to the client builder. Errors
 /// name the flag and the file; a key's content never appears in them.
-fn configure_tls(mut builder: reqwest::ClientBuilder, tls: &TlsOptions) -> Result<reqwest::ClientBuilder, SourceError> {
+pub(crate) fn configure_tls(mut builder: reqwest::ClientBuilder, tls: &TlsOptions) -> Result<reqwest::ClientBuilder, SourceError> {
     let read = |flag: &str, path: &PathBuf| -> Result<Vec<u8>, SourceError> {
         std::fs::read(path).map_err(|e| SourceError::Other {
             detail: format!("{flag} {}: cannot read it: {}", path.display(), io_text(&e)),

@@ -315,6 +315,9 @@ fn check_params(p: &RunParams) -> Result<(), String> {
     if p.group_by.is_empty() || !p.group_by.iter().all(label_ok) {
         return Err("params.group_by must list label names, e.g. [\"model_name\"]".to_string());
     }
+    if !label_ok(&p.replica_label) {
+        return Err("params.replica_label must be a label name, e.g. \"instance\"".to_string());
+    }
     Ok(())
 }
 
@@ -418,6 +421,7 @@ mod tests {
             },
             selector: "job=\"vllm\"".into(),
             group_by: vec!["model_name".into()],
+            replica_label: "instance".into(),
         }
     }
 

@@ -107,6 +107,39 @@ pub struct Plan {
     pub targets: Vec<Target>,
     pub window: Duration,
     pub interval: Duration,
+    /// Credentials and TLS for every target (the flags that serve `--prometheus` too).
+    pub auth: ScrapeAuth,
+}
+
+/// How to reach targets behind TLS or an authenticating proxy (kube-rbac-proxy, an ingress): the
+/// same flags as for a Prometheus server. Credentials in a target's URL win over these.
+#[derive(Debug, Clone, Default)]
+pub struct ScrapeAuth {
+    pub tls: super::prometheus::TlsOptions,
+    pub bearer_token: Option<super::prometheus::Secret>,
+    pub basic_auth: Option<(String, super::prometheus::Secret)>,
+    /// Extra headers, values masked everywhere.
+    pub headers: Vec<(String, super::prometheus::Secret)>,
+}
+
+/// The HTTP client for scraping: TLS settings and extra headers applied. Errors name the flag.
+pub fn client(auth: &ScrapeAuth) -> Result<reqwest::Client, String> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    for (name, value) in &auth.headers {
+        let n = reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| format!("--header {name:?}: not a valid HTTP header name"))?;
+        let mut v = reqwest::header::HeaderValue::from_str(value.expose())
+            .map_err(|_| format!("--header {n}: the value holds characters HTTP does not allow"))?;
+        v.set_sensitive(true);
+        headers.append(n, v);
+    }
+    let builder = reqwest::Client::builder()
+        .user_agent(concat!("vllm-diag/", env!("CARGO_PKG_VERSION")))
+        .default_headers(headers)
+        .connect_timeout(Duration::from_secs(5));
+    super::prometheus::configure_tls(builder, &auth.tls)
+        .map_err(|e| e.to_string())?
+        .build()
+        .map_err(|e| format!("cannot set up the HTTP client: {}", first_cause(&e)))
 }
 
 impl Plan {
@@ -176,13 +209,17 @@ pub fn ingest(store: &mut Store, state: &mut TargetState, target: &Target, t_ms:
     state.last = now;
 }
 
-async fn fetch(client: &reqwest::Client, target: &Target, timeout: Duration) -> Fetched {
+async fn fetch(client: &reqwest::Client, auth: &ScrapeAuth, target: &Target, timeout: Duration) -> Fetched {
     let mut req = client
         .get(target.url.clone())
         .timeout(timeout)
         .header("Accept", "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1");
     if let Some((user, pass)) = &target.user {
         req = req.basic_auth(user, pass.as_deref());
+    } else if let Some((user, pass)) = &auth.basic_auth {
+        req = req.basic_auth(user, Some(pass.expose()));
+    } else if let Some(token) = &auth.bearer_token {
+        req = req.bearer_auth(token.expose());
     }
     let resp = req.send().await.map_err(|e| {
         if e.is_timeout() {
@@ -221,7 +258,8 @@ pub struct Scraped {
 /// Scrape every target once per interval across the window. `progress(done, total)` is called after
 /// each round.
 pub async fn run(plan: &Plan, mut progress: impl FnMut(usize, usize)) -> Scraped {
-    let client = reqwest::Client::builder().build().unwrap_or_default();
+    // `prepare` built it once already, so the settings are known to work.
+    let client = client(&plan.auth).unwrap_or_default();
     let timeout = plan.interval.clamp(Duration::from_secs(1), Duration::from_secs(10));
     let rounds = plan.rounds();
     let start_instant = tokio::time::Instant::now();
@@ -233,7 +271,7 @@ pub async fn run(plan: &Plan, mut progress: impl FnMut(usize, usize)) -> Scraped
     for k in 0..rounds {
         tokio::time::sleep_until(start_instant + plan.interval * k as u32).await;
         let t_ms = first_ms + step_ms * k as i64;
-        let answers = futures::future::join_all(plan.targets.iter().map(|t| fetch(&client, t, timeout))).await;
+        let answers = futures::future::join_all(plan.targets.iter().map(|t| fetch(&client, &plan.auth, t, timeout))).await;
         for ((target, state), fetched) in plan.targets.iter().zip(states.iter_mut()).zip(answers) {
             ingest(&mut store, state, target, t_ms, fetched);
         }
@@ -315,6 +353,8 @@ pub struct ScrapeArgs<'a> {
     pub save_samples: Option<&'a Path>,
     pub selector: Selector,
     pub group_by: Vec<String>,
+    pub replica_label: String,
+    pub auth: ScrapeAuth,
     /// Show progress on stderr.
     pub progress: bool,
 }
@@ -342,7 +382,16 @@ pub fn prepare(a: ScrapeArgs<'_>) -> Result<Prepared, ScrapeError> {
     }
     // Read the baseline first: a broken file should fail before minutes of scraping.
     let baseline = a.baseline_from.map(load_samples).transpose()?;
-    let plan = Plan { targets, window: a.window, interval: a.interval };
+    if a.auth.basic_auth.is_some() || a.auth.bearer_token.is_some() {
+        if let Some(t) = targets.iter().find(|t| t.user.is_some()) {
+            return Err(ScrapeError::Usage(format!(
+                "--scrape {}: credentials in the URL and from --basic-auth-user or a bearer token; give one",
+                t.shown()
+            )));
+        }
+    }
+    client(&a.auth).map_err(ScrapeError::Usage)?;
+    let plan = Plan { targets, window: a.window, interval: a.interval, auth: a.auth };
     let rounds = plan.rounds();
     let shown: Vec<String> = plan.targets.iter().map(Target::shown).collect();
     if a.progress {
@@ -398,7 +447,7 @@ pub fn prepare(a: ScrapeArgs<'_>) -> Result<Prepared, ScrapeError> {
         }
         None => TimeRange { start: before_first - length, end: before_first },
     };
-    let params = RunParams { window, baseline, selector: a.selector.to_promql(), group_by: a.group_by };
+    let params = RunParams { window, baseline, selector: a.selector.to_promql(), group_by: a.group_by, replica_label: a.replica_label };
     let source = Arc::new(LocalSource::new(Arc::new(store), "scrape", &shown.join(", ")));
     Ok(Prepared { source, params, selector: a.selector, notes })
 }

@@ -14,6 +14,8 @@
 
 /// A misbehaving proxy in front of a real Prometheus (fault tests).
 pub mod proxy;
+/// Running the vllm-diag binary and reading what it gave back.
+pub mod run;
 /// Prometheus behind its own TLS and basic auth, certificates made in the test.
 pub mod secure;
 /// A real VictoriaMetrics single-node holding generated scenario data.
@@ -30,11 +32,12 @@ use chrono::{DateTime, Utc};
 use tempfile::TempDir;
 use vllm_diag::scenario::{generate_openmetrics, ScenarioSpec};
 
-/// How long Prometheus may take to become ready before the test fails.
+/// How long a server may take to become ready before the test fails.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How many ports to try when another process takes ours between choosing it and binding it.
 const BIND_ATTEMPTS: usize = 5;
 
+/// Prometheus' configuration: nothing to scrape, every sample is backfilled.
 const CONFIG: &str = "global:\n  scrape_interval: 1m\n  evaluation_interval: 1m\nscrape_configs: []\n";
 
 /// A running Prometheus with its own data directory. Killed and reaped on drop.
@@ -52,36 +55,66 @@ pub fn scenario_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios").join(format!("{name}.toml"))
 }
 
+/// Load a scenario fixture; panics naming the scenario when it does not load.
+pub fn load_scenario(name: &str) -> ScenarioSpec {
+    ScenarioSpec::load(scenario_path(name)).unwrap_or_else(|e| panic!("scenario {name}: {e}"))
+}
+
 /// Load a scenario fixture, generate its data, backfill it and start Prometheus on it.
 pub fn start_scenario(name: &str) -> (ScenarioSpec, PromServer) {
-    let path = scenario_path(name);
-    let spec = ScenarioSpec::load(&path).unwrap_or_else(|e| panic!("scenario {name}: {e}"));
-    let dir = new_tempdir();
-    let om = dir.path().join(format!("{name}.om"));
+    let spec = load_scenario(name);
+    let server = PromServer::start_generated(&spec);
+    (spec, server)
+}
+
+/// Write the series `spec` generates to `<dir>/scenario.om` as OpenMetrics, for promtool to backfill.
+fn write_openmetrics(spec: &ScenarioSpec, dir: &Path) -> PathBuf {
+    let om = dir.join("scenario.om");
     let file = std::fs::File::create(&om).unwrap_or_else(|e| panic!("cannot create {}: {e}", om.display()));
     let mut out = std::io::BufWriter::new(file);
-    generate_openmetrics(&spec, &mut out)
+    generate_openmetrics(spec, &mut out)
         .and_then(|()| out.flush())
         .unwrap_or_else(|e| panic!("cannot write {}: {e}", om.display()));
-    drop(out);
-    let server = PromServer::start_in(dir, Some(&om));
-    // the blocks hold the data now; the text is only disk space
-    let _ = std::fs::remove_file(&om);
-    (spec, server)
+    om
+}
+
+/// A `--web.config.file` for Prometheus to serve through (TLS, basic auth), and the URL scheme it gives.
+struct WebServing<'a> {
+    config: &'a Path,
+    scheme: &'static str,
 }
 
 impl PromServer {
     /// A Prometheus with no data at all.
     pub fn start_empty() -> PromServer {
-        PromServer::start_in(new_tempdir(), None)
+        PromServer::start_in(temp_dir("vllm-diag-prom-"), None, None)
     }
 
     /// A Prometheus holding the samples of an OpenMetrics file (timestamps on every sample, `# EOF` last).
     pub fn start_with_openmetrics(path: impl AsRef<Path>) -> PromServer {
-        PromServer::start_in(new_tempdir(), Some(path.as_ref()))
+        PromServer::start_in(temp_dir("vllm-diag-prom-"), Some(path.as_ref()), None)
     }
 
-    fn start_in(dir: TempDir, openmetrics: Option<&Path>) -> PromServer {
+    /// A Prometheus holding the data a scenario spec generates (for a spec the test has changed;
+    /// [`start_scenario`] serves a fixture as it is).
+    pub fn start_generated(spec: &ScenarioSpec) -> PromServer {
+        PromServer::start_generated_in(temp_dir("vllm-diag-prom-"), spec, None)
+    }
+
+    /// Generate `spec`'s data into `dir`, backfill it and start Prometheus there (through `web` when
+    /// given). The OpenMetrics text is deleted once the blocks hold the data.
+    fn start_generated_in(dir: TempDir, spec: &ScenarioSpec, web: Option<WebServing>) -> PromServer {
+        let om = write_openmetrics(spec, dir.path());
+        let server = PromServer::start_in(dir, Some(&om), web);
+        // the blocks hold the data now; the text is only disk space
+        let _ = std::fs::remove_file(&om);
+        server
+    }
+
+    /// Start Prometheus on `dir`: its data directory (backfilled from `openmetrics` when given) and
+    /// config file go there. Served through `web`, readiness is read from the log, since `/-/ready`
+    /// sits behind the same TLS and auth.
+    fn start_in(dir: TempDir, openmetrics: Option<&Path>, web: Option<WebServing>) -> PromServer {
         require_tools();
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("cannot create {}: {e}", data.display()));
@@ -91,36 +124,24 @@ impl PromServer {
         let config = dir.path().join("prometheus.yml");
         std::fs::write(&config, CONFIG).unwrap_or_else(|e| panic!("cannot write {}: {e}", config.display()));
 
-        let mut last_log = String::new();
-        for attempt in 1..=BIND_ATTEMPTS {
-            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-            let log = dir.path().join(format!("prometheus-{attempt}.log"));
-            let log_file =
-                std::fs::File::create(&log).unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
-            let log_err = log_file.try_clone().unwrap_or_else(|e| panic!("cannot share {}: {e}", log.display()));
-            let mut child = Command::new("prometheus")
-                .arg(format!("--config.file={}", config.display()))
+        let ready = if web.is_some() {
+            Ready::LogLine("Server is ready to receive web requests")
+        } else {
+            Ready::Get("/-/ready")
+        };
+        let Spawned { addr, child, log } = spawn_ready(dir.path(), "prometheus", ready, |addr| {
+            let mut cmd = Command::new("prometheus");
+            cmd.arg(format!("--config.file={}", config.display()))
                 .arg(format!("--storage.tsdb.path={}", data.display()))
                 .arg("--storage.tsdb.retention.time=100y")
-                .arg(format!("--web.listen-address={addr}"))
-                .stdin(Stdio::null())
-                .stdout(log_file)
-                .stderr(log_err)
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start prometheus: {e}. Run scripts/test.sh, which installs it"));
-            match wait_ready(&mut child, addr, &log, "/-/ready", "prometheus") {
-                Ok(()) => return PromServer { url: format!("http://{addr}"), addr, child, log, dir },
-                Err(failure) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    match failure {
-                        Startup::PortTaken(text) => last_log = text,
-                        Startup::Failed(why) => panic!("{why}"),
-                    }
-                }
+                .arg(format!("--web.listen-address={addr}"));
+            if let Some(web) = &web {
+                cmd.arg(format!("--web.config.file={}", web.config.display()));
             }
-        }
-        panic!("prometheus could not bind a port after {BIND_ATTEMPTS} attempts; its last output:\n{last_log}");
+            cmd
+        });
+        let scheme = web.map_or("http", |w| w.scheme);
+        PromServer { url: format!("{scheme}://{addr}"), addr, child, log, dir }
     }
 
     /// What Prometheus has written to stdout and stderr so far.
@@ -206,11 +227,62 @@ impl Drop for PromServer {
     }
 }
 
-/// Poll a server's readiness path until it answers 200, the process exits, or the time runs out.
-fn wait_ready(child: &mut Child, addr: SocketAddr, log: &Path, path: &str, name: &str) -> Result<(), Startup> {
+/// How a starting server shows that it is ready.
+enum Ready<'a> {
+    /// A plain-HTTP `GET` of this path answers 200.
+    Get(&'a str),
+    /// Its log holds this text (for a server whose every path sits behind TLS or auth).
+    LogLine(&'a str),
+}
+
+/// A server process that [`spawn_ready`] started: where it listens, the process, and its log file.
+struct Spawned {
+    addr: SocketAddr,
+    child: Child,
+    log: PathBuf,
+}
+
+/// Start a server on a free port of 127.0.0.1 and wait until it is `ready`. `command` gives the
+/// process to run for an address; its output goes to `<dir>/<name>-<attempt>.log`. When another
+/// process takes the port first, another port is tried, up to [`BIND_ATTEMPTS`] times; any other
+/// failure panics with the server's output.
+fn spawn_ready(dir: &Path, name: &str, ready: Ready, command: impl Fn(SocketAddr) -> Command) -> Spawned {
+    let mut last_log = String::new();
+    for attempt in 1..=BIND_ATTEMPTS {
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let log = dir.join(format!("{name}-{attempt}.log"));
+        let log_file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+        let log_err = log_file.try_clone().unwrap_or_else(|e| panic!("cannot share {}: {e}", log.display()));
+        let mut child = command(addr)
+            .stdin(Stdio::null())
+            .stdout(log_file)
+            .stderr(log_err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}. Run scripts/test.sh, which installs it"));
+        match wait_ready(&mut child, addr, &log, &ready, name) {
+            Ok(()) => return Spawned { addr, child, log },
+            Err(failure) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                match failure {
+                    Startup::PortTaken(text) => last_log = text,
+                    Startup::Failed(why) => panic!("{why}"),
+                }
+            }
+        }
+    }
+    panic!("{name} could not bind a port after {BIND_ATTEMPTS} attempts; its last output:\n{last_log}");
+}
+
+/// Wait until a server is `ready`, its process exits, or the time runs out.
+fn wait_ready(child: &mut Child, addr: SocketAddr, log: &Path, ready: &Ready, name: &str) -> Result<(), Startup> {
     let started = Instant::now();
     loop {
-        if let Ok((200, _)) = http_get(addr, path, Duration::from_secs(2)) {
+        let is_ready = match ready {
+            Ready::Get(path) => matches!(http_get(addr, path, Duration::from_secs(2)), Ok((200, _))),
+            Ready::LogLine(line) => read_log(log).contains(line),
+        };
+        if is_ready {
             return Ok(());
         }
         match child.try_wait() {
@@ -235,18 +307,21 @@ fn wait_ready(child: &mut Child, addr: SocketAddr, log: &Path, path: &str, name:
     }
 }
 
+/// A server's log as text, or a note saying why it cannot be read.
 fn read_log(log: &Path) -> String {
     std::fs::read_to_string(log).unwrap_or_else(|e| format!("(cannot read {}: {e})", log.display()))
 }
 
+/// Why a server did not become ready: another process took its port (its log), or anything else.
 enum Startup {
     PortTaken(String),
     Failed(String),
 }
 
-fn new_tempdir() -> TempDir {
+/// A new temporary directory whose name starts with `prefix`, deleted when dropped.
+fn temp_dir(prefix: &str) -> TempDir {
     tempfile::Builder::new()
-        .prefix("vllm-diag-prom-")
+        .prefix(prefix)
         .tempdir()
         .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"))
 }
@@ -254,14 +329,7 @@ fn new_tempdir() -> TempDir {
 /// Panic with instructions when the real servers are not installed.
 fn require_tools() {
     for tool in ["prometheus", "promtool"] {
-        let found = Command::new(tool)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if !found {
+        if !runs(tool, "--version") {
             panic!(
                 "`{tool}` is not installed or does not run. The integration tests need a real Prometheus: \
                  run scripts/test.sh, which installs prometheus and promtool (Debian package `prometheus`)"
@@ -270,6 +338,18 @@ fn require_tools() {
     }
 }
 
+/// Whether `tool version_flag` starts and succeeds, i.e. the tool is installed and works.
+fn runs(tool: &str, version_flag: &str) -> bool {
+    Command::new(tool)
+        .arg(version_flag)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Turn an OpenMetrics file into TSDB blocks in `data` with `promtool`; panics with its output on failure.
 fn backfill(openmetrics: &Path, data: &Path) {
     let output = Command::new("promtool")
         .args(["tsdb", "create-blocks-from", "openmetrics"])
@@ -288,8 +368,8 @@ fn backfill(openmetrics: &Path, data: &Path) {
     }
 }
 
-/// A port nothing listens on right now (another process may still take it before Prometheus does).
-fn free_port() -> u16 {
+/// A port nothing listens on right now (another process may still take it before a server does).
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -298,17 +378,43 @@ fn free_port() -> u16 {
 
 /// Minimal HTTP/1.0 GET: the server closes the connection after the body, so no chunking to undo.
 fn http_get(addr: SocketAddr, path_and_query: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
+    let head = format!("GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json");
+    http_request(addr, &head, &[], timeout)
+}
+
+/// Send one HTTP/1.0 request (`head` is the request line and headers, without the blank line that
+/// ends them; `body` follows it) and return the status and body of the answer, read until the
+/// server closes the connection.
+fn http_request(addr: SocketAddr, head: &str, body: &[u8], timeout: Duration) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
-    write!(stream, "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n")?;
+    write!(stream, "{head}\r\n\r\n")?;
+    stream.write_all(body)?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let (head, answer) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status =
         head.split_whitespace().nth(1).and_then(|s| s.parse::<u16>().ok()).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not an HTTP response: {head}"))
         })?;
-    Ok((status, body.to_string()))
+    Ok((status, answer.to_string()))
+}
+
+/// `v` in double quotes, with backslashes, double quotes and newlines escaped: a PromQL string
+/// literal, and a label value in the Prometheus text format. Written here, independently of the code
+/// under test.
+pub fn quoted(v: &str) -> String {
+    let mut out = String::from("\"");
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }

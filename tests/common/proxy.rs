@@ -28,6 +28,8 @@ pub enum Match {
     Param(String),
     /// Instant and range queries (not label lookups).
     Queries,
+    /// Instant and range queries whose decoded parameters do not contain this text.
+    QueriesWithout(&'static str),
 }
 
 /// What to do with a matched request.
@@ -59,6 +61,18 @@ pub enum Action {
     /// Kill the upstream server (the proxy's kill hook), reset this connection and every one after
     /// it, and stop listening: from the client's side, the server died.
     Die,
+}
+
+impl Action {
+    /// Answer by ourselves with this status, content type and body, and no extra headers.
+    pub fn reply(status: u16, content_type: &'static str, body: &str) -> Action {
+        Action::Reply {
+            status,
+            content_type,
+            body: body.to_string(),
+            headers: Vec::new(),
+        }
+    }
 }
 
 /// A rule: when it matches, what to do, and for how many requests (None: all of them).
@@ -100,11 +114,23 @@ pub struct SeenRequest {
 }
 
 impl SeenRequest {
+    /// The value of a request header, its name matched in any case.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Assert that there were requests in `seen` and that every one carried each of `headers` (name,
+/// value; names match in any case).
+pub fn assert_all_carry(seen: &[SeenRequest], headers: &[(&str, &str)]) {
+    assert!(!seen.is_empty());
+    for s in seen {
+        for (name, value) in headers {
+            assert_eq!(s.header(name), Some(*value), "{name}: {s:?}");
+        }
     }
 }
 
@@ -155,6 +181,11 @@ impl FaultProxy {
             url: format!("http://{addr}"),
             shared,
         }
+    }
+
+    /// Start a proxy to `upstream` with one rule: every request that matches `when` gets `action`.
+    pub fn always(upstream: &str, when: Match, action: Action) -> FaultProxy {
+        FaultProxy::start(upstream, vec![Rule::always(when, action)])
     }
 
     /// What `Action::Die` runs before the proxy goes dark (e.g. killing the real Prometheus).
@@ -274,6 +305,9 @@ fn matches(m: &Match, seen: &SeenRequest) -> bool {
         Match::Path(p) => seen.path.contains(p),
         Match::Param(t) => seen.params.contains(t.as_str()),
         Match::Queries => seen.path.ends_with("/query") || seen.path.ends_with("/query_range"),
+        Match::QueriesWithout(t) => {
+            (seen.path.ends_with("/query") || seen.path.ends_with("/query_range")) && !seen.params.contains(t)
+        }
     }
 }
 

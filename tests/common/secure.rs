@@ -6,18 +6,17 @@
 //! the real ones. Certificates come from a CA generated per test ([`Pki`]); a second, unrelated CA
 //! stands in for "the wrong CA".
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
 };
 use tempfile::TempDir;
-use vllm_diag::scenario::{generate_openmetrics, ScenarioSpec};
+use vllm_diag::scenario::ScenarioSpec;
 
-use super::{backfill, free_port, new_tempdir, read_log, require_tools, scenario_path, PromServer, CONFIG};
+use super::{load_scenario, temp_dir, PromServer, WebServing};
 
 /// A CA, a server certificate for 127.0.0.1 and localhost, a client certificate, and an unrelated CA.
 pub struct Pki {
@@ -33,10 +32,7 @@ pub struct Pki {
 
 impl Pki {
     pub fn generate() -> Pki {
-        let dir = tempfile::Builder::new()
-            .prefix("vllm-diag-pki-")
-            .tempdir()
-            .unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let dir = temp_dir("vllm-diag-pki-");
         let (ca_cert, ca_key) = make_ca("vllm-diag test CA");
         let (other, _) = make_ca("some other CA");
 
@@ -130,76 +126,27 @@ impl WebConfig<'_> {
 /// A scenario's data in a Prometheus that serves it only as `web` demands. `PromServer::url` is the
 /// https:// (or http://) base; its plain-HTTP helpers (`get`, `query`) do not work on it.
 pub fn start_scenario_secured(name: &str, web: &WebConfig) -> (ScenarioSpec, PromServer) {
-    require_tools();
-    let spec = ScenarioSpec::load(scenario_path(name)).unwrap_or_else(|e| panic!("scenario {name}: {e}"));
-    let dir = new_tempdir();
-    let om = dir.path().join(format!("{name}.om"));
-    {
-        let file = std::fs::File::create(&om).unwrap_or_else(|e| panic!("create {}: {e}", om.display()));
-        let mut out = std::io::BufWriter::new(file);
-        generate_openmetrics(&spec, &mut out)
-            .and_then(|()| std::io::Write::flush(&mut out))
-            .unwrap_or_else(|e| panic!("write {}: {e}", om.display()));
-    }
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("mkdir: {e}"));
-    backfill(&om, &data);
-    let _ = std::fs::remove_file(&om);
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(&config, CONFIG).unwrap_or_else(|e| panic!("write config: {e}"));
+    let spec = load_scenario(name);
+    let dir = temp_dir("vllm-diag-prom-");
     let web_file = dir.path().join("web.yml");
     std::fs::write(&web_file, web.yaml()).unwrap_or_else(|e| panic!("write web config: {e}"));
+    let serving = WebServing { config: &web_file, scheme: if web.pki.is_some() { "https" } else { "http" } };
+    let server = PromServer::start_generated_in(dir, &spec, Some(serving));
+    (spec, server)
+}
 
-    let scheme = if web.pki.is_some() { "https" } else { "http" };
-    let mut last = String::new();
-    for attempt in 1..=5 {
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let log = dir.path().join(format!("prometheus-secure-{attempt}.log"));
-        let log_file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("create log: {e}"));
-        let log_err = log_file.try_clone().unwrap_or_else(|e| panic!("clone log: {e}"));
-        let mut child = Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", data.display()))
-            .arg("--storage.tsdb.retention.time=100y")
-            .arg(format!("--web.listen-address={addr}"))
-            .arg(format!("--web.config.file={}", web_file.display()))
-            .stdin(Stdio::null())
-            .stdout(log_file)
-            .stderr(log_err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start prometheus: {e}"));
-        // /-/ready sits behind the same TLS and auth, so readiness is read from the log instead.
-        let started = Instant::now();
-        loop {
-            let text = read_log(&log);
-            if text.contains("Server is ready to receive web requests") {
-                return (
-                    spec,
-                    PromServer {
-                        url: format!("{scheme}://{addr}"),
-                        addr,
-                        child,
-                        log,
-                        dir,
-                    },
-                );
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                if text.contains("address already in use") {
-                    last = text;
-                    break;
-                }
-                panic!("prometheus with --web.config.file exited ({status}):\n{text}");
-            }
-            if started.elapsed() > Duration::from_secs(30) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("prometheus with --web.config.file was not ready after 30s:\n{text}");
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-    panic!("prometheus could not bind a port:\n{last}");
+/// A scenario's data in a Prometheus behind TLS, with a certificate from a fresh [`Pki`], and basic
+/// auth for `user` with `password`. The PKI is returned with it: it holds the CA to trust and must
+/// outlive the server, which reads its certificate from there.
+pub fn start_scenario_tls_basic_auth(name: &str, user: &str, password: &str) -> (Pki, ScenarioSpec, PromServer) {
+    let pki = Pki::generate();
+    let web = WebConfig {
+        pki: Some(&pki),
+        require_client_cert: false,
+        basic_auth: Some((user, password)),
+    };
+    let (spec, prom) = start_scenario_secured(name, &web);
+    (pki, spec, prom)
 }
 
 impl PromServer {

@@ -16,17 +16,18 @@
 //! so a query answered while samples were still arriving cannot be served again later.
 
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tempfile::TempDir;
 use vllm_diag::scenario::{generate_series, GeneratedSeries, ScenarioSpec};
 
-use super::{free_port, http_get, read_log, scenario_path, wait_ready, Startup, BIND_ATTEMPTS};
+use super::{
+    http_get, http_request, load_scenario, quoted, read_log, runs, spawn_ready, temp_dir, Ready, Spawned,
+};
 
 /// How long imported samples may take to become searchable before the test fails.
 const SEARCHABLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -45,7 +46,7 @@ pub struct VmServer {
 
 /// Load a scenario fixture, generate its series, import them and wait until all are searchable.
 pub fn start_vm_scenario(name: &str) -> (ScenarioSpec, VmServer) {
-    let spec = ScenarioSpec::load(scenario_path(name)).unwrap_or_else(|e| panic!("scenario {name}: {e}"));
+    let spec = load_scenario(name);
     let series = generate_series(&spec);
     let vm = VmServer::start_empty();
     vm.load_series(&series, spec.start, spec.window_end());
@@ -56,46 +57,20 @@ impl VmServer {
     /// A VictoriaMetrics with no data.
     pub fn start_empty() -> VmServer {
         require_victoria_metrics();
-        let dir = tempfile::Builder::new()
-            .prefix("vllm-diag-vm-")
-            .tempdir()
-            .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
+        let dir = temp_dir("vllm-diag-vm-");
         let data = dir.path().join("data");
-        let mut last_log = String::new();
-        for attempt in 1..=BIND_ATTEMPTS {
-            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-            let log = dir.path().join(format!("victoria-metrics-{attempt}.log"));
-            let log_file =
-                std::fs::File::create(&log).unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
-            let log_err = log_file.try_clone().unwrap_or_else(|e| panic!("cannot share {}: {e}", log.display()));
-            let mut child = Command::new("victoria-metrics")
-                .arg(format!("-storageDataPath={}", data.display()))
+        let Spawned { addr, child, log } = spawn_ready(dir.path(), "victoria-metrics", Ready::Get("/health"), |addr| {
+            let mut cmd = Command::new("victoria-metrics");
+            cmd.arg(format!("-storageDataPath={}", data.display()))
                 // The scenarios sit at a fixed date in the past; the default retention (one month)
                 // would refuse them.
                 .arg("-retentionPeriod=100y")
                 .arg(format!("-httpListenAddr={addr}"))
                 .arg("-search.disableCache")
-                .arg("-loggerLevel=WARN")
-                .stdin(Stdio::null())
-                .stdout(log_file)
-                .stderr(log_err)
-                .spawn()
-                .unwrap_or_else(|e| {
-                    panic!("cannot start victoria-metrics: {e}. Run scripts/test.sh, which installs it")
-                });
-            match wait_ready(&mut child, addr, &log, "/health", "victoria-metrics") {
-                Ok(()) => return VmServer { url: format!("http://{addr}"), addr, child, log, _dir: dir },
-                Err(failure) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    match failure {
-                        Startup::PortTaken(text) => last_log = text,
-                        Startup::Failed(why) => panic!("{why}"),
-                    }
-                }
-            }
-        }
-        panic!("victoria-metrics could not bind a port after {BIND_ATTEMPTS} attempts; its last output:\n{last_log}");
+                .arg("-loggerLevel=WARN");
+            cmd
+        });
+        VmServer { url: format!("http://{addr}"), addr, child, log, _dir: dir }
     }
 
     /// Import series (every point of which lies in `from..=to`), then wait until a search sees every
@@ -185,28 +160,11 @@ impl Drop for VmServer {
 
 /// `name{label="value",...}` with the text format's escapes.
 fn series_prefix(s: &GeneratedSeries) -> String {
-    let mut out = s.name.clone();
-    out.push('{');
-    for (i, (k, v)) in s.labels.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(k);
-        out.push_str("=\"");
-        for c in v.chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                '"' => out.push_str("\\\""),
-                '\n' => out.push_str("\\n"),
-                c => out.push(c),
-            }
-        }
-        out.push('"');
-    }
-    out.push('}');
-    out
+    let labels: Vec<String> = s.labels.iter().map(|(k, v)| format!("{k}={}", quoted(v))).collect();
+    format!("{}{{{}}}", s.name, labels.join(","))
 }
 
+/// A sample value as the text format writes it (`NaN`, `+Inf`, `-Inf` or a number).
 fn prom_float(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
@@ -226,14 +184,7 @@ fn count_of(body: &str) -> usize {
 
 /// Panic with instructions when VictoriaMetrics is not installed: a skipped test looks like a pass.
 fn require_victoria_metrics() {
-    let found = Command::new("victoria-metrics")
-        .arg("-version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !found {
+    if !runs("victoria-metrics", "-version") {
         panic!(
             "`victoria-metrics` is not installed or does not run. The VictoriaMetrics tests need the real server: \
              run scripts/test.sh, which installs it (Debian package `victoria-metrics`)"
@@ -243,22 +194,9 @@ fn require_victoria_metrics() {
 
 /// Minimal HTTP/1.0 POST with a body; the server closes the connection after answering.
 fn http_post(addr: SocketAddr, path: &str, body: &[u8], timeout: Duration) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
-    write!(
-        stream,
-        "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+    let head = format!(
+        "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: text/plain\r\nContent-Length: {}",
         body.len()
-    )?;
-    stream.write_all(body)?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw)?;
-    let text = String::from_utf8_lossy(&raw);
-    let (head, answer) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status =
-        head.split_whitespace().nth(1).and_then(|s| s.parse::<u16>().ok()).ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not an HTTP response: {head}"))
-        })?;
-    Ok((status, answer.to_string()))
+    );
+    http_request(addr, &head, body, timeout)
 }
