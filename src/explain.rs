@@ -331,23 +331,13 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             (series, req)
         })
         .collect();
-    queries_sent += 2 + bucket_requests.len() + label_requests.len();
-    // Bucket bounds and label counts only refine the diagnosis, so they get a quarter of the
-    // deadline: a stuck answer must not cost the whole run.
-    let refinements: Vec<Request> =
-        bucket_requests.iter().map(|(_, r)| r.clone()).chain(label_requests.iter().map(|(_, r)| r.clone())).collect();
+    queries_sent += 2 + bucket_requests.len();
+    // The bucket bounds only refine SLO reads, so they get a quarter of the deadline: a stuck
+    // answer must not cost the whole run. (The label counts go with the signal queries, below.)
     let (mut disc, mut bounds_answers) = tokio::join!(
         run_queries(&source, vec![disc_w.clone(), disc_b.clone()], 2, opts.deadline),
-        run_queries(&source, refinements, opts.concurrency, opts.deadline / 4),
+        run_queries(&source, bucket_requests.iter().map(|(_, r)| r.clone()).collect(), opts.concurrency, opts.deadline / 4),
     );
-    let mut fleet_labels: BTreeMap<String, usize> = BTreeMap::new();
-    for (label, req) in &label_requests {
-        if let Some(Ok(Response { data: Data::Vector(samples), warnings: w, .. })) = bounds_answers.remove(req) {
-            warnings.extend(w);
-            let n = samples.first().map(|s| s.v).filter(|v| v.is_finite() && *v >= 0.0).unwrap_or(0.0);
-            fleet_labels.insert(label.clone(), n as usize);
-        }
-    }
     // A histogram whose bounds could not be listed is read at the target by value (`le="0.5"`).
     let mut buckets: BTreeMap<String, Vec<signals::Bound>> = BTreeMap::new();
     for (series, req) in &bucket_requests {
@@ -395,26 +385,6 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             crate::source::format_time(&p.window.start),
             crate::source::format_time(&p.window.end)
         )));
-    }
-    // The counts come from the running-requests gauge: without it they say nothing.
-    if !["vllm:num_requests_running", "vllm_num_requests_running"].iter().any(|n| window_names.contains(*n)) {
-        fleet_labels.clear();
-    }
-    // Grouping or replica labels no vLLM series carries make every scope (or replica) one.
-    let present: Vec<&str> = fleet_labels.iter().filter(|(_, n)| **n > 0).map(|(l, _)| l.as_str()).collect();
-    let present = if present.is_empty() { "none".to_string() } else { present.join(", ") };
-    for label in &p.group_by {
-        if fleet_labels.get(label) == Some(&0) {
-            warnings.push(format!(
-                "--group-by {label}: no vLLM series in the window carries this label, so every finding has it empty; labels checked and found: {present}"
-            ));
-        }
-    }
-    if fleet_labels.get(&p.replica_label) == Some(&0) {
-        warnings.push(format!(
-            "--replica-label {}: no vLLM series in the window carries this label, so replicas cannot be told apart (outliers, imbalance and affected replicas see one per scope); labels checked and found: {present}",
-            p.replica_label
-        ));
     }
     if !baseline_names.iter().any(|n| n.starts_with("vllm")) {
         warnings.push(format!(
@@ -493,9 +463,40 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
 
     // 3. Ask, within what is left of the overall deadline (discovery used some of it).
     let remaining = opts.deadline.saturating_sub(started.elapsed()).max(std::time::Duration::from_millis(1));
-    let answers = run_queries(&source, requests, opts.concurrency, remaining).await;
+    // The fleet's label counts need nothing but the selector: they ride along.
+    let label_reqs: Vec<Request> = label_requests.iter().map(|(_, r)| r.clone()).collect();
+    queries_sent += label_reqs.len();
+    let answers = run_queries(&source, requests.into_iter().chain(label_reqs).collect(), opts.concurrency, remaining).await;
+    let mut fleet_labels: BTreeMap<String, usize> = BTreeMap::new();
+    for (label, req) in &label_requests {
+        // A count that did not answer leaves the label out: the header then says less, nothing more.
+        if let Some(Ok(Response { data: Data::Vector(samples), .. })) = answers.get(req) {
+            let n = samples.first().map(|s| s.v).filter(|v| v.is_finite() && *v >= 0.0).unwrap_or(0.0);
+            fleet_labels.insert(label.clone(), n as usize);
+        }
+    }
     for resp in answers.values().flatten() {
         warnings.extend(resp.warnings.iter().cloned());
+    }
+    // The counts come from the running-requests gauge: without it they say nothing.
+    if !["vllm:num_requests_running", "vllm_num_requests_running"].iter().any(|n| window_names.contains(*n)) {
+        fleet_labels.clear();
+    }
+    // Grouping or replica labels no vLLM series carries make every scope (or replica) one.
+    let present: Vec<&str> = fleet_labels.iter().filter(|(_, n)| **n > 0).map(|(l, _)| l.as_str()).collect();
+    let present = if present.is_empty() { "none".to_string() } else { present.join(", ") };
+    for label in &p.group_by {
+        if fleet_labels.get(label) == Some(&0) {
+            warnings.push(format!(
+                "--group-by {label}: no vLLM series in the window carries this label, so every finding has it empty; labels checked and found: {present}"
+            ));
+        }
+    }
+    if fleet_labels.get(&p.replica_label) == Some(&0) {
+        warnings.push(format!(
+            "--replica-label {}: no vLLM series in the window carries this label, so replicas cannot be told apart (outliers, imbalance and affected replicas see one per scope); labels checked and found: {present}",
+            p.replica_label
+        ));
     }
 
     // 4. Assemble values.
