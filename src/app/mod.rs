@@ -1,0 +1,106 @@
+//! The run: flags -> options -> source -> explain -> render -> write, and the exit code.
+//!
+//! This file dispatches the commands and holds what they share; the commands with more to them have
+//! a file each: `explain.rs` (explain, and the diagnosis and output that check and --watch reuse),
+//! `check.rs` (the post-deploy check) and `connect.rs` (the data source built from the flags).
+
+mod check;
+mod connect;
+mod explain;
+
+use std::io::Write;
+
+use crate::cli::{Cli, Command, FailOn, RulesCommand};
+use crate::error::{exit, Failure};
+use crate::report::{Report, Severity};
+use crate::rules::load_with_overrides;
+
+pub(crate) use explain::diagnose;
+
+/// Run the parsed command line; returns the exit code.
+pub fn run(cli: Cli) -> Result<u8, Failure> {
+    use crate::config_file::{configure, Lookup, Mode};
+    // The configuration file is read only by the commands it applies to, so a broken one never
+    // stops `man` or `rules`.
+    let lookup = Lookup { explicit: cli.config.clone(), disabled: cli.no_config };
+    match cli.command {
+        Command::Explain(args) => explain::run_explain(configure(args, &lookup, Mode::Explain)?),
+        Command::Check(mut args) => {
+            args.explain = configure(args.explain, &lookup, Mode::Check)?;
+            check::run_check(args)
+        }
+        Command::Config(crate::cli::ConfigCommand::Show(args)) => {
+            write_stdout(&crate::config_file::show(args, &lookup)?)?;
+            Ok(exit::OK)
+        }
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut buf: Vec<u8> = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "vllm-diag", &mut buf);
+            write_stdout(&String::from_utf8_lossy(&buf))?;
+            Ok(exit::OK)
+        }
+        Command::Man => {
+            let mut buf: Vec<u8> = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+                .render(&mut buf)
+                .map_err(|e| Failure::Output(e.to_string()))?;
+            write_stdout(&String::from_utf8_lossy(&buf))?;
+            Ok(exit::OK)
+        }
+        Command::Rules(RulesCommand::List(a)) => {
+            let set = load_with_overrides(a.rules.as_deref())?;
+            write_stdout(&crate::rules::doc::list(&set))?;
+            Ok(exit::OK)
+        }
+        Command::Rules(RulesCommand::Test { files, rules }) => {
+            let set = load_with_overrides(rules.rules.as_deref())?;
+            let summary = crate::rules::test::run_files(&files, &set).map_err(|e| Failure::Usage(format!("test file error: {e}")))?;
+            write_stdout(&summary.text)?;
+            Ok(if summary.failed > 0 { exit::FINDINGS } else { exit::OK })
+        }
+        Command::Rules(RulesCommand::Show { id, rules }) => {
+            let set = load_with_overrides(rules.rules.as_deref())?;
+            let text = crate::rules::doc::show(&set, &id).ok_or_else(|| {
+                Failure::Usage(format!(
+                    "no rule {id:?}. Known rules: {}",
+                    set.rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")
+                ))
+            })?;
+            write_stdout(&text)?;
+            Ok(exit::OK)
+        }
+    }
+}
+
+/// Exit code for a finished report.
+pub fn exit_code(report: &Report, fail_on: FailOn) -> u8 {
+    if let (Some(t), Some(worst)) = (severity_of(fail_on), report.worst_severity()) {
+        if worst >= t {
+            return exit::FINDINGS;
+        }
+    }
+    if report.stats.rules_evaluated == 0 {
+        return exit::NO_DATA;
+    }
+    exit::OK
+}
+
+pub(crate) fn severity_of(fail_on: FailOn) -> Option<Severity> {
+    match fail_on {
+        FailOn::Never => None,
+        FailOn::Info => Some(Severity::Info),
+        FailOn::Warning => Some(Severity::Warning),
+        FailOn::Critical => Some(Severity::Critical),
+    }
+}
+
+/// Write to stdout; a closed pipe (`| head`) is not an error.
+pub(crate) fn write_stdout(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::Output(e.to_string())),
+    }
+}
