@@ -519,7 +519,21 @@ fn excerpt(body: &str, content_type: &str) -> String {
         return html_excerpt(body);
     }
     let text = collapse_ws(body);
-    format!("{:?}", short(&text, EXCERPT_CHARS))
+    format!("{:?}", head_and_tail(&text, EXCERPT_CHARS))
+}
+
+/// At most about `n` characters of a plain-text error: its start and its end, since servers often
+/// put the request first and the reason last (VictoriaMetrics: `remoteAddr: ...; requestURI: ...;
+/// unsupported path requested: ...`).
+fn head_and_tail(s: &str, n: usize) -> String {
+    let count = s.chars().count();
+    if count <= n {
+        return s.to_string();
+    }
+    let tail_len = n * 2 / 5;
+    let head: String = s.chars().take(n - tail_len).collect();
+    let tail: String = s.chars().skip(count - tail_len).collect();
+    format!("{head} ... {tail}")
 }
 
 /// `HTML page titled "502 Bad Gateway"`, or the page's text when it has no title.
@@ -890,6 +904,22 @@ mod tests {
         );
         assert!(excerpt.chars().count() < 220, "{excerpt}");
         assert!(excerpt.contains("..."));
+    }
+
+    #[test]
+    fn a_long_plain_text_error_keeps_its_end_where_the_reason_often_is() {
+        let body = format!(
+            "remoteAddr: \"127.0.0.1:50000\"; requestURI: /select/0/prometheus/api/v1/query?{}; unsupported path requested: \"/select/0/prometheus/api/v1/query\"\n",
+            "query=x&".repeat(40)
+        );
+        let err = decode(URL, &instant(), &ex(400, "text/plain; charset=utf-8", &body)).unwrap_err();
+        // A 400 in plain text is not Prometheus talking (it answers 400 in JSON).
+        let SourceError::NotPrometheus { excerpt, status: 400, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert!(excerpt.starts_with("\"remoteAddr: "), "{excerpt}");
+        assert!(excerpt.contains(" ... ") && excerpt.contains("unsupported path requested"), "{excerpt}");
+        assert!(excerpt.chars().count() < 220, "{excerpt}");
     }
 
     #[test]
