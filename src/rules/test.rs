@@ -90,6 +90,8 @@ pub struct RuleTest {
     pub at_ms: i64,
     pub rules: Option<Vec<String>>,
     pub group_by: Vec<String>,
+    /// What tells replicas apart (`instance` unless the file says otherwise).
+    pub replica_label: String,
     pub series: Vec<InputSeries>,
     pub findings: Vec<Expected>,
     pub healthy: Option<Vec<Expected>>,
@@ -120,6 +122,8 @@ struct RawFile {
     #[serde(default)]
     group_by: Option<Vec<String>>,
     #[serde(default)]
+    replica_label: Option<Spanned<String>>,
+    #[serde(default)]
     series: Vec<RawSeries>,
     #[serde(default)]
     test: Vec<Spanned<RawTest>>,
@@ -141,6 +145,8 @@ struct RawTest {
     rules: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     group_by: Option<Vec<String>>,
+    #[serde(default)]
+    replica_label: Option<Spanned<String>>,
     #[serde(default)]
     series: Vec<RawSeries>,
     #[serde(default)]
@@ -289,6 +295,11 @@ pub fn parse_file(file: &str, src: &str, rules: &RuleSet) -> Result<TestFile, Te
                 })
                 .collect()
         };
+        let replica_label = match pick(&t.replica_label, &raw.replica_label) {
+            None => "instance".to_string(),
+            Some(l) if crate::config::is_label_name(l.get_ref()) && !l.get_ref().starts_with("__") => l.get_ref().clone(),
+            Some(l) => return Err(err(l.span().start, format!("replica_label {:?} is not a label name; write e.g. \"pod\"", l.get_ref()))),
+        };
         let (line, _) = line_col(src, test_start);
         tests.push(RuleTest {
             name: t.name.clone(),
@@ -306,6 +317,7 @@ pub fn parse_file(file: &str, src: &str, rules: &RuleSet) -> Result<TestFile, Te
                 .clone()
                 .or_else(|| raw.group_by.clone())
                 .unwrap_or_else(|| vec!["model_name".to_string()]),
+            replica_label,
             series,
             findings: scoped(expect.map_or(&[][..], |e| &e.findings))?,
             healthy: expect.and_then(|e| e.healthy.as_deref()).map(scoped).transpose()?,
@@ -432,7 +444,7 @@ pub async fn run_test(t: &RuleTest, rules: &RuleSet, origin: &str) -> Outcome {
         baseline: TimeRange { start: time(t.at_ms - t.baseline_ms - t.window_ms), end: time(t.at_ms - t.baseline_ms) },
         selector: String::new(),
         group_by: t.group_by.clone(),
-        replica_label: "instance".into(),
+        replica_label: t.replica_label.clone(),
     };
     let opts =
         ExplainOptions { params, selector: Selector::default(), concurrency: 4, deadline: Duration::from_secs(120) };
@@ -622,6 +634,17 @@ mod tests {
     }
 
     #[test]
+    fn the_replica_label_defaults_to_instance_and_a_test_may_set_its_own() {
+        let src = "replica_label = \"pod\"\n[[series]]\nseries = 'x'\nvalues = \"1\"\n[[test]]\nname = \"a\"\n[[test]]\nname = \"b\"\nreplica_label = \"node\"\n";
+        let f = parse_file("t.toml", src, &rules()).unwrap();
+        assert_eq!((f.tests[0].replica_label.as_str(), f.tests[1].replica_label.as_str()), ("pod", "node"));
+        let f = parse_file("t.toml", "[[series]]\nseries = 'x'\nvalues = \"1\"\n[[test]]\nname = \"a\"\n", &rules()).unwrap();
+        assert_eq!(f.tests[0].replica_label, "instance");
+        let e = parse_file("t.toml", "[[series]]\nseries = 'x'\nvalues = \"1\"\n[[test]]\nname = \"a\"\nreplica_label = \"a pod\"\n", &rules()).unwrap_err();
+        assert!(e.line == 6 && e.message.contains("replica_label \"a pod\" is not a label name"), "{e}");
+    }
+
+    #[test]
     fn unknown_fields_are_rejected() {
         let e = parse_file("t.toml", "[[test]]\nname = \"t\"\nwindoe = \"5m\"\n", &rules()).unwrap_err();
         assert_eq!(e.line, 3, "{e}");
@@ -658,6 +681,7 @@ mod tests {
             at_ms: 0,
             rules: None,
             group_by: vec!["model_name".into()],
+            replica_label: "instance".into(),
             series: vec![],
             findings: vec![],
             healthy: Some(vec![
