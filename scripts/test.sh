@@ -20,5 +20,9 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# The tests start vllm-diag hundreds of times: none of them may append to the CI job's own step
+# summary (tests that check the summary set their own file), nor pick up a developer's connection.
+unset GITHUB_STEP_SUMMARY VLLM_DIAG_PROMETHEUS_URL VLLM_DIAG_BEARER_TOKEN VLLM_DIAG_BASIC_AUTH_PASSWORD
+
 # --no-fail-fast: one failing test binary must not hide the others' results.
 cargo test --locked --all-targets --no-fail-fast
