@@ -302,6 +302,11 @@ pub struct ConnectionArgs {
     #[arg(long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
 
+    /// How many of `headers` were typed on the command line; the configuration file's follow them.
+    /// `None` when no file added any.
+    #[arg(skip)]
+    pub typed_headers: Option<usize>,
+
     /// Tenant for Thanos, Mimir or Cortex, sent as X-Scope-OrgID; several as 'a|b'.
     #[arg(long, value_name = "ID")]
     pub tenant: Option<String>,

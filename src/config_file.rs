@@ -812,6 +812,9 @@ pub fn resolve(mut args: ExplainArgs, file: Option<&ConfigFile>, env: Env, mode:
             push(&format!("source.headers.{}", n.trim()), "***".into(), Origin::Flag("--header"));
         }
     }
+    if !file_headers.is_empty() {
+        c.typed_headers = Some(c.headers.len());
+    }
     c.headers.append(&mut file_headers);
 
     let origin = match (&c.ca_file, &src.ca_file) {

@@ -322,13 +322,8 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         .collect::<BTreeSet<_>>()
         .into_iter()
         .map(|series| {
-            let req = Request::LabelValues {
-                label: "le".into(),
-                matchers: vec![signals::bucket_matcher(&opts.selector, &series)],
-                start: p.baseline.start.min(p.window.start),
-                end: p.window.end,
-            };
-            (series, req)
+            let query = signals::bucket_coverage_query(&opts.selector, &series);
+            (series, Request::Instant { query, time: p.window.end })
         })
         .collect();
     queries_sent += 2 + bucket_requests.len();
@@ -336,21 +331,30 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // answer must not cost the whole run. (The label counts go with the signal queries, below.)
     let (mut disc, mut bounds_answers) = tokio::join!(
         run_queries(&source, vec![disc_w.clone(), disc_b.clone()], 2, opts.deadline),
-        run_queries(&source, bucket_requests.iter().map(|(_, r)| r.clone()).collect(), opts.concurrency, opts.deadline / 4),
+        run_queries(
+            &source,
+            bucket_requests.iter().map(|(_, r)| r.clone()).collect(),
+            opts.concurrency.saturating_sub(2).max(1),
+            opts.deadline / 4
+        ),
     );
     // A histogram whose bounds could not be listed is read at the target by value (`le="0.5"`).
     let mut buckets: BTreeMap<String, Vec<signals::Bound>> = BTreeMap::new();
     for (series, req) in &bucket_requests {
         match bounds_answers.remove(req) {
-            Some(Ok(Response { data: Data::Labels(values), warnings: w, .. })) => {
+            Some(Ok(Response { data: Data::Vector(samples), warnings: w, .. })) => {
                 warnings.extend(w);
-                let bounds = signals::parse_bounds(&values);
+                let counts: Vec<(String, f64)> =
+                    samples.iter().filter_map(|s| s.labels.get("le").map(|le| (le.clone(), s.v))).collect();
+                let bounds = signals::covered_bounds(&counts);
                 if !bounds.is_empty() {
                     for s in series {
                         buckets.insert(s.clone(), bounds.clone());
                     }
                 }
             }
+            // A recording made before this lookup existed: replay as it was recorded, silently.
+            Some(Err(SourceError::NotRecorded { .. })) => {}
             Some(Err(e)) => warnings.push(format!(
                 "could not list the buckets of {} ({e}): its SLO target is read only from a bucket exactly at the target",
                 series.first().map(|s| s.trim_end_matches("_bucket")).unwrap_or_default()

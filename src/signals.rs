@@ -396,12 +396,40 @@ pub fn label_count_query(selector: &Selector, label: &str, range: Duration) -> S
     format!("count(count by ({label}) (last_over_time({series}[{}])))", promql_duration(range))
 }
 
-/// `{__name__=~"a|b",<selector>}`: the series whose `le` values tell the bounds.
-pub fn bucket_matcher(selector: &Selector, series: &[String]) -> String {
+/// How many bucket series of the histograms `series` each `le` has at the window's end (where the
+/// burn rates are read): one number per bound, whatever the fleet's size. A bound every series has
+/// counts as many as `+Inf`. An instant selector, so the server reads one sample per series.
+pub fn bucket_coverage_query(selector: &Selector, series: &[String]) -> String {
     let names = series.iter().map(|n| crate::selector::escape_regex_literal(n)).collect::<Vec<_>>().join("|");
     let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names }];
     m.extend(selector.matchers.iter().cloned());
-    format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","))
+    let sel = format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","));
+    format!("count by (le) ({sel})")
+}
+
+/// The bounds every bucket series carries, from [`bucket_coverage_query`]'s answer (`le`, count).
+/// A bound some replicas lack (an upgrade that changed the buckets half-way through a fleet)
+/// would make an interpolation leave their observations out, so it is not offered.
+pub fn covered_bounds(counts: &[(String, f64)]) -> Vec<Bound> {
+    // Spellings of one bound (`1` and `1.0` from different clients) count together.
+    let mut by_value: Vec<(f64, f64, Vec<String>)> = Vec::new();
+    for (le, n) in counts {
+        let Some(v) = crate::units::parse_prom_float(le).filter(|v| !v.is_nan()) else { continue };
+        match by_value.iter_mut().find(|(x, _, _)| *x == v) {
+            Some((_, total, written)) => {
+                *total += n;
+                written.push(le.clone());
+            }
+            None => by_value.push((v, *n, vec![le.clone()])),
+        }
+    }
+    let all = by_value.iter().find(|(v, _, _)| *v == f64::INFINITY).map_or(0.0, |(_, n, _)| *n);
+    if all <= 0.0 || !all.is_finite() {
+        return Vec::new();
+    }
+    let everywhere: Vec<String> =
+        by_value.into_iter().filter(|(_, n, _)| (*n - all).abs() < 0.5).flat_map(|(_, _, written)| written).collect();
+    parse_bounds(&everywhere)
 }
 
 /// PromQL duration in whole seconds (exact and accepted everywhere).
@@ -859,6 +887,22 @@ mod tests {
             r#"(1 - sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.5"}[1800s])) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_count[1800s]))) / 0.01"#
         );
         assert_eq!(bucket_note(&k, &r, &c), None);
+    }
+
+    #[test]
+    fn only_bounds_every_bucket_series_has_are_offered() {
+        let counts = |v: &[(&str, f64)]| v.iter().map(|(l, n)| (l.to_string(), *n)).collect::<Vec<_>>();
+        // Six series per bound, but 0.25 only on four of them (two replicas on other buckets).
+        let b = covered_bounds(&counts(&[("0.1", 6.0), ("0.25", 4.0), ("0.5", 6.0), ("+Inf", 6.0)]));
+        assert_eq!(b.iter().map(|b| b.value).collect::<Vec<_>>(), vec![0.1, 0.5]);
+        assert!(covered_bounds(&counts(&[("0.1", 2.0)])).is_empty(), "no +Inf: nothing is known");
+        assert!(covered_bounds(&counts(&[])).is_empty());
+        // Two spellings of one bound count together.
+        let b = covered_bounds(&counts(&[("1", 2.0), ("1.0", 4.0), ("+Inf", 6.0)]));
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].written, vec!["1".to_string(), "1.0".to_string()]);
+        let q = bucket_coverage_query(&Selector::parse(r#"job="vllm""#).unwrap(), &["a_bucket".into(), "b_bucket".into()]);
+        assert_eq!(q, r#"count by (le) ({__name__=~"a_bucket|b_bucket",job="vllm"})"#);
     }
 
     #[test]

@@ -397,3 +397,53 @@ fn targets_behind_tls_and_basic_auth_are_scraped_with_the_flags_typed_and_only_t
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("HTTP 401"), "the file's credentials went to the scrape target: {}", r.stderr);
 }
+
+/// A header from the configuration file (the metrics backend's API key) is not sent to scrape
+/// targets, even when other headers are typed for them; the typed ones are.
+#[test]
+fn the_config_files_headers_stay_with_the_backend_when_headers_are_typed_for_a_scrape() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { return };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).map_or(false, |n| n == 1) {
+                head.push(byte[0]);
+            }
+            log.lock().unwrap().push(String::from_utf8_lossy(&head).to_lowercase());
+            let body = "vllm:num_requests_running{model_name=\"m\"} 1\n";
+            let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::run::write_file(dir.path(), "vllm-diag.toml", "[source.headers]\nX-Api-Key = \"${BACKEND_KEY}\"\n");
+    let target = format!("127.0.0.1:{port}");
+    let r = common::run::run(
+        &[
+            "--config",
+            common::run::path_arg(&config),
+            "explain",
+            "--scrape",
+            &target,
+            "--window",
+            "1s",
+            "--interval",
+            "250ms",
+            "--header",
+            "X-Debug: 1",
+        ],
+        &[("BACKEND_KEY", "backend-key-5d1e")],
+    );
+    let requests = seen.lock().unwrap().clone();
+    assert!(!requests.is_empty(), "nothing was scraped: {}", r.stderr);
+    assert!(requests.iter().all(|h| h.contains("x-debug: 1")), "the typed header was not sent: {requests:#?}");
+    assert!(
+        requests.iter().all(|h| !h.contains("x-api-key") && !h.contains("backend-key-5d1e")),
+        "the backend's header went to the scrape target: {requests:#?}"
+    );
+}

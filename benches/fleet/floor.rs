@@ -134,7 +134,8 @@ pub async fn phased(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pa
     Ok(Pass { wall: started.elapsed(), bytes })
 }
 
-/// Split a recording into explain's phases. Discovery is the label-values requests. Signal queries
+/// Split a recording into explain's phases. Discovery is the label-values requests and the SLO
+/// histograms' bucket coverage (`count by (le) (...)`, sent with them). Signal queries
 /// come in pairs, the same query at the window's end and at the baseline's, and the fleet's label
 /// counts (`count(count by (pod) (...))`) are sent with them; a follow-up is a range query (a
 /// trend) or an instant query asked at one time only (a per-replica breakdown, the cache
@@ -150,6 +151,7 @@ pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
     for r in requests {
         let phase = match r {
             Request::LabelValues { .. } => 0,
+            Request::Instant { query, .. } if query.starts_with("count by (le) (") => 0,
             Request::Instant { query, .. } if query.starts_with("count(count by (") => 1,
             Request::Instant { query, .. } if times.get(query.as_str()).copied().unwrap_or(0) > 1 => 1,
             _ => 2,

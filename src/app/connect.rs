@@ -30,7 +30,12 @@ fn client_options(args: &ExplainArgs, base_url: &str, scrape: bool) -> Result<Cl
         bearer_token_file: c.bearer_token_file.clone().filter(|_| typed("bearer_token_file")),
         basic_auth_user: c.basic_auth_user.clone().filter(|_| typed("basic_auth_user")),
         basic_auth_password_file: c.basic_auth_password_file.clone().filter(|_| typed("basic_auth_password_file")),
-        headers: if typed("headers") { c.headers.clone() } else { Vec::new() },
+        // The file's headers come after the typed ones: a scrape takes only the typed ones.
+        headers: match (scrape, typed("headers")) {
+            (false, _) => c.headers.clone(),
+            (true, true) => c.headers[..c.typed_headers.unwrap_or(c.headers.len()).min(c.headers.len())].to_vec(),
+            (true, false) => Vec::new(),
+        },
         tenant: c.tenant.clone().filter(|_| typed("tenant")),
         ca_file: c.ca_file.clone().filter(|_| typed("ca_file")),
         cert_file: c.cert_file.clone().filter(|_| typed("cert_file")),

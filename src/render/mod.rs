@@ -178,7 +178,8 @@ pub(crate) fn describe_fleet(m: &crate::report::MetricsInfo) -> Option<String> {
     }
     let count = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let mut parts = vec![match m.labels.get(&m.replica_label) {
-        Some(0) | None => format!("replicas not told apart (no `{}` label)", m.replica_label),
+        Some(0) => format!("replicas not told apart (no `{}` label)", m.replica_label),
+        None => format!("replica count unknown (the `{}` count did not answer)", m.replica_label),
         Some(&n) => format!("{} by {}", count(n, "replica", "replicas"), m.replica_label),
     }];
     for (label, one, many) in [("pod", "pod", "pods"), ("instance", "instance", "instances"), ("namespace", "namespace", "namespaces")] {

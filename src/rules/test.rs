@@ -300,6 +300,13 @@ pub fn parse_file(file: &str, src: &str, rules: &RuleSet) -> Result<TestFile, Te
             Some(l) if crate::config::is_label_name(l.get_ref()) && !l.get_ref().starts_with("__") => l.get_ref().clone(),
             Some(l) => return Err(err(l.span().start, format!("replica_label {:?} is not a label name; write e.g. \"pod\"", l.get_ref()))),
         };
+        let group_by = t.group_by.clone().or_else(|| raw.group_by.clone()).unwrap_or_else(|| vec!["model_name".to_string()]);
+        if group_by.is_empty() || !group_by.iter().all(|l| crate::config::is_label_name(l)) {
+            return Err(err(test_start, format!("test {:?}: group_by must list label names, e.g. [\"model_name\"]", t.name)));
+        }
+        if group_by.contains(&replica_label) {
+            return Err(err(test_start, format!("test {:?}: replica_label {replica_label:?} is also in group_by; use another label", t.name)));
+        }
         let (line, _) = line_col(src, test_start);
         tests.push(RuleTest {
             name: t.name.clone(),
@@ -312,11 +319,7 @@ pub fn parse_file(file: &str, src: &str, rules: &RuleSet) -> Result<TestFile, Te
                 Some(r) => Some(r),
                 None => file_rules.clone(),
             },
-            group_by: t
-                .group_by
-                .clone()
-                .or_else(|| raw.group_by.clone())
-                .unwrap_or_else(|| vec!["model_name".to_string()]),
+            group_by,
             replica_label,
             series,
             findings: scoped(expect.map_or(&[][..], |e| &e.findings))?,
@@ -642,6 +645,8 @@ mod tests {
         assert_eq!(f.tests[0].replica_label, "instance");
         let e = parse_file("t.toml", "[[series]]\nseries = 'x'\nvalues = \"1\"\n[[test]]\nname = \"a\"\nreplica_label = \"a pod\"\n", &rules()).unwrap_err();
         assert!(e.line == 6 && e.message.contains("replica_label \"a pod\" is not a label name"), "{e}");
+        let e = parse_file("t.toml", "group_by = [\"model name\"]\n[[series]]\nseries = 'x'\nvalues = \"1\"\n[[test]]\nname = \"a\"\n", &rules()).unwrap_err();
+        assert!(e.message.contains("group_by must list label names"), "{e}");
     }
 
     #[test]

@@ -315,8 +315,8 @@ fn check_params(p: &RunParams) -> Result<(), String> {
     if p.group_by.is_empty() || !p.group_by.iter().all(label_ok) {
         return Err("params.group_by must list label names, e.g. [\"model_name\"]".to_string());
     }
-    if !label_ok(&p.replica_label) {
-        return Err("params.replica_label must be a label name, e.g. \"instance\"".to_string());
+    if !label_ok(&p.replica_label) || p.replica_label.starts_with("__") || p.group_by.contains(&p.replica_label) {
+        return Err("params.replica_label must be a label name not in params.group_by, e.g. \"instance\"".to_string());
     }
     Ok(())
 }

@@ -135,7 +135,21 @@ pub fn client(auth: &ScrapeAuth) -> Result<reqwest::Client, String> {
     let builder = reqwest::Client::builder()
         .user_agent(concat!("vllm-diag/", env!("CARGO_PKG_VERSION")))
         .default_headers(headers)
-        .connect_timeout(Duration::from_secs(5));
+        .connect_timeout(Duration::from_secs(5))
+        // The extra headers may be credentials: follow a redirect only on the same scheme, host
+        // and port (reqwest drops Authorization across hosts, but not other headers).
+        .redirect(reqwest::redirect::Policy::custom(|attempt| {
+            let same = attempt.previous().first().is_some_and(|first| {
+                first.scheme() == attempt.url().scheme()
+                    && first.host_str() == attempt.url().host_str()
+                    && first.port_or_known_default() == attempt.url().port_or_known_default()
+            });
+            if same && attempt.previous().len() < 5 {
+                attempt.follow()
+            } else {
+                attempt.stop()
+            }
+        }));
     super::prometheus::configure_tls(builder, &auth.tls)
         .map_err(|e| e.to_string())?
         .build()
