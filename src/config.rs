@@ -29,6 +29,11 @@ pub fn is_label_name(l: &str) -> bool {
     !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !l.starts_with(|c: char| c.is_ascii_digit())
 }
 
+/// A label a user may name as the replica label: a label name, not one reserved (`__name__`).
+pub fn is_replica_label(l: &str) -> bool {
+    is_label_name(l) && !l.starts_with("__")
+}
+
 use chrono::{DateTime, Utc};
 
 use crate::cli::ExplainArgs;
@@ -70,7 +75,7 @@ pub fn run_params(args: &ExplainArgs, now: DateTime<Utc>) -> Result<(RunParams, 
         return Err(Failure::Usage(format!("--group-by {:?}: give one or more label names separated by commas, e.g. model_name or model_name,namespace", args.group_by)));
     }
     let replica_label = args.replica_label.trim().to_string();
-    if !is_label_name(&replica_label) || replica_label.starts_with("__") {
+    if !is_replica_label(&replica_label) {
         return Err(Failure::Usage(format!("--replica-label {:?}: give one label name, e.g. instance or pod", args.replica_label)));
     }
     if group_by.contains(&replica_label) {

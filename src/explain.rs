@@ -94,7 +94,7 @@ async fn data_start(
     range: &crate::report::TimeRange,
     deadline: Duration,
 ) -> Option<chrono::DateTime<chrono::Utc>> {
-    let metric = ["vllm:num_requests_running", "vllm_num_requests_running"]
+    let metric = signals::RUNNING_GAUGE
         .iter()
         .map(|n| n.to_string())
         .find(|n| names.contains(n))
@@ -483,7 +483,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         warnings.extend(resp.warnings.iter().cloned());
     }
     // The counts come from the running-requests gauge: without it they say nothing.
-    if !["vllm:num_requests_running", "vllm_num_requests_running"].iter().any(|n| window_names.contains(*n)) {
+    if !signals::RUNNING_GAUGE.iter().any(|n| window_names.contains(*n)) {
         fleet_labels.clear();
     }
     // Grouping or replica labels no vLLM series carries make every scope (or replica) one.

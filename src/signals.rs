@@ -380,11 +380,15 @@ pub fn bucket_series(kind: &SignalKind) -> Vec<String> {
     }
 }
 
+/// The running-requests gauge, in both spellings: every vLLM version exports it, one series per
+/// replica (engine), so it is what the fleet's size and the data's extent are read from.
+pub const RUNNING_GAUGE: [&str; 2] = ["vllm:num_requests_running", "vllm_num_requests_running"];
+
 /// How many distinct values `label` takes on the fleet over `range`, as one number however large
 /// the fleet: counted in PromQL on the running-requests gauge every vLLM version exports, among
 /// series that carry the label (so a label no series carries counts as no answer, i.e. 0).
 pub fn label_count_query(selector: &Selector, label: &str, range: Duration) -> String {
-    let names = ["vllm:num_requests_running", "vllm_num_requests_running"]
+    let names = RUNNING_GAUGE
         .iter()
         .map(|n| crate::selector::escape_regex_literal(n))
         .collect::<Vec<_>>()

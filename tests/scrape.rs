@@ -412,7 +412,7 @@ fn the_config_files_headers_stay_with_the_backend_when_headers_are_typed_for_a_s
             let Ok(mut s) = stream else { return };
             let mut head = Vec::new();
             let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).map_or(false, |n| n == 1) {
+            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
                 head.push(byte[0]);
             }
             log.lock().unwrap().push(String::from_utf8_lossy(&head).to_lowercase());

@@ -297,7 +297,7 @@ pub fn parse_file(file: &str, src: &str, rules: &RuleSet) -> Result<TestFile, Te
         };
         let replica_label = match pick(&t.replica_label, &raw.replica_label) {
             None => "instance".to_string(),
-            Some(l) if crate::config::is_label_name(l.get_ref()) && !l.get_ref().starts_with("__") => l.get_ref().clone(),
+            Some(l) if crate::config::is_replica_label(l.get_ref()) => l.get_ref().clone(),
             Some(l) => return Err(err(l.span().start, format!("replica_label {:?} is not a label name; write e.g. \"pod\"", l.get_ref()))),
         };
         let group_by = t.group_by.clone().or_else(|| raw.group_by.clone()).unwrap_or_else(|| vec!["model_name".to_string()]);

@@ -307,15 +307,10 @@ fn check_params(p: &RunParams) -> Result<(), String> {
     if p.baseline.end > p.window.end {
         return Err("params.baseline ends after params.window".to_string());
     }
-    let label_ok = |l: &String| {
-        !l.is_empty()
-            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !l.starts_with(|c: char| c.is_ascii_digit())
-    };
-    if p.group_by.is_empty() || !p.group_by.iter().all(label_ok) {
+    if p.group_by.is_empty() || !p.group_by.iter().all(|l| crate::config::is_label_name(l)) {
         return Err("params.group_by must list label names, e.g. [\"model_name\"]".to_string());
     }
-    if !label_ok(&p.replica_label) || p.replica_label.starts_with("__") || p.group_by.contains(&p.replica_label) {
+    if !crate::config::is_replica_label(&p.replica_label) || p.group_by.contains(&p.replica_label) {
         return Err("params.replica_label must be a label name not in params.group_by, e.g. \"instance\"".to_string());
     }
     Ok(())
