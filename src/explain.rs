@@ -356,7 +356,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             // A recording made before this lookup existed: replay as it was recorded, silently.
             Some(Err(SourceError::NotRecorded { .. })) => {}
             Some(Err(e)) => warnings.push(format!(
-                "could not list the buckets of {} ({e}): its SLO target is read only from a bucket exactly at the target",
+                "could not list the buckets of {} ({e}): an SLO target is read only from a bucket exactly at it, and its quantiles are taken at face value (even inside the first or last bucket)",
                 series.first().map(|s| s.trim_end_matches("_bucket")).unwrap_or_default()
             )),
             _ => {}
@@ -425,12 +425,13 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         count: Option<Request>,
         query: String,
         metric: String,
+        bounds: Vec<f64>,
     }
     let plan = |def: &crate::signals::SignalDef, names: &BTreeSet<String>, at| -> Planned {
         match signals::resolve(&def.kind, names) {
-            Err(missing) => Planned { resolved: None, per_replica: None, availability: Availability::Missing(missing), value: None, count: None, query: String::new(), metric: String::new() },
-            Ok(resolved) => match signals::build(&def.kind, &resolved, &QueryContext { range: def.range.unwrap_or(ctx.range), ..ctx.clone() }) {
-                Err(e) => Planned { resolved: None, per_replica: None, availability: Availability::Failed(e), value: None, count: None, query: String::new(), metric: String::new() },
+            Err(missing) => Planned { resolved: None, per_replica: None, availability: Availability::Missing(missing), value: None, count: None, query: String::new(), metric: String::new(), bounds: Vec::new() },
+            Ok(resolved) => match signals::build(&def.kind, &resolved, &QueryContext { range: def.range_in(ctx.range), ..ctx.clone() }) {
+                Err(e) => Planned { resolved: None, per_replica: None, availability: Availability::Failed(e), value: None, count: None, query: String::new(), metric: String::new(), bounds: Vec::new() },
                 Ok(q) => Planned {
                     resolved: Some(resolved.clone()),
                     per_replica: q.per_replica.clone(),
@@ -439,6 +440,14 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
                     count: q.count.map(|c| Request::Instant { query: c, time: at }),
                     query: q.value,
                     metric: resolved.names[0].clone(),
+                    // Quantiles carry their histogram's bounds, so values inside the first or +Inf
+                    // bucket are read as bounds.
+                    bounds: match &def.kind {
+                        signals::SignalKind::Quantile { .. } => {
+                            ctx.buckets.get(&resolved.names[0]).map(|b| b.iter().map(|b| b.value).collect()).unwrap_or_default()
+                        }
+                        _ => Vec::new(),
+                    },
                 },
             },
         }
@@ -454,6 +463,21 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
                 }
             }
         }
+    }
+    // Signals whose fixed range must stay inside the window (the short windows of SLO burn-rate
+    // pairs) are read over the window when it is shorter: say so, and which ranges were used.
+    let clamped: Vec<String> = needed
+        .iter()
+        .filter_map(|id| rules.signals.get(id))
+        .filter(|d| d.clamped_in(p.window.duration()) && planned.get(&d.id).is_some_and(|(w, _)| w.resolved.is_some()))
+        .map(|d| format!("{} ({} -> {})", d.id, signals::promql_duration(d.range.unwrap_or_default()), signals::promql_duration(p.window.duration())))
+        .collect();
+    if !clamped.is_empty() {
+        warnings.push(format!(
+            "the window ({}) is shorter than some signals' own ranges, which must lie inside it (the short window of each SLO burn-rate pair, the 'last 5 minutes' reads): read over the whole window instead: {}",
+            signals::promql_duration(p.window.duration()),
+            clamped.join(", ")
+        ));
     }
     let requests: Vec<Request> = planned
         .values()
@@ -512,6 +536,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             query: pl.query.clone(),
             metric: pl.metric.clone(),
             culprits: BTreeMap::new(),
+            bounds: pl.bounds.clone(),
         };
         if let Some(req) = &pl.value {
             match answers.get(req) {
@@ -557,7 +582,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // Only signals that look inside the window count: a 6h burn rate reaching back before it is no
     // sign that the window itself holds data (which matters where discovery is coarse, e.g.
     // VictoriaMetrics lists the metric names of whole days).
-    let inside = |id: &String| rules.signals.get(id).and_then(|d| d.range).map_or(true, |r| r <= p.window.duration());
+    let inside = |id: &String| rules.signals.get(id).map_or(true, |d| d.range_in(p.window.duration()) <= p.window.duration());
     let any_data = table.iter().any(|(id, s)| inside(id) && matches!(s.window.availability, Availability::Ok) && !s.window.values.is_empty());
     let mut judgements = Vec::new();
     let mut evaluated = 0usize;
@@ -588,6 +613,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             judgements.push(Judgement { rule: rule.id.clone(), scope: named, outcome });
         }
     }
+    let coverage = coverage(rules, &table, &judgements, any_data);
     let mut ranked = rank(rules, &p.group_by, judgements);
 
     // 6. Follow-ups for findings only, planned together and sent in one concurrent batch (one more
@@ -639,7 +665,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             }
             let mut group_by = p.group_by.clone();
             group_by.push(p.replica_label.clone());
-            let rctx = QueryContext { selector: sel, group_by, range: def.range.unwrap_or(ctx.range), ..ctx.clone() };
+            let rctx = QueryContext { selector: sel, group_by, range: def.range_in(ctx.range), ..ctx.clone() };
             let q = signals::build(&def.kind, &resolved, &rctx).ok()?;
             Some((Request::Instant { query: q.value, time: p.window.end }, e.signal.clone()))
         })();
@@ -761,7 +787,27 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         disabled: Vec::new(),
         warnings,
         stats: RunStats { queries: queries_sent, rules_evaluated: evaluated },
+        coverage,
     })
+}
+
+/// How much of the pack gave a verdict, which rules decided through stand-ins, and which core
+/// rules could not be judged for some scope.
+fn coverage(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement], any_data: bool) -> crate::report::Coverage {
+    let decided = |id: &str| any_data && judgements.iter().any(|j| j.rule == id && !matches!(j.outcome, Outcome::Unknown { .. }));
+    let missing = |sig: &String| table.get(sig).is_some_and(|v| matches!(v.window.availability, Availability::Missing(_)));
+    let evaluated: Vec<&crate::rules::RuleDef> = rules.rules.iter().filter(|r| decided(&r.id)).collect();
+    crate::report::Coverage {
+        rules: rules.rules.len(),
+        evaluated: evaluated.len(),
+        stood_in: evaluated.iter().filter(|r| r.stand_in.as_ref().is_some_and(|s| s.missing.iter().any(missing))).count(),
+        core_not_evaluated: rules
+            .rules
+            .iter()
+            .filter(|r| r.core && (!any_data || judgements.iter().any(|j| j.rule == r.id && matches!(j.outcome, Outcome::Unknown { .. }))))
+            .map(|r| r.id.clone())
+            .collect(),
+    }
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
         match j.outcome {
             Outcome::NotMatched => out.healthy.push(Checked { rule: j.rule, scope: j.scope }),
             Outcome::Unknown { reasons } => unknown.entry(j.rule).or_default().push((j.scope, reasons.join("; "))),
-            Outcome::Matched { score, evidence } => matched.entry(base_scope(&j.scope, group_by)).or_default().push(Finding {
+            Outcome::Matched { score, evidence, stood_in } => matched.entry(base_scope(&j.scope, group_by)).or_default().push(Finding {
                 rule: rule.id.clone(),
                 title: rule.title.clone(),
                 severity: rule.severity,
@@ -86,6 +86,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                 also_consistent: Vec::new(),
                 recommendations: Vec::new(),
                 replicas: None,
+                stood_in,
             }),
         }
     }
@@ -148,7 +149,7 @@ mod tests {
     }
 
     fn matched(rule: &str, m: &str, score: f64) -> Judgement {
-        Judgement { rule: rule.into(), scope: scope(m), outcome: Outcome::Matched { score, evidence: vec![] } }
+        Judgement { rule: rule.into(), scope: scope(m), outcome: Outcome::Matched { score, evidence: vec![], stood_in: None } }
     }
 
     #[test]
@@ -203,7 +204,7 @@ mod tests {
             &["model_name".to_string()],
             vec![
                 matched("slow-decode", "a", 3.0),
-                Judgement { rule: "replica-outlier".into(), scope: replica.clone(), outcome: Outcome::Matched { score: 0.5, evidence: vec![] } },
+                Judgement { rule: "replica-outlier".into(), scope: replica.clone(), outcome: Outcome::Matched { score: 0.5, evidence: vec![], stood_in: None } },
             ],
         );
         assert_eq!(r.findings.len(), 1, "{:?}", r.findings);

@@ -81,6 +81,32 @@ pub struct Report {
     /// Warnings from the data source (with HTTP 200) and from vllm-diag itself.
     pub warnings: Vec<String>,
     pub stats: RunStats,
+    /// How much of the rule pack could be judged on this data.
+    #[serde(default)]
+    pub coverage: Coverage,
+}
+
+/// How much of the rule pack the data allowed to judge. A rule counts as evaluated when at least
+/// one scope got a verdict (finding or healthy) from it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Rules in the pack (without those disabled in the configuration).
+    pub rules: usize,
+    /// Rules that gave a verdict for at least one scope.
+    pub evaluated: usize,
+    /// Of those, rules that decided through their stand-in signals because their own were missing.
+    pub stood_in: usize,
+    /// The runbook's core rules (overload, slow prefill, slow decode, severe saturation, KV-cache
+    /// pressure) that could not be evaluated for some scope. When this is not empty and nothing of
+    /// warning or worse was found, the run is not an all-clear: exit code 3, and `check` does not pass.
+    pub core_not_evaluated: Vec<String>,
+}
+
+impl Report {
+    /// No warning or critical finding, yet core rules could not be judged: not an all-clear.
+    pub fn incomplete(&self) -> bool {
+        !self.coverage.core_not_evaluated.is_empty() && !self.findings.iter().any(|f| f.severity >= Severity::Warning)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -133,6 +159,19 @@ pub struct Finding {
     /// Which replicas show the problem, when it could be told per replica.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<Replicas>,
+    /// Present when the rule decided without its primary signals (their metrics missing from the
+    /// data), through its stand-in conditions: a lower-confidence finding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stood_in: Option<StoodIn>,
+}
+
+/// How a finding was reached without its primary signals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoodIn {
+    /// The primary signals whose metrics were missing in the window.
+    pub missing: Vec<String>,
+    /// The signals that decided instead.
+    pub signals: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -197,6 +236,27 @@ pub struct Evidence {
     /// The signal over time across the baseline and the window (for sparklines and charts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<Trend>,
+    /// For a quantile in its histogram's first or `+Inf` bucket: only a bound is known
+    /// (`{"below": 0.3}`: under 300 ms; `{"above": 80}`: over 80 s), whatever `value` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_bound: Option<Bound>,
+    /// The same for the baseline value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_bound: Option<Bound>,
+    /// The window and baseline quantiles lie in the same histogram bucket: they cannot be told
+    /// apart, so no change between them is claimed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub same_bucket: bool,
+}
+
+/// What is known of a quantile that lies in the first or the last (`+Inf`) histogram bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// Under the first bucket's bound.
+    Below(f64),
+    /// Over the largest finite bound.
+    Above(f64),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

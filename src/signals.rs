@@ -62,6 +62,10 @@ pub enum SignalKind {
     },
     /// The share of the window during which a counter was increasing (0..1): "sustained" preemptions.
     ActiveShare { counter: Vec<String> },
+    /// The mean time a request waits, by Little's law: requests waiting (a gauge, averaged over the
+    /// window and summed over the scope) divided by requests completed per second (a counter). It
+    /// stands in for queue-time histograms where only gauges and counters are kept.
+    QueueWait { gauge: Vec<String>, counter: Vec<String> },
     /// How fast a gauge climbs, per hour (linear regression over the window), averaged over replicas.
     Slope {
         gauge: Vec<String>,
@@ -189,8 +193,28 @@ pub struct SignalDef {
     /// comparison on it is false), not as unknown. For feature metrics (speculative decoding, KV
     /// connectors) whose absence means the feature is off.
     pub optional: bool,
+    /// The fixed range must lie inside the window under diagnosis: a window shorter than it reads
+    /// the signal over the window instead (the short window of an SLO burn-rate pair, so an incident
+    /// that ended before the window cannot keep the burn alert alive).
+    pub within_window: bool,
     /// Where it was declared (`rules/signals.toml:12`), for errors.
     pub origin: String,
+}
+
+impl SignalDef {
+    /// The range the signal is read over when the window under diagnosis lasts `window`.
+    pub fn range_in(&self, window: Duration) -> Duration {
+        match self.range {
+            Some(r) if self.within_window => r.min(window),
+            Some(r) => r,
+            None => window,
+        }
+    }
+
+    /// True when the signal's range was shortened to fit the window.
+    pub fn clamped_in(&self, window: Duration) -> bool {
+        self.within_window && self.range.is_some_and(|r| r > window)
+    }
 }
 
 /// The metric families a signal needs, each as its list of alternatives (in preference order).
@@ -216,6 +240,7 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
         }
         SignalKind::Gauge { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),
         SignalKind::ActiveShare { counter } | SignalKind::Spread { counter, .. } => vec![counter.clone()],
+        SignalKind::QueueWait { gauge, counter } => vec![gauge.clone(), counter.clone()],
         SignalKind::Slope { gauge, .. } | SignalKind::Fill { gauge } | SignalKind::Vanished { gauge, .. } => vec![gauge.clone()],
         SignalKind::ReplicasOver { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),
         SignalKind::Outlier { histogram, gauge, .. } => {
@@ -375,7 +400,9 @@ pub fn bucket_note(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -
 /// Stored bucket series a signal needs the bounds of (every spelling of every alternative).
 pub fn bucket_series(kind: &SignalKind) -> Vec<String> {
     match kind {
-        SignalKind::SloBurn { histogram, .. } => histogram.iter().flat_map(|h| spellings(&format!("{h}_bucket"))).collect(),
+        SignalKind::SloBurn { histogram, .. } | SignalKind::Quantile { histogram, .. } => {
+            histogram.iter().flat_map(|h| spellings(&format!("{h}_bucket"))).collect()
+        }
         _ => Vec::new(),
     }
 }
@@ -577,6 +604,11 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sel.series(&resolved.names[0], &[])
             ))
         }
+        SignalKind::QueueWait { .. } => plain(format!(
+            "sum by ({by}) (avg_over_time({}[{r}])) / sum by ({by}) (rate({}[{r}]))",
+            sel.series(&resolved.names[0], &[]),
+            sel.series(&resolved.names[1], &[])
+        )),
         SignalKind::Slope { r#match, .. } => {
             let extra = parse(r#match)?;
             plain(format!("avg by ({by}) (deriv({}[{r}])) * 3600", sel.series(&resolved.names[0], &extra)))

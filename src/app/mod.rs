@@ -80,7 +80,7 @@ pub fn exit_code(report: &Report, fail_on: FailOn) -> u8 {
             return exit::FINDINGS;
         }
     }
-    if report.stats.rules_evaluated == 0 {
+    if report.stats.rules_evaluated == 0 || report.incomplete() {
         return exit::NO_DATA;
     }
     exit::OK

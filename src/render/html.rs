@@ -124,6 +124,9 @@ fn finding(out: &mut String, report: &Report, f: &Finding, rank: usize, scopes: 
         }
         out.push_str("</div>\n");
     }
+    if let Some(line) = super::stood_in_line(f) {
+        let _ = writeln!(out, "<p class=\"stood-in\">{}</p>", esc(&line));
+    }
     if let Some(line) = super::replicas_line(f) {
         let _ = writeln!(out, "<p class=\"replicas\">Affected: {}</p>", esc(&line));
     }

@@ -111,7 +111,11 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         let skipped = cases.values().filter(|o| matches!(o, Outcome::Skipped { .. })).count();
         (cases.len(), failures, skipped)
     };
-    let (tests, failures, skipped) = cases.values().map(count).fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2));
+    let (mut tests, failures, skipped) = cases.values().map(count).fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2));
+    // Core runbook checks that could not be judged make the run no pass: one erroring case says so.
+    let core = super::core_sentence(report).filter(|_| report.incomplete());
+    let errors = usize::from(core.is_some());
+    tests += errors;
 
     let timestamp = report.window.end.format("%Y-%m-%dT%H:%M:%S").to_string();
     let (kind, url, selector) = describe_source(report);
@@ -130,8 +134,17 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
     out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,
-        "<testsuites name=\"vllm-diag\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"0\">"
+        "<testsuites name=\"vllm-diag\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"0\">"
     );
+    if let Some(sentence) = &core {
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"coverage\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0\" timestamp=\"{timestamp}\">"
+        );
+        let _ = writeln!(out, "    <testcase name=\"core runbook checks\" classname=\"coverage\" time=\"0\">");
+        let _ = writeln!(out, "      <error message=\"{}\" type=\"not-evaluated\"/>", attr(sentence));
+        out.push_str("    </testcase>\n  </testsuite>\n");
+    }
     for (rule, by_scope) in &cases {
         let (tests, failures, skipped) = count(by_scope);
         let _ = writeln!(

@@ -109,6 +109,9 @@ fn finding_blocks(
             .collect();
         blocks.push(format!("Evidence:\n{}", items.join("\n")));
     }
+    if let Some(line) = super::stood_in_line(f) {
+        blocks.push(format!("_{}_", text(&line)));
+    }
     if let Some(line) = replicas_line(f) {
         blocks.push(format!("Affected: {}", text(&line)));
     }

@@ -319,9 +319,12 @@ pub(crate) struct EvidenceText {
 
 impl EvidenceText {
     pub fn new(e: &Evidence) -> Self {
-        let fmt = |v: Option<f64>| match v {
-            Some(x) => units::format_value(x, &e.unit),
-            None => "no data".to_string(),
+        use crate::report::Bound;
+        let fmt = |v: Option<f64>, bound: Option<Bound>| match (v, bound) {
+            (_, Some(Bound::Below(b))) => format!("< {}", units::format_value(b, &e.unit)),
+            (_, Some(Bound::Above(b))) => format!("> {}", units::format_value(b, &e.unit)),
+            (Some(x), None) => units::format_value(x, &e.unit),
+            (None, None) => "no data".to_string(),
         };
         let confidence = e.low_confidence.then(|| match e.observations {
             Some(n) if n.is_finite() => format!("low confidence ({n:.0} obs)"),
@@ -332,11 +335,21 @@ impl EvidenceText {
         } else {
             e.title.clone()
         };
+        // Values only known as bounds are never divided as if they were measurements.
+        let change = match (e.same_bucket, e.value_bound, e.baseline_bound, e.value, e.baseline) {
+            (true, _, _, _, _) => Some("same bucket".to_string()),
+            (false, Some(Bound::Above(v)), None, _, Some(b)) if b > 0.0 => Some(format!("> {}x", units::sig(v / b))),
+            (false, None, Some(Bound::Below(b)), Some(v), _) if b > 0.0 => Some(format!("> {}x", units::sig(v / b))),
+            (false, Some(Bound::Below(v)), None, _, Some(b)) if b > 0.0 => Some(format!("< {}x", units::sig(v / b))),
+            (false, None, Some(Bound::Above(b)), Some(v), _) if b > 0.0 => Some(format!("< {}x", units::sig(v / b))),
+            (false, None, None, v, b) => units::format_ratio(v, b),
+            _ => None,
+        };
         EvidenceText {
             title: one_line(&title),
-            value: fmt(e.value),
-            baseline: fmt(e.baseline),
-            change: units::format_ratio(e.value, e.baseline),
+            value: fmt(e.value, e.value_bound),
+            baseline: fmt(e.baseline, e.baseline_bound),
+            change,
             condition: one_line(&e.threshold),
             held: e.passed,
             confidence,
@@ -364,16 +377,66 @@ pub(crate) enum Verdict {
     Clean,
     /// No findings because nothing could be evaluated: not a clean bill.
     NothingEvaluated,
+    /// No finding of warning or worse in what could be judged, but core runbook rules could not be
+    /// judged (latency histograms missing, say): not a clean bill either.
+    Incomplete,
 }
 
 pub(crate) fn verdict(report: &Report) -> Verdict {
-    if !report.findings.is_empty() {
-        Verdict::Findings
-    } else if report.healthy.is_empty() {
+    if report.findings.is_empty() && report.healthy.is_empty() {
         Verdict::NothingEvaluated
+    } else if report.incomplete() {
+        Verdict::Incomplete
+    } else if !report.findings.is_empty() {
+        Verdict::Findings
     } else {
         Verdict::Clean
     }
+}
+
+/// `21 of 24 rules evaluated (2 through stand-in signals)`, or `None` when every rule was evaluated
+/// (or the report predates the count).
+pub(crate) fn coverage_phrase(report: &Report) -> Option<String> {
+    let c = &report.coverage;
+    if c.rules == 0 || (c.evaluated == c.rules && c.stood_in == 0) {
+        return None;
+    }
+    let mut s = format!("{} of {} rules evaluated", c.evaluated, c.rules);
+    if c.stood_in > 0 {
+        s.push_str(&format!(" ({} through stand-in signals)", c.stood_in));
+    }
+    Some(s)
+}
+
+/// The sentence naming the core rules that could not be judged, or `None`.
+pub(crate) fn core_sentence(report: &Report) -> Option<String> {
+    let core = &report.coverage.core_not_evaluated;
+    if core.is_empty() {
+        return None;
+    }
+    let ids: Vec<String> = core.iter().map(|r| one_line(r)).collect();
+    let why: BTreeSet<String> = report
+        .not_evaluated
+        .iter()
+        .filter(|n| core.contains(&n.rule))
+        .map(|n| one_line(&n.reason))
+        .collect();
+    let mut s = format!("Core runbook checks not evaluated: {}", ids.join(", "));
+    if let Some(first) = why.iter().next() {
+        s.push_str(&format!(" ({first}{})", if why.len() > 1 { "; and more, listed below" } else { "" }));
+    }
+    s.push_str(". What could not be seen is not known to be healthy.");
+    Some(s)
+}
+
+/// The lower-confidence note of a finding decided through stand-in signals, or `None`.
+pub(crate) fn stood_in_line(f: &Finding) -> Option<String> {
+    let s = f.stood_in.as_ref()?;
+    Some(format!(
+        "Lower confidence: decided without {} (their metrics are missing from the data); {} stood in",
+        s.missing.iter().map(|m| one_line(m)).collect::<Vec<_>>().join(", "),
+        s.signals.iter().map(|m| one_line(m)).collect::<Vec<_>>().join(", ")
+    ))
 }
 
 /// First line of every text format: `2 findings (1 critical, 1 warning) · 2 not evaluated`.
@@ -386,16 +449,24 @@ pub(crate) fn headline(report: &Report) -> String {
         ),
         Verdict::Clean => "no problems found".to_string(),
         Verdict::NothingEvaluated => "nothing evaluated".to_string(),
+        Verdict::Incomplete if report.findings.is_empty() => "not an all-clear: core checks not evaluated".to_string(),
+        Verdict::Incomplete => format!(
+            "{} ({}), core checks not evaluated",
+            plural(report.findings.len(), "finding", "findings"),
+            severity_counts(&report.findings)
+        ),
     };
-    match (report.not_evaluated.len(), verdict(report)) {
-        (0, _) => main,
-        (n, Verdict::NothingEvaluated) => {
+    match (report.not_evaluated.len(), verdict(report), coverage_phrase(report)) {
+        (0, Verdict::NothingEvaluated, _) => main,
+        (n, Verdict::NothingEvaluated, _) => {
             format!(
                 "{main} ({} could not be checked)",
                 plural(n, "rule/scope pair", "rule/scope pairs")
             )
         }
-        (n, _) => format!("{main} · {n} not evaluated"),
+        (_, _, Some(c)) => format!("{main} · {c}"),
+        (0, _, None) => main,
+        (n, _, None) => format!("{main} · {n} not evaluated"),
     }
 }
 
@@ -403,7 +474,13 @@ pub(crate) fn headline(report: &Report) -> String {
 pub(crate) fn no_findings_sentence(report: &Report) -> Option<String> {
     let skipped = report.not_evaluated.len();
     match verdict(report) {
-        Verdict::Findings => None,
+        Verdict::Findings => core_sentence(report),
+        Verdict::Incomplete if !report.findings.is_empty() => core_sentence(report),
+        Verdict::Incomplete => Some(format!(
+            "No warning or critical finding in what could be checked ({}), but this is not an all-clear. {}",
+            plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs"),
+            core_sentence(report).unwrap_or_default()
+        )),
         Verdict::Clean => {
             let mut s = format!(
                 "No problems found in the window: {} checked",
@@ -651,6 +728,15 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
         }
         return format!("FAIL: {count} {since} ({})", named.join(", "));
     }
+    if report.incomplete() && report.stats.rules_evaluated > 0 {
+        let core: Vec<String> = report.coverage.core_not_evaluated.iter().map(|r| one_line(r)).collect();
+        return format!(
+            "NOT EVALUATED: the core checks {} could not be evaluated in the {} {since}; nothing of warning or worse was found in the rest ({}), but this is not a pass",
+            core.join(", "),
+            describe_duration(&report.window),
+            coverage_phrase(report).unwrap_or_else(|| format!("{} evaluated", plural(report.stats.rules_evaluated, "rule/scope pair", "rule/scope pairs")))
+        );
+    }
     if report.findings.is_empty() && report.stats.rules_evaluated == 0 {
         let n = report.not_evaluated.len();
         let why = if n == 0 {
@@ -784,6 +870,7 @@ pub(crate) mod fixtures {
                 queries: 38,
                 rules_evaluated: 12,
             },
+            coverage: crate::report::Coverage { rules: 8, evaluated: 6, stood_in: 0, core_not_evaluated: vec![] },
         }
     }
 
@@ -815,6 +902,9 @@ pub(crate) mod fixtures {
                     observations: None,
                     limits: vec![],
                     series: None,
+                    value_bound: None,
+                    baseline_bound: None,
+                    same_bucket: false,
                 },
                 Evidence {
                     signal: "preemption_rate".to_string(),
@@ -831,6 +921,9 @@ pub(crate) mod fixtures {
                     observations: None,
                     limits: vec![],
                     series: None,
+                    value_bound: None,
+                    baseline_bound: None,
+                    same_bucket: false,
                 },
             ],
             steps: vec![
@@ -853,6 +946,7 @@ pub(crate) mod fixtures {
                 signal: "kv_usage_max".to_string(),
                 limit: ">= 90%".to_string(),
             }),
+            stood_in: None,
             also_consistent: vec![
                 AlsoConsistent {
                     rule: "queue-backlog".to_string(),
@@ -893,6 +987,9 @@ pub(crate) mod fixtures {
                     observations: Some(14.0),
                     limits: vec![],
                     series: None,
+                    value_bound: None,
+                    baseline_bound: None,
+                    same_bucket: false,
                 },
                 Evidence {
                     signal: "queue_time_p95".to_string(),
@@ -909,6 +1006,9 @@ pub(crate) mod fixtures {
                     observations: Some(412.0),
                     limits: vec![],
                     series: None,
+                    value_bound: None,
+                    baseline_bound: None,
+                    same_bucket: false,
                 },
                 Evidence {
                     signal: "prefix_cache_hit_ratio".to_string(),
@@ -925,6 +1025,9 @@ pub(crate) mod fixtures {
                     observations: None,
                     limits: vec![],
                     series: None,
+                    value_bound: None,
+                    baseline_bound: None,
+                    same_bucket: false,
                 },
             ],
             steps: vec![
@@ -935,6 +1038,7 @@ pub(crate) mod fixtures {
             references: vec![],
             recommendations: vec![],
             replicas: None,
+            stood_in: None,
             also_consistent: vec![],
         };
         let healthy = vec![
@@ -1137,9 +1241,31 @@ mod tests {
     fn headline_counts_findings_by_severity_and_not_evaluated() {
         assert_eq!(
             headline(&sample_report()),
-            "2 findings (1 critical, 1 warning) · 2 not evaluated"
+            "2 findings (1 critical, 1 warning) · 6 of 8 rules evaluated"
         );
-        assert_eq!(headline(&clean_report()), "no problems found");
+        assert_eq!(headline(&clean_report()), "no problems found · 6 of 8 rules evaluated");
+        let mut r = clean_report();
+        r.coverage = crate::report::Coverage { rules: 8, evaluated: 8, stood_in: 0, core_not_evaluated: vec![] };
+        assert_eq!(headline(&r), "no problems found");
+    }
+
+    #[test]
+    fn an_all_clear_without_the_core_checks_is_not_an_all_clear() {
+        let mut r = clean_report();
+        r.coverage = crate::report::Coverage { rules: 8, evaluated: 5, stood_in: 2, core_not_evaluated: vec!["slow-decode".into()] };
+        assert_eq!(verdict(&r), Verdict::Incomplete);
+        let h = headline(&r);
+        assert!(h.starts_with("not an all-clear") && h.contains("5 of 8 rules evaluated (2 through stand-in signals)"), "{h}");
+        let s = no_findings_sentence(&r).unwrap();
+        assert!(s.contains("not an all-clear") && s.contains("slow-decode"), "{s}");
+        assert!(!s.contains("No problems found"), "{s}");
+        let opts = RenderOptions { fail_on: Some(Severity::Warning), ..RenderOptions::default() };
+        assert!(check_verdict(&r, &opts).starts_with("NOT EVALUATED: the core checks slow-decode"), "{}", check_verdict(&r, &opts));
+        // An info finding does not make it complete; a warning finding is a verdict of its own.
+        let mut with_warning = sample_report();
+        with_warning.coverage.core_not_evaluated = vec!["slow-decode".into()];
+        assert_eq!(verdict(&with_warning), Verdict::Findings);
+        assert!(no_findings_sentence(&with_warning).unwrap().contains("slow-decode"));
     }
 
     #[test]

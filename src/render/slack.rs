@@ -29,7 +29,7 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         (Verdict::Findings, Some(Severity::Warning)) => ":warning:",
         (Verdict::Findings, _) => ":information_source:",
         (Verdict::Clean, _) => ":white_check_mark:",
-        (Verdict::NothingEvaluated, _) => ":grey_question:",
+        (Verdict::NothingEvaluated | Verdict::Incomplete, _) => ":grey_question:",
     };
     head.push(format!("{icon} *vllm-diag: {}*", plain(&headline(report))));
     let baseline = if report.baseline.end == report.window.start {
@@ -165,6 +165,9 @@ fn finding_full(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle) 
     }
     if context > 0 {
         lines.push(format!("_{} for context in the full report_", plural(context, "more signal", "more signals")));
+    }
+    if let Some(line) = super::stood_in_line(f) {
+        lines.push(format!("_{}_", plain(&line)));
     }
     if let Some(line) = super::replicas_line(f) {
         lines.push(format!("Affected: {}", plain(&line)));

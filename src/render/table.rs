@@ -149,6 +149,9 @@ fn finding_block(
         }
     }
 
+    if let Some(line) = super::stood_in_line(f) {
+        out.extend(wrap(&line, width, INDENT, &format!("{INDENT}  ")));
+    }
     if let Some(line) = replicas_line(f) {
         out.extend(wrap(&format!("Affected: {line}"), width, INDENT, &format!("{INDENT}  ")));
     }

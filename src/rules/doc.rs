@@ -27,8 +27,21 @@ pub fn show(set: &RuleSet, id: &str) -> Option<String> {
     for c in &r.when {
         let _ = writeln!(o, "  - {}", c.text);
     }
+    if let Some(s) = &r.stand_in {
+        let _ = writeln!(
+            o,
+            "\nWhen {} have no metric in the data, it decides from these instead (a lower-confidence finding)",
+            s.missing.join(", ")
+        );
+        for c in &s.when {
+            let _ = writeln!(o, "  - {}", c.text);
+        }
+    }
+    if r.core {
+        let _ = writeln!(o, "\nA core runbook check: a run that cannot evaluate it is not an all-clear (exit code 3).");
+    }
     let mut names: Vec<&String> = Vec::new();
-    for c in &r.when {
+    for c in r.when.iter().chain(r.stand_in.iter().flat_map(|s| &s.when)) {
         for cmp in c.expr.comparisons() {
             if let super::expr::Rhs::Named { name } = &cmp.rhs {
                 if !names.contains(&name) {

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::expr::{self, Expr, Facts, Rhs, Truth};
-use super::load::{RuleDef, RuleSet};
-use crate::report::{Evidence, Scope};
+use super::load::{Condition, RuleDef, RuleSet};
+use crate::report::{Evidence, Scope, StoodIn};
 
 /// Why a signal has no values at all.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +30,9 @@ pub struct WindowValues {
     /// For per-replica signals: the replica each scope's value points at, as labels (`instance`,
     /// and `pod` where the signal is per pod).
     pub culprits: BTreeMap<Scope, BTreeMap<String, String>>,
+    /// For quantiles: the histogram's finite bucket bounds found in the data, ascending (empty when
+    /// unknown), which tell a value interpolated inside the first or `+Inf` bucket from a measured one.
+    pub bounds: Vec<f64>,
 }
 
 impl WindowValues {
@@ -41,7 +44,13 @@ impl WindowValues {
             query: String::new(),
             metric: String::new(),
             culprits: BTreeMap::new(),
+            bounds: Vec::new(),
         }
+    }
+
+    /// Where this window's value for `scope` lies among the histogram's buckets, when known.
+    pub fn bucket(&self, scope: &Scope) -> Option<expr::Bucket> {
+        expr::Bucket::locate(&self.bounds, *self.values.get(scope)?)
     }
 }
 
@@ -58,7 +67,9 @@ pub type SignalTable = BTreeMap<String, SignalValues>;
 /// What one rule concluded for one scope.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    Matched { score: f64, evidence: Vec<Evidence> },
+    /// `stood_in` says when the rule decided through its stand-in conditions, the primary signals
+    /// being missing: a lower-confidence finding.
+    Matched { score: f64, evidence: Vec<Evidence>, stood_in: Option<StoodIn> },
     NotMatched,
     Unknown { reasons: Vec<String> },
 }
@@ -100,6 +111,10 @@ impl Facts for ScopeFacts<'_> {
     fn threshold(&self, name: &str) -> Option<f64> {
         self.thresholds.get(name).copied()
     }
+    fn bucket(&self, signal: &str, baseline: bool) -> Option<expr::Bucket> {
+        let v = self.table.get(signal)?;
+        if baseline { v.baseline.bucket(self.scope) } else { v.window.bucket(self.scope) }
+    }
     fn absent(&self, signal: &str) -> bool {
         // An optional signal with no data here means the feature is off or nothing happened.
         self.optional(signal)
@@ -111,36 +126,82 @@ impl Facts for ScopeFacts<'_> {
     }
 }
 
-/// Evaluate one rule for one scope.
-pub fn evaluate(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> Outcome {
-    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
+/// All conditions together: false as soon as one is false, unknown (with every reason) when none
+/// is false but some are unknown, else true with the summed score.
+fn conditions(when: &[Condition], facts: &ScopeFacts) -> (Truth, f64) {
     let mut unknown = Vec::new();
     let mut score = 0.0;
-    for c in &rule.when {
-        match expr::eval(&c.expr, &facts) {
-            (Truth::False, _) => return Outcome::NotMatched,
-            (Truth::Unknown(r), _) => {
-                unknown.extend(r);
-            }
+    for c in when {
+        match expr::eval(&c.expr, facts) {
+            (Truth::False, _) => return (Truth::False, 0.0),
+            (Truth::Unknown(r), _) => unknown.extend(r),
             (Truth::True, s) => score += s,
         }
     }
-    if !unknown.is_empty() {
+    if unknown.is_empty() {
+        (Truth::True, score)
+    } else {
         let mut seen = std::collections::BTreeSet::new();
         unknown.retain(|r| seen.insert(r.clone()));
-        return Outcome::Unknown { reasons: unknown };
+        (Truth::Unknown(unknown), 0.0)
     }
-    let evidence = rule.signals().iter().map(|sig| evidence_for(rule, set, table, scope, sig)).collect();
-    Outcome::Matched { score: (score * 100.0).round() / 100.0, evidence }
 }
 
-fn evidence_for(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope, sig: &str) -> Evidence {
+/// Evaluate one rule for one scope: its own conditions, and, when those cannot be decided because
+/// signals its stand-in covers have no metric in the window, the stand-in conditions.
+pub fn evaluate(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> Outcome {
+    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
+    let score = |s: f64| (s * 100.0).round() / 100.0;
+    let reasons = match conditions(&rule.when, &facts) {
+        (Truth::False, _) => return Outcome::NotMatched,
+        (Truth::True, s) => {
+            let evidence = rule.primary_signals().iter().map(|sig| evidence_for(&rule.when, set, table, scope, sig)).collect();
+            return Outcome::Matched { score: score(s), evidence, stood_in: None };
+        }
+        (Truth::Unknown(reasons), _) => reasons,
+    };
+    let Some(stand_in) = &rule.stand_in else {
+        return Outcome::Unknown { reasons };
+    };
+    // Only a metric that does not exist lets the stand-in decide: a failed or timed-out query
+    // stays "not evaluated", since the data may well be there.
+    let missing: Vec<String> = stand_in
+        .missing
+        .iter()
+        .filter(|sig| table.get(*sig).is_some_and(|v| matches!(v.window.availability, Availability::Missing(_))))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        return Outcome::Unknown { reasons };
+    }
+    match conditions(&stand_in.when, &facts) {
+        (Truth::False, _) => Outcome::NotMatched,
+        (Truth::Unknown(more), _) => {
+            let mut all = reasons;
+            all.extend(more.into_iter().map(|r| format!("stand-in: {r}")));
+            Outcome::Unknown { reasons: all }
+        }
+        (Truth::True, s) => {
+            let signals = rule.stand_in_signals();
+            let mut shown = signals.clone();
+            for e in &rule.evidence {
+                if !shown.contains(e) && !missing.contains(e) {
+                    shown.push(e.clone());
+                }
+            }
+            let evidence = shown.iter().map(|sig| evidence_for(&stand_in.when, set, table, scope, sig)).collect();
+            Outcome::Matched { score: score(s), evidence, stood_in: Some(StoodIn { missing, signals }) }
+        }
+    }
+}
+
+fn evidence_for(when: &[Condition], set: &RuleSet, table: &SignalTable, scope: &Scope, sig: &str) -> Evidence {
     let def = set.signals.get(sig);
     let unit = def.map(|d| d.unit.as_str()).unwrap_or("");
     let values = table.get(sig);
     // What this signal was held to: each condition narrowed to the comparisons on this signal.
     let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
-    let projected: Vec<Expr> = rule.when.iter().filter_map(|c| project(&c.expr, sig)).collect();
+    let projected: Vec<Expr> = when.iter().filter_map(|c| project(&c.expr, sig)).collect();
     let threshold = projected.iter().map(|e| describe(e, unit, &set.thresholds, true)).collect::<Vec<_>>().join("; ");
     let passed = projected.iter().all(|e| expr::eval(e, &facts).0 == Truth::True);
     let value = values.and_then(|v| v.window.values.get(scope).copied());
@@ -165,7 +226,18 @@ fn evidence_for(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scop
         observations: if min_obs.is_some() { observations } else { None },
         limits: limits(&projected, unit, &set.thresholds, baseline),
         series: None,
+        value_bound: values.and_then(|v| v.window.bucket(scope)).and_then(bound),
+        baseline_bound: values.and_then(|v| v.baseline.bucket(scope)).and_then(bound),
+        same_bucket: values
+            .and_then(|v| Some((v.window.bucket(scope)?, v.baseline.bucket(scope)?)))
+            .is_some_and(|(w, b)| w.index == b.index),
     }
+}
+
+/// A value known only as a bound, in the report's words.
+fn bound(b: expr::Bucket) -> Option<crate::report::Bound> {
+    let (lo, hi) = b.interval?;
+    Some(if lo == 0.0 { crate::report::Bound::Below(hi) } else { crate::report::Bound::Above(lo) })
 }
 
 /// The numeric thresholds behind a signal's comparisons (relative ones need the baseline value).
@@ -245,6 +317,7 @@ mod tests {
             query: "q".into(),
             metric: "m".into(),
             culprits: BTreeMap::new(),
+            bounds: Vec::new(),
         }
     }
 
@@ -290,7 +363,7 @@ when = ["a >= 2x baseline or a > $high", "b > 50%"]
         t.insert("a".into(), SignalValues { window: wv(&[("m", 4.0)]), baseline: wv(&[("m", 1.0)]) });
         t.insert("b".into(), SignalValues { window: wv(&[("m", 0.9)]), baseline: wv(&[("m", 0.2)]) });
         match evaluate(s.rule("r").unwrap(), &s, &t, &scope("m")) {
-            Outcome::Matched { score, evidence } => {
+            Outcome::Matched { score, evidence, .. } => {
                 assert!(score > 0.0);
                 assert_eq!(evidence.len(), 2);
                 assert_eq!(evidence[0].threshold, ">= 2x baseline or > 3 s");

@@ -349,6 +349,50 @@ pub trait Facts {
     fn absent(&self, _signal: &str) -> bool {
         false
     }
+    /// For a quantile read from a histogram: which bucket the value lies in, when its bucket
+    /// bounds are known (the window's value, or the baseline's).
+    fn bucket(&self, _signal: &str, _baseline: bool) -> Option<Bucket> {
+        None
+    }
+}
+
+/// Where a quantile lies among its histogram's finite bounds `b1 < ... < bn`. `histogram_quantile`
+/// interpolates inside a bucket; inside the first bucket (`[0, b1]`) that interpolation is a guess
+/// ("285 ms" for anything under 300 ms), and in the `+Inf` bucket it returns `bn` whatever the truth.
+/// Such values are only known to lie in an interval, and two values in one bucket cannot be told
+/// apart.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bucket {
+    /// 0 for the first bucket, `n` for `+Inf`.
+    pub index: usize,
+    /// Where the value may lie when it is only a bound: `(0, b1)` or `(bn, +Inf)`.
+    pub interval: Option<(f64, f64)>,
+}
+
+impl Bucket {
+    /// Locate `v` among ascending finite `bounds`; `None` when there are none or `v` is not a number.
+    pub fn locate(bounds: &[f64], v: f64) -> Option<Bucket> {
+        let (first, last) = (*bounds.first()?, *bounds.last()?);
+        if v.is_nan() {
+            return None;
+        }
+        if v >= last {
+            return Some(Bucket { index: bounds.len(), interval: Some((last, f64::INFINITY)) });
+        }
+        let index = bounds.iter().position(|b| v <= *b)?;
+        let interval = (index == 0 && first > 0.0).then_some((0.0, first));
+        Some(Bucket { index, interval })
+    }
+}
+
+/// How `op` against `rhs` turns out for every value in `[lo, hi]`: true or false when all agree,
+/// `None` when it depends on where in the interval the value lies.
+fn holds_over(op: CmpOp, lo: f64, hi: f64, rhs: f64) -> Option<bool> {
+    match (op.holds(lo, rhs), op.holds(hi, rhs)) {
+        (true, true) => Some(true),
+        (false, false) => Some(false),
+        _ => None,
+    }
 }
 
 /// Evaluate with evidence strength: the score sums, over the comparisons that made the condition
@@ -419,12 +463,34 @@ fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
         Ok(v) => v,
         Err(r) => return (Truth::Unknown(vec![r]), 0.0),
     };
+    let here = f.bucket(&c.signal, false);
+    let coarse = |what: &str, detail: String| {
+        Truth::Unknown(vec![format!("{} {what}: {detail} cannot be told from its histogram's buckets", c.signal)])
+    };
     let (lhs, rhs) = match &c.rhs {
-        Rhs::Value { value, .. } => (v, *value),
-        Rhs::Named { name } => match f.threshold(name) {
-            Some(t) => (v, t),
-            None => return (Truth::Unknown(vec![format!("threshold ${name} is not defined")]), 0.0),
-        },
+        Rhs::Value { .. } | Rhs::Named { .. } => {
+            let t = match &c.rhs {
+                Rhs::Value { value, .. } => *value,
+                Rhs::Named { name } => match f.threshold(name) {
+                    Some(t) => t,
+                    None => return (Truth::Unknown(vec![format!("threshold ${name} is not defined")]), 0.0),
+                },
+                Rhs::Baseline { .. } => unreachable!(),
+            };
+            // A value known only as "under the first bound" or "over the last" decides a
+            // threshold only when the whole interval falls on one side of it.
+            if let Some((lo, hi)) = here.and_then(|b| b.interval) {
+                match holds_over(c.op, lo, hi, t) {
+                    Some(true) => return (Truth::True, margin_score(c.op, v, t)),
+                    Some(false) => return (Truth::False, 0.0),
+                    None => {
+                        let where_ = if lo == 0.0 { format!("is under its first bucket's bound ({hi})") } else { format!("is over its largest bucket bound ({lo})") };
+                        return (coarse(&where_, format!("whether it is {} {t}", c.op.as_str())), 0.0);
+                    }
+                }
+            }
+            (v, t)
+        }
         Rhs::Baseline { factor } => {
             let b = match f.baseline(&c.signal) {
                 Ok(b) if b.is_nan() => {
@@ -433,13 +499,31 @@ fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
                 Ok(b) => b,
                 Err(r) => return (Truth::Unknown(vec![r]), 0.0),
             };
-            // Compare the ratio value/baseline with the factor; 0/0 counts as "unchanged".
-            let ratio = if b == 0.0 {
-                if v == 0.0 { 1.0 } else { f64::INFINITY }
-            } else {
-                v / b
-            };
-            (ratio, *factor)
+            let there = f.bucket(&c.signal, true);
+            match (here, there) {
+                // Two values in one bucket cannot be told apart: no change can be claimed.
+                (Some(x), Some(y)) if x.index == y.index => (1.0, *factor),
+                (Some(x), Some(y)) if x.interval.is_some() || y.interval.is_some() => {
+                    let (vlo, vhi) = x.interval.unwrap_or((v, v));
+                    let (blo, bhi) = y.interval.unwrap_or((b, b));
+                    let lo = if bhi > 0.0 { vlo / bhi } else { f64::INFINITY };
+                    let hi = if blo > 0.0 { vhi / blo } else { f64::INFINITY };
+                    match holds_over(c.op, lo, hi, *factor) {
+                        Some(true) => return (Truth::True, margin_score(c.op, lo.max(1.0), *factor)),
+                        Some(false) => return (Truth::False, 0.0),
+                        None => return (coarse("against its baseline", format!("whether it is {} {}x the baseline", c.op.as_str(), crate::units::sig(*factor))), 0.0),
+                    }
+                }
+                _ => {
+                    // Compare the ratio value/baseline with the factor; 0/0 counts as "unchanged".
+                    let ratio = if b == 0.0 {
+                        if v == 0.0 { 1.0 } else { f64::INFINITY }
+                    } else {
+                        v / b
+                    };
+                    (ratio, *factor)
+                }
+            }
         }
     };
     if c.op.holds(lhs, rhs) {

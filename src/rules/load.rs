@@ -65,13 +65,53 @@ pub struct RuleDef {
     pub references: Vec<String>,
     /// A computed recommendation to attach (`max_num_seqs`, `chunked_prefill`).
     pub recommend: Option<String>,
+    /// How to decide when the primary signals are missing from the data (histograms relabelled away,
+    /// gauge-only collectors): other conditions over the signals that do exist.
+    pub stand_in: Option<StandIn>,
+    /// One of the runbook's core checks: an all-clear in which a core rule could not be evaluated
+    /// is not an all-clear.
+    pub core: bool,
     /// `file:line` of the declaration.
     pub origin: String,
+}
+
+/// A rule's second way of deciding: used only when one of `missing` has no metric in the window
+/// (never when a query failed or timed out), and then said in the finding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StandIn {
+    /// Primary signals whose absence lets the stand-in decide.
+    pub missing: Vec<String>,
+    /// Conditions that must all hold, over signals that exist where the primary ones do not.
+    pub when: Vec<Condition>,
 }
 
 impl RuleDef {
     /// Every signal the rule reads: the conditions' first, then the extra evidence, without repeats.
     pub fn signals(&self) -> Vec<String> {
+        let mut out = self.primary_signals();
+        for s in self.stand_in_signals() {
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// The signals the stand-in conditions read (none without a stand-in).
+    pub fn stand_in_signals(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for c in self.stand_in.iter().flat_map(|s| &s.when) {
+            for cmp in c.expr.comparisons() {
+                if !out.contains(&cmp.signal) {
+                    out.push(cmp.signal.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The signals of the conditions and the evidence, without the stand-in's.
+    pub fn primary_signals(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for c in &self.when {
             for cmp in c.expr.comparisons() {
@@ -136,6 +176,8 @@ struct RawSignal {
     range: Option<String>,
     #[serde(default)]
     optional: bool,
+    #[serde(default)]
+    within_window: bool,
     #[serde(flatten)]
     kind: toml::Table,
 }
@@ -162,6 +204,17 @@ struct RawRule {
     references: Vec<String>,
     #[serde(default)]
     recommend: Option<String>,
+    #[serde(default)]
+    stand_in: Option<RawStandIn>,
+    #[serde(default)]
+    core: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStandIn {
+    missing: Vec<String>,
+    when: Vec<Spanned<String>>,
 }
 
 const UNITS: &[&str] = &[
@@ -263,6 +316,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
                 kind,
                 range,
                 optional: s.optional,
+                within_window: s.within_window,
                 origin: format!("{file}:{line}"),
             },
         );
@@ -277,17 +331,30 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
         if r.when.is_empty() {
             return Err(err_at(at, format!("rule {}: `when` needs at least one condition", r.id)));
         }
-        let mut when = Vec::new();
-        for c in r.when {
-            let start = c.span().start;
-            let text = c.into_inner();
-            let parsed = expr::parse(&text).map_err(|e| {
-                // +1 for the opening quote; offsets count characters of the condition.
-                let byte = start + 1 + text.chars().take(e.offset).map(char::len_utf8).sum::<usize>();
-                err_at(byte, format!("rule {}: in condition {:?}: {}", r.id, text, e.message))
-            })?;
-            when.push(Condition { text, expr: parsed });
-        }
+        let conditions = |list: Vec<Spanned<String>>| -> Result<Vec<Condition>, RuleError> {
+            let mut when = Vec::new();
+            for c in list {
+                let start = c.span().start;
+                let text = c.into_inner();
+                let parsed = expr::parse(&text).map_err(|e| {
+                    // +1 for the opening quote; offsets count characters of the condition.
+                    let byte = start + 1 + text.chars().take(e.offset).map(char::len_utf8).sum::<usize>();
+                    err_at(byte, format!("rule {}: in condition {:?}: {}", r.id, text, e.message))
+                })?;
+                when.push(Condition { text, expr: parsed });
+            }
+            Ok(when)
+        };
+        let when = conditions(r.when)?;
+        let stand_in = match r.stand_in {
+            None => None,
+            Some(s) => {
+                if s.missing.is_empty() || s.when.is_empty() {
+                    return Err(err_at(at, format!("rule {}: [rule.stand_in] needs `missing` (the primary signals it stands in for) and `when`", r.id)));
+                }
+                Some(StandIn { missing: s.missing, when: conditions(s.when)? })
+            }
+        };
         let (line, _) = line_col(src, at);
         let def = RuleDef {
             id: r.id,
@@ -302,6 +369,8 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             steps: r.steps,
             references: r.references,
             recommend: r.recommend,
+            stand_in,
+            core: r.core,
             origin: format!("{file}:{line}"),
         };
         match set.rules.iter_mut().find(|x| x.id == def.id) {
@@ -340,6 +409,10 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
             nonempty(gauge, "gauge")
         }
         SignalKind::ActiveShare { counter } | SignalKind::Spread { counter, .. } => nonempty(counter, "counter"),
+        SignalKind::QueueWait { gauge, counter } => {
+            nonempty(gauge, "gauge")?;
+            nonempty(counter, "counter")
+        }
         SignalKind::Fill { gauge } | SignalKind::Vanished { gauge, .. } | SignalKind::ReplicasOver { gauge, .. } => {
             nonempty(gauge, "gauge")
         }
@@ -380,7 +453,15 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
             let (file, line) = r.origin.rsplit_once(':').map(|(f, l)| (f.to_string(), l.parse().unwrap_or(0))).unwrap_or((r.origin.clone(), 0));
             RuleError { file, line, column: 1, message }
         };
-        for c in &r.when {
+        if let Some(s) = &r.stand_in {
+            if let Some(m) = s.missing.iter().find(|m| !r.primary_signals().contains(m)) {
+                return Err(fail(format!(
+                    "rule {}: stand_in.missing names {m:?}, which none of the rule's own conditions or evidence reads",
+                    r.id
+                )));
+            }
+        }
+        for c in r.when.iter().chain(r.stand_in.iter().flat_map(|s| &s.when)) {
             for cmp in c.expr.comparisons() {
                 if !set.signals.contains_key(&cmp.signal) {
                     return Err(fail(format!(

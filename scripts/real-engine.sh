@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The real-engine lab: a real vLLM engine (CPU build, tiny random-weight model), scraped every 5 s
+# by a real Prometheus, driven through named load phases; its raw samples and a manifest of the
+# phases are exported into fixtures/real-engine/, where the test suite replays them (tests/real_engine.rs).
+#
+# Usage: scripts/real-engine.sh [--phase-seconds N] [--only PHASE,PHASE] [--out DIR]
+#
+# Needs about 7 GB of disk and 40-50 minutes (15 of them the first time, installing vLLM into a
+# cached venv). Nothing is downloaded but packages from PyPI and Debian; the model is built offline.
+# Environment: VLLM_DIAG_LAB_DIR (cache: venv, model, logs; default ~/.cache/vllm-diag-lab),
+# VLLM_DIAG_LAB_PORT (engine port, default: a free one).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+phase_seconds=180
+gap_seconds=15
+only=""
+out="$repo/fixtures/real-engine"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --phase-seconds) phase_seconds=$2; shift 2 ;;
+    --gap-seconds) gap_seconds=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "real-engine.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+lab=${VLLM_DIAG_LAB_DIR:-$HOME/.cache/vllm-diag-lab}
+mkdir -p "$lab" "$out"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# 1. Prometheus (Debian's package) and vLLM's CPU build (a cached venv).
+if ! command -v prometheus >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+scripts/lab/install.sh "$lab/venv"
+py="$lab/venv/bin/python"
+"$py" scripts/lab/make_model.py "$lab/tiny-llama"
+
+# 2. The engine: 160 KV blocks of 32 tokens, at most 32 running sequences, prefix caching on.
+port=${VLLM_DIAG_LAB_PORT:-$(free_port)}
+run=$(mktemp -d "$lab/run.XXXXXX")
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+engine_flags=(--host 127.0.0.1 --port "$port" --served-model-name tiny-llama --dtype bfloat16
+  --max-model-len 1024 --max-num-seqs 32 --enable-prefix-caching --block-size 32
+  --num-gpu-blocks-override 160 --max-num-queued-reqs 160)
+echo "real-engine lab: starting vLLM on 127.0.0.1:$port (log: $run/vllm.log)" >&2
+HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_CPU_KVCACHE_SPACE=1 \
+  VLLM_CPU_OMP_THREADS_BIND=0-1 \
+  "$lab/venv/bin/vllm" serve "$lab/tiny-llama" "${engine_flags[@]}" >"$run/vllm.log" 2>&1 &
+pids+=($!)
+for i in $(seq 1 900); do
+  if curl -fsS "http://127.0.0.1:$port/metrics" >/dev/null 2>&1; then break; fi
+  if ! kill -0 "${pids[0]}" 2>/dev/null; then echo "real-engine lab: vLLM exited; last lines of $run/vllm.log:" >&2; tail -30 "$run/vllm.log" >&2; exit 1; fi
+  sleep 1
+done
+curl -fsS "http://127.0.0.1:$port/metrics" >/dev/null || { echo "real-engine lab: vLLM did not answer on /metrics within 15 minutes" >&2; exit 1; }
+
+# 3. A real Prometheus scraping it every 5 s.
+prom_port=$(free_port)
+cat > "$run/prometheus.yml" <<YML
+global:
+  scrape_interval: 5s
+scrape_configs:
+  - job_name: vllm
+    static_configs:
+      - targets: ["127.0.0.1:$port"]
+YML
+prometheus --config.file="$run/prometheus.yml" --storage.tsdb.path="$run/data" \
+  --web.listen-address="127.0.0.1:$prom_port" >"$run/prometheus.log" 2>&1 &
+pids+=($!)
+for i in $(seq 1 60); do curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 && break; sleep 1; done
+
+# 4. The phases.
+start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+vllm_version=$("$py" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))')
+engine_json=$(printf '{"vllm": "%s", "build": "vllm-cpu (CPU)", "model": "tiny-llama (random-weight Llama: hidden 256, 4 layers, vocab 4096)", "flags": "%s", "scrape_interval": "5s", "cores": %s}' \
+  "$vllm_version" "${engine_flags[*]}" "$(nproc)")
+"$py" scripts/lab/drive.py --url "http://127.0.0.1:$port" --model tiny-llama \
+  --phase-seconds "$phase_seconds" --gap-seconds "$gap_seconds" --manifest "$out/manifest.json" \
+  --engine "$engine_json" ${only:+--only "$only"}
+sleep 10  # two more scrapes after the last phase
+end=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+
+# 5. Every raw sample of the run, and the engine's last /metrics page.
+python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$start" --end "$end" --out "$out/samples.om.gz"
+curl -fsS "http://127.0.0.1:$port/metrics" > "$out/last-scrape.txt"
+echo "real-engine lab: wrote $out/manifest.json, $out/samples.om.gz and $out/last-scrape.txt" >&2
+echo "real-engine lab: replay them with: cargo test --test real_engine" >&2
