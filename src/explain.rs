@@ -838,4 +838,33 @@ mod tests {
     fn a_scope_without_the_label_selects_series_without_it() {
         assert_eq!(narrowed("", &[""]), r#"m{model_name=""}"#);
     }
+
+    #[test]
+    fn coverage_counts_rules_with_a_verdict_and_names_core_rules_without_one() {
+        let rules = crate::rules::load_builtin().unwrap();
+        let missing = crate::rules::eval::WindowValues::unavailable(Availability::Missing(vec!["h_bucket".into()]));
+        let mut table = SignalTable::new();
+        for sig in ["ttft_p95", "queue_p95", "itl_p95"] {
+            table.insert(sig.into(), SignalValues { window: missing.clone(), baseline: missing.clone() });
+        }
+        let j = |rule: &str, outcome: Outcome| Judgement { rule: rule.into(), scope: scope("m"), outcome };
+        let unknown = || Outcome::Unknown { reasons: vec!["metric missing".into()] };
+        let judgements = vec![
+            j("kv-cache-pressure", Outcome::NotMatched),
+            j("load-exceeds-capacity", Outcome::NotMatched),
+            j("slow-decode", unknown()),
+            j("slow-prefill", unknown()),
+            j("severe-saturation", unknown()),
+            j("http-errors", Outcome::NotMatched),
+        ];
+        let c = coverage(&rules, &table, &judgements, true);
+        assert_eq!(c.rules, rules.rules.len());
+        assert_eq!(c.evaluated, 3);
+        assert_eq!(c.stood_in, 2, "kv-cache-pressure and load-exceeds-capacity decided through stand-ins");
+        assert_eq!(c.core_not_evaluated, vec!["severe-saturation", "slow-decode", "slow-prefill"]);
+        // With no data at all in the window nothing counts as evaluated, and every core rule is missing.
+        let none = coverage(&rules, &table, &judgements, false);
+        assert_eq!(none.evaluated, 0);
+        assert_eq!(none.core_not_evaluated.len(), 5);
+    }
 }

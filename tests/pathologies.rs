@@ -7,7 +7,7 @@ mod common;
 use assert_cmd::Command;
 use serde_json::Value;
 
-fn explain(name: &str, extra: &[&str]) -> (vllm_diag::scenario::ScenarioSpec, Value, String) {
+fn explain(name: &str, extra: &[&str]) -> (vllm_diag::scenario::ScenarioSpec, Value, String, Option<i32>) {
     let (spec, prom) = common::start_scenario(name);
     let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let out = Command::cargo_bin("vllm-diag")
@@ -18,7 +18,7 @@ fn explain(name: &str, extra: &[&str]) -> (vllm_diag::scenario::ScenarioSpec, Va
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{name}: no JSON ({e}): {stderr}"));
-    (spec, report, stderr)
+    (spec, report, stderr, out.status.code())
 }
 
 fn summary(report: &Value) -> Vec<String> {
@@ -31,7 +31,7 @@ fn summary(report: &Value) -> Vec<String> {
 }
 
 fn check(name: &str) -> Value {
-    let (spec, report, _) = explain(name, &[]);
+    let (spec, report, stderr, code) = explain(name, &[]);
     let findings = report["findings"].as_array().unwrap();
     let ex = &spec.expect;
     for rule in &ex.absent {
@@ -56,12 +56,23 @@ fn check(name: &str) -> Value {
             let named = f["scope"].as_object().unwrap().values().any(|v| v == replica.as_str());
             assert!(named, "{name}: the finding does not name replica {replica}: {}", f["scope"]);
         }
+        // Reached without the primary signals: said, and marked lower confidence.
+        assert_eq!(
+            f["stood_in"].is_object(),
+            ex.stood_in,
+            "{name}: stood_in expected {} but the finding says {:#}",
+            ex.stood_in,
+            f["stood_in"]
+        );
         // The other models stay quiet.
         if let Some(model) = &ex.model {
             let elsewhere: Vec<_> =
                 findings.iter().filter(|f| f["scope"]["model_name"] != model.as_str() && f["severity"] != "info").collect();
             assert!(elsewhere.is_empty(), "{name}: findings for healthy models: {elsewhere:#?}");
         }
+    }
+    if let Some(exit) = ex.exit {
+        assert_eq!(code, Some(exit), "{name}: exit code; stderr: {stderr}; coverage: {:#}", report["coverage"]);
     }
     report
 }
@@ -110,6 +121,11 @@ scenarios! {
     gpu_errors_near_miss => "gpu-errors-near",
     slo_burn => "slo-burn",
     slo_burn_near_miss => "slo-burn-near",
+    gauge_only_kv_cache_pressure => "gauge-only-kv-cache-pressure",
+    gauge_only_kv_cache_pressure_near_miss => "gauge-only-kv-cache-pressure-near",
+    gauge_only_load_exceeds_capacity => "gauge-only-load-exceeds-capacity",
+    gauge_only_load_exceeds_capacity_near_miss => "gauge-only-load-exceeds-capacity-near",
+    gauge_only_chronic_kv_cache_pressure => "gauge-only-chronic-kv-cache-pressure",
 }
 
 #[test]
@@ -160,7 +176,7 @@ fn v1_v0_and_opentelemetry_names_give_the_same_diagnosis() {
 
 #[test]
 fn kv_cache_pressure_recommends_a_max_num_seqs_with_its_arithmetic_and_names_replicas() {
-    let (_, report, _) = explain("kv-cache-pressure", &[]);
+    let (_, report, _, _) = explain("kv-cache-pressure", &[]);
     let f = &report["findings"][0];
     assert_eq!(f["rule"], "kv-cache-pressure");
     let rec = &f["recommendations"][0];
@@ -177,8 +193,8 @@ fn kv_cache_pressure_recommends_a_max_num_seqs_with_its_arithmetic_and_names_rep
 fn a_profile_changes_the_thresholds_the_rules_use() {
     // The batch profile tolerates a 30 s TTFT ceiling; chat's is 3 s. The same data, two verdicts on
     // the absolute ceiling, visible in the evidence.
-    let (_, chat, _) = explain("load-exceeds-capacity", &[]);
-    let (_, batch, _) = explain("load-exceeds-capacity", &["--profile", "batch"]);
+    let (_, chat, _, _) = explain("load-exceeds-capacity", &[]);
+    let (_, batch, _, _) = explain("load-exceeds-capacity", &["--profile", "batch"]);
     let ceiling = |r: &Value| {
         r["findings"][0]["evidence"].as_array().unwrap().iter().find(|e| e["signal"] == "ttft_p95").unwrap()["threshold"].clone()
     };
@@ -200,7 +216,7 @@ fn a_latency_rise_caused_by_a_workload_shift_is_reported_as_such() {
 
 #[test]
 fn findings_can_be_grouped_by_another_label() {
-    let (_, report, stderr) = explain("replica-imbalance", &["--group-by", "namespace,model_name"]);
+    let (_, report, stderr, _) = explain("replica-imbalance", &["--group-by", "namespace,model_name"]);
     let scopes = report["metrics"]["scopes"].as_array().unwrap_or_else(|| panic!("{stderr}"));
     assert!(!scopes.is_empty());
     for s in scopes {

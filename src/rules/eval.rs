@@ -424,4 +424,109 @@ when = ["a >= 2x baseline or a > $high", "b > 50%"]
         let rule = set.rule("load-exceeds-capacity").unwrap();
         assert!(matches!(evaluate(rule, &set, &t, &scope("m")), Outcome::Matched { .. }));
     }
+
+    /// The built-in pack's signals for one model: `present` with values (window, baseline), every
+    /// latency histogram missing from the data.
+    fn gauge_only(present: &[(&str, f64, f64)]) -> SignalTable {
+        let mut t = SignalTable::new();
+        for (sig, w, b) in present {
+            t.insert(sig.to_string(), SignalValues { window: wv(&[("m", *w)]), baseline: wv(&[("m", *b)]) });
+        }
+        for sig in ["ttft_p95", "queue_p95", "itl_p95"] {
+            let missing = WindowValues::unavailable(Availability::Missing(vec![format!("vllm:{sig}_bucket")]));
+            t.insert(sig.into(), SignalValues { window: missing.clone(), baseline: missing });
+        }
+        t
+    }
+
+    #[test]
+    fn without_latency_histograms_the_stand_in_names_kv_pressure_and_says_so() {
+        let set = crate::rules::load_builtin().unwrap();
+        // A server under pressure in both windows (a chronic problem): absolute levels decide.
+        let t = gauge_only(&[
+            ("kv_usage_max", 1.0, 1.0),
+            ("preemption_active", 1.0, 1.0),
+            ("waiting_per_replica", 116.0, 110.0),
+            ("queue_wait_mean", 40.0, 38.0),
+        ]);
+        match evaluate(set.rule("kv-cache-pressure").unwrap(), &set, &t, &scope("m")) {
+            Outcome::Matched { stood_in: Some(s), evidence, .. } => {
+                assert_eq!(s.missing, vec!["ttft_p95", "queue_p95", "itl_p95"]);
+                assert!(s.signals.contains(&"waiting_per_replica".to_string()), "{s:?}");
+                assert!(evidence.iter().any(|e| e.signal == "waiting_per_replica" && e.passed));
+                assert!(!evidence.iter().any(|e| e.signal == "ttft_p95"), "missing signals are not shown as evidence");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The stand-in is a rule of its own: an empty queue keeps it quiet.
+        let quiet = gauge_only(&[
+            ("kv_usage_max", 1.0, 1.0),
+            ("preemption_active", 1.0, 1.0),
+            ("waiting_per_replica", 0.0, 0.0),
+            ("queue_wait_mean", 0.0, 0.0),
+        ]);
+        assert_eq!(evaluate(set.rule("kv-cache-pressure").unwrap(), &set, &quiet, &scope("m")), Outcome::NotMatched);
+    }
+
+    #[test]
+    fn a_failed_query_never_hands_the_decision_to_the_stand_in() {
+        let set = crate::rules::load_builtin().unwrap();
+        let mut t = gauge_only(&[
+            ("kv_usage_max", 1.0, 1.0),
+            ("preemption_active", 1.0, 1.0),
+            ("waiting_per_replica", 116.0, 110.0),
+            ("queue_wait_mean", 40.0, 38.0),
+        ]);
+        for sig in ["ttft_p95", "queue_p95", "itl_p95"] {
+            let failed = WindowValues::unavailable(Availability::Failed("timed out".into()));
+            t.insert(sig.into(), SignalValues { window: failed.clone(), baseline: failed });
+        }
+        assert!(matches!(evaluate(set.rule("kv-cache-pressure").unwrap(), &set, &t, &scope("m")), Outcome::Unknown { .. }));
+    }
+
+    #[test]
+    fn an_itl_rise_that_comes_with_a_doubled_batch_and_more_tokens_is_load() {
+        let set = crate::rules::load_builtin().unwrap();
+        let table = |running: f64, tokens: f64| {
+            let mut t = SignalTable::new();
+            // Real-engine overload: queue and TTFT up ~10x, ITL up 1.6x.
+            for (sig, w, b) in [
+                ("ttft_p95", 2.4, 0.04),
+                ("queue_p95", 2.2, 0.1),
+                ("itl_p95", 0.037, 0.023),
+                ("running_avg", running, 1.6),
+                ("generation_tokens_rate", tokens, 160.0),
+            ] {
+                t.insert(sig.into(), SignalValues { window: wv(&[("m", w)]), baseline: wv(&[("m", b)]) });
+            }
+            t
+        };
+        let load = table(28.0, 1700.0);
+        assert!(matches!(evaluate(set.rule("load-exceeds-capacity").unwrap(), &set, &load, &scope("m")), Outcome::Matched { .. }));
+        assert_eq!(evaluate(set.rule("severe-saturation").unwrap(), &set, &load, &scope("m")), Outcome::NotMatched);
+        // The batch grew only because every request took longer: fewer tokens per second.
+        let starved = table(3.0, 70.0);
+        assert!(matches!(evaluate(set.rule("severe-saturation").unwrap(), &set, &starved, &scope("m")), Outcome::Matched { .. }));
+    }
+
+    #[test]
+    fn a_prefix_hit_ratio_low_in_both_windows_is_not_a_finding() {
+        let set = crate::rules::load_builtin().unwrap();
+        let table = |hit_w: f64, hit_b: f64| {
+            let mut t = SignalTable::new();
+            for (sig, w, b) in [
+                ("prefix_queries_rate", 300.0, 300.0),
+                ("prefix_hit_ratio", hit_w, hit_b),
+                ("prompt_len_mean", 64.0, 64.0),
+                ("ttft_p95", 0.2, 0.04),
+                ("prefill_p95", 0.2, 0.2),
+            ] {
+                t.insert(sig.into(), SignalValues { window: wv(&[("m", w)]), baseline: wv(&[("m", b)]) });
+            }
+            t
+        };
+        let rule = set.rule("prefix-cache-miss").unwrap();
+        assert_eq!(evaluate(rule, &set, &table(0.0, 0.0), &scope("m")), Outcome::NotMatched);
+        assert!(matches!(evaluate(rule, &set, &table(0.02, 0.9), &scope("m")), Outcome::Matched { .. }));
+    }
 }

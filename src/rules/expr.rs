@@ -385,10 +385,12 @@ impl Bucket {
     }
 }
 
-/// How `op` against `rhs` turns out for every value in `[lo, hi]`: true or false when all agree,
+/// How `op` against `rhs` turns out for every value in `(lo, hi]`: true or false when all agree,
 /// `None` when it depends on where in the interval the value lies.
 fn holds_over(op: CmpOp, lo: f64, hi: f64, rhs: f64) -> Option<bool> {
-    match (op.holds(lo, rhs), op.holds(hi, rhs)) {
+    // Like a bucket, the interval excludes its lower end and includes its upper one.
+    let above_lo = lo + lo.abs() * 1e-12 + 1e-15;
+    match (op.holds(above_lo, rhs), op.holds(hi, rhs)) {
         (true, true) => Some(true),
         (false, false) => Some(false),
         _ => None,
@@ -646,5 +648,82 @@ mod quantity_tests {
         assert_eq!(super::parse_quantity("90%").unwrap(), 0.9);
         assert!(super::parse_quantity("2x").is_err());
         assert!(super::parse_quantity("fast").is_err());
+    }
+}
+
+#[cfg(test)]
+mod bucket_tests {
+    use super::*;
+
+    /// Facts whose values are quantiles of a histogram with vLLM's queue-time bounds.
+    struct Bucketed {
+        v: f64,
+        b: f64,
+    }
+    const QUEUE_BOUNDS: [f64; 5] = [0.3, 0.5, 0.8, 1.0, 1.5];
+    impl Facts for Bucketed {
+        fn value(&self, _: &str) -> Result<f64, String> {
+            Ok(self.v)
+        }
+        fn baseline(&self, _: &str) -> Result<f64, String> {
+            Ok(self.b)
+        }
+        fn threshold(&self, _: &str) -> Option<f64> {
+            None
+        }
+        fn bucket(&self, _: &str, baseline: bool) -> Option<Bucket> {
+            Bucket::locate(&QUEUE_BOUNDS, if baseline { self.b } else { self.v })
+        }
+    }
+
+    fn truth(cond: &str, v: f64, b: f64) -> Truth {
+        eval(&parse(cond).unwrap(), &Bucketed { v, b }).0
+    }
+
+    #[test]
+    fn a_quantile_in_the_first_bucket_is_only_known_to_be_under_its_bound() {
+        // "285 ms" is histogram_quantile's guess inside [0, 300 ms].
+        assert_eq!(truth("q > 1s", 0.285, 0.285), Truth::False);
+        assert_eq!(truth("q <= 300ms", 0.285, 0.285), Truth::True);
+        // A threshold inside the bucket cannot be decided either way: unknown, never passed.
+        match truth("q > 100ms", 0.285, 0.285) {
+            Truth::Unknown(r) => assert!(r[0].contains("first bucket") && r[0].contains("cannot be told"), "{r:?}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(truth("q < 100ms", 0.2, 0.2), Truth::Unknown(_)));
+    }
+
+    #[test]
+    fn two_values_in_one_bucket_are_never_compared_as_a_ratio() {
+        // 0.285 against 0.05: 5.7x by the numbers, but both lie under 300 ms.
+        assert_eq!(truth("q >= 2x baseline", 0.285, 0.05), Truth::False);
+        assert_eq!(truth("q < 1.5x baseline", 0.285, 0.05), Truth::True);
+        // Inside an interior bucket too: 0.9 and 0.82 are both in (0.8, 1].
+        assert_eq!(truth("q >= 1.05x baseline", 0.9, 0.82), Truth::False);
+    }
+
+    #[test]
+    fn a_bound_against_a_measured_value_is_decided_by_the_whole_interval() {
+        // Window measured at 2.2 s against a baseline under 300 ms: at least 7.3x.
+        assert_eq!(truth("q >= 2x baseline", 1.2, 0.285), Truth::True);
+        // Window under 300 ms against a baseline of 0.7 s: at most 0.43x.
+        assert_eq!(truth("q >= 2x baseline", 0.2, 0.7), Truth::False);
+        assert_eq!(truth("q <= 0.5x baseline", 0.2, 0.7), Truth::True);
+        // Under 300 ms against 0.45 s: somewhere in [0, 0.67]: a fall to half cannot be told.
+        assert!(matches!(truth("q <= 0.5x baseline", 0.2, 0.45), Truth::Unknown(_)));
+        // The +Inf bucket: histogram_quantile returns the last bound; the truth is above it.
+        assert_eq!(truth("q > 1.5s", 1.5, 0.4), Truth::True);
+        assert_eq!(truth("q >= 3x baseline", 1.5, 0.4), Truth::True);
+        assert!(matches!(truth("q > 2s", 1.5, 0.4), Truth::Unknown(_)));
+    }
+
+    #[test]
+    fn locating_a_value_among_bounds() {
+        assert_eq!(Bucket::locate(&QUEUE_BOUNDS, 0.1), Some(Bucket { index: 0, interval: Some((0.0, 0.3)) }));
+        assert_eq!(Bucket::locate(&QUEUE_BOUNDS, 0.3), Some(Bucket { index: 0, interval: Some((0.0, 0.3)) }));
+        assert_eq!(Bucket::locate(&QUEUE_BOUNDS, 0.31), Some(Bucket { index: 1, interval: None }));
+        assert_eq!(Bucket::locate(&QUEUE_BOUNDS, 1.5), Some(Bucket { index: 5, interval: Some((1.5, f64::INFINITY)) }));
+        assert_eq!(Bucket::locate(&QUEUE_BOUNDS, f64::NAN), None);
+        assert_eq!(Bucket::locate(&[], 0.1), None);
     }
 }

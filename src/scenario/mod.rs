@@ -22,6 +22,7 @@
 //! baseline = "30m"                  # the baseline window, right before ...
 //! window = "30m"                    # ... the diagnosed window, which ends at the last sample
 //! metrics = "v1"                    # optional: "v1" (default), "v0", or "v1-otel" (V1 with `vllm_` for `vllm:`)
+//! histograms = false                # optional (true): false keeps only gauges and counters
 //!
 //! [[model]]                         # one or more
 //! name = "meta-llama/Llama-3.1-8B-Instruct"   # the model_name label
@@ -176,6 +177,10 @@ pub struct Expectation {
     pub absent: Vec<String>,
     /// No warning or critical finding at all.
     pub healthy: bool,
+    /// The first finding was reached through its rule's stand-in signals (the primary ones missing).
+    pub stood_in: bool,
+    /// The exit code `explain` must give (3: core runbook checks could not be evaluated).
+    pub exit: Option<i32>,
 }
 
 /// A parsed, validated scenario file.
@@ -194,6 +199,9 @@ pub struct ScenarioSpec {
     /// The incident window; it ends at the last sample.
     pub window: Duration,
     pub metrics: MetricsGeneration,
+    /// False: the collector keeps no histogram (relabelled away, gauge-only collectors): only
+    /// gauges and counters are written.
+    pub histograms: bool,
     pub models: Vec<ModelSpec>,
     pub incident: Option<IncidentSpec>,
     pub expect: Expectation,
@@ -252,6 +260,8 @@ struct RawSpec {
     window: String,
     #[serde(default)]
     metrics: MetricsGeneration,
+    #[serde(default = "yes")]
+    histograms: bool,
     #[serde(default)]
     model: Vec<RawModel>,
     #[serde(default)]
@@ -304,6 +314,14 @@ struct RawExpect {
     absent: Vec<String>,
     #[serde(default)]
     healthy: bool,
+    #[serde(default)]
+    stood_in: bool,
+    #[serde(default)]
+    exit: Option<i32>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl ScenarioSpec {
@@ -562,6 +580,7 @@ impl ScenarioSpec {
             baseline,
             window,
             metrics: raw.metrics,
+            histograms: raw.histograms,
             models,
             incident,
             expect: Expectation::default(),
@@ -573,6 +592,9 @@ impl ScenarioSpec {
             }
             if e.first.is_some() != e.model.is_some() {
                 return Err(invalid("expect", "first and model go together".into()));
+            }
+            if e.stood_in && e.first.is_none() {
+                return Err(invalid("expect.stood_in", "says how the first finding was reached: it needs first and model".into()));
             }
             if let Some(model) = &e.model {
                 if !spec.models.iter().any(|m| &m.name == model) {
@@ -608,6 +630,8 @@ impl ScenarioSpec {
                 model: e.model,
                 replica: e.replica,
                 absent: e.absent,
+                stood_in: e.stood_in,
+                exit: e.exit,
                 healthy: e.healthy,
             };
         }
@@ -683,7 +707,10 @@ pub fn generate_series(spec: &ScenarioSpec) -> Vec<GeneratedSeries> {
 /// Write the scenario as OpenMetrics text for `promtool tsdb create-blocks-from openmetrics`:
 /// every sample timestamped, each family's samples together, `# EOF` at the end.
 pub fn generate_openmetrics(spec: &ScenarioSpec, out: &mut impl std::io::Write) -> std::io::Result<()> {
-    let generated = sim::simulate(spec);
+    let mut generated = sim::simulate(spec);
+    if !spec.histograms {
+        generated.families.retain(|f| f.kind != sim::Kind::Histogram);
+    }
     openmetrics::write(&generated, out)
 }
 

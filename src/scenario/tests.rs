@@ -800,7 +800,17 @@ fn every_scenario_fixture_parses_and_names_a_real_expectation() {
         assert!(e.healthy || e.first.is_some() || !e.absent.is_empty(), "{}: has an expectation", path.display());
         let Some(incident) = &spec.incident else { continue };
         kinds_seen.insert(incident.kind);
-        if let Some(base) = incident.kind.near_miss_of() {
+        if !spec.histograms {
+            // A gauge-only variant: named gauge-only-<rule>[-near]; its near miss borrows another
+            // kind's quiet story, and must keep the stand-in's rule quiet.
+            assert!(stem.starts_with("gauge-only-"), "{stem}: gauge-only scenarios are named gauge-only-*");
+            if stem.ends_with("-near") {
+                let rule = stem.trim_start_matches("gauge-only-").trim_end_matches("-near");
+                assert!(e.absent.iter().any(|r| r == rule) && e.healthy, "{stem}: keeps {rule} quiet");
+            } else {
+                assert!(e.stood_in, "{stem}: a gauge-only finding is reached through stand-ins");
+            }
+        } else if let Some(base) = incident.kind.near_miss_of() {
             // a near miss: its rule must stay quiet
             assert!(e.first.is_none(), "{stem}: a near miss expects nothing first");
             assert_eq!(e.absent, vec![base.as_str().to_string()], "{stem}");
