@@ -613,7 +613,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             judgements.push(Judgement { rule: rule.id.clone(), scope: named, outcome });
         }
     }
-    let coverage = coverage(rules, &table, &judgements, any_data);
+    let coverage = coverage(rules, &table, &judgements, any_data, &p.group_by);
     let mut ranked = rank(rules, &p.group_by, judgements);
 
     // 6. Follow-ups for findings only, planned together and sent in one concurrent batch (one more
@@ -792,19 +792,42 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
 }
 
 /// How much of the pack gave a verdict, which rules decided through stand-ins, and which core
-/// rules could not be judged for some scope.
-fn coverage(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement], any_data: bool) -> crate::report::Coverage {
+/// rules could not be judged. A core rule counts as not judged only for a gap of the run (a metric
+/// missing from the data, a query that failed), not for a scope that merely had nothing to measure
+/// (an idle or new model), which would otherwise deny every fleet with one idle model its verdict.
+fn coverage(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement], any_data: bool, group_by: &[String]) -> crate::report::Coverage {
+    let base = |scope: &Scope| -> Scope { scope.iter().filter(|(k, _)| group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect() };
     let decided = |id: &str| any_data && judgements.iter().any(|j| j.rule == id && !matches!(j.outcome, Outcome::Unknown { .. }));
-    let missing = |sig: &String| table.get(sig).is_some_and(|v| matches!(v.window.availability, Availability::Missing(_)));
+    let gap = |sig: &String| {
+        table.get(sig).is_some_and(|v| {
+            [&v.window.availability, &v.baseline.availability].iter().any(|a| !matches!(a, Availability::Ok))
+        })
+    };
+    let condition_signals = |r: &crate::rules::RuleDef| -> Vec<String> {
+        r.when.iter().chain(r.stand_in.iter().flat_map(|s| &s.when)).flat_map(|c| c.expr.comparisons()).map(|c| c.signal.clone()).collect()
+    };
     let evaluated: Vec<&crate::rules::RuleDef> = rules.rules.iter().filter(|r| decided(&r.id)).collect();
     crate::report::Coverage {
         rules: rules.rules.len(),
         evaluated: evaluated.len(),
-        stood_in: evaluated.iter().filter(|r| r.stand_in.as_ref().is_some_and(|s| s.missing.iter().any(missing))).count(),
+        stood_in: evaluated
+            .iter()
+            .filter(|r| {
+                judgements
+                    .iter()
+                    .filter(|j| j.rule == r.id)
+                    .any(|j| crate::rules::eval::decided_by_stand_in(r, rules, table, &base(&j.scope)))
+            })
+            .count(),
         core_not_evaluated: rules
             .rules
             .iter()
-            .filter(|r| r.core && (!any_data || judgements.iter().any(|j| j.rule == r.id && matches!(j.outcome, Outcome::Unknown { .. }))))
+            .filter(|r| {
+                r.core
+                    && (!any_data
+                        || (judgements.iter().any(|j| j.rule == r.id && matches!(j.outcome, Outcome::Unknown { .. }))
+                            && condition_signals(r).iter().any(gap)))
+            })
             .map(|r| r.id.clone())
             .collect(),
     }
@@ -847,6 +870,14 @@ mod tests {
         for sig in ["ttft_p95", "queue_p95", "itl_p95"] {
             table.insert(sig.into(), SignalValues { window: missing.clone(), baseline: missing.clone() });
         }
+        // The stand-ins' own signals, quiet.
+        let value = |v: f64| crate::rules::eval::WindowValues {
+            values: [(scope("m"), v)].into_iter().collect(),
+            ..crate::rules::eval::WindowValues::unavailable(Availability::Ok)
+        };
+        for (sig, v) in [("kv_usage_max", 0.5), ("preemption_active", 0.0), ("waiting_per_replica", 0.0), ("queue_wait_mean", 0.0), ("running_fill", 0.5)] {
+            table.insert(sig.into(), SignalValues { window: value(v), baseline: value(v) });
+        }
         let j = |rule: &str, outcome: Outcome| Judgement { rule: rule.into(), scope: scope("m"), outcome };
         let unknown = || Outcome::Unknown { reasons: vec!["metric missing".into()] };
         let judgements = vec![
@@ -857,13 +888,24 @@ mod tests {
             j("severe-saturation", unknown()),
             j("http-errors", Outcome::NotMatched),
         ];
-        let c = coverage(&rules, &table, &judgements, true);
+        let by = vec!["model_name".to_string()];
+        let c = coverage(&rules, &table, &judgements, true, &by);
         assert_eq!(c.rules, rules.rules.len());
         assert_eq!(c.evaluated, 3);
-        assert_eq!(c.stood_in, 2, "kv-cache-pressure and load-exceeds-capacity decided through stand-ins");
+        // kv-cache-pressure is cleared by its own first condition (the cache is half empty); only
+        // load-exceeds-capacity needed its stand-in.
+        assert_eq!(c.stood_in, 1);
         assert_eq!(c.core_not_evaluated, vec!["severe-saturation", "slow-decode", "slow-prefill"]);
+        // A model with nothing to measure (idle, new) leaves its rules unknown without any metric
+        // missing: not a gap of the run.
+        let mut quiet_table = table.clone();
+        for sig in ["ttft_p95", "queue_p95", "itl_p95"] {
+            quiet_table.insert(sig.into(), SignalValues { window: value(0.1), baseline: value(0.1) });
+        }
+        let idle = vec![Judgement { rule: "slow-decode".into(), scope: scope("idle"), outcome: unknown() }, j("slow-decode", Outcome::NotMatched)];
+        assert!(coverage(&rules, &quiet_table, &idle, true, &by).core_not_evaluated.is_empty());
         // With no data at all in the window nothing counts as evaluated, and every core rule is missing.
-        let none = coverage(&rules, &table, &judgements, false);
+        let none = coverage(&rules, &table, &judgements, false, &by);
         assert_eq!(none.evaluated, 0);
         assert_eq!(none.core_not_evaluated.len(), 5);
     }

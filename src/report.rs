@@ -97,15 +97,22 @@ pub struct Coverage {
     /// Of those, rules that decided through their stand-in signals because their own were missing.
     pub stood_in: usize,
     /// The runbook's core rules (overload, slow prefill, slow decode, severe saturation, KV-cache
-    /// pressure) that could not be evaluated for some scope. When this is not empty and nothing of
-    /// warning or worse was found, the run is not an all-clear: exit code 3, and `check` does not pass.
+    /// pressure) that could not be evaluated, for want of a metric or because a query failed. When
+    /// this is not empty the run cannot pass: exit code 3 unless a finding reaches `--fail-on`
+    /// (exit 1), and `check` says NOT EVALUATED.
     pub core_not_evaluated: Vec<String>,
 }
 
 impl Report {
-    /// No warning or critical finding, yet core rules could not be judged: not an all-clear.
+    /// Core runbook rules could not be judged: whatever else was found, the run cannot pass.
+    pub fn core_missing(&self) -> bool {
+        !self.coverage.core_not_evaluated.is_empty()
+    }
+
+    /// No warning or critical finding, yet core rules could not be judged: the report must not read
+    /// as an all-clear.
     pub fn incomplete(&self) -> bool {
-        !self.coverage.core_not_evaluated.is_empty() && !self.findings.iter().any(|f| f.severity >= Severity::Warning)
+        self.core_missing() && !self.findings.iter().any(|f| f.severity >= Severity::Warning)
     }
 }
 

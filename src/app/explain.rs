@@ -176,9 +176,9 @@ pub(crate) fn diagnose(args: &ExplainArgs, progress: bool) -> Result<Report, Fai
                 // The report still prints (it lists why), but nobody should read it as a verdict.
                 let why = r.not_evaluated.iter().find(|n| !n.reason.contains("metric missing")).or(r.not_evaluated.first()).map_or("no rule had the data it needs".to_string(), |n| n.reason.clone());
                 eprintln!("vllm-diag: nothing could be evaluated, so this run gives no verdict (exit code 3); for example: {why}");
-            } else if r.incomplete() {
+            } else if r.core_missing() {
                 eprintln!(
-                    "vllm-diag: the core checks {} could not be evaluated and nothing of warning or worse was found, so this is not an all-clear (exit code 3); disable them in vllm-diag.toml if this fleet cannot have them",
+                    "vllm-diag: the core checks {} could not be evaluated, so this run cannot pass (exit code 3 unless a finding reaches --fail-on); disable them in vllm-diag.toml if this fleet cannot have them",
                     r.coverage.core_not_evaluated.join(", ")
                 );
             }

@@ -80,7 +80,8 @@ pub fn exit_code(report: &Report, fail_on: FailOn) -> u8 {
             return exit::FINDINGS;
         }
     }
-    if report.stats.rules_evaluated == 0 || report.incomplete() {
+    // Core checks that could not be made: no pass, whatever else was (not) found.
+    if report.stats.rules_evaluated == 0 || report.core_missing() {
         return exit::NO_DATA;
     }
     exit::OK

@@ -728,10 +728,15 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
         }
         return format!("FAIL: {count} {since} ({})", named.join(", "));
     }
-    if report.incomplete() && report.stats.rules_evaluated > 0 {
+    if report.core_missing() && report.stats.rules_evaluated > 0 {
         let core: Vec<String> = report.coverage.core_not_evaluated.iter().map(|r| one_line(r)).collect();
+        let rest = if report.findings.is_empty() {
+            "nothing was found in the rest".to_string()
+        } else {
+            format!("the rest found {} ({}), none failing", plural(report.findings.len(), "finding", "findings"), severity_counts(&report.findings))
+        };
         return format!(
-            "NOT EVALUATED: the core checks {} could not be evaluated in the {} {since}; nothing of warning or worse was found in the rest ({}), but this is not a pass",
+            "NOT EVALUATED: the core checks {} could not be evaluated in the {} {since}; {rest} ({}), but this is not a pass",
             core.join(", "),
             describe_duration(&report.window),
             coverage_phrase(report).unwrap_or_else(|| format!("{} evaluated", plural(report.stats.rules_evaluated, "rule/scope pair", "rule/scope pairs")))
@@ -1261,11 +1266,17 @@ mod tests {
         assert!(!s.contains("No problems found"), "{s}");
         let opts = RenderOptions { fail_on: Some(Severity::Warning), ..RenderOptions::default() };
         assert!(check_verdict(&r, &opts).starts_with("NOT EVALUATED: the core checks slow-decode"), "{}", check_verdict(&r, &opts));
-        // An info finding does not make it complete; a warning finding is a verdict of its own.
+        // A warning finding reads as a finding, still naming what could not be checked; below
+        // --fail-on it does not turn the check into a pass.
         let mut with_warning = sample_report();
         with_warning.coverage.core_not_evaluated = vec!["slow-decode".into()];
         assert_eq!(verdict(&with_warning), Verdict::Findings);
         assert!(no_findings_sentence(&with_warning).unwrap().contains("slow-decode"));
+        let critical_only = RenderOptions { fail_on: Some(Severity::Critical), ..RenderOptions::default() };
+        let mut warning_only = with_warning.clone();
+        warning_only.findings.retain(|f| f.severity == Severity::Warning);
+        let v = check_verdict(&warning_only, &critical_only);
+        assert!(v.starts_with("NOT EVALUATED") && v.contains("1 finding (1 warning), none failing"), "{v}");
     }
 
     #[test]

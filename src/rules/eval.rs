@@ -126,6 +126,17 @@ impl Facts for ScopeFacts<'_> {
     }
 }
 
+/// True when the rule's verdict for `scope` came from its stand-in conditions (its own could not be
+/// decided for want of a metric), whichever way it went.
+pub fn decided_by_stand_in(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> bool {
+    if rule.stand_in.is_none() {
+        return false;
+    }
+    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
+    matches!(conditions(&rule.when, &facts).0, Truth::Unknown(_))
+        && !matches!(evaluate(rule, set, table, scope), Outcome::Unknown { .. })
+}
+
 /// All conditions together: false as soon as one is false, unknown (with every reason) when none
 /// is false but some are unknown, else true with the summed score.
 fn conditions(when: &[Condition], facts: &ScopeFacts) -> (Truth, f64) {
@@ -163,6 +174,13 @@ pub fn evaluate(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scop
     let Some(stand_in) = &rule.stand_in else {
         return Outcome::Unknown { reasons };
     };
+    // A primary query that failed or timed out keeps the rule "not evaluated": the data may be there.
+    let failed = rule.primary_signals().iter().any(|sig| {
+        table.get(sig).is_some_and(|v| matches!(v.window.availability, Availability::Failed(_)) || matches!(v.baseline.availability, Availability::Failed(_)))
+    });
+    if failed {
+        return Outcome::Unknown { reasons };
+    }
     // Only a metric that does not exist lets the stand-in decide: a failed or timed-out query
     // stays "not evaluated", since the data may well be there.
     let missing: Vec<String> = stand_in
@@ -224,13 +242,14 @@ fn evidence_for(when: &[Condition], set: &RuleSet, table: &SignalTable, scope: &
         metric: values.map(|v| v.window.metric.clone()).unwrap_or_default(),
         low_confidence,
         observations: if min_obs.is_some() { observations } else { None },
-        limits: limits(&projected, unit, &set.thresholds, baseline),
+        // A baseline known only as a bound gives no line to draw relative limits from.
+        limits: limits(&projected, unit, &set.thresholds, baseline.filter(|_| values.and_then(|v| v.baseline.bucket(scope)).and_then(bound).is_none())),
         series: None,
         value_bound: values.and_then(|v| v.window.bucket(scope)).and_then(bound),
         baseline_bound: values.and_then(|v| v.baseline.bucket(scope)).and_then(bound),
         same_bucket: values
             .and_then(|v| Some((v.window.bucket(scope)?, v.baseline.bucket(scope)?)))
-            .is_some_and(|(w, b)| w.index == b.index),
+            .is_some_and(|(w, b)| w.index == b.index && w.interval.is_some()),
     }
 }
 

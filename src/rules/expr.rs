@@ -359,8 +359,8 @@ pub trait Facts {
 /// Where a quantile lies among its histogram's finite bounds `b1 < ... < bn`. `histogram_quantile`
 /// interpolates inside a bucket; inside the first bucket (`[0, b1]`) that interpolation is a guess
 /// ("285 ms" for anything under 300 ms), and in the `+Inf` bucket it returns `bn` whatever the truth.
-/// Such values are only known to lie in an interval, and two values in one bucket cannot be told
-/// apart.
+/// Such values are only known to lie in an interval, and two values in the same one of those two
+/// buckets cannot be told apart.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bucket {
     /// 0 for the first bucket, `n` for `+Inf`.
@@ -503,8 +503,10 @@ fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
             };
             let there = f.bucket(&c.signal, true);
             match (here, there) {
-                // Two values in one bucket cannot be told apart: no change can be claimed.
-                (Some(x), Some(y)) if x.index == y.index => (1.0, *factor),
+                // Two values in the first (or the +Inf) bucket cannot be told apart: no change can
+                // be claimed. Inside other buckets the interpolation carries information, as in
+                // Prometheus itself.
+                (Some(x), Some(y)) if x.index == y.index && x.interval.is_some() => (1.0, *factor),
                 (Some(x), Some(y)) if x.interval.is_some() || y.interval.is_some() => {
                     let (vlo, vhi) = x.interval.unwrap_or((v, v));
                     let (blo, bhi) = y.interval.unwrap_or((b, b));
@@ -698,8 +700,11 @@ mod bucket_tests {
         // 0.285 against 0.05: 5.7x by the numbers, but both lie under 300 ms.
         assert_eq!(truth("q >= 2x baseline", 0.285, 0.05), Truth::False);
         assert_eq!(truth("q < 1.5x baseline", 0.285, 0.05), Truth::True);
-        // Inside an interior bucket too: 0.9 and 0.82 are both in (0.8, 1].
-        assert_eq!(truth("q >= 1.05x baseline", 0.9, 0.82), Truth::False);
+        // Inside an interior bucket the interpolated values are compared, as Prometheus does:
+        // 0.9 and 0.82 are both in (0.8, 1].
+        assert_eq!(truth("q >= 1.05x baseline", 0.9, 0.82), Truth::True);
+        // Both in the +Inf bucket: both only "over 1.5 s".
+        assert_eq!(truth("q >= 2x baseline", 1.5, 1.5), Truth::False);
     }
 
     #[test]

@@ -701,17 +701,23 @@ fn delta(d: Duration) -> TimeDelta {
 
 /// Every series the scenario's fleet exports, sorted by name then labels.
 pub fn generate_series(spec: &ScenarioSpec) -> Vec<GeneratedSeries> {
-    sim::simulate(spec).into_series()
+    simulate_kept(spec).into_series()
+}
+
+/// The simulation, less what the scenario's collector does not keep (histograms, with
+/// `histograms = false`).
+fn simulate_kept(spec: &ScenarioSpec) -> sim::Generated {
+    let mut generated = sim::simulate(spec);
+    if !spec.histograms {
+        generated.families.retain(|f| f.kind != sim::Kind::Histogram);
+    }
+    generated
 }
 
 /// Write the scenario as OpenMetrics text for `promtool tsdb create-blocks-from openmetrics`:
 /// every sample timestamped, each family's samples together, `# EOF` at the end.
 pub fn generate_openmetrics(spec: &ScenarioSpec, out: &mut impl std::io::Write) -> std::io::Result<()> {
-    let mut generated = sim::simulate(spec);
-    if !spec.histograms {
-        generated.families.retain(|f| f.kind != sim::Kind::Histogram);
-    }
-    openmetrics::write(&generated, out)
+    openmetrics::write(&simulate_kept(spec), out)
 }
 
 #[cfg(test)]
