@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use vllm_diag::scenario::{generate_openmetrics, ScenarioSpec};
+use vllm_diag_sim::{generate_openmetrics, ScenarioSpec};
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);

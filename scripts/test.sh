@@ -25,7 +25,7 @@ fi
 unset GITHUB_STEP_SUMMARY VLLM_DIAG_PROMETHEUS_URL VLLM_DIAG_BEARER_TOKEN VLLM_DIAG_BASIC_AUTH_PASSWORD
 
 # --no-fail-fast: one failing test binary must not hide the others' results.
-cargo test --locked --all-targets --no-fail-fast
+cargo test --workspace --locked --all-targets --no-fail-fast
 
 # Opt-in: VLLM_DIAG_REAL_ENGINE=1 also runs the real-engine lab live (scripts/real-engine.sh: a real
 # vLLM engine for about 45 minutes, 6 GB the first time) and judges the fresh run. CI replays the

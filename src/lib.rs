@@ -23,7 +23,6 @@ pub mod recommend;
 pub mod render;
 pub mod report;
 pub mod rules;
-pub mod scenario;
 pub mod selector;
 pub mod signals;
 pub mod source;

@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 
 use serde_json::Value;
-use vllm_diag::scenario::ScenarioSpec;
+use vllm_diag_sim::ScenarioSpec;
 
 use common::proxy::{assert_all_carry, Action, FaultProxy, Match};
 use common::run::{at_window_end, explain_args, path_arg, run, write_file};

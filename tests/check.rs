@@ -351,17 +351,17 @@ fn watch_is_refused_off_a_terminal_and_with_a_replay() {
 fn scenario_ending_now(name: &str) -> PromServer {
     let path = common::scenario_path(name);
     let text = std::fs::read_to_string(&path).unwrap();
-    let spec = vllm_diag::scenario::ScenarioSpec::load(&path).unwrap();
+    let spec = vllm_diag_sim::ScenarioSpec::load(&path).unwrap();
     let shift = chrono::Utc::now() - spec.window_end();
     let start = spec.start + chrono::Duration::seconds(shift.num_seconds() - 60);
     let dir = tempfile::tempdir().unwrap();
     let moved = dir.path().join(format!("{name}.toml"));
     let original_start = text.lines().find(|l| l.starts_with("start = ")).expect("a start line");
     std::fs::write(&moved, text.replace(original_start, &format!("start = \"{}\"", rfc3339(start)))).unwrap();
-    let spec = vllm_diag::scenario::ScenarioSpec::load(&moved).unwrap();
+    let spec = vllm_diag_sim::ScenarioSpec::load(&moved).unwrap();
     let om = dir.path().join(format!("{name}.om"));
     let mut out = std::io::BufWriter::new(std::fs::File::create(&om).unwrap());
-    vllm_diag::scenario::generate_openmetrics(&spec, &mut out).unwrap();
+    vllm_diag_sim::generate_openmetrics(&spec, &mut out).unwrap();
     out.flush().unwrap();
     drop(out);
     PromServer::start_with_openmetrics(&om)

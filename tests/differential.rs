@@ -153,7 +153,7 @@ fn check_scenario(name: &str) {
     let prom_report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{name}: no JSON report ({e}): {}", String::from_utf8_lossy(&out.stderr)));
 
-    let store = Arc::new(Store::from_generated(vllm_diag::scenario::generate_series(&spec)));
+    let store = Arc::new(Store::from_series(vllm_diag_sim::generate_series(&spec).into_iter().map(|g| (g.name, g.labels, g.points))));
 
     // 1. Every recorded request, answered locally.
     let recording: Value = serde_json::from_str(&std::fs::read_to_string(&rec).unwrap()).unwrap();

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use common::{start_scenario, PromServer};
 
-fn at(spec: &vllm_diag::scenario::ScenarioSpec) -> String {
+fn at(spec: &vllm_diag_sim::ScenarioSpec) -> String {
     spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 

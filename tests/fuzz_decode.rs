@@ -247,14 +247,14 @@ fn generated_openmetrics() -> &'static str {
     static OM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     OM.get_or_init(|| {
         let mut spec =
-            vllm_diag::scenario::ScenarioSpec::load(support::repo().join("fixtures/scenarios/healthy-steady.toml"))
+            vllm_diag_sim::ScenarioSpec::load(support::repo().join("fixtures/scenarios/healthy-steady.toml"))
                 .unwrap_or_else(|e| panic!("scenario: {e}"));
         // A few scrapes are enough variety.
         spec.warmup = std::time::Duration::from_secs(60);
         spec.baseline = std::time::Duration::from_secs(120);
         spec.window = std::time::Duration::from_secs(120);
         let mut buf = Vec::new();
-        vllm_diag::scenario::generate_openmetrics(&spec, &mut buf).unwrap_or_else(|e| panic!("generate: {e}"));
+        vllm_diag_sim::generate_openmetrics(&spec, &mut buf).unwrap_or_else(|e| panic!("generate: {e}"));
         // One scrape's worth is enough variety; keep the first lines of every family.
         String::from_utf8_lossy(&buf)
             .lines()

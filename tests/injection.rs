@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use serde_json::Value;
-use vllm_diag::scenario::{ModelSpec, ScenarioSpec};
+use vllm_diag_sim::{ModelSpec, ScenarioSpec};
 
 use common::run::{at_window_end, explain_json};
 use common::{load_scenario, quoted, PromServer};

@@ -7,7 +7,7 @@ mod common;
 use assert_cmd::Command;
 use serde_json::Value;
 
-fn explain(name: &str, extra: &[&str]) -> (vllm_diag::scenario::ScenarioSpec, Value, String, Option<i32>) {
+fn explain(name: &str, extra: &[&str]) -> (vllm_diag_sim::ScenarioSpec, Value, String, Option<i32>) {
     let (spec, prom) = common::start_scenario(name);
     let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let out = Command::cargo_bin("vllm-diag")

@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 use assert_cmd::Command;
 use serde_json::Value;
-use vllm_diag::scenario::{generate_openmetrics, ScenarioSpec};
+use vllm_diag_sim::{generate_openmetrics, ScenarioSpec};
 use vllm_diag::source::Request;
 
 use common::PromServer;

@@ -48,7 +48,7 @@ fn explain(url: &str, at: &str, extra: &[&str]) -> (i32, Value, String) {
     (out.status.code().unwrap_or(-1), json, String::from_utf8_lossy(&out.stderr).to_string())
 }
 
-fn at_of(spec: &vllm_diag::scenario::ScenarioSpec) -> String {
+fn at_of(spec: &vllm_diag_sim::ScenarioSpec) -> String {
     spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 

@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use vllm_diag::scenario::{generate_openmetrics, ScenarioSpec};
+use vllm_diag_sim::{generate_openmetrics, ScenarioSpec};
 
 /// Bump when the way data is generated changes, so cached TSDBs are rebuilt.
 const DATA_VERSION: &str = "1";
@@ -308,7 +308,7 @@ fn tag_replica(line: &[u8], chunk: usize) -> Vec<u8> {
     text.replace(":8000\"", &format!("-c{chunk}:8000\"")).replace("pod=\"", &format!("pod=\"c{chunk}-")).into_bytes()
 }
 
-/// A hash of the generator's source (`src/scenario/`), so a changed generator rebuilds the data.
+/// A hash of the generator's source (`crates/sim/src/`), so a changed generator rebuilds the data.
 fn generator_fingerprint() -> u64 {
     fn walk(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
         let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -322,7 +322,7 @@ fn generator_fingerprint() -> u64 {
         }
     }
     let mut files = Vec::new();
-    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scenario"), &mut files);
+    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/sim/src"), &mut files);
     files.sort();
     fnv1a(&files.into_iter().flat_map(|(_, bytes)| bytes).collect::<Vec<u8>>())
 }

@@ -138,13 +138,12 @@ impl Store {
         span
     }
 
-    /// A store holding generated scenario series (times in unix seconds).
-    pub fn from_generated(series: impl IntoIterator<Item = crate::scenario::GeneratedSeries>) -> Store {
+    /// A store holding series given as (metric name, labels, points with times in unix seconds).
+    pub fn from_series(series: impl IntoIterator<Item = (String, Labels, Vec<(f64, f64)>)>) -> Store {
         let mut store = Store::new();
-        for g in series {
-            let mut labels = g.labels;
-            labels.insert("__name__".to_string(), g.name);
-            store.add(labels, g.points.into_iter().map(|(t, v)| ((t * 1000.0).round() as i64, v)));
+        for (name, mut labels, points) in series {
+            labels.insert("__name__".to_string(), name);
+            store.add(labels, points.into_iter().map(|(t, v)| ((t * 1000.0).round() as i64, v)));
         }
         store
     }

@@ -444,7 +444,15 @@ impl PrometheusClient {
             .base_delay
             .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)))
             .min(self.retry.max_delay);
-        let jitter: f64 = rand::random::<f64>() * 0.5 + 0.5;
+        // Jitter between 0.5x and 1x, so clients retrying together spread out. The standard
+        // library's randomly keyed hasher is random enough for that; no RNG crate needed.
+        let random = {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(attempt);
+            h.finish()
+        };
+        let jitter: f64 = (random >> 11) as f64 / (1u64 << 53) as f64 * 0.5 + 0.5;
         step.mul_f64(jitter)
     }
 

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tempfile::TempDir;
-use vllm_diag::scenario::{generate_openmetrics, ScenarioSpec};
+use vllm_diag_sim::{generate_openmetrics, ScenarioSpec};
 
 /// How long a server may take to become ready before the test fails.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);

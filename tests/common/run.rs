@@ -8,7 +8,7 @@ use std::process::Output;
 
 use assert_cmd::Command;
 use serde_json::Value;
-use vllm_diag::scenario::ScenarioSpec;
+use vllm_diag_sim::ScenarioSpec;
 
 /// The variables vllm-diag reads for its source and credentials: removed from every run.
 const CONNECTION_ENV: [&str; 3] = [

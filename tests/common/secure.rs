@@ -14,7 +14,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
 };
 use tempfile::TempDir;
-use vllm_diag::scenario::ScenarioSpec;
+use vllm_diag_sim::ScenarioSpec;
 
 use super::{load_scenario, temp_dir, PromServer, WebServing};
 

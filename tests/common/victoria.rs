@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tempfile::TempDir;
-use vllm_diag::scenario::{generate_series, GeneratedSeries, ScenarioSpec};
+use vllm_diag_sim::{generate_series, GeneratedSeries, ScenarioSpec};
 
 use super::{
     http_get, http_request, load_scenario, quoted, read_log, runs, spawn_ready, temp_dir, Ready, Spawned,

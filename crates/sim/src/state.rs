@@ -6,7 +6,7 @@
 //! same story told too weakly for its rule to fire, so a test can prove the rule stays quiet.
 //!
 //! The rows are written against the targets the diagnosis must see over a 30-minute window (see
-//! the module docs of [`crate::scenario`] and `fixtures/scenarios/README.md`); the unit tests in
+//! the module docs of [`crate`] and `fixtures/scenarios/README.md`); the unit tests in
 //! `tests.rs` measure them from the generated data the way Prometheus would.
 
 use serde::{Deserialize, Serialize};

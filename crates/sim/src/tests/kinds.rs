@@ -63,7 +63,7 @@ impl Run {
     /// data the integration tests load into Prometheus.
     fn fixture(name: &str) -> Run {
         let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios").join(format!("{name}.toml"));
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/scenarios").join(format!("{name}.toml"));
         Run::new(ScenarioSpec::load(&path).unwrap_or_else(|e| panic!("{name}: {e}")))
     }
 

@@ -30,7 +30,7 @@ use rand_distr::{Binomial, Distribution, Poisson, StandardNormal};
 
 use super::state::{Level, Running, Scope, SleepState, StateParams, Workload};
 use super::{KvConnector, MetricsGeneration, ModelSpec, ReplicaInfo, ScenarioSpec};
-use crate::source::Labels;
+use vllm_diag::source::Labels;
 
 /// One generated time series: a sample name (`vllm:..._bucket`, `..._total`), its labels and
 /// `(unix seconds, value)` points, oldest first.
@@ -1254,7 +1254,7 @@ mod tests {
 
     #[test]
     fn pod_names_look_like_a_deployments_pods() {
-        let spec = crate::scenario::ScenarioSpec::from_toml_str(
+        let spec = crate::ScenarioSpec::from_toml_str(
             "name = \"x\"\nseed = 3\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"30s\"\nbaseline = \"1m\"\nwindow = \"1m\"\n\
              [[model]]\nname = \"org/Big-Model\"\nreplicas = 3\nrate = 1.0\n",
         )
