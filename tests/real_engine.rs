@@ -87,14 +87,26 @@ fn unpack(samples: &Path, dir: &Path, histograms: bool) -> PathBuf {
     out
 }
 
-/// One phase diagnosed against its baseline phase: the report and the exit code.
-fn diagnose(url: &str, phases: &[Phase], p: &Phase, extra: &[&str]) -> (Value, i32) {
+/// The lab run in `dir` served by a Prometheus of the test's own (with or without histograms).
+fn served(dir: &Path, histograms: bool) -> (Vec<Phase>, tempfile::TempDir, common::PromServer) {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let prom = common::PromServer::start_with_openmetrics(unpack(&dir.join("samples.om.gz"), tmp.path(), histograms));
+    (manifest(dir), tmp, prom)
+}
+
+/// `explain` of one phase against its baseline phase, with `extra` arguments.
+fn explain_phase(url: &str, phases: &[Phase], p: &Phase, extra: &[&str]) -> common::run::Run {
     let b = phases.iter().find(|b| Some(&b.name) == p.baseline.as_ref()).unwrap_or_else(|| panic!("{}: no baseline phase", p.name));
     let window = format!("{}s", (p.end - p.start).num_seconds());
     let offset = format!("{}s", (p.start - b.start).num_seconds());
     let at = p.end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let args = [&["--window", &window, "--baseline", &offset, "--format", "json", "--no-config"][..], extra].concat();
-    let run = common::run::run(&common::run::explain_args(url, &at, &args), &[]);
+    let args = [&["--window", &window, "--baseline", &offset, "--no-config"][..], extra].concat();
+    common::run::run(&common::run::explain_args(url, &at, &args), &[])
+}
+
+/// One phase diagnosed against its baseline phase: the report and the exit code.
+fn diagnose(url: &str, phases: &[Phase], p: &Phase, extra: &[&str]) -> (Value, i32) {
+    let run = explain_phase(url, phases, p, &[&["--format", "json"][..], extra].concat());
     (run.json(), run.code)
 }
 
@@ -137,10 +149,7 @@ fn loud(report: &Value) -> Vec<String> {
 
 /// Judge every phase of a lab run with histograms: returns one line per phase that went wrong.
 fn judge_full(dir: &Path) -> Vec<String> {
-    let phases = manifest(dir);
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let om = unpack(&dir.join("samples.om.gz"), tmp.path(), true);
-    let prom = common::PromServer::start_with_openmetrics(&om);
+    let (phases, _tmp, prom) = served(dir, true);
     let mut wrong = Vec::new();
     let mut judged = 0;
     for p in phases.iter().filter(|p| p.baseline.is_some()) {
@@ -181,10 +190,7 @@ fn every_real_engine_phase_is_diagnosed_right() {
 
 #[test]
 fn the_real_engines_queue_time_is_read_as_a_bound_under_its_first_bucket() {
-    let dir = fixtures();
-    let phases = manifest(&dir);
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let prom = common::PromServer::start_with_openmetrics(unpack(&dir.join("samples.om.gz"), tmp.path(), true));
+    let (phases, _tmp, prom) = served(&fixtures(), true);
     let overload = phases.iter().find(|p| p.name == "overload").expect("an overload phase");
     let (report, _) = diagnose(&prom.url, &phases, overload, &[]);
     let f = &report["findings"][0];
@@ -192,13 +198,7 @@ fn the_real_engines_queue_time_is_read_as_a_bound_under_its_first_bucket() {
     // vLLM's queue-time histogram starts at 0.3 s: a healthy engine's queue time is only known to be under it.
     assert_eq!(queue["baseline_bound"], serde_json::json!({"below": 0.3}), "{queue:#}");
     assert!(queue["value_bound"].is_null(), "the overload's queue time is measured: {queue:#}");
-    let (table, _) = {
-        let at = overload.end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let b = phases.iter().find(|b| Some(&b.name) == overload.baseline.as_ref()).unwrap();
-        let offset = format!("{}s", (overload.start - b.start).num_seconds());
-        let run = common::run::run(&common::run::explain_args(&prom.url, &at, &["--window", "180s", "--baseline", &offset, "--no-config"]), &[]);
-        (run.stdout, run.code)
-    };
+    let table = explain_phase(&prom.url, &phases, overload, &[]).stdout;
     let row = table.lines().find(|l| l.contains("P95 queue time")).unwrap_or_else(|| panic!("no queue row:\n{table}"));
     assert!(row.contains("< 300 ms") && !row.contains("285 ms"), "{row}");
 
@@ -210,10 +210,7 @@ fn the_real_engines_queue_time_is_read_as_a_bound_under_its_first_bucket() {
 
 #[test]
 fn gauges_and_counters_alone_still_name_overload_and_kv_pressure_and_never_give_an_all_clear() {
-    let dir = fixtures();
-    let phases = manifest(&dir);
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let prom = common::PromServer::start_with_openmetrics(unpack(&dir.join("samples.om.gz"), tmp.path(), false));
+    let (phases, _tmp, prom) = served(&fixtures(), false);
     let mut wrong = Vec::new();
     for p in phases.iter().filter(|p| p.baseline.is_some()) {
         let (report, code) = diagnose(&prom.url, &phases, p, &[]);

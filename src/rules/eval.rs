@@ -444,13 +444,18 @@ when = ["a >= 2x baseline or a > $high", "b > 50%"]
         assert!(matches!(evaluate(rule, &set, &t, &scope("m")), Outcome::Matched { .. }));
     }
 
+    /// Signals of model "m" with their (window, baseline) values.
+    fn measured(signals: &[(&str, f64, f64)]) -> SignalTable {
+        signals
+            .iter()
+            .map(|(sig, w, b)| (sig.to_string(), SignalValues { window: wv(&[("m", *w)]), baseline: wv(&[("m", *b)]) }))
+            .collect()
+    }
+
     /// The built-in pack's signals for one model: `present` with values (window, baseline), every
     /// latency histogram missing from the data.
     fn gauge_only(present: &[(&str, f64, f64)]) -> SignalTable {
-        let mut t = SignalTable::new();
-        for (sig, w, b) in present {
-            t.insert(sig.to_string(), SignalValues { window: wv(&[("m", *w)]), baseline: wv(&[("m", *b)]) });
-        }
+        let mut t = measured(present);
         for sig in ["ttft_p95", "queue_p95", "itl_p95"] {
             let missing = WindowValues::unavailable(Availability::Missing(vec![format!("vllm:{sig}_bucket")]));
             t.insert(sig.into(), SignalValues { window: missing.clone(), baseline: missing });
@@ -506,19 +511,15 @@ when = ["a >= 2x baseline or a > $high", "b > 50%"]
     #[test]
     fn an_itl_rise_that_comes_with_a_doubled_batch_and_more_tokens_is_load() {
         let set = crate::rules::load_builtin().unwrap();
+        // Real-engine overload: queue and TTFT up ~10x, ITL up 1.6x.
         let table = |running: f64, tokens: f64| {
-            let mut t = SignalTable::new();
-            // Real-engine overload: queue and TTFT up ~10x, ITL up 1.6x.
-            for (sig, w, b) in [
+            measured(&[
                 ("ttft_p95", 2.4, 0.04),
                 ("queue_p95", 2.2, 0.1),
                 ("itl_p95", 0.037, 0.023),
                 ("running_avg", running, 1.6),
                 ("generation_tokens_rate", tokens, 160.0),
-            ] {
-                t.insert(sig.into(), SignalValues { window: wv(&[("m", w)]), baseline: wv(&[("m", b)]) });
-            }
-            t
+            ])
         };
         let load = table(28.0, 1700.0);
         assert!(matches!(evaluate(set.rule("load-exceeds-capacity").unwrap(), &set, &load, &scope("m")), Outcome::Matched { .. }));
@@ -532,17 +533,13 @@ when = ["a >= 2x baseline or a > $high", "b > 50%"]
     fn a_prefix_hit_ratio_low_in_both_windows_is_not_a_finding() {
         let set = crate::rules::load_builtin().unwrap();
         let table = |hit_w: f64, hit_b: f64| {
-            let mut t = SignalTable::new();
-            for (sig, w, b) in [
+            measured(&[
                 ("prefix_queries_rate", 300.0, 300.0),
                 ("prefix_hit_ratio", hit_w, hit_b),
                 ("prompt_len_mean", 64.0, 64.0),
                 ("ttft_p95", 0.2, 0.04),
                 ("prefill_p95", 0.2, 0.2),
-            ] {
-                t.insert(sig.into(), SignalValues { window: wv(&[("m", w)]), baseline: wv(&[("m", b)]) });
-            }
-            t
+            ])
         };
         let rule = set.rule("prefix-cache-miss").unwrap();
         assert_eq!(evaluate(rule, &set, &table(0.0, 0.0), &scope("m")), Outcome::NotMatched);
