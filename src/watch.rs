@@ -81,7 +81,14 @@ pub fn validate(args: &ExplainArgs, stdout_is_terminal: bool) -> Result<(), Fail
 
 /// Run until Ctrl-C. Errors of the first run that are the user's to fix (a bad selector, a rule
 /// file) end the watch; failures of the data source are shown and retried at the next tick.
-pub fn run(args: &ExplainArgs, every: Duration) -> Result<u8, Failure> {
+/// `diagnose` runs the pipeline once (its argument: whether to show progress) and `write` puts a
+/// screen on stdout: the watch loop itself knows nothing of the app that calls it.
+pub fn run(
+    args: &ExplainArgs,
+    every: Duration,
+    mut diagnose: impl FnMut(bool) -> Result<Report, Failure>,
+    write: impl Fn(&str) -> Result<(), Failure>,
+) -> Result<u8, Failure> {
     validate(args, std::io::stdout().is_terminal())?;
     stop_on_ctrl_c()?;
     let color = std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty()) && std::env::var("TERM").map_or(true, |t| t != "dumb");
@@ -92,7 +99,7 @@ pub fn run(args: &ExplainArgs, every: Duration) -> Result<u8, Failure> {
     loop {
         run += 1;
         let started = chrono::Utc::now();
-        let result = crate::app::diagnose(args, progress);
+        let result = diagnose(progress);
         let mut screen = String::from("\x1b[H\x1b[2J");
         screen.push_str(&format!(
             "Watching every {every_text} · run {run} at {} · Ctrl-C to stop\n",
@@ -116,7 +123,7 @@ pub fn run(args: &ExplainArgs, every: Duration) -> Result<u8, Failure> {
                 screen.push_str(&format!("This run failed: {e}\nRetrying in {every_text}; the last good run's findings are kept for comparison.\n"));
             }
         }
-        crate::app::write_stdout(&screen)?;
+        write(&screen)?;
         std::thread::sleep(every);
     }
 }

@@ -17,7 +17,7 @@ use crate::source::Source;
 
 pub(super) fn run_explain(args: ExplainArgs) -> Result<u8, Failure> {
     if let Some(every) = args.watch {
-        return crate::watch::run(&args, every);
+        return crate::watch::run(&args, every, |progress| diagnose(&args, progress), super::write_stdout);
     }
     check_annotations(&args)?;
     let progress = !args.quiet && std::io::stderr().is_terminal();

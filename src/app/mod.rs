@@ -15,8 +15,6 @@ use crate::error::{exit, Failure};
 use crate::report::{Report, Severity};
 use crate::rules::load_with_overrides;
 
-pub(crate) use explain::diagnose;
-
 /// Run the parsed command line; returns the exit code.
 pub fn run(cli: Cli) -> Result<u8, Failure> {
     use crate::config_file::{configure, Lookup, Mode};
