@@ -40,7 +40,8 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
     );
 
     if let Some(sentence) = no_findings_sentence(report) {
-        let class = if report.healthy.is_empty() { "verdict unknown" } else { "verdict clean" };
+        // Only a real all-clear is drawn as one: a run missing its core checks is not.
+        let class = if super::verdict(report) == super::Verdict::Clean { "verdict clean" } else { "verdict unknown" };
         let _ = writeln!(body, "<p class=\"{class}\">{}</p>", esc(&sentence));
     }
     for (i, f) in report.findings.iter().enumerate() {
@@ -50,6 +51,9 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
     let mut rest = String::new();
     if let Some((pairs, rules)) = healthy_summary(report) {
         let _ = writeln!(rest, "<p>Checked and healthy: {} ({})</p>", esc(&pairs), esc(&rules.join(", ")));
+    }
+    if let Some(line) = super::disabled_line(report) {
+        let _ = writeln!(rest, "<p class=\"disabled\">{}</p>", esc(&line));
     }
     let skipped = not_evaluated_lines(report, &scopes);
     if !skipped.is_empty() {
@@ -430,6 +434,18 @@ mod tests {
     #[test]
     fn html_snapshot_when_nothing_was_evaluated() {
         insta::assert_snapshot!(render(&nothing_evaluated_report(), &RenderOptions::default()));
+    }
+
+    #[test]
+    fn disabled_rules_are_listed_and_a_run_missing_core_checks_is_not_drawn_as_clean() {
+        let mut r = clean_report();
+        r.disabled = vec!["gpu-throttling".to_string()];
+        let page = render(&r, &RenderOptions::default());
+        assert!(page.contains("Disabled in the configuration (not evaluated): gpu-throttling"), "{page}");
+        assert!(page.contains("verdict clean"));
+        r.coverage.core_not_evaluated = vec!["slow-decode".to_string()];
+        let page = render(&r, &RenderOptions::default());
+        assert!(!page.contains("verdict clean") && page.contains("not an all-clear"), "{page}");
     }
 
     #[test]

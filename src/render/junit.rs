@@ -58,6 +58,10 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
     for n in &report.not_evaluated {
         put(&n.rule, &n.scope, Outcome::Skipped { reason: one_line(&n.reason) });
     }
+    // Rules the configuration switched off: skipped for every scope, and said why.
+    for rule in &report.disabled {
+        put(rule, &Scope::new(), Outcome::Skipped { reason: "disabled in the configuration".to_string() });
+    }
     for f in &report.findings {
         let mut detail = String::new();
         if !f.summary.trim().is_empty() {
@@ -277,6 +281,20 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn rules_disabled_in_the_configuration_are_skipped_and_missing_core_checks_error() {
+        let mut r = clean_report();
+        r.disabled = vec!["gpu-throttling".to_string()];
+        r.coverage.core_not_evaluated = vec!["slow-decode".to_string()];
+        let xml = render(&r, &warning());
+        let got = outcomes(&xml);
+        let disabled: Vec<_> = got.iter().filter(|((suite, _), _)| suite == "gpu-throttling").collect();
+        assert_eq!(disabled.len(), 1, "{got:?}");
+        assert_eq!(disabled[0].1, "skipped");
+        assert!(xml.contains("disabled in the configuration"), "{xml}");
+        assert_eq!(got[&("coverage".to_string(), "core runbook checks".to_string())], "error");
     }
 
     #[test]
