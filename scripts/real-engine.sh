@@ -32,11 +32,16 @@ lab=${VLLM_DIAG_LAB_DIR:-$HOME/.cache/vllm-diag-lab}
 mkdir -p "$lab" "$out"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# 1. Prometheus (Debian's package) and vLLM's CPU build (a cached venv).
-if ! command -v prometheus >/dev/null 2>&1; then
+# 1. Prometheus, curl and Python's venv module (Debian's packages), and vLLM's CPU build (a cached venv).
+need=()
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "real-engine lab: installing ${need[*]} (Debian packages)" >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 scripts/lab/install.sh "$lab/venv"
 py="$lab/venv/bin/python"
@@ -95,6 +100,10 @@ end=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # 5. Every raw sample of the run, and the engine's last /metrics page.
 python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$start" --end "$end" --out "$run/samples.om.gz"
 curl -fsS "http://127.0.0.1:$port/metrics" > "$run/last-scrape.txt"
-cp "$run/manifest.json" "$run/samples.om.gz" "$run/last-scrape.txt" "$out/"
+# Copied next to the fixtures first, then renamed into place: a failed copy leaves the old set whole.
+staging=$(mktemp -d "$out/.incoming.XXXXXX")
+cp "$run/manifest.json" "$run/samples.om.gz" "$run/last-scrape.txt" "$staging/"
+for f in manifest.json samples.om.gz last-scrape.txt; do mv -f "$staging/$f" "$out/$f"; done
+rmdir "$staging"
 echo "real-engine lab: wrote $out/manifest.json, $out/samples.om.gz and $out/last-scrape.txt" >&2
 echo "real-engine lab: replay them with: cargo test --test real_engine" >&2

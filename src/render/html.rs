@@ -383,6 +383,7 @@ figcaption{font-size:.92em;margin-bottom:4px}
 .value{font-weight:700;font-size:1.1em}
 .low{color:var(--warn)}
 .nochart{color:var(--muted);font-size:.9em;margin:.3em 0}
+.stood-in,.disabled{color:var(--muted);font-style:italic}
 svg.chart{display:block;width:100%;height:auto}
 svg .panel{fill:#fff;stroke:var(--line)}
 svg .panel.base{fill:#f4f6f7}
