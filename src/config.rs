@@ -1,44 +1,11 @@
 //! Typed options for a run, built once from the command line (and later a config file).
 
-use serde::{Deserialize, Serialize};
-
-use crate::report::TimeRange;
-
-/// What identifies a diagnosis run's data: stored in recordings so a replay asks the same questions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunParams {
-    /// The window under diagnosis.
-    pub window: TimeRange,
-    /// The comparison window (same length, earlier).
-    pub baseline: TimeRange,
-    /// Extra label matchers as canonical PromQL (`job="vllm",namespace="prod"`), or empty.
-    pub selector: String,
-    /// Labels findings are grouped by (default `model_name`).
-    pub group_by: Vec<String>,
-    /// The label that tells a scope's replicas apart (default `instance`).
-    #[serde(default = "default_replica_label")]
-    pub replica_label: String,
-}
-
-fn default_replica_label() -> String {
-    "instance".into()
-}
-
-/// A Prometheus label name: letters, digits and `_`, not starting with a digit.
-pub fn is_label_name(l: &str) -> bool {
-    !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !l.starts_with(|c: char| c.is_ascii_digit())
-}
-
-/// A label a user may name as the replica label: a label name, not one reserved (`__name__`).
-pub fn is_replica_label(l: &str) -> bool {
-    is_label_name(l) && !l.starts_with("__")
-}
-
 use chrono::{DateTime, Utc};
 
 use crate::cli::ExplainArgs;
 use crate::error::Failure;
-use crate::selector::Selector;
+use crate::prom::{is_label_name, is_replica_label, Selector};
+use crate::report::{RunParams, TimeRange};
 
 /// Resolve the window end: `now` or an RFC 3339 time, not in the future.
 pub fn parse_at(at: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Failure> {

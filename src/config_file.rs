@@ -475,7 +475,7 @@ pub fn parse(path: &Path, found: &str, text: &str, env: Env) -> Result<ConfigFil
 
     let selector = opt("selector", &raw.selector)?;
     if let Some(s) = &selector {
-        crate::selector::Selector::parse(&s.value).map_err(|e| {
+        crate::prom::Selector::parse(&s.value).map_err(|e| {
             at(&shown, s, format!("selector {:?}: {} at character {}. Expected label matchers such as namespace=\"prod\"", e.input, e.problem, e.column))
         })?;
     }
@@ -498,7 +498,7 @@ pub fn parse(path: &Path, found: &str, text: &str, env: Env) -> Result<ConfigFil
                 vars.extend(item.vars);
                 labels.extend(item.value.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()));
             }
-            let bad = labels.is_empty() || !labels.iter().all(|l| crate::config::is_label_name(l));
+            let bad = labels.is_empty() || !labels.iter().all(|l| crate::prom::is_label_name(l));
             if bad {
                 return Err(invalid(g.span().start, "group_by: give one or more label names, e.g. \"model_name\" or [\"model_name\", \"namespace\"]".into()));
             }
@@ -508,7 +508,7 @@ pub fn parse(path: &Path, found: &str, text: &str, env: Env) -> Result<ConfigFil
 
     let replica_label = opt("replica_label", &raw.replica_label)?;
     if let Some(r) = &replica_label {
-        if !crate::config::is_replica_label(r.value.trim()) {
+        if !crate::prom::is_replica_label(r.value.trim()) {
             return Err(at(&shown, r, format!("replica_label {:?}: give one label name, e.g. \"instance\" or \"pod\"", r.value)));
         }
     }

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::config::RunParams;
+use crate::report::RunParams;
 use crate::rank::{rank, Judgement};
 use crate::report::{MetricsInfo, Report, RunStats, Scope, SourceInfo, SCHEMA_VERSION};
 use crate::rules::eval::{evaluate, Availability, Outcome, SignalTable, SignalValues, WindowValues};
 use crate::rules::RuleSet;
-use crate::selector::Selector;
+use crate::prom::Selector;
 use crate::signals::{self, QueryContext};
 use crate::source::{decode, Data, Request, Response, Source, SourceError};
 
@@ -190,7 +190,7 @@ fn listed(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope,
 /// The selector narrowed to some scopes: `model_name="a"` for one, `model_name=~"a|b"` for several
 /// (per label, so with several grouping labels it may admit a few combinations more, never fewer).
 fn only_scopes(selector: &Selector, group_by: &[String], scopes: &BTreeSet<Scope>) -> Selector {
-    use crate::selector::{escape_regex_literal, MatchOp, Matcher};
+    use crate::prom::{escape_regex_literal, MatchOp, Matcher};
     let mut sel = selector.clone();
     for label in group_by {
         let values: BTreeSet<&str> = scopes.iter().map(|s| s.get(label).map_or("", String::as_str)).collect();
@@ -661,7 +661,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
             let resolved = planned.get(&e.signal)?.0.resolved.clone()?;
             let mut sel = opts.selector.clone();
             for (k, v) in &f.scope {
-                sel.matchers.push(crate::selector::Matcher::eq(k, v));
+                sel.matchers.push(crate::prom::Matcher::eq(k, v));
             }
             let mut group_by = p.group_by.clone();
             group_by.push(p.replica_label.clone());

@@ -335,3 +335,19 @@ impl Report {
         self.findings.iter().map(|f| f.severity).max()
     }
 }
+
+/// What identifies a diagnosis run's data: stored in recordings so a replay asks the same questions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunParams {
+    /// The window under diagnosis.
+    pub window: TimeRange,
+    /// The comparison window (same length, earlier).
+    pub baseline: TimeRange,
+    /// Extra label matchers as canonical PromQL (`job="vllm",namespace="prod"`), or empty.
+    pub selector: String,
+    /// Labels findings are grouped by (default `model_name`).
+    pub group_by: Vec<String>,
+    /// The label that tells a scope's replicas apart (default `instance`).
+    #[serde(default = "default_replica_label")]
+    pub replica_label: String,
+}

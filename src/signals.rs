@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::selector::{MatchOp, Matcher, Selector};
+use crate::prom::{MatchOp, Matcher, Selector};
 
 /// How a signal is computed.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -417,7 +417,7 @@ pub const RUNNING_GAUGE: [&str; 2] = ["vllm:num_requests_running", "vllm_num_req
 pub fn label_count_query(selector: &Selector, label: &str, range: Duration) -> String {
     let names = RUNNING_GAUGE
         .iter()
-        .map(|n| crate::selector::escape_regex_literal(n))
+        .map(|n| crate::prom::escape_regex_literal(n))
         .collect::<Vec<_>>()
         .join("|");
     let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names }];
@@ -431,7 +431,7 @@ pub fn label_count_query(selector: &Selector, label: &str, range: Duration) -> S
 /// burn rates are read): one number per bound, whatever the fleet's size. A bound every series has
 /// counts as many as `+Inf`. An instant selector, so the server reads one sample per series.
 pub fn bucket_coverage_query(selector: &Selector, series: &[String]) -> String {
-    let names = series.iter().map(|n| crate::selector::escape_regex_literal(n)).collect::<Vec<_>>().join("|");
+    let names = series.iter().map(|n| crate::prom::escape_regex_literal(n)).collect::<Vec<_>>().join("|");
     let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names }];
     m.extend(selector.matchers.iter().cloned());
     let sel = format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","));
@@ -478,7 +478,7 @@ fn family_of(series: &str) -> &str {
 }
 
 /// Parse a rule file's `match = 'finished_reason="abort"'` into matchers.
-pub fn parse_match(m: &str) -> Result<Vec<Matcher>, crate::selector::SelectorError> {
+pub fn parse_match(m: &str) -> Result<Vec<Matcher>, crate::prom::SelectorError> {
     Ok(Selector::parse(m)?.matchers)
 }
 
@@ -498,7 +498,7 @@ fn quantity(text: &str, thresholds: &std::collections::BTreeMap<String, f64>) ->
     if let Some(name) = t.strip_prefix('$') {
         return thresholds.get(name).copied().ok_or_else(|| format!("threshold ${name} is not defined"));
     }
-    crate::rules::expr::parse_quantity(t).map_err(|e| e.message)
+    crate::units::parse_quantity(t)
 }
 
 /// `le` values as clients write a bound: `0.5`, `1.0`, `1` and the like, as an anchored regex.
@@ -510,7 +510,7 @@ fn le_regex(bound: f64) -> String {
     forms.push(format!("{bound:e}"));
     forms.sort();
     forms.dedup();
-    forms.iter().map(|f| crate::selector::escape_regex_literal(f)).collect::<Vec<_>>().join("|")
+    forms.iter().map(|f| crate::prom::escape_regex_literal(f)).collect::<Vec<_>>().join("|")
 }
 
 fn over_time_fn(o: OverTime) -> &'static str {
@@ -540,7 +540,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
     let plain = |value: String| SignalQueries { value, count: None, per_replica: None };
     let replica = |declared: &String| -> Result<String, String> {
         let l = if declared == RUN_REPLICA_LABEL { &ctx.replica_label } else { declared };
-        if crate::config::is_label_name(l) { Ok(l.clone()) } else { Err(format!("replica_label {l:?} is not a label name")) }
+        if crate::prom::is_label_name(l) { Ok(l.clone()) } else { Err(format!("replica_label {l:?} is not a label name")) }
     };
     Ok(match kind {
         SignalKind::Quantile { quantile, .. } => {
@@ -659,7 +659,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                     many => Matcher {
                         name: "le".into(),
                         op: MatchOp::Re,
-                        value: many.iter().map(|w| crate::selector::escape_regex_literal(w)).collect::<Vec<_>>().join("|"),
+                        value: many.iter().map(|w| crate::prom::escape_regex_literal(w)).collect::<Vec<_>>().join("|"),
                     },
                 };
                 format!("sum by ({by}) (rate({}[{r}]))", sel.series(&bucket, &[le]))
@@ -739,7 +739,7 @@ fn rate_expr(counter: &str, extra: &[Matcher], anchor: Option<&str>, join: &[Str
 /// The discovery selector: every vLLM series name plus the HTTP layer's, under the user's selector.
 pub fn discovery_matcher(selector: &Selector, extra_names: &[String]) -> String {
     let mut names = vec!["vllm[:_].+".to_string()];
-    names.extend(extra_names.iter().map(|n| crate::selector::escape_regex_literal(n)));
+    names.extend(extra_names.iter().map(|n| crate::prom::escape_regex_literal(n)));
     let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names.join("|") }];
     m.extend(selector.matchers.iter().cloned());
     format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","))

@@ -11,6 +11,34 @@ pub fn parse_prom_float(s: &str) -> Option<f64> {
     }
 }
 
+/// Scale a number written with a unit suffix to the base unit: `ms`, `s`, `m`, `h` to seconds, `%` to
+/// a ratio, no suffix as it is. `None` for any other suffix.
+pub fn scale_quantity(value: f64, unit: &str) -> Option<f64> {
+    match unit {
+        "" | "s" => Some(value),
+        "ms" => Some(value / 1000.0),
+        "m" => Some(value * 60.0),
+        "h" => Some(value * 3600.0),
+        "%" => Some(value / 100.0),
+        _ => None,
+    }
+}
+
+/// Parse a quantity as rules and signals write one: a number with an optional unit (`500ms`, `3s`,
+/// `90%`, `0.9`), in its base unit.
+pub fn parse_quantity(src: &str) -> Result<f64, String> {
+    let t = src.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E' || c == '%').unwrap_or(t.len());
+    // An exponent's `e` belongs to the number only when digits (or a sign) follow it.
+    let (num, unit) = t.split_at(split);
+    let bad = || format!("{src:?} is not a quantity (write e.g. 3s, 500ms, 90% or 0.9)");
+    if num.is_empty() || !num.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    let value: f64 = num.parse().map_err(|_| bad())?;
+    scale_quantity(value, unit).ok_or_else(bad)
+}
+
 /// Format a value in its unit with a sensible precision: `1.42 s`, `850 ms`, `97.3%`, `1,204 tok/s`.
 pub fn format_value(v: f64, unit: &str) -> String {
     if v.is_nan() {
@@ -86,6 +114,18 @@ pub fn format_ratio(value: Option<f64>, baseline: Option<f64>) -> Option<String>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn quantities_are_read_in_their_base_unit() {
+        assert_eq!(super::parse_quantity("500ms").unwrap(), 0.5);
+        assert_eq!(super::parse_quantity("2m").unwrap(), 120.0);
+        assert_eq!(super::parse_quantity("90%").unwrap(), 0.9);
+        assert_eq!(super::parse_quantity("1e-3").unwrap(), 0.001);
+        assert_eq!(super::parse_quantity(" 0.25 ").unwrap(), 0.25);
+        for bad in ["2x", "fast", "", "5 s", "1.5em", "-3s"] {
+            assert!(super::parse_quantity(bad).is_err(), "{bad:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -190,7 +190,7 @@ fn check_scenario(name: &str) {
 
     // 2. The whole diagnosis over the local source.
     let (_, params) = Replay::open(Path::new(&rec)).unwrap();
-    let selector = vllm_diag::selector::Selector::parse(&params.selector).unwrap();
+    let selector = vllm_diag::prom::Selector::parse(&params.selector).unwrap();
     let source: Arc<dyn vllm_diag::source::Source> = Arc::new(LocalSource::new(store, "local", "generated series"));
     let rules = vllm_diag::rules::load_builtin().unwrap();
     let opts = ExplainOptions { params, selector, concurrency: 4, deadline: Duration::from_secs(120) };

@@ -12,7 +12,7 @@ mod support;
 
 use chrono::{TimeZone, Utc};
 use proptest::prelude::*;
-use vllm_diag::selector::{escape_regex_literal, Matcher, Selector};
+use vllm_diag::prom::{escape_regex_literal, Matcher, Selector};
 use vllm_diag::source::{decode, Exchange, Request};
 
 use support::{config, edit_strategy, files, mutate, read};

@@ -113,7 +113,7 @@ pub(crate) fn diagnose(args: &ExplainArgs, progress: bool) -> Result<Report, Fai
                 ));
             }
             let (replay, params) = Replay::open(path).map_err(|e| Failure::Recording(e.to_string()))?;
-            let selector = crate::selector::Selector::parse(&params.selector)
+            let selector = crate::prom::Selector::parse(&params.selector)
                 .map_err(|e| Failure::Recording(format!("{}: the recorded selector is invalid: {e}", path.display())))?;
             eprintln!("vllm-diag: replaying {} (recorded from {})", path.display(), replay.info().url);
             (Arc::new(replay), params, selector, None)

@@ -189,16 +189,8 @@ fn lex(src: &str) -> Result<Vec<(usize, Tok)>, ExprError> {
                     out.push((us, Tok::Times));
                     continue;
                 }
-                let scaled = match unit.as_str() {
-                    "" => value,
-                    "ms" => value / 1000.0,
-                    "s" => value,
-                    "m" => value * 60.0,
-                    "h" => value * 3600.0,
-                    "%" => value / 100.0,
-                    other => {
-                        return Err(err(us, format!("unknown unit {other:?} (use ms, s, m, h, % or Nx baseline)")))
-                    }
+                let Some(scaled) = crate::units::scale_quantity(value, &unit) else {
+                    return Err(err(us, format!("unknown unit {unit:?} (use ms, s, m, h, % or Nx baseline)")));
                 };
                 out.push((start, Tok::Number(scaled, text)));
             }
@@ -635,11 +627,7 @@ mod tests {
 
 /// Parse a lone quantity such as `3s`, `500ms`, `90%` or `0.9` into the base unit.
 pub fn parse_quantity(src: &str) -> Result<f64, ExprError> {
-    let toks = lex(src)?;
-    match toks.as_slice() {
-        [(_, Tok::Number(v, _))] => Ok(*v),
-        _ => Err(ExprError { offset: 0, message: format!("{src:?} is not a quantity (write e.g. 3s, 500ms, 90% or 0.9)") }),
-    }
+    crate::units::parse_quantity(src).map_err(|message| ExprError { offset: 0, message })
 }
 
 #[cfg(test)]

@@ -44,12 +44,12 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::RuleSet;
-use crate::config::RunParams;
+use crate::report::RunParams;
 use crate::explain::{explain, ExplainOptions};
 use crate::local::store::stale_nan;
 use crate::local::Store;
 use crate::report::{Report, Scope, TimeRange};
-use crate::selector::Selector;
+use crate::prom::Selector;
 use crate::source::local::LocalSource;
 use crate::source::Labels;
 
@@ -297,11 +297,11 @@ pub fn parse_file(file: &str, src: &str, rules: &RuleSet) -> Result<TestFile, Te
         };
         let replica_label = match pick(&t.replica_label, &raw.replica_label) {
             None => "instance".to_string(),
-            Some(l) if crate::config::is_replica_label(l.get_ref()) => l.get_ref().clone(),
+            Some(l) if crate::prom::is_replica_label(l.get_ref()) => l.get_ref().clone(),
             Some(l) => return Err(err(l.span().start, format!("replica_label {:?} is not a label name; write e.g. \"pod\"", l.get_ref()))),
         };
         let group_by = t.group_by.clone().or_else(|| raw.group_by.clone()).unwrap_or_else(|| vec!["model_name".to_string()]);
-        if group_by.is_empty() || !group_by.iter().all(|l| crate::config::is_label_name(l)) {
+        if group_by.is_empty() || !group_by.iter().all(|l| crate::prom::is_label_name(l)) {
             return Err(err(test_start, format!("test {:?}: group_by must list label names, e.g. [\"model_name\"]", t.name)));
         }
         if group_by.contains(&replica_label) {

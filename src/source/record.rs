@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use super::{Exchange, Request, Source, SourceError};
-use crate::config::RunParams;
+use crate::report::RunParams;
 use crate::report::SourceInfo;
 
 /// The `format` field of every recording.
@@ -307,10 +307,10 @@ fn check_params(p: &RunParams) -> Result<(), String> {
     if p.baseline.end > p.window.end {
         return Err("params.baseline ends after params.window".to_string());
     }
-    if p.group_by.is_empty() || !p.group_by.iter().all(|l| crate::config::is_label_name(l)) {
+    if p.group_by.is_empty() || !p.group_by.iter().all(|l| crate::prom::is_label_name(l)) {
         return Err("params.group_by must list label names, e.g. [\"model_name\"]".to_string());
     }
-    if !crate::config::is_replica_label(&p.replica_label) || p.group_by.contains(&p.replica_label) {
+    if !crate::prom::is_replica_label(&p.replica_label) || p.group_by.contains(&p.replica_label) {
         return Err("params.replica_label must be a label name not in params.group_by, e.g. \"instance\"".to_string());
     }
     Ok(())

@@ -23,12 +23,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::local::LocalSource;
-use crate::config::RunParams;
+use crate::report::RunParams;
 use crate::exposition::{self, Format};
 use crate::local::store::{is_stale, stale_nan};
 use crate::local::Store;
 use crate::report::TimeRange;
-use crate::selector::Selector;
+use crate::prom::Selector;
 use crate::source::Labels;
 
 /// Why a scrape run cannot start or produced nothing to diagnose.
