@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use super::ast::*;
 use super::store::{at_or_before, between, is_stale, Store};
-use crate::source::Labels;
+use crate::prom::Labels;
 
 /// Prometheus' default lookback delta for instant selectors.
 pub const LOOKBACK_MS: i64 = 5 * 60 * 1000;

@@ -11,7 +11,7 @@
 
 use super::ast::Expr;
 use super::eval::{ensure_unique, EvalError, Evaluator, RangeValue, Sample, Series, Value};
-use crate::source::Labels;
+use crate::prom::Labels;
 
 pub(crate) fn call(ev: &Evaluator, func: &str, args: &[Expr], t: i64) -> Result<Value, EvalError> {
     let scalar_arg = |i: usize| -> Result<f64, EvalError> { ev.scalar(&args[i], t) };

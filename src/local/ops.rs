@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::ast::{AggOp, BinOp, Cardinality, Grouping, VectorMatching};
 use super::eval::{EvalError, Sample, Value};
-use crate::source::Labels;
+use crate::prom::Labels;
 
 pub(crate) fn aggregate(
     op: AggOp,

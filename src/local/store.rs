@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::source::Labels;
+use crate::prom::Labels;
 
 /// Bit pattern of Prometheus' staleness marker (a NaN that no arithmetic produces).
 pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;

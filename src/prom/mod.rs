@@ -7,6 +7,9 @@ pub mod selector;
 
 pub use selector::{escape_label_value, escape_regex_literal, MatchOp, Matcher, Selector, SelectorError};
 
+/// Label set of one series, sorted for deterministic output.
+pub type Labels = std::collections::BTreeMap<String, String>;
+
 /// A Prometheus label name: letters, digits and `_`, not starting with a digit.
 pub fn is_label_name(l: &str) -> bool {
     !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !l.starts_with(|c: char| c.is_ascii_digit())

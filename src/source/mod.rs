@@ -4,7 +4,6 @@
 //! type, body text), and one decoder ([`decode`]) turns an exchange into a [`Response`]. Because a
 //! replay hands the decoder the very bytes the server sent, a replayed run is the recorded run.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -20,8 +19,8 @@ pub mod scrape;
 
 pub use decode::decode;
 
-/// Label set of one series, sorted for deterministic output.
-pub type Labels = BTreeMap<String, String>;
+/// Label set of one series (a Prometheus concept, defined in [`crate::prom`]).
+pub use crate::prom::Labels;
 
 /// One call to the data source's HTTP API.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
