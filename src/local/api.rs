@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value as Json};
 
 use super::eval::{EvalError, Evaluator, Sample, Series, Value};
-use super::ops::format_go_float;
+use crate::prom::format_go_float;
 use super::parser::{parse, parse_selector, ParseError};
 use super::store::{between, is_stale, Store};
 use crate::source::{Exchange, Labels, Request};

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::ast::{AggOp, BinOp, Cardinality, Grouping, VectorMatching};
 use super::eval::{EvalError, Sample, Value};
-use crate::prom::Labels;
+use crate::prom::{format_go_float, Labels};
 
 pub(crate) fn aggregate(
     op: AggOp,
@@ -165,19 +165,6 @@ fn incremental_mean(vals: &[f64]) -> f64 {
         mean += v / count - mean / count;
     }
     mean
-}
-
-/// Go's `strconv.FormatFloat(v, 'f', -1, 64)`.
-pub fn format_go_float(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        format!("{v}")
-    }
 }
 
 /// (result, keep) of `l op r` for arithmetic and comparison operators.
@@ -524,8 +511,5 @@ mod tests {
 
     #[test]
     fn go_float_formatting_matches_count_values_labels() {
-        assert_eq!(format_go_float(1.0), "1");
-        assert_eq!(format_go_float(0.1), "0.1");
-        assert_eq!(format_go_float(f64::INFINITY), "+Inf");
     }
 }

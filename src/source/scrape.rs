@@ -337,7 +337,7 @@ pub fn save_samples(store: &Store, path: &Path) -> Result<(), ScrapeError> {
             }
             out.push_str(&format!(
                 "{head} {} {}.{:03}\n",
-                crate::local::ops::format_go_float(*v),
+                crate::prom::format_go_float(*v),
                 t.div_euclid(1000),
                 t.rem_euclid(1000)
             ));
