@@ -736,6 +736,25 @@ fn rate_expr(counter: &str, extra: &[Matcher], anchor: Option<&str>, join: &[Str
     }
 }
 
+/// How many series of `metric` hold a sample at each step of a range query: where the first point
+/// lies tells when the data starts.
+pub fn series_count_query(selector: &Selector, metric: &str) -> String {
+    format!("count({})", selector.series(metric, &[]))
+}
+
+/// vLLM's cache configuration (`num_gpu_blocks`, `block_size` as labels of the info gauge `name`)
+/// per scope. The info series carries no model label, so it is joined to the scope's labels
+/// through `anchor` (a gauge every engine exports) on the engine's `instance` and `job`.
+pub fn cache_config_query(selector: &Selector, group_by: &[String], name: &str, anchor: &str, range: Duration) -> String {
+    let by = group_by.join(", ");
+    let r = promql_duration(range);
+    format!(
+        "max by ({by}, num_gpu_blocks, block_size) (last_over_time({}[{r}]) * on (instance, job) group_left ({by}) group by (instance, job, {by}) (last_over_time({}[{r}])))",
+        selector.without(group_by).series(name, &[]),
+        selector.series(anchor, &[])
+    )
+}
+
 /// The discovery selector: every vLLM series name plus the HTTP layer's, under the user's selector.
 pub fn discovery_matcher(selector: &Selector, extra_names: &[String]) -> String {
     let mut names = vec!["vllm[:_].+".to_string()];

@@ -1,0 +1,230 @@
+//! Stage: follow up. For findings only, planned together and sent in one concurrent batch (one more
+//! round trip after the signals, not two): trends of the evidence, one per-replica breakdown per
+//! finding, and the cache configuration for recommendations. Each asks only for the scopes with a
+//! finding (one model of fifty in a typical incident), never for the whole fleet.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::fetch::Answers;
+use super::plan::SignalPlan;
+use crate::prom::{escape_regex_literal, MatchOp, Matcher, Selector};
+use crate::report::{Evidence, Finding, Limit, Replicas, RunParams, Scope, TimeRange, Trend};
+use crate::rules::eval::SignalTable;
+use crate::rules::RuleSet;
+use crate::signals::{self, QueryContext, SignalKind};
+use crate::source::{Data, Request, Response, Sample};
+
+/// The follow-up requests of a run, and what each is for.
+#[derive(Debug, Clone, Default)]
+pub struct FollowUps {
+    /// Per signal: its query, and the range requests over the baseline and the window.
+    pub trends: BTreeMap<String, (String, Request, Request)>,
+    pub trend_range: Duration,
+    pub step: u64,
+    /// Per finding (same order): the per-replica request and the signal it breaks down.
+    pub breakdowns: Vec<Option<(Request, String)>>,
+    /// The cache configuration, when a finding recommends.
+    pub cache: Option<Request>,
+}
+
+impl FollowUps {
+    /// Every request to send: trends first, then breakdowns and the cache configuration.
+    pub fn requests(&self) -> Vec<Request> {
+        let trends = self.trends.values().flat_map(|(_, b, w)| [b.clone(), w.clone()]);
+        trends.chain(self.breakdowns.iter().flatten().map(|(r, _)| r.clone())).chain(self.cache.clone()).collect()
+    }
+}
+
+/// The selector narrowed to some scopes: `model_name="a"` for one, `model_name=~"a|b"` for several
+/// (per label, so with several grouping labels it may admit a few combinations more, never fewer).
+pub fn only_scopes(selector: &Selector, group_by: &[String], scopes: &BTreeSet<Scope>) -> Selector {
+    let mut sel = selector.clone();
+    for label in group_by {
+        let values: BTreeSet<&str> = scopes.iter().map(|s| s.get(label).map_or("", String::as_str)).collect();
+        match values.len() {
+            0 => {}
+            1 => sel.matchers.extend(values.iter().map(|v| Matcher::eq(label, v))),
+            _ => sel.matchers.push(Matcher {
+                name: label.clone(),
+                op: MatchOp::Re,
+                value: values.iter().map(|v| escape_regex_literal(v)).collect::<Vec<_>>().join("|"),
+            }),
+        }
+    }
+    sel
+}
+
+/// Signal kinds whose query can simply be grouped by replica as well.
+fn replica_breakdown_supported(kind: &SignalKind) -> bool {
+    use SignalKind as K;
+    match kind {
+        K::Quantile { .. } | K::Mean { .. } | K::ActiveShare { .. } | K::Fill { .. } | K::Slope { .. } => true,
+        K::Rate { attribute_via, .. } | K::Ratio { attribute_via, .. } | K::Gauge { attribute_via, .. } => attribute_via.is_empty(),
+        _ => false,
+    }
+}
+
+/// A scope cut down to its grouping labels (without a replica a finding names).
+fn base_scope(scope: &Scope, group_by: &[String]) -> Scope {
+    group_by.iter().map(|l| (l.clone(), scope.get(l).cloned().unwrap_or_default())).collect()
+}
+
+/// Trend requests for the evidence of the findings. Signals with a fixed range keep it;
+/// per-replica signals have no single trend line.
+fn plan_trends(findings: &[Finding], rules: &RuleSet, plan: &SignalPlan, selector: &Selector, p: &RunParams, out: &mut FollowUps) {
+    out.trend_range = Duration::from_secs((p.window.duration().as_secs() / 10).clamp(120, 600));
+    out.step = (p.window.duration().as_secs() / 30).max(15);
+    let mut wanted: BTreeMap<String, BTreeSet<Scope>> = BTreeMap::new();
+    for f in findings {
+        for e in &f.evidence {
+            wanted.entry(e.signal.clone()).or_default().insert(base_scope(&f.scope, &p.group_by));
+        }
+    }
+    for (id, scopes) in &wanted {
+        let (Some(def), Some((w, _))) = (rules.signals.get(id), plan.signals.get(id)) else { continue };
+        let Some(resolved) = &w.resolved else { continue };
+        if w.per_replica.is_some() {
+            continue;
+        }
+        let tctx = QueryContext { selector: only_scopes(selector, &p.group_by, scopes), range: def.range.unwrap_or(out.trend_range), ..plan.ctx.clone() };
+        let Ok(q) = signals::build(&def.kind, resolved, &tctx) else { continue };
+        let range = |r: &TimeRange| Request::Range { query: q.value.clone(), start: r.start, end: r.end, step_seconds: out.step };
+        out.trends.insert(id.clone(), (q.value.clone(), range(&p.baseline), range(&p.window)));
+    }
+}
+
+/// The per-replica breakdown of a finding ("3 of 8 replicas"): its first passed evidence with
+/// limits, queried for its scope grouped by replica as well.
+fn plan_breakdown(f: &Finding, rules: &RuleSet, plan: &SignalPlan, selector: &Selector, p: &RunParams) -> Option<(Request, String)> {
+    if f.scope.keys().any(|k| !p.group_by.contains(k)) {
+        return None; // already about one replica
+    }
+    let e = f.evidence.iter().find(|e| e.passed && !e.limits.is_empty())?;
+    let def = rules.signals.get(&e.signal)?;
+    if !replica_breakdown_supported(&def.kind) {
+        return None;
+    }
+    let resolved = plan.signals.get(&e.signal)?.0.resolved.clone()?;
+    let mut sel = selector.clone();
+    sel.matchers.extend(f.scope.iter().map(|(k, v)| Matcher::eq(k, v)));
+    let group_by: Vec<String> = p.group_by.iter().cloned().chain(std::iter::once(p.replica_label.clone())).collect();
+    let rctx = QueryContext { selector: sel, group_by, range: def.range_in(plan.ctx.range), ..plan.ctx.clone() };
+    let q = signals::build(&def.kind, &resolved, &rctx).ok()?;
+    Some((Request::Instant { query: q.value, time: p.window.end }, e.signal.clone()))
+}
+
+/// Plan every follow-up for the ranked findings.
+pub fn plan(findings: &[Finding], rules: &RuleSet, plan: &SignalPlan, selector: &Selector, p: &RunParams, window_names: &BTreeSet<String>) -> FollowUps {
+    let mut out = FollowUps::default();
+    plan_trends(findings, rules, plan, selector, p, &mut out);
+    out.breakdowns = findings.iter().map(|f| plan_breakdown(f, rules, plan, selector, p)).collect();
+    let recommending: BTreeSet<Scope> =
+        findings.iter().filter(|f| rules.rule(&f.rule).is_some_and(|r| r.recommend.is_some())).map(|f| base_scope(&f.scope, &p.group_by)).collect();
+    let info = signals::spellings("vllm:cache_config_info");
+    if !recommending.is_empty() && window_names.iter().any(|n| info.contains(n)) {
+        let name = signals::pick(&["vllm:cache_config_info".to_string()], window_names).cloned().unwrap_or_default();
+        let anchor = signals::pick(&["vllm:num_requests_running".to_string()], window_names).cloned().unwrap_or_default();
+        let sel = only_scopes(selector, &p.group_by, &recommending);
+        let query = signals::cache_config_query(&sel, &p.group_by, &name, &anchor, p.window.duration());
+        out.cache = Some(Request::Instant { query, time: p.window.end });
+    }
+    out
+}
+
+/// Which replicas cross the limits the scope as a whole crossed.
+pub fn affected_replicas(samples: &[Sample], e: &Evidence, replica_label: &str) -> Replicas {
+    let holds = |label: &str, v: f64, limit: f64| {
+        if label.starts_with(">=") {
+            v >= limit
+        } else if label.starts_with('>') {
+            v > limit
+        } else if label.starts_with("<=") {
+            v <= limit
+        } else {
+            v < limit
+        }
+    };
+    let crossed: Vec<&Limit> = e.limits.iter().filter(|l| e.value.is_some_and(|v| holds(&l.label, v, l.value))).collect();
+    let mut names: Vec<String> = samples.iter().map(|s| s.labels.get(replica_label).cloned().unwrap_or_default()).collect();
+    names.sort();
+    names.dedup();
+    let mut affected: Vec<String> = samples
+        .iter()
+        .filter(|s| s.v.is_finite() && crossed.iter().any(|l| holds(&l.label, s.v, l.value)))
+        .map(|s| s.labels.get(replica_label).cloned().unwrap_or_default())
+        .collect();
+    affected.sort();
+    affected.dedup();
+    Replicas {
+        label: replica_label.to_string(),
+        affected,
+        total: names.len(),
+        signal: e.signal.clone(),
+        limit: crossed.iter().map(|l| l.label.clone()).collect::<Vec<_>>().join(" or "),
+    }
+}
+
+/// Attach each trend to the evidence it belongs to.
+fn apply_trends(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], group_by: &[String], warnings: &mut Vec<String>) {
+    if fu.trends.is_empty() {
+        return;
+    }
+    for (_, b, w) in fu.trends.values() {
+        for resp in [b, w].into_iter().filter_map(|r| answers.get(r)).flatten() {
+            warnings.extend(resp.warnings.iter().cloned());
+        }
+    }
+    let points = |req: &Request, scope: &Scope| -> Vec<(f64, f64)> {
+        match answers.get(req) {
+            Some(Ok(Response { data: Data::Matrix(series), .. })) => series
+                .iter()
+                .find(|s| group_by.iter().all(|l| s.labels.get(l).cloned().unwrap_or_default() == scope.get(l).cloned().unwrap_or_default()))
+                .map(|s| s.points.iter().copied().filter(|(_, v)| v.is_finite()).collect())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    };
+    for f in findings.iter_mut() {
+        for e in &mut f.evidence {
+            if let Some((query, b, w)) = fu.trends.get(&e.signal) {
+                let (baseline, window) = (points(b, &f.scope), points(w, &f.scope));
+                if !baseline.is_empty() || !window.is_empty() {
+                    e.series = Some(Trend { step_seconds: fu.step, range_seconds: fu.trend_range.as_secs(), query: query.clone(), baseline, window });
+                }
+            }
+        }
+    }
+}
+
+/// Apply the follow-up answers: trends, affected replicas, and recommendations (which need no
+/// follow-up query when the measured KV footprint is enough).
+pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, table: &SignalTable, p: &RunParams, warnings: &mut Vec<String>) {
+    apply_trends(fu, answers, findings, &p.group_by, warnings);
+    let cache = match fu.cache.as_ref().and_then(|r| answers.get(r)) {
+        Some(Ok(Response { data: Data::Vector(v), .. })) => crate::recommend::cache_config(v, &p.group_by),
+        _ => BTreeMap::new(),
+    };
+    for (f, b) in findings.iter_mut().zip(&fu.breakdowns) {
+        if let Some((req, signal)) = b {
+            if let Some(Ok(Response { data: Data::Vector(samples), .. })) = answers.get(req) {
+                if let Some(e) = f.evidence.iter().find(|e| &e.signal == signal) {
+                    f.replicas = Some(affected_replicas(samples, e, &p.replica_label));
+                }
+            }
+        }
+        if let Some(kind) = rules.rule(&f.rule).and_then(|r| r.recommend.clone()) {
+            let base: Scope = f.scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let val = |sig: &str| table.get(sig).and_then(|t| t.window.values.get(&base).copied());
+            let inputs = crate::recommend::Inputs {
+                num_gpu_blocks: cache.get(&base).map(|c| c.0),
+                block_size: cache.get(&base).map(|c| c.1),
+                prompt_len_mean: val("prompt_len_mean"),
+                output_len_mean: val("output_len_mean"),
+                running_per_replica: val("running_per_replica"),
+                kv_usage_avg: val("kv_usage_avg"),
+            };
+            f.recommendations.extend(crate::recommend::recommend(&kind, &inputs));
+        }
+    }
+}

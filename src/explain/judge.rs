@@ -1,0 +1,97 @@
+//! Stage: judge. Every enabled rule for every scope over the signal table, ranked, and how much of
+//! the pack gave a verdict.
+
+use std::collections::BTreeSet;
+
+use crate::rank::{rank, Judgement, Ranked};
+use crate::report::{Coverage, RunParams, Scope};
+use crate::rules::eval::{evaluate, Availability, Outcome, SignalTable};
+use crate::rules::{RuleDef, RuleSet};
+
+/// The verdicts of a run.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    pub ranked: Ranked,
+    /// Scopes seen in the window (one empty scope when none was).
+    pub scopes: BTreeSet<Scope>,
+    /// Rule and scope pairs with a verdict.
+    pub evaluated: usize,
+    pub coverage: Coverage,
+}
+
+/// Whether any signal that looks inside the window brought data back. A rule decided without
+/// numbers (an optional feature's metrics absent) does not make a run without such data
+/// "evaluated": it has no verdict (exit 3). A 6h burn rate reaching back before the window is no
+/// sign that the window holds data (which matters where discovery is coarse, e.g. VictoriaMetrics
+/// lists the metric names of whole days).
+pub fn any_data(rules: &RuleSet, table: &SignalTable, p: &RunParams) -> bool {
+    let inside = |id: &String| rules.signals.get(id).map_or(true, |d| d.range_in(p.window.duration()) <= p.window.duration());
+    table.iter().any(|(id, s)| inside(id) && matches!(s.window.availability, Availability::Ok) && !s.window.values.is_empty())
+}
+
+/// Judge one rule in one scope. A finding about one replica names it in its scope.
+fn judge_one(rule: &RuleDef, rules: &RuleSet, table: &SignalTable, scope: &Scope, any_data: bool) -> Judgement {
+    let mut outcome = evaluate(rule, rules, table, scope);
+    if !any_data && matches!(outcome, Outcome::NotMatched) {
+        // Only an optional feature's absence decided it, and with no data at all in the window
+        // that absence proves nothing: not healthy, not evaluated.
+        outcome = Outcome::Unknown {
+            reasons: vec!["metric missing in the window, and no signal found any vLLM data in the window, so its absence proves nothing".into()],
+        };
+    }
+    let mut named = scope.clone();
+    if matches!(outcome, Outcome::Matched { .. }) {
+        for sig in rule.signals() {
+            if let Some(culprit) = table.get(&sig).and_then(|sv| sv.window.culprits.get(scope)) {
+                for (k, v) in culprit {
+                    named.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+    }
+    Judgement { rule: rule.id.clone(), scope: named, outcome }
+}
+
+/// Judge every rule in every scope seen in the window, and rank.
+pub fn judge(rules: &RuleSet, table: &SignalTable, p: &RunParams) -> Judged {
+    let mut scopes: BTreeSet<Scope> = table.values().flat_map(|s| s.window.values.keys().cloned()).collect();
+    if scopes.is_empty() {
+        scopes.insert(Scope::new());
+    }
+    let any_data = any_data(rules, table, p);
+    let judgements: Vec<Judgement> =
+        rules.rules.iter().flat_map(|rule| scopes.iter().map(move |scope| (rule, scope))).map(|(rule, scope)| judge_one(rule, rules, table, scope, any_data)).collect();
+    let evaluated = if any_data { judgements.iter().filter(|j| !matches!(j.outcome, Outcome::Unknown { .. })).count() } else { 0 };
+    let coverage = coverage(rules, table, &judgements, any_data, &p.group_by);
+    Judged { ranked: rank(rules, &p.group_by, judgements), scopes, evaluated, coverage }
+}
+
+/// How much of the pack gave a verdict, which rules decided through stand-ins, and which core
+/// rules could not be judged. A core rule counts as not judged only for a gap of the run (a metric
+/// missing from the data, a query that failed), not for a scope that merely had nothing to measure
+/// (an idle or new model), which would otherwise deny every fleet with one idle model its verdict.
+pub fn coverage(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement], any_data: bool, group_by: &[String]) -> Coverage {
+    let base = |scope: &Scope| -> Scope { scope.iter().filter(|(k, _)| group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect() };
+    let decided = |id: &str| any_data && judgements.iter().any(|j| j.rule == id && !matches!(j.outcome, Outcome::Unknown { .. }));
+    let gap = |sig: &String| {
+        table.get(sig).is_some_and(|v| [&v.window.availability, &v.baseline.availability].iter().any(|a| !matches!(a, Availability::Ok)))
+    };
+    let condition_signals = |r: &RuleDef| -> Vec<String> {
+        r.when.iter().chain(r.stand_in.iter().flat_map(|s| &s.when)).flat_map(|c| c.expr.comparisons()).map(|c| c.signal.clone()).collect()
+    };
+    let evaluated: Vec<&RuleDef> = rules.rules.iter().filter(|r| decided(&r.id)).collect();
+    let stood_in = |r: &&&RuleDef| {
+        judgements.iter().filter(|j| j.rule == r.id).any(|j| crate::rules::eval::decided_by_stand_in(r, rules, table, &base(&j.scope)))
+    };
+    let unjudged = |r: &&RuleDef| {
+        r.core
+            && (!any_data
+                || (judgements.iter().any(|j| j.rule == r.id && matches!(j.outcome, Outcome::Unknown { .. })) && condition_signals(r).iter().any(gap)))
+    };
+    Coverage {
+        rules: rules.rules.len(),
+        evaluated: evaluated.len(),
+        stood_in: evaluated.iter().filter(stood_in).count(),
+        core_not_evaluated: rules.rules.iter().filter(unjudged).map(|r| r.id.clone()).collect(),
+    }
+}

@@ -1,0 +1,244 @@
+//! The explain pipeline: discover which metrics exist, query every signal for the window and the
+//! baseline concurrently, evaluate the rules, rank, follow up on the findings, and assemble the
+//! [`Report`].
+//!
+//! Its stages are plain functions over data, one file each, in the order a run goes through them:
+//! [`discover`] (metric names, bucket bounds, fleet labels) -> [`plan`] (queries from signals) ->
+//! [`fetch`] (the only network code) -> [`assemble`] (answers -> signal values) -> [`judge`] (rules,
+//! rank, coverage) -> [`follow_up`] (trends, per-replica breakdowns, recommendations). [`explain`]
+//! strings them together. A query that fails or times out does not stop the run: the signals that
+//! needed it become "not evaluated" with the reason, and the rest of the diagnosis still comes out.
+
+pub mod assemble;
+pub mod discover;
+pub mod fetch;
+pub mod follow_up;
+pub mod judge;
+pub mod plan;
+#[cfg(test)]
+mod stage_tests;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::prom::Selector;
+use crate::report::{MetricsInfo, Report, RunParams, RunStats, SourceInfo, SCHEMA_VERSION};
+use crate::rules::RuleSet;
+use crate::signals::{self, QueryContext};
+use crate::source::{Source, SourceError};
+
+pub use fetch::{run_queries, Answers};
+
+/// How a run talks to its source.
+#[derive(Debug, Clone)]
+pub struct ExplainOptions {
+    pub params: RunParams,
+    pub selector: Selector,
+    /// Queries in flight at once.
+    pub concurrency: usize,
+    /// Everything must be answered within this; what is not becomes "not evaluated: timed out".
+    pub deadline: Duration,
+}
+
+/// Why a run produced no report at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    #[error("{0}")]
+    Unreachable(SourceError),
+    #[error("{0}")]
+    NoData(String),
+}
+
+/// Label the metric generation from the names present.
+pub fn generation(names: &BTreeSet<String>) -> String {
+    let has = |n: &str| signals::spellings(n).iter().any(|s| names.contains(s));
+    let v1 = ["vllm:kv_cache_usage_perc", "vllm:inter_token_latency_seconds_bucket", "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total", "vllm:spec_decode_num_drafts_total", "vllm:request_prefill_kv_computed_tokens_bucket", "vllm:engine_sleep_state"]
+        .iter()
+        .any(|n| has(n));
+    let v0 = ["vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc", "vllm:gpu_prefix_cache_hit_rate", "vllm:avg_generation_throughput_toks_per_s", "vllm:time_in_queue_requests_bucket", "vllm:tokens_total"]
+        .iter()
+        .any(|n| has(n))
+        || (has("vllm:gpu_cache_usage_perc") && has("vllm:time_per_output_token_seconds_bucket") && !v1);
+    let otel = names.iter().any(|n| n.starts_with("vllm_")) && !names.iter().any(|n| n.starts_with("vllm:"));
+    let g = match (v1, v0) {
+        (true, true) => "mixed",
+        (true, false) => "v1",
+        (false, true) => "v0",
+        (false, false) => "unknown",
+    };
+    if otel { format!("{g} (vllm_ names)") } else { g.to_string() }
+}
+
+/// Run the pipeline against `source` with the enabled `rules`.
+pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOptions) -> Result<Report, ExplainError> {
+    let p = &opts.params;
+    let started = std::time::Instant::now();
+    let mut warnings: Vec<String> = Vec::new();
+    let needed = plan::needed_signals(rules);
+
+    // Discovery, both windows at once; with it the bucket bounds of histograms read at a target
+    // (SLO burn), so a target between two buckets can be interpolated. The bounds only refine SLO
+    // reads, so they get a quarter of the deadline: a stuck answer must not cost the whole run.
+    let disc_plan = discover::plan(rules, &needed, &opts.selector, p);
+    let mut queries = 2 + disc_plan.buckets.len();
+    let (mut disc_answers, mut bounds_answers) = tokio::join!(
+        run_queries(&source, vec![disc_plan.window.clone(), disc_plan.baseline.clone()], 2, opts.deadline),
+        run_queries(&source, disc_plan.buckets.iter().map(|(_, r)| r.clone()).collect(), opts.concurrency.saturating_sub(2).max(1), opts.deadline / 4),
+    );
+    let buckets = discover::read_buckets(&disc_plan, &mut bounds_answers, &mut warnings);
+    let (window_names, baseline_names) = discover::read_names(&disc_plan, &mut disc_answers, &mut warnings, &source.url(), &opts.selector, p)?;
+    if !baseline_names.iter().any(|n| n.starts_with("vllm")) {
+        // Then the window may be longer than the data as well: one coarse range query tells.
+        if let Some(req) = discover::data_start_request(&opts.selector, &window_names, &p.window) {
+            queries += 1;
+            let answers = run_queries(&source, vec![req.clone()], 1, fetch::remaining(opts.deadline, started)).await;
+            if let Some(first) = discover::data_start(&req, &answers, &p.window) {
+                warnings.push(discover::data_start_warning(&first, &p.window));
+            }
+        }
+    }
+    let disc = discover::Discovery { window_names, baseline_names, buckets };
+
+    // Plan the signal queries for each window, and ask them with the fleet's label counts, within
+    // what is left of the overall deadline.
+    let ctx = QueryContext {
+        selector: opts.selector.clone(),
+        group_by: p.group_by.clone(),
+        range: p.window.duration(),
+        thresholds: rules.thresholds.clone(),
+        buckets: disc.buckets.clone(),
+        replica_label: p.replica_label.clone(),
+    };
+    let signal_plan = plan::plan_signals(rules, &needed, ctx, p, &disc, &mut warnings);
+    let requests: Vec<_> = signal_plan.requests.iter().cloned().chain(disc_plan.labels.iter().map(|(_, r)| r.clone())).collect();
+    queries += requests.len();
+    let answers = run_queries(&source, requests, opts.concurrency, fetch::remaining(opts.deadline, started)).await;
+    for resp in answers.values().flatten() {
+        warnings.extend(resp.warnings.iter().cloned());
+    }
+
+    // Assemble the values and judge.
+    let labels = assemble::fleet_labels(&disc_plan.labels, &answers, &disc.window_names, p, &mut warnings);
+    let (table, names_used) = assemble::signal_table(&signal_plan, &answers, &p.group_by, &mut warnings);
+    let judge::Judged { mut ranked, scopes, evaluated, coverage } = judge::judge(rules, &table, p);
+
+    // Follow up on the findings in one more round trip.
+    let follow_ups = follow_up::plan(&ranked.findings, rules, &signal_plan, &opts.selector, p, &disc.window_names);
+    let follow_up_requests = follow_ups.requests();
+    let more = if follow_up_requests.is_empty() {
+        Answers::new()
+    } else {
+        queries += follow_up_requests.len();
+        run_queries(&source, follow_up_requests, opts.concurrency, fetch::remaining(opts.deadline, started)).await
+    };
+    follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, p, &mut warnings);
+
+    let mut seen = BTreeSet::new();
+    warnings.retain(|w| seen.insert(w.clone()));
+    let mut info: SourceInfo = source.info();
+    info.selector = opts.selector.to_promql();
+    Ok(Report {
+        schema_version: SCHEMA_VERSION,
+        window: p.window,
+        baseline: p.baseline,
+        source: info,
+        metrics: MetricsInfo {
+            generation: generation(&disc.window_names),
+            scopes: scopes.into_iter().filter(|s| !s.is_empty()).collect(),
+            names_used,
+            labels,
+            replica_label: p.replica_label.clone(),
+        },
+        findings: ranked.findings,
+        healthy: ranked.healthy,
+        not_evaluated: ranked.not_evaluated,
+        disabled: Vec::new(),
+        warnings,
+        stats: RunStats { queries, rules_evaluated: evaluated },
+        coverage,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::rank::Judgement;
+    use crate::report::Scope;
+    use crate::rules::eval::{Availability, Outcome, SignalTable, SignalValues};
+
+    fn scope(model: &str) -> Scope {
+        [("model_name".to_string(), model.to_string())].into_iter().collect()
+    }
+
+    fn narrowed(user: &str, models: &[&str]) -> String {
+        let sel = Selector::parse(user).unwrap();
+        let scopes: BTreeSet<Scope> = models.iter().map(|m| scope(m)).collect();
+        follow_up::only_scopes(&sel, &["model_name".to_string()], &scopes).series("m", &[])
+    }
+
+    #[test]
+    fn one_scope_narrows_the_selector_to_an_equality_keeping_the_users_matchers() {
+        assert_eq!(narrowed(r#"namespace="prod""#, &["meta-llama/Llama-3.1-8B"]), r#"m{namespace="prod",model_name="meta-llama/Llama-3.1-8B"}"#);
+    }
+
+    #[test]
+    fn several_scopes_narrow_the_selector_to_an_escaped_alternation() {
+        assert_eq!(narrowed("", &["a.b", "c"]), r#"m{model_name=~"a\\.b|c"}"#);
+    }
+
+    #[test]
+    fn a_scope_without_the_label_selects_series_without_it() {
+        assert_eq!(narrowed("", &[""]), r#"m{model_name=""}"#);
+    }
+
+    #[test]
+    fn coverage_counts_rules_with_a_verdict_and_names_core_rules_without_one() {
+        let rules = crate::rules::load_builtin().unwrap();
+        let missing = crate::rules::eval::WindowValues::unavailable(Availability::Missing(vec!["h_bucket".into()]));
+        let mut table = SignalTable::new();
+        for sig in ["ttft_p95", "queue_p95", "itl_p95"] {
+            table.insert(sig.into(), SignalValues { window: missing.clone(), baseline: missing.clone() });
+        }
+        // The stand-ins' own signals, quiet.
+        let value = |v: f64| crate::rules::eval::WindowValues {
+            values: [(scope("m"), v)].into_iter().collect(),
+            ..crate::rules::eval::WindowValues::unavailable(Availability::Ok)
+        };
+        for (sig, v) in [("kv_usage_max", 0.5), ("preemption_active", 0.0), ("waiting_per_replica", 0.0), ("queue_wait_mean", 0.0), ("running_fill", 0.5)] {
+            table.insert(sig.into(), SignalValues { window: value(v), baseline: value(v) });
+        }
+        let j = |rule: &str, outcome: Outcome| Judgement { rule: rule.into(), scope: scope("m"), outcome };
+        let unknown = || Outcome::Unknown { reasons: vec!["metric missing".into()] };
+        let judgements = vec![
+            j("kv-cache-pressure", Outcome::NotMatched),
+            j("load-exceeds-capacity", Outcome::NotMatched),
+            j("slow-decode", unknown()),
+            j("slow-prefill", unknown()),
+            j("severe-saturation", unknown()),
+            j("http-errors", Outcome::NotMatched),
+        ];
+        let by = vec!["model_name".to_string()];
+        let c = judge::coverage(&rules, &table, &judgements, true, &by);
+        assert_eq!(c.rules, rules.rules.len());
+        assert_eq!(c.evaluated, 3);
+        // kv-cache-pressure is cleared by its own first condition (the cache is half empty); only
+        // load-exceeds-capacity needed its stand-in.
+        assert_eq!(c.stood_in, 1);
+        assert_eq!(c.core_not_evaluated, vec!["severe-saturation", "slow-decode", "slow-prefill"]);
+        // A model with nothing to measure (idle, new) leaves its rules unknown without any metric
+        // missing: not a gap of the run.
+        let mut quiet_table = table.clone();
+        for sig in ["ttft_p95", "queue_p95", "itl_p95"] {
+            quiet_table.insert(sig.into(), SignalValues { window: value(0.1), baseline: value(0.1) });
+        }
+        let idle = vec![Judgement { rule: "slow-decode".into(), scope: scope("idle"), outcome: unknown() }, j("slow-decode", Outcome::NotMatched)];
+        assert!(judge::coverage(&rules, &quiet_table, &idle, true, &by).core_not_evaluated.is_empty());
+        // With no data at all in the window nothing counts as evaluated, and every core rule is missing.
+        let none = judge::coverage(&rules, &table, &judgements, false, &by);
+        assert_eq!(none.evaluated, 0);
+        assert_eq!(none.core_not_evaluated.len(), 5);
+    }
+}

@@ -1,0 +1,245 @@
+//! Each stage on literal data: requests planned, answers read, values judged, follow-ups applied.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{TimeZone, Utc};
+
+use super::fetch::Answers;
+use super::*;
+use crate::report::{Evidence, Limit, Scope, TimeRange};
+use crate::rules::eval::{Availability, Outcome, SignalTable, SignalValues, WindowValues};
+use crate::source::{Data, Request, Response, Sample, Series, SourceError};
+
+fn params() -> RunParams {
+    let t = |h: u32, m: u32| Utc.with_ymd_and_hms(2026, 1, 15, h, m, 0).unwrap();
+    RunParams {
+        window: TimeRange { start: t(11, 30), end: t(12, 0) },
+        baseline: TimeRange { start: t(11, 0), end: t(11, 30) },
+        selector: String::new(),
+        group_by: vec!["model_name".into()],
+        replica_label: "instance".into(),
+    }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> crate::prom::Labels {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn vector(samples: &[(&[(&str, &str)], f64)]) -> Response {
+    Response { data: Data::Vector(samples.iter().map(|(l, v)| Sample { labels: labels(l), t: 0.0, v: *v }).collect()), warnings: vec![], infos: vec![] }
+}
+
+fn scope(model: &str) -> Scope {
+    [("model_name".to_string(), model.to_string())].into_iter().collect()
+}
+
+#[test]
+fn discovery_asks_for_both_windows_and_counts_the_grouping_and_replica_labels() {
+    let rules = crate::rules::load_builtin().unwrap();
+    let p = params();
+    let plan = discover::plan(&rules, &plan::needed_signals(&rules), &Selector::parse(r#"job="vllm""#).unwrap(), &p);
+    let Request::LabelValues { label, matchers, start, end } = &plan.window else { panic!("{:?}", plan.window) };
+    assert_eq!((label.as_str(), *start, *end), ("__name__", p.window.start, p.window.end));
+    assert!(matchers[0].contains(r#"job="vllm""#) && matchers[0].contains("vllm[:_].+"), "{matchers:?}");
+    assert!(matches!(&plan.baseline, Request::LabelValues { start, .. } if *start == p.baseline.start));
+    let counted: Vec<&str> = plan.labels.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(counted, vec!["instance", "model_name", "namespace", "pod"]);
+    assert!(!plan.buckets.is_empty(), "the SLO histograms have their bounds listed");
+}
+
+#[test]
+fn names_without_vllm_data_stop_the_run_and_a_failed_baseline_only_warns() {
+    let rules = crate::rules::load_builtin().unwrap();
+    let p = params();
+    let sel = Selector::default();
+    let plan = discover::plan(&rules, &plan::needed_signals(&rules), &sel, &p);
+    let names = |v: &[&str]| Ok(Response { data: Data::Labels(v.iter().map(|s| s.to_string()).collect()), warnings: vec!["w".into()], infos: vec![] });
+    let mut answers = Answers::new();
+    answers.insert(plan.window.clone(), names(&["up"]));
+    answers.insert(plan.baseline.clone(), names(&["vllm:num_requests_running"]));
+    let e = discover::read_names(&plan, &mut answers, &mut vec![], "http://prom", &sel, &p).unwrap_err();
+    assert!(matches!(&e, ExplainError::NoData(m) if m.contains("http://prom") && m.contains("--window")), "{e}");
+
+    let mut answers = Answers::new();
+    answers.insert(plan.window.clone(), names(&["vllm:num_requests_running"]));
+    answers.insert(plan.baseline.clone(), Err(SourceError::Other { detail: "boom".into() }));
+    let mut warnings = vec![];
+    let (w, b) = discover::read_names(&plan, &mut answers, &mut warnings, "http://prom", &sel, &p).unwrap();
+    assert!(w.contains("vllm:num_requests_running") && b.is_empty());
+    assert_eq!(warnings[0], "w", "the server's own warnings are kept");
+    assert!(warnings.iter().any(|w| w.contains("could not list the baseline's metrics")), "{warnings:?}");
+    assert!(warnings.iter().any(|w| w.contains("holds no vLLM data")), "{warnings:?}");
+}
+
+#[test]
+fn a_window_longer_than_its_data_is_detected_from_the_first_point() {
+    let p = params();
+    let names: BTreeSet<String> = ["vllm:num_requests_running".to_string()].into();
+    let req = discover::data_start_request(&Selector::default(), &names, &p.window).unwrap();
+    assert!(matches!(&req, Request::Range { query, step_seconds: 30, .. } if query == "count(vllm:num_requests_running)"), "{req:?}");
+    let late = p.window.start.timestamp() as f64 + 600.0;
+    let mut answers = Answers::new();
+    let series = Series { labels: labels(&[]), points: vec![(late, 2.0), (late + 30.0, 2.0)] };
+    answers.insert(req.clone(), Ok(Response { data: Data::Matrix(vec![series]), warnings: vec![], infos: vec![] }));
+    assert_eq!(discover::data_start(&req, &answers, &p.window).map(|t| t.timestamp() as f64), Some(late));
+    // Data from the first step on: nothing to say.
+    let early = Series { labels: labels(&[]), points: vec![(p.window.start.timestamp() as f64, 1.0)] };
+    answers.insert(req.clone(), Ok(Response { data: Data::Matrix(vec![early]), warnings: vec![], infos: vec![] }));
+    assert_eq!(discover::data_start(&req, &answers, &p.window), None);
+}
+
+#[test]
+fn a_signal_whose_metric_is_absent_is_planned_as_missing_and_sends_nothing() {
+    let rules = crate::rules::load_builtin().unwrap();
+    let p = params();
+    let disc = discover::Discovery { window_names: ["vllm:num_requests_running".to_string()].into(), ..Default::default() };
+    let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: rules.thresholds.clone(), buckets: BTreeMap::new(), replica_label: "instance".into() };
+    let needed: BTreeSet<String> = ["ttft_p95".to_string()].into();
+    let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut vec![]);
+    let (w, b) = &plan.signals["ttft_p95"];
+    assert!(matches!(&w.availability, Availability::Missing(m) if !m.is_empty()), "{:?}", w.availability);
+    assert!(matches!(b.availability, Availability::Missing(_)));
+    assert!(plan.requests.is_empty());
+}
+
+#[test]
+fn needed_signals_include_the_recommenders_inputs() {
+    let rules = crate::rules::load_builtin().unwrap();
+    let needed = plan::needed_signals(&rules);
+    for s in plan::RECOMMENDATION_INPUTS {
+        assert!(needed.contains(*s), "{s}");
+    }
+}
+
+#[test]
+fn answers_become_values_per_scope_with_outliers_and_lone_replicas_named() {
+    let by = vec!["model_name".to_string()];
+    let resp = vector(&[(&[("model_name", "a")], 1.5), (&[("model_name", "b")], 2.0)]);
+    assert_eq!(assemble::by_scope(&resp, &by), [(scope("a"), 1.5), (scope("b"), 2.0)].into_iter().collect());
+
+    let resp = vector(&[(&[("model_name", "a"), ("instance", "i1")], 3.0), (&[("model_name", "b"), ("instance", "i2")], f64::NAN)]);
+    let (values, culprits) = assemble::outliers(&resp, &by, "instance");
+    assert_eq!(values, [(scope("a"), 3.0)].into_iter().collect(), "0/0 is no outlier");
+    assert_eq!(culprits[&scope("a")]["instance"], "i1");
+
+    let resp = vector(&[(&[("model_name", "a"), ("pod", "p1"), ("instance", "i1")], 1.0), (&[("model_name", "b"), ("pod", "p2")], 1.0), (&[("model_name", "b"), ("pod", "p3")], 1.0)]);
+    let (values, culprits) = assemble::listed(&resp, &by, "pod");
+    assert_eq!(values, [(scope("a"), 1.0), (scope("b"), 2.0)].into_iter().collect());
+    assert_eq!(culprits[&scope("a")], labels(&[("pod", "p1"), ("instance", "i1")]));
+    assert!(!culprits.contains_key(&scope("b")), "two replicas: none named");
+}
+
+#[test]
+fn a_failed_query_makes_its_signal_not_evaluated_and_nan_is_no_data() {
+    let req = Request::Instant { query: "q".into(), time: params().window.end };
+    let planned = plan::Planned {
+        resolved: None,
+        per_replica: None,
+        availability: Availability::Ok,
+        value: Some(req.clone()),
+        count: None,
+        query: "q".into(),
+        metric: "m".into(),
+        bounds: vec![],
+    };
+    let mut answers = Answers::new();
+    answers.insert(req.clone(), Err(SourceError::Other { detail: "bad gateway".into() }));
+    let wv = assemble::fill(&planned, &answers, &["model_name".to_string()]);
+    assert!(matches!(&wv.availability, Availability::Failed(r) if r.contains("bad gateway")), "{:?}", wv.availability);
+    answers.insert(req.clone(), Ok(vector(&[(&[("model_name", "a")], f64::NAN), (&[("model_name", "b")], 0.2)])));
+    let wv = assemble::fill(&planned, &answers, &["model_name".to_string()]);
+    assert_eq!(wv.values, [(scope("b"), 0.2)].into_iter().collect());
+    assert!(matches!(assemble::fill(&planned, &Answers::new(), &[]).availability, Availability::Failed(_)), "unanswered");
+}
+
+#[test]
+fn fleet_labels_are_counted_and_a_missing_grouping_label_is_warned_of() {
+    let p = params();
+    let req = |q: &str| Request::Instant { query: q.into(), time: p.window.end };
+    let requests = vec![("instance".to_string(), req("i")), ("model_name".to_string(), req("m")), ("pod".to_string(), req("p"))];
+    let mut answers = Answers::new();
+    answers.insert(req("i"), Ok(vector(&[(&[], 8.0)])));
+    answers.insert(req("m"), Ok(vector(&[(&[], 0.0)])));
+    let names: BTreeSet<String> = ["vllm:num_requests_running".to_string()].into();
+    let mut warnings = vec![];
+    let counts = assemble::fleet_labels(&requests, &answers, &names, &p, &mut warnings);
+    assert_eq!(counts, [("instance".to_string(), 8), ("model_name".to_string(), 0)].into_iter().collect(), "pod did not answer");
+    assert!(warnings.len() == 1 && warnings[0].starts_with("--group-by model_name") && warnings[0].ends_with("found: instance"), "{warnings:?}");
+    // Without the running gauge the counts say nothing.
+    assert!(assemble::fleet_labels(&requests, &answers, &BTreeSet::new(), &p, &mut vec![]).is_empty());
+}
+
+fn values(v: f64) -> WindowValues {
+    WindowValues { values: [(scope("a"), v)].into_iter().collect(), ..WindowValues::unavailable(Availability::Ok) }
+}
+
+#[test]
+fn judging_finds_a_full_cache_and_clears_a_quiet_one() {
+    let rules = crate::rules::load_builtin().unwrap();
+    let p = params();
+    let table = |kv: f64, preempting: f64| -> SignalTable {
+        [("kv_usage_max", kv), ("preemption_active", preempting), ("kv_usage_avg", kv), ("ttft_p95", kv * 10.0)]
+            .into_iter()
+            .map(|(s, v)| (s.to_string(), SignalValues { window: values(v), baseline: values(0.3) }))
+            .collect()
+    };
+    let judged = judge::judge(&rules, &table(0.99, 1.0), &p);
+    assert!(judged.ranked.findings.iter().any(|f| f.rule == "kv-cache-pressure" && f.scope == scope("a")), "{:?}", judged.ranked.findings);
+    assert_eq!(judged.scopes, [scope("a")].into());
+    assert!(judged.evaluated > 0);
+    let judged = judge::judge(&rules, &table(0.4, 0.0), &p);
+    assert!(judged.ranked.healthy.iter().any(|c| c.rule == "kv-cache-pressure"));
+}
+
+#[test]
+fn with_no_data_in_the_window_nothing_counts_as_evaluated() {
+    let rules = crate::rules::load_builtin().unwrap();
+    let empty = SignalValues { window: WindowValues::unavailable(Availability::Ok), baseline: WindowValues::unavailable(Availability::Ok) };
+    let table: SignalTable = [("kv_usage_max".to_string(), empty)].into_iter().collect();
+    assert!(!judge::any_data(&rules, &table, &params()));
+    let judged = judge::judge(&rules, &table, &params());
+    assert_eq!(judged.evaluated, 0);
+    assert!(judged.ranked.findings.is_empty() && judged.ranked.healthy.is_empty());
+    assert_eq!(judged.coverage.evaluated, 0);
+}
+
+#[test]
+fn affected_replicas_are_those_crossing_the_limit_the_scope_crossed() {
+    let e = Evidence {
+        signal: "kv_usage_max".into(),
+        title: String::new(),
+        unit: "ratio".into(),
+        value: Some(0.97),
+        baseline: None,
+        threshold: ">= 95%".into(),
+        passed: true,
+        query: String::new(),
+        metric: String::new(),
+        low_confidence: false,
+        observations: None,
+        limits: vec![Limit { label: ">= 95%".into(), value: 0.95 }],
+        series: None,
+        value_bound: None,
+        baseline_bound: None,
+        same_bucket: false,
+    };
+    let samples: Vec<Sample> = [("i1", 0.99), ("i2", 0.5), ("i3", 0.96), ("i3", 0.97)]
+        .iter()
+        .map(|(i, v)| Sample { labels: labels(&[("instance", i)]), t: 0.0, v: *v })
+        .collect();
+    let r = follow_up::affected_replicas(&samples, &e, "instance");
+    assert_eq!((r.affected, r.total, r.limit.as_str()), (vec!["i1".to_string(), "i3".to_string()], 3, ">= 95%"));
+}
+
+#[test]
+fn follow_ups_are_sent_trends_first_then_breakdowns_then_the_cache_configuration() {
+    let p = params();
+    let r = |q: &str| Request::Instant { query: q.into(), time: p.window.end };
+    let fu = follow_up::FollowUps {
+        trends: [("s".to_string(), ("q".to_string(), r("b"), r("w")))].into_iter().collect(),
+        breakdowns: vec![None, Some((r("x"), "s".into()))],
+        cache: Some(r("c")),
+        ..Default::default()
+    };
+    assert_eq!(fu.requests(), vec![r("b"), r("w"), r("x"), r("c")]);
+}
