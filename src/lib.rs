@@ -1,12 +1,59 @@
 //! vllm-diag: a ranked, evidence-backed diagnosis of vLLM fleets from Prometheus-compatible metrics.
 //!
-//! The pipeline reads top to bottom:
-//! arguments ([`cli`]) -> options ([`config`]) -> a [`source`] of numbers (Prometheus, a replay file,
-//! or [`local`] evaluation over scraped samples)
-//! -> [`signals`] (named measurements, the only place PromQL is written) -> [`rules`] (declarative
-//! conditions over signals) -> [`rank`] (ordering and most-specific-first grouping) -> a [`report::Report`]
-//! -> [`render`] (one file per output format). Only fetching is async; everything after it is plain
-//! functions over data.
+//! # How it is built
+//!
+//! Data flows one way, from the command line to the rendered report:
+//!
+//! ```text
+//! cli -> settings ---------------------------------------------------------------> app (commands)
+//!                    explain: discover -> plan -> fetch -> assemble -> judge -> follow_up
+//!                             (signals)  (signals) (source)  (rules)   (rules, rank) (recommend)
+//!                    -> report::Report -> render (one file per format over one view)
+//! ```
+//!
+//! The modules stand in layers, lowest first, in [`LAYERS`]: a module may use only the modules
+//! before it in that list (and its own submodules), so there are no import cycles and nothing low
+//! reaches up. `tests/shape.rs` reads the sources and fails on any `crate::` path that breaks the
+//! order, and on a module missing from the list.
+//!
+//! - Foundations: [`units`] (quantities and numbers for people), [`prom`] (Prometheus concepts:
+//!   label names, matchers, escaping, redaction, number formatting, OpenMetrics writing), [`report`]
+//!   (the data model and JSON contract).
+//! - Data: [`exposition`] (the /metrics text parser), [`local`] (a PromQL evaluator over series in
+//!   memory), [`source`] (one decoder behind live, replayed, scraped and local sources).
+//! - Diagnosis: [`signals`] (named measurements, the only place PromQL is written), [`recommend`]
+//!   (sizing advice), [`rules`] (declarative conditions over signals), [`rank`], [`explain`] (the pipeline's
+//!   stages), [`rules_test`] (`rules test`, which runs the pipeline over test series).
+//! - Output: [`render`], [`progress`].
+//! - The program: [`error`], [`check`], [`watch`], the settings, [`cli`] and [`app`].
+//!
+//! Only fetching is async; everything after it is plain functions over data.
+
+/// The layer order, lowest first (see the crate documentation). Adding a top-level module means
+/// placing it here.
+pub const LAYERS: &[&str] = &[
+    "units",
+    "prom",
+    "report",
+    "exposition",
+    "local",
+    "source",
+    "signals",
+    "recommend",
+    "rules",
+    "rank",
+    "explain",
+    "rules_test",
+    "render",
+    "progress",
+    "error",
+    "check",
+    "watch",
+    "config",
+    "config_file",
+    "cli",
+    "app",
+];
 
 pub mod app;
 pub mod check;
@@ -24,6 +71,7 @@ pub mod recommend;
 pub mod render;
 pub mod report;
 pub mod rules;
+pub mod rules_test;
 pub mod signals;
 pub mod source;
 pub mod units;

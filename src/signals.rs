@@ -644,46 +644,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 per_replica: Some((replica_label.clone(), Reduction::Outlier)),
             }
         }
-        SignalKind::SloBurn { target, objective, .. } => {
-            let t = quantity(target, &ctx.thresholds)?;
-            let o = quantity(objective, &ctx.thresholds)?;
-            if !(0.0..1.0).contains(&o) {
-                return Err(format!("objective {o} must be between 0 and 1"));
-            }
-            let fam = family_of(&resolved.names[0]);
-            let bucket = format!("{fam}_bucket");
-            let budget = crate::units::sig(1.0 - o);
-            let at = |b: &Bound| {
-                let le = match b.written.as_slice() {
-                    [one] => Matcher { name: "le".into(), op: MatchOp::Eq, value: one.clone() },
-                    many => Matcher {
-                        name: "le".into(),
-                        op: MatchOp::Re,
-                        value: many.iter().map(|w| crate::prom::escape_regex_literal(w)).collect::<Vec<_>>().join("|"),
-                    },
-                };
-                format!("sum by ({by}) (rate({}[{r}]))", sel.series(&bucket, &[le]))
-            };
-            // The rate of observations at or under the target.
-            let good = match ctx.buckets.get(&resolved.names[0]) {
-                None => format!(
-                    "sum by ({by}) (rate({}[{r}]))",
-                    sel.series(&bucket, &[Matcher { name: "le".into(), op: MatchOp::Re, value: le_regex(t) }])
-                ),
-                Some(bounds) => match bucket_at(bounds, t).map_err(|e| format!("{fam}: {e}"))? {
-                    AtTarget::Exact(b) => at(b),
-                    AtTarget::Between(lo, hi) => {
-                        let f = (t - lo.value) / (hi.value - lo.value);
-                        format!("({} * {} + {} * {})", at(lo), weight(1.0 - f), at(hi), weight(f))
-                    }
-                    AtTarget::BelowFirst(hi) => format!("({} * {})", at(hi), weight(t / hi.value)),
-                },
-            };
-            plain(format!(
-                "(1 - {good} / sum by ({by}) (rate({}[{r}]))) / {budget}",
-                sel.series(&format!("{fam}_count"), &[])
-            ))
-        }
+        SignalKind::SloBurn { target, objective, .. } => plain(slo_burn_query(target, objective, resolved, ctx)?),
         SignalKind::Vanished { replica_label, .. } => {
             let replica_label = &replica(replica_label)?;
             let m = sel.series(&resolved.names[0], &[]);
@@ -697,24 +658,80 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
         }
         SignalKind::ReplicasOver { above, replica_label, attribute_via, join_on, .. } => {
             let replica_label = &replica(replica_label)?;
-            let value = if attribute_via.is_empty() {
-                format!("max by ({by}, {replica_label}) (max_over_time({}[{r}])) > {above}", sel.series(&resolved.names[0], &[]))
-            } else {
-                // The anchor's `instance` replaces the exporter's own, so the finding can name the
-                // vLLM server as well as the pod.
-                let own = sel.without(&ctx.group_by);
-                let j = join_on.join(", ");
-                let carry = if replica_label == "instance" { by.clone() } else { format!("{by}, instance") };
-                format!(
-                    "max by ({by}, {replica_label}{}) (max_over_time({}[{r}]) * on ({j}) group_left ({carry}) group by ({j}, {carry}) (last_over_time({}[{r}]))) > {above}",
-                    if replica_label == "instance" { "" } else { ", instance" },
-                    own.series(&resolved.names[0], &[]),
-                    sel.series(&resolved.names[1], &[])
-                )
-            };
+            let value = replicas_over_query(*above, replica_label, !attribute_via.is_empty(), join_on, resolved, ctx);
             SignalQueries { value, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)) }
         }
     })
+}
+
+/// The burn rate of an SLO "`objective` of requests under `target`": the share of observations over
+/// the target, as a multiple of the error budget. A target between two bucket bounds is
+/// interpolated linearly between them.
+fn slo_burn_query(target: &str, objective: &str, resolved: &Resolved, ctx: &QueryContext) -> Result<String, String> {
+    let by = ctx.group_by.join(", ");
+    let r = promql_duration(ctx.range);
+    let sel = &ctx.selector;
+    let t = quantity(target, &ctx.thresholds)?;
+    let o = quantity(objective, &ctx.thresholds)?;
+    if !(0.0..1.0).contains(&o) {
+        return Err(format!("objective {o} must be between 0 and 1"));
+    }
+    let fam = family_of(&resolved.names[0]);
+    let bucket = format!("{fam}_bucket");
+    let budget = crate::units::sig(1.0 - o);
+    let at = |b: &Bound| {
+        let le = match b.written.as_slice() {
+            [one] => Matcher { name: "le".into(), op: MatchOp::Eq, value: one.clone() },
+            many => Matcher {
+                name: "le".into(),
+                op: MatchOp::Re,
+                value: many.iter().map(|w| crate::prom::escape_regex_literal(w)).collect::<Vec<_>>().join("|"),
+            },
+        };
+        format!("sum by ({by}) (rate({}[{r}]))", sel.series(&bucket, &[le]))
+    };
+    // The rate of observations at or under the target.
+    let good = match ctx.buckets.get(&resolved.names[0]) {
+        None => format!(
+            "sum by ({by}) (rate({}[{r}]))",
+            sel.series(&bucket, &[Matcher { name: "le".into(), op: MatchOp::Re, value: le_regex(t) }])
+        ),
+        Some(bounds) => match bucket_at(bounds, t).map_err(|e| format!("{fam}: {e}"))? {
+            AtTarget::Exact(b) => at(b),
+            AtTarget::Between(lo, hi) => {
+                let f = (t - lo.value) / (hi.value - lo.value);
+                format!("({} * {} + {} * {})", at(lo), weight(1.0 - f), at(hi), weight(f))
+            }
+            AtTarget::BelowFirst(hi) => format!("({} * {})", at(hi), weight(t / hi.value)),
+        },
+    };
+    Ok(format!(
+        "(1 - {good} / sum by ({by}) (rate({}[{r}]))) / {budget}",
+        sel.series(&format!("{fam}_count"), &[])
+    ))
+}
+
+/// Replicas whose gauge went over `above` in the window, one series each. An `attributed` gauge
+/// (an exporter's, without the model label) is joined to the scope through the anchor gauge; the
+/// anchor's `instance` then replaces the exporter's own, so the finding can name the vLLM server
+/// as well as the pod.
+fn replicas_over_query(above: f64, replica_label: &str, attributed: bool, join_on: &[String], resolved: &Resolved, ctx: &QueryContext) -> String {
+    let by = ctx.group_by.join(", ");
+    let r = promql_duration(ctx.range);
+    let sel = &ctx.selector;
+    if !attributed {
+        format!("max by ({by}, {replica_label}) (max_over_time({}[{r}])) > {above}", sel.series(&resolved.names[0], &[]))
+    } else {
+        let own = sel.without(&ctx.group_by);
+        let j = join_on.join(", ");
+        let carry = if replica_label == "instance" { by.clone() } else { format!("{by}, instance") };
+        format!(
+            "max by ({by}, {replica_label}{}) (max_over_time({}[{r}]) * on ({j}) group_left ({carry}) group by ({j}, {carry}) (last_over_time({}[{r}]))) > {above}",
+            if replica_label == "instance" { "" } else { ", instance" },
+            own.series(&resolved.names[0], &[]),
+            sel.series(&resolved.names[1], &[])
+        )
+    }
 }
 
 /// `sum by (G) (rate(C{sel,extra}[R]))`; for counters without the grouping label, joined through the

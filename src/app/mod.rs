@@ -53,7 +53,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Rules(RulesCommand::Test { files, rules }) => {
             let set = load_with_overrides(rules.rules.as_deref())?;
-            let summary = crate::rules::test::run_files(&files, &set).map_err(|e| Failure::Usage(format!("test file error: {e}")))?;
+            let summary = crate::rules_test::run_files(&files, &set).map_err(|e| Failure::Usage(format!("test file error: {e}")))?;
             write_stdout(&summary.text)?;
             Ok(if summary.failed > 0 { exit::FINDINGS } else { exit::OK })
         }

@@ -7,7 +7,7 @@ use chrono::{TimeZone, Utc};
 use super::fetch::Answers;
 use super::*;
 use crate::report::{Evidence, Limit, Scope, TimeRange};
-use crate::rules::eval::{Availability, Outcome, SignalTable, SignalValues, WindowValues};
+use crate::rules::eval::{Availability, SignalTable, SignalValues, WindowValues};
 use crate::source::{Data, Request, Response, Sample, Series, SourceError};
 
 fn params() -> RunParams {

@@ -4,6 +4,5 @@ pub mod doc;
 pub mod eval;
 pub mod expr;
 pub mod load;
-pub mod test;
 
 pub use load::{load_builtin, load_with_overrides, RuleDef, RuleError, RuleSet};

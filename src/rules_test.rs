@@ -1,4 +1,4 @@
-//! Unit tests for rules, in the spirit of `promtool test rules`: input series written in the
+//! `vllm-diag rules test`: unit tests for rules, in the spirit of `promtool test rules`: input series written in the
 //! expanding notation, a window, and the findings expected. They run the real pipeline (signals,
 //! queries, rules, ranking) over the series with local evaluation, so a rule and its test need
 //! nothing installed, and a test exercises the same PromQL a live run sends.
@@ -43,7 +43,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::RuleSet;
+use crate::rules::RuleSet;
 use crate::report::RunParams;
 use crate::explain::{explain, ExplainOptions};
 use crate::local::store::stale_nan;
@@ -574,7 +574,7 @@ mod tests {
     use super::*;
 
     fn rules() -> RuleSet {
-        super::super::load_builtin().expect("the built-in pack loads")
+        crate::rules::load_builtin().expect("the built-in pack loads")
     }
 
     #[test]
