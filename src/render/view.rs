@@ -446,4 +446,28 @@ mod tests {
             assert!(text.contains("prometheus.monitoring:9090"), "{name}: source missing\n{text}");
         }
     }
+
+    /// The shape this module exists for: a renderer formats the view and never reads the report,
+    /// so it cannot word a fact its own way or leave a section out.
+    #[test]
+    fn renderers_read_the_view_not_the_report() {
+        let sources = [
+            ("table.rs", include_str!("table.rs")),
+            ("markdown.rs", include_str!("markdown.rs")),
+            ("slack.rs", include_str!("slack.rs")),
+            ("html.rs", include_str!("html.rs")),
+            ("junit.rs", include_str!("junit.rs")),
+        ];
+        for (name, source) in sources {
+            let code = source.split("#[cfg(test)]").next().unwrap_or_default();
+            // The type `Report` itself (not `ReportView`), or the report's parts.
+            let names_report = code
+                .match_indices("Report")
+                .any(|(i, _)| !code[i + "Report".len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_'));
+            assert!(!names_report, "{name} reads the Report: format the ReportView instead");
+            for needle in ["report::Finding", "report::Evidence", "report::Scope"] {
+                assert!(!code.contains(needle), "{name} reads the report ({needle}): format the ReportView instead");
+            }
+        }
+    }
 }
