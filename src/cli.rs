@@ -114,6 +114,18 @@ pub struct CheckArgs {
     pub explain: ExplainArgs,
 }
 
+/// `--format` values come from `render::Format` itself (its names and descriptions), so clap
+/// stays in this file and a new format needs no change here.
+impl ValueEnum for crate::render::Format {
+    fn value_variants<'a>() -> &'a [Self] {
+        Self::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()).help(self.about()))
+    }
+}
+
 /// Where `--annotations` writes findings as CI annotations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Annotations {

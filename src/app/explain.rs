@@ -30,7 +30,7 @@ pub(super) fn check_annotations(args: &ExplainArgs) -> Result<(), Failure> {
     if args.annotations.is_some() && !args.format.is_text() {
         return Err(Failure::Usage(format!(
             "--annotations prints workflow commands on stdout, which would corrupt --format {}: use --format table, markdown or slack with --annotations",
-            clap::ValueEnum::to_possible_value(&args.format).map(|v| v.get_name().to_string()).unwrap_or_default()
+            args.format.name()
         )));
     }
     Ok(())

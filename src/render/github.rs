@@ -7,36 +7,41 @@
 //! in the message `%`, `\r` and `\n` are written `%25`, `%0D`, `%0A`; in a property such as
 //! `title` also `:` and `,` (`%3A`, `%2C`), which would otherwise end the property.
 
-use super::{one_line, ScopeStyle};
+use super::view::ReportView;
+use super::{one_line, RenderOptions};
 use crate::report::{Report, Severity};
 
 /// One annotation per finding, most important first: critical as `error`, warning as `warning`,
 /// info as `notice`. Empty when there are no findings.
+///
+/// Annotations go with a text format on stdout, which shows every other section of the report
+/// (warnings, disabled rules, what could not be evaluated); they mark the findings on the run.
 pub fn annotations(report: &Report) -> String {
-    let scopes = ScopeStyle::for_report(report);
+    annotations_of(&ReportView::new(report, &RenderOptions::default()))
+}
+
+/// [`annotations`] of a report view.
+pub fn annotations_of(view: &ReportView) -> String {
     let mut out = String::new();
-    for f in &report.findings {
+    for f in &view.findings {
         let command = match f.severity {
             Severity::Critical => "error",
             Severity::Warning => "warning",
             Severity::Info => "notice",
         };
-        let title = format!("vllm-diag: {} on {}", one_line(&f.rule), scopes.format(&f.scope));
+        let title = format!("vllm-diag: {} on {}", f.rule, f.scope);
         let held: Vec<String> = f
             .evidence
             .iter()
-            .filter(|e| e.passed && !e.threshold.trim().is_empty())
-            .map(|e| {
-                let t = super::EvidenceText::new(e);
-                format!("{} {} ({})", t.title, t.value, t.condition)
-            })
+            .filter(|e| e.held_condition())
+            .map(|e| format!("{} {} ({})", e.title, e.value, e.condition))
             .collect();
-        let mut message = format!("{}: {}", f.severity.as_str().to_uppercase(), one_line(&f.title));
+        let mut message = format!("{}: {}", f.severity.as_str().to_uppercase(), f.title);
         if !held.is_empty() {
             message.push_str(&format!(". {}", held.join("; ")));
         }
         if let Some(step) = f.steps.first() {
-            message.push_str(&format!(". First step: {}", one_line(step)));
+            message.push_str(&format!(". First step: {step}"));
         }
         out.push_str(&format!("::{command} title={}::{}\n", property(&title), data(&message)));
     }

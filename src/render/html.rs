@@ -10,67 +10,39 @@
 
 use std::fmt::Write as _;
 
-use super::{
-    also_consistent_list, describe_generation, describe_range_at, describe_source, headline,
-    healthy_summary, no_findings_sentence, not_evaluated_heading, not_evaluated_lines, one_line,
-    query_timing, warning_lines, EvidenceText, RenderOptions, ScopeStyle,
-};
-use crate::report::{Evidence, Finding, Report, Severity, TimeRange};
+use super::view::{EvidenceView, FindingView, ReportView};
+use super::{RenderOptions, Verdict};
+use crate::report::{Severity, TimeRange};
 use crate::units;
 
-pub fn render(report: &Report, opts: &RenderOptions) -> String {
-    let scopes = ScopeStyle::for_report(report);
-    let now = opts.now.as_ref();
+pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     let mut body = String::new();
 
-    let _ = writeln!(body, "<header>\n<h1>vllm-diag: {}</h1>", esc(&headline(report)));
-    let (kind, url, selector) = describe_source(report);
-    let source = match selector {
-        Some(sel) => format!("{} <code>{}</code>, selector <code>{}</code>", esc(&kind), esc(&url), esc(&sel)),
-        None => format!("{} <code>{}</code>", esc(&kind), esc(&url)),
+    let _ = writeln!(body, "<header>\n<h1>vllm-diag: {}</h1>", esc(&view.headline));
+    let h = &view.header;
+    let source = match &h.selector {
+        Some(sel) => format!("{} <code>{}</code>, selector <code>{}</code>", esc(&h.source_kind), esc(&h.source_url), esc(sel)),
+        None => format!("{} <code>{}</code>", esc(&h.source_kind), esc(&h.source_url)),
     };
-    let fleet = super::describe_fleet(&report.metrics).map(|f| format!("<dt>Fleet</dt><dd>{}</dd>\n", esc(&f))).unwrap_or_default();
+    let fleet = h.fleet.as_deref().map(|f| format!("<dt>Fleet</dt><dd>{}</dd>\n", esc(f))).unwrap_or_default();
     let _ = writeln!(
         body,
-        "<dl class=\"meta\">\n<dt>Window</dt><dd>{}</dd>\n<dt>Baseline</dt><dd>{}</dd>\n<dt>Source</dt><dd>{source}</dd>\n<dt>Metrics</dt><dd>vLLM {}; {}</dd>\n{fleet}</dl>\n</header>",
-        esc(&describe_range_at(&report.window, now)),
-        esc(&describe_range_at(&report.baseline, None)),
-        esc(&describe_generation(&report.metrics.generation)),
-        esc(&scopes.describe_seen(&report.metrics.scopes)),
+        "<dl class=\"meta\">\n<dt>Window</dt><dd>{}</dd>\n<dt>Baseline</dt><dd>{}</dd>\n<dt>Source</dt><dd>{source}</dd>\n<dt>Metrics</dt><dd>{}</dd>\n{fleet}</dl>\n</header>",
+        esc(&h.window),
+        esc(&h.baseline),
+        esc(&h.metrics),
     );
 
-    if let Some(sentence) = no_findings_sentence(report) {
+    if let Some(sentence) = &view.conclusion {
         // Only a real all-clear is drawn as one: a run missing its core checks is not.
-        let class = if super::verdict(report) == super::Verdict::Clean { "verdict clean" } else { "verdict unknown" };
-        let _ = writeln!(body, "<p class=\"{class}\">{}</p>", esc(&sentence));
+        let class = if view.verdict == Verdict::Clean { "verdict clean" } else { "verdict unknown" };
+        let _ = writeln!(body, "<p class=\"{class}\">{}</p>", esc(sentence));
     }
-    for (i, f) in report.findings.iter().enumerate() {
-        finding(&mut body, report, f, i + 1, &scopes);
+    for f in &view.findings {
+        finding(&mut body, view, f);
     }
 
-    let mut rest = String::new();
-    if let Some((pairs, rules)) = healthy_summary(report) {
-        let _ = writeln!(rest, "<p>Checked and healthy: {} ({})</p>", esc(&pairs), esc(&rules.join(", ")));
-    }
-    if let Some(line) = super::disabled_line(report) {
-        let _ = writeln!(rest, "<p class=\"disabled\">{}</p>", esc(&line));
-    }
-    let skipped = not_evaluated_lines(report, &scopes);
-    if !skipped.is_empty() {
-        let _ = writeln!(rest, "<h2>{}</h2>\n<ul class=\"skipped\">", esc(&not_evaluated_heading(skipped.len())));
-        for (rule, scope, reason) in skipped {
-            let _ = writeln!(rest, "<li><code>{}</code> ({}): {}</li>", esc(&rule), esc(&scope), esc(&reason));
-        }
-        rest.push_str("</ul>\n");
-    }
-    let warnings = warning_lines(report);
-    if !warnings.is_empty() {
-        rest.push_str("<h2>Warnings</h2>\n<ul class=\"warnings\">\n");
-        for w in warnings {
-            let _ = writeln!(rest, "<li>{}</li>", esc(&w));
-        }
-        rest.push_str("</ul>\n");
-    }
+    let rest = rest(view);
     if !rest.is_empty() {
         let _ = write!(body, "<section class=\"rest\">\n{rest}</section>\n");
     }
@@ -79,90 +51,119 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <title>vllm-diag: {}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n{body}</main>\n</body>\n</html>\n",
-        esc(&headline(report))
+        esc(&view.headline)
     )
 }
 
-fn finding(out: &mut String, report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle) {
-    let sev = f.severity.as_str();
+/// Healthy, disabled, not evaluated and warnings, after the findings.
+fn rest(view: &ReportView) -> String {
+    let mut rest = String::new();
+    if let Some(healthy) = &view.healthy {
+        let _ = writeln!(rest, "<p>Checked and healthy: {} ({})</p>", esc(&healthy.pairs), esc(&healthy.rules.join(", ")));
+    }
+    if let Some(line) = &view.disabled_line {
+        let _ = writeln!(rest, "<p class=\"disabled\">{}</p>", esc(line));
+    }
+    if !view.not_evaluated.is_empty() {
+        let _ = writeln!(rest, "<h2>{}</h2>\n<ul class=\"skipped\">", esc(&view.not_evaluated_heading));
+        for n in &view.not_evaluated {
+            let _ = writeln!(rest, "<li><code>{}</code> ({}): {}</li>", esc(&n.rule), esc(&n.scope), esc(&n.reason));
+        }
+        rest.push_str("</ul>\n");
+    }
+    if !view.warnings.is_empty() {
+        rest.push_str("<h2>Warnings</h2>\n<ul class=\"warnings\">\n");
+        for w in &view.warnings {
+            let _ = writeln!(rest, "<li>{}</li>", esc(w));
+        }
+        rest.push_str("</ul>\n");
+    }
+    rest
+}
+
+fn finding(out: &mut String, view: &ReportView, f: &FindingView) {
+    let (sev, rank) = (f.severity.as_str(), f.rank);
     let _ = writeln!(out, "<section class=\"finding {sev}\">");
     let _ = writeln!(
         out,
         "<h2><span class=\"badge {sev}\">#{rank} {}</span> {}</h2>\n<p class=\"scope\"><code>{}</code> on <code>{}</code></p>",
         sev.to_uppercase(),
-        esc(&one_line(&f.title)),
-        esc(&one_line(&f.rule)),
-        esc(&scopes.format(&f.scope))
+        esc(&f.title),
+        esc(&f.rule),
+        esc(&f.scope)
     );
-    if !f.summary.trim().is_empty() {
-        let _ = writeln!(out, "<p>{}</p>", esc(&one_line(&f.summary)));
+    if let Some(summary) = &f.summary {
+        let _ = writeln!(out, "<p>{}</p>", esc(summary));
     }
     if !f.evidence.is_empty() {
         out.push_str("<div class=\"evidence\">\n");
         for (i, e) in f.evidence.iter().enumerate() {
-            let t = EvidenceText::new(e);
-            let status = match (t.condition.is_empty(), t.held) {
-                (true, _) => "context".to_string(),
-                (false, true) => format!("<code>{}</code> held", esc(&t.condition)),
-                (false, false) => format!("<code>{}</code> did not hold", esc(&t.condition)),
-            };
-            let class = match (t.condition.is_empty(), t.held) {
-                (true, _) => "context",
-                (false, true) => "held",
-                (false, false) => "not-held",
-            };
-            let change = t.change.as_deref().map(|c| format!(" ({})", esc(c))).unwrap_or_default();
-            let confidence = t.confidence.as_deref().map(|c| format!("<br><span class=\"low\">{}</span>", esc(c))).unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "<figure class=\"{class}\">\n<figcaption><strong>{}</strong> <span class=\"value\">{}</span><br>baseline {}{change} · {status}{confidence}</figcaption>",
-                esc(&t.title),
-                esc(&t.value),
-                esc(&t.baseline)
-            );
-            match chart(report, e, f.severity, &format!("c{rank}-{i}")) {
-                Some(svg) => out.push_str(&svg),
-                None => out.push_str("<p class=\"nochart\">No trend recorded for this signal.</p>\n"),
-            }
-            out.push_str("</figure>\n");
+            figure(out, view, e, f.severity, &format!("c{rank}-{i}"));
         }
         out.push_str("</div>\n");
     }
-    if let Some(line) = super::stood_in_line(f) {
-        let _ = writeln!(out, "<p class=\"stood-in\">{}</p>", esc(&line));
+    if let Some(line) = &f.stood_in {
+        let _ = writeln!(out, "<p class=\"stood-in\">{}</p>", esc(line));
     }
-    if let Some(line) = super::replicas_line(f) {
-        let _ = writeln!(out, "<p class=\"replicas\">Affected: {}</p>", esc(&line));
+    if let Some(line) = &f.replicas {
+        let _ = writeln!(out, "<p class=\"replicas\">Affected: {}</p>", esc(line));
     }
-    for (head, how) in super::recommendation_lines(f) {
-        let _ = writeln!(out, "<h3>{}</h3>\n<p>{}</p>", esc(&head), esc(&how));
+    for r in &f.recommendations {
+        let _ = writeln!(out, "<h3>{}</h3>\n<p>{}</p>", esc(&r.head), esc(&r.how));
     }
     if !f.steps.is_empty() {
         out.push_str("<h3>Next steps</h3>\n<ol>\n");
         for s in &f.steps {
-            let _ = writeln!(out, "<li>{}</li>", esc(&one_line(s)));
+            let _ = writeln!(out, "<li>{}</li>", esc(s));
         }
         out.push_str("</ol>\n");
     }
     if !f.references.is_empty() {
         out.push_str("<h3>References</h3>\n<ul>\n");
         for r in &f.references {
-            let _ = writeln!(out, "<li>{}</li>", esc(&one_line(r)));
+            let _ = writeln!(out, "<li>{}</li>", esc(r));
         }
         out.push_str("</ul>\n");
     }
-    if let Some(also) = also_consistent_list(f, |id| id.to_string()) {
+    if let Some(also) = f.also_consistent_list(|id| id.to_string()) {
         let _ = writeln!(out, "<p>Also consistent: {}</p>", esc(&also));
     }
-    let queries: Vec<&Evidence> = f.evidence.iter().filter(|e| !e.query.trim().is_empty()).collect();
-    if !queries.is_empty() {
-        let _ = writeln!(out, "<details>\n<summary>PromQL {}</summary>\n<dl class=\"promql\">", esc(&query_timing(report)));
-        for e in queries {
-            let _ = writeln!(out, "<dt>{}</dt><dd><code>{}</code></dd>", esc(&one_line(&e.signal)), esc(&one_line(&e.query)));
+    if !f.queries.is_empty() {
+        let _ = writeln!(out, "<details>\n<summary>PromQL {}</summary>\n<dl class=\"promql\">", esc(&view.query_timing));
+        for (signal, query) in &f.queries {
+            let _ = writeln!(out, "<dt>{}</dt><dd><code>{}</code></dd>", esc(signal), esc(query));
         }
         out.push_str("</dl>\n</details>\n");
     }
     out.push_str("</section>\n");
+}
+
+/// One evidence signal: its numbers and condition as a caption over its chart.
+fn figure(out: &mut String, view: &ReportView, e: &EvidenceView, severity: Severity, id: &str) {
+    let status = match (e.condition.is_empty(), e.held) {
+        (true, _) => "context".to_string(),
+        (false, true) => format!("<code>{}</code> held", esc(&e.condition)),
+        (false, false) => format!("<code>{}</code> did not hold", esc(&e.condition)),
+    };
+    let class = match (e.condition.is_empty(), e.held) {
+        (true, _) => "context",
+        (false, true) => "held",
+        (false, false) => "not-held",
+    };
+    let change = e.change.as_deref().map(|c| format!(" ({})", esc(c))).unwrap_or_default();
+    let confidence = e.confidence.as_deref().map(|c| format!("<br><span class=\"low\">{}</span>", esc(c))).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "<figure class=\"{class}\">\n<figcaption><strong>{}</strong> <span class=\"value\">{}</span><br>baseline {}{change} · {status}{confidence}</figcaption>",
+        esc(&e.title),
+        esc(&e.value),
+        esc(&e.baseline)
+    );
+    match chart(view, e, severity, id) {
+        Some(svg) => out.push_str(&svg),
+        None => out.push_str("<p class=\"nochart\">No trend recorded for this signal.</p>\n"),
+    }
+    out.push_str("</figure>\n");
 }
 
 // Chart geometry, in SVG user units (the drawing scales to the figure's width).
@@ -175,26 +176,26 @@ const BOTTOM: f64 = 26.0;
 const GAP: f64 = 12.0;
 
 /// The chart of one evidence signal, or `None` when it carries no finite trend point.
-fn chart(report: &Report, e: &Evidence, severity: Severity, id: &str) -> Option<String> {
-    let t = e.series.as_ref()?;
+fn chart(view: &ReportView, e: &EvidenceView, severity: Severity, id: &str) -> Option<String> {
+    let t = e.trend.as_ref()?;
     // Only finite points inside their own range are drawn, and only they decide the scale.
     let inside = |points: &[(f64, f64)], r: &TimeRange| -> Vec<(f64, f64)> {
         let (a, b) = (r.start.timestamp() as f64 - 1.0, r.end.timestamp() as f64 + 1.0);
         points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite() && p.0 >= a && p.0 <= b).collect()
     };
-    let (base_pts, win_pts) = (inside(&t.baseline, &report.baseline), inside(&t.window, &report.window));
+    let (base_pts, win_pts) = (inside(&t.baseline, &view.baseline_range), inside(&t.window, &view.window_range));
     let values: Vec<f64> = base_pts.iter().chain(&win_pts).map(|p| p.1).collect();
     if values.is_empty() {
         return None;
     }
-    let limits: Vec<(String, f64)> = e.limits.iter().filter(|l| l.value.is_finite()).map(|l| (one_line(&l.label), l.value)).collect();
-    let extra = limits.iter().map(|l| l.1).chain([e.value, e.baseline].into_iter().flatten().filter(|v| v.is_finite()));
+    let limits = &t.limits;
+    let extra = limits.iter().map(|l| l.1).chain([t.value, t.baseline_value].into_iter().flatten().filter(|v| v.is_finite()));
     let lo_data = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().chain(extra.clone()).fold(f64::NEG_INFINITY, f64::max);
     let lo = lo_data.min(0.0).min(extra.fold(f64::INFINITY, f64::min));
     let (lo, mut hi, step) = nice_scale(lo, hi);
     // A share never exceeds 100%: do not draw room above it.
-    if e.unit == "ratio" && hi > 1.0 && values.iter().chain(limits.iter().map(|l| &l.1)).all(|v| *v <= 1.0) && lo >= 0.0 {
+    if t.unit == "ratio" && hi > 1.0 && values.iter().chain(limits.iter().map(|l| &l.1)).all(|v| *v <= 1.0) && lo >= 0.0 {
         hi = 1.0;
     }
 
@@ -202,7 +203,7 @@ fn chart(report: &Report, e: &Evidence, severity: Severity, id: &str) -> Option<
     // Clamped, so a value far off the scale (or an overflow) still gives a finite coordinate.
     let y = |v: f64| (TOP + plot_h - (v - lo) / (hi - lo) * plot_h).clamp(-1.0e6, 1.0e6);
     let pw = (W - LEFT - RIGHT - GAP) / 2.0;
-    let panels = [(&report.baseline, base_pts, LEFT, "Baseline"), (&report.window, win_pts, LEFT + pw + GAP, "Window")];
+    let panels = [(&view.baseline_range, base_pts, LEFT, "Baseline"), (&view.window_range, win_pts, LEFT + pw + GAP, "Window")];
     let colour = match severity {
         Severity::Critical => "#c0392b",
         Severity::Warning => "#b9770e",
@@ -210,7 +211,7 @@ fn chart(report: &Report, e: &Evidence, severity: Severity, id: &str) -> Option<
     };
 
     let mut s = String::new();
-    let title = format!("{} over the baseline and the window", one_line(if e.title.trim().is_empty() { &e.signal } else { &e.title }));
+    let title = format!("{} over the baseline and the window", e.title);
     let _ = writeln!(
         s,
         "<svg class=\"chart\" viewBox=\"0 0 {W} {H}\" role=\"img\" aria-labelledby=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\">\n<title id=\"{id}\">{}</title>",
@@ -227,7 +228,7 @@ fn chart(report: &Report, e: &Evidence, severity: Severity, id: &str) -> Option<
             W - RIGHT,
             LEFT - 6.0,
             yy + 4.0,
-            esc(&units::format_value(clean(v), &e.unit))
+            esc(&units::format_value(clean(v), &t.unit))
         );
         v += step;
         guard += 1;
@@ -410,7 +411,12 @@ ol{padding-left:1.5em}
 mod tests {
     use super::*;
     use crate::render::fixtures::*;
-    use crate::report::{Limit, Trend};
+    use crate::report::{Limit, Report, Trend};
+
+    /// The page of `report`, through the view as `render::render` does it.
+    fn render(report: &Report, opts: &RenderOptions) -> String {
+        super::render(&ReportView::new(report, opts), opts)
+    }
 
     fn with_trends() -> Report {
         let mut r = sample_report();

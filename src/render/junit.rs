@@ -10,14 +10,20 @@
 //! severity. The shape follows the JUnit schema used by Jenkins and Surefire: `tests`, `failures`,
 //! `errors`, `skipped` counts on every suite and on the root, `time` in seconds.
 //!
+//! What concerns the whole run is repeated as properties on every suite (JUnit has no place above
+//! a suite): the window, baseline, source, selector, metrics, fleet, the headline and each of the
+//! data source's warnings. Rules disabled in the configuration are skipped test cases; core
+//! runbook checks that could not be evaluated are one erroring case in a `coverage` suite.
+//!
 //! Everything from outside is escaped, and characters XML 1.0 cannot carry at all (most control
 //! characters) are replaced, so the document always parses.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{describe_range, describe_source, one_line, query_timing, EvidenceText, RenderOptions, ScopeStyle};
-use crate::report::{Report, Scope, Severity};
+use super::view::{FindingView, ReportView};
+use super::RenderOptions;
+use crate::report::Severity;
 
 /// What happened to one rule for one scope.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,88 +34,22 @@ enum Outcome {
     Skipped { reason: String },
 }
 
-pub fn render(report: &Report, opts: &RenderOptions) -> String {
-    let scopes = ScopeStyle::for_report(report);
-    let fails = |s: Severity| opts.fail_on.is_some_and(|bar| s >= bar);
-
-    // rule -> scope -> outcome. Matched beats skipped beats passed if a pair appears twice.
-    let mut cases: BTreeMap<String, BTreeMap<String, Outcome>> = BTreeMap::new();
-    let mut put = |rule: &str, scope: &Scope, o: Outcome| {
-        let slot = cases.entry(one_line(rule)).or_default().entry(scopes.format(scope));
-        let rank = |o: &Outcome| match o {
+impl Outcome {
+    /// Matched beats skipped beats passed if a pair appears twice.
+    fn rank(&self) -> u8 {
+        match self {
             Outcome::Matched { .. } => 2,
             Outcome::Skipped { .. } => 1,
             Outcome::Passed => 0,
-        };
-        match slot {
-            std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(o);
-            }
-            std::collections::btree_map::Entry::Occupied(mut e) => {
-                if rank(&o) > rank(e.get()) {
-                    e.insert(o);
-                }
-            }
-        }
-    };
-    for c in &report.healthy {
-        put(&c.rule, &c.scope, Outcome::Passed);
-    }
-    for n in &report.not_evaluated {
-        put(&n.rule, &n.scope, Outcome::Skipped { reason: one_line(&n.reason) });
-    }
-    // Rules the configuration switched off: skipped for every scope, and said why.
-    for rule in &report.disabled {
-        put(rule, &Scope::new(), Outcome::Skipped { reason: "disabled in the configuration".to_string() });
-    }
-    for f in &report.findings {
-        let mut detail = String::new();
-        if !f.summary.trim().is_empty() {
-            let _ = writeln!(detail, "{}\n", one_line(&f.summary));
-        }
-        for e in &f.evidence {
-            let t = EvidenceText::new(e);
-            let _ = write!(detail, "{}: {} (baseline {}", t.title, t.value, t.baseline);
-            if let Some(c) = &t.change {
-                let _ = write!(detail, ", {c}");
-            }
-            let _ = write!(detail, ")");
-            if !t.condition.is_empty() {
-                let _ = write!(detail, "; condition {} {}", t.condition, if t.held { "held" } else { "did not hold" });
-            }
-            if let Some(c) = &t.confidence {
-                let _ = write!(detail, "; {c}");
-            }
-            detail.push('\n');
-        }
-        if !f.steps.is_empty() {
-            detail.push_str("\nNext steps:\n");
-            for (i, s) in f.steps.iter().enumerate() {
-                let _ = writeln!(detail, "{}. {}", i + 1, one_line(s));
-            }
-        }
-        let queries: Vec<_> = f.evidence.iter().filter(|e| !e.query.trim().is_empty()).collect();
-        if !queries.is_empty() {
-            let _ = writeln!(detail, "\nPromQL {}:", query_timing(report));
-            for e in queries {
-                let _ = writeln!(detail, "{}: {}", one_line(&e.signal), one_line(&e.query));
-            }
-        }
-        put(
-            &f.rule,
-            &f.scope,
-            Outcome::Matched { severity: f.severity, title: one_line(&f.title), detail: detail.clone(), fails: fails(f.severity) },
-        );
-        for a in &f.also_consistent {
-            let detail = format!(
-                "Also matched; explained better by {} ({}) on the same scope, whose failure or report holds the evidence.\n",
-                one_line(&f.rule),
-                f.severity
-            );
-            put(&a.rule, &f.scope, Outcome::Matched { severity: a.severity, title: one_line(&a.title), detail, fails: fails(a.severity) });
         }
     }
+}
 
+/// rule -> scope -> outcome.
+type Cases = BTreeMap<String, BTreeMap<String, Outcome>>;
+
+pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
+    let cases = cases(view);
     let count = |cases: &BTreeMap<String, Outcome>| {
         let failures = cases.values().filter(|o| matches!(o, Outcome::Matched { fails: true, .. })).count();
         let skipped = cases.values().filter(|o| matches!(o, Outcome::Skipped { .. })).count();
@@ -117,22 +57,12 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
     };
     let (mut tests, failures, skipped) = cases.values().map(count).fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2));
     // Core runbook checks that could not be judged make the run no pass: one erroring case says so.
-    let core = super::core_sentence(report);
-    let errors = usize::from(core.is_some());
+    let errors = usize::from(view.core_missing.is_some());
     tests += errors;
 
-    let timestamp = report.window.end.format("%Y-%m-%dT%H:%M:%S").to_string();
-    let (kind, url, selector) = describe_source(report);
-    let bar = opts.fail_on.map_or("never".to_string(), |s| s.to_string());
-    let mut properties = vec![
-        ("window", describe_range(&report.window)),
-        ("baseline", describe_range(&report.baseline)),
-        ("source", format!("{kind} {url}")),
-        ("fail_on", bar.clone()),
-    ];
-    if let Some(sel) = selector {
-        properties.push(("selector", sel));
-    }
+    let timestamp = view.window_range.end.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let bar = view.fail_on.map_or("never".to_string(), |s| s.to_string());
+    let properties = properties(view, &bar);
 
     let mut out = String::new();
     out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -140,7 +70,7 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         out,
         "<testsuites name=\"vllm-diag\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"0\">"
     );
-    if let Some(sentence) = &core {
+    if let Some(sentence) = &view.core_missing {
         let _ = writeln!(
             out,
             "  <testsuite name=\"coverage\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0\" timestamp=\"{timestamp}\">"
@@ -162,41 +92,167 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         }
         out.push_str("    </properties>\n");
         for (scope, outcome) in by_scope {
-            let open = format!("    <testcase name=\"{}\" classname=\"{}\" time=\"0\"", attr(scope), attr(rule));
-            match outcome {
-                Outcome::Passed => {
-                    let _ = writeln!(out, "{open}/>");
-                }
-                Outcome::Skipped { reason } => {
-                    let _ = writeln!(out, "{open}>");
-                    let _ = writeln!(out, "      <skipped message=\"{}\"/>", attr(&format!("not evaluated: {reason}")));
-                    out.push_str("    </testcase>\n");
-                }
-                Outcome::Matched { severity, title, detail, fails: true } => {
-                    let _ = writeln!(out, "{open}>");
-                    let _ = writeln!(
-                        out,
-                        "      <failure message=\"{}\" type=\"{severity}\">{}</failure>",
-                        attr(&format!("{}: {title}", severity.as_str().to_uppercase())),
-                        text(detail)
-                    );
-                    out.push_str("    </testcase>\n");
-                }
-                Outcome::Matched { severity, title, detail, fails: false } => {
-                    let _ = writeln!(out, "{open}>");
-                    let _ = writeln!(
-                        out,
-                        "      <system-out>{}</system-out>",
-                        text(&format!("Matched at {severity} severity, below --fail-on {bar}: {title}\n\n{detail}"))
-                    );
-                    out.push_str("    </testcase>\n");
-                }
-            }
+            testcase(&mut out, rule, scope, outcome, &bar);
         }
         out.push_str("  </testsuite>\n");
     }
     out.push_str("</testsuites>\n");
     out
+}
+
+/// Every rule/scope pair and what happened to it: healthy pairs pass, pairs not evaluated and
+/// rules disabled in the configuration are skipped, findings and the rules also consistent with
+/// them match (and fail at or above the bar).
+fn cases(view: &ReportView) -> Cases {
+    let mut cases: Cases = BTreeMap::new();
+    let mut put = |rule: &str, scope: &str, o: Outcome| {
+        let slot = cases.entry(rule.to_string()).or_default().entry(scope.to_string());
+        match slot {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(o);
+            }
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                if o.rank() > e.get().rank() {
+                    e.insert(o);
+                }
+            }
+        }
+    };
+    for (rule, scope) in &view.healthy_pairs {
+        put(rule, scope, Outcome::Passed);
+    }
+    for n in &view.not_evaluated {
+        put(&n.rule, &n.scope, Outcome::Skipped { reason: n.reason.clone() });
+    }
+    // Rules the configuration switched off: skipped for every scope, and said why.
+    for rule in &view.disabled {
+        put(rule, &view.scope_all, Outcome::Skipped { reason: "disabled in the configuration".to_string() });
+    }
+    for f in &view.findings {
+        let detail = detail(view, f);
+        put(&f.rule, &f.scope, Outcome::Matched { severity: f.severity, title: f.title.clone(), detail, fails: view.fails(f.severity) });
+        for a in &f.also_consistent {
+            let detail = format!(
+                "Also matched; explained better by {} ({}) on the same scope, whose failure or report holds the evidence.\n",
+                f.rule, f.severity
+            );
+            put(&a.rule, &f.scope, Outcome::Matched { severity: a.severity, title: a.title.clone(), detail, fails: view.fails(a.severity) });
+        }
+    }
+    cases
+}
+
+/// The report-wide facts repeated on every suite (JUnit has no place above a suite for them):
+/// what was compared, where the numbers come from, the verdict, and the data source's warnings
+/// (one `warning` property each). Disabled rules are not here: they are skipped test cases.
+fn properties(view: &ReportView, bar: &str) -> Vec<(&'static str, String)> {
+    let h = &view.header;
+    let mut properties = vec![
+        ("window", h.window_exact.clone()),
+        ("baseline", h.baseline.clone()),
+        ("source", format!("{} {}", h.source_kind, h.source_url)),
+        ("fail_on", bar.to_string()),
+    ];
+    if let Some(sel) = &h.selector {
+        properties.push(("selector", sel.clone()));
+    }
+    properties.push(("metrics", h.metrics.clone()));
+    if let Some(fleet) = &h.fleet {
+        properties.push(("fleet", fleet.clone()));
+    }
+    properties.push(("headline", view.headline.clone()));
+    for w in &view.warnings {
+        properties.push(("warning", w.clone()));
+    }
+    properties
+}
+
+/// The body of a finding's failure (or, below the bar, its system-out): everything the other
+/// formats show about it, as plain text.
+fn detail(view: &ReportView, f: &FindingView) -> String {
+    let mut detail = String::new();
+    if let Some(summary) = &f.summary {
+        let _ = writeln!(detail, "{summary}\n");
+    }
+    for e in &f.evidence {
+        let _ = write!(detail, "{}: {} (baseline {}", e.title, e.value, e.baseline);
+        if let Some(c) = &e.change {
+            let _ = write!(detail, ", {c}");
+        }
+        let _ = write!(detail, ")");
+        if !e.condition.is_empty() {
+            let _ = write!(detail, "; condition {} {}", e.condition, if e.held { "held" } else { "did not hold" });
+        }
+        if let Some(c) = &e.confidence {
+            let _ = write!(detail, "; {c}");
+        }
+        if let Some(s) = &e.sparkline {
+            let _ = write!(detail, "; trend {s}");
+        }
+        detail.push('\n');
+    }
+    let mut notes: Vec<String> = Vec::new();
+    notes.extend(f.stood_in.clone());
+    notes.extend(f.replicas.as_ref().map(|r| format!("Affected: {r}")));
+    notes.extend(f.recommendations.iter().map(|r| format!("{}: {}", r.head, r.how)));
+    if !notes.is_empty() {
+        let _ = write!(detail, "\n{}\n", notes.join("\n"));
+    }
+    if !f.steps.is_empty() {
+        detail.push_str("\nNext steps:\n");
+        for (i, s) in f.steps.iter().enumerate() {
+            let _ = writeln!(detail, "{}. {s}", i + 1);
+        }
+    }
+    if !f.references.is_empty() {
+        detail.push_str("\nReferences:\n");
+        for r in &f.references {
+            let _ = writeln!(detail, "- {r}");
+        }
+    }
+    if let Some(also) = f.also_consistent_list(|id| id.to_string()) {
+        let _ = writeln!(detail, "\nAlso consistent: {also}");
+    }
+    if !f.queries.is_empty() {
+        let _ = writeln!(detail, "\nPromQL {}:", view.query_timing);
+        for (signal, query) in &f.queries {
+            let _ = writeln!(detail, "{signal}: {query}");
+        }
+    }
+    detail
+}
+
+fn testcase(out: &mut String, rule: &str, scope: &str, outcome: &Outcome, bar: &str) {
+    let open = format!("    <testcase name=\"{}\" classname=\"{}\" time=\"0\"", attr(scope), attr(rule));
+    match outcome {
+        Outcome::Passed => {
+            let _ = writeln!(out, "{open}/>");
+        }
+        Outcome::Skipped { reason } => {
+            let _ = writeln!(out, "{open}>");
+            let _ = writeln!(out, "      <skipped message=\"{}\"/>", attr(&format!("not evaluated: {reason}")));
+            out.push_str("    </testcase>\n");
+        }
+        Outcome::Matched { severity, title, detail, fails: true } => {
+            let _ = writeln!(out, "{open}>");
+            let _ = writeln!(
+                out,
+                "      <failure message=\"{}\" type=\"{severity}\">{}</failure>",
+                attr(&format!("{}: {title}", severity.as_str().to_uppercase())),
+                text(detail)
+            );
+            out.push_str("    </testcase>\n");
+        }
+        Outcome::Matched { severity, title, detail, fails: false } => {
+            let _ = writeln!(out, "{open}>");
+            let _ = writeln!(
+                out,
+                "      <system-out>{}</system-out>",
+                text(&format!("Matched at {severity} severity, below --fail-on {bar}: {title}\n\n{detail}"))
+            );
+            out.push_str("    </testcase>\n");
+        }
+    }
 }
 
 /// An attribute value: markup characters, quotes and line breaks as character references (a raw
@@ -247,6 +303,12 @@ fn xml_char(c: char) -> char {
 mod tests {
     use super::*;
     use crate::render::fixtures::*;
+    use crate::report::Report;
+
+    /// The JUnit document of `report`, through the view as `render::render` does it.
+    fn render(report: &Report, opts: &RenderOptions) -> String {
+        super::render(&ReportView::new(report, opts), opts)
+    }
 
     fn warning() -> RenderOptions {
         RenderOptions { fail_on: Some(Severity::Warning), ..RenderOptions::default() }

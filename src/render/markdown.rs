@@ -6,70 +6,63 @@
 //! are escaped, so a model called `*prod*` or a warning holding `<html>` cannot reformat the
 //! message; code spans written in rule text are kept, since rule authors use them for flags.
 
-use super::{
-    also_consistent_list, recommendation_lines, replicas_line, describe_generation, describe_range, describe_range_at, describe_source, evidence_sparkline, headline,
-    healthy_summary, no_findings_sentence, not_evaluated_heading, not_evaluated_lines, one_line,
-    query_timing, warning_lines, EvidenceText, RenderOptions, ScopeStyle,
-};
-use crate::report::{Finding, Report};
+use super::view::{EvidenceView, FindingView, ReportView};
+use super::{one_line, RenderOptions};
 
-pub fn render(report: &Report, opts: &RenderOptions) -> String {
-    let scopes = ScopeStyle::for_report(report);
+pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     // Blocks are separated by one blank line; a block may span several lines.
     let mut blocks: Vec<String> = Vec::new();
 
-    blocks.push(format!("**vllm-diag: {}**", text(&headline(report))));
+    blocks.push(format!("**vllm-diag: {}**", text(&view.headline)));
 
-    let (kind, url, selector) = describe_source(report);
-    let source = match selector {
-        Some(sel) => format!("{} {}, selector {}", text(&kind), code(&url), code(&sel)),
-        None => format!("{} {}", text(&kind), code(&url)),
+    let h = &view.header;
+    let source = match &h.selector {
+        Some(sel) => format!("{} {}, selector {}", text(&h.source_kind), code(&h.source_url), code(sel)),
+        None => format!("{} {}", text(&h.source_kind), code(&h.source_url)),
     };
-    let seen = scopes.describe_seen(&report.metrics.scopes);
     let mut header = vec![
-        format!("- **Window:** {}", describe_range_at(&report.window, opts.now.as_ref())),
-        format!("- **Baseline:** {}", describe_range(&report.baseline)),
+        format!("- **Window:** {}", h.window),
+        format!("- **Baseline:** {}", h.baseline),
         format!("- **Source:** {source}"),
-        format!("- **Metrics:** vLLM {}; {}", describe_generation(&report.metrics.generation), text(&seen)),
+        format!("- **Metrics:** {}", text(&h.metrics)),
     ];
-    if let Some(fleet) = super::describe_fleet(&report.metrics) {
-        header.push(format!("- **Fleet:** {}", text(&fleet)));
+    if let Some(fleet) = &h.fleet {
+        header.push(format!("- **Fleet:** {}", text(fleet)));
     }
     blocks.push(header.join("\n"));
 
-    for (i, f) in report.findings.iter().enumerate() {
-        finding_blocks(&mut blocks, report, f, i + 1, &scopes);
+    for f in &view.findings {
+        finding_blocks(&mut blocks, view, f);
     }
 
-    if let Some(sentence) = no_findings_sentence(report) {
-        blocks.push(format!("**{}**", text(&sentence)));
+    if let Some(sentence) = &view.conclusion {
+        blocks.push(format!("**{}**", text(sentence)));
     }
-    if let Some((pairs, rules)) = healthy_summary(report) {
-        let rules: Vec<String> = rules.iter().map(|r| text(r)).collect();
+    if let Some(healthy) = &view.healthy {
+        let rules: Vec<String> = healthy.rules.iter().map(|r| text(r)).collect();
         blocks.push(format!(
-            "Checked and healthy: {pairs} ({})",
+            "Checked and healthy: {} ({})",
+            healthy.pairs,
             rules.join(", ")
         ));
     }
-    if let Some(line) = super::disabled_line(report) {
-        blocks.push(text(&line));
+    if let Some(line) = &view.disabled_line {
+        blocks.push(text(line));
     }
-    let skipped = not_evaluated_lines(report, &scopes);
-    if !skipped.is_empty() {
-        let mut b = format!("**{}**", text(&not_evaluated_heading(skipped.len())));
-        for (rule, scope, reason) in skipped {
+    if !view.not_evaluated.is_empty() {
+        let mut b = format!("**{}**", text(&view.not_evaluated_heading));
+        for n in &view.not_evaluated {
             b.push_str(&format!(
                 "\n- {} ({}): {}",
-                code(&rule),
-                text(&scope),
-                text(&reason)
+                code(&n.rule),
+                text(&n.scope),
+                text(&n.reason)
             ));
         }
         blocks.push(b);
     }
-    let warnings = warning_lines(report);
-    if !warnings.is_empty() {
-        let lines: Vec<String> = warnings.iter().map(|w| format!("- {}", text(w))).collect();
+    if !view.warnings.is_empty() {
+        let lines: Vec<String> = view.warnings.iter().map(|w| format!("- {}", text(w))).collect();
         blocks.push(format!("**Warnings:**\n{}", lines.join("\n")));
     }
 
@@ -78,45 +71,40 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
     out
 }
 
-fn finding_blocks(
-    blocks: &mut Vec<String>,
-    report: &Report,
-    f: &Finding,
-    rank: usize,
-    scopes: &ScopeStyle,
-) {
+fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) {
     blocks.push(format!(
-        "**#{rank} {} · {}**\n{} on {}",
+        "**#{} {} · {}**\n{} on {}",
+        f.rank,
         f.severity.as_str().to_uppercase(),
         text(&f.title),
         code(&f.rule),
-        code(&scopes.format(&f.scope))
+        code(&f.scope)
     ));
-    if !f.summary.trim().is_empty() {
-        blocks.push(text(&f.summary));
+    if let Some(summary) = &f.summary {
+        blocks.push(text(summary));
     }
     if !f.evidence.is_empty() {
         let items: Vec<String> = f
             .evidence
             .iter()
             .map(|e| {
-                let mut item = evidence_item(&EvidenceText::new(e));
-                if let Some(trend) = evidence_sparkline(report, e) {
-                    item.push_str(&format!(" · trend {}", code(&trend)));
+                let mut item = evidence_item(e);
+                if let Some(trend) = &e.sparkline {
+                    item.push_str(&format!(" · trend {}", code(trend)));
                 }
                 item
             })
             .collect();
         blocks.push(format!("Evidence:\n{}", items.join("\n")));
     }
-    if let Some(line) = super::stood_in_line(f) {
-        blocks.push(format!("_{}_", text(&line)));
+    if let Some(line) = &f.stood_in {
+        blocks.push(format!("_{}_", text(line)));
     }
-    if let Some(line) = replicas_line(f) {
-        blocks.push(format!("Affected: {}", text(&line)));
+    if let Some(line) = &f.replicas {
+        blocks.push(format!("Affected: {}", text(line)));
     }
-    for (head, how) in recommendation_lines(f) {
-        blocks.push(format!("**{}**  \n{}", text(&head), text(&how)));
+    for r in &f.recommendations {
+        blocks.push(format!("**{}**  \n{}", text(&r.head), text(&r.how)));
     }
     if !f.steps.is_empty() {
         let items: Vec<String> = f
@@ -135,28 +123,28 @@ fn finding_blocks(
             .collect();
         blocks.push(format!("References:\n{}", items.join("\n")));
     }
-    if let Some(also) = also_consistent_list(f, code) {
+    if let Some(also) = f.also_consistent_list(code) {
         blocks.push(format!("Also consistent: {also}"));
     }
-    let queries = super::finding_queries(f);
-    if !queries.is_empty() {
-        let longest_ticks = queries
+    if !f.queries.is_empty() {
+        let longest_ticks = f
+            .queries
             .iter()
             .map(|(_, q)| longest_run(q, '`'))
             .max()
             .unwrap_or(0);
         let fence = "`".repeat((longest_ticks + 1).max(3));
-        let body: Vec<String> = queries.iter().map(|(s, q)| format!("# {s}\n{q}")).collect();
+        let body: Vec<String> = f.queries.iter().map(|(s, q)| format!("# {s}\n{q}")).collect();
         blocks.push(format!(
             "PromQL {}:\n{fence}\n{}\n{fence}",
-            text(&query_timing(report)),
+            text(&view.query_timing),
             body.join("\n")
         ));
     }
 }
 
 /// `- P95 time to first token: **4.12 s**, baseline 820 ms (5x) — `> 3s` held; low confidence (14 obs)`
-fn evidence_item(e: &EvidenceText) -> String {
+fn evidence_item(e: &EvidenceView) -> String {
     let mut s = format!(
         "- {}: **{}**, baseline {}",
         text(&e.title),
@@ -284,6 +272,12 @@ fn looks_like_entity(rest: &[char]) -> bool {
 mod tests {
     use super::*;
     use crate::render::fixtures::*;
+    use crate::report::Report;
+
+    /// The Markdown of `report`, through the view as `render::render` does it.
+    fn render(report: &Report, opts: &RenderOptions) -> String {
+        super::render(&ReportView::new(report, opts), opts)
+    }
 
     #[test]
     fn markdown_snapshot_of_the_sample_report() {

@@ -1,16 +1,24 @@
-//! Turning a [`Report`] into text: a terminal table, Markdown for incident channels, or JSON for CI.
+//! Turning a [`Report`] into text: a terminal table, Markdown for incident channels, Slack, HTML,
+//! JUnit XML, or JSON for CI.
 //!
-//! Every renderer is a pure function from a report to a `String`; the caller decides where it goes.
-//! Nothing here probes the terminal, so the same report always renders to the same bytes, which is
-//! what makes the snapshot tests meaningful and lets `--format table` be piped into a file.
+//! Every renderer is a pure function to a `String`; the caller decides where it goes. Nothing here
+//! probes the terminal, so the same report always renders to the same bytes, which is what makes
+//! the snapshot tests meaningful and lets `--format table` be piped into a file.
 //!
-//! The table and Markdown formats say the same things in different markup. Whatever they *say*
-//! (how a window is described, how a scope is shortened, how a value compares with its baseline,
-//! the verdict when nothing was found) is decided once, in this module, so the two can never
-//! disagree about the facts. Two rules shape that wording:
+//! The pipeline is `Report -> ReportView -> text`. [`view::ReportView`] holds every section a
+//! reader sees (header, verdict, findings with their evidence, healthy, not evaluated, disabled,
+//! warnings), decided and worded once by the helpers in this module; the renderers only lay it out
+//! in their markup, so the formats can never disagree about the facts or forget a section. JSON is
+//! the exception on purpose: it is the serialized `Report` itself, the stable contract for scripts.
+//! Two rules shape the wording:
 //! - a rule that could not be evaluated is always listed by name, scope and reason: a diagnosis
 //!   with holes must show them;
 //! - when nothing at all was evaluated the output never calls anything healthy.
+//!
+//! Adding a format: write `render/<name>.rs` with `pub fn render(view: &ReportView, opts:
+//! &RenderOptions) -> String`, add a variant to [`Format`] (and to [`Format::ALL`]), and one arm
+//! to [`Format::spec`] giving its name, its one-line description and its renderer. `--format`,
+//! its help text and its error messages follow from that.
 
 use std::collections::BTreeSet;
 
@@ -27,9 +35,12 @@ pub mod markdown;
 pub mod slack;
 pub mod sparkline;
 pub mod table;
+pub mod view;
+
+pub use view::ReportView;
 
 /// Output format chosen with `--format`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Format {
     /// Boxed tables for a terminal.
     #[default]
@@ -46,11 +57,86 @@ pub enum Format {
     Html,
 }
 
+/// What a format is: its `--format` name, its description, whether people read it, its renderer.
+struct Spec {
+    name: &'static str,
+    about: &'static str,
+    text: bool,
+    renderer: Renderer,
+}
+
+enum Renderer {
+    /// Lays out the report view.
+    View(fn(&ReportView, &RenderOptions) -> String),
+    /// Serialises the report itself (JSON: the schema is the contract, not the view).
+    Report(fn(&Report) -> String),
+}
+
 impl Format {
+    /// Every format, in the order `--help` lists them.
+    pub const ALL: &'static [Format] =
+        &[Format::Table, Format::Markdown, Format::Json, Format::Slack, Format::Junit, Format::Html];
+
+    /// The one place a format is described.
+    fn spec(self) -> Spec {
+        use Renderer::{Report as R, View as V};
+        let (name, about, text, renderer) = match self {
+            Format::Table => ("table", "Boxed tables for a terminal", true, V(table::render)),
+            Format::Markdown => ("markdown", "Compact Markdown to paste into an incident channel or a GitHub issue", true, V(markdown::render)),
+            Format::Json => ("json", "The report as JSON (schema in `report.rs`), for scripts and CI", false, R(json::render)),
+            Format::Slack => ("slack", "Slack mrkdwn: no tables, within one message, the most important finding first", true, V(slack::render)),
+            Format::Junit => ("junit", "JUnit XML: a test case per rule and scope, for the test report view of CI systems", false, V(junit::render)),
+            Format::Html => ("html", "One self-contained HTML page with a chart of every evidence signal, for incident tickets", false, V(html::render)),
+        };
+        Spec { name, about, text, renderer }
+    }
+
+    /// The `--format` value: `table`, `markdown`, `json`, `slack`, `junit`, `html`.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// One line saying what the format is for (the `--help` text of its value).
+    pub fn about(self) -> &'static str {
+        self.spec().about
+    }
+
     /// Formats meant for people reading text (a verdict line or annotations may go around them);
     /// the others are documents a program parses, which nothing may be added to.
     pub fn is_text(self) -> bool {
-        matches!(self, Format::Table | Format::Markdown | Format::Slack)
+        self.spec().text
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A `--format` value that names no format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownFormat(pub String);
+
+impl std::fmt::Display for UnknownFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        write!(f, "unknown format {:?}: use one of {}", self.0, names.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownFormat {}
+
+impl std::str::FromStr for Format {
+    type Err = UnknownFormat;
+
+    /// The `--format` name, exactly as `--format` takes it.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Format::ALL
+            .iter()
+            .copied()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| UnknownFormat(s.to_string()))
     }
 }
 
@@ -71,13 +157,9 @@ pub struct RenderOptions {
 
 /// Render `report` in `format`. Never fails: every format can express every report.
 pub fn render(report: &Report, format: Format, opts: &RenderOptions) -> String {
-    match format {
-        Format::Table => table::render(report, opts),
-        Format::Markdown => markdown::render(report, opts),
-        Format::Json => json::render(report),
-        Format::Slack => slack::render(report, opts),
-        Format::Junit => junit::render(report, opts),
-        Format::Html => html::render(report, opts),
+    match format.spec().renderer {
+        Renderer::View(render) => render(&ReportView::new(report, opts), opts),
+        Renderer::Report(render) => render(report),
     }
 }
 
@@ -371,7 +453,7 @@ pub(crate) fn severity_counts(findings: &[Finding]) -> String {
 
 /// What the run amounts to, which decides the headline and the closing sentence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub enum Verdict {
     Findings,
     /// No findings, and at least one rule/scope pair was evaluated.
     Clean,
@@ -575,7 +657,6 @@ pub(crate) fn warning_lines(report: &Report) -> Vec<String> {
         .collect()
 }
 
-/// `rule-a (warning), rule-b (info)`.
 /// The PromQL behind a finding's evidence, as (signal, query) pairs, one line each.
 pub(crate) fn finding_queries(f: &Finding) -> Vec<(String, String)> {
     f.evidence
@@ -613,19 +694,6 @@ pub(crate) fn recommendation_lines(f: &Finding) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-pub(crate) fn also_consistent_list(f: &Finding, id: impl Fn(&str) -> String) -> Option<String> {
-    if f.also_consistent.is_empty() {
-        return None;
-    }
-    Some(
-        f.also_consistent
-            .iter()
-            .map(|a| format!("{} ({})", id(&one_line(&a.rule)), a.severity))
-            .collect::<Vec<_>>()
-            .join(", "),
-    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1277,6 +1345,23 @@ mod tests {
         warning_only.findings.retain(|f| f.severity == Severity::Warning);
         let v = check_verdict(&warning_only, &critical_only);
         assert!(v.starts_with("NOT EVALUATED") && v.contains("1 finding (1 warning), none failing"), "{v}");
+    }
+
+    #[test]
+    fn every_format_has_a_unique_name_that_parses_back() {
+        let names: BTreeSet<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        assert_eq!(names.len(), Format::ALL.len());
+        assert_eq!(names, BTreeSet::from(["table", "markdown", "json", "slack", "junit", "html"]));
+        for &f in Format::ALL {
+            assert_eq!(f.name().parse::<Format>(), Ok(f));
+            assert_eq!(f.to_string(), f.name());
+            assert!(!f.about().is_empty() && !f.about().ends_with('.'), "{}", f.about());
+        }
+        let err = "yaml".parse::<Format>().unwrap_err().to_string();
+        assert!(err.contains("\"yaml\"") && err.contains("table, markdown, json, slack, junit, html"), "{err}");
+        assert_eq!(Format::default(), Format::Table);
+        let text: Vec<&str> = Format::ALL.iter().filter(|f| f.is_text()).map(|f| f.name()).collect();
+        assert_eq!(text, ["table", "markdown", "slack"]);
     }
 
     #[test]

@@ -11,76 +11,20 @@
 //! full; when the rest do not fit, they shrink to one line each, and what still does not fit is
 //! counted in a closing "and N more" line that says where the whole report is.
 
-use super::{
-    describe_duration, describe_range_at, evidence_sparkline, headline, no_findings_sentence,
-    not_evaluated_lines, one_line, plural, verdict, warning_lines, EvidenceText, RenderOptions,
-    ScopeStyle, Verdict,
-};
-use crate::report::{Finding, Report, Severity};
+use super::view::{FindingView, ReportView};
+use super::{one_line, plural, RenderOptions, Verdict};
+use crate::report::Severity;
 
 /// Characters (not bytes) a message may take: one Slack section block.
 pub const LIMIT: usize = 3000;
 
-pub fn render(report: &Report, opts: &RenderOptions) -> String {
-    let scopes = ScopeStyle::for_report(report);
-    let mut head: Vec<String> = Vec::new();
-    let icon = match (verdict(report), report.worst_severity()) {
-        (Verdict::Findings, Some(Severity::Critical)) => ":red_circle:",
-        (Verdict::Findings, Some(Severity::Warning)) => ":warning:",
-        (Verdict::Findings, _) => ":information_source:",
-        (Verdict::Clean, _) => ":white_check_mark:",
-        (Verdict::NothingEvaluated | Verdict::Incomplete, _) => ":grey_question:",
-    };
-    head.push(format!("{icon} *vllm-diag: {}*", plain(&headline(report))));
-    let baseline = if report.baseline.end == report.window.start {
-        format!("the {} before", describe_duration(&report.baseline))
-    } else {
-        describe_range_at(&report.baseline, None)
-    };
-    head.push(format!(
-        "Window {} · baseline {}",
-        describe_range_at(&report.window, opts.now.as_ref()),
-        baseline
-    ));
-    if let Some(sentence) = no_findings_sentence(report) {
-        head.push(plain(&sentence));
-    }
-
-    let mut tail: Vec<String> = Vec::new();
-    let skipped = not_evaluated_lines(report, &scopes);
-    if !skipped.is_empty() {
-        let shown: Vec<String> = skipped
-            .iter()
-            .take(3)
-            .map(|(rule, scope, reason)| format!("{} ({}): {}", code(rule), code(scope), plain(reason)))
-            .collect();
-        let more = skipped.len().saturating_sub(shown.len());
-        let mut line = format!(
-            ":grey_question: Not evaluated ({}): {}",
-            plural(skipped.len(), "rule/scope pair", "rule/scope pairs"),
-            shown.join("; ")
-        );
-        if more > 0 {
-            line.push_str(&format!("; and {more} more"));
-        }
-        tail.push(line);
-    }
-    if !report.healthy.is_empty() {
-        tail.push(format!("Checked and healthy: {}", plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs")));
-    }
-    if let Some(line) = super::disabled_line(report) {
-        tail.push(plain(&line));
-    }
-    let warnings = warning_lines(report);
-    if !warnings.is_empty() {
-        tail.push(format!(":warning: {}", plain(&warnings.join("; "))));
-    }
+pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
+    let head_text = head(view).join("\n");
     // The tail is context; it may be cut to one line, never the findings' headline.
-    let head_text = head.join("\n");
-    let mut tail_text = tail.join("\n");
+    let mut tail_text = tail(view).join("\n");
 
-    let full: Vec<String> = report.findings.iter().enumerate().map(|(i, f)| finding_full(report, f, i + 1, &scopes)).collect();
-    let brief: Vec<String> = report.findings.iter().enumerate().map(|(i, f)| finding_brief(f, i + 1, &scopes)).collect();
+    let full: Vec<String> = view.findings.iter().map(finding_full).collect();
+    let brief: Vec<String> = view.findings.iter().map(finding_brief).collect();
 
     let len = |s: &str| s.chars().count();
     // Room for the closing "and N more" line, reserved whenever anything may need cutting.
@@ -99,7 +43,7 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
     if total_full <= budget(0) {
         blocks = full;
     } else {
-        let reserve = len(&more_line(report.findings.len())) + 2;
+        let reserve = len(&more_line(view.findings.len())) + 2;
         let mut used = 0;
         for (i, (f, b)) in full.iter().zip(&brief).enumerate() {
             // The first finding is shown in full when it fits; the others one line each.
@@ -108,7 +52,7 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
                 used += len(candidate) + 2;
                 blocks.push(candidate.clone());
             } else {
-                omitted = report.findings.len() - i;
+                omitted = view.findings.len() - i;
                 break;
             }
         }
@@ -137,43 +81,97 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
     out
 }
 
+/// The verdict with its icon, what was compared and where the numbers come from, and the
+/// closing sentence (the all-clear, or why there is none).
+fn head(view: &ReportView) -> Vec<String> {
+    let icon = match (view.verdict, view.worst) {
+        (Verdict::Findings, Some(Severity::Critical)) => ":red_circle:",
+        (Verdict::Findings, Some(Severity::Warning)) => ":warning:",
+        (Verdict::Findings, _) => ":information_source:",
+        (Verdict::Clean, _) => ":white_check_mark:",
+        (Verdict::NothingEvaluated | Verdict::Incomplete, _) => ":grey_question:",
+    };
+    let h = &view.header;
+    let mut head = vec![
+        format!("{icon} *vllm-diag: {}*", plain(&view.headline)),
+        format!("Window {} · baseline {}", h.window, h.baseline_brief),
+    ];
+    let mut source = format!("Source {} {}", plain(&h.source_kind), code(&h.source_url));
+    if let Some(sel) = &h.selector {
+        source.push_str(&format!(", selector {}", code(sel)));
+    }
+    head.push(source);
+    if let Some(sentence) = &view.conclusion {
+        head.push(plain(sentence));
+    }
+    head
+}
+
+/// What could not be checked, what was healthy, what was switched off, and the warnings.
+fn tail(view: &ReportView) -> Vec<String> {
+    let mut tail: Vec<String> = Vec::new();
+    if !view.not_evaluated.is_empty() {
+        let shown: Vec<String> = view
+            .not_evaluated
+            .iter()
+            .take(3)
+            .map(|n| format!("{} ({}): {}", code(&n.rule), code(&n.scope), plain(&n.reason)))
+            .collect();
+        let more = view.not_evaluated.len().saturating_sub(shown.len());
+        let mut line = format!(":grey_question: Not evaluated ({}): {}", view.not_evaluated_pairs(), shown.join("; "));
+        if more > 0 {
+            line.push_str(&format!("; and {more} more"));
+        }
+        tail.push(line);
+    }
+    if let Some(healthy) = &view.healthy {
+        tail.push(format!("Checked and healthy: {}", healthy.pairs));
+    }
+    if let Some(line) = &view.disabled_line {
+        tail.push(plain(line));
+    }
+    if !view.warnings.is_empty() {
+        tail.push(format!(":warning: {}", plain(&view.warnings.join("; "))));
+    }
+    tail
+}
+
 /// Heading, summary, the evidence held to a condition (with its trend), and the next steps.
-fn finding_full(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle) -> String {
-    let mut lines = vec![heading(f, rank, scopes)];
-    if !f.summary.trim().is_empty() {
-        lines.push(plain(&f.summary));
+fn finding_full(f: &FindingView) -> String {
+    let mut lines = vec![heading(f)];
+    if let Some(summary) = &f.summary {
+        lines.push(plain(summary));
     }
     let mut context = 0;
     for e in &f.evidence {
-        let t = EvidenceText::new(e);
-        if t.condition.is_empty() {
+        if e.condition.is_empty() {
             context += 1;
             continue;
         }
-        let mut line = format!("• {}: *{}*, baseline {}", plain(&t.title), plain(&t.value), plain(&t.baseline));
-        if let Some(change) = &t.change {
+        let mut line = format!("• {}: *{}*, baseline {}", plain(&e.title), plain(&e.value), plain(&e.baseline));
+        if let Some(change) = &e.change {
             line.push_str(&format!(" ({})", plain(change)));
         }
-        line.push_str(&format!(" — {} {}", code(&t.condition), if t.held { "held" } else { "did not hold" }));
-        if let Some(c) = &t.confidence {
+        line.push_str(&format!(" — {} {}", code(&e.condition), if e.held { "held" } else { "did not hold" }));
+        if let Some(c) = &e.confidence {
             line.push_str(&format!("; {c}"));
         }
-        if let Some(s) = evidence_sparkline(report, e) {
-            line.push_str(&format!(" {}", code(&s)));
+        if let Some(s) = &e.sparkline {
+            line.push_str(&format!(" {}", code(s)));
         }
         lines.push(line);
     }
     if context > 0 {
         lines.push(format!("_{} for context in the full report_", plural(context, "more signal", "more signals")));
     }
-    if let Some(line) = super::stood_in_line(f) {
-        lines.push(format!("_{}_", plain(&line)));
+    if let Some(line) = &f.stood_in {
+        lines.push(format!("_{}_", plain(line)));
     }
-    if let Some(line) = super::replicas_line(f) {
-        lines.push(format!("Affected: {}", plain(&line)));
+    if let Some(line) = &f.replicas {
+        lines.push(format!("Affected: {}", plain(line)));
     }
-    for (head, how) in super::recommendation_lines(f) {
-        lines.push(format!("*{}*: {}", plain(&head), plain(&how)));
+    for r in &f.recommendations {
+        lines.push(format!("*{}*: {}", plain(&r.head), plain(&r.how)));
     }
     if !f.steps.is_empty() {
         lines.push("*Next steps*".to_string());
@@ -181,29 +179,29 @@ fn finding_full(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle) 
             lines.push(format!("{}. {}", n + 1, plain(s)));
         }
     }
-    if !f.also_consistent.is_empty() {
-        let also: Vec<String> = f.also_consistent.iter().map(|a| format!("{} ({})", code(&a.rule), a.severity)).collect();
-        lines.push(format!("Also consistent: {}", also.join(", ")));
+    if let Some(also) = f.also_consistent_list(code) {
+        lines.push(format!("Also consistent: {also}"));
     }
     lines.join("\n")
 }
 
 /// One line: heading only, with the strongest held signal.
-fn finding_brief(f: &Finding, rank: usize, scopes: &ScopeStyle) -> String {
-    let mut line = heading(f, rank, scopes);
-    if let Some(e) = f.evidence.iter().map(EvidenceText::new).find(|t| t.held && !t.condition.is_empty()) {
+fn finding_brief(f: &FindingView) -> String {
+    let mut line = heading(f);
+    if let Some(e) = f.evidence.iter().find(|e| e.held_condition()) {
         line.push_str(&format!(" — {} *{}* ({})", plain(&e.title), plain(&e.value), code(&e.condition)));
     }
     line
 }
 
-fn heading(f: &Finding, rank: usize, scopes: &ScopeStyle) -> String {
+fn heading(f: &FindingView) -> String {
     format!(
-        "*#{rank} {} · {}*\n{} on {}",
+        "*#{} {} · {}*\n{} on {}",
+        f.rank,
         f.severity.as_str().to_uppercase(),
         plain(&f.title),
         code(&f.rule),
-        code(&scopes.format(&f.scope))
+        code(&f.scope)
     )
 }
 
@@ -263,6 +261,12 @@ fn cut(s: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use crate::render::fixtures::*;
+    use crate::report::Report;
+
+    /// The Slack message of `report`, through the view as `render::render` does it.
+    fn render(report: &Report, opts: &RenderOptions) -> String {
+        super::render(&ReportView::new(report, opts), opts)
+    }
 
     fn opts() -> RenderOptions {
         RenderOptions::default()

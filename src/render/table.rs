@@ -8,41 +8,28 @@
 
 use comfy_table::{presets, Cell, ContentArrangement, Table};
 
-use super::{
-    also_consistent_list, recommendation_lines, replicas_line, describe_generation, describe_range, describe_range_at, describe_source, evidence_sparkline, headline,
-    healthy_summary, no_findings_sentence, not_evaluated_heading, not_evaluated_lines, one_line,
-    query_timing, warning_lines, EvidenceText, RenderOptions, ScopeStyle,
-};
-use crate::report::{Finding, Report, Severity};
+use super::view::{FindingView, ReportView};
+use super::RenderOptions;
+use crate::report::Severity;
 
 /// Indentation of everything inside a finding block.
 const INDENT: &str = "   ";
 
-pub fn render(report: &Report, opts: &RenderOptions) -> String {
+pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     let width = opts.width.map(usize::from);
-    let scopes = ScopeStyle::for_report(report);
     let mut out: Vec<String> = Vec::new();
 
-    out.push(format!("vllm-diag: {}", headline(report)));
+    out.push(format!("vllm-diag: {}", view.headline));
     out.push(String::new());
-    let (kind, url, selector) = describe_source(report);
-    let source = match selector {
-        Some(sel) => format!("{kind} {url}, selector {sel}"),
-        None => format!("{kind} {url}"),
-    };
-    let metrics = format!(
-        "vLLM {}; {}",
-        describe_generation(&report.metrics.generation),
-        scopes.describe_seen(&report.metrics.scopes)
-    );
+    let h = &view.header;
     let mut rows = vec![
-        ("Window", describe_range_at(&report.window, opts.now.as_ref())),
-        ("Baseline", describe_range(&report.baseline)),
-        ("Source", source),
-        ("Metrics", metrics),
+        ("Window", h.window.clone()),
+        ("Baseline", h.baseline.clone()),
+        ("Source", h.source_line()),
+        ("Metrics", h.metrics.clone()),
     ];
-    if let Some(fleet) = super::describe_fleet(&report.metrics) {
-        rows.push(("Fleet", fleet));
+    if let Some(fleet) = &h.fleet {
+        rows.push(("Fleet", fleet.clone()));
     }
     for (label, value) in rows {
         out.extend(wrap(
@@ -53,41 +40,39 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         ));
     }
 
-    for (i, finding) in report.findings.iter().enumerate() {
+    for finding in &view.findings {
         out.push(String::new());
-        finding_block(&mut out, report, finding, i + 1, &scopes, opts);
+        finding_block(&mut out, view, finding, opts);
     }
 
-    if let Some(sentence) = no_findings_sentence(report) {
+    if let Some(sentence) = &view.conclusion {
         out.push(String::new());
-        out.extend(wrap(&sentence, width, "", ""));
+        out.extend(wrap(sentence, width, "", ""));
     }
     out.push(String::new());
-    if let Some((pairs, rules)) = healthy_summary(report) {
-        let text = format!("Checked and healthy: {pairs} ({})", rules.join(", "));
+    if let Some(healthy) = &view.healthy {
+        let text = format!("Checked and healthy: {} ({})", healthy.pairs, healthy.rules.join(", "));
         out.extend(wrap(&text, width, "", INDENT));
     }
-    if let Some(line) = super::disabled_line(report) {
-        out.extend(wrap(&line, width, "", INDENT));
+    if let Some(line) = &view.disabled_line {
+        out.extend(wrap(line, width, "", INDENT));
     }
-    let skipped = not_evaluated_lines(report, &scopes);
-    if !skipped.is_empty() {
-        let head = wrap(&not_evaluated_heading(skipped.len()), width, "", INDENT);
+    if !view.not_evaluated.is_empty() {
+        let head = wrap(&view.not_evaluated_heading, width, "", INDENT);
         out.extend(head.iter().map(|l| paint_bold(l, opts.color)));
-        for (rule, scope, reason) in skipped {
+        for n in &view.not_evaluated {
             out.extend(wrap(
-                &format!("{rule} ({scope}): {reason}"),
+                &format!("{} ({}): {}", n.rule, n.scope, n.reason),
                 width,
                 "  - ",
                 "    ",
             ));
         }
     }
-    let warnings = warning_lines(report);
-    if !warnings.is_empty() {
+    if !view.warnings.is_empty() {
         out.push(String::new());
     }
-    for w in warnings {
+    for w in &view.warnings {
         out.extend(wrap(&format!("Warning: {w}"), width, "", INDENT));
     }
 
@@ -98,22 +83,10 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
     text
 }
 
-fn finding_block(
-    out: &mut Vec<String>,
-    report: &Report,
-    f: &Finding,
-    rank: usize,
-    scopes: &ScopeStyle,
-    opts: &RenderOptions,
-) {
+fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts: &RenderOptions) {
     let width = opts.width.map(usize::from);
-    let badge = format!("#{rank} {}", f.severity.as_str().to_uppercase());
-    let rest = format!(
-        "{} · {} · {}",
-        one_line(&f.rule),
-        one_line(&f.title),
-        scopes.compact(&f.scope)
-    );
+    let badge = format!("#{} {}", f.rank, f.severity.as_str().to_uppercase());
+    let rest = format!("{} · {} · {}", f.rule, f.title, f.scope_short);
     // Wrap without colour codes (they would count as width), then colour the badge in place.
     let mut heading = wrap(&rest, width, &format!("{badge}  "), INDENT);
     if let (true, Some(first)) = (opts.color, heading.first_mut()) {
@@ -123,8 +96,8 @@ fn finding_block(
     }
     out.extend(heading);
 
-    if !f.summary.trim().is_empty() {
-        out.extend(wrap(&one_line(&f.summary), width, INDENT, INDENT));
+    if let Some(summary) = &f.summary {
+        out.extend(wrap(summary, width, INDENT, INDENT));
     }
 
     if !f.evidence.is_empty() {
@@ -132,13 +105,13 @@ fn finding_block(
         // On a narrow terminal the trends get their own lines under the table instead of a column
         // that would squeeze the numbers into slivers.
         let trend_column = inner.map_or(true, |w| w >= TREND_COLUMN_MIN_WIDTH);
-        let table = evidence_table(report, f, inner, trend_column);
+        let table = evidence_table(f, inner, trend_column);
         out.extend(table.lines().map(|l| format!("{INDENT}{l}")));
         if !trend_column {
-            let trends: Vec<(String, String)> = f
+            let trends: Vec<(&str, &str)> = f
                 .evidence
                 .iter()
-                .filter_map(|e| evidence_sparkline(report, e).map(|s| (EvidenceText::new(e).title, s)))
+                .filter_map(|e| e.sparkline.as_deref().map(|s| (e.title.as_str(), s)))
                 .collect();
             if !trends.is_empty() {
                 out.push(format!("{INDENT}Trends (baseline│window)"));
@@ -149,31 +122,31 @@ fn finding_block(
         }
     }
 
-    if let Some(line) = super::stood_in_line(f) {
-        out.extend(wrap(&line, width, INDENT, &format!("{INDENT}  ")));
+    if let Some(line) = &f.stood_in {
+        out.extend(wrap(line, width, INDENT, &format!("{INDENT}  ")));
     }
-    if let Some(line) = replicas_line(f) {
+    if let Some(line) = &f.replicas {
         out.extend(wrap(&format!("Affected: {line}"), width, INDENT, &format!("{INDENT}  ")));
     }
-    for (head, how) in recommendation_lines(f) {
-        out.extend(wrap(&head, width, INDENT, &format!("{INDENT}  ")));
-        out.extend(wrap(&how, width, &format!("{INDENT}  "), &format!("{INDENT}  ")));
+    for r in &f.recommendations {
+        out.extend(wrap(&r.head, width, INDENT, &format!("{INDENT}  ")));
+        out.extend(wrap(&r.how, width, &format!("{INDENT}  "), &format!("{INDENT}  ")));
     }
     if !f.steps.is_empty() {
         out.push(format!("{INDENT}Next steps"));
         for (n, step) in f.steps.iter().enumerate() {
             let first = format!("{INDENT}  {}. ", n + 1);
             let rest = " ".repeat(first.chars().count());
-            out.extend(wrap(&one_line(step), width, &first, &rest));
+            out.extend(wrap(step, width, &first, &rest));
         }
     }
     if !f.references.is_empty() {
         out.push(format!("{INDENT}References"));
         for r in &f.references {
-            out.push(format!("{INDENT}  - {}", one_line(r)));
+            out.push(format!("{INDENT}  - {r}"));
         }
     }
-    if let Some(also) = also_consistent_list(f, |id| id.to_string()) {
+    if let Some(also) = f.also_consistent_list(|id| id.to_string()) {
         out.extend(wrap(
             &format!("Also consistent: {also}"),
             width,
@@ -182,20 +155,20 @@ fn finding_block(
         ));
     }
 
-    let queries = super::finding_queries(f);
-    if !queries.is_empty() {
+    if !f.queries.is_empty() {
         out.extend(wrap(
-            &format!("PromQL {}", query_timing(report)),
+            &format!("PromQL {}", view.query_timing),
             width,
             INDENT,
             &format!("{INDENT}  "),
         ));
-        let pad = queries
+        let pad = f
+            .queries
             .iter()
             .map(|(s, _)| s.chars().count())
             .max()
             .unwrap_or(0);
-        for (signal, query) in queries {
+        for (signal, query) in &f.queries {
             out.push(format!("{INDENT}  {signal:<pad$}  {query}"));
         }
     }
@@ -204,11 +177,10 @@ fn finding_block(
 /// Below this width (inside the indent) the trend column is left out of evidence tables.
 const TREND_COLUMN_MIN_WIDTH: usize = 100;
 
-fn evidence_table(report: &Report, f: &Finding, width: Option<usize>, trend_column: bool) -> String {
+fn evidence_table(f: &FindingView, width: Option<usize>, trend_column: bool) -> String {
     let mut table = Table::new();
     // A trend column only when some signal has one: a column of blanks says nothing.
-    let trends: Vec<Option<String>> = f.evidence.iter().map(|e| evidence_sparkline(report, e)).collect();
-    let with_trend = trend_column && trends.iter().any(Option::is_some);
+    let with_trend = trend_column && f.evidence.iter().any(|e| e.sparkline.is_some());
     let mut header = vec!["Signal", "Value", "Baseline", "Change", "Condition", "Held"];
     if with_trend {
         header.push("Trend (baseline│window)");
@@ -221,8 +193,7 @@ fn evidence_table(report: &Report, f: &Finding, width: Option<usize>, trend_colu
     if let Some(w) = width {
         table.set_width(u16::try_from(w).unwrap_or(u16::MAX));
     }
-    for (e, trend) in f.evidence.iter().zip(trends) {
-        let e = EvidenceText::new(e);
+    for e in &f.evidence {
         let signal = match &e.confidence {
             Some(c) => format!("{}\n{c}", e.title),
             None => e.title.clone(),
@@ -240,7 +211,7 @@ fn evidence_table(report: &Report, f: &Finding, width: Option<usize>, trend_colu
             }),
         ];
         if with_trend {
-            row.push(Cell::new(trend.unwrap_or_default()));
+            row.push(Cell::new(e.sparkline.as_deref().unwrap_or_default()));
         }
         table.add_row(row);
     }
@@ -302,6 +273,12 @@ fn paint_bold(text: &str, color: bool) -> String {
 mod tests {
     use super::*;
     use crate::render::fixtures::*;
+    use crate::report::Report;
+
+    /// The table of `report`, through the view as `render::render` does it.
+    fn render(report: &Report, opts: &RenderOptions) -> String {
+        super::render(&ReportView::new(report, opts), opts)
+    }
 
     fn opts(width: u16) -> RenderOptions {
         RenderOptions {

@@ -1,0 +1,473 @@
+//! The report as a reader sees it: every section, decided and worded once, for every format.
+//!
+//! A [`Report`] is the data (and, as JSON, the stable contract); a [`ReportView`] is what the
+//! report *says*: the verdict and its headline, the header, each finding with its evidence already
+//! written as text, what was healthy, what could not be checked and why, the rules the
+//! configuration switched off, and the data source's warnings. It is built by one function,
+//! [`ReportView::new`], and every text and document format (table, Markdown, Slack, HTML, JUnit,
+//! GitHub annotations) formats it and nothing else: a renderer adds markup and layout, never a fact.
+//! So a section cannot be forgotten by one format, and two formats cannot word a fact differently.
+//!
+//! Text in the view is on one line each (server text has had its newlines and control characters
+//! removed) but is not escaped: escaping belongs to the markup that prints it.
+
+use chrono::{DateTime, Utc};
+
+use super::{
+    coverage_phrase, core_sentence, describe_duration, describe_fleet, describe_generation,
+    describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline,
+    finding_queries, healthy_summary, headline, no_findings_sentence, not_evaluated_heading,
+    not_evaluated_lines, one_line, plural, query_timing, recommendation_lines, replicas_line,
+    stood_in_line, verdict, warning_lines, EvidenceText, RenderOptions, ScopeStyle, Verdict,
+};
+use crate::report::{Evidence, Finding, Report, Scope, Severity, TimeRange};
+
+/// Everything a reader of any format is shown, in the order of the table format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportView {
+    /// What the run amounts to: findings, a clean bill, nothing evaluated, or incomplete.
+    pub verdict: Verdict,
+    /// The most severe finding's severity, if any.
+    pub worst: Option<Severity>,
+    /// `2 findings (1 critical, 1 warning) · 6 of 8 rules evaluated`: the first line of every format.
+    pub headline: String,
+    pub header: Header,
+    /// `21 of 24 rules evaluated (2 through stand-in signals)`, or `None` when all were.
+    pub coverage: Option<String>,
+    /// The sentence naming the core checks that could not be judged, or `None`.
+    pub core_missing: Option<String>,
+    /// The closing sentence: the all-clear (or why it is none) when there are no findings, the
+    /// core-missing sentence when there are. `None` when there is nothing to add.
+    pub conclusion: Option<String>,
+    /// Most important first, as ranked.
+    pub findings: Vec<FindingView>,
+    /// `None` when no rule/scope pair was found healthy.
+    pub healthy: Option<HealthyView>,
+    /// Every healthy (rule, scope) pair, in the report's order, for formats that list each one.
+    pub healthy_pairs: Vec<(String, String)>,
+    /// Every rule/scope pair that could not be evaluated, sorted, with its reason.
+    pub not_evaluated: Vec<NotEvaluatedView>,
+    /// `Not evaluated (2 rule/scope pairs; not covered by this diagnosis):`.
+    pub not_evaluated_heading: String,
+    /// Rules the configuration file switched off (never evaluated, for any scope).
+    pub disabled: Vec<String>,
+    /// `Disabled in the configuration (not evaluated): a, b`, or `None` when nothing was.
+    pub disabled_line: Option<String>,
+    /// The data source's warnings in first-seen order, repeats folded with a count.
+    pub warnings: Vec<String>,
+    /// `at 09:30:00 UTC (baseline: same query at 09:00:00 UTC)`: when every evidence query ran.
+    pub query_timing: String,
+    /// How the empty scope (a rule that applies everywhere, a disabled rule) is written: `all`.
+    pub scope_all: String,
+    /// The severity at or above which a finding fails the run (`--fail-on`).
+    pub fail_on: Option<Severity>,
+    /// The compared ranges themselves, for charts and machine-readable timestamps.
+    pub window_range: TimeRange,
+    pub baseline_range: TimeRange,
+}
+
+/// Where the numbers come from and what was compared, in UTC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// The window, with `ended 12 min ago` on a live run.
+    pub window: String,
+    /// The window without a relative hint: the same bytes whenever it is rendered.
+    pub window_exact: String,
+    pub baseline: String,
+    /// `the 30m before` when the baseline ends where the window starts, else the baseline range.
+    pub baseline_brief: String,
+    /// `prometheus`, `replay`, ...
+    pub source_kind: String,
+    /// The source URL, with any credentials removed.
+    pub source_url: String,
+    /// `{namespace="prod"}`, when a selector was given.
+    pub selector: Option<String>,
+    /// `vLLM v1 metric names; model_name: a, b`.
+    pub metrics: String,
+    /// `5 replicas by instance · 5 pods`, when the fleet's size is known.
+    pub fleet: Option<String>,
+}
+
+/// One finding, with every part a format may show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindingView {
+    /// 1 for the most important finding.
+    pub rank: usize,
+    pub severity: Severity,
+    pub rule: String,
+    pub title: String,
+    /// The scope in full: `llama-3 (engine=1)`.
+    pub scope: String,
+    /// The scope with long model names shortened, for narrow places.
+    pub scope_short: String,
+    /// `None` when the rule has no summary.
+    pub summary: Option<String>,
+    pub evidence: Vec<EvidenceView>,
+    /// The lower-confidence note of a finding decided through stand-in signals.
+    pub stood_in: Option<String>,
+    /// `2 of 3 replicas (kv_usage_max >= 90%): a, b`.
+    pub replicas: Option<String>,
+    pub recommendations: Vec<RecommendationView>,
+    /// The runbook's next steps, in order.
+    pub steps: Vec<String>,
+    pub references: Vec<String>,
+    /// Other rules that matched the same scope, explained better by this one.
+    pub also_consistent: Vec<AlsoView>,
+    /// The PromQL behind the evidence, as (signal, query), for signals that have a query.
+    pub queries: Vec<(String, String)>,
+}
+
+/// One evidence signal: its numbers as text, its condition, and its course when recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvidenceView {
+    pub signal: String,
+    pub title: String,
+    pub value: String,
+    pub baseline: String,
+    /// `2.4x`, when both numbers exist and the baseline is positive.
+    pub change: Option<String>,
+    /// The condition as written; empty for a signal shown for context only.
+    pub condition: String,
+    pub held: bool,
+    /// `low confidence (14 obs)`.
+    pub confidence: Option<String>,
+    /// `▁▂▁│▅▇█`: baseline and window on one scale, when the signal carries a trend.
+    pub sparkline: Option<String>,
+    /// The trend itself, for formats that draw charts.
+    pub trend: Option<TrendView>,
+}
+
+/// The points of an evidence signal over the baseline and the window, with the limits applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrendView {
+    pub unit: String,
+    pub step_seconds: u64,
+    /// (unix seconds, value), possibly with gaps and non-finite values.
+    pub baseline: Vec<(f64, f64)>,
+    pub window: Vec<(f64, f64)>,
+    /// The thresholds the rule applied to this signal, finite ones only, labelled.
+    pub limits: Vec<(String, f64)>,
+    /// The evaluated values, so a chart's scale includes them.
+    pub value: Option<f64>,
+    pub baseline_value: Option<f64>,
+}
+
+/// `Suggested max_num_seqs = 37`, then how it was computed and its caveat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecommendationView {
+    pub head: String,
+    pub how: String,
+}
+
+/// A rule that also matched the finding's scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlsoView {
+    pub rule: String,
+    pub title: String,
+    pub severity: Severity,
+}
+
+/// `5 rule/scope pairs` checked and healthy, and the rules they belong to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthyView {
+    pub pairs: String,
+    pub rules: Vec<String>,
+}
+
+/// A rule/scope pair that could not be evaluated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotEvaluatedView {
+    pub rule: String,
+    pub scope: String,
+    pub reason: String,
+}
+
+impl ReportView {
+    /// The one place a report becomes what is shown. `opts` contributes only `now` (relative time
+    /// hints on live runs) and `fail_on`; colour and width are the renderers' business.
+    pub fn new(report: &Report, opts: &RenderOptions) -> Self {
+        let scopes = ScopeStyle::for_report(report);
+        ReportView {
+            verdict: verdict(report),
+            worst: report.worst_severity(),
+            headline: headline(report),
+            header: header(report, &scopes, opts.now.as_ref()),
+            coverage: coverage_phrase(report),
+            core_missing: core_sentence(report),
+            conclusion: no_findings_sentence(report),
+            findings: report
+                .findings
+                .iter()
+                .enumerate()
+                .map(|(i, f)| finding(report, f, i + 1, &scopes))
+                .collect(),
+            healthy: healthy_summary(report).map(|(pairs, rules)| HealthyView { pairs, rules }),
+            healthy_pairs: report
+                .healthy
+                .iter()
+                .map(|c| (one_line(&c.rule), scopes.format(&c.scope)))
+                .collect(),
+            not_evaluated: not_evaluated_lines(report, &scopes)
+                .into_iter()
+                .map(|(rule, scope, reason)| NotEvaluatedView { rule, scope, reason })
+                .collect(),
+            not_evaluated_heading: not_evaluated_heading(report.not_evaluated.len()),
+            disabled: report.disabled.iter().map(|r| one_line(r)).collect(),
+            disabled_line: disabled_line(report),
+            warnings: warning_lines(report),
+            query_timing: query_timing(report),
+            scope_all: scopes.format(&Scope::new()),
+            fail_on: opts.fail_on,
+            window_range: report.window,
+            baseline_range: report.baseline,
+        }
+    }
+
+    /// `2 rule/scope pairs`: how many could not be evaluated.
+    pub fn not_evaluated_pairs(&self) -> String {
+        plural(self.not_evaluated.len(), "rule/scope pair", "rule/scope pairs")
+    }
+
+    /// Whether a finding of `severity` fails the run under `--fail-on`.
+    pub fn fails(&self, severity: Severity) -> bool {
+        self.fail_on.is_some_and(|bar| severity >= bar)
+    }
+}
+
+impl Header {
+    /// `prometheus http://prom:9090, selector {namespace="prod"}`.
+    pub fn source_line(&self) -> String {
+        match &self.selector {
+            Some(sel) => format!("{} {}, selector {sel}", self.source_kind, self.source_url),
+            None => format!("{} {}", self.source_kind, self.source_url),
+        }
+    }
+}
+
+impl FindingView {
+    /// `rule-a (warning), rule-b (info)`, each rule id written by `id` (a code span, say).
+    pub fn also_consistent_list(&self, id: impl Fn(&str) -> String) -> Option<String> {
+        if self.also_consistent.is_empty() {
+            return None;
+        }
+        Some(
+            self.also_consistent
+                .iter()
+                .map(|a| format!("{} ({})", id(&a.rule), a.severity))
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+    }
+}
+
+impl EvidenceView {
+    /// Held to a condition (rather than shown for context) and the condition held.
+    pub fn held_condition(&self) -> bool {
+        self.held && !self.condition.is_empty()
+    }
+}
+
+fn header(report: &Report, scopes: &ScopeStyle, now: Option<&DateTime<Utc>>) -> Header {
+    let (source_kind, source_url, selector) = describe_source(report);
+    let baseline_brief = if report.baseline.end == report.window.start {
+        format!("the {} before", describe_duration(&report.baseline))
+    } else {
+        describe_range(&report.baseline)
+    };
+    Header {
+        window: describe_range_at(&report.window, now),
+        window_exact: describe_range(&report.window),
+        baseline: describe_range(&report.baseline),
+        baseline_brief,
+        source_kind,
+        source_url,
+        selector,
+        metrics: format!(
+            "vLLM {}; {}",
+            describe_generation(&report.metrics.generation),
+            scopes.describe_seen(&report.metrics.scopes)
+        ),
+        fleet: describe_fleet(&report.metrics),
+    }
+}
+
+fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle) -> FindingView {
+    FindingView {
+        rank,
+        severity: f.severity,
+        rule: one_line(&f.rule),
+        title: one_line(&f.title),
+        scope: scopes.format(&f.scope),
+        scope_short: scopes.compact(&f.scope),
+        summary: (!f.summary.trim().is_empty()).then(|| one_line(&f.summary)),
+        evidence: f.evidence.iter().map(|e| evidence(report, e)).collect(),
+        stood_in: stood_in_line(f),
+        replicas: replicas_line(f),
+        recommendations: recommendation_lines(f)
+            .into_iter()
+            .map(|(head, how)| RecommendationView { head, how })
+            .collect(),
+        steps: f.steps.iter().map(|s| one_line(s)).collect(),
+        references: f.references.iter().map(|r| one_line(r)).collect(),
+        also_consistent: f
+            .also_consistent
+            .iter()
+            .map(|a| AlsoView { rule: one_line(&a.rule), title: one_line(&a.title), severity: a.severity })
+            .collect(),
+        queries: finding_queries(f),
+    }
+}
+
+fn evidence(report: &Report, e: &Evidence) -> EvidenceView {
+    let t = EvidenceText::new(e);
+    let trend = e.series.as_ref().map(|s| TrendView {
+        unit: e.unit.clone(),
+        step_seconds: s.step_seconds,
+        baseline: s.baseline.clone(),
+        window: s.window.clone(),
+        limits: e
+            .limits
+            .iter()
+            .filter(|l| l.value.is_finite())
+            .map(|l| (one_line(&l.label), l.value))
+            .collect(),
+        value: e.value,
+        baseline_value: e.baseline,
+    });
+    EvidenceView {
+        signal: one_line(&e.signal),
+        title: t.title,
+        value: t.value,
+        baseline: t.baseline,
+        change: t.change,
+        condition: t.condition,
+        held: t.held,
+        confidence: t.confidence,
+        sparkline: evidence_sparkline(report, e),
+        trend,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::*;
+    use crate::render::{render, Format};
+
+    #[test]
+    fn every_section_of_the_sample_report_is_in_the_view() {
+        let v = ReportView::new(&sample_report(), &RenderOptions::default());
+        assert_eq!(v.verdict, Verdict::Findings);
+        assert_eq!(v.worst, Some(Severity::Critical));
+        assert_eq!(v.headline, "2 findings (1 critical, 1 warning) · 6 of 8 rules evaluated");
+        assert_eq!(v.coverage.as_deref(), Some("6 of 8 rules evaluated"));
+        assert_eq!(v.header.window, "2026-01-15 09:00:00 → 09:30:00 UTC (30m)");
+        assert_eq!(v.header.baseline_brief, "the 30m before");
+        assert_eq!(
+            v.header.source_line(),
+            r#"prometheus http://prometheus.monitoring:9090, selector {namespace="inference-prod"}"#
+        );
+        assert!(v.header.fleet.as_deref().is_some_and(|f| f.starts_with("5 replicas by instance")));
+        assert_eq!(v.findings.len(), 2);
+        let kv = &v.findings[0];
+        assert_eq!((kv.rank, kv.severity, kv.rule.as_str()), (1, Severity::Critical, "kv-cache-exhausted"));
+        assert_eq!(kv.scope, "llama-3.1-70b-instruct");
+        assert_eq!((kv.evidence[0].value.as_str(), kv.evidence[0].baseline.as_str()), ("99.1%", "62%"));
+        assert!(kv.evidence[0].sparkline.is_some() && kv.evidence[0].trend.is_some());
+        assert_eq!(kv.evidence[0].trend.as_ref().unwrap().limits, vec![("> 95%".to_string(), 0.95)]);
+        assert!(kv.replicas.as_deref().is_some_and(|r| r.starts_with("2 of 3 replicas")));
+        assert_eq!(kv.recommendations[0].head, "Suggested max_num_seqs = 37");
+        assert_eq!(kv.steps.len(), 3);
+        assert_eq!(kv.also_consistent_list(|id| id.to_string()).as_deref(), Some("queue-backlog (warning), ttft-regression (info)"));
+        assert_eq!(kv.queries.len(), 2);
+        assert_eq!(v.healthy.as_ref().map(|h| h.pairs.as_str()), Some("5 rule/scope pairs"));
+        assert_eq!(v.healthy_pairs.len(), 5);
+        assert_eq!(v.not_evaluated.len(), 2);
+        assert_eq!(v.not_evaluated[0].rule, "kv-cache-exhausted", "sorted by rule");
+        assert_eq!(v.not_evaluated_pairs(), "2 rule/scope pairs");
+        assert_eq!(v.warnings, vec!["partial response: store 10.0.3.7:10901 unavailable (2 times)"]);
+        assert_eq!(v.query_timing, "at 09:30:00 UTC (baseline: same query at 09:00:00 UTC)");
+        assert!(v.disabled.is_empty() && v.disabled_line.is_none());
+        assert_eq!(v.scope_all, "all");
+    }
+
+    #[test]
+    fn disabled_rules_are_listed_by_name() {
+        let mut r = clean_report();
+        r.disabled = vec!["gpu-throttling".to_string(), "slow\ndecode".to_string()];
+        let v = ReportView::new(&r, &RenderOptions::default());
+        assert_eq!(v.disabled, vec!["gpu-throttling", "slow decode"]);
+        assert_eq!(
+            v.disabled_line.as_deref(),
+            Some("Disabled in the configuration (not evaluated): gpu-throttling, slow decode")
+        );
+    }
+
+    #[test]
+    fn a_run_that_evaluated_nothing_has_no_all_clear_and_no_healthy_section() {
+        let v = ReportView::new(&nothing_evaluated_report(), &RenderOptions::default());
+        assert_eq!(v.verdict, Verdict::NothingEvaluated);
+        assert!(v.headline.starts_with("nothing evaluated"), "{}", v.headline);
+        assert!(v.healthy.is_none() && v.healthy_pairs.is_empty() && v.findings.is_empty());
+        let c = v.conclusion.unwrap_or_default();
+        assert!(c.starts_with("Nothing was evaluated") && c.contains("not an all-clear"), "{c}");
+        assert_eq!(v.not_evaluated.len(), 2);
+    }
+
+    #[test]
+    fn a_live_run_adds_the_relative_time_only_where_it_may() {
+        let r = sample_report();
+        let now = r.window.end + chrono::Duration::minutes(12);
+        let v = ReportView::new(&r, &RenderOptions { now: Some(now), ..RenderOptions::default() });
+        assert!(v.header.window.ends_with("ended 12 min ago)"), "{}", v.header.window);
+        assert!(!v.header.window_exact.contains("ago") && !v.header.baseline.contains("ago"));
+    }
+
+    #[test]
+    fn credentials_never_reach_the_view() {
+        let mut r = sample_report();
+        r.source.url = "https://user:s3cret@prom.example:9090/".to_string();
+        let v = ReportView::new(&r, &RenderOptions::default());
+        assert_eq!(v.header.source_url, "https://prom.example:9090/");
+    }
+
+    /// The sections a reader must find in every format when the report has them.
+    #[test]
+    fn every_format_shows_disabled_rules_warnings_and_not_evaluated_pairs() {
+        let mut r = sample_report();
+        r.disabled = vec!["gpu-throttling".to_string()];
+        let opts = RenderOptions { fail_on: Some(Severity::Warning), ..RenderOptions::default() };
+        for &format in Format::ALL {
+            let text = render(&r, format, &opts);
+            let name = format.name();
+            assert!(text.contains("gpu-throttling"), "{name}: disabled rule missing\n{text}");
+            assert!(text.contains("10.0.3.7:10901 unavailable"), "{name}: warning missing\n{text}");
+            assert!(text.contains("spec-decode-acceptance-drop"), "{name}: not-evaluated pair missing\n{text}");
+            assert!(text.contains("prometheus.monitoring:9090"), "{name}: source missing\n{text}");
+        }
+    }
+
+    /// The shape this module exists for: a renderer formats the view and never reads the report,
+    /// so it cannot word a fact its own way or leave a section out.
+    #[test]
+    fn renderers_read_the_view_not_the_report() {
+        let sources = [
+            ("table.rs", include_str!("table.rs")),
+            ("markdown.rs", include_str!("markdown.rs")),
+            ("slack.rs", include_str!("slack.rs")),
+            ("html.rs", include_str!("html.rs")),
+            ("junit.rs", include_str!("junit.rs")),
+        ];
+        for (name, source) in sources {
+            let code = source.split("#[cfg(test)]").next().unwrap_or_default();
+            // The type `Report` itself (not `ReportView`), or the report's parts.
+            let names_report = code
+                .match_indices("Report")
+                .any(|(i, _)| !code[i + "Report".len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_'));
+            assert!(!names_report, "{name} reads the Report: format the ReportView instead");
+            for needle in ["report::Finding", "report::Evidence", "report::Scope"] {
+                assert!(!code.contains(needle), "{name} reads the report ({needle}): format the ReportView instead");
+            }
+        }
+    }
+}
