@@ -1,7 +1,7 @@
 //! vllm-diag: a ranked, evidence-backed diagnosis of vLLM fleets from Prometheus-compatible metrics.
 //!
 //! The pipeline reads top to bottom:
-//! arguments ([`cli`]) -> options ([`config`]) -> a [`source`] of numbers (Prometheus, a replay file,
+//! arguments ([`cli`]) -> typed [`settings`] (flags, environment, config file, defaults) -> a [`source`] of numbers (Prometheus, a replay file,
 //! or [`local`] evaluation over scraped samples)
 //! -> [`signals`] (named measurements, the only place PromQL is written) -> [`rules`] (declarative
 //! conditions over signals) -> [`rank`] (ordering and most-specific-first grouping) -> a [`report::Report`]
@@ -11,8 +11,6 @@
 pub mod app;
 pub mod check;
 pub mod cli;
-pub mod config;
-pub mod config_file;
 pub mod error;
 pub mod explain;
 pub mod exposition;
@@ -24,6 +22,7 @@ pub mod recommend;
 pub mod render;
 pub mod report;
 pub mod rules;
+pub mod settings;
 pub mod signals;
 pub mod source;
 pub mod units;
