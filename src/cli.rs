@@ -513,4 +513,42 @@ mod tests {
         assert!(parse_duration("-5m").is_err());
         assert!(parse_duration("soon").is_err());
     }
+
+    fn explain_settings(argv: &[&str]) -> Settings {
+        let mut full = vec!["vllm-diag", "explain"];
+        full.extend_from_slice(argv);
+        match parse_from(full).command {
+            Command::Explain(a) => a.into_settings(),
+            other => panic!("not explain: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn given_flags_are_told_apart_from_defaults() {
+        let s = explain_settings(&["--group-by", "model_name", "--format", "json", "--header", "X-A: 1"]);
+        assert_eq!(s.scope.group_by, Setting::flag("model_name".to_string(), "--group-by"));
+        assert_eq!(s.scope.replica_label, Setting::default_value("instance".to_string()));
+        assert_eq!(s.output.format, Setting::flag(crate::render::Format::Json, "--format"));
+        assert_eq!(s.connection.headers[0].origin, Origin::Flag("--header"));
+        assert_eq!(s.scope.window, Setting::default_value(None));
+        assert!(!s.source.prometheus.origin.is_flag());
+        assert_eq!(*s.output.fail_on, None);
+    }
+
+    #[test]
+    fn check_fails_on_warnings_by_default() {
+        match parse_from(["vllm-diag", "check", "--since", "20m"]).command {
+            Command::Check(a) => assert_eq!(a.explain.into_settings().output.fail_on, Setting::default_value(Some(crate::report::Severity::Warning))),
+            other => panic!("not check: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_output_format_has_a_flag_value() {
+        for f in FormatArg::value_variants() {
+            let name = f.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
+            let format: crate::render::Format = (*f).into();
+            assert_eq!(format!("{format:?}").to_lowercase(), name);
+        }
+    }
 }

@@ -240,3 +240,214 @@ pub(super) fn file_paths(s: &Settings) -> [(&'static str, &Setting<Option<std::p
         ("rules.dir", &s.rules.dir),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::settings::{show, DEFAULT_PROMETHEUS};
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k: &str| map.get(k).cloned()
+    }
+
+    fn file_of(text: &str, env: &[(&str, &str)]) -> ConfigFile {
+        super::super::file::parse(Path::new("/etc/team/vllm-diag.toml"), "--config", text, &env_of(env)).unwrap()
+    }
+
+    /// What the command line gives when nothing is typed: clap's defaults.
+    fn command_line() -> Settings {
+        let mut s = Settings::default();
+        s.source.prometheus = Setting::default_value(DEFAULT_PROMETHEUS.to_string());
+        s.scope.group_by = Setting::default_value("model_name".to_string());
+        s.scope.replica_label = Setting::default_value("instance".to_string());
+        s
+    }
+
+    fn merged(cli: Settings, file: &ConfigFile, env: &[(&str, &str)]) -> Settings {
+        merge(cli, Some(file), &env_of(env), Mode::Explain).unwrap()
+    }
+
+    fn at_line(line: usize) -> Origin {
+        Origin::File { path: PathBuf::from("/etc/team/vllm-diag.toml"), line, column: 14, vars: vec![] }
+    }
+
+    fn row(s: &Settings, key: &str) -> (String, Origin) {
+        let r = show::rows(s).into_iter().find(|r| r.key == key).unwrap_or_else(|| panic!("no row {key}"));
+        (r.value, r.origin)
+    }
+
+    #[test]
+    fn the_file_beats_the_default_and_remembers_its_line() {
+        let file = file_of("window = \"2h\"\n[source]\nprometheus = \"http://from-file:9090\"\n", &[]);
+        let s = merged(command_line(), &file, &[]);
+        assert_eq!(s.source.prometheus, Setting::new("http://from-file:9090".to_string(), at_line(3)));
+        assert_eq!(s.scope.window.value, Some(Duration::from_secs(7200)));
+        assert!(matches!(&s.scope.window.origin, Origin::File { line: 1, .. }));
+    }
+
+    #[test]
+    fn the_environment_beats_the_file() {
+        let file = file_of("[source]\nprometheus = \"http://from-file:9090\"\n", &[]);
+        let s = merged(command_line(), &file, &[(ENV_PROMETHEUS_URL, "http://from-env:9090")]);
+        assert_eq!(s.source.prometheus, Setting::new("http://from-env:9090".to_string(), Origin::Env(ENV_PROMETHEUS_URL)));
+        // As it does when clap read the variable.
+        let mut cli = command_line();
+        cli.source.prometheus = Setting::new("http://from-env:9090".into(), Origin::Env(ENV_PROMETHEUS_URL));
+        assert_eq!(merged(cli, &file, &[]).source.prometheus.origin, Origin::Env(ENV_PROMETHEUS_URL));
+    }
+
+    #[test]
+    fn a_flag_beats_the_environment_and_the_file() {
+        let file = file_of("window = \"2h\"\n[source]\nprometheus = \"http://from-file:9090\"\n", &[]);
+        let mut cli = command_line();
+        cli.source.prometheus = Setting::flag("http://from-flag:9090".into(), "--prometheus");
+        cli.scope.window = Setting::flag(Some(Duration::from_secs(300)), "--window");
+        let s = merged(cli, &file, &[(ENV_PROMETHEUS_URL, "http://from-env:9090")]);
+        assert_eq!(s.source.prometheus, Setting::flag("http://from-flag:9090".to_string(), "--prometheus"));
+        assert_eq!(s.scope.window, Setting::flag(Some(Duration::from_secs(300)), "--window"));
+    }
+
+    #[test]
+    fn what_nobody_said_is_marked_default() {
+        let s = merge(command_line(), None, &env_of(&[]), Mode::Explain).unwrap();
+        assert_eq!(s.source.prometheus, Setting::default_value(DEFAULT_PROMETHEUS.to_string()));
+        assert_eq!(row(&s, "window"), ("30m".to_string(), Origin::Default));
+        assert_eq!(row(&s, "profile"), ("chat".to_string(), Origin::Default));
+        assert_eq!(row(&s, "source.bearer_token"), ("(none)".to_string(), Origin::Default));
+    }
+
+    #[test]
+    fn a_flag_given_with_the_default_value_still_beats_the_file() {
+        let file = file_of("group_by = \"namespace\"\nreplica_label = \"pod\"\n", &[]);
+        let mut cli = command_line();
+        cli.scope.group_by = Setting::flag("model_name".into(), "--group-by");
+        let s = merged(cli, &file, &[]);
+        assert_eq!(s.scope.group_by.value, "model_name");
+        assert_eq!((s.scope.replica_label.value.as_str(), s.scope.replica_label.origin.is_file()), ("pod", true));
+        let s = merged(command_line(), &file, &[]);
+        assert_eq!(s.scope.group_by.value, "namespace");
+    }
+
+    #[test]
+    fn credentials_come_whole_from_one_place() {
+        let file = file_of("[source]\nbasic_auth_user = \"alice\"\nbasic_auth_password = \"${PW}\"\n", &[("PW", "pw-file")]);
+        let s = merged(command_line(), &file, &[]);
+        assert_eq!(s.connection.basic_auth_user.value.as_deref(), Some("alice"));
+        assert_eq!(s.connection.basic_auth_password.as_ref().map(|p| p.expose()), Some("pw-file"));
+        assert!(s.connection.basic_auth_password.origin.is_file());
+
+        // A token flag replaces the file's basic auth entirely.
+        let mut cli = command_line();
+        cli.connection.bearer_token_file = Setting::flag(Some(PathBuf::from("/t")), "--bearer-token-file");
+        let s = merged(cli, &file, &[]);
+        assert!(s.connection.basic_auth_user.is_none() && s.connection.basic_auth_password.is_none());
+        // So does a token in the environment.
+        let s = merged(command_line(), &file, &[(ENV_BEARER_TOKEN, "tok")]);
+        assert!(s.connection.basic_auth_user.is_none());
+        assert_eq!(s.connection.bearer_token.origin, Origin::Env(ENV_BEARER_TOKEN));
+        // The environment's password beats the file's.
+        let s = merged(command_line(), &file, &[(ENV_BASIC_AUTH_PASSWORD, "pw-env")]);
+        assert_eq!(s.connection.basic_auth_password.as_ref().map(|p| p.expose()), Some("pw-env"));
+        assert_eq!(row(&s, "source.basic_auth_password"), ("***".to_string(), Origin::Env(ENV_BASIC_AUTH_PASSWORD)));
+        // A user typed here takes its password from the environment, never from the file.
+        let mut cli = command_line();
+        cli.connection.basic_auth_user = Setting::flag(Some("bob".into()), "--basic-auth-user");
+        let s = merged(cli, &file, &[]);
+        assert!(s.connection.basic_auth_password.is_none());
+    }
+
+    #[test]
+    fn flag_headers_come_first_and_replace_the_files_tenant_and_headers() {
+        let file = file_of("[source]\ntenant = \"team-a\"\nheaders = { X-Team = \"infra\", X-Other = \"o\" }\n", &[]);
+        let mut cli = command_line();
+        cli.connection.headers =
+            ["X-Team: ml", "X-Scope-OrgID: team-b"].iter().map(|h| Setting::flag(Secret::new(*h), "--header")).collect();
+        let s = merged(cli, &file, &[]);
+        let headers: Vec<&str> = s.connection.headers.iter().map(|h| h.expose()).collect();
+        assert_eq!(headers, ["X-Team: ml", "X-Scope-OrgID: team-b", "X-Other: o"]);
+        assert_eq!(s.connection.tenant, Setting::flag(None, "--header"));
+        let mut cli = command_line();
+        cli.connection.tenant = Setting::flag(Some("team-c".into()), "--tenant");
+        assert_eq!(merged(cli, &file, &[]).connection.tenant.value.as_deref(), Some("team-c"));
+    }
+
+    #[test]
+    fn the_files_headers_and_credentials_are_never_sent_to_another_server() {
+        let file = file_of(
+            "[source]\nprometheus = \"https://prom.team\"\nbearer_token = \"${TOK}\"\nheaders = { X-Api-Key = \"${KEY}\" }\n",
+            &[("TOK", "t"), ("KEY", "k")],
+        );
+        let s = merged(command_line(), &file, &[]);
+        assert!(s.connection.bearer_token.is_some() && s.connection.headers.len() == 1 && s.connection.withheld.is_none());
+        let mut cli = command_line();
+        cli.source.prometheus = Setting::flag("https://prom.team/".into(), "--prometheus");
+        assert!(merged(cli, &file, &[]).connection.bearer_token.is_some(), "the same server, given again, keeps them");
+        let mut cli = command_line();
+        cli.source.prometheus = Setting::flag("http://elsewhere:9090".into(), "--prometheus");
+        for (cli, env) in [(cli, &[][..]), (command_line(), &[(ENV_PROMETHEUS_URL, "http://elsewhere:9090")][..])] {
+            let s = merged(cli, &file, env);
+            assert!(s.connection.bearer_token.is_none() && s.connection.headers.is_empty(), "{env:?}");
+            assert_eq!(s.connection.withheld.as_ref(), Some(&s.source.prometheus.origin));
+            assert!(row(&s, "source.headers, credentials").0.contains("not sent"));
+        }
+    }
+
+    #[test]
+    fn a_replay_a_scrape_or_a_check_takes_no_windows_from_the_file() {
+        let file = file_of("window = \"2h\"\nbaseline = \"1d\"\nselector = 'namespace=\"prod\"'\n", &[]);
+        let mut cli = command_line();
+        cli.source.replay = Setting::flag(Some(PathBuf::from("r.json")), "--replay");
+        let s = merged(cli, &file, &[]);
+        assert_eq!((s.scope.window.value, s.scope.baseline.value, s.scope.selector.value.clone()), (None, None, None));
+        let mut cli = command_line();
+        cli.source.scrape = Setting::flag(vec!["host:8000".into()], "--scrape");
+        assert!(merged(cli, &file, &[]).scope.window.is_none());
+        let s = merge(command_line(), Some(&file), &env_of(&[]), Mode::Check).unwrap();
+        assert_eq!((s.scope.window.value, s.scope.baseline.value), (None, None));
+        assert!(merged(command_line(), &file, &[]).scope.selector.is_some());
+    }
+
+    #[test]
+    fn profile_thresholds_and_rule_ids_are_checked_against_the_rules() {
+        for (text, needle, line) in [
+            ("\nprofile = \"turbo\"\n", "no such profile", 2),
+            ("[thresholds]\nno_such = 3\n", "no such threshold", 2),
+            ("[rules]\n\ndisabled = [\"slow-decod\"]\n", "no rule \"slow-decod\"", 3),
+        ] {
+            let e = merge(command_line(), Some(&file_of(text, &[])), &env_of(&[]), Mode::Explain).expect_err(text).to_string();
+            assert!(e.contains(needle) && e.contains(&format!(":{line}:")), "{e}");
+        }
+        let s = merged(command_line(), &file_of("[thresholds]\nttft_p95_high = \"1.5s\"\n[rules]\ndisabled = [\"slow-decode\"]\n", &[]), &[]);
+        assert_eq!(s.rules.thresholds[0].number, 1.5);
+        assert!(matches!(&s.rules.thresholds[0].origin, Origin::File { line: 2, .. }));
+        assert_eq!(row(&s, "rules.disabled").0, "slow-decode");
+    }
+
+    #[test]
+    fn a_missing_file_named_by_the_file_is_an_error_at_its_line_and_shown_in_config_show() {
+        let file = file_of("\n[source]\nca_file = \"no-such-ca.pem\"\n", &[]);
+        let e = merge(command_line(), Some(&file), &env_of(&[]), Mode::Explain).unwrap_err().to_string();
+        assert!(e.contains("vllm-diag.toml:3:") && e.contains("no-such-ca.pem does not exist"), "{e}");
+        let s = merge(command_line(), Some(&file), &env_of(&[]), Mode::Show).unwrap();
+        assert!(row(&s, "source.ca_file").0.ends_with("(DOES NOT EXIST)"));
+    }
+
+    #[test]
+    fn config_show_prints_every_value_with_its_origin() {
+        let file = file_of("selector = 'namespace=\"${NS}\"'\n[source]\nheaders = { X-Api-Key = \"${KEY}\" }\n", &[("NS", "prod"), ("KEY", "k-1")]);
+        let mut cli = command_line();
+        cli.scope.window = Setting::flag(Some(Duration::from_secs(900)), "--window");
+        let text = show::show(&merged(cli, &file, &[]));
+        let line = |key: &str| text.lines().find(|l| l.split_whitespace().next() == Some(key)).unwrap_or_else(|| panic!("{key}:\n{text}")).to_string();
+        assert!(text.starts_with("Configuration file: /etc/team/vllm-diag.toml (from --config)\n\nsetting "), "{text}");
+        assert!(line("selector").ends_with("file /etc/team/vllm-diag.toml:1 (via ${NS})"), "{text}");
+        assert!(line("window").contains("15m") && line("window").ends_with("flag --window"), "{text}");
+        assert!(line("source.headers.X-Api-Key").contains("***") && !text.contains("k-1"), "{text}");
+        assert!(line("source.prometheus").ends_with("default"), "{text}");
+    }
+}
