@@ -14,7 +14,7 @@
 //! variable is unset); `--no-config` reads none. It applies to `explain`, `check` and `config show`;
 //! the `rules` commands read only their own flags, so a rule test means the same on every machine.
 //!
-//! - [`file`]: the file read and checked, every value with its line.
+//! - [`mod@file`]: the file read and checked, every value with its line.
 //! - [`merge`]: the precedence rule.
 //! - [`show`]: `vllm-diag config show`, the settings with their origins.
 
