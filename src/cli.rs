@@ -1,10 +1,13 @@
-//! The command line, and nothing else: clap definitions. Typed options are built from these once
-//! (see [`crate::config`]); clap types go no further.
+//! The command line, and nothing else: clap definitions, and their conversion into typed
+//! [`Settings`] (each value a flag, an environment variable clap reads, or clap's default), which
+//! [`crate::settings`] merges with the configuration file. Clap types go no further.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::settings::{self, Origin, Setting, Settings};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -36,8 +39,8 @@ pub struct Cli {
 }
 
 /// Parse the process's arguments like `Cli::parse`, also remembering which values the command line
-/// or the environment gave (as opposed to defaults), so that a configuration file fills in only the
-/// rest.
+/// or the environment gave (as opposed to clap's defaults), so that a configuration file fills in
+/// only the rest.
 pub fn parse() -> Cli {
     parse_from(std::env::args_os())
 }
@@ -52,7 +55,7 @@ where
     let matches = Cli::command().get_matches_from(argv);
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let sub = |name: &str| matches.subcommand_matches(name);
-    let given = |m: Option<&clap::ArgMatches>| m.map(crate::config_file::Given::from_matches).unwrap_or_default();
+    let given = |m: Option<&clap::ArgMatches>| m.map(Given::from_matches).unwrap_or_default();
     match &mut cli.command {
         Command::Explain(a) => a.given = given(sub("explain")),
         Command::Check(a) => a.explain.given = given(sub("check")),
@@ -60,6 +63,49 @@ where
         _ => {}
     }
     cli
+}
+
+impl Cli {
+    /// How to find the configuration file.
+    pub fn lookup(&self) -> settings::Lookup {
+        settings::Lookup { explicit: self.config.clone(), disabled: self.no_config }
+    }
+}
+
+/// Which of a command's values the command line or the environment gave, as opposed to clap's
+/// defaults (only those may be replaced by the file). Filled by [`parse_from`].
+#[derive(Debug, Clone, Default)]
+pub struct Given {
+    flags: std::collections::BTreeSet<String>,
+    env: std::collections::BTreeSet<String>,
+}
+
+impl Given {
+    /// Record every argument whose value came from the command line or the environment.
+    fn from_matches(m: &clap::ArgMatches) -> Given {
+        let mut g = Given::default();
+        for id in m.ids() {
+            match m.value_source(id.as_str()) {
+                Some(clap::parser::ValueSource::CommandLine) => {
+                    g.flags.insert(id.as_str().to_string());
+                }
+                Some(clap::parser::ValueSource::EnvVariable) => {
+                    g.env.insert(id.as_str().to_string());
+                }
+                _ => {}
+            }
+        }
+        g
+    }
+
+    /// Where the value of the argument with clap id `id` (typed as `flag`, read from `env`) came from.
+    fn origin(&self, id: &str, flag: &'static str, env: Option<&'static str>) -> Origin {
+        match env {
+            _ if self.flags.contains(id) => Origin::Flag(flag),
+            Some(var) if self.env.contains(id) => Origin::Env(var),
+            _ => Origin::Default,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -166,6 +212,7 @@ pub struct RulesArgs {
     pub rules: Option<PathBuf>,
 }
 
+/// `--fail-on`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
 pub enum FailOn {
     Never,
@@ -174,10 +221,22 @@ pub enum FailOn {
     Critical,
 }
 
+impl From<FailOn> for Option<crate::report::Severity> {
+    fn from(f: FailOn) -> Option<crate::report::Severity> {
+        use crate::report::Severity;
+        match f {
+            FailOn::Never => None,
+            FailOn::Info => Some(Severity::Info),
+            FailOn::Warning => Some(Severity::Warning),
+            FailOn::Critical => Some(Severity::Critical),
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
     /// Base URL of a Prometheus-compatible API; a path prefix (https://host/prometheus) is kept.
-    #[arg(long, value_name = "URL", env = "VLLM_DIAG_PROMETHEUS_URL", hide_env_values = true, default_value = "http://localhost:9090")]
+    #[arg(long, value_name = "URL", env = "VLLM_DIAG_PROMETHEUS_URL", hide_env_values = true, default_value = settings::DEFAULT_PROMETHEUS)]
     pub prometheus: String,
 
     /// Length of the window to diagnose (e.g. 30m, 2h) [default: 30m].
@@ -282,12 +341,78 @@ pub struct ExplainArgs {
 
     /// Which of these values the command line or the environment gave (see [`parse`]).
     #[arg(skip)]
-    pub given: crate::config_file::Given,
+    pub given: Given,
+}
 
-    /// What the configuration file adds that no flag carries (thresholds, disabled rules, secrets
-    /// from `${VAR}`); filled by [`crate::config_file::configure`].
-    #[arg(skip)]
-    pub config: crate::config_file::Applied,
+impl ExplainArgs {
+    /// The typed settings this command line gives, each value with its origin (a flag, an
+    /// environment variable clap reads, or clap's default), for [`crate::settings::build`] to merge
+    /// with the environment and the configuration file.
+    pub fn into_settings(self) -> Settings {
+        let g = &self.given;
+        let set = |id: &str, flag: &'static str| g.origin(id, flag, None);
+        // An optional value: its flag when given, else unset (the default).
+        fn opt<T>(value: Option<T>, flag: &'static str) -> Setting<Option<T>> {
+            match value {
+                Some(v) => Setting::flag(Some(v), flag),
+                None => Setting::default_value(None),
+            }
+        }
+        let c = self.connection;
+        let scrape_origin = if self.scrape.is_empty() { Origin::Default } else { Origin::Flag("--scrape") };
+        Settings {
+            file: settings::FileInfo::default(),
+            source: settings::SourceSettings {
+                prometheus: Setting::new(self.prometheus, g.origin("prometheus", "--prometheus", Some(settings::ENV_PROMETHEUS_URL))),
+                replay: opt(self.replay, "--replay"),
+                record: opt(self.record, "--record"),
+                scrape: Setting::new(self.scrape, scrape_origin),
+                interval: opt(self.interval, "--interval"),
+                baseline_from: opt(self.baseline_from, "--baseline-from"),
+                save_samples: opt(self.save_samples, "--save-samples"),
+            },
+            connection: settings::Connection {
+                headers: c.headers.into_iter().map(|h| Setting::flag(crate::source::prometheus::Secret::new(h), "--header")).collect(),
+                tenant: opt(c.tenant, "--tenant"),
+                ca_file: opt(c.ca_file, "--ca-file"),
+                cert_file: opt(c.cert_file, "--cert-file"),
+                key_file: opt(c.key_file, "--key-file"),
+                insecure_skip_verify: Setting::new(c.insecure_skip_verify, set("insecure_skip_verify", "--insecure-skip-verify")),
+                bearer_token_file: opt(c.bearer_token_file, "--bearer-token-file"),
+                bearer_token: Setting::default_value(None),
+                basic_auth_user: opt(c.basic_auth_user, "--basic-auth-user"),
+                basic_auth_password_file: opt(c.basic_auth_password_file, "--basic-auth-password-file"),
+                basic_auth_password: Setting::default_value(None),
+                withheld: None,
+                debug: Setting::new(c.debug, set("debug", "--debug")),
+            },
+            scope: settings::Scope {
+                window: opt(self.window, "--window"),
+                at: opt(self.at, "--at"),
+                baseline: opt(self.baseline, "--baseline"),
+                selector: opt(self.selector, "--selector"),
+                group_by: Setting::new(self.group_by, set("group_by", "--group-by")),
+                replica_label: Setting::new(self.replica_label, set("replica_label", "--replica-label")),
+            },
+            rules: settings::RuleSettings {
+                dir: opt(self.rules, "--rules"),
+                profile: opt(self.profile, "--profile"),
+                ..settings::RuleSettings::default()
+            },
+            limits: settings::Limits {
+                timeout: Setting::new(self.timeout, set("timeout", "--timeout")),
+                query_timeout: Setting::new(self.query_timeout, set("query_timeout", "--query-timeout")),
+                concurrency: Setting::new(self.concurrency, set("concurrency", "--concurrency")),
+            },
+            output: settings::Output {
+                format: Setting::new(self.format, set("format", "--format")),
+                fail_on: Setting::new(self.fail_on.into(), set("fail_on", "--fail-on")),
+                quiet: Setting::new(self.quiet, set("quiet", "--quiet")),
+                watch: opt(self.watch, "--watch"),
+                annotations: opt(self.annotations.map(|Annotations::Github| settings::Annotations::Github), "--annotations"),
+            },
+        }
+    }
 }
 
 /// How to authenticate to the source and check its TLS certificate. Secrets come from files or the
@@ -313,11 +438,6 @@ pub struct ConnectionArgs {
     /// printed.
     #[arg(long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
-
-    /// How many of `headers` were typed on the command line; the configuration file's follow them.
-    /// `None` when no file added any.
-    #[arg(skip)]
-    pub typed_headers: Option<usize>,
 
     /// Tenant for Thanos, Mimir or Cortex, sent as X-Scope-OrgID; several as 'a|b'.
     #[arg(long, value_name = "ID")]
@@ -373,5 +493,44 @@ mod tests {
         assert!(parse_duration("0s").unwrap_err().contains("longer than zero"));
         assert!(parse_duration("-5m").is_err());
         assert!(parse_duration("soon").is_err());
+    }
+
+    fn explain_settings(argv: &[&str]) -> Settings {
+        let mut full = vec!["vllm-diag", "explain"];
+        full.extend_from_slice(argv);
+        match parse_from(full).command {
+            Command::Explain(a) => a.into_settings(),
+            other => panic!("not explain: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn given_flags_are_told_apart_from_defaults() {
+        let s = explain_settings(&["--group-by", "model_name", "--format", "json", "--header", "X-A: 1"]);
+        assert_eq!(s.scope.group_by, Setting::flag("model_name".to_string(), "--group-by"));
+        assert_eq!(s.scope.replica_label, Setting::default_value("instance".to_string()));
+        assert_eq!(s.output.format, Setting::flag(crate::render::Format::Json, "--format"));
+        assert_eq!(s.connection.headers[0].origin, Origin::Flag("--header"));
+        assert_eq!(s.scope.window, Setting::default_value(None));
+        assert!(!s.source.prometheus.origin.is_flag());
+        assert_eq!(*s.output.fail_on, None);
+    }
+
+    #[test]
+    fn check_fails_on_warnings_by_default() {
+        match parse_from(["vllm-diag", "check", "--since", "20m"]).command {
+            Command::Check(a) => assert_eq!(a.explain.into_settings().output.fail_on, Setting::default_value(Some(crate::report::Severity::Warning))),
+            other => panic!("not check: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_output_format_has_a_flag_value() {
+        use crate::render::Format;
+        for f in Format::ALL {
+            let name = f.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
+            assert_eq!(name, f.name());
+            assert_eq!(Cli::try_parse_from(["vllm-diag", "explain", "--format", f.name()]).map(|c| matches!(c.command, Command::Explain(a) if a.format == *f)).ok(), Some(true));
+        }
     }
 }

@@ -49,8 +49,7 @@ pub const LAYERS: &[&str] = &[
     "error",
     "check",
     "watch",
-    "config",
-    "config_file",
+    "settings",
     "cli",
     "app",
 ];
@@ -58,8 +57,6 @@ pub const LAYERS: &[&str] = &[
 pub mod app;
 pub mod check;
 pub mod cli;
-pub mod config;
-pub mod config_file;
 pub mod error;
 pub mod explain;
 pub mod exposition;
@@ -72,6 +69,7 @@ pub mod render;
 pub mod report;
 pub mod rules;
 pub mod rules_test;
+pub mod settings;
 pub mod signals;
 pub mod source;
 pub mod units;

@@ -9,12 +9,14 @@
 //! Watching is for people at a terminal. It is refused when stdout is not one (a file or a CI log
 //! would fill with redraws), with `--replay` (the answer never changes), with `--record` (which
 //! run would be kept?) and with `--at` (the window would never move). Ctrl-C ends it with exit 0.
+//!
+//! The caller hands over what watching needs ([`Watch`]), a closure that runs the diagnosis once
+//! and one that writes a screen: this module knows nothing of the app or its settings.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use crate::cli::ExplainArgs;
 use crate::error::{exit, Failure};
 use crate::render::{self, RenderOptions};
 use crate::report::{Report, Severity};
@@ -54,21 +56,40 @@ pub fn describe(c: &Changes) -> String {
     }
 }
 
+/// What a watch needs to know of the run it repeats.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    /// Time between two runs.
+    pub every: Duration,
+    /// The format each screen is rendered in.
+    pub format: render::Format,
+    /// Show progress on stderr while a run queries.
+    pub progress: bool,
+    /// The run replays a recording (which never changes).
+    pub replay: bool,
+    /// The run records itself (which of many runs would be kept?).
+    pub record: bool,
+    /// The window's end, as given (`--at`); only "now" moves.
+    pub at: Option<String>,
+    /// The run prints CI annotations.
+    pub annotations: bool,
+}
+
 /// Refuse what cannot be watched, with the reason and the fix.
-pub fn validate(args: &ExplainArgs, stdout_is_terminal: bool) -> Result<(), Failure> {
-    if args.replay.is_some() {
+pub fn validate(w: &Watch, stdout_is_terminal: bool) -> Result<(), Failure> {
+    if w.replay {
         return Err(Failure::Usage("--watch re-queries a live source; a --replay never changes. Drop --watch to read the recording".into()));
     }
-    if args.record.is_some() {
+    if w.record {
         return Err(Failure::Usage("--watch runs many times and --record keeps one run: drop one of them".into()));
     }
-    if args.at.as_deref().is_some_and(|a| !a.trim().eq_ignore_ascii_case("now")) {
+    if w.at.as_deref().is_some_and(|a| !a.trim().eq_ignore_ascii_case("now")) {
         return Err(Failure::Usage("--watch follows the present: drop --at (each run's window ends when it runs)".into()));
     }
-    if !args.format.is_text() {
+    if !w.format.is_text() {
         return Err(Failure::Usage("--watch redraws a terminal: use --format table, markdown or slack".into()));
     }
-    if args.annotations.is_some() {
+    if w.annotations {
         return Err(Failure::Usage("--annotations is for CI logs, --watch for a terminal: drop one of them".into()));
     }
     if !stdout_is_terminal {
@@ -82,17 +103,19 @@ pub fn validate(args: &ExplainArgs, stdout_is_terminal: bool) -> Result<(), Fail
 /// Run until Ctrl-C. Errors of the first run that are the user's to fix (a bad selector, a rule
 /// file) end the watch; failures of the data source are shown and retried at the next tick.
 /// `diagnose` runs the pipeline once (its argument: whether to show progress) and `write` puts a
-/// screen on stdout: the watch loop itself knows nothing of the app that calls it.
+/// screen on stdout: the watch loop itself knows nothing of the app that calls it. The Ctrl-C
+/// handler runs on `runtime`, the one the diagnosis uses.
 pub fn run(
-    args: &ExplainArgs,
-    every: Duration,
+    w: &Watch,
+    runtime: &tokio::runtime::Handle,
     mut diagnose: impl FnMut(bool) -> Result<Report, Failure>,
     write: impl Fn(&str) -> Result<(), Failure>,
 ) -> Result<u8, Failure> {
-    validate(args, std::io::stdout().is_terminal())?;
-    stop_on_ctrl_c()?;
+    validate(w, std::io::stdout().is_terminal())?;
+    stop_on_ctrl_c(runtime)?;
+    let every = w.every;
     let color = std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty()) && std::env::var("TERM").map_or(true, |t| t != "dumb");
-    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let progress = w.progress;
     let every_text = humantime::format_duration(Duration::from_secs(every.as_secs().max(1))).to_string();
     let mut previous: Option<BTreeMap<Key, Severity>> = None;
     let mut run = 0u64;
@@ -100,7 +123,7 @@ pub fn run(
         run += 1;
         let started = chrono::Utc::now();
         let result = diagnose(progress);
-        let mut screen = String::from("\x1b[H\x1b[2J");
+        let mut screen = clear_screen();
         screen.push_str(&format!(
             "Watching every {every_text} · run {run} at {} · Ctrl-C to stop\n",
             started.format("%H:%M:%S UTC")
@@ -114,8 +137,8 @@ pub fn run(
                 }
                 screen.push_str("\n\n");
                 let width = terminal_size::terminal_size().map(|(w, _)| w.0);
-                let opts = RenderOptions { color: color && args.format == render::Format::Table, width, now: Some(chrono::Utc::now()), fail_on: None };
-                screen.push_str(&render::render(&report, args.format, &opts));
+                let opts = RenderOptions { color: color && w.format == render::Format::Table, width, now: Some(chrono::Utc::now()), fail_on: None };
+                screen.push_str(&render::render(&report, w.format, &opts));
                 previous = Some(now);
             }
             Err(e @ (Failure::Usage(_) | Failure::Rules(_) | Failure::Recording(_))) if run == 1 => return Err(e),
@@ -128,31 +151,37 @@ pub fn run(
     }
 }
 
+/// The start of a screen: the cursor home and the terminal cleared, written by crossterm (its
+/// ANSI form, so the screen still goes out in one write).
+fn clear_screen() -> String {
+    use crossterm::{cursor::MoveTo, terminal::Clear, terminal::ClearType, Command};
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = MoveTo(0, 0).write_ansi(&mut out);
+    let _ = Clear(ClearType::All).write_ansi(&mut out);
+    out
+}
+
 /// Ctrl-C ends the process at once with exit 0, wherever the loop is (sleeping or waiting for
-/// Prometheus): the watch holds no state worth saving and the screen needs no restoring.
-fn stop_on_ctrl_c() -> Result<(), Failure> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Output(format!("cannot start the signal handler: {e}")))?;
+/// Prometheus): the watch holds no state worth saving and the screen needs no restoring. The
+/// handler is a task on the caller's runtime, whose worker threads run it while the loop sleeps.
+fn stop_on_ctrl_c(runtime: &tokio::runtime::Handle) -> Result<(), Failure> {
     // Register before returning, so a Ctrl-C right after the first draw is caught.
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
-    std::thread::spawn(move || {
-        runtime.block_on(async move {
-            let signal = tokio::signal::ctrl_c();
-            tokio::pin!(signal);
-            // Polling once installs the handler.
-            let registered = futures::poll!(&mut signal);
-            let _ = ready_tx.send(Ok(()));
-            if let std::task::Poll::Ready(Err(e)) = registered {
-                let _ = ready_tx.send(Err(e.to_string()));
-                return;
-            }
-            if signal.await.is_ok() {
-                eprintln!();
-                std::process::exit(exit::OK as i32);
-            }
-        });
+    runtime.spawn(async move {
+        let signal = tokio::signal::ctrl_c();
+        tokio::pin!(signal);
+        // Polling once installs the handler.
+        let registered = futures::poll!(&mut signal);
+        if let std::task::Poll::Ready(Err(e)) = registered {
+            let _ = ready_tx.send(Err(e.to_string()));
+            return;
+        }
+        let _ = ready_tx.send(Ok(()));
+        if signal.await.is_ok() {
+            eprintln!();
+            std::process::exit(exit::OK as i32);
+        }
     });
     match ready_rx.recv_timeout(Duration::from_secs(5)) {
         Ok(Ok(())) => Ok(()),
@@ -187,19 +216,32 @@ mod tests {
         assert_eq!(describe(&changes(&same, &BTreeMap::new())), "Resolved: a on x (info).");
     }
 
-    fn args(extra: &[&str]) -> ExplainArgs {
-        use clap::Parser;
-        let mut argv = vec!["vllm-diag", "explain", "--watch", "1m"];
-        argv.extend_from_slice(extra);
-        match crate::cli::Cli::parse_from(argv).command {
-            crate::cli::Command::Explain(a) => a,
-            other => panic!("parsed {other:?}"),
+    /// A watch of `explain --watch 1m` with these flags.
+    fn args(extra: &[&str]) -> Watch {
+        let mut w = Watch {
+            every: Duration::from_secs(60),
+            format: render::Format::Table,
+            progress: false,
+            replay: false,
+            record: false,
+            at: None,
+            annotations: false,
+        };
+        for pair in extra.chunks(2) {
+            match pair {
+                ["--replay", _] => w.replay = true,
+                ["--record", _] => w.record = true,
+                ["--at", at] => w.at = Some(at.to_string()),
+                ["--format", "json"] => w.format = render::Format::Json,
+                other => panic!("not in this test: {other:?}"),
+            }
         }
+        w
     }
 
     #[test]
     fn watch_is_refused_where_it_cannot_work() {
-        let msg = |a: &ExplainArgs, tty: bool| validate(a, tty).unwrap_err().to_string();
+        let msg = |a: &Watch, tty: bool| validate(a, tty).unwrap_err().to_string();
         assert!(msg(&args(&["--replay", "x.json"]), true).contains("--replay"));
         assert!(msg(&args(&["--record", "x.json"]), true).contains("--record"));
         assert!(msg(&args(&["--at", "2026-01-15T09:00:00Z"]), true).contains("--at"));
@@ -208,5 +250,10 @@ mod tests {
         assert!(validate(&args(&[]), true).is_ok());
         assert!(validate(&args(&["--at", "now"]), true).is_ok());
         assert_eq!(validate(&args(&[]), false).unwrap_err().exit_code(), exit::USAGE);
+    }
+
+    #[test]
+    fn a_screen_starts_with_the_cursor_home_and_the_terminal_cleared() {
+        assert_eq!(clear_screen(), "\x1b[1;1H\x1b[2J");
     }
 }

@@ -1,62 +1,85 @@
-//! The data source from the flags: the Prometheus client with its auth and TLS, or a scrape run.
+//! The data source from the settings: the Prometheus client with its auth and TLS, or a scrape run.
+//!
+//! Which credentials go where is decided here, from the origins the settings remember: the
+//! metrics backend gets everything in force (flags, environment, configuration file); scrape
+//! targets, which are other hosts, get only what was typed on this command line.
 
-use crate::cli::ExplainArgs;
 use crate::error::Failure;
-use crate::source::prometheus::{ClientOptions, PrometheusClient};
+use crate::settings::{Connection, Origin, Setting, Settings};
+use crate::source::auth::{AuthFlags, ENV_BASIC_AUTH_PASSWORD, ENV_BEARER_TOKEN};
+use crate::source::prometheus::{ClientOptions, PrometheusClient, Secret};
 
-/// The HTTP client for `--prometheus`, with the auth and TLS flags and the environment applied.
-/// Retries never outlive the run's --timeout.
-pub(super) fn connect(args: &ExplainArgs) -> Result<PrometheusClient, Failure> {
-    let opts = client_options(args, &args.prometheus, false)?;
+/// Who a connection is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Peer {
+    /// The metrics backend (`--prometheus`, the file's `source.prometheus`): every credential in force.
+    Backend,
+    /// A `--scrape` target, another host: only what is typed on this command line, plus the
+    /// environment's password for a `--basic-auth-user` typed here.
+    ScrapeTarget,
+}
+
+impl Peer {
+    /// Whether a value from `origin` may be sent to this peer.
+    fn takes(self, origin: &Origin) -> bool {
+        match self {
+            Peer::Backend => true,
+            Peer::ScrapeTarget => origin.is_flag() || *origin == Origin::Env(ENV_BASIC_AUTH_PASSWORD),
+        }
+    }
+
+    fn keep<T: Clone>(self, s: &Setting<Option<T>>) -> Option<T> {
+        s.value.clone().filter(|_| self.takes(&s.origin))
+    }
+}
+
+/// The HTTP client for the backend, with the auth and TLS settings applied. Retries never outlive
+/// the run's --timeout.
+pub(super) fn connect(s: &Settings) -> Result<PrometheusClient, Failure> {
+    let opts = client_options(s, &s.source.prometheus, Peer::Backend)?;
     PrometheusClient::new(opts).map_err(|e| {
         let e = e.to_string();
         Failure::Usage(if e.starts_with("--") { e } else { format!("--prometheus: {e}") })
     })
 }
 
-/// The auth and TLS flags and the environment, applied for a server at `base_url`; warnings (an
-/// unverified certificate) go to stderr.
-///
-/// For `--scrape` only what is typed on this command line counts: the configuration file's source
-/// and `$VLLM_DIAG_BEARER_TOKEN` hold the metrics backend's credentials, which must not be sent to
-/// the vLLM endpoints (other hosts) unasked. The password of a `--basic-auth-user` typed here may
-/// still come from `$VLLM_DIAG_BASIC_AUTH_PASSWORD`.
-fn client_options(args: &ExplainArgs, base_url: &str, scrape: bool) -> Result<ClientOptions, Failure> {
-    use crate::source::auth::{apply, AuthFlags, ENV_BASIC_AUTH_PASSWORD};
+/// What of the connection settings `peer` gets, as the auth code takes them.
+fn auth_flags(c: &Connection, peer: Peer) -> AuthFlags {
+    AuthFlags {
+        bearer_token_file: peer.keep(&c.bearer_token_file),
+        basic_auth_user: peer.keep(&c.basic_auth_user),
+        basic_auth_password_file: peer.keep(&c.basic_auth_password_file),
+        headers: c.headers.iter().filter(|h| peer.takes(&h.origin)).map(|h| h.expose().to_string()).collect(),
+        tenant: peer.keep(&c.tenant),
+        ca_file: peer.keep(&c.ca_file),
+        cert_file: peer.keep(&c.cert_file),
+        key_file: peer.keep(&c.key_file),
+        insecure_skip_verify: *c.insecure_skip_verify && peer.takes(&c.insecure_skip_verify.origin),
+    }
+}
+
+/// The auth and TLS settings applied for a server at `base_url`; warnings (an unverified
+/// certificate) go to stderr.
+fn client_options(s: &Settings, base_url: &str, peer: Peer) -> Result<ClientOptions, Failure> {
+    use crate::source::auth::apply;
     use crate::source::prometheus::{DebugLog, RetryPolicy};
-    let c = &args.connection;
-    let typed = |id: &str| !scrape || args.given.flag(id);
-    let flags = AuthFlags {
-        bearer_token_file: c.bearer_token_file.clone().filter(|_| typed("bearer_token_file")),
-        basic_auth_user: c.basic_auth_user.clone().filter(|_| typed("basic_auth_user")),
-        basic_auth_password_file: c.basic_auth_password_file.clone().filter(|_| typed("basic_auth_password_file")),
-        // The file's headers come after the typed ones: a scrape takes only the typed ones.
-        headers: match (scrape, typed("headers")) {
-            (false, _) => c.headers.clone(),
-            (true, true) => c.headers[..c.typed_headers.unwrap_or(c.headers.len()).min(c.headers.len())].to_vec(),
-            (true, false) => Vec::new(),
-        },
-        tenant: c.tenant.clone().filter(|_| typed("tenant")),
-        ca_file: c.ca_file.clone().filter(|_| typed("ca_file")),
-        cert_file: c.cert_file.clone().filter(|_| typed("cert_file")),
-        key_file: c.key_file.clone().filter(|_| typed("key_file")),
-        insecure_skip_verify: c.insecure_skip_verify && typed("insecure_skip_verify"),
-    };
+    let c = &s.connection;
+    let flags = auth_flags(c, peer);
     let mut opts = ClientOptions {
         base_url: base_url.to_string(),
-        query_timeout: args.query_timeout,
-        retry: RetryPolicy { deadline: Some(args.timeout), ..RetryPolicy::default() },
+        query_timeout: *s.limits.query_timeout,
+        retry: RetryPolicy { deadline: Some(*s.limits.timeout), ..RetryPolicy::default() },
         debug: c.debug.then(DebugLog::stderr),
         ..ClientOptions::default()
     };
-    // Secrets the configuration file references with ${VAR} stand in for the environment's own.
-    let env = |k: &str| {
-        let own = std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        match scrape {
-            true if k == ENV_BASIC_AUTH_PASSWORD => own,
-            true => None,
-            false => own.or_else(|| args.config.env_fallback(k)),
-        }
+    // The secrets the settings hold (from the environment or the file's ${VAR}), where the auth
+    // code looks for its environment variables.
+    let token: Option<Secret> = peer.keep(&c.bearer_token);
+    let password: Option<Secret> = peer.keep(&c.basic_auth_password);
+    let env = |k: &str| match k {
+        ENV_BEARER_TOKEN => token.as_ref().map(|t| t.expose().to_string()),
+        ENV_BASIC_AUTH_PASSWORD => password.as_ref().map(|p| p.expose().to_string()),
+        _ => None,
     };
     let warnings = apply(&flags, &env, &mut opts).map_err(|e| Failure::Usage(e.to_string()))?;
     for w in warnings {
@@ -65,30 +88,30 @@ fn client_options(args: &ExplainArgs, base_url: &str, scrape: bool) -> Result<Cl
     Ok(opts)
 }
 
-/// `--scrape`: check the flags that do not apply, sample the endpoints, place the windows.
-pub(super) fn scrape_prepare(args: &ExplainArgs, progress: bool) -> Result<crate::source::scrape::Prepared, Failure> {
+/// `--scrape`: check the settings that do not apply, sample the endpoints, place the windows.
+pub(super) fn scrape_prepare(s: &Settings, progress: bool) -> Result<crate::source::scrape::Prepared, Failure> {
     use crate::source::scrape::{prepare, ScrapeArgs, ScrapeError};
-    if args.at.is_some() {
+    if s.scope.at.is_some() {
         return Err(Failure::Usage("--scrape diagnoses the window it samples, ending now: drop --at".into()));
     }
-    if args.baseline.is_some() {
+    if s.scope.baseline.is_some() {
         return Err(Failure::Usage(
             "--scrape has no history to offset a baseline into: drop --baseline, or pass a baseline captured earlier with --baseline-from FILE".into(),
         ));
     }
-    let (params, selector) = crate::config::run_params(args, chrono::Utc::now())?;
-    let window = args.window.unwrap_or(std::time::Duration::from_secs(120));
+    let (params, selector) = s.run_params(chrono::Utc::now())?;
+    let src = &s.source;
     let prepared = prepare(ScrapeArgs {
-        urls: &args.scrape,
-        window,
-        interval: args.interval.unwrap_or(std::time::Duration::from_secs(5)),
-        baseline_from: args.baseline_from.as_deref(),
-        save_samples: args.save_samples.as_deref(),
+        urls: &src.scrape,
+        window: s.window(),
+        interval: src.interval.unwrap_or(crate::settings::DEFAULT_SCRAPE_INTERVAL),
+        baseline_from: src.baseline_from.as_deref(),
+        save_samples: src.save_samples.as_deref(),
         selector,
         group_by: params.group_by,
         replica_label: params.replica_label,
         auth: {
-            let o = client_options(args, args.scrape.first().map(String::as_str).unwrap_or_default(), true)?;
+            let o = client_options(s, src.scrape.first().map(String::as_str).unwrap_or_default(), Peer::ScrapeTarget)?;
             crate::source::scrape::ScrapeAuth { tls: o.tls, bearer_token: o.bearer_token, basic_auth: o.basic_auth, headers: o.headers }
         },
         progress,
@@ -101,4 +124,40 @@ pub(super) fn scrape_prepare(args: &ExplainArgs, progress: bool) -> Result<crate
         eprintln!("vllm-diag: warning: {n}");
     }
     Ok(prepared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn file_origin() -> Origin {
+        Origin::File { path: PathBuf::from("vllm-diag.toml"), line: 3, column: 1, vars: vec!["KEY".into()] }
+    }
+
+    #[test]
+    fn scrape_targets_get_only_what_was_typed_and_the_backend_gets_everything() {
+        let c = Connection {
+            headers: vec![
+                Setting::flag(Secret::new("X-Debug: 1"), "--header"),
+                Setting::new(Secret::new("X-Api-Key: backend"), file_origin()),
+            ],
+            ca_file: Setting::new(Some(PathBuf::from("/ca.pem")), file_origin()),
+            tenant: Setting::flag(Some("team-a".into()), "--tenant"),
+            basic_auth_user: Setting::flag(Some("diag".into()), "--basic-auth-user"),
+            basic_auth_password: Setting::new(Some(Secret::new("pw")), Origin::Env(ENV_BASIC_AUTH_PASSWORD)),
+            bearer_token: Setting::new(Some(Secret::new("tok")), Origin::Env(ENV_BEARER_TOKEN)),
+            ..Connection::default()
+        };
+        let scrape = auth_flags(&c, Peer::ScrapeTarget);
+        assert_eq!(scrape.headers, ["X-Debug: 1"]);
+        assert_eq!((scrape.ca_file, scrape.tenant.as_deref(), scrape.basic_auth_user.as_deref()), (None, Some("team-a"), Some("diag")));
+        assert_eq!(Peer::ScrapeTarget.keep(&c.basic_auth_password).map(|p| p.expose().to_string()).as_deref(), Some("pw"));
+        assert!(Peer::ScrapeTarget.keep(&c.bearer_token).is_none(), "the backend's token from the environment stays with the backend");
+
+        let backend = auth_flags(&c, Peer::Backend);
+        assert_eq!(backend.headers, ["X-Debug: 1", "X-Api-Key: backend"]);
+        assert_eq!(backend.ca_file, Some(PathBuf::from("/ca.pem")));
+        assert!(Peer::Backend.keep(&c.bearer_token).is_some());
+    }
 }

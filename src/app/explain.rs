@@ -4,33 +4,53 @@ use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
 use super::connect::{connect, scrape_prepare};
-use super::{exit_code, severity_of, write_stdout};
-use crate::cli::{Annotations, ExplainArgs};
+use super::{exit_code, write_stdout};
 use crate::error::Failure;
 use crate::explain::{explain, ExplainError, ExplainOptions};
 use crate::render::{self, RenderOptions};
 use crate::report::Report;
 use crate::rules::{load_with_overrides, RuleSet};
+use crate::settings::{Annotations, Settings};
 use crate::source::prometheus::PrometheusClient;
 use crate::source::record::{Recorder, Replay};
 use crate::source::Source;
 
-pub(super) fn run_explain(args: ExplainArgs) -> Result<u8, Failure> {
-    if let Some(every) = args.watch {
-        return crate::watch::run(&args, every, |progress| diagnose(&args, progress), super::write_stdout);
+pub(super) fn run_explain(s: Settings) -> Result<u8, Failure> {
+    let runtime = runtime()?;
+    if let Some(every) = *s.output.watch {
+        let watch = crate::watch::Watch {
+            every,
+            format: *s.output.format,
+            progress: !*s.output.quiet && std::io::stderr().is_terminal(),
+            replay: s.source.replay.is_some(),
+            record: s.source.record.is_some(),
+            at: s.scope.at.value.clone(),
+            annotations: s.output.annotations.is_some(),
+        };
+        return crate::watch::run(&watch, runtime.handle(), |progress| diagnose(&s, progress, &runtime), super::write_stdout);
     }
-    check_annotations(&args)?;
-    let progress = !args.quiet && std::io::stderr().is_terminal();
-    let report = diagnose(&args, progress)?;
-    output(&args, &report, None)
+    check_annotations(&s)?;
+    let progress = !*s.output.quiet && std::io::stderr().is_terminal();
+    let report = diagnose(&s, progress, &runtime)?;
+    output(&s, &report, None)
+}
+
+/// The async runtime the queries run on, one for the whole command (every run of a --watch, and
+/// its Ctrl-C handler).
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Output(format!("cannot start the async runtime: {e}")))
 }
 
 /// `--annotations` writes to stdout after the report, which only a text format can take.
-pub(super) fn check_annotations(args: &ExplainArgs) -> Result<(), Failure> {
-    if args.annotations.is_some() && !args.format.is_text() {
+pub(super) fn check_annotations(s: &Settings) -> Result<(), Failure> {
+    if s.output.annotations.is_some() && !s.output.format.is_text() {
         return Err(Failure::Usage(format!(
             "--annotations prints workflow commands on stdout, which would corrupt --format {}: use --format table, markdown or slack with --annotations",
-            args.format.name()
+            s.output.format.name()
         )));
     }
     Ok(())
@@ -38,15 +58,17 @@ pub(super) fn check_annotations(args: &ExplainArgs) -> Result<(), Failure> {
 
 /// The time relative hints are measured from: now for a live run, none for a replay, whose
 /// output must be the same bytes whenever it is rendered.
-pub(super) fn live_now(args: &ExplainArgs) -> Option<chrono::DateTime<chrono::Utc>> {
-    args.replay.is_none().then(chrono::Utc::now)
+pub(super) fn live_now(s: &Settings) -> Option<chrono::DateTime<chrono::Utc>> {
+    s.source.replay.is_none().then(chrono::Utc::now)
 }
 
 /// Render and write the report (after `check`'s verdict line), the GitHub step summary and the
 /// annotations; returns the exit code.
-pub(super) fn output(args: &ExplainArgs, report: &Report, verdict: Option<String>) -> Result<u8, Failure> {
+pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> Result<u8, Failure> {
+    let format = *s.output.format;
+    let fail_on = *s.output.fail_on;
     let color = verdict.is_none()
-        && args.format == render::Format::Table
+        && format == render::Format::Table
         && std::io::stdout().is_terminal()
         && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty())
         && std::env::var("TERM").map_or(true, |t| t != "dumb");
@@ -55,10 +77,10 @@ pub(super) fn output(args: &ExplainArgs, report: &Report, verdict: Option<String
         .is_terminal()
         .then(|| terminal_size::terminal_size().map(|(w, _)| w.0))
         .flatten();
-    let opts = RenderOptions { color, width, now: live_now(args), fail_on: severity_of(args.fail_on) };
-    let mut text = render::render(report, args.format, &opts);
+    let opts = RenderOptions { color, width, now: live_now(s), fail_on };
+    let mut text = render::render(report, format, &opts);
     if let Some(v) = &verdict {
-        if args.format.is_text() {
+        if format.is_text() {
             text = format!("{v}\n\n{text}");
         } else {
             // A document format stays parseable: the verdict goes to stderr.
@@ -74,11 +96,11 @@ pub(super) fn output(args: &ExplainArgs, report: &Report, verdict: Option<String
             eprintln!("vllm-diag: warning: cannot append the report to $GITHUB_STEP_SUMMARY ({}): {e}", std::path::Path::new(&path).display());
         }
     }
-    if args.annotations == Some(Annotations::Github) {
+    if *s.output.annotations == Some(Annotations::Github) {
         text.push_str(&render::github::annotations(report));
     }
     write_stdout(&text)?;
-    Ok(exit_code(report, args.fail_on))
+    Ok(exit_code(report, fail_on))
 }
 
 /// Append to the step summary file, separated from what other steps wrote by a blank line.
@@ -89,25 +111,26 @@ fn append_summary(path: &std::path::Path, markdown: &str) -> std::io::Result<()>
 }
 
 /// Query the source and build the report: everything `explain` does before rendering. `progress`
-/// shows a spinner on stderr while queries run.
-pub(crate) fn diagnose(args: &ExplainArgs, progress: bool) -> Result<Report, Failure> {
-    let mut rules: RuleSet = load_with_overrides(args.rules.as_deref())?;
-    if let Some(profile) = &args.profile {
+/// shows a spinner on stderr while queries run; the queries run on `runtime`.
+pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::Runtime) -> Result<Report, Failure> {
+    let mut rules: RuleSet = load_with_overrides(s.rules.dir.as_deref())?;
+    if let Some(profile) = s.rules.profile.as_deref() {
         rules.apply_profile(profile).map_err(Failure::Usage)?;
     }
     // The configuration file's thresholds and disabled rules (listed in the report as disabled).
-    let disabled = args.config.apply_to_rules(&mut rules);
+    let disabled = s.rules.apply_to_rules(&mut rules);
 
     // Kept for --debug's transfer summary.
     let mut http_client: Option<Arc<PrometheusClient>> = None;
-    let (source, params, selector, recorder): (Arc<dyn Source>, _, _, Option<Arc<Recorder>>) = match &args.replay {
+    let sc = &s.scope;
+    let (source, params, selector, recorder): (Arc<dyn Source>, _, _, Option<Arc<Recorder>>) = match &*s.source.replay {
         Some(path) => {
-            if args.window.is_some() || args.at.is_some() || args.baseline.is_some() || args.selector.is_some() {
+            if sc.window.is_some() || sc.at.is_some() || sc.baseline.is_some() || sc.selector.is_some() {
                 return Err(Failure::Usage(
                     "--replay re-runs the recorded windows and selector: drop --window, --at, --baseline and --selector".into(),
                 ));
             }
-            if args.given.flag("group_by") || args.given.flag("replica_label") {
+            if sc.group_by.origin.is_flag() || sc.replica_label.origin.is_flag() {
                 return Err(Failure::Usage(
                     "--replay re-runs the recorded grouping: drop --group-by and --replica-label (the recording answers only the queries it holds)".into(),
                 ));
@@ -118,10 +141,10 @@ pub(crate) fn diagnose(args: &ExplainArgs, progress: bool) -> Result<Report, Fai
             eprintln!("vllm-diag: replaying {} (recorded from {})", path.display(), replay.info().url);
             (Arc::new(replay), params, selector, None)
         }
-        None if !args.scrape.is_empty() => {
-            let prepared = scrape_prepare(args, progress)?;
+        None if !s.source.scrape.is_empty() => {
+            let prepared = scrape_prepare(s, progress)?;
             let local: Arc<dyn Source> = prepared.source;
-            match &args.record {
+            match &*s.source.record {
                 Some(_) => {
                     let rec = Arc::new(Recorder::new(local));
                     (rec.clone() as Arc<dyn Source>, prepared.params, prepared.selector, Some(rec))
@@ -130,11 +153,11 @@ pub(crate) fn diagnose(args: &ExplainArgs, progress: bool) -> Result<Report, Fai
             }
         }
         None => {
-            let (params, selector) = crate::config::run_params(args, chrono::Utc::now())?;
-            let client = Arc::new(connect(args)?);
+            let (params, selector) = s.run_params(chrono::Utc::now())?;
+            let client = Arc::new(connect(s)?);
             http_client = Some(client.clone());
             let client: Arc<dyn Source> = client;
-            match &args.record {
+            match &*s.source.record {
                 Some(_) => {
                     let rec = Arc::new(Recorder::new(client));
                     (rec.clone() as Arc<dyn Source>, params, selector, Some(rec))
@@ -144,20 +167,20 @@ pub(crate) fn diagnose(args: &ExplainArgs, progress: bool) -> Result<Report, Fai
         }
     };
 
-    let (source, spinner) = crate::progress::attach(source, progress && args.replay.is_none());
-    let opts = ExplainOptions { params: params.clone(), selector, concurrency: args.concurrency as usize, deadline: args.timeout };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Output(format!("cannot start the async runtime: {e}")))?;
+    let (source, spinner) = crate::progress::attach(source, progress && s.source.replay.is_none());
+    let opts = ExplainOptions {
+        params: params.clone(),
+        selector,
+        concurrency: usize::from(*s.limits.concurrency),
+        deadline: *s.limits.timeout,
+    };
     let result = runtime.block_on(explain(source, &rules, &opts)).map(|mut r| {
         r.disabled = disabled;
         r
     });
     spinner.finish();
 
-    if let (true, Some(c)) = (args.connection.debug, &http_client) {
+    if let (true, Some(c)) = (*s.connection.debug, &http_client) {
         let t = c.stats();
         eprintln!(
             "vllm-diag: debug: transferred {} bytes in {} requests ({} attempts); largest answer {} bytes, for {}",
@@ -166,7 +189,7 @@ pub(crate) fn diagnose(args: &ExplainArgs, progress: bool) -> Result<Report, Fai
     }
 
     // Record even a failed run: its errors are part of what happened.
-    if let (Some(rec), Some(path)) = (&recorder, &args.record) {
+    if let (Some(rec), Some(path)) = (&recorder, &*s.source.record) {
         rec.save(path, &params).map_err(|e| Failure::Recording(e.to_string()))?;
     }
 

@@ -2,7 +2,11 @@
 //!
 //! This file dispatches the commands and holds what they share; the commands with more to them have
 //! a file each: `explain.rs` (explain, and the diagnosis and output that check and --watch reuse),
-//! `check.rs` (the post-deploy check) and `connect.rs` (the data source built from the flags).
+//! `check.rs` (the post-deploy check) and `connect.rs` (the data source built from the settings).
+//!
+//! The command line becomes typed [`Settings`] here, once ([`crate::cli`] types them,
+//! [`crate::settings::build`] merges the environment and the configuration file in); nothing the
+//! app calls sees a flag.
 
 mod check;
 mod connect;
@@ -10,25 +14,26 @@ mod explain;
 
 use std::io::Write;
 
-use crate::cli::{Cli, Command, FailOn, RulesCommand};
+use crate::cli::{Cli, Command, ConfigCommand, RulesCommand};
 use crate::error::{exit, Failure};
 use crate::report::{Report, Severity};
 use crate::rules::load_with_overrides;
+use crate::settings::{build, Mode, Settings};
 
 /// Run the parsed command line; returns the exit code.
 pub fn run(cli: Cli) -> Result<u8, Failure> {
-    use crate::config_file::{configure, Lookup, Mode};
     // The configuration file is read only by the commands it applies to, so a broken one never
     // stops `man` or `rules`.
-    let lookup = Lookup { explicit: cli.config.clone(), disabled: cli.no_config };
+    let lookup = cli.lookup();
     match cli.command {
-        Command::Explain(args) => explain::run_explain(configure(args, &lookup, Mode::Explain)?),
-        Command::Check(mut args) => {
-            args.explain = configure(args.explain, &lookup, Mode::Check)?;
-            check::run_check(args)
+        Command::Explain(args) => explain::run_explain(build(args.into_settings(), &lookup, Mode::Explain)?),
+        Command::Check(args) => {
+            let settings = build(args.explain.into_settings(), &lookup, Mode::Check)?;
+            check::run_check(settings, args.since.as_deref())
         }
-        Command::Config(crate::cli::ConfigCommand::Show(args)) => {
-            write_stdout(&crate::config_file::show(args, &lookup)?)?;
+        Command::Config(ConfigCommand::Show(args)) => {
+            let settings: Settings = build(args.into_settings(), &lookup, Mode::Show)?;
+            write_stdout(&crate::settings::show(&settings))?;
             Ok(exit::OK)
         }
         Command::Completions { shell } => {
@@ -71,9 +76,9 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
     }
 }
 
-/// Exit code for a finished report.
-pub fn exit_code(report: &Report, fail_on: FailOn) -> u8 {
-    if let (Some(t), Some(worst)) = (severity_of(fail_on), report.worst_severity()) {
+/// Exit code for a finished report: 1 with a finding at or above `fail_on`.
+pub fn exit_code(report: &Report, fail_on: Option<Severity>) -> u8 {
+    if let (Some(t), Some(worst)) = (fail_on, report.worst_severity()) {
         if worst >= t {
             return exit::FINDINGS;
         }
@@ -83,15 +88,6 @@ pub fn exit_code(report: &Report, fail_on: FailOn) -> u8 {
         return exit::NO_DATA;
     }
     exit::OK
-}
-
-pub(crate) fn severity_of(fail_on: FailOn) -> Option<Severity> {
-    match fail_on {
-        FailOn::Never => None,
-        FailOn::Info => Some(Severity::Info),
-        FailOn::Warning => Some(Severity::Warning),
-        FailOn::Critical => Some(Severity::Critical),
-    }
 }
 
 /// Write to stdout; a closed pipe (`| head`) is not an error.
