@@ -167,13 +167,75 @@ fn io_reason(e: &std::io::Error) -> String {
     s.split(" (os error").next().unwrap_or(&s).to_string()
 }
 
+/// What the parts of [`parse`] share: the file's name and text, the environment for `${NAME}`, and
+/// the directory relative paths start from.
+struct Reader<'a> {
+    shown: String,
+    text: &'a str,
+    env: Env<'a>,
+    base: PathBuf,
+}
+
+impl Reader<'_> {
+    fn invalid(&self, byte: usize, message: String) -> ConfigError {
+        let (line, column) = line_col(self.text, byte);
+        ConfigError::Invalid { path: self.shown.clone(), line, column, message }
+    }
+
+    /// `${NAME}` expansion with the position kept, for every string.
+    fn string(&self, key: &str, s: &Spanned<String>) -> Result<Item<String>, ConfigError> {
+        let (value, vars) = expand(s.get_ref(), self.env).map_err(|m| self.invalid(s.span().start, format!("{key}: {m}")))?;
+        let (line, column) = line_col(self.text, s.span().start);
+        Ok(Item { value, line, column, vars })
+    }
+
+    fn opt(&self, key: &str, s: &Option<Spanned<String>>) -> Result<Option<Item<String>>, ConfigError> {
+        s.as_ref().map(|s| self.string(key, s)).transpose()
+    }
+
+    fn path_item(&self, key: &str, s: &Option<Spanned<String>>) -> Result<Option<Item<PathBuf>>, ConfigError> {
+        let Some(item) = self.opt(key, s)? else { return Ok(None) };
+        if item.value.trim().is_empty() {
+            return Err(at(&self.shown, &item, format!("{key} is empty: give a file path")));
+        }
+        let p = PathBuf::from(&item.value);
+        let value = if p.is_absolute() { p } else { self.base.join(p) };
+        Ok(Some(Item { value, line: item.line, column: item.column, vars: item.vars }))
+    }
+
+    /// A secret must come from the environment: the whole value one `${VAR}` reference.
+    fn secret(&self, key: &str, s: &Option<Spanned<String>>, file_key: &str) -> Result<Option<Item<Secret>>, ConfigError> {
+        let Some(s) = s else { return Ok(None) };
+        if !is_single_reference(s.get_ref()) {
+            return Err(self.invalid(
+                s.span().start,
+                format!(
+                    "{key}: a secret cannot be written in the file. Put it in a file and give {file_key} = \"PATH\", \
+                     or in an environment variable and write {key} = \"${{VAR}}\""
+                ),
+            ));
+        }
+        let item = self.string(key, s)?;
+        if item.value.trim().is_empty() {
+            return Err(at(&self.shown, &item, format!("{key}: ${{{}}} is empty", item.vars.join(""))));
+        }
+        Ok(Some(Item { value: Secret::new(item.value.trim()), line: item.line, column: item.column, vars: item.vars }))
+    }
+
+    fn duration(&self, key: &str, s: &Option<Spanned<String>>) -> Result<Option<Item<Duration>>, ConfigError> {
+        let Some(item) = self.opt(key, s)? else { return Ok(None) };
+        let d = humantime::parse_duration(item.value.trim())
+            .map_err(|e| at(&self.shown, &item, format!("{key} {:?}: {e} (write e.g. 30m, 2h, 1d)", item.value)))?;
+        if d.is_zero() {
+            return Err(at(&self.shown, &item, format!("{key}: must be longer than zero")));
+        }
+        Ok(Some(Item { value: d, line: item.line, column: item.column, vars: item.vars }))
+    }
+}
+
 /// Parse a file's text. Relative paths in it are relative to the file's directory.
 pub fn parse(path: &Path, found: &str, text: &str, env: Env) -> Result<ConfigFile, ConfigError> {
-    let shown = path.display().to_string();
-    let invalid = |byte: usize, message: String| {
-        let (line, column) = line_col(text, byte);
-        ConfigError::Invalid { path: shown.clone(), line, column, message }
-    };
+    let r = Reader { shown: path.display().to_string(), text, env, base: path.parent().map(Path::to_path_buf).unwrap_or_default() };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let start = e.span().map_or(0, |s| s.start);
         let mut message = e.message().trim().to_string();
@@ -183,235 +245,33 @@ pub fn parse(path: &Path, found: &str, text: &str, env: Env) -> Result<ConfigFil
             // toml names the type it wanted, not the key: add it.
             message = format!("{key}: {message}");
         }
-        invalid(start, message)
+        r.invalid(start, message)
     })?;
-    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-
-    // `${NAME}` expansion with the position kept, for every string.
-    let string = |key: &str, s: &Spanned<String>| -> Result<Item<String>, ConfigError> {
-        let (value, vars) = expand(s.get_ref(), env).map_err(|m| invalid(s.span().start, format!("{key}: {m}")))?;
-        let (line, column) = line_col(text, s.span().start);
-        Ok(Item { value, line, column, vars })
+    let source = match &raw.source {
+        Some(s) => parse_source(&r, s)?,
+        None => SourceSection::default(),
     };
-    let opt = |key: &str, s: &Option<Spanned<String>>| s.as_ref().map(|s| string(key, s)).transpose();
-    let path_item = |key: &str, s: &Option<Spanned<String>>| -> Result<Option<Item<PathBuf>>, ConfigError> {
-        let Some(item) = opt(key, s)? else { return Ok(None) };
-        if item.value.trim().is_empty() {
-            return Err(at(&shown, &item, format!("{key} is empty: give a file path")));
-        }
-        let p = PathBuf::from(&item.value);
-        let value = if p.is_absolute() { p } else { base.join(p) };
-        Ok(Some(Item { value, line: item.line, column: item.column, vars: item.vars }))
-    };
-    // A secret must come from the environment: the whole value one `${VAR}` reference.
-    let secret = |key: &str, s: &Option<Spanned<String>>, file_key: &str| -> Result<Option<Item<Secret>>, ConfigError> {
-        let Some(s) = s else { return Ok(None) };
-        if !is_single_reference(s.get_ref()) {
-            return Err(invalid(
-                s.span().start,
-                format!(
-                    "{key}: a secret cannot be written in the file. Put it in a file and give {file_key} = \"PATH\", \
-                     or in an environment variable and write {key} = \"${{VAR}}\""
-                ),
-            ));
-        }
-        let item = string(key, s)?;
-        if item.value.trim().is_empty() {
-            return Err(at(&shown, &item, format!("{key}: ${{{}}} is empty", item.vars.join(""))));
-        }
-        Ok(Some(Item { value: Secret::new(item.value.trim()), line: item.line, column: item.column, vars: item.vars }))
-    };
-
-    let mut source = SourceSection::default();
-    if let Some(s) = &raw.source {
-        if let Some(u) = &s.prometheus {
-            let item = string("source.prometheus", u)?;
-            check_url(u.get_ref(), &item.value).map_err(|m| at(&shown, &item, format!("source.prometheus: {m}")))?;
-            source.prometheus = Some(item);
-        }
-        if let Some(t) = opt("source.tenant", &s.tenant)? {
-            let v = t.value.trim();
-            if v.is_empty() || v.chars().any(char::is_control) || v.split('|').any(|p| p.trim().is_empty()) {
-                return Err(at(
-                    &shown,
-                    &t,
-                    "source.tenant: give a tenant ID, or several joined by '|' (e.g. \"team-a|team-b\"), without control characters or empty parts".into(),
-                ));
-            }
-            source.tenant = Some(Item { value: v.to_string(), ..t });
-        }
-        let mut names = BTreeSet::new();
-        for (name, value) in &s.headers {
-            let n = name.get_ref().trim();
-            let key = format!("source.headers.{n}");
-            let valid = !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-            if !valid {
-                return Err(invalid(name.span().start, format!("{key}: not a valid HTTP header name")));
-            }
-            if !names.insert(n.to_ascii_lowercase()) {
-                return Err(invalid(name.span().start, format!("{key}: this header is given twice (header names ignore case)")));
-            }
-            if is_credential_header(n) && !value.get_ref().contains("${") {
-                return Err(invalid(
-                    value.span().start,
-                    format!(
-                        "{key}: the value of a credential header cannot be written in the file; reference an \
-                         environment variable instead, e.g. {n} = \"${{PROM_API_KEY}}\""
-                    ),
-                ));
-            }
-            if n.eq_ignore_ascii_case(TENANT_HEADER) && s.tenant.is_some() {
-                return Err(invalid(name.span().start, format!("{key}: source.tenant sets {TENANT_HEADER} too; give one of them")));
-            }
-            let item = string(&key, value)?;
-            if item.value.chars().any(char::is_control) {
-                return Err(at(&shown, &item, format!("{key}: the value holds line breaks or other control characters")));
-            }
-            let v = Secret::new(item.value.trim());
-            source.headers.push((n.to_string(), Item { value: v, line: item.line, column: item.column, vars: item.vars }));
-        }
-        source.ca_file = path_item("source.ca_file", &s.ca_file)?;
-        source.cert_file = path_item("source.cert_file", &s.cert_file)?;
-        source.key_file = path_item("source.key_file", &s.key_file)?;
-        match (&source.cert_file, &source.key_file) {
-            (Some(c), None) => return Err(at(&shown, c, "source.cert_file needs source.key_file with its private key".into())),
-            (None, Some(k)) => return Err(at(&shown, k, "source.key_file needs source.cert_file with its certificate".into())),
-            _ => {}
-        }
-        source.insecure_skip_verify = s.insecure_skip_verify.as_ref().map(|b| {
-            let (line, column) = line_col(text, b.span().start);
-            Item { value: *b.get_ref(), line, column, vars: vec![] }
-        });
-        source.bearer_token_file = path_item("source.bearer_token_file", &s.bearer_token_file)?;
-        source.bearer_token = secret("source.bearer_token", &s.bearer_token, "bearer_token_file")?;
-        source.basic_auth_user = opt("source.basic_auth_user", &s.basic_auth_user)?;
-        source.basic_auth_password_file = path_item("source.basic_auth_password_file", &s.basic_auth_password_file)?;
-        source.basic_auth_password = secret("source.basic_auth_password", &s.basic_auth_password, "basic_auth_password_file")?;
-
-        if let (Some(_), Some(b)) = (&source.bearer_token_file, &source.bearer_token) {
-            return Err(at(&shown, b, "source.bearer_token and source.bearer_token_file are both given; keep one".into()));
-        }
-        if let (Some(_), Some(b)) = (&source.basic_auth_password_file, &source.basic_auth_password) {
-            return Err(at(&shown, b, "source.basic_auth_password and source.basic_auth_password_file are both given; keep one".into()));
-        }
-        if let Some(u) = &source.basic_auth_user {
-            if u.value.is_empty() || u.value.contains(':') || u.value.chars().any(char::is_control) {
-                return Err(at(&shown, u, "source.basic_auth_user: give a user name without ':' or control characters".into()));
-            }
-            if let Some(b) = source.bearer_token_file.as_ref().map(|i| (i.line, i.column)).or(source.bearer_token.as_ref().map(|i| (i.line, i.column))) {
-                return Err(ConfigError::Invalid {
-                    path: shown.clone(),
-                    line: b.0,
-                    column: b.1,
-                    message: "a bearer token and source.basic_auth_user are both given; a server takes one of them".into(),
-                });
-            }
-        } else if let Some(p) = source.basic_auth_password_file.as_ref().map(|i| (i.line, i.column)).or(source.basic_auth_password.as_ref().map(|i| (i.line, i.column))) {
-            return Err(ConfigError::Invalid {
-                path: shown.clone(),
-                line: p.0,
-                column: p.1,
-                message: "a basic-auth password is given without source.basic_auth_user; add the user name".into(),
-            });
-        }
-        if let Some(u) = &source.prometheus {
-            if url_has_credentials(&u.value) && (source.bearer_token_file.is_some() || source.bearer_token.is_some() || source.basic_auth_user.is_some()) {
-                return Err(at(&shown, u, "source.prometheus carries user:password@ and the file gives other credentials too; keep one".into()));
-            }
-        }
-    }
-
-    let selector = opt("selector", &raw.selector)?;
+    let selector = r.opt("selector", &raw.selector)?;
     if let Some(s) = &selector {
         crate::prom::Selector::parse(&s.value).map_err(|e| {
-            at(&shown, s, format!("selector {:?}: {} at character {}. Expected label matchers such as namespace=\"prod\"", e.input, e.problem, e.column))
+            at(&r.shown, s, format!("selector {:?}: {} at character {}. Expected label matchers such as namespace=\"prod\"", e.input, e.problem, e.column))
         })?;
     }
-
-    let group_by = match &raw.group_by {
-        None => None,
-        Some(g) => {
-            let (line, column) = line_col(text, g.span().start);
-            let parts: Vec<Spanned<String>> = match g.get_ref() {
-                toml::Value::String(s) => vec![Spanned::new(g.span(), s.clone())],
-                toml::Value::Array(a) if a.iter().all(|v| v.is_str()) => {
-                    a.iter().filter_map(|v| v.as_str()).map(|s| Spanned::new(g.span(), s.to_string())).collect()
-                }
-                _ => return Err(invalid(g.span().start, "group_by: give label names, e.g. \"model_name\" or [\"model_name\", \"namespace\"]".into())),
-            };
-            let mut labels = Vec::new();
-            let mut vars = Vec::new();
-            for p in &parts {
-                let item = string("group_by", p)?;
-                vars.extend(item.vars);
-                labels.extend(item.value.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()));
-            }
-            let bad = labels.is_empty() || !labels.iter().all(|l| crate::prom::is_label_name(l));
-            if bad {
-                return Err(invalid(g.span().start, "group_by: give one or more label names, e.g. \"model_name\" or [\"model_name\", \"namespace\"]".into()));
-            }
-            Some(Item { value: labels, line, column, vars })
+    let group_by = raw.group_by.as_ref().map(|g| parse_group_by(&r, g)).transpose()?;
+    let replica_label = r.opt("replica_label", &raw.replica_label)?;
+    if let Some(l) = &replica_label {
+        if !crate::prom::is_replica_label(l.value.trim()) {
+            return Err(at(&r.shown, l, format!("replica_label {:?}: give one label name, e.g. \"instance\" or \"pod\"", l.value)));
         }
+    }
+    let window = r.duration("window", &raw.window)?;
+    let baseline = r.duration("baseline", &raw.baseline)?;
+    let profile = r.opt("profile", &raw.profile)?;
+    let thresholds = parse_thresholds(&r, &raw.thresholds)?;
+    let (rules_dir, rules_enabled, rules_disabled) = match &raw.rules {
+        Some(rules) => parse_rules(&r, rules)?,
+        None => (None, None, Vec::new()),
     };
-
-    let replica_label = opt("replica_label", &raw.replica_label)?;
-    if let Some(r) = &replica_label {
-        if !crate::prom::is_replica_label(r.value.trim()) {
-            return Err(at(&shown, r, format!("replica_label {:?}: give one label name, e.g. \"instance\" or \"pod\"", r.value)));
-        }
-    }
-
-    let duration = |key: &str, s: &Option<Spanned<String>>| -> Result<Option<Item<Duration>>, ConfigError> {
-        let Some(item) = opt(key, s)? else { return Ok(None) };
-        let d = humantime::parse_duration(item.value.trim())
-            .map_err(|e| at(&shown, &item, format!("{key} {:?}: {e} (write e.g. 30m, 2h, 1d)", item.value)))?;
-        if d.is_zero() {
-            return Err(at(&shown, &item, format!("{key}: must be longer than zero")));
-        }
-        Ok(Some(Item { value: d, line: item.line, column: item.column, vars: item.vars }))
-    };
-    let window = duration("window", &raw.window)?;
-    let baseline = duration("baseline", &raw.baseline)?;
-    let profile = opt("profile", &raw.profile)?;
-
-    let mut thresholds = Vec::new();
-    for (name, value) in &raw.thresholds {
-        let key = format!("thresholds.{}", name.get_ref());
-        let (v, written, vars) = match value.get_ref() {
-            toml::Value::Integer(i) => (*i as f64, i.to_string(), vec![]),
-            toml::Value::Float(f) => (*f, f.to_string(), vec![]),
-            toml::Value::String(s) => {
-                let item = string(&key, &Spanned::new(value.span(), s.clone()))?;
-                let v = crate::rules::expr::parse_quantity(item.value.trim())
-                    .map_err(|e| at(&shown, &item, format!("{key}: {}", e.message)))?;
-                (v, item.value.trim().to_string(), item.vars)
-            }
-            _ => return Err(invalid(value.span().start, format!("{key}: give a number or a quantity such as \"1.5s\" or \"90%\""))),
-        };
-        if !v.is_finite() {
-            return Err(invalid(value.span().start, format!("{key}: must be a finite number")));
-        }
-        let (line, column) = line_col(text, name.span().start);
-        thresholds.push(Item { value: (name.get_ref().clone(), v, written), line, column, vars });
-    }
-
-    let (mut rules_dir, mut rules_enabled, mut rules_disabled) = (None, None, Vec::new());
-    if let Some(r) = &raw.rules {
-        rules_dir = path_item("rules.dir", &r.dir)?;
-        let ids = |key: &str, list: &[Spanned<String>]| -> Result<Vec<Item<String>>, ConfigError> {
-            list.iter().map(|s| string(key, s)).collect()
-        };
-        if let Some(list) = &r.enabled {
-            rules_enabled = Some(ids("rules.enabled", list)?);
-        }
-        rules_disabled = ids("rules.disabled", &r.disabled)?;
-        for d in &rules_disabled {
-            if rules_enabled.as_ref().is_some_and(|e| e.iter().any(|x| x.value == d.value)) {
-                return Err(at(&shown, d, format!("rules.disabled: {} is also in rules.enabled; keep it in one list", d.value)));
-            }
-        }
-    }
-
     Ok(ConfigFile {
         path: path.to_path_buf(),
         found: found.to_string(),
@@ -427,6 +287,176 @@ pub fn parse(path: &Path, found: &str, text: &str, env: Env) -> Result<ConfigFil
         rules_enabled,
         rules_disabled,
     })
+}
+
+/// The `[source]` table: URL, tenant, headers, TLS files and credentials, each checked on its own
+/// and against the others.
+fn parse_source(r: &Reader, s: &RawSource) -> Result<SourceSection, ConfigError> {
+    let mut source = SourceSection::default();
+    if let Some(u) = &s.prometheus {
+        let item = r.string("source.prometheus", u)?;
+        check_url(u.get_ref(), &item.value).map_err(|m| at(&r.shown, &item, format!("source.prometheus: {m}")))?;
+        source.prometheus = Some(item);
+    }
+    if let Some(t) = r.opt("source.tenant", &s.tenant)? {
+        let v = t.value.trim();
+        if v.is_empty() || v.chars().any(char::is_control) || v.split('|').any(|p| p.trim().is_empty()) {
+            return Err(at(
+                &r.shown,
+                &t,
+                "source.tenant: give a tenant ID, or several joined by '|' (e.g. \"team-a|team-b\"), without control characters or empty parts".into(),
+            ));
+        }
+        source.tenant = Some(Item { value: v.to_string(), ..t });
+    }
+    let mut names = BTreeSet::new();
+    for (name, value) in &s.headers {
+        let n = name.get_ref().trim();
+        let key = format!("source.headers.{n}");
+        let valid = !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !valid {
+            return Err(r.invalid(name.span().start, format!("{key}: not a valid HTTP header name")));
+        }
+        if !names.insert(n.to_ascii_lowercase()) {
+            return Err(r.invalid(name.span().start, format!("{key}: this header is given twice (header names ignore case)")));
+        }
+        if is_credential_header(n) && !value.get_ref().contains("${") {
+            return Err(r.invalid(
+                value.span().start,
+                format!(
+                    "{key}: the value of a credential header cannot be written in the file; reference an \
+                     environment variable instead, e.g. {n} = \"${{PROM_API_KEY}}\""
+                ),
+            ));
+        }
+        if n.eq_ignore_ascii_case(TENANT_HEADER) && s.tenant.is_some() {
+            return Err(r.invalid(name.span().start, format!("{key}: source.tenant sets {TENANT_HEADER} too; give one of them")));
+        }
+        let item = r.string(&key, value)?;
+        if item.value.chars().any(char::is_control) {
+            return Err(at(&r.shown, &item, format!("{key}: the value holds line breaks or other control characters")));
+        }
+        let v = Secret::new(item.value.trim());
+        source.headers.push((n.to_string(), Item { value: v, line: item.line, column: item.column, vars: item.vars }));
+    }
+    source.ca_file = r.path_item("source.ca_file", &s.ca_file)?;
+    source.cert_file = r.path_item("source.cert_file", &s.cert_file)?;
+    source.key_file = r.path_item("source.key_file", &s.key_file)?;
+    match (&source.cert_file, &source.key_file) {
+        (Some(c), None) => return Err(at(&r.shown, c, "source.cert_file needs source.key_file with its private key".into())),
+        (None, Some(k)) => return Err(at(&r.shown, k, "source.key_file needs source.cert_file with its certificate".into())),
+        _ => {}
+    }
+    source.insecure_skip_verify = s.insecure_skip_verify.as_ref().map(|b| {
+        let (line, column) = line_col(r.text, b.span().start);
+        Item { value: *b.get_ref(), line, column, vars: vec![] }
+    });
+    source.bearer_token_file = r.path_item("source.bearer_token_file", &s.bearer_token_file)?;
+    source.bearer_token = r.secret("source.bearer_token", &s.bearer_token, "bearer_token_file")?;
+    source.basic_auth_user = r.opt("source.basic_auth_user", &s.basic_auth_user)?;
+    source.basic_auth_password_file = r.path_item("source.basic_auth_password_file", &s.basic_auth_password_file)?;
+    source.basic_auth_password = r.secret("source.basic_auth_password", &s.basic_auth_password, "basic_auth_password_file")?;
+
+    if let (Some(_), Some(b)) = (&source.bearer_token_file, &source.bearer_token) {
+        return Err(at(&r.shown, b, "source.bearer_token and source.bearer_token_file are both given; keep one".into()));
+    }
+    if let (Some(_), Some(b)) = (&source.basic_auth_password_file, &source.basic_auth_password) {
+        return Err(at(&r.shown, b, "source.basic_auth_password and source.basic_auth_password_file are both given; keep one".into()));
+    }
+    if let Some(u) = &source.basic_auth_user {
+        if u.value.is_empty() || u.value.contains(':') || u.value.chars().any(char::is_control) {
+            return Err(at(&r.shown, u, "source.basic_auth_user: give a user name without ':' or control characters".into()));
+        }
+        if let Some(b) = source.bearer_token_file.as_ref().map(|i| (i.line, i.column)).or(source.bearer_token.as_ref().map(|i| (i.line, i.column))) {
+            return Err(ConfigError::Invalid {
+                path: r.shown.clone(),
+                line: b.0,
+                column: b.1,
+                message: "a bearer token and source.basic_auth_user are both given; a server takes one of them".into(),
+            });
+        }
+    } else if let Some(p) = source.basic_auth_password_file.as_ref().map(|i| (i.line, i.column)).or(source.basic_auth_password.as_ref().map(|i| (i.line, i.column))) {
+        return Err(ConfigError::Invalid {
+            path: r.shown.clone(),
+            line: p.0,
+            column: p.1,
+            message: "a basic-auth password is given without source.basic_auth_user; add the user name".into(),
+        });
+    }
+    if let Some(u) = &source.prometheus {
+        if url_has_credentials(&u.value) && (source.bearer_token_file.is_some() || source.bearer_token.is_some() || source.basic_auth_user.is_some()) {
+            return Err(at(&r.shown, u, "source.prometheus carries user:password@ and the file gives other credentials too; keep one".into()));
+        }
+    }
+    Ok(source)
+}
+
+/// `group_by`: one string of comma-separated label names, or an array of them.
+fn parse_group_by(r: &Reader, g: &Spanned<toml::Value>) -> Result<Item<Vec<String>>, ConfigError> {
+    let (line, column) = line_col(r.text, g.span().start);
+    let parts: Vec<Spanned<String>> = match g.get_ref() {
+        toml::Value::String(s) => vec![Spanned::new(g.span(), s.clone())],
+        toml::Value::Array(a) if a.iter().all(|v| v.is_str()) => {
+            a.iter().filter_map(|v| v.as_str()).map(|s| Spanned::new(g.span(), s.to_string())).collect()
+        }
+        _ => return Err(r.invalid(g.span().start, "group_by: give label names, e.g. \"model_name\" or [\"model_name\", \"namespace\"]".into())),
+    };
+    let mut labels = Vec::new();
+    let mut vars = Vec::new();
+    for p in &parts {
+        let item = r.string("group_by", p)?;
+        vars.extend(item.vars);
+        labels.extend(item.value.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()));
+    }
+    let bad = labels.is_empty() || !labels.iter().all(|l| crate::prom::is_label_name(l));
+    if bad {
+        return Err(r.invalid(g.span().start, "group_by: give one or more label names, e.g. \"model_name\" or [\"model_name\", \"namespace\"]".into()));
+    }
+    Ok(Item { value: labels, line, column, vars })
+}
+
+/// `[thresholds]`: numbers, or quantities with units (`"1.5s"`, `"90%"`).
+fn parse_thresholds(r: &Reader, raw: &BTreeMap<Spanned<String>, Spanned<toml::Value>>) -> Result<Vec<Item<(String, f64, String)>>, ConfigError> {
+let mut thresholds = Vec::new();
+for (name, value) in raw {
+    let key = format!("thresholds.{}", name.get_ref());
+    let (v, written, vars) = match value.get_ref() {
+        toml::Value::Integer(i) => (*i as f64, i.to_string(), vec![]),
+        toml::Value::Float(f) => (*f, f.to_string(), vec![]),
+        toml::Value::String(s) => {
+            let item = r.string(&key, &Spanned::new(value.span(), s.clone()))?;
+            let v = crate::rules::expr::parse_quantity(item.value.trim())
+                .map_err(|e| at(&r.shown, &item, format!("{key}: {}", e.message)))?;
+            (v, item.value.trim().to_string(), item.vars)
+        }
+        _ => return Err(r.invalid(value.span().start, format!("{key}: give a number or a quantity such as \"1.5s\" or \"90%\""))),
+    };
+    if !v.is_finite() {
+        return Err(r.invalid(value.span().start, format!("{key}: must be a finite number")));
+    }
+    let (line, column) = line_col(r.text, name.span().start);
+    thresholds.push(Item { value: (name.get_ref().clone(), v, written), line, column, vars });
+}
+    Ok(thresholds)
+}
+
+type RuleLists = (Option<Item<PathBuf>>, Option<Vec<Item<String>>>, Vec<Item<String>>);
+
+/// `[rules]`: a directory of rule files, and the rules enabled or disabled.
+fn parse_rules(r: &Reader, rules: &RawRules) -> Result<RuleLists, ConfigError> {
+    let mut rules_enabled = None;
+    let rules_dir = r.path_item("rules.dir", &rules.dir)?;
+    let ids = |key: &str, list: &[Spanned<String>]| -> Result<Vec<Item<String>>, ConfigError> { list.iter().map(|s| r.string(key, s)).collect() };
+    if let Some(list) = &rules.enabled {
+        rules_enabled = Some(ids("rules.enabled", list)?);
+    }
+    let rules_disabled = ids("rules.disabled", &rules.disabled)?;
+    for d in &rules_disabled {
+        if rules_enabled.as_ref().is_some_and(|e: &Vec<Item<String>>| e.iter().any(|x| x.value == d.value)) {
+            return Err(at(&r.shown, d, format!("rules.disabled: {} is also in rules.enabled; keep it in one list", d.value)));
+        }
+    }
+    Ok((rules_dir, rules_enabled, rules_disabled))
 }
 
 fn at<T>(path: &str, item: &Item<T>, message: String) -> ConfigError {
