@@ -3,9 +3,13 @@
 //! Everything else that speaks Prometheus (queries in `signals`, the HTTP client in `source`, the
 //! local evaluator) takes these from here rather than spelling them again.
 
+pub mod escape;
+pub mod redact;
 pub mod selector;
 
-pub use selector::{escape_label_value, escape_regex_literal, MatchOp, Matcher, Selector, SelectorError};
+pub use escape::{escape_label_value, escape_regex_literal};
+pub use redact::{mask_password, redact_text, redact_url, strip_credentials};
+pub use selector::{MatchOp, Matcher, Selector, SelectorError};
 
 /// Label set of one series, sorted for deterministic output.
 pub type Labels = std::collections::BTreeMap<String, String>;
