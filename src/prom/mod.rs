@@ -16,7 +16,30 @@ pub type Labels = std::collections::BTreeMap<String, String>;
 
 /// A Prometheus label name: letters, digits and `_`, not starting with a digit.
 pub fn is_label_name(l: &str) -> bool {
-    !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !l.starts_with(|c: char| c.is_ascii_digit())
+    !l.is_empty() && label_name_len(l) == l.len()
+}
+
+/// How many bytes of `s`, from its start, make a label name (0 when `s` does not start with one).
+pub fn label_name_len(s: &str) -> usize {
+    name_len(s, false)
+}
+
+/// A Prometheus metric name: letters, digits, `_` and `:`, not starting with a digit.
+pub fn is_metric_name(m: &str) -> bool {
+    !m.is_empty() && metric_name_len(m) == m.len()
+}
+
+/// How many bytes of `s`, from its start, make a metric name (0 when `s` does not start with one).
+pub fn metric_name_len(s: &str) -> usize {
+    name_len(s, true)
+}
+
+fn name_len(s: &str, colon: bool) -> usize {
+    let ok = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || (colon && c == b':');
+    match s.bytes().next() {
+        Some(first) if ok(first) && !first.is_ascii_digit() => s.bytes().take_while(|&c| ok(c)).count(),
+        _ => 0,
+    }
 }
 
 /// A label a user may name as the replica label: a label name, not one reserved (`__name__`).
@@ -56,5 +79,16 @@ mod tests {
         assert!(is_label_name("model_name") && is_label_name("_x") && is_label_name("__name__"));
         assert!(!is_label_name("") && !is_label_name("1a") && !is_label_name("a-b") && !is_label_name("a.b"));
         assert!(is_replica_label("pod") && !is_replica_label("__name__"));
+        assert!(!is_label_name("vllm:x") && !is_label_name("é"));
+        assert_eq!(label_name_len("model_name=\"x\""), 10);
+        assert_eq!(label_name_len("9x"), 0);
+    }
+
+    #[test]
+    fn metric_names_may_hold_colons() {
+        assert!(is_metric_name("vllm:num_requests_running") && is_metric_name(":x") && is_metric_name("_x"));
+        assert!(!is_metric_name("") && !is_metric_name("1x") && !is_metric_name("a-b") && !is_metric_name("a{"));
+        assert_eq!(metric_name_len("vllm:x{a=\"1\"} 2"), 6);
+        assert_eq!(metric_name_len("{a=\"1\"}"), 0);
     }
 }

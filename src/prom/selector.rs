@@ -108,14 +108,6 @@ impl Selector {
     }
 }
 
-fn is_name_start(c: char) -> bool {
-    c.is_ascii_alphabetic() || c == '_'
-}
-
-fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-
 /// Where one matcher sits in the input, in characters: its start, and its quoted value's start and end.
 struct Span {
     name: String,
@@ -198,14 +190,15 @@ impl Scanner<'_> {
 
     fn matcher(&mut self) -> Result<Span, SelectorError> {
         let start = self.pos;
-        match self.peek() {
-            Some(c) if is_name_start(c) => {}
-            Some(c) => return Err(self.err(format!("expected a label name, found {c:?}"))),
-            None => return Err(self.err("expected a label name")),
+        let rest = self.text(start, self.chars.len());
+        let len = super::label_name_len(rest);
+        if len == 0 {
+            return Err(match self.peek() {
+                Some(c) => self.err(format!("expected a label name, found {c:?}")),
+                None => self.err("expected a label name"),
+            });
         }
-        while matches!(self.peek(), Some(c) if is_name_char(c)) {
-            self.pos += 1;
-        }
+        self.pos += len; // ASCII: one character per byte
         let name = self.text(start, self.pos).to_string();
         self.skip_ws();
         let op = match (self.peek(), self.chars.get(self.pos + 1).map(|&(_, c)| c)) {

@@ -60,7 +60,7 @@ impl Target {
     /// Parse `--scrape`: a scheme is optional (http), a bare host:port or `/` path means `/metrics`,
     /// `user:pass@` becomes basic auth and is never shown.
     pub fn parse(text: &str) -> Result<Target, ScrapeError> {
-        let bad = |problem: String| ScrapeError::BadTarget { url: redact(text), problem };
+        let bad = |problem: String| ScrapeError::BadTarget { url: crate::prom::redact_url(text), problem };
         let with_scheme = if text.contains("://") { text.to_string() } else { format!("http://{text}") };
         let mut url = url::Url::parse(&with_scheme)
             .map_err(|e| bad(format!("not a URL ({e}); write e.g. http://10.0.0.5:8000/metrics")))?;
@@ -80,24 +80,9 @@ impl Target {
         Ok(Target { instance: format!("{host_shown}:{port}"), url, user })
     }
 
-    /// The URL as shown to people (never with credentials).
+    /// The URL as shown to people: never with credentials (a `?token=` keeps its name, not its value).
     pub fn shown(&self) -> String {
-        self.url.to_string()
-    }
-}
-
-fn redact(text: &str) -> String {
-    match url::Url::parse(text) {
-        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            u.to_string()
-        }
-        Ok(_) => text.to_string(),
-        Err(_) => match text.rsplit_once('@') {
-            Some((_, rest)) => format!("…@{rest}"),
-            None => text.to_string(),
-        },
+        crate::prom::strip_credentials(self.url.as_str())
     }
 }
 
@@ -240,12 +225,13 @@ async fn fetch(client: &reqwest::Client, auth: &ScrapeAuth, target: &Target, tim
             format!("no answer within {}s", timeout.as_secs_f64())
         } else {
             // reqwest's message may hold the URL; ours never holds credentials.
-            format!("cannot connect ({})", first_cause(&e))
+            format!("cannot connect ({})", crate::prom::redact_text(&first_cause(&e)))
         }
     })?;
     let status = resp.status();
     let ct = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
-    let body = resp.text().await.map_err(|e| format!("the answer broke off ({})", first_cause(&e)))?;
+    let body =
+        resp.text().await.map_err(|e| format!("the answer broke off ({})", crate::prom::redact_text(&first_cause(&e))))?;
     if !status.is_success() {
         return Err(format!("HTTP {}", status.as_u16()));
     }
@@ -496,6 +482,12 @@ mod tests {
         assert!(!t.shown().contains("s3cret") && !t.shown().contains("user"), "{}", t.shown());
         let e = Target::parse("ftp://user:s3cret@x/").unwrap_err().to_string();
         assert!(e.contains("http or https") && !e.contains("s3cret"), "{e}");
+        // Without a scheme, `user:pass@host` still never shows.
+        let e = Target::parse("user:s3cret@host:notaport").unwrap_err().to_string();
+        assert!(!e.contains("s3cret"), "{e}");
+        let t = Target::parse("http://vllm:8000/metrics?token=s3cret&x=1").unwrap();
+        assert_eq!(t.shown(), "http://vllm:8000/metrics?token=***&x=1");
+        assert_eq!(t.url.query(), Some("token=s3cret&x=1"), "the request still carries it");
     }
 
     #[test]
