@@ -4,6 +4,7 @@
 //! local evaluator) takes these from here rather than spelling them again.
 
 pub mod escape;
+pub mod openmetrics;
 pub mod redact;
 pub mod selector;
 

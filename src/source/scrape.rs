@@ -15,7 +15,6 @@
 //! `promtool tsdb create-blocks-from openmetrics` accepts). Its last sample ends the baseline window.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +27,7 @@ use crate::exposition::{self, Format};
 use crate::local::store::{is_stale, stale_nan};
 use crate::local::Store;
 use crate::report::TimeRange;
-use crate::prom::Selector;
+use crate::prom::{openmetrics, Selector};
 use crate::source::Labels;
 
 /// Why a scrape run cannot start or produced nothing to diagnose.
@@ -308,30 +307,22 @@ pub fn load_samples(path: &Path) -> Result<Store, ScrapeError> {
 /// timestamps: readable by `--baseline-from` and by `promtool tsdb create-blocks-from openmetrics`.
 pub fn save_samples(store: &Store, path: &Path) -> Result<(), ScrapeError> {
     let bad = |problem: String| ScrapeError::Save { path: path.to_path_buf(), problem };
-    let mut out = String::new();
-    for (labels, points) in store.series() {
-        let name = labels.get("__name__").cloned().unwrap_or_default();
-        let rest: Vec<String> = labels
-            .iter()
-            .filter(|(k, _)| k.as_str() != "__name__")
-            .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")))
-            .collect();
-        let head = if rest.is_empty() { name } else { format!("{name}{{{}}}", rest.join(",")) };
-        for (t, v) in points {
-            if is_stale(*v) {
-                continue;
+    let file = std::fs::File::create(path).map_err(|e| bad(format!("cannot create it: {e}")))?;
+    let mut w = openmetrics::Writer::new(file);
+    let write = |w: &mut openmetrics::Writer<std::fs::File>| -> std::io::Result<()> {
+        for (labels, points) in store.series() {
+            let name = labels.get("__name__").map(String::as_str).unwrap_or_default();
+            let rest = labels.iter().filter(|(k, _)| k.as_str() != "__name__").map(|(k, v)| (k.as_str(), v.as_str()));
+            let series = openmetrics::series(name, rest);
+            for (t, v) in points {
+                if !is_stale(*v) {
+                    w.sample(&series, *v, *t)?;
+                }
             }
-            out.push_str(&format!(
-                "{head} {} {}.{:03}\n",
-                crate::prom::format_go_float(*v),
-                t.div_euclid(1000),
-                t.rem_euclid(1000)
-            ));
         }
-    }
-    out.push_str("# EOF\n");
-    let mut f = std::fs::File::create(path).map_err(|e| bad(format!("cannot create it: {e}")))?;
-    f.write_all(out.as_bytes()).map_err(|e| bad(format!("cannot write it: {e}")))
+        Ok(())
+    };
+    write(&mut w).and_then(|()| w.finish()).map_err(|e| bad(format!("cannot write it: {e}")))
 }
 
 /// Everything `explain --scrape` needs before the diagnosis: flags checked, endpoints scraped,
