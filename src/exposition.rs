@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use crate::prom::escape::{unescape_exposition_value, unescape_help};
-use crate::prom::{is_metric_name, label_name_len, metric_name_len};
+use crate::prom::{is_metric_name, label_name_len, metric_name_len, parse_exposition_value};
 use crate::source::Labels;
 
 /// One sample line.
@@ -174,7 +174,7 @@ fn sample_line(line: &str, om: bool) -> Result<ExpSample, String> {
     };
     let mut fields = body.split([' ', '\t']).filter(|f| !f.is_empty());
     let value_text = fields.next().ok_or_else(|| format!("{name}: the value is missing"))?;
-    let value = parse_value(value_text).ok_or_else(|| format!("{name}: {:?} is not a number", short(value_text)))?;
+    let value = parse_exposition_value(value_text).ok_or_else(|| format!("{name}: {:?} is not a number", short(value_text)))?;
     let timestamp_ms = match fields.next() {
         None => None,
         Some(ts) => Some(parse_timestamp(ts, om).ok_or_else(|| {
@@ -235,24 +235,9 @@ fn label_set(mut s: &str) -> Result<(Labels, &str), String> {
     }
 }
 
-fn parse_value(s: &str) -> Option<f64> {
-    match s {
-        "NaN" | "nan" => Some(f64::NAN),
-        "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
-        "-Inf" | "-inf" => Some(f64::NEG_INFINITY),
-        _ => {
-            // Rust would also accept "infinity" and friends; the formats do not.
-            if !s.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-')) {
-                return None;
-            }
-            s.parse().ok()
-        }
-    }
-}
-
 fn parse_timestamp(s: &str, om: bool) -> Option<i64> {
     if om {
-        let v = parse_value(s)?;
+        let v = parse_exposition_value(s)?;
         let ms = (v * 1000.0).round();
         (ms.is_finite() && ms.abs() < 9.2e15).then_some(ms as i64)
     } else {
