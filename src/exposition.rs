@@ -14,6 +14,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::prom::escape::{unescape_exposition_value, unescape_help};
+use crate::prom::{is_metric_name, label_name_len, metric_name_len, parse_exposition_value};
 use crate::source::Labels;
 
 /// One sample line.
@@ -113,7 +115,7 @@ pub fn parse(body: &str, format: Format) -> Result<Exposition, ExpositionError> 
                 continue; // an ordinary comment
             }
             let name = parts.next().unwrap_or_default();
-            if !valid_metric_name(name) {
+            if !is_metric_name(name) {
                 return Err(err(format!("# {keyword} needs a metric name, found {:?}", short(name))));
             }
             let rest = parts.next().unwrap_or_default();
@@ -126,7 +128,7 @@ pub fn parse(body: &str, format: Format) -> Result<Exposition, ExpositionError> 
                     out.types.insert(name.to_string(), t.to_string());
                 }
                 "HELP" => {
-                    out.help.insert(name.to_string(), unescape_help(rest));
+                    out.help.insert(name.to_string(), unescape_help(rest, om));
                 }
                 _ => {}
             }
@@ -145,38 +147,11 @@ fn short(s: &str) -> String {
     t
 }
 
-fn valid_metric_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c == ':' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c == ':' || c.is_ascii_alphanumeric())
-}
-
-fn unescape_help(s: &str) -> String {
-    let mut out = String::new();
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('n') => out.push('\n'),
-                Some('\\') => out.push('\\'),
-                Some(o) => {
-                    out.push('\\');
-                    out.push(o);
-                }
-                None => out.push('\\'),
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// `name{labels} value [timestamp] [# exemplar]`.
 fn sample_line(line: &str, om: bool) -> Result<ExpSample, String> {
-    let name_end = line.find(|c: char| !(c == '_' || c == ':' || c.is_ascii_alphanumeric())).unwrap_or(line.len());
+    let name_end = metric_name_len(line);
     let name = &line[..name_end];
-    if !valid_metric_name(name) {
+    if name.is_empty() {
         return Err(format!("expected a metric name at the start of {:?}", short(line)));
     }
     let mut rest = &line[name_end..];
@@ -199,7 +174,7 @@ fn sample_line(line: &str, om: bool) -> Result<ExpSample, String> {
     };
     let mut fields = body.split([' ', '\t']).filter(|f| !f.is_empty());
     let value_text = fields.next().ok_or_else(|| format!("{name}: the value is missing"))?;
-    let value = parse_value(value_text).ok_or_else(|| format!("{name}: {:?} is not a number", short(value_text)))?;
+    let value = parse_exposition_value(value_text).ok_or_else(|| format!("{name}: {:?} is not a number", short(value_text)))?;
     let timestamp_ms = match fields.next() {
         None => None,
         Some(ts) => Some(parse_timestamp(ts, om).ok_or_else(|| {
@@ -221,40 +196,33 @@ fn label_set(mut s: &str) -> Result<(Labels, &str), String> {
         if let Some(after) = s.strip_prefix('}') {
             return Ok((labels, after));
         }
-        let end = s.find(|c: char| !(c == '_' || c.is_ascii_alphanumeric())).unwrap_or(s.len());
+        let end = label_name_len(s);
         let lname = &s[..end];
-        if lname.is_empty() || lname.starts_with(|c: char| c.is_ascii_digit()) {
+        if lname.is_empty() {
             return Err(format!("expected a label name, found {:?}", short(s)));
         }
         s = s[end..].trim_start_matches([' ', '\t']);
         s = s.strip_prefix('=').ok_or_else(|| format!("label {lname}: expected '=', found {:?}", short(s)))?;
         s = s.trim_start_matches([' ', '\t']);
         s = s.strip_prefix('"').ok_or_else(|| format!("label {lname}: the value must be in double quotes"))?;
-        let mut value = String::new();
+        // The closing quote is the first one no backslash escapes.
         let mut closed = None;
         let mut chars = s.char_indices();
         while let Some((i, c)) = chars.next() {
             match c {
                 '"' => {
-                    closed = Some(i + 1);
+                    closed = Some(i);
                     break;
                 }
-                '\\' => match chars.next() {
-                    Some((_, 'n')) => value.push('\n'),
-                    Some((_, '\\')) => value.push('\\'),
-                    Some((_, '"')) => value.push('"'),
-                    Some((_, o)) => {
-                        value.push('\\');
-                        value.push(o);
-                    }
-                    None => break,
-                },
-                c => value.push(c),
+                '\\' if chars.next().is_none() => break,
+                _ => {}
             }
         }
-        let Some(after) = closed else {
+        let Some(close) = closed else {
             return Err(format!("label {lname}: the quoted value is not closed"));
         };
+        let value = unescape_exposition_value(&s[..close]);
+        let after = close + 1;
         if labels.insert(lname.to_string(), value).is_some() {
             return Err(format!("label {lname} appears twice"));
         }
@@ -267,24 +235,9 @@ fn label_set(mut s: &str) -> Result<(Labels, &str), String> {
     }
 }
 
-fn parse_value(s: &str) -> Option<f64> {
-    match s {
-        "NaN" | "nan" => Some(f64::NAN),
-        "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
-        "-Inf" | "-inf" => Some(f64::NEG_INFINITY),
-        _ => {
-            // Rust would also accept "infinity" and friends; the formats do not.
-            if !s.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-')) {
-                return None;
-            }
-            s.parse().ok()
-        }
-    }
-}
-
 fn parse_timestamp(s: &str, om: bool) -> Option<i64> {
     if om {
-        let v = parse_value(s)?;
+        let v = parse_exposition_value(s)?;
         let ms = (v * 1000.0).round();
         (ms.is_finite() && ms.abs() < 9.2e15).then_some(ms as i64)
     } else {

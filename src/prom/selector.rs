@@ -2,8 +2,16 @@
 //!
 //! User text is never pasted into a query: it is parsed into [`Matcher`]s and re-escaped, so a value
 //! holding quotes, backslashes or newlines cannot end the string early and change what is selected.
+//!
+//! Reading is PromQL's own: each matcher is handed to `promql-parser`, so a string literal means here
+//! exactly what it means in a query (`\x41`, `\u00e9`, raw backticks) and a regular expression that
+//! PromQL would refuse is refused here, before any query runs. A small scanner around it splits the
+//! list and finds where each matcher starts, so an error names the character it is about, which the
+//! parser alone does not. Writing stays ours ([`Selector::to_promql`], [`Selector::series`]).
 
 use std::fmt;
+
+use super::escape::escape_label_value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum MatchOp {
@@ -59,10 +67,10 @@ pub struct SelectorError {
 
 impl Selector {
     /// Parse `a="x", b!~"y.*"` (optionally wrapped in braces). Values may use double or single quotes
-    /// or backticks, with Go-style escapes inside double and single quotes.
+    /// or backticks, read as PromQL reads them (Go-style escapes inside double and single quotes);
+    /// a regular expression must be one PromQL accepts.
     pub fn parse(input: &str) -> Result<Selector, SelectorError> {
-        let mut p = Parser { input, chars: input.char_indices().collect(), pos: 0 };
-        p.parse()
+        Scanner { input, chars: input.char_indices().collect(), pos: 0 }.parse()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -100,56 +108,39 @@ impl Selector {
     }
 }
 
-/// Escape a label value for a double-quoted PromQL string.
-pub fn escape_label_value(v: &str) -> String {
-    let mut out = String::with_capacity(v.len() + 2);
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
+/// Where one matcher sits in the input, in characters: its start, and its quoted value's start and end.
+struct Span {
+    name: String,
+    op: MatchOp,
+    start: usize,
+    literal: usize,
+    end: usize,
 }
 
-/// Escape RE2 metacharacters so a literal (a model name like `Llama-3.1`) can sit inside `=~"..."`.
-pub fn escape_regex_literal(v: &str) -> String {
-    let mut out = String::with_capacity(v.len() + 4);
-    for c in v.chars() {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn is_name_start(c: char) -> bool {
-    c.is_ascii_alphabetic() || c == '_'
-}
-
-fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-
-struct Parser<'a> {
+/// Splits the list into matchers and finds each one's extent; reading them is promql-parser's.
+struct Scanner<'a> {
     input: &'a str,
     chars: Vec<(usize, char)>,
     pos: usize,
 }
 
-impl Parser<'_> {
+impl Scanner<'_> {
     fn err(&self, problem: impl Into<String>) -> SelectorError {
-        SelectorError { input: self.input.to_string(), column: self.pos + 1, problem: problem.into() }
+        self.err_at(self.pos, problem)
+    }
+
+    fn err_at(&self, pos: usize, problem: impl Into<String>) -> SelectorError {
+        SelectorError { input: self.input.to_string(), column: pos + 1, problem: problem.into() }
     }
 
     fn peek(&self) -> Option<char> {
         self.chars.get(self.pos).map(|&(_, c)| c)
+    }
+
+    /// The input from character `from` to character `to`.
+    fn text(&self, from: usize, to: usize) -> &str {
+        let byte = |i: usize| self.chars.get(i).map_or(self.input.len(), |&(b, _)| b);
+        &self.input[byte(from)..byte(to)]
     }
 
     fn skip_ws(&mut self) {
@@ -159,12 +150,18 @@ impl Parser<'_> {
     }
 
     fn parse(&mut self) -> Result<Selector, SelectorError> {
+        let spans = self.scan()?;
+        let matchers = spans.iter().map(|s| self.read(s)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Selector { matchers })
+    }
+
+    fn scan(&mut self) -> Result<Vec<Span>, SelectorError> {
         self.skip_ws();
         let braced = self.peek() == Some('{');
         if braced {
             self.pos += 1;
         }
-        let mut matchers = Vec::new();
+        let mut spans = Vec::new();
         loop {
             self.skip_ws();
             match self.peek() {
@@ -180,7 +177,7 @@ impl Parser<'_> {
                 }
                 _ => {}
             }
-            matchers.push(self.matcher()?);
+            spans.push(self.matcher()?);
             self.skip_ws();
             match self.peek() {
                 Some(',') => self.pos += 1,
@@ -188,96 +185,101 @@ impl Parser<'_> {
                 Some(c) => return Err(self.err(format!("expected ',' between matchers, found {c:?}"))),
             }
         }
-        Ok(Selector { matchers })
+        Ok(spans)
     }
 
-    fn matcher(&mut self) -> Result<Matcher, SelectorError> {
+    fn matcher(&mut self) -> Result<Span, SelectorError> {
         let start = self.pos;
-        match self.peek() {
-            Some(c) if is_name_start(c) => {}
-            Some(c) => return Err(self.err(format!("expected a label name, found {c:?}"))),
-            None => return Err(self.err("expected a label name")),
+        let rest = self.text(start, self.chars.len());
+        let len = super::label_name_len(rest);
+        if len == 0 {
+            return Err(match self.peek() {
+                Some(c) => self.err(format!("expected a label name, found {c:?}")),
+                None => self.err("expected a label name"),
+            });
         }
-        while matches!(self.peek(), Some(c) if is_name_char(c)) {
-            self.pos += 1;
-        }
-        let name: String = self.chars[start..self.pos].iter().map(|&(_, c)| c).collect();
+        self.pos += len; // ASCII: one character per byte
+        let name = self.text(start, self.pos).to_string();
         self.skip_ws();
         let op = match (self.peek(), self.chars.get(self.pos + 1).map(|&(_, c)| c)) {
-            (Some('='), Some('~')) => {
-                self.pos += 2;
-                MatchOp::Re
-            }
-            (Some('!'), Some('~')) => {
-                self.pos += 2;
-                MatchOp::Nre
-            }
-            (Some('!'), Some('=')) => {
-                self.pos += 2;
-                MatchOp::Ne
-            }
-            (Some('='), _) => {
-                self.pos += 1;
-                MatchOp::Eq
-            }
+            (Some('='), Some('~')) => MatchOp::Re,
+            (Some('!'), Some('~')) => MatchOp::Nre,
+            (Some('!'), Some('=')) => MatchOp::Ne,
+            (Some('='), _) => MatchOp::Eq,
             _ => return Err(self.err(format!("expected =, !=, =~ or !~ after label {name}"))),
         };
+        self.pos += op.as_str().len();
         self.skip_ws();
-        let value = self.string()?;
-        Ok(Matcher { name, op, value })
+        let literal = self.pos;
+        self.literal()?;
+        Ok(Span { name, op, start, literal, end: self.pos })
     }
 
-    fn string(&mut self) -> Result<String, SelectorError> {
+    /// Step over a quoted value: to the matching quote, a backslash taking the next character along
+    /// (except in backticks), as PromQL's lexer does.
+    fn literal(&mut self) -> Result<(), SelectorError> {
         let quote = match self.peek() {
             Some(q @ ('"' | '\'' | '`')) => q,
             _ => return Err(self.err("expected a quoted value")),
         };
         self.pos += 1;
-        let mut out = String::new();
         loop {
             let Some(c) = self.peek() else {
                 return Err(self.err("unterminated quoted value"));
             };
             self.pos += 1;
             if c == quote {
-                return Ok(out);
+                return Ok(());
             }
             if c == '\\' && quote != '`' {
-                let Some(e) = self.peek() else {
+                if self.peek().is_none() {
                     return Err(self.err("unterminated escape"));
-                };
-                self.pos += 1;
-                match e {
-                    'n' => out.push('\n'),
-                    't' => out.push('\t'),
-                    'r' => out.push('\r'),
-                    '\\' | '"' | '\'' => out.push(e),
-                    'a' => out.push('\u{7}'),
-                    'b' => out.push('\u{8}'),
-                    'f' => out.push('\u{c}'),
-                    'v' => out.push('\u{b}'),
-                    // \uXXXX and \UXXXXXXXX, as PromQL (Go) reads them and as escape_label_value
-                    // writes control characters.
-                    'u' | 'U' => {
-                        let len = if e == 'u' { 4 } else { 8 };
-                        let hex: String = (0..len).filter_map(|i| self.chars.get(self.pos + i).map(|(_, c)| *c)).collect();
-                        let ch = (hex.len() == len && hex.chars().all(|c| c.is_ascii_hexdigit()))
-                            .then(|| u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32))
-                            .flatten();
-                        match ch {
-                            Some(ch) => {
-                                out.push(ch);
-                                self.pos += len;
-                            }
-                            None => return Err(self.err(format!("\\{e} must be followed by {len} hex digits of a valid character"))),
-                        }
-                    }
-                    other => return Err(self.err(format!("unknown escape \\{other}"))),
                 }
-            } else {
-                out.push(c);
+                self.pos += 1;
             }
         }
+    }
+
+    /// Read one matcher with promql-parser. It is parsed alone, beside a sentinel matcher that keeps
+    /// PromQL's "at least one non-empty matcher" rule out of the way: the selector joins a metric
+    /// name in every query, so `{}` and `job=~".*"` are fine here.
+    fn read(&self, span: &Span) -> Result<Matcher, SelectorError> {
+        let literal = self.text(span.literal, span.end);
+        let expr = format!("{{{},_=\"x\"}}", self.text(span.start, span.end));
+        let parsed = match promql_parser::parser::parse(&expr) {
+            Ok(promql_parser::parser::Expr::VectorSelector(vs)) => vs.matchers,
+            Ok(_) => return Err(self.err_at(span.start, "PromQL does not read this as a label matcher")),
+            // The value alone does not read as a PromQL string: point at it.
+            Err(e) if super::escape::unquote_promql(literal).is_err() => {
+                let problem = if literal.starts_with(['"', '\'']) && literal.contains('\n') {
+                    "a line break inside a quoted value (write \\n, or use backticks)".to_string()
+                } else if e.contains("escape") {
+                    format!("{e} in the quoted value")
+                } else {
+                    format!("the quoted value is not a valid PromQL string ({e})")
+                };
+                return Err(self.err_at(span.literal, problem));
+            }
+            Err(e) if e.starts_with("illegal regex") => {
+                return Err(self.err_at(span.literal, "the value is not a valid regular expression"))
+            }
+            Err(e) => return Err(self.err_at(span.start, format!("PromQL cannot read this matcher ({e})"))),
+        };
+        let read = match (parsed.or_matchers.is_empty(), parsed.matchers.as_slice()) {
+            (true, [m, _sentinel]) => m,
+            _ => return Err(self.err_at(span.start, "PromQL does not read this as one label matcher")),
+        };
+        use promql_parser::label::MatchOp as P;
+        let op = match read.op {
+            P::Equal => MatchOp::Eq,
+            P::NotEqual => MatchOp::Ne,
+            P::Re(_) => MatchOp::Re,
+            P::NotRe(_) => MatchOp::Nre,
+        };
+        if read.name != span.name || op != span.op {
+            return Err(self.err_at(span.start, "PromQL reads this matcher differently; write it as name=\"value\""));
+        }
+        Ok(Matcher { name: read.name.clone(), op, value: read.value.clone() })
     }
 }
 
@@ -323,8 +325,54 @@ mod tests {
     }
 
     #[test]
-    fn regex_literals_escape_metacharacters() {
-        assert_eq!(escape_regex_literal("Llama-3.1 (8B)"), r"Llama-3\.1 \(8B\)");
+    fn string_literals_are_read_as_in_a_query() {
+        let s = Selector::parse(r#"a="\x41", b='\u00e9\101', c=`raw\n`"#).unwrap();
+        let values: Vec<&str> = s.matchers.iter().map(|m| m.value.as_str()).collect();
+        assert_eq!(values, ["A", "éA", "raw\\n"]);
+        assert_eq!(s.to_promql(), r#"a="A",b="éA",c="raw\\n""#);
+    }
+
+    #[test]
+    fn a_bad_escape_or_regex_is_refused_at_its_value() {
+        let e = Selector::parse(r#"job="vllm", a="x\q""#).unwrap_err();
+        assert_eq!(e.column, 15, "{e}");
+        assert!(e.to_string().contains("unknown escape sequence 'q'"), "{e}");
+        let e = Selector::parse(r#"a=~"((""#).unwrap_err();
+        assert_eq!(e.column, 4, "{e}");
+        assert!(e.to_string().contains("regular expression"), "{e}");
+        let e = Selector::parse("a=\"b\nc\"").unwrap_err();
+        assert!(e.to_string().contains("line break"), "{e}");
+        assert!(Selector::parse("a=`b\nc`").is_ok());
+    }
+
+    #[test]
+    fn positions_count_characters_not_bytes() {
+        let e = Selector::parse(r#"a="é" b="x""#).unwrap_err();
+        assert_eq!(e.column, 7, "{e}");
+    }
+
+    #[test]
+    fn selectors_promql_would_call_empty_are_fine_as_they_join_a_metric_name() {
+        for text in [r#"a=~".*""#, r#"a="""#, r#"a!~"x""#, r#"__name__=~"vllm:.*""#, r#"on="x",by="y",offset="z""#] {
+            assert!(Selector::parse(text).is_ok(), "{text}");
+        }
+    }
+
+    #[test]
+    fn duplicate_labels_are_kept_as_promql_keeps_them() {
+        let s = Selector::parse(r#"a="1",a!="2""#).unwrap();
+        assert_eq!(s.matchers.len(), 2);
+    }
+
+    #[test]
+    fn what_the_list_grammar_does_not_allow_is_refused_with_its_place() {
+        // `or` between matchers, quoted or non-ASCII names, and empty items all stop at the scanner.
+        let e = Selector::parse(r#"a="x" or b="y""#).unwrap_err();
+        assert_eq!(e.column, 7, "{e}");
+        assert!(Selector::parse(r#""a"="b""#).unwrap_err().to_string().contains("label name"));
+        assert!(Selector::parse(r#"é="b""#).unwrap_err().to_string().contains("label name"));
+        assert!(Selector::parse(r#"a="b",,c="d""#).is_err());
+        assert!(Selector::parse(r#"{a="b"} or vector(1)"#).unwrap_err().to_string().contains("after '}'"));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use serde_json::error::Category;
 use serde_json::Value;
 
 use super::{Data, Exchange, Labels, Request, Response, Sample, Series, SourceError};
-use crate::units::parse_prom_float;
+use crate::prom::parse_sample_value;
 
 /// Longest excerpt of a foreign body quoted in an error.
 const EXCERPT_CHARS: usize = 200;
@@ -309,7 +309,7 @@ impl<'de> Deserialize<'de> for Num {
                 Ok(Num(v as f64))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Num, E> {
-                parse_prom_float(v)
+                parse_sample_value(v)
                     .map(Num)
                     .ok_or_else(|| E::custom(format!("sample value {:?} is not a number", short(v, 60))))
             }

@@ -494,7 +494,7 @@ impl PrometheusClient {
                 .headers()
                 .get(LOCATION)
                 .and_then(|v| v.to_str().ok())
-                .map(redact_url_text)
+                .map(crate::prom::redact_url)
                 .unwrap_or_else(|| "an unnamed location".to_string());
             return Err(Failed {
                 error: SourceError::Other {
@@ -831,7 +831,7 @@ fn timeout_margin(query_timeout: Duration) -> Duration {
 fn parse_base_url(raw: &str) -> Result<(Url, Option<(String, Secret)>), SourceError> {
     let text = raw.trim();
     let bad = |why: &str| SourceError::Other {
-        detail: format!("invalid Prometheus URL {:?}: {why}; {URL_FORMS}", redact_url_text(text)),
+        detail: format!("invalid Prometheus URL {:?}: {why}; {URL_FORMS}", crate::prom::redact_url(text)),
     };
     if text.is_empty() {
         return Err(bad("it is empty"));
@@ -881,19 +881,6 @@ fn show_url(u: &Url) -> String {
         s.trim_end_matches('/').to_string()
     } else {
         s.to_string()
-    }
-}
-
-/// Hide `user:pass@` in a URL-ish text that may not even parse.
-fn redact_url_text(s: &str) -> String {
-    let (scheme, rest) = match s.find("://") {
-        Some(i) => (&s[..i + 3], &s[i + 3..]),
-        None => ("", s),
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}***@{}", &rest[at + 1..]),
-        None => s.to_string(),
     }
 }
 
@@ -1433,12 +1420,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn redacts_credentials_in_url_text() {
-        assert_eq!(redact_url_text("http://a:b@host/x@y"), "http://***@host/x@y");
-        assert_eq!(redact_url_text("a:b@host:9090"), "***@host:9090");
-        assert_eq!(redact_url_text("http://host/p"), "http://host/p");
-    }
 
     #[test]
     fn innermost_keeps_the_cause_without_os_error_codes() {

@@ -15,7 +15,6 @@
 //! `promtool tsdb create-blocks-from openmetrics` accepts). Its last sample ends the baseline window.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +27,7 @@ use crate::exposition::{self, Format};
 use crate::local::store::{is_stale, stale_nan};
 use crate::local::Store;
 use crate::report::TimeRange;
-use crate::prom::Selector;
+use crate::prom::{openmetrics, Selector};
 use crate::source::Labels;
 
 /// Why a scrape run cannot start or produced nothing to diagnose.
@@ -60,7 +59,7 @@ impl Target {
     /// Parse `--scrape`: a scheme is optional (http), a bare host:port or `/` path means `/metrics`,
     /// `user:pass@` becomes basic auth and is never shown.
     pub fn parse(text: &str) -> Result<Target, ScrapeError> {
-        let bad = |problem: String| ScrapeError::BadTarget { url: redact(text), problem };
+        let bad = |problem: String| ScrapeError::BadTarget { url: crate::prom::redact_url(text), problem };
         let with_scheme = if text.contains("://") { text.to_string() } else { format!("http://{text}") };
         let mut url = url::Url::parse(&with_scheme)
             .map_err(|e| bad(format!("not a URL ({e}); write e.g. http://10.0.0.5:8000/metrics")))?;
@@ -80,24 +79,9 @@ impl Target {
         Ok(Target { instance: format!("{host_shown}:{port}"), url, user })
     }
 
-    /// The URL as shown to people (never with credentials).
+    /// The URL as shown to people: never with credentials (a `?token=` keeps its name, not its value).
     pub fn shown(&self) -> String {
-        self.url.to_string()
-    }
-}
-
-fn redact(text: &str) -> String {
-    match url::Url::parse(text) {
-        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            u.to_string()
-        }
-        Ok(_) => text.to_string(),
-        Err(_) => match text.rsplit_once('@') {
-            Some((_, rest)) => format!("…@{rest}"),
-            None => text.to_string(),
-        },
+        crate::prom::strip_credentials(self.url.as_str())
     }
 }
 
@@ -240,12 +224,13 @@ async fn fetch(client: &reqwest::Client, auth: &ScrapeAuth, target: &Target, tim
             format!("no answer within {}s", timeout.as_secs_f64())
         } else {
             // reqwest's message may hold the URL; ours never holds credentials.
-            format!("cannot connect ({})", first_cause(&e))
+            format!("cannot connect ({})", crate::prom::redact_text(&first_cause(&e)))
         }
     })?;
     let status = resp.status();
     let ct = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
-    let body = resp.text().await.map_err(|e| format!("the answer broke off ({})", first_cause(&e)))?;
+    let body =
+        resp.text().await.map_err(|e| format!("the answer broke off ({})", crate::prom::redact_text(&first_cause(&e))))?;
     if !status.is_success() {
         return Err(format!("HTTP {}", status.as_u16()));
     }
@@ -322,30 +307,22 @@ pub fn load_samples(path: &Path) -> Result<Store, ScrapeError> {
 /// timestamps: readable by `--baseline-from` and by `promtool tsdb create-blocks-from openmetrics`.
 pub fn save_samples(store: &Store, path: &Path) -> Result<(), ScrapeError> {
     let bad = |problem: String| ScrapeError::Save { path: path.to_path_buf(), problem };
-    let mut out = String::new();
-    for (labels, points) in store.series() {
-        let name = labels.get("__name__").cloned().unwrap_or_default();
-        let rest: Vec<String> = labels
-            .iter()
-            .filter(|(k, _)| k.as_str() != "__name__")
-            .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")))
-            .collect();
-        let head = if rest.is_empty() { name } else { format!("{name}{{{}}}", rest.join(",")) };
-        for (t, v) in points {
-            if is_stale(*v) {
-                continue;
+    let file = std::fs::File::create(path).map_err(|e| bad(format!("cannot create it: {e}")))?;
+    let mut w = openmetrics::Writer::new(file);
+    let write = |w: &mut openmetrics::Writer<std::fs::File>| -> std::io::Result<()> {
+        for (labels, points) in store.series() {
+            let name = labels.get("__name__").map(String::as_str).unwrap_or_default();
+            let rest = labels.iter().filter(|(k, _)| k.as_str() != "__name__").map(|(k, v)| (k.as_str(), v.as_str()));
+            let series = openmetrics::series(name, rest);
+            for (t, v) in points {
+                if !is_stale(*v) {
+                    w.sample(&series, *v, *t)?;
+                }
             }
-            out.push_str(&format!(
-                "{head} {} {}.{:03}\n",
-                crate::prom::format_go_float(*v),
-                t.div_euclid(1000),
-                t.rem_euclid(1000)
-            ));
         }
-    }
-    out.push_str("# EOF\n");
-    let mut f = std::fs::File::create(path).map_err(|e| bad(format!("cannot create it: {e}")))?;
-    f.write_all(out.as_bytes()).map_err(|e| bad(format!("cannot write it: {e}")))
+        Ok(())
+    };
+    write(&mut w).and_then(|()| w.finish()).map_err(|e| bad(format!("cannot write it: {e}")))
 }
 
 /// Everything `explain --scrape` needs before the diagnosis: flags checked, endpoints scraped,
@@ -496,6 +473,12 @@ mod tests {
         assert!(!t.shown().contains("s3cret") && !t.shown().contains("user"), "{}", t.shown());
         let e = Target::parse("ftp://user:s3cret@x/").unwrap_err().to_string();
         assert!(e.contains("http or https") && !e.contains("s3cret"), "{e}");
+        // Without a scheme, `user:pass@host` still never shows.
+        let e = Target::parse("user:s3cret@host:notaport").unwrap_err().to_string();
+        assert!(!e.contains("s3cret"), "{e}");
+        let t = Target::parse("http://vllm:8000/metrics?token=s3cret&x=1").unwrap();
+        assert_eq!(t.shown(), "http://vllm:8000/metrics?token=***&x=1");
+        assert_eq!(t.url.query(), Some("token=s3cret&x=1"), "the request still carries it");
     }
 
     #[test]
