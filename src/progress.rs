@@ -49,7 +49,7 @@ pub fn attach(source: Arc<dyn Source>, enabled: bool) -> (Arc<dyn Source>, Spinn
     }
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     bar.set_style(ProgressStyle::with_template("{spinner} {msg} ({elapsed})").unwrap_or_else(|_| ProgressStyle::default_spinner()));
-    bar.set_message(format!("querying {}", crate::render::display_url(&source.url())));
+    bar.set_message(format!("querying {}", crate::prom::strip_credentials(&source.url())));
     bar.enable_steady_tick(Duration::from_millis(120));
     let counting = Counting { inner: source, bar: bar.clone(), counts: Arc::new(Counts::default()) };
     (Arc::new(counting), Spinner { bar: Some(bar) })
@@ -78,7 +78,7 @@ struct Counting {
 
 impl Counting {
     fn update(&self) {
-        let url = crate::render::display_url(&self.inner.url());
+        let url = crate::prom::strip_credentials(&self.inner.url());
         self.bar.set_message(format!("querying {url}: {}", self.counts.describe()));
     }
 }

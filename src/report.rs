@@ -322,7 +322,7 @@ pub mod opt_f64 {
         match Option::<NumOrStr>::deserialize(d)? {
             None => Ok(None),
             Some(NumOrStr::N(x)) => Ok(Some(x)),
-            Some(NumOrStr::S(s)) => crate::units::parse_prom_float(&s)
+            Some(NumOrStr::S(s)) => crate::prom::parse_sample_value(&s)
                 .map(Some)
                 .ok_or_else(|| serde::de::Error::custom(format!("not a number: {s:?}"))),
         }

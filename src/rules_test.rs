@@ -409,7 +409,7 @@ pub fn parse_values(text: &str) -> Result<Vec<Option<f64>>, String> {
 }
 
 fn number(s: &str) -> Option<f64> {
-    crate::units::parse_prom_float(s).filter(|_| !s.trim().is_empty())
+    crate::prom::parse_sample_value(s).filter(|_| !s.trim().is_empty())
 }
 
 // ---- running ------------------------------------------------------------------------------------

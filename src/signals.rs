@@ -320,7 +320,7 @@ pub struct Bound {
 pub fn parse_bounds(values: &[String]) -> Vec<Bound> {
     let mut out: Vec<Bound> = Vec::new();
     let mut parsed: Vec<(f64, &String)> =
-        values.iter().filter_map(|v| crate::units::parse_prom_float(v).filter(|x| x.is_finite()).map(|x| (x, v))).collect();
+        values.iter().filter_map(|v| crate::prom::parse_sample_value(v).filter(|x| x.is_finite()).map(|x| (x, v))).collect();
     parsed.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
     for (value, text) in parsed {
         match out.last_mut() {
@@ -445,7 +445,7 @@ pub fn covered_bounds(counts: &[(String, f64)]) -> Vec<Bound> {
     // Spellings of one bound (`1` and `1.0` from different clients) count together.
     let mut by_value: Vec<(f64, f64, Vec<String>)> = Vec::new();
     for (le, n) in counts {
-        let Some(v) = crate::units::parse_prom_float(le).filter(|v| !v.is_nan()) else { continue };
+        let Some(v) = crate::prom::parse_sample_value(le).filter(|v| !v.is_nan()) else { continue };
         match by_value.iter_mut().find(|(x, _, _)| *x == v) {
             Some((_, total, written)) => {
                 *total += n;

@@ -1,15 +1,4 @@
-//! Numbers for people: Prometheus float parsing, and values with their units.
-
-/// Parse a Prometheus sample value: decimal, exponent, `NaN`, `+Inf`, `-Inf`, `Inf` (any case).
-pub fn parse_prom_float(s: &str) -> Option<f64> {
-    let t = s.trim();
-    match t.to_ascii_lowercase().as_str() {
-        "nan" => Some(f64::NAN),
-        "+inf" | "inf" => Some(f64::INFINITY),
-        "-inf" => Some(f64::NEG_INFINITY),
-        _ => t.parse::<f64>().ok(),
-    }
-}
+//! Numbers for people: quantities with units, and values formatted in their units.
 
 /// Scale a number written with a unit suffix to the base unit: `ms`, `s`, `m`, `h` to seconds, `%` to
 /// a ratio, no suffix as it is. `None` for any other suffix.
@@ -127,15 +116,6 @@ mod tests {
     }
 
     use super::*;
-
-    #[test]
-    fn parses_prometheus_special_values() {
-        assert!(parse_prom_float("NaN").unwrap().is_nan());
-        assert_eq!(parse_prom_float("+Inf"), Some(f64::INFINITY));
-        assert_eq!(parse_prom_float("-Inf"), Some(f64::NEG_INFINITY));
-        assert_eq!(parse_prom_float("1.5e3"), Some(1500.0));
-        assert_eq!(parse_prom_float("bogus"), None);
-    }
 
     #[test]
     fn formats_values_with_units() {

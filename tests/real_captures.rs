@@ -61,7 +61,7 @@ fn samples(text: &str) -> Vec<(String, Labels, f64)> {
             rest = &body[end..];
         }
         let value = rest.split_whitespace().next().unwrap_or("");
-        let Some(v) = vllm_diag::units::parse_prom_float(value) else { continue };
+        let Some(v) = vllm_diag::prom::parse_sample_value(value) else { continue };
         out.push((name, labels, v));
     }
     out

@@ -136,7 +136,7 @@ fn scraping_real_captures_stores_what_a_scraper_would_and_rates_survive_a_restar
                     .iter()
                     .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
                     .collect();
-                (labels, vllm_diag::units::parse_prom_float(s["value"][1].as_str().unwrap()).unwrap())
+                (labels, vllm_diag::prom::parse_sample_value(s["value"][1].as_str().unwrap()).unwrap())
             })
             .collect()
     };

@@ -107,6 +107,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn parses_prometheus_special_values() {
+        assert!(parse_sample_value("NaN").unwrap().is_nan());
+        assert_eq!(parse_sample_value("+Inf"), Some(f64::INFINITY));
+        assert_eq!(parse_sample_value("-Inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_sample_value("1.5e3"), Some(1500.0));
+        assert_eq!(parse_sample_value("bogus"), None);
+    }
+
+    #[test]
     fn sample_values_are_written_as_go_writes_them() {
         assert_eq!(format_go_float(1.0), "1");
         assert_eq!(format_go_float(0.1), "0.1");

@@ -218,27 +218,11 @@ pub(crate) fn describe_source(report: &Report) -> (String, String, Option<String
     (kind, display_url(report.source.url.trim()), selector)
 }
 
-/// The URL without user name or password. The source is meant to have removed them already;
-/// doing it again here means a slip elsewhere cannot put a secret on screen.
+/// The URL without user name or password (and credential parameters masked). The source is meant
+/// to have removed them already; doing it again here means a slip elsewhere cannot put a secret on
+/// screen.
 pub(crate) fn display_url(raw: &str) -> String {
-    match url::Url::parse(raw) {
-        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
-            // Only fails for URLs that cannot have credentials, which then have none to hide.
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            u.to_string()
-        }
-        // Shown as given when there is nothing to remove (no added trailing slash).
-        Ok(_) => raw.to_string(),
-        Err(_) => match raw.rsplit_once('@') {
-            // Unparseable but shaped like `user:pass@host`: keep only the host part.
-            Some((_, host)) if raw.contains("://") => {
-                let scheme = raw.split("://").next().unwrap_or_default();
-                format!("{scheme}://{host}")
-            }
-            _ => raw.to_string(),
-        },
-    }
+    crate::prom::strip_credentials(raw)
 }
 
 /// `v1 metric names`, `mixed v0 and v1 metric names`, ...

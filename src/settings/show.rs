@@ -18,7 +18,7 @@ pub fn rows(s: &Settings) -> Vec<Row> {
     let mut rows = Vec::new();
     let mut push = |key: &str, value: String, origin: &Origin| rows.push(Row { key: key.to_string(), value, origin: origin.clone() });
     let c = &s.connection;
-    push("source.prometheus", mask_url(&s.source.prometheus), &s.source.prometheus.origin);
+    push("source.prometheus", crate::prom::mask_password(&s.source.prometheus), &s.source.prometheus.origin);
     if let Some(origin) = &c.withheld {
         push("source.headers, credentials", "(the file's are not sent: the URL is not the file's)".into(), origin);
     }
@@ -123,19 +123,6 @@ fn masked<T>(secret: &Setting<Option<T>>) -> String {
     if secret.is_some() { "***" } else { "(none)" }.to_string()
 }
 
-/// The URL with any password replaced by `***`.
-fn mask_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..end].rfind('@') {
-        Some(at) => {
-            let user = rest[..at].split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{}", &rest[at + 1..])
-        }
-        None => url.to_string(),
-    }
-}
-
 /// Control characters never reach the terminal.
 fn one_line(s: &str) -> String {
     s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
@@ -143,11 +130,9 @@ fn one_line(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn passwords_in_urls_are_masked() {
-        assert_eq!(mask_url("https://alice:pw@host/p"), "https://alice:***@host/p");
-        assert_eq!(mask_url("http://host:9090/a@b"), "http://host:9090/a@b");
+        assert_eq!(crate::prom::mask_password("https://alice:pw@host/p"), "https://alice:***@host/p");
+        assert_eq!(crate::prom::mask_password("http://host:9090/a@b"), "http://host:9090/a@b");
     }
 }

@@ -176,7 +176,7 @@ impl PromServer {
         let value = |v: &serde_json::Value| -> f64 {
             v.get(1)
                 .and_then(|s| s.as_str())
-                .and_then(vllm_diag::units::parse_prom_float)
+                .and_then(vllm_diag::prom::parse_sample_value)
                 .unwrap_or_else(|| panic!("query {promql}: unreadable value {v}"))
         };
         let mut out: Vec<(BTreeMap<String, String>, f64)> = match data["resultType"].as_str() {

@@ -113,7 +113,7 @@ impl<'a> View<'a> {
         }
         let mut buckets: Vec<(f64, f64)> = by_le
             .into_iter()
-            .map(|(le, c)| (vllm_diag::units::parse_prom_float(&le).expect("le is a number"), c))
+            .map(|(le, c)| (vllm_diag::prom::parse_sample_value(&le).expect("le is a number"), c))
             .collect();
         buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
         buckets
@@ -404,7 +404,7 @@ fn histogram_buckets_never_decrease_with_le_and_inf_equals_count() {
         assert!(groups.len() >= 11 * 3, "{metrics}: every replica has every histogram");
         for ((family, labels), mut buckets) in groups {
             buckets.sort_by(|a, b| {
-                let le = |s: &GeneratedSeries| vllm_diag::units::parse_prom_float(&s.labels["le"]).expect("le parses");
+                let le = |s: &GeneratedSeries| vllm_diag::prom::parse_sample_value(&s.labels["le"]).expect("le parses");
                 le(a).total_cmp(&le(b))
             });
             assert_eq!(buckets.last().map(|b| b.labels["le"].as_str()), Some("+Inf"));
