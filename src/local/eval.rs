@@ -20,9 +20,8 @@ use promql_parser::label::MatchOp;
 use promql_parser::parser::token::{
     T_ADD, T_ATAN2, T_AVG, T_BOTTOMK, T_COUNT, T_COUNT_VALUES, T_DIV, T_EQLC, T_GROUP, T_GTE, T_GTR, T_LAND, T_LOR,
     T_LSS, T_LTE, T_LUNLESS, T_MAX, T_MIN, T_MOD, T_MUL, T_NEQ, T_POW, T_QUANTILE, T_STDDEV, T_STDVAR, T_SUB, T_SUM,
-    T_TOPK,
+    T_TOPK, TokenType,
 };
-use promql_parser::parser::token::TokenType;
 use promql_parser::parser::value::ValueType;
 use promql_parser::parser::{
     AggregateExpr, BinModifier, Call, Expr, LabelModifier, Offset, SubqueryExpr, VectorMatchCardinality,
@@ -173,7 +172,9 @@ impl<'a> Evaluator<'a> {
                     }
                 }
                 Value::Scalar(v) => acc.entry(Labels::new()).or_default().push((ts, v)),
-                _ => return Err(EvalError::BadData("only a scalar or an instant vector can be evaluated at steps".into())),
+                _ => {
+                    return Err(EvalError::BadData("only a scalar or an instant vector can be evaluated at steps".into()))
+                }
             }
             ts += step;
         }

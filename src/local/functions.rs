@@ -291,7 +291,8 @@ fn label_join(v: Vec<Sample>, dst: &str, sep: &str, srcs: &[String]) -> Result<V
     }
     Ok(v.into_iter()
         .map(|mut s| {
-            let joined = srcs.iter().map(|l| s.labels.get(l).cloned().unwrap_or_default()).collect::<Vec<_>>().join(sep);
+            let parts: Vec<String> = srcs.iter().map(|l| s.labels.get(l).cloned().unwrap_or_default()).collect();
+            let joined = parts.join(sep);
             if joined.is_empty() {
                 s.labels.remove(dst);
             } else {
@@ -651,6 +652,19 @@ mod tests {
         assert_eq!(parse_go_float("1e3"), Some(1000.0));
         assert_eq!(parse_go_float("abc"), None);
         assert_eq!(parse_go_float(""), None);
+    }
+
+    #[test]
+    fn a_function_receives_values_and_what_absent_needs_from_the_syntax() {
+        let ctx = Context { t: 5_000, absent_labels: [("a".to_string(), "b".to_string())].into_iter().collect() };
+        let Value::Vector(v) = call("absent", vec![Value::Vector(vec![])], &ctx).unwrap() else { panic!() };
+        assert_eq!(v, vec![Sample { labels: ctx.absent_labels.clone(), v: 1.0 }]);
+        assert!(matches!(call("time", vec![], &ctx), Ok(Value::Scalar(t)) if t == 5.0));
+        let sample = Sample { labels: [("__name__".to_string(), "x".to_string())].into_iter().collect(), v: -2.0 };
+        let Value::Vector(v) = call("abs", vec![Value::Vector(vec![sample])], &ctx).unwrap() else { panic!() };
+        assert_eq!(v, vec![Sample { labels: Labels::new(), v: 2.0 }]);
+        assert!(matches!(call("hour", vec![], &ctx), Err(EvalError::Unsupported(_))));
+        assert!(matches!(call("abs", vec![Value::Scalar(1.0)], &ctx), Err(EvalError::BadData(_))));
     }
 
     #[test]

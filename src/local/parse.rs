@@ -21,7 +21,8 @@ use crate::prom::Labels;
 
 /// What promql-parser says about any grammar error (it does not say which token).
 const GRAMMAR_ERROR: &str = "invalid promql query";
-/// Prefixes of longer queries are not probed for a position (each probe parses the prefix again).
+/// Limits on the search for an error's position.
+const MAX_PROBED_BYTES: usize = 4096;
 const MAX_PROBED_TOKENS: usize = 400;
 
 /// A query that cannot be parsed or type-checked, or that uses what local evaluation lacks.
@@ -101,7 +102,8 @@ fn lexes(input: &str) -> Result<(), String> {
 fn check_numeric_durations(input: &str) -> Result<(), String> {
     let toks = tokens(input);
     for (i, t) in toks.iter().enumerate() {
-        let after_offset = toks[..i].iter().rev().find(|p| !matches!(p.text, "+" | "-")).is_some_and(|p| p.text.eq_ignore_ascii_case("offset"));
+        let before = toks[..i].iter().rev().find(|p| !matches!(p.text, "+" | "-"));
+        let after_offset = before.is_some_and(|p| p.text.eq_ignore_ascii_case("offset"));
         if !(t.in_brackets || after_offset) || !t.text.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
             continue;
         }
@@ -181,8 +183,12 @@ fn tokens(input: &str) -> Vec<Token<'_>> {
     out
 }
 
-/// The error `msg` for `input`, with the position it is found at.
+/// The error `msg` for `input`, with the position it is found at (not looked for in queries longer
+/// than [`MAX_PROBED_BYTES`]: every probe parses again).
 fn locate(input: &str, msg: &str) -> ParseError {
+    if input.len() > MAX_PROBED_BYTES {
+        return ParseError::Invalid(msg.to_string());
+    }
     let chars_before = |byte: usize| input[..byte].chars().count();
     let at_end = input.chars().count() + 1;
     if let Err(lex) = lexes(input) {

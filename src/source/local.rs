@@ -76,11 +76,13 @@ fn try_answer(store: &Store, req: &Request) -> Result<Json, EvalError> {
         }
         Request::Range { query, start, end, step_seconds } => {
             let step = i64::try_from(*step_seconds).unwrap_or(i64::MAX / 2).saturating_mul(1000);
-            let series = crate::local::range_query(store, query, start.timestamp_millis(), end.timestamp_millis(), step)?;
+            let (start, end) = (start.timestamp_millis(), end.timestamp_millis());
+            let series = crate::local::range_query(store, query, start, end, step)?;
             Ok(json!({"resultType": "matrix", "result": series.iter().map(matrix_item).collect::<Vec<_>>()}))
         }
         Request::LabelValues { label, matchers, start, end } => {
-            let values = crate::local::label_values(store, label, matchers, start.timestamp_millis(), end.timestamp_millis())?;
+            let (from, to) = (start.timestamp_millis(), end.timestamp_millis());
+            let values = crate::local::label_values(store, label, matchers, from, to)?;
             Ok(Json::Array(values.into_iter().map(Json::String).collect()))
         }
     }
