@@ -86,11 +86,11 @@ pub fn parse_series(text: &str) -> Result<Labels, SeriesError> {
     Ok(labels)
 }
 
-/// promql-parser's parse, made total: a number of seconds too large for a duration would panic in
-/// it (`Duration::from_secs_f64`), so such numbers are refused first, and any other panic becomes
-/// an error too.
+/// promql-parser's parse, made total: some numbers would panic in it (a number of seconds too large
+/// for a `Duration`, an `x` that does not start a hexadecimal `0x`), so those are refused first, and
+/// any other panic becomes an error too.
 fn syntax(input: &str) -> Result<Expr, String> {
-    check_numeric_durations(input)?;
+    check_numbers(input)?;
     std::panic::catch_unwind(|| pp::parse(input)).unwrap_or_else(|_| Err(GRAMMAR_ERROR.to_string()))
 }
 
@@ -98,13 +98,21 @@ fn lexes(input: &str) -> Result<(), String> {
     std::panic::catch_unwind(|| pp::lexer(input).map(|_| ())).unwrap_or_else(|_| Err(GRAMMAR_ERROR.to_string()))
 }
 
-/// Numbers used as durations (`x[300]`, `offset 60`) must fit one.
-fn check_numeric_durations(input: &str) -> Result<(), String> {
+/// Numbers must be ones promql-parser reads without panicking, and numbers used as durations
+/// (`x[300]`, `offset 60`) must fit one.
+fn check_numbers(input: &str) -> Result<(), String> {
     let toks = tokens(input);
     for (i, t) in toks.iter().enumerate() {
+        if !t.text.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+            continue;
+        }
+        let lower = t.text.to_ascii_lowercase();
+        if lower.contains('x') && !lower.starts_with("0x") {
+            return Err(format!("invalid number {:?}", t.text));
+        }
         let before = toks[..i].iter().rev().find(|p| !matches!(p.text, "+" | "-"));
         let after_offset = before.is_some_and(|p| p.text.eq_ignore_ascii_case("offset"));
-        if !(t.in_brackets || after_offset) || !t.text.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        if !(t.in_brackets || after_offset) {
             continue;
         }
         if let Ok(secs) = promql_parser::util::parse_str_radix(t.text) {
@@ -382,8 +390,8 @@ mod tests {
     }
 
     #[test]
-    fn a_duration_too_long_for_the_parser_is_an_error_not_a_panic() {
-        for q in ["x[1e400]", "x[1e30]", "x offset 1e300", "x[5m:1e300]"] {
+    fn numbers_that_would_panic_in_the_parser_are_errors() {
+        for q in ["x[1e400]", "x[1e30]", "x offset 1e300", "x[5m:1e300]", "x[1x]", "1x", "x offset 2x"] {
             assert!(parse(q).is_err(), "{q}");
         }
     }
@@ -396,6 +404,16 @@ mod tests {
             "x[0]", "x[5m:0]", "x[0.0001]",
         ] {
             let _ = parse(q);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        #[test]
+        fn any_text_parses_or_fails_with_a_position_inside_it(q in "[a-z_:{}()\\[\\]=~!\"',+*/^<>.0-9 @#%`-]{0,30}") {
+            if let Err(ParseError::Syntax { pos, .. }) = parse(&q) {
+                proptest::prop_assert!(pos >= 1 && pos <= q.chars().count() + 1, "{q:?}: {pos}");
+            }
         }
     }
 
