@@ -336,21 +336,7 @@ fn unknown_rule(id: &str, rules: &RuleSet) -> String {
 
 fn input_series(s: &RawSeries, err: &dyn Fn(usize, String) -> TestFileError) -> Result<InputSeries, TestFileError> {
     let text = s.series.get_ref();
-    let sel = crate::local::parser::parse_selector(text)
-        .map_err(|e| err(s.series.span().start, format!("series {text:?}: {e}")))?;
-    let mut labels = Labels::new();
-    for m in &sel.matchers {
-        if m.kind != crate::local::ast::MatchKind::Eq {
-            return Err(err(
-                s.series.span().start,
-                format!("series {text:?}: input series take label=\"value\" pairs only"),
-            ));
-        }
-        labels.insert(m.name.clone(), m.value.clone());
-    }
-    if !labels.contains_key("__name__") {
-        return Err(err(s.series.span().start, format!("series {text:?} has no metric name")));
-    }
+    let labels = crate::local::parse_series(text).map_err(|e| err(s.series.span().start, e.to_string()))?;
     let values = parse_values(s.values.get_ref())
         .map_err(|e| err(s.values.span().start, format!("values {:?}: {e}", s.values.get_ref())))?;
     Ok(InputSeries { labels, values })

@@ -168,7 +168,7 @@ fn check_scenario(name: &str) {
             continue;
         };
         let resp: Exchange = serde_json::from_value(resp.clone()).unwrap();
-        let local = vllm_diag::local::answer(&store, &req);
+        let local = vllm_diag::source::local::answer(&store, &req);
         match (decode("prom", &req, &resp), decode("local", &req, &local)) {
             (Ok(a), Ok(b)) => {
                 compared += 1;
@@ -603,7 +603,7 @@ fn local_evaluation_matches_prometheus_on_irregular_edge_cases() {
         };
         let (status, body) = prom.get(&path).unwrap();
         let remote = Exchange { http_status: status, content_type: "application/json".into(), body };
-        let local = vllm_diag::local::answer(&store, req);
+        let local = vllm_diag::source::local::answer(&store, req);
         let at = match req {
             Request::Instant { time, .. } => format!(" at {}", time.timestamp_millis() - EDGE_START),
             _ => String::new(),

@@ -122,7 +122,7 @@ fn scraping_real_captures_stores_what_a_scraper_would_and_rates_survive_a_restar
     let store = scraped.store;
     let at = scraped.last;
     let q = |query: &str| -> Vec<(BTreeMap<String, String>, f64)> {
-        let ex = vllm_diag::local::answer(&store, &Request::Instant { query: query.into(), time: at });
+        let ex = vllm_diag::source::local::answer(&store, &Request::Instant { query: query.into(), time: at });
         let body: Value = serde_json::from_str(&ex.body).unwrap();
         assert_eq!(body["status"], "success", "{query}: {body}");
         body["data"]["result"]

@@ -1,4 +1,5 @@
-//! Evaluating a parsed query over a [`Store`] at one instant, the way Prometheus 2.42 does.
+//! Evaluating a parsed query (promql-parser's syntax tree) over a [`Store`] at one instant, the way
+//! Prometheus 2.42 does.
 //!
 //! - An instant selector returns, per series, the newest sample no older than the lookback delta
 //!   (5 minutes, both ends inclusive) unless that sample is a staleness marker.
@@ -9,64 +10,36 @@
 //! - A range query is an instant evaluation at each step. That is what Prometheus computes too:
 //!   its step-wise engine differs in speed, not in results, for everything implemented here.
 //!
-//! Functions live in [`super::functions`], aggregations and binary operators in [`super::ops`].
+//! As in Prometheus' engine, the evaluator walks the tree and evaluates a node's operands first;
+//! [`super::functions`] and [`super::ops`] then receive values, never syntax, and never call back.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use super::ast::*;
+use promql_parser::label::MatchOp;
+use promql_parser::parser::token::{
+    T_ADD, T_ATAN2, T_AVG, T_BOTTOMK, T_COUNT, T_COUNT_VALUES, T_DIV, T_EQLC, T_GROUP, T_GTE, T_GTR, T_LAND, T_LOR,
+    T_LSS, T_LTE, T_LUNLESS, T_MAX, T_MIN, T_MOD, T_MUL, T_NEQ, T_POW, T_QUANTILE, T_STDDEV, T_STDVAR, T_SUB, T_SUM,
+    T_TOPK, TokenType,
+};
+use promql_parser::parser::value::ValueType;
+use promql_parser::parser::{
+    AggregateExpr, BinModifier, Call, Expr, LabelModifier, Offset, SubqueryExpr, VectorMatchCardinality,
+    VectorSelector,
+};
+
+use super::functions::{self, Context};
+use super::ops::{self, AggOp, BinOp, Cardinality, Grouping, VectorMatching};
 use super::store::{at_or_before, between, is_stale, Store};
+use super::value::{EvalError, RangeValue, Sample, Series, Value};
 use crate::prom::Labels;
 
 /// Prometheus' default lookback delta for instant selectors.
 pub const LOOKBACK_MS: i64 = 5 * 60 * 1000;
 /// Subquery step when none is written (Prometheus' default evaluation interval).
 pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60 * 1000;
-
-/// One element of an instant vector.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
-    pub labels: Labels,
-    pub v: f64,
-}
-
-/// One series of a range vector (or of a range query's answer).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Series {
-    pub labels: Labels,
-    /// (unix milliseconds, value), oldest first.
-    pub points: Vec<(i64, f64)>,
-}
-
-/// A range vector together with what the functions over it need to know about its window.
-#[derive(Debug, Clone)]
-pub struct RangeValue {
-    pub series: Vec<Series>,
-    pub range_ms: i64,
-    pub offset_ms: i64,
-}
-
-#[derive(Debug, Clone)]
-pub enum Value {
-    Scalar(f64),
-    Vector(Vec<Sample>),
-    Matrix(RangeValue),
-    Str(String),
-}
-
-/// Why an evaluation failed, in Prometheus' error classes.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum EvalError {
-    /// The query is invalid (`bad_data`, HTTP 400).
-    #[error("{0}")]
-    BadData(String),
-    /// The query is valid but cannot be computed on this data (`execution`, HTTP 422), e.g.
-    /// many-to-many matching.
-    #[error("{0}")]
-    Execution(String),
-    /// Valid PromQL that local evaluation does not implement (`bad_data`).
-    #[error("{0} is not supported by local evaluation")]
-    Unsupported(String),
-}
+/// Prometheus' limit on the points of a range query or subquery.
+const MAX_STEPS: i64 = 11_000;
 
 /// Evaluates expressions over a store.
 pub struct Evaluator<'a> {
@@ -82,45 +55,27 @@ impl<'a> Evaluator<'a> {
     /// Evaluate at one instant (unix milliseconds).
     pub fn eval(&self, e: &Expr, t: i64) -> Result<Value, EvalError> {
         match e {
-            Expr::Number(n) => Ok(Value::Scalar(*n)),
-            Expr::Str(s) => Ok(Value::Str(s.clone())),
-            Expr::Paren(inner) => self.eval(inner, t),
-            Expr::Selector(sel) => Ok(Value::Vector(self.instant_selector(sel, t))),
-            Expr::Matrix { selector, range_ms } => Ok(Value::Matrix(RangeValue {
-                series: self.range_selector(selector, *range_ms, t),
-                range_ms: *range_ms,
-                offset_ms: selector.offset_ms,
-            })),
-            Expr::Subquery { expr, range_ms, step_ms, offset_ms } => {
-                let step = step_ms.unwrap_or(DEFAULT_SUBQUERY_STEP_MS);
-                let series = self.subquery(expr, *range_ms, step, *offset_ms, t)?;
-                Ok(Value::Matrix(RangeValue { series, range_ms: *range_ms, offset_ms: *offset_ms }))
+            Expr::NumberLiteral(n) => Ok(Value::Scalar(n.val)),
+            Expr::StringLiteral(s) => Ok(Value::Str(s.val.clone())),
+            Expr::Paren(p) => self.eval(&p.expr, t),
+            Expr::VectorSelector(vs) => Ok(Value::Vector(self.instant_selector(vs, t))),
+            Expr::MatrixSelector(ms) => {
+                let (range_ms, offset_ms) = (millis(&ms.range), offset_millis(ms.vs.offset.as_ref()));
+                let series = self.range_selector(&ms.vs, range_ms, t);
+                Ok(Value::Matrix(RangeValue { series, range_ms, offset_ms }))
             }
-            Expr::Negate(inner) => Ok(match self.eval(inner, t)? {
-                Value::Scalar(v) => Value::Scalar(-v),
-                Value::Vector(mut v) => {
-                    for s in &mut v {
-                        s.labels.remove("__name__");
-                        s.v = -s.v;
-                    }
-                    Value::Vector(v)
-                }
-                other => other,
-            }),
-            Expr::Call { func, args } => super::functions::call(self, func, args, t),
-            Expr::Aggregate { op, param, expr, grouping } => {
-                let param = match param {
-                    Some(p) => Some(self.eval(p, t)?),
-                    None => None,
-                };
-                let input = self.vector(expr, t)?;
-                super::ops::aggregate(*op, param, input, grouping)
+            Expr::Subquery(sq) => self.subquery(sq, t),
+            Expr::Unary(u) => Ok(negate(self.eval(&u.expr, t)?)),
+            Expr::Call(c) => self.call(c, t),
+            Expr::Aggregate(a) => self.aggregate(a, t),
+            Expr::Binary(b) => {
+                let op = bin_op(b.op)?;
+                let l = self.eval(&b.lhs, t)?;
+                let r = self.eval(&b.rhs, t)?;
+                let return_bool = b.modifier.as_ref().is_some_and(|m| m.return_bool);
+                ops::binary(op, l, r, return_bool, b.modifier.as_ref().map(matching).as_ref())
             }
-            Expr::Binary { op, lhs, rhs, return_bool, matching } => {
-                let l = self.eval(lhs, t)?;
-                let r = self.eval(rhs, t)?;
-                super::ops::binary(*op, l, r, *return_bool, matching.as_ref())
-            }
+            Expr::Extension(_) => Err(EvalError::Unsupported("an extension expression".into())),
         }
     }
 
@@ -132,29 +87,40 @@ impl<'a> Evaluator<'a> {
         }
     }
 
-    /// Evaluate an expression that must give a scalar.
-    pub fn scalar(&self, e: &Expr, t: i64) -> Result<f64, EvalError> {
-        match self.eval(e, t)? {
-            Value::Scalar(v) => Ok(v),
-            _ => Err(EvalError::BadData("expected a scalar".into())),
-        }
+    fn call(&self, c: &Call, t: i64) -> Result<Value, EvalError> {
+        let args = c.args.args.iter().map(|a| self.eval(a, t)).collect::<Result<Vec<_>, _>>()?;
+        let absent_labels = match (c.func.name, c.args.args.first()) {
+            ("absent" | "absent_over_time", Some(arg)) => absent_labels(arg),
+            _ => Labels::new(),
+        };
+        functions::call(c.func.name, args, &Context { t, absent_labels })
+    }
+
+    fn aggregate(&self, a: &AggregateExpr, t: i64) -> Result<Value, EvalError> {
+        let op = agg_op(a.op)?;
+        let param = a.param.as_ref().map(|p| self.eval(p, t)).transpose()?;
+        let input = self.vector(&a.expr, t)?;
+        let grouping = match &a.modifier {
+            None => Grouping::None,
+            Some(LabelModifier::Include(l)) => Grouping::By(l.labels.clone()),
+            Some(LabelModifier::Exclude(l)) => Grouping::Without(l.labels.clone()),
+        };
+        ops::aggregate(op, param, input, &grouping)
     }
 
     fn matching_series<'s>(
         &'s self,
         sel: &'s VectorSelector,
     ) -> impl Iterator<Item = (&'s Labels, &'s Vec<(i64, f64)>)> + 's {
-        self.store.named(sel.exact_name()).filter(move |(labels, _)| {
-            sel.matchers.iter().all(|m| m.matches(labels.get(&m.name).map(String::as_str).unwrap_or("")))
-        })
+        self.store.named(exact_name(sel)).filter(move |(labels, _)| selects(sel, labels))
     }
 
     fn instant_selector(&self, sel: &VectorSelector, t: i64) -> Vec<Sample> {
-        let ref_t = t - sel.offset_ms;
+        let ref_t = t.saturating_sub(offset_millis(sel.offset.as_ref()));
         let mut out = Vec::new();
         for (labels, points) in self.matching_series(sel) {
             if let Some((ts, v)) = at_or_before(points, ref_t) {
-                if ts >= ref_t - self.lookback_ms && !is_stale(v) {
+                if ts >= ref_t.saturating_sub(self.lookback_ms) && !is_stale(v) {
                     out.push(Sample { labels: labels.clone(), v });
                 }
             }
@@ -163,8 +129,8 @@ impl<'a> Evaluator<'a> {
     }
 
     fn range_selector(&self, sel: &VectorSelector, range_ms: i64, t: i64) -> Vec<Series> {
-        let maxt = t - sel.offset_ms;
-        let mint = maxt - range_ms;
+        let maxt = t.saturating_sub(offset_millis(sel.offset.as_ref()));
+        let mint = maxt.saturating_sub(range_ms);
         let mut out = Vec::new();
         for (labels, points) in self.matching_series(sel) {
             let pts: Vec<(i64, f64)> =
@@ -176,25 +142,29 @@ impl<'a> Evaluator<'a> {
         out
     }
 
-    fn subquery(
-        &self,
-        e: &Expr,
-        range_ms: i64,
-        step_ms: i64,
-        offset_ms: i64,
-        t: i64,
-    ) -> Result<Vec<Series>, EvalError> {
-        let end = t - offset_ms;
-        let from = end - range_ms;
+    fn subquery(&self, sq: &SubqueryExpr, t: i64) -> Result<Value, EvalError> {
+        let range_ms = millis(&sq.range);
+        let step_ms = sq.step.as_ref().map_or(DEFAULT_SUBQUERY_STEP_MS, millis);
+        let offset_ms = offset_millis(sq.offset.as_ref());
+        if step_ms <= 0 {
+            return Err(EvalError::BadData("the step of a subquery must be at least 1ms".into()));
+        }
+        let end = t.saturating_sub(offset_ms);
+        let from = end.saturating_sub(range_ms);
+        if (end - from) / step_ms > MAX_STEPS {
+            return Err(EvalError::BadData("subquery has more than 11,000 steps; use a larger step".into()));
+        }
         // First multiple of the step at or after `from`.
-        let mut ts = -((-from).div_euclid(step_ms)) * step_ms;
+        let first = -((-from).div_euclid(step_ms)) * step_ms;
+        let series = self.steps(&sq.expr, first, end, step_ms)?;
+        Ok(Value::Matrix(RangeValue { series, range_ms, offset_ms }))
+    }
+
+    /// The expression at `from`, `from + step`, ... up to `to`, as series sorted by labels.
+    fn steps(&self, e: &Expr, from: i64, to: i64, step: i64) -> Result<Vec<Series>, EvalError> {
         let mut acc: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
-        let mut n = 0usize;
-        while ts <= end {
-            n += 1;
-            if n > 11_000 {
-                return Err(EvalError::BadData("subquery has more than 11,000 steps; use a larger step".into()));
-            }
+        let mut ts = from;
+        while ts <= to {
             match self.eval(e, ts)? {
                 Value::Vector(v) => {
                     for s in v {
@@ -202,9 +172,11 @@ impl<'a> Evaluator<'a> {
                     }
                 }
                 Value::Scalar(v) => acc.entry(Labels::new()).or_default().push((ts, v)),
-                _ => return Err(EvalError::BadData("subquery is only allowed on instant vector".into())),
+                _ => {
+                    return Err(EvalError::BadData("only a scalar or an instant vector can be evaluated at steps".into()))
+                }
             }
-            ts += step_ms;
+            ts += step;
         }
         Ok(acc.into_iter().map(|(labels, points)| Series { labels, points }).collect())
     }
@@ -214,9 +186,10 @@ impl<'a> Evaluator<'a> {
         match e.value_type() {
             ValueType::Scalar | ValueType::Vector => {}
             t => {
+                let t = if t == ValueType::Matrix { "range vector" } else { "string" };
                 return Err(EvalError::BadData(format!(
                     "invalid expression type \"{t}\" for range query, must be Scalar or instant Vector"
-                )))
+                )));
             }
         }
         if step <= 0 {
@@ -227,45 +200,140 @@ impl<'a> Evaluator<'a> {
         if end < start {
             return Err(EvalError::BadData("end timestamp must not be before start time".into()));
         }
-        if (end - start) / step > 11_000 {
+        if (end - start) / step > MAX_STEPS {
             return Err(EvalError::BadData(
                 "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)".into(),
             ));
         }
-        let mut acc: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
-        let mut ts = start;
-        while ts <= end {
-            match self.eval(e, ts)? {
-                Value::Vector(v) => {
-                    for s in v {
-                        acc.entry(s.labels).or_default().push((ts, s.v));
-                    }
-                }
-                Value::Scalar(v) => acc.entry(Labels::new()).or_default().push((ts, v)),
-                _ => return Err(EvalError::BadData("range queries need a scalar or instant vector".into())),
-            }
-            ts += step;
-        }
-        Ok(acc.into_iter().map(|(labels, points)| Series { labels, points }).collect())
+        self.steps(e, start, end, step)
     }
 }
 
-/// Fail when two samples of a function's result have the same labels (Prometheus does, e.g. after
-/// a name-dropping function over several metric names).
-pub fn ensure_unique(v: &[Sample]) -> Result<(), EvalError> {
-    let mut seen = std::collections::BTreeSet::new();
-    for s in v {
-        if !seen.insert(&s.labels) {
-            return Err(EvalError::Execution("vector cannot contain metrics with the same labelset".into()));
+/// The metric name when the selector pins it (by name or with `__name__=`): lets the store skip
+/// other names.
+pub fn exact_name(sel: &VectorSelector) -> Option<&str> {
+    sel.name.as_deref().or_else(|| {
+        sel.matchers.matchers.iter().find(|m| m.name == "__name__" && m.op == MatchOp::Equal).map(|m| m.value.as_str())
+    })
+}
+
+/// Does a series with these labels match the selector (an absent label matching as empty)?
+pub fn selects(sel: &VectorSelector, labels: &Labels) -> bool {
+    let get = |name: &str| labels.get(name).map(String::as_str).unwrap_or("");
+    sel.name.as_ref().is_none_or(|n| get("__name__") == n)
+        && sel.matchers.matchers.iter().all(|m| m.is_match(get(&m.name)))
+}
+
+fn negate(v: Value) -> Value {
+    match v {
+        Value::Scalar(v) => Value::Scalar(-v),
+        Value::Vector(mut v) => {
+            for s in &mut v {
+                s.labels.remove("__name__");
+                s.v = -s.v;
+            }
+            Value::Vector(v)
+        }
+        other => other,
+    }
+}
+
+/// Labels `absent()` gives its result: the selector's equality matchers (not the name), unless a
+/// label is pinned twice.
+fn absent_labels(arg: &Expr) -> Labels {
+    let sel = match arg {
+        Expr::VectorSelector(vs) => vs,
+        Expr::MatrixSelector(ms) => &ms.vs,
+        _ => return Labels::new(),
+    };
+    let mut out = Labels::new();
+    let mut dup = std::collections::BTreeSet::new();
+    for m in &sel.matchers.matchers {
+        if m.name == "__name__" || m.op != MatchOp::Equal {
+            continue;
+        }
+        if out.insert(m.name.clone(), m.value.clone()).is_some() {
+            dup.insert(m.name.clone());
         }
     }
-    Ok(())
+    for d in dup {
+        out.remove(&d);
+    }
+    out
+}
+
+fn millis(d: &Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
+}
+
+fn offset_millis(o: Option<&Offset>) -> i64 {
+    match o {
+        None => 0,
+        Some(Offset::Pos(d)) => millis(d),
+        Some(Offset::Neg(d)) => -millis(d),
+    }
+}
+
+fn agg_op(op: TokenType) -> Result<AggOp, EvalError> {
+    Ok(match op.id() {
+        T_SUM => AggOp::Sum,
+        T_AVG => AggOp::Avg,
+        T_MIN => AggOp::Min,
+        T_MAX => AggOp::Max,
+        T_COUNT => AggOp::Count,
+        T_GROUP => AggOp::Group,
+        T_STDDEV => AggOp::Stddev,
+        T_STDVAR => AggOp::Stdvar,
+        T_TOPK => AggOp::Topk,
+        T_BOTTOMK => AggOp::Bottomk,
+        T_QUANTILE => AggOp::Quantile,
+        T_COUNT_VALUES => AggOp::CountValues,
+        _ => return Err(EvalError::Unsupported(format!("the {op} aggregation"))),
+    })
+}
+
+fn bin_op(op: TokenType) -> Result<BinOp, EvalError> {
+    Ok(match op.id() {
+        T_ADD => BinOp::Add,
+        T_SUB => BinOp::Sub,
+        T_MUL => BinOp::Mul,
+        T_DIV => BinOp::Div,
+        T_MOD => BinOp::Mod,
+        T_POW => BinOp::Pow,
+        T_ATAN2 => BinOp::Atan2,
+        T_EQLC => BinOp::Eq,
+        T_NEQ => BinOp::Ne,
+        T_GTR => BinOp::Gt,
+        T_LSS => BinOp::Lt,
+        T_GTE => BinOp::Ge,
+        T_LTE => BinOp::Le,
+        T_LAND => BinOp::And,
+        T_LOR => BinOp::Or,
+        T_LUNLESS => BinOp::Unless,
+        _ => return Err(EvalError::Unsupported(format!("the {op} operator"))),
+    })
+}
+
+/// `on`/`ignoring` and `group_left`/`group_right` as the operators take them.
+fn matching(m: &BinModifier) -> VectorMatching {
+    let (card, include) = match &m.card {
+        VectorMatchCardinality::OneToOne => (Cardinality::OneToOne, vec![]),
+        VectorMatchCardinality::ManyToMany => (Cardinality::ManyToMany, vec![]),
+        VectorMatchCardinality::ManyToOne(l) => (Cardinality::ManyToOne, l.labels.clone()),
+        VectorMatchCardinality::OneToMany(l) => (Cardinality::OneToMany, l.labels.clone()),
+    };
+    let (on, labels) = match &m.matching {
+        None => (false, vec![]),
+        Some(LabelModifier::Include(l)) => (true, l.labels.clone()),
+        Some(LabelModifier::Exclude(l)) => (false, l.labels.clone()),
+    };
+    VectorMatching { card, on, labels, include }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::local::parser::parse;
+    use crate::local::parse::parse;
     use crate::local::store::stale_nan;
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {

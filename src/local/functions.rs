@@ -1,5 +1,8 @@
 //! PromQL functions, reimplemented from Prometheus 2.42's documented and observed behaviour.
 //!
+//! As in Prometheus' engine, a function receives its arguments already evaluated (see
+//! [`super::eval`]) and never evaluates anything itself: it maps values to a value.
+//!
 //! The numerics that decide diagnoses are the ones that must match exactly:
 //! - `rate`/`increase`/`delta` extrapolate like `extrapolatedRate`: the counter-reset correction, the
 //!   extrapolation to each window edge when the first/last sample is within 1.1 average intervals
@@ -9,47 +12,147 @@
 //!   bucket or without observations, and the rank falling into `+Inf` gives the second-highest bound.
 //! - Every range function except `last_over_time` drops the metric name.
 
-use super::ast::Expr;
-use super::eval::{ensure_unique, EvalError, Evaluator, RangeValue, Sample, Series, Value};
-use crate::prom::Labels;
+use super::math::{kahan_inc, kahan_sum, quantile};
+use super::value::{ensure_unique, EvalError, RangeValue, Sample, Series, Value};
+use crate::prom::{is_label_name, Labels};
 
-pub(crate) fn call(ev: &Evaluator, func: &str, args: &[Expr], t: i64) -> Result<Value, EvalError> {
-    let scalar_arg = |i: usize| -> Result<f64, EvalError> { ev.scalar(&args[i], t) };
-    let string_arg = |i: usize| -> Result<String, EvalError> {
-        match ev.eval(&args[i], t)? {
+/// Functions local evaluation implements (any other Prometheus function is refused as "not
+/// supported by local evaluation" before evaluation starts).
+pub const IMPLEMENTED: &[&str] = &[
+    "rate",
+    "increase",
+    "irate",
+    "delta",
+    "idelta",
+    "deriv",
+    "resets",
+    "changes",
+    "avg_over_time",
+    "min_over_time",
+    "max_over_time",
+    "sum_over_time",
+    "count_over_time",
+    "last_over_time",
+    "stddev_over_time",
+    "stdvar_over_time",
+    "present_over_time",
+    "absent_over_time",
+    "quantile_over_time",
+    "predict_linear",
+    "histogram_quantile",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "abs",
+    "ceil",
+    "floor",
+    "exp",
+    "ln",
+    "log2",
+    "log10",
+    "sqrt",
+    "sgn",
+    "absent",
+    "sort",
+    "sort_desc",
+    "round",
+    "time",
+    "vector",
+    "scalar",
+    "label_replace",
+    "label_join",
+];
+
+/// What a function may need besides its arguments' values.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    /// The evaluation time (unix milliseconds).
+    pub t: i64,
+    /// The labels `absent()`/`absent_over_time()` give their result: the argument selector's
+    /// equality matchers. The evaluator derives them from the syntax, as Prometheus' engine does.
+    pub absent_labels: Labels,
+}
+
+/// The evaluated arguments of one call, taken by position and type.
+struct Args<'f> {
+    func: &'f str,
+    vals: Vec<Option<Value>>,
+}
+
+impl Args<'_> {
+    fn take(&mut self, i: usize) -> Result<Value, EvalError> {
+        self.vals
+            .get_mut(i)
+            .and_then(Option::take)
+            .ok_or_else(|| EvalError::BadData(format!("missing argument {} in call to {}", i + 1, self.func)))
+    }
+
+    fn wrong(&self, i: usize, want: &str, got: &Value) -> EvalError {
+        EvalError::BadData(format!(
+            "expected type {want} as argument {} in call to function {:?}, got {}",
+            i + 1,
+            self.func,
+            got.type_name()
+        ))
+    }
+
+    fn scalar(&mut self, i: usize) -> Result<f64, EvalError> {
+        match self.take(i)? {
+            Value::Scalar(v) => Ok(v),
+            other => Err(self.wrong(i, "scalar", &other)),
+        }
+    }
+
+    fn string(&mut self, i: usize) -> Result<String, EvalError> {
+        match self.take(i)? {
             Value::Str(s) => Ok(s),
-            _ => Err(EvalError::BadData(format!("expected a string as argument {} of {func}", i + 1))),
+            other => Err(self.wrong(i, "string", &other)),
         }
-    };
-    let range_arg = |i: usize| -> Result<RangeValue, EvalError> {
-        match ev.eval(&args[i], t)? {
+    }
+
+    fn vector(&mut self, i: usize) -> Result<Vec<Sample>, EvalError> {
+        match self.take(i)? {
+            Value::Vector(v) => Ok(v),
+            other => Err(self.wrong(i, "instant vector", &other)),
+        }
+    }
+
+    fn range(&mut self, i: usize) -> Result<RangeValue, EvalError> {
+        match self.take(i)? {
             Value::Matrix(m) => Ok(m),
-            _ => Err(EvalError::BadData(format!("expected a range vector in call to {func}"))),
+            other => Err(self.wrong(i, "range vector", &other)),
         }
-    };
+    }
+}
+
+/// Apply function `func` to its evaluated arguments.
+pub fn call(func: &str, args: Vec<Value>, ctx: &Context) -> Result<Value, EvalError> {
+    if !IMPLEMENTED.contains(&func) {
+        return Err(EvalError::Unsupported(format!("function {func}()")));
+    }
+    let n = args.len();
+    let mut a = Args { func, vals: args.into_iter().map(Some).collect() };
+    let t = ctx.t;
     let out = match func {
         "time" => return Ok(Value::Scalar(t as f64 / 1000.0)),
-        "vector" => vec![Sample { labels: Labels::new(), v: scalar_arg(0)? }],
+        "vector" => vec![Sample { labels: Labels::new(), v: a.scalar(0)? }],
         "scalar" => {
-            let v = ev.vector(&args[0], t)?;
+            let v = a.vector(0)?;
             return Ok(Value::Scalar(if v.len() == 1 { v[0].v } else { f64::NAN }));
         }
-        "rate" | "increase" | "delta" => {
-            let m = range_arg(0)?;
-            let (counter, rate) = match func {
-                "rate" => (true, true),
-                "increase" => (true, false),
-                _ => (false, false),
-            };
-            over_range(&m, t, false, |pts, range| extrapolated_rate(pts, range, counter, rate))
-        }
-        "irate" | "idelta" => over_range(&range_arg(0)?, t, false, |pts, _| instant_value(pts, func == "irate")),
-        "deriv" => {
-            over_range(&range_arg(0)?, t, false, |pts, _| (pts.len() >= 2).then(|| linear_regression(pts, pts[0].0).0))
+        "sort" | "sort_desc" => return Ok(Value::Vector(sort(a.vector(0)?, func == "sort_desc"))),
+        "absent" => absent(a.vector(0)?.is_empty(), ctx),
+        "absent_over_time" => absent(a.range(0)?.series.is_empty(), ctx),
+        "quantile_over_time" => {
+            let q = a.scalar(0)?;
+            over_range(&a.range(1)?, t, false, |pts, _| {
+                let mut vals: Vec<f64> = pts.iter().map(|p| p.1).collect();
+                Some(quantile(q, &mut vals))
+            })
         }
         "predict_linear" => {
-            let m = range_arg(0)?;
-            let dur = scalar_arg(1)?;
+            let m = a.range(0)?;
+            let dur = a.scalar(1)?;
             over_range(&m, t, false, |pts, _| {
                 (pts.len() >= 2).then(|| {
                     let (slope, intercept) = linear_regression(pts, t);
@@ -57,76 +160,65 @@ pub(crate) fn call(ev: &Evaluator, func: &str, args: &[Expr], t: i64) -> Result<
                 })
             })
         }
-        "resets" => over_range(&range_arg(0)?, t, false, |pts, _| {
-            Some(pts.windows(2).filter(|w| w[1].1 < w[0].1).count() as f64)
-        }),
-        "changes" => over_range(&range_arg(0)?, t, false, |pts, _| {
-            Some(pts.windows(2).filter(|w| w[1].1 != w[0].1 && !(w[1].1.is_nan() && w[0].1.is_nan())).count() as f64)
-        }),
-        "avg_over_time" => over_range(&range_arg(0)?, t, false, |pts, _| Some(avg(pts.iter().map(|p| p.1)))),
-        "sum_over_time" => over_range(&range_arg(0)?, t, false, |pts, _| Some(kahan_sum(pts.iter().map(|p| p.1)))),
-        "count_over_time" => over_range(&range_arg(0)?, t, false, |pts, _| Some(pts.len() as f64)),
-        "present_over_time" => over_range(&range_arg(0)?, t, false, |_, _| Some(1.0)),
-        "last_over_time" => over_range(&range_arg(0)?, t, true, |pts, _| pts.last().map(|p| p.1)),
-        "min_over_time" => over_range(&range_arg(0)?, t, false, |pts, _| {
-            Some(pts.iter().skip(1).fold(pts[0].1, |m, p| if p.1 < m || m.is_nan() { p.1 } else { m }))
-        }),
-        "max_over_time" => over_range(&range_arg(0)?, t, false, |pts, _| {
-            Some(pts.iter().skip(1).fold(pts[0].1, |m, p| if p.1 > m || m.is_nan() { p.1 } else { m }))
-        }),
-        "stddev_over_time" => over_range(&range_arg(0)?, t, false, |pts, _| Some(variance(pts).sqrt())),
-        "stdvar_over_time" => over_range(&range_arg(0)?, t, false, |pts, _| Some(variance(pts))),
-        "quantile_over_time" => {
-            let q = scalar_arg(0)?;
-            over_range(&range_arg(1)?, t, false, |pts, _| {
-                let mut vals: Vec<f64> = pts.iter().map(|p| p.1).collect();
-                Some(quantile(q, &mut vals))
-            })
-        }
-        "absent_over_time" => {
-            let m = range_arg(0)?;
-            if m.series.is_empty() {
-                vec![Sample { labels: absent_labels(&args[0]), v: 1.0 }]
-            } else {
-                vec![]
-            }
-        }
-        "absent" => {
-            if ev.vector(&args[0], t)?.is_empty() {
-                vec![Sample { labels: absent_labels(&args[0]), v: 1.0 }]
-            } else {
-                vec![]
-            }
-        }
         "histogram_quantile" => {
-            let q = scalar_arg(0)?;
-            histogram_quantile(q, ev.vector(&args[1], t)?)
+            let q = a.scalar(0)?;
+            histogram_quantile(q, a.vector(1)?)
         }
         "clamp" => {
-            let (lo, hi) = (scalar_arg(1)?, scalar_arg(2)?);
+            let (v, lo, hi) = (a.vector(0)?, a.scalar(1)?, a.scalar(2)?);
             if hi < lo {
                 vec![]
             } else {
-                map_values(ev.vector(&args[0], t)?, |v| v.max(lo).min(hi))
+                map_values(v, |x| x.max(lo).min(hi))
             }
         }
         "clamp_min" => {
-            let lo = scalar_arg(1)?;
-            map_values(ev.vector(&args[0], t)?, |v| v.max(lo))
+            let (v, lo) = (a.vector(0)?, a.scalar(1)?);
+            map_values(v, |x| x.max(lo))
         }
         "clamp_max" => {
-            let hi = scalar_arg(1)?;
-            map_values(ev.vector(&args[0], t)?, |v| v.min(hi))
+            let (v, hi) = (a.vector(0)?, a.scalar(1)?);
+            map_values(v, |x| x.min(hi))
         }
-        "abs" => map_values(ev.vector(&args[0], t)?, f64::abs),
-        "ceil" => map_values(ev.vector(&args[0], t)?, f64::ceil),
-        "floor" => map_values(ev.vector(&args[0], t)?, f64::floor),
-        "exp" => map_values(ev.vector(&args[0], t)?, f64::exp),
-        "ln" => map_values(ev.vector(&args[0], t)?, f64::ln),
-        "log2" => map_values(ev.vector(&args[0], t)?, f64::log2),
-        "log10" => map_values(ev.vector(&args[0], t)?, f64::log10),
-        "sqrt" => map_values(ev.vector(&args[0], t)?, f64::sqrt),
-        "sgn" => map_values(ev.vector(&args[0], t)?, |v| {
+        "round" => {
+            let v = a.vector(0)?;
+            let to = if n > 1 { a.scalar(1)? } else { 1.0 };
+            let inv = 1.0 / to;
+            map_values(v, |x| (x * inv + 0.5).floor() / inv)
+        }
+        "label_replace" => {
+            let v = a.vector(0)?;
+            let (dst, repl, src, re) = (a.string(1)?, a.string(2)?, a.string(3)?, a.string(4)?);
+            label_replace(v, &dst, &repl, &src, &re)?
+        }
+        "label_join" => {
+            let v = a.vector(0)?;
+            let (dst, sep) = (a.string(1)?, a.string(2)?);
+            let srcs: Vec<String> = (3..n).map(|i| a.string(i)).collect::<Result<_, _>>()?;
+            label_join(v, &dst, &sep, &srcs)?
+        }
+        _ => match elementwise(func) {
+            Some(f) => map_values(a.vector(0)?, f),
+            None => range_function(func, &a.range(0)?, t)
+                .ok_or_else(|| EvalError::Unsupported(format!("function {func}()")))?,
+        },
+    };
+    ensure_unique(&out)?;
+    Ok(Value::Vector(out))
+}
+
+/// Functions of one sample value (the metric name is dropped).
+fn elementwise(func: &str) -> Option<fn(f64) -> f64> {
+    Some(match func {
+        "abs" => f64::abs,
+        "ceil" => f64::ceil,
+        "floor" => f64::floor,
+        "exp" => f64::exp,
+        "ln" => f64::ln,
+        "log2" => f64::log2,
+        "log10" => f64::log10,
+        "sqrt" => f64::sqrt,
+        "sgn" => |v: f64| {
             if v > 0.0 {
                 1.0
             } else if v < 0.0 {
@@ -134,57 +226,81 @@ pub(crate) fn call(ev: &Evaluator, func: &str, args: &[Expr], t: i64) -> Result<
             } else {
                 v
             }
+        },
+        _ => return None,
+    })
+}
+
+/// Functions of a range vector alone; `None` for a name that is not one of them.
+fn range_function(func: &str, m: &RangeValue, t: i64) -> Option<Vec<Sample>> {
+    Some(match func {
+        "rate" | "increase" | "delta" => {
+            let (counter, rate) = match func {
+                "rate" => (true, true),
+                "increase" => (true, false),
+                _ => (false, false),
+            };
+            over_range(m, t, false, |pts, range| extrapolated_rate(pts, range, counter, rate))
+        }
+        "irate" | "idelta" => over_range(m, t, false, |pts, _| instant_value(pts, func == "irate")),
+        "deriv" => over_range(m, t, false, |pts, _| (pts.len() >= 2).then(|| linear_regression(pts, pts[0].0).0)),
+        "resets" => over_range(m, t, false, |pts, _| Some(pts.windows(2).filter(|w| w[1].1 < w[0].1).count() as f64)),
+        "changes" => over_range(m, t, false, |pts, _| {
+            Some(pts.windows(2).filter(|w| w[1].1 != w[0].1 && !(w[1].1.is_nan() && w[0].1.is_nan())).count() as f64)
         }),
-        "round" => {
-            let to = if args.len() > 1 { scalar_arg(1)? } else { 1.0 };
-            let inv = 1.0 / to;
-            map_values(ev.vector(&args[0], t)?, |v| (v * inv + 0.5).floor() / inv)
+        "avg_over_time" => over_range(m, t, false, |pts, _| Some(avg(pts.iter().map(|p| p.1)))),
+        "sum_over_time" => over_range(m, t, false, |pts, _| Some(kahan_sum(pts.iter().map(|p| p.1)))),
+        "count_over_time" => over_range(m, t, false, |pts, _| Some(pts.len() as f64)),
+        "present_over_time" => over_range(m, t, false, |_, _| Some(1.0)),
+        "last_over_time" => over_range(m, t, true, |pts, _| pts.last().map(|p| p.1)),
+        "min_over_time" => over_range(m, t, false, |pts, _| {
+            Some(pts.iter().skip(1).fold(pts[0].1, |m, p| if p.1 < m || m.is_nan() { p.1 } else { m }))
+        }),
+        "max_over_time" => over_range(m, t, false, |pts, _| {
+            Some(pts.iter().skip(1).fold(pts[0].1, |m, p| if p.1 > m || m.is_nan() { p.1 } else { m }))
+        }),
+        "stddev_over_time" => over_range(m, t, false, |pts, _| Some(variance(pts).sqrt())),
+        "stdvar_over_time" => over_range(m, t, false, |pts, _| Some(variance(pts))),
+        _ => return None,
+    })
+}
+
+fn absent(empty: bool, ctx: &Context) -> Vec<Sample> {
+    if empty {
+        vec![Sample { labels: ctx.absent_labels.clone(), v: 1.0 }]
+    } else {
+        vec![]
+    }
+}
+
+fn sort(mut v: Vec<Sample>, descending: bool) -> Vec<Sample> {
+    v.sort_by(|a, b| {
+        let o = a.v.partial_cmp(&b.v).unwrap_or_else(|| a.v.is_nan().cmp(&b.v.is_nan()).reverse());
+        if descending {
+            o.reverse()
+        } else {
+            o
         }
-        "sort" | "sort_desc" => {
-            let mut v = ev.vector(&args[0], t)?;
-            v.sort_by(|a, b| {
-                let o = a.v.partial_cmp(&b.v).unwrap_or_else(|| a.v.is_nan().cmp(&b.v.is_nan()).reverse());
-                if func == "sort" {
-                    o
-                } else {
-                    o.reverse()
-                }
-            });
-            return Ok(Value::Vector(v));
-        }
-        "label_replace" => {
-            let v = ev.vector(&args[0], t)?;
-            let (dst, repl, src, re) = (string_arg(1)?, string_arg(2)?, string_arg(3)?, string_arg(4)?);
-            label_replace(v, &dst, &repl, &src, &re)?
-        }
-        "label_join" => {
-            let v = ev.vector(&args[0], t)?;
-            let dst = string_arg(1)?;
-            let sep = string_arg(2)?;
-            let srcs: Vec<String> = (3..args.len()).map(string_arg).collect::<Result<_, _>>()?;
-            if !valid_label_name(&dst) {
-                return Err(EvalError::BadData(format!("invalid destination label name in label_join(): {dst}")));
+    });
+    v
+}
+
+fn label_join(v: Vec<Sample>, dst: &str, sep: &str, srcs: &[String]) -> Result<Vec<Sample>, EvalError> {
+    if !is_label_name(dst) {
+        return Err(EvalError::BadData(format!("invalid destination label name in label_join(): {dst}")));
+    }
+    Ok(v.into_iter()
+        .map(|mut s| {
+            let parts: Vec<String> = srcs.iter().map(|l| s.labels.get(l).cloned().unwrap_or_default()).collect();
+            let joined = parts.join(sep);
+            if joined.is_empty() {
+                s.labels.remove(dst);
+            } else {
+                s.labels.insert(dst.to_string(), joined);
             }
-            v.into_iter()
-                .map(|mut s| {
-                    let joined = srcs
-                        .iter()
-                        .map(|l| s.labels.get(l).cloned().unwrap_or_default())
-                        .collect::<Vec<_>>()
-                        .join(&sep);
-                    if joined.is_empty() {
-                        s.labels.remove(&dst);
-                    } else {
-                        s.labels.insert(dst.clone(), joined);
-                    }
-                    s
-                })
-                .collect()
-        }
-        other => return Err(EvalError::Unsupported(format!("function {other}()"))),
-    };
-    ensure_unique(&out)?;
-    Ok(Value::Vector(out))
+            s
+        })
+        .collect())
 }
 
 /// Apply a function to every series of a range vector; series for which it returns `None` (too few
@@ -268,25 +384,6 @@ fn instant_value(pts: &[(i64, f64)], is_rate: bool) -> Option<f64> {
     Some(result)
 }
 
-/// Neumaier-compensated summation step.
-fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
-    let t = sum + inc;
-    let c = if sum.abs() >= inc.abs() { c + ((sum - t) + inc) } else { c + ((inc - t) + sum) };
-    (t, c)
-}
-
-fn kahan_sum(vals: impl Iterator<Item = f64>) -> f64 {
-    let (mut s, mut c) = (0.0, 0.0);
-    for v in vals {
-        (s, c) = kahan_inc(v, s, c);
-    }
-    if s.is_infinite() {
-        s
-    } else {
-        s + c
-    }
-}
-
 /// Incremental mean that survives infinities the way Prometheus' does.
 fn avg(vals: impl Iterator<Item = f64>) -> f64 {
     let (mut mean, mut count, mut c) = (0.0f64, 0.0f64, 0.0f64);
@@ -343,32 +440,6 @@ fn linear_regression(pts: &[(i64, f64)], intercept_t: i64) -> (f64, f64) {
     let var = sx2 - sx * sx / n;
     let slope = cov / var;
     (slope, sy / n - slope * sx / n)
-}
-
-/// The φ-quantile of values, interpolating between the two nearest ranks (sorts `vals`).
-pub fn quantile(q: f64, vals: &mut [f64]) -> f64 {
-    if vals.is_empty() || q.is_nan() {
-        return f64::NAN;
-    }
-    if q < 0.0 {
-        return f64::NEG_INFINITY;
-    }
-    if q > 1.0 {
-        return f64::INFINITY;
-    }
-    // NaN first, like Prometheus' ordering.
-    vals.sort_by(|a, b| match (a.is_nan(), b.is_nan()) {
-        (true, true) => std::cmp::Ordering::Equal,
-        (true, false) => std::cmp::Ordering::Less,
-        (false, true) => std::cmp::Ordering::Greater,
-        _ => a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal),
-    });
-    let n = vals.len() as f64;
-    let rank = q * (n - 1.0);
-    let lower = rank.floor().max(0.0);
-    let upper = (lower + 1.0).min(n - 1.0);
-    let weight = rank - rank.floor();
-    vals[lower as usize] * (1.0 - weight) + vals[upper as usize] * weight
 }
 
 /// `histogram_quantile` over classic buckets: groups by every label but `le`; the result has neither
@@ -466,30 +537,6 @@ pub fn parse_go_float(s: &str) -> Option<f64> {
     s.parse::<f64>().ok()
 }
 
-/// Labels `absent()` gives its result: the selector's equality matchers (not the name), unless a
-/// label is pinned twice.
-fn absent_labels(arg: &Expr) -> Labels {
-    let sel = match arg {
-        Expr::Selector(s) => s,
-        Expr::Matrix { selector, .. } => selector,
-        _ => return Labels::new(),
-    };
-    let mut out = Labels::new();
-    let mut dup = std::collections::BTreeSet::new();
-    for m in &sel.matchers {
-        if m.name == "__name__" || m.kind != super::ast::MatchKind::Eq {
-            continue;
-        }
-        if out.insert(m.name.clone(), m.value.clone()).is_some() {
-            dup.insert(m.name.clone());
-        }
-    }
-    for d in dup {
-        out.remove(&d);
-    }
-    out
-}
-
 fn map_values(v: Vec<Sample>, f: impl Fn(f64) -> f64) -> Vec<Sample> {
     v.into_iter()
         .map(|mut s| {
@@ -500,16 +547,10 @@ fn map_values(v: Vec<Sample>, f: impl Fn(f64) -> f64) -> Vec<Sample> {
         .collect()
 }
 
-pub(crate) fn valid_label_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-}
-
 fn label_replace(v: Vec<Sample>, dst: &str, repl: &str, src: &str, re: &str) -> Result<Vec<Sample>, EvalError> {
     let regex = regex::Regex::new(&format!("^(?:{re})$"))
         .map_err(|e| EvalError::BadData(format!("invalid regular expression in label_replace(): {re}: {e}")))?;
-    if !valid_label_name(dst) {
+    if !is_label_name(dst) {
         return Err(EvalError::BadData(format!("invalid destination label name in label_replace(): {dst}")));
     }
     Ok(v.into_iter()
@@ -605,18 +646,25 @@ mod tests {
     }
 
     #[test]
-    fn quantile_interpolates_between_ranks() {
-        assert_eq!(quantile(0.5, &mut [1.0, 3.0, 2.0, 4.0]), 2.5);
-        assert!(quantile(0.5, &mut []).is_nan());
-    }
-
-    #[test]
     fn le_labels_parse_like_go() {
         assert_eq!(parse_go_float("+Inf"), Some(f64::INFINITY));
         assert_eq!(parse_go_float("0.005"), Some(0.005));
         assert_eq!(parse_go_float("1e3"), Some(1000.0));
         assert_eq!(parse_go_float("abc"), None);
         assert_eq!(parse_go_float(""), None);
+    }
+
+    #[test]
+    fn a_function_receives_values_and_what_absent_needs_from_the_syntax() {
+        let ctx = Context { t: 5_000, absent_labels: [("a".to_string(), "b".to_string())].into_iter().collect() };
+        let Value::Vector(v) = call("absent", vec![Value::Vector(vec![])], &ctx).unwrap() else { panic!() };
+        assert_eq!(v, vec![Sample { labels: ctx.absent_labels.clone(), v: 1.0 }]);
+        assert!(matches!(call("time", vec![], &ctx), Ok(Value::Scalar(t)) if t == 5.0));
+        let sample = Sample { labels: [("__name__".to_string(), "x".to_string())].into_iter().collect(), v: -2.0 };
+        let Value::Vector(v) = call("abs", vec![Value::Vector(vec![sample])], &ctx).unwrap() else { panic!() };
+        assert_eq!(v, vec![Sample { labels: Labels::new(), v: 2.0 }]);
+        assert!(matches!(call("hour", vec![], &ctx), Err(EvalError::Unsupported(_))));
+        assert!(matches!(call("abs", vec![Value::Scalar(1.0)], &ctx), Err(EvalError::BadData(_))));
     }
 
     #[test]

@@ -1,4 +1,6 @@
-//! Aggregation and binary operators with Prometheus' matching and labelling rules.
+//! Aggregation and binary operators with Prometheus' matching and labelling rules. Like functions,
+//! they receive evaluated operands; the evaluator translates the syntax's operators into the small
+//! descriptions below ([`AggOp`], [`BinOp`], [`Grouping`], [`VectorMatching`]).
 //!
 //! - Aggregations keep only the `by` labels (or drop the `without` labels and the metric name);
 //!   `topk`/`bottomk` keep whole samples.
@@ -11,11 +13,105 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::ast::{AggOp, BinOp, Cardinality, Grouping, VectorMatching};
-use super::eval::{EvalError, Sample, Value};
-use crate::prom::{format_go_float, Labels};
+use super::math::quantile;
+use super::value::{EvalError, Sample, Value};
+use crate::prom::{format_go_float, is_label_name, Labels};
 
-pub(crate) fn aggregate(
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggOp {
+    Sum,
+    Avg,
+    Min,
+    Max,
+    Count,
+    Group,
+    Stddev,
+    Stdvar,
+    Topk,
+    Bottomk,
+    Quantile,
+    CountValues,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grouping {
+    /// No clause: everything in one group.
+    None,
+    By(Vec<String>),
+    Without(Vec<String>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Pow,
+    Atan2,
+    Eq,
+    Ne,
+    Gt,
+    Lt,
+    Ge,
+    Le,
+    And,
+    Or,
+    Unless,
+}
+
+impl BinOp {
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Gt | BinOp::Lt | BinOp::Ge | BinOp::Le)
+    }
+
+    pub fn is_set(self) -> bool {
+        matches!(self, BinOp::And | BinOp::Or | BinOp::Unless)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Mod => "%",
+            BinOp::Pow => "^",
+            BinOp::Atan2 => "atan2",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Gt => ">",
+            BinOp::Lt => "<",
+            BinOp::Ge => ">=",
+            BinOp::Le => "<=",
+            BinOp::And => "and",
+            BinOp::Or => "or",
+            BinOp::Unless => "unless",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cardinality {
+    OneToOne,
+    ManyToOne,
+    OneToMany,
+    ManyToMany,
+}
+
+/// How two instant vectors are matched: `on`/`ignoring` and `group_left`/`group_right`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VectorMatching {
+    pub card: Cardinality,
+    /// `on (...)` when true, `ignoring (...)` (or nothing) when false.
+    pub on: bool,
+    pub labels: Vec<String>,
+    /// Labels copied from the "one" side with `group_left (...)` / `group_right (...)`.
+    pub include: Vec<String>,
+}
+
+pub fn aggregate(
     op: AggOp,
     param: Option<Value>,
     input: Vec<Sample>,
@@ -23,7 +119,7 @@ pub(crate) fn aggregate(
 ) -> Result<Value, EvalError> {
     let label_param = match (&op, &param) {
         (AggOp::CountValues, Some(Value::Str(s))) => {
-            if !super::functions::valid_label_name(s) {
+            if !is_label_name(s) {
                 return Err(EvalError::BadData(format!("invalid label name {s:?}")));
             }
             Some(s.clone())
@@ -128,7 +224,7 @@ pub(crate) fn aggregate(
                     }
                     AggOp::Quantile => {
                         let mut vals = vals;
-                        super::functions::quantile(num_param.unwrap_or(f64::NAN), &mut vals)
+                        quantile(num_param.unwrap_or(f64::NAN), &mut vals)
                     }
                     AggOp::Topk | AggOp::Bottomk | AggOp::CountValues => unreachable_agg(),
                 };
@@ -192,7 +288,7 @@ fn drops_name(op: BinOp) -> bool {
     matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::Pow)
 }
 
-pub(crate) fn binary(
+pub fn binary(
     op: BinOp,
     l: Value,
     r: Value,

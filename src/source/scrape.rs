@@ -446,7 +446,7 @@ pub fn prepare(a: ScrapeArgs<'_>) -> Result<Prepared, ScrapeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::local::answer;
+    use crate::source::local::answer;
     use crate::source::Request;
 
     fn target() -> Target {
