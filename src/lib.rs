@@ -17,9 +17,10 @@
 //! order, and on a module missing from the list.
 //!
 //! - Foundations: [`units`] (quantities and numbers for people), [`prom`] (Prometheus concepts:
-//!   label names, matchers, escaping, redaction, number formatting, OpenMetrics writing), [`report`]
+//!   label names, matchers, escaping, redaction, number formatting, the /metrics text parser and
+//!   OpenMetrics writer), [`report`]
 //!   (the data model and JSON contract).
-//! - Data: [`exposition`] (the /metrics text parser), [`local`] (a PromQL evaluator over series in
+//! - Data: [`local`] (a PromQL evaluator over series in
 //!   memory), [`source`] (one decoder behind live, replayed, scraped and local sources).
 //! - Diagnosis: [`signals`] (named measurements, the only place PromQL is written), [`recommend`]
 //!   (sizing advice), [`rules`] (declarative conditions over signals), [`rank`], [`explain`] (the pipeline's
@@ -35,7 +36,6 @@ pub const LAYERS: &[&str] = &[
     "units",
     "prom",
     "report",
-    "exposition",
     "local",
     "source",
     "signals",
@@ -59,7 +59,6 @@ pub mod check;
 pub mod cli;
 pub mod error;
 pub mod explain;
-pub mod exposition;
 pub mod local;
 pub mod progress;
 pub mod prom;

@@ -215,8 +215,8 @@ proptest! {
         let from = start % lines.len().max(1);
         let chunk = lines[from..(from + 60).min(lines.len())].join("\n") + "\n# EOF\n";
         let damaged = mutate(&chunk, &edits);
-        for f in [vllm_diag::exposition::Format::Detect, vllm_diag::exposition::Format::Text, vllm_diag::exposition::Format::OpenMetrics] {
-            let _ = vllm_diag::exposition::parse(&damaged, f);
+        for f in [vllm_diag::prom::exposition::Format::Detect, vllm_diag::prom::exposition::Format::Text, vllm_diag::prom::exposition::Format::OpenMetrics] {
+            let _ = vllm_diag::prom::exposition::parse(&damaged, f);
         }
     }
 }

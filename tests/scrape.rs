@@ -15,7 +15,7 @@ use std::time::Duration;
 use assert_cmd::Command;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use vllm_diag::exposition::{parse, Format};
+use vllm_diag::prom::exposition::{parse, Format};
 use vllm_diag::source::scrape::{run, Plan, Target};
 use vllm_diag::source::Request;
 

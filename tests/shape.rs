@@ -131,7 +131,6 @@ fn sources() -> (PathBuf, Vec<(String, String, String)>) {
 }
 
 #[test]
-#[ignore = "until the settings, prom and local branches of issue 14 are merged"]
 fn every_module_imports_only_the_layers_below_it() {
     let (_, files) = sources();
     let v = violations(vllm_diag::LAYERS, &files);
@@ -242,7 +241,6 @@ fn strip_literals(line: &str) -> String {
 }
 
 #[test]
-#[ignore = "until the settings, local and view branches of issue 14 are merged"]
 fn no_function_of_the_product_is_longer_than_about_150_lines() {
     let (_, files) = sources();
     let long: Vec<String> = files.iter().flat_map(|(file, _, text)| long_functions(file, text, MAX_FN_LINES)).collect();

@@ -8,13 +8,15 @@
 //!   exposition formats' label values and HELP text; [`escape_regex_literal`] for `=~` literals.
 //! - Numbers: [`format_go_float`] writes a sample value as Prometheus does; [`parse_sample_value`]
 //!   reads the API's value strings, [`parse_exposition_value`] the exposition formats' values.
-//! - OpenMetrics: [`openmetrics`] writes timestamped samples (`--save-samples`, the simulator).
+//! - Exposition: [`exposition`] parses the /metrics text formats (Prometheus text and OpenMetrics);
+//!   [`openmetrics`] writes timestamped samples (`--save-samples`, the simulator).
 //! - Secrets: [`redact`] takes credentials out of URLs and free text before they are shown.
 //!
-//! The exposition *parser* (`crate::exposition`), the HTTP client (`crate::source`), PromQL
-//! written for signals (`crate::signals`) and the local evaluator take these from here.
+//! The HTTP client (`crate::source`), PromQL written for signals (`crate::signals`) and the local
+//! evaluator take these from here; prom itself uses nothing else of the crate.
 
 pub mod escape;
+pub mod exposition;
 pub mod openmetrics;
 pub mod redact;
 pub mod selector;

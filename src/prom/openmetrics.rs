@@ -96,7 +96,7 @@ impl<W: Write> Writer<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exposition::{self, Format};
+    use crate::prom::exposition::{self, Format};
     use crate::prom::format_go_float;
 
     fn written(f: impl FnOnce(&mut Writer<&mut Vec<u8>>) -> io::Result<()>) -> String {

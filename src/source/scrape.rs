@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 
 use super::local::LocalSource;
 use crate::report::RunParams;
-use crate::exposition::{self, Format};
+use crate::prom::exposition::{self, Format};
 use crate::local::store::{is_stale, stale_nan};
 use crate::local::Store;
 use crate::report::TimeRange;

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use crate::prom::escape::{unescape_exposition_value, unescape_help};
 use crate::prom::{is_metric_name, label_name_len, metric_name_len, parse_exposition_value};
-use crate::source::Labels;
+use crate::prom::Labels;
 
 /// One sample line.
 #[derive(Debug, Clone, PartialEq)]
