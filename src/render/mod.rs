@@ -369,57 +369,46 @@ impl ScopeStyle {
     }
 }
 
-/// One evidence item, worded for people.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct EvidenceText {
-    pub title: String,
-    pub value: String,
-    pub baseline: String,
-    /// `2.4x`, when both numbers exist and the baseline is positive.
-    pub change: Option<String>,
-    pub condition: String,
-    pub held: bool,
-    /// `low confidence (14 obs)`.
-    pub confidence: Option<String>,
-}
-
-impl EvidenceText {
-    pub fn new(e: &Evidence) -> Self {
-        use crate::report::Bound;
-        let fmt = |v: Option<f64>, bound: Option<Bound>| match (v, bound) {
-            (_, Some(Bound::Below(b))) => format!("< {}", units::format_value(b, &e.unit)),
-            (_, Some(Bound::Above(b))) => format!("> {}", units::format_value(b, &e.unit)),
-            (Some(x), None) => units::format_value(x, &e.unit),
-            (None, None) => "no data".to_string(),
-        };
-        let confidence = e.low_confidence.then(|| match e.observations {
-            Some(n) if n.is_finite() => format!("low confidence ({n:.0} obs)"),
-            _ => "low confidence".to_string(),
-        });
-        let title = if e.title.trim().is_empty() {
-            e.signal.clone()
-        } else {
-            e.title.clone()
-        };
-        // Values only known as bounds are never divided as if they were measurements.
-        let change = match (e.same_bucket, e.value_bound, e.baseline_bound, e.value, e.baseline) {
-            (true, _, _, _, _) => Some("same bucket".to_string()),
-            (false, Some(Bound::Above(v)), None, _, Some(b)) if b > 0.0 => Some(format!("> {}x", units::sig(v / b))),
-            (false, None, Some(Bound::Below(b)), Some(v), _) if b > 0.0 => Some(format!("> {}x", units::sig(v / b))),
-            (false, Some(Bound::Below(v)), None, _, Some(b)) if b > 0.0 => Some(format!("< {}x", units::sig(v / b))),
-            (false, None, Some(Bound::Above(b)), Some(v), _) if b > 0.0 => Some(format!("< {}x", units::sig(v / b))),
-            (false, None, None, v, b) => units::format_ratio(v, b),
-            _ => None,
-        };
-        EvidenceText {
-            title: one_line(&title),
-            value: fmt(e.value, e.value_bound),
-            baseline: fmt(e.baseline, e.baseline_bound),
-            change,
-            condition: one_line(&e.threshold),
-            held: e.passed,
-            confidence,
-        }
+/// One evidence item worded for people: title, numbers (bounds as `< x` / `> x`), change,
+/// condition and confidence. The view adds the sparkline and the trend.
+pub(crate) fn evidence_words(e: &Evidence) -> view::EvidenceView {
+    use crate::report::Bound;
+    let fmt = |v: Option<f64>, bound: Option<Bound>| match (v, bound) {
+        (_, Some(Bound::Below(b))) => format!("< {}", units::format_value(b, &e.unit)),
+        (_, Some(Bound::Above(b))) => format!("> {}", units::format_value(b, &e.unit)),
+        (Some(x), None) => units::format_value(x, &e.unit),
+        (None, None) => "no data".to_string(),
+    };
+    let confidence = e.low_confidence.then(|| match e.observations {
+        Some(n) if n.is_finite() => format!("low confidence ({n:.0} obs)"),
+        _ => "low confidence".to_string(),
+    });
+    let title = if e.title.trim().is_empty() {
+        e.signal.clone()
+    } else {
+        e.title.clone()
+    };
+    // Values only known as bounds are never divided as if they were measurements.
+    let change = match (e.same_bucket, e.value_bound, e.baseline_bound, e.value, e.baseline) {
+        (true, _, _, _, _) => Some("same bucket".to_string()),
+        (false, Some(Bound::Above(v)), None, _, Some(b)) if b > 0.0 => Some(format!("> {}x", units::sig(v / b))),
+        (false, None, Some(Bound::Below(b)), Some(v), _) if b > 0.0 => Some(format!("> {}x", units::sig(v / b))),
+        (false, Some(Bound::Below(v)), None, _, Some(b)) if b > 0.0 => Some(format!("< {}x", units::sig(v / b))),
+        (false, None, Some(Bound::Above(b)), Some(v), _) if b > 0.0 => Some(format!("< {}x", units::sig(v / b))),
+        (false, None, None, v, b) => units::format_ratio(v, b),
+        _ => None,
+    };
+    view::EvidenceView {
+        signal: one_line(&e.signal),
+        title: one_line(&title),
+        value: fmt(e.value, e.value_bound),
+        baseline: fmt(e.baseline, e.baseline_bound),
+        change,
+        condition: one_line(&e.threshold),
+        held: e.passed,
+        confidence,
+        sparkline: None,
+        trend: None,
     }
 }
 
@@ -1256,14 +1245,14 @@ mod tests {
     #[test]
     fn evidence_shows_change_only_against_a_positive_baseline() {
         let r = sample_report();
-        let kv = EvidenceText::new(&r.findings[0].evidence[0]);
+        let kv = evidence_words(&r.findings[0].evidence[0]);
         assert_eq!((kv.value.as_str(), kv.baseline.as_str()), ("99.1%", "62%"));
         assert_eq!(kv.change.as_deref(), Some("1.6x"));
-        let preempt = EvidenceText::new(&r.findings[0].evidence[1]);
+        let preempt = evidence_words(&r.findings[0].evidence[1]);
         assert_eq!(preempt.change, None);
-        let ttft = EvidenceText::new(&r.findings[1].evidence[0]);
+        let ttft = evidence_words(&r.findings[1].evidence[0]);
         assert_eq!(ttft.confidence.as_deref(), Some("low confidence (14 obs)"));
-        let missing = EvidenceText::new(&r.findings[1].evidence[2]);
+        let missing = evidence_words(&r.findings[1].evidence[2]);
         assert_eq!(missing.value, "no data");
     }
 

@@ -18,7 +18,7 @@ use super::{
     describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline,
     finding_queries, healthy_summary, headline, no_findings_sentence, not_evaluated_heading,
     not_evaluated_lines, one_line, plural, query_timing, recommendation_lines, replicas_line,
-    stood_in_line, verdict, warning_lines, EvidenceText, RenderOptions, ScopeStyle, Verdict,
+    stood_in_line, verdict, warning_lines, evidence_words, RenderOptions, ScopeStyle, Verdict,
 };
 use crate::report::{Evidence, Finding, Report, Scope, Severity, TimeRange};
 
@@ -319,7 +319,6 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle) -> Fi
 }
 
 fn evidence(report: &Report, e: &Evidence) -> EvidenceView {
-    let t = EvidenceText::new(e);
     let trend = e.series.as_ref().map(|s| TrendView {
         unit: e.unit.clone(),
         step_seconds: s.step_seconds,
@@ -334,18 +333,7 @@ fn evidence(report: &Report, e: &Evidence) -> EvidenceView {
         value: e.value,
         baseline_value: e.baseline,
     });
-    EvidenceView {
-        signal: one_line(&e.signal),
-        title: t.title,
-        value: t.value,
-        baseline: t.baseline,
-        change: t.change,
-        condition: t.condition,
-        held: t.held,
-        confidence: t.confidence,
-        sparkline: evidence_sparkline(report, e),
-        trend,
-    }
+    EvidenceView { sparkline: evidence_sparkline(report, e), trend, ..evidence_words(e) }
 }
 
 #[cfg(test)]
