@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Longest function allowed outside tests, in lines (the "about 150").
-const MAX_FN_LINES: usize = 160;
+const MAX_FN_LINES: usize = 150;
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
