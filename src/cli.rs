@@ -410,6 +410,7 @@ impl ExplainArgs {
                 quiet: Setting::new(self.quiet, set("quiet", "--quiet")),
                 watch: opt(self.watch, "--watch"),
                 annotations: opt(self.annotations.map(|Annotations::Github| settings::Annotations::Github), "--annotations"),
+                links: Setting::default(),
             },
         }
     }

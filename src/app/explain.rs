@@ -56,6 +56,17 @@ pub(super) fn check_annotations(s: &Settings) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Chart links for the evidence: the file's template (`none`: no links), else Prometheus' `/graph`
+/// page for a live run against a Prometheus-compatible API. A replay or a scrape links nowhere
+/// unless the file says where: the reader may not reach the server it was recorded from.
+fn graph_links(s: &Settings) -> Option<render::links::GraphLinks> {
+    match s.output.links.value.as_deref().map(str::trim) {
+        Some("none") => None,
+        Some(t) => render::links::GraphLinks::parse(t).ok(),
+        None => (s.source.replay.is_none() && s.source.scrape.is_empty()).then(render::links::GraphLinks::prometheus),
+    }
+}
+
 /// The time relative hints are measured from: now for a live run, none for a replay, whose
 /// output must be the same bytes whenever it is rendered.
 pub(super) fn live_now(s: &Settings) -> Option<chrono::DateTime<chrono::Utc>> {
@@ -77,7 +88,7 @@ pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> 
         .is_terminal()
         .then(|| terminal_size::terminal_size().map(|(w, _)| w.0))
         .flatten();
-    let opts = RenderOptions { color, width, now: live_now(s), fail_on };
+    let opts = RenderOptions { color, width, now: live_now(s), fail_on, links: graph_links(s) };
     let mut text = render::render(report, format, &opts);
     if let Some(v) = &verdict {
         if format.is_text() {
@@ -88,7 +99,7 @@ pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> 
         }
     }
     if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
-        let mut md = render::render(report, render::Format::Markdown, &RenderOptions { now: opts.now, ..RenderOptions::default() });
+        let mut md = render::render(report, render::Format::Markdown, &RenderOptions { now: opts.now, links: opts.links.clone(), ..RenderOptions::default() });
         if let Some(v) = &verdict {
             md = format!("### {}\n\n{md}", render::github::summary_heading(v));
         }

@@ -131,7 +131,12 @@ fn finding(out: &mut String, view: &ReportView, f: &FindingView) {
     if !f.queries.is_empty() {
         let _ = writeln!(out, "<details>\n<summary>PromQL {}</summary>\n<dl class=\"promql\">", esc(&view.query_timing));
         for (signal, query) in &f.queries {
-            let _ = writeln!(out, "<dt>{}</dt><dd><code>{}</code></dd>", esc(signal), esc(query));
+            let link = f.evidence.iter().find(|e| &e.signal == signal).and_then(|e| e.link.as_ref());
+            let name = match link {
+                Some(l) => format!("<a href=\"{}\">{}</a>", esc(l), esc(signal)),
+                None => esc(signal),
+            };
+            let _ = writeln!(out, "<dt>{name}</dt><dd><code>{}</code></dd>", esc(query));
         }
         out.push_str("</dl>\n</details>\n");
     }

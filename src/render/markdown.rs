@@ -141,6 +141,10 @@ fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) 
             body.join("\n")
         ));
     }
+    let charts: Vec<String> = f.evidence.iter().filter_map(|e| e.link.as_ref().map(|l| format!("[{}](<{l}>)", text(&e.signal)))).collect();
+    if !charts.is_empty() {
+        blocks.push(format!("Charts: {}", charts.join(" · ")));
+    }
 }
 
 /// `- P95 time to first token: **4.12 s**, baseline 820 ms (5x) — `> 3s` held; low confidence (14 obs)`

@@ -31,6 +31,7 @@ pub mod github;
 pub mod html;
 pub mod json;
 pub mod junit;
+pub mod links;
 pub mod markdown;
 pub mod slack;
 pub mod sparkline;
@@ -153,6 +154,8 @@ pub struct RenderOptions {
     /// The severity at or above which a finding fails the run (`--fail-on`); `None` when nothing
     /// fails. JUnit turns it into failed test cases; `check` into its verdict.
     pub fail_on: Option<Severity>,
+    /// Deep links from evidence queries to charts (markdown, slack, html); `None` for none.
+    pub links: Option<links::GraphLinks>,
 }
 
 /// Render `report` in `format`. Never fails: every format can express every report.
@@ -409,6 +412,7 @@ pub(crate) fn evidence_words(e: &Evidence) -> view::EvidenceView {
         confidence,
         sparkline: None,
         trend: None,
+        link: None,
     }
 }
 

@@ -148,7 +148,7 @@ fn finding_full(f: &FindingView) -> String {
             context += 1;
             continue;
         }
-        let mut line = format!("• {}: *{}*, baseline {}", plain(&e.title), plain(&e.value), plain(&e.baseline));
+        let mut line = format!("• {}: *{}*, baseline {}", linked_title(e), plain(&e.value), plain(&e.baseline));
         if let Some(change) = &e.change {
             line.push_str(&format!(" ({})", plain(change)));
         }
@@ -189,9 +189,18 @@ fn finding_full(f: &FindingView) -> String {
 fn finding_brief(f: &FindingView) -> String {
     let mut line = heading(f);
     if let Some(e) = f.evidence.iter().find(|e| e.held_condition()) {
-        line.push_str(&format!(" — {} *{}* ({})", plain(&e.title), plain(&e.value), code(&e.condition)));
+        line.push_str(&format!(" — {} *{}* ({})", linked_title(e), plain(&e.value), code(&e.condition)));
     }
     line
+}
+
+/// An evidence title, as a link to its chart when the run has links. Slack links are `<url|text>`;
+/// a link never holds `|` or `>` (see [`super::links`]).
+fn linked_title(e: &super::view::EvidenceView) -> String {
+    match &e.link {
+        Some(l) => format!("<{l}|{}>", plain(&e.title)),
+        None => plain(&e.title),
+    }
 }
 
 fn heading(f: &FindingView) -> String {

@@ -13,6 +13,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::links::GraphLinks;
 use super::{
     coverage_phrase, core_sentence, describe_duration, describe_fleet, describe_generation,
     describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline,
@@ -135,6 +136,9 @@ pub struct EvidenceView {
     pub sparkline: Option<String>,
     /// The trend itself, for formats that draw charts.
     pub trend: Option<TrendView>,
+    /// A chart of the evidence query over the window on the backend (see [`super::links`]), when
+    /// the run has links.
+    pub link: Option<String>,
 }
 
 /// The points of an evidence signal over the baseline and the window, with the limits applied.
@@ -199,7 +203,7 @@ impl ReportView {
                 .findings
                 .iter()
                 .enumerate()
-                .map(|(i, f)| finding(report, f, i + 1, &scopes))
+                .map(|(i, f)| finding(report, f, i + 1, &scopes, opts.links.as_ref()))
                 .collect(),
             healthy: healthy_summary(report).map(|(pairs, rules)| HealthyView { pairs, rules }),
             healthy_pairs: report
@@ -291,7 +295,7 @@ fn header(report: &Report, scopes: &ScopeStyle, now: Option<&DateTime<Utc>>) -> 
     }
 }
 
-fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle) -> FindingView {
+fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, links: Option<&GraphLinks>) -> FindingView {
     FindingView {
         rank,
         severity: f.severity,
@@ -300,7 +304,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle) -> Fi
         scope: scopes.format(&f.scope),
         scope_short: scopes.compact(&f.scope),
         summary: (!f.summary.trim().is_empty()).then(|| one_line(&f.summary)),
-        evidence: f.evidence.iter().map(|e| evidence(report, e)).collect(),
+        evidence: f.evidence.iter().map(|e| evidence(report, e, links)).collect(),
         stood_in: stood_in_line(f),
         replicas: replicas_line(f),
         recommendations: recommendation_lines(f)
@@ -318,7 +322,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle) -> Fi
     }
 }
 
-fn evidence(report: &Report, e: &Evidence) -> EvidenceView {
+fn evidence(report: &Report, e: &Evidence, links: Option<&GraphLinks>) -> EvidenceView {
     let trend = e.series.as_ref().map(|s| TrendView {
         unit: e.unit.clone(),
         step_seconds: s.step_seconds,
@@ -333,7 +337,8 @@ fn evidence(report: &Report, e: &Evidence) -> EvidenceView {
         value: e.value,
         baseline_value: e.baseline,
     });
-    EvidenceView { sparkline: evidence_sparkline(report, e), trend, ..evidence_words(e) }
+    let link = links.filter(|_| !e.query.trim().is_empty()).map(|l| l.link(&report.source.url, &e.query, &report.window));
+    EvidenceView { sparkline: evidence_sparkline(report, e), trend, link, ..evidence_words(e) }
 }
 
 #[cfg(test)]

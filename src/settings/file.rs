@@ -75,6 +75,8 @@ pub struct ConfigFile {
     pub rules_dir: Option<Item<PathBuf>>,
     pub rules_enabled: Option<Vec<Item<String>>>,
     pub rules_disabled: Vec<Item<String>>,
+    /// `[links] graph`: the chart-link template, or `none`.
+    pub links_graph: Option<Item<String>>,
 }
 
 #[derive(Deserialize)]
@@ -90,6 +92,7 @@ struct RawFile {
     #[serde(default)]
     thresholds: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
     rules: Option<RawRules>,
+    links: Option<RawLinks>,
 }
 
 #[derive(Deserialize)]
@@ -108,6 +111,12 @@ struct RawSource {
     basic_auth_user: Option<Spanned<String>>,
     basic_auth_password_file: Option<Spanned<String>>,
     basic_auth_password: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLinks {
+    graph: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -272,7 +281,12 @@ pub fn parse(path: &Path, found: &str, text: &str, env: Env) -> Result<ConfigFil
         Some(rules) => parse_rules(&r, rules)?,
         None => (None, None, Vec::new()),
     };
+    let links_graph = r.opt("links.graph", &raw.links.as_ref().and_then(|l| l.graph.clone()))?;
+    if let Some(g) = links_graph.as_ref().filter(|g| g.value.trim() != "none") {
+        crate::render::links::GraphLinks::parse(&g.value).map_err(|e| at(&r.shown, g, format!("links.graph: {e}")))?;
+    }
     Ok(ConfigFile {
+        links_graph,
         path: path.to_path_buf(),
         found: found.to_string(),
         source,

@@ -81,6 +81,7 @@ pub fn merge(cli: Settings, file: Option<&ConfigFile>, env: Env, mode: Mode) -> 
     let replica = file.and_then(|f| f.replica_label.as_ref().map(|r| from_file(f, r).map(|v| v.trim().to_string())));
     sc.replica_label = pick(std::mem::take(&mut sc.replica_label), None, replica);
 
+    s.output.links = pick(std::mem::take(&mut s.output.links), None, some(file, |f| f.links_graph.as_ref()));
     merge_rules(&mut s, file)?;
     check_paths(&s, file, mode)?;
     Ok(s)

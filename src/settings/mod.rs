@@ -258,6 +258,9 @@ pub struct Output {
     pub watch: Setting<Option<Duration>>,
     /// Also print the findings as CI annotations.
     pub annotations: Setting<Option<Annotations>>,
+    /// The chart-link template of the file's `[links] graph` (`none`: no links); unset, a live
+    /// Prometheus run links to its `/graph` page.
+    pub links: Setting<Option<String>>,
 }
 
 /// CI annotations printed after the report.

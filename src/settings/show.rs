@@ -56,6 +56,8 @@ pub fn rows(s: &Settings) -> Vec<Row> {
     let dir = r.dir.as_ref().map_or("(built-in pack only)".into(), |p| p.display().to_string());
     push("rules.dir", dir, &r.dir.origin);
     push("profile", r.profile.value.clone().unwrap_or_else(|| DEFAULT_PROFILE.into()), &r.profile.origin);
+    let links = s.output.links.value.clone().unwrap_or_else(|| "(Prometheus /graph for a live run)".into());
+    push("links.graph", links, &s.output.links.origin);
     for t in &r.thresholds {
         push(&format!("thresholds.{}", t.name), t.written.clone(), &t.origin);
     }
