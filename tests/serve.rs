@@ -407,3 +407,138 @@ fn a_backend_that_is_down_is_delivered_as_a_failed_run_with_its_exit_code() {
     let (code, log) = serve.stop();
     assert_eq!(code, 0, "{log}");
 }
+
+#[test]
+fn a_full_queue_is_answered_503_until_a_worker_is_free() {
+    // A backend that accepts connections and never answers: each diagnosis holds its worker until
+    // --timeout.
+    let silent = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let backend = format!("http://{}", silent.local_addr().expect("address"));
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let keep = held.clone();
+    std::thread::spawn(move || {
+        for s in silent.incoming().flatten() {
+            keep.lock().unwrap().push(s);
+        }
+    });
+    let receiver = Receiver::start();
+    let serve = Serve::start(&backend, &receiver, &["--timeout", "8s", "--max-concurrent", "1", "--queue", "1"]);
+    let send = |model: &str| serve.notify(notification("firing", model, Utc::now(), None).to_string().as_bytes(), Some(&bearer()));
+    assert_eq!(send("model-a").0, 202, "the first runs");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(send("model-b").0, 202, "the second waits in the queue");
+    let (status, answer) = send("model-c");
+    assert_eq!(status, 503, "the third finds the queue full: {answer}");
+    assert!(answer["reason"].as_str().unwrap_or_default().contains("--queue 1"), "{answer}");
+    // Both accepted groups are diagnosed (and fail: the backend never answers), one after the other.
+    let hooks = receiver.wait_for("/hook", 2, Duration::from_secs(90), &serve);
+    for h in &hooks {
+        let v: Value = serde_json::from_str(&h.body).expect("JSON");
+        assert_eq!(v["run"]["status"], "failed", "{v:#}");
+    }
+    let (code, log) = serve.stop();
+    assert_eq!(code, 0, "{log}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A real Alertmanager (Debian's prometheus-alertmanager) routing to serve.
+// ---------------------------------------------------------------------------------------------
+
+struct Alertmanager {
+    addr: SocketAddr,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Alertmanager {
+    /// Start Alertmanager routing every alert, grouped by alertname and model_name, to `serve`'s
+    /// /alertmanager with the test token, after a one-second group wait.
+    fn start(serve: &Serve) -> Alertmanager {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let token = write_file(dir.path(), "token", TOKEN);
+        let config = format!(
+            "route:\n  receiver: vllm-diag\n  group_by: [alertname, model_name]\n  group_wait: 1s\n  group_interval: 1m\n  repeat_interval: 1h\n\
+             receivers:\n  - name: vllm-diag\n    webhook_configs:\n      - url: {}/alertmanager\n        send_resolved: true\n\
+             \x20       http_config:\n          authorization:\n            credentials_file: {}\n",
+            serve.url(),
+            token.display()
+        );
+        let config = write_file(dir.path(), "alertmanager.yml", &config);
+        let log = std::fs::File::create(dir.path().join("alertmanager.log")).expect("log file");
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut child = Command::new("prometheus-alertmanager")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--cluster.listen-address=")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start prometheus-alertmanager: {e}. Run scripts/test.sh, which installs it (Debian package prometheus-alertmanager)"));
+        let started = Instant::now();
+        loop {
+            let ready = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
+                && request(addr, format!("GET /-/ready HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes(), b"").0 == 200;
+            if ready {
+                break;
+            }
+            let log = std::fs::read_to_string(dir.path().join("alertmanager.log")).unwrap_or_default();
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("alertmanager exited ({status}):\n{log}");
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                panic!("alertmanager not ready after 30s:\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Alertmanager { addr, child, _dir: dir }
+    }
+
+    /// POST alerts to API v2; the status.
+    fn post_alerts(&self, alerts: &Value) -> u16 {
+        let body = alerts.to_string();
+        let head = format!(
+            "POST /api/v2/alerts HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        request(self.addr, head.as_bytes(), body.as_bytes()).0
+    }
+}
+
+impl Drop for Alertmanager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_alert_routed_by_a_real_alertmanager_brings_the_diagnosis_to_the_receiver() {
+    let prom = incident_now();
+    let receiver = Receiver::start();
+    let serve = Serve::start(&prom.url, &receiver, &["--timeout", "60s"]);
+    let am = Alertmanager::start(&serve);
+    let alert = json!([{
+        "labels": {"alertname": "VllmKvCachePressure", "model_name": MODEL, "severity": "critical", "vllm_diag_rule": "kv-cache-pressure"},
+        "annotations": {"summary": "KV cache nearly full"},
+        "startsAt": rfc3339(Utc::now() - chrono::Duration::minutes(5)),
+        "generatorURL": format!("{}/graph", prom.url)
+    }]);
+    assert_eq!(am.post_alerts(&alert), 200);
+
+    let hook = receiver.wait_for("/hook", 1, Duration::from_secs(120), &serve);
+    let report: Value = serde_json::from_str(&hook[0].body).expect("the webhook gets JSON");
+    let first = &report["findings"][0];
+    assert_eq!((first["rule"].as_str(), first["scope"]["model_name"].as_str()), (Some("kv-cache-pressure"), Some(MODEL)), "{report:#}");
+    assert_eq!(report["trigger"]["receiver"], "vllm-diag");
+    assert_eq!(report["trigger"]["groupLabels"]["model_name"], MODEL);
+    assert_eq!(report["trigger"]["version"], "4");
+    assert_eq!(report["run"]["selector"], format!("model_name=\"{MODEL}\""));
+    let slack = receiver.wait_for("/slack/", 1, Duration::from_secs(30), &serve);
+    assert!(slack[0].body.contains("VllmKvCachePressure"), "{}", slack[0].body);
+    drop(am);
+    let (code, log) = serve.stop();
+    assert_eq!(code, 0, "{log}");
+}
