@@ -172,8 +172,10 @@ impl Default for Retry {
 pub async fn post(client: &reqwest::Client, target: &Target, body: &Value, retry: Retry) -> Result<u32, String> {
     let mut wait = retry.backoff;
     let mut last = String::new();
+    let mut tries = 0;
     let bytes = serde_json::to_vec(body).map_err(|e| format!("{}: cannot encode the body: {e}", target.shown))?;
     for attempt in 1..=retry.tries.max(1) {
+        tries = attempt;
         if attempt > 1 {
             tokio::time::sleep(wait).await;
             wait = wait.saturating_mul(2);
@@ -192,10 +194,25 @@ pub async fn post(client: &reqwest::Client, target: &Target, body: &Value, retry
                     break;
                 }
             }
-            Err(e) => last = redact_text(&e.without_url().to_string()),
+            Err(e) => last = redact_text(&error_chain(&e.without_url())),
         }
     }
-    Err(format!("{}: {last}", target.shown))
+    Err(format!("{}: {last} ({tries} {})", target.shown, if tries == 1 { "try" } else { "tries" }))
+}
+
+/// An error and its causes, `a: b: c` (reqwest's own message alone says only "error sending request").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
 }
 
 #[cfg(test)]

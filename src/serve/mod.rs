@@ -374,7 +374,7 @@ impl Worker {
         for (t, result) in futures::future::join_all(sends).await {
             self.metrics.delivery(t.name, result.is_ok());
             if let Err(e) = result {
-                eprintln!("vllm-diag serve: delivery of group {group} failed after {} tries: {e}", self.retry.tries);
+                eprintln!("vllm-diag serve: delivery of group {group} failed: {e}");
             }
         }
     }
