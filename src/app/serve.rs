@@ -57,7 +57,8 @@ pub(super) fn run_serve(s: Settings, args: ServiceArgs) -> Result<u8, Failure> {
     });
     let service = runtime()?;
     let result = service.block_on(serve::run(config, run_one, serve::stop_signal()));
-    drop(service);
+    // A diagnosis still running after the drain is bounded by --timeout; the process need not wait.
+    service.shutdown_timeout(std::time::Duration::from_secs(5));
     drop(diagnoses);
     result.map(|()| exit::OK)
 }
