@@ -542,3 +542,26 @@ fn an_alert_routed_by_a_real_alertmanager_brings_the_diagnosis_to_the_receiver()
     let (code, log) = serve.stop();
     assert_eq!(code, 0, "{log}");
 }
+
+#[test]
+fn settings_that_do_not_apply_or_secrets_that_do_not_read_stop_serve_with_exit_2() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let not_a_url = write_file(dir.path(), "slack-url", "xoxb-not-a-url-secret\n");
+    let empty = write_file(dir.path(), "token", "\n");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--replay".into(), "run.json".into()], "drop --replay"),
+        (vec!["--at".into(), "now".into()], "drop --at"),
+        (vec!["--slack-webhook-url-file".into(), not_a_url.display().to_string()], "does not hold an http"),
+        (vec!["--auth-token-file".into(), empty.display().to_string()], "is empty"),
+        (vec!["--webhook-url".into(), "ftp://u:pw@host/x".into()], "give an http"),
+    ];
+    for (extra, expected) in cases {
+        let mut args: Vec<String> = ["serve", "--no-config", "--listen", "127.0.0.1:0"].map(String::from).to_vec();
+        args.extend(extra.iter().cloned());
+        let out = Command::new(env!("CARGO_BIN_EXE_vllm-diag")).args(&args).stdin(Stdio::null()).output().expect("run vllm-diag");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("xoxb-not-a-url-secret") && !stderr.contains("pw@"), "a secret reached stderr: {stderr}");
+    }
+}
