@@ -8,6 +8,8 @@ command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v promtool   >/dev/null 2>&1 || need+=(prometheus)
 # The same diagnosis from VictoriaMetrics single-node (tests/victoria.rs).
 command -v victoria-metrics >/dev/null 2>&1 || need+=(victoria-metrics)
+# `serve` behind a real Alertmanager (tests/serve.rs).
+command -v prometheus-alertmanager >/dev/null 2>&1 || need+=(prometheus-alertmanager)
 # The HTML report is checked in a real headless browser (tests/html.rs), with a font to draw text.
 command -v chromium   >/dev/null 2>&1 || need+=(chromium)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)

@@ -59,6 +59,7 @@ where
     match &mut cli.command {
         Command::Explain(a) => a.given = given(sub("explain")),
         Command::Check(a) => a.explain.given = given(sub("check")),
+        Command::Serve(a) => a.explain.given = given(sub("serve")),
         Command::Config(ConfigCommand::Show(a)) => a.given = given(sub("config").and_then(|m| m.subcommand_matches("show"))),
         _ => {}
     }
@@ -128,6 +129,30 @@ pub enum Command {
         mut_arg("fail_on", |a| a.default_value("warning"))
     )]
     Check(CheckArgs),
+    /// Serve diagnoses for Alertmanager: each firing alert group is diagnosed and the report
+    /// delivered to a webhook (JSON) and Slack.
+    ///
+    /// POST /alertmanager takes Alertmanager's webhook notifications (payload version 4). For a
+    /// firing group, explain runs scoped by the alerts' labels (the --group-by labels they carry and
+    /// the labels Alertmanager grouped them by, except alertname, severity and vllm_diag_rule),
+    /// over a window ending now that covers the earliest alert's start (at least --window). A
+    /// resolved group gets a short follow-up. GET /healthz answers ok; GET /metrics gives the
+    /// service's counters. SIGTERM or Ctrl-C stops it after the accepted diagnoses (exit 0).
+    #[command(
+        after_help = "Exit codes:\n  0  stopped by SIGTERM or Ctrl-C\n  2  usage, configuration or rule-file error (nothing served)\n\nEach delivery carries the exit code explain would have ended with (run.exit_code).",
+        mut_arg("at", |a| a.hide(true)),
+        mut_arg("format", |a| a.hide(true)),
+        mut_arg("watch", |a| a.hide(true)),
+        mut_arg("annotations", |a| a.hide(true)),
+        mut_arg("record", |a| a.hide(true)),
+        mut_arg("replay", |a| a.hide(true)),
+        mut_arg("scrape", |a| a.hide(true)),
+        mut_arg("interval", |a| a.hide(true)),
+        mut_arg("baseline_from", |a| a.hide(true)),
+        mut_arg("save_samples", |a| a.hide(true)),
+        mut_arg("quiet", |a| a.hide(true))
+    )]
+    Serve(ServeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions {
         /// The shell to complete for.
@@ -158,6 +183,53 @@ pub struct CheckArgs {
 
     #[command(flatten)]
     pub explain: ExplainArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub service: ServiceArgs,
+
+    #[command(flatten)]
+    pub explain: ExplainArgs,
+}
+
+/// What `serve` is told beyond the diagnosis' own settings.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Service")]
+pub struct ServiceArgs {
+    /// Address to listen on, host:port. Port 0 picks a free port (stderr says which).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9095")]
+    pub listen: String,
+
+    /// POST each diagnosis to URL as JSON: the --format json report, plus `trigger` (the
+    /// notification's firing alerts) and `run` (status, exit_code, selector, window).
+    #[arg(long, value_name = "URL")]
+    pub webhook_url: Option<String>,
+
+    /// File holding a Slack incoming-webhook URL (a secret: never given on the command line, never
+    /// logged); each diagnosis is posted there in the slack format.
+    #[arg(long, value_name = "FILE")]
+    pub slack_webhook_url_file: Option<PathBuf>,
+
+    /// File holding the token POST /alertmanager requires as `Authorization: Bearer <token>`
+    /// (Alertmanager: http_config.authorization.credentials_file). Without it, anyone who can reach
+    /// the address can trigger diagnoses.
+    #[arg(long, value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+
+    /// A group (Alertmanager's groupKey) diagnosed this recently is not diagnosed again.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5m", allow_hyphen_values = true)]
+    pub dedup: Duration,
+
+    /// Diagnoses running at once.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub max_concurrent: u16,
+
+    /// Notifications waiting for a free diagnosis slot; beyond that the answer is 503 (Alertmanager
+    /// retries).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub queue: u16,
 }
 
 /// `--format` values come from `render::Format` itself (its names and descriptions), so clap

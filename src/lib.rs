@@ -26,7 +26,8 @@
 //!   (sizing advice), [`rules`] (declarative conditions over signals), [`rank`], [`explain`] (the pipeline's
 //!   stages), [`rules_test`] (`rules test`, which runs the pipeline over test series).
 //! - Output: [`render`], [`progress`].
-//! - The program: [`error`], [`check`], [`watch`], the settings, [`cli`] and [`app`].
+//! - The program: [`error`], [`check`], [`watch`], the settings, [`serve`] (diagnoses for
+//!   Alertmanager notifications), [`cli`] and [`app`].
 //!
 //! Only fetching is async; everything after it is plain functions over data.
 
@@ -50,6 +51,7 @@ pub const LAYERS: &[&str] = &[
     "check",
     "watch",
     "settings",
+    "serve",
     "cli",
     "app",
 ];
@@ -68,6 +70,7 @@ pub mod render;
 pub mod report;
 pub mod rules;
 pub mod rules_test;
+pub mod serve;
 pub mod settings;
 pub mod signals;
 pub mod source;

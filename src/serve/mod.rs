@@ -1,0 +1,401 @@
+//! `vllm-diag serve`: diagnoses for Alertmanager notifications, delivered where the incident is
+//! handled.
+//!
+//! A small HTTP service. `POST /alertmanager` takes Alertmanager's webhook notifications (payload
+//! version 4, [`alert`]); for each firing group it runs the explain pipeline scoped by the alerts'
+//! labels over a window ending now that covers the alerts, and delivers the report ([`deliver`]):
+//! to a generic webhook as the `--format json` report with the triggering alerts under `trigger`,
+//! and to Slack in the slack format. A resolved group gets a short follow-up. `GET /healthz`
+//! answers `ok`; `GET /metrics` tells what the service has done ([`metrics`]).
+//!
+//! What a service is expected to do with bad input and load: with a token configured, a request
+//! without `Authorization: Bearer <token>` gets 401 (compared in constant time); a body over the
+//! size cap 413; a body that is not a version 4 notification 400 with the reason; a group
+//! diagnosed within the dedup interval is not diagnosed again (200 saying so). Notifications are
+//! answered at once (202) and diagnosed by a fixed number of workers from a bounded queue; when
+//! the queue is full the answer is 503, and Alertmanager sends again later. Deliveries are tried
+//! three times with a growing pause. On SIGTERM or Ctrl-C the service stops taking notifications,
+//! finishes the diagnoses it accepted (within [`DRAIN`]) and exits 0. Secrets (the token, the
+//! Slack URL's path, credentials in URLs) never reach a log line.
+//!
+//! The caller hands over the diagnosis as a closure ([`Diagnose`]): this module knows nothing of
+//! the settings or the app, like `watch`.
+
+pub mod alert;
+pub mod deliver;
+pub mod metrics;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::error::Failure;
+use crate::prom::{redact_text, Selector};
+use crate::source::prometheus::Secret;
+use alert::{GroupStatus, Notification};
+use deliver::{Diagnosis, Retry, RunScope, Target};
+use metrics::Metrics;
+
+/// Runs the explain pipeline once: the extra matchers that scope it, the window's end and length.
+/// It blocks (the service calls it on a blocking thread).
+pub type Diagnose = dyn Fn(&Selector, DateTime<Utc>, Duration) -> Result<Diagnosis, Failure> + Send + Sync;
+
+/// The request body cap when none is configured: a notification of a few hundred alerts fits.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// How long a stopping service waits for the diagnoses it accepted.
+pub const DRAIN: Duration = Duration::from_secs(120);
+
+/// What the service is told.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `host:port` to listen on (port 0: any free port; the log line says which).
+    pub listen: String,
+    pub webhook: Option<Target>,
+    pub slack: Option<Target>,
+    /// Required as `Authorization: Bearer <token>` on `POST /alertmanager` when set.
+    pub auth_token: Option<Secret>,
+    /// A group diagnosed this recently is not diagnosed again.
+    pub dedup: Duration,
+    /// Diagnoses running at once.
+    pub max_concurrent: usize,
+    /// Notifications waiting for a worker before the service answers 503.
+    pub queue: usize,
+    /// The shortest window diagnosed.
+    pub window: Duration,
+    /// The diagnosis' grouping labels, which scope it when the alerts carry them.
+    pub group_by: Vec<String>,
+    pub body_limit: usize,
+    pub retry: Retry,
+}
+
+/// One accepted notification.
+enum Job {
+    Firing(Notification, Selector),
+    Resolved(Notification),
+}
+
+/// What the request handlers share.
+struct Front {
+    token: Option<Secret>,
+    dedup: Duration,
+    /// When each group was last accepted for diagnosis.
+    seen: Mutex<BTreeMap<String, Instant>>,
+    group_by: Vec<String>,
+    body_limit: usize,
+    queue: mpsc::Sender<Job>,
+    queue_len: usize,
+    metrics: Arc<Metrics>,
+}
+
+/// What the workers share.
+struct Worker {
+    diagnose: Arc<Diagnose>,
+    targets: Vec<Target>,
+    window: Duration,
+    retry: Retry,
+    client: reqwest::Client,
+    metrics: Arc<Metrics>,
+}
+
+/// Serve until `shutdown` completes, then finish the accepted diagnoses; `Ok` after a clean stop.
+pub async fn run(config: Config, diagnose: Arc<Diagnose>, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), Failure> {
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| Failure::Usage(format!("--listen {}: cannot listen there: {e}. Give a free host:port, e.g. 127.0.0.1:9095", config.listen)))?;
+    let addr = listener.local_addr().map_err(|e| Failure::Output(format!("--listen {}: {e}", config.listen)))?;
+    let targets: Vec<Target> = config.webhook.iter().chain(config.slack.iter()).cloned().collect();
+    let metrics = Arc::new(Metrics::new(&targets.iter().map(|t| t.name).collect::<Vec<_>>()));
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .user_agent(concat!("vllm-diag/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| Failure::Output(format!("cannot build the HTTP client for deliveries: {e}")))?;
+    let (tx, rx) = mpsc::channel(config.queue.max(1));
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
+    let shown: Vec<&str> = targets.iter().map(|t| t.shown.as_str()).collect();
+    let worker = Arc::new(Worker { diagnose, targets: targets.clone(), window: config.window, retry: config.retry, client, metrics: metrics.clone() });
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..config.max_concurrent.max(1) {
+        workers.spawn(work(worker.clone(), rx.clone()));
+    }
+    let front = Arc::new(Front {
+        token: config.auth_token.clone(),
+        dedup: config.dedup,
+        seen: Mutex::new(BTreeMap::new()),
+        group_by: config.group_by.clone(),
+        body_limit: config.body_limit,
+        queue: tx,
+        queue_len: config.queue,
+        metrics,
+    });
+    let app = Router::new()
+        .route("/alertmanager", post(alertmanager))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics_page))
+        .with_state(front);
+    eprintln!(
+        "vllm-diag serve: listening on http://{addr} (POST /alertmanager, GET /healthz, GET /metrics); delivering to {}",
+        if shown.is_empty() { "nothing (no --webhook-url or --slack-webhook-url-file): diagnoses are only logged".to_string() } else { shown.join(" and ") }
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| Failure::Output(format!("the HTTP server stopped: {e}")))?;
+    eprintln!("vllm-diag serve: no longer taking notifications; finishing the diagnoses accepted");
+    let drained = tokio::time::timeout(DRAIN, async { while workers.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        eprintln!("vllm-diag serve: gave up waiting for diagnoses after {}s", DRAIN.as_secs());
+    }
+    eprintln!("vllm-diag serve: stopped");
+    Ok(())
+}
+
+/// Wait for Ctrl-C or SIGTERM.
+pub async fn stop_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    eprintln!("vllm-diag serve: stopping (signal received)");
+}
+
+/// A JSON answer.
+fn answer(status: StatusCode, body: Value) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], format!("{body}\n")).into_response()
+}
+
+/// Whether the request carries `Authorization: Bearer <token>`, compared in constant time.
+fn authorized(headers: &HeaderMap, token: &Secret) -> bool {
+    use subtle::ConstantTimeEq;
+    let expected = format!("Bearer {}", token.expose());
+    headers
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .any(|v| bool::from(v.as_bytes().ct_eq(expected.as_bytes())))
+}
+
+/// Why a body could not be read.
+enum BodyError {
+    TooLarge,
+    Broken(String),
+}
+
+/// The body, up to `limit` bytes.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<axum::body::Bytes, BodyError> {
+    use http_body_util::BodyExt;
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(BodyError::TooLarge),
+        Err(e) => Err(BodyError::Broken(e.to_string())),
+    }
+}
+
+async fn alertmanager(State(front): State<Arc<Front>>, headers: HeaderMap, body: Body) -> Response {
+    let m = &front.metrics;
+    if let Some(token) = &front.token {
+        if !authorized(&headers, token) {
+            m.notification("unauthorized");
+            let mut r = answer(
+                StatusCode::UNAUTHORIZED,
+                json!({"status": "unauthorized", "reason": "send Authorization: Bearer <token> with the token of --auth-token-file (Alertmanager: http_config.authorization.credentials_file)"}),
+            );
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    let bytes = match read_body(&headers, body, front.body_limit).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
+            m.notification("too_large");
+            let reason = format!("the body is over the {} byte limit", front.body_limit);
+            return answer(StatusCode::PAYLOAD_TOO_LARGE, json!({"status": "too_large", "reason": reason}));
+        }
+        Err(BodyError::Broken(e)) => {
+            m.notification("bad_request");
+            return answer(StatusCode::BAD_REQUEST, json!({"status": "bad_request", "reason": format!("cannot read the body: {e}")}));
+        }
+    };
+    let n = match Notification::parse(&bytes) {
+        Ok(n) => n,
+        Err(reason) => {
+            m.notification("bad_request");
+            return answer(StatusCode::BAD_REQUEST, json!({"status": "bad_request", "reason": reason}));
+        }
+    };
+    match n.group_status() {
+        Ok(GroupStatus::Resolved) => accept_resolved(&front, n),
+        _ => accept_firing(&front, n),
+    }
+}
+
+/// Queue a firing group's diagnosis, unless it was diagnosed within the dedup interval.
+fn accept_firing(front: &Front, n: Notification) -> Response {
+    let m = &front.metrics;
+    let key = n.group_key.clone();
+    let Ok(mut seen) = front.seen.lock() else {
+        return answer(StatusCode::INTERNAL_SERVER_ERROR, json!({"status": "error", "reason": "internal state unavailable"}));
+    };
+    let now = Instant::now();
+    seen.retain(|_, at| now.duration_since(*at) < front.dedup);
+    if let Some(at) = seen.get(&key) {
+        m.notification("duplicate");
+        let ago = now.duration_since(*at).as_secs();
+        let note = format!(
+            "group {key} was diagnosed {ago}s ago, within --dedup {}: not diagnosed again",
+            humantime::format_duration(Duration::from_secs(front.dedup.as_secs()))
+        );
+        eprintln!("vllm-diag serve: {}", redact_text(&note));
+        return answer(StatusCode::OK, json!({"status": "duplicate", "note": note}));
+    }
+    let selector = n.scope(&front.group_by);
+    let shown = selector.to_promql();
+    match front.queue.try_send(Job::Firing(n, selector)) {
+        Ok(()) => {
+            seen.insert(key.clone(), now);
+            m.notification("accepted");
+            eprintln!("vllm-diag serve: accepted group {key}: diagnosing {{{shown}}}");
+            answer(StatusCode::ACCEPTED, json!({"status": "accepted", "group_key": key, "selector": shown}))
+        }
+        Err(e) => busy(front, e),
+    }
+}
+
+/// Queue a resolved group's follow-up; the group may be diagnosed again as soon as it fires again.
+fn accept_resolved(front: &Front, n: Notification) -> Response {
+    if let Ok(mut seen) = front.seen.lock() {
+        seen.remove(&n.group_key);
+    }
+    let key = n.group_key.clone();
+    match front.queue.try_send(Job::Resolved(n)) {
+        Ok(()) => {
+            front.metrics.notification("resolved");
+            answer(StatusCode::ACCEPTED, json!({"status": "accepted", "group_key": key, "kind": "resolved"}))
+        }
+        Err(e) => busy(front, e),
+    }
+}
+
+/// The 503 for a full (or closing) queue.
+fn busy(front: &Front, e: mpsc::error::TrySendError<Job>) -> Response {
+    front.metrics.notification("queue_full");
+    let reason = match e {
+        mpsc::error::TrySendError::Full(_) => format!("{} notifications are waiting already (--queue {}): try again later", front.queue_len, front.queue_len),
+        mpsc::error::TrySendError::Closed(_) => "the service is stopping".to_string(),
+    };
+    eprintln!("vllm-diag serve: refused a notification: {reason}");
+    let mut r = answer(StatusCode::SERVICE_UNAVAILABLE, json!({"status": "busy", "reason": reason}));
+    r.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("30"));
+    r
+}
+
+async fn metrics_page(State(front): State<Arc<Front>>) -> Response {
+    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], front.metrics.render()).into_response()
+}
+
+/// A worker: take jobs until the queue closes and is empty.
+async fn work(worker: Arc<Worker>, rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>) {
+    loop {
+        let job = rx.lock().await.recv().await;
+        match job {
+            Some(Job::Firing(n, selector)) => worker.diagnose_and_deliver(n, selector).await,
+            Some(Job::Resolved(n)) => worker.follow_up(n).await,
+            None => break,
+        }
+    }
+}
+
+impl Worker {
+    async fn diagnose_and_deliver(&self, n: Notification, selector: Selector) {
+        let end = Utc::now();
+        let window = n.window(end, self.window);
+        let scope = RunScope { selector, window, end };
+        let started = Instant::now();
+        let (d, sel) = (self.diagnose.clone(), scope.selector.clone());
+        let outcome = tokio::task::spawn_blocking(move || d(&sel, end, window))
+            .await
+            .unwrap_or_else(|e| Err(Failure::Output(format!("the diagnosis stopped unexpectedly: {e}"))));
+        self.metrics.run(started.elapsed(), outcome.is_err());
+        let what = match &outcome {
+            Ok(d) => match d.report.findings.first() {
+                Some(f) => format!("first finding {} ({}), exit code {}", f.rule, f.severity, d.exit_code),
+                None => format!("no finding, exit code {}", d.exit_code),
+            },
+            Err(e) => format!("failed (exit code {}): {}", e.exit_code(), redact_text(&e.to_string())),
+        };
+        eprintln!("vllm-diag serve: diagnosed group {} in {:.1}s: {what}", n.group_key, started.elapsed().as_secs_f64());
+        let webhook = deliver::envelope(&n, &scope, &outcome);
+        let slack = json!({ "text": deliver::slack_text(&n, &scope, &outcome, Utc::now()) });
+        self.deliver(&n.group_key, &webhook, &slack).await;
+    }
+
+    async fn follow_up(&self, n: Notification) {
+        let text = deliver::resolved_text(&n);
+        eprintln!("vllm-diag serve: group {} resolved", n.group_key);
+        let webhook = deliver::resolved_envelope(&n, &text);
+        let slack = json!({ "text": text });
+        self.deliver(&n.group_key, &webhook, &slack).await;
+    }
+
+    /// Send to every target at once; log and count each result.
+    async fn deliver(&self, group: &str, webhook: &Value, slack: &Value) {
+        let sends = self.targets.iter().map(|t| async move {
+            let body = if t.name == "slack" { slack } else { webhook };
+            (t, deliver::post(&self.client, t, body, self.retry).await)
+        });
+        for (t, result) in futures::future::join_all(sends).await {
+            self.metrics.delivery(t.name, result.is_ok());
+            if let Err(e) = result {
+                eprintln!("vllm-diag serve: delivery of group {group} failed: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_exact_bearer_token_is_authorized() {
+        let token = Secret::new("s3cret");
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, header::HeaderValue::from_str(v).unwrap());
+            h
+        };
+        assert!(authorized(&with("Bearer s3cret"), &token));
+        assert!(!authorized(&with("Bearer s3cre"), &token));
+        assert!(!authorized(&with("Bearer s3cret2"), &token));
+        assert!(!authorized(&with("Basic s3cret"), &token));
+        assert!(!authorized(&HeaderMap::new(), &token));
+    }
+}

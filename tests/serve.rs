@@ -1,0 +1,567 @@
+//! `vllm-diag serve` as a service: the binary listens on a free port of 127.0.0.1, a real
+//! Prometheus holds a generated incident that ends now, and a loopback HTTP receiver stands in for
+//! the generic webhook and for Slack. A notification in Alertmanager's webhook format (written here
+//! by hand, or sent by a real Alertmanager) must bring the ranked diagnosis to the receiver; bad
+//! requests, duplicates and a backend that is down must be answered as a service should.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use common::{free_port, load_scenario, run::write_file, PromServer};
+
+const TOKEN: &str = "test-token-5f1c";
+const SLACK_SECRET: &str = "T000/B000/slacksecretpath";
+const MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
+
+// ---------------------------------------------------------------------------------------------
+// The loopback receiver: every POST it gets, by path, answered 200.
+// ---------------------------------------------------------------------------------------------
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+struct Hit {
+    path: String,
+    body: String,
+}
+
+struct Receiver {
+    url: String,
+    hits: Arc<Mutex<Vec<Hit>>>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the receiver");
+        let url = format!("http://{}", listener.local_addr().expect("receiver address"));
+        let hits = Arc::new(Mutex::new(Vec::new()));
+        let store = hits.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                if let Some(hit) = read_request(stream) {
+                    store.lock().unwrap().push(hit);
+                }
+            }
+        });
+        Receiver { url, hits }
+    }
+
+    fn hits(&self, path_prefix: &str) -> Vec<Hit> {
+        self.hits.lock().unwrap().iter().filter(|h| h.path.starts_with(path_prefix)).cloned().collect()
+    }
+
+    /// Wait until `n` requests to paths starting with `prefix` arrived; panics after `timeout`.
+    fn wait_for(&self, prefix: &str, n: usize, timeout: Duration, serve: &Serve) -> Vec<Hit> {
+        let started = Instant::now();
+        loop {
+            let hits = self.hits(prefix);
+            if hits.len() >= n {
+                return hits;
+            }
+            if started.elapsed() > timeout {
+                panic!("the receiver got {} of {n} requests to {prefix} in {timeout:?}; serve's log:\n{}", hits.len(), serve.log());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Read one HTTP/1.1 request (headers, then a Content-Length body) and answer 200.
+fn read_request(mut stream: TcpStream) -> Option<Hit> {
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let path = line.split_whitespace().nth(1)?.to_string();
+    let mut length = 0usize;
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h).ok()?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = h.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().ok()?;
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    Some(Hit { path, body: String::from_utf8_lossy(&body).into_owned() })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The service under test.
+// ---------------------------------------------------------------------------------------------
+
+struct Serve {
+    addr: SocketAddr,
+    child: Child,
+    log: Arc<Mutex<String>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Serve {
+    /// Start `vllm-diag serve` on a free port against `prometheus`, delivering to `receiver`'s
+    /// /hook and (through a URL file) /slack/..., with the test token required; `extra` follows.
+    fn start(prometheus: &str, receiver: &Receiver, extra: &[&str]) -> Serve {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let slack = write_file(dir.path(), "slack-url", &format!("{}/slack/{SLACK_SECRET}\n", receiver.url));
+        let token = write_file(dir.path(), "token", &format!("{TOKEN}\n"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vllm-diag"));
+        cmd.args(["serve", "--no-config", "--listen", "127.0.0.1:0", "--prometheus", prometheus])
+            .args(["--webhook-url", &format!("{}/hook", receiver.url)])
+            .arg("--slack-webhook-url-file")
+            .arg(&slack)
+            .arg("--auth-token-file")
+            .arg(&token)
+            .args(extra)
+            .env_remove("VLLM_DIAG_PROMETHEUS_URL")
+            .env_remove("VLLM_DIAG_BEARER_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start vllm-diag serve");
+        let stderr = child.stderr.take().expect("serve's stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut l = sink.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let started = Instant::now();
+        let addr = loop {
+            let text = log.lock().unwrap().clone();
+            if let Some(rest) = text.split("listening on http://").nth(1) {
+                let addr = rest.split_whitespace().next().unwrap_or_default();
+                break addr.parse::<SocketAddr>().unwrap_or_else(|e| panic!("serve's address {addr:?}: {e}"));
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("vllm-diag serve exited ({status}) before listening:\n{text}");
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                panic!("vllm-diag serve was not listening after 30s:\n{text}");
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        };
+        Serve { addr, child, log, _dir: dir }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// POST a body to /alertmanager with `authorization` (if any); the status and the JSON answer.
+    fn notify(&self, body: &[u8], authorization: Option<&str>) -> (u16, Value) {
+        let auth = authorization.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
+        let head = format!(
+            "POST /alertmanager HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        let (status, text) = request(self.addr, head.as_bytes(), body);
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        request(self.addr, format!("GET {path} HTTP/1.0\r\nHost: {}\r\n\r\n", self.addr).as_bytes(), b"")
+    }
+
+    /// SIGTERM, then the exit code and the whole log.
+    fn stop(mut self) -> (i32, String) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                std::thread::sleep(Duration::from_millis(100));
+                return (status.code().unwrap_or(-1), self.log());
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                panic!("serve did not stop within 30s of SIGTERM:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.0 exchange: the status and the body of the answer. A server may answer before it
+/// has read the whole body (413): what it answered is still read.
+fn request(addr: SocketAddr, head: &[u8], body: &[u8]) -> (u16, String) {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect to serve");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let _ = stream.write_all(head).and_then(|()| stream.write_all(body));
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, answer) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("not an HTTP answer: {text:?}"));
+    (status, answer.to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Notifications, written as Alertmanager writes them (notify/webhook, payload version 4).
+// ---------------------------------------------------------------------------------------------
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn notification(status: &str, model: &str, starts: DateTime<Utc>, ends: Option<DateTime<Utc>>) -> Value {
+    let labels = json!({"alertname": "VllmKvCachePressure", "model_name": model, "severity": "critical", "vllm_diag_rule": "kv-cache-pressure"});
+    json!({
+        "version": "4",
+        "groupKey": format!("{{}}:{{alertname=\"VllmKvCachePressure\", model_name=\"{model}\"}}"),
+        "truncatedAlerts": 0,
+        "status": status,
+        "receiver": "vllm-diag",
+        "groupLabels": {"alertname": "VllmKvCachePressure", "model_name": model},
+        "commonLabels": labels,
+        "commonAnnotations": {"summary": "KV cache nearly full"},
+        "externalURL": "http://alertmanager.example:9093",
+        "alerts": [{
+            "status": status,
+            "labels": labels,
+            "annotations": {"summary": "KV cache nearly full"},
+            "startsAt": rfc3339(starts),
+            "endsAt": ends.map(rfc3339).unwrap_or_else(|| "0001-01-01T00:00:00Z".into()),
+            "generatorURL": "http://prometheus.example:9090/graph?g0.expr=x",
+            "fingerprint": "0123456789abcdef"
+        }]
+    })
+}
+
+fn bearer() -> String {
+    format!("Bearer {TOKEN}")
+}
+
+/// A Prometheus holding the kv-cache-pressure scenario moved so that its incident window ends now.
+fn incident_now() -> PromServer {
+    let mut spec = load_scenario("kv-cache-pressure");
+    let total = chrono::Duration::from_std(spec.warmup + spec.baseline + spec.window).expect("scenario length");
+    let step = spec.interval.as_secs().max(1) as i64;
+    let now = Utc::now().timestamp();
+    spec.start = DateTime::from_timestamp(now - now % step, 0).expect("now") - total;
+    PromServer::start_generated(&spec)
+}
+
+/// A URL where nothing listens.
+fn dead_backend() -> String {
+    format!("http://127.0.0.1:{}", free_port())
+}
+
+/// The value of an unlabelled sample in an exposition text.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_firing_alert_brings_the_ranked_diagnosis_to_the_webhook_and_slack_once() {
+    let prom = incident_now();
+    let receiver = Receiver::start();
+    let serve = Serve::start(&prom.url, &receiver, &["--timeout", "60s"]);
+
+    let fired = Utc::now() - chrono::Duration::minutes(10);
+    let body = notification("firing", MODEL, fired, None).to_string();
+    let (status, answer) = serve.notify(body.as_bytes(), Some(&bearer()));
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(answer["selector"], format!("model_name=\"{MODEL}\""), "alert-only labels are no matchers: {answer}");
+
+    let hook = receiver.wait_for("/hook", 1, Duration::from_secs(120), &serve);
+    let report: Value = serde_json::from_str(&hook[0].body).expect("the webhook gets JSON");
+    // The --format json contract, as it is.
+    assert_eq!(report["schema_version"], 1);
+    let first = &report["findings"][0];
+    assert_eq!((first["rule"].as_str(), first["scope"]["model_name"].as_str()), (Some("kv-cache-pressure"), Some(MODEL)), "{report:#}");
+    let elsewhere: Vec<&Value> = report["findings"].as_array().unwrap().iter().filter(|f| f["scope"]["model_name"] != MODEL).collect();
+    assert!(elsewhere.is_empty(), "the diagnosis is scoped to the alert's model: {elsewhere:?}");
+    assert_eq!(report["source"]["selector"], format!("model_name=\"{MODEL}\""));
+    // What triggered it, and what the run was.
+    assert_eq!(report["trigger"]["alerts"][0]["labels"]["model_name"], MODEL);
+    assert_eq!(report["trigger"]["groupKey"], notification("firing", MODEL, fired, None)["groupKey"]);
+    assert_eq!(report["run"]["kind"], "diagnosis");
+    assert_eq!(report["run"]["status"], "diagnosed");
+    assert_eq!(report["run"]["exit_code"], 0);
+    assert_eq!(report["run"]["window_seconds"], 1800);
+
+    let slack = receiver.wait_for("/slack/", 1, Duration::from_secs(30), &serve);
+    assert_eq!(slack[0].path, format!("/slack/{SLACK_SECRET}"));
+    let text = serde_json::from_str::<Value>(&slack[0].body).expect("Slack gets JSON")["text"].as_str().unwrap_or_default().to_string();
+    assert!(text.contains("VllmKvCachePressure") && text.contains("KV"), "{text}");
+
+    // The same group again within --dedup: answered, not diagnosed again.
+    let (status, answer) = serve.notify(body.as_bytes(), Some(&bearer()));
+    assert_eq!((status, answer["status"].as_str()), (200, Some("duplicate")), "{answer}");
+
+    let (status, metrics) = serve.get("/metrics");
+    assert_eq!(status, 200);
+    assert_eq!(sample(&metrics, "vllm_diag_serve_runs_total"), Some(1.0), "{metrics}");
+    assert_eq!(sample(&metrics, "vllm_diag_serve_failures_total"), Some(0.0), "{metrics}");
+    assert!(metrics.contains("vllm_diag_serve_deliveries_total{target=\"webhook\",result=\"ok\"} 1"), "{metrics}");
+    assert!(metrics.contains("vllm_diag_serve_notifications_total{outcome=\"duplicate\"} 1"), "{metrics}");
+
+    // Resolved: a short follow-up to both, and no second diagnosis.
+    let resolved = notification("resolved", MODEL, fired, Some(Utc::now())).to_string();
+    let (status, answer) = serve.notify(resolved.as_bytes(), Some(&bearer()));
+    assert_eq!(status, 202, "{answer}");
+    let hook = receiver.wait_for("/hook", 2, Duration::from_secs(30), &serve);
+    let follow_up: Value = serde_json::from_str(&hook[1].body).expect("JSON");
+    assert_eq!((follow_up["run"]["kind"].as_str(), follow_up["trigger"]["status"].as_str()), (Some("resolved"), Some("resolved")));
+    assert!(follow_up.get("findings").is_none());
+    let slack = receiver.wait_for("/slack/", 2, Duration::from_secs(30), &serve);
+    assert!(slack[1].body.contains("Resolved"), "{}", slack[1].body);
+    let (_, metrics) = serve.get("/metrics");
+    assert_eq!(sample(&metrics, "vllm_diag_serve_runs_total"), Some(1.0), "{metrics}");
+
+    let (code, log) = serve.stop();
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("stopped"), "{log}");
+    assert!(!log.contains(TOKEN) && !log.contains("slacksecretpath"), "a secret reached the log:\n{log}");
+}
+
+#[test]
+fn bad_requests_are_refused_with_the_right_status_and_nothing_is_diagnosed() {
+    let receiver = Receiver::start();
+    let serve = Serve::start(&dead_backend(), &receiver, &[]);
+    let good = notification("firing", MODEL, Utc::now(), None).to_string();
+
+    let (status, answer) = serve.notify(good.as_bytes(), None);
+    assert_eq!(status, 401, "{answer}");
+    let (status, _) = serve.notify(good.as_bytes(), Some("Bearer wrong-token"));
+    assert_eq!(status, 401);
+    let (status, _) = serve.notify(good.as_bytes(), Some(&format!("Basic {TOKEN}")));
+    assert_eq!(status, 401);
+
+    let (status, answer) = serve.notify(b"{\"version\": \"4\", \"alerts\": [", Some(&bearer()));
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer["reason"].as_str().unwrap_or_default().contains("not an Alertmanager webhook notification"), "{answer}");
+    let v3 = good.replace("\"version\":\"4\"", "\"version\":\"3\"");
+    let (status, answer) = serve.notify(v3.as_bytes(), Some(&bearer()));
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer["reason"].as_str().unwrap_or_default().contains("version"), "{answer}");
+
+    let huge = vec![b' '; 2 * 1024 * 1024];
+    let (status, _) = serve.notify(&huge, Some(&bearer()));
+    assert_eq!(status, 413);
+
+    let (status, body) = serve.get("/healthz");
+    assert_eq!((status, body.trim()), (200, "ok"));
+    let (_, metrics) = serve.get("/metrics");
+    assert_eq!(sample(&metrics, "vllm_diag_serve_runs_total"), Some(0.0), "{metrics}");
+    assert!(metrics.contains("vllm_diag_serve_notifications_total{outcome=\"unauthorized\"} 3"), "{metrics}");
+    assert!(metrics.contains("vllm_diag_serve_notifications_total{outcome=\"too_large\"} 1"), "{metrics}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(receiver.hits("/").is_empty(), "nothing may be delivered: {:?}", receiver.hits("/"));
+    let (code, log) = serve.stop();
+    assert_eq!(code, 0, "{log}");
+}
+
+#[test]
+fn a_backend_that_is_down_is_delivered_as_a_failed_run_with_its_exit_code() {
+    let receiver = Receiver::start();
+    let serve = Serve::start(&dead_backend(), &receiver, &["--timeout", "5s"]);
+    let body = notification("firing", MODEL, Utc::now() - chrono::Duration::minutes(3), None).to_string();
+    let (status, answer) = serve.notify(body.as_bytes(), Some(&bearer()));
+    assert_eq!(status, 202, "{answer}");
+
+    let hook = receiver.wait_for("/hook", 1, Duration::from_secs(60), &serve);
+    let envelope: Value = serde_json::from_str(&hook[0].body).expect("JSON");
+    assert_eq!(envelope["run"]["status"], "failed", "{envelope:#}");
+    assert_eq!(envelope["run"]["exit_code"], 3, "a source that cannot be reached is exit code 3: {envelope:#}");
+    assert!(!envelope["run"]["error"].as_str().unwrap_or_default().is_empty(), "{envelope:#}");
+    assert!(envelope.get("findings").is_none(), "{envelope:#}");
+    assert_eq!(envelope["trigger"]["alerts"][0]["labels"]["model_name"], MODEL);
+    let slack = receiver.wait_for("/slack/", 1, Duration::from_secs(30), &serve);
+    assert!(slack[0].body.contains("could not diagnose"), "{}", slack[0].body);
+
+    let (_, metrics) = serve.get("/metrics");
+    assert_eq!(sample(&metrics, "vllm_diag_serve_failures_total"), Some(1.0), "{metrics}");
+    let (code, log) = serve.stop();
+    assert_eq!(code, 0, "{log}");
+}
+
+#[test]
+fn a_full_queue_is_answered_503_until_a_worker_is_free() {
+    // A backend that accepts connections and never answers: each diagnosis holds its worker until
+    // --timeout.
+    let silent = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let backend = format!("http://{}", silent.local_addr().expect("address"));
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let keep = held.clone();
+    std::thread::spawn(move || {
+        for s in silent.incoming().flatten() {
+            keep.lock().unwrap().push(s);
+        }
+    });
+    let receiver = Receiver::start();
+    let serve = Serve::start(&backend, &receiver, &["--timeout", "8s", "--max-concurrent", "1", "--queue", "1"]);
+    let send = |model: &str| serve.notify(notification("firing", model, Utc::now(), None).to_string().as_bytes(), Some(&bearer()));
+    assert_eq!(send("model-a").0, 202, "the first runs");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(send("model-b").0, 202, "the second waits in the queue");
+    let (status, answer) = send("model-c");
+    assert_eq!(status, 503, "the third finds the queue full: {answer}");
+    assert!(answer["reason"].as_str().unwrap_or_default().contains("--queue 1"), "{answer}");
+    // Both accepted groups are diagnosed (and fail: the backend never answers), one after the other.
+    let hooks = receiver.wait_for("/hook", 2, Duration::from_secs(90), &serve);
+    for h in &hooks {
+        let v: Value = serde_json::from_str(&h.body).expect("JSON");
+        assert_eq!(v["run"]["status"], "failed", "{v:#}");
+    }
+    let (code, log) = serve.stop();
+    assert_eq!(code, 0, "{log}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A real Alertmanager (Debian's prometheus-alertmanager) routing to serve.
+// ---------------------------------------------------------------------------------------------
+
+struct Alertmanager {
+    addr: SocketAddr,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Alertmanager {
+    /// Start Alertmanager routing every alert, grouped by alertname and model_name, to `serve`'s
+    /// /alertmanager with the test token, after a one-second group wait.
+    fn start(serve: &Serve) -> Alertmanager {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let token = write_file(dir.path(), "token", TOKEN);
+        let config = format!(
+            "route:\n  receiver: vllm-diag\n  group_by: [alertname, model_name]\n  group_wait: 1s\n  group_interval: 1m\n  repeat_interval: 1h\n\
+             receivers:\n  - name: vllm-diag\n    webhook_configs:\n      - url: {}/alertmanager\n        send_resolved: true\n\
+             \x20       http_config:\n          authorization:\n            credentials_file: {}\n",
+            serve.url(),
+            token.display()
+        );
+        let config = write_file(dir.path(), "alertmanager.yml", &config);
+        let log = std::fs::File::create(dir.path().join("alertmanager.log")).expect("log file");
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut child = Command::new("prometheus-alertmanager")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--cluster.listen-address=")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start prometheus-alertmanager: {e}. Run scripts/test.sh, which installs it (Debian package prometheus-alertmanager)"));
+        let started = Instant::now();
+        loop {
+            let ready = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
+                && request(addr, format!("GET /-/ready HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes(), b"").0 == 200;
+            if ready {
+                break;
+            }
+            let log = std::fs::read_to_string(dir.path().join("alertmanager.log")).unwrap_or_default();
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("alertmanager exited ({status}):\n{log}");
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                panic!("alertmanager not ready after 30s:\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Alertmanager { addr, child, _dir: dir }
+    }
+
+    /// POST alerts to API v2; the status.
+    fn post_alerts(&self, alerts: &Value) -> u16 {
+        let body = alerts.to_string();
+        let head = format!(
+            "POST /api/v2/alerts HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        request(self.addr, head.as_bytes(), body.as_bytes()).0
+    }
+}
+
+impl Drop for Alertmanager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_alert_routed_by_a_real_alertmanager_brings_the_diagnosis_to_the_receiver() {
+    let prom = incident_now();
+    let receiver = Receiver::start();
+    let serve = Serve::start(&prom.url, &receiver, &["--timeout", "60s"]);
+    let am = Alertmanager::start(&serve);
+    let alert = json!([{
+        "labels": {"alertname": "VllmKvCachePressure", "model_name": MODEL, "severity": "critical", "vllm_diag_rule": "kv-cache-pressure"},
+        "annotations": {"summary": "KV cache nearly full"},
+        "startsAt": rfc3339(Utc::now() - chrono::Duration::minutes(5)),
+        "generatorURL": format!("{}/graph", prom.url)
+    }]);
+    assert_eq!(am.post_alerts(&alert), 200);
+
+    let hook = receiver.wait_for("/hook", 1, Duration::from_secs(120), &serve);
+    let report: Value = serde_json::from_str(&hook[0].body).expect("the webhook gets JSON");
+    let first = &report["findings"][0];
+    assert_eq!((first["rule"].as_str(), first["scope"]["model_name"].as_str()), (Some("kv-cache-pressure"), Some(MODEL)), "{report:#}");
+    assert_eq!(report["trigger"]["receiver"], "vllm-diag");
+    assert_eq!(report["trigger"]["groupLabels"]["model_name"], MODEL);
+    assert_eq!(report["trigger"]["version"], "4");
+    assert_eq!(report["run"]["selector"], format!("model_name=\"{MODEL}\""));
+    let slack = receiver.wait_for("/slack/", 1, Duration::from_secs(30), &serve);
+    assert!(slack[0].body.contains("VllmKvCachePressure"), "{}", slack[0].body);
+    drop(am);
+    let (code, log) = serve.stop();
+    assert_eq!(code, 0, "{log}");
+}
+
+#[test]
+fn settings_that_do_not_apply_or_secrets_that_do_not_read_stop_serve_with_exit_2() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let not_a_url = write_file(dir.path(), "slack-url", "xoxb-not-a-url-secret\n");
+    let empty = write_file(dir.path(), "token", "\n");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--replay".into(), "run.json".into()], "drop --replay"),
+        (vec!["--at".into(), "now".into()], "drop --at"),
+        (vec!["--slack-webhook-url-file".into(), not_a_url.display().to_string()], "does not hold an http"),
+        (vec!["--auth-token-file".into(), empty.display().to_string()], "is empty"),
+        (vec!["--webhook-url".into(), "ftp://u:pw@host/x".into()], "give an http"),
+    ];
+    for (extra, expected) in cases {
+        let mut args: Vec<String> = ["serve", "--no-config", "--listen", "127.0.0.1:0"].map(String::from).to_vec();
+        args.extend(extra.iter().cloned());
+        let out = Command::new(env!("CARGO_BIN_EXE_vllm-diag")).args(&args).stdin(Stdio::null()).output().expect("run vllm-diag");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("xoxb-not-a-url-secret") && !stderr.contains("pw@"), "a secret reached stderr: {stderr}");
+    }
+}
