@@ -126,39 +126,108 @@ fn usage_errors_exit_2_and_say_what_to_fix() {
     assert!(err.contains("not a label name"), "{err}");
 }
 
-/// A `promtool test rules` file for the engine-asleep alert of the exported file: one model whose
-/// engine sleeps while requests wait (must fire), one that sleeps with nothing waiting and one
-/// awake with a queue (must not). The expected annotations are the exporter's own templates,
-/// filled in as Prometheus fills them.
-fn asleep_unit_test(rule_file: &str, alert: &str) -> String {
-    let set = vllm_diag::rules::load_builtin().unwrap();
-    let rule = set.rule("engine-asleep").unwrap();
-    let opts = export::Options::default();
-    let fill = |t: &str, model: &str| t.replace("{{ $labels.model_name }}", model).replace("{{ $value | humanize }}", "1");
-    let mut y = String::new();
-    y.push_str(&format!("rule_files:\n  - {}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n", yaml_quote(rule_file)));
-    let series = [
+/// One alert's promtool test: input series, when it must still be quiet (pending or false), and
+/// when it must fire for `model` only, with `value` as `$value`.
+struct Case {
+    rule: &'static str,
+    series: &'static [(&'static str, &'static str)],
+    quiet_at: &'static str,
+    fires_at: &'static str,
+    model: &'static str,
+    value: &'static str,
+}
+
+/// engine-asleep: one model's engine sleeps while requests wait (fires), one sleeps with nothing
+/// waiting and one is awake with a queue (quiet). At 2m the condition holds but `for: 5m` has not
+/// passed.
+const ASLEEP: Case = Case {
+    rule: "engine-asleep",
+    series: &[
         (r#"vllm:engine_sleep_state{model_name="sleepy",instance="a:8000",sleep_state="level1"}"#, "1x60"),
         (r#"vllm:num_requests_waiting{model_name="sleepy",instance="a:8000"}"#, "3x60"),
         (r#"vllm:engine_sleep_state{model_name="idle",instance="b:8000",sleep_state="level1"}"#, "1x60"),
         (r#"vllm:num_requests_waiting{model_name="idle",instance="b:8000"}"#, "0x60"),
         (r#"vllm:engine_sleep_state{model_name="awake",instance="c:8000",sleep_state="awake"}"#, "1x60"),
         (r#"vllm:num_requests_waiting{model_name="awake",instance="c:8000"}"#, "5x60"),
-    ];
-    for (s, values) in series {
-        y.push_str(&format!("      - series: {}\n        values: {}\n", yaml_quote(s), yaml_quote(values)));
-    }
-    y.push_str(&format!("    alert_rule_test:\n      - eval_time: 2m\n        alertname: {}\n        exp_alerts: []\n", yaml_quote(alert)));
-    y.push_str(&format!("      - eval_time: 30m\n        alertname: {}\n        exp_alerts:\n", yaml_quote(alert)));
-    y.push_str("          - exp_labels:\n");
-    for (k, v) in [("severity", "critical"), ("vllm_diag_rule", "engine-asleep"), ("model_name", "sleepy")] {
-        y.push_str(&format!("              {k}: {}\n", yaml_quote(v)));
-    }
-    y.push_str("            exp_annotations:\n");
-    for (k, v) in export::annotations(rule, &set, &opts) {
-        y.push_str(&format!("              {k}: {}\n", yaml_quote(&fill(&v, "sleepy"))));
+    ],
+    quiet_at: "2m",
+    fires_at: "30m",
+    model: "sleepy",
+    value: "1",
+};
+
+/// workload-shift, a baseline rule: one model's prompts triple at 90m (fires at 120m, when the
+/// window's mean prompt is 300 tokens against the baseline's 100, read with `offset 30m`); the
+/// other's stay at 100 tokens (quiet). Quiet at 85m, before the shift.
+const SHIFT: Case = Case {
+    rule: "workload-shift",
+    series: &[
+        (r#"vllm:request_prompt_tokens_sum{model_name="longer",instance="a:8000"}"#, "0+100x90 9300+300x29"),
+        (r#"vllm:request_prompt_tokens_count{model_name="longer",instance="a:8000"}"#, "0+1x120"),
+        (r#"vllm:request_prompt_tokens_sum{model_name="same",instance="b:8000"}"#, "0+100x120"),
+        (r#"vllm:request_prompt_tokens_count{model_name="same",instance="b:8000"}"#, "0+1x120"),
+    ],
+    quiet_at: "85m",
+    fires_at: "120m",
+    model: "longer",
+    value: "300",
+};
+
+/// A `promtool test rules` file for `cases` over the exported `rule_file`. The expected
+/// annotations are the exporter's own templates, filled in as Prometheus fills them.
+fn unit_test(rule_file: &str, yaml: &str, cases: &[Case]) -> String {
+    let set = vllm_diag::rules::load_builtin().unwrap();
+    let opts = export::Options::default();
+    let exported = alerts(yaml);
+    let mut y = format!("rule_files:\n  - {}\nevaluation_interval: 1m\ntests:\n", yaml_quote(rule_file));
+    for case in cases {
+        let rule = set.rule(case.rule).unwrap();
+        let alert = &exported.iter().find(|a| a.rule == case.rule).unwrap_or_else(|| panic!("{} is exported", case.rule)).alert;
+        let fill = |t: &str| t.replace("{{ $labels.model_name }}", case.model).replace("{{ $value | humanize }}", case.value);
+        y.push_str("  - interval: 1m\n    input_series:\n");
+        for (s, values) in case.series {
+            y.push_str(&format!("      - series: {}\n        values: {}\n", yaml_quote(s), yaml_quote(values)));
+        }
+        y.push_str("    alert_rule_test:\n");
+        y.push_str(&format!("      - eval_time: {}\n        alertname: {}\n        exp_alerts: []\n", case.quiet_at, yaml_quote(alert)));
+        y.push_str(&format!("      - eval_time: {}\n        alertname: {}\n        exp_alerts:\n", case.fires_at, yaml_quote(alert)));
+        y.push_str("          - exp_labels:\n");
+        for (k, v) in [("severity", rule.severity.as_str()), ("vllm_diag_rule", case.rule), ("model_name", case.model)] {
+            y.push_str(&format!("              {k}: {}\n", yaml_quote(v)));
+        }
+        y.push_str("            exp_annotations:\n");
+        for (k, v) in export::annotations(rule, &set, &opts) {
+            y.push_str(&format!("              {k}: {}\n", yaml_quote(&fill(&v))));
+        }
     }
     y
+}
+
+/// fixtures/export/: the default export and a `promtool test rules` file for it, both produced
+/// here, so the shipped files are always what the binary writes. Regenerate them with
+/// `VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --test rules_export`.
+#[test]
+fn the_shipped_export_and_its_promtool_unit_test_are_current_and_pass() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/export");
+    let (code, yaml, stderr) = run_export(&[]);
+    assert_eq!(code, 0, "{stderr}");
+    let test = unit_test("vllm-diag.rules.yml", &yaml, &[ASLEEP, SHIFT]);
+    let files = [("vllm-diag.rules.yml", &yaml), ("vllm-diag.rules.test.yml", &test)];
+    if std::env::var_os("VLLM_DIAG_UPDATE_FIXTURES").is_some() {
+        std::fs::create_dir_all(&fixtures).unwrap();
+        for (name, text) in files {
+            std::fs::write(fixtures.join(name), text).unwrap();
+        }
+    }
+    for (name, text) in files {
+        let shipped = std::fs::read_to_string(fixtures.join(name)).unwrap_or_default();
+        assert!(
+            &shipped == text,
+            "fixtures/export/{name} is not what `vllm-diag rules export` writes now; if the change is intended, regenerate it with VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --test rules_export"
+        );
+    }
+    let (ok, out) = promtool(&["test", "rules", "vllm-diag.rules.test.yml"], &fixtures);
+    assert!(ok, "promtool test rules fixtures/export/vllm-diag.rules.test.yml failed:\n{out}");
 }
 
 #[test]
@@ -167,17 +236,18 @@ fn promtool_unit_tests_of_an_exported_alert_fire_on_the_right_model_only() {
     let (code, yaml, stderr) = run_export(&[]);
     assert_eq!(code, 0, "{stderr}");
     std::fs::write(dir.path().join("vllm-diag.rules.yml"), &yaml).unwrap();
-    let alert = alerts(&yaml).into_iter().find(|a| a.rule == "engine-asleep").expect("engine-asleep is exported").alert;
-    let test = asleep_unit_test("vllm-diag.rules.yml", &alert);
+    let test = unit_test("vllm-diag.rules.yml", &yaml, &[ASLEEP, SHIFT]);
     std::fs::write(dir.path().join("test.yml"), &test).unwrap();
     let (ok, out) = promtool(&["test", "rules", "test.yml"], dir.path());
     assert!(ok, "promtool test rules failed:\n{out}\n{test}");
 
     // The same test must fail when it expects the wrong model: the test really tests something.
-    let wrong = test.replace(r#"model_name: "sleepy""#, r#"model_name: "idle""#);
-    std::fs::write(dir.path().join("wrong.yml"), &wrong).unwrap();
-    let (ok, out) = promtool(&["test", "rules", "wrong.yml"], dir.path());
-    assert!(!ok, "a wrong expectation passed:\n{out}");
+    for (right, wrong) in [("sleepy", "idle"), ("longer", "same")] {
+        let changed = test.replace(&format!("model_name: \"{right}\""), &format!("model_name: \"{wrong}\""));
+        std::fs::write(dir.path().join("wrong.yml"), &changed).unwrap();
+        let (ok, out) = promtool(&["test", "rules", "wrong.yml"], dir.path());
+        assert!(!ok, "expecting {wrong} instead of {right} passed:\n{out}");
+    }
 }
 
 /// Every exported alert, evaluated at the scenario's incident end: the models each selects.
