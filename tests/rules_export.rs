@@ -114,6 +114,29 @@ fn the_exported_file_passes_promtool_check_rules_with_every_option() {
 }
 
 #[test]
+fn rules_that_cannot_be_expressed_are_named_on_stderr_and_the_rest_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let rule = r#"
+[[rule]]
+id = "spec-decode-off"
+title = "Speculative decoding is not accepting"
+severity = "warning"
+summary = "s"
+when = ["not spec_acceptance > 0.5"]
+"#;
+    std::fs::write(dir.path().join("mine.toml"), rule).unwrap();
+    let (code, yaml, stderr) = run_export(&["--rules", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("not exported: spec-decode-off: condition \"not spec_acceptance > 0.5\": `not` over spec_acceptance, an optional signal"),
+        "{stderr}"
+    );
+    assert!(!yaml.contains("spec-decode-off\""), "the rule is not in the file");
+    assert!(yaml.contains("not expressible in PromQL (reasons on stderr): spec-decode-off"), "the header names it");
+    assert!(alerts(&yaml).len() >= 10);
+}
+
+#[test]
 fn usage_errors_exit_2_and_say_what_to_fix() {
     let (code, _, err) = run_export(&["--profile", "gaming"]);
     assert_eq!(code, 2);

@@ -19,7 +19,11 @@
 //!   such rules are exported with a note.
 //!
 //! `Nx baseline` in explain compares value/baseline with N, counting 0/0 as 1 ("unchanged"); the
-//! PromQL `A op N * B` is given the guards that keep that meaning when both are 0.
+//! PromQL `A op N * B` is given the guards that keep that meaning when both are 0. Two differences
+//! remain by design: explain leaves undecided a quantile that lies in a histogram's first or `+Inf`
+//! bucket when that bucket straddles the threshold, where PromQL compares `histogram_quantile`'s
+//! interpolation; and a comparison whose data is missing is "not evaluated" in explain and simply
+//! no alert here. `tests/rules_export.rs` checks the result against every generated V1 scenario.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
