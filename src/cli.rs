@@ -275,6 +275,66 @@ pub enum RulesCommand {
         #[command(flatten)]
         rules: RulesArgs,
     },
+    /// Write the rules as Prometheus alerting rules (a rule file) on stdout.
+    ///
+    /// One alert per rule whose conditions PromQL can express, returning one series per scope
+    /// (--group-by) while the rule's conditions hold over --window; `Nx baseline` compares with the
+    /// same query --baseline earlier (`offset`). Labels: severity, vllm_diag_rule. The file targets
+    /// vLLM V1 metric names. Rules that cannot be expressed are listed on stderr with the reason.
+    /// Exit 0 when at least one rule was exported, 2 otherwise.
+    Export(ExportArgs),
+}
+
+/// `rules export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The rule file format.
+    #[arg(long, value_enum, default_value = "prometheus")]
+    pub format: ExportFormat,
+
+    /// Latency profile whose thresholds the alerts use: chat (default), code-completion, batch,
+    /// rag, agentic, or one defined in a --rules file.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+
+    /// Label matchers added to every query, e.g. 'namespace="prod",job="vllm"'.
+    #[arg(long, value_name = "MATCHERS")]
+    pub selector: Option<String>,
+
+    /// Label(s) the alerts are grouped by, comma-separated (one alert per scope).
+    #[arg(long, value_name = "LABELS", default_value = "model_name")]
+    pub group_by: String,
+
+    /// The label that tells one model's replicas apart (per-replica signals).
+    #[arg(long, value_name = "LABEL", default_value = "instance")]
+    pub replica_label: String,
+
+    /// The range each signal is read over, as explain's --window.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30m")]
+    pub window: Duration,
+
+    /// How far back `Nx baseline` reads the same signal (PromQL `offset`) [default: --window].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub baseline: Option<Duration>,
+
+    /// How long a condition must hold before the alert fires (the rules' `for:`); 0s for none.
+    #[arg(long = "for", value_name = "DUR", value_parser = humantime::parse_duration, default_value = "5m")]
+    pub hold: Duration,
+
+    /// Base of each alert's runbook_url annotation; the rule id is appended (after a '/' unless
+    /// the base ends in '/', '#', '=', '?' or '&'). Without it there is no runbook_url.
+    #[arg(long, value_name = "URL")]
+    pub runbook_url_base: Option<String>,
+
+    #[command(flatten)]
+    pub rules: RulesArgs,
+}
+
+/// `rules export --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// A Prometheus rule file (YAML with `groups:`), for Prometheus, Thanos Ruler, Mimir, VictoriaMetrics vmalert.
+    Prometheus,
 }
 
 #[derive(Debug, Args)]

@@ -2,6 +2,7 @@
 
 pub mod doc;
 pub mod eval;
+pub mod export;
 pub mod expr;
 pub mod load;
 
