@@ -454,6 +454,11 @@ impl Alertmanager {
     /// Start Alertmanager routing every alert, grouped by alertname and model_name, to `serve`'s
     /// /alertmanager with the test token, after a one-second group wait.
     fn start(serve: &Serve) -> Alertmanager {
+        Alertmanager::start_on(serve, SocketAddr::from(([127, 0, 0, 1], free_port())))
+    }
+
+    /// The same, listening on `addr` (for a Prometheus configured to send there before it starts).
+    fn start_on(serve: &Serve, addr: SocketAddr) -> Alertmanager {
         let dir = tempfile::tempdir().expect("temp dir");
         let token = write_file(dir.path(), "token", TOKEN);
         let config = format!(
@@ -465,7 +470,6 @@ impl Alertmanager {
         );
         let config = write_file(dir.path(), "alertmanager.yml", &config);
         let log = std::fs::File::create(dir.path().join("alertmanager.log")).expect("log file");
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let mut child = Command::new("prometheus-alertmanager")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.path={}", dir.path().join("data").display()))
@@ -563,5 +567,62 @@ fn settings_that_do_not_apply_or_secrets_that_do_not_read_stop_serve_with_exit_2
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
         assert!(stderr.contains(expected), "{extra:?}: {stderr}");
         assert!(!stderr.contains("xoxb-not-a-url-secret") && !stderr.contains("pw@"), "a secret reached stderr: {stderr}");
+    }
+}
+
+/// The whole way, with real components only: a real Prometheus evaluates the rules `vllm-diag rules
+/// export` wrote over an incident that is happening now, sends the firing alert to a real
+/// Alertmanager, which routes it to `vllm-diag serve`, whose ranked diagnosis reaches the receiver.
+#[test]
+fn an_exported_rule_firing_in_prometheus_reaches_the_receiver_as_a_diagnosis_through_alertmanager() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vllm-diag"))
+        .args(["rules", "export", "--format", "prometheus", "--for", "0s"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rules export");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rules = String::from_utf8(out.stdout).expect("YAML is UTF-8");
+    // Evaluated every two seconds rather than the test configuration's minute.
+    let rules = rules.replacen("  - name: \"vllm-diag\"\n", "  - name: \"vllm-diag\"\n    interval: 2s\n", 1);
+    assert!(rules.contains("interval: 2s"), "the export's group line moved:\n{rules}");
+
+    // Prometheus is told where Alertmanager will listen; Alertmanager starts once serve is up,
+    // and serve needs Prometheus' URL.
+    let am_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut spec = load_scenario("kv-cache-pressure");
+    let total = chrono::Duration::from_std(spec.warmup + spec.baseline + spec.window).expect("scenario length");
+    let step = spec.interval.as_secs().max(1) as i64;
+    let now = Utc::now().timestamp();
+    spec.start = DateTime::from_timestamp(now - now % step, 0).expect("now") - total;
+    let extra = format!(
+        "rule_files: [vllm-diag.rules.yml]\nalerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{am_addr}']\n"
+    );
+    let prom = PromServer::start_generated_with(&spec, &extra, &[("vllm-diag.rules.yml", &rules)]);
+    let receiver = Receiver::start();
+    let serve = Serve::start(&prom.url, &receiver, &["--timeout", "60s"]);
+    let _am = Alertmanager::start_on(&serve, am_addr);
+
+    let hooks = receiver.wait_for("/hook", 1, Duration::from_secs(150), &serve);
+    let report: Value = hooks
+        .iter()
+        .filter_map(|h| serde_json::from_str::<Value>(&h.body).ok())
+        .find(|r| r["trigger"]["groupLabels"]["alertname"] == "VllmDiagKvCachePressure")
+        .unwrap_or_else(|| {
+            // Other alerts of the same incident may arrive first: wait for the one under test.
+            let more = receiver.wait_for("/hook", hooks.len() + 1, Duration::from_secs(60), &serve);
+            more.iter()
+                .filter_map(|h| serde_json::from_str::<Value>(&h.body).ok())
+                .find(|r| r["trigger"]["groupLabels"]["alertname"] == "VllmDiagKvCachePressure")
+                .expect("the kv-cache-pressure alert reached the receiver")
+        });
+    let first = &report["findings"][0];
+    assert_eq!((first["rule"].as_str(), first["scope"]["model_name"].as_str()), (Some("kv-cache-pressure"), Some(MODEL)), "{report:#}");
+    assert_eq!(report["trigger"]["commonLabels"]["vllm_diag_rule"], "kv-cache-pressure");
+    assert_eq!(report["trigger"]["commonLabels"]["model_name"], MODEL);
+    assert_eq!(report["run"]["selector"], format!("model_name=\"{MODEL}\""));
+    // Every alert that fired names the incident's model: nothing fired elsewhere.
+    for h in receiver.hits("/hook") {
+        let r: Value = serde_json::from_str(&h.body).expect("JSON");
+        assert_eq!(r["trigger"]["groupLabels"]["model_name"], MODEL, "an alert fired for another model: {r:#}");
     }
 }

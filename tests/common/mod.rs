@@ -101,6 +101,21 @@ impl PromServer {
         PromServer::start_generated_in(temp_dir("vllm-diag-prom-"), spec, None)
     }
 
+    /// A Prometheus holding `spec`'s data whose configuration ends with `extra` (rule files and
+    /// alerting, say), with `files` (name, text) written beside the configuration first, so
+    /// relative `rule_files` find them.
+    pub fn start_generated_with(spec: &ScenarioSpec, extra: &str, files: &[(&str, &str)]) -> PromServer {
+        let dir = temp_dir("vllm-diag-prom-");
+        for (name, text) in files {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", p.display()));
+        }
+        let om = write_openmetrics(spec, dir.path());
+        let server = PromServer::start_in_with(dir, Some(&om), None, extra);
+        let _ = std::fs::remove_file(&om);
+        server
+    }
+
     /// Generate `spec`'s data into `dir`, backfill it and start Prometheus there (through `web` when
     /// given). The OpenMetrics text is deleted once the blocks hold the data.
     fn start_generated_in(dir: TempDir, spec: &ScenarioSpec, web: Option<WebServing>) -> PromServer {
@@ -115,6 +130,10 @@ impl PromServer {
     /// config file go there. Served through `web`, readiness is read from the log, since `/-/ready`
     /// sits behind the same TLS and auth.
     fn start_in(dir: TempDir, openmetrics: Option<&Path>, web: Option<WebServing>) -> PromServer {
+        PromServer::start_in_with(dir, openmetrics, web, "")
+    }
+
+    fn start_in_with(dir: TempDir, openmetrics: Option<&Path>, web: Option<WebServing>, extra_config: &str) -> PromServer {
         require_tools();
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("cannot create {}: {e}", data.display()));
@@ -122,7 +141,7 @@ impl PromServer {
             backfill(om, &data);
         }
         let config = dir.path().join("prometheus.yml");
-        std::fs::write(&config, CONFIG).unwrap_or_else(|e| panic!("cannot write {}: {e}", config.display()));
+        std::fs::write(&config, format!("{CONFIG}{extra_config}")).unwrap_or_else(|e| panic!("cannot write {}: {e}", config.display()));
 
         let ready = if web.is_some() {
             Ready::LogLine("Server is ready to receive web requests")
