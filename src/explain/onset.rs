@@ -1,16 +1,17 @@
 //! Stage: onset. When each finding's problem began, read from the trend of its leading signal that
 //! [`super::follow_up`] already fetched: no query of its own.
 //!
-//! The leading signal is the finding's first evidence that held, has limits and carries a trend
-//! (the one the per-replica breakdown uses, unless that one has no trend). Its baseline points give
+//! The leading signal is the finding's first evidence, in the rule's order, that carries a trend and
+//! is past one of its limits while its baseline value was not (see [`leading`]); when its trend
+//! cannot date the problem, the next such signal is asked. Its baseline points give
 //! a level (their median) and a spread (their median absolute deviation, scaled to a standard
 //! deviation, with a floor: 2% of the level or 5% of the way to the limit, so a flat baseline does
 //! not make every wiggle a change). A window point has *departed* when it lies more than
 //! [`DEPART_K`] spreads past the level in the finding's direction, or past the limit the finding
-//! crossed. Single spikes and dips are smoothed away with a 3-point running median, and a departure
+//! crossed (when that limit lies beyond the baseline's noise, or the baseline was past it too). Single spikes and dips are smoothed away with a 3-point running median, and a departure
 //! counts only when it lasts: [`MIN_RUN`] points or a fifth of the window, whichever is more, or
 //! every point to the window's end (at least two). The onset is then walked back, on the raw
-//! points, to the last point still at the baseline level (within [`LEVEL_K`] spreads): the series
+//! points, to the last point still at the baseline level (within [`LEVEL_K`] spread): the series
 //! left its baseline after that time. When no such point exists in the window the problem was there
 //! at the window's start ([`Onset::BeforeWindow`]); when nothing departs for long enough, or the
 //! trend is too thin, the onset is unknown (`None`).
@@ -20,7 +21,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::report::{Evidence, Finding};
+use crate::report::{Evidence, Finding, Limit};
 
 /// Spreads past the baseline level at which a point has departed.
 pub const DEPART_K: f64 = 3.0;
@@ -103,6 +104,12 @@ pub fn detect(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Directi
         mad.max(FLOOR_OF_LEVEL * l.abs()).max(FLOOR_OF_GAP * gap).max(1e-9)
     });
     let s = direction.sign();
+    // A limit inside the baseline's own noise would mark every other point: it counts only when it
+    // lies beyond the noise, or when the baseline level is past it already (a chronic problem).
+    let limit = limit.filter(|c| match (level, spread) {
+        (Some(l), Some(sp)) => s * (l - c.value) > 0.0 || s * (c.value - l) >= DEPART_K * sp,
+        _ => true,
+    });
     let beyond = |v: f64, k: f64| {
         let past_level = matches!((level, spread), (Some(l), Some(sp)) if s * (v - l) > k * sp);
         let past_limit = limit.is_some_and(|c| s * (v - c.value) > 0.0 || (c.inclusive && v == c.value));
@@ -130,26 +137,53 @@ pub fn detect(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Directi
     Some(if j == 0 { Onset::BeforeWindow } else { Onset::At(w[j - 1].0) })
 }
 
-/// The evidence the onset is read from: the first that held, with limits and a trend in the window.
+/// The evidence the onset is read from, among those with a trend in the window, in the rule's
+/// order: the first whose window value is past one of its limits while its baseline value was not
+/// (the signal that changed), else the first past a limit at all (a problem the baseline had too).
+/// Preconditions (`prefix_queries_rate > 0`: prefix caching is in use) and guards
+/// (`queue_p95 <= 300 ms`: the queue stayed short) hold in the baseline as well, so they never
+/// date a problem that began in the window.
 pub fn leading(f: &Finding) -> Option<&Evidence> {
-    f.evidence.iter().find(|e| e.passed && !e.limits.is_empty() && e.series.as_ref().is_some_and(|s| !s.window.is_empty()))
+    candidates(f).into_iter().next()
+}
+
+/// The signals that may date `f`, best first: those that changed, then those past a limit at all.
+/// When the first cannot date it (a trend too noisy to show a lasting change), the next is asked.
+fn candidates(f: &Finding) -> Vec<&Evidence> {
+    let with_trend = || f.evidence.iter().filter(|e| e.series.as_ref().is_some_and(|s| !s.window.is_empty()));
+    let past = |e: &Evidence, l: &Limit| informative(e, l) && crosses(e.value, &l.label, l.value);
+    let changed = |e: &Evidence| e.limits.iter().any(|l| past(e, l) && !crosses(e.baseline, &l.label, l.value));
+    let mut out: Vec<&Evidence> = with_trend().filter(|e| changed(e)).collect();
+    out.extend(with_trend().filter(|e| !changed(e) && e.limits.iter().any(|l| past(e, l))));
+    out
+}
+
+/// A finite line away from the baseline value: `>= 3x baseline` of a zero baseline is the line 0,
+/// which every value of a ratio is on, so it tells nothing about when anything changed.
+fn informative(e: &Evidence, l: &Limit) -> bool {
+    l.value.is_finite() && e.baseline != Some(l.value)
+}
+
+/// `> 0.9` as a direction and whether the line itself counts.
+fn parse_label(label: &str) -> (Direction, bool) {
+    let l = label.trim_start();
+    let dir = if l.starts_with('<') { Direction::Down } else { Direction::Up };
+    (dir, l.starts_with(">=") || l.starts_with("<="))
+}
+
+/// Whether `value` is past the line `label` `limit`.
+fn crosses(value: Option<f64>, label: &str, limit: f64) -> bool {
+    let (dir, inclusive) = parse_label(label);
+    value.is_some_and(|v| dir.sign() * (v - limit) > 0.0 || (inclusive && v == limit))
 }
 
 /// The direction of `e`'s problem and the line it crossed, from its limits (`> 0.9`, `< 0.5`).
 fn direction_and_limit(e: &Evidence) -> (Direction, Option<Crossed>) {
-    let parse = |label: &str| {
-        let l = label.trim_start();
-        let dir = if l.starts_with('<') { Direction::Down } else { Direction::Up };
-        (dir, l.starts_with(">=") || l.starts_with("<="))
-    };
-    let crosses = |label: &str, limit: f64| {
-        let (dir, inclusive) = parse(label);
-        e.value.is_some_and(|v| dir.sign() * (v - limit) > 0.0 || (inclusive && v == limit))
-    };
-    let chosen = e.limits.iter().filter(|l| l.value.is_finite()).find(|l| crosses(&l.label, l.value)).or(e.limits.first());
+    let mut lines = e.limits.iter().filter(|l| informative(e, l));
+    let chosen = lines.clone().find(|l| crosses(e.value, &l.label, l.value)).or_else(|| lines.next());
     match chosen {
         Some(l) => {
-            let (dir, inclusive) = parse(&l.label);
+            let (dir, inclusive) = parse_label(&l.label);
             (dir, l.value.is_finite().then_some(Crossed { value: l.value, inclusive }))
         }
         None => (Direction::Up, None),
@@ -159,21 +193,21 @@ fn direction_and_limit(e: &Evidence) -> (Direction, Option<Crossed>) {
 /// Date every finding from its leading signal's trend: `onset` and `onset_signal` (see [`Finding`]).
 pub fn apply(findings: &mut [Finding]) {
     for f in findings.iter_mut() {
-        let Some(e) = leading(f) else { continue };
-        let Some(series) = &e.series else { continue };
-        let (direction, limit) = direction_and_limit(e);
-        let found = detect(&series.baseline, &series.window, direction, limit);
-        let signal = e.signal.clone();
+        let found = candidates(f).into_iter().find_map(|e| {
+            let series = e.series.as_ref()?;
+            let (direction, limit) = direction_and_limit(e);
+            detect(&series.baseline, &series.window, direction, limit).map(|o| (o, e.signal.clone()))
+        });
+        let Some((found, signal)) = found else { continue };
         match found {
-            Some(Onset::At(t)) => {
+            Onset::At(t) => {
                 f.onset = DateTime::<Utc>::from_timestamp_millis((t * 1000.0).round() as i64);
                 f.onset_signal = f.onset.map(|_| signal);
             }
-            Some(Onset::BeforeWindow) => {
+            Onset::BeforeWindow => {
                 f.onset = None;
                 f.onset_signal = Some(signal);
             }
-            None => {}
         }
     }
 }
@@ -268,6 +302,14 @@ mod tests {
     }
 
     #[test]
+    fn a_limit_inside_the_baselines_noise_does_not_make_the_window_start_an_onset() {
+        // As a KV-usage slope over short ranges: +-1/h of noise around 0, a +0.2/h limit.
+        let base = series(B0, &noisy(0.0, 1.5, 31));
+        let w = series(W0, &noisy(0.8, 0.3, 31));
+        assert_eq!(detect(&base, &w, Direction::Up, up(0.2)), None);
+    }
+
+    #[test]
     fn a_drop_is_found_going_down() {
         let base = series(B0, &noisy(100.0, 3.0, 31));
         let mut w = noisy(100.0, 3.0, 31);
@@ -333,6 +375,57 @@ mod tests {
         assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 19 * 60));
         assert_eq!(fs[0].onset_signal.as_deref(), Some("kv"));
         assert_eq!((fs[1].onset, fs[1].onset_signal.as_deref()), (None, Some("kv")));
+    }
+
+    #[test]
+    fn the_leading_signal_is_the_one_that_crossed_its_limit_not_a_guard_or_a_precondition() {
+        // As on the real engine's slow decode: the problem signal did not `pass` (one of its atoms
+        // failed) but is past its limit; the queue guard after it held all along.
+        let mut w = vec![0.5; 31];
+        w[20..].fill(0.97);
+        let mut f = finding_with(&w, "> 90%", 0.9, 0.95);
+        let mut guard = f.evidence[1].clone();
+        guard.signal = "queue_guard".into();
+        guard.limits = vec![crate::report::Limit { label: "<= 300 ms".into(), value: 0.3 }];
+        (guard.value, guard.baseline) = (Some(0.285), Some(0.285));
+        guard.series = guard.series.map(|s| crate::report::Trend { baseline: series(B0, &[0.285; 31]), window: series(W0, &[0.285; 31]), ..s });
+        f.evidence[1].passed = false;
+        f.evidence.push(guard.clone());
+        assert_eq!(leading(&f).map(|e| e.signal.as_str()), Some("kv"));
+        // A precondition first (`> 0`, as true in the baseline) does not lead either.
+        let mut pre = guard.clone();
+        pre.signal = "in_use".into();
+        pre.limits = vec![crate::report::Limit { label: "> 0".into(), value: 0.0 }];
+        (pre.value, pre.baseline) = (Some(2500.0), Some(2600.0));
+        f.evidence.insert(0, pre);
+        assert_eq!(leading(&f).map(|e| e.signal.as_str()), Some("kv"));
+        let mut fs = vec![f.clone()];
+        apply(&mut fs);
+        assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 19 * 60));
+        // With nothing that changed, the first past its limit: a problem the baseline had too.
+        f.evidence[2].value = Some(0.5);
+        assert_eq!(leading(&f).map(|e| e.signal.as_str()), Some("in_use"));
+    }
+
+    #[test]
+    fn a_multiple_of_a_zero_baseline_neither_leads_nor_dates() {
+        // As on the real engine's HTTP errors: 5xx stayed 0 (on its `>= 3x baseline` line of 0),
+        // 4xx rose from 0 past 5%.
+        let mut w = vec![0.0; 31];
+        w[8..].fill(0.3);
+        let mut f = finding_with(&w, ">= 3x baseline", 0.0, 0.37);
+        f.evidence[1].baseline = Some(0.0);
+        f.evidence[1].limits.push(crate::report::Limit { label: "> 5%".into(), value: 0.05 });
+        f.evidence[1].series.as_mut().unwrap().baseline = series(B0, &[0.0; 31]);
+        let mut flat = f.evidence[1].clone();
+        flat.signal = "flat".into();
+        flat.value = Some(0.0);
+        flat.series.as_mut().unwrap().window = series(W0, &[0.0; 31]);
+        f.evidence.insert(1, flat);
+        assert_eq!(leading(&f).map(|e| e.signal.as_str()), Some("kv"));
+        let mut fs = vec![f];
+        apply(&mut fs);
+        assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 7 * 60));
     }
 
     #[test]
