@@ -3,16 +3,16 @@
 //!
 //! The leading signal is the finding's first evidence, in the rule's order, that carries a trend and
 //! is past one of its limits while its baseline value was not (see [`leading`]); when its trend
-//! cannot date the problem, the next such signal is asked. Its baseline points give
-//! a level (their median) and a spread (their median absolute deviation, scaled to a standard
-//! deviation, with a floor: 2% of the level or 5% of the way to the limit, so a flat baseline does
-//! not make every wiggle a change). A window point has *departed* when it lies more than
-//! [`DEPART_K`] spreads past the level in the finding's direction, or past the limit the finding
-//! crossed (when that limit lies beyond the baseline's noise, or the baseline was past it too). Single spikes and dips are smoothed away with a 3-point running median, and a departure
-//! counts only when it lasts: [`MIN_RUN`] points or a fifth of the window, whichever is more, or
-//! every point to the window's end (at least two). The onset is then walked back, on the raw
-//! points, to the last point still at the baseline level (within [`LEVEL_K`] spread): the series
-//! left its baseline after that time. When no such point exists in the window the problem was there
+//! cannot date the problem, the next such signal is asked. Its baseline points give a level (their
+//! median) and a spread (their median absolute deviation, scaled to a standard deviation, with a
+//! floor: 2% of the level or 5% of the way to the limit, so a flat baseline does not make every
+//! wiggle a change). A window point has *departed* when it lies more than [`DEPART_K`] spreads past
+//! the level in the finding's direction, or past the limit the finding crossed (when that limit
+//! lies beyond the baseline's noise, or the baseline was past it too). Single spikes and dips are
+//! smoothed away with a 3-point running median, and a departure counts only when it lasts:
+//! [`MIN_RUN`] points or a fifth of the window, whichever is more, or every point to the window's
+//! end (at least two). The onset is then walked back, on the raw points, to the last point still
+//! at the baseline level (within [`LEVEL_K`] spreads): the series left its baseline after that time. When no such point exists in the window the problem was there
 //! at the window's start ([`Onset::BeforeWindow`]); when nothing departs for long enough, or the
 //! trend is too thin, the onset is unknown (`None`).
 //!
@@ -52,11 +52,14 @@ impl Direction {
     }
 }
 
-/// A line the finding crossed: `> 0.9` is `{ value: 0.9, inclusive: false }` going up.
+/// A line the finding crossed: `> 0.9` is `{ value: 0.9, inclusive: false, .. }` going up.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Crossed {
     pub value: f64,
     pub inclusive: bool,
+    /// The baseline's evaluated value was past the line as well: a chronic problem, so the line
+    /// counts even where the baseline's points are too spread to tell it from noise.
+    pub baseline_past: bool,
 }
 
 /// What the trend says about when the problem began.
@@ -107,7 +110,7 @@ pub fn detect(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Directi
     // A limit inside the baseline's own noise would mark every other point: it counts only when it
     // lies beyond the noise, or when the baseline level is past it already (a chronic problem).
     let limit = limit.filter(|c| match (level, spread) {
-        (Some(l), Some(sp)) => s * (l - c.value) > 0.0 || s * (c.value - l) >= DEPART_K * sp,
+        (Some(l), Some(sp)) => c.baseline_past || s * (l - c.value) > 0.0 || s * (c.value - l) >= DEPART_K * sp,
         _ => true,
     });
     let beyond = |v: f64, k: f64| {
@@ -177,14 +180,21 @@ fn crosses(value: Option<f64>, label: &str, limit: f64) -> bool {
     value.is_some_and(|v| dir.sign() * (v - limit) > 0.0 || (inclusive && v == limit))
 }
 
-/// The direction of `e`'s problem and the line it crossed, from its limits (`> 0.9`, `< 0.5`).
+/// The direction of `e`'s problem and the line it crossed, from its limits (`> 0.9`, `< 0.5`): the
+/// first the window crossed and the baseline did not, else the first the window crossed.
 fn direction_and_limit(e: &Evidence) -> (Direction, Option<Crossed>) {
     let mut lines = e.limits.iter().filter(|l| informative(e, l));
-    let chosen = lines.clone().find(|l| crosses(e.value, &l.label, l.value)).or_else(|| lines.next());
+    let past = |l: &&Limit| crosses(e.value, &l.label, l.value);
+    let chosen = lines
+        .clone()
+        .find(|l| past(l) && !crosses(e.baseline, &l.label, l.value))
+        .or_else(|| lines.clone().find(past))
+        .or_else(|| lines.next());
     match chosen {
         Some(l) => {
             let (dir, inclusive) = parse_label(&l.label);
-            (dir, l.value.is_finite().then_some(Crossed { value: l.value, inclusive }))
+            let baseline_past = crosses(e.baseline, &l.label, l.value);
+            (dir, l.value.is_finite().then_some(Crossed { value: l.value, inclusive, baseline_past }))
         }
         None => (Direction::Up, None),
     }
@@ -230,7 +240,7 @@ mod tests {
     const W0: f64 = 1800.0;
 
     fn up(limit: f64) -> Option<Crossed> {
-        Some(Crossed { value: limit, inclusive: false })
+        Some(Crossed { value: limit, inclusive: false, baseline_past: false })
     }
 
     #[test]
@@ -310,13 +320,23 @@ mod tests {
     }
 
     #[test]
+    fn a_chronic_problem_on_a_ramping_baseline_was_there_before_the_window() {
+        // As a 1 h burn rate whose hour filled during the baseline: the baseline's value was past
+        // the line already, so the window's first point past it is no onset.
+        let base = series(B0, &(0..31).map(|i| 0.5 * i as f64).collect::<Vec<_>>());
+        let w = series(W0, &(0..31).map(|i| 15.5 + 0.5 * i as f64).collect::<Vec<_>>());
+        let chronic = Some(Crossed { value: 14.4, inclusive: false, baseline_past: true });
+        assert_eq!(detect(&base, &w, Direction::Up, chronic), Some(Onset::BeforeWindow));
+    }
+
+    #[test]
     fn a_drop_is_found_going_down() {
         let base = series(B0, &noisy(100.0, 3.0, 31));
         let mut w = noisy(100.0, 3.0, 31);
         for v in &mut w[15..] {
             *v = 20.0;
         }
-        let got = detect(&base, &series(W0, &w), Direction::Down, Some(Crossed { value: 50.0, inclusive: false }));
+        let got = detect(&base, &series(W0, &w), Direction::Down, Some(Crossed { value: 50.0, inclusive: false, baseline_past: false }));
         assert_eq!(got, Some(Onset::At(W0 + 14.0 * 60.0)));
     }
 
