@@ -87,6 +87,8 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                 recommendations: Vec::new(),
                 replicas: None,
                 stood_in,
+                onset: None,
+                onset_signal: None,
             }),
         }
     }

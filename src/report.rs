@@ -170,6 +170,21 @@ pub struct Finding {
     /// data), through its stand-in conditions: a lower-confidence finding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stood_in: Option<StoodIn>,
+    /// When the problem began: the time the leading signal (`onset_signal`) left its baseline level,
+    /// its last point still at that level. `null` when the problem was already there at the
+    /// window's start (then `onset_signal` is set) or when no trend could date it (then it is not).
+    #[serde(default)]
+    pub onset: Option<DateTime<Utc>>,
+    /// The evidence signal whose trend dated the onset; absent when none could.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onset_signal: Option<String>,
+}
+
+impl Finding {
+    /// Whether the problem was already there at the window's start (`onset` null with a signal).
+    pub fn present_before_window(&self) -> bool {
+        self.onset.is_none() && self.onset_signal.is_some()
+    }
 }
 
 /// How a finding was reached without its primary signals.

@@ -5,8 +5,8 @@
 //! Its stages are plain functions over data, one file each, in the order a run goes through them:
 //! [`discover`] (metric names, bucket bounds, fleet labels) -> [`plan`] (queries from signals) ->
 //! [`fetch`] (the only network code) -> [`assemble`] (answers -> signal values) -> [`judge`] (rules,
-//! rank, coverage) -> [`follow_up`] (trends, per-replica breakdowns, recommendations). [`explain`]
-//! strings them together. A query that fails or times out does not stop the run: the signals that
+//! rank, coverage) -> [`follow_up`] (trends, per-replica breakdowns, recommendations) -> [`onset`]
+//! (when each finding began, read from its trend). [`explain`] strings them together. A query that fails or times out does not stop the run: the signals that
 //! needed it become "not evaluated" with the reason, and the rest of the diagnosis still comes out.
 
 pub mod assemble;
@@ -14,6 +14,7 @@ pub mod discover;
 pub mod fetch;
 pub mod follow_up;
 pub mod judge;
+pub mod onset;
 pub mod plan;
 #[cfg(test)]
 mod stage_tests;
@@ -133,6 +134,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         run_queries(&source, follow_up_requests, opts.concurrency, fetch::remaining(opts.deadline, started)).await
     };
     follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, p, &mut warnings);
+    onset::apply(&mut ranked.findings);
 
     let mut seen = BTreeSet::new();
     warnings.retain(|w| seen.insert(w.clone()));

@@ -95,6 +95,9 @@ fn finding(out: &mut String, view: &ReportView, f: &FindingView) {
     if let Some(summary) = &f.summary {
         let _ = writeln!(out, "<p>{}</p>", esc(summary));
     }
+    if let Some(line) = &f.onset {
+        let _ = writeln!(out, "<p class=\"onset\">{}</p>", esc(line));
+    }
     if !f.evidence.is_empty() {
         out.push_str("<div class=\"evidence\">\n");
         for (i, e) in f.evidence.iter().enumerate() {
@@ -267,6 +270,22 @@ fn chart(view: &ReportView, e: &EvidenceView, severity: Severity, id: &str) -> O
             prev = Some(ts);
         }
         polyline(&mut s, &segment, stroke);
+        // The onset: where the leading signal left its baseline, drawn in the window panel.
+        if let (Some((ts, label)), "Window") = (&t.onset, name) {
+            let (a, b) = (range.start.timestamp() as f64, range.end.timestamp() as f64);
+            if ts.is_finite() && *ts >= a && *ts <= b {
+                let xx = x(*ts);
+                let anchor = if xx > x0 + pw * 0.7 { " end" } else { "" };
+                let _ = writeln!(
+                    s,
+                    "<line class=\"onset\" x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{TOP}\" y2=\"{:.1}\"/><text class=\"olab{anchor}\" x=\"{:.1}\" y=\"{:.1}\">onset {}</text>",
+                    TOP + plot_h,
+                    if anchor.is_empty() { xx + 3.0 } else { xx - 3.0 },
+                    TOP + 12.0,
+                    esc(label)
+                );
+            }
+        }
     }
     // Thresholds, labelled at the right; labels that would overlap are nudged apart.
     let mut taken: Vec<f64> = Vec::new();
@@ -400,6 +419,10 @@ svg text{font:13px -apple-system,"Segoe UI",Roboto,Arial,sans-serif;fill:var(--m
 svg .ylab{text-anchor:end}
 svg .xlab.end{text-anchor:end}
 svg .ptitle{font-weight:600;fill:var(--fg)}
+svg .onset{stroke:var(--fg);stroke-width:1.2;stroke-dasharray:2 3}
+svg .olab{fill:var(--fg);font-weight:600;stroke:#fff;stroke-width:3px;paint-order:stroke}
+svg .olab.end{text-anchor:end}
+p.onset{font-weight:600}
 svg .llab{text-anchor:end;fill:#7d3c98;font-weight:600;stroke:#fff;stroke-width:3px;paint-order:stroke}
 details{margin-top:.8em}
 summary{cursor:pointer;color:var(--muted)}

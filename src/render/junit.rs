@@ -174,6 +174,9 @@ fn detail(view: &ReportView, f: &FindingView) -> String {
     if let Some(summary) = &f.summary {
         let _ = writeln!(detail, "{summary}\n");
     }
+    if let Some(line) = &f.onset {
+        let _ = writeln!(detail, "{line}\n");
+    }
     for e in &f.evidence {
         let _ = write!(detail, "{}: {} (baseline {}", e.title, e.value, e.baseline);
         if let Some(c) = &e.change {

@@ -83,6 +83,9 @@ fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) 
     if let Some(summary) = &f.summary {
         blocks.push(text(summary));
     }
+    if let Some(line) = &f.onset {
+        blocks.push(text(line));
+    }
     if !f.evidence.is_empty() {
         let items: Vec<String> = f
             .evidence

@@ -997,6 +997,8 @@ pub(crate) mod fixtures {
                 limit: ">= 90%".to_string(),
             }),
             stood_in: None,
+            onset: Some(Utc.with_ymd_and_hms(2026, 1, 15, 9, 3, 0).unwrap()),
+            onset_signal: Some("kv_cache_usage".to_string()),
             also_consistent: vec![
                 AlsoConsistent {
                     rule: "queue-backlog".to_string(),
@@ -1089,6 +1091,9 @@ pub(crate) mod fixtures {
             recommendations: vec![],
             replicas: None,
             stood_in: None,
+            // Already past its baseline when the window began.
+            onset: None,
+            onset_signal: Some("ttft_p95".to_string()),
             also_consistent: vec![],
         };
         let healthy = vec![

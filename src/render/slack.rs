@@ -142,6 +142,9 @@ fn finding_full(f: &FindingView) -> String {
     if let Some(summary) = &f.summary {
         lines.push(plain(summary));
     }
+    if let Some(line) = &f.onset {
+        lines.push(plain(line));
+    }
     let mut context = 0;
     for e in &f.evidence {
         if e.condition.is_empty() {

@@ -99,6 +99,9 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
     if let Some(summary) = &f.summary {
         out.extend(wrap(summary, width, INDENT, INDENT));
     }
+    if let Some(line) = &f.onset {
+        out.extend(wrap(line, width, INDENT, INDENT));
+    }
 
     if !f.evidence.is_empty() {
         let inner = width.map(|w| w.saturating_sub(INDENT.len()));

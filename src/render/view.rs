@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 
 use super::links::GraphLinks;
 use super::{
-    coverage_phrase, core_sentence, describe_duration, describe_fleet, describe_generation,
+    ago, coverage_phrase, core_sentence, describe_duration, describe_fleet, describe_generation,
     describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline,
     finding_queries, healthy_summary, headline, no_findings_sentence, not_evaluated_heading,
     not_evaluated_lines, one_line, plural, query_timing, recommendation_lines, replicas_line,
@@ -108,6 +108,9 @@ pub struct FindingView {
     pub stood_in: Option<String>,
     /// `2 of 3 replicas (kv_usage_max >= 90%): a, b`.
     pub replicas: Option<String>,
+    /// When the problem began: `Started 09:03 UTC (17 min ago)` (the relative part on live runs
+    /// only) or `Present since before the window (09:00 UTC)`; `None` when no trend could tell.
+    pub onset: Option<String>,
     pub recommendations: Vec<RecommendationView>,
     /// The runbook's next steps, in order.
     pub steps: Vec<String>,
@@ -154,6 +157,9 @@ pub struct TrendView {
     /// The evaluated values, so a chart's scale includes them.
     pub value: Option<f64>,
     pub baseline_value: Option<f64>,
+    /// On the finding's leading signal: when it left its baseline (unix seconds, in the window), and
+    /// the time as a label (`09:03`), for a marker on its chart.
+    pub onset: Option<(f64, String)>,
 }
 
 /// `Suggested max_num_seqs = 37`, then how it was computed and its caveat.
@@ -203,7 +209,7 @@ impl ReportView {
                 .findings
                 .iter()
                 .enumerate()
-                .map(|(i, f)| finding(report, f, i + 1, &scopes, opts.links.as_ref()))
+                .map(|(i, f)| finding(report, f, i + 1, &scopes, opts))
                 .collect(),
             healthy: healthy_summary(report).map(|(pairs, rules)| HealthyView { pairs, rules }),
             healthy_pairs: report
@@ -295,7 +301,14 @@ fn header(report: &Report, scopes: &ScopeStyle, now: Option<&DateTime<Utc>>) -> 
     }
 }
 
-fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, links: Option<&GraphLinks>) -> FindingView {
+fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts: &RenderOptions) -> FindingView {
+    let now = opts.now.as_ref();
+    let mut evidence: Vec<EvidenceView> = f.evidence.iter().map(|e| evidence(report, e, opts.links.as_ref())).collect();
+    if let (Some(t), Some(signal)) = (f.onset, &f.onset_signal) {
+        if let Some(trend) = evidence.iter_mut().find(|e| &e.signal == signal).and_then(|e| e.trend.as_mut()) {
+            trend.onset = Some((t.timestamp_millis() as f64 / 1000.0, onset_clock(&report.window, &t)));
+        }
+    }
     FindingView {
         rank,
         severity: f.severity,
@@ -304,9 +317,10 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, links
         scope: scopes.format(&f.scope),
         scope_short: scopes.compact(&f.scope),
         summary: (!f.summary.trim().is_empty()).then(|| one_line(&f.summary)),
-        evidence: f.evidence.iter().map(|e| evidence(report, e, links)).collect(),
+        evidence,
         stood_in: stood_in_line(f),
         replicas: replicas_line(f),
+        onset: onset_line(report, f, now),
         recommendations: recommendation_lines(f)
             .into_iter()
             .map(|(head, how)| RecommendationView { head, how })
@@ -336,9 +350,34 @@ fn evidence(report: &Report, e: &Evidence, links: Option<&GraphLinks>) -> Eviden
             .collect(),
         value: e.value,
         baseline_value: e.baseline,
+        onset: None,
     });
     let link = links.filter(|_| !e.query.trim().is_empty()).map(|l| l.link(&report.source.url, &e.query, &report.window));
     EvidenceView { sparkline: evidence_sparkline(report, e), trend, link, ..evidence_words(e) }
+}
+
+/// `09:03` (with seconds when the time has them, with the date when the window spans two days).
+fn onset_clock(window: &TimeRange, t: &DateTime<Utc>) -> String {
+    let clock = if t.timestamp() % 60 == 0 { "%H:%M" } else { "%H:%M:%S" };
+    if window.start.date_naive() == window.end.date_naive() {
+        t.format(clock).to_string()
+    } else {
+        t.format(&format!("%Y-%m-%d {clock}")).to_string()
+    }
+}
+
+/// `Started 09:03 UTC (17 min ago)`, `Present since before the window (09:00 UTC)`, or `None`.
+fn onset_line(report: &Report, f: &Finding, now: Option<&DateTime<Utc>>) -> Option<String> {
+    match f.onset {
+        Some(t) => Some(match now {
+            Some(now) => format!("Started {} UTC ({})", onset_clock(&report.window, &t), ago(&t, now)),
+            None => format!("Started {} UTC", onset_clock(&report.window, &t)),
+        }),
+        None if f.present_before_window() => {
+            Some(format!("Present since before the window ({} UTC)", onset_clock(&report.window, &report.window.start)))
+        }
+        None => None,
+    }
 }
 
 #[cfg(test)]
@@ -369,6 +408,8 @@ mod tests {
         assert!(kv.evidence[0].sparkline.is_some() && kv.evidence[0].trend.is_some());
         assert_eq!(kv.evidence[0].trend.as_ref().unwrap().limits, vec![("> 95%".to_string(), 0.95)]);
         assert!(kv.replicas.as_deref().is_some_and(|r| r.starts_with("2 of 3 replicas")));
+        assert_eq!(kv.onset.as_deref(), Some("Started 09:03 UTC"));
+        assert_eq!(v.findings[1].onset.as_deref(), Some("Present since before the window (09:00 UTC)"));
         assert_eq!(kv.recommendations[0].head, "Suggested max_num_seqs = 37");
         assert_eq!(kv.steps.len(), 3);
         assert_eq!(kv.also_consistent_list(|id| id.to_string()).as_deref(), Some("queue-backlog (warning), ttft-regression (info)"));
@@ -414,6 +455,26 @@ mod tests {
         let v = ReportView::new(&r, &RenderOptions { now: Some(now), ..RenderOptions::default() });
         assert!(v.header.window.ends_with("ended 12 min ago)"), "{}", v.header.window);
         assert!(!v.header.window_exact.contains("ago") && !v.header.baseline.contains("ago"));
+        assert_eq!(v.findings[0].onset.as_deref(), Some("Started 09:03 UTC (39 min ago)"));
+        assert_eq!(v.findings[1].onset.as_deref(), Some("Present since before the window (09:00 UTC)"));
+    }
+
+    #[test]
+    fn the_onset_marks_the_leading_signals_trend_and_a_finding_without_one_says_nothing() {
+        let mut r = sample_report();
+        let points = vec![(r.window.start.timestamp() as f64, 0.6), (r.window.end.timestamp() as f64, 0.99)];
+        r.findings[0].evidence[0].series = Some(crate::report::Trend {
+            step_seconds: 60,
+            range_seconds: 180,
+            query: "q".into(),
+            baseline: points.clone(),
+            window: points,
+        });
+        r.findings[1].onset_signal = None;
+        let v = ReportView::new(&r, &RenderOptions::default());
+        let marker = v.findings[0].evidence[0].trend.as_ref().and_then(|t| t.onset.clone());
+        assert_eq!(marker, Some((r.findings[0].onset.unwrap().timestamp() as f64, "09:03".to_string())));
+        assert_eq!(v.findings[1].onset, None);
     }
 
     #[test]

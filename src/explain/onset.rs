@@ -1,0 +1,459 @@
+//! Stage: onset. When each finding's problem began, read from the trend of its leading signal that
+//! [`super::follow_up`] already fetched: no query of its own.
+//!
+//! The leading signal is the finding's first evidence, in the rule's order, that carries a trend and
+//! is past one of its limits while its baseline value was not (see [`leading`]); when its trend
+//! cannot date the problem, the next such signal is asked. Its baseline points give a level (their
+//! median) and a spread (their median absolute deviation, scaled to a standard deviation, with a
+//! floor: 2% of the level or 5% of the way to the limit, so a flat baseline does not make every
+//! wiggle a change). A window point has *departed* when it lies more than [`DEPART_K`] spreads past
+//! the level in the finding's direction, or past the limit the finding crossed (when that limit
+//! lies beyond the baseline's noise, or the baseline was past it too). Single spikes and dips are
+//! smoothed away with a 3-point running median, and a departure counts only when it lasts:
+//! [`MIN_RUN`] points or a fifth of the window, whichever is more, or every point to the window's
+//! end (at least two). The onset is then walked back, on the raw points, to the last point still
+//! at the baseline level (within [`LEVEL_K`] spreads): the series left its baseline after that time. When no such point exists in the window the problem was there
+//! at the window's start ([`Onset::BeforeWindow`]); when nothing departs for long enough, or the
+//! trend is too thin, the onset is unknown (`None`).
+//!
+//! Trend points are sub-range aggregates (a rate over the last few minutes at every step), so a
+//! change shows from the first step after it: the onset found is within about one step of the truth.
+
+use chrono::{DateTime, Utc};
+
+use crate::report::{Evidence, Finding, Limit};
+
+/// Spreads past the baseline level at which a point has departed.
+pub const DEPART_K: f64 = 3.0;
+/// Spreads past the baseline level within which a point is still at the baseline level.
+pub const LEVEL_K: f64 = 2.0;
+/// The shortest departure that counts, in points (unless it runs to the window's end).
+pub const MIN_RUN: usize = 3;
+/// ... or this share of the window's points, when that is more.
+pub const RUN_SHARE: f64 = 0.2;
+/// The spread's floor relative to the baseline level ...
+const FLOOR_OF_LEVEL: f64 = 0.02;
+/// ... and relative to the distance from the level to the limit.
+const FLOOR_OF_GAP: f64 = 0.05;
+
+/// Which way the problem moves the signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Up,
+    Down,
+}
+
+impl Direction {
+    fn sign(self) -> f64 {
+        match self {
+            Direction::Up => 1.0,
+            Direction::Down => -1.0,
+        }
+    }
+}
+
+/// A line the finding crossed: `> 0.9` is `{ value: 0.9, inclusive: false, .. }` going up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Crossed {
+    pub value: f64,
+    pub inclusive: bool,
+    /// The baseline's evaluated value was past the line as well: a chronic problem, so the line
+    /// counts even where the baseline's points are too spread to tell it from noise.
+    pub baseline_past: bool,
+}
+
+/// What the trend says about when the problem began.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Onset {
+    /// The series left its baseline after this time (unix seconds): its last point at the baseline level.
+    At(f64),
+    /// The series was already past its baseline at the window's first point.
+    BeforeWindow,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+/// The finite points, in time order, one per timestamp.
+fn clean(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut p: Vec<(f64, f64)> = points.iter().copied().filter(|(t, v)| t.is_finite() && v.is_finite()).collect();
+    p.sort_by(|a, b| a.0.total_cmp(&b.0));
+    p.dedup_by(|a, b| a.0 == b.0);
+    p
+}
+
+/// When the series `window` left the level of `baseline`, moving in `direction`, past `limit`
+/// (the line the finding crossed) if given. `None` when it cannot be told: too few points, no level
+/// and no limit, or no departure that lasts.
+pub fn detect(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Direction, limit: Option<Crossed>) -> Option<Onset> {
+    let w = clean(window);
+    if w.len() < 2 {
+        return None;
+    }
+    let base: Vec<f64> = clean(baseline).into_iter().map(|p| p.1).collect();
+    let level = if base.len() >= 3 { median(base.clone()) } else { None };
+    if level.is_none() && limit.is_none() {
+        return None;
+    }
+    let spread = level.map(|l| {
+        let mad = median(base.iter().map(|v| (v - l).abs()).collect()).unwrap_or(0.0) * 1.4826;
+        let gap = limit.map_or(0.0, |c| (c.value - l).abs());
+        mad.max(FLOOR_OF_LEVEL * l.abs()).max(FLOOR_OF_GAP * gap).max(1e-9)
+    });
+    let s = direction.sign();
+    // A limit inside the baseline's own noise would mark every other point: it counts only when it
+    // lies beyond the noise, or when the baseline level is past it already (a chronic problem).
+    let limit = limit.filter(|c| match (level, spread) {
+        (Some(l), Some(sp)) => c.baseline_past || s * (l - c.value) > 0.0 || s * (c.value - l) >= DEPART_K * sp,
+        _ => true,
+    });
+    let beyond = |v: f64, k: f64| {
+        let past_level = matches!((level, spread), (Some(l), Some(sp)) if s * (v - l) > k * sp);
+        let past_limit = limit.is_some_and(|c| s * (v - c.value) > 0.0 || (c.inclusive && v == c.value));
+        past_level || past_limit
+    };
+    let raw: Vec<f64> = w.iter().map(|p| p.1).collect();
+    let n = raw.len();
+    let smooth: Vec<f64> = (0..n)
+        .map(|i| {
+            let (a, b) = (raw[i.saturating_sub(1)], raw[(i + 1).min(n - 1)]);
+            median(vec![a, raw[i], b]).unwrap_or(raw[i])
+        })
+        .collect();
+    let departed: Vec<bool> = smooth.iter().map(|v| beyond(*v, DEPART_K)).collect();
+    let need = MIN_RUN.max((RUN_SHARE * n as f64).ceil() as usize);
+    let lasts = |i: usize| {
+        let end = (i + need).min(n);
+        departed[i..end].iter().all(|d| *d) && (i + need <= n || n - i >= 2)
+    };
+    let first = (0..n).find(|&i| lasts(i))?;
+    let mut j = first;
+    while j > 0 && beyond(raw[j - 1], LEVEL_K) {
+        j -= 1;
+    }
+    Some(if j == 0 { Onset::BeforeWindow } else { Onset::At(w[j - 1].0) })
+}
+
+/// The evidence the onset is read from, among those with a trend in the window, in the rule's
+/// order: the first whose window value is past one of its limits while its baseline value was not
+/// (the signal that changed), else the first past a limit at all (a problem the baseline had too).
+/// Preconditions (`prefix_queries_rate > 0`: prefix caching is in use) and guards
+/// (`queue_p95 <= 300 ms`: the queue stayed short) hold in the baseline as well, so they never
+/// date a problem that began in the window.
+pub fn leading(f: &Finding) -> Option<&Evidence> {
+    candidates(f).into_iter().next()
+}
+
+/// The signals that may date `f`, best first: those that changed, then those past a limit at all.
+/// When the first cannot date it (a trend too noisy to show a lasting change), the next is asked.
+fn candidates(f: &Finding) -> Vec<&Evidence> {
+    let with_trend = || f.evidence.iter().filter(|e| e.series.as_ref().is_some_and(|s| !s.window.is_empty()));
+    let past = |e: &Evidence, l: &Limit| informative(e, l) && crosses(e.value, &l.label, l.value);
+    let changed = |e: &Evidence| e.limits.iter().any(|l| past(e, l) && !crosses(e.baseline, &l.label, l.value));
+    let mut out: Vec<&Evidence> = with_trend().filter(|e| changed(e)).collect();
+    out.extend(with_trend().filter(|e| !changed(e) && e.limits.iter().any(|l| past(e, l))));
+    out
+}
+
+/// A finite line away from the baseline value: `>= 3x baseline` of a zero baseline is the line 0,
+/// which every value of a ratio is on, so it tells nothing about when anything changed.
+fn informative(e: &Evidence, l: &Limit) -> bool {
+    l.value.is_finite() && e.baseline != Some(l.value)
+}
+
+/// `> 0.9` as a direction and whether the line itself counts.
+fn parse_label(label: &str) -> (Direction, bool) {
+    let l = label.trim_start();
+    let dir = if l.starts_with('<') { Direction::Down } else { Direction::Up };
+    (dir, l.starts_with(">=") || l.starts_with("<="))
+}
+
+/// Whether `value` is past the line `label` `limit`.
+fn crosses(value: Option<f64>, label: &str, limit: f64) -> bool {
+    let (dir, inclusive) = parse_label(label);
+    value.is_some_and(|v| dir.sign() * (v - limit) > 0.0 || (inclusive && v == limit))
+}
+
+/// The direction of `e`'s problem and the line it crossed, from its limits (`> 0.9`, `< 0.5`): the
+/// first the window crossed and the baseline did not, else the first the window crossed.
+fn direction_and_limit(e: &Evidence) -> (Direction, Option<Crossed>) {
+    let mut lines = e.limits.iter().filter(|l| informative(e, l));
+    let past = |l: &&Limit| crosses(e.value, &l.label, l.value);
+    let chosen = lines
+        .clone()
+        .find(|l| past(l) && !crosses(e.baseline, &l.label, l.value))
+        .or_else(|| lines.clone().find(past))
+        .or_else(|| lines.next());
+    match chosen {
+        Some(l) => {
+            let (dir, inclusive) = parse_label(&l.label);
+            let baseline_past = crosses(e.baseline, &l.label, l.value);
+            (dir, l.value.is_finite().then_some(Crossed { value: l.value, inclusive, baseline_past }))
+        }
+        None => (Direction::Up, None),
+    }
+}
+
+/// Date every finding from its leading signal's trend: `onset` and `onset_signal` (see [`Finding`]).
+pub fn apply(findings: &mut [Finding]) {
+    for f in findings.iter_mut() {
+        let found = candidates(f).into_iter().find_map(|e| {
+            let series = e.series.as_ref()?;
+            let (direction, limit) = direction_and_limit(e);
+            detect(&series.baseline, &series.window, direction, limit).map(|o| (o, e.signal.clone()))
+        });
+        let Some((found, signal)) = found else { continue };
+        match found {
+            Onset::At(t) => {
+                f.onset = DateTime::<Utc>::from_timestamp_millis((t * 1000.0).round() as i64);
+                f.onset_signal = f.onset.map(|_| signal);
+            }
+            Onset::BeforeWindow => {
+                f.onset = None;
+                f.onset_signal = Some(signal);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Points every 60 s from `start`, one per value.
+    fn series(start: f64, values: &[f64]) -> Vec<(f64, f64)> {
+        values.iter().enumerate().map(|(i, v)| (start + 60.0 * i as f64, *v)).collect()
+    }
+
+    /// A baseline of 31 points around `level` with a deterministic wiggle of `noise`.
+    fn noisy(level: f64, noise: f64, n: usize) -> Vec<f64> {
+        (0..n).map(|i| level + noise * (((i * 7919) % 13) as f64 / 6.0 - 1.0)).collect()
+    }
+
+    const B0: f64 = 0.0;
+    const W0: f64 = 1800.0;
+
+    fn up(limit: f64) -> Option<Crossed> {
+        Some(Crossed { value: limit, inclusive: false, baseline_past: false })
+    }
+
+    #[test]
+    fn a_step_change_is_dated_at_the_last_point_before_it() {
+        let base = series(B0, &noisy(0.5, 0.02, 31));
+        let mut w = noisy(0.5, 0.02, 31);
+        for v in &mut w[12..] {
+            *v = 0.97;
+        }
+        let got = detect(&base, &series(W0, &w), Direction::Up, up(0.9));
+        assert_eq!(got, Some(Onset::At(W0 + 11.0 * 60.0)));
+    }
+
+    #[test]
+    fn a_ramp_is_dated_where_it_leaves_the_baseline_not_where_it_crosses_the_limit() {
+        let base = series(B0, &noisy(0.45, 0.01, 31));
+        let w: Vec<f64> = (0..31).map(|i| if i < 10 { 0.45 } else { 0.45 + 0.025 * (i - 9) as f64 }).collect();
+        let Some(Onset::At(t)) = detect(&base, &series(W0, &w), Direction::Up, up(0.9)) else { panic!("no onset") };
+        // The limit is crossed at point 28; the baseline is left at point 10 or 11.
+        assert!((W0 + 9.0 * 60.0..=W0 + 11.0 * 60.0).contains(&t), "{}", (t - W0) / 60.0);
+    }
+
+    #[test]
+    fn a_noisy_flat_series_has_no_onset() {
+        let base = series(B0, &noisy(0.2, 0.05, 31));
+        let w = series(W0, &noisy(0.21, 0.05, 31));
+        assert_eq!(detect(&base, &w, Direction::Up, up(0.5)), None);
+    }
+
+    #[test]
+    fn spikes_alone_are_no_onset() {
+        let base = series(B0, &noisy(1.0, 0.05, 31));
+        let mut w = noisy(1.0, 0.05, 31);
+        for i in [3, 9, 10, 20, 27] {
+            w[i] = 8.0;
+        }
+        assert_eq!(detect(&base, &series(W0, &w), Direction::Up, up(3.0)), None);
+    }
+
+    #[test]
+    fn a_series_already_high_at_the_window_start_was_there_before_the_window() {
+        let base = series(B0, &noisy(0.5, 0.02, 31));
+        let w = series(W0, &[0.96; 31]);
+        assert_eq!(detect(&base, &w, Direction::Up, up(0.9)), Some(Onset::BeforeWindow));
+        // And a baseline just as bad: the limit alone tells.
+        assert_eq!(detect(&w, &w, Direction::Up, up(0.9)), Some(Onset::BeforeWindow));
+    }
+
+    #[test]
+    fn a_change_right_after_the_window_start_is_in_the_window() {
+        let base = series(B0, &noisy(0.5, 0.02, 31));
+        let mut w = vec![0.97; 31];
+        w[0] = 0.5;
+        assert_eq!(detect(&base, &series(W0, &w), Direction::Up, up(0.9)), Some(Onset::At(W0)));
+    }
+
+    #[test]
+    fn a_change_in_the_last_minutes_counts_when_it_lasts_to_the_end() {
+        let base = series(B0, &noisy(0.1, 0.01, 31));
+        let mut w = noisy(0.1, 0.01, 31);
+        for v in &mut w[27..] {
+            *v = 2.0;
+        }
+        assert_eq!(detect(&base, &series(W0, &w), Direction::Up, up(1.0)), Some(Onset::At(W0 + 26.0 * 60.0)));
+        // One point at the very end is a spike, not an onset.
+        let mut w = noisy(0.1, 0.01, 31);
+        w[30] = 2.0;
+        assert_eq!(detect(&base, &series(W0, &w), Direction::Up, up(1.0)), None);
+    }
+
+    #[test]
+    fn a_limit_inside_the_baselines_noise_does_not_make_the_window_start_an_onset() {
+        // As a KV-usage slope over short ranges: +-1/h of noise around 0, a +0.2/h limit.
+        let base = series(B0, &noisy(0.0, 1.5, 31));
+        let w = series(W0, &noisy(0.8, 0.3, 31));
+        assert_eq!(detect(&base, &w, Direction::Up, up(0.2)), None);
+    }
+
+    #[test]
+    fn a_chronic_problem_on_a_ramping_baseline_was_there_before_the_window() {
+        // As a 1 h burn rate whose hour filled during the baseline: the baseline's value was past
+        // the line already, so the window's first point past it is no onset.
+        let base = series(B0, &(0..31).map(|i| 0.5 * i as f64).collect::<Vec<_>>());
+        let w = series(W0, &(0..31).map(|i| 15.5 + 0.5 * i as f64).collect::<Vec<_>>());
+        let chronic = Some(Crossed { value: 14.4, inclusive: false, baseline_past: true });
+        assert_eq!(detect(&base, &w, Direction::Up, chronic), Some(Onset::BeforeWindow));
+    }
+
+    #[test]
+    fn a_drop_is_found_going_down() {
+        let base = series(B0, &noisy(100.0, 3.0, 31));
+        let mut w = noisy(100.0, 3.0, 31);
+        for v in &mut w[15..] {
+            *v = 20.0;
+        }
+        let got = detect(&base, &series(W0, &w), Direction::Down, Some(Crossed { value: 50.0, inclusive: false, baseline_past: false }));
+        assert_eq!(got, Some(Onset::At(W0 + 14.0 * 60.0)));
+    }
+
+    #[test]
+    fn gaps_and_non_finite_points_are_skipped() {
+        let base = series(B0, &noisy(0.5, 0.02, 31));
+        let mut w = series(W0, &noisy(0.5, 0.02, 31));
+        for p in &mut w[12..] {
+            p.1 = 0.97;
+        }
+        w[5].1 = f64::NAN;
+        w[14].1 = f64::INFINITY;
+        w.remove(20); // a missing step
+        w.push((f64::NAN, 0.97));
+        assert_eq!(detect(&base, &w, Direction::Up, up(0.9)), Some(Onset::At(W0 + 11.0 * 60.0)));
+    }
+
+    #[test]
+    fn a_thin_trend_or_no_level_and_no_limit_is_unknown() {
+        let base = series(B0, &noisy(0.5, 0.02, 31));
+        assert_eq!(detect(&base, &series(W0, &[0.99]), Direction::Up, up(0.9)), None);
+        assert_eq!(detect(&[], &series(W0, &[0.5, 0.5, 0.99, 0.99, 0.99]), Direction::Up, None), None);
+        // Without a baseline the limit alone still dates it.
+        assert_eq!(detect(&[], &series(W0, &[0.5, 0.5, 0.99, 0.99, 0.99]), Direction::Up, up(0.9)), Some(Onset::At(W0 + 60.0)));
+    }
+
+    #[test]
+    fn a_flat_zero_baseline_does_not_make_every_wiggle_a_change() {
+        let base = series(B0, &[0.0; 31]);
+        let w: Vec<f64> = (0..31).map(|i| if i % 2 == 0 { 0.0 } else { 0.002 }).collect();
+        assert_eq!(detect(&base, &series(W0, &w), Direction::Up, up(0.1)), None);
+    }
+
+    fn finding_with(values: &[f64], limit_label: &str, limit: f64, value: f64) -> Finding {
+        let json = serde_json::json!({
+            "rule": "r", "title": "t", "severity": "warning", "score": 1.0, "scope": {}, "summary": "",
+            "evidence": [
+                {"signal": "context", "title": "c", "unit": "ratio", "value": 1.0, "baseline": 1.0, "threshold": "",
+                 "passed": false, "query": "q", "metric": "m"},
+                {"signal": "kv", "title": "KV", "unit": "ratio", "value": value, "baseline": 0.5, "threshold": limit_label,
+                 "passed": true, "query": "q", "metric": "m", "limits": [{"label": limit_label, "value": limit}],
+                 "series": {"step_seconds": 60, "range_seconds": 180, "query": "q",
+                            "baseline": series(B0, &noisy(0.5, 0.02, 31)), "window": series(W0, values)}}
+            ],
+            "steps": [], "also_consistent": []
+        });
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn apply_dates_a_finding_from_its_leading_signal_and_marks_one_present_before_the_window() {
+        let mut w = vec![0.5; 31];
+        w[20..].fill(0.97);
+        let mut fs = vec![finding_with(&w, "> 90%", 0.9, 0.95), finding_with(&[0.97; 31], ">= 90%", 0.9, 0.97)];
+        apply(&mut fs);
+        assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 19 * 60));
+        assert_eq!(fs[0].onset_signal.as_deref(), Some("kv"));
+        assert_eq!((fs[1].onset, fs[1].onset_signal.as_deref()), (None, Some("kv")));
+    }
+
+    #[test]
+    fn the_leading_signal_is_the_one_that_crossed_its_limit_not_a_guard_or_a_precondition() {
+        // As on the real engine's slow decode: the problem signal did not `pass` (one of its atoms
+        // failed) but is past its limit; the queue guard after it held all along.
+        let mut w = vec![0.5; 31];
+        w[20..].fill(0.97);
+        let mut f = finding_with(&w, "> 90%", 0.9, 0.95);
+        let mut guard = f.evidence[1].clone();
+        guard.signal = "queue_guard".into();
+        guard.limits = vec![crate::report::Limit { label: "<= 300 ms".into(), value: 0.3 }];
+        (guard.value, guard.baseline) = (Some(0.285), Some(0.285));
+        guard.series = guard.series.map(|s| crate::report::Trend { baseline: series(B0, &[0.285; 31]), window: series(W0, &[0.285; 31]), ..s });
+        f.evidence[1].passed = false;
+        f.evidence.push(guard.clone());
+        assert_eq!(leading(&f).map(|e| e.signal.as_str()), Some("kv"));
+        // A precondition first (`> 0`, as true in the baseline) does not lead either.
+        let mut pre = guard.clone();
+        pre.signal = "in_use".into();
+        pre.limits = vec![crate::report::Limit { label: "> 0".into(), value: 0.0 }];
+        (pre.value, pre.baseline) = (Some(2500.0), Some(2600.0));
+        f.evidence.insert(0, pre);
+        assert_eq!(leading(&f).map(|e| e.signal.as_str()), Some("kv"));
+        let mut fs = vec![f.clone()];
+        apply(&mut fs);
+        assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 19 * 60));
+        // With nothing that changed, the first past its limit: a problem the baseline had too.
+        f.evidence[2].value = Some(0.5);
+        assert_eq!(leading(&f).map(|e| e.signal.as_str()), Some("in_use"));
+    }
+
+    #[test]
+    fn a_multiple_of_a_zero_baseline_neither_leads_nor_dates() {
+        // As on the real engine's HTTP errors: 5xx stayed 0 (on its `>= 3x baseline` line of 0),
+        // 4xx rose from 0 past 5%.
+        let mut w = vec![0.0; 31];
+        w[8..].fill(0.3);
+        let mut f = finding_with(&w, ">= 3x baseline", 0.0, 0.37);
+        f.evidence[1].baseline = Some(0.0);
+        f.evidence[1].limits.push(crate::report::Limit { label: "> 5%".into(), value: 0.05 });
+        f.evidence[1].series.as_mut().unwrap().baseline = series(B0, &[0.0; 31]);
+        let mut flat = f.evidence[1].clone();
+        flat.signal = "flat".into();
+        flat.value = Some(0.0);
+        flat.series.as_mut().unwrap().window = series(W0, &[0.0; 31]);
+        f.evidence.insert(1, flat);
+        assert_eq!(leading(&f).map(|e| e.signal.as_str()), Some("kv"));
+        let mut fs = vec![f];
+        apply(&mut fs);
+        assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 7 * 60));
+    }
+
+    #[test]
+    fn a_finding_without_a_trend_has_no_onset_and_no_signal() {
+        let mut f = finding_with(&[0.97; 31], "> 90%", 0.9, 0.97);
+        f.evidence[1].series = None;
+        let mut fs = vec![f];
+        apply(&mut fs);
+        assert_eq!((fs[0].onset, fs[0].onset_signal.as_deref()), (None, None));
+    }
+}
