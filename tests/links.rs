@@ -95,27 +95,22 @@ fn a_template_in_the_file_replaces_the_graph_page_and_none_turns_links_off() {
         std::fs::write(&p, body).unwrap();
         p.display().to_string()
     };
-    let file = write("[links]\ngraph = \"https://grafana.example/d/vllm?var-q={expr}&from={start_ms}&to={end_ms}\"\n");
-    let out = Command::cargo_bin("vllm-diag")
-        .unwrap()
-        .args(["explain", "--config", &file, "--prometheus", &prom.url, "--at", &at, "--window", "30m", "--format", "markdown"])
-        .env_remove("VLLM_DIAG_PROMETHEUS_URL")
-        .output()
-        .unwrap();
-    let md = String::from_utf8_lossy(&out.stdout);
+    let markdown_with = |file: &str| {
+        let out = Command::cargo_bin("vllm-diag")
+            .unwrap()
+            .args(["explain", "--config", file, "--prometheus", &prom.url, "--at", &at, "--window", "30m", "--format", "markdown"])
+            .env_remove("VLLM_DIAG_PROMETHEUS_URL")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let md = markdown_with(&write("[links]\ngraph = \"https://grafana.example/d/vllm?var-q={expr}&from={start_ms}&to={end_ms}\"\n"));
     let from = spec.window_end().timestamp_millis() - 30 * 60 * 1000;
     assert!(md.contains(&format!("&from={from}&to={}", spec.window_end().timestamp_millis())), "{md}");
     assert!(md.contains("(<https://grafana.example/d/vllm?var-q="), "{md}");
     assert!(!md.contains("/graph?"), "{md}");
 
-    let file = write("[links]\ngraph = \"none\"\n");
-    let out = Command::cargo_bin("vllm-diag")
-        .unwrap()
-        .args(["explain", "--config", &file, "--prometheus", &prom.url, "--at", &at, "--window", "30m", "--format", "markdown"])
-        .env_remove("VLLM_DIAG_PROMETHEUS_URL")
-        .output()
-        .unwrap();
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("Charts:"));
+    assert!(!markdown_with(&write("[links]\ngraph = \"none\"\n")).contains("Charts:"));
 
     // A bad template is refused at its line.
     let file = write("window = \"30m\"\n[links]\ngraph = \"https://g/x?q={query}\"\n");
