@@ -22,7 +22,8 @@
 //!   (the data model and JSON contract).
 //! - Data: [`local`] (a PromQL evaluator over series in
 //!   memory), [`source`] (one decoder behind live, replayed, scraped and local sources).
-//! - Diagnosis: [`signals`] (named measurements, the only place PromQL is written), [`recommend`]
+//! - Diagnosis: [`signals`] (named measurements, where the diagnosis' PromQL is written), [`events`]
+//!   (change events read from the metrics: their queries and how answers become a timeline), [`recommend`]
 //!   (sizing advice), [`rules`] (declarative conditions over signals), [`rank`], [`explain`] (the pipeline's
 //!   stages), [`rules_test`] (`rules test`, which runs the pipeline over test series).
 //! - Output: [`render`], [`progress`].
@@ -40,6 +41,7 @@ pub const LAYERS: &[&str] = &[
     "local",
     "source",
     "signals",
+    "events",
     "recommend",
     "rules",
     "rank",
@@ -60,6 +62,7 @@ pub mod app;
 pub mod check;
 pub mod cli;
 pub mod error;
+pub mod events;
 pub mod explain;
 pub mod local;
 pub mod progress;

@@ -84,6 +84,120 @@ pub struct Report {
     /// How much of the rule pack could be judged on this data.
     #[serde(default)]
     pub coverage: Coverage,
+    /// What changed in the baseline and the window, read from the metrics (restarts, targets down
+    /// and up, replicas and models appearing or vanishing, configuration and version changes,
+    /// rollouts, GPU errors), oldest first.
+    #[serde(default)]
+    pub events: Vec<Event>,
+}
+
+/// What kind of change an [`Event`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    /// A replica's process started again (its start time moved, or its vLLM counters reset).
+    Restart,
+    /// A target stopped answering its scrapes (`up` 0).
+    TargetDown,
+    /// A target that was down answers again.
+    TargetUp,
+    /// A replica's series appeared after the start of the data.
+    ReplicaAdded,
+    /// A replica's series stopped: it left service discovery.
+    ReplicaRemoved,
+    /// `vllm:cache_config_info` changed its labels (`num_gpu_blocks`, `block_size`, ...).
+    ConfigChange,
+    /// The image serving a model changed (kube-state-metrics' `kube_pod_container_info`).
+    VersionChange,
+    /// A model's first replica appeared.
+    ModelAdded,
+    /// A model's last replica vanished.
+    ModelRemoved,
+    /// A Deployment's generation moved (kube-state-metrics): a new revision was rolled out.
+    Rollout,
+    /// A GPU reported an XID error (DCGM).
+    GpuError,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 11] = [
+        EventKind::Restart,
+        EventKind::TargetDown,
+        EventKind::TargetUp,
+        EventKind::ReplicaAdded,
+        EventKind::ReplicaRemoved,
+        EventKind::ConfigChange,
+        EventKind::VersionChange,
+        EventKind::ModelAdded,
+        EventKind::ModelRemoved,
+        EventKind::Rollout,
+        EventKind::GpuError,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Restart => "restart",
+            EventKind::TargetDown => "target-down",
+            EventKind::TargetUp => "target-up",
+            EventKind::ReplicaAdded => "replica-added",
+            EventKind::ReplicaRemoved => "replica-removed",
+            EventKind::ConfigChange => "config-change",
+            EventKind::VersionChange => "version-change",
+            EventKind::ModelAdded => "model-added",
+            EventKind::ModelRemoved => "model-removed",
+            EventKind::Rollout => "rollout",
+            EventKind::GpuError => "gpu-error",
+        }
+    }
+
+    /// Whether this kind marks a deploy (`check --since deploy` starts at the last one).
+    pub fn is_deploy(self) -> bool {
+        matches!(self, EventKind::Rollout | EventKind::Restart | EventKind::ConfigChange | EventKind::VersionChange)
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One change seen in the metrics. Changes of several replicas of one scope close together are one
+/// event ("2 of 3 replicas restarted"), dated by the first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub time: DateTime<Utc>,
+    pub kind: EventKind,
+    /// The grouping labels of the model it happened to (`{}` when it cannot be tied to one).
+    pub scope: Scope,
+    /// One line, e.g. "2 of 3 replicas restarted" or "num_gpu_blocks 2000 -> 900".
+    pub detail: String,
+    /// The replicas it happened to, by the replica label (sorted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<String>,
+    /// How many replicas the scope had just before (for "2 of 3").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of: Option<usize>,
+    /// The last of the changes merged into this event, when they spread over time (a rolling restart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<DateTime<Utc>>,
+    /// For configuration and version changes: the labels that changed, before and after.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub before: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub after: BTreeMap<String, String>,
+}
+
+/// An event a finding began shortly after, on the same scope: the change to look at first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrecededBy {
+    pub event: Event,
+    /// Seconds from the event to the finding's onset (may be slightly negative: both are dated to
+    /// within a step).
+    pub lead_seconds: i64,
+    /// The sentence the reports print, e.g. "began 2 min after 2 of 3 replicas restarted (config
+    /// change: num_gpu_blocks 2000 -> 900)".
+    pub text: String,
 }
 
 /// How much of the rule pack the data allowed to judge. A rule counts as evaluated when at least
@@ -178,6 +292,9 @@ pub struct Finding {
     /// The evidence signal whose trend dated the onset; absent when none could.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub onset_signal: Option<String>,
+    /// The change this finding began shortly after, on its scope (see [`PrecededBy`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preceded_by: Option<PrecededBy>,
 }
 
 impl Finding {

@@ -6,10 +6,12 @@
 //! [`discover`] (metric names, bucket bounds, fleet labels) -> [`plan`] (queries from signals) ->
 //! [`fetch`] (the only network code) -> [`assemble`] (answers -> signal values) -> [`judge`] (rules,
 //! rank, coverage) -> [`follow_up`] (trends, per-replica breakdowns, recommendations) -> [`onset`]
-//! (when each finding began, read from its trend). [`explain`] strings them together. A query that fails or times out does not stop the run: the signals that
+//! (when each finding began, read from its trend) -> [`correlate`] (the change each finding began
+//! after). The change events ([`crate::events`]) are asked with the signals. [`explain`] strings them together. A query that fails or times out does not stop the run: the signals that
 //! needed it become "not evaluated" with the reason, and the rest of the diagnosis still comes out.
 
 pub mod assemble;
+pub mod correlate;
 pub mod discover;
 pub mod fetch;
 pub mod follow_up;
@@ -23,6 +25,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::events;
 use crate::prom::Selector;
 use crate::report::{MetricsInfo, Report, RunParams, RunStats, SourceInfo, SCHEMA_VERSION};
 use crate::rules::RuleSet;
@@ -112,7 +115,19 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         replica_label: p.replica_label.clone(),
     };
     let signal_plan = plan::plan_signals(rules, &needed, ctx, p, &disc, &mut warnings);
-    let requests: Vec<_> = signal_plan.requests.iter().cloned().chain(disc_plan.labels.iter().map(|(_, r)| r.clone())).collect();
+    // The change events are asked in the same round trip.
+    let all_names: BTreeSet<String> = disc.window_names.union(&disc.baseline_names).cloned().collect();
+    let event_ctx = events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names };
+    let event_plan = events::plan(&event_ctx, &p.baseline, &p.window);
+    let requests: Vec<_> = signal_plan
+        .requests
+        .iter()
+        .cloned()
+        .chain(disc_plan.labels.iter().map(|(_, r)| r.clone()))
+        .chain(event_plan.requests())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     queries += requests.len();
     let answers = run_queries(&source, requests, opts.concurrency, fetch::remaining(opts.deadline, started)).await;
     for resp in answers.values().flatten() {
@@ -123,6 +138,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let labels = assemble::fleet_labels(&disc_plan.labels, &answers, &disc.window_names, p, &mut warnings);
     let (table, names_used) = assemble::signal_table(&signal_plan, &answers, &p.group_by, &mut warnings);
     let judge::Judged { mut ranked, scopes, evaluated, coverage } = judge::judge(rules, &table, p);
+    let events = events::read(&event_plan, &answers, &mut warnings);
 
     // Follow up on the findings in one more round trip.
     let follow_ups = follow_up::plan(&ranked.findings, rules, &signal_plan, &opts.selector, p, &disc.window_names);
@@ -135,6 +151,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     };
     follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, p, &mut warnings);
     onset::apply(&mut ranked.findings);
+    correlate::apply(&mut ranked.findings, &events, follow_ups.step.max(event_plan.step()));
 
     let mut seen = BTreeSet::new();
     warnings.retain(|w| seen.insert(w.clone()));
@@ -159,6 +176,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         warnings,
         stats: RunStats { queries, rules_evaluated: evaluated },
         coverage,
+        events,
     })
 }
 

@@ -921,6 +921,7 @@ pub(crate) mod fixtures {
                 rules_evaluated: 12,
             },
             coverage: crate::report::Coverage { rules: 8, evaluated: 6, stood_in: 0, core_not_evaluated: vec![] },
+            events: vec![],
         }
     }
 
@@ -999,6 +1000,7 @@ pub(crate) mod fixtures {
             stood_in: None,
             onset: Some(Utc.with_ymd_and_hms(2026, 1, 15, 9, 3, 0).unwrap()),
             onset_signal: Some("kv_cache_usage".to_string()),
+            preceded_by: None,
             also_consistent: vec![
                 AlsoConsistent {
                     rule: "queue-backlog".to_string(),
@@ -1094,6 +1096,7 @@ pub(crate) mod fixtures {
             // Already past its baseline when the window began.
             onset: None,
             onset_signal: Some("ttft_p95".to_string()),
+            preceded_by: None,
             also_consistent: vec![],
         };
         let healthy = vec![

@@ -1,0 +1,595 @@
+//! Change events, read from the metrics alone: restarts, targets going down and coming back,
+//! replicas and models appearing and vanishing, cache-configuration and image changes, rollouts,
+//! GPU XID errors. [`plan`] writes the queries; [`read`] turns their answers into [`Event`]s.
+//!
+//! The number of queries does not depend on the fleet's size: twelve per time span (one span when
+//! the baseline adjoins the window, else one each), every one a range query over the span at a
+//! step of a 240th of it (15 s at least) or an instant query. All but one return only where
+//! something changed (`changes`, `resets`, `unless ... offset`), so their answers stay small on a
+//! quiet fleet of any size; the exception is the replica map (one row per replica and pod seen in
+//! the span), which ties target-level series (`up`, `process_start_time_seconds`, kube-state-metrics,
+//! DCGM) to the model they serve, client-side.
+//!
+//! How each kind is dated, and how exactly:
+//! - `restart`: the value of `process_start_time_seconds` (exact) at the steps where it changed;
+//!   without that series (vLLM in multiprocess mode exports none), the step at which a vLLM counter
+//!   reset (within a step). A replica down longer than [`GAP`] between its two processes is missed.
+//! - `target-down` / `target-up`: the first and the last step with an `up` sample of 0.
+//! - `replica-added` / `replica-removed`, `model-added` / `model-removed`: the first and the last
+//!   sample of a target's `up` series (within a step), counted only when the target is not seen
+//!   again (removed) or was not seen before (added) in the span; a scrape interval over
+//!   [`PRESENCE`] would read as flapping and is ignored.
+//! - `config-change`: a `vllm:cache_config_info` series appearing with other values of the
+//!   configuration labels than its target's previous one.
+//! - `rollout`: a Deployment's `kube_deployment_metadata_generation` rising; `version-change`: a
+//!   Deployment's pods showing an image they did not run before (`kube_pod_container_info`).
+//! - `gpu-error`: `DCGM_FI_DEV_XID_ERRORS` moving to a non-zero code.
+//!
+//! Changes of one kind on one scope less than [`WAVE`] apart are one event, dated by the first:
+//! "2 of 3 replicas restarted".
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+
+use crate::prom::{Labels, Selector};
+use crate::report::{Event, EventKind, Scope, TimeRange};
+use crate::signals::{self, promql_duration};
+use crate::source::{Data, Request, Response, SourceError};
+
+/// The longest time between two samples of one replica across which a restart is still seen.
+pub const GAP: Duration = Duration::from_secs(600);
+/// The range over which a target counts as present: scrape intervals up to this are read right.
+pub const PRESENCE: Duration = Duration::from_secs(120);
+/// Changes of one kind on one scope closer than this are one event.
+pub const WAVE: Duration = Duration::from_secs(300);
+/// Steps per span.
+const STEPS: u64 = 240;
+/// The labels of `vllm:cache_config_info` that describe the cache, compared across a change.
+/// Per-process labels (`engine`) and target labels are not among them.
+pub const CONFIG_LABELS: &[&str] = &[
+    "block_size",
+    "cache_dtype",
+    "num_gpu_blocks",
+    "num_gpu_blocks_override",
+    "num_cpu_blocks",
+    "gpu_memory_utilization",
+    "enable_prefix_caching",
+    "prefix_caching_hash_algo",
+    "sliding_window",
+    "swap_space_bytes",
+    "cpu_offload_gb",
+    "kv_cache_memory_bytes",
+    "kv_offloading_backend",
+    "kv_offloading_size",
+    "calculate_kv_scales",
+];
+
+/// What a request of the plan asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Probe {
+    /// Instant: every replica of the span, with its scope, target and pod.
+    Map,
+    ProcessStart,
+    CounterReset,
+    Down,
+    Appear,
+    Vanish,
+    /// Instant, at the span's start: each target's configuration.
+    ConfigStart,
+    ConfigAppear,
+    Generation,
+    /// Instant, at the span's start: each Deployment's images.
+    ImageStart,
+    ImageAppear,
+    Xid,
+}
+
+/// One time span's requests.
+#[derive(Debug, Clone)]
+pub struct SpanPlan {
+    pub span: TimeRange,
+    pub step: u64,
+    pub requests: Vec<(Probe, Request)>,
+}
+
+/// The event requests of a run and how to read them.
+#[derive(Debug, Clone, Default)]
+pub struct EventPlan {
+    pub spans: Vec<SpanPlan>,
+    pub group_by: Vec<String>,
+    pub replica_label: String,
+}
+
+impl EventPlan {
+    pub fn requests(&self) -> Vec<Request> {
+        self.spans.iter().flat_map(|s| s.requests.iter().map(|(_, r)| r.clone())).collect()
+    }
+
+    /// The coarsest step used: how precisely events are dated.
+    pub fn step(&self) -> u64 {
+        self.spans.iter().map(|s| s.step).max().unwrap_or(15)
+    }
+}
+
+/// Where the run looks and with which names.
+#[derive(Debug, Clone)]
+pub struct EventContext<'a> {
+    pub selector: &'a Selector,
+    pub group_by: &'a [String],
+    pub replica_label: &'a str,
+    /// vLLM metric names present in the baseline or the window.
+    pub names: &'a BTreeSet<String>,
+}
+
+/// The spans to read: the baseline and the window as one when they touch, else each on its own.
+pub fn spans(baseline: &TimeRange, window: &TimeRange) -> Vec<TimeRange> {
+    if baseline.end >= window.start && baseline.start <= window.start {
+        vec![TimeRange { start: baseline.start, end: window.end.max(baseline.end) }]
+    } else {
+        vec![*baseline, *window]
+    }
+}
+
+fn present(name: &str, names: &BTreeSet<String>) -> Option<String> {
+    signals::spellings(name).into_iter().find(|n| names.contains(n))
+}
+
+/// Labels with duplicates removed, in order.
+fn label_list(labels: &[&str]) -> String {
+    let mut seen = BTreeSet::new();
+    labels.iter().filter(|l| !l.is_empty() && seen.insert(**l)).copied().collect::<Vec<_>>().join(", ")
+}
+
+/// Plan the event queries for the baseline and the window.
+pub fn plan(ctx: &EventContext, baseline: &TimeRange, window: &TimeRange) -> EventPlan {
+    let spans = spans(baseline, window).into_iter().map(|span| plan_span(ctx, span)).collect();
+    EventPlan { spans, group_by: ctx.group_by.to_vec(), replica_label: ctx.replica_label.to_string() }
+}
+
+fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
+    let len = span.duration().as_secs().max(1);
+    let step = (len / STEPS).max(15);
+    let s = promql_duration(Duration::from_secs(step));
+    let gap = promql_duration(GAP + Duration::from_secs(step));
+    let presence = promql_duration(PRESENCE.max(Duration::from_secs(step)));
+    let whole = promql_duration(Duration::from_secs(len));
+    let by: Vec<&str> = ctx.group_by.iter().map(String::as_str).collect();
+    // Target-level series carry no model label: they are read without the grouping matchers.
+    let target = ctx.selector.without(ctx.group_by);
+    let mut outside: Vec<String> = ctx.group_by.to_vec();
+    outside.extend(["job", "instance", "pod", "container", ctx.replica_label].map(String::from));
+    let cluster = ctx.selector.without(&outside);
+    let range = |query: String| Request::Range { query, start: span.start, end: span.end, step_seconds: step };
+    let at = |query: String, time: DateTime<Utc>| Request::Instant { query, time };
+    let mut out = Vec::new();
+
+    if let Some(anchor) = present("vllm:num_requests_running", ctx.names) {
+        let mut keep = vec!["instance", "job", "namespace", "pod", ctx.replica_label];
+        keep.extend(by.iter().copied());
+        let q = format!("group by ({}) (last_over_time({}[{whole}]))", label_list(&keep), ctx.selector.series(&anchor, &[]));
+        out.push((Probe::Map, at(q, span.end)));
+    }
+    let start = target.series("process_start_time_seconds", &[]);
+    out.push((Probe::ProcessStart, range(format!("{start} and on (instance, job) (changes({start}[{gap}]) > 0)"))));
+    if let Some(counter) = present("vllm:prompt_tokens_total", ctx.names) {
+        let mut keep = vec!["instance", "job", ctx.replica_label];
+        keep.extend(by.iter().copied());
+        let c = ctx.selector.series(&counter, &[]);
+        out.push((Probe::CounterReset, range(format!("max by ({}) (resets({c}[{gap}])) > 0", label_list(&keep)))));
+    }
+    let up = target.series("up", &[]);
+    out.push((Probe::Down, range(format!("min_over_time({up}[{s}]) == 0"))));
+    out.push((Probe::Appear, range(format!("count_over_time({up}[{presence}]) unless count_over_time({up}[{presence}] offset {s})"))));
+    out.push((Probe::Vanish, range(format!("count_over_time({up}[{presence}] offset {s}) unless count_over_time({up}[{presence}])"))));
+    if let Some(info) = present("vllm:cache_config_info", ctx.names) {
+        let c = target.series(&info, &[]);
+        out.push((Probe::ConfigStart, at(c.clone(), span.start)));
+        out.push((Probe::ConfigAppear, range(format!("{c} unless {c} offset {s}"))));
+    }
+    let generation = |offset: &str| format!("max by (namespace, deployment) ({}{offset})", cluster.series("kube_deployment_metadata_generation", &[]));
+    out.push((Probe::Generation, range(format!("{} > {}", generation(""), generation(&format!(" offset {s}"))))));
+    let images = |offset: &str| {
+        format!(
+            "count by (namespace, deployment, image) (label_replace({}{offset}, \"deployment\", \"$1\", \"pod\", \"(.+)-[a-z0-9]+-[a-z0-9]+\"))",
+            cluster.series("kube_pod_container_info", &[])
+        )
+    };
+    out.push((Probe::ImageStart, at(images(""), span.start)));
+    out.push((Probe::ImageAppear, range(format!("{} unless {}", images(""), images(&format!(" offset {s}"))))));
+    let xid = cluster.series("DCGM_FI_DEV_XID_ERRORS", &[]);
+    out.push((Probe::Xid, range(format!("{xid} != 0 and ({xid} != {xid} offset {s})"))));
+    SpanPlan { span, step, requests: out }
+}
+
+/// One change of one replica (or Deployment, or GPU), before changes are merged into events.
+#[derive(Debug, Clone, PartialEq)]
+struct Change {
+    time: DateTime<Utc>,
+    kind: EventKind,
+    scope: Scope,
+    /// The replica's name, or the Deployment's, or the GPU's.
+    who: String,
+    before: BTreeMap<String, String>,
+    after: BTreeMap<String, String>,
+    note: String,
+}
+
+/// Who a target is: its scope and replica name.
+#[derive(Debug, Clone, Default)]
+struct Fleet {
+    /// (instance, job) -> (scope, replica)
+    targets: BTreeMap<(String, String), (Scope, String)>,
+    /// (namespace, pod) -> (scope, replica)
+    pods: BTreeMap<(String, String), (Scope, String)>,
+    /// (namespace, deployment) -> scope
+    deployments: BTreeMap<(String, String), Scope>,
+    /// scope -> replica names
+    replicas: BTreeMap<Scope, BTreeSet<String>>,
+}
+
+/// The Deployment a pod belongs to, from its name (`<deployment>-<replicaset hash>-<suffix>`).
+pub fn deployment_of(pod: &str) -> Option<&str> {
+    let mut parts = pod.rsplitn(3, '-');
+    let (_suffix, _hash, rest) = (parts.next()?, parts.next()?, parts.next()?);
+    (!rest.is_empty()).then_some(rest)
+}
+
+fn label<'a>(l: &'a Labels, name: &str) -> &'a str {
+    l.get(name).map_or("", String::as_str)
+}
+
+fn fleet(rows: &[Labels], group_by: &[String], replica_label: &str) -> Fleet {
+    let mut f = Fleet::default();
+    for l in rows {
+        let scope: Scope = group_by.iter().map(|g| (g.clone(), label(l, g).to_string())).collect();
+        let replica = label(l, replica_label).to_string();
+        f.targets.insert((label(l, "instance").into(), label(l, "job").into()), (scope.clone(), replica.clone()));
+        if let Some(pod) = l.get("pod") {
+            f.pods.insert((label(l, "namespace").into(), pod.clone()), (scope.clone(), replica.clone()));
+            if let Some(d) = deployment_of(pod) {
+                f.deployments.insert((label(l, "namespace").into(), d.to_string()), scope.clone());
+            }
+        }
+        f.replicas.entry(scope).or_default().insert(replica);
+    }
+    f
+}
+
+fn time(t: f64) -> Option<DateTime<Utc>> {
+    if !t.is_finite() {
+        return None;
+    }
+    Utc.timestamp_millis_opt((t * 1000.0).round() as i64).single()
+}
+
+/// Every (labels, time, value) of an answer, oldest first per series.
+fn points(resp: &Response) -> Vec<(&Labels, f64, f64)> {
+    match &resp.data {
+        Data::Matrix(series) => series.iter().flat_map(|s| s.points.iter().map(move |(t, v)| (&s.labels, *t, *v))).collect(),
+        Data::Vector(samples) => samples.iter().map(|s| (&s.labels, s.t, s.v)).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Read the answers into events, oldest first. Probes that failed are named in one warning: the
+/// events they would have found are then missing, and the report says so.
+pub fn read(plan: &EventPlan, answers: &BTreeMap<Request, Result<Response, SourceError>>, warnings: &mut Vec<String>) -> Vec<Event> {
+    let mut failed: Vec<String> = Vec::new();
+    let mut events = Vec::new();
+    for sp in &plan.spans {
+        let mut got: BTreeMap<Probe, &Response> = BTreeMap::new();
+        for (probe, req) in &sp.requests {
+            match answers.get(req) {
+                Some(Ok(resp)) => {
+                    got.insert(*probe, resp);
+                }
+                Some(Err(e)) => failed.push(format!("{probe:?}: {e}")),
+                None => failed.push(format!("{probe:?}: not asked")),
+            }
+        }
+        let f = fleet_of(&got, plan);
+        events.extend(merge(changes_in(sp, &got, &f, plan), &f));
+    }
+    if !failed.is_empty() {
+        warnings.push(format!(
+            "change events: {} of the event queries got no answer, so the timeline may miss restarts, rollouts or configuration changes ({})",
+            failed.len(),
+            failed.first().cloned().unwrap_or_default()
+        ));
+    }
+    events.sort_by(|a: &Event, b: &Event| (a.time, a.kind, &a.scope).cmp(&(b.time, b.kind, &b.scope)));
+    events.dedup();
+    events
+}
+
+fn fleet_of(got: &BTreeMap<Probe, &Response>, plan: &EventPlan) -> Fleet {
+    let rows: Vec<Labels> = got.get(&Probe::Map).map(|r| points(r).into_iter().map(|(l, _, _)| l.clone()).collect()).unwrap_or_default();
+    fleet(&rows, &plan.group_by, &plan.replica_label)
+}
+
+fn changes_in(sp: &SpanPlan, got: &BTreeMap<Probe, &Response>, f: &Fleet, plan: &EventPlan) -> Vec<Change> {
+    let of = |p: Probe| got.get(&p).map(|r| points(r)).unwrap_or_default();
+    let step = sp.step as f64;
+    let mut out = Vec::new();
+    restarts(f, &of(Probe::ProcessStart), &of(Probe::CounterReset), sp, plan, &mut out);
+    down_and_up(f, &of(Probe::Down), step, sp, &mut out);
+    presence(f, &of(Probe::Appear), &of(Probe::Vanish), sp, &mut out);
+    configs(f, &of(Probe::ConfigStart), &of(Probe::ConfigAppear), &mut out);
+    rollouts(f, &of(Probe::Generation), &of(Probe::ImageStart), &of(Probe::ImageAppear), &mut out);
+    xids(f, &of(Probe::Xid), &mut out);
+    out
+}
+
+fn target_of<'a>(f: &'a Fleet, l: &Labels) -> Option<&'a (Scope, String)> {
+    f.targets.get(&(label(l, "instance").to_string(), label(l, "job").to_string()))
+}
+
+fn change(time: DateTime<Utc>, kind: EventKind, scope: &Scope, who: &str) -> Change {
+    Change { time, kind, scope: scope.clone(), who: who.to_string(), before: BTreeMap::new(), after: BTreeMap::new(), note: String::new() }
+}
+
+fn restarts(f: &Fleet, starts: &[(&Labels, f64, f64)], resets: &[(&Labels, f64, f64)], sp: &SpanPlan, plan: &EventPlan, out: &mut Vec<Change>) {
+    // Exact: the new process's start time, once per distinct value.
+    let mut seen: BTreeSet<(String, i64)> = BTreeSet::new();
+    let lo = sp.span.start - chrono::Duration::seconds(sp.step as i64);
+    for (l, _, v) in starts {
+        let (Some((scope, replica)), Some(t)) = (target_of(f, l), time(*v)) else { continue };
+        if t < lo || t > sp.span.end || !seen.insert((replica.clone(), t.timestamp())) {
+            continue;
+        }
+        out.push(change(t, EventKind::Restart, scope, replica));
+    }
+    let exact: BTreeSet<String> = seen.iter().map(|(r, _)| r.clone()).collect();
+    // Counter resets, for replicas without a process start time: the first step of each run.
+    let mut last: BTreeMap<String, f64> = BTreeMap::new();
+    let mut rows: Vec<&(&Labels, f64, f64)> = resets.iter().collect();
+    rows.sort_by(|a, b| a.1.total_cmp(&b.1));
+    for (l, t, _) in rows {
+        let replica = label(l, &plan.replica_label).to_string();
+        let Some(tt) = time(*t) else { continue };
+        if exact.contains(&replica) || tt < sp.span.start {
+            continue;
+        }
+        let prev = last.insert(replica.clone(), *t);
+        if prev.is_some_and(|p| t - p <= sp.step as f64 * 1.5) {
+            continue;
+        }
+        let scope: Scope = plan.group_by.iter().map(|g| (g.clone(), label(l, g).to_string())).collect();
+        let mut c = change(tt, EventKind::Restart, &scope, &replica);
+        c.note = "counters reset".into();
+        out.push(c);
+    }
+}
+
+/// Runs of consecutive steps per key: (first, last) times.
+fn runs(times: &mut Vec<f64>, step: f64) -> Vec<(f64, f64)> {
+    times.sort_by(f64::total_cmp);
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for t in times.iter() {
+        match out.last_mut() {
+            Some((_, last)) if t - *last <= step * 1.5 => *last = *t,
+            _ => out.push((*t, *t)),
+        }
+    }
+    out
+}
+
+fn down_and_up(f: &Fleet, down: &[(&Labels, f64, f64)], step: f64, sp: &SpanPlan, out: &mut Vec<Change>) {
+    let mut by_target: BTreeMap<(Scope, String), Vec<f64>> = BTreeMap::new();
+    for (l, t, _) in down {
+        if let Some((scope, replica)) = target_of(f, l) {
+            by_target.entry((scope.clone(), replica.clone())).or_default().push(*t);
+        }
+    }
+    let end = sp.span.end.timestamp() as f64;
+    for ((scope, replica), mut times) in by_target {
+        for (first, last) in runs(&mut times, step) {
+            // A min over the last step: the target went down within the step before `first`.
+            if let Some(t) = time(first - step) {
+                out.push(change(t.max(sp.span.start), EventKind::TargetDown, &scope, &replica));
+            }
+            if last + step <= end {
+                if let Some(t) = time(last) {
+                    out.push(change(t, EventKind::TargetUp, &scope, &replica));
+                }
+            }
+        }
+    }
+}
+
+fn presence(f: &Fleet, appear: &[(&Labels, f64, f64)], vanish: &[(&Labels, f64, f64)], sp: &SpanPlan, out: &mut Vec<Change>) {
+    let first_step = sp.span.start.timestamp() as f64 + sp.step as f64;
+    let mut appeared: BTreeMap<(Scope, String), Vec<f64>> = BTreeMap::new();
+    let mut vanished: BTreeMap<(Scope, String), Vec<f64>> = BTreeMap::new();
+    for (l, t, _) in appear {
+        if let Some((scope, replica)) = target_of(f, l) {
+            appeared.entry((scope.clone(), replica.clone())).or_default().push(*t);
+        }
+    }
+    let presence = PRESENCE.as_secs().max(sp.step) as f64;
+    for (l, t, _) in vanish {
+        if let Some((scope, replica)) = target_of(f, l) {
+            vanished.entry((scope.clone(), replica.clone())).or_default().push(*t - presence);
+        }
+    }
+    // Added: appeared once, after the first step, never vanished before. Removed: vanished and
+    // never back. A target that comes and goes is flapping (or scraped rarely): neither.
+    let mut added: BTreeMap<Scope, Vec<(f64, String)>> = BTreeMap::new();
+    let mut removed: BTreeMap<Scope, Vec<(f64, String)>> = BTreeMap::new();
+    for (key, a) in &appeared {
+        let v = vanished.get(key).cloned().unwrap_or_default();
+        if a.len() == 1 && a[0] > first_step && v.iter().all(|t| *t > a[0]) {
+            added.entry(key.0.clone()).or_default().push((a[0], key.1.clone()));
+        }
+    }
+    for (key, v) in &vanished {
+        let a = appeared.get(key).cloned().unwrap_or_default();
+        if v.len() == 1 && a.iter().all(|t| *t < v[0]) {
+            removed.entry(key.0.clone()).or_default().push((v[0], key.1.clone()));
+        }
+    }
+    let all = |scope: &Scope| f.replicas.get(scope).map_or(0, BTreeSet::len);
+    for (scope, list) in added {
+        let kind = if list.len() == all(&scope) { EventKind::ModelAdded } else { EventKind::ReplicaAdded };
+        for (t, who) in list {
+            if let Some(t) = time(t) {
+                out.push(change(t, kind, &scope, &who));
+            }
+        }
+    }
+    for (scope, list) in removed {
+        let kind = if list.len() == all(&scope) { EventKind::ModelRemoved } else { EventKind::ReplicaRemoved };
+        for (t, who) in list {
+            if let Some(t) = time(t) {
+                out.push(change(t.max(sp.span.start), kind, &scope, &who));
+            }
+        }
+    }
+}
+
+fn config_of(l: &Labels) -> BTreeMap<String, String> {
+    CONFIG_LABELS.iter().filter_map(|k| l.get(*k).map(|v| (k.to_string(), v.clone()))).collect()
+}
+
+fn configs(f: &Fleet, start: &[(&Labels, f64, f64)], appear: &[(&Labels, f64, f64)], out: &mut Vec<Change>) {
+    // Per target (and engine): its configuration now, updated as new series appear.
+    let key = |l: &Labels| (label(l, "instance").to_string(), label(l, "job").to_string(), label(l, "engine").to_string());
+    let mut current: BTreeMap<(String, String, String), BTreeMap<String, String>> = BTreeMap::new();
+    for (l, _, _) in start {
+        current.insert(key(l), config_of(l));
+    }
+    let mut rows: Vec<&(&Labels, f64, f64)> = appear.iter().collect();
+    rows.sort_by(|a, b| a.1.total_cmp(&b.1));
+    for (l, t, _) in rows {
+        let now = config_of(l);
+        let Some(before) = current.insert(key(l), now.clone()) else { continue };
+        if before == now {
+            continue;
+        }
+        let (Some((scope, replica)), Some(t)) = (target_of(f, l), time(*t)) else { continue };
+        let mut c = change(t, EventKind::ConfigChange, scope, replica);
+        let keys: BTreeSet<&String> = before.keys().chain(now.keys()).collect();
+        for k in keys {
+            let (b, a) = (before.get(k).cloned().unwrap_or_default(), now.get(k).cloned().unwrap_or_default());
+            if a != b {
+                c.before.insert(k.clone(), b);
+                c.after.insert(k.clone(), a);
+            }
+        }
+        out.push(c);
+    }
+}
+
+fn rollouts(f: &Fleet, generation: &[(&Labels, f64, f64)], image_start: &[(&Labels, f64, f64)], image_new: &[(&Labels, f64, f64)], out: &mut Vec<Change>) {
+    let deployment = |l: &Labels| (label(l, "namespace").to_string(), label(l, "deployment").to_string());
+    let scope_of = |d: &(String, String)| f.deployments.get(d).cloned().unwrap_or_default();
+    let name = |d: &(String, String)| if d.0.is_empty() { d.1.clone() } else { format!("{}/{}", d.0, d.1) };
+    for (l, t, v) in generation {
+        let d = deployment(l);
+        if let Some(t) = time(*t) {
+            let mut c = change(t, EventKind::Rollout, &scope_of(&d), &name(&d));
+            c.note = format!("Deployment {} generation {}", name(&d), v);
+            out.push(c);
+        }
+    }
+    let mut images: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for (l, _, _) in image_start {
+        images.entry(deployment(l)).or_default().insert(label(l, "image").to_string());
+    }
+    let mut rows: Vec<&(&Labels, f64, f64)> = image_new.iter().collect();
+    rows.sort_by(|a, b| a.1.total_cmp(&b.1));
+    for (l, t, _) in rows {
+        let d = deployment(l);
+        let image = label(l, "image").to_string();
+        let known = images.entry(d.clone()).or_default();
+        let before: Vec<String> = known.iter().filter(|i| **i != image).cloned().collect();
+        if !known.insert(image.clone()) || before.is_empty() {
+            continue;
+        }
+        let Some(t) = time(*t) else { continue };
+        let mut c = change(t, EventKind::VersionChange, &scope_of(&d), &name(&d));
+        c.before.insert("image".into(), before.join(", "));
+        c.after.insert("image".into(), image);
+        c.note = format!("Deployment {}", name(&d));
+        out.push(c);
+    }
+}
+
+fn xids(f: &Fleet, xid: &[(&Labels, f64, f64)], out: &mut Vec<Change>) {
+    for (l, t, v) in xid {
+        let scope = f.pods.get(&(label(l, "namespace").to_string(), label(l, "pod").to_string())).map(|(s, _)| s.clone()).unwrap_or_default();
+        let gpu = [label(l, "Hostname"), label(l, "gpu"), label(l, "UUID")].iter().filter(|s| !s.is_empty()).cloned().collect::<Vec<_>>().join(" ");
+        if let Some(t) = time(*t) {
+            let mut c = change(t, EventKind::GpuError, &scope, if gpu.is_empty() { label(l, "pod") } else { &gpu });
+            c.note = format!("XID {v}");
+            out.push(c);
+        }
+    }
+}
+
+/// Changes of one kind on one scope (with the same before and after) close together become one event.
+fn merge(mut changes: Vec<Change>, f: &Fleet) -> Vec<Event> {
+    changes.sort_by(|a, b| (a.kind, &a.scope, &a.before, &a.after, a.time).cmp(&(b.kind, &b.scope, &b.before, &b.after, b.time)));
+    let wave = chrono::Duration::from_std(WAVE).unwrap_or_default();
+    let mut groups: Vec<Vec<Change>> = Vec::new();
+    for c in changes {
+        match groups.last_mut() {
+            Some(g) if g[0].kind == c.kind && g[0].scope == c.scope && g[0].before == c.before && g[0].after == c.after && c.time - g[g.len() - 1].time <= wave => g.push(c),
+            _ => groups.push(vec![c]),
+        }
+    }
+    groups.into_iter().map(|g| event(g, f)).collect()
+}
+
+fn event(g: Vec<Change>, f: &Fleet) -> Event {
+    let first = &g[0];
+    let last = g.iter().map(|c| c.time).max().unwrap_or(first.time);
+    let who: BTreeSet<String> = g.iter().map(|c| c.who.clone()).collect();
+    let of = f.replicas.get(&first.scope).map(BTreeSet::len).filter(|n| *n > 0);
+    let is_replica = !matches!(first.kind, EventKind::Rollout | EventKind::VersionChange | EventKind::GpuError);
+    let count = if is_replica { replicas_phrase(who.len(), of) } else { String::new() };
+    let diff = first.before.keys().map(|k| format!("{k} {} -> {}", show(&first.before[k]), show(first.after.get(k).map_or("", String::as_str)))).collect::<Vec<_>>().join(", ");
+    let detail = match first.kind {
+        EventKind::Restart => format!("{count} restarted{}", if who.len() > 1 && g.len() > who.len() { format!(" ({} restarts)", g.len()) } else { String::new() }),
+        EventKind::TargetDown => format!("{count} stopped answering scrapes"),
+        EventKind::TargetUp => format!("{count} answering scrapes again"),
+        EventKind::ReplicaAdded => format!("{count} added"),
+        EventKind::ReplicaRemoved => format!("{count} removed"),
+        EventKind::ModelAdded => format!("model first seen ({})", plural(who.len(), "replica")),
+        EventKind::ModelRemoved => format!("model gone ({} removed)", plural(who.len(), "replica")),
+        EventKind::ConfigChange => format!("{diff} on {count}"),
+        EventKind::VersionChange => format!("{diff} ({})", first.note),
+        EventKind::Rollout => g.iter().map(|c| c.note.clone()).collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join("; "),
+        EventKind::GpuError => format!("{} on {}", g.iter().map(|c| c.note.clone()).collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(", "), who.iter().cloned().collect::<Vec<_>>().join("; ")),
+    };
+    Event {
+        time: first.time,
+        kind: first.kind,
+        scope: first.scope.clone(),
+        detail,
+        replicas: if is_replica { who.into_iter().filter(|w| !w.is_empty()).collect() } else { Vec::new() },
+        of: if is_replica { of } else { None },
+        until: (last > first.time).then_some(last),
+        before: first.before.clone(),
+        after: first.after.clone(),
+    }
+}
+
+fn show(v: &str) -> &str {
+    if v.is_empty() { "(none)" } else { v }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}
+
+/// "2 of 3 replicas", "the replica" (the scope's only one), "1 replica".
+fn replicas_phrase(n: usize, of: Option<usize>) -> String {
+    match of {
+        Some(1) if n == 1 => "the replica".to_string(),
+        Some(total) if total >= n => format!("{n} of {total} replicas"),
+        _ => plural(n, "replica"),
+    }
+}
