@@ -9,6 +9,14 @@
 use chrono::{DateTime, Utc};
 
 use crate::error::Failure;
+use crate::report::Event;
+
+/// "rollout at 09:01:15 UTC: Deployment prod/llama generation 4 (model_name=llama)".
+pub fn deploy_phrase(e: &Event) -> String {
+    let scope = e.scope.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
+    let scope = if scope.is_empty() { String::new() } else { format!(" ({scope})") };
+    format!("{} at {}: {}{scope}", e.kind, e.time.format("%Y-%m-%d %H:%M:%S UTC"), e.detail)
+}
 
 /// The shortest window a check accepts: rates and quantiles over less than a minute of scrapes
 /// are noise, and a check that passes on noise is worse than one that waits.
@@ -33,6 +41,12 @@ pub fn deploy_time(since: &str, end: DateTime<Utc>) -> Result<DateTime<Utc>, Fai
             }
         },
     };
+    deploy_window_ok(deploy, end, s)
+}
+
+/// Check that a deploy at `deploy` leaves at least [`MIN_WINDOW_SECS`] before `end`; `s` is what
+/// `--since` said.
+pub fn deploy_window_ok(deploy: DateTime<Utc>, end: DateTime<Utc>, s: &str) -> Result<DateTime<Utc>, Failure> {
     let end_text = end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     if deploy >= end {
         return Err(Failure::Usage(format!(

@@ -175,10 +175,12 @@ pub enum ConfigCommand {
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// When the deploy happened: an RFC 3339 time (2026-01-15T09:00:00Z), or a duration counted
-    /// back from --at, i.e. from now by default (20m: the deploy was 20 minutes ago). Not needed
-    /// with --replay, whose recorded window starts at the deploy.
-    #[arg(long, value_name = "TIME|DUR", required_unless_present = "replay")]
+    /// When the deploy happened: an RFC 3339 time (2026-01-15T09:00:00Z), a duration counted back
+    /// from --at, i.e. from now by default (20m: the deploy was 20 minutes ago), or `deploy`: the
+    /// start of the last rollout, restart or configuration-change wave of the selected replicas in
+    /// the 6 hours before --at, read from the metrics (the verdict names the event it took). Not
+    /// needed with --replay, whose recorded window starts at the deploy.
+    #[arg(long, value_name = "TIME|DUR|deploy", required_unless_present = "replay")]
     pub since: Option<String>,
 
     #[command(flatten)]

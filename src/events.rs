@@ -593,3 +593,22 @@ fn replicas_phrase(n: usize, of: Option<usize>) -> String {
         _ => plural(n, "replica"),
     }
 }
+
+/// The deploy among `events`: the start of the last wave of rollouts, restarts, configuration or
+/// version changes (events of those kinds less than [`WAVE`] apart, across scopes, are one wave).
+pub fn last_deploy(events: &[Event]) -> Option<&Event> {
+    let mut deploys: Vec<&Event> = events.iter().filter(|e| e.kind.is_deploy()).collect();
+    deploys.sort_by_key(|e| e.time);
+    let wave = chrono::Duration::from_std(WAVE).unwrap_or_default();
+    let mut start = *deploys.last()?;
+    for e in deploys.iter().rev() {
+        if start.time - e.until.unwrap_or(e.time) <= wave {
+            if e.time <= start.time {
+                start = e;
+            }
+        } else {
+            break;
+        }
+    }
+    Some(start)
+}

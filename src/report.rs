@@ -89,6 +89,10 @@ pub struct Report {
     /// rollouts, GPU errors), oldest first.
     #[serde(default)]
     pub events: Vec<Event>,
+    /// `check --since deploy`: the event taken as the deploy (the start of the last rollout,
+    /// restart or configuration-change wave in the selected scope). Omitted otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<Event>,
 }
 
 /// What kind of change an [`Event`] is.

@@ -4,7 +4,32 @@ use super::explain::{check_annotations, diagnose, live_now, output, runtime};
 use super::write_stdout;
 use crate::error::Failure;
 use crate::render::{self, RenderOptions};
+use crate::report::{Event, TimeRange};
 use crate::settings::{Setting, Settings};
+
+/// How far back `--since deploy` looks for the last rollout or restart wave.
+pub const DEPLOY_LOOKBACK: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
+
+/// `--since deploy`: the start of the last rollout, restart or configuration-change wave in the
+/// selected scope within [`DEPLOY_LOOKBACK`] before `end`, read from the metrics.
+fn find_deploy(s: &Settings, end: chrono::DateTime<chrono::Utc>) -> Result<Event, Failure> {
+    let (params, selector) = s.run_params(end)?;
+    let client: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(super::connect::connect(s)?);
+    let lookback = chrono::Duration::from_std(DEPLOY_LOOKBACK).unwrap_or_default();
+    let range = TimeRange { start: end - lookback, end };
+    let runtime = runtime()?;
+    let (events, warnings) = runtime.block_on(crate::explain::find_events(client, &selector, &params.group_by, &params.replica_label, range, *s.limits.timeout));
+    for w in &warnings {
+        eprintln!("vllm-diag: {w}");
+    }
+    crate::events::last_deploy(&events).cloned().ok_or_else(|| {
+        Failure::NoData(format!(
+            "--since deploy: no rollout, restart or configuration change of the selected replicas in the {} before {} (read from process_start_time_seconds, vLLM counter resets, vllm:cache_config_info and kube-state-metrics). Give the deploy time instead: --since 2026-01-15T09:00:00Z or --since 20m",
+            humantime::format_duration(DEPLOY_LOOKBACK),
+            end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ))
+    })
+}
 
 /// `check`: explain over the time since the deploy (`--since`), with the same length before it as
 /// baseline.
@@ -18,6 +43,7 @@ pub(super) fn run_check(mut s: Settings, since: Option<&str>) -> Result<u8, Fail
         return Err(Failure::Usage("--watch is for explain on a terminal; check runs once, for CI".into()));
     }
     check_annotations(&s)?;
+    let mut deploy_event: Option<Event> = None;
     if !s.source.scrape.is_empty() {
         return Err(Failure::Usage(
             "check compares the time since a deploy with as long before it, which needs stored history; --scrape samples only from now on. Point check at the Prometheus that scrapes the servers, or use `explain --scrape` (with --baseline-from) for a live look".into(),
@@ -31,7 +57,14 @@ pub(super) fn run_check(mut s: Settings, since: Option<&str>) -> Result<u8, Fail
         }
         let now = chrono::Utc::now();
         let end = crate::settings::parse_at(s.scope.at.as_deref().unwrap_or("now"), now)?;
-        let deploy = crate::check::deploy_time(since, end)?;
+        let deploy = if since.trim() == "deploy" {
+            let event = find_deploy(&s, end)?;
+            let t = event.time;
+            deploy_event = Some(event);
+            crate::check::deploy_window_ok(t, end, "deploy")?
+        } else {
+            crate::check::deploy_time(since, end)?
+        };
         let window = (end - deploy).to_std().unwrap_or_default();
         s.scope.window = Setting::flag(Some(window), "--since");
         let at_origin = if s.scope.at.origin.is_given() { s.scope.at.origin.clone() } else { crate::settings::Origin::Flag("--since") };
@@ -39,7 +72,10 @@ pub(super) fn run_check(mut s: Settings, since: Option<&str>) -> Result<u8, Fail
     }
     let runtime = runtime()?;
     let report = match diagnose(&s, false, &runtime) {
-        Ok(r) => r,
+        Ok(mut r) => {
+            r.deploy = deploy_event.clone();
+            r
+        }
         Err(e @ (Failure::Source(_) | Failure::NoData(_))) => {
             // The verdict line comes first even when there is no report to follow it.
             let verdict = "NOT EVALUATED: the deploy could not be checked (no data or no answer from the source; the reason follows); this is not a pass";
@@ -52,6 +88,9 @@ pub(super) fn run_check(mut s: Settings, since: Option<&str>) -> Result<u8, Fail
         }
         Err(e) => return Err(e),
     };
-    let verdict = render::check_verdict(&report, &RenderOptions { now: live_now(&s), fail_on: *s.output.fail_on, ..RenderOptions::default() });
+    let mut verdict = render::check_verdict(&report, &RenderOptions { now: live_now(&s), fail_on: *s.output.fail_on, ..RenderOptions::default() });
+    if let Some(e) = &report.deploy {
+        verdict.push_str(&format!(" (deploy taken from the metrics: {})", crate::check::deploy_phrase(e)));
+    }
     output(&s, &report, Some(verdict))
 }

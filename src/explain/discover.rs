@@ -39,7 +39,7 @@ pub struct Discovery {
 }
 
 /// Which metric names hold data in a window (vLLM's plus the extra names signals use).
-fn names_request(selector: &Selector, extras: &[String], range: &TimeRange) -> Request {
+pub fn names_request(selector: &Selector, extras: &[String], range: &TimeRange) -> Request {
     Request::LabelValues {
         label: "__name__".into(),
         matchers: vec![signals::discovery_matcher(selector, extras)],

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use crate::events;
 use crate::prom::Selector;
-use crate::report::{MetricsInfo, Report, RunParams, RunStats, SourceInfo, SCHEMA_VERSION};
+use crate::report::{Event, MetricsInfo, Report, RunParams, RunStats, SourceInfo, TimeRange, SCHEMA_VERSION};
 use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext};
 use crate::source::{Source, SourceError};
@@ -177,7 +177,30 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         stats: RunStats { queries, rules_evaluated: evaluated },
         coverage,
         events,
+        deploy: None,
     })
+}
+
+/// The change events of `range` alone, without a diagnosis (`check --since deploy` looks for the
+/// deploy with it): one discovery request, then the event queries.
+pub async fn find_events(source: Arc<dyn Source>, selector: &Selector, group_by: &[String], replica_label: &str, range: TimeRange, deadline: Duration) -> (Vec<Event>, Vec<String>) {
+    let started = std::time::Instant::now();
+    let mut warnings = Vec::new();
+    let names_req = discover::names_request(selector, &[], &range);
+    let answers = run_queries(&source, vec![names_req.clone()], 1, deadline).await;
+    let names: BTreeSet<String> = match answers.get(&names_req) {
+        Some(Ok(crate::source::Response { data: crate::source::Data::Labels(names), .. })) => names.iter().cloned().collect(),
+        Some(Err(e)) => {
+            warnings.push(format!("metric names not listed: {e}"));
+            BTreeSet::new()
+        }
+        _ => BTreeSet::new(),
+    };
+    let ctx = events::EventContext { selector, group_by, replica_label, names: &names };
+    let plan = events::plan(&ctx, &range, &range);
+    let answers = run_queries(&source, plan.requests(), 4, fetch::remaining(deadline, started)).await;
+    let found = events::read(&plan, &answers, &mut warnings);
+    (found, warnings)
 }
 
 #[cfg(test)]
