@@ -612,3 +612,238 @@ pub fn last_deploy(events: &[Event]) -> Option<&Event> {
     }
     Some(start)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{Sample, Series};
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn secs(s: &str) -> f64 {
+        t(s).timestamp() as f64
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn span() -> (TimeRange, TimeRange) {
+        (
+            TimeRange { start: t("2026-01-15T08:00:00Z"), end: t("2026-01-15T09:00:00Z") },
+            TimeRange { start: t("2026-01-15T09:00:00Z"), end: t("2026-01-15T10:00:00Z") },
+        )
+    }
+
+    fn names() -> BTreeSet<String> {
+        ["vllm:num_requests_running", "vllm:prompt_tokens_total", "vllm:cache_config_info"].iter().map(|s| s.to_string()).collect()
+    }
+
+    fn the_plan() -> EventPlan {
+        let (b, w) = span();
+        let sel = Selector::parse(r#"namespace="prod""#).unwrap();
+        let by = vec!["model_name".to_string()];
+        let n = names();
+        plan(&EventContext { selector: &sel, group_by: &by, replica_label: "instance", names: &n }, &b, &w)
+    }
+
+    fn target(i: u32, model: &str) -> Labels {
+        labels(&[("instance", &format!("{model}-{i}:8000")), ("job", "vllm"), ("namespace", "prod"), ("pod", &format!("{model}-7d9f8b6c5-x{i}abc")), ("model_name", model)])
+    }
+
+    fn vector(rows: Vec<Labels>, time: f64) -> Response {
+        Response { data: Data::Vector(rows.into_iter().map(|labels| Sample { labels, t: time, v: 1.0 }).collect()), warnings: vec![], infos: vec![] }
+    }
+
+    fn matrix(series: Vec<(Labels, Vec<(f64, f64)>)>) -> Response {
+        Response { data: Data::Matrix(series.into_iter().map(|(labels, points)| Series { labels, points }).collect()), warnings: vec![], infos: vec![] }
+    }
+
+    fn empty() -> Response {
+        matrix(vec![])
+    }
+
+    /// Answers for the plan: every probe empty unless given.
+    fn answers(plan: &EventPlan, given: Vec<(Probe, Response)>) -> BTreeMap<Request, Result<Response, SourceError>> {
+        let given: BTreeMap<Probe, Response> = given.into_iter().collect();
+        let mut out = BTreeMap::new();
+        for (probe, req) in &plan.spans[0].requests {
+            let resp = match probe {
+                Probe::Map => vector((0..3).map(|i| target(i, "llama")).chain([target(0, "qwen")]).collect(), 0.0),
+                p => given.get(p).cloned().unwrap_or_else(empty),
+            };
+            out.insert(req.clone(), Ok(resp));
+        }
+        out
+    }
+
+    #[test]
+    fn the_baseline_and_the_window_are_one_span_when_they_touch_and_two_when_not() {
+        let (b, w) = span();
+        assert_eq!(spans(&b, &w), vec![TimeRange { start: b.start, end: w.end }]);
+        let far = TimeRange { start: b.start - chrono::Duration::days(1), end: b.end - chrono::Duration::days(1) };
+        assert_eq!(spans(&far, &w), vec![far, w]);
+    }
+
+    #[test]
+    fn the_query_count_does_not_depend_on_the_fleet_and_target_series_drop_the_model_matcher() {
+        let p = the_plan();
+        assert_eq!(p.spans.len(), 1);
+        assert_eq!(p.spans[0].step, 30, "two hours over 240 steps");
+        assert_eq!(p.requests().len(), 12);
+        let text: Vec<String> = p.requests().iter().map(|r| r.describe()).collect();
+        let up = text.iter().find(|q| q.starts_with("min_over_time(up")).unwrap();
+        assert_eq!(up, r#"min_over_time(up{namespace="prod"}[30s]) == 0"#);
+        // Every query parses as PromQL.
+        for q in &text {
+            if !q.starts_with('{') {
+                promql_parser::parser::parse(q).unwrap_or_else(|e| panic!("{q}: {e}"));
+            }
+        }
+    }
+
+    #[test]
+    fn pods_name_their_deployment() {
+        assert_eq!(deployment_of("llama-3-8b-7d9f8b6c5-x2abc"), Some("llama-3-8b"));
+        assert_eq!(deployment_of("solo"), None);
+        assert_eq!(deployment_of("a-b"), None);
+    }
+
+    #[test]
+    fn a_restart_wave_is_one_event_with_exact_times_and_a_count_of_the_scope() {
+        let p = the_plan();
+        let start = |i: u32, at: &str| (labels(&[("instance", &format!("llama-{i}:8000")), ("job", "vllm")]), vec![(secs(at) + 30.0, secs(at)), (secs(at) + 60.0, secs(at))]);
+        let resp = matrix(vec![start(0, "2026-01-15T09:10:07Z"), start(2, "2026-01-15T09:11:02Z")]);
+        let mut warnings = vec![];
+        let events = read(&p, &answers(&p, vec![(Probe::ProcessStart, resp)]), &mut warnings);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(events.len(), 1, "{events:?}");
+        let e = &events[0];
+        assert_eq!((e.kind, e.time, e.until), (EventKind::Restart, t("2026-01-15T09:10:07Z"), Some(t("2026-01-15T09:11:02Z"))));
+        assert_eq!(e.detail, "2 of 3 replicas restarted");
+        assert_eq!(e.replicas, vec!["llama-0:8000", "llama-2:8000"]);
+        assert_eq!(e.scope.get("model_name").map(String::as_str), Some("llama"));
+    }
+
+    #[test]
+    fn a_process_started_before_the_span_is_not_a_restart_in_it() {
+        let p = the_plan();
+        let resp = matrix(vec![(labels(&[("instance", "llama-0:8000"), ("job", "vllm")]), vec![(secs("2026-01-15T08:00:30Z"), secs("2026-01-15T07:00:00Z"))])]);
+        let events = read(&p, &answers(&p, vec![(Probe::ProcessStart, resp)]), &mut vec![]);
+        assert!(events.is_empty(), "{events:?}");
+    }
+
+    #[test]
+    fn a_config_change_says_what_changed_and_a_restart_with_the_same_config_is_no_change() {
+        let p = the_plan();
+        let cfg = |i: u32, blocks: &str| labels(&[("instance", &format!("llama-{i}:8000")), ("job", "vllm"), ("engine", "0"), ("num_gpu_blocks", blocks), ("block_size", "16")]);
+        let start = vector((0..3).map(|i| cfg(i, "2000")).collect(), secs("2026-01-15T08:00:00Z"));
+        let appear = matrix(vec![
+            (cfg(0, "900"), vec![(secs("2026-01-15T09:20:00Z"), 1.0)]),
+            (cfg(1, "900"), vec![(secs("2026-01-15T09:21:00Z"), 1.0)]),
+            // Replica 2 restarted with the same configuration: its series came back unchanged.
+            (cfg(2, "2000"), vec![(secs("2026-01-15T09:22:00Z"), 1.0)]),
+        ]);
+        let events = read(&p, &answers(&p, vec![(Probe::ConfigStart, start), (Probe::ConfigAppear, appear)]), &mut vec![]);
+        assert_eq!(events.len(), 1, "{events:?}");
+        let e = &events[0];
+        assert_eq!(e.kind, EventKind::ConfigChange);
+        assert_eq!(e.detail, "num_gpu_blocks 2000 -> 900 on 2 of 3 replicas");
+        assert_eq!(e.before.get("num_gpu_blocks").map(String::as_str), Some("2000"));
+        assert_eq!(e.after.get("num_gpu_blocks").map(String::as_str), Some("900"));
+        assert_eq!(e.time, t("2026-01-15T09:20:00Z"));
+    }
+
+    #[test]
+    fn down_then_up_is_two_events_and_a_target_still_down_at_the_end_only_one() {
+        let p = the_plan();
+        let l0 = labels(&[("instance", "llama-0:8000"), ("job", "vllm")]);
+        let l1 = labels(&[("instance", "llama-1:8000"), ("job", "vllm")]);
+        let run = |from: &str, n: i64| (0..n).map(|k| (secs(from) + 30.0 * k as f64, 0.0)).collect::<Vec<_>>();
+        let resp = matrix(vec![(l0, run("2026-01-15T09:10:00Z", 4)), (l1, run("2026-01-15T09:58:30Z", 4))]);
+        let events = read(&p, &answers(&p, vec![(Probe::Down, resp)]), &mut vec![]);
+        let kinds: Vec<(EventKind, String)> = events.iter().map(|e| (e.kind, e.time.format("%H:%M:%S").to_string())).collect();
+        assert_eq!(kinds, vec![(EventKind::TargetDown, "09:09:30".into()), (EventKind::TargetUp, "09:11:30".into()), (EventKind::TargetDown, "09:58:00".into())]);
+    }
+
+    #[test]
+    fn replicas_that_leave_for_good_are_removed_and_a_whole_model_leaving_is_a_model_removed() {
+        let p = the_plan();
+        let tl = |i: u32, m: &str| labels(&[("instance", &format!("{m}-{i}:8000")), ("job", "vllm")]);
+        let at = secs("2026-01-15T09:30:00Z") + PRESENCE.as_secs() as f64;
+        let vanish = matrix(vec![(tl(1, "llama"), vec![(at, 1.0)]), (tl(0, "qwen"), vec![(at, 1.0)])]);
+        let events = read(&p, &answers(&p, vec![(Probe::Vanish, vanish)]), &mut vec![]);
+        let got: Vec<(EventKind, String)> = events.iter().map(|e| (e.kind, e.detail.clone())).collect();
+        assert_eq!(got, vec![(EventKind::ReplicaRemoved, "1 of 3 replicas removed".into()), (EventKind::ModelRemoved, "model gone (1 replica removed)".into())]);
+        assert!(events.iter().all(|e| e.time == t("2026-01-15T09:30:00Z")));
+    }
+
+    #[test]
+    fn a_flapping_target_is_neither_added_nor_removed() {
+        let p = the_plan();
+        let l = labels(&[("instance", "llama-1:8000"), ("job", "vllm")]);
+        let appear = matrix(vec![(l.clone(), vec![(secs("2026-01-15T09:10:00Z"), 1.0), (secs("2026-01-15T09:20:00Z"), 1.0)])]);
+        let vanish = matrix(vec![(l, vec![(secs("2026-01-15T09:15:00Z"), 1.0)])]);
+        let events = read(&p, &answers(&p, vec![(Probe::Appear, appear), (Probe::Vanish, vanish)]), &mut vec![]);
+        assert!(events.is_empty(), "{events:?}");
+    }
+
+    #[test]
+    fn a_rollout_and_a_new_image_are_tied_to_the_model_through_the_pod_names() {
+        let p = the_plan();
+        let d = labels(&[("namespace", "prod"), ("deployment", "llama")]);
+        let generation = matrix(vec![(d.clone(), vec![(secs("2026-01-15T09:05:00Z"), 4.0)])]);
+        let img = |i: &str| labels(&[("namespace", "prod"), ("deployment", "llama"), ("image", i)]);
+        let start = vector(vec![img("vllm/vllm-openai:v0.8.5")], secs("2026-01-15T08:00:00Z"));
+        let new = matrix(vec![(img("vllm/vllm-openai:v0.9.1"), vec![(secs("2026-01-15T09:06:00Z"), 1.0)])]);
+        let events = read(&p, &answers(&p, vec![(Probe::Generation, generation), (Probe::ImageStart, start), (Probe::ImageAppear, new)]), &mut vec![]);
+        let got: Vec<(EventKind, String, Option<&str>)> = events.iter().map(|e| (e.kind, e.detail.clone(), e.scope.get("model_name").map(String::as_str))).collect();
+        assert_eq!(
+            got,
+            vec![
+                (EventKind::Rollout, "Deployment prod/llama generation 4".into(), Some("llama")),
+                (EventKind::VersionChange, "image vllm/vllm-openai:v0.8.5 -> vllm/vllm-openai:v0.9.1 (Deployment prod/llama)".into(), Some("llama")),
+            ]
+        );
+    }
+
+    #[test]
+    fn failed_probes_are_named_in_one_warning() {
+        let p = the_plan();
+        let mut a = answers(&p, vec![]);
+        for (probe, req) in &p.spans[0].requests {
+            if matches!(probe, Probe::Down | Probe::Xid) {
+                a.insert(req.clone(), Err(SourceError::Timeout { url: "http://p".into(), after: Duration::from_secs(1) }));
+            }
+        }
+        let mut warnings = vec![];
+        read(&p, &a, &mut warnings);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].starts_with("change events: 2 of the event queries got no answer"), "{}", warnings[0]);
+    }
+
+    #[test]
+    fn the_deploy_is_the_start_of_the_last_wave() {
+        let ev = |at: &str, kind: EventKind| Event {
+            time: t(at),
+            kind,
+            scope: Scope::new(),
+            detail: String::new(),
+            replicas: vec![],
+            of: None,
+            until: None,
+            before: BTreeMap::new(),
+            after: BTreeMap::new(),
+        };
+        let events = vec![
+            ev("2026-01-15T07:00:00Z", EventKind::Rollout),
+            ev("2026-01-15T09:00:00Z", EventKind::Rollout),
+            ev("2026-01-15T09:02:00Z", EventKind::Restart),
+            ev("2026-01-15T09:30:00Z", EventKind::TargetDown),
+        ];
+        assert_eq!(last_deploy(&events).map(|e| e.time), Some(t("2026-01-15T09:00:00Z")));
+        assert_eq!(last_deploy(&events[3..]), None);
+    }
+}

@@ -113,3 +113,106 @@ pub fn first_step(e: &Event) -> String {
         _ => format!("Start with what changed at {at}: {} ({}).", e.kind, e.detail),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::report::{Scope, Severity};
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn scope(model: &str) -> Scope {
+        [("model_name".to_string(), model.to_string())].into_iter().collect()
+    }
+
+    fn finding(model: &str, onset: Option<&str>) -> Finding {
+        Finding {
+            rule: "kv-cache-pressure".into(),
+            title: "KV-cache pressure".into(),
+            severity: Severity::Critical,
+            score: 1.0,
+            scope: scope(model),
+            summary: String::new(),
+            evidence: vec![],
+            steps: vec!["Check the cache.".into()],
+            references: vec![],
+            also_consistent: vec![],
+            recommendations: vec![],
+            replicas: None,
+            stood_in: None,
+            onset: onset.map(t),
+            onset_signal: Some("kv_usage_max".into()),
+            preceded_by: None,
+        }
+    }
+
+    fn event(at: &str, kind: EventKind, model: &str, detail: &str) -> Event {
+        Event {
+            time: t(at),
+            kind,
+            scope: if model.is_empty() { Scope::new() } else { scope(model) },
+            detail: detail.into(),
+            replicas: vec![],
+            of: None,
+            until: None,
+            before: BTreeMap::new(),
+            after: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_finding_that_began_after_a_change_on_its_model_names_it_and_starts_with_it() {
+        let events = vec![
+            event("2026-01-15T09:01:00Z", EventKind::Restart, "llama", "2 of 3 replicas restarted"),
+            event("2026-01-15T09:01:00Z", EventKind::ConfigChange, "llama", "num_gpu_blocks 2000 -> 900 on 2 of 3 replicas"),
+            event("2026-01-15T09:02:00Z", EventKind::ConfigChange, "qwen", "block_size 16 -> 32 on 1 of 1 replica"),
+        ];
+        let mut fs = vec![finding("llama", Some("2026-01-15T09:03:00Z"))];
+        apply(&mut fs, &events, 60);
+        let p = fs[0].preceded_by.as_ref().expect("tied");
+        assert_eq!(p.event.kind, EventKind::ConfigChange, "the configuration explains more than the restart");
+        assert_eq!(p.lead_seconds, 120);
+        assert_eq!(p.text, "began 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas");
+        assert!(fs[0].steps[0].starts_with("Start with the configuration change at 09:01 UTC"), "{}", fs[0].steps[0]);
+        assert_eq!(fs[0].steps.len(), 2);
+    }
+
+    #[test]
+    fn changes_too_long_before_on_another_model_or_after_the_onset_are_not_blamed() {
+        let events = vec![
+            event("2026-01-15T08:40:00Z", EventKind::ConfigChange, "llama", "long before"),
+            event("2026-01-15T09:02:00Z", EventKind::ConfigChange, "qwen", "another model"),
+            event("2026-01-15T09:10:00Z", EventKind::Restart, "llama", "after the onset"),
+            event("2026-01-15T09:01:00Z", EventKind::TargetUp, "llama", "never a cause"),
+        ];
+        let mut fs = vec![finding("llama", Some("2026-01-15T09:03:00Z"))];
+        apply(&mut fs, &events, 60);
+        assert_eq!(fs[0].preceded_by, None);
+        assert_eq!(fs[0].steps.len(), 1);
+    }
+
+    #[test]
+    fn a_problem_present_before_the_window_is_tied_to_nothing() {
+        let events = vec![event("2026-01-15T09:01:00Z", EventKind::Rollout, "", "Deployment prod/llama generation 4")];
+        let mut fs = vec![finding("llama", None)];
+        apply(&mut fs, &events, 60);
+        assert_eq!(fs[0].preceded_by, None);
+        // A fleet-wide rollout does qualify for a dated finding.
+        let mut fs = vec![finding("llama", Some("2026-01-15T09:04:00Z"))];
+        apply(&mut fs, &events, 60);
+        assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.event.kind), Some(EventKind::Rollout));
+    }
+
+    #[test]
+    fn a_wave_spread_over_time_counts_from_its_last_change() {
+        let mut e = event("2026-01-15T09:00:00Z", EventKind::Rollout, "llama", "rolling");
+        e.until = Some(t("2026-01-15T09:20:00Z"));
+        let mut fs = vec![finding("llama", Some("2026-01-15T09:22:00Z"))];
+        apply(&mut fs, &[e], 60);
+        assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.lead_seconds), Some(22 * 60));
+    }
+}
