@@ -11,9 +11,10 @@
 //! DCGM) to the model they serve, client-side.
 //!
 //! How each kind is dated, and how exactly:
-//! - `restart`: the value of `process_start_time_seconds` (exact) at the steps where it changed;
-//!   without that series (vLLM in multiprocess mode exports none), the step at which a vLLM counter
-//!   reset (within a step). A replica down longer than [`GAP`] between its two processes is missed.
+//! - `restart`: the value of `process_start_time_seconds` (exact) of every process that started in
+//!   the span, under the same series or a new one (a replaced pod); without that series (vLLM in
+//!   multiprocess mode exports none), the step at which a vLLM counter reset (within a step; a
+//!   replica down longer than [`GAP`] between its two processes is missed there).
 //! - `target-down` / `target-up`: the first and the last step with an `up` sample of 0.
 //! - `replica-added` / `replica-removed`, `model-added` / `model-removed`: the first and the last
 //!   sample of a target's `up` series (within a step), counted only when the target is not seen
@@ -171,8 +172,10 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
         let q = format!("group by ({}) (last_over_time({}[{whole}]))", label_list(&keep), ctx.selector.series(&anchor, &[]));
         out.push((Probe::Map, at(q, span.end)));
     }
+    // Processes that started within the last GAP at each step, with their start time: a process
+    // that came back under the same series and a new series (a replaced pod) alike.
     let start = target.series("process_start_time_seconds", &[]);
-    out.push((Probe::ProcessStart, range(format!("{start} and on (instance, job) (changes({start}[{gap}]) > 0)"))));
+    out.push((Probe::ProcessStart, range(format!("{start} > (time() - {})", GAP.as_secs() + step))));
     if let Some(counter) = present("vllm:prompt_tokens_total", ctx.names) {
         let mut keep = vec!["instance", "job", ctx.replica_label];
         keep.extend(by.iter().copied());
