@@ -65,6 +65,8 @@ pub const CONFIG_LABELS: &[&str] = &[
     "kv_offloading_backend",
     "kv_offloading_size",
     "calculate_kv_scales",
+    "kv_cache_size_tokens",
+    "kv_cache_max_concurrency",
 ];
 
 /// What a request of the plan asks.
@@ -124,9 +126,10 @@ pub struct EventContext<'a> {
     pub names: &'a BTreeSet<String>,
 }
 
-/// The spans to read: the baseline and the window as one when they touch, else each on its own.
+/// The spans to read: the baseline and the window as one when they are no further apart than the
+/// window is long (so a change between them is seen), else each on its own.
 pub fn spans(baseline: &TimeRange, window: &TimeRange) -> Vec<TimeRange> {
-    if baseline.end >= window.start && baseline.start <= window.start {
+    if baseline.start <= window.start && baseline.end + (window.end - window.start) >= window.start {
         vec![TimeRange { start: baseline.start, end: window.end.max(baseline.end) }]
     } else {
         vec![*baseline, *window]
@@ -322,7 +325,21 @@ fn changes_in(sp: &SpanPlan, got: &BTreeMap<Probe, &Response>, f: &Fleet, plan: 
     configs(f, &of(Probe::ConfigStart), &of(Probe::ConfigAppear), &mut out);
     rollouts(f, &of(Probe::Generation), &of(Probe::ImageStart), &of(Probe::ImageAppear), &mut out);
     xids(f, &of(Probe::Xid), &mut out);
+    date_configs_by_restarts(&mut out);
     out
+}
+
+/// A configuration is seen when its series first appears, but it took effect when the process that
+/// carries it started: a change that follows a restart of the same replica (within [`GAP`]) is
+/// dated by the restart.
+fn date_configs_by_restarts(changes: &mut [Change]) {
+    let gap = chrono::Duration::from_std(GAP).unwrap_or_default();
+    let restarts: Vec<(String, DateTime<Utc>)> = changes.iter().filter(|c| c.kind == EventKind::Restart).map(|c| (c.who.clone(), c.time)).collect();
+    for c in changes.iter_mut().filter(|c| c.kind == EventKind::ConfigChange) {
+        if let Some(t) = restarts.iter().filter(|(who, t)| *who == c.who && *t <= c.time && c.time - *t <= gap).map(|(_, t)| *t).max() {
+            c.time = t;
+        }
+    }
 }
 
 fn target_of<'a>(f: &'a Fleet, l: &Labels) -> Option<&'a (Scope, String)> {
@@ -388,10 +405,14 @@ fn down_and_up(f: &Fleet, down: &[(&Labels, f64, f64)], step: f64, sp: &SpanPlan
     }
     let end = sp.span.end.timestamp() as f64;
     for ((scope, replica), mut times) in by_target {
+        let start = sp.span.start.timestamp() as f64;
         for (first, last) in runs(&mut times, step) {
-            // A min over the last step: the target went down within the step before `first`.
-            if let Some(t) = time(first - step) {
-                out.push(change(t.max(sp.span.start), EventKind::TargetDown, &scope, &replica));
+            // A min over the last step: the target went down within the step before `first`
+            // (before the span, when `first` is its first step: then only its return is listed).
+            if first > start + step * 0.5 {
+                if let Some(t) = time(first - step) {
+                    out.push(change(t, EventKind::TargetDown, &scope, &replica));
+                }
             }
             if last + step <= end {
                 if let Some(t) = time(last) {
@@ -539,7 +560,16 @@ fn merge(mut changes: Vec<Change>, f: &Fleet) -> Vec<Event> {
     let mut groups: Vec<Vec<Change>> = Vec::new();
     for c in changes {
         match groups.last_mut() {
-            Some(g) if g[0].kind == c.kind && g[0].scope == c.scope && g[0].before == c.before && g[0].after == c.after && c.time - g[g.len() - 1].time <= wave => g.push(c),
+            // One replica twice is two events; a wave is several replicas once each.
+            Some(g) if g[0].kind == c.kind
+                && g[0].scope == c.scope
+                && g[0].before == c.before
+                && g[0].after == c.after
+                && c.time - g[g.len() - 1].time <= wave
+                && (c.kind == EventKind::Rollout || g.iter().all(|o| o.who != c.who)) =>
+            {
+                g.push(c)
+            }
             _ => groups.push(vec![c]),
         }
     }

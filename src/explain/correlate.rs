@@ -6,11 +6,14 @@
 //! [`LEAD_STEPS`] trend steps (5 minutes at least) after it, or after its last change for a wave
 //! spread over time, or at most one step before it (both are dated to within a step). Among several,
 //! the kind that changes most comes first (configuration, version, rollout, GPU error, replicas
-//! removed, restart, ...), then the closest. A finding present before the window, or not dated,
-//! is tied to nothing: a change cannot explain what was already there.
+//! removed, restart, ...), then the closest. A problem there from the window's start counts as
+//! beginning at the start (the case of `check`, whose window opens at the deploy) when its baseline
+//! did not have it; a chronic one, or one no trend could date, is tied to nothing: a change cannot
+//! explain what was already there.
 
 use chrono::{DateTime, Utc};
 
+use super::onset;
 use crate::report::{Event, EventKind, Finding, PrecededBy};
 
 /// How many trend steps after an event a finding's onset may lie and still be tied to it.
@@ -35,9 +38,16 @@ fn rank(kind: EventKind) -> Option<usize> {
     PRIORITY.iter().position(|k| *k == kind)
 }
 
-/// The event `f` began after, if any (see the module documentation).
-pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64) -> Option<(&'a Event, i64)> {
-    let onset = f.onset?;
+/// The event `f` began after, if any (see the module documentation), and the seconds from it to
+/// the onset (to the window's start for a problem there from the start).
+pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64, window_start: DateTime<Utc>) -> Option<(&'a Event, i64)> {
+    // A problem already there when the window opened began at the latest at its start, and only
+    // counts when its baseline did not have it.
+    let onset = match f.onset {
+        Some(t) => t,
+        None if f.present_before_window() && onset::new_since_baseline(f) => window_start,
+        None => return None,
+    };
     let step = step.max(1) as i64;
     let lead_max = (LEAD_STEPS * step).max(MIN_LEAD_SECONDS);
     events
@@ -54,17 +64,17 @@ pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64) -> Option<(&'a
 }
 
 /// Tie every dated finding to the change it followed, if any.
-pub fn apply(findings: &mut [Finding], events: &[Event], step: u64) {
+pub fn apply(findings: &mut [Finding], events: &[Event], step: u64, window_start: DateTime<Utc>) {
     for f in findings.iter_mut() {
-        let Some((e, lead)) = preceding(f, events, step) else { continue };
-        let text = sentence(e, lead);
+        let Some((e, lead)) = preceding(f, events, step, window_start) else { continue };
+        let text = if f.onset.is_some() { sentence(e, lead) } else { format!("was there from the window's start at {}, {}", clock(&window_start), sentence(e, lead).trim_start_matches("began ")) };
         f.steps.insert(0, first_step(e));
         f.preceded_by = Some(PrecededBy { event: e.clone(), lead_seconds: lead, text });
     }
 }
 
 fn clock(t: &DateTime<Utc>) -> String {
-    t.format("%H:%M UTC").to_string()
+    t.format("%H:%M:%S UTC").to_string()
 }
 
 fn lead_phrase(lead: i64) -> String {
@@ -75,7 +85,7 @@ fn lead_phrase(lead: i64) -> String {
     }
 }
 
-/// "began 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas".
+/// "began 2 min after a configuration change at 09:01:00 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas".
 pub fn sentence(e: &Event, lead: i64) -> String {
     let what = match e.kind {
         EventKind::ConfigChange => "a configuration change",
@@ -172,12 +182,12 @@ mod tests {
             event("2026-01-15T09:02:00Z", EventKind::ConfigChange, "qwen", "block_size 16 -> 32 on 1 of 1 replica"),
         ];
         let mut fs = vec![finding("llama", Some("2026-01-15T09:03:00Z"))];
-        apply(&mut fs, &events, 60);
+        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"));
         let p = fs[0].preceded_by.as_ref().expect("tied");
         assert_eq!(p.event.kind, EventKind::ConfigChange, "the configuration explains more than the restart");
         assert_eq!(p.lead_seconds, 120);
-        assert_eq!(p.text, "began 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas");
-        assert!(fs[0].steps[0].starts_with("Start with the configuration change at 09:01 UTC"), "{}", fs[0].steps[0]);
+        assert_eq!(p.text, "began 2 min after a configuration change at 09:01:00 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas");
+        assert!(fs[0].steps[0].starts_with("Start with the configuration change at 09:01:00 UTC"), "{}", fs[0].steps[0]);
         assert_eq!(fs[0].steps.len(), 2);
     }
 
@@ -190,7 +200,7 @@ mod tests {
             event("2026-01-15T09:01:00Z", EventKind::TargetUp, "llama", "never a cause"),
         ];
         let mut fs = vec![finding("llama", Some("2026-01-15T09:03:00Z"))];
-        apply(&mut fs, &events, 60);
+        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"));
         assert_eq!(fs[0].preceded_by, None);
         assert_eq!(fs[0].steps.len(), 1);
     }
@@ -199,11 +209,11 @@ mod tests {
     fn a_problem_present_before_the_window_is_tied_to_nothing() {
         let events = vec![event("2026-01-15T09:01:00Z", EventKind::Rollout, "", "Deployment prod/llama generation 4")];
         let mut fs = vec![finding("llama", None)];
-        apply(&mut fs, &events, 60);
+        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"));
         assert_eq!(fs[0].preceded_by, None);
         // A fleet-wide rollout does qualify for a dated finding.
         let mut fs = vec![finding("llama", Some("2026-01-15T09:04:00Z"))];
-        apply(&mut fs, &events, 60);
+        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"));
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.event.kind), Some(EventKind::Rollout));
     }
 
@@ -212,7 +222,7 @@ mod tests {
         let mut e = event("2026-01-15T09:00:00Z", EventKind::Rollout, "llama", "rolling");
         e.until = Some(t("2026-01-15T09:20:00Z"));
         let mut fs = vec![finding("llama", Some("2026-01-15T09:22:00Z"))];
-        apply(&mut fs, &[e], 60);
+        apply(&mut fs, &[e], 60, t("2026-01-15T08:50:00Z"));
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.lead_seconds), Some(22 * 60));
     }
 }

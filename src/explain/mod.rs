@@ -151,7 +151,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     };
     follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, p, &mut warnings);
     onset::apply(&mut ranked.findings);
-    correlate::apply(&mut ranked.findings, &events, follow_ups.step.max(event_plan.step()));
+    correlate::apply(&mut ranked.findings, &events, follow_ups.step.max(event_plan.step()), p.window.start);
 
     let mut seen = BTreeSet::new();
     warnings.retain(|w| seen.insert(w.clone()));

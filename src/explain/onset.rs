@@ -167,6 +167,13 @@ fn informative(e: &Evidence, l: &Limit) -> bool {
     l.value.is_finite() && e.baseline != Some(l.value)
 }
 
+/// Whether the signal that dated `f` (its `onset_signal`) is past a limit in the window that its
+/// baseline value was not past: the problem is new since the baseline, not a chronic one.
+pub fn new_since_baseline(f: &Finding) -> bool {
+    let Some(e) = f.evidence.iter().find(|e| Some(&e.signal) == f.onset_signal.as_ref()) else { return false };
+    e.limits.iter().any(|l| informative(e, l) && crosses(e.value, &l.label, l.value) && !crosses(e.baseline, &l.label, l.value))
+}
+
 /// `> 0.9` as a direction and whether the line itself counts.
 fn parse_label(label: &str) -> (Direction, bool) {
     let l = label.trim_start();
