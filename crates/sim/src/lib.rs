@@ -61,10 +61,12 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Deserialize;
 
+mod events;
 mod openmetrics;
 mod sim;
 mod state;
 
+pub use events::{EventKind, EventSpec, TrueEvent, DEFAULT_IMAGE, FIRST_GENERATION, TRUE_KINDS};
 pub use sim::GeneratedSeries;
 pub use state::{GpuParams, IncidentKind, Level, Needs, Onset, Running, Scope, SleepState, StateParams, Workload};
 
@@ -181,6 +183,10 @@ pub struct Expectation {
     pub stood_in: bool,
     /// The exit code `explain` must give (3: core runbook checks could not be evaluated).
     pub exit: Option<i32>,
+    /// The first finding must be tied to an event of this kind (one of [`TRUE_KINDS`]).
+    pub caused_by: Option<String>,
+    /// No finding may be tied to any event (a change that changed nothing: a near miss).
+    pub no_cause: bool,
 }
 
 /// A parsed, validated scenario file.
@@ -204,6 +210,8 @@ pub struct ScenarioSpec {
     pub histograms: bool,
     pub models: Vec<ModelSpec>,
     pub incident: Option<IncidentSpec>,
+    /// Restarts, configuration changes, rollouts and scaling, in file order.
+    pub events: Vec<EventSpec>,
     pub expect: Expectation,
 }
 
@@ -267,6 +275,8 @@ struct RawSpec {
     #[serde(default)]
     incident: Option<RawIncident>,
     #[serde(default)]
+    event: Vec<events::RawEvent>,
+    #[serde(default)]
     expect: Option<RawExpect>,
 }
 
@@ -318,6 +328,10 @@ struct RawExpect {
     stood_in: bool,
     #[serde(default)]
     exit: Option<i32>,
+    #[serde(default)]
+    caused_by: Option<String>,
+    #[serde(default)]
+    no_cause: bool,
 }
 
 fn yes() -> bool {
@@ -570,6 +584,13 @@ impl ScenarioSpec {
             }
         };
 
+        let models_and_sizes: Vec<(String, u32)> = models.iter().map(|m| (m.name.clone(), m.replicas)).collect();
+        let events = events::parse(
+            raw.event,
+            &models_and_sizes,
+            &events::Ctx { invalid: &invalid, duration: &duration, interval, total },
+        )?;
+
         let mut spec = ScenarioSpec {
             name: raw.name,
             description: raw.description,
@@ -583,6 +604,7 @@ impl ScenarioSpec {
             histograms: raw.histograms,
             models,
             incident,
+            events,
             expect: Expectation::default(),
         };
 
@@ -625,6 +647,26 @@ impl ScenarioSpec {
                     return Err(invalid("expect.absent", format!("{rule:?} is also expected first")));
                 }
             }
+            if let Some(kind) = &e.caused_by {
+                if !TRUE_KINDS.contains(&kind.as_str()) {
+                    return Err(invalid(
+                        "expect.caused_by",
+                        format!("{kind:?} is not an event kind ({})", TRUE_KINDS.join(", ")),
+                    ));
+                }
+                let Some(model) = &e.model else {
+                    return Err(invalid("expect.caused_by", "says what the first finding follows: it needs first and model".into()));
+                };
+                if e.no_cause {
+                    return Err(invalid("expect.caused_by", "cannot be combined with no_cause = true".into()));
+                }
+                if !spec.true_events().iter().any(|t| &t.kind == kind && &t.model == model) {
+                    return Err(invalid(
+                        "expect.caused_by",
+                        format!("no {kind} event happens to {model:?} in this scenario; add an [[event]] for it"),
+                    ));
+                }
+            }
             spec.expect = Expectation {
                 first: e.first,
                 model: e.model,
@@ -633,6 +675,8 @@ impl ScenarioSpec {
                 stood_in: e.stood_in,
                 exit: e.exit,
                 healthy: e.healthy,
+                caused_by: e.caused_by,
+                no_cause: e.no_cause,
             };
         }
         Ok(spec)
@@ -687,6 +731,21 @@ impl ScenarioSpec {
     /// Every server of the fleet, model by model, with its instance, pod and node names.
     pub fn replicas(&self) -> Vec<ReplicaInfo> {
         sim::fleet_names(self).into_iter().flatten().collect()
+    }
+
+    /// Every change the product should list in its timeline, oldest first: a `restart` per wave
+    /// (restart, config-change and rollout events), `target-down` and `target-up` per replica and
+    /// outage, `config-change`, `rollout`, `version-change` (a rollout to another image),
+    /// `replica-added` and `replica-removed` per replica, and the incidents that are events too:
+    /// `gpu-error` (gpu-errors) and `target-down` (target-down). Each at the first sample that
+    /// shows it, except `restart` and `rollout`, which are dated when the first replica went down.
+    pub fn true_events(&self) -> Vec<TrueEvent> {
+        events::true_events(self)
+    }
+
+    /// Whether kube-state-metrics is part of the fleet (some event is a rollout).
+    pub fn has_kube_state_metrics(&self) -> bool {
+        self.events.iter().any(|e| e.kind == EventKind::Rollout)
     }
 
     /// The instance label of a model's replica, if both exist.
