@@ -2,7 +2,8 @@
 //!
 //! Hand-written fixtures drift from what servers emit and never have the noise that makes a
 //! threshold flaky. A scenario file instead names a fleet (models, replicas, request rates), a
-//! timeline (warm-up, baseline, window) and at most one incident on one model; the generator
+//! timeline (warm-up, baseline, window), at most one incident on one model and any number of
+//! change events (restarts, configuration changes, rollouts, scaling; see `events.rs`); the generator
 //! simulates every replica interval by interval with vLLM's real metric names, labels and
 //! histogram buckets, and writes OpenMetrics that `promtool tsdb create-blocks-from openmetrics`
 //! backfills. The same seed always gives the same bytes.
@@ -41,19 +42,32 @@
 //! replica = 1                       # replica index, for kinds about one replica (default 0)
 //! onset = "-60m"                    # optional: start this long before the window's end
 //!
+//! [[event]]                         # optional, any number
+//! kind = "config-change"            # restart | config-change | rollout | replica-added | replica-removed
+//! model = "meta-llama/Llama-3.1-8B-Instruct"
+//! at = "12m"                        # before the window's end: when the first chosen replica goes down
+//! replicas = [0, 2]                 # optional (all of the model's)
+//! down = "90s"                      # restart/config-change/rollout (2 intervals; "0s": no failed scrape)
+//! num_gpu_blocks = 900              # config-change only (required there): the new KV-cache size
+//! image = "vllm/vllm-openai:v0.9.1" # rollout only (optional): the new pods' image
+//! stagger = "60s"                   # rollout only (1 interval): one replica after the other
+//!
 //! [expect]                          # what the diagnosis must conclude; the generator ignores it
 //! first = "kv-cache-pressure"       # the rule ranked first ...
 //! model = "meta-llama/Llama-3.1-8B-Instruct"  # ... for this model_name ...
 //! replica = "llama-3-1-8b-instruct-1:8000"    # ... naming this instance (optional)
 //! absent = ["recompute-thrashing"]  # rules that must not fire for any scope
 //! healthy = false                   # true: no warning or critical finding at all
+//! caused_by = "config-change"       # the first finding is tied to an event of this kind
+//! no_cause = false                  # true: no finding is tied to any event
 //! ```
 //!
 //! Every vLLM series carries `job="vllm"`, `instance`, `pod`, `namespace="inference"` and
 //! `model_name` (and `engine="0"` in V1); `up` and `http_requests_total` carry the target labels
 //! only. DCGM series carry `job="dcgm"`, `instance="<node>:9400"`, `gpu`, `UUID`, `device`,
 //! `modelName`, `Hostname` and the replica's `pod`, `namespace` and `container="vllm"`, never
-//! `model_name`.
+//! `model_name`. Every vLLM target also exports `process_start_time_seconds` (its target labels);
+//! kube-state-metrics series exist only in scenarios with a rollout.
 
 use std::path::Path;
 use std::time::Duration;
