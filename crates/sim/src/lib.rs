@@ -2,7 +2,8 @@
 //!
 //! Hand-written fixtures drift from what servers emit and never have the noise that makes a
 //! threshold flaky. A scenario file instead names a fleet (models, replicas, request rates), a
-//! timeline (warm-up, baseline, window) and at most one incident on one model; the generator
+//! timeline (warm-up, baseline, window), at most one incident on one model and any number of
+//! change events (restarts, configuration changes, rollouts, scaling; see `events.rs`); the generator
 //! simulates every replica interval by interval with vLLM's real metric names, labels and
 //! histogram buckets, and writes OpenMetrics that `promtool tsdb create-blocks-from openmetrics`
 //! backfills. The same seed always gives the same bytes.
@@ -41,19 +42,32 @@
 //! replica = 1                       # replica index, for kinds about one replica (default 0)
 //! onset = "-60m"                    # optional: start this long before the window's end
 //!
+//! [[event]]                         # optional, any number
+//! kind = "config-change"            # restart | config-change | rollout | replica-added | replica-removed
+//! model = "meta-llama/Llama-3.1-8B-Instruct"
+//! at = "12m"                        # before the window's end: when the first chosen replica goes down
+//! replicas = [0, 2]                 # optional (all of the model's)
+//! down = "90s"                      # restart/config-change/rollout (2 intervals; "0s": no failed scrape)
+//! num_gpu_blocks = 900              # config-change only (required there): the new KV-cache size
+//! image = "vllm/vllm-openai:v0.9.1" # rollout only (optional): the new pods' image
+//! stagger = "60s"                   # rollout only (1 interval): one replica after the other
+//!
 //! [expect]                          # what the diagnosis must conclude; the generator ignores it
 //! first = "kv-cache-pressure"       # the rule ranked first ...
 //! model = "meta-llama/Llama-3.1-8B-Instruct"  # ... for this model_name ...
 //! replica = "llama-3-1-8b-instruct-1:8000"    # ... naming this instance (optional)
 //! absent = ["recompute-thrashing"]  # rules that must not fire for any scope
 //! healthy = false                   # true: no warning or critical finding at all
+//! caused_by = "config-change"       # the first finding is tied to an event of this kind
+//! no_cause = false                  # true: no finding is tied to any event
 //! ```
 //!
 //! Every vLLM series carries `job="vllm"`, `instance`, `pod`, `namespace="inference"` and
 //! `model_name` (and `engine="0"` in V1); `up` and `http_requests_total` carry the target labels
 //! only. DCGM series carry `job="dcgm"`, `instance="<node>:9400"`, `gpu`, `UUID`, `device`,
 //! `modelName`, `Hostname` and the replica's `pod`, `namespace` and `container="vllm"`, never
-//! `model_name`.
+//! `model_name`. Every vLLM target also exports `process_start_time_seconds` (its target labels);
+//! kube-state-metrics series exist only in scenarios with a rollout.
 
 use std::path::Path;
 use std::time::Duration;
@@ -61,10 +75,12 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Deserialize;
 
+mod events;
 mod openmetrics;
 mod sim;
 mod state;
 
+pub use events::{EventKind, EventSpec, TrueEvent, DEFAULT_IMAGE, FIRST_GENERATION, TRUE_KINDS};
 pub use sim::GeneratedSeries;
 pub use state::{GpuParams, IncidentKind, Level, Needs, Onset, Running, Scope, SleepState, StateParams, Workload};
 
@@ -181,6 +197,10 @@ pub struct Expectation {
     pub stood_in: bool,
     /// The exit code `explain` must give (3: core runbook checks could not be evaluated).
     pub exit: Option<i32>,
+    /// The first finding must be tied to an event of this kind (one of [`TRUE_KINDS`]).
+    pub caused_by: Option<String>,
+    /// No finding may be tied to any event (a change that changed nothing: a near miss).
+    pub no_cause: bool,
 }
 
 /// A parsed, validated scenario file.
@@ -204,6 +224,8 @@ pub struct ScenarioSpec {
     pub histograms: bool,
     pub models: Vec<ModelSpec>,
     pub incident: Option<IncidentSpec>,
+    /// Restarts, configuration changes, rollouts and scaling, in file order.
+    pub events: Vec<EventSpec>,
     pub expect: Expectation,
 }
 
@@ -267,6 +289,8 @@ struct RawSpec {
     #[serde(default)]
     incident: Option<RawIncident>,
     #[serde(default)]
+    event: Vec<events::RawEvent>,
+    #[serde(default)]
     expect: Option<RawExpect>,
 }
 
@@ -318,6 +342,10 @@ struct RawExpect {
     stood_in: bool,
     #[serde(default)]
     exit: Option<i32>,
+    #[serde(default)]
+    caused_by: Option<String>,
+    #[serde(default)]
+    no_cause: bool,
 }
 
 fn yes() -> bool {
@@ -570,6 +598,13 @@ impl ScenarioSpec {
             }
         };
 
+        let models_and_sizes: Vec<(String, u32)> = models.iter().map(|m| (m.name.clone(), m.replicas)).collect();
+        let events = events::parse(
+            raw.event,
+            &models_and_sizes,
+            &events::Ctx { invalid: &invalid, duration: &duration, interval, total },
+        )?;
+
         let mut spec = ScenarioSpec {
             name: raw.name,
             description: raw.description,
@@ -583,6 +618,7 @@ impl ScenarioSpec {
             histograms: raw.histograms,
             models,
             incident,
+            events,
             expect: Expectation::default(),
         };
 
@@ -625,6 +661,26 @@ impl ScenarioSpec {
                     return Err(invalid("expect.absent", format!("{rule:?} is also expected first")));
                 }
             }
+            if let Some(kind) = &e.caused_by {
+                if !TRUE_KINDS.contains(&kind.as_str()) {
+                    return Err(invalid(
+                        "expect.caused_by",
+                        format!("{kind:?} is not an event kind ({})", TRUE_KINDS.join(", ")),
+                    ));
+                }
+                let Some(model) = &e.model else {
+                    return Err(invalid("expect.caused_by", "says what the first finding follows: it needs first and model".into()));
+                };
+                if e.no_cause {
+                    return Err(invalid("expect.caused_by", "cannot be combined with no_cause = true".into()));
+                }
+                if !spec.true_events().iter().any(|t| &t.kind == kind && &t.model == model) {
+                    return Err(invalid(
+                        "expect.caused_by",
+                        format!("no {kind} event happens to {model:?} in this scenario; add an [[event]] for it"),
+                    ));
+                }
+            }
             spec.expect = Expectation {
                 first: e.first,
                 model: e.model,
@@ -633,6 +689,8 @@ impl ScenarioSpec {
                 stood_in: e.stood_in,
                 exit: e.exit,
                 healthy: e.healthy,
+                caused_by: e.caused_by,
+                no_cause: e.no_cause,
             };
         }
         Ok(spec)
@@ -687,6 +745,21 @@ impl ScenarioSpec {
     /// Every server of the fleet, model by model, with its instance, pod and node names.
     pub fn replicas(&self) -> Vec<ReplicaInfo> {
         sim::fleet_names(self).into_iter().flatten().collect()
+    }
+
+    /// Every change the product should list in its timeline, oldest first: a `restart` per wave
+    /// (restart, config-change and rollout events), `target-down` and `target-up` per replica and
+    /// outage, `config-change`, `rollout`, `version-change` (a rollout to another image),
+    /// `replica-added` and `replica-removed` per replica, and the incidents that are events too:
+    /// `gpu-error` (gpu-errors) and `target-down` (target-down). Each at the first sample that
+    /// shows it, except `restart` and `rollout`, which are dated when the first replica went down.
+    pub fn true_events(&self) -> Vec<TrueEvent> {
+        events::true_events(self)
+    }
+
+    /// Whether kube-state-metrics is part of the fleet (some event is a rollout).
+    pub fn has_kube_state_metrics(&self) -> bool {
+        self.events.iter().any(|e| e.kind == EventKind::Rollout)
     }
 
     /// The instance label of a model's replica, if both exist.

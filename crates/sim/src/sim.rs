@@ -28,8 +28,12 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Binomial, Distribution, Poisson, StandardNormal};
 
+use super::events::{self, Life, Phase};
 use super::state::{Level, Running, Scope, SleepState, StateParams, Workload};
-use super::{KvConnector, MetricsGeneration, ModelSpec, ReplicaInfo, ScenarioSpec};
+use super::{
+    EventKind, EventSpec, KvConnector, MetricsGeneration, ModelSpec, ReplicaInfo, ScenarioSpec, DEFAULT_IMAGE,
+    FIRST_GENERATION,
+};
 use vllm_diag::source::Labels;
 
 /// One generated time series: a sample name (`vllm:..._bucket`, `..._total`), its labels and
@@ -152,6 +156,12 @@ enum Fam {
     Xid,
     FbUsed,
     FbFree,
+    // Families added with change events come last, so the older ones keep their place in the output.
+    ProcessStart,
+    KsmGeneration,
+    KsmObservedGeneration,
+    KsmContainerInfo,
+    KsmRestarts,
 }
 
 impl Fam {
@@ -199,6 +209,11 @@ impl Fam {
             Fam::Xid => "DCGM_FI_DEV_XID_ERRORS",
             Fam::FbUsed => "DCGM_FI_DEV_FB_USED",
             Fam::FbFree => "DCGM_FI_DEV_FB_FREE",
+            Fam::ProcessStart => "process_start_time_seconds",
+            Fam::KsmGeneration => "kube_deployment_metadata_generation",
+            Fam::KsmObservedGeneration => "kube_deployment_status_observed_generation",
+            Fam::KsmContainerInfo => "kube_pod_container_info",
+            Fam::KsmRestarts => "kube_pod_container_status_restarts",
         }
     }
 
@@ -225,7 +240,8 @@ impl Fam {
             | Fam::SpecDraftTokens
             | Fam::SpecAccepted
             | Fam::NixlFailed
-            | Fam::HttpRequests => Kind::Counter,
+            | Fam::HttpRequests
+            | Fam::KsmRestarts => Kind::Counter,
             Fam::Ttft
             | Fam::Itl
             | Fam::Queue
@@ -283,6 +299,11 @@ impl Fam {
             Fam::Xid => "Value of the last XID error encountered.",
             Fam::FbUsed => "Framebuffer memory used (in MiB).",
             Fam::FbFree => "Framebuffer memory free (in MiB).",
+            Fam::ProcessStart => "Start time of the process since unix epoch in seconds.",
+            Fam::KsmGeneration => "Sequence number representing a specific generation of the desired state.",
+            Fam::KsmObservedGeneration => "The generation observed by the deployment controller.",
+            Fam::KsmContainerInfo => "Information about a container in a pod.",
+            Fam::KsmRestarts => "The number of container restarts per container.",
         }
     }
 }
@@ -520,7 +541,9 @@ pub(crate) fn fleet_names(spec: &ScenarioSpec) -> Vec<Vec<ReplicaInfo>> {
 }
 
 /// Collects a replica's values step by step: the first step creates the series, later steps
-/// append to them in the same order.
+/// append to them in the same order. When a replica's labels change (a new pod, a new cache
+/// configuration), [`Trace::relabel`] starts new series; [`Trace::finish`] pads every series to
+/// the full timeline and joins those that kept their labels.
 #[derive(Default)]
 struct Trace {
     items: Vec<(Fam, Metric)>,
@@ -528,6 +551,10 @@ struct Trace {
     started: bool,
     /// While set, calls advance through the series without giving them a sample.
     absent: bool,
+    /// Steps emitted so far.
+    steps: usize,
+    /// Where the series of the current label generation begin in `items`.
+    base: usize,
 }
 
 impl Trace {
@@ -538,12 +565,49 @@ impl Trace {
 
     fn end_step(&mut self) {
         self.started = true;
+        self.steps += 1;
+    }
+
+    /// The replica's labels changed: the next step creates its series again.
+    fn relabel(&mut self) {
+        self.base = self.items.len();
+        self.started = false;
+    }
+
+    /// Every series padded to the timeline (no sample before it began or after it ended), series
+    /// whose labels came back after a relabel joined into one, series without any sample dropped.
+    fn finish(mut self) -> Vec<(Fam, Metric)> {
+        for (_, m) in &mut self.items {
+            for line in &mut m.lines {
+                line.values.resize(self.steps, None);
+            }
+        }
+        if self.base == 0 {
+            return self.items;
+        }
+        let mut out: Vec<(Fam, Metric)> = Vec::with_capacity(self.items.len());
+        for (fam, m) in self.items {
+            match out.iter_mut().find(|(f, o)| *f == fam && o.labels == m.labels) {
+                Some((_, o)) => {
+                    for (into, from) in o.lines.iter_mut().zip(m.lines) {
+                        for (a, b) in into.values.iter_mut().zip(from.values) {
+                            if a.is_none() {
+                                *a = b;
+                            }
+                        }
+                    }
+                }
+                None => out.push((fam, m)),
+            }
+        }
+        out.retain(|(_, m)| m.lines.iter().any(|l| l.values.iter().any(Option::is_some)));
+        out
     }
 
     fn scalar(&mut self, fam: Fam, labels: &Labels, extra: &[(&str, &str)], v: f64) {
         let value = if self.absent { None } else { Some(v) };
         if self.started {
-            if let Some((_, m)) = self.items.get_mut(self.cursor) {
+            if let Some((_, m)) = self.items.get_mut(self.base + self.cursor) {
                 if let Some(line) = m.lines.first_mut() {
                     line.values.push(value);
                 }
@@ -554,7 +618,9 @@ impl Trace {
                 l.insert((*k).to_string(), (*val).to_string());
             }
             let suffix = if fam.kind() == Kind::Counter { "_total" } else { "" };
-            self.items.push((fam, Metric { labels: l, lines: vec![Line { suffix, le: None, values: vec![value] }] }));
+            let mut values = vec![None; self.steps];
+            values.push(value);
+            self.items.push((fam, Metric { labels: l, lines: vec![Line { suffix, le: None, values }] }));
         }
         self.cursor += 1;
     }
@@ -570,7 +636,7 @@ impl Trace {
         cumulative.push(h.sum); // _sum
         let absent = self.absent;
         if self.started {
-            if let Some((_, m)) = self.items.get_mut(self.cursor) {
+            if let Some((_, m)) = self.items.get_mut(self.base + self.cursor) {
                 for (line, v) in m.lines.iter_mut().zip(cumulative) {
                     line.values.push(if absent { None } else { Some(v) });
                 }
@@ -587,7 +653,9 @@ impl Trace {
                 } else {
                     ("_sum", None)
                 };
-                lines.push(Line { suffix, le, values: vec![if absent { None } else { Some(v) }] });
+                let mut values = vec![None; self.steps];
+                values.push(if absent { None } else { Some(v) });
+                lines.push(Line { suffix, le, values });
             }
             self.items.push((fam, Metric { labels: labels.clone(), lines }));
         }
@@ -660,6 +728,14 @@ struct Replica<'a> {
     gpu: Gpu,
     /// Whether the target is scraped in the current interval.
     scraped: bool,
+    /// Whether the replica is in service discovery at all (replica-added, replica-removed).
+    present: bool,
+    /// `process_start_time_seconds`: when the current process started, unix seconds.
+    process_start: f64,
+    /// KV-cache blocks the healthy working set was sized for, and the blocks the engine has now
+    /// (fewer after a config change to a smaller cache: the same working set no longer fits).
+    sized_blocks: f64,
+    blocks: f64,
     /// AR(1) noise states: waiting, KV usage, running, GPU utilisation, clock, temperature, power.
     noise: [f64; 7],
     prompts: Vec<f64>,
@@ -672,6 +748,7 @@ impl<'a> Replica<'a> {
         names: &ReplicaInfo,
         rng: ChaCha8Rng,
         gpu_blocks: u64,
+        process_start: f64,
     ) -> Self {
         let generation = spec.metrics;
         let wl = Workload::DEFAULT;
@@ -768,6 +845,10 @@ impl<'a> Replica<'a> {
             sleep: SleepState::Awake,
             gpu: Gpu { fb_used, ..Gpu::default() },
             scraped: true,
+            present: true,
+            process_start,
+            sized_blocks: gpu_blocks as f64,
+            blocks: gpu_blocks as f64,
             noise: [0.0; 7],
             prompts: Vec::new(),
         }
@@ -804,6 +885,51 @@ impl<'a> Replica<'a> {
         }
     }
 
+    /// A new process answers at `now_ms`: every counter and histogram starts again from 0, the
+    /// engine is empty, and the process may come with another cache size (`blocks`) or in another
+    /// pod. Returns whether the series' labels changed.
+    fn restart(&mut self, now_ms: i64, blocks: Option<u64>, pod: Option<&str>) -> bool {
+        self.process_start = now_ms as f64 / 1000.0;
+        for h in &mut self.hists {
+            h.counts.iter_mut().for_each(|c| *c = 0);
+            h.sum = 0.0;
+        }
+        for c in [
+            &mut self.prompt_tokens,
+            &mut self.generation_tokens,
+            &mut self.preemptions,
+            &mut self.prefix_queries,
+            &mut self.prefix_hits,
+            &mut self.recomputed,
+            &mut self.rejections,
+            &mut self.nixl_failed,
+            &mut self.running,
+            &mut self.waiting,
+            &mut self.kv,
+        ] {
+            *c = 0.0;
+        }
+        for c in self.success.iter_mut().chain(self.http.iter_mut()).chain(self.spec.iter_mut()) {
+            *c = 0.0;
+        }
+        self.scraped = true;
+        let mut relabelled = false;
+        if let Some(b) = blocks {
+            self.blocks = b as f64;
+            if self.config.get("num_gpu_blocks") != Some(&b.to_string()) {
+                self.config.insert("num_gpu_blocks".into(), b.to_string());
+                relabelled = true;
+            }
+        }
+        if let Some(pod) = pod {
+            for l in [&mut self.labels, &mut self.target, &mut self.config, &mut self.frontend, &mut self.dcgm] {
+                l.insert("pod".into(), pod.to_string());
+            }
+            relabelled = true;
+        }
+        relabelled
+    }
+
     /// Advance the AR(1) noise states one interval.
     fn drift(&mut self) {
         for z in &mut self.noise {
@@ -828,7 +954,7 @@ impl<'a> Replica<'a> {
 
     /// Simulate one scrape interval of `secs` seconds.
     fn step(&mut self, secs: f64, m: &Moment) {
-        let st = m.st;
+        let mut st = m.st;
         let wl = self.wl;
         self.scraped = st.scraped;
         self.sleep = st.sleep;
@@ -837,6 +963,39 @@ impl<'a> Replica<'a> {
         if !st.scraped {
             // Nobody reads this server any more; what it does is invisible.
             return;
+        }
+        // What the state's working set needs of the cache the engine has now (1: all of it).
+        let kv_demand = {
+            let kv = self.level(st.kv_usage, 1, m.frac, self.kv, 0.0);
+            let kv = if st.kv_follows_load { kv * m.mult } else { kv };
+            if self.blocks == self.sized_blocks {
+                kv
+            } else {
+                kv * self.sized_blocks / self.blocks
+            }
+        };
+        let kv_full = st.serving && kv_demand > 1.0;
+        if kv_full {
+            // The working set no longer fits: the scheduler preempts running requests, which
+            // recompute their prompts, and new ones wait for free blocks.
+            st.queue_median_s = st.queue_median_s.max(0.8);
+            st.queue_sigma = st.queue_sigma.max(0.6);
+            st.prefill *= 1.5;
+            st.itl *= 1.3;
+            st.waiting = Level::Wander(5.0, 20.0);
+        }
+        // More work offered than max_num_seqs slots can hold: the batch is pinned at its cap and
+        // the excess waits for a slot (Little's law on the queue).
+        if st.serving && st.running == Running::FromLoad && !st.arrivals_at_capacity {
+            let service = wl.mean_service_s(&st);
+            let offered = self.model.rate * m.mult * service;
+            if offered > self.cap {
+                let excess = offered - self.cap;
+                st.running = Running::AtCap;
+                st.waiting = Level::Wander(excess * 0.8, excess * 1.2);
+                st.queue_median_s = st.queue_median_s.max(service * excess / self.cap);
+                st.queue_sigma = st.queue_sigma.min(0.5);
+            }
         }
 
         let base_rate =
@@ -969,8 +1128,7 @@ impl<'a> Replica<'a> {
             Running::Hold => self.running,
         }
         .clamp(0.0, self.cap);
-        let kv = self.level(st.kv_usage, 1, m.frac, self.kv, 0.0);
-        self.kv = if st.kv_follows_load { kv * m.mult } else { kv }.clamp(0.0, 1.0);
+        self.kv = if kv_full { in_range((0.955, 1.0), self.noise[1]) } else { kv_demand.clamp(0.0, 1.0) };
 
         let (lo, hi) = st.preemptions_per_s;
         let in_burst = st.preemption_bursts.is_empty()
@@ -980,6 +1138,10 @@ impl<'a> Replica<'a> {
             self.preemptions += poisson(&mut self.rng, rate * secs) as f64;
         }
         self.preemptions += poisson(&mut self.rng, st.preemptions_per_request * engine as f64) as f64;
+        if kv_full {
+            let rate = (0.4 + 0.6 * (kv_demand - 1.0)).min(1.5);
+            self.preemptions += poisson(&mut self.rng, rate * secs) as f64;
+        }
 
         if self.model.spec_decode {
             // every draft step emits its accepted tokens plus one from the target model
@@ -1032,9 +1194,11 @@ impl<'a> Replica<'a> {
         let v1 = self.generation.is_v1();
         let l = &self.labels;
         t.begin_step();
+        t.absent = !self.present;
         t.scalar(Fam::Up, &self.target, &[], if self.scraped { 1.0 } else { 0.0 });
-        t.absent = !self.scraped;
+        t.absent = !self.present || !self.scraped;
         t.scalar(Fam::CacheConfig, &self.config, &[], 1.0);
+        t.scalar(Fam::ProcessStart, &self.target, &[], self.process_start);
         t.scalar(Fam::Running, l, &[], self.running);
         t.scalar(Fam::Waiting, l, &[], self.waiting);
         t.scalar(Fam::KvUsage, l, &[], self.kv);
@@ -1078,8 +1242,8 @@ impl<'a> Replica<'a> {
             }
             t.hist(*fam, l, &self.hists[i]);
         }
-        // The GPU exporter is its own target and keeps answering.
-        t.absent = false;
+        // The GPU exporter is its own target and keeps answering while the replica exists.
+        t.absent = !self.present;
         if self.model.dcgm {
             let d = &self.dcgm;
             let g = self.gpu;
@@ -1138,7 +1302,7 @@ fn state_at(spec: &ScenarioSpec, model: &ModelSpec, ri: u32, prev_ms: i64, now_m
 
 /// KV-cache blocks sized so the healthy working set fills [`HEALTHY_KV`] of them: expected
 /// running requests times their mean footprint (the prompt plus half the output so far).
-fn gpu_blocks(model: &ModelSpec) -> u64 {
+pub(crate) fn gpu_blocks(model: &ModelSpec) -> u64 {
     let wl = Workload::DEFAULT;
     let healthy = StateParams::HEALTHY;
     let running = model.rate * wl.mean_service_s(&healthy);
@@ -1155,25 +1319,53 @@ pub(crate) fn simulate(spec: &ScenarioSpec) -> Generated {
     let times_ms: Vec<i64> = (0..n as i64).map(|i| start_ms + i * interval_ms).collect();
     let secs = spec.interval.as_secs_f64();
     let names = fleet_names(spec);
+    let lives = events::lives(spec);
+    let new_pods = rollout_pods(spec);
 
     let mut by_family: BTreeMap<Fam, Vec<Metric>> = BTreeMap::new();
+    let mut fleet_index = 0u32;
     for (mi, model) in spec.models.iter().enumerate() {
         let blocks = gpu_blocks(model);
+        let factors = serving_factors(model, &lives[mi], &times_ms);
         for (ri, replica_names) in (0..model.replicas).zip(&names[mi]) {
             let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
             rng.set_stream(((mi as u64) << 32) | u64::from(ri));
-            let mut replica = Replica::new(spec, model, replica_names, rng, blocks);
+            // The first process started a while before the data begins.
+            let started = (start_ms / 1000 - 7200 - i64::from(fleet_index) * 37) as f64;
+            fleet_index += 1;
+            let mut replica = Replica::new(spec, model, replica_names, rng, blocks, started);
+            let life = &lives[mi][ri as usize];
             let mut trace = Trace::default();
             replica.prime(secs);
+            replica.present = life.phase(times_ms[0]) != Phase::Absent;
             replica.emit(&mut trace);
-            for w in times_ms.windows(2) {
-                let moment = state_at(spec, model, ri, w[0], w[1]);
+            for (k, w) in times_ms.windows(2).enumerate() {
+                let mut moment = state_at(spec, model, ri, w[0], w[1]);
+                let phase = life.phase(w[1]);
+                match phase {
+                    Phase::Up => moment.mult *= factors[k + 1],
+                    // not answering, or a process that only now starts: nothing to simulate
+                    Phase::Absent | Phase::Down | Phase::Fresh(_) => moment.st.scraped = false,
+                }
+                replica.present = phase != Phase::Absent;
                 replica.step(secs, &moment);
+                if let Phase::Fresh(outage) = phase {
+                    let blocks = outage.and_then(|o| o.blocks);
+                    let pod = outage.and_then(|o| o.rollout).and_then(|r| new_pods[mi].get(r)?.get(ri as usize));
+                    if replica.restart(w[1], blocks, pod.map(String::as_str)) {
+                        trace.relabel();
+                    }
+                }
                 replica.emit(&mut trace);
             }
-            for (fam, metric) in trace.items {
+            for (fam, metric) in trace.finish() {
                 by_family.entry(fam).or_default().push(metric);
             }
+        }
+    }
+    if spec.has_kube_state_metrics() {
+        for (fam, metric) in kube_state_metrics(spec, &names, &lives, &new_pods, &times_ms) {
+            by_family.entry(fam).or_default().push(metric);
         }
     }
 
@@ -1185,6 +1377,127 @@ pub(crate) fn simulate(spec: &ScenarioSpec) -> Generated {
         })
         .collect();
     Generated { times_ms, families }
+}
+
+/// Per sample time, the arrival multiplier of a model's serving replicas: the model's total rate
+/// is shared by the replicas that serve, so when some are down, gone or not yet added, the others
+/// take their share (exactly 1 while all serve).
+fn serving_factors(model: &ModelSpec, lives: &[Life], times_ms: &[i64]) -> Vec<f64> {
+    let shares = model.arrival_shares();
+    let all: f64 = shares.iter().sum();
+    times_ms
+        .iter()
+        .map(|t| {
+            let serving: Vec<f64> =
+                shares.iter().zip(lives).filter(|(_, life)| life.serving(*t)).map(|(s, _)| *s).collect();
+            if serving.len() == shares.len() || serving.is_empty() {
+                1.0
+            } else {
+                all / serving.iter().sum::<f64>()
+            }
+        })
+        .collect()
+}
+
+/// The pod names each rollout gives a model's replicas: `[model][rollout][replica]`, one new
+/// template hash per rollout, drawn from their own stream.
+fn rollout_pods(spec: &ScenarioSpec) -> Vec<Vec<Vec<String>>> {
+    let stems = host_stems(&spec.models);
+    spec.models
+        .iter()
+        .enumerate()
+        .map(|(mi, model)| {
+            let rollouts = spec.events.iter().filter(|e| e.model == model.name && e.kind == EventKind::Rollout).count();
+            (0..rollouts)
+                .map(|k| {
+                    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x726f_6c6c_6f75_7431);
+                    rng.set_stream(((mi as u64) << 32) | k as u64);
+                    let template = k8s_suffix(&mut rng, 10);
+                    (0..model.replicas).map(|_| format!("{}-{template}-{}", stems[mi], k8s_suffix(&mut rng, 5))).collect()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// kube-state-metrics' view of the fleet (only when some event is a rollout): each model's
+/// Deployment generation (metadata, and observed one scrape later) and each live pod's vllm
+/// container (image, restarts).
+fn kube_state_metrics(
+    spec: &ScenarioSpec,
+    names: &[Vec<ReplicaInfo>],
+    lives: &[Vec<Life>],
+    new_pods: &[Vec<Vec<String>>],
+    times_ms: &[i64],
+) -> Vec<(Fam, Metric)> {
+    let stems = host_stems(&spec.models);
+    let end_ms = spec.window_end().timestamp_millis();
+    let interval_ms = spec.interval.as_millis() as i64;
+    let mut target = Labels::new();
+    target.insert("job".into(), "kube-state-metrics".into());
+    target.insert("instance".into(), "kube-state-metrics:8080".into());
+    let gauge = |fam: Fam, labels: Labels, values: Vec<Option<f64>>| {
+        let suffix = if fam.kind() == Kind::Counter { "_total" } else { "" };
+        (fam, Metric { labels, lines: vec![Line { suffix, le: None, values }] })
+    };
+    let mut out = vec![gauge(Fam::Up, target.clone(), times_ms.iter().map(|_| Some(1.0)).collect())];
+    target.insert("namespace".into(), NAMESPACE.into());
+    for (mi, model) in spec.models.iter().enumerate() {
+        let rollouts: Vec<&EventSpec> =
+            spec.events.iter().filter(|e| e.model == model.name && e.kind == EventKind::Rollout).collect();
+        let at: Vec<i64> = rollouts.iter().map(|e| end_ms - e.at_before_end.as_millis() as i64).collect();
+        let mut labels = target.clone();
+        labels.insert("deployment".into(), stems[mi].clone());
+        let generation = |lag: i64| -> Vec<Option<f64>> {
+            times_ms
+                .iter()
+                .map(|t| Some((FIRST_GENERATION + at.iter().filter(|a| **a + lag <= *t).count() as u64) as f64))
+                .collect()
+        };
+        out.push(gauge(Fam::KsmGeneration, labels.clone(), generation(0)));
+        out.push(gauge(Fam::KsmObservedGeneration, labels, generation(interval_ms)));
+
+        for (ri, life) in lives[mi].iter().enumerate() {
+            // (pod, image, from, until): the pods this replica ran in, one after the other
+            let mut pods: Vec<(String, String, i64, i64)> = Vec::new();
+            let mut pod = names[mi][ri].pod.clone();
+            let mut image = DEFAULT_IMAGE.to_string();
+            let mut from = life.added_ms.unwrap_or(i64::MIN);
+            let mut restarts: Vec<i64> = Vec::new();
+            for o in &life.outages {
+                match o.rollout {
+                    Some(k) => {
+                        pods.push((pod.clone(), image.clone(), from, o.down_ms));
+                        pod = new_pods[mi].get(k).and_then(|p| p.get(ri)).cloned().unwrap_or(pod);
+                        if let Some(img) = rollouts.get(k).and_then(|e| e.image.clone()) {
+                            image = img;
+                        }
+                        from = o.up_ms;
+                    }
+                    None => restarts.push(o.down_ms),
+                }
+            }
+            pods.push((pod, image, from, life.removed_ms.unwrap_or(i64::MAX)));
+            for (pod, image, from, until) in pods {
+                let live = |t: i64| from <= t && t < until;
+                let mut l = target.clone();
+                l.insert("pod".into(), pod);
+                l.insert("container".into(), "vllm".into());
+                let restarted: Vec<Option<f64>> = times_ms
+                    .iter()
+                    .map(|t| live(*t).then(|| restarts.iter().filter(|r| **r >= from && **r <= *t).count() as f64))
+                    .collect();
+                if restarted.iter().all(Option::is_none) {
+                    continue;
+                }
+                out.push(gauge(Fam::KsmRestarts, l.clone(), restarted));
+                l.insert("image".into(), image);
+                l.insert("image_id".into(), String::new());
+                out.push(gauge(Fam::KsmContainerInfo, l, times_ms.iter().map(|t| live(*t).then_some(1.0)).collect()));
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -862,4 +862,5 @@ fn kinds_have_near(kind: IncidentKind) -> bool {
     IncidentKind::ALL.iter().any(|k| k.near_miss_of() == Some(kind))
 }
 
+mod events;
 mod kinds;
