@@ -149,7 +149,9 @@ class Engine:
         return signalled
 
     def kill(self):
+        """The end of the programme (after the exported window), or of a failed one."""
         if self.proc is not None and self.proc.poll() is None:
+            self.processes[-1]["signalled"] = utc(time.time())
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
                 self.proc.wait(30)
@@ -158,6 +160,7 @@ class Engine:
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+            self.processes[-1]["exited"] = utc(time.time())
 
 
 class State:
