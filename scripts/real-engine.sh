@@ -20,6 +20,8 @@
 # vllm:cache_config_info's num_gpu_blocks; 40 because the engine refuses fewer blocks than one
 # --max-model-len 1024 sequence needs, 33); pressure (incident, 4 min: the same load now preempts).
 # Its manifest lists the phases and the restarts (down, up, flags before and after, what changed).
+# The engine runs at nice -5 when allowed (VLLM_DIAG_LAB_ENGINE_NICE, 0 for none), so builds at
+# nice 10 on a shared machine do not slow its steps and fake a decode slowdown in a healthy phase.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -105,7 +107,7 @@ YML
     VLLM_CPU_OMP_THREADS_BIND=0-1 \
     "$py" scripts/lab/events.py --port "$port" --phase-seconds "$phase_seconds" \
       --pressure-blocks "$pressure_blocks" --log-dir "$run" --manifest "$run/manifest.json" \
-      --last-scrape "$run/last-scrape.txt" --engine "$engine_json" \
+      --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
       --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
       --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${engine_flags[@]}")" || rc=$?
   [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "real-engine lab: the events programme failed ($rc); logs in $run" >&2; exit 1; }
