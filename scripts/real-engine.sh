@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --events) events=1; shift ;;
     --pressure-blocks) pressure_blocks=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "real-engine.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
