@@ -162,3 +162,99 @@ fn check_since_deploy_starts_at_the_last_rollout_and_says_so() {
     assert_eq!(out.code, 3, "{}", out.stderr);
     assert!(out.stderr.contains("--since deploy: no rollout, restart or configuration change") && out.stderr.contains("--since 20m"), "{}", out.stderr);
 }
+
+/// The real engine's events run (`scripts/real-engine.sh --events`): one vLLM engine restarted twice
+/// under one load, first with the same flags, then with a quarter of the KV cache.
+mod real_engine {
+    use std::io::{BufRead, Write};
+
+    use super::*;
+
+    struct Phase {
+        name: String,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        baseline: Option<String>,
+    }
+
+    fn fixture() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-engine-events")
+    }
+
+    fn manifest() -> Value {
+        let p = fixture().join("manifest.json");
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    fn phases(m: &Value) -> Vec<Phase> {
+        m["phases"]
+            .as_array()
+            .expect("phases")
+            .iter()
+            .map(|p| Phase { name: p["name"].as_str().unwrap_or_default().into(), start: time(&p["start"]), end: time(&p["end"]), baseline: p["baseline_phase"].as_str().map(String::from) })
+            .collect()
+    }
+
+    fn served(dir: &Path) -> PromServer {
+        let gz = fixture().join("samples.om.gz");
+        let file = std::fs::File::open(&gz).unwrap_or_else(|e| panic!("{}: {e}", gz.display()));
+        let out = dir.join("samples.om");
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&out).expect("create samples.om"));
+        for line in std::io::BufReader::new(flate2::read::GzDecoder::new(file)).lines() {
+            writeln!(w, "{}", line.unwrap_or_else(|e| panic!("{}: {e}", gz.display()))).expect("write samples.om");
+        }
+        w.flush().expect("flush samples.om");
+        drop(w);
+        PromServer::start_with_openmetrics(&out)
+    }
+
+    /// `explain` of a phase against its baseline phase, as JSON.
+    fn diagnose(url: &str, all: &[Phase], name: &str) -> Value {
+        let p = all.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("no phase {name}"));
+        let b = all.iter().find(|b| Some(&b.name) == p.baseline.as_ref()).unwrap_or_else(|| panic!("{name}: no baseline phase"));
+        let window = format!("{}s", (p.end - p.start).num_seconds());
+        let offset = format!("{}s", (p.start - b.start).num_seconds());
+        let at = p.end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        run(&["explain", "--prometheus", url, "--at", &at, "--window", &window, "--baseline", &offset, "--no-config", "--format", "json"], &[]).json()
+    }
+
+    fn listed<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
+        report["events"].as_array().into_iter().flatten().filter(|e| e["kind"] == kind).collect()
+    }
+
+    #[test]
+    fn the_config_change_is_named_as_the_cause_and_the_plain_restart_blames_nothing() {
+        let m = manifest();
+        let all = phases(&m);
+        let restarts = m["restarts"].as_array().expect("restarts");
+        let (plain, change) = (&restarts[0], &restarts[1]);
+        assert_eq!((plain["kind"].as_str(), change["kind"].as_str()), (Some("restart"), Some("config-change")));
+        let started = |r: &Value| DateTime::<Utc>::from_timestamp_millis((r["process_start_after"].as_f64().expect("process_start_after") * 1000.0) as i64).expect("a time");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let prom = served(dir.path());
+
+        // The plain restart lies between steady-1 and steady-2: listed, exactly dated, and steady-2
+        // stays healthy with nothing blamed on it.
+        let steady = diagnose(&prom.url, &all, "steady-2");
+        let r = listed(&steady, "restart");
+        assert!(r.iter().any(|e| (time(&e["time"]) - started(plain)).num_seconds().abs() <= 1), "restart at {} not listed: {}", started(plain), brief(steady["events"].as_array().unwrap()));
+        assert!(listed(&steady, "config-change").is_empty(), "{}", brief(steady["events"].as_array().unwrap()));
+        for f in steady["findings"].as_array().into_iter().flatten() {
+            assert!(f["severity"] == "info" && f["preceded_by"].is_null(), "steady-2: {f:#}");
+        }
+
+        // The second restart cut the KV cache from 160 to 40 blocks: the pressure phase's first
+        // finding is tied to that change, dated by the process that brought it.
+        let pressure = diagnose(&prom.url, &all, "pressure");
+        let cfg = listed(&pressure, "config-change");
+        assert_eq!(cfg.len(), 1, "{}", brief(pressure["events"].as_array().unwrap()));
+        assert_eq!((cfg[0]["before"]["num_gpu_blocks"].as_str(), cfg[0]["after"]["num_gpu_blocks"].as_str()), (Some("160"), Some("40")));
+        assert!((time(&cfg[0]["time"]) - started(change)).num_seconds().abs() <= 1, "config change dated {} vs process start {}", cfg[0]["time"], started(change));
+        let down = listed(&pressure, "target-down");
+        assert!(down.iter().any(|e| (time(&e["time"]) - time(&change["down"])).num_seconds().abs() <= 20), "target-down near {}: {}", change["down"], brief(pressure["events"].as_array().unwrap()));
+        let first = &pressure["findings"][0];
+        assert!(["kv-cache-pressure", "recompute-thrashing"].contains(&first["rule"].as_str().unwrap_or_default()), "{first:#}");
+        assert_eq!(first["preceded_by"]["event"]["kind"], "config-change", "{first:#}");
+        assert!(first["steps"][0].as_str().unwrap_or_default().starts_with("Start with the configuration change"), "{:#}", first["steps"]);
+    }
+}

@@ -6,7 +6,9 @@
 //! [`LEAD_STEPS`] trend steps (5 minutes at least) after it, or after its last change for a wave
 //! spread over time, or at most one step before it (both are dated to within a step). Among several,
 //! the kind that changes most comes first (configuration, version, rollout, GPU error, replicas
-//! removed, restart, ...), then the closest. A problem there from the window's start counts as
+//! removed, restart, ...), then the closest. A finding decided by counting targets down or gone
+//! (`up_min`, `replicas_vanished`) has no trend to date it: the first such event on its scope in the
+//! window dates it. A problem there from the window's start counts as
 //! beginning at the start (the case of `check`, whose window opens at the deploy) when its baseline
 //! did not have it; a chronic one, or one no trend could date, is tied to nothing: a change cannot
 //! explain what was already there.
@@ -63,9 +65,34 @@ pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64, window_start: 
         .map(|(_, _, e, lead)| (e, lead))
 }
 
+/// Signals that count targets down or gone: a finding decided by one has no trend to date it, but
+/// the events that made it are the moment it began.
+const EVENT_SIGNALS: &[(&str, &[EventKind])] = &[
+    ("up_min", &[EventKind::TargetDown]),
+    ("replicas_vanished", &[EventKind::ReplicaRemoved, EventKind::ModelRemoved, EventKind::TargetDown]),
+];
+
+/// Date an undated finding decided by [`EVENT_SIGNALS`] by the first such event on its scope in the
+/// window.
+fn date_by_events(f: &mut Finding, events: &[Event], window_start: DateTime<Utc>) {
+    if f.onset.is_some() || f.onset_signal.is_some() {
+        return;
+    }
+    let dated = f.evidence.iter().filter(|e| e.passed).find_map(|e| {
+        let (signal, kinds) = EVENT_SIGNALS.iter().find(|(s, _)| *s == e.signal)?;
+        let first = events.iter().filter(|ev| kinds.contains(&ev.kind) && ev.time >= window_start && ev.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v))).map(|ev| ev.time).min()?;
+        Some((first, signal.to_string()))
+    });
+    if let Some((t, signal)) = dated {
+        f.onset = Some(t);
+        f.onset_signal = Some(signal);
+    }
+}
+
 /// Tie every dated finding to the change it followed, if any.
 pub fn apply(findings: &mut [Finding], events: &[Event], step: u64, window_start: DateTime<Utc>) {
     for f in findings.iter_mut() {
+        date_by_events(f, events, window_start);
         let Some((e, lead)) = preceding(f, events, step, window_start) else { continue };
         let text = if f.onset.is_some() { sentence(e, lead) } else { format!("was there from the window's start at {}, {}", clock(&window_start), sentence(e, lead).trim_start_matches("began ")) };
         f.steps.insert(0, first_step(e));
@@ -224,5 +251,87 @@ mod tests {
         let mut fs = vec![finding("llama", Some("2026-01-15T09:22:00Z"))];
         apply(&mut fs, &[e], 60, t("2026-01-15T08:50:00Z"));
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.lead_seconds), Some(22 * 60));
+    }
+}
+
+#[cfg(test)]
+mod more_tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::report::{Evidence, Scope, Severity};
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn evidence(signal: &str, value: f64, baseline: f64, passed: bool) -> Evidence {
+        serde_json::from_value(serde_json::json!({
+            "signal": signal, "title": signal, "unit": "ratio", "value": value, "baseline": baseline,
+            "threshold": "> 0.9", "passed": passed, "query": "q", "metric": "m",
+            "limits": [{"label": "> 0.9", "value": 0.9}]
+        }))
+        .unwrap()
+    }
+
+    fn finding(rule: &str, evidence: Vec<Evidence>, onset_signal: Option<&str>) -> Finding {
+        let scope: Scope = [("model_name".to_string(), "llama".to_string())].into_iter().collect();
+        Finding {
+            rule: rule.into(),
+            title: rule.into(),
+            severity: Severity::Critical,
+            score: 1.0,
+            scope,
+            summary: String::new(),
+            evidence,
+            steps: vec![],
+            references: vec![],
+            also_consistent: vec![],
+            recommendations: vec![],
+            replicas: None,
+            stood_in: None,
+            onset: None,
+            onset_signal: onset_signal.map(String::from),
+            preceded_by: None,
+        }
+    }
+
+    fn event(at: &str, kind: EventKind) -> Event {
+        Event {
+            time: t(at),
+            kind,
+            scope: [("model_name".to_string(), "llama".to_string())].into_iter().collect(),
+            detail: "d".into(),
+            replicas: vec![],
+            of: None,
+            until: None,
+            before: BTreeMap::new(),
+            after: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_problem_there_from_the_start_is_tied_to_a_change_just_before_only_when_the_baseline_lacked_it() {
+        let start = t("2026-01-15T09:00:00Z");
+        let events = vec![event("2026-01-15T08:58:00Z", EventKind::ConfigChange)];
+        let mut new = vec![finding("kv-cache-pressure", vec![evidence("kv", 0.99, 0.5, true)], Some("kv"))];
+        apply(&mut new, &events, 60, start);
+        let p = new[0].preceded_by.as_ref().expect("tied");
+        assert_eq!(p.lead_seconds, 120);
+        assert_eq!(p.text, "was there from the window's start at 09:00:00 UTC, 2 min after a configuration change at 08:58:00 UTC: d");
+        // The same problem in the baseline too: chronic, tied to nothing.
+        let mut chronic = vec![finding("kv-cache-pressure", vec![evidence("kv", 0.99, 0.97, true)], Some("kv"))];
+        apply(&mut chronic, &events, 60, start);
+        assert_eq!(chronic[0].preceded_by, None);
+    }
+
+    #[test]
+    fn replicas_gone_date_their_finding_and_the_removal_explains_it() {
+        let start = t("2026-01-15T09:00:00Z");
+        let events = vec![event("2026-01-15T08:50:00Z", EventKind::ReplicaRemoved), event("2026-01-15T09:12:00Z", EventKind::ReplicaRemoved)];
+        let mut fs = vec![finding("target-down", vec![evidence("replicas_vanished", 2.0, 0.0, true)], None)];
+        apply(&mut fs, &events, 60, start);
+        assert_eq!(fs[0].onset, Some(t("2026-01-15T09:12:00Z")), "the first removal in the window, not the one before it");
+        assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.event.time), Some(t("2026-01-15T09:12:00Z")));
     }
 }
