@@ -11,9 +11,11 @@
 //! `errors`, `skipped` counts on every suite and on the root, `time` in seconds.
 //!
 //! What concerns the whole run is repeated as properties on every suite (JUnit has no place above
-//! a suite): the window, baseline, source, selector, metrics, fleet, the headline and each of the
-//! data source's warnings. Rules disabled in the configuration are skipped test cases; core
-//! runbook checks that could not be evaluated are one erroring case in a `coverage` suite.
+//! a suite): the window, baseline, source, selector, metrics, fleet, the headline, each of the
+//! data source's warnings, and the timeline (a `timeline` heading, an `event` property per listed
+//! change, oldest first, and `events_not_listed` when the JSON holds more). Rules disabled in the
+//! configuration are skipped test cases; core runbook checks that could not be evaluated are one
+//! erroring case in a `coverage` suite.
 //!
 //! Everything from outside is escaped, and characters XML 1.0 cannot carry at all (most control
 //! characters) are replaced, so the document always parses.
@@ -164,6 +166,15 @@ fn properties(view: &ReportView, bar: &str) -> Vec<(&'static str, String)> {
     for w in &view.warnings {
         properties.push(("warning", w.clone()));
     }
+    if let Some(heading) = &view.timeline_heading {
+        properties.push(("timeline", heading.clone()));
+    }
+    for e in view.timeline_listed() {
+        properties.push(("event", e.line_exact.clone()));
+    }
+    if let Some(more) = &view.timeline_more {
+        properties.push(("events_not_listed", more.clone()));
+    }
     properties
 }
 
@@ -174,8 +185,14 @@ fn detail(view: &ReportView, f: &FindingView) -> String {
     if let Some(summary) = &f.summary {
         let _ = writeln!(detail, "{summary}\n");
     }
-    if let Some(line) = &f.onset {
-        let _ = writeln!(detail, "{line}\n");
+    match (&f.onset, &f.preceded_by) {
+        (Some(onset), Some(after)) => {
+            let _ = writeln!(detail, "{onset}\n{after}\n");
+        }
+        (Some(line), None) | (None, Some(line)) => {
+            let _ = writeln!(detail, "{line}\n");
+        }
+        (None, None) => {}
     }
     for e in &f.evidence {
         let _ = write!(detail, "{}: {} (baseline {}", e.title, e.value, e.baseline);

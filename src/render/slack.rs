@@ -63,6 +63,11 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
 
     let mut parts = vec![head_text];
     parts.extend(blocks);
+    // The timeline takes the room the findings and the tail leave, one line per event.
+    let taken: usize = parts.iter().map(|p| len(p) + 2).sum::<usize>() + len(&tail_text) + 2;
+    if let Some(timeline) = timeline(view, LIMIT.saturating_sub(taken)) {
+        parts.push(timeline);
+    }
     let body_len: usize = parts.iter().map(|p| len(p) + 2).sum();
     if !tail_text.is_empty() {
         if body_len + len(&tail_text) > LIMIT {
@@ -107,6 +112,42 @@ fn head(view: &ReportView) -> Vec<String> {
     head
 }
 
+/// The timeline in at most `room` characters: its heading, then one line per listed event while
+/// they fit, then how many were left out. `None` when nothing changed or not even the heading fits.
+fn timeline(view: &ReportView, room: usize) -> Option<String> {
+    let heading = format!("*{}*", plain(view.timeline_heading.as_deref()?));
+    let len = |s: &str| s.chars().count();
+    let more = |n: usize| format!("_… and {n} more (see `--format json`)_");
+    let total = view.timeline.len();
+    let mut lines = vec![heading];
+    let mut used = len(&lines[0]);
+    let reserve = len(&more(total)) + 1;
+    let listed: Vec<String> = view
+        .timeline_listed()
+        .map(|e| {
+            let mut line = format!("• {} {} ({})", plain(&e.time), code(e.kind.as_str()), plain(&e.scope));
+            if !e.detail.is_empty() {
+                line.push_str(&format!(": {}", plain(&e.detail)));
+            }
+            line
+        })
+        .collect();
+    let all_fit = used + listed.iter().map(|l| len(l) + 1).sum::<usize>() <= room && listed.len() == total;
+    for line in listed {
+        if !all_fit && used + len(&line) + 1 + reserve > room {
+            break;
+        }
+        used += len(&line) + 1;
+        lines.push(line);
+    }
+    let shown = lines.len() - 1;
+    if shown < total {
+        lines.push(more(total - shown));
+        used += reserve;
+    }
+    (used <= room).then(|| lines.join("\n"))
+}
+
 /// What could not be checked, what was healthy, what was switched off, and the warnings.
 fn tail(view: &ReportView) -> Vec<String> {
     let mut tail: Vec<String> = Vec::new();
@@ -143,6 +184,9 @@ fn finding_full(f: &FindingView) -> String {
         lines.push(plain(summary));
     }
     if let Some(line) = &f.onset {
+        lines.push(plain(line));
+    }
+    if let Some(line) = &f.preceded_by {
         lines.push(plain(line));
     }
     let mut context = 0;

@@ -49,6 +49,17 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         out.push(String::new());
         out.extend(wrap(sentence, width, "", ""));
     }
+    if let Some(heading) = &view.timeline_heading {
+        out.push(String::new());
+        let head = wrap(heading, width, "", INDENT);
+        out.extend(head.iter().map(|l| paint_bold(l, opts.color)));
+        for e in view.timeline_listed() {
+            out.extend(wrap(&e.line_short, width, "  - ", "    "));
+        }
+        if let Some(more) = &view.timeline_more {
+            out.extend(wrap(more, width, "  ", "    "));
+        }
+    }
     out.push(String::new());
     if let Some(healthy) = &view.healthy {
         let text = format!("Checked and healthy: {} ({})", healthy.pairs, healthy.rules.join(", "));
@@ -101,6 +112,9 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
     }
     if let Some(line) = &f.onset {
         out.extend(wrap(line, width, INDENT, INDENT));
+    }
+    if let Some(line) = &f.preceded_by {
+        out.extend(wrap(line, width, INDENT, &format!("{INDENT}  ")));
     }
 
     if !f.evidence.is_empty() {
