@@ -351,7 +351,10 @@ fn event_markers(s: &mut String, events: &[super::view::ChartEvent], range: &Tim
     let (a, b) = (range.start.timestamp() as f64, range.end.timestamp() as f64);
     let plot_bottom = H - BOTTOM;
     let mut rows: Vec<Vec<(f64, f64)>> = vec![Vec::new(); EVENT_ROWS];
-    for e in events.iter().filter(|e| e.at.is_finite() && e.at >= a && e.at <= b) {
+    // The change the finding began after takes its label's place first, so it always has one.
+    let mut inside: Vec<&super::view::ChartEvent> = events.iter().filter(|e| e.at.is_finite() && e.at >= a && e.at <= b).collect();
+    inside.sort_by(|x, y| y.lead.cmp(&x.lead).then(x.at.total_cmp(&y.at)));
+    for e in inside {
         let xx = x(e.at);
         let kind = e.kind.as_str();
         let lead = if e.lead { " lead" } else { "" };
@@ -570,6 +573,35 @@ mod tests {
     #[test]
     fn html_snapshot_when_nothing_was_evaluated() {
         insta::assert_snapshot!(render(&nothing_evaluated_report(), &RenderOptions::default()));
+    }
+
+    #[test]
+    fn html_snapshot_of_the_sample_report_with_events() {
+        insta::assert_snapshot!(render(&sample_report_with_events(), &RenderOptions::default()));
+    }
+
+    #[test]
+    fn the_chart_marks_the_findings_events_and_not_another_models() {
+        let page = render(&sample_report_with_events(), &RenderOptions::default());
+        let svg = &page[page.find("<svg").unwrap()..page.find("</svg>").unwrap()];
+        for kind in ["target-down", "target-up", "rollout", "restart", "config-change"] {
+            assert!(svg.contains(&format!("<g class=\"ev k-{kind}")), "no {kind} marker\n{svg}");
+        }
+        assert_eq!(svg.matches("<g class=\"ev ").count(), 5, "{svg}");
+        assert!(!svg.contains("qwen2.5-coder-32b"), "the other model's restart is on the chart\n{svg}");
+        assert_eq!(svg.matches(" lead\"").count(), 1);
+        assert!(svg.contains("<g class=\"ev k-config-change lead\"><title>09:01:00 UTC config-change (llama-3.1-70b-instruct): num_gpu_blocks 2000 -&gt; 900"), "{svg}");
+        // Events only in the panel of their own range: the baseline's in the left one.
+        assert!(page.contains("<p class=\"onset\">Started 09:03 UTC</p>\n<p class=\"preceded\">Began 2 min after"), "{page}");
+        assert!(page.contains("<table class=\"timeline\">") && page.contains("→ #1 began after it"), "{page}");
+        assert_eq!(page.matches("<tr class=\"baseline").count(), 3);
+        assert_eq!(page.matches("<tr class=\"window").count(), 3);
+    }
+
+    #[test]
+    fn a_page_without_events_has_no_timeline_and_no_markers() {
+        let page = render(&sample_report(), &RenderOptions::default());
+        assert!(!page.contains("class=\"timeline\"") && !page.contains("class=\"ev ") && !page.contains("svg .ev"), "{page}");
     }
 
     #[test]

@@ -349,6 +349,28 @@ mod tests {
         insta::assert_snapshot!(render(&nothing_evaluated_report(), &warning()));
     }
 
+    #[test]
+    fn junit_snapshot_of_the_sample_report_with_events() {
+        insta::assert_snapshot!(render(&sample_report_with_events(), &warning()));
+    }
+
+    #[test]
+    fn the_timeline_is_in_every_suites_properties_and_the_failure_names_the_change() {
+        let xml = render(&sample_report_with_events(), &warning());
+        let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
+        for suite in doc.root_element().children().filter(|n| n.has_tag_name("testsuite")) {
+            let events: Vec<&str> = suite
+                .descendants()
+                .filter(|n| n.has_tag_name("property") && n.attribute("name") == Some("event"))
+                .filter_map(|n| n.attribute("value"))
+                .collect();
+            assert_eq!(events.len(), 6);
+            assert_eq!(events[0], "08:44:00 UTC target-down (llama-3.1-70b-instruct): 1 of 3 replicas stopped answering scrapes");
+        }
+        let failure = doc.descendants().find(|n| n.has_tag_name("failure")).unwrap().text().unwrap_or_default();
+        assert!(failure.contains("Started 09:03 UTC\nBegan 2 min after a configuration change at 09:01 UTC"), "{failure}");
+    }
+
     /// (suite, case) -> "failure" | "skipped" | "passed" | "system-out", from the parsed document.
     fn outcomes(xml: &str) -> BTreeMap<(String, String), String> {
         let doc = roxmltree::Document::parse(xml).expect("well-formed XML");

@@ -325,6 +325,30 @@ mod tests {
     }
 
     #[test]
+    fn markdown_snapshot_of_the_sample_report_with_events() {
+        insta::assert_snapshot!(render(&sample_report_with_events(), &RenderOptions::default()));
+    }
+
+    #[test]
+    fn the_change_a_finding_began_after_is_in_the_onsets_paragraph_and_each_event_is_one_line() {
+        let md = render(&sample_report_with_events(), &RenderOptions::default());
+        assert!(md.contains("Started 09:03 UTC  \nBegan 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900"), "{md}");
+        let (_, timeline) = md.split_once("**Timeline: 6 changes (3 in the baseline, 3 in the window), oldest first**\n").expect("timeline");
+        let items: Vec<&str> = timeline.lines().take_while(|l| l.starts_with("- ")).collect();
+        assert_eq!(items.len(), 6, "{md}");
+        assert_eq!(items[2], "- 08:58:00 UTC `rollout` (all): Deployment inference-prod/vllm-llama generation 7 -> 8");
+    }
+
+    #[test]
+    fn a_long_timeline_says_how_many_more_the_json_has() {
+        let mut r = sample_report_with_events();
+        let e = r.events[0].clone();
+        r.events.extend(std::iter::repeat(e).take(10));
+        let md = render(&r, &RenderOptions::default());
+        assert!(md.contains("\n- ... and 4 more (see --format json)\n"), "{md}");
+    }
+
+    #[test]
     fn nothing_evaluated_never_says_healthy() {
         let md = render(&nothing_evaluated_report(), &RenderOptions::default()).to_lowercase();
         assert!(!md.contains("healthy"), "{md}");

@@ -331,6 +331,34 @@ mod tests {
     }
 
     #[test]
+    fn table_snapshot_of_the_sample_report_with_events() {
+        insta::assert_snapshot!(render(&sample_report_with_events(), &opts(110)));
+    }
+
+    #[test]
+    fn the_change_a_finding_began_after_is_the_line_under_its_onset() {
+        for o in [RenderOptions::default(), opts(72)] {
+            let text = render(&sample_report_with_events(), &o);
+            let lines: Vec<&str> = text.lines().collect();
+            let at = lines.iter().position(|l| l.trim() == "Started 09:03 UTC").expect("onset line");
+            assert!(lines[at + 1].trim_start().starts_with("Began 2 min after a configuration change at 09:01 UTC"), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_timeline_lists_one_event_a_line_oldest_first() {
+        let text = render(&sample_report_with_events(), &RenderOptions::default());
+        let (_, timeline) = text.split_once("Timeline: 6 changes").expect("a timeline section");
+        let items: Vec<&str> = timeline.lines().filter(|l| l.starts_with("  - ")).take(6).collect();
+        assert_eq!(items.len(), 6, "{text}");
+        assert!(items[0].starts_with("  - 08:44:00 UTC target-down (llama-3.1-70b-instruct): 1 of 3"), "{text}");
+        assert!(items[5].starts_with("  - 09:12:00 UTC restart (qwen2.5-coder-32b)"), "{text}");
+        let mut sorted = items.clone();
+        sorted.sort();
+        assert_eq!(items, sorted, "oldest first");
+    }
+
+    #[test]
     fn without_colour_there_are_no_escape_codes() {
         for r in [sample_report(), clean_report(), nothing_evaluated_report()] {
             assert!(!render(&r, &opts(100)).contains('\x1b'));

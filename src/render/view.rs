@@ -234,7 +234,10 @@ pub struct EventView {
     pub phase: Phase,
     /// The ranks of the findings that began after it.
     pub explains: Vec<usize>,
-    /// Whether the text formats list it (see the module documentation).
+    /// Its place in the order the text formats keep events when they cannot show every one, 0 for
+    /// the first kept: what a finding began after, then the window's newest, then the baseline's.
+    pub relevance: usize,
+    /// Whether the text formats list it: one of the [`TIMELINE_LISTED`] most relevant.
     pub listed: bool,
     /// `09:01:15 UTC config-change (llama-3): num_gpu_blocks 2000 -> 900 on 2 of 3 replicas`.
     pub line: String,
@@ -544,17 +547,17 @@ fn timeline(report: &Report, scopes: &ScopeStyle, now: Option<&DateTime<Utc>>) -
                 detail,
                 phase: phase(report, &e.time),
                 explains,
+                relevance: 0,
                 listed: true,
             }
         })
         .collect();
-    if views.len() > TIMELINE_LISTED {
-        // What a finding began after, then the window's newest, then the baseline's newest.
-        let mut order: Vec<usize> = (0..views.len()).collect();
-        order.sort_by_key(|&i| (views[i].explains.is_empty(), views[i].phase != Phase::Window, std::cmp::Reverse(i)));
-        for &i in &order[TIMELINE_LISTED..] {
-            views[i].listed = false;
-        }
+    // What a finding began after, then the window's newest, then the baseline's newest.
+    let mut order: Vec<usize> = (0..views.len()).collect();
+    order.sort_by_key(|&i| (views[i].explains.is_empty(), views[i].phase != Phase::Window, std::cmp::Reverse(i)));
+    for (relevance, i) in order.into_iter().enumerate() {
+        views[i].relevance = relevance;
+        views[i].listed = relevance < TIMELINE_LISTED;
     }
     views
 }
@@ -703,6 +706,118 @@ mod tests {
         r.source.url = "https://user:s3cret@prom.example:9090/".to_string();
         let v = ReportView::new(&r, &RenderOptions::default());
         assert_eq!(v.header.source_url, "https://prom.example:9090/");
+    }
+
+    #[test]
+    fn the_timeline_words_every_event_once_oldest_first() {
+        let mut r = sample_report_with_events();
+        r.events.reverse();
+        let v = ReportView::new(&r, &RenderOptions::default());
+        let times: Vec<&str> = v.timeline.iter().map(|e| e.time.as_str()).collect();
+        assert_eq!(times, ["08:44:00 UTC", "08:46:30 UTC", "08:58:00 UTC", "09:00:30 UTC", "09:01:00 UTC", "09:12:00 UTC"]);
+        assert_eq!(v.timeline_heading.as_deref(), Some("Timeline: 6 changes (3 in the baseline, 3 in the window), oldest first"));
+        assert_eq!(v.timeline_more, None);
+        assert!(v.timeline.iter().all(|e| e.listed));
+        let rollout = &v.timeline[2];
+        assert_eq!((rollout.kind, rollout.scope.as_str(), rollout.phase), (EventKind::Rollout, "all", Phase::Baseline));
+        assert_eq!(rollout.line, "08:58:00 UTC rollout (all): Deployment inference-prod/vllm-llama generation 7 -> 8");
+        let config = &v.timeline[4];
+        assert_eq!(config.phase, Phase::Window);
+        assert_eq!((config.explains.clone(), config.relevance), (vec![1], 0));
+        assert_eq!(config.line, "09:01:00 UTC config-change (llama-3.1-70b-instruct): num_gpu_blocks 2000 -> 900 on 2 of 3 replicas");
+        assert!(v.timeline.iter().filter(|e| e.kind != EventKind::ConfigChange).all(|e| e.explains.is_empty()));
+    }
+
+    #[test]
+    fn a_finding_says_which_change_it_began_after() {
+        let v = ReportView::new(&sample_report_with_events(), &RenderOptions::default());
+        assert_eq!(
+            v.findings[0].preceded_by.as_deref(),
+            Some("Began 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas")
+        );
+        assert_eq!(v.findings[1].preceded_by, None);
+        assert!(v.findings[0].steps[0].starts_with("Start with the configuration change at 09:01 UTC"));
+    }
+
+    #[test]
+    fn a_live_run_says_how_long_ago_each_event_was_and_the_exact_line_does_not() {
+        let r = sample_report_with_events();
+        let now = r.window.end + chrono::Duration::minutes(12);
+        let v = ReportView::new(&r, &RenderOptions { now: Some(now), ..RenderOptions::default() });
+        assert_eq!(v.timeline[4].time, "09:01:00 UTC (41 min ago)");
+        assert!(v.timeline[4].line.starts_with("09:01:00 UTC (41 min ago) config-change"));
+        assert!(v.timeline[4].line_exact.starts_with("09:01:00 UTC config-change"));
+    }
+
+    #[test]
+    fn the_charts_mark_the_events_of_the_findings_scope_and_the_change_it_began_after() {
+        let v = ReportView::new(&sample_report_with_events(), &RenderOptions::default());
+        let trend = v.findings[0].evidence[0].trend.as_ref().expect("the sample's KV signal has a trend");
+        let labels: Vec<&str> = trend.events.iter().map(|e| e.label.as_str()).collect();
+        // The other model's restart at 09:12 is not this finding's.
+        assert_eq!(labels, ["target-down 08:44", "target-up 08:46:30", "rollout 08:58", "restart 09:00:30", "config-change 09:01"]);
+        let lead: Vec<EventKind> = trend.events.iter().filter(|e| e.lead).map(|e| e.kind).collect();
+        assert_eq!(lead, [EventKind::ConfigChange]);
+        assert!(trend.events[4].line.ends_with("num_gpu_blocks 2000 -> 900 on 2 of 3 replicas"));
+    }
+
+    #[test]
+    fn a_long_timeline_lists_a_dozen_keeping_what_a_finding_began_after() {
+        let mut r = sample_report_with_events();
+        let template = r.events[0].clone();
+        for i in 0..20 {
+            let mut e = template.clone();
+            e.time = r.baseline.start + chrono::Duration::seconds(30 + 60 * i);
+            e.detail = format!("flap {i}");
+            r.events.push(e);
+        }
+        let v = ReportView::new(&r, &RenderOptions::default());
+        assert_eq!(v.timeline.len(), 26);
+        let listed: Vec<&EventView> = v.timeline_listed().collect();
+        assert_eq!(listed.len(), TIMELINE_LISTED);
+        assert_eq!(v.timeline_more.as_deref(), Some("... and 14 more (see --format json)"));
+        assert!(listed.windows(2).all(|w| w[0].at <= w[1].at), "oldest first");
+        assert!(listed.iter().any(|e| e.kind == EventKind::ConfigChange), "the change a finding began after is listed");
+        assert_eq!(listed.iter().filter(|e| e.phase == Phase::Window).count(), 3, "every window event is listed");
+    }
+
+    #[test]
+    fn without_events_there_is_no_timeline() {
+        let v = ReportView::new(&sample_report(), &RenderOptions::default());
+        assert!(v.timeline.is_empty() && v.timeline_heading.is_none() && v.timeline_more.is_none());
+        assert!(v.findings.iter().all(|f| f.preceded_by.is_none()));
+        assert!(v.findings[0].evidence[0].trend.as_ref().is_some_and(|t| t.events.is_empty()));
+    }
+
+    /// An event detail is server text: whatever it holds, it stays one line and inert in every format.
+    #[test]
+    fn hostile_event_text_stays_inert_in_every_format() {
+        let mut r = sample_report_with_events();
+        let hostile = "<script>x</script> *bold* `tick` |pipe| <!channel> ]]> &amp;\nsecond line\r\u{1b}[31m";
+        r.events[0].detail = hostile.to_string();
+        r.events[0].scope.insert("model_name".to_string(), "*m* <b>".to_string());
+        if let Some(p) = r.findings[0].preceded_by.as_mut() {
+            p.text = format!("began 2 min after {hostile}");
+        }
+        for &format in Format::ALL {
+            let text = render(&r, format, &RenderOptions::default());
+            let name = format.name();
+            assert!(!text.contains('\u{1b}'), "{name}: a control character reached the output\n{text}");
+            assert!(!text.contains("\nsecond line"), "{name}: a newline in an event reached the output\n{text}");
+            // Markup (not the terminal table, not the JSON's data) must not carry the tags.
+            // (Markdown escapes with a backslash, which leaves the characters in place.)
+            if ![Format::Table, Format::Json].contains(&format) {
+                let live = text.replace("\\<", "");
+                assert!(!live.contains("<script>") && !live.contains("<!channel>") && !live.contains("<b>"), "{name}\n{text}");
+            }
+            if format == Format::Junit {
+                roxmltree::Document::parse(&text).expect("well-formed XML");
+            }
+        }
+        let md = render(&r, Format::Markdown, &RenderOptions::default());
+        assert!(md.contains(r"\<script>x\</script> \*bold\*"), "{md}");
+        let slack = render(&r, Format::Slack, &RenderOptions::default());
+        assert!(slack.contains("&lt;script&gt;x&lt;/script&gt; ∗bold∗ ˋtickˋ |pipe| &lt;!channel&gt;"), "{slack}");
     }
 
     /// The sections a reader must find in every format when the report has them.
