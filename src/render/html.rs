@@ -463,7 +463,8 @@ table.timeline td{padding:3px 6px;border-bottom:1px solid #eef0f1;vertical-align
 table.timeline td:first-child{white-space:nowrap}
 table.timeline tr.baseline,table.timeline tr.outside{color:var(--muted)}
 table.timeline tr.lead{font-weight:600}
-.kind{font-weight:600}
+.kind{font-weight:600;white-space:nowrap}
+@media (max-width:600px){table.timeline thead{display:none}table.timeline tr{display:block;border-bottom:1px solid #eef0f1;padding:4px 0}table.timeline td{display:inline;border:0;padding:0 6px 0 0}table.timeline td:last-child{display:block}}
 .explains{color:var(--crit)}
 "#;
 
