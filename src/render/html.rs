@@ -5,7 +5,10 @@
 //! ticket archive. Charts are inline SVG drawn here, one per evidence signal that carries a trend:
 //! the baseline and the window side by side on one vertical scale (they need not be adjacent in
 //! time: `--baseline 1d` compares with yesterday), the thresholds the rule applied drawn as dashed
-//! lines, and gaps in the data left as gaps. Layout is a single column that widens into a grid on
+//! lines, and gaps in the data left as gaps. The leading signal's chart marks the onset; every chart
+//! of a finding marks the change events of its scope (or of no scope) as ticks coloured and labelled
+//! by kind, the full event in a tooltip, the change the finding began after drawn bold. The page
+//! lists the whole timeline (the text formats list at most a dozen). Layout is a single column that widens into a grid on
 //! a large screen, so it reads on a phone without zooming.
 
 use std::fmt::Write as _;
@@ -41,6 +44,7 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     for f in &view.findings {
         finding(&mut body, view, f);
     }
+    timeline(&mut body, view);
 
     let rest = rest(view);
     if !rest.is_empty() {
@@ -50,9 +54,38 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>vllm-diag: {}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n{body}</main>\n</body>\n</html>\n",
-        esc(&view.headline)
+         <title>vllm-diag: {}</title>\n<style>{STYLE}{}</style>\n</head>\n<body>\n<main>\n{body}</main>\n</body>\n</html>\n",
+        esc(&view.headline),
+        if view.timeline.is_empty() && view.findings.iter().all(|f| f.preceded_by.is_none()) { "" } else { EVENT_STYLE }
     )
+}
+
+/// Every event, oldest first, in a small table: when, what kind, where, what; the baseline's rows
+/// muted, the changes a finding began after in bold with that finding's rank.
+fn timeline(out: &mut String, view: &ReportView) {
+    let Some(heading) = &view.timeline_heading else { return };
+    let _ = writeln!(out, "<section class=\"timeline\">\n<h2>{}</h2>\n<table class=\"timeline\">", esc(heading));
+    out.push_str("<thead><tr><th>Time</th><th>Change</th><th>Scope</th><th>What</th></tr></thead>\n<tbody>\n");
+    for e in &view.timeline {
+        let lead = if e.explains.is_empty() { "" } else { " lead" };
+        let explains = if e.explains.is_empty() {
+            String::new()
+        } else {
+            let ranks: Vec<String> = e.explains.iter().map(|r| format!("#{r}")).collect();
+            format!(" <span class=\"explains\">→ {} began after it</span>", ranks.join(", "))
+        };
+        let _ = writeln!(
+            out,
+            "<tr class=\"{}{lead}\"><td>{}</td><td><span class=\"kind k-{}\">{}</span></td><td>{}</td><td>{}{explains}</td></tr>",
+            e.phase.as_str(),
+            esc(&e.time),
+            e.kind.as_str(),
+            e.kind.as_str(),
+            esc(&e.scope),
+            esc(&e.detail)
+        );
+    }
+    out.push_str("</tbody>\n</table>\n</section>\n");
 }
 
 /// Healthy, disabled, not evaluated and warnings, after the findings.
@@ -97,6 +130,9 @@ fn finding(out: &mut String, view: &ReportView, f: &FindingView) {
     }
     if let Some(line) = &f.onset {
         let _ = writeln!(out, "<p class=\"onset\">{}</p>", esc(line));
+    }
+    if let Some(line) = &f.preceded_by {
+        let _ = writeln!(out, "<p class=\"preceded\">{}</p>", esc(line));
     }
     if !f.evidence.is_empty() {
         out.push_str("<div class=\"evidence\">\n");
@@ -270,6 +306,7 @@ fn chart(view: &ReportView, e: &EvidenceView, severity: Severity, id: &str) -> O
             prev = Some(ts);
         }
         polyline(&mut s, &segment, stroke);
+        event_markers(&mut s, &t.events, range, x0, pw, &x);
         // The onset: where the leading signal left its baseline, drawn in the window panel.
         if let (Some((ts, label)), "Window") = (&t.onset, name) {
             let (a, b) = (range.start.timestamp() as f64, range.end.timestamp() as f64);
@@ -303,6 +340,46 @@ fn chart(view: &ReportView, e: &EvidenceView, severity: Severity, id: &str) -> O
     }
     s.push_str("</svg>\n");
     Some(s)
+}
+
+/// Rows of event labels at the foot of a panel; a label that fits in none is left to its tooltip.
+const EVENT_ROWS: usize = 3;
+
+/// The events inside `range` as ticks across the panel, each labelled by kind at the panel's foot
+/// (labels that would overlap go up a row), with the whole event as its tooltip.
+fn event_markers(s: &mut String, events: &[super::view::ChartEvent], range: &TimeRange, x0: f64, pw: f64, x: &dyn Fn(f64) -> f64) {
+    let (a, b) = (range.start.timestamp() as f64, range.end.timestamp() as f64);
+    let plot_bottom = H - BOTTOM;
+    let mut rows: Vec<Vec<(f64, f64)>> = vec![Vec::new(); EVENT_ROWS];
+    // The change the finding began after takes its label's place first, so it always has one.
+    let mut inside: Vec<&super::view::ChartEvent> = events.iter().filter(|e| e.at.is_finite() && e.at >= a && e.at <= b).collect();
+    inside.sort_by(|x, y| y.lead.cmp(&x.lead).then(x.at.total_cmp(&y.at)));
+    for e in inside {
+        let xx = x(e.at);
+        let kind = e.kind.as_str();
+        let lead = if e.lead { " lead" } else { "" };
+        let _ = write!(
+            s,
+            "<g class=\"ev k-{kind}{lead}\"><title>{}</title><line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{TOP}\" y2=\"{plot_bottom:.1}\"/>",
+            esc(&e.line)
+        );
+        // About 6 units a character at the labels' size.
+        let width = kind.chars().count() as f64 * 6.0 + 4.0;
+        let end = xx + width > x0 + pw;
+        let span = if end { (xx - width, xx) } else { (xx, xx + width) };
+        let free = rows.iter().position(|row| row.iter().all(|(l, r)| span.1 < *l || span.0 > *r));
+        if let Some(row) = free {
+            rows[row].push(span);
+            let anchor = if end { " end" } else { "" };
+            let _ = write!(
+                s,
+                "<text class=\"evlab{anchor}\" x=\"{:.1}\" y=\"{:.1}\">{kind}</text>",
+                if end { xx - 2.0 } else { xx + 2.0 },
+                plot_bottom - 4.0 - 11.0 * row as f64
+            );
+        }
+        s.push_str("</g>\n");
+    }
 }
 
 fn polyline(s: &mut String, points: &[(f64, f64)], stroke: &str) {
@@ -362,6 +439,34 @@ fn clean(v: f64) -> f64 {
         (v * p).round() / p
     }
 }
+
+/// The style of the timeline, the event markers and the line naming the change a finding began
+/// after: added only to pages that show events, so the others stay byte for byte as they were.
+const EVENT_STYLE: &str = r#"
+p.preceded{font-weight:600;margin-top:-.6em}
+svg .ev line{stroke:#5d6d7e;stroke-width:1.2;stroke-dasharray:5 3}
+svg .ev.lead line{stroke-width:2.6;stroke-dasharray:none}
+svg .evlab{font-size:10px;stroke:#fff;stroke-width:3px;paint-order:stroke}
+svg .evlab.end{text-anchor:end}
+svg .ev.lead .evlab{font-weight:700}
+svg .k-config-change line,svg .k-version-change line,svg .k-rollout line{stroke:#1f618d}
+svg .k-config-change text,svg .k-version-change text,svg .k-rollout text,.kind.k-config-change,.kind.k-version-change,.kind.k-rollout{fill:#1f618d;color:#1f618d}
+svg .k-restart line,svg .k-target-down line,svg .k-replica-removed line,svg .k-model-removed line{stroke:#ca6f1e}
+svg .k-restart text,svg .k-target-down text,svg .k-replica-removed text,svg .k-model-removed text,.kind.k-restart,.kind.k-target-down,.kind.k-replica-removed,.kind.k-model-removed{fill:#ca6f1e;color:#ca6f1e}
+svg .k-gpu-error line{stroke:#c0392b}
+svg .k-gpu-error text,.kind.k-gpu-error{fill:#c0392b;color:#c0392b}
+svg .k-target-up line,svg .k-replica-added line,svg .k-model-added line{stroke:#1e8449}
+svg .k-target-up text,svg .k-replica-added text,svg .k-model-added text,.kind.k-target-up,.kind.k-replica-added,.kind.k-model-added{fill:#1e8449;color:#1e8449}
+table.timeline{width:100%;border-collapse:collapse;font-size:.92em}
+table.timeline th{text-align:left;color:var(--muted);font-weight:600;border-bottom:1px solid var(--line);padding:2px 6px}
+table.timeline td{padding:3px 6px;border-bottom:1px solid #eef0f1;vertical-align:top;overflow-wrap:anywhere}
+table.timeline td:first-child{white-space:nowrap}
+table.timeline tr.baseline,table.timeline tr.outside{color:var(--muted)}
+table.timeline tr.lead{font-weight:600}
+.kind{font-weight:600;white-space:nowrap}
+@media (max-width:600px){table.timeline thead{display:none}table.timeline tr{display:block;border-bottom:1px solid #eef0f1;padding:4px 0}table.timeline td{display:inline;border:0;padding:0 6px 0 0}table.timeline td:last-child{display:block}}
+.explains{color:var(--crit)}
+"#;
 
 /// Text for HTML element content and attribute values.
 fn esc(s: &str) -> String {
@@ -469,6 +574,35 @@ mod tests {
     #[test]
     fn html_snapshot_when_nothing_was_evaluated() {
         insta::assert_snapshot!(render(&nothing_evaluated_report(), &RenderOptions::default()));
+    }
+
+    #[test]
+    fn html_snapshot_of_the_sample_report_with_events() {
+        insta::assert_snapshot!(render(&sample_report_with_events(), &RenderOptions::default()));
+    }
+
+    #[test]
+    fn the_chart_marks_the_findings_events_and_not_another_models() {
+        let page = render(&sample_report_with_events(), &RenderOptions::default());
+        let svg = &page[page.find("<svg").unwrap()..page.find("</svg>").unwrap()];
+        for kind in ["target-down", "target-up", "rollout", "restart", "config-change"] {
+            assert!(svg.contains(&format!("<g class=\"ev k-{kind}")), "no {kind} marker\n{svg}");
+        }
+        assert_eq!(svg.matches("<g class=\"ev ").count(), 5, "{svg}");
+        assert!(!svg.contains("qwen2.5-coder-32b"), "the other model's restart is on the chart\n{svg}");
+        assert_eq!(svg.matches(" lead\"").count(), 1);
+        assert!(svg.contains("<g class=\"ev k-config-change lead\"><title>09:01:00 UTC config-change (llama-3.1-70b-instruct): num_gpu_blocks 2000 -&gt; 900"), "{svg}");
+        // Events only in the panel of their own range: the baseline's in the left one.
+        assert!(page.contains("<p class=\"onset\">Started 09:03 UTC</p>\n<p class=\"preceded\">Began 2 min after"), "{page}");
+        assert!(page.contains("<table class=\"timeline\">") && page.contains("→ #1 began after it"), "{page}");
+        assert_eq!(page.matches("<tr class=\"baseline").count(), 3);
+        assert_eq!(page.matches("<tr class=\"window").count(), 3);
+    }
+
+    #[test]
+    fn a_page_without_events_has_no_timeline_and_no_markers() {
+        let page = render(&sample_report(), &RenderOptions::default());
+        assert!(!page.contains("class=\"timeline\"") && !page.contains("class=\"ev ") && !page.contains("svg .ev"), "{page}");
     }
 
     #[test]

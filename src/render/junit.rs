@@ -11,9 +11,11 @@
 //! `errors`, `skipped` counts on every suite and on the root, `time` in seconds.
 //!
 //! What concerns the whole run is repeated as properties on every suite (JUnit has no place above
-//! a suite): the window, baseline, source, selector, metrics, fleet, the headline and each of the
-//! data source's warnings. Rules disabled in the configuration are skipped test cases; core
-//! runbook checks that could not be evaluated are one erroring case in a `coverage` suite.
+//! a suite): the window, baseline, source, selector, metrics, fleet, the headline, each of the
+//! data source's warnings, and the timeline (a `timeline` heading, an `event` property per listed
+//! change, oldest first, and `events_not_listed` when the JSON holds more). Rules disabled in the
+//! configuration are skipped test cases; core runbook checks that could not be evaluated are one
+//! erroring case in a `coverage` suite.
 //!
 //! Everything from outside is escaped, and characters XML 1.0 cannot carry at all (most control
 //! characters) are replaced, so the document always parses.
@@ -164,6 +166,15 @@ fn properties(view: &ReportView, bar: &str) -> Vec<(&'static str, String)> {
     for w in &view.warnings {
         properties.push(("warning", w.clone()));
     }
+    if let Some(heading) = &view.timeline_heading {
+        properties.push(("timeline", heading.clone()));
+    }
+    for e in view.timeline_listed() {
+        properties.push(("event", e.line_exact.clone()));
+    }
+    if let Some(more) = &view.timeline_more {
+        properties.push(("events_not_listed", more.clone()));
+    }
     properties
 }
 
@@ -174,8 +185,14 @@ fn detail(view: &ReportView, f: &FindingView) -> String {
     if let Some(summary) = &f.summary {
         let _ = writeln!(detail, "{summary}\n");
     }
-    if let Some(line) = &f.onset {
-        let _ = writeln!(detail, "{line}\n");
+    match (&f.onset, &f.preceded_by) {
+        (Some(onset), Some(after)) => {
+            let _ = writeln!(detail, "{onset}\n{after}\n");
+        }
+        (Some(line), None) | (None, Some(line)) => {
+            let _ = writeln!(detail, "{line}\n");
+        }
+        (None, None) => {}
     }
     for e in &f.evidence {
         let _ = write!(detail, "{}: {} (baseline {}", e.title, e.value, e.baseline);
@@ -330,6 +347,28 @@ mod tests {
     #[test]
     fn junit_snapshot_when_nothing_was_evaluated() {
         insta::assert_snapshot!(render(&nothing_evaluated_report(), &warning()));
+    }
+
+    #[test]
+    fn junit_snapshot_of_the_sample_report_with_events() {
+        insta::assert_snapshot!(render(&sample_report_with_events(), &warning()));
+    }
+
+    #[test]
+    fn the_timeline_is_in_every_suites_properties_and_the_failure_names_the_change() {
+        let xml = render(&sample_report_with_events(), &warning());
+        let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
+        for suite in doc.root_element().children().filter(|n| n.has_tag_name("testsuite")) {
+            let events: Vec<&str> = suite
+                .descendants()
+                .filter(|n| n.has_tag_name("property") && n.attribute("name") == Some("event"))
+                .filter_map(|n| n.attribute("value"))
+                .collect();
+            assert_eq!(events.len(), 6);
+            assert_eq!(events[0], "08:44:00 UTC target-down (llama-3.1-70b-instruct): 1 of 3 replicas stopped answering scrapes");
+        }
+        let failure = doc.descendants().find(|n| n.has_tag_name("failure")).unwrap().text().unwrap_or_default();
+        assert!(failure.contains("Started 09:03 UTC\nBegan 2 min after a configuration change at 09:01 UTC"), "{failure}");
     }
 
     /// (suite, case) -> "failure" | "skipped" | "passed" | "system-out", from the parsed document.

@@ -38,6 +38,16 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     if let Some(sentence) = &view.conclusion {
         blocks.push(format!("**{}**", text(sentence)));
     }
+    if let Some(heading) = &view.timeline_heading {
+        let mut b = format!("**{}**", text(heading));
+        for e in view.timeline_listed() {
+            b.push_str(&format!("\n- {}", timeline_item(e)));
+        }
+        if let Some(more) = &view.timeline_more {
+            b.push_str(&format!("\n- {}", text(more)));
+        }
+        blocks.push(b);
+    }
     if let Some(healthy) = &view.healthy {
         let rules: Vec<String> = healthy.rules.iter().map(|r| text(r)).collect();
         blocks.push(format!(
@@ -83,8 +93,11 @@ fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) 
     if let Some(summary) = &f.summary {
         blocks.push(text(summary));
     }
-    if let Some(line) = &f.onset {
-        blocks.push(text(line));
+    // The change it began after goes right under the onset, in the same paragraph.
+    match (&f.onset, &f.preceded_by) {
+        (Some(onset), Some(after)) => blocks.push(format!("{}  \n{}", text(onset), text(after))),
+        (Some(line), None) | (None, Some(line)) => blocks.push(text(line)),
+        (None, None) => {}
     }
     if !f.evidence.is_empty() {
         let items: Vec<String> = f
@@ -148,6 +161,16 @@ fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) 
     if !charts.is_empty() {
         blocks.push(format!("Charts: {}", charts.join(" · ")));
     }
+}
+
+/// The event's line with its kind as code, like rule ids elsewhere:
+/// ``09:01:00 UTC `config-change` (llama-3): num_gpu_blocks 2000 -> 900``.
+fn timeline_item(e: &super::view::EventView) -> String {
+    let mut s = format!("{} {} ({})", text(&e.time), code(e.kind.as_str()), text(&e.scope));
+    if !e.detail.is_empty() {
+        s.push_str(&format!(": {}", text(&e.detail)));
+    }
+    s
 }
 
 /// `- P95 time to first token: **4.12 s**, baseline 820 ms (5x) — `> 3s` held; low confidence (14 obs)`
@@ -299,6 +322,30 @@ mod tests {
     #[test]
     fn markdown_snapshot_when_nothing_was_evaluated() {
         insta::assert_snapshot!(render(&nothing_evaluated_report(), &RenderOptions::default()));
+    }
+
+    #[test]
+    fn markdown_snapshot_of_the_sample_report_with_events() {
+        insta::assert_snapshot!(render(&sample_report_with_events(), &RenderOptions::default()));
+    }
+
+    #[test]
+    fn the_change_a_finding_began_after_is_in_the_onsets_paragraph_and_each_event_is_one_line() {
+        let md = render(&sample_report_with_events(), &RenderOptions::default());
+        assert!(md.contains("Started 09:03 UTC  \nBegan 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900"), "{md}");
+        let (_, timeline) = md.split_once("**Timeline: 6 changes (3 in the baseline, 3 in the window), oldest first**\n").expect("timeline");
+        let items: Vec<&str> = timeline.lines().take_while(|l| l.starts_with("- ")).collect();
+        assert_eq!(items.len(), 6, "{md}");
+        assert_eq!(items[2], "- 08:58:00 UTC `rollout` (all): Deployment inference-prod/vllm-llama generation 7 -> 8");
+    }
+
+    #[test]
+    fn a_long_timeline_says_how_many_more_the_json_has() {
+        let mut r = sample_report_with_events();
+        let e = r.events[0].clone();
+        r.events.extend(std::iter::repeat(e).take(10));
+        let md = render(&r, &RenderOptions::default());
+        assert!(md.contains("\n- ... and 4 more (see --format json)\n"), "{md}");
     }
 
     #[test]

@@ -1158,6 +1158,58 @@ pub(crate) mod fixtures {
         r
     }
 
+    fn event(h: u32, m: u32, s: u32, kind: EventKind, scope: Scope, detail: &str) -> Event {
+        Event {
+            time: Utc.with_ymd_and_hms(2026, 1, 15, h, m, s).single().expect("valid fixed timestamp"),
+            kind,
+            scope,
+            detail: detail.to_string(),
+            replicas: vec![],
+            of: None,
+            until: None,
+            before: BTreeMap::new(),
+            after: BTreeMap::new(),
+        }
+    }
+
+    /// The sample report with what changed around it: a target going down and coming back and a
+    /// rollout tied to no model in the baseline; a restart wave and a configuration change on the
+    /// KV-cache finding's model just before its onset (the change it began after), and a restart
+    /// of the other model later in the window.
+    pub(crate) fn sample_report_with_events() -> Report {
+        let mut r = sample_report();
+        let mut down = event(8, 44, 0, EventKind::TargetDown, model(LLAMA), "1 of 3 replicas stopped answering scrapes");
+        down.replicas = vec!["10.0.0.3:8000".to_string()];
+        down.of = Some(3);
+        let mut up = event(8, 46, 30, EventKind::TargetUp, model(LLAMA), "1 of 3 replicas answering scrapes again");
+        up.replicas = down.replicas.clone();
+        up.of = Some(3);
+        let rollout = event(8, 58, 0, EventKind::Rollout, Scope::new(), "Deployment inference-prod/vllm-llama generation 7 -> 8");
+        let mut restart = event(9, 0, 30, EventKind::Restart, model(LLAMA), "2 of 3 replicas restarted");
+        restart.replicas = vec!["10.0.0.1:8000".to_string(), "10.0.0.2:8000".to_string()];
+        restart.of = Some(3);
+        restart.until = Some(t(9, 1));
+        let mut config = event(9, 1, 0, EventKind::ConfigChange, model(LLAMA), "num_gpu_blocks 2000 -> 900 on 2 of 3 replicas");
+        config.replicas = restart.replicas.clone();
+        config.of = Some(3);
+        config.before = BTreeMap::from([("num_gpu_blocks".to_string(), "2000".to_string())]);
+        config.after = BTreeMap::from([("num_gpu_blocks".to_string(), "900".to_string())]);
+        let qwen_restart = event(9, 12, 0, EventKind::Restart, model(QWEN), "1 of 2 replicas restarted");
+        r.events = vec![config.clone(), down, up, rollout, qwen_restart, restart];
+        r.events.sort_by_key(|e| e.time);
+        let kv = &mut r.findings[0];
+        kv.preceded_by = Some(PrecededBy {
+            event: config,
+            lead_seconds: 120,
+            text: "began 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas".to_string(),
+        });
+        kv.steps.insert(
+            0,
+            "Start with the configuration change at 09:01 UTC (num_gpu_blocks 2000 -> 900 on 2 of 3 replicas): roll it back, or compare it with the last healthy configuration, before tuning anything else.".to_string(),
+        );
+        r
+    }
+
     /// Everything evaluated and nothing matched.
     pub(crate) fn clean_report() -> Report {
         let healthy = ["error-rate", "kv-cache-exhausted", "ttft-regression"]

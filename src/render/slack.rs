@@ -9,7 +9,9 @@
 //! a section block holds at most 3,000; the whole message is kept within [`LIMIT`] so it can be
 //! posted as text or as one section block. The most important finding comes first and is shown in
 //! full; when the rest do not fit, they shrink to one line each, and what still does not fit is
-//! counted in a closing "and N more" line that says where the whole report is.
+//! counted in a closing "and N more" line that says where the whole report is. The timeline (one
+//! line per change) keeps [`TIMELINE_RESERVE`] characters for its most relevant events and takes
+//! what the findings leave; the events it cannot show are counted.
 
 use super::view::{FindingView, ReportView};
 use super::{one_line, plural, RenderOptions, Verdict};
@@ -17,6 +19,9 @@ use crate::report::Severity;
 
 /// Characters (not bytes) a message may take: one Slack section block.
 pub const LIMIT: usize = 3000;
+/// Characters the timeline may take before the findings are laid out; it gets more when they
+/// leave more.
+const TIMELINE_RESERVE: usize = 400;
 
 pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     let head_text = head(view).join("\n");
@@ -34,7 +39,10 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
             plural(n, "more finding", "more findings")
         )
     };
-    let fixed = len(&head_text) + 2 + len(&tail_text) + 2;
+    // The timeline keeps a little room whatever the findings take: its heading, its most relevant
+    // events and the count of the rest (nothing at all without events).
+    let timeline_reserve = timeline(view, TIMELINE_RESERVE).map_or(0, |t| len(&t) + 2);
+    let fixed = len(&head_text) + 2 + len(&tail_text) + 2 + timeline_reserve;
     let budget = |reserve: usize| LIMIT.saturating_sub(fixed + reserve);
 
     let total_full: usize = full.iter().map(|b| len(b) + 2).sum();
@@ -63,6 +71,11 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
 
     let mut parts = vec![head_text];
     parts.extend(blocks);
+    // The timeline takes the room the findings and the tail leave, one line per event.
+    let taken: usize = parts.iter().map(|p| len(p) + 2).sum::<usize>() + len(&tail_text) + 2;
+    if let Some(timeline) = timeline(view, LIMIT.saturating_sub(taken)) {
+        parts.push(timeline);
+    }
     let body_len: usize = parts.iter().map(|p| len(p) + 2).sum();
     if !tail_text.is_empty() {
         if body_len + len(&tail_text) > LIMIT {
@@ -107,6 +120,52 @@ fn head(view: &ReportView) -> Vec<String> {
     head
 }
 
+/// The timeline in at most `room` characters: its heading, then one line per listed event, oldest
+/// first; when they do not all fit, the most relevant that do (see [`super::view::EventView::relevance`]),
+/// and how many were left out. `None` when nothing changed or not even the heading fits.
+fn timeline(view: &ReportView, room: usize) -> Option<String> {
+    let heading = format!("*{}*", plain(view.timeline_heading.as_deref()?));
+    let len = |s: &str| s.chars().count();
+    let more = |n: usize| format!("_… and {n} more (see `--format json`)_");
+    let total = view.timeline.len();
+    let mut events: Vec<(&super::view::EventView, String)> = view
+        .timeline_listed()
+        .map(|e| {
+            let mut line = format!("• {} {} ({})", plain(&e.time), code(e.kind.as_str()), plain(&e.scope));
+            if !e.detail.is_empty() {
+                line.push_str(&format!(": {}", plain(&e.detail)));
+            }
+            (e, line)
+        })
+        .collect();
+    let mut used = len(&heading);
+    let all_fit = events.len() == total && used + events.iter().map(|(_, l)| len(l) + 1).sum::<usize>() <= room;
+    if !all_fit {
+        let reserve = len(&more(total)) + 1;
+        events.sort_by_key(|(e, _)| e.relevance);
+        let mut kept = Vec::new();
+        for (e, line) in events {
+            if used + len(&line) + 1 + reserve <= room {
+                used += len(&line) + 1;
+                kept.push((e, line));
+            }
+        }
+        kept.sort_by(|a, b| a.0.at.total_cmp(&b.0.at));
+        events = kept;
+        used += reserve;
+    }
+    if used > room {
+        return None;
+    }
+    let shown = events.len();
+    let mut lines = vec![heading];
+    lines.extend(events.into_iter().map(|(_, l)| l));
+    if shown < total {
+        lines.push(more(total - shown));
+    }
+    Some(lines.join("\n"))
+}
+
 /// What could not be checked, what was healthy, what was switched off, and the warnings.
 fn tail(view: &ReportView) -> Vec<String> {
     let mut tail: Vec<String> = Vec::new();
@@ -143,6 +202,9 @@ fn finding_full(f: &FindingView) -> String {
         lines.push(plain(summary));
     }
     if let Some(line) = &f.onset {
+        lines.push(plain(line));
+    }
+    if let Some(line) = &f.preceded_by {
         lines.push(plain(line));
     }
     let mut context = 0;
@@ -297,6 +359,52 @@ mod tests {
     #[test]
     fn slack_snapshot_when_nothing_was_evaluated() {
         insta::assert_snapshot!(render(&nothing_evaluated_report(), &opts()));
+    }
+
+    #[test]
+    fn slack_snapshot_of_the_sample_report_with_events() {
+        insta::assert_snapshot!(render(&sample_report_with_events(), &opts()));
+    }
+
+    #[test]
+    fn each_event_is_one_line_and_the_change_a_finding_began_after_follows_its_onset() {
+        let text = render(&sample_report_with_events(), &opts());
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines.iter().position(|l| *l == "Started 09:03 UTC").expect("onset");
+        assert!(lines[at + 1].starts_with("Began 2 min after a configuration change at 09:01 UTC"), "{text}");
+        let head = lines.iter().position(|l| l.starts_with("*Timeline: 6 changes")).expect("timeline");
+        let events: Vec<&str> = lines[head + 1..].iter().take_while(|l| l.starts_with("• ")).copied().collect();
+        assert_eq!(events.len(), 6, "{text}");
+        assert_eq!(events[4], "• 09:01:00 UTC `config-change` (llama-3.1-70b-instruct): num_gpu_blocks 2000 -&gt; 900 on 2 of 3 replicas");
+    }
+
+    #[test]
+    fn a_long_timeline_beside_many_findings_stays_within_the_limit_and_counts_what_it_left_out() {
+        let mut r = sample_report_with_events();
+        let template = r.findings.clone();
+        for i in 0..8 {
+            let mut f = template[i % 2].clone();
+            f.scope.insert("model_name".to_string(), format!("model-{i:02}"));
+            r.findings.push(f);
+        }
+        let e = r.events[0].clone();
+        for i in 0..40 {
+            let mut e = e.clone();
+            e.detail = format!("{i} {}", "long detail ".repeat(8));
+            r.events.push(e);
+        }
+        let text = render(&r, &opts());
+        assert!(text.chars().count() <= LIMIT, "{} chars", text.chars().count());
+        let shown = text.lines().filter(|l| l.starts_with("• ") && l.contains(" UTC `")).count();
+        let more: usize = text
+            .split("_… and ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count of the events left out\n{text}"));
+        assert_eq!(shown + more, r.events.len(), "{text}");
+        // The tail (what could not be checked, the warnings) is still there.
+        assert!(text.contains(":grey_question: Not evaluated") && text.contains("10.0.3.7:10901"), "{text}");
     }
 
     #[test]

@@ -49,6 +49,17 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         out.push(String::new());
         out.extend(wrap(sentence, width, "", ""));
     }
+    if let Some(heading) = &view.timeline_heading {
+        out.push(String::new());
+        let head = wrap(heading, width, "", INDENT);
+        out.extend(head.iter().map(|l| paint_bold(l, opts.color)));
+        for e in view.timeline_listed() {
+            out.extend(wrap(&e.line_short, width, "  - ", "    "));
+        }
+        if let Some(more) = &view.timeline_more {
+            out.extend(wrap(more, width, "  ", "    "));
+        }
+    }
     out.push(String::new());
     if let Some(healthy) = &view.healthy {
         let text = format!("Checked and healthy: {} ({})", healthy.pairs, healthy.rules.join(", "));
@@ -101,6 +112,9 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
     }
     if let Some(line) = &f.onset {
         out.extend(wrap(line, width, INDENT, INDENT));
+    }
+    if let Some(line) = &f.preceded_by {
+        out.extend(wrap(line, width, INDENT, &format!("{INDENT}  ")));
     }
 
     if !f.evidence.is_empty() {
@@ -314,6 +328,34 @@ mod tests {
     #[test]
     fn table_snapshot_when_nothing_was_evaluated() {
         insta::assert_snapshot!(render(&nothing_evaluated_report(), &opts(100)));
+    }
+
+    #[test]
+    fn table_snapshot_of_the_sample_report_with_events() {
+        insta::assert_snapshot!(render(&sample_report_with_events(), &opts(110)));
+    }
+
+    #[test]
+    fn the_change_a_finding_began_after_is_the_line_under_its_onset() {
+        for o in [RenderOptions::default(), opts(72)] {
+            let text = render(&sample_report_with_events(), &o);
+            let lines: Vec<&str> = text.lines().collect();
+            let at = lines.iter().position(|l| l.trim() == "Started 09:03 UTC").expect("onset line");
+            assert!(lines[at + 1].trim_start().starts_with("Began 2 min after a configuration change at 09:01 UTC"), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_timeline_lists_one_event_a_line_oldest_first() {
+        let text = render(&sample_report_with_events(), &RenderOptions::default());
+        let (_, timeline) = text.split_once("Timeline: 6 changes").expect("a timeline section");
+        let items: Vec<&str> = timeline.lines().filter(|l| l.starts_with("  - ")).take(6).collect();
+        assert_eq!(items.len(), 6, "{text}");
+        assert!(items[0].starts_with("  - 08:44:00 UTC target-down (llama-3.1-70b-instruct): 1 of 3"), "{text}");
+        assert!(items[5].starts_with("  - 09:12:00 UTC restart (qwen2.5-coder-32b)"), "{text}");
+        let mut sorted = items.clone();
+        sorted.sort();
+        assert_eq!(items, sorted, "oldest first");
     }
 
     #[test]

@@ -10,18 +10,26 @@
 //!
 //! Text in the view is on one line each (server text has had its newlines and control characters
 //! removed) but is not escaped: escaping belongs to the markup that prints it.
+//!
+//! The timeline (the report's change events, oldest first) is worded here too, each event once.
+//! Text formats list at most [`TIMELINE_LISTED`] of them: when there are more, the ones a finding
+//! began after come first, then the window's newest, then the baseline's newest, still printed
+//! oldest first, and `... and N more (see --format json)` counts the rest. The JSON holds them all.
 
 use chrono::{DateTime, Utc};
 
 use super::links::GraphLinks;
 use super::{
     ago, coverage_phrase, core_sentence, describe_duration, describe_fleet, describe_generation,
-    describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline,
+    describe_instant, describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline,
     finding_queries, healthy_summary, headline, no_findings_sentence, not_evaluated_heading,
     not_evaluated_lines, one_line, plural, query_timing, recommendation_lines, replicas_line,
     stood_in_line, verdict, warning_lines, evidence_words, RenderOptions, ScopeStyle, Verdict,
 };
-use crate::report::{Evidence, Finding, Report, Scope, Severity, TimeRange};
+use crate::report::{Event, EventKind, Evidence, Finding, Report, Scope, Severity, TimeRange};
+
+/// How many events the text formats list at most (the JSON has every one).
+pub const TIMELINE_LISTED: usize = 12;
 
 /// Everything a reader of any format is shown, in the order of the table format.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +73,13 @@ pub struct ReportView {
     /// The compared ranges themselves, for charts and machine-readable timestamps.
     pub window_range: TimeRange,
     pub baseline_range: TimeRange,
+    /// What changed in the baseline and the window, oldest first: every event of the report.
+    pub timeline: Vec<EventView>,
+    /// `Timeline: 6 changes (3 in the baseline, 3 in the window), oldest first`; `None` when
+    /// nothing changed (no format shows an empty timeline).
+    pub timeline_heading: Option<String>,
+    /// `... and 7 more (see --format json)` when the text formats do not list every event.
+    pub timeline_more: Option<String>,
 }
 
 /// Where the numbers come from and what was compared, in UTC.
@@ -111,6 +126,9 @@ pub struct FindingView {
     /// When the problem began: `Started 09:03 UTC (17 min ago)` (the relative part on live runs
     /// only) or `Present since before the window (09:00 UTC)`; `None` when no trend could tell.
     pub onset: Option<String>,
+    /// The change it began after: `Began 2 min after a configuration change at 09:01 UTC:
+    /// num_gpu_blocks 2000 -> 900 on 2 of 3 replicas`. Every format prints it right under the onset.
+    pub preceded_by: Option<String>,
     pub recommendations: Vec<RecommendationView>,
     /// The runbook's next steps, in order.
     pub steps: Vec<String>,
@@ -160,6 +178,72 @@ pub struct TrendView {
     /// On the finding's leading signal: when it left its baseline (unix seconds, in the window), and
     /// the time as a label (`09:03`), for a marker on its chart.
     pub onset: Option<(f64, String)>,
+    /// The events of the finding's scope (or of no scope) in the baseline or the window, oldest
+    /// first, for markers on the chart.
+    pub events: Vec<ChartEvent>,
+}
+
+/// An event drawn on a finding's chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChartEvent {
+    /// Unix seconds.
+    pub at: f64,
+    /// Its kind, the marker's label (the time is in `line`).
+    pub kind: EventKind,
+    /// The event's one-line form, for a tooltip.
+    pub line: String,
+    /// The change the finding began after (its `preceded_by`): drawn emphasised.
+    pub lead: bool,
+}
+
+/// Where an event falls among the compared ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Baseline,
+    Window,
+    /// Between a baseline and a window that do not adjoin, or outside both.
+    Outside,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Baseline => "baseline",
+            Phase::Window => "window",
+            Phase::Outside => "outside",
+        }
+    }
+}
+
+/// One change event, worded once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventView {
+    /// `09:01:15 UTC` (with its date when not on the window's first day), with `(17 min ago)` on
+    /// live runs.
+    pub time: String,
+    /// Unix seconds, for charts.
+    pub at: f64,
+    pub kind: EventKind,
+    /// The scope as finding scopes are written: `llama-3`, or `all` for an event tied to no scope.
+    pub scope: String,
+    /// The scope with long model names shortened.
+    pub scope_short: String,
+    /// `2 of 3 replicas restarted`, `num_gpu_blocks 2000 -> 900 on 2 of 3 replicas`.
+    pub detail: String,
+    pub phase: Phase,
+    /// The ranks of the findings that began after it.
+    pub explains: Vec<usize>,
+    /// Its place in the order the text formats keep events when they cannot show every one, 0 for
+    /// the first kept: what a finding began after, then the window's newest, then the baseline's.
+    pub relevance: usize,
+    /// Whether the text formats list it: one of the [`TIMELINE_LISTED`] most relevant.
+    pub listed: bool,
+    /// `09:01:15 UTC config-change (llama-3): num_gpu_blocks 2000 -> 900 on 2 of 3 replicas`.
+    pub line: String,
+    /// The same with the short scope, for narrow places.
+    pub line_short: String,
+    /// [`EventView::line`] without the relative hint: the same bytes whenever it is rendered.
+    pub line_exact: String,
 }
 
 /// `Suggested max_num_seqs = 37`, then how it was computed and its caveat.
@@ -230,7 +314,16 @@ impl ReportView {
             fail_on: opts.fail_on,
             window_range: report.window,
             baseline_range: report.baseline,
+            timeline: timeline(report, &scopes, opts.now.as_ref()),
+            timeline_heading: timeline_heading(report),
+            timeline_more: (report.events.len() > TIMELINE_LISTED)
+                .then(|| format!("... and {} more (see --format json)", report.events.len() - TIMELINE_LISTED)),
         }
+    }
+
+    /// The events the text formats list, oldest first.
+    pub fn timeline_listed(&self) -> impl Iterator<Item = &EventView> {
+        self.timeline.iter().filter(|e| e.listed)
     }
 
     /// `2 rule/scope pairs`: how many could not be evaluated.
@@ -309,6 +402,10 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
             trend.onset = Some((t.timestamp_millis() as f64 / 1000.0, onset_clock(&report.window, &t)));
         }
     }
+    let markers = chart_events(report, f, scopes);
+    for trend in evidence.iter_mut().filter_map(|e| e.trend.as_mut()) {
+        trend.events = markers.clone();
+    }
     FindingView {
         rank,
         severity: f.severity,
@@ -321,6 +418,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         stood_in: stood_in_line(f),
         replicas: replicas_line(f),
         onset: onset_line(report, f, now),
+        preceded_by: f.preceded_by.as_ref().map(|p| capitalised(&one_line(&p.text))).filter(|s| !s.is_empty()),
         recommendations: recommendation_lines(f)
             .into_iter()
             .map(|(head, how)| RecommendationView { head, how })
@@ -351,6 +449,7 @@ fn evidence(report: &Report, e: &Evidence, links: Option<&GraphLinks>) -> Eviden
         value: e.value,
         baseline_value: e.baseline,
         onset: None,
+        events: Vec::new(),
     });
     let link = links.filter(|_| !e.query.trim().is_empty()).map(|l| l.link(&report.source.url, &e.query, &report.window));
     EvidenceView { sparkline: evidence_sparkline(report, e), trend, link, ..evidence_words(e) }
@@ -378,6 +477,127 @@ fn onset_line(report: &Report, f: &Finding, now: Option<&DateTime<Utc>>) -> Opti
         }
         None => None,
     }
+}
+
+/// `Began 2 min after ...` from `began 2 min after ...`.
+fn capitalised(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+fn phase(report: &Report, t: &DateTime<Utc>) -> Phase {
+    let within = |r: &TimeRange| r.start <= *t && *t <= r.end;
+    if within(&report.window) {
+        Phase::Window
+    } else if within(&report.baseline) {
+        Phase::Baseline
+    } else {
+        Phase::Outside
+    }
+}
+
+/// Whether an event concerns a finding's scope: every label of its scope is the finding's (an
+/// event tied to no scope concerns every finding), as the correlate stage decides it.
+fn concerns(e: &Event, f: &Finding) -> bool {
+    e.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v))
+}
+
+/// `09:01:15 UTC config-change (llama-3): num_gpu_blocks 2000 -> 900`.
+fn event_line(time: &str, kind: EventKind, scope: &str, detail: &str) -> String {
+    if detail.is_empty() {
+        format!("{time} {kind} ({scope})")
+    } else {
+        format!("{time} {kind} ({scope}): {detail}")
+    }
+}
+
+/// Every event of the report worded once, oldest first, each marked listed or not.
+fn timeline(report: &Report, scopes: &ScopeStyle, now: Option<&DateTime<Utc>>) -> Vec<EventView> {
+    let mut events: Vec<&Event> = report.events.iter().collect();
+    events.sort_by_key(|e| e.time);
+    let mut views: Vec<EventView> = events
+        .iter()
+        .map(|e| {
+            let exact = describe_instant(&e.time, &report.window.start);
+            let time = match now {
+                Some(now) => format!("{exact} ({})", ago(&e.time, now)),
+                None => exact.clone(),
+            };
+            let (scope, scope_short, detail) = (scopes.format(&e.scope), scopes.compact(&e.scope), one_line(&e.detail));
+            let explains = report
+                .findings
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.preceded_by.as_ref().is_some_and(|p| p.event == **e))
+                .map(|(i, _)| i + 1)
+                .collect();
+            EventView {
+                line: event_line(&time, e.kind, &scope, &detail),
+                line_short: event_line(&time, e.kind, &scope_short, &detail),
+                line_exact: event_line(&exact, e.kind, &scope, &detail),
+                time,
+                at: e.time.timestamp_millis() as f64 / 1000.0,
+                kind: e.kind,
+                scope,
+                scope_short,
+                detail,
+                phase: phase(report, &e.time),
+                explains,
+                relevance: 0,
+                listed: true,
+            }
+        })
+        .collect();
+    // What a finding began after, then the window's newest, then the baseline's newest.
+    let mut order: Vec<usize> = (0..views.len()).collect();
+    order.sort_by_key(|&i| (views[i].explains.is_empty(), views[i].phase != Phase::Window, std::cmp::Reverse(i)));
+    for (relevance, i) in order.into_iter().enumerate() {
+        views[i].relevance = relevance;
+        views[i].listed = relevance < TIMELINE_LISTED;
+    }
+    views
+}
+
+/// `Timeline: 6 changes (3 in the baseline, 3 in the window), oldest first`, or `None`.
+fn timeline_heading(report: &Report) -> Option<String> {
+    let n = report.events.len();
+    if n == 0 {
+        return None;
+    }
+    let count = |p: Phase| report.events.iter().filter(|e| phase(report, &e.time) == p).count();
+    let parts: Vec<String> = [(Phase::Baseline, "in the baseline"), (Phase::Window, "in the window"), (Phase::Outside, "outside both")]
+        .into_iter()
+        .map(|(p, words)| (count(p), words))
+        .filter(|(k, _)| *k > 0)
+        .map(|(k, words)| format!("{k} {words}"))
+        .collect();
+    Some(match parts.as_slice() {
+        [_] if n == 1 => format!("Timeline: 1 change, {}", parts[0].trim_start_matches("1 ")),
+        [only] => format!("Timeline: {n} changes, all {}, oldest first", only.trim_start_matches(&format!("{n} "))),
+        _ => format!("Timeline: {n} changes ({}), oldest first", parts.join(", ")),
+    })
+}
+
+/// The markers on a finding's charts: the events of its scope in the baseline or the window.
+fn chart_events(report: &Report, f: &Finding, scopes: &ScopeStyle) -> Vec<ChartEvent> {
+    let mut events: Vec<&Event> = report
+        .events
+        .iter()
+        .filter(|e| concerns(e, f) && phase(report, &e.time) != Phase::Outside)
+        .collect();
+    events.sort_by_key(|e| e.time);
+    events
+        .into_iter()
+        .map(|e| ChartEvent {
+            at: e.time.timestamp_millis() as f64 / 1000.0,
+            kind: e.kind,
+            line: event_line(&describe_instant(&e.time, &report.window.start), e.kind, &scopes.format(&e.scope), &one_line(&e.detail)),
+            lead: f.preceded_by.as_ref().is_some_and(|p| p.event == *e),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -483,6 +703,119 @@ mod tests {
         r.source.url = "https://user:s3cret@prom.example:9090/".to_string();
         let v = ReportView::new(&r, &RenderOptions::default());
         assert_eq!(v.header.source_url, "https://prom.example:9090/");
+    }
+
+    #[test]
+    fn the_timeline_words_every_event_once_oldest_first() {
+        let mut r = sample_report_with_events();
+        r.events.reverse();
+        let v = ReportView::new(&r, &RenderOptions::default());
+        let times: Vec<&str> = v.timeline.iter().map(|e| e.time.as_str()).collect();
+        assert_eq!(times, ["08:44:00 UTC", "08:46:30 UTC", "08:58:00 UTC", "09:00:30 UTC", "09:01:00 UTC", "09:12:00 UTC"]);
+        assert_eq!(v.timeline_heading.as_deref(), Some("Timeline: 6 changes (3 in the baseline, 3 in the window), oldest first"));
+        assert_eq!(v.timeline_more, None);
+        assert!(v.timeline.iter().all(|e| e.listed));
+        let rollout = &v.timeline[2];
+        assert_eq!((rollout.kind, rollout.scope.as_str(), rollout.phase), (EventKind::Rollout, "all", Phase::Baseline));
+        assert_eq!(rollout.line, "08:58:00 UTC rollout (all): Deployment inference-prod/vllm-llama generation 7 -> 8");
+        let config = &v.timeline[4];
+        assert_eq!(config.phase, Phase::Window);
+        assert_eq!((config.explains.clone(), config.relevance), (vec![1], 0));
+        assert_eq!(config.line, "09:01:00 UTC config-change (llama-3.1-70b-instruct): num_gpu_blocks 2000 -> 900 on 2 of 3 replicas");
+        assert!(v.timeline.iter().filter(|e| e.kind != EventKind::ConfigChange).all(|e| e.explains.is_empty()));
+    }
+
+    #[test]
+    fn a_finding_says_which_change_it_began_after() {
+        let v = ReportView::new(&sample_report_with_events(), &RenderOptions::default());
+        assert_eq!(
+            v.findings[0].preceded_by.as_deref(),
+            Some("Began 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas")
+        );
+        assert_eq!(v.findings[1].preceded_by, None);
+        assert!(v.findings[0].steps[0].starts_with("Start with the configuration change at 09:01 UTC"));
+    }
+
+    #[test]
+    fn a_live_run_says_how_long_ago_each_event_was_and_the_exact_line_does_not() {
+        let r = sample_report_with_events();
+        let now = r.window.end + chrono::Duration::minutes(12);
+        let v = ReportView::new(&r, &RenderOptions { now: Some(now), ..RenderOptions::default() });
+        assert_eq!(v.timeline[4].time, "09:01:00 UTC (41 min ago)");
+        assert!(v.timeline[4].line.starts_with("09:01:00 UTC (41 min ago) config-change"));
+        assert!(v.timeline[4].line_exact.starts_with("09:01:00 UTC config-change"));
+    }
+
+    #[test]
+    fn the_charts_mark_the_events_of_the_findings_scope_and_the_change_it_began_after() {
+        let v = ReportView::new(&sample_report_with_events(), &RenderOptions::default());
+        let trend = v.findings[0].evidence[0].trend.as_ref().expect("the sample's KV signal has a trend");
+        let kinds: Vec<&str> = trend.events.iter().map(|e| e.kind.as_str()).collect();
+        // The other model's restart at 09:12 is not this finding's.
+        assert_eq!(kinds, ["target-down", "target-up", "rollout", "restart", "config-change"]);
+        assert!(trend.events.windows(2).all(|w| w[0].at < w[1].at));
+        let lead: Vec<EventKind> = trend.events.iter().filter(|e| e.lead).map(|e| e.kind).collect();
+        assert_eq!(lead, [EventKind::ConfigChange]);
+        assert!(trend.events[4].line.ends_with("num_gpu_blocks 2000 -> 900 on 2 of 3 replicas"));
+    }
+
+    #[test]
+    fn a_long_timeline_lists_a_dozen_keeping_what_a_finding_began_after() {
+        let mut r = sample_report_with_events();
+        let template = r.events[0].clone();
+        for i in 0..20 {
+            let mut e = template.clone();
+            e.time = r.baseline.start + chrono::Duration::seconds(30 + 60 * i);
+            e.detail = format!("flap {i}");
+            r.events.push(e);
+        }
+        let v = ReportView::new(&r, &RenderOptions::default());
+        assert_eq!(v.timeline.len(), 26);
+        let listed: Vec<&EventView> = v.timeline_listed().collect();
+        assert_eq!(listed.len(), TIMELINE_LISTED);
+        assert_eq!(v.timeline_more.as_deref(), Some("... and 14 more (see --format json)"));
+        assert!(listed.windows(2).all(|w| w[0].at <= w[1].at), "oldest first");
+        assert!(listed.iter().any(|e| e.kind == EventKind::ConfigChange), "the change a finding began after is listed");
+        assert_eq!(listed.iter().filter(|e| e.phase == Phase::Window).count(), 3, "every window event is listed");
+    }
+
+    #[test]
+    fn without_events_there_is_no_timeline() {
+        let v = ReportView::new(&sample_report(), &RenderOptions::default());
+        assert!(v.timeline.is_empty() && v.timeline_heading.is_none() && v.timeline_more.is_none());
+        assert!(v.findings.iter().all(|f| f.preceded_by.is_none()));
+        assert!(v.findings[0].evidence[0].trend.as_ref().is_some_and(|t| t.events.is_empty()));
+    }
+
+    /// An event detail is server text: whatever it holds, it stays one line and inert in every format.
+    #[test]
+    fn hostile_event_text_stays_inert_in_every_format() {
+        let mut r = sample_report_with_events();
+        let hostile = "<script>x</script> *bold* `tick` |pipe| <!channel> ]]> &amp;\nsecond line\r\u{1b}[31m";
+        r.events[0].detail = hostile.to_string();
+        r.events[0].scope.insert("model_name".to_string(), "*m* <b>".to_string());
+        if let Some(p) = r.findings[0].preceded_by.as_mut() {
+            p.text = format!("began 2 min after {hostile}");
+        }
+        for &format in Format::ALL {
+            let text = render(&r, format, &RenderOptions::default());
+            let name = format.name();
+            assert!(!text.contains('\u{1b}'), "{name}: a control character reached the output\n{text}");
+            assert!(!text.contains("\nsecond line"), "{name}: a newline in an event reached the output\n{text}");
+            // Markup (not the terminal table, not the JSON's data) must not carry the tags.
+            // (Markdown escapes with a backslash, which leaves the characters in place.)
+            if ![Format::Table, Format::Json].contains(&format) {
+                let live = text.replace("\\<", "");
+                assert!(!live.contains("<script>") && !live.contains("<!channel>") && !live.contains("<b>"), "{name}\n{text}");
+            }
+            if format == Format::Junit {
+                roxmltree::Document::parse(&text).expect("well-formed XML");
+            }
+        }
+        let md = render(&r, Format::Markdown, &RenderOptions::default());
+        assert!(md.contains(r"\<script>x\</script> \*bold\*"), "{md}");
+        let slack = render(&r, Format::Slack, &RenderOptions::default());
+        assert!(slack.contains("&lt;script&gt;x&lt;/script&gt; ∗bold∗ ˋtickˋ |pipe| &lt;!channel&gt;"), "{slack}");
     }
 
     /// The sections a reader must find in every format when the report has them.
