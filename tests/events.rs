@@ -71,7 +71,7 @@ fn judge(name: &str, spec: &ScenarioSpec, report: &Value) -> Vec<String> {
                     failures.push(format!("{name}: onset {onset} is {lead} s from the change at {change}"));
                 }
             }
-            Some(f) => failures.push(format!("{name}: the first finding ({}) is not tied to a {kind}: preceded_by = {}", f["rule"], f["preceded_by"])),
+            Some(f) => failures.push(format!("{name}: the first finding ({}, onset {}, onset_signal {}) is not tied to a {kind}: preceded_by = {}; evidence {}", f["rule"], f["onset"], f["onset_signal"], f["preceded_by"], f["evidence"].as_array().into_iter().flatten().map(|e| format!("{}={}", e["signal"], e["passed"])).collect::<Vec<_>>().join(" "))),
             None => failures.push(format!("{name}: no finding, expected one caused by {kind}")),
         }
     }
