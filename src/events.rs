@@ -2,13 +2,15 @@
 //! replicas and models appearing and vanishing, cache-configuration and image changes, rollouts,
 //! GPU XID errors. [`plan`] writes the queries; [`read`] turns their answers into [`Event`]s.
 //!
-//! The number of queries does not depend on the fleet's size: twelve per time span (one span when
-//! the baseline adjoins the window, else one each), every one a range query over the span at a
-//! step of a 240th of it (15 s at least) or an instant query. All but one return only where
-//! something changed (`changes`, `resets`, `unless ... offset`), so their answers stay small on a
-//! quiet fleet of any size; the exception is the replica map (one row per replica and pod seen in
-//! the span), which ties target-level series (`up`, `process_start_time_seconds`, kube-state-metrics,
-//! DCGM) to the model they serve, client-side.
+//! The number of queries does not depend on the fleet's size: ten per time span (one span when the
+//! baseline and the window are no further apart than the window is long, else one each), range
+//! queries over the span at a step of a 240th of it (15 s at least) and one instant query, each
+//! returning only where something changed (`resets`, `unless ... offset`, a recent process start),
+//! so their answers stay small on a quiet fleet of any size. Only when something changed does a
+//! second round ([`follow_up`], sent with the findings' follow-ups) ask which models the changed
+//! targets, pods and Deployments serve (target-level series such as `up`,
+//! `process_start_time_seconds`, kube-state-metrics' and DCGM's carry no model label) and the
+//! configuration the changed targets started with: two more queries at most, naming only those.
 //!
 //! How each kind is dated, and how exactly:
 //! - `restart`: the value of `process_start_time_seconds` (exact) of every process that started in
@@ -34,7 +36,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use crate::prom::{Labels, Selector};
+use crate::prom::{escape_regex_literal, Labels, MatchOp, Matcher, Selector};
 use crate::report::{Event, EventKind, Scope, TimeRange};
 use crate::signals::{self, promql_duration};
 use crate::source::{Data, Request, Response, SourceError};
@@ -95,6 +97,13 @@ pub struct SpanPlan {
     pub span: TimeRange,
     pub step: u64,
     pub requests: Vec<(Probe, Request)>,
+    /// For the second round ([`follow_up`]): the replica map's anchor gauge and labels, the
+    /// selectors, and the configuration's series name.
+    anchor: Option<String>,
+    keep: String,
+    selector: Selector,
+    target: Selector,
+    config: Option<String>,
 }
 
 /// The event requests of a run and how to read them.
@@ -158,7 +167,6 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
     let s = promql_duration(Duration::from_secs(step));
     let gap = promql_duration(GAP + Duration::from_secs(step));
     let presence = promql_duration(PRESENCE.max(Duration::from_secs(step)));
-    let whole = promql_duration(Duration::from_secs(len));
     let by: Vec<&str> = ctx.group_by.iter().map(String::as_str).collect();
     // Target-level series carry no model label: they are read without the grouping matchers.
     let target = ctx.selector.without(ctx.group_by);
@@ -169,12 +177,8 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
     let at = |query: String, time: DateTime<Utc>| Request::Instant { query, time };
     let mut out = Vec::new();
 
-    if let Some(anchor) = present("vllm:num_requests_running", ctx.names) {
-        let mut keep = vec!["instance", "job", "namespace", "pod", ctx.replica_label];
-        keep.extend(by.iter().copied());
-        let q = format!("group by ({}) (last_over_time({}[{whole}]))", label_list(&keep), ctx.selector.series(&anchor, &[]));
-        out.push((Probe::Map, at(q, span.end)));
-    }
+    let mut keep = vec!["instance", "job", "namespace", "pod", ctx.replica_label];
+    keep.extend(by.iter().copied());
     // Processes that started within the last GAP at each step, with their start time: a process
     // that came back under the same series and a new series (a replaced pod) alike.
     let start = target.series("process_start_time_seconds", &[]);
@@ -191,7 +195,6 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
     out.push((Probe::Vanish, range(format!("count_over_time({up}[{presence}] offset {s}) unless count_over_time({up}[{presence}])"))));
     if let Some(info) = present("vllm:cache_config_info", ctx.names) {
         let c = target.series(&info, &[]);
-        out.push((Probe::ConfigStart, at(c.clone(), span.start)));
         out.push((Probe::ConfigAppear, range(format!("{c} unless {c} offset {s}"))));
     }
     let generation = |offset: &str| format!("max by (namespace, deployment) ({}{offset})", cluster.series("kube_deployment_metadata_generation", &[]));
@@ -206,7 +209,60 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
     out.push((Probe::ImageAppear, range(format!("{} unless {}", images(""), images(&format!(" offset {s}"))))));
     let xid = cluster.series("DCGM_FI_DEV_XID_ERRORS", &[]);
     out.push((Probe::Xid, range(format!("{xid} != 0 and ({xid} != {xid} offset {s})"))));
-    SpanPlan { span, step, requests: out }
+    SpanPlan {
+        span,
+        step,
+        requests: out,
+        anchor: present("vllm:num_requests_running", ctx.names),
+        keep: label_list(&keep),
+        selector: ctx.selector.clone(),
+        target,
+        config: present("vllm:cache_config_info", ctx.names),
+    }
+}
+
+/// The second round, sent with the findings' follow-ups and only when the first saw a change: the
+/// replicas that changed, tied to their models (the targets, pods and Deployments named in the
+/// answers, and nothing else: a quiet fleet of any size lists no replica), and the configuration
+/// the changed targets had at the start. Adds the requests to the plan and returns them.
+pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Response, SourceError>>) -> Vec<Request> {
+    let mut added = Vec::new();
+    for sp in &mut plan.spans {
+        let rows = |probes: &[Probe]| -> Vec<Labels> {
+            sp.requests
+                .iter()
+                .filter(|(p, _)| probes.contains(p))
+                .filter_map(|(_, r)| answers.get(r)?.as_ref().ok())
+                .flat_map(|resp| points(resp).into_iter().map(|(l, _, _)| l.clone()).collect::<Vec<_>>())
+                .collect()
+        };
+        let values = |rows: &[Labels], label: &str| -> BTreeSet<String> { rows.iter().filter_map(|l| l.get(label).cloned()).filter(|v| !v.is_empty()).collect() };
+        let targets = values(&rows(&[Probe::ProcessStart, Probe::Down, Probe::Appear, Probe::Vanish, Probe::ConfigAppear]), "instance");
+        let mut pods: Vec<String> = values(&rows(&[Probe::Xid]), "pod").iter().map(|p| escape_regex_literal(p)).collect();
+        pods.extend(values(&rows(&[Probe::Generation, Probe::ImageAppear]), "deployment").iter().map(|d| format!("{}-.+", escape_regex_literal(d))));
+        let alternation = |vs: Vec<String>| vs.join("|");
+        let mut new = Vec::new();
+        if let Some(anchor) = &sp.anchor {
+            let mut parts = Vec::new();
+            for (label, vs) in [("instance", targets.iter().map(|t| escape_regex_literal(t)).collect::<Vec<_>>()), ("pod", pods)] {
+                if !vs.is_empty() {
+                    let m = Matcher { name: label.into(), op: MatchOp::Re, value: alternation(vs) };
+                    parts.push(format!("last_over_time({}[{}])", sp.selector.series(anchor, &[m]), promql_duration(sp.span.duration())));
+                }
+            }
+            if !parts.is_empty() {
+                new.push((Probe::Map, Request::Instant { query: format!("group by ({}) ({})", sp.keep, parts.join(" or ")), time: sp.span.end }));
+            }
+        }
+        let changed = values(&rows(&[Probe::ConfigAppear]), "instance");
+        if let (Some(info), false) = (&sp.config, changed.is_empty()) {
+            let m = Matcher { name: "instance".into(), op: MatchOp::Re, value: alternation(changed.iter().map(|t| escape_regex_literal(t)).collect()) };
+            new.push((Probe::ConfigStart, Request::Instant { query: sp.target.series(info, &[m]), time: sp.span.start }));
+        }
+        added.extend(new.iter().map(|(_, r)| r.clone()));
+        sp.requests.extend(new);
+    }
+    added
 }
 
 /// One change of one replica (or Deployment, or GPU), before changes are merged into events.
@@ -281,13 +337,13 @@ fn points(resp: &Response) -> Vec<(&Labels, f64, f64)> {
 
 /// Read the answers into events, oldest first. Probes that failed are named in one warning: the
 /// events they would have found are then missing, and the report says so.
-pub fn read(plan: &EventPlan, answers: &BTreeMap<Request, Result<Response, SourceError>>, warnings: &mut Vec<String>) -> Vec<Event> {
+pub fn read(plan: &EventPlan, answers: &[&BTreeMap<Request, Result<Response, SourceError>>], warnings: &mut Vec<String>) -> Vec<Event> {
     let mut failed: Vec<String> = Vec::new();
     let mut events = Vec::new();
     for sp in &plan.spans {
         let mut got: BTreeMap<Probe, &Response> = BTreeMap::new();
         for (probe, req) in &sp.requests {
-            match answers.get(req) {
+            match answers.iter().find_map(|a| a.get(req)) {
                 Some(Ok(resp)) => {
                     got.insert(*probe, resp);
                 }
@@ -698,18 +754,29 @@ mod tests {
         matrix(vec![])
     }
 
-    /// Answers for the plan: every probe empty unless given.
-    fn answers(plan: &EventPlan, given: Vec<(Probe, Response)>) -> BTreeMap<Request, Result<Response, SourceError>> {
+    /// Answers for the plan, both rounds: every probe empty unless given; the replica map lists
+    /// three llama replicas and one qwen replica.
+    fn answers(plan: &mut EventPlan, given: Vec<(Probe, Response)>) -> BTreeMap<Request, Result<Response, SourceError>> {
         let given: BTreeMap<Probe, Response> = given.into_iter().collect();
+        let answer = |probe: &Probe| match probe {
+            Probe::Map => vector((0..3).map(|i| target(i, "llama")).chain([target(0, "qwen")]).collect(), 0.0),
+            p => given.get(p).cloned().unwrap_or_else(empty),
+        };
         let mut out = BTreeMap::new();
         for (probe, req) in &plan.spans[0].requests {
-            let resp = match probe {
-                Probe::Map => vector((0..3).map(|i| target(i, "llama")).chain([target(0, "qwen")]).collect(), 0.0),
-                p => given.get(p).cloned().unwrap_or_else(empty),
-            };
-            out.insert(req.clone(), Ok(resp));
+            out.insert(req.clone(), Ok(answer(probe)));
+        }
+        follow_up(plan, &out);
+        for (probe, req) in &plan.spans[0].requests {
+            out.entry(req.clone()).or_insert_with(|| Ok(answer(probe)));
         }
         out
+    }
+
+    /// Read the events of `given` (and a warning list).
+    fn read_all(plan: &mut EventPlan, given: Vec<(Probe, Response)>, warnings: &mut Vec<String>) -> Vec<Event> {
+        let a = answers(plan, given);
+        read(plan, &[&a], warnings)
     }
 
     #[test]
@@ -722,10 +789,10 @@ mod tests {
 
     #[test]
     fn the_query_count_does_not_depend_on_the_fleet_and_target_series_drop_the_model_matcher() {
-        let p = the_plan();
+        let mut p = the_plan();
         assert_eq!(p.spans.len(), 1);
         assert_eq!(p.spans[0].step, 30, "two hours over 240 steps");
-        assert_eq!(p.requests().len(), 12);
+        assert_eq!(p.requests().len(), 10, "the replica map and the starting configurations come in a second round, only after a change");
         let text: Vec<String> = p.requests().iter().map(|r| r.describe()).collect();
         let up = text.iter().find(|q| q.starts_with("min_over_time(up")).unwrap();
         assert_eq!(up, r#"min_over_time(up{namespace="prod"}[30s]) == 0"#);
@@ -738,6 +805,24 @@ mod tests {
     }
 
     #[test]
+    fn a_quiet_fleet_lists_no_replica_and_a_change_asks_only_for_the_replicas_it_names() {
+        let mut p = the_plan();
+        let quiet: BTreeMap<Request, Result<Response, SourceError>> = p.requests().into_iter().map(|r| (r, Ok(empty()))).collect();
+        assert!(follow_up(&mut p, &quiet).is_empty());
+        let mut p = the_plan();
+        let mut a = quiet.clone();
+        let start = p.spans[0].requests.iter().find(|(probe, _)| *probe == Probe::ProcessStart).map(|(_, r)| r.clone()).unwrap();
+        let row = labels(&[("instance", "llama-1:8000"), ("job", "vllm")]);
+        a.insert(start, Ok(matrix(vec![(row, vec![(secs("2026-01-15T09:10:30Z"), secs("2026-01-15T09:10:07Z"))])])));
+        let more = follow_up(&mut p, &a);
+        assert_eq!(more.len(), 1);
+        assert_eq!(
+            more[0].describe(),
+            r#"group by (instance, job, namespace, pod, model_name) (last_over_time(vllm:num_requests_running{namespace="prod",instance=~"llama-1:8000"}[7200s]))"#
+        );
+    }
+
+    #[test]
     fn pods_name_their_deployment() {
         assert_eq!(deployment_of("llama-3-8b-7d9f8b6c5-x2abc"), Some("llama-3-8b"));
         assert_eq!(deployment_of("solo"), None);
@@ -746,11 +831,11 @@ mod tests {
 
     #[test]
     fn a_restart_wave_is_one_event_with_exact_times_and_a_count_of_the_scope() {
-        let p = the_plan();
+        let mut p = the_plan();
         let start = |i: u32, at: &str| (labels(&[("instance", &format!("llama-{i}:8000")), ("job", "vllm")]), vec![(secs(at) + 30.0, secs(at)), (secs(at) + 60.0, secs(at))]);
         let resp = matrix(vec![start(0, "2026-01-15T09:10:07Z"), start(2, "2026-01-15T09:11:02Z")]);
         let mut warnings = vec![];
-        let events = read(&p, &answers(&p, vec![(Probe::ProcessStart, resp)]), &mut warnings);
+        let events = read_all(&mut p, vec![(Probe::ProcessStart, resp)], &mut warnings);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(events.len(), 1, "{events:?}");
         let e = &events[0];
@@ -762,15 +847,15 @@ mod tests {
 
     #[test]
     fn a_process_started_before_the_span_is_not_a_restart_in_it() {
-        let p = the_plan();
+        let mut p = the_plan();
         let resp = matrix(vec![(labels(&[("instance", "llama-0:8000"), ("job", "vllm")]), vec![(secs("2026-01-15T08:00:30Z"), secs("2026-01-15T07:00:00Z"))])]);
-        let events = read(&p, &answers(&p, vec![(Probe::ProcessStart, resp)]), &mut vec![]);
+        let events = read_all(&mut p, vec![(Probe::ProcessStart, resp)], &mut vec![]);
         assert!(events.is_empty(), "{events:?}");
     }
 
     #[test]
     fn a_config_change_says_what_changed_and_a_restart_with_the_same_config_is_no_change() {
-        let p = the_plan();
+        let mut p = the_plan();
         let cfg = |i: u32, blocks: &str| labels(&[("instance", &format!("llama-{i}:8000")), ("job", "vllm"), ("engine", "0"), ("num_gpu_blocks", blocks), ("block_size", "16")]);
         let start = vector((0..3).map(|i| cfg(i, "2000")).collect(), secs("2026-01-15T08:00:00Z"));
         let appear = matrix(vec![
@@ -779,7 +864,7 @@ mod tests {
             // Replica 2 restarted with the same configuration: its series came back unchanged.
             (cfg(2, "2000"), vec![(secs("2026-01-15T09:22:00Z"), 1.0)]),
         ]);
-        let events = read(&p, &answers(&p, vec![(Probe::ConfigStart, start), (Probe::ConfigAppear, appear)]), &mut vec![]);
+        let events = read_all(&mut p, vec![(Probe::ConfigStart, start), (Probe::ConfigAppear, appear)], &mut vec![]);
         assert_eq!(events.len(), 1, "{events:?}");
         let e = &events[0];
         assert_eq!(e.kind, EventKind::ConfigChange);
@@ -791,23 +876,23 @@ mod tests {
 
     #[test]
     fn down_then_up_is_two_events_and_a_target_still_down_at_the_end_only_one() {
-        let p = the_plan();
+        let mut p = the_plan();
         let l0 = labels(&[("instance", "llama-0:8000"), ("job", "vllm")]);
         let l1 = labels(&[("instance", "llama-1:8000"), ("job", "vllm")]);
         let run = |from: &str, n: i64| (0..n).map(|k| (secs(from) + 30.0 * k as f64, 0.0)).collect::<Vec<_>>();
         let resp = matrix(vec![(l0, run("2026-01-15T09:10:00Z", 4)), (l1, run("2026-01-15T09:58:30Z", 4))]);
-        let events = read(&p, &answers(&p, vec![(Probe::Down, resp)]), &mut vec![]);
+        let events = read_all(&mut p, vec![(Probe::Down, resp)], &mut vec![]);
         let kinds: Vec<(EventKind, String)> = events.iter().map(|e| (e.kind, e.time.format("%H:%M:%S").to_string())).collect();
         assert_eq!(kinds, vec![(EventKind::TargetDown, "09:09:30".into()), (EventKind::TargetUp, "09:11:30".into()), (EventKind::TargetDown, "09:58:00".into())]);
     }
 
     #[test]
     fn replicas_that_leave_for_good_are_removed_and_a_whole_model_leaving_is_a_model_removed() {
-        let p = the_plan();
+        let mut p = the_plan();
         let tl = |i: u32, m: &str| labels(&[("instance", &format!("{m}-{i}:8000")), ("job", "vllm")]);
         let at = secs("2026-01-15T09:30:00Z") + PRESENCE.as_secs() as f64;
         let vanish = matrix(vec![(tl(1, "llama"), vec![(at, 1.0)]), (tl(0, "qwen"), vec![(at, 1.0)])]);
-        let events = read(&p, &answers(&p, vec![(Probe::Vanish, vanish)]), &mut vec![]);
+        let events = read_all(&mut p, vec![(Probe::Vanish, vanish)], &mut vec![]);
         let got: Vec<(EventKind, String)> = events.iter().map(|e| (e.kind, e.detail.clone())).collect();
         assert_eq!(got, vec![(EventKind::ReplicaRemoved, "1 of 3 replicas removed".into()), (EventKind::ModelRemoved, "model gone (1 replica removed)".into())]);
         assert!(events.iter().all(|e| e.time == t("2026-01-15T09:30:00Z")));
@@ -815,23 +900,23 @@ mod tests {
 
     #[test]
     fn a_flapping_target_is_neither_added_nor_removed() {
-        let p = the_plan();
+        let mut p = the_plan();
         let l = labels(&[("instance", "llama-1:8000"), ("job", "vllm")]);
         let appear = matrix(vec![(l.clone(), vec![(secs("2026-01-15T09:10:00Z"), 1.0), (secs("2026-01-15T09:20:00Z"), 1.0)])]);
         let vanish = matrix(vec![(l, vec![(secs("2026-01-15T09:15:00Z"), 1.0)])]);
-        let events = read(&p, &answers(&p, vec![(Probe::Appear, appear), (Probe::Vanish, vanish)]), &mut vec![]);
+        let events = read_all(&mut p, vec![(Probe::Appear, appear), (Probe::Vanish, vanish)], &mut vec![]);
         assert!(events.is_empty(), "{events:?}");
     }
 
     #[test]
     fn a_rollout_and_a_new_image_are_tied_to_the_model_through_the_pod_names() {
-        let p = the_plan();
+        let mut p = the_plan();
         let d = labels(&[("namespace", "prod"), ("deployment", "llama")]);
         let generation = matrix(vec![(d.clone(), vec![(secs("2026-01-15T09:05:00Z"), 4.0)])]);
         let img = |i: &str| labels(&[("namespace", "prod"), ("deployment", "llama"), ("image", i)]);
         let start = vector(vec![img("vllm/vllm-openai:v0.8.5")], secs("2026-01-15T08:00:00Z"));
         let new = matrix(vec![(img("vllm/vllm-openai:v0.9.1"), vec![(secs("2026-01-15T09:06:00Z"), 1.0)])]);
-        let events = read(&p, &answers(&p, vec![(Probe::Generation, generation), (Probe::ImageStart, start), (Probe::ImageAppear, new)]), &mut vec![]);
+        let events = read_all(&mut p, vec![(Probe::Generation, generation), (Probe::ImageStart, start), (Probe::ImageAppear, new)], &mut vec![]);
         let got: Vec<(EventKind, String, Option<&str>)> = events.iter().map(|e| (e.kind, e.detail.clone(), e.scope.get("model_name").map(String::as_str))).collect();
         assert_eq!(
             got,
@@ -844,15 +929,15 @@ mod tests {
 
     #[test]
     fn failed_probes_are_named_in_one_warning() {
-        let p = the_plan();
-        let mut a = answers(&p, vec![]);
+        let mut p = the_plan();
+        let mut a = answers(&mut p, vec![]);
         for (probe, req) in &p.spans[0].requests {
             if matches!(probe, Probe::Down | Probe::Xid) {
                 a.insert(req.clone(), Err(SourceError::Timeout { url: "http://p".into(), after: Duration::from_secs(1) }));
             }
         }
         let mut warnings = vec![];
-        read(&p, &a, &mut warnings);
+        read(&p, &[&a], &mut warnings);
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].starts_with("change events: 2 of the event queries got no answer"), "{}", warnings[0]);
     }

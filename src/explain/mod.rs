@@ -30,7 +30,7 @@ use crate::prom::Selector;
 use crate::report::{Event, MetricsInfo, Report, RunParams, RunStats, SourceInfo, TimeRange, SCHEMA_VERSION};
 use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext};
-use crate::source::{Source, SourceError};
+use crate::source::{Request, Source, SourceError};
 
 pub use fetch::{run_queries, Answers};
 
@@ -118,7 +118,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // The change events are asked in the same round trip.
     let all_names: BTreeSet<String> = disc.window_names.union(&disc.baseline_names).cloned().collect();
     let event_ctx = events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names };
-    let event_plan = events::plan(&event_ctx, &p.baseline, &p.window);
+    let mut event_plan = events::plan(&event_ctx, &p.baseline, &p.window);
     let requests: Vec<_> = signal_plan
         .requests
         .iter()
@@ -138,11 +138,12 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let labels = assemble::fleet_labels(&disc_plan.labels, &answers, &disc.window_names, p, &mut warnings);
     let (table, names_used) = assemble::signal_table(&signal_plan, &answers, &p.group_by, &mut warnings);
     let judge::Judged { mut ranked, scopes, evaluated, coverage } = judge::judge(rules, &table, p);
-    let events = events::read(&event_plan, &answers, &mut warnings);
 
     // Follow up on the findings in one more round trip.
     let follow_ups = follow_up::plan(&ranked.findings, rules, &signal_plan, &opts.selector, p, &disc.window_names);
-    let follow_up_requests = follow_ups.requests();
+    // With them, the changes' second round: which models the changed replicas serve.
+    let event_more = events::follow_up(&mut event_plan, &answers);
+    let follow_up_requests: Vec<Request> = follow_ups.requests().into_iter().chain(event_more).collect::<BTreeSet<_>>().into_iter().collect();
     let more = if follow_up_requests.is_empty() {
         Answers::new()
     } else {
@@ -150,6 +151,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         run_queries(&source, follow_up_requests, opts.concurrency, fetch::remaining(opts.deadline, started)).await
     };
     follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, p, &mut warnings);
+    let events = events::read(&event_plan, &[&answers, &more], &mut warnings);
     onset::apply(&mut ranked.findings);
     correlate::apply(&mut ranked.findings, &events, follow_ups.step.max(event_plan.step()), p.window.start);
 
@@ -197,9 +199,11 @@ pub async fn find_events(source: Arc<dyn Source>, selector: &Selector, group_by:
         _ => BTreeSet::new(),
     };
     let ctx = events::EventContext { selector, group_by, replica_label, names: &names };
-    let plan = events::plan(&ctx, &range, &range);
+    let mut plan = events::plan(&ctx, &range, &range);
     let answers = run_queries(&source, plan.requests(), 4, fetch::remaining(deadline, started)).await;
-    let found = events::read(&plan, &answers, &mut warnings);
+    let more_requests = events::follow_up(&mut plan, &answers);
+    let more = run_queries(&source, more_requests, 4, fetch::remaining(deadline, started)).await;
+    let found = events::read(&plan, &[&answers, &more], &mut warnings);
     (found, warnings)
 }
 
