@@ -85,6 +85,12 @@ macro_rules! scenarios {
 }
 
 scenarios! {
+    config_change_kv_pressure => "config-change-kv-pressure",
+    config_change_near => "config-change-near",
+    restart_near => "restart-near",
+    rollout_near => "rollout-near",
+    rollout_slow_decode => "rollout-slow-decode",
+    replica_removed_overload => "replica-removed-overload",
     prefill_starvation => "prefill-starvation",
     prefill_starvation_near_miss => "prefill-starvation-near",
     prefix_cache_miss => "prefix-cache-miss",

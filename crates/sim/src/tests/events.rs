@@ -31,19 +31,13 @@ rate = 1.0
     ScenarioSpec::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}\n{events}"))
 }
 
-/// replica-removed-overload waits here until the product ranks load-exceeds-capacity first on it
-/// (today target-down fires on the vanished replicas and ranks first, and the survivors compared
-/// with the vanished replicas make a replica-outlier): then it moves to fixtures/scenarios/.
+/// The two event scenarios the product's tests judge too (fixtures/scenarios/).
 fn parked_replica_removed_overload() -> ScenarioSpec {
-    ScenarioSpec::from_toml_str(include_str!("replica-removed-overload.toml")).expect("the parked scenario parses")
+    load("replica-removed-overload")
 }
 
-/// rollout-slow-decode waits here too: Prometheus ranks slow-decode first on it, but
-/// VictoriaMetrics does not (backfilled data has no staleness markers, so for five minutes after
-/// each pod switch Prometheus counts the old and the new pod's gauges together; VictoriaMetrics
-/// does not), so tests/victoria.rs would need it among its known differences.
 fn parked_rollout_slow_decode() -> ScenarioSpec {
-    ScenarioSpec::from_toml_str(include_str!("rollout-slow-decode.toml")).expect("the parked scenario parses")
+    load("rollout-slow-decode")
 }
 
 fn load(name: &str) -> ScenarioSpec {
