@@ -789,7 +789,7 @@ mod tests {
 
     #[test]
     fn the_query_count_does_not_depend_on_the_fleet_and_target_series_drop_the_model_matcher() {
-        let mut p = the_plan();
+        let p = the_plan();
         assert_eq!(p.spans.len(), 1);
         assert_eq!(p.spans[0].step, 30, "two hours over 240 steps");
         assert_eq!(p.requests().len(), 10, "the replica map and the starting configurations come in a second round, only after a change");
