@@ -114,7 +114,13 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let signal_plan = plan::plan_signals(rules, &needed, ctx, p, &disc, &mut warnings);
     let requests: Vec<_> = signal_plan.requests.iter().cloned().chain(disc_plan.labels.iter().map(|(_, r)| r.clone())).collect();
     queries += requests.len();
-    let answers = run_queries(&source, requests, opts.concurrency, fetch::remaining(opts.deadline, started)).await;
+    let mut answers = run_queries(&source, requests, opts.concurrency, fetch::remaining(opts.deadline, started)).await;
+    let unrecorded = plan::unrecorded(&signal_plan, &answers);
+    if !unrecorded.is_empty() {
+        queries += unrecorded.len();
+        answers.extend(run_queries(&source, unrecorded, opts.concurrency, fetch::remaining(opts.deadline, started)).await);
+    }
+    plan::split(&signal_plan, &mut answers);
     for resp in answers.values().flatten() {
         warnings.extend(resp.warnings.iter().cloned());
     }
