@@ -4,8 +4,9 @@
 //! place PromQL is written. A declaration names metric *families* with alternatives for different vLLM
 //! versions; [`resolve`] picks, per window, the first alternative present in the data (also trying the
 //! `vllm_` spelling that OpenTelemetry pipelines produce), so a fleet mid-upgrade still gets an answer.
-//! Aggregation happens in PromQL (`sum by (model_name)`), so the number of queries and the size of the
-//! answers do not grow with the number of replicas.
+//! Aggregation happens in PromQL (`sum by (model_name)`), so the number of queries does not grow with
+//! the number of replicas, nor does the size of the answers, except the outliers' per-replica reads
+//! (see [`Reduction::Outlier`]), one series per replica.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
