@@ -4,8 +4,9 @@
 //! place PromQL is written. A declaration names metric *families* with alternatives for different vLLM
 //! versions; [`resolve`] picks, per window, the first alternative present in the data (also trying the
 //! `vllm_` spelling that OpenTelemetry pipelines produce), so a fleet mid-upgrade still gets an answer.
-//! Aggregation happens in PromQL (`sum by (model_name)`), so the number of queries and the size of the
-//! answers do not grow with the number of replicas.
+//! Aggregation happens in PromQL (`sum by (model_name)`), so the number of queries does not grow with
+//! the number of replicas, nor does the size of the answers, except the outliers' per-replica reads
+//! (see [`Reduction::Outlier`]), one series per replica.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -127,8 +128,10 @@ pub enum SignalKind {
 /// How per-replica answers become one value per scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reduction {
-    /// One series per scope, already the worst replica over the median of the others (computed in
-    /// PromQL); the replica it names is the culprit.
+    /// The worst replica over the median of the others, per scope; the replica it names is the
+    /// culprit. The query ([`SignalQueries::value`]) computes it in PromQL; explain sends
+    /// [`SignalQueries::fetch`] instead (one series per replica, read once) and reduces it itself,
+    /// exactly as the PromQL would (`topk`, then `quantile(0.5, ...)` of the others).
     Outlier,
     /// How many replicas came back; a lone one is named. A scope with none is 0.
     Count,
@@ -485,7 +488,12 @@ pub fn parse_match(m: &str) -> Result<Vec<Matcher>, crate::prom::SelectorError> 
 /// The queries behind one signal for one window: the value, and for quantiles the observation count.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SignalQueries {
+    /// The signal's value per scope, in PromQL (what reports show and rules export).
     pub value: String,
+    /// What explain sends instead of `value`, when it is cheaper for the server to answer with the
+    /// per-replica values and let vllm-diag reduce them (outliers: the per-replica expression is
+    /// then evaluated once instead of three times).
+    pub fetch: Option<String>,
     pub count: Option<String>,
     /// For outliers: the value query returns one series per replica, labelled with this label, and
     /// the scope's value is computed from them (worst over the median of the others).
@@ -531,13 +539,22 @@ fn across_fn(a: Across) -> &'static str {
     }
 }
 
+/// The per-scope bucket rates a quantile signal reads (`sum by (le, G) (rate(F_bucket[R]))`): the
+/// argument of its `histogram_quantile`. Two quantiles of one histogram read it once, and vllm-diag
+/// interpolates both from it ([`crate::local::functions::bucket_quantile`], Prometheus' own rules).
+pub fn bucket_rates_query(resolved: &Resolved, ctx: &QueryContext) -> String {
+    let fam = family_of(&resolved.names[0]);
+    let by = ctx.group_by.join(", ");
+    format!("sum by (le, {by}) (rate({}[{}]))", ctx.selector.series(&format!("{fam}_bucket"), &[]), promql_duration(ctx.range))
+}
+
 /// Build the PromQL for a resolved signal.
 pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Result<SignalQueries, String> {
     let by = ctx.group_by.join(", ");
     let r = promql_duration(ctx.range);
     let sel = &ctx.selector;
     let parse = |m: &str| parse_match(m).map_err(|e| e.to_string());
-    let plain = |value: String| SignalQueries { value, count: None, per_replica: None };
+    let plain = |value: String| SignalQueries { value, fetch: None, count: None, per_replica: None };
     let replica = |declared: &String| -> Result<String, String> {
         let l = if declared == RUN_REPLICA_LABEL { &ctx.replica_label } else { declared };
         if crate::prom::is_label_name(l) { Ok(l.clone()) } else { Err(format!("replica_label {l:?} is not a label name")) }
@@ -546,14 +563,12 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
         SignalKind::Quantile { quantile, .. } => {
             let fam = family_of(&resolved.names[0]);
             SignalQueries {
-                value: format!(
-                    "histogram_quantile({quantile}, sum by (le, {by}) (rate({}[{r}])))",
-                    sel.series(&format!("{fam}_bucket"), &[])
-                ),
+                value: format!("histogram_quantile({quantile}, {})", bucket_rates_query(resolved, ctx)),
                 count: Some(format!(
                     "sum by ({by}) (increase({}[{r}]))",
                     sel.series(&format!("{fam}_count"), &[])
                 )),
+                fetch: None,
                 per_replica: None,
             }
         }
@@ -633,13 +648,14 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                     sel.series(&format!("{fam}_bucket"), &[])
                 )
             };
-            // The worst replica over the median of the others, computed in PromQL so the answer is
-            // one series per scope (naming the replica) however many replicas there are.
+            // The worst replica over the median of the others. In PromQL the per-replica expression
+            // is evaluated three times; explain fetches it once and reduces it (Reduction::Outlier).
             let top = format!("topk by ({by}) (1, {per})");
             SignalQueries {
                 value: format!(
                     "{top} / on ({by}) group_left quantile by ({by}) (0.5, {per} unless on ({by}, {replica_label}) {top})"
                 ),
+                fetch: Some(per),
                 count: None,
                 per_replica: Some((replica_label.clone(), Reduction::Outlier)),
             }
@@ -652,6 +668,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 value: format!(
                     "group by ({by}, {replica_label}) (last_over_time({m}[{r}])) unless group by ({by}, {replica_label}) (last_over_time({m}[5m]))"
                 ),
+                fetch: None,
                 count: None,
                 per_replica: Some((replica_label.clone(), Reduction::Count)),
             }
@@ -659,7 +676,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
         SignalKind::ReplicasOver { above, replica_label, attribute_via, join_on, .. } => {
             let replica_label = &replica(replica_label)?;
             let value = replicas_over_query(*above, replica_label, !attribute_via.is_empty(), join_on, resolved, ctx);
-            SignalQueries { value, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)) }
+            SignalQueries { value, fetch: None, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)) }
         }
     })
 }
@@ -779,6 +796,33 @@ pub fn discovery_matcher(selector: &Selector, extra_names: &[String]) -> String 
     let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names.join("|") }];
     m.extend(selector.matchers.iter().cloned());
     format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","))
+}
+
+/// The metric names a query reads: every selector's name, and each alternative of a
+/// `__name__=~"a|b"` matcher (the only regex this module writes on names). For the query-budget
+/// checks and the benchmark's data-read floor, which count how often each family is read.
+pub fn families_read(query: &str) -> Result<BTreeSet<String>, String> {
+    use promql_parser::parser::Expr;
+    struct Names(BTreeSet<String>);
+    impl promql_parser::util::ExprVisitor for Names {
+        type Error = String;
+        fn pre_visit(&mut self, e: &Expr) -> Result<bool, String> {
+            let vs = match e {
+                Expr::VectorSelector(vs) => vs,
+                Expr::MatrixSelector(ms) => &ms.vs,
+                _ => return Ok(true),
+            };
+            self.0.extend(vs.name.clone());
+            for m in vs.matchers.matchers.iter().filter(|m| m.name == "__name__") {
+                self.0.extend(m.value.split('|').map(|n| n.replace('\\', "")));
+            }
+            Ok(true)
+        }
+    }
+    let expr = promql_parser::parser::parse(query)?;
+    let mut names = Names(BTreeSet::new());
+    promql_parser::util::walk_expr(&mut names, &expr)?;
+    Ok(names.0)
 }
 
 #[cfg(test)]
@@ -1024,6 +1068,10 @@ mod tests {
         assert!(q.value.starts_with("topk by (model_name) (1, "), "{}", q.value);
         assert!(q.value.contains("/ on (model_name) group_left quantile by (model_name) (0.5, "), "{}", q.value);
         assert_eq!(q.per_replica, Some(("instance".to_string(), Reduction::Outlier)));
+        // explain fetches the per-replica expression once and reduces it itself.
+        let fetch = q.fetch.unwrap();
+        assert!(fetch.starts_with("histogram_quantile(0.95, sum by (le, model_name, instance) ("), "{fetch}");
+        assert_eq!(q.value.matches(&fetch).count(), 3, "{}", q.value);
     }
 
     #[test]

@@ -193,30 +193,106 @@ fn answers_aggregated_in_promql_have_the_same_shape_whatever_the_number_of_repli
 }
 
 #[test]
-fn only_the_breakdown_of_a_finding_lists_replicas_and_only_those_of_its_model() {
+fn only_outlier_reads_and_breakdowns_list_replicas() {
     let (small, large) = runs();
     for (run, replicas) in [(small, SMALL), (large, LARGE)] {
         let mut listings = 0;
+        let mut outlier_reads = 0;
         for (req, a) in &run.answers {
             if a.per_replica.is_empty() {
                 continue;
             }
-            // Nothing rides along: no series without a replica, one point per series.
+            // Nothing rides along: no series without a replica.
             assert_eq!(a.series, a.per_replica.values().sum::<usize>(), "{}", req.describe());
-            assert_eq!(a.points, a.series, "{}", req.describe());
-            if a.per_replica.values().all(|n| *n == 1) {
-                continue; // one named replica per model: an outlier, already reduced in PromQL
+            assert!(a.per_replica.values().all(|n| *n <= replicas as usize), "{}: more series than replicas {:?}", req.describe(), a.per_replica);
+            if let Request::Range { step_seconds, .. } = req {
+                // An outlier signal's per-replica read, for the baseline and the window at once:
+                // one series per replica, two points each (reduced in vllm-diag).
+                assert_eq!(*step_seconds, 1800, "{}: a trend that lists replicas", req.describe());
+                assert_eq!(a.points, 2 * a.series, "{}", req.describe());
+                outlier_reads += 1;
+                continue;
             }
+            assert_eq!(a.points, a.series, "{}", req.describe());
             // A listing of replicas: the breakdown of one finding, asked for that model only.
             listings += 1;
             assert_eq!(a.per_replica.len(), 1, "{}: lists replicas of several models {:?}", req.describe(), a.per_replica);
-            let n = *a.per_replica.values().next().unwrap();
-            assert!(n <= replicas as usize, "{}: {n} series for a model with {replicas} replicas", req.describe());
         }
         assert!(
             (1..=run.findings.len()).contains(&listings),
             "{listings} answers list replicas, for {} findings (expected a breakdown per finding at most, and at least one)",
             run.findings.len()
         );
+        assert_eq!(outlier_reads, OUTLIER_SIGNALS, "one per-replica read per outlier signal");
     }
 }
+
+/// The outlier signals of the built-in rules (itl, ttft, kv).
+const OUTLIER_SIGNALS: usize = 3;
+
+/// How many requests read each metric family (the selectors of every query, parsed).
+fn reads_per_family(run: &Run) -> BTreeMap<String, usize> {
+    let mut reads = BTreeMap::new();
+    for req in run.answers.keys() {
+        let (Request::Instant { query, .. } | Request::Range { query, .. }) = req else { continue };
+        let families = vllm_diag::signals::families_read(query).unwrap_or_else(|e| panic!("{query}: does not parse: {e}"));
+        assert!(!families.is_empty(), "{query}: reads no family");
+        for f in families {
+            *reads.entry(f).or_insert(0) += 1;
+        }
+    }
+    reads
+}
+
+/// What a run asks, pinned: the number of requests per phase and how often each family is read.
+/// A change that reads a family more often (a second query for a second quantile, a window and a
+/// baseline asked apart) shows here first; raise a budget only with a reason.
+#[test]
+fn the_queries_and_the_reads_of_each_family_stay_within_budget() {
+    let (small, large) = runs();
+    assert_eq!(reads_per_family(small), reads_per_family(large), "the families read depend on the fleet's size");
+    let reads = reads_per_family(small);
+    let total: usize = reads.values().sum();
+    let most = reads.iter().max_by_key(|(_, n)| **n).map(|(f, n)| (f.clone(), *n)).unwrap_or_default();
+    eprintln!("queries {}; family reads {total}; per family {reads:#?}", small.queries);
+    assert!(small.queries <= QUERY_BUDGET, "{} queries, budget {QUERY_BUDGET}", small.queries);
+    assert!(total <= FAMILY_READ_BUDGET, "{total} family reads, budget {FAMILY_READ_BUDGET}: {reads:#?}");
+    assert!(most.1 <= MOST_READS_OF_ONE_FAMILY, "{} is read by {} queries, budget {MOST_READS_OF_ONE_FAMILY}", most.0, most.1);
+    // A histogram's buckets: discovery's bound lookup, its quantiles (two of one histogram share
+    // one read), its outlier read, the SLO burn rates over four ranges, and a finding's trend.
+    for (family, n) in reads.iter().filter(|(f, _)| f.ends_with("_bucket")) {
+        assert!(*n <= BUCKET_READS, "{family} is read by {n} queries, budget {BUCKET_READS}");
+    }
+}
+
+/// Issue 11 took a run from 145 queries to 89 (the window and the baseline in one range query,
+/// outliers read once, P95 and P99 from one read); in the previous build's recording of the
+/// kv-cache-pressure fixture, 25 queries read `vllm:num_requests_running` and 15 the TTFT buckets.
+const QUERY_BUDGET: u64 = 89;
+const FAMILY_READ_BUDGET: usize = 122;
+const MOST_READS_OF_ONE_FAMILY: usize = 16;
+const BUCKET_READS: usize = 9;
+
+/// What a run receives is bounded: the answers aggregated in PromQL do not grow with replicas
+/// (checked above), and the per-replica ones grow by one series (two points) per replica.
+#[test]
+fn answers_stay_within_their_size_bounds() {
+    let (small, large) = runs();
+    for (run, replicas) in [(small, SMALL), (large, LARGE)] {
+        let total: usize = run.answers.values().map(|a| a.bytes).sum();
+        let largest = run.answers.values().map(|a| a.bytes).max().unwrap_or(0);
+        let per_replica: usize = run.answers.values().filter(|a| !a.per_replica.is_empty()).map(|a| a.bytes).sum();
+        eprintln!("{replicas} replicas per model: {total} bytes, largest answer {largest}, per-replica answers {per_replica}");
+        let bound = FIXED_BYTES + PER_REPLICA_BYTES * replicas as usize * MODELS.len();
+        assert!(total <= bound, "{replicas} replicas per model: {total} bytes received, bound {bound}");
+        assert!(largest <= LARGEST_FIXED + PER_REPLICA_BYTES * replicas as usize * MODELS.len() / 3, "{replicas} replicas per model: an answer of {largest} bytes");
+        let per_replica_bound = PER_REPLICA_BYTES * replicas as usize * MODELS.len();
+        assert!(per_replica <= per_replica_bound, "{replicas} replicas per model: {per_replica} bytes in answers listing replicas, bound {per_replica_bound}");
+    }
+}
+
+/// Measured: 55 KB with 2 replicas per model, 77 KB with 20 (of which 2.7 KB and 24 KB list
+/// replicas: the three outlier reads, two points per replica, and the finding's breakdown).
+const FIXED_BYTES: usize = 60_000;
+const LARGEST_FIXED: usize = 8_000;
+const PER_REPLICA_BYTES: usize = 1_000;

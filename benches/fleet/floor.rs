@@ -15,7 +15,10 @@
 //! which vllm-diag's own time includes and the floor does not); its connections are opened inside
 //! the timed part, as vllm-diag's are.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
 
 use futures::StreamExt;
 use serde::Deserialize;
@@ -136,7 +139,8 @@ pub async fn phased(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pa
 
 /// Split a recording into explain's phases. Discovery is the label-values requests and the SLO
 /// histograms' bucket coverage (`count by (le) (...)`, sent with them). Signal queries
-/// come in pairs, the same query at the window's end and at the baseline's, and the fleet's label
+/// come in pairs, the same query at the window's end and at the baseline's (one range query with
+/// those two steps, or two instant queries from builds before issue 11), and the fleet's label
 /// counts (`count(count by (pod) (...))`) are sent with them; a follow-up is a range query (a
 /// trend) or an instant query asked at one time only (a per-replica breakdown, the cache
 /// configuration).
@@ -154,6 +158,8 @@ pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
             Request::Instant { query, .. } if query.starts_with("count by (le) (") => 0,
             Request::Instant { query, .. } if query.starts_with("count(count by (") => 1,
             Request::Instant { query, .. } if times.get(query.as_str()).copied().unwrap_or(0) > 1 => 1,
+            // A signal asked for the baseline and the window at once: two steps, one per window end.
+            Request::Range { start, end, step_seconds, .. } if (*end - *start).num_seconds() == *step_seconds as i64 => 1,
             _ => 2,
         };
         out[phase].push(r);
@@ -163,14 +169,66 @@ pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
 
 /// Prometheus' own accounting: every query once, one at a time, with `stats=all`; the sum of
 /// `execTotalTime` is the evaluation work the backend does for one run, with no contention.
-pub async fn server_exec_secs(base: &str, rec: &Recorded) -> Result<f64, String> {
+/// Also returns each query's own time (largest first), to show where the work goes.
+pub async fn server_exec_secs(base: &str, rec: &Recorded) -> Result<(f64, Vec<(f64, String)>), String> {
     let http = client()?;
     let mut total = 0.0;
+    let mut each = Vec::new();
     for req in rec.requests.iter().filter(|r| !matches!(r, Request::LabelValues { .. })) {
-        let resp = request(&http, base, req, &[("stats", "all")]).send().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+        let t = exec_secs(&http, base, req).await?;
+        total += t;
+        each.push((t, req.describe()));
+    }
+    each.sort_by(|a, b| b.0.total_cmp(&a.0));
+    Ok((total, each))
+}
+
+async fn exec_secs(http: &reqwest::Client, base: &str, req: &Request) -> Result<f64, String> {
+    let resp = request(http, base, req, &[("stats", "all")]).send().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+    let body = resp.bytes().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+    let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| format!("{}: {e}", req.describe()))?;
+    Ok(v["data"]["stats"]["timings"]["execTotalTime"].as_f64().unwrap_or(0.0))
+}
+
+/// The metric names (families) a recording's queries read, and how many queries read each.
+pub fn families(rec: &Recorded) -> Result<BTreeMap<String, usize>, String> {
+    let mut out = BTreeMap::new();
+    for req in &rec.requests {
+        let (Request::Instant { query, .. } | Request::Range { query, .. }) = req else { continue };
+        for name in vllm_diag::signals::families_read(query).map_err(|e| format!("{query}: {e}"))? {
+            *out.entry(name).or_default() += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// From the start of the baseline to the end of the window: the span of the run's label-values
+/// requests (discovery asks for both windows).
+pub fn span(rec: &Recorded) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    let spans = rec.requests.iter().filter_map(|r| match r {
+        Request::LabelValues { start, end, .. } => Some((*start, *end)),
+        _ => None,
+    });
+    spans.reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+}
+
+/// The data-read floor: the server time to read every sample of each family once over `start ..
+/// end` (`count(count_over_time(F[end - start]))` at `end`, one family at a time, `stats=all`).
+/// Returns the sum of `execTotalTime` and the families that hold data.
+pub async fn data_read_secs(base: &str, families: &[String], start: DateTime<Utc>, end: DateTime<Utc>) -> Result<(f64, usize), String> {
+    let http = client()?;
+    let secs = (end - start).num_seconds().max(1);
+    let mut total = 0.0;
+    let mut with_data = 0;
+    for f in families {
+        let req = Request::Instant { query: format!("count(count_over_time({f}[{secs}s]))"), time: end };
+        let resp = request(&http, base, &req, &[("stats", "all")]).send().await.map_err(|e| format!("{}: {e}", req.describe()))?;
         let body = resp.bytes().await.map_err(|e| format!("{}: {e}", req.describe()))?;
         let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| format!("{}: {e}", req.describe()))?;
         total += v["data"]["stats"]["timings"]["execTotalTime"].as_f64().unwrap_or(0.0);
+        if v["data"]["result"].as_array().is_some_and(|a| !a.is_empty()) {
+            with_data += 1;
+        }
     }
-    Ok(total)
+    Ok((total, with_data))
 }

@@ -42,6 +42,8 @@ struct Args {
     runs: usize,
     out: PathBuf,
     fresh: bool,
+    /// Another vllm-diag binary (the previous release) run side by side with this one.
+    previous: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,1000x50 | --grid] [--runs N] [--out DIR] [--fresh]
@@ -49,7 +51,8 @@ const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,10
   --grid    every size from 10, 100, 1000 replicas x 1, 10, 50 models (at least one replica per model)
   --runs    timed runs per measurement (default 7; at least 5)
   --out     where data, recordings and results go (default target/bench)
-  --fresh   rebuild the cached TSDBs instead of reusing them";
+  --fresh   rebuild the cached TSDBs instead of reusing them
+  --previous BIN  also time this vllm-diag binary (e.g. the previous release), interleaved with this one";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -57,6 +60,7 @@ fn parse_args() -> Result<Args, String> {
         runs: 7,
         out: Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench"),
         fresh: false,
+        previous: None,
     };
     let mut sizes: Vec<String> = DIAGONAL.iter().map(|s| s.to_string()).collect();
     let mut it = std::env::args().skip(1);
@@ -75,6 +79,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--out" => args.out = PathBuf::from(value("--out")?),
             "--fresh" => args.fresh = true,
+            "--previous" => args.previous = Some(PathBuf::from(value("--previous")?)),
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -132,12 +137,45 @@ struct FleetResult {
     ratio_phased: f64,
     /// The median of the ratios of runs taken back to back.
     paired_ratio: f64,
+    /// Prometheus' evaluation time for the run's queries, one at a time (median of
+    /// [`WORK_REPS`] passes of the sum of `execTotalTime`).
     server_exec_ms: f64,
+    /// The data-read floor: every sample of each family the run reads, read once over the
+    /// baseline and the window (median of [`WORK_REPS`] passes).
+    data_read_ms: f64,
+    /// Families the run's queries read (that hold data).
+    families: usize,
+    /// server_exec_ms / data_read_ms
+    work_ratio: f64,
+    /// Queries per family: the most read family and how often.
+    most_read_family: (String, usize),
+    previous: Option<Previous>,
     replay: Summary,
     replay_peak_rss_mib: f64,
     load_before: String,
     load_after: String,
 }
+
+/// The same fleet diagnosed by another binary (`--previous`), timed in the same loop.
+#[derive(Serialize)]
+struct Previous {
+    binary: String,
+    queries: u64,
+    response_bytes: u64,
+    largest_response_bytes: u64,
+    findings: Vec<String>,
+    same_findings: bool,
+    explain: Summary,
+    server_exec_ms: f64,
+    work_ratio: f64,
+    /// median(previous) / median(this)
+    speedup: f64,
+    /// The median of the ratios of runs taken back to back.
+    paired_speedup: f64,
+}
+
+/// Passes of the sequential `stats=all` replays (work and data-read floor); the median is kept.
+const WORK_REPS: usize = 3;
 
 #[derive(Serialize)]
 struct Results {
@@ -198,14 +236,18 @@ fn run(args: &Args) -> Result<(), String> {
         let prepared = data::prepare(*fleet, &args.out, args.fresh)?;
         let r = measure(&rt, *fleet, &prepared, args)?;
         eprintln!(
-            "[{}] explain {} | floor {} | ratio {:.2} | {} queries, {} | replay {}",
+            "[{}] explain {} | floor {} | ratio {:.2} | {} queries, {} | replay {} | work {} / data floor {} = {:.2}{}",
             r.fleet,
             r.explain.text(),
             r.floor_flat.text(),
             r.ratio,
             r.queries,
             bytes(r.response_bytes),
-            r.replay.text()
+            r.replay.text(),
+            ms(r.server_exec_ms),
+            ms(r.data_read_ms),
+            r.work_ratio,
+            r.previous.as_ref().map_or(String::new(), |p| format!(" | previous: explain {}, work/floor {:.2}, speed-up {:.2}x", p.explain.text(), p.work_ratio, p.speedup))
         );
         fleets.push(r);
     }
@@ -244,58 +286,40 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         c.args(&live_args).args(extra).env_remove("VLLM_DIAG_PROMETHEUS_URL");
         c
     };
-    let to_file = |p: &Path| -> Result<Stdio, String> {
-        std::fs::File::create(p).map(Stdio::from).map_err(|e| format!("cannot create {}: {e}", p.display()))
-    };
 
     // 1. The recorded run: what was asked and answered, and the report.
     let rec_path = work.join("recording.json");
-    let report_path = work.join("report.json");
     let rec_str = rec_path.display().to_string();
-    let mut cmd = explain_args(&["--format", "json", "--record", &rec_str]);
-    cmd.stdout(to_file(&report_path)?).stderr(to_file(&work.join("record.stderr"))?);
-    let f = child::run(&mut cmd)?;
-    if f.code != Some(0) {
-        return Err(format!(
-            "[{label}] explain exited with {:?}; see {}",
-            f.code,
-            work.join("record.stderr").display()
-        ));
-    }
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report_path).map_err(|e| e.to_string())?)
-        .map_err(|e| format!("{}: {e}", report_path.display()))?;
-    let findings: Vec<String> = report["findings"]
-        .as_array()
-        .map(|a| a.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .map(|f| {
-            let replicas = f["replicas"]["affected"].as_array().map(|a| a.len());
-            let total = f["replicas"]["total"].as_u64();
-            let mut s = format!("{} @ {}", f["rule"].as_str().unwrap_or("?"), f["scope"]["model_name"].as_str().unwrap_or("?"));
-            if let (Some(a), Some(t)) = (replicas, total) {
-                let _ = write!(s, " ({a} of {t} replicas)");
-            }
-            s
-        })
-        .collect();
-    let queries = report["stats"]["queries"].as_u64().unwrap_or(0);
-    let rec = floor::Recorded::load(&rec_path)?;
-    if rec.errors > 0 {
-        return Err(format!("[{label}] {} recorded requests failed; see {}", rec.errors, rec_path.display()));
-    }
+    let (findings, queries, rec) = record(bin(), &live_args, &work, "")?;
     let recording_bytes = std::fs::metadata(&rec_path).map(|m| m.len()).unwrap_or(0);
+    let prev_bin = args.previous.as_ref().map(|p| p.display().to_string());
+    let prev = match &prev_bin {
+        Some(b) => Some(record(b, &live_args, &work, "-previous")?),
+        None => None,
+    };
 
     // 2. Warm both up once (page cache, postings), then interleave.
     let mut table = explain_args(&[]);
+    let mut prev_table = prev_bin.as_ref().map(|b| {
+        let mut c = Command::new(b);
+        c.args(&live_args).env_remove("VLLM_DIAG_PROMETHEUS_URL");
+        c
+    });
     child::repeat(&mut table, 1, 0)?;
+    if let Some(c) = prev_table.as_mut() {
+        child::repeat(c, 1, 0)?;
+    }
     rt.block_on(floor::flat(&prom.url, &rec, CONCURRENCY))?;
     let mut explain_runs = Vec::new();
+    let mut prev_runs = Vec::new();
     let mut flat = Vec::new();
     let mut phased = Vec::new();
     let mut floor_bytes = 0;
     for _ in 0..args.runs {
         explain_runs.extend(child::repeat(&mut table, 1, 0)?);
+        if let Some(c) = prev_table.as_mut() {
+            prev_runs.extend(child::repeat(c, 1, 0)?);
+        }
         let p = rt.block_on(floor::flat(&prom.url, &rec, CONCURRENCY))?;
         floor_bytes = p.bytes;
         flat.push(p.wall);
@@ -304,7 +328,37 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     if floor_bytes != rec.total_bytes() {
         eprintln!("[{label}] note: the floor client received {floor_bytes} bytes, the recording holds {}", rec.total_bytes());
     }
-    let server_exec_ms = rt.block_on(floor::server_exec_secs(&prom.url, &rec))? * 1000.0;
+    // Prometheus' own work, one query at a time, against the data-read floor of the same families.
+    let mut families = floor::families(&rec)?;
+    if let Some((_, _, p)) = &prev {
+        families.extend(floor::families(p)?.into_keys().map(|k| (k, 0)));
+    }
+    let most_read_family = floor::families(&rec)?.into_iter().max_by_key(|(_, n)| *n).unwrap_or_default();
+    let (start, end) = floor::span(&rec).ok_or_else(|| format!("[{label}] the recording has no discovery request"))?;
+    let names: Vec<String> = families.keys().cloned().collect();
+    let mut exec = Vec::new();
+    let mut prev_exec = Vec::new();
+    let mut data_read = Vec::new();
+    let mut with_data = 0;
+    let mut per_query = Vec::new();
+    for _ in 0..WORK_REPS {
+        let (t, each) = rt.block_on(floor::server_exec_secs(&prom.url, &rec))?;
+        exec.push(t * 1000.0);
+        per_query = each;
+        if let Some((_, _, p)) = &prev {
+            let (t, each) = rt.block_on(floor::server_exec_secs(&prom.url, p))?;
+            prev_exec.push(t * 1000.0);
+            let listing: String = each.iter().map(|(t, q)| format!("{:.1} ms\t{q}\n", t * 1000.0)).collect();
+            let _ = std::fs::write(work.join("server-exec-previous.tsv"), listing);
+        }
+        let (t, n) = rt.block_on(floor::data_read_secs(&prom.url, &names, start, end))?;
+        data_read.push(t * 1000.0);
+        with_data = n;
+    }
+    let listing: String = per_query.iter().map(|(t, q)| format!("{:.1} ms\t{q}\n", t * 1000.0)).collect();
+    let _ = std::fs::write(work.join("server-exec.tsv"), listing);
+    let server_exec_ms = median(&exec);
+    let data_read_ms = median(&data_read);
     let explain_rss_kib = child::peak_rss_kib(bin(), &live_args, RSS_RUNS)?;
     let load_after = loadavg();
     drop(prom);
@@ -319,6 +373,24 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
 
     let explain = Summary::of(&walls(&explain_runs));
     let floor_flat = Summary::of(&flat);
+    let previous = prev.map(|(prev_findings, prev_queries, p)| {
+        let s = Summary::of(&walls(&prev_runs));
+        let paired: Vec<f64> = prev_runs.iter().zip(&explain_runs).map(|(p, e)| p.wall.as_secs_f64() / e.wall.as_secs_f64()).collect();
+        let prev_exec_ms = median(&prev_exec);
+        Previous {
+            binary: prev_bin.clone().unwrap_or_default(),
+            queries: prev_queries,
+            response_bytes: p.total_bytes(),
+            largest_response_bytes: p.largest(),
+            same_findings: prev_findings == findings,
+            findings: prev_findings,
+            speedup: s.median_ms / explain.median_ms,
+            paired_speedup: median(&paired),
+            explain: s,
+            server_exec_ms: prev_exec_ms,
+            work_ratio: prev_exec_ms / data_read_ms,
+        }
+    });
     let paired: Vec<f64> = explain_runs.iter().zip(&flat).map(|(e, f)| e.wall.as_secs_f64() / f.as_secs_f64()).collect();
     Ok(FleetResult {
         fleet: label,
@@ -343,11 +415,58 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         floor_flat,
         floor_phased: Summary::of(&phased),
         server_exec_ms,
+        data_read_ms,
+        families: with_data,
+        work_ratio: server_exec_ms / data_read_ms,
+        most_read_family,
+        previous,
         replay: Summary::of(&walls(&replay_runs)),
         replay_peak_rss_mib: replay_rss_kib as f64 / 1024.0,
         load_before,
         load_after,
     })
+}
+
+/// One recorded run of `binary` (`--format json --record`): its findings, `stats.queries` and
+/// the recording. `suffix` tells the files of two binaries apart in `work`.
+fn record(binary: &str, live_args: &[String], work: &Path, suffix: &str) -> Result<(Vec<String>, u64, floor::Recorded), String> {
+    let to_file = |p: &Path| -> Result<Stdio, String> {
+        std::fs::File::create(p).map(Stdio::from).map_err(|e| format!("cannot create {}: {e}", p.display()))
+    };
+    let rec_path = work.join(format!("recording{suffix}.json"));
+    let report_path = work.join(format!("report{suffix}.json"));
+    let stderr_path = work.join(format!("record{suffix}.stderr"));
+    let mut cmd = Command::new(binary);
+    cmd.args(live_args).env_remove("VLLM_DIAG_PROMETHEUS_URL");
+    cmd.args(["--format", "json", "--record", &rec_path.display().to_string()]);
+    cmd.stdout(to_file(&report_path)?).stderr(to_file(&stderr_path)?);
+    let f = child::run(&mut cmd)?;
+    if f.code != Some(0) {
+        return Err(format!("{binary} explain exited with {:?}; see {}", f.code, stderr_path.display()));
+    }
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report_path).map_err(|e| e.to_string())?)
+        .map_err(|e| format!("{}: {e}", report_path.display()))?;
+    let findings: Vec<String> = report["findings"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|f| {
+            let replicas = f["replicas"]["affected"].as_array().map(|a| a.len());
+            let total = f["replicas"]["total"].as_u64();
+            let mut s = format!("{} @ {}", f["rule"].as_str().unwrap_or("?"), f["scope"]["model_name"].as_str().unwrap_or("?"));
+            if let (Some(a), Some(t)) = (replicas, total) {
+                let _ = write!(s, " ({a} of {t} replicas)");
+            }
+            s
+        })
+        .collect();
+    let queries = report["stats"]["queries"].as_u64().unwrap_or(0);
+    let rec = floor::Recorded::load(&rec_path)?;
+    if rec.errors > 0 {
+        return Err(format!("{} recorded requests failed; see {}", rec.errors, rec_path.display()));
+    }
+    Ok((findings, queries, rec))
 }
 
 /// A port on 127.0.0.1 that was free a moment ago (connections to it are refused).
@@ -459,6 +578,49 @@ fn markdown(r: &Results) -> String {
             f.load_before,
             f.load_after
         );
+    }
+
+    let _ = writeln!(s, "\nPrometheus' work (the run's queries one at a time, sum of `execTotalTime`) against the data-read floor (each family the run reads, every sample once over the baseline and the window: `count(count_over_time(F[1h]))`); medians of {WORK_REPS} passes.\n");
+    let _ = writeln!(s, "| fleet | families | data-read floor | Prometheus work | work / data floor | most read family |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
+    for f in &r.fleets {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.2} | {} ({} queries) |",
+            f.fleet,
+            f.families,
+            ms(f.data_read_ms),
+            ms(f.server_exec_ms),
+            f.work_ratio,
+            f.most_read_family.0,
+            f.most_read_family.1
+        );
+    }
+    if r.fleets.iter().any(|f| f.previous.is_some()) {
+        let _ = writeln!(s, "\nSide by side with the previous binary (`--previous`), interleaved in the same loop:\n");
+        let _ = writeln!(s, "| fleet | queries (previous → this) | bytes received | largest answer | Prometheus work / data floor | explain, previous | explain, this | previous / this (paired) | same findings |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---|");
+        for f in &r.fleets {
+            let Some(p) = &f.previous else { continue };
+            let _ = writeln!(
+                s,
+                "| {} | {} → {} | {} → {} | {} → {} | {:.2} → {:.2} | {} | {} | {:.2}x ({:.2}x) | {} |",
+                f.fleet,
+                p.queries,
+                f.queries,
+                bytes(p.response_bytes),
+                bytes(f.response_bytes),
+                bytes(p.largest_response_bytes),
+                bytes(f.largest_response_bytes),
+                p.work_ratio,
+                f.work_ratio,
+                p.explain.text(),
+                f.explain.text(),
+                p.speedup,
+                p.paired_speedup,
+                if p.same_findings { "yes".to_string() } else { format!("no: {}", p.findings.join("; ")) }
+            );
+        }
     }
 
     if let Some(base) = r.fleets.first() {

@@ -23,24 +23,66 @@ pub fn by_scope(resp: &Response, group_by: &[String]) -> BTreeMap<Scope, f64> {
     }
 }
 
+/// Bucket-rate answers (`sum by (le, G) (...)`): per scope, the `q` quantile interpolated as
+/// `histogram_quantile` does (Prometheus' rules: the `+Inf` bucket required, bounds merged, counts
+/// made monotonic, the rank interpolated linearly inside its bucket, the last finite bound for a
+/// rank in `+Inf`). Samples whose `le` is not a number are left out, as Prometheus does.
+pub fn quantiles(resp: &Response, group_by: &[String], q: f64) -> BTreeMap<Scope, f64> {
+    let mut per: BTreeMap<Scope, Vec<(f64, f64)>> = BTreeMap::new();
+    if let Data::Vector(samples) = &resp.data {
+        for s in samples {
+            let Some(le) = s.labels.get("le").and_then(|l| crate::local::functions::parse_go_float(l)) else { continue };
+            per.entry(scope_of(s, group_by)).or_default().push((le, s.v));
+        }
+    }
+    per.into_iter().map(|(scope, mut buckets)| (scope, crate::local::functions::bucket_quantile(q, &mut buckets))).collect()
+}
+
 type Culprits = BTreeMap<Scope, BTreeMap<String, String>>;
 
-/// Outlier answers: one series per scope whose value is already the ratio and whose replica label
-/// names the worst replica. A scope with one replica has no series (nothing to compare with).
+/// Outlier answers: one series per replica. Per scope, the worst replica over the median of the
+/// others, as `topk by (G) (1, X) / on (G) group_left quantile by (G) (0.5, X unless on (G, R)
+/// topk by (G) (1, X))` computes it: NaN ranks lowest in both, the median interpolates between the
+/// two middle values, and a scope with one replica has no value (nothing to compare with). Ties
+/// go to the first replica in label order.
 pub fn outliers(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope, f64>, Culprits) {
     let mut values = BTreeMap::new();
     let mut culprits = BTreeMap::new();
-    if let Data::Vector(samples) = &resp.data {
+    let Data::Vector(samples) = &resp.data else { return (values, culprits) };
+    let mut per: BTreeMap<Scope, Vec<&Sample>> = BTreeMap::new();
+    for s in samples {
+        per.entry(scope_of(s, group_by)).or_default().push(s);
+    }
+    for (scope, mut replicas) in per {
+        replicas.sort_by(|a, b| a.labels.cmp(&b.labels));
+        let Some(top) = replicas.iter().copied().reduce(|best, s| if nan_lowest(s.v, best.v).is_gt() { s } else { best }) else { continue };
+        let top_name = top.labels.get(label);
+        let mut others: Vec<f64> = replicas.iter().filter(|s| s.labels.get(label) != top_name).map(|s| s.v).collect();
+        if others.is_empty() {
+            continue;
+        }
+        let median = crate::local::math::quantile(0.5, &mut others);
+        let v = top.v / median;
         // 0/0 (all replicas idle) is NaN: no outlier to speak of.
-        for s in samples.iter().filter(|s| !s.v.is_nan()) {
-            let scope = scope_of(s, group_by);
-            values.insert(scope.clone(), s.v);
-            if let Some(name) = s.labels.get(label) {
-                culprits.insert(scope, [(label.to_string(), name.clone())].into_iter().collect());
-            }
+        if v.is_nan() {
+            continue;
+        }
+        values.insert(scope.clone(), v);
+        if let Some(name) = top_name {
+            culprits.insert(scope, [(label.to_string(), name.clone())].into_iter().collect());
         }
     }
     (values, culprits)
+}
+
+/// PromQL's order for `topk` and `quantile`: NaN below every number.
+fn nan_lowest(a: f64, b: f64) -> std::cmp::Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => std::cmp::Ordering::Equal,
+        (true, false) => std::cmp::Ordering::Less,
+        (false, true) => std::cmp::Ordering::Greater,
+        _ => a.total_cmp(&b),
+    }
 }
 
 /// Per-replica answers listing replicas: the value is how many per scope, and a lone replica is
@@ -83,6 +125,7 @@ pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValue
     if let Some(req) = &pl.value {
         match answers.get(req) {
             Some(Ok(resp)) => match &pl.per_replica {
+                None if pl.quantile.is_some() => wv.values = quantiles(resp, group_by, pl.quantile.unwrap_or(f64::NAN)),
                 None => wv.values = by_scope(resp, group_by),
                 Some((label, signals::Reduction::Outlier)) => (wv.values, wv.culprits) = outliers(resp, group_by, label),
                 Some((label, signals::Reduction::Count)) => (wv.values, wv.culprits) = listed(resp, group_by, label),
@@ -150,4 +193,124 @@ pub fn fleet_labels(requests: &[(String, Request)], answers: &Answers, window_na
         ));
     }
     labels
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::{instant_query, Store, Value};
+    use crate::signals::{build, resolve, QueryContext, SignalKind};
+
+    /// Per-replica gauge values, evaluated by the local PromQL engine twice: the outlier query as
+    /// written (reduced in PromQL) and the per-replica query explain sends, reduced here. Both
+    /// must agree, NaN, zeros, ties and lone replicas included.
+    fn both(models: &[Vec<f64>]) -> ((BTreeMap<Scope, f64>, Culprits), (BTreeMap<Scope, f64>, Culprits)) {
+        let kind = SignalKind::Outlier { histogram: vec![], gauge: vec!["g".into()], quantile: 0.95, replica_label: "$replica".into() };
+        let resolved = resolve(&kind, &["g".to_string()].into_iter().collect()).unwrap();
+        let ctx = QueryContext {
+            selector: crate::prom::Selector::default(),
+            group_by: vec!["model_name".into()],
+            range: std::time::Duration::from_secs(60),
+            thresholds: Default::default(),
+            buckets: Default::default(),
+            replica_label: "instance".into(),
+        };
+        let q = build(&kind, &resolved, &ctx).unwrap();
+        let mut store = Store::new();
+        for (m, values) in models.iter().enumerate() {
+            for (i, v) in values.iter().enumerate() {
+                let labels = [("__name__", "g".to_string()), ("model_name", format!("m{m}")), ("instance", format!("r{i:02}"))]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+                store.add(labels, [(0, *v), (30_000, *v), (60_000, *v)]);
+            }
+        }
+        let answer = |query: &str| -> Response {
+            let Value::Vector(v) = instant_query(&store, query, 60_000).unwrap() else { panic!("{query}: not a vector") };
+            let data = Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels, t: 60.0, v: s.v }).collect());
+            Response { data, warnings: vec![], infos: vec![] }
+        };
+        let by = vec!["model_name".to_string()];
+        // The PromQL answer has one series per scope already: read it as the old reduction did.
+        let mut promql = (BTreeMap::new(), BTreeMap::new());
+        if let Data::Vector(samples) = &answer(&q.value).data {
+            for s in samples.iter().filter(|s| !s.v.is_nan()) {
+                promql.0.insert(scope_of(s, &by), s.v);
+                promql.1.insert(scope_of(s, &by), [("instance".to_string(), s.labels["instance"].clone())].into_iter().collect());
+            }
+        }
+        (promql, outliers(&answer(q.fetch.as_deref().unwrap()), &by, "instance"))
+    }
+
+    #[test]
+    fn the_outlier_reduced_here_is_the_one_promql_computes() {
+        let cases: Vec<Vec<Vec<f64>>> = vec![
+            vec![vec![1.0, 1.0, 5.0], vec![2.0, 4.0]],
+            vec![vec![3.0]],
+            vec![vec![0.0, 0.0, 0.0], vec![1.0, 0.0, 0.0]],
+            vec![vec![f64::NAN, 2.0, 1.0, 3.0], vec![f64::NAN, f64::NAN], vec![f64::NAN, 7.0]],
+            vec![vec![0.5, 0.25, 0.75, 0.1, 0.9, 0.3]],
+        ];
+        for case in cases {
+            let (promql, here) = both(&case);
+            assert_eq!(promql.0, here.0, "values for {case:?}");
+            assert_eq!(promql.1, here.1, "culprits for {case:?}");
+        }
+    }
+
+    #[test]
+    fn quantiles_from_bucket_rates_are_those_histogram_quantile_gives() {
+        // Two models: one with observations spread over the buckets (one `le` spelled twice), one
+        // idle (every rate 0, so no quantile), and a third whose ranks fall in +Inf.
+        let mut store = Store::new();
+        let bucket = |model: &str, le: &str, per_minute: f64, store: &mut Store| {
+            let labels = [("__name__", "h_bucket"), ("model_name", model), ("le", le), ("instance", "a")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            store.add(labels, (0..=4).map(|i| (i * 30_000, per_minute * i as f64 / 2.0)));
+        };
+        for (le, n) in [("0.1", 10.0), ("0.25", 40.0), ("1", 90.0), ("1.0", 5.0), ("+Inf", 100.0)] {
+            bucket("busy", le, n, &mut store);
+        }
+        for le in ["0.1", "1", "+Inf"] {
+            bucket("idle", le, 0.0, &mut store);
+        }
+        for (le, n) in [("0.1", 1.0), ("1", 2.0), ("+Inf", 50.0)] {
+            bucket("slow", le, n, &mut store);
+        }
+        let by = vec!["model_name".to_string()];
+        let answer = |query: &str| -> Response {
+            let Value::Vector(v) = instant_query(&store, query, 120_000).unwrap() else { panic!("{query}: not a vector") };
+            Response { data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels, t: 120.0, v: s.v }).collect()), warnings: vec![], infos: vec![] }
+        };
+        let rates = "sum by (le, model_name) (rate(h_bucket[120s]))";
+        for q in [0.5, 0.95, 0.99] {
+            let mut promql = by_scope(&answer(&format!("histogram_quantile({q}, {rates})")), &by);
+            let mut here = quantiles(&answer(rates), &by, q);
+            promql.retain(|_, v| !v.is_nan());
+            here.retain(|_, v| !v.is_nan());
+            assert_eq!(promql, here, "q = {q}");
+            assert_eq!(here.len(), 2, "busy and slow have a quantile, idle has none: {here:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        #[test]
+        fn any_fleet_gives_the_same_outliers_both_ways(models in proptest::collection::vec(
+            proptest::collection::vec(proptest::sample::select(vec![0.0, 0.1, 0.2, 0.5, 0.7, 1.0, 3.0, f64::NAN]), 1..7), 1..4)) {
+            let (promql, here) = both(&models);
+            proptest::prop_assert_eq!(&promql.0, &here.0);
+            // With a tie at the top, PromQL's pick depends on its heap; the value does not.
+            let unique_top = models.iter().all(|m| {
+                let max = m.iter().copied().filter(|v| !v.is_nan()).fold(f64::NEG_INFINITY, f64::max);
+                m.iter().filter(|v| **v == max).count() <= 1
+            });
+            if unique_top {
+                proptest::prop_assert_eq!(&promql.1, &here.1);
+            }
+        }
+    }
 }

@@ -129,7 +129,13 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         .into_iter()
         .collect();
     queries += requests.len();
-    let answers = run_queries(&source, requests, opts.concurrency, fetch::remaining(opts.deadline, started)).await;
+    let mut answers = run_queries(&source, requests, opts.concurrency, fetch::remaining(opts.deadline, started)).await;
+    let unrecorded = plan::unrecorded(&signal_plan, &answers);
+    if !unrecorded.is_empty() {
+        queries += unrecorded.len();
+        answers.extend(run_queries(&source, unrecorded, opts.concurrency, fetch::remaining(opts.deadline, started)).await);
+    }
+    plan::split(&signal_plan, &mut answers);
     for resp in answers.values().flatten() {
         warnings.extend(resp.warnings.iter().cloned());
     }

@@ -1,5 +1,10 @@
 //! Stage: plan. Which signals the enabled rules read, and the queries that measure each of them in
 //! the window and in the baseline. The PromQL itself comes from [`crate::signals`].
+//!
+//! A signal whose query is the same in both windows is asked once, as a range query with two
+//! steps (the baseline's end and the window's): the server then reads each series once over both
+//! windows instead of once per window, and [`split`] turns the answer back into the two instant
+//! answers the later stages read.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -8,7 +13,9 @@ use crate::report::RunParams;
 use crate::rules::eval::Availability;
 use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext, SignalDef};
-use crate::source::Request;
+use crate::source::{Data, Request, Response, Sample, SourceError};
+
+use super::fetch::Answers;
 
 /// Signals the recommenders read (see [`crate::recommend`]).
 pub const RECOMMENDATION_INPUTS: &[&str] = &["prompt_len_mean", "output_len_mean", "running_per_replica", "kv_usage_avg"];
@@ -25,11 +32,24 @@ pub struct Planned {
     pub metric: String,
     /// A quantile's histogram bounds, so values inside the first or +Inf bucket read as bounds.
     pub bounds: Vec<f64>,
+    /// Set when `value` asks for the bucket rates, shared with another quantile of the same
+    /// histogram: this quantile is interpolated from them by vllm-diag.
+    pub quantile: Option<f64>,
 }
 
 impl Planned {
     fn unavailable(availability: Availability) -> Planned {
-        Planned { resolved: None, per_replica: None, availability, value: None, count: None, query: String::new(), metric: String::new(), bounds: Vec::new() }
+        Planned {
+            resolved: None,
+            per_replica: None,
+            availability,
+            value: None,
+            count: None,
+            query: String::new(),
+            metric: String::new(),
+            bounds: Vec::new(),
+            quantile: None,
+        }
     }
 }
 
@@ -40,6 +60,99 @@ pub struct SignalPlan {
     pub signals: BTreeMap<String, (Planned, Planned)>,
     pub requests: Vec<Request>,
     pub ctx: QueryContext,
+    /// The instant requests asked as one two-step range query, answered by [`split`].
+    pub paired: Vec<Paired>,
+}
+
+/// One query at two instants, asked as a range query whose two steps are those instants.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Paired {
+    pub range: Request,
+    /// The instant requests it answers (the earlier first).
+    pub at: [Request; 2],
+}
+
+/// The same query at `a` and `b` as one range query (`step` = the distance between them), when
+/// they are whole seconds apart.
+pub fn pair(query: &str, a: chrono::DateTime<chrono::Utc>, b: chrono::DateTime<chrono::Utc>) -> Option<Paired> {
+    let (start, end) = if a <= b { (a, b) } else { (b, a) };
+    let ms = (end - start).num_milliseconds();
+    if ms <= 0 || ms % 1000 != 0 {
+        return None;
+    }
+    Some(Paired {
+        range: Request::Range { query: query.to_string(), start, end, step_seconds: (ms / 1000) as u64 },
+        at: [Request::Instant { query: query.to_string(), time: start }, Request::Instant { query: query.to_string(), time: end }],
+    })
+}
+
+/// The window's and the baseline's requests of every signal, with those asking the same query at
+/// both ends paired.
+fn requests(planned: &BTreeMap<String, (Planned, Planned)>) -> (Vec<Request>, Vec<Paired>) {
+    let mut paired: BTreeMap<Request, Paired> = BTreeMap::new();
+    let mut single: BTreeSet<Request> = BTreeSet::new();
+    for (w, b) in planned.values() {
+        for (x, y) in [(&w.value, &b.value), (&w.count, &b.count)] {
+            let p = match (x, y) {
+                (Some(Request::Instant { query: qx, time: tx }), Some(Request::Instant { query: qy, time: ty })) if qx == qy => pair(qx, *tx, *ty),
+                _ => None,
+            };
+            match p {
+                Some(p) => {
+                    paired.insert(p.range.clone(), p);
+                }
+                None => single.extend([x, y].into_iter().flatten().cloned()),
+            }
+        }
+    }
+    let covered: BTreeSet<&Request> = paired.values().flat_map(|p| &p.at).collect();
+    let single: Vec<Request> = single.into_iter().filter(|r| !covered.contains(r)).collect();
+    let requests = single.into_iter().chain(paired.keys().cloned()).collect();
+    (requests, paired.into_values().collect())
+}
+
+/// The instant requests of pairs whose range query a recording made before pairing does not hold:
+/// asked as they were recorded, so an older recording replays to the same values.
+pub fn unrecorded(plan: &SignalPlan, answers: &Answers) -> Vec<Request> {
+    plan.paired
+        .iter()
+        .filter(|p| matches!(answers.get(&p.range), Some(Err(SourceError::NotRecorded { .. }))))
+        .flat_map(|p| p.at.iter().cloned())
+        .collect()
+}
+
+/// Answer each pair's instant requests from its range answer: the points at each instant become
+/// that instant's vector (a series without a point there is absent, as in an instant query). An
+/// instant request already answered is left as it is; a failed range query fails both.
+pub fn split(plan: &SignalPlan, answers: &mut Answers) {
+    for p in &plan.paired {
+        let Some(range) = answers.get(&p.range).cloned() else { continue };
+        for at in &p.at {
+            let Request::Instant { time, .. } = at else { continue };
+            if answers.get(at).is_some_and(|a| !matches!(a, Err(SourceError::NotRecorded { .. }))) {
+                continue;
+            }
+            let t = time.timestamp_millis();
+            let answer = match &range {
+                Ok(Response { data: Data::Matrix(series), warnings, infos }) => Ok(Response {
+                    data: Data::Vector(
+                        series
+                            .iter()
+                            .filter_map(|s| {
+                                let &(pt, v) = s.points.iter().find(|(pt, _)| ((pt * 1000.0).round() as i64) == t)?;
+                                Some(Sample { labels: s.labels.clone(), t: pt, v })
+                            })
+                            .collect(),
+                    ),
+                    warnings: warnings.clone(),
+                    infos: infos.clone(),
+                }),
+                Ok(_) => Err(SourceError::Other { detail: format!("{}: the range query was answered with something other than a matrix", p.range.describe()) }),
+                Err(e) => Err(e.clone()),
+            };
+            answers.insert(at.clone(), answer);
+        }
+    }
 }
 
 /// Signals the enabled rules read, in a stable order (with the recommenders' inputs when a rule
@@ -63,7 +176,7 @@ pub fn plan_one(def: &SignalDef, names: &BTreeSet<String>, at: chrono::DateTime<
         Ok(q) => Planned {
             per_replica: q.per_replica.clone(),
             availability: Availability::Ok,
-            value: Some(Request::Instant { query: q.value.clone(), time: at }),
+            value: Some(Request::Instant { query: q.fetch.clone().unwrap_or_else(|| q.value.clone()), time: at }),
             count: q.count.map(|c| Request::Instant { query: c, time: at }),
             query: q.value,
             metric: resolved.names[0].clone(),
@@ -73,8 +186,36 @@ pub fn plan_one(def: &SignalDef, names: &BTreeSet<String>, at: chrono::DateTime<
                 }
                 _ => Vec::new(),
             },
+            quantile: None,
             resolved: Some(resolved),
         },
+    }
+}
+
+/// Quantiles of one histogram (P95 and P99 of inter-token latency) read its buckets once: their
+/// value requests become the one request for the bucket rates, from which each quantile is
+/// interpolated (see [`super::assemble::fill`]). A quantile alone keeps its `histogram_quantile`,
+/// whose answer is smaller.
+fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, Planned)>, ctx: &QueryContext) {
+    for side in 0..2 {
+        let mut by_read: BTreeMap<String, Vec<(String, f64)>> = BTreeMap::new();
+        for (id, pair) in planned.iter() {
+            let pl = if side == 0 { &pair.0 } else { &pair.1 };
+            let (Some(def), Some(resolved)) = (rules.signals.get(id), &pl.resolved) else { continue };
+            let signals::SignalKind::Quantile { quantile, .. } = def.kind else { continue };
+            let read = signals::bucket_rates_query(resolved, &QueryContext { range: def.range_in(ctx.range), ..ctx.clone() });
+            by_read.entry(read).or_default().push((id.clone(), quantile));
+        }
+        for (read, users) in by_read.into_iter().filter(|(_, u)| u.len() > 1) {
+            for (id, q) in users {
+                let Some(pair) = planned.get_mut(&id) else { continue };
+                let pl = if side == 0 { &mut pair.0 } else { &mut pair.1 };
+                if let Some(Request::Instant { time, .. }) = &pl.value {
+                    pl.value = Some(Request::Instant { query: read.clone(), time: *time });
+                    pl.quantile = Some(q);
+                }
+            }
+        }
     }
 }
 
@@ -109,13 +250,7 @@ pub fn plan_signals(rules: &RuleSet, needed: &BTreeSet<String>, ctx: QueryContex
             clamped.join(", ")
         ));
     }
-    let requests = planned
-        .values()
-        .flat_map(|(w, b)| [&w.value, &w.count, &b.value, &b.count])
-        .flatten()
-        .cloned()
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    SignalPlan { signals: planned, requests, ctx }
+    share_bucket_reads(rules, &mut planned, &ctx);
+    let (requests, paired) = requests(&planned);
+    SignalPlan { signals: planned, requests, ctx, paired }
 }

@@ -117,7 +117,14 @@ fn answers_become_values_per_scope_with_outliers_and_lone_replicas_named() {
     let resp = vector(&[(&[("model_name", "a")], 1.5), (&[("model_name", "b")], 2.0)]);
     assert_eq!(assemble::by_scope(&resp, &by), [(scope("a"), 1.5), (scope("b"), 2.0)].into_iter().collect());
 
-    let resp = vector(&[(&[("model_name", "a"), ("instance", "i1")], 3.0), (&[("model_name", "b"), ("instance", "i2")], f64::NAN)]);
+    // Outliers arrive per replica and are reduced here: the worst over the median of the others.
+    let resp = vector(&[
+        (&[("model_name", "a"), ("instance", "i1")], 3.0),
+        (&[("model_name", "a"), ("instance", "i2")], 1.0),
+        (&[("model_name", "a"), ("instance", "i3")], 1.0),
+        (&[("model_name", "b"), ("instance", "i4")], 0.0),
+        (&[("model_name", "b"), ("instance", "i5")], 0.0),
+    ]);
     let (values, culprits) = assemble::outliers(&resp, &by, "instance");
     assert_eq!(values, [(scope("a"), 3.0)].into_iter().collect(), "0/0 is no outlier");
     assert_eq!(culprits[&scope("a")]["instance"], "i1");
@@ -141,6 +148,7 @@ fn a_failed_query_makes_its_signal_not_evaluated_and_nan_is_no_data() {
         query: "q".into(),
         metric: "m".into(),
         bounds: vec![],
+        quantile: None,
     };
     let mut answers = Answers::new();
     answers.insert(req.clone(), Err(SourceError::Other { detail: "bad gateway".into() }));
