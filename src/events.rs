@@ -10,7 +10,9 @@
 //! second round ([`follow_up`], sent with the findings' follow-ups) ask which models the changed
 //! targets, pods and Deployments serve (target-level series such as `up`,
 //! `process_start_time_seconds`, kube-state-metrics' and DCGM's carry no model label) and the
-//! configuration the changed targets started with: two more queries at most, naming only those.
+//! configuration the changed targets started with, and how many replicas each model had (for "2 of
+//! 3"): three more queries at most, the first two naming only the changed ones, the third one row
+//! per model.
 //!
 //! How each kind is dated, and how exactly:
 //! - `restart`: the value of `process_start_time_seconds` (exact) of every process that started in
@@ -74,8 +76,10 @@ pub const CONFIG_LABELS: &[&str] = &[
 /// What a request of the plan asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Probe {
-    /// Instant: every replica of the span, with its scope, target and pod.
+    /// Instant: the replicas that changed, with their scope, target and pod.
     Map,
+    /// Instant: how many replicas each scope had in the span (one row per scope).
+    Counts,
     ProcessStart,
     CounterReset,
     Down,
@@ -101,6 +105,9 @@ pub struct SpanPlan {
     /// selectors, and the configuration's series name.
     anchor: Option<String>,
     keep: String,
+    /// The grouping labels and the replica label, for the replica counts.
+    by: String,
+    replica_label: String,
     selector: Selector,
     target: Selector,
     config: Option<String>,
@@ -215,6 +222,8 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
         requests: out,
         anchor: present("vllm:num_requests_running", ctx.names),
         keep: label_list(&keep),
+        by: label_list(&by),
+        replica_label: ctx.replica_label.to_string(),
         selector: ctx.selector.clone(),
         target,
         config: present("vllm:cache_config_info", ctx.names),
@@ -252,6 +261,8 @@ pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Respon
             }
             if !parts.is_empty() {
                 new.push((Probe::Map, Request::Instant { query: format!("group by ({}) ({})", sp.keep, parts.join(" or ")), time: sp.span.end }));
+                let replicas = format!("group by ({}, {}) (last_over_time({}[{}]))", sp.by, sp.replica_label, sp.selector.series(anchor, &[]), promql_duration(sp.span.duration()));
+                new.push((Probe::Counts, Request::Instant { query: format!("count by ({}) ({replicas})", sp.by), time: sp.span.end }));
             }
         }
         let changed = values(&rows(&[Probe::ConfigAppear]), "instance");
@@ -287,8 +298,17 @@ struct Fleet {
     pods: BTreeMap<(String, String), (Scope, String)>,
     /// (namespace, deployment) -> scope
     deployments: BTreeMap<(String, String), Scope>,
-    /// scope -> replica names
+    /// scope -> replica names (of those that changed)
     replicas: BTreeMap<Scope, BTreeSet<String>>,
+    /// scope -> how many replicas it had in the span
+    counts: BTreeMap<Scope, usize>,
+}
+
+impl Fleet {
+    /// How many replicas `scope` had: counted in the span, or at least those that changed.
+    fn total(&self, scope: &Scope) -> usize {
+        self.counts.get(scope).copied().unwrap_or(0).max(self.replicas.get(scope).map_or(0, BTreeSet::len))
+    }
 }
 
 /// The Deployment a pod belongs to, from its name (`<deployment>-<replicaset hash>-<suffix>`).
@@ -368,7 +388,14 @@ pub fn read(plan: &EventPlan, answers: &[&BTreeMap<Request, Result<Response, Sou
 
 fn fleet_of(got: &BTreeMap<Probe, &Response>, plan: &EventPlan) -> Fleet {
     let rows: Vec<Labels> = got.get(&Probe::Map).map(|r| points(r).into_iter().map(|(l, _, _)| l.clone()).collect()).unwrap_or_default();
-    fleet(&rows, &plan.group_by, &plan.replica_label)
+    let mut f = fleet(&rows, &plan.group_by, &plan.replica_label);
+    for (l, _, v) in got.get(&Probe::Counts).map(|r| points(r)).unwrap_or_default() {
+        let scope: Scope = plan.group_by.iter().map(|g| (g.clone(), label(l, g).to_string())).collect();
+        if v.is_finite() && v >= 0.0 {
+            f.counts.insert(scope, v as usize);
+        }
+    }
+    f
 }
 
 fn changes_in(sp: &SpanPlan, got: &BTreeMap<Probe, &Response>, f: &Fleet, plan: &EventPlan) -> Vec<Change> {
@@ -510,7 +537,7 @@ fn presence(f: &Fleet, appear: &[(&Labels, f64, f64)], vanish: &[(&Labels, f64, 
             removed.entry(key.0.clone()).or_default().push((v[0], key.1.clone()));
         }
     }
-    let all = |scope: &Scope| f.replicas.get(scope).map_or(0, BTreeSet::len);
+    let all = |scope: &Scope| f.total(scope);
     for (scope, list) in added {
         let kind = if list.len() == all(&scope) { EventKind::ModelAdded } else { EventKind::ReplicaAdded };
         for (t, who) in list {
@@ -636,7 +663,7 @@ fn event(g: Vec<Change>, f: &Fleet) -> Event {
     let first = &g[0];
     let last = g.iter().map(|c| c.time).max().unwrap_or(first.time);
     let who: BTreeSet<String> = g.iter().map(|c| c.who.clone()).collect();
-    let of = f.replicas.get(&first.scope).map(BTreeSet::len).filter(|n| *n > 0);
+    let of = Some(f.total(&first.scope)).filter(|n| *n > 0);
     let is_replica = !matches!(first.kind, EventKind::Rollout | EventKind::VersionChange | EventKind::GpuError);
     let count = if is_replica { replicas_phrase(who.len(), of) } else { String::new() };
     let diff = first.before.keys().map(|k| format!("{k} {} -> {}", show(&first.before[k]), show(first.after.get(k).map_or("", String::as_str)))).collect::<Vec<_>>().join(", ");
@@ -815,10 +842,14 @@ mod tests {
         let row = labels(&[("instance", "llama-1:8000"), ("job", "vllm")]);
         a.insert(start, Ok(matrix(vec![(row, vec![(secs("2026-01-15T09:10:30Z"), secs("2026-01-15T09:10:07Z"))])])));
         let more = follow_up(&mut p, &a);
-        assert_eq!(more.len(), 1);
+        assert_eq!(more.len(), 2, "the map of the changed replica and the replica counts per model");
         assert_eq!(
             more[0].describe(),
             r#"group by (instance, job, namespace, pod, model_name) (last_over_time(vllm:num_requests_running{namespace="prod",instance=~"llama-1:8000"}[7200s]))"#
+        );
+        assert_eq!(
+            more[1].describe(),
+            r#"count by (model_name) (group by (model_name, instance) (last_over_time(vllm:num_requests_running{namespace="prod"}[7200s])))"#
         );
     }
 
