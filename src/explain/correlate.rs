@@ -252,20 +252,8 @@ mod tests {
         apply(&mut fs, &[e], 60, t("2026-01-15T08:50:00Z"));
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.lead_seconds), Some(22 * 60));
     }
-}
 
-#[cfg(test)]
-mod more_tests {
-    use std::collections::BTreeMap;
-
-    use super::*;
-    use crate::report::{Evidence, Scope, Severity};
-
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
-    }
-
-    fn evidence(signal: &str, value: f64, baseline: f64, passed: bool) -> Evidence {
+    fn evidence(signal: &str, value: f64, baseline: f64, passed: bool) -> crate::report::Evidence {
         serde_json::from_value(serde_json::json!({
             "signal": signal, "title": signal, "unit": "ratio", "value": value, "baseline": baseline,
             "threshold": "> 0.9", "passed": passed, "query": "q", "metric": "m",
@@ -274,53 +262,22 @@ mod more_tests {
         .unwrap()
     }
 
-    fn finding(rule: &str, evidence: Vec<Evidence>, onset_signal: Option<&str>) -> Finding {
-        let scope: Scope = [("model_name".to_string(), "llama".to_string())].into_iter().collect();
-        Finding {
-            rule: rule.into(),
-            title: rule.into(),
-            severity: Severity::Critical,
-            score: 1.0,
-            scope,
-            summary: String::new(),
-            evidence,
-            steps: vec![],
-            references: vec![],
-            also_consistent: vec![],
-            recommendations: vec![],
-            replicas: None,
-            stood_in: None,
-            onset: None,
-            onset_signal: onset_signal.map(String::from),
-            preceded_by: None,
-        }
-    }
-
-    fn event(at: &str, kind: EventKind) -> Event {
-        Event {
-            time: t(at),
-            kind,
-            scope: [("model_name".to_string(), "llama".to_string())].into_iter().collect(),
-            detail: "d".into(),
-            replicas: vec![],
-            of: None,
-            until: None,
-            before: BTreeMap::new(),
-            after: BTreeMap::new(),
-        }
+    /// A finding on llama with `evidence`, undated, its onset signal given.
+    fn finding_with(rule: &str, evidence: Vec<crate::report::Evidence>, onset_signal: Option<&str>) -> Finding {
+        Finding { rule: rule.into(), evidence, onset_signal: onset_signal.map(String::from), ..finding("llama", None) }
     }
 
     #[test]
     fn a_problem_there_from_the_start_is_tied_to_a_change_just_before_only_when_the_baseline_lacked_it() {
         let start = t("2026-01-15T09:00:00Z");
-        let events = vec![event("2026-01-15T08:58:00Z", EventKind::ConfigChange)];
-        let mut new = vec![finding("kv-cache-pressure", vec![evidence("kv", 0.99, 0.5, true)], Some("kv"))];
+        let events = vec![event("2026-01-15T08:58:00Z", EventKind::ConfigChange, "llama", "d")];
+        let mut new = vec![finding_with("kv-cache-pressure", vec![evidence("kv", 0.99, 0.5, true)], Some("kv"))];
         apply(&mut new, &events, 60, start);
         let p = new[0].preceded_by.as_ref().expect("tied");
         assert_eq!(p.lead_seconds, 120);
         assert_eq!(p.text, "was there from the window's start at 09:00:00 UTC, 2 min after a configuration change at 08:58:00 UTC: d");
         // The same problem in the baseline too: chronic, tied to nothing.
-        let mut chronic = vec![finding("kv-cache-pressure", vec![evidence("kv", 0.99, 0.97, true)], Some("kv"))];
+        let mut chronic = vec![finding_with("kv-cache-pressure", vec![evidence("kv", 0.99, 0.97, true)], Some("kv"))];
         apply(&mut chronic, &events, 60, start);
         assert_eq!(chronic[0].preceded_by, None);
     }
@@ -328,8 +285,8 @@ mod more_tests {
     #[test]
     fn replicas_gone_date_their_finding_and_the_removal_explains_it() {
         let start = t("2026-01-15T09:00:00Z");
-        let events = vec![event("2026-01-15T08:50:00Z", EventKind::ReplicaRemoved), event("2026-01-15T09:12:00Z", EventKind::ReplicaRemoved)];
-        let mut fs = vec![finding("target-down", vec![evidence("replicas_vanished", 2.0, 0.0, true)], None)];
+        let events = vec![event("2026-01-15T08:50:00Z", EventKind::ReplicaRemoved, "llama", "d"), event("2026-01-15T09:12:00Z", EventKind::ReplicaRemoved, "llama", "d")];
+        let mut fs = vec![finding_with("target-down", vec![evidence("replicas_vanished", 2.0, 0.0, true)], None)];
         apply(&mut fs, &events, 60, start);
         assert_eq!(fs[0].onset, Some(t("2026-01-15T09:12:00Z")), "the first removal in the window, not the one before it");
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.event.time), Some(t("2026-01-15T09:12:00Z")));
