@@ -4,7 +4,7 @@
 //!
 //! The number of queries does not depend on the fleet's size: ten per time span (one span when the
 //! baseline and the window are no further apart than the window is long, else one each), range
-//! queries over the span at a step of a 240th of it (15 s at least) and one instant query, each
+//! queries over the span at a step of a 60th of it (15 s at least) and one instant query, each
 //! returning only where something changed (`resets`, `unless ... offset`, a recent process start),
 //! so their answers stay small on a quiet fleet of any size. Only when something changed does a
 //! second round ([`follow_up`], sent with the findings' follow-ups) ask which models the changed
@@ -50,7 +50,7 @@ pub const PRESENCE: Duration = Duration::from_secs(120);
 /// Changes of one kind on one scope closer than this are one event.
 pub const WAVE: Duration = Duration::from_secs(300);
 /// Steps per span.
-const STEPS: u64 = 240;
+const STEPS: u64 = 60;
 /// The labels of `vllm:cache_config_info` that describe the cache, compared across a change.
 /// Per-process labels (`engine`) and target labels are not among them.
 pub const CONFIG_LABELS: &[&str] = &[
@@ -818,11 +818,11 @@ mod tests {
     fn the_query_count_does_not_depend_on_the_fleet_and_target_series_drop_the_model_matcher() {
         let p = the_plan();
         assert_eq!(p.spans.len(), 1);
-        assert_eq!(p.spans[0].step, 30, "two hours over 240 steps");
+        assert_eq!(p.spans[0].step, 120, "two hours over 60 steps");
         assert_eq!(p.requests().len(), 10, "the replica map and the starting configurations come in a second round, only after a change");
         let text: Vec<String> = p.requests().iter().map(|r| r.describe()).collect();
         let up = text.iter().find(|q| q.starts_with("min_over_time(up")).unwrap();
-        assert_eq!(up, r#"min_over_time(up{namespace="prod"}[30s]) == 0"#);
+        assert_eq!(up, r#"min_over_time(up{namespace="prod"}[120s]) == 0"#);
         // Every query parses as PromQL.
         for q in &text {
             if !q.starts_with('{') {
@@ -910,11 +910,13 @@ mod tests {
         let mut p = the_plan();
         let l0 = labels(&[("instance", "llama-0:8000"), ("job", "vllm")]);
         let l1 = labels(&[("instance", "llama-1:8000"), ("job", "vllm")]);
-        let run = |from: &str, n: i64| (0..n).map(|k| (secs(from) + 30.0 * k as f64, 0.0)).collect::<Vec<_>>();
-        let resp = matrix(vec![(l0, run("2026-01-15T09:10:00Z", 4)), (l1, run("2026-01-15T09:58:30Z", 4))]);
+        // One point per step (two minutes over this two-hour span).
+        let step = p.spans[0].step as f64;
+        let run = |from: &str, n: i64| (0..n).map(|k| (secs(from) + step * k as f64, 0.0)).collect::<Vec<_>>();
+        let resp = matrix(vec![(l0, run("2026-01-15T09:10:00Z", 4)), (l1, run("2026-01-15T09:54:00Z", 4))]);
         let events = read_all(&mut p, vec![(Probe::Down, resp)], &mut vec![]);
         let kinds: Vec<(EventKind, String)> = events.iter().map(|e| (e.kind, e.time.format("%H:%M:%S").to_string())).collect();
-        assert_eq!(kinds, vec![(EventKind::TargetDown, "09:09:30".into()), (EventKind::TargetUp, "09:11:30".into()), (EventKind::TargetDown, "09:58:00".into())]);
+        assert_eq!(kinds, vec![(EventKind::TargetDown, "09:08:00".into()), (EventKind::TargetUp, "09:16:00".into()), (EventKind::TargetDown, "09:52:00".into())]);
     }
 
     #[test]
