@@ -4,7 +4,7 @@
 //!
 //! The number of queries does not depend on the fleet's size: ten per time span (one span when the
 //! baseline and the window are no further apart than the window is long, else one each), range
-//! queries over the span at a step of a 60th of it (15 s at least) and one instant query, each
+//! queries over the span at a step of a 60th of it (15 s at least; a 240th when looking for a deploy) and one instant query, each
 //! returning only where something changed (`resets`, `unless ... offset`, a recent process start),
 //! so their answers stay small on a quiet fleet of any size. Only when something changed does a
 //! second round ([`follow_up`], sent with the findings' follow-ups) ask which models the changed
@@ -49,8 +49,13 @@ pub const GAP: Duration = Duration::from_secs(600);
 pub const PRESENCE: Duration = Duration::from_secs(120);
 /// Changes of one kind on one scope closer than this are one event.
 pub const WAVE: Duration = Duration::from_secs(300);
-/// Steps per span.
-const STEPS: u64 = 60;
+/// Steps per span when diagnosing: an event not dated exactly is dated within a sixtieth of the
+/// span (a minute for a 30-minute window and its baseline). Every step costs the server a pass
+/// over each target's `up`, reset counter and cache-info series, so finer steps are not free.
+pub const STEPS: u64 = 60;
+/// Steps per span when looking for the last deploy (`check --since deploy`, 6 hours): its time
+/// opens the window, so it is dated more finely (90 s over 6 hours).
+pub const DEPLOY_STEPS: u64 = 240;
 /// The labels of `vllm:cache_config_info` that describe the cache, compared across a change.
 /// Per-process labels (`engine`) and target labels are not among them.
 pub const CONFIG_LABELS: &[&str] = &[
@@ -140,6 +145,8 @@ pub struct EventContext<'a> {
     pub replica_label: &'a str,
     /// vLLM metric names present in the baseline or the window.
     pub names: &'a BTreeSet<String>,
+    /// Steps per span ([`STEPS`] or [`DEPLOY_STEPS`]).
+    pub steps: u64,
 }
 
 /// The spans to read: the baseline and the window as one when they are no further apart than the
@@ -170,7 +177,7 @@ pub fn plan(ctx: &EventContext, baseline: &TimeRange, window: &TimeRange) -> Eve
 
 fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
     let len = span.duration().as_secs().max(1);
-    let step = (len / STEPS).max(15);
+    let step = (len / ctx.steps.max(1)).max(15);
     let s = promql_duration(Duration::from_secs(step));
     let gap = promql_duration(GAP + Duration::from_secs(step));
     let presence = promql_duration(PRESENCE.max(Duration::from_secs(step)));
@@ -762,7 +769,7 @@ mod tests {
         let sel = Selector::parse(r#"namespace="prod""#).unwrap();
         let by = vec!["model_name".to_string()];
         let n = names();
-        plan(&EventContext { selector: &sel, group_by: &by, replica_label: "instance", names: &n }, &b, &w)
+        plan(&EventContext { selector: &sel, group_by: &by, replica_label: "instance", names: &n, steps: STEPS }, &b, &w)
     }
 
     fn target(i: u32, model: &str) -> Labels {

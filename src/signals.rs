@@ -498,6 +498,21 @@ pub struct SignalQueries {
     /// For outliers: the value query returns one series per replica, labelled with this label, and
     /// the scope's value is computed from them (worst over the median of the others).
     pub per_replica: Option<(String, Reduction)>,
+    /// What explain sends instead of `value` when the value combines reads that other signals
+    /// make too (a share's denominator, a request rate): the reads, each asked once however many
+    /// signals need it, and how vllm-diag combines them into `value`'s result.
+    pub parts: Option<(Combine, Vec<String>)>,
+}
+
+/// How the `parts` of a signal become its value per scope, exactly as its PromQL would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Combine {
+    /// `(num or den * 0) / den`: every scope of the denominator; one with no numerator is 0.
+    Share,
+    /// `a / b`: the scopes both have.
+    Divide,
+    /// `max by (G) (per) / avg by (G) (per)` over one per-replica read.
+    Spread,
 }
 
 /// Resolve a quantity or `$name` against the thresholds.
@@ -554,7 +569,8 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
     let r = promql_duration(ctx.range);
     let sel = &ctx.selector;
     let parse = |m: &str| parse_match(m).map_err(|e| e.to_string());
-    let plain = |value: String| SignalQueries { value, fetch: None, count: None, per_replica: None };
+    let plain = |value: String| SignalQueries { value, fetch: None, count: None, per_replica: None, parts: None };
+    let parts = |value: String, how: Combine, reads: Vec<String>| SignalQueries { parts: Some((how, reads)), ..plain(value) };
     let replica = |declared: &String| -> Result<String, String> {
         let l = if declared == RUN_REPLICA_LABEL { &ctx.replica_label } else { declared };
         if crate::prom::is_label_name(l) { Ok(l.clone()) } else { Err(format!("replica_label {l:?} is not a label name")) }
@@ -570,6 +586,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 )),
                 fetch: None,
                 per_replica: None,
+                parts: None,
             }
         }
         SignalKind::Mean { .. } => {
@@ -594,7 +611,9 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             let num = rate_expr(num_name, &num_extra, anchor, join_on, ctx);
             let den = rate_expr(den_name, &den_extra, anchor, join_on, ctx);
             // A share with no matching events is 0, not "no data": fall back to 0 x the denominator.
-            plain(format!("({num} or {den} * 0) / {den}"))
+            // explain reads the two rates once each (other shares and signals read the same
+            // denominator) and divides them itself (Combine::Share).
+            parts(format!("({num} or {den} * 0) / {den}"), Combine::Share, vec![num, den])
         }
         SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, .. } => {
             let extra = parse(r#match)?;
@@ -619,11 +638,11 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sel.series(&resolved.names[0], &[])
             ))
         }
-        SignalKind::QueueWait { .. } => plain(format!(
-            "sum by ({by}) (avg_over_time({}[{r}])) / sum by ({by}) (rate({}[{r}]))",
-            sel.series(&resolved.names[0], &[]),
-            sel.series(&resolved.names[1], &[])
-        )),
+        SignalKind::QueueWait { .. } => {
+            let waiting = format!("sum by ({by}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]));
+            let done = format!("sum by ({by}) (rate({}[{r}]))", sel.series(&resolved.names[1], &[]));
+            parts(format!("{waiting} / {done}"), Combine::Divide, vec![waiting, done])
+        }
         SignalKind::Slope { r#match, .. } => {
             let extra = parse(r#match)?;
             plain(format!("avg by ({by}) (deriv({}[{r}])) * 3600", sel.series(&resolved.names[0], &extra)))
@@ -631,7 +650,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
         SignalKind::Spread { replica_label, .. } => {
             let replica_label = &replica(replica_label)?;
             let per = format!("sum by ({by}, {replica_label}) (rate({}[{r}]))", sel.series(&resolved.names[0], &[]));
-            plain(format!("max by ({by}) ({per}) / avg by ({by}) ({per})"))
+            parts(format!("max by ({by}) ({per}) / avg by ({by}) ({per})"), Combine::Spread, vec![per])
         }
         SignalKind::Fill { .. } => {
             let m = sel.series(&resolved.names[0], &[]);
@@ -658,6 +677,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 fetch: Some(per),
                 count: None,
                 per_replica: Some((replica_label.clone(), Reduction::Outlier)),
+                parts: None,
             }
         }
         SignalKind::SloBurn { target, objective, .. } => plain(slo_burn_query(target, objective, resolved, ctx)?),
@@ -671,12 +691,13 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 fetch: None,
                 count: None,
                 per_replica: Some((replica_label.clone(), Reduction::Count)),
+                parts: None,
             }
         }
         SignalKind::ReplicasOver { above, replica_label, attribute_via, join_on, .. } => {
             let replica_label = &replica(replica_label)?;
             let value = replicas_over_query(*above, replica_label, !attribute_via.is_empty(), join_on, resolved, ctx);
-            SignalQueries { value, fetch: None, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)) }
+            SignalQueries { value, fetch: None, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)), parts: None }
         }
     })
 }

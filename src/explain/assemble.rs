@@ -111,6 +111,38 @@ pub fn listed(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Sc
     (values, culprits)
 }
 
+/// A signal's value per scope from the answers to its parts, as its PromQL computes it (see
+/// [`signals::Combine`]): a share is 0 where the denominator has a scope the numerator lacks, a
+/// quotient needs both, a spread is the busiest replica over the mean of the scope's replicas.
+pub fn combine(how: signals::Combine, parts: &[&Response], group_by: &[String]) -> BTreeMap<Scope, f64> {
+    match (how, parts) {
+        (signals::Combine::Share, [num, den]) => {
+            let num = by_scope(num, group_by);
+            by_scope(den, group_by).into_iter().map(|(scope, d)| (scope.clone(), num.get(&scope).copied().unwrap_or(d * 0.0) / d)).collect()
+        }
+        (signals::Combine::Divide, [a, b]) => {
+            let b = by_scope(b, group_by);
+            by_scope(a, group_by).into_iter().filter_map(|(scope, a)| Some((scope.clone(), a / b.get(&scope)?))).collect()
+        }
+        (signals::Combine::Spread, [per]) => {
+            let Data::Vector(samples) = &per.data else { return BTreeMap::new() };
+            let mut per: BTreeMap<Scope, Vec<f64>> = BTreeMap::new();
+            for s in samples {
+                per.entry(scope_of(s, group_by)).or_default().push(s.v);
+            }
+            per.into_iter()
+                .map(|(scope, vs)| {
+                    // PromQL's max passes over NaN (unless every value is NaN); avg does not.
+                    let max = vs.iter().copied().fold(f64::NAN, |m, v| if m.is_nan() || v > m { v } else { m });
+                    let avg = vs.iter().sum::<f64>() / vs.len() as f64;
+                    (scope, max / avg)
+                })
+                .collect()
+        }
+        _ => BTreeMap::new(),
+    }
+}
+
 /// One signal's values in one window from the answers to its plan.
 pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValues {
     let mut wv = WindowValues {
@@ -132,6 +164,20 @@ pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValue
             },
             Some(Err(e)) => wv.availability = Availability::Failed(e.short_reason()),
             None => wv.availability = Availability::Failed("not answered".into()),
+        }
+    }
+    if let Some((how, reads)) = &pl.parts {
+        let got: Result<Vec<&Response>, String> = reads
+            .iter()
+            .map(|r| match answers.get(r) {
+                Some(Ok(resp)) => Ok(resp),
+                Some(Err(e)) => Err(e.short_reason()),
+                None => Err("not answered".into()),
+            })
+            .collect();
+        match got {
+            Ok(resps) => wv.values = combine(*how, &resps, group_by),
+            Err(e) => wv.availability = Availability::Failed(e),
         }
     }
     if let Some(Some(Ok(resp))) = pl.count.as_ref().map(|r| answers.get(r)) {
@@ -241,6 +287,67 @@ mod tests {
             }
         }
         (promql, outliers(&answer(q.fetch.as_deref().unwrap()), &by, "instance"))
+    }
+
+    /// A signal combined here from its parts gives what its PromQL gives, evaluated by the local
+    /// engine on the same series: shares with and without numerators (0, not missing), quotients
+    /// over the scopes both sides have, spreads over replicas with NaN-free rates.
+    #[test]
+    fn signals_combined_from_their_parts_are_what_their_promql_computes() {
+        let counter = |store: &mut Store, name: &str, model: &str, inst: &str, extra: Option<(&str, &str)>, per_min: f64| {
+            let mut labels: crate::prom::Labels =
+                [("__name__", name), ("model_name", model), ("instance", inst)].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            if let Some((k, v)) = extra {
+                labels.insert(k.to_string(), v.to_string());
+            }
+            store.add(labels, (0..=4).map(|i| (i * 30_000, per_min * i as f64 / 2.0)));
+        };
+        let mut store = Store::new();
+        // busy: aborts on one replica, uneven load; calm: no aborts at all; idle: nothing finishes.
+        for (inst, ok, abort) in [("a", 30.0, 3.0), ("b", 10.0, 0.0)] {
+            counter(&mut store, "done_total", "busy", inst, Some(("finished_reason", "stop")), ok);
+            counter(&mut store, "done_total", "busy", inst, Some(("finished_reason", "abort")), abort);
+        }
+        counter(&mut store, "done_total", "calm", "c", Some(("finished_reason", "stop")), 6.0);
+        counter(&mut store, "done_total", "idle", "d", Some(("finished_reason", "stop")), 0.0);
+        for (m, inst, w) in [("busy", "a", 4.0), ("busy", "b", 2.0), ("calm", "c", 0.0), ("lonely", "e", 1.0)] {
+            let labels = [("__name__", "waiting"), ("model_name", m), ("instance", inst)].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            store.add(labels, [(0, w), (60_000, w), (120_000, w)]);
+        }
+        let answer = |query: &str| -> Response {
+            let Value::Vector(v) = instant_query(&store, query, 120_000).unwrap() else { panic!("{query}: not a vector") };
+            Response { data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels, t: 120.0, v: s.v }).collect()), warnings: vec![], infos: vec![] }
+        };
+        let ctx = QueryContext {
+            selector: crate::prom::Selector::default(),
+            group_by: vec!["model_name".into()],
+            range: std::time::Duration::from_secs(120),
+            thresholds: Default::default(),
+            buckets: Default::default(),
+            replica_label: "instance".into(),
+        };
+        let counter_ref = |m: &str| crate::signals::CounterRef { counter: vec!["done_total".into()], r#match: m.into() };
+        let kinds = [
+            SignalKind::Ratio { numerator: counter_ref(r#"finished_reason="abort""#), denominator: counter_ref(""), attribute_via: vec![], join_on: vec!["instance".into()] },
+            SignalKind::QueueWait { gauge: vec!["waiting".into()], counter: vec!["done_total".into()] },
+            SignalKind::Spread { counter: vec!["done_total".into()], replica_label: "$replica".into() },
+        ];
+        let names: BTreeSet<String> = ["done_total", "waiting"].into_iter().map(String::from).collect();
+        let by = vec!["model_name".to_string()];
+        for kind in kinds {
+            let q = build(&kind, &resolve(&kind, &names).unwrap(), &ctx).unwrap();
+            let (how, reads) = q.parts.clone().unwrap_or_else(|| panic!("{kind:?} has no parts"));
+            let resps: Vec<Response> = reads.iter().map(|r| answer(r)).collect();
+            let mut here = combine(how, &resps.iter().collect::<Vec<_>>(), &by);
+            let mut promql = by_scope(&answer(&q.value), &by);
+            here.retain(|_, v| !v.is_nan());
+            promql.retain(|_, v| !v.is_nan());
+            assert!(!promql.is_empty(), "{}", q.value);
+            assert_eq!(promql.keys().collect::<Vec<_>>(), here.keys().collect::<Vec<_>>(), "{}", q.value);
+            for (scope, v) in &promql {
+                assert!((v - here[scope]).abs() <= 1e-12 * v.abs().max(1.0) || v == &here[scope], "{}: {scope:?} {v} vs {}", q.value, here[scope]);
+            }
+        }
     }
 
     #[test]

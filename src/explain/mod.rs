@@ -117,7 +117,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let signal_plan = plan::plan_signals(rules, &needed, ctx, p, &disc, &mut warnings);
     // The change events are asked in the same round trip.
     let all_names: BTreeSet<String> = disc.window_names.union(&disc.baseline_names).cloned().collect();
-    let event_ctx = events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names };
+    let event_ctx = events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names, steps: events::STEPS };
     let mut event_plan = events::plan(&event_ctx, &p.baseline, &p.window);
     let requests: Vec<_> = signal_plan
         .requests
@@ -204,7 +204,7 @@ pub async fn find_events(source: Arc<dyn Source>, selector: &Selector, group_by:
         }
         _ => BTreeSet::new(),
     };
-    let ctx = events::EventContext { selector, group_by, replica_label, names: &names };
+    let ctx = events::EventContext { selector, group_by, replica_label, names: &names, steps: events::DEPLOY_STEPS };
     let mut plan = events::plan(&ctx, &range, &range);
     let answers = run_queries(&source, plan.requests(), 4, fetch::remaining(deadline, started)).await;
     let more_requests = events::follow_up(&mut plan, &answers);

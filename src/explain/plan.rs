@@ -35,6 +35,9 @@ pub struct Planned {
     /// Set when `value` asks for the bucket rates, shared with another quantile of the same
     /// histogram: this quantile is interpolated from them by vllm-diag.
     pub quantile: Option<f64>,
+    /// Set instead of `value` when the signal is combined by vllm-diag from reads that other
+    /// signals share (see [`signals::Combine`]).
+    pub parts: Option<(signals::Combine, Vec<Request>)>,
 }
 
 impl Planned {
@@ -49,6 +52,7 @@ impl Planned {
             metric: String::new(),
             bounds: Vec::new(),
             quantile: None,
+            parts: None,
         }
     }
 }
@@ -92,7 +96,14 @@ fn requests(planned: &BTreeMap<String, (Planned, Planned)>) -> (Vec<Request>, Ve
     let mut paired: BTreeMap<Request, Paired> = BTreeMap::new();
     let mut single: BTreeSet<Request> = BTreeSet::new();
     for (w, b) in planned.values() {
-        for (x, y) in [(&w.value, &b.value), (&w.count, &b.count)] {
+        let parts = |pl: &Planned| pl.parts.as_ref().map(|(_, r)| r.iter().map(|r| Some(r.clone())).collect::<Vec<_>>()).unwrap_or_default();
+        let (wp, bp) = (parts(w), parts(b));
+        let mut both = vec![(w.value.clone(), b.value.clone()), (w.count.clone(), b.count.clone())];
+        match wp.len() == bp.len() {
+            true => both.extend(wp.into_iter().zip(bp)),
+            false => both.extend(wp.into_iter().map(|x| (x, None)).chain(bp.into_iter().map(|y| (None, y)))),
+        }
+        for (x, y) in &both {
             let p = match (x, y) {
                 (Some(Request::Instant { query: qx, time: tx }), Some(Request::Instant { query: qy, time: ty })) if qx == qy => pair(qx, *tx, *ty),
                 _ => None,
@@ -176,7 +187,8 @@ pub fn plan_one(def: &SignalDef, names: &BTreeSet<String>, at: chrono::DateTime<
         Ok(q) => Planned {
             per_replica: q.per_replica.clone(),
             availability: Availability::Ok,
-            value: Some(Request::Instant { query: q.fetch.clone().unwrap_or_else(|| q.value.clone()), time: at }),
+            value: q.parts.is_none().then(|| Request::Instant { query: q.fetch.clone().unwrap_or_else(|| q.value.clone()), time: at }),
+            parts: q.parts.map(|(how, reads)| (how, reads.into_iter().map(|query| Request::Instant { query, time: at }).collect())),
             count: q.count.map(|c| Request::Instant { query: c, time: at }),
             query: q.value,
             metric: resolved.names[0].clone(),

@@ -149,6 +149,7 @@ fn a_failed_query_makes_its_signal_not_evaluated_and_nan_is_no_data() {
         metric: "m".into(),
         bounds: vec![],
         quantile: None,
+        parts: None,
     };
     let mut answers = Answers::new();
     answers.insert(req.clone(), Err(SourceError::Other { detail: "bad gateway".into() }));
