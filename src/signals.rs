@@ -430,40 +430,41 @@ pub fn label_count_query(selector: &Selector, label: &str, range: Duration) -> S
     format!("count(count by ({label}) (last_over_time({series}[{}])))", promql_duration(range))
 }
 
-/// How many bucket series of the histograms `series` each `le` has at the window's end (where the
-/// burn rates are read): one number per bound, whatever the fleet's size. A bound every series has
-/// counts as many as `+Inf`. An instant selector, so the server reads one sample per series.
-pub fn bucket_coverage_query(selector: &Selector, series: &[String]) -> String {
+/// The bucket series of the histograms `series` under the user's selector, for the label index:
+/// which `le` values they carry is listed from the index alone (`/api/v1/label/le/values`), without
+/// reading a sample. Whether every replica carries each bound is checked on the bucket reads
+/// themselves ([`uncovered_bounds`]).
+pub fn bucket_bounds_matcher(selector: &Selector, series: &[String]) -> String {
     let names = series.iter().map(|n| crate::prom::escape_regex_literal(n)).collect::<Vec<_>>().join("|");
     let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names }];
     m.extend(selector.matchers.iter().cloned());
-    let sel = format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","));
-    format!("count by (le) ({sel})")
+    format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","))
 }
 
-/// The bounds every bucket series carries, from [`bucket_coverage_query`]'s answer (`le`, count).
-/// A bound some replicas lack (an upgrade that changed the buckets half-way through a fleet)
-/// would make an interpolation leave their observations out, so it is not offered.
-pub fn covered_bounds(counts: &[(String, f64)]) -> Vec<Bound> {
-    // Spellings of one bound (`1` and `1.0` from different clients) count together.
-    let mut by_value: Vec<(f64, f64, Vec<String>)> = Vec::new();
-    for (le, n) in counts {
-        let Some(v) = crate::prom::parse_sample_value(le).filter(|v| !v.is_nan()) else { continue };
-        match by_value.iter_mut().find(|(x, _, _)| *x == v) {
-            Some((_, total, written)) => {
-                *total += n;
-                written.push(le.clone());
-            }
-            None => by_value.push((v, *n, vec![le.clone()])),
-        }
-    }
-    let all = by_value.iter().find(|(v, _, _)| *v == f64::INFINITY).map_or(0.0, |(_, n, _)| *n);
-    if all <= 0.0 || !all.is_finite() {
+/// The bounds a histogram's buckets carry, from the `le` values listed for it. Without `+Inf`
+/// nothing is known (not a histogram Prometheus can read).
+pub fn listed_bounds(le_values: &[String]) -> Vec<Bound> {
+    let parsed: Vec<f64> = le_values.iter().filter_map(|le| crate::prom::parse_sample_value(le)).collect();
+    if !parsed.contains(&f64::INFINITY) {
         return Vec::new();
     }
-    let everywhere: Vec<String> =
-        by_value.into_iter().filter(|(_, n, _)| (*n - all).abs() < 0.5).flat_map(|(_, _, written)| written).collect();
-    parse_bounds(&everywhere)
+    parse_bounds(le_values)
+}
+
+/// Bounds that some replicas' buckets lack, from a per-replica bucket read (`le` and the labels
+/// that tell replicas apart on each sample): a fleet half-way through a change of bucket layout.
+/// A rate read at such a bound leaves the other replicas' observations out.
+pub fn uncovered_bounds<'a>(samples: impl Iterator<Item = (&'a str, Vec<&'a str>)>) -> Vec<f64> {
+    let mut per: std::collections::BTreeMap<Vec<&str>, BTreeSet<u64>> = std::collections::BTreeMap::new();
+    let mut all: BTreeSet<u64> = BTreeSet::new();
+    for (le, who) in samples {
+        let Some(v) = crate::prom::parse_sample_value(le).filter(|v| !v.is_nan()) else { continue };
+        per.entry(who).or_default().insert(v.to_bits());
+        all.insert(v.to_bits());
+    }
+    let mut out: Vec<f64> = all.into_iter().filter(|b| per.values().any(|have| !have.contains(b))).map(f64::from_bits).collect();
+    out.sort_by(f64::total_cmp);
+    out
 }
 
 /// PromQL duration in whole seconds (exact and accepted everywhere).
@@ -561,6 +562,29 @@ pub fn bucket_rates_query(resolved: &Resolved, ctx: &QueryContext) -> String {
     let fam = family_of(&resolved.names[0]);
     let by = ctx.group_by.join(", ");
     format!("sum by (le, {by}) (rate({}[{}]))", ctx.selector.series(&format!("{fam}_bucket"), &[]), promql_duration(ctx.range))
+}
+
+/// The per-replica bucket rates (`sum by (le, G, R) (rate(F_bucket[R]))`): what an outlier's
+/// per-replica quantiles are read from, and, summed over replicas by vllm-diag, the scope's
+/// quantiles of the same histogram, so the histogram is read once for all of them.
+pub fn replica_bucket_rates_query(resolved: &Resolved, ctx: &QueryContext, replica_label: &str) -> String {
+    let fam = family_of(&resolved.names[0]);
+    let by = ctx.group_by.join(", ");
+    format!(
+        "sum by (le, {by}, {replica_label}) (rate({}[{}]))",
+        ctx.selector.series(&format!("{fam}_bucket"), &[]),
+        promql_duration(ctx.range)
+    )
+}
+
+/// The stored histogram a signal reads by its buckets (quantiles, outliers over a histogram, SLO
+/// burn rates), by its stem: `x` for `x_bucket`.
+pub fn histogram_of(kind: &SignalKind, resolved: &Resolved) -> Option<String> {
+    match kind {
+        SignalKind::Quantile { .. } | SignalKind::SloBurn { .. } => Some(family_of(resolved.names.first()?).to_string()),
+        SignalKind::Outlier { histogram, .. } if !histogram.is_empty() => Some(family_of(resolved.names.first()?).to_string()),
+        _ => None,
+    }
 }
 
 /// Build the PromQL for a resolved signal.
@@ -1027,19 +1051,26 @@ mod tests {
     }
 
     #[test]
-    fn only_bounds_every_bucket_series_has_are_offered() {
-        let counts = |v: &[(&str, f64)]| v.iter().map(|(l, n)| (l.to_string(), *n)).collect::<Vec<_>>();
-        // Six series per bound, but 0.25 only on four of them (two replicas on other buckets).
-        let b = covered_bounds(&counts(&[("0.1", 6.0), ("0.25", 4.0), ("0.5", 6.0), ("+Inf", 6.0)]));
-        assert_eq!(b.iter().map(|b| b.value).collect::<Vec<_>>(), vec![0.1, 0.5]);
-        assert!(covered_bounds(&counts(&[("0.1", 2.0)])).is_empty(), "no +Inf: nothing is known");
-        assert!(covered_bounds(&counts(&[])).is_empty());
-        // Two spellings of one bound count together.
-        let b = covered_bounds(&counts(&[("1", 2.0), ("1.0", 4.0), ("+Inf", 6.0)]));
+    fn bounds_come_from_the_label_index_and_those_some_replicas_lack_are_found_in_the_reads() {
+        let les = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let b = listed_bounds(&les(&["0.1", "0.25", "0.5", "+Inf"]));
+        assert_eq!(b.iter().map(|b| b.value).collect::<Vec<_>>(), vec![0.1, 0.25, 0.5]);
+        assert!(listed_bounds(&les(&["0.1"])).is_empty(), "no +Inf: nothing is known");
+        assert!(listed_bounds(&[]).is_empty());
+        // Two spellings of one bound are one bound, read under both.
+        let b = listed_bounds(&les(&["1", "1.0", "+Inf"]));
         assert_eq!(b.len(), 1);
         assert_eq!(b[0].written, vec!["1".to_string(), "1.0".to_string()]);
-        let q = bucket_coverage_query(&Selector::parse(r#"job="vllm""#).unwrap(), &["a_bucket".into(), "b_bucket".into()]);
-        assert_eq!(q, r#"count by (le) ({__name__=~"a_bucket|b_bucket",job="vllm"})"#);
+        let m = bucket_bounds_matcher(&Selector::parse(r#"job="vllm""#).unwrap(), &["a_bucket".into(), "b_bucket".into()]);
+        assert_eq!(m, r#"{__name__=~"a_bucket|b_bucket",job="vllm"}"#);
+        // Three replicas; r2 has another layout (no 0.25, a 0.3 of its own); "1" and "1.0" agree.
+        let rows = [
+            ("0.1", "r0"), ("0.25", "r0"), ("1", "r0"), ("+Inf", "r0"),
+            ("0.1", "r1"), ("0.25", "r1"), ("1.0", "r1"), ("+Inf", "r1"),
+            ("0.1", "r2"), ("0.3", "r2"), ("1", "r2"), ("+Inf", "r2"),
+        ];
+        assert_eq!(uncovered_bounds(rows.iter().map(|(le, r)| (*le, vec![*r]))), vec![0.25, 0.3]);
+        assert!(uncovered_bounds(rows[..8].iter().map(|(le, r)| (*le, vec![*r]))).is_empty());
     }
 
     #[test]

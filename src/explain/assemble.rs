@@ -38,6 +38,24 @@ pub fn quantiles(resp: &Response, group_by: &[String], q: f64) -> BTreeMap<Scope
     per.into_iter().map(|(scope, mut buckets)| (scope, crate::local::functions::bucket_quantile(q, &mut buckets))).collect()
 }
 
+/// Per-replica bucket rates (`sum by (le, G, R) (...)`) become the per-replica quantiles
+/// `histogram_quantile(q, ...)` would return: one sample per replica, labelled by the grouping
+/// labels and the replica label (a replica whose buckets give no quantile has NaN, as there).
+pub fn replica_quantiles(resp: &Response, group_by: &[String], label: &str, q: f64) -> Response {
+    let mut per: BTreeMap<crate::prom::Labels, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut t = 0.0;
+    if let Data::Vector(samples) = &resp.data {
+        for s in samples {
+            let Some(le) = s.labels.get("le").and_then(|l| crate::local::functions::parse_go_float(l)) else { continue };
+            let key = s.labels.iter().filter(|(k, _)| group_by.contains(k) || k.as_str() == label).map(|(k, v)| (k.clone(), v.clone())).collect();
+            per.entry(key).or_default().push((le, s.v));
+            t = s.t;
+        }
+    }
+    let samples = per.into_iter().map(|(labels, mut buckets)| Sample { labels, t, v: crate::local::functions::bucket_quantile(q, &mut buckets) }).collect();
+    Response { data: Data::Vector(samples), warnings: resp.warnings.clone(), infos: resp.infos.clone() }
+}
+
 type Culprits = BTreeMap<Scope, BTreeMap<String, String>>;
 
 /// Outlier answers: one series per replica. Per scope, the worst replica over the median of the
@@ -159,6 +177,10 @@ pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValue
             Some(Ok(resp)) => match &pl.per_replica {
                 None if pl.quantile.is_some() => wv.values = quantiles(resp, group_by, pl.quantile.unwrap_or(f64::NAN)),
                 None => wv.values = by_scope(resp, group_by),
+                Some((label, signals::Reduction::Outlier)) if pl.quantile.is_some() => {
+                    let per = replica_quantiles(resp, group_by, label, pl.quantile.unwrap_or(f64::NAN));
+                    (wv.values, wv.culprits) = outliers(&per, group_by, label);
+                }
                 Some((label, signals::Reduction::Outlier)) => (wv.values, wv.culprits) = outliers(resp, group_by, label),
                 Some((label, signals::Reduction::Count)) => (wv.values, wv.culprits) = listed(resp, group_by, label),
             },
@@ -193,8 +215,23 @@ pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValue
 pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], warnings: &mut Vec<String>) -> (SignalTable, BTreeMap<String, String>) {
     let mut table = SignalTable::new();
     let mut names_used = BTreeMap::new();
+    let uncovered = [uncovered(plan, answers, group_by, true), uncovered(plan, answers, group_by, false)];
+    for (hist, bounds) in uncovered.iter().flatten().collect::<BTreeMap<_, _>>() {
+        warnings.push(format!(
+            "{hist}: not every replica has the bucket bounds {}: some replicas use another bucket layout (an upgrade half-way through the fleet?), so its SLO burn rates, read at a bound, are not evaluated",
+            bounds.iter().map(|b| crate::units::format_seconds(*b)).collect::<Vec<_>>().join(", ")
+        ));
+    }
     for (id, (w, b)) in &plan.signals {
-        let sv = SignalValues { window: fill(w, answers, group_by), baseline: fill(b, answers, group_by) };
+        let mut sv = SignalValues { window: fill(w, answers, group_by), baseline: fill(b, answers, group_by) };
+        for (pl, wv, side) in [(w, &mut sv.window, &uncovered[0]), (b, &mut sv.baseline, &uncovered[1])] {
+            if let Some((hist, true)) = &pl.histogram {
+                if side.contains_key(hist) {
+                    wv.availability = Availability::Failed(format!("{hist}: bucket bounds differ across replicas"));
+                    wv.values.clear();
+                }
+            }
+        }
         if !sv.window.metric.is_empty() {
             let used = if !sv.baseline.metric.is_empty() && sv.baseline.metric != sv.window.metric {
                 warnings.push(format!("{id}: metric name changed between baseline ({}) and window ({}); vLLM was probably upgraded", sv.baseline.metric, sv.window.metric));
@@ -207,6 +244,24 @@ pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], w
         table.insert(id.clone(), sv);
     }
     (table, names_used)
+}
+
+/// Per histogram read per replica in one window (the window's or the baseline's), the bounds some
+/// replicas lack ([`signals::uncovered_bounds`]); histograms whose replicas agree are left out.
+fn uncovered(plan: &SignalPlan, answers: &Answers, group_by: &[String], window: bool) -> BTreeMap<String, Vec<f64>> {
+    let mut out = BTreeMap::new();
+    for (w, b) in plan.signals.values() {
+        let pl = if window { w } else { b };
+        let (Some((hist, _)), Some((label, signals::Reduction::Outlier)), Some(_), Some(req)) = (&pl.histogram, &pl.per_replica, pl.quantile, &pl.value) else { continue };
+        let Some(Ok(Response { data: Data::Vector(samples), .. })) = answers.get(req) else { continue };
+        let who = |s: &'_ Sample| -> Vec<String> { group_by.iter().chain(std::iter::once(label)).map(|l| s.labels.get(l).cloned().unwrap_or_default()).collect() };
+        let keys: Vec<(String, Vec<String>)> = samples.iter().filter_map(|s| Some((s.labels.get("le")?.clone(), who(s)))).collect();
+        let missing = signals::uncovered_bounds(keys.iter().map(|(le, w)| (le.as_str(), w.iter().map(String::as_str).collect())));
+        if !missing.is_empty() {
+            out.insert(hist.clone(), missing);
+        }
+    }
+    out
 }
 
 /// How many values each fleet label takes, from its count query. A count that did not answer

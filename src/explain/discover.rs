@@ -77,8 +77,8 @@ pub fn plan(rules: &RuleSet, needed: &BTreeSet<String>, selector: &Selector, p: 
         .collect::<BTreeSet<_>>()
         .into_iter()
         .map(|series| {
-            let query = signals::bucket_coverage_query(selector, &series);
-            (series, Request::Instant { query, time: p.window.end })
+            let matcher = signals::bucket_bounds_matcher(selector, &series);
+            (series, Request::LabelValues { label: "le".into(), matchers: vec![matcher], start: p.window.start, end: p.window.end })
         })
         .collect();
     DiscoveryPlan {
@@ -95,10 +95,9 @@ pub fn read_buckets(plan: &DiscoveryPlan, answers: &mut Answers, warnings: &mut 
     let mut buckets = BTreeMap::new();
     for (series, req) in &plan.buckets {
         match answers.remove(req) {
-            Some(Ok(Response { data: Data::Vector(samples), warnings: w, .. })) => {
+            Some(Ok(Response { data: Data::Labels(les), warnings: w, .. })) => {
                 warnings.extend(w);
-                let counts: Vec<(String, f64)> = samples.iter().filter_map(|s| s.labels.get("le").map(|le| (le.clone(), s.v))).collect();
-                let bounds = signals::covered_bounds(&counts);
+                let bounds = signals::listed_bounds(&les);
                 if !bounds.is_empty() {
                     for s in series {
                         buckets.insert(s.clone(), bounds.clone());

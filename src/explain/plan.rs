@@ -32,12 +32,15 @@ pub struct Planned {
     pub metric: String,
     /// A quantile's histogram bounds, so values inside the first or +Inf bucket read as bounds.
     pub bounds: Vec<f64>,
-    /// Set when `value` asks for the bucket rates, shared with another quantile of the same
-    /// histogram: this quantile is interpolated from them by vllm-diag.
+    /// Set when `value` asks for the bucket rates of the histogram (per scope, or per replica for
+    /// an outlier): this quantile is interpolated from them by vllm-diag.
     pub quantile: Option<f64>,
     /// Set instead of `value` when the signal is combined by vllm-diag from reads that other
     /// signals share (see [`signals::Combine`]).
     pub parts: Option<(signals::Combine, Vec<Request>)>,
+    /// The histogram (stem) the signal reads by its buckets, and whether it reads them at a bound
+    /// (an SLO burn rate), which needs every replica to carry that bound.
+    pub histogram: Option<(String, bool)>,
 }
 
 impl Planned {
@@ -53,6 +56,7 @@ impl Planned {
             bounds: Vec::new(),
             quantile: None,
             parts: None,
+            histogram: None,
         }
     }
 }
@@ -199,27 +203,48 @@ pub fn plan_one(def: &SignalDef, names: &BTreeSet<String>, at: chrono::DateTime<
                 _ => Vec::new(),
             },
             quantile: None,
+            histogram: signals::histogram_of(&def.kind, &resolved).map(|h| (h, matches!(def.kind, signals::SignalKind::SloBurn { .. }))),
             resolved: Some(resolved),
         },
     }
 }
 
-/// Quantiles of one histogram (P95 and P99 of inter-token latency) read its buckets once: their
-/// value requests become the one request for the bucket rates, from which each quantile is
-/// interpolated (see [`super::assemble::fill`]). A quantile alone keeps its `histogram_quantile`,
-/// whose answer is smaller.
+/// Each histogram is read once per window for every quantile and outlier over it: P95 and P99 of
+/// inter-token latency, its per-replica P95 for the outlier. Their value requests become one
+/// request for the bucket rates, from which vllm-diag interpolates each quantile (see
+/// [`super::assemble::fill`]): per scope when no outlier reads the histogram, per replica when one
+/// does (the scope's quantiles then sum the replicas' buckets first, as `sum by (le, G)` would).
 fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, Planned)>, ctx: &QueryContext) {
     for side in 0..2 {
-        let mut by_read: BTreeMap<String, Vec<(String, f64)>> = BTreeMap::new();
+        // (histogram, range) -> (signal, quantile, replica label of an outlier)
+        let mut by_read: BTreeMap<(String, std::time::Duration), Vec<(String, f64, Option<String>)>> = BTreeMap::new();
+        let mut resolved_of: BTreeMap<(String, std::time::Duration), signals::Resolved> = BTreeMap::new();
         for (id, pair) in planned.iter() {
             let pl = if side == 0 { &pair.0 } else { &pair.1 };
             let (Some(def), Some(resolved)) = (rules.signals.get(id), &pl.resolved) else { continue };
-            let signals::SignalKind::Quantile { quantile, .. } = def.kind else { continue };
-            let read = signals::bucket_rates_query(resolved, &QueryContext { range: def.range_in(ctx.range), ..ctx.clone() });
-            by_read.entry(read).or_default().push((id.clone(), quantile));
+            let user = match (&def.kind, &pl.per_replica) {
+                (signals::SignalKind::Quantile { quantile, .. }, None) => (id.clone(), *quantile, None),
+                (signals::SignalKind::Outlier { histogram, quantile, .. }, Some((label, _))) if !histogram.is_empty() => (id.clone(), *quantile, Some(label.clone())),
+                _ => continue,
+            };
+            let Some(hist) = signals::histogram_of(&def.kind, resolved) else { continue };
+            let key = (hist, def.range_in(ctx.range));
+            resolved_of.entry(key.clone()).or_insert_with(|| resolved.clone());
+            by_read.entry(key).or_default().push(user);
         }
-        for (read, users) in by_read.into_iter().filter(|(_, u)| u.len() > 1) {
-            for (id, q) in users {
+        for (key, users) in by_read {
+            let Some(resolved) = resolved_of.get(&key) else { continue };
+            let rctx = QueryContext { range: key.1, ..ctx.clone() };
+            // One replica label for the read: an outlier declaring another keeps its own query.
+            let label = users.iter().find_map(|(_, _, l)| l.clone());
+            let read = match &label {
+                Some(l) => signals::replica_bucket_rates_query(resolved, &rctx, l),
+                None => signals::bucket_rates_query(resolved, &rctx),
+            };
+            for (id, q, own) in users {
+                if own.is_some() && own != label {
+                    continue;
+                }
                 let Some(pair) = planned.get_mut(&id) else { continue };
                 let pl = if side == 0 { &mut pair.0 } else { &mut pair.1 };
                 if let Some(Request::Instant { time, .. }) = &pl.value {

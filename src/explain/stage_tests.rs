@@ -150,6 +150,7 @@ fn a_failed_query_makes_its_signal_not_evaluated_and_nan_is_no_data() {
         bounds: vec![],
         quantile: None,
         parts: None,
+        histogram: None,
     };
     let mut answers = Answers::new();
     answers.insert(req.clone(), Err(SourceError::Other { detail: "bad gateway".into() }));
