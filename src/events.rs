@@ -415,7 +415,7 @@ fn time(t: f64) -> Option<DateTime<Utc>> {
 fn points(resp: &Response) -> Vec<(&Labels, f64, f64)> {
     match &resp.data {
         Data::Matrix(series) => series.iter().flat_map(|s| s.points.iter().map(move |(t, v)| (&s.labels, *t, *v))).collect(),
-        Data::Vector(samples) => samples.iter().map(|s| (&s.labels, s.t, s.v)).collect(),
+        Data::Vector(samples) => samples.iter().map(|s| (&*s.labels, s.t, s.v)).collect(),
         _ => Vec::new(),
     }
 }
@@ -835,7 +835,7 @@ mod tests {
     }
 
     fn vector(rows: Vec<Labels>, time: f64) -> Response {
-        Response { data: Data::Vector(rows.into_iter().map(|labels| Sample { labels, t: time, v: 1.0 }).collect()), warnings: vec![], infos: vec![] }
+        Response { data: Data::Vector(rows.into_iter().map(|labels| Sample { labels: labels.into(), t: time, v: 1.0 }).collect()), warnings: vec![], infos: vec![] }
     }
 
     fn matrix(series: Vec<(Labels, Vec<(f64, f64)>)>) -> Response {

@@ -42,8 +42,8 @@ fn compare(prom: &Response, local: &Response) -> Vec<String> {
     let mut diffs = Vec::new();
     match (&prom.data, &local.data) {
         (Data::Vector(a), Data::Vector(b)) => {
-            let a: BTreeMap<&Labels, f64> = a.iter().map(|s| (&s.labels, s.v)).collect();
-            let b: BTreeMap<&Labels, f64> = b.iter().map(|s| (&s.labels, s.v)).collect();
+            let a: BTreeMap<&Labels, f64> = a.iter().map(|s| (&*s.labels, s.v)).collect();
+            let b: BTreeMap<&Labels, f64> = b.iter().map(|s| (&*s.labels, s.v)).collect();
             for (labels, va) in &a {
                 match b.get(labels) {
                     None => diffs.push(format!("series {labels:?} only from Prometheus ({va})")),

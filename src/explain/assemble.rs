@@ -66,8 +66,8 @@ pub fn replica_quantiles(resp: &Response, group_by: &[String], label: &str, q: f
         .into_iter()
         .map(|(key, mut buckets)| {
             // The labels the answer carries (a replica or scope label it lacks is absent, not empty).
-            let labels = key.into_iter().filter(|(_, v)| !v.is_empty()).collect();
-            Sample { labels, t, v: crate::local::functions::bucket_quantile(q, &mut buckets) }
+            let labels: crate::prom::Labels = key.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+            Sample { labels: labels.into(), t, v: crate::local::functions::bucket_quantile(q, &mut buckets) }
         })
         .collect();
     Response { data: Data::Vector(samples), warnings: resp.warnings.clone(), infos: resp.infos.clone() }
@@ -350,7 +350,7 @@ mod tests {
         }
         let answer = |query: &str| -> Response {
             let Value::Vector(v) = instant_query(&store, query, 60_000).unwrap() else { panic!("{query}: not a vector") };
-            let data = Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels, t: 60.0, v: s.v }).collect());
+            let data = Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels.into(), t: 60.0, v: s.v }).collect());
             Response { data, warnings: vec![], infos: vec![] }
         };
         let by = vec!["model_name".to_string()];
@@ -392,7 +392,7 @@ mod tests {
         }
         let answer = |query: &str| -> Response {
             let Value::Vector(v) = instant_query(&store, query, 120_000).unwrap() else { panic!("{query}: not a vector") };
-            Response { data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels, t: 120.0, v: s.v }).collect()), warnings: vec![], infos: vec![] }
+            Response { data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels.into(), t: 120.0, v: s.v }).collect()), warnings: vec![], infos: vec![] }
         };
         let ctx = QueryContext {
             selector: crate::prom::Selector::default(),
@@ -466,7 +466,7 @@ mod tests {
         let by = vec!["model_name".to_string()];
         let answer = |query: &str| -> Response {
             let Value::Vector(v) = instant_query(&store, query, 120_000).unwrap() else { panic!("{query}: not a vector") };
-            Response { data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels, t: 120.0, v: s.v }).collect()), warnings: vec![], infos: vec![] }
+            Response { data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels.into(), t: 120.0, v: s.v }).collect()), warnings: vec![], infos: vec![] }
         };
         let rates = "sum by (le, model_name) (rate(h_bucket[120s]))";
         for q in [0.5, 0.95, 0.99] {

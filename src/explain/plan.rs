@@ -143,8 +143,8 @@ pub fn unrecorded(plan: &SignalPlan, answers: &Answers) -> Vec<Request> {
 /// Answer each pair's instant requests from its range answer: the points at each instant become
 /// that instant's vector (a series without a point there is absent, as in an instant query). An
 /// instant request already answered is left as it is; a failed range query fails both. The range
-/// answer is consumed (its series' labels move into the instants' samples), so a large per-replica
-/// answer is held twice at most, not three times.
+/// answer is consumed (its series' labels move into the instants' samples, shared by both), so a
+/// large per-replica answer's labels are held once.
 pub fn split(plan: &SignalPlan, answers: &mut Answers) {
     for p in &plan.paired {
         let Some(range) = answers.remove(&p.range) else { continue };
@@ -155,14 +155,15 @@ pub fn split(plan: &SignalPlan, answers: &mut Answers) {
                 let mut out: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
                 for s in series {
                     let at = |t: i64| s.points.iter().find(|(pt, _)| ((pt * 1000.0).round() as i64) == t).copied();
+                    let labels = std::sync::Arc::new(s.labels);
                     let (a, b) = (at(times[0]).filter(|_| open[0]), at(times[1]).filter(|_| open[1]));
                     match (a, b) {
                         (Some((ta, va)), Some((tb, vb))) => {
-                            out[0].push(Sample { labels: s.labels.clone(), t: ta, v: va });
-                            out[1].push(Sample { labels: s.labels, t: tb, v: vb });
+                            out[0].push(Sample { labels: labels.clone(), t: ta, v: va });
+                            out[1].push(Sample { labels, t: tb, v: vb });
                         }
-                        (Some((t, v)), None) => out[0].push(Sample { labels: s.labels, t, v }),
-                        (None, Some((t, v))) => out[1].push(Sample { labels: s.labels, t, v }),
+                        (Some((t, v)), None) => out[0].push(Sample { labels, t, v }),
+                        (None, Some((t, v))) => out[1].push(Sample { labels, t, v }),
                         (None, None) => {}
                     }
                 }

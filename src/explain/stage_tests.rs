@@ -26,7 +26,7 @@ fn labels(pairs: &[(&str, &str)]) -> crate::prom::Labels {
 }
 
 fn vector(samples: &[(&[(&str, &str)], f64)]) -> Response {
-    Response { data: Data::Vector(samples.iter().map(|(l, v)| Sample { labels: labels(l), t: 0.0, v: *v }).collect()), warnings: vec![], infos: vec![] }
+    Response { data: Data::Vector(samples.iter().map(|(l, v)| Sample { labels: labels(l).into(), t: 0.0, v: *v }).collect()), warnings: vec![], infos: vec![] }
 }
 
 fn scope(model: &str) -> Scope {
@@ -173,7 +173,7 @@ fn fleet_labels_are_counted_and_a_missing_grouping_label_is_warned_of() {
         (0..8).map(|i| (if i == 7 { vec![("instance", format!("i{i}"))] } else { vec![("instance", format!("i{i}")), ("pod", format!("p{}", i / 2))] }, 1.0)).collect();
     let mut answers = Answers::new();
     answers.insert(req.clone(), Ok(Response {
-        data: Data::Vector(rows.iter().map(|(l, v)| Sample { labels: l.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(), t: 0.0, v: *v }).collect()),
+        data: Data::Vector(rows.iter().map(|(l, v)| Sample { labels: l.iter().map(|(k, v)| (k.to_string(), v.clone())).collect::<crate::prom::Labels>().into(), t: 0.0, v: *v }).collect()),
         warnings: vec![],
         infos: vec![],
     }));
@@ -243,7 +243,7 @@ fn affected_replicas_are_those_crossing_the_limit_the_scope_crossed() {
     };
     let samples: Vec<Sample> = [("i1", 0.99), ("i2", 0.5), ("i3", 0.96), ("i3", 0.97)]
         .iter()
-        .map(|(i, v)| Sample { labels: labels(&[("instance", i)]), t: 0.0, v: *v })
+        .map(|(i, v)| Sample { labels: labels(&[("instance", i)]).into(), t: 0.0, v: *v })
         .collect();
     let r = follow_up::affected_replicas(&samples, &e, "instance");
     assert_eq!((r.affected, r.total, r.limit.as_str()), (vec!["i1".to_string(), "i3".to_string()], 3, ">= 95%"));

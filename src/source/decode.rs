@@ -173,7 +173,7 @@ impl QueryData {
                 for s in raw.unwrap_or_default() {
                     match (s.value, s.histogram) {
                         (Some(p), _) => samples.push(Sample {
-                            labels: s.metric,
+                            labels: s.metric.into(),
                             t: p.t,
                             v: p.v,
                         }),
@@ -680,12 +680,12 @@ mod tests {
             r.data,
             Data::Vector(vec![
                 Sample {
-                    labels: labels(&[("model_name", "a")]),
+                    labels: labels(&[("model_name", "a")]).into(),
                     t: 1_700_000_000.5,
                     v: 1500.0
                 },
                 Sample {
-                    labels: labels(&[("model_name", "b")]),
+                    labels: labels(&[("model_name", "b")]).into(),
                     t: 1_700_000_000.5,
                     v: 2.0
                 },
@@ -792,7 +792,7 @@ mod tests {
         assert_eq!(
             r.data,
             Data::Vector(vec![Sample {
-                labels: labels(&[("a", "2")]),
+                labels: labels(&[("a", "2")]).into(),
                 t: 1.0,
                 v: 5.0
             }])

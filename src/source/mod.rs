@@ -118,7 +118,9 @@ pub enum Data {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
-    pub labels: Labels,
+    /// Shared: an instant answer split from a range answer holds each series' labels once for
+    /// both instants.
+    pub labels: std::sync::Arc<Labels>,
     /// Unix seconds.
     pub t: f64,
     pub v: f64,
