@@ -18,7 +18,9 @@
 //! - `restart`: the value of `process_start_time_seconds` (exact) of every process that started in
 //!   the span, under the same series or a new one (a replaced pod); without that series (vLLM in
 //!   multiprocess mode exports none), the step at which a vLLM counter reset (within a step; a
-//!   replica down longer than [`GAP`] between its two processes is missed there).
+//!   replica down longer than [`GAP`] between its two processes is missed there). Resets are
+//!   first looked for over the whole span in one evaluation, and dated step by step in the second
+//!   round for the replicas that reset only.
 //! - `target-down` / `target-up`: the first and the last step with an `up` sample of 0.
 //! - `replica-added` / `replica-removed`, `model-added` / `model-removed`: the first and the last
 //!   sample of a target's `up` series (within a step), counted only when the target is not seen
@@ -86,6 +88,9 @@ pub enum Probe {
     /// Instant: how many replicas each scope had in the span (one row per scope).
     Counts,
     ProcessStart,
+    /// Instant, at the span's end: the replicas whose vLLM counters reset anywhere in the span.
+    ResetAny,
+    /// Second round, only for those: the step at which each reset.
     CounterReset,
     Down,
     Appear,
@@ -116,6 +121,9 @@ pub struct SpanPlan {
     selector: Selector,
     target: Selector,
     config: Option<String>,
+    /// The counter whose resets date restarts, and the `resets(...)` query dating them, for the
+    /// replicas [`Probe::ResetAny`] names: (counter, grouping labels, range).
+    resets: Option<(String, String, String)>,
 }
 
 /// The event requests of a run and how to read them.
@@ -197,12 +205,16 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
     // that came back under the same series and a new series (a replaced pod) alike.
     let start = target.series("process_start_time_seconds", &[]);
     out.push((Probe::ProcessStart, range(format!("{start} > (time() - {})", GAP.as_secs() + step))));
-    if let Some(counter) = present("vllm:prompt_tokens_total", ctx.names) {
+    // Counter resets: first over the whole span at once (every sample read once, an empty answer
+    // on a quiet fleet); only the replicas that reset are dated step by step, in the second round.
+    let resets = present("vllm:prompt_tokens_total", ctx.names).map(|counter| {
         let mut keep = vec!["instance", "job", ctx.replica_label];
         keep.extend(by.iter().copied());
+        let whole = promql_duration(GAP + Duration::from_secs(len));
         let c = ctx.selector.series(&counter, &[]);
-        out.push((Probe::CounterReset, range(format!("max by ({}) (resets({c}[{gap}])) > 0", label_list(&keep)))));
-    }
+        out.push((Probe::ResetAny, at(format!("max by ({}) (resets({c}[{whole}])) > 0", label_list(&keep)), span.end)));
+        (counter, label_list(&keep), gap.clone())
+    });
     let up = target.series("up", &[]);
     out.push((Probe::Down, range(format!("min_over_time({up}[{s}]) == 0"))));
     out.push((Probe::Appear, range(format!("count_over_time({up}[{presence}]) unless count_over_time({up}[{presence}] offset {s})"))));
@@ -234,6 +246,7 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
         selector: ctx.selector.clone(),
         target,
         config: present("vllm:cache_config_info", ctx.names),
+        resets,
     }
 }
 
@@ -271,6 +284,13 @@ pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Respon
                 let replicas = format!("group by ({}, {}) (last_over_time({}[{}]))", sp.by, sp.replica_label, sp.selector.series(anchor, &[]), promql_duration(sp.span.duration()));
                 new.push((Probe::Counts, Request::Instant { query: format!("count by ({}) ({replicas})", sp.by), time: sp.span.end }));
             }
+        }
+        let reset = values(&rows(&[Probe::ResetAny]), "instance");
+        if let (Some((counter, keep, gap)), false) = (&sp.resets, reset.is_empty()) {
+            let m = Matcher { name: "instance".into(), op: MatchOp::Re, value: alternation(reset.iter().map(|t| escape_regex_literal(t)).collect()) };
+            let c = sp.selector.series(counter, &[m]);
+            let query = format!("max by ({keep}) (resets({c}[{gap}])) > 0");
+            new.push((Probe::CounterReset, Request::Range { query, start: sp.span.start, end: sp.span.end, step_seconds: sp.step }));
         }
         let changed = values(&rows(&[Probe::ConfigAppear]), "instance");
         if let (Some(info), false) = (&sp.config, changed.is_empty()) {
@@ -858,6 +878,29 @@ mod tests {
             more[1].describe(),
             r#"count by (model_name) (group by (model_name, instance) (last_over_time(vllm:num_requests_running{namespace="prod"}[7200s])))"#
         );
+    }
+
+    #[test]
+    fn counter_resets_are_found_over_the_whole_span_then_dated_only_for_the_replicas_that_reset() {
+        let mut p = the_plan();
+        let any = p.spans[0].requests.iter().find(|(probe, _)| *probe == Probe::ResetAny).map(|(_, r)| r.clone()).unwrap();
+        assert!(matches!(&any, Request::Instant { .. }), "one evaluation over the span: {}", any.describe());
+        assert_eq!(
+            any.describe(),
+            r#"max by (instance, job, model_name) (resets(vllm:prompt_tokens_total{namespace="prod"}[7800s])) > 0"#
+        );
+        let quiet: BTreeMap<Request, Result<Response, SourceError>> = p.requests().into_iter().map(|r| (r, Ok(empty()))).collect();
+        assert!(follow_up(&mut p.clone(), &quiet).is_empty(), "no reset: nothing to date");
+        // Replica 1 reset: the second round dates it, and asks for that replica only.
+        let row = labels(&[("instance", "llama-1:8000"), ("job", "vllm"), ("model_name", "llama")]);
+        let dated = (row.clone(), vec![(secs("2026-01-15T09:12:00Z"), 1.0), (secs("2026-01-15T09:14:00Z"), 1.0)]);
+        let a = answers(&mut p, vec![(Probe::ResetAny, vector(vec![row], secs("2026-01-15T10:00:00Z"))), (Probe::CounterReset, matrix(vec![dated]))]);
+        let step = p.spans[0].requests.iter().find(|(probe, _)| *probe == Probe::CounterReset).map(|(_, r)| r.describe()).expect("asked in the second round");
+        // The range is GAP plus a step (two minutes over this two-hour span).
+        assert_eq!(step, r#"max by (instance, job, model_name) (resets(vllm:prompt_tokens_total{namespace="prod",instance=~"llama-1:8000"}[720s])) > 0"#);
+        let events = read(&p, &[&a], &mut vec![]);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!((events[0].kind, events[0].time), (EventKind::Restart, t("2026-01-15T09:12:00Z")));
     }
 
     #[test]
