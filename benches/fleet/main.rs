@@ -85,7 +85,7 @@ impl Backend {
     }
 }
 
-const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,1000x50 | --grid] [--runs N] [--out DIR] [--fresh]
+const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,1000x50 | --grid] [--runs N] [--out DIR] [--fresh] [--previous BIN] [--backend prometheus|victoria|both]
   --sizes   fleet sizes as REPLICASxMODELS (default: the diagonal 10x1,100x10,1000x50)
   --grid    every size from 10, 100, 1000 replicas x 1, 10, 50 models (at least one replica per model)
   --runs    timed runs per measurement (default 7; at least 5)
