@@ -2,16 +2,18 @@
 //! replicas and models appearing and vanishing, cache-configuration and image changes, rollouts,
 //! GPU XID errors. [`plan`] writes the queries; [`read`] turns their answers into [`Event`]s.
 //!
-//! The number of queries does not depend on the fleet's size: ten per time span (one span when the
-//! baseline and the window are no further apart than the window is long, else one each), range
-//! queries over the span at a step of a 60th of it (15 s at least; a 240th when looking for a deploy) and one instant query, each
-//! returning only where something changed (`resets`, `unless ... offset`, a recent process start),
-//! so their answers stay small on a quiet fleet of any size. Only when something changed does a
-//! second round ([`follow_up`], sent with the findings' follow-ups) ask which models the changed
-//! targets, pods and Deployments serve (target-level series such as `up`,
-//! `process_start_time_seconds`, kube-state-metrics' and DCGM's carry no model label) and the
+//! The number of queries does not depend on the fleet's size: nine per time span (one span when the
+//! baseline and the window are no further apart than the window is long, else one each): range
+//! queries over the span at a step of a 60th of it (15 s at least; a 240th when looking for a
+//! deploy), and instant queries over the whole span for the changes that need many samples per
+//! step to see (counter resets, targets arriving or leaving, new configuration series), each
+//! returning only where something changed, so their answers stay small on a quiet fleet of any
+//! size. Only when something changed does a second round ([`follow_up`], sent with the findings'
+//! follow-ups) date those changes step by step for the targets named and nothing else, ask which
+//! models the changed targets, pods and Deployments serve (target-level series such as `up`,
+//! `process_start_time_seconds`, kube-state-metrics' and DCGM's carry no model label), the
 //! configuration the changed targets started with, and how many replicas each model had (for "2 of
-//! 3"): three more queries at most, the first two naming only the changed ones, the third one row
+//! 3"): the queries of that round name only the changed targets, but the replica counts, one row
 //! per model.
 //!
 //! How each kind is dated, and how exactly:
@@ -93,10 +95,18 @@ pub enum Probe {
     /// Second round, only for those: the step at which each reset.
     CounterReset,
     Down,
+    /// Instant, at the span's end: targets seen in the span but not at its start or not at its
+    /// end, the only ones that can have been added or removed.
+    PresenceAny,
+    /// Second round, only for those: the step at which each appeared or vanished.
     Appear,
     Vanish,
     /// Instant, at the span's start: each target's configuration.
     ConfigStart,
+    /// Instant, at the span's end: targets with a cache-configuration series the span's start
+    /// did not have, the only ones whose configuration can have changed.
+    ConfigAny,
+    /// Second round, only for those: when each configuration series appeared.
     ConfigAppear,
     Generation,
     /// Instant, at the span's start: each Deployment's images.
@@ -124,6 +134,8 @@ pub struct SpanPlan {
     /// The counter whose resets date restarts, and the `resets(...)` query dating them, for the
     /// replicas [`Probe::ResetAny`] names: (counter, grouping labels, range).
     resets: Option<(String, String, String)>,
+    /// The range over which a target counts as present ([`PRESENCE`], a step at least).
+    presence: String,
 }
 
 /// The event requests of a run and how to read them.
@@ -217,11 +229,26 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
     });
     let up = target.series("up", &[]);
     out.push((Probe::Down, range(format!("min_over_time({up}[{s}]) == 0"))));
-    out.push((Probe::Appear, range(format!("count_over_time({up}[{presence}]) unless count_over_time({up}[{presence}] offset {s})"))));
-    out.push((Probe::Vanish, range(format!("count_over_time({up}[{presence}] offset {s}) unless count_over_time({up}[{presence}])"))));
+    // Targets that came or went, and configurations that changed: first over the whole span in
+    // one evaluation each (the targets missing at its start or its end; the configuration series
+    // its start did not have), dated step by step in the second round for those targets only.
+    let whole = promql_duration(PRESENCE.max(Duration::from_secs(step)) + Duration::from_secs(len));
+    let (at_start, targets) = (format!("offset {len}s"), "instance, job");
+    out.push((
+        Probe::PresenceAny,
+        at(
+            format!(
+                "group by ({targets}) (count_over_time({up}[{whole}])) unless (group by ({targets}) (count_over_time({up}[{presence}] {at_start})) and group by ({targets}) (count_over_time({up}[{presence}])))"
+            ),
+            span.end,
+        ),
+    ));
     if let Some(info) = present("vllm:cache_config_info", ctx.names) {
         let c = target.series(&info, &[]);
-        out.push((Probe::ConfigAppear, range(format!("{c} unless {c} offset {s}"))));
+        out.push((
+            Probe::ConfigAny,
+            at(format!("group by ({targets}) (count_over_time({c}[{}s]) unless count_over_time({c}[{presence}] {at_start}))", len), span.end),
+        ));
     }
     let generation = |offset: &str| format!("max by (namespace, deployment) ({}{offset})", cluster.series("kube_deployment_metadata_generation", &[]));
     out.push((Probe::Generation, range(format!("{} > {}", generation(""), generation(&format!(" offset {s}"))))));
@@ -247,6 +274,7 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
         target,
         config: present("vllm:cache_config_info", ctx.names),
         resets,
+        presence,
     }
 }
 
@@ -266,7 +294,7 @@ pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Respon
                 .collect()
         };
         let values = |rows: &[Labels], label: &str| -> BTreeSet<String> { rows.iter().filter_map(|l| l.get(label).cloned()).filter(|v| !v.is_empty()).collect() };
-        let targets = values(&rows(&[Probe::ProcessStart, Probe::Down, Probe::Appear, Probe::Vanish, Probe::ConfigAppear]), "instance");
+        let targets = values(&rows(&[Probe::ProcessStart, Probe::Down, Probe::PresenceAny, Probe::ConfigAny]), "instance");
         let mut pods: Vec<String> = values(&rows(&[Probe::Xid]), "pod").iter().map(|p| escape_regex_literal(p)).collect();
         pods.extend(values(&rows(&[Probe::Generation, Probe::ImageAppear]), "deployment").iter().map(|d| format!("{}-.+", escape_regex_literal(d))));
         let alternation = |vs: Vec<String>| vs.join("|");
@@ -292,10 +320,20 @@ pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Respon
             let query = format!("max by ({keep}) (resets({c}[{gap}])) > 0");
             new.push((Probe::CounterReset, Request::Range { query, start: sp.span.start, end: sp.span.end, step_seconds: sp.step }));
         }
-        let changed = values(&rows(&[Probe::ConfigAppear]), "instance");
+        let only = |vs: &BTreeSet<String>| Matcher { name: "instance".into(), op: MatchOp::Re, value: alternation(vs.iter().map(|t| escape_regex_literal(t)).collect()) };
+        let range = |query: String| Request::Range { query, start: sp.span.start, end: sp.span.end, step_seconds: sp.step };
+        let (s, presence) = (promql_duration(Duration::from_secs(sp.step)), &sp.presence);
+        let came_or_went = values(&rows(&[Probe::PresenceAny]), "instance");
+        if !came_or_went.is_empty() {
+            let up = sp.target.series("up", &[only(&came_or_went)]);
+            new.push((Probe::Appear, range(format!("count_over_time({up}[{presence}]) unless count_over_time({up}[{presence}] offset {s})"))));
+            new.push((Probe::Vanish, range(format!("count_over_time({up}[{presence}] offset {s}) unless count_over_time({up}[{presence}])"))));
+        }
+        let changed = values(&rows(&[Probe::ConfigAny]), "instance");
         if let (Some(info), false) = (&sp.config, changed.is_empty()) {
-            let m = Matcher { name: "instance".into(), op: MatchOp::Re, value: alternation(changed.iter().map(|t| escape_regex_literal(t)).collect()) };
-            new.push((Probe::ConfigStart, Request::Instant { query: sp.target.series(info, &[m]), time: sp.span.start }));
+            let c = sp.target.series(info, &[only(&changed)]);
+            new.push((Probe::ConfigAppear, range(format!("{c} unless {c} offset {s}"))));
+            new.push((Probe::ConfigStart, Request::Instant { query: c, time: sp.span.start }));
         }
         added.extend(new.iter().map(|(_, r)| r.clone()));
         sp.requests.extend(new);
@@ -811,7 +849,24 @@ mod tests {
     /// Answers for the plan, both rounds: every probe empty unless given; the replica map lists
     /// three llama replicas and one qwen replica.
     fn answers(plan: &mut EventPlan, given: Vec<(Probe, Response)>) -> BTreeMap<Request, Result<Response, SourceError>> {
-        let given: BTreeMap<Probe, Response> = given.into_iter().collect();
+        let mut given: BTreeMap<Probe, Response> = given.into_iter().collect();
+        // The first round's whole-span checks name the targets whose changes the test gives.
+        let named = |probes: &[Probe]| -> Vec<Labels> {
+            let mut seen = BTreeSet::new();
+            probes
+                .iter()
+                .filter_map(|p| given.get(p))
+                .flat_map(|r| points(r).into_iter().map(|(l, _, _)| labels(&[("instance", label(l, "instance")), ("job", label(l, "job"))])).collect::<Vec<_>>())
+                .filter(|l| seen.insert(l.clone()))
+                .collect()
+        };
+        let firsts: Vec<(Probe, Vec<Labels>)> =
+            [(Probe::PresenceAny, vec![Probe::Appear, Probe::Vanish]), (Probe::ConfigAny, vec![Probe::ConfigAppear])].into_iter().map(|(any, of)| (any, named(&of))).collect();
+        for (any, rows) in firsts {
+            if !rows.is_empty() && !given.contains_key(&any) {
+                given.insert(any, vector(rows, secs("2026-01-15T10:00:00Z")));
+            }
+        }
         let answer = |probe: &Probe| match probe {
             Probe::Map => vector((0..3).map(|i| target(i, "llama")).chain([target(0, "qwen")]).collect(), 0.0),
             p => given.get(p).cloned().unwrap_or_else(empty),
@@ -846,7 +901,16 @@ mod tests {
         let p = the_plan();
         assert_eq!(p.spans.len(), 1);
         assert_eq!(p.spans[0].step, 120, "two hours over 60 steps");
-        assert_eq!(p.requests().len(), 10, "the replica map and the starting configurations come in a second round, only after a change");
+        assert_eq!(p.requests().len(), 9, "the replica map, the starting configurations and the dating of resets, arrivals, departures and configurations come in a second round, only after a change");
+        let any = |probe: Probe| p.spans[0].requests.iter().find(|(q, _)| *q == probe).map(|(_, r)| r.describe()).unwrap();
+        assert_eq!(
+            any(Probe::PresenceAny),
+            r#"group by (instance, job) (count_over_time(up{namespace="prod"}[7320s])) unless (group by (instance, job) (count_over_time(up{namespace="prod"}[120s] offset 7200s)) and group by (instance, job) (count_over_time(up{namespace="prod"}[120s])))"#
+        );
+        assert_eq!(
+            any(Probe::ConfigAny),
+            r#"group by (instance, job) (count_over_time(vllm:cache_config_info{namespace="prod"}[7200s]) unless count_over_time(vllm:cache_config_info{namespace="prod"}[120s] offset 7200s))"#
+        );
         let text: Vec<String> = p.requests().iter().map(|r| r.describe()).collect();
         let up = text.iter().find(|q| q.starts_with("min_over_time(up")).unwrap();
         assert_eq!(up, r#"min_over_time(up{namespace="prod"}[120s]) == 0"#);
@@ -870,6 +934,14 @@ mod tests {
         a.insert(start, Ok(matrix(vec![(row, vec![(secs("2026-01-15T09:10:30Z"), secs("2026-01-15T09:10:07Z"))])])));
         let more = follow_up(&mut p, &a);
         assert_eq!(more.len(), 2, "the map of the changed replica and the replica counts per model");
+        // A target missing at the span's start: its arrival is dated, and only its own.
+        let mut q = the_plan();
+        let mut b = quiet.clone();
+        let any = q.spans[0].requests.iter().find(|(probe, _)| *probe == Probe::PresenceAny).map(|(_, r)| r.clone()).unwrap();
+        b.insert(any, Ok(vector(vec![labels(&[("instance", "llama-9:8000"), ("job", "vllm")])], secs("2026-01-15T10:00:00Z"))));
+        let asked: Vec<String> = follow_up(&mut q, &b).iter().map(|r| r.describe()).collect();
+        assert!(asked.contains(&r#"count_over_time(up{namespace="prod",instance=~"llama-9:8000"}[120s]) unless count_over_time(up{namespace="prod",instance=~"llama-9:8000"}[120s] offset 120s)"#.to_string()), "{asked:#?}");
+        assert_eq!(asked.len(), 4, "the map, the counts, the arrival and the departure: {asked:#?}");
         assert_eq!(
             more[0].describe(),
             r#"group by (instance, job, namespace, pod, model_name) (last_over_time(vllm:num_requests_running{namespace="prod",instance=~"llama-1:8000"}[7200s]))"#

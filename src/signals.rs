@@ -414,10 +414,10 @@ pub fn bucket_series(kind: &SignalKind) -> Vec<String> {
 /// replica (engine), so it is what the fleet's size and the data's extent are read from.
 pub const RUNNING_GAUGE: [&str; 2] = ["vllm:num_requests_running", "vllm_num_requests_running"];
 
-/// How many distinct values `label` takes on the fleet over `range`, as one number however large
-/// the fleet: counted in PromQL on the running-requests gauge every vLLM version exports, among
-/// series that carry the label (so a label no series carries counts as no answer, i.e. 0).
-pub fn label_count_query(selector: &Selector, label: &str, range: Duration) -> String {
+/// The distinct combinations of the fleet's `labels` over `range`, read once from the
+/// running-requests gauge every vLLM version exports (one series per engine): how many values each
+/// label takes is counted from them by vllm-diag. One row per replica at most.
+pub fn fleet_labels_query(selector: &Selector, labels: &[String], range: Duration) -> String {
     let names = RUNNING_GAUGE
         .iter()
         .map(|n| crate::prom::escape_regex_literal(n))
@@ -425,9 +425,8 @@ pub fn label_count_query(selector: &Selector, label: &str, range: Duration) -> S
         .join("|");
     let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names }];
     m.extend(selector.matchers.iter().cloned());
-    m.push(Matcher { name: label.into(), op: MatchOp::Ne, value: String::new() });
     let series = format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","));
-    format!("count(count by ({label}) (last_over_time({series}[{}])))", promql_duration(range))
+    format!("group by ({}) (last_over_time({series}[{}]))", labels.join(", "), promql_duration(range))
 }
 
 /// The bucket series of the histograms `series` under the user's selector, for the label index:
@@ -1074,11 +1073,11 @@ mod tests {
     }
 
     #[test]
-    fn label_counts_are_one_number_from_the_running_gauge() {
-        let q = label_count_query(&Selector::parse(r#"job="vllm""#).unwrap(), "pod", Duration::from_secs(1800));
+    fn the_fleet_labels_are_read_once_from_the_running_gauge() {
+        let q = fleet_labels_query(&Selector::parse(r#"job="vllm""#).unwrap(), &["model_name".into(), "pod".into()], Duration::from_secs(1800));
         assert_eq!(
             q,
-            r#"count(count by (pod) (last_over_time({__name__=~"vllm:num_requests_running|vllm_num_requests_running",job="vllm",pod!=""}[1800s])))"#
+            r#"group by (model_name, pod) (last_over_time({__name__=~"vllm:num_requests_running|vllm_num_requests_running",job="vllm"}[1800s]))"#
         );
     }
 

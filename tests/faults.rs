@@ -333,7 +333,7 @@ fn answers_slower_than_the_query_timeout_or_the_deadline_are_not_evaluated_timed
 
     // Only the bucket-bound lookup is stuck: it gets a quarter of the deadline, the SLO burn is read
     // at the bucket equal to the target as without it, and the report says the lookup failed.
-    let proxy = FaultProxy::always(&prom.url, Match::Param("count by (le)".into()), Action::Delay(Duration::from_secs(20)));
+    let proxy = FaultProxy::always(&prom.url, Match::Path("/label/le/"), Action::Delay(Duration::from_secs(20)));
     let r = explain_json(&proxy.url, &when, &["--timeout", "8s"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let report = r.json();

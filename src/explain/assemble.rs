@@ -205,6 +205,11 @@ pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValue
     if let Some(Some(Ok(resp))) = pl.count.as_ref().map(|r| answers.get(r)) {
         wv.counts = by_scope(resp, group_by);
     }
+    if let (Some(range), Some(Some(Ok(Response { data: Data::Vector(samples), .. })))) = (pl.counts_from_buckets, pl.value.as_ref().map(|r| answers.get(r))) {
+        for s in samples.iter().filter(|s| s.labels.get("le").and_then(|l| crate::local::functions::parse_go_float(l)) == Some(f64::INFINITY)) {
+            *wv.counts.entry(scope_of(s, group_by)).or_insert(0.0) += s.v * range;
+        }
+    }
     // NaN values (a quantile over no observations, 0/0) are no data for that scope.
     wv.values.retain(|_, v| !v.is_nan());
     wv
@@ -264,15 +269,15 @@ fn uncovered(plan: &SignalPlan, answers: &Answers, group_by: &[String], window: 
     out
 }
 
-/// How many values each fleet label takes, from its count query. A count that did not answer
-/// leaves the label out (the header then says less, nothing more); without the running-requests
+/// How many values each fleet label takes, from the rows of its one query. A query that did not
+/// answer leaves every label out (the header then says less, nothing more); without the running-requests
 /// gauge the counts say nothing at all. Grouping or replica labels no series carries are warned of.
-pub fn fleet_labels(requests: &[(String, Request)], answers: &Answers, window_names: &BTreeSet<String>, p: &RunParams, warnings: &mut Vec<String>) -> BTreeMap<String, usize> {
+pub fn fleet_labels(request: &(Vec<String>, Request), answers: &Answers, window_names: &BTreeSet<String>, p: &RunParams, warnings: &mut Vec<String>) -> BTreeMap<String, usize> {
     let mut labels = BTreeMap::new();
-    for (label, req) in requests {
-        if let Some(Ok(Response { data: Data::Vector(samples), .. })) = answers.get(req) {
-            let n = samples.first().map(|s| s.v).filter(|v| v.is_finite() && *v >= 0.0).unwrap_or(0.0);
-            labels.insert(label.clone(), n as usize);
+    if let Some(Ok(Response { data: Data::Vector(rows), .. })) = answers.get(&request.1) {
+        for label in &request.0 {
+            let values: BTreeSet<&str> = rows.iter().filter_map(|r| r.labels.get(label)).map(String::as_str).filter(|v| !v.is_empty()).collect();
+            labels.insert(label.clone(), values.len());
         }
     }
     if !signals::RUNNING_GAUGE.iter().any(|n| window_names.contains(*n)) {
@@ -455,6 +460,41 @@ mod tests {
             here.retain(|_, v| !v.is_nan());
             assert_eq!(promql, here, "q = {q}");
             assert_eq!(here.len(), 2, "busy and slow have a quantile, idle has none: {here:?}");
+        }
+        // Read per replica, the same quantiles once the replicas' buckets are summed, and the
+        // observation counts from the +Inf bucket are the increase of the count over the range.
+        let per_replica = answer("sum by (le, model_name, instance) (rate(h_bucket[120s]))");
+        for q in [0.5, 0.95] {
+            let mut promql = by_scope(&answer(&format!("histogram_quantile({q}, {rates})")), &by);
+            let mut here = quantiles(&per_replica, &by, q);
+            promql.retain(|_, v| !v.is_nan());
+            here.retain(|_, v| !v.is_nan());
+            assert_eq!(promql.len(), here.len());
+            for (scope, v) in &promql {
+                assert!((v - here[scope]).abs() <= 1e-9 * v.abs().max(1.0), "q = {q}, {scope:?}: {v} vs {}", here[scope]);
+            }
+        }
+        let planned = super::super::plan::Planned {
+            resolved: None,
+            per_replica: None,
+            availability: Availability::Ok,
+            value: Some(Request::Instant { query: "buckets".into(), time: chrono::DateTime::from_timestamp(120, 0).unwrap() }),
+            count: None,
+            query: String::new(),
+            metric: String::new(),
+            bounds: vec![],
+            quantile: Some(0.95),
+            parts: None,
+            histogram: None,
+            counts_from_buckets: Some(120.0),
+        };
+        let mut answers = Answers::new();
+        answers.insert(planned.value.clone().unwrap(), Ok(per_replica));
+        let counts = fill(&planned, &answers, &by).counts;
+        let increase = by_scope(&answer(r#"sum by (model_name) (increase(h_bucket{le="+Inf"}[120s]))"#), &by);
+        assert_eq!(counts.len(), increase.len());
+        for (scope, v) in &increase {
+            assert!((v - counts[scope]).abs() <= 1e-9 * v.abs().max(1.0), "{scope:?}: {v} vs {}", counts[scope]);
         }
     }
 

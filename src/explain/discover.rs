@@ -27,7 +27,8 @@ pub struct DiscoveryPlan {
     /// Per histogram (its bucket series in every spelling), the request listing its bounds.
     pub buckets: Vec<(Vec<String>, Request)>,
     /// Per label, the request counting its values on the fleet (sent with the signal queries).
-    pub labels: Vec<(String, Request)>,
+    /// The fleet's labels and the one request whose rows say how many values each takes.
+    pub labels: (Vec<String>, Request),
 }
 
 /// What discovery found.
@@ -59,18 +60,16 @@ pub fn plan(rules: &RuleSet, needed: &BTreeSet<String>, selector: &Selector, p: 
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let labels = FLEET_LABELS
+    let labels: Vec<String> = FLEET_LABELS
         .iter()
         .map(|l| l.to_string())
         .chain(p.group_by.iter().cloned())
         .chain(std::iter::once(p.replica_label.clone()))
         .collect::<BTreeSet<_>>()
         .into_iter()
-        .map(|label| {
-            let query = signals::label_count_query(selector, &label, p.window.duration());
-            (label, Request::Instant { query, time: p.window.end })
-        })
         .collect();
+    let query = signals::fleet_labels_query(selector, &labels, p.window.duration());
+    let labels = (labels, Request::Instant { query, time: p.window.end });
     let buckets = defs()
         .map(|d| signals::bucket_series(&d.kind))
         .filter(|series| !series.is_empty())

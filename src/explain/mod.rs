@@ -123,7 +123,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         .requests
         .iter()
         .cloned()
-        .chain(disc_plan.labels.iter().map(|(_, r)| r.clone()))
+        .chain(std::iter::once(disc_plan.labels.1.clone()))
         .chain(event_plan.requests())
         .collect::<BTreeSet<_>>()
         .into_iter()

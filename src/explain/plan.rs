@@ -41,6 +41,9 @@ pub struct Planned {
     /// The histogram (stem) the signal reads by its buckets, and whether it reads them at a bound
     /// (an SLO burn rate), which needs every replica to carry that bound.
     pub histogram: Option<(String, bool)>,
+    /// Set, to the range in seconds, when a quantile's observation counts are read from the `+Inf`
+    /// bucket of its bucket read (rate x range is `increase(..._count[range])`) instead of `count`.
+    pub counts_from_buckets: Option<f64>,
 }
 
 impl Planned {
@@ -57,6 +60,7 @@ impl Planned {
             quantile: None,
             parts: None,
             histogram: None,
+            counts_from_buckets: None,
         }
     }
 }
@@ -204,6 +208,7 @@ pub fn plan_one(def: &SignalDef, names: &BTreeSet<String>, at: chrono::DateTime<
             },
             quantile: None,
             histogram: signals::histogram_of(&def.kind, &resolved).map(|h| (h, matches!(def.kind, signals::SignalKind::SloBurn { .. }))),
+            counts_from_buckets: None,
             resolved: Some(resolved),
         },
     }
@@ -250,6 +255,10 @@ fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, 
                 if let Some(Request::Instant { time, .. }) = &pl.value {
                     pl.value = Some(Request::Instant { query: read.clone(), time: *time });
                     pl.quantile = Some(q);
+                    // The observation count is the +Inf bucket's: no read of `_count` of its own.
+                    if pl.count.take().is_some() {
+                        pl.counts_from_buckets = Some(key.1.as_secs_f64());
+                    }
                 }
             }
         }

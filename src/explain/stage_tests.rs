@@ -42,7 +42,7 @@ fn discovery_asks_for_both_windows_and_counts_the_grouping_and_replica_labels() 
     assert_eq!((label.as_str(), *start, *end), ("__name__", p.window.start, p.window.end));
     assert!(matchers[0].contains(r#"job="vllm""#) && matchers[0].contains("vllm[:_].+"), "{matchers:?}");
     assert!(matches!(&plan.baseline, Request::LabelValues { start, .. } if *start == p.baseline.start));
-    let counted: Vec<&str> = plan.labels.iter().map(|(l, _)| l.as_str()).collect();
+    let counted: Vec<&str> = plan.labels.0.iter().map(String::as_str).collect();
     assert_eq!(counted, vec!["instance", "model_name", "namespace", "pod"]);
     assert!(!plan.buckets.is_empty(), "the SLO histograms have their bounds listed");
 }
@@ -151,6 +151,7 @@ fn a_failed_query_makes_its_signal_not_evaluated_and_nan_is_no_data() {
         quantile: None,
         parts: None,
         histogram: None,
+        counts_from_buckets: None,
     };
     let mut answers = Answers::new();
     answers.insert(req.clone(), Err(SourceError::Other { detail: "bad gateway".into() }));
@@ -165,18 +166,25 @@ fn a_failed_query_makes_its_signal_not_evaluated_and_nan_is_no_data() {
 #[test]
 fn fleet_labels_are_counted_and_a_missing_grouping_label_is_warned_of() {
     let p = params();
-    let req = |q: &str| Request::Instant { query: q.into(), time: p.window.end };
-    let requests = vec![("instance".to_string(), req("i")), ("model_name".to_string(), req("m")), ("pod".to_string(), req("p"))];
+    let req = Request::Instant { query: "group by (instance, model_name, pod) (...)".into(), time: p.window.end };
+    let request = (vec!["instance".to_string(), "model_name".to_string(), "pod".to_string()], req.clone());
+    // Eight engines on four pods (two each); none carries model_name, one no pod.
+    let rows: Vec<(Vec<(&str, String)>, f64)> =
+        (0..8).map(|i| (if i == 7 { vec![("instance", format!("i{i}"))] } else { vec![("instance", format!("i{i}")), ("pod", format!("p{}", i / 2))] }, 1.0)).collect();
     let mut answers = Answers::new();
-    answers.insert(req("i"), Ok(vector(&[(&[], 8.0)])));
-    answers.insert(req("m"), Ok(vector(&[(&[], 0.0)])));
+    answers.insert(req.clone(), Ok(Response {
+        data: Data::Vector(rows.iter().map(|(l, v)| Sample { labels: l.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(), t: 0.0, v: *v }).collect()),
+        warnings: vec![],
+        infos: vec![],
+    }));
     let names: BTreeSet<String> = ["vllm:num_requests_running".to_string()].into();
     let mut warnings = vec![];
-    let counts = assemble::fleet_labels(&requests, &answers, &names, &p, &mut warnings);
-    assert_eq!(counts, [("instance".to_string(), 8), ("model_name".to_string(), 0)].into_iter().collect(), "pod did not answer");
-    assert!(warnings.len() == 1 && warnings[0].starts_with("--group-by model_name") && warnings[0].ends_with("found: instance"), "{warnings:?}");
-    // Without the running gauge the counts say nothing.
-    assert!(assemble::fleet_labels(&requests, &answers, &BTreeSet::new(), &p, &mut vec![]).is_empty());
+    let counts = assemble::fleet_labels(&request, &answers, &names, &p, &mut warnings);
+    assert_eq!(counts, [("instance".to_string(), 8), ("model_name".to_string(), 0), ("pod".to_string(), 4)].into_iter().collect());
+    assert!(warnings.len() == 1 && warnings[0].starts_with("--group-by model_name") && warnings[0].ends_with("found: instance, pod"), "{warnings:?}");
+    // Without the running gauge the counts say nothing; without an answer, nothing either.
+    assert!(assemble::fleet_labels(&request, &answers, &BTreeSet::new(), &p, &mut vec![]).is_empty());
+    assert!(assemble::fleet_labels(&request, &Answers::new(), &names, &p, &mut vec![]).is_empty());
 }
 
 fn values(v: f64) -> WindowValues {
