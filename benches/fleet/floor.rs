@@ -137,11 +137,15 @@ pub async fn phased(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pa
     Ok(Pass { wall: started.elapsed(), bytes })
 }
 
+/// How the fleet's labels query names the running-requests gauge (`signals::fleet_labels_query`).
+const FLEET_LABELS_READ: &str = "{__name__=~\"vllm:num_requests_running|vllm_num_requests_running\"";
+
 /// Split a recording into explain's phases. Discovery is the label-values requests and the SLO
 /// histograms' bucket coverage (`count by (le) (...)`, sent with them). Signal queries
 /// come in pairs, the same query at the window's end and at the baseline's (one range query with
 /// those two steps, or two instant queries from builds before issue 11), and the fleet's label
-/// counts (`count(count by (pod) (...))`) are sent with them; a follow-up is a range query (a
+/// counts (`count(count by (pod) (...))`, or since issue 11 one `group by (labels) (...)` over the
+/// running-requests gauge) are sent with them; a follow-up is a range query (a
 /// trend) or an instant query asked at one time only (a per-replica breakdown, the cache
 /// configuration).
 pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
@@ -157,6 +161,7 @@ pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
             Request::LabelValues { .. } => 0,
             Request::Instant { query, .. } if query.starts_with("count by (le) (") => 0,
             Request::Instant { query, .. } if query.starts_with("count(count by (") => 1,
+            Request::Instant { query, .. } if query.starts_with("group by (") && query.contains(FLEET_LABELS_READ) => 1,
             Request::Instant { query, .. } if times.get(query.as_str()).copied().unwrap_or(0) > 1 => 1,
             // A signal asked for the baseline and the window at once: two steps, one per window end.
             Request::Range { start, end, step_seconds, .. } if (*end - *start).num_seconds() == *step_seconds as i64 => 1,
