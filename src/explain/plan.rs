@@ -142,34 +142,52 @@ pub fn unrecorded(plan: &SignalPlan, answers: &Answers) -> Vec<Request> {
 
 /// Answer each pair's instant requests from its range answer: the points at each instant become
 /// that instant's vector (a series without a point there is absent, as in an instant query). An
-/// instant request already answered is left as it is; a failed range query fails both.
+/// instant request already answered is left as it is; a failed range query fails both. The range
+/// answer is consumed (its series' labels move into the instants' samples), so a large per-replica
+/// answer is held twice at most, not three times.
 pub fn split(plan: &SignalPlan, answers: &mut Answers) {
     for p in &plan.paired {
-        let Some(range) = answers.get(&p.range).cloned() else { continue };
-        for at in &p.at {
-            let Request::Instant { time, .. } = at else { continue };
-            if answers.get(at).is_some_and(|a| !matches!(a, Err(SourceError::NotRecorded { .. }))) {
-                continue;
+        let Some(range) = answers.remove(&p.range) else { continue };
+        let open: Vec<bool> = p.at.iter().map(|at| !answers.get(at).is_some_and(|a| !matches!(a, Err(SourceError::NotRecorded { .. })))).collect();
+        let times: Vec<i64> = p.at.iter().map(|at| if let Request::Instant { time, .. } = at { time.timestamp_millis() } else { i64::MIN }).collect();
+        let vectors: Result<[Response; 2], SourceError> = match range {
+            Ok(Response { data: Data::Matrix(series), warnings, infos }) => {
+                let mut out: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
+                for s in series {
+                    let at = |t: i64| s.points.iter().find(|(pt, _)| ((pt * 1000.0).round() as i64) == t).copied();
+                    let (a, b) = (at(times[0]).filter(|_| open[0]), at(times[1]).filter(|_| open[1]));
+                    match (a, b) {
+                        (Some((ta, va)), Some((tb, vb))) => {
+                            out[0].push(Sample { labels: s.labels.clone(), t: ta, v: va });
+                            out[1].push(Sample { labels: s.labels, t: tb, v: vb });
+                        }
+                        (Some((t, v)), None) => out[0].push(Sample { labels: s.labels, t, v }),
+                        (None, Some((t, v))) => out[1].push(Sample { labels: s.labels, t, v }),
+                        (None, None) => {}
+                    }
+                }
+                let [x, y] = out;
+                let response = |data: Vec<Sample>| Response { data: Data::Vector(data), warnings: warnings.clone(), infos: infos.clone() };
+                Ok([response(x), response(y)])
             }
-            let t = time.timestamp_millis();
-            let answer = match &range {
-                Ok(Response { data: Data::Matrix(series), warnings, infos }) => Ok(Response {
-                    data: Data::Vector(
-                        series
-                            .iter()
-                            .filter_map(|s| {
-                                let &(pt, v) = s.points.iter().find(|(pt, _)| ((pt * 1000.0).round() as i64) == t)?;
-                                Some(Sample { labels: s.labels.clone(), t: pt, v })
-                            })
-                            .collect(),
-                    ),
-                    warnings: warnings.clone(),
-                    infos: infos.clone(),
-                }),
-                Ok(_) => Err(SourceError::Other { detail: format!("{}: the range query was answered with something other than a matrix", p.range.describe()) }),
-                Err(e) => Err(e.clone()),
-            };
-            answers.insert(at.clone(), answer);
+            Ok(_) => Err(SourceError::Other { detail: format!("{}: the range query was answered with something other than a matrix", p.range.describe()) }),
+            Err(e) => Err(e),
+        };
+        match vectors {
+            Ok([x, y]) => {
+                for (at, answer, open) in [(&p.at[0], x, open[0]), (&p.at[1], y, open[1])] {
+                    if open {
+                        answers.insert(at.clone(), Ok(answer));
+                    }
+                }
+            }
+            Err(e) => {
+                for (at, open) in p.at.iter().zip(&open) {
+                    if *open {
+                        answers.insert(at.clone(), Err(e.clone()));
+                    }
+                }
+            }
         }
     }
 }
