@@ -5,8 +5,10 @@
 //! versions; [`resolve`] picks, per window, the first alternative present in the data (also trying the
 //! `vllm_` spelling that OpenTelemetry pipelines produce), so a fleet mid-upgrade still gets an answer.
 //! Aggregation happens in PromQL (`sum by (model_name)`), so the number of queries does not grow with
-//! the number of replicas, nor does the size of the answers, except the outliers' per-replica reads
-//! (see [`Reduction::Outlier`]), one series per replica.
+//! the number of replicas, nor does the size of the answers, except the per-replica reads: an
+//! outlier's (see [`Reduction::Outlier`]; over a histogram, one series per replica and bucket, from
+//! which explain also takes the scope's quantiles of that histogram), a spread's, and the fleet's
+//! labels ([`fleet_labels_query`]), one row per engine.
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -4,8 +4,10 @@
 //! incident on the same model, each in its own real Prometheus. Both runs are recorded, and the
 //! recordings are compared request by request: the same requests (so the same count), and
 //! answers of the same shape (same series, same timestamps, same number of points; only the
-//! numbers differ). The only answers allowed to grow are the per-replica breakdowns of findings
-//! ("3 of 20 replicas"): one per finding, for that finding's model only, one series per replica.
+//! numbers differ). The only answers allowed to grow are those that list replicas: the per-replica
+//! breakdowns of findings ("3 of 20 replicas", one per finding, for that finding's model only),
+//! the outliers' and the spread's per-replica reads (a histogram's per replica and bucket), and the
+//! fleet's labels (a row per engine); their bytes per replica are bounded below.
 //!
 //! Everything here is counted, never timed: the numbers are the same on every machine.
 //! scripts/bench.sh measures time (BENCHMARKS.md).

@@ -15,6 +15,29 @@ fn scope_of(s: &Sample, group_by: &[String]) -> Scope {
     group_by.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect()
 }
 
+/// Samples grouped by scope, keyed by borrowed label values while grouping (a per-replica answer
+/// has tens of thousands of samples, a few hundred scopes), each scope built once at the end.
+fn grouped<'a, T>(samples: impl Iterator<Item = &'a Sample>, group_by: &[String], mut item: impl FnMut(&'a Sample) -> Option<T>) -> BTreeMap<Scope, Vec<T>> {
+    let mut per: BTreeMap<Vec<&'a str>, Vec<T>> = BTreeMap::new();
+    for s in samples {
+        if let Some(x) = item(s) {
+            per.entry(group_by.iter().map(|l| s.labels.get(l).map_or("", String::as_str)).collect()).or_default().push(x);
+        }
+    }
+    per.into_iter().map(|(key, xs)| (group_by.iter().cloned().zip(key.into_iter().map(String::from)).collect(), xs)).collect()
+}
+
+fn samples(resp: &Response) -> &[Sample] {
+    match &resp.data {
+        Data::Vector(samples) => samples,
+        _ => &[],
+    }
+}
+
+fn le_of(s: &Sample) -> Option<f64> {
+    s.labels.get("le").and_then(|l| crate::local::functions::parse_go_float(l))
+}
+
 /// Turn a vector answer into values per scope.
 pub fn by_scope(resp: &Response, group_by: &[String]) -> BTreeMap<Scope, f64> {
     match &resp.data {
@@ -28,13 +51,7 @@ pub fn by_scope(resp: &Response, group_by: &[String]) -> BTreeMap<Scope, f64> {
 /// made monotonic, the rank interpolated linearly inside its bucket, the last finite bound for a
 /// rank in `+Inf`). Samples whose `le` is not a number are left out, as Prometheus does.
 pub fn quantiles(resp: &Response, group_by: &[String], q: f64) -> BTreeMap<Scope, f64> {
-    let mut per: BTreeMap<Scope, Vec<(f64, f64)>> = BTreeMap::new();
-    if let Data::Vector(samples) = &resp.data {
-        for s in samples {
-            let Some(le) = s.labels.get("le").and_then(|l| crate::local::functions::parse_go_float(l)) else { continue };
-            per.entry(scope_of(s, group_by)).or_default().push((le, s.v));
-        }
-    }
+    let per = grouped(samples(resp).iter(), group_by, |s| Some((le_of(s)?, s.v)));
     per.into_iter().map(|(scope, mut buckets)| (scope, crate::local::functions::bucket_quantile(q, &mut buckets))).collect()
 }
 
@@ -42,17 +59,17 @@ pub fn quantiles(resp: &Response, group_by: &[String], q: f64) -> BTreeMap<Scope
 /// `histogram_quantile(q, ...)` would return: one sample per replica, labelled by the grouping
 /// labels and the replica label (a replica whose buckets give no quantile has NaN, as there).
 pub fn replica_quantiles(resp: &Response, group_by: &[String], label: &str, q: f64) -> Response {
-    let mut per: BTreeMap<crate::prom::Labels, Vec<(f64, f64)>> = BTreeMap::new();
-    let mut t = 0.0;
-    if let Data::Vector(samples) = &resp.data {
-        for s in samples {
-            let Some(le) = s.labels.get("le").and_then(|l| crate::local::functions::parse_go_float(l)) else { continue };
-            let key = s.labels.iter().filter(|(k, _)| group_by.contains(k) || k.as_str() == label).map(|(k, v)| (k.clone(), v.clone())).collect();
-            per.entry(key).or_default().push((le, s.v));
-            t = s.t;
-        }
-    }
-    let samples = per.into_iter().map(|(labels, mut buckets)| Sample { labels, t, v: crate::local::functions::bucket_quantile(q, &mut buckets) }).collect();
+    let with_replica: Vec<String> = group_by.iter().cloned().chain(std::iter::once(label.to_string())).collect();
+    let t = samples(resp).first().map_or(0.0, |s| s.t);
+    let per = grouped(samples(resp).iter(), &with_replica, |s| Some((le_of(s)?, s.v)));
+    let samples = per
+        .into_iter()
+        .map(|(key, mut buckets)| {
+            // The labels the answer carries (a replica or scope label it lacks is absent, not empty).
+            let labels = key.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+            Sample { labels, t, v: crate::local::functions::bucket_quantile(q, &mut buckets) }
+        })
+        .collect();
     Response { data: Data::Vector(samples), warnings: resp.warnings.clone(), infos: resp.infos.clone() }
 }
 
@@ -205,10 +222,9 @@ pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValue
     if let Some(Some(Ok(resp))) = pl.count.as_ref().map(|r| answers.get(r)) {
         wv.counts = by_scope(resp, group_by);
     }
-    if let (Some(range), Some(Some(Ok(Response { data: Data::Vector(samples), .. })))) = (pl.counts_from_buckets, pl.value.as_ref().map(|r| answers.get(r))) {
-        for s in samples.iter().filter(|s| s.labels.get("le").and_then(|l| crate::local::functions::parse_go_float(l)) == Some(f64::INFINITY)) {
-            *wv.counts.entry(scope_of(s, group_by)).or_insert(0.0) += s.v * range;
-        }
+    if let (Some(range), Some(Some(Ok(resp)))) = (pl.counts_from_buckets, pl.value.as_ref().map(|r| answers.get(r))) {
+        let inf = grouped(samples(resp).iter(), group_by, |s| (le_of(s) == Some(f64::INFINITY)).then_some(s.v));
+        wv.counts = inf.into_iter().map(|(scope, vs)| (scope, vs.iter().sum::<f64>() * range)).collect();
     }
     // NaN values (a quantile over no observations, 0/0) are no data for that scope.
     wv.values.retain(|_, v| !v.is_nan());

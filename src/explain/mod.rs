@@ -150,12 +150,18 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // With them, the changes' second round: which models the changed replicas serve.
     let event_more = events::follow_up(&mut event_plan, &answers);
     let follow_up_requests: Vec<Request> = follow_ups.requests().into_iter().chain(event_more).collect::<BTreeSet<_>>().into_iter().collect();
-    let more = if follow_up_requests.is_empty() {
+    let mut more = if follow_up_requests.is_empty() {
         Answers::new()
     } else {
         queries += follow_up_requests.len();
         run_queries(&source, follow_up_requests, opts.concurrency, fetch::remaining(opts.deadline, started)).await
     };
+    let unrecorded = follow_ups.unrecorded(&more);
+    if !unrecorded.is_empty() {
+        queries += unrecorded.len();
+        more.extend(run_queries(&source, unrecorded, opts.concurrency, fetch::remaining(opts.deadline, started)).await);
+    }
+    follow_ups.split(&mut more);
     follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, p, &mut warnings);
     let events = events::read(&event_plan, &[&answers, &more], &mut warnings);
     onset::apply(&mut ranked.findings);

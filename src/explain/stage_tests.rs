@@ -261,3 +261,32 @@ fn follow_ups_are_sent_trends_first_then_breakdowns_then_the_cache_configuration
     };
     assert_eq!(fu.requests(), vec![r("b"), r("w"), r("x"), r("c")]);
 }
+
+#[test]
+fn a_signals_baseline_and_window_trends_are_one_range_query_split_back_into_two() {
+    let p = params();
+    let range = |r: &crate::report::TimeRange| Request::Range { query: "q".into(), start: r.start, end: r.end, step_seconds: 60 };
+    let (b, w) = (range(&p.baseline), range(&p.window));
+    let fu = follow_up::FollowUps { trends: [("s".to_string(), ("q".to_string(), b.clone(), w.clone()))].into_iter().collect(), ..Default::default() };
+    let joined = Request::Range { query: "q".into(), start: p.baseline.start, end: p.window.end, step_seconds: 60 };
+    assert_eq!(fu.requests(), vec![joined.clone()], "the baseline ends where the window starts");
+    // Every step of the joined range, one series.
+    let steps = (p.window.end - p.baseline.start).num_seconds() / 60;
+    let points: Vec<(f64, f64)> = (0..=steps).map(|k| ((p.baseline.start.timestamp() + 60 * k) as f64, k as f64)).collect();
+    let mut answers = Answers::new();
+    answers.insert(joined.clone(), Ok(Response { data: Data::Matrix(vec![crate::source::Series { labels: labels(&[("model_name", "a")]), points }]), warnings: vec![], infos: vec![] }));
+    assert!(fu.unrecorded(&answers).is_empty());
+    fu.split(&mut answers);
+    let pts = |r: &Request| match answers.get(r) {
+        Some(Ok(Response { data: Data::Matrix(s), .. })) => s[0].points.clone(),
+        other => panic!("{other:?}"),
+    };
+    let (bp, wp) = (pts(&b), pts(&w));
+    assert_eq!((bp.first().map(|p| p.0), bp.last().map(|p| p.0)), (Some(p.baseline.start.timestamp() as f64), Some(p.baseline.end.timestamp() as f64)));
+    assert_eq!((wp.first().map(|p| p.0), wp.last().map(|p| p.0)), (Some(p.window.start.timestamp() as f64), Some(p.window.end.timestamp() as f64)));
+    assert_eq!(bp.len() + wp.len(), steps as usize + 2, "the point where they touch is in both");
+    // A recording made before joining holds the two range queries: they are asked instead.
+    let mut old = Answers::new();
+    old.insert(joined, Err(crate::source::SourceError::NotRecorded { request: "q".into(), file: "r.json".into() }));
+    assert_eq!(fu.unrecorded(&old), vec![b, w]);
+}
