@@ -5,10 +5,14 @@
 #   scripts/bench.sh --grid                # every size from {10,100,1000} x {1,10,50}
 #   scripts/bench.sh --sizes 1000x50 --runs 15
 #   scripts/bench.sh --fresh               # rebuild the cached TSDBs in target/bench/data
+#   scripts/bench.sh --backend victoria    # the same against VictoriaMetrics (or: --backend both)
+#   scripts/bench.sh --sizes 200x20,1000x50 --previous /path/to/old/vllm-diag   # side by side
 #
-# Results: target/bench/results.md and results.json. Generated TSDBs are kept in target/bench/data
-# (about 1 GB for 1000x50) and reused; the OpenMetrics text is deleted after the backfill.
-# Installs Prometheus (with promtool) and GNU time when missing (Debian packages).
+# Results: target/bench/results.md and results.json. Generated TSDBs (and VictoriaMetrics storage
+# directories) are kept in target/bench/data (about 1 GB each for 1000x50) and reused; the
+# OpenMetrics text is deleted after the backfill/import.
+# Installs Prometheus (with promtool), GNU time and, when --backend asks for it, VictoriaMetrics
+# when missing (Debian packages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +20,15 @@ need=()
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v promtool   >/dev/null 2>&1 || need+=(prometheus)
 [ -x /usr/bin/time ] || need+=(time)
+victoria=""
+prev=""
+for a in "$@"; do
+  if [ "$prev" = "--backend" ] && { [ "$a" = victoria ] || [ "$a" = victoriametrics ] || [ "$a" = both ]; }; then victoria=1; fi
+  prev="$a"
+done
+if [ -n "$victoria" ]; then
+  command -v victoria-metrics >/dev/null 2>&1 || need+=(victoria-metrics)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]} (Debian packages)" >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -1,4 +1,5 @@
-//! Generated fleets, backfilled into a Prometheus TSDB once and kept for later runs.
+//! Generated fleets, backfilled into a Prometheus TSDB and imported into a VictoriaMetrics storage
+//! directory once each, and kept for later runs.
 //!
 //! A fleet is `replicas` servers spread evenly over `models` models, with one model in a
 //! KV-cache-pressure incident so the run goes through every phase (findings, trends, per-replica
@@ -14,9 +15,12 @@
 //! every chunk but the first get a chunk tag so replicas stay distinct. One file means one set of
 //! blocks, like a real Prometheus holds, rather than dozens of overlapping ones.
 //!
-//! The TSDB is cached under `<out>/data/<fleet>-<key>/`, the key a hash of the spec texts, the
-//! generator's source and [`DATA_VERSION`]; `--fresh` rebuilds it. Generation and backfill times are measured when the
-//! data is built and stored next to it.
+//! The TSDB (`tsdb/`) and the VictoriaMetrics storage (`vm/`, see [`vm`]) are cached under
+//! `<out>/data/<fleet>-<key>/`, the key a hash of the spec texts, the generator's source and
+//! [`DATA_VERSION`]; `--fresh` rebuilds what the run measures. Each is built only when a run
+//! measures that backend, from one OpenMetrics file generated for the purpose and deleted after.
+//! Generation, backfill and import times are measured when the data is built and stored next to it
+//! (`built.json`, `vm.json`).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -27,6 +31,8 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vllm_diag_sim::{generate_openmetrics, ScenarioSpec};
+
+use crate::vm;
 
 /// Bump when the way data is generated changes, so cached TSDBs are rebuilt.
 const DATA_VERSION: &str = "1";
@@ -101,7 +107,7 @@ impl Fleet {
     }
 }
 
-/// What building a fleet's TSDB cost, stored with it.
+/// What building a fleet's data cost, stored with it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Built {
     pub fleet: String,
@@ -110,43 +116,103 @@ pub struct Built {
     pub generate_secs: f64,
     pub openmetrics_bytes: u64,
     pub samples: u64,
-    /// `promtool tsdb create-blocks-from openmetrics` alone.
-    pub backfill_secs: f64,
+    /// `promtool tsdb create-blocks-from openmetrics` alone (absent when only VictoriaMetrics
+    /// was loaded).
+    pub backfill_secs: Option<f64>,
     /// End of the diagnosed window (`--at`).
     pub window_end: DateTime<Utc>,
 }
 
-/// A fleet's TSDB, ready for Prometheus.
+/// A fleet's VictoriaMetrics storage and what importing it cost (`vm.json` beside it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VmBuilt {
+    /// The generation that fed the import.
+    pub built: Built,
+    pub imported: vm::Imported,
+}
+
+/// A fleet's data, ready for the backends asked for.
 pub struct Prepared {
+    /// The Prometheus TSDB (built only when Prometheus is measured).
     pub tsdb: PathBuf,
     pub built: Built,
     /// False when the TSDB came from the cache (its build times are from the run that built it).
     pub fresh: bool,
+    /// The VictoriaMetrics storage directory, when VictoriaMetrics is measured.
+    pub vm: Option<PreparedVm>,
 }
 
-/// Build (or reuse) the TSDB of a fleet under `out/data/`.
-pub fn prepare(fleet: Fleet, out: &Path, fresh: bool) -> Result<Prepared, String> {
+pub struct PreparedVm {
+    pub storage: PathBuf,
+    pub built: VmBuilt,
+    /// False when the storage came from the cache.
+    pub fresh: bool,
+}
+
+/// Build (or reuse) a fleet's data under `out/data/`: the Prometheus TSDB when `prometheus`, the
+/// VictoriaMetrics storage when `victoria`. Both come from one generated OpenMetrics file.
+pub fn prepare(rt: &tokio::runtime::Runtime, fleet: Fleet, out: &Path, fresh: bool, prometheus: bool, victoria: bool) -> Result<Prepared, String> {
     let specs = fleet.chunk_specs();
     let key = fnv1a(format!("{DATA_VERSION}\n{}\n{}", specs.join("\n"), generator_fingerprint()).as_bytes());
     let dir = out.join("data").join(format!("{}-{key:016x}", fleet.label()));
     let tsdb = dir.join("tsdb");
+    let storage = dir.join("vm");
     let meta_path = dir.join("built.json");
-    if !fresh {
-        if let Ok(text) = std::fs::read_to_string(&meta_path) {
-            if let Ok(built) = serde_json::from_str::<Built>(&text) {
-                return Ok(Prepared { tsdb, built, fresh: false });
-            }
-        }
+    let vm_meta_path = dir.join("vm.json");
+    let cached_tsdb = (prometheus && !fresh).then(|| read_json::<Built>(&meta_path)).flatten();
+    let cached_vm = (victoria && !fresh).then(|| read_json::<VmBuilt>(&vm_meta_path)).flatten();
+    let need_tsdb = prometheus && cached_tsdb.is_none();
+    let need_vm = victoria && cached_vm.is_none();
+    if !need_tsdb && !need_vm {
+        let built = cached_tsdb.clone().or_else(|| cached_vm.as_ref().map(|v| v.built.clone())).ok_or("no backend asked for")?;
+        let vm = cached_vm.map(|built| PreparedVm { storage, built, fresh: false });
+        return Ok(Prepared { tsdb, built, fresh: false, vm });
     }
-    // Data of this size from another generator or spec is stale: remove it with this key's.
+    // Data of this size from another generator or spec is stale: remove it, and what is rebuilt here.
     let prefix = format!("{}-", fleet.label());
     for old in std::fs::read_dir(out.join("data")).into_iter().flatten().flatten() {
-        if old.file_name().to_string_lossy().starts_with(&prefix) {
+        if old.file_name().to_string_lossy().starts_with(&prefix) && old.path() != dir {
             std::fs::remove_dir_all(old.path()).map_err(|e| format!("cannot remove the old data in {}: {e}", old.path().display()))?;
         }
     }
-    std::fs::create_dir_all(&tsdb).map_err(|e| format!("cannot create {}: {e}", tsdb.display()))?;
+    let rebuilt: &[(bool, &Path)] = &[(need_tsdb, &tsdb), (need_tsdb, &meta_path), (need_vm, &storage), (need_vm, &vm_meta_path)];
+    for (_, p) in rebuilt.iter().filter(|(need, p)| *need && p.exists()) {
+        let removed = if p.is_dir() { std::fs::remove_dir_all(p) } else { std::fs::remove_file(p) };
+        removed.map_err(|e| format!("cannot remove the old data in {}: {e}", p.display()))?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
 
+    let (om, mut built) = generate(fleet, &specs, &dir)?;
+    let result = (|| -> Result<Prepared, String> {
+        if need_tsdb {
+            built.backfill_secs = Some(backfill(fleet, &om, &tsdb, &built)?);
+            write_json(&meta_path, &built)?;
+        }
+        let built_tsdb = cached_tsdb.map_or((built.clone(), true), |b| (b, false));
+        let vm = if need_vm {
+            let vm_built = VmBuilt { built: Built { backfill_secs: None, ..built.clone() }, imported: import_vm(rt, fleet, &om, &storage, &dir)? };
+            write_json(&vm_meta_path, &vm_built)?;
+            Some(PreparedVm { storage: storage.clone(), built: vm_built, fresh: true })
+        } else {
+            cached_vm.map(|built| PreparedVm { storage: storage.clone(), built, fresh: false })
+        };
+        Ok(Prepared { tsdb: tsdb.clone(), built: built_tsdb.0, fresh: built_tsdb.1, vm })
+    })();
+    let _ = std::fs::remove_file(&om);
+    result
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Generate the fleet's OpenMetrics file in `dir`; returns it and what it cost (no backfill yet).
+fn generate(fleet: Fleet, specs: &[String], dir: &Path) -> Result<(PathBuf, Built), String> {
     let parsed: Vec<ScenarioSpec> = specs
         .iter()
         .map(|t| ScenarioSpec::from_toml_str(t).map_err(|e| format!("fleet {}: the generated spec is invalid: {e}\n{t}", fleet.label())))
@@ -170,20 +236,32 @@ pub fn prepare(fleet: Fleet, out: &Path, fresh: bool) -> Result<Prepared, String
     for f in &chunk_files {
         let _ = std::fs::remove_file(f);
     }
-    let generate_secs = started.elapsed().as_secs_f64();
-    let openmetrics_bytes = std::fs::metadata(&om).map(|m| m.len()).unwrap_or(0);
+    let built = Built {
+        fleet: fleet.label(),
+        chunks: parsed.len(),
+        generate_secs: started.elapsed().as_secs_f64(),
+        openmetrics_bytes: std::fs::metadata(&om).map(|m| m.len()).unwrap_or(0),
+        samples,
+        backfill_secs: None,
+        window_end,
+    };
+    Ok((om, built))
+}
 
+/// promtool's backfill of `om` into `tsdb`; returns its time.
+fn backfill(fleet: Fleet, om: &Path, tsdb: &Path, built: &Built) -> Result<f64, String> {
+    std::fs::create_dir_all(tsdb).map_err(|e| format!("cannot create {}: {e}", tsdb.display()))?;
     eprintln!(
         "[{}] backfilling {} samples ({:.1} GB of OpenMetrics) with promtool",
         fleet.label(),
-        samples,
-        openmetrics_bytes as f64 / 1e9
+        built.samples,
+        built.openmetrics_bytes as f64 / 1e9
     );
     let started = Instant::now();
     let output = Command::new("promtool")
         .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(&om)
-        .arg(&tsdb)
+        .arg(om)
+        .arg(tsdb)
         .output()
         .map_err(|e| format!("cannot run promtool: {e}. Install the Debian package `prometheus` (scripts/bench.sh does)"))?;
     let backfill_secs = started.elapsed().as_secs_f64();
@@ -196,20 +274,27 @@ pub fn prepare(fleet: Fleet, out: &Path, fresh: bool) -> Result<Prepared, String
             String::from_utf8_lossy(&output.stderr)
         ));
     }
-    let _ = std::fs::remove_file(&om);
+    Ok(backfill_secs)
+}
 
-    let built = Built {
-        fleet: fleet.label(),
-        chunks: parsed.len(),
-        generate_secs,
-        openmetrics_bytes,
-        samples,
-        backfill_secs,
-        window_end,
-    };
-    let text = serde_json::to_string_pretty(&built).map_err(|e| e.to_string())?;
-    std::fs::write(&meta_path, text).map_err(|e| format!("cannot write {}: {e}", meta_path.display()))?;
-    Ok(Prepared { tsdb, built, fresh: true })
+/// Import `om` into a VictoriaMetrics started on `storage` (then stopped, so its data is on disk).
+fn import_vm(rt: &tokio::runtime::Runtime, fleet: Fleet, om: &Path, storage: &Path, dir: &Path) -> Result<vm::Imported, String> {
+    eprintln!("[{}] importing {} into VictoriaMetrics", fleet.label(), om.display());
+    let mut imported = rt.block_on(async {
+        let server = vm::Vm::start(storage, dir, "vm-import.log").await?;
+        vm::import(&server.url, om).await.map_err(|e| format!("{e}\nits log:\n{}", server.log_text()))
+    })?;
+    imported.storage_bytes = vm::dir_bytes(storage);
+    eprintln!(
+        "[{}] imported {} samples ({:.1} GB of text, {} requests) in {:.1} s, searchable {:.1} s later",
+        fleet.label(),
+        imported.samples,
+        imported.text_bytes as f64 / 1e9,
+        imported.requests,
+        imported.import_secs,
+        imported.searchable_secs
+    );
+    Ok(imported)
 }
 
 /// One metric family's lines in a chunk file: `[start, end)` byte offsets, header lines included.

@@ -137,11 +137,15 @@ pub async fn phased(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pa
     Ok(Pass { wall: started.elapsed(), bytes })
 }
 
+/// How the fleet's labels query names the running-requests gauge (`signals::fleet_labels_query`).
+const FLEET_LABELS_READ: &str = "{__name__=~\"vllm:num_requests_running|vllm_num_requests_running\"";
+
 /// Split a recording into explain's phases. Discovery is the label-values requests and the SLO
 /// histograms' bucket coverage (`count by (le) (...)`, sent with them). Signal queries
 /// come in pairs, the same query at the window's end and at the baseline's (one range query with
 /// those two steps, or two instant queries from builds before issue 11), and the fleet's label
-/// counts (`count(count by (pod) (...))`) are sent with them; a follow-up is a range query (a
+/// counts (`count(count by (pod) (...))`, or since issue 11 one `group by (labels) (...)` over the
+/// running-requests gauge) are sent with them; a follow-up is a range query (a
 /// trend) or an instant query asked at one time only (a per-replica breakdown, the cache
 /// configuration).
 pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
@@ -157,6 +161,7 @@ pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
             Request::LabelValues { .. } => 0,
             Request::Instant { query, .. } if query.starts_with("count by (le) (") => 0,
             Request::Instant { query, .. } if query.starts_with("count(count by (") => 1,
+            Request::Instant { query, .. } if query.starts_with("group by (") && query.contains(FLEET_LABELS_READ) => 1,
             Request::Instant { query, .. } if times.get(query.as_str()).copied().unwrap_or(0) > 1 => 1,
             // A signal asked for the baseline and the window at once: two steps, one per window end.
             Request::Range { start, end, step_seconds, .. } if (*end - *start).num_seconds() == *step_seconds as i64 => 1,
@@ -167,15 +172,25 @@ pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
     out
 }
 
-/// Prometheus' own accounting: every query once, one at a time, with `stats=all`; the sum of
-/// `execTotalTime` is the evaluation work the backend does for one run, with no contention.
-/// Also returns each query's own time (largest first), to show where the work goes.
-pub async fn server_exec_secs(base: &str, rec: &Recorded) -> Result<(f64, Vec<(f64, String)>), String> {
+/// How the work of one query is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timing {
+    /// Prometheus' own accounting: `stats=all`, `execTotalTime` (evaluation only).
+    ServerStats,
+    /// The client's wall time from sending the request to the answer's last byte (VictoriaMetrics
+    /// has no `stats=all`): evaluation plus encoding the answer and moving it over loopback.
+    ClientWall,
+}
+
+/// The backend's work for one run: every query once, one at a time (nothing else in flight),
+/// timed as `timing` says, summed. Label-values requests are left out (index lookups, not
+/// evaluation). Also returns each query's own time (largest first), to show where the work goes.
+pub async fn server_exec_secs(base: &str, rec: &Recorded, timing: Timing) -> Result<(f64, Vec<(f64, String)>), String> {
     let http = client()?;
     let mut total = 0.0;
     let mut each = Vec::new();
     for req in rec.requests.iter().filter(|r| !matches!(r, Request::LabelValues { .. })) {
-        let t = exec_secs(&http, base, req).await?;
+        let (t, _) = exec_secs(&http, base, req, timing).await?;
         total += t;
         each.push((t, req.describe()));
     }
@@ -183,11 +198,26 @@ pub async fn server_exec_secs(base: &str, rec: &Recorded) -> Result<(f64, Vec<(f
     Ok((total, each))
 }
 
-async fn exec_secs(http: &reqwest::Client, base: &str, req: &Request) -> Result<f64, String> {
-    let resp = request(http, base, req, &[("stats", "all")]).send().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+/// One query's time as `timing` says, and its answer.
+async fn exec_secs(http: &reqwest::Client, base: &str, req: &Request, timing: Timing) -> Result<(f64, serde_json::Value), String> {
+    let extra: &[(&str, &str)] = match timing {
+        Timing::ServerStats => &[("stats", "all")],
+        Timing::ClientWall => &[],
+    };
+    let started = Instant::now();
+    let resp = request(http, base, req, extra).send().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+    let status = resp.status();
     let body = resp.bytes().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+    let wall = started.elapsed().as_secs_f64();
+    if !status.is_success() {
+        return Err(format!("{}: HTTP {status}: {}", req.describe(), String::from_utf8_lossy(&body)));
+    }
     let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| format!("{}: {e}", req.describe()))?;
-    Ok(v["data"]["stats"]["timings"]["execTotalTime"].as_f64().unwrap_or(0.0))
+    let t = match timing {
+        Timing::ServerStats => v["data"]["stats"]["timings"]["execTotalTime"].as_f64().unwrap_or(0.0),
+        Timing::ClientWall => wall,
+    };
+    Ok((t, v))
 }
 
 /// The metric names (families) a recording's queries read, and how many queries read each.
@@ -212,20 +242,24 @@ pub fn span(rec: &Recorded) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
     spans.reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
 }
 
-/// The data-read floor: the server time to read every sample of each family once over `start ..
-/// end` (`count(count_over_time(F[end - start]))` at `end`, one family at a time, `stats=all`).
-/// Returns the sum of `execTotalTime` and the families that hold data.
-pub async fn data_read_secs(base: &str, families: &[String], start: DateTime<Utc>, end: DateTime<Utc>) -> Result<(f64, usize), String> {
+/// The data-read floor: the backend's time to read every sample of each family once over `start ..
+/// end` (`count(count_over_time(F[end - start]))` at `end`, one family at a time), timed as
+/// `timing` says. Returns the sum and the families that hold data.
+pub async fn data_read_secs(
+    base: &str,
+    families: &[String],
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    timing: Timing,
+) -> Result<(f64, usize), String> {
     let http = client()?;
     let secs = (end - start).num_seconds().max(1);
     let mut total = 0.0;
     let mut with_data = 0;
     for f in families {
         let req = Request::Instant { query: format!("count(count_over_time({f}[{secs}s]))"), time: end };
-        let resp = request(&http, base, &req, &[("stats", "all")]).send().await.map_err(|e| format!("{}: {e}", req.describe()))?;
-        let body = resp.bytes().await.map_err(|e| format!("{}: {e}", req.describe()))?;
-        let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| format!("{}: {e}", req.describe()))?;
-        total += v["data"]["stats"]["timings"]["execTotalTime"].as_f64().unwrap_or(0.0);
+        let (t, v) = exec_secs(&http, base, &req, timing).await?;
+        total += t;
         if v["data"]["result"].as_array().is_some_and(|a| !a.is_empty()) {
             with_data += 1;
         }

@@ -4,7 +4,8 @@
 //! has `bench = false`, so only `cargo bench --bench fleet` builds it).
 //!
 //! For every fleet size it builds a TSDB of a generated fleet (cached, see [`data`]), starts a real
-//! Prometheus on it, and then, interleaving the runs so both see the same background noise:
+//! Prometheus on it (or, with `--backend victoria`, a real VictoriaMetrics single-node holding the
+//! same samples, see [`vm`]), and then, interleaving the runs so both see the same background noise:
 //! - runs the release `vllm-diag explain` binary end to end (spawn to exit) and takes its peak RSS
 //!   from the kernel ([`child`]);
 //! - sends the very requests that run made, taken from its `--record` file, with a minimal client
@@ -12,13 +13,16 @@
 //! - replays the recording offline.
 //!
 //! It reports medians with min and max. Query counts and response sizes come from the recording,
-//! so they are exact, not sampled.
+//! so they are exact, not sampled. The backend's work is measured one query at a time: Prometheus'
+//! own `execTotalTime` (`stats=all`); VictoriaMetrics has no such accounting, so there it is the
+//! client's wall time per query, which also holds encoding the answer and loopback transfer.
 
 mod child;
 mod data;
 mod floor;
 mod prom;
 mod stats;
+mod vm;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -44,15 +48,52 @@ struct Args {
     fresh: bool,
     /// Another vllm-diag binary (the previous release) run side by side with this one.
     previous: Option<PathBuf>,
+    /// The backends measured, each fleet against each in this order.
+    backends: Vec<Backend>,
 }
 
-const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,1000x50 | --grid] [--runs N] [--out DIR] [--fresh]
+/// The metrics backend explain and the floor run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+enum Backend {
+    #[serde(rename = "prometheus")]
+    Prometheus,
+    #[serde(rename = "victoriametrics")]
+    Victoria,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Prometheus => "Prometheus",
+            Backend::Victoria => "VictoriaMetrics",
+        }
+    }
+
+    /// How the backend's work per query is taken (see [`floor::Timing`]).
+    fn timing(self) -> floor::Timing {
+        match self {
+            Backend::Prometheus => floor::Timing::ServerStats,
+            Backend::Victoria => floor::Timing::ClientWall,
+        }
+    }
+
+    fn timing_text(self) -> &'static str {
+        match self {
+            Backend::Prometheus => "sum of execTotalTime (stats=all)",
+            Backend::Victoria => "sum of client wall times",
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,1000x50 | --grid] [--runs N] [--out DIR] [--fresh] [--previous BIN] [--backend prometheus|victoria|both]
   --sizes   fleet sizes as REPLICASxMODELS (default: the diagonal 10x1,100x10,1000x50)
   --grid    every size from 10, 100, 1000 replicas x 1, 10, 50 models (at least one replica per model)
   --runs    timed runs per measurement (default 7; at least 5)
   --out     where data, recordings and results go (default target/bench)
   --fresh   rebuild the cached TSDBs instead of reusing them
-  --previous BIN  also time this vllm-diag binary (e.g. the previous release), interleaved with this one";
+  --previous BIN  also time this vllm-diag binary (e.g. the previous release), interleaved with this one
+  --backend prometheus|victoria|both  the metrics backend (default prometheus; both: each fleet against
+            Prometheus, then against VictoriaMetrics)";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -61,6 +102,7 @@ fn parse_args() -> Result<Args, String> {
         out: Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench"),
         fresh: false,
         previous: None,
+        backends: vec![Backend::Prometheus],
     };
     let mut sizes: Vec<String> = DIAGONAL.iter().map(|s| s.to_string()).collect();
     let mut it = std::env::args().skip(1);
@@ -80,6 +122,14 @@ fn parse_args() -> Result<Args, String> {
             "--out" => args.out = PathBuf::from(value("--out")?),
             "--fresh" => args.fresh = true,
             "--previous" => args.previous = Some(PathBuf::from(value("--previous")?)),
+            "--backend" => {
+                args.backends = match value("--backend")?.as_str() {
+                    "prometheus" => vec![Backend::Prometheus],
+                    "victoria" | "victoriametrics" => vec![Backend::Victoria],
+                    "both" => vec![Backend::Prometheus, Backend::Victoria],
+                    other => return Err(format!("--backend {other:?}: expected prometheus, victoria or both\n{USAGE}")),
+                }
+            }
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -95,6 +145,9 @@ struct Machine {
     memory: String,
     kernel: String,
     prometheus: String,
+    /// When VictoriaMetrics is measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    victoria_metrics: Option<String>,
     vllm_diag: String,
 }
 
@@ -109,12 +162,16 @@ struct Startup {
 
 #[derive(Serialize)]
 struct FleetResult {
+    backend: Backend,
     fleet: String,
     replicas: u32,
     models: u32,
     series: u64,
     data: data::Built,
     data_built_in_this_run: bool,
+    /// VictoriaMetrics only: what importing the fleet cost (when it was built; cached otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    import: Option<vm::Imported>,
     /// `stats.queries` of the recorded run.
     queries: u64,
     /// Distinct requests in the recording.
@@ -137,9 +194,11 @@ struct FleetResult {
     ratio_phased: f64,
     /// The median of the ratios of runs taken back to back.
     paired_ratio: f64,
-    /// Prometheus' evaluation time for the run's queries, one at a time (median of
-    /// [`WORK_REPS`] passes of the sum of `execTotalTime`).
+    /// The backend's work for the run's queries, one at a time (median of [`WORK_REPS`] passes
+    /// of the sum of `execTotalTime` from Prometheus, of client wall times from VictoriaMetrics).
     server_exec_ms: f64,
+    /// How `server_exec_ms` and `data_read_ms` were taken.
+    work_timing: &'static str,
     /// The data-read floor: every sample of each family the run reads, read once over the
     /// baseline and the window (median of [`WORK_REPS`] passes).
     data_read_ms: f64,
@@ -215,7 +274,7 @@ fn run(args: &Args) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
 
-    let machine = machine();
+    let machine = machine(args.backends.contains(&Backend::Victoria));
     eprintln!("machine: {} ({} cores), load {}", machine.cpu, machine.cores, loadavg());
 
     let startup = Startup {
@@ -232,24 +291,29 @@ fn run(args: &Args) -> Result<(), String> {
     };
 
     let mut fleets = Vec::new();
+    let prometheus = args.backends.contains(&Backend::Prometheus);
+    let victoria = args.backends.contains(&Backend::Victoria);
     for fleet in &args.fleets {
-        let prepared = data::prepare(*fleet, &args.out, args.fresh)?;
-        let r = measure(&rt, *fleet, &prepared, args)?;
-        eprintln!(
-            "[{}] explain {} | floor {} | ratio {:.2} | {} queries, {} | replay {} | work {} / data floor {} = {:.2}{}",
-            r.fleet,
-            r.explain.text(),
-            r.floor_flat.text(),
-            r.ratio,
-            r.queries,
-            bytes(r.response_bytes),
-            r.replay.text(),
-            ms(r.server_exec_ms),
-            ms(r.data_read_ms),
-            r.work_ratio,
-            r.previous.as_ref().map_or(String::new(), |p| format!(" | previous: explain {}, work/floor {:.2}, speed-up {:.2}x", p.explain.text(), p.work_ratio, p.speedup))
-        );
-        fleets.push(r);
+        let prepared = data::prepare(&rt, *fleet, &args.out, args.fresh, prometheus, victoria)?;
+        for &backend in &args.backends {
+            let r = measure(&rt, *fleet, &prepared, backend, args)?;
+            eprintln!(
+                "[{} {}] explain {} | floor {} | ratio {:.2} | {} queries, {} | replay {} | work {} / data floor {} = {:.2}{}",
+                r.fleet,
+                backend.name(),
+                r.explain.text(),
+                r.floor_flat.text(),
+                r.ratio,
+                r.queries,
+                bytes(r.response_bytes),
+                r.replay.text(),
+                ms(r.server_exec_ms),
+                ms(r.data_read_ms),
+                r.work_ratio,
+                r.previous.as_ref().map_or(String::new(), |p| format!(" | previous: explain {}, work/floor {:.2}, speed-up {:.2}x", p.explain.text(), p.work_ratio, p.speedup))
+            );
+            fleets.push(r);
+        }
     }
 
     let results = Results { machine, runs: args.runs, concurrency: CONCURRENCY, startup, fleets };
@@ -268,19 +332,44 @@ fn walls(runs: &[child::Finished]) -> Vec<Duration> {
     runs.iter().map(|f| f.wall).collect()
 }
 
-fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared, args: &Args) -> Result<FleetResult, String> {
+/// A running backend, stopped when dropped.
+enum Server {
+    Prom(prom::Prom),
+    Vm(vm::Vm),
+}
+
+impl Server {
+    fn url(&self) -> &str {
+        match self {
+            Server::Prom(p) => &p.url,
+            Server::Vm(v) => &v.url,
+        }
+    }
+}
+
+fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared, backend: Backend, args: &Args) -> Result<FleetResult, String> {
     let label = fleet.label();
-    let work = args.out.join("runs").join(&label);
+    let work = match backend {
+        Backend::Prometheus => args.out.join("runs").join(&label),
+        Backend::Victoria => args.out.join("runs").join(format!("{label}-victoria")),
+    };
     std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
-    let prom = rt.block_on(prom::Prom::start(&prepared.tsdb, &work))?;
+    let server = match backend {
+        Backend::Prometheus => Server::Prom(rt.block_on(prom::Prom::start(&prepared.tsdb, &work))?),
+        Backend::Victoria => {
+            let storage = &prepared.vm.as_ref().ok_or("no VictoriaMetrics data was prepared")?.storage;
+            Server::Vm(rt.block_on(vm::Vm::start(storage, &work, "victoria-metrics.log"))?)
+        }
+    };
+    let url = server.url().to_string();
     // Let start-up work (WAL replay, a first compaction check) finish before timing anything.
     std::thread::sleep(Duration::from_secs(3));
     let at = prepared.built.window_end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let series = rt.block_on(count_series(&prom.url, &at))?;
+    let series = rt.block_on(count_series(&url, &at))?;
     let load_before = loadavg();
 
     let live_args: Vec<String> =
-        ["--no-config", "explain", "--prometheus", &prom.url, "--at", &at, "--window", "30m"].iter().map(|s| s.to_string()).collect();
+        ["--no-config", "explain", "--prometheus", &url, "--at", &at, "--window", "30m"].iter().map(|s| s.to_string()).collect();
     let explain_args = |extra: &[&str]| -> Command {
         let mut c = Command::new(bin());
         c.args(&live_args).args(extra).env_remove("VLLM_DIAG_PROMETHEUS_URL");
@@ -309,7 +398,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     if let Some(c) = prev_table.as_mut() {
         child::repeat(c, 1, 0)?;
     }
-    rt.block_on(floor::flat(&prom.url, &rec, CONCURRENCY))?;
+    rt.block_on(floor::flat(&url, &rec, CONCURRENCY))?;
     let mut explain_runs = Vec::new();
     let mut prev_runs = Vec::new();
     let mut flat = Vec::new();
@@ -320,15 +409,15 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         if let Some(c) = prev_table.as_mut() {
             prev_runs.extend(child::repeat(c, 1, 0)?);
         }
-        let p = rt.block_on(floor::flat(&prom.url, &rec, CONCURRENCY))?;
+        let p = rt.block_on(floor::flat(&url, &rec, CONCURRENCY))?;
         floor_bytes = p.bytes;
         flat.push(p.wall);
-        phased.push(rt.block_on(floor::phased(&prom.url, &rec, CONCURRENCY))?.wall);
+        phased.push(rt.block_on(floor::phased(&url, &rec, CONCURRENCY))?.wall);
     }
     if floor_bytes != rec.total_bytes() {
         eprintln!("[{label}] note: the floor client received {floor_bytes} bytes, the recording holds {}", rec.total_bytes());
     }
-    // Prometheus' own work, one query at a time, against the data-read floor of the same families.
+    // The backend's own work, one query at a time, against the data-read floor of the same families.
     let mut families = floor::families(&rec)?;
     if let Some((_, _, p)) = &prev {
         families.extend(floor::families(p)?.into_keys().map(|k| (k, 0)));
@@ -342,16 +431,16 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     let mut with_data = 0;
     let mut per_query = Vec::new();
     for _ in 0..WORK_REPS {
-        let (t, each) = rt.block_on(floor::server_exec_secs(&prom.url, &rec))?;
+        let (t, each) = rt.block_on(floor::server_exec_secs(&url, &rec, backend.timing()))?;
         exec.push(t * 1000.0);
         per_query = each;
         if let Some((_, _, p)) = &prev {
-            let (t, each) = rt.block_on(floor::server_exec_secs(&prom.url, p))?;
+            let (t, each) = rt.block_on(floor::server_exec_secs(&url, p, backend.timing()))?;
             prev_exec.push(t * 1000.0);
             let listing: String = each.iter().map(|(t, q)| format!("{:.1} ms\t{q}\n", t * 1000.0)).collect();
             let _ = std::fs::write(work.join("server-exec-previous.tsv"), listing);
         }
-        let (t, n) = rt.block_on(floor::data_read_secs(&prom.url, &names, start, end))?;
+        let (t, n) = rt.block_on(floor::data_read_secs(&url, &names, start, end, backend.timing()))?;
         data_read.push(t * 1000.0);
         with_data = n;
     }
@@ -361,7 +450,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     let data_read_ms = median(&data_read);
     let explain_rss_kib = child::peak_rss_kib(bin(), &live_args, RSS_RUNS)?;
     let load_after = loadavg();
-    drop(prom);
+    drop(server);
 
     // 3. Offline: the recording replayed.
     let mut replay = Command::new(bin());
@@ -392,13 +481,19 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         }
     });
     let paired: Vec<f64> = explain_runs.iter().zip(&flat).map(|(e, f)| e.wall.as_secs_f64() / f.as_secs_f64()).collect();
+    let (data, data_built_in_this_run, import) = match (&prepared.vm, backend) {
+        (Some(v), Backend::Victoria) => (v.built.built.clone(), v.fresh, Some(v.built.imported.clone())),
+        _ => (prepared.built.clone(), prepared.fresh, None),
+    };
     Ok(FleetResult {
+        backend,
         fleet: label,
         replicas: fleet.replicas,
         models: fleet.models,
         series,
-        data: prepared.built.clone(),
-        data_built_in_this_run: prepared.fresh,
+        data,
+        data_built_in_this_run,
+        import,
         queries,
         recorded_requests: rec.requests.len(),
         phases: floor::phases(&rec.requests).map(|p| p.len()),
@@ -415,6 +510,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         floor_flat,
         floor_phased: Summary::of(&phased),
         server_exec_ms,
+        work_timing: backend.timing_text(),
         data_read_ms,
         families: with_data,
         work_ratio: server_exec_ms / data_read_ms,
@@ -505,7 +601,7 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-fn machine() -> Machine {
+fn machine(victoria: bool) -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo
         .lines()
@@ -531,6 +627,7 @@ fn machine() -> Machine {
         memory,
         kernel: first_line("uname", "-r"),
         prometheus: first_line("prometheus", "--version"),
+        victoria_metrics: victoria.then(vm::version),
         vllm_diag: first_line(bin(), "--version"),
     }
 }
@@ -538,16 +635,18 @@ fn machine() -> Machine {
 fn markdown(r: &Results) -> String {
     let mut s = String::new();
     let m = &r.machine;
-    let _ = writeln!(s, "Machine: {}, {} cores, {}, Linux {}; {}; {}.", m.cpu, m.cores, m.memory, m.kernel, m.prometheus, m.vllm_diag);
+    let vm = m.victoria_metrics.as_ref().map_or(String::new(), |v| format!("; {v}"));
+    let _ = writeln!(s, "Machine: {}, {} cores, {}, Linux {}; {}{vm}; {}.", m.cpu, m.cores, m.memory, m.kernel, m.prometheus, m.vllm_diag);
     let _ = writeln!(s, "{} timed runs per number (median, then min–max); concurrency {}.\n", r.runs, r.concurrency);
 
-    let _ = writeln!(s, "| fleet (replicas x models) | series | queries (per phase) | bytes received | largest answer | explain | floor (flat) | floor, phased like explain | explain / floor | explain / phased floor | explain peak RSS |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| fleet (replicas x models) | backend | series | queries (per phase) | bytes received | largest answer | explain | floor (flat) | floor, phased like explain | explain / floor | explain / phased floor | explain peak RSS |");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for f in &r.fleets {
         let _ = writeln!(
             s,
-            "| {} | {} | {} ({}) | {} | {} | {} | {} | {} | {:.2} (paired {:.2}) | {:.2} | {:.1} MiB |",
+            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {:.2} (paired {:.2}) | {:.2} | {:.1} MiB |",
             f.fleet,
+            f.backend.name(),
             f.series,
             f.queries,
             f.phases.map(|n| n.to_string()).join(" + "),
@@ -563,13 +662,14 @@ fn markdown(r: &Results) -> String {
         );
     }
 
-    let _ = writeln!(s, "\n| fleet | explain CPU time | replay | replay peak RSS | recording | Prometheus exec time (sum, sequential) | load before → after |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(s, "\n| fleet | backend | explain CPU time | replay | replay peak RSS | recording | backend work (sum, sequential) | load before → after |");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---|");
     for f in &r.fleets {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.1} MiB | {} | {} | {} → {} |",
+            "| {} | {} | {} | {} | {:.1} MiB | {} | {} | {} → {} |",
             f.fleet,
+            f.backend.name(),
             f.explain_cpu.text(),
             f.replay.text(),
             f.replay_peak_rss_mib,
@@ -580,17 +680,19 @@ fn markdown(r: &Results) -> String {
         );
     }
 
-    let _ = writeln!(s, "\nPrometheus' work (the run's queries one at a time, sum of `execTotalTime`) against the data-read floor (each family the run reads, every sample once over the baseline and the window: `count(count_over_time(F[1h]))`); medians of {WORK_REPS} passes.\n");
-    let _ = writeln!(s, "| fleet | families | data-read floor | Prometheus work | work / data floor | most read family |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
+    let _ = writeln!(s, "\nThe backend's work (the run's queries one at a time, nothing else in flight; label-values requests left out) against the data-read floor (each family the run reads, every sample once over the baseline and the window: `count(count_over_time(F[1h]))`, one family at a time); medians of {WORK_REPS} passes. Prometheus: the sum of its own `execTotalTime` (`stats=all`). VictoriaMetrics has no such accounting: the sum of the client's wall times, request sent to last byte received (evaluation plus encoding and loopback transfer), for the work and the floor alike.\n");
+    let _ = writeln!(s, "| fleet | backend | families | data-read floor | backend work | measured as | work / data floor | most read family |");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---|---:|---|");
     for f in &r.fleets {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.2} | {} ({} queries) |",
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {} ({} queries) |",
             f.fleet,
+            f.backend.name(),
             f.families,
             ms(f.data_read_ms),
             ms(f.server_exec_ms),
+            f.work_timing,
             f.work_ratio,
             f.most_read_family.0,
             f.most_read_family.1
@@ -598,14 +700,15 @@ fn markdown(r: &Results) -> String {
     }
     if r.fleets.iter().any(|f| f.previous.is_some()) {
         let _ = writeln!(s, "\nSide by side with the previous binary (`--previous`), interleaved in the same loop:\n");
-        let _ = writeln!(s, "| fleet | queries (previous → this) | bytes received | largest answer | Prometheus work / data floor | explain, previous | explain, this | previous / this (paired) | same findings |");
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---|");
+        let _ = writeln!(s, "| fleet | backend | queries (previous → this) | bytes received | largest answer | backend work / data floor | explain, previous | explain, this | previous / this (paired) | same findings |");
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
         for f in &r.fleets {
             let Some(p) = &f.previous else { continue };
             let _ = writeln!(
                 s,
-                "| {} | {} → {} | {} → {} | {} → {} | {:.2} → {:.2} | {} | {} | {:.2}x ({:.2}x) | {} |",
+                "| {} | {} | {} → {} | {} → {} | {} → {} | {:.2} → {:.2} | {} | {} | {:.2}x ({:.2}x) | {} |",
                 f.fleet,
+                f.backend.name(),
                 p.queries,
                 f.queries,
                 bytes(p.response_bytes),
@@ -623,16 +726,19 @@ fn markdown(r: &Results) -> String {
         }
     }
 
-    if let Some(base) = r.fleets.first() {
-        let _ = writeln!(s, "\nGrowth relative to {}:\n", base.fleet);
-        let _ = writeln!(s, "| fleet | replicas | series | queries | bytes received | floor | explain | explain − floor |");
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|");
-        for f in &r.fleets {
+    for backend in [Backend::Prometheus, Backend::Victoria] {
+        let rows: Vec<&FleetResult> = r.fleets.iter().filter(|f| f.backend == backend).collect();
+        let Some(base) = rows.first() else { continue };
+        let _ = writeln!(s, "\nGrowth relative to {}, {}:\n", base.fleet, backend.name());
+        let _ = writeln!(s, "| fleet | backend | replicas | series | queries | bytes received | floor | explain | explain − floor |");
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        for f in rows.iter() {
             let x = |a: f64, b: f64| format!("{:.2}x", a / b);
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 f.fleet,
+                backend.name(),
                 x(f.replicas as f64, base.replicas as f64),
                 x(f.series as f64, base.series as f64),
                 x(f.queries as f64, base.queries as f64),
@@ -652,21 +758,52 @@ fn markdown(r: &Results) -> String {
         r.startup.explain_refused.text()
     );
 
-    let _ = writeln!(s, "\n| fleet | data: samples | OpenMetrics | generate | backfill (promtool) | findings |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
+    let _ = writeln!(s, "\n| fleet | backend | data: samples | OpenMetrics | generate | backfill (promtool) or import (VictoriaMetrics) | findings |");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---|");
     for f in &r.fleets {
         let d = &f.data;
         let cached = if f.data_built_in_this_run { "" } else { " (cached)" };
+        let load = match (&f.import, d.backfill_secs) {
+            (Some(i), _) => format!("{:.1} s{cached}", i.import_secs + i.searchable_secs),
+            (None, Some(b)) => format!("{b:.1} s{cached}"),
+            (None, None) => "?".into(),
+        };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.1} s{cached} | {:.1} s{cached} | {} |",
+            "| {} | {} | {} | {} | {:.1} s{cached} | {load} | {} |",
             f.fleet,
+            f.backend.name(),
             d.samples,
             bytes(d.openmetrics_bytes),
             d.generate_secs,
-            d.backfill_secs,
             f.findings.join("; ")
         );
     }
+    let imports: Vec<(&FleetResult, &vm::Imported)> = r.fleets.iter().filter_map(|f| Some((f, f.import.as_ref()?))).collect();
+    if !imports.is_empty() {
+        let _ = writeln!(s, "\nImport into VictoriaMetrics (`/api/v1/import/prometheus`, the OpenMetrics file streamed as Prometheus text with millisecond timestamps, {IMPORT_REQUESTS_TEXT}), measured when the storage was built:\n");
+        let _ = writeln!(s, "| fleet | samples | text sent | requests | import (all requests answered) | then searchable (flush, every sample counted) | total | samples/s | storage on disk |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for (f, i) in imports {
+            let cached = if f.data_built_in_this_run { "" } else { " (cached)" };
+            let total = i.import_secs + i.searchable_secs;
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {:.1} s{cached} | {:.1} s | {:.1} s | {:.0} | {} |",
+                f.fleet,
+                i.samples,
+                bytes(i.text_bytes),
+                i.requests,
+                i.import_secs,
+                i.searchable_secs,
+                total,
+                i.samples as f64 / total,
+                bytes(i.storage_bytes)
+            );
+        }
+    }
     s
 }
+
+/// How the import is sent, for the results' prose.
+const IMPORT_REQUESTS_TEXT: &str = "about 16 MiB per request, two in flight";
