@@ -468,6 +468,20 @@ pub fn uncovered_bounds<'a>(samples: impl Iterator<Item = (&'a str, Vec<&'a str>
     out
 }
 
+/// How heavy a query of vllm-diag's own making is likely to be for the server, lowest first: bucket
+/// reads (every bucket series of a histogram), then other reads of a histogram's buckets, then the
+/// rest. Requests are sent heaviest first, so the last answers of a round are short ones and the
+/// round ends sooner (the longest-first rule of scheduling).
+pub fn weight_rank(query: &str) -> u8 {
+    if query.contains("sum by (le,") {
+        0
+    } else if query.contains("_bucket") {
+        1
+    } else {
+        2
+    }
+}
+
 /// PromQL duration in whole seconds (exact and accepted everywhere).
 pub fn promql_duration(d: Duration) -> String {
     format!("{}s", d.as_secs().max(1))
@@ -1072,6 +1086,13 @@ mod tests {
         ];
         assert_eq!(uncovered_bounds(rows.iter().map(|(le, r)| (*le, vec![*r]))), vec![0.25, 0.3]);
         assert!(uncovered_bounds(rows[..8].iter().map(|(le, r)| (*le, vec![*r]))).is_empty());
+    }
+
+    #[test]
+    fn bucket_reads_rank_heaviest() {
+        assert_eq!(weight_rank("sum by (le, model_name, instance) (rate(x_bucket[1800s]))"), 0);
+        assert_eq!(weight_rank(r#"sum by (model_name) (rate(x_bucket{le="0.5"}[300s]))"#), 1);
+        assert_eq!(weight_rank("sum by (model_name) (rate(x_total[1800s]))"), 2);
     }
 
     #[test]

@@ -14,7 +14,12 @@ pub type Answers = BTreeMap<Request, Result<Response, SourceError>>;
 
 /// Send every request concurrently (at most `concurrency` at once) and decode the answers. Requests
 /// still unanswered at the deadline get a timeout error.
-pub async fn run_queries(source: &Arc<dyn Source>, requests: Vec<Request>, concurrency: usize, deadline: Duration) -> Answers {
+pub async fn run_queries(source: &Arc<dyn Source>, mut requests: Vec<Request>, concurrency: usize, deadline: Duration) -> Answers {
+    // Heaviest first: a round lasts until its last answer, so the long ones should not start last.
+    requests.sort_by_key(|r| match r {
+        Request::Instant { query, .. } | Request::Range { query, .. } => crate::signals::weight_rank(query),
+        Request::LabelValues { .. } => 3,
+    });
     let url = source.url();
     let end = tokio::time::Instant::now() + deadline;
     let mut answers = Answers::new();
