@@ -456,7 +456,7 @@ pub fn listed_bounds(le_values: &[String]) -> Vec<Bound> {
 /// that tell replicas apart on each sample): a fleet half-way through a change of bucket layout.
 /// A rate read at such a bound leaves the other replicas' observations out.
 pub fn uncovered_bounds<'a>(samples: impl Iterator<Item = (&'a str, Vec<&'a str>)>) -> Vec<f64> {
-    let mut per: std::collections::BTreeMap<Vec<&str>, BTreeSet<u64>> = std::collections::BTreeMap::new();
+    let mut per: std::collections::HashMap<Vec<&str>, BTreeSet<u64>> = std::collections::HashMap::new();
     let mut all: BTreeSet<u64> = BTreeSet::new();
     for (le, who) in samples {
         let Some(v) = crate::prom::parse_sample_value(le).filter(|v| !v.is_nan()) else { continue };

@@ -18,10 +18,18 @@ fn scope_of(s: &Sample, group_by: &[String]) -> Scope {
 /// Samples grouped by scope, keyed by borrowed label values while grouping (a per-replica answer
 /// has tens of thousands of samples, a few hundred scopes), each scope built once at the end.
 fn grouped<'a, T>(samples: impl Iterator<Item = &'a Sample>, group_by: &[String], mut item: impl FnMut(&'a Sample) -> Option<T>) -> BTreeMap<Scope, Vec<T>> {
-    let mut per: BTreeMap<Vec<&'a str>, Vec<T>> = BTreeMap::new();
+    let mut per: std::collections::HashMap<Vec<&'a str>, Vec<T>> = std::collections::HashMap::new();
+    let mut key: Vec<&'a str> = Vec::with_capacity(group_by.len());
     for s in samples {
         if let Some(x) = item(s) {
-            per.entry(group_by.iter().map(|l| s.labels.get(l).map_or("", String::as_str)).collect()).or_default().push(x);
+            key.clear();
+            key.extend(group_by.iter().map(|l| s.labels.get(l).map_or("", String::as_str)));
+            match per.get_mut(&key) {
+                Some(xs) => xs.push(x),
+                None => {
+                    per.insert(key.clone(), vec![x]);
+                }
+            }
         }
     }
     per.into_iter().map(|(key, xs)| (group_by.iter().cloned().zip(key.into_iter().map(String::from)).collect(), xs)).collect()
@@ -275,9 +283,9 @@ fn uncovered(plan: &SignalPlan, answers: &Answers, group_by: &[String], window: 
         let pl = if window { w } else { b };
         let (Some((hist, _)), Some((label, signals::Reduction::Outlier)), Some(_), Some(req)) = (&pl.histogram, &pl.per_replica, pl.quantile, &pl.value) else { continue };
         let Some(Ok(Response { data: Data::Vector(samples), .. })) = answers.get(req) else { continue };
-        let who = |s: &'_ Sample| -> Vec<String> { group_by.iter().chain(std::iter::once(label)).map(|l| s.labels.get(l).cloned().unwrap_or_default()).collect() };
-        let keys: Vec<(String, Vec<String>)> = samples.iter().filter_map(|s| Some((s.labels.get("le")?.clone(), who(s)))).collect();
-        let missing = signals::uncovered_bounds(keys.iter().map(|(le, w)| (le.as_str(), w.iter().map(String::as_str).collect())));
+        let labels: Vec<&String> = group_by.iter().chain(std::iter::once(label)).collect();
+        let rows = samples.iter().filter_map(|s| Some((s.labels.get("le")?.as_str(), labels.iter().map(|l| s.labels.get(*l).map_or("", String::as_str)).collect::<Vec<&str>>())));
+        let missing = signals::uncovered_bounds(rows);
         if !missing.is_empty() {
             out.insert(hist.clone(), missing);
         }
