@@ -281,7 +281,7 @@ fn backfill(fleet: Fleet, om: &Path, tsdb: &Path, built: &Built) -> Result<f64, 
 fn import_vm(rt: &tokio::runtime::Runtime, fleet: Fleet, om: &Path, storage: &Path, dir: &Path) -> Result<vm::Imported, String> {
     eprintln!("[{}] importing {} into VictoriaMetrics", fleet.label(), om.display());
     let mut imported = rt.block_on(async {
-        let server = vm::Vm::start(storage, dir, "vm-import.log").await?;
+        let server = vm::start(storage, dir, "vm-import.log").await?;
         vm::import(&server.url, om).await.map_err(|e| format!("{e}\nits log:\n{}", server.log_text()))
     })?;
     imported.storage_bytes = vm::dir_bytes(storage);

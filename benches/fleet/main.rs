@@ -21,6 +21,7 @@ mod child;
 mod data;
 mod floor;
 mod prom;
+mod server;
 mod stats;
 mod vm;
 
@@ -332,21 +333,6 @@ fn walls(runs: &[child::Finished]) -> Vec<Duration> {
     runs.iter().map(|f| f.wall).collect()
 }
 
-/// A running backend, stopped when dropped.
-enum Server {
-    Prom(prom::Prom),
-    Vm(vm::Vm),
-}
-
-impl Server {
-    fn url(&self) -> &str {
-        match self {
-            Server::Prom(p) => &p.url,
-            Server::Vm(v) => &v.url,
-        }
-    }
-}
-
 fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared, backend: Backend, args: &Args) -> Result<FleetResult, String> {
     let label = fleet.label();
     let work = match backend {
@@ -355,13 +341,13 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     };
     std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
     let server = match backend {
-        Backend::Prometheus => Server::Prom(rt.block_on(prom::Prom::start(&prepared.tsdb, &work))?),
+        Backend::Prometheus => rt.block_on(prom::start(&prepared.tsdb, &work))?,
         Backend::Victoria => {
             let storage = &prepared.vm.as_ref().ok_or("no VictoriaMetrics data was prepared")?.storage;
-            Server::Vm(rt.block_on(vm::Vm::start(storage, &work, "victoria-metrics.log"))?)
+            rt.block_on(vm::start(storage, &work, "victoria-metrics.log"))?
         }
     };
-    let url = server.url().to_string();
+    let url = server.url.clone();
     // Let start-up work (WAL replay, a first compaction check) finish before timing anything.
     std::thread::sleep(Duration::from_secs(3));
     let at = prepared.built.window_end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);

@@ -18,16 +18,15 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-/// How long opening a storage directory may take before we give up.
-const READY_TIMEOUT: Duration = Duration::from_secs(120);
+use crate::server::{free_port, Server};
+
 /// How long imported samples may take to become searchable.
 const SEARCHABLE_TIMEOUT: Duration = Duration::from_secs(600);
 /// One import request's body, about.
@@ -35,76 +34,19 @@ const CHUNK_BYTES: usize = 16 << 20;
 /// Import requests posted at once (the machine has 2 cores).
 const IMPORTS_IN_FLIGHT: usize = 2;
 
-pub struct Vm {
-    pub url: String,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Vm {
-    /// Start VictoriaMetrics on `storage` and wait until it answers `/health`. Its log goes to
-    /// `work/<log_name>`.
-    pub async fn start(storage: &Path, work: &Path, log_name: &str) -> Result<Vm, String> {
-        std::fs::create_dir_all(work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))?;
-        let log = work.join(log_name);
-        let log_file = File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-        let log_err = log_file.try_clone().map_err(|e| format!("cannot share {}: {e}", log.display()))?;
-        let child = Command::new("victoria-metrics")
-            .arg(format!("-storageDataPath={}", storage.display()))
-            .arg("-retentionPeriod=100y")
-            .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
-            .arg("-search.disableCache")
-            .arg("-loggerLevel=WARN")
-            .stdin(Stdio::null())
-            .stdout(log_file)
-            .stderr(log_err)
-            .spawn()
-            .map_err(|e| format!("cannot start victoria-metrics: {e}. Install the Debian package `victoria-metrics` (scripts/bench.sh does)"))?;
-        let mut vm = Vm { url: format!("http://127.0.0.1:{port}"), child, log };
-        let http = reqwest::Client::new();
-        let started = Instant::now();
-        loop {
-            if let Ok(r) = http.get(format!("{}/health", vm.url)).send().await {
-                if r.status().is_success() {
-                    return Ok(vm);
-                }
-            }
-            if let Ok(Some(status)) = vm.child.try_wait() {
-                return Err(format!("victoria-metrics exited ({status}) before it was ready:\n{}", vm.log_text()));
-            }
-            if started.elapsed() > READY_TIMEOUT {
-                return Err(format!("victoria-metrics was not ready after {}s:\n{}", READY_TIMEOUT.as_secs(), vm.log_text()));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_else(|e| format!("(cannot read {}: {e})", self.log.display()))
-    }
-}
-
-impl Drop for Vm {
-    fn drop(&mut self) {
-        // SIGINT lets it flush and close the storage, so the cached directory opens cleanly next time.
-        // SAFETY: the pid is our own, still unreaped child.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
-        }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Start VictoriaMetrics on `storage` and wait until it answers `/health`. Its log goes to
+/// `work/<log_name>`. SIGINT stops it, so it flushes and closes the storage and the cached
+/// directory opens cleanly next time.
+pub async fn start(storage: &Path, work: &Path, log_name: &str) -> Result<Server, String> {
+    std::fs::create_dir_all(work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
+    let port = free_port()?;
+    let mut cmd = Command::new("victoria-metrics");
+    cmd.arg(format!("-storageDataPath={}", storage.display()))
+        .arg("-retentionPeriod=100y")
+        .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+        .arg("-search.disableCache")
+        .arg("-loggerLevel=WARN");
+    Server::spawn("victoria-metrics", "victoria-metrics", cmd, port, &work.join(log_name), "/health", (libc::SIGINT, Duration::from_secs(60))).await
 }
 
 /// What importing a fleet cost, stored with the storage directory.
