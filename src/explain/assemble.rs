@@ -331,20 +331,25 @@ mod tests {
     use crate::local::{instant_query, Store, Value};
     use crate::signals::{build, resolve, QueryContext, SignalKind};
 
+    /// The context the unit tests build signals in: by model, replicas by instance.
+    fn test_ctx(range_secs: u64) -> QueryContext {
+        QueryContext {
+            selector: crate::prom::Selector::default(),
+            group_by: vec!["model_name".into()],
+            range: std::time::Duration::from_secs(range_secs),
+            thresholds: Default::default(),
+            buckets: Default::default(),
+            replica_label: "instance".into(),
+        }
+    }
+
     /// Per-replica gauge values, evaluated by the local PromQL engine twice: the outlier query as
     /// written (reduced in PromQL) and the per-replica query explain sends, reduced here. Both
     /// must agree, NaN, zeros, ties and lone replicas included.
     fn both(models: &[Vec<f64>]) -> ((BTreeMap<Scope, f64>, Culprits), (BTreeMap<Scope, f64>, Culprits)) {
         let kind = SignalKind::Outlier { histogram: vec![], gauge: vec!["g".into()], quantile: 0.95, replica_label: "$replica".into() };
         let resolved = resolve(&kind, &["g".to_string()].into_iter().collect()).unwrap();
-        let ctx = QueryContext {
-            selector: crate::prom::Selector::default(),
-            group_by: vec!["model_name".into()],
-            range: std::time::Duration::from_secs(60),
-            thresholds: Default::default(),
-            buckets: Default::default(),
-            replica_label: "instance".into(),
-        };
+        let ctx = test_ctx(60);
         let q = build(&kind, &resolved, &ctx).unwrap();
         let mut store = Store::new();
         for (m, values) in models.iter().enumerate() {
@@ -402,14 +407,7 @@ mod tests {
             let Value::Vector(v) = instant_query(&store, query, 120_000).unwrap() else { panic!("{query}: not a vector") };
             Response { data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels.into(), t: 120.0, v: s.v }).collect()), warnings: vec![], infos: vec![] }
         };
-        let ctx = QueryContext {
-            selector: crate::prom::Selector::default(),
-            group_by: vec!["model_name".into()],
-            range: std::time::Duration::from_secs(120),
-            thresholds: Default::default(),
-            buckets: Default::default(),
-            replica_label: "instance".into(),
-        };
+        let ctx = test_ctx(120);
         let counter_ref = |m: &str| crate::signals::CounterRef { counter: vec!["done_total".into()], r#match: m.into() };
         let kinds = [
             SignalKind::Ratio { numerator: counter_ref(r#"finished_reason="abort""#), denominator: counter_ref(""), attribute_via: vec![], join_on: vec!["instance".into()] },
