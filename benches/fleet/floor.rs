@@ -137,6 +137,11 @@ pub async fn phased(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pa
     Ok(Pass { wall: started.elapsed(), bytes })
 }
 
+/// What the change events' first-round instant queries read (resets, targets arriving or leaving,
+/// new configuration series, the images at the span's start); their second round names targets
+/// (`instance=~`) and is a follow-up.
+const EVENT_PROBES: &[&str] = &["(resets(", "(count_over_time(up", "(count_over_time(vllm:cache_config_info", "count by (namespace, deployment, image)"];
+
 /// How the fleet's labels query names the running-requests gauge (`signals::fleet_labels_query`).
 const FLEET_LABELS_READ: &str = "{__name__=~\"vllm:num_requests_running|vllm_num_requests_running\"";
 
@@ -145,7 +150,8 @@ const FLEET_LABELS_READ: &str = "{__name__=~\"vllm:num_requests_running|vllm_num
 /// come in pairs, the same query at the window's end and at the baseline's (one range query with
 /// those two steps, or two instant queries from builds before issue 11), and the fleet's label
 /// counts (`count(count by (pod) (...))`, or since issue 11 one `group by (labels) (...)` over the
-/// running-requests gauge) are sent with them; a follow-up is a range query (a
+/// running-requests gauge) are sent with them, as are the change events' whole-span checks; a
+/// follow-up is a range query (a
 /// trend) or an instant query asked at one time only (a per-replica breakdown, the cache
 /// configuration).
 pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
@@ -162,6 +168,8 @@ pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
             Request::Instant { query, .. } if query.starts_with("count by (le) (") => 0,
             Request::Instant { query, .. } if query.starts_with("count(count by (") => 1,
             Request::Instant { query, .. } if query.starts_with("group by (") && query.contains(FLEET_LABELS_READ) => 1,
+            // The change events' whole-span checks, sent with the signals (src/events.rs).
+            Request::Instant { query, .. } if EVENT_PROBES.iter().any(|p| query.contains(p)) && !query.contains("=~") => 1,
             Request::Instant { query, .. } if times.get(query.as_str()).copied().unwrap_or(0) > 1 => 1,
             // A signal asked for the baseline and the window at once: two steps, one per window end.
             Request::Range { start, end, step_seconds, .. } if (*end - *start).num_seconds() == *step_seconds as i64 => 1,
