@@ -454,14 +454,17 @@ fn every_series_has_one_sample_per_interval_on_the_timeline() {
     }
 }
 
+/// A scenario's OpenMetrics text, written to memory.
+fn openmetrics_of(s: &ScenarioSpec) -> Vec<u8> {
+    let mut out = Vec::new();
+    generate_openmetrics(s, &mut out).expect("writing to memory works");
+    out
+}
+
 #[test]
 fn the_same_seed_gives_the_same_bytes_and_another_seed_does_not() {
     let spec = small_spec(Some("slow-decode"), "v1");
-    let render = |s: &ScenarioSpec| {
-        let mut out = Vec::new();
-        generate_openmetrics(s, &mut out).expect("writing to memory works");
-        out
-    };
+    let render = openmetrics_of;
     let a = render(&spec);
     assert_eq!(a, render(&spec));
     let mut other = spec.clone();

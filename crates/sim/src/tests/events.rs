@@ -159,14 +159,20 @@ fn refuses_events_that_cannot_happen_naming_the_field() {
             vec!["event[1]", "replica-removed twice"],
         ),
     ] {
-        let text = format!(
-            "name = \"x\"\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"30s\"\nbaseline = \"10m\"\nwindow = \"20m\"\n\
-             [[model]]\nname = \"{M}\"\nreplicas = 3\nrate = 1.0\n[[model]]\nname = \"{OTHER}\"\nreplicas = 1\nrate = 1.0\n{events}"
-        );
-        let err = ScenarioSpec::from_toml_str(&text).expect_err(needles[0]).to_string();
-        for needle in needles {
-            assert!(err.contains(needle), "{needle}: {err}");
-        }
+        refused(3, &events, &needles);
+    }
+}
+
+/// The spec of `replicas` replicas (and the neighbour) with `tail` appended is refused, and the
+/// error says every one of `needles`.
+fn refused(replicas: u32, tail: &str, needles: &[&str]) {
+    let text = format!(
+        "name = \"x\"\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"30s\"\nbaseline = \"10m\"\nwindow = \"20m\"\n\
+         [[model]]\nname = \"{M}\"\nreplicas = {replicas}\nrate = 1.0\n[[model]]\nname = \"{OTHER}\"\nreplicas = 1\nrate = 1.0\n{tail}"
+    );
+    let err = ScenarioSpec::from_toml_str(&text).expect_err(needles[0]).to_string();
+    for needle in needles {
+        assert!(err.contains(needle), "{needle}: {err}");
     }
 }
 
@@ -186,14 +192,7 @@ fn the_new_expectations_parse_and_are_checked_against_the_events() {
         ("caused_by = \"config-change\"\nfirst = \"x\"\nmodel = \"org/Other\"", vec!["expect.caused_by", "org/Other"]),
         ("blamed = false", vec!["blamed"]),
     ] {
-        let text = format!(
-            "name = \"x\"\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"30s\"\nbaseline = \"10m\"\nwindow = \"20m\"\n\
-             [[model]]\nname = \"{M}\"\nreplicas = 2\nrate = 1.0\n[[model]]\nname = \"{OTHER}\"\nreplicas = 1\nrate = 1.0\n{restart}[expect]\n{expect}\n"
-        );
-        let err = ScenarioSpec::from_toml_str(&text).expect_err(needles[0]).to_string();
-        for needle in needles {
-            assert!(err.contains(needle), "{needle}: {err}");
-        }
+        refused(2, &format!("{restart}[expect]\n{expect}\n"), &needles);
     }
 }
 
@@ -667,11 +666,7 @@ fn after_a_config_change_to_a_quarter_of_the_cache_the_changed_replicas_fill_and
 #[test]
 fn events_are_deterministic_from_the_seed() {
     let spec = parked_rollout_slow_decode();
-    let render = |s: &ScenarioSpec| {
-        let mut out = Vec::new();
-        generate_openmetrics(s, &mut out).expect("writing to memory works");
-        out
-    };
+    let render = super::openmetrics_of;
     let a = render(&spec);
     assert_eq!(a, render(&spec));
     assert_eq!(spec.true_events(), spec.true_events());
