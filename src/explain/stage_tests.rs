@@ -290,3 +290,59 @@ fn a_signals_baseline_and_window_trends_are_one_range_query_split_back_into_two(
     old.insert(joined, Err(crate::source::SourceError::NotRecorded { request: "q".into(), file: "r.json".into() }));
     assert_eq!(fu.unrecorded(&old), vec![b, w]);
 }
+
+#[test]
+fn a_bound_some_replicas_lack_leaves_that_histograms_burn_rates_not_evaluated_and_says_which() {
+    let p = params();
+    let at = |q: &str| Request::Instant { query: q.into(), time: p.window.end };
+    let planned = |q: &str, histogram: (&str, bool), outlier: bool| plan::Planned {
+        resolved: None,
+        per_replica: outlier.then(|| ("instance".to_string(), crate::signals::Reduction::Outlier)),
+        availability: Availability::Ok,
+        value: Some(at(q)),
+        count: None,
+        query: q.into(),
+        metric: "h_bucket".into(),
+        bounds: vec![],
+        quantile: outlier.then_some(0.95),
+        parts: None,
+        histogram: Some((histogram.0.to_string(), histogram.1)),
+        counts_from_buckets: None,
+    };
+    let signals: BTreeMap<String, (plan::Planned, plan::Planned)> = [
+        ("outlier".to_string(), (planned("buckets", ("h", false), true), planned("buckets", ("h", false), true))),
+        ("burn".to_string(), (planned("burn", ("h", true), false), planned("burn", ("h", true), false))),
+        ("other_burn".to_string(), (planned("other", ("g", true), false), planned("other", ("g", true), false))),
+    ]
+    .into_iter()
+    .collect();
+    let plan = plan::SignalPlan { signals, requests: vec![], ctx: crate::signals::QueryContext {
+        selector: Selector::default(),
+        group_by: vec!["model_name".into()],
+        range: std::time::Duration::from_secs(1800),
+        thresholds: Default::default(),
+        buckets: Default::default(),
+        replica_label: "instance".into(),
+    }, paired: vec![] };
+    // r0 and r1 carry 0.25; r2 another layout without it.
+    let rows: Vec<(&[(&str, &str)], f64)> = vec![
+        (&[("model_name", "a"), ("instance", "r0"), ("le", "0.25")], 1.0),
+        (&[("model_name", "a"), ("instance", "r0"), ("le", "+Inf")], 2.0),
+        (&[("model_name", "a"), ("instance", "r1"), ("le", "0.25")], 1.0),
+        (&[("model_name", "a"), ("instance", "r1"), ("le", "+Inf")], 2.0),
+        (&[("model_name", "a"), ("instance", "r2"), ("le", "0.5")], 1.0),
+        (&[("model_name", "a"), ("instance", "r2"), ("le", "+Inf")], 2.0),
+    ];
+    let mut answers = Answers::new();
+    answers.insert(at("buckets"), Ok(vector(&rows)));
+    answers.insert(at("burn"), Ok(vector(&[(&[("model_name", "a")], 3.0)])));
+    answers.insert(at("other"), Ok(vector(&[(&[("model_name", "a")], 4.0)])));
+    let mut warnings = vec![];
+    let (table, _) = assemble::signal_table(&plan, &answers, &["model_name".to_string()], &mut warnings);
+    let burn = &table["burn"].window;
+    assert!(matches!(&burn.availability, Availability::Failed(r) if r.contains("bucket bounds differ")), "{:?}", burn.availability);
+    assert!(burn.values.is_empty(), "never a value read at a bound some replicas lack");
+    assert_eq!(table["other_burn"].window.values, [(scope("a"), 4.0)].into_iter().collect(), "another histogram is unaffected");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].starts_with("h: not every replica has the bucket bounds") && warnings[0].contains("250 ms, 500 ms"), "{warnings:?}");
+}
