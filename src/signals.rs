@@ -518,6 +518,9 @@ pub struct SignalQueries {
     /// make too (a share's denominator, a request rate): the reads, each asked once however many
     /// signals need it, and how vllm-diag combines them into `value`'s result.
     pub parts: Option<(Combine, Vec<String>)>,
+    /// The reads among `value` and `parts` that are sums of a counter's rates, described, so that
+    /// explain can answer several over one counter with one read (see [`SumRead`]).
+    pub sums: Vec<(String, SumRead)>,
 }
 
 /// How the `parts` of a signal become its value per scope, exactly as its PromQL would.
@@ -608,7 +611,8 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
     let r = promql_duration(ctx.range);
     let sel = &ctx.selector;
     let parse = |m: &str| parse_match(m).map_err(|e| e.to_string());
-    let plain = |value: String| SignalQueries { value, fetch: None, count: None, per_replica: None, parts: None };
+    let plain = |value: String| SignalQueries { value, fetch: None, count: None, per_replica: None, parts: None, sums: Vec::new() };
+    let summed = |read: SumRead| (read.promql(sel, &ctx.group_by), read);
     let parts = |value: String, how: Combine, reads: Vec<String>| SignalQueries { parts: Some((how, reads)), ..plain(value) };
     let replica = |declared: &String| -> Result<String, String> {
         let l = if declared == RUN_REPLICA_LABEL { &ctx.replica_label } else { declared };
@@ -626,6 +630,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 fetch: None,
                 per_replica: None,
                 parts: None,
+                sums: Vec::new(),
             }
         }
         SignalKind::Mean { .. } => {
@@ -639,7 +644,8 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
         SignalKind::Rate { r#match, attribute_via, join_on, .. } => {
             let extra = parse(r#match)?;
             let anchor = (!attribute_via.is_empty()).then(|| resolved.names[1].as_str());
-            plain(rate_expr(&resolved.names[0], &extra, anchor, join_on, ctx))
+            let (value, read) = summed(rate_read(&resolved.names[0], &extra, anchor, join_on, ctx));
+            SignalQueries { sums: vec![(value.clone(), read)], ..plain(value) }
         }
         SignalKind::Ratio { numerator, denominator, attribute_via, join_on } => {
             let num_extra = parse(&numerator.r#match)?;
@@ -647,12 +653,15 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             let num_name = &resolved.names[0];
             let den_name = if denominator.counter != numerator.counter { &resolved.names[1] } else { num_name };
             let anchor = (!attribute_via.is_empty()).then(|| resolved.names.last().map(String::as_str)).flatten();
-            let num = rate_expr(num_name, &num_extra, anchor, join_on, ctx);
-            let den = rate_expr(den_name, &den_extra, anchor, join_on, ctx);
+            let (num, num_read) = summed(rate_read(num_name, &num_extra, anchor, join_on, ctx));
+            let (den, den_read) = summed(rate_read(den_name, &den_extra, anchor, join_on, ctx));
             // A share with no matching events is 0, not "no data": fall back to 0 x the denominator.
             // explain reads the two rates once each (other shares and signals read the same
             // denominator) and divides them itself (Combine::Share).
-            parts(format!("({num} or {den} * 0) / {den}"), Combine::Share, vec![num, den])
+            SignalQueries {
+                sums: vec![(num.clone(), num_read), (den.clone(), den_read)],
+                ..parts(format!("({num} or {den} * 0) / {den}"), Combine::Share, vec![num, den])
+            }
         }
         SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, .. } => {
             let extra = parse(r#match)?;
@@ -679,8 +688,8 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
         }
         SignalKind::QueueWait { .. } => {
             let waiting = format!("sum by ({by}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]));
-            let done = format!("sum by ({by}) (rate({}[{r}]))", sel.series(&resolved.names[1], &[]));
-            parts(format!("{waiting} / {done}"), Combine::Divide, vec![waiting, done])
+            let (done, done_read) = summed(rate_read(&resolved.names[1], &[], None, &[], ctx));
+            SignalQueries { sums: vec![(done.clone(), done_read)], ..parts(format!("{waiting} / {done}"), Combine::Divide, vec![waiting, done]) }
         }
         SignalKind::Slope { r#match, .. } => {
             let extra = parse(r#match)?;
@@ -688,8 +697,10 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
         }
         SignalKind::Spread { replica_label, .. } => {
             let replica_label = &replica(replica_label)?;
-            let per = format!("sum by ({by}, {replica_label}) (rate({}[{r}]))", sel.series(&resolved.names[0], &[]));
-            parts(format!("max by ({by}) ({per}) / avg by ({by}) ({per})"), Combine::Spread, vec![per])
+            let mut read = rate_read(&resolved.names[0], &[], None, &[], ctx);
+            read.by.push(replica_label.clone());
+            let (per, read) = summed(read);
+            SignalQueries { sums: vec![(per.clone(), read)], ..parts(format!("max by ({by}) ({per}) / avg by ({by}) ({per})"), Combine::Spread, vec![per]) }
         }
         SignalKind::Fill { .. } => {
             let m = sel.series(&resolved.names[0], &[]);
@@ -717,6 +728,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 count: None,
                 per_replica: Some((replica_label.clone(), Reduction::Outlier)),
                 parts: None,
+                sums: Vec::new(),
             }
         }
         SignalKind::SloBurn { target, objective, .. } => plain(slo_burn_query(target, objective, resolved, ctx)?),
@@ -731,19 +743,56 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 count: None,
                 per_replica: Some((replica_label.clone(), Reduction::Count)),
                 parts: None,
+                sums: Vec::new(),
             }
         }
         SignalKind::ReplicasOver { above, replica_label, attribute_via, join_on, .. } => {
             let replica_label = &replica(replica_label)?;
             let value = replicas_over_query(*above, replica_label, !attribute_via.is_empty(), join_on, resolved, ctx);
-            SignalQueries { value, fetch: None, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)), parts: None }
+            SignalQueries { value, fetch: None, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)), parts: None, sums: Vec::new() }
         }
     })
 }
 
+/// How an SLO burn rate is taken from its histogram's bucket rates when explain reads them anyway
+/// (for the histogram's quantiles, over the same range): the good rate is the bucket rates at
+/// `good`'s bounds, each times its weight, exactly as [`slo_burn_query`] writes them (one bound, or
+/// two interpolated, or the first from zero); the total is the `+Inf` bucket's; the burn rate is
+/// `(1 - good / total) / budget`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BurnFromBuckets {
+    pub good: Vec<(f64, f64)>,
+    pub budget: f64,
+}
+
+/// The bucket reading of an SLO burn signal (see [`BurnFromBuckets`]); `None` for other signals.
+pub fn burn_from_buckets(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Result<Option<BurnFromBuckets>, String> {
+    let SignalKind::SloBurn { target, objective, .. } = kind else { return Ok(None) };
+    let t = quantity(target, &ctx.thresholds)?;
+    let o = quantity(objective, &ctx.thresholds)?;
+    if !(0.0..1.0).contains(&o) {
+        return Err(format!("objective {o} must be between 0 and 1"));
+    }
+    // The numbers as the query writes them, read back: the same weights and budget.
+    let num = |text: String| text.parse::<f64>().map_err(|e| format!("{text}: {e}"));
+    let budget = num(crate::units::sig(1.0 - o))?;
+    let good = match ctx.buckets.get(resolved.names.first().ok_or("no histogram")?) {
+        None => vec![(t, 1.0)],
+        Some(bounds) => match bucket_at(bounds, t)? {
+            AtTarget::Exact(b) => vec![(b.value, 1.0)],
+            AtTarget::Between(lo, hi) => {
+                let f = (t - lo.value) / (hi.value - lo.value);
+                vec![(lo.value, num(weight(1.0 - f))?), (hi.value, num(weight(f))?)]
+            }
+            AtTarget::BelowFirst(hi) => vec![(hi.value, num(weight(t / hi.value))?)],
+        },
+    };
+    Ok(Some(BurnFromBuckets { good, budget }))
+}
+
 /// The burn rate of an SLO "`objective` of requests under `target`": the share of observations over
-/// the target, as a multiple of the error budget. A target between two bucket bounds is
-/// interpolated linearly between them.
+/// the target (the buckets at or under it over the `+Inf` bucket), as a multiple of the error
+/// budget. A target between two bucket bounds is interpolated linearly between them.
 fn slo_burn_query(target: &str, objective: &str, resolved: &Resolved, ctx: &QueryContext) -> Result<String, String> {
     let by = ctx.group_by.join(", ");
     let r = promql_duration(ctx.range);
@@ -782,10 +831,10 @@ fn slo_burn_query(target: &str, objective: &str, resolved: &Resolved, ctx: &Quer
             AtTarget::BelowFirst(hi) => format!("({} * {})", at(hi), weight(t / hi.value)),
         },
     };
-    Ok(format!(
-        "(1 - {good} / sum by ({by}) (rate({}[{r}]))) / {budget}",
-        sel.series(&format!("{fam}_count"), &[])
-    ))
+    // Every observation is in the +Inf bucket: the total is read from the same family as the good
+    // share (as the quantiles' observation counts are), so one family is all a burn rate needs.
+    let all = Matcher { name: "le".into(), op: MatchOp::Eq, value: "+Inf".into() };
+    Ok(format!("(1 - {good} / sum by ({by}) (rate({}[{r}]))) / {budget}", sel.series(&bucket, &[all])))
 }
 
 /// Replicas whose gauge went over `above` in the window, one series each. An `attributed` gauge
@@ -811,22 +860,84 @@ fn replicas_over_query(above: f64, replica_label: &str, attributed: bool, join_o
     }
 }
 
-/// `sum by (G) (rate(C{sel,extra}[R]))`; for counters without the grouping label, joined through the
-/// anchor gauge on the `join` labels. Matchers on the grouping labels go to the anchor side only.
-fn rate_expr(counter: &str, extra: &[Matcher], anchor: Option<&str>, join: &[String], ctx: &QueryContext) -> String {
-    let by = ctx.group_by.join(", ");
-    let r = promql_duration(ctx.range);
-    match anchor {
-        None => format!("sum by ({by}) (rate({}[{r}]))", ctx.selector.series(counter, extra)),
-        Some(anchor) => {
-            let own = ctx.selector.without(&ctx.group_by);
-            let j = join.join(", ");
-            format!(
-                "sum by ({by}) (sum by ({j}) (rate({}[{r}])) * on ({j}) group_left ({by}) group by ({j}, {by}) (last_over_time({}[{r}])))",
-                own.series(counter, extra),
-                ctx.selector.series(anchor, &[])
-            )
+/// One counter's per-second rate summed over groups: `sum by (BY) (rate(C{sel,extra}[R]))`. A
+/// counter without the grouping labels (HTTP, DCGM) is summed per `join` labels first and carried
+/// to the scope by an anchor gauge; matchers on the grouping labels then go to the anchor only.
+///
+/// Reads of one counter over one range that differ only in grouping and matchers (a share's
+/// numerator and denominator, a spread's per-replica rates, an error rate) are answered by one read
+/// grouped by every label they group or filter on ([`SumRead::shared`]), from which explain sums
+/// each of them: the counter's series are then read once instead of once per signal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SumRead {
+    pub counter: String,
+    pub extra: Vec<Matcher>,
+    pub by: Vec<String>,
+    /// The anchor gauge and the labels joined on, for a counter without the grouping labels.
+    pub anchor: Option<(String, Vec<String>)>,
+    pub range: Duration,
+}
+
+impl SumRead {
+    /// This read alone, as PromQL.
+    pub fn promql(&self, selector: &Selector, group_by: &[String]) -> String {
+        self.query(selector, group_by, &self.by, &self.extra)
+    }
+
+    /// Reads with the same key can share one read.
+    pub fn key(&self) -> (String, Option<(String, Vec<String>)>, Duration) {
+        (self.counter.clone(), self.anchor.clone(), self.range)
+    }
+
+    /// One read that answers every read in `reads` (all with one key): the counter's rates summed
+    /// by every label they group or filter on, or `None` when they cannot share one (an attributed
+    /// counter grouped by a label the anchor does not carry, or filtered on a grouping label).
+    pub fn shared(reads: &[&SumRead], selector: &Selector, group_by: &[String]) -> Option<String> {
+        let first = reads.first()?;
+        // The grouping labels first, as every read writes them, then the others in name order.
+        let others: BTreeSet<&String> = reads.iter().flat_map(|r| r.by.iter().chain(r.extra.iter().map(|m| &m.name))).filter(|l| !group_by.contains(l)).collect();
+        let keep: Vec<String> = group_by.iter().chain(others).cloned().collect();
+        if let Some((_, join)) = &first.anchor {
+            let carried = |l: &String| group_by.contains(l) || join.contains(l);
+            if reads.iter().any(|r| !r.by.iter().all(carried) || r.extra.iter().any(|m| group_by.contains(&m.name))) {
+                return None;
+            }
         }
+        Some(first.query(selector, group_by, &keep, &[]))
+    }
+
+    fn query(&self, selector: &Selector, group_by: &[String], by: &[String], extra: &[Matcher]) -> String {
+        let r = promql_duration(self.range);
+        let outer = by.join(", ");
+        match &self.anchor {
+            None => format!("sum by ({outer}) (rate({}[{r}]))", selector.series(&self.counter, extra)),
+            Some((anchor, join)) => {
+                let own = selector.without(group_by);
+                let j = join.join(", ");
+                let g = group_by.join(", ");
+                // The counter's own labels the outer sum keeps (a status it is filtered on) stay
+                // through the join.
+                let inner: Vec<&str> = join.iter().chain(by.iter().filter(|l| !group_by.contains(l) && !join.contains(l))).map(String::as_str).collect();
+                format!(
+                    "sum by ({outer}) (sum by ({}) (rate({}[{r}])) * on ({j}) group_left ({g}) group by ({j}, {g}) (last_over_time({}[{r}])))",
+                    inner.join(", "),
+                    own.series(&self.counter, extra),
+                    selector.series(anchor, &[])
+                )
+            }
+        }
+    }
+}
+
+/// `sum by (G) (rate(C{sel,extra}[R]))`, attributed through `anchor` when the counter lacks the
+/// grouping labels.
+fn rate_read(counter: &str, extra: &[Matcher], anchor: Option<&str>, join: &[String], ctx: &QueryContext) -> SumRead {
+    SumRead {
+        counter: counter.to_string(),
+        extra: extra.to_vec(),
+        by: ctx.group_by.clone(),
+        anchor: anchor.map(|a| (a.to_string(), join.to_vec())),
+        range: ctx.range,
     }
 }
 
@@ -1013,7 +1124,7 @@ mod tests {
         let q = build(&k, &r, &ctx("")).unwrap();
         assert_eq!(
             q.value,
-            r#"(1 - sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le=~"0\\.5|5e-1"}[1800s])) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_count[1800s]))) / 0.01"#
+            r#"(1 - sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le=~"0\\.5|5e-1"}[1800s])) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="+Inf"}[1800s]))) / 0.01"#
         );
     }
 
@@ -1060,7 +1171,7 @@ mod tests {
         let c = ctx_with_buckets(&["0.25", "0.5", "+Inf"]);
         assert_eq!(
             build(&k, &r, &c).unwrap().value,
-            r#"(1 - sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.5"}[1800s])) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_count[1800s]))) / 0.01"#
+            r#"(1 - sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.5"}[1800s])) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="+Inf"}[1800s]))) / 0.01"#
         );
         assert_eq!(bucket_note(&k, &r, &c), None);
     }
@@ -1112,7 +1223,7 @@ mod tests {
         // 200 ms is two thirds of the way from 100 ms to 250 ms.
         assert_eq!(
             build(&k, &r, &c).unwrap().value,
-            r#"(1 - (sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.1"}[1800s])) * 0.333333 + sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.25"}[1800s])) * 0.666667) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_count[1800s]))) / 0.01"#
+            r#"(1 - (sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.1"}[1800s])) * 0.333333 + sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.25"}[1800s])) * 0.666667) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="+Inf"}[1800s]))) / 0.01"#
         );
         let note = bucket_note(&k, &r, &c).unwrap();
         assert!(note.contains("no bucket at the SLO target 200 ms") && note.contains("between its 100 ms and 250 ms buckets"), "{note}");

@@ -186,6 +186,30 @@ pub fn combine(how: signals::Combine, parts: &[&Response], group_by: &[String]) 
     }
 }
 
+/// SLO burn rates from bucket rates (per scope or per replica: summed per scope and bound first, as
+/// `sum by (G) (rate(F_bucket{le=...}))` would), as the signal's PromQL computes them: the good rate
+/// from the bounds and weights it reads, over the `+Inf` bucket's rate. A scope lacking one of
+/// those buckets has no value, as the PromQL's vector matching would leave it.
+pub fn burn_rates(resp: &Response, group_by: &[String], burn: &signals::BurnFromBuckets) -> BTreeMap<Scope, f64> {
+    let per_scope = grouped(samples(resp).iter(), group_by, |s| le_of(s).map(|le| (le, s.v)));
+    per_scope
+        .into_iter()
+        .filter_map(|(scope, buckets)| {
+            let rate_at = |bound: f64| -> Option<f64> {
+                let mut found = buckets.iter().filter(|(le, _)| *le == bound).map(|(_, v)| *v).peekable();
+                found.peek()?;
+                Some(found.sum())
+            };
+            let mut good = 0.0;
+            for (bound, w) in &burn.good {
+                good += rate_at(*bound)? * w;
+            }
+            let total = rate_at(f64::INFINITY)?;
+            Some((scope, (1.0 - good / total) / burn.budget))
+        })
+        .collect()
+}
+
 /// One signal's values in one window from the answers to its plan.
 pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValues {
     let mut wv = WindowValues {
@@ -200,6 +224,7 @@ pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValue
     if let Some(req) = &pl.value {
         match answers.get(req) {
             Some(Ok(resp)) => match &pl.per_replica {
+                None if pl.burn.is_some() => wv.values = pl.burn.as_ref().map(|b| burn_rates(resp, group_by, b)).unwrap_or_default(),
                 None if pl.quantile.is_some() => wv.values = quantiles(resp, group_by, pl.quantile.unwrap_or(f64::NAN)),
                 None => wv.values = by_scope(resp, group_by),
                 Some((label, signals::Reduction::Outlier)) if pl.quantile.is_some() => {
@@ -432,6 +457,59 @@ mod tests {
         }
     }
 
+    /// An SLO burn rate taken from the bucket rates (per replica, as explain reads them for an
+    /// outlier) is the one its own PromQL computes from one bucket and the count: at a bound, between
+    /// two (interpolated), under the first, and with no bounds listed; a scope whose replicas lack
+    /// the bucket has none.
+    #[test]
+    fn burn_rates_from_bucket_rates_are_those_their_promql_gives() {
+        let mut store = Store::new();
+        let series = |name: &str, model: &str, inst: &str, le: Option<&str>, per_minute: f64, store: &mut Store| {
+            let mut labels: crate::prom::Labels =
+                [("__name__", name), ("model_name", model), ("instance", inst)].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            if let Some(le) = le {
+                labels.insert("le".into(), le.into());
+            }
+            store.add(labels, (0..=4).map(|i| (i * 30_000, per_minute * i as f64 / 2.0)));
+        };
+        for (model, inst, scale) in [("busy", "a", 1.0), ("busy", "b", 3.0), ("slow", "c", 0.5)] {
+            for (le, n) in [("0.1", 10.0), ("0.25", 40.0), ("1", 90.0), ("2.5", 97.0), ("+Inf", 100.0)] {
+                let n = if model == "slow" { n / 4.0 } else { n };
+                series("h_bucket", model, inst, Some(le), n * scale, &mut store);
+            }
+            series("h_count", model, inst, None, 100.0 * scale / if model == "slow" { 4.0 } else { 1.0 }, &mut store);
+        }
+        let answer = |query: &str| -> Response {
+            let Value::Vector(v) = instant_query(&store, query, 120_000).unwrap() else { panic!("{query}: not a vector") };
+            Response { data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels.into(), t: 120.0, v: s.v }).collect()), warnings: vec![], infos: vec![] }
+        };
+        let by = vec!["model_name".to_string()];
+        let per_replica = answer("sum by (le, model_name, instance) (rate(h_bucket[120s]))");
+        let bounds = crate::signals::parse_bounds(&["0.1", "0.25", "1", "2.5", "+Inf"].map(String::from));
+        let names: BTreeSet<String> = ["h_bucket".to_string(), "h_count".to_string()].into();
+        for (target, listed) in [("250ms", true), ("500ms", true), ("50ms", true), ("250ms", false), ("2s", true)] {
+            let kind = SignalKind::SloBurn { histogram: vec!["h".into()], target: target.into(), objective: "0.99".into() };
+            let resolved = resolve(&kind, &names).unwrap();
+            let mut ctx = test_ctx(120);
+            if listed {
+                ctx.buckets.insert("h_bucket".into(), bounds.clone());
+            }
+            let q = build(&kind, &resolved, &ctx).unwrap();
+            let burn = crate::signals::burn_from_buckets(&kind, &resolved, &ctx).unwrap().unwrap();
+            let mut promql = by_scope(&answer(&q.value), &by);
+            let here = burn_rates(&per_replica, &by, &burn);
+            promql.retain(|_, v| !v.is_nan());
+            assert_eq!(promql.len(), 2, "{}: {promql:?}", q.value);
+            assert_eq!(promql.keys().collect::<Vec<_>>(), here.keys().collect::<Vec<_>>(), "{}", q.value);
+            for (scope, v) in &promql {
+                assert!((v - here[scope]).abs() <= 1e-9 * v.abs().max(1.0), "{}: {scope:?} {v} vs {}", q.value, here[scope]);
+            }
+        }
+        // A bound the bucket rates lack leaves no value, as the PromQL's matching would.
+        let burn = crate::signals::BurnFromBuckets { good: vec![(0.3, 1.0)], budget: 0.01 };
+        assert!(burn_rates(&per_replica, &by, &burn).is_empty());
+    }
+
     #[test]
     fn the_outlier_reduced_here_is_the_one_promql_computes() {
         let cases: Vec<Vec<Vec<f64>>> = vec![
@@ -509,6 +587,8 @@ mod tests {
             parts: None,
             histogram: None,
             counts_from_buckets: Some(120.0),
+            sums: vec![],
+            burn: None,
         };
         let mut answers = Answers::new();
         answers.insert(planned.value.clone().unwrap(), Ok(per_replica));

@@ -136,6 +136,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         answers.extend(run_queries(&source, unrecorded, opts.concurrency, fetch::remaining(opts.deadline, started)).await);
     }
     plan::split(&signal_plan, &mut answers);
+    plan::derive(&signal_plan, &mut answers);
     for resp in answers.values().flatten() {
         warnings.extend(resp.warnings.iter().cloned());
     }

@@ -44,6 +44,12 @@ pub struct Planned {
     /// Set, to the range in seconds, when a quantile's observation counts are read from the `+Inf`
     /// bucket of its bucket read (rate x range is `increase(..._count[range])`) instead of `count`.
     pub counts_from_buckets: Option<f64>,
+    /// The requests among `value` and `parts` that sum a counter's rates, described (see
+    /// [`signals::SumRead`]): several over one counter are answered by one read.
+    pub sums: Vec<(Request, signals::SumRead)>,
+    /// Set when `value` asks for the bucket rates of the histogram and this SLO burn rate is
+    /// computed from them by vllm-diag (see [`signals::BurnFromBuckets`]).
+    pub burn: Option<signals::BurnFromBuckets>,
 }
 
 impl Planned {
@@ -61,6 +67,8 @@ impl Planned {
             parts: None,
             histogram: None,
             counts_from_buckets: None,
+            sums: Vec::new(),
+            burn: None,
         }
     }
 }
@@ -74,6 +82,18 @@ pub struct SignalPlan {
     pub ctx: QueryContext,
     /// The instant requests asked as one two-step range query, answered by [`split`].
     pub paired: Vec<Paired>,
+    /// The sums of a counter's rates answered from a read shared with others, by [`derive`].
+    pub derived: Vec<Derived>,
+}
+
+/// A sum of a counter's rates (`request`) answered from a read of that counter grouped by more
+/// labels (`from`), shared with other sums over it: the samples `filter` selects, summed by `by`.
+#[derive(Debug, Clone)]
+pub struct Derived {
+    pub request: Request,
+    pub from: Request,
+    pub filter: Vec<crate::prom::CompiledMatcher>,
+    pub by: Vec<String>,
 }
 
 /// One query at two instants, asked as a range query whose two steps are those instants.
@@ -100,7 +120,8 @@ pub fn pair(query: &str, a: chrono::DateTime<chrono::Utc>, b: chrono::DateTime<c
 
 /// The window's and the baseline's requests of every signal, with those asking the same query at
 /// both ends paired.
-fn requests(planned: &BTreeMap<String, (Planned, Planned)>) -> (Vec<Request>, Vec<Paired>) {
+fn requests(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived]) -> (Vec<Request>, Vec<Paired>) {
+    let from: BTreeMap<&Request, &Request> = derived.iter().map(|d| (&d.request, &d.from)).collect();
     let mut paired: BTreeMap<Request, Paired> = BTreeMap::new();
     let mut single: BTreeSet<Request> = BTreeSet::new();
     for (w, b) in planned.values() {
@@ -111,8 +132,13 @@ fn requests(planned: &BTreeMap<String, (Planned, Planned)>) -> (Vec<Request>, Ve
             true => both.extend(wp.into_iter().zip(bp)),
             false => both.extend(wp.into_iter().map(|x| (x, None)).chain(bp.into_iter().map(|y| (None, y)))),
         }
-        for (x, y) in &both {
-            let p = match (x, y) {
+        for (x, y) in &mut both {
+            for r in [&mut *x, &mut *y].into_iter().flatten() {
+                if let Some(shared) = from.get(r) {
+                    *r = (*shared).clone();
+                }
+            }
+            let p = match (&*x, &*y) {
                 (Some(Request::Instant { query: qx, time: tx }), Some(Request::Instant { query: qy, time: ty })) if qx == qy => pair(qx, *tx, *ty),
                 _ => None,
             };
@@ -120,7 +146,7 @@ fn requests(planned: &BTreeMap<String, (Planned, Planned)>) -> (Vec<Request>, Ve
                 Some(p) => {
                     paired.insert(p.range.clone(), p);
                 }
-                None => single.extend([x, y].into_iter().flatten().cloned()),
+                None => single.extend([&*x, &*y].into_iter().flatten().cloned()),
             }
         }
     }
@@ -228,33 +254,63 @@ pub fn plan_one(def: &SignalDef, names: &BTreeSet<String>, at: chrono::DateTime<
             quantile: None,
             histogram: signals::histogram_of(&def.kind, &resolved).map(|h| (h, matches!(def.kind, signals::SignalKind::SloBurn { .. }))),
             counts_from_buckets: None,
+            sums: q.sums.into_iter().map(|(query, read)| (Request::Instant { query, time: at }, read)).collect(),
+            burn: None,
             resolved: Some(resolved),
         },
     }
 }
+
+/// What a signal takes from a histogram's bucket rates.
+enum BucketUse {
+    Quantile(f64),
+    Burn(signals::BurnFromBuckets),
+}
+
+/// A histogram's bucket read over one range, by its stem and range.
+type BucketRead = (String, std::time::Duration);
 
 /// Each histogram is read once per window for every quantile and outlier over it: P95 and P99 of
 /// inter-token latency, its per-replica P95 for the outlier. Their value requests become one
 /// request for the bucket rates, from which vllm-diag interpolates each quantile (see
 /// [`super::assemble::fill`]): per scope when no outlier reads the histogram, per replica when one
 /// does (the scope's quantiles then sum the replicas' buckets first, as `sum by (le, G)` would).
+/// An SLO burn rate over the same histogram and range is taken from the same read (its good and
+/// total rates are bucket rates); one over another range keeps its own query, which reads one
+/// bucket and the count.
 fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, Planned)>, ctx: &QueryContext) {
     for side in 0..2 {
-        // (histogram, range) -> (signal, quantile, replica label of an outlier)
-        let mut by_read: BTreeMap<(String, std::time::Duration), Vec<(String, f64, Option<String>)>> = BTreeMap::new();
-        let mut resolved_of: BTreeMap<(String, std::time::Duration), signals::Resolved> = BTreeMap::new();
+        // (histogram, range) -> (signal, use, replica label of an outlier)
+        let mut by_read: BTreeMap<BucketRead, Vec<(String, BucketUse, Option<String>)>> = BTreeMap::new();
+        let mut burns: Vec<(BucketRead, String, signals::BurnFromBuckets)> = Vec::new();
+        let mut resolved_of: BTreeMap<BucketRead, signals::Resolved> = BTreeMap::new();
         for (id, pair) in planned.iter() {
             let pl = if side == 0 { &pair.0 } else { &pair.1 };
             let (Some(def), Some(resolved)) = (rules.signals.get(id), &pl.resolved) else { continue };
-            let user = match (&def.kind, &pl.per_replica) {
-                (signals::SignalKind::Quantile { quantile, .. }, None) => (id.clone(), *quantile, None),
-                (signals::SignalKind::Outlier { histogram, quantile, .. }, Some((label, _))) if !histogram.is_empty() => (id.clone(), *quantile, Some(label.clone())),
-                _ => continue,
-            };
             let Some(hist) = signals::histogram_of(&def.kind, resolved) else { continue };
             let key = (hist, def.range_in(ctx.range));
+            let user = match (&def.kind, &pl.per_replica) {
+                (signals::SignalKind::Quantile { quantile, .. }, None) => (id.clone(), BucketUse::Quantile(*quantile), None),
+                (signals::SignalKind::Outlier { histogram, quantile, .. }, Some((label, _))) if !histogram.is_empty() => {
+                    (id.clone(), BucketUse::Quantile(*quantile), Some(label.clone()))
+                }
+                (signals::SignalKind::SloBurn { .. }, None) => {
+                    let rctx = QueryContext { range: key.1, ..ctx.clone() };
+                    if let Ok(Some(burn)) = signals::burn_from_buckets(&def.kind, resolved, &rctx) {
+                        burns.push((key, id.clone(), burn));
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
             resolved_of.entry(key.clone()).or_insert_with(|| resolved.clone());
             by_read.entry(key).or_default().push(user);
+        }
+        // A burn rate rides on a bucket read only where the quantiles make one anyway.
+        for (key, id, burn) in burns {
+            if let Some(users) = by_read.get_mut(&key) {
+                users.push((id, BucketUse::Burn(burn), None));
+            }
         }
         for (key, users) in by_read {
             let Some(resolved) = resolved_of.get(&key) else { continue };
@@ -265,7 +321,7 @@ fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, 
                 Some(l) => signals::replica_bucket_rates_query(resolved, &rctx, l),
                 None => signals::bucket_rates_query(resolved, &rctx),
             };
-            for (id, q, own) in users {
+            for (id, usage, own) in users {
                 if own.is_some() && own != label {
                     continue;
                 }
@@ -273,14 +329,89 @@ fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, 
                 let pl = if side == 0 { &mut pair.0 } else { &mut pair.1 };
                 if let Some(Request::Instant { time, .. }) = &pl.value {
                     pl.value = Some(Request::Instant { query: read.clone(), time: *time });
-                    pl.quantile = Some(q);
-                    // The observation count is the +Inf bucket's: no read of `_count` of its own.
-                    if pl.count.take().is_some() {
-                        pl.counts_from_buckets = Some(key.1.as_secs_f64());
+                    match usage {
+                        BucketUse::Quantile(q) => {
+                            pl.quantile = Some(q);
+                            // The observation count is the +Inf bucket's: no read of `_count` of its own.
+                            if pl.count.take().is_some() {
+                                pl.counts_from_buckets = Some(key.1.as_secs_f64());
+                            }
+                        }
+                        BucketUse::Burn(b) => pl.burn = Some(b),
                     }
                 }
             }
         }
+    }
+}
+
+/// Sums of one counter's rates over one range, asked by several signals with different groupings
+/// or matchers (the HTTP error shares and request rate; finished requests, aborted, failed, per
+/// replica), are answered by one read grouped by every label they group or filter on: the counter's
+/// series are read once. Each sum is then taken from it by [`derive`], exactly as its own query
+/// would (the same series, summed the same way). A regular expression this crate cannot compile
+/// keeps its read to itself.
+fn share_sum_reads(planned: &BTreeMap<String, (Planned, Planned)>, ctx: &QueryContext) -> Vec<Derived> {
+    let mut groups: BTreeMap<_, BTreeMap<Request, &signals::SumRead>> = BTreeMap::new();
+    for (w, b) in planned.values() {
+        for pl in [w, b] {
+            let asked: BTreeSet<&Request> = pl.value.iter().chain(pl.parts.iter().flat_map(|(_, r)| r)).collect();
+            for (req, read) in pl.sums.iter().filter(|(r, _)| asked.contains(r)) {
+                let Request::Instant { time, .. } = req else { continue };
+                groups.entry((read.key(), *time)).or_default().insert(req.clone(), read);
+            }
+        }
+    }
+    let mut derived = Vec::new();
+    for ((_, time), reads) in groups {
+        if reads.len() < 2 {
+            continue;
+        }
+        let all: Vec<&signals::SumRead> = reads.values().copied().collect();
+        let Some(query) = signals::SumRead::shared(&all, &ctx.selector, &ctx.group_by) else { continue };
+        let from = Request::Instant { query, time };
+        let compiled: Option<Vec<Derived>> = reads
+            .into_iter()
+            .map(|(request, read)| {
+                let filter = read.extra.iter().map(|m| m.compile().ok()).collect::<Option<Vec<_>>>()?;
+                Some(Derived { request, from: from.clone(), filter, by: read.by.clone() })
+            })
+            .collect();
+        derived.extend(compiled.unwrap_or_default());
+    }
+    derived
+}
+
+/// Answer each shared sum from its read (after [`split`]): the samples its matchers select, summed
+/// by its grouping labels; a series without a grouping label is summed into the group without it,
+/// as PromQL does. A failed read fails every sum taken from it.
+pub fn derive(plan: &SignalPlan, answers: &mut Answers) {
+    for d in &plan.derived {
+        let answer = match answers.get(&d.from) {
+            None => continue,
+            Some(Err(e)) => Err(e.clone()),
+            Some(Ok(Response { data: Data::Vector(samples), warnings, infos })) => {
+                let mut sums: std::collections::HashMap<Vec<Option<&str>>, (f64, f64)> = std::collections::HashMap::new();
+                for s in samples {
+                    if !d.filter.iter().all(|m| m.matches(s.labels.get(&m.matcher.name).map(String::as_str))) {
+                        continue;
+                    }
+                    let key: Vec<Option<&str>> = d.by.iter().map(|l| s.labels.get(l).map(String::as_str).filter(|v| !v.is_empty())).collect();
+                    let e = sums.entry(key).or_insert((s.t, 0.0));
+                    e.1 += s.v;
+                }
+                let data = sums
+                    .into_iter()
+                    .map(|(key, (t, v))| {
+                        let labels: crate::prom::Labels = d.by.iter().zip(key).filter_map(|(l, v)| Some((l.clone(), v?.to_string()))).collect();
+                        Sample { labels: std::sync::Arc::new(labels), t, v }
+                    })
+                    .collect();
+                Ok(Response { data: Data::Vector(data), warnings: warnings.clone(), infos: infos.clone() })
+            }
+            Some(Ok(_)) => Err(SourceError::Other { detail: format!("{}: answered with something other than a vector", d.from.describe()) }),
+        };
+        answers.insert(d.request.clone(), answer);
     }
 }
 
@@ -316,6 +447,7 @@ pub fn plan_signals(rules: &RuleSet, needed: &BTreeSet<String>, ctx: QueryContex
         ));
     }
     share_bucket_reads(rules, &mut planned, &ctx);
-    let (requests, paired) = requests(&planned);
-    SignalPlan { signals: planned, requests, ctx, paired }
+    let derived = share_sum_reads(&planned, &ctx);
+    let (requests, paired) = requests(&planned, &derived);
+    SignalPlan { signals: planned, requests, ctx, paired, derived }
 }

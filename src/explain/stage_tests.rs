@@ -152,6 +152,8 @@ fn a_failed_query_makes_its_signal_not_evaluated_and_nan_is_no_data() {
         parts: None,
         histogram: None,
         counts_from_buckets: None,
+        sums: vec![],
+        burn: None,
     };
     let mut answers = Answers::new();
     answers.insert(req.clone(), Err(SourceError::Other { detail: "bad gateway".into() }));
@@ -308,6 +310,8 @@ fn a_bound_some_replicas_lack_leaves_that_histograms_burn_rates_not_evaluated_an
         parts: None,
         histogram: Some((histogram.0.to_string(), histogram.1)),
         counts_from_buckets: None,
+        sums: vec![],
+        burn: None,
     };
     let signals: BTreeMap<String, (plan::Planned, plan::Planned)> = [
         ("outlier".to_string(), (planned("buckets", ("h", false), true), planned("buckets", ("h", false), true))),
@@ -316,7 +320,7 @@ fn a_bound_some_replicas_lack_leaves_that_histograms_burn_rates_not_evaluated_an
     ]
     .into_iter()
     .collect();
-    let plan = plan::SignalPlan { signals, requests: vec![], ctx: crate::signals::QueryContext {
+    let plan = plan::SignalPlan { signals, requests: vec![], derived: vec![], ctx: crate::signals::QueryContext {
         selector: Selector::default(),
         group_by: vec!["model_name".into()],
         range: std::time::Duration::from_secs(1800),
@@ -345,4 +349,71 @@ fn a_bound_some_replicas_lack_leaves_that_histograms_burn_rates_not_evaluated_an
     assert_eq!(table["other_burn"].window.values, [(scope("a"), 4.0)].into_iter().collect(), "another histogram is unaffected");
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].starts_with("h: not every replica has the bucket bounds") && warnings[0].contains("250 ms, 500 ms"), "{warnings:?}");
+}
+
+/// Sums of one counter's rates asked by several signals (HTTP error shares and the request rate,
+/// attributed to models through the running gauge; finished, aborted and failed requests, and
+/// their spread over replicas) are answered by one read each, and every signal still gets what its
+/// own PromQL gives, evaluated by the local engine on the same series, in both windows.
+#[tokio::test]
+async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_give() {
+    use crate::local::Store;
+    let p = params();
+    let t0 = p.baseline.start.timestamp_millis();
+    let mut store = Store::new();
+    let mut counter = |pairs: &[(&str, &str)], per_min: f64, from_min: i64| {
+        store.add(labels(pairs), (from_min..=60).map(|i| (t0 + i * 60_000, per_min * (i - from_min) as f64)));
+    };
+    for (model, inst, load) in [("m1", "a:8000", 30.0), ("m1", "b:8000", 10.0), ("m2", "c:8000", 4.0)] {
+        for (status, share) in [("2xx", 0.9), ("4xx", 0.07), ("5xx", 0.03)] {
+            // The 5xx of replica b start in the window only.
+            let from = if status == "5xx" && inst == "b:8000" { 35 } else { 0 };
+            counter(&[("__name__", "http_requests_total"), ("instance", inst), ("job", "vllm"), ("status", status), ("handler", "/v1/completions")], load * share, from);
+        }
+        for (reason, share) in [("stop", 0.8), ("length", 0.15), ("abort", 0.04), ("error", 0.01)] {
+            if model == "m2" && reason == "error" {
+                continue;
+            }
+            counter(&[("__name__", "vllm:request_success_total"), ("model_name", model), ("instance", inst), ("job", "vllm"), ("finished_reason", reason)], load * share, 0);
+        }
+        counter(&[("__name__", "vllm:num_requests_running"), ("model_name", model), ("instance", inst), ("job", "vllm")], 0.0, 0);
+        counter(&[("__name__", "vllm:num_requests_waiting"), ("model_name", model), ("instance", inst), ("job", "vllm")], 0.0, 0);
+    }
+    let store = std::sync::Arc::new(store);
+    let names: BTreeSet<String> = ["http_requests_total", "vllm:request_success_total", "vllm:num_requests_running", "vllm:num_requests_waiting"].into_iter().map(String::from).collect();
+    let rules = crate::rules::load_builtin().unwrap();
+    let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
+    let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: rules.thresholds.clone(), buckets: BTreeMap::new(), replica_label: "instance".into() };
+    let needed = plan::needed_signals(&rules);
+    let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut vec![]);
+    let shared: BTreeSet<&str> = plan.derived.iter().filter_map(|d| if let Request::Instant { query, .. } = &d.from { Some(query.as_str()) } else { None }).collect();
+    assert_eq!(shared.len(), 2, "one read of each counter: {shared:#?}");
+    for q in &shared {
+        assert!(plan.requests.iter().any(|r| matches!(r, Request::Range { query, .. } if query == q)), "{q} is asked once for both windows");
+    }
+    let source: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(crate::source::local::LocalSource::new(store.clone(), "test", "local"));
+    let mut answers = run_queries(&source, plan.requests.clone(), 4, std::time::Duration::from_secs(30)).await;
+    plan::split(&plan, &mut answers);
+    plan::derive(&plan, &mut answers);
+    let mut compared = 0;
+    for (id, (w, b)) in &plan.signals {
+        for pl in [w, b] {
+            if pl.availability != Availability::Ok || pl.per_replica.is_some() || pl.sums.is_empty() {
+                continue;
+            }
+            let time = match pl.sums[0].0 { Request::Instant { time, .. } => time, _ => unreachable!() };
+            let req = Request::Instant { query: pl.query.clone(), time };
+            let own = run_queries(&source, vec![req.clone()], 1, std::time::Duration::from_secs(30)).await;
+            let mut expected = assemble::by_scope(own[&req].as_ref().unwrap(), &p.group_by);
+            expected.retain(|_, v| !v.is_nan());
+            let got = assemble::fill(pl, &answers, &p.group_by).values;
+            assert!(!expected.is_empty(), "{id}: {}", pl.query);
+            assert_eq!(expected.keys().collect::<Vec<_>>(), got.keys().collect::<Vec<_>>(), "{id}: {}", pl.query);
+            for (scope, v) in &expected {
+                assert!((v - got[scope]).abs() <= 1e-9 * v.abs().max(1.0), "{id} {scope:?}: {v} from its own query, {} from the shared read", got[scope]);
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared >= 8, "{compared} signal windows compared");
 }

@@ -23,7 +23,7 @@ pub mod selector;
 
 pub use escape::{escape_label_value, escape_regex_literal};
 pub use redact::{mask_password, redact_text, redact_url, strip_credentials};
-pub use selector::{MatchOp, Matcher, Selector, SelectorError};
+pub use selector::{CompiledMatcher, MatchOp, Matcher, Selector, SelectorError};
 
 /// Label set of one series, sorted for deterministic output.
 pub type Labels = std::collections::BTreeMap<String, String>;

@@ -51,6 +51,38 @@ impl fmt::Display for Matcher {
     }
 }
 
+impl Matcher {
+    /// The matcher ready to test label values (a regular expression compiled once).
+    pub fn compile(&self) -> Result<CompiledMatcher, regex::Error> {
+        let re = match self.op {
+            MatchOp::Re | MatchOp::Nre => Some(regex::Regex::new(&format!("^(?:{})$", self.value))?),
+            MatchOp::Eq | MatchOp::Ne => None,
+        };
+        Ok(CompiledMatcher { matcher: self.clone(), re })
+    }
+}
+
+/// A matcher that tests label values as Prometheus does: a series without the label has it empty,
+/// and a regular expression must match the whole value.
+#[derive(Debug, Clone)]
+pub struct CompiledMatcher {
+    pub matcher: Matcher,
+    re: Option<regex::Regex>,
+}
+
+impl CompiledMatcher {
+    pub fn matches(&self, value: Option<&str>) -> bool {
+        let v = value.unwrap_or("");
+        match (self.matcher.op, &self.re) {
+            (MatchOp::Eq, _) => v == self.matcher.value,
+            (MatchOp::Ne, _) => v != self.matcher.value,
+            (MatchOp::Re, Some(re)) => re.is_match(v),
+            (MatchOp::Nre, Some(re)) => !re.is_match(v),
+            (MatchOp::Re | MatchOp::Nre, None) => false,
+        }
+    }
+}
+
 /// A list of matchers, in the order given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selector {
@@ -286,6 +318,22 @@ impl Scanner<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compiled_matchers_test_values_as_prometheus_does() {
+        let m = |text: &str| Selector::parse(text).unwrap().matchers.remove(0).compile().unwrap();
+        // A missing label is the empty string.
+        assert!(m(r#"status!="5xx""#).matches(None));
+        assert!(m(r#"status="""#).matches(None));
+        assert!(!m(r#"status="5xx""#).matches(None));
+        // Regular expressions are anchored at both ends.
+        assert!(m(r#"status=~"5..""#).matches(Some("503")));
+        assert!(!m(r#"status=~"5..""#).matches(Some("1503")));
+        assert!(!m(r#"status=~"5""#).matches(Some("503")));
+        assert!(m(r#"status!~"5..""#).matches(Some("200")));
+        assert!(m(r#"reason=~"abort|error""#).matches(Some("error")));
+        assert!(!m(r#"reason=~"abort|error""#).matches(Some("aborted")));
+    }
 
     #[test]
     fn parses_and_reprints_matchers() {
