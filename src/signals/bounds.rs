@@ -1,0 +1,166 @@
+//! Histogram bucket bounds: the bounds found in the data, where an SLO target falls among them, and
+//! how a burn rate is read from a histogram's bucket rates.
+
+use std::collections::BTreeSet;
+
+use super::{family_of, quantity, spellings, QueryContext, Resolved, SignalKind};
+
+/// One histogram bucket bound found in the data, with every way the data writes it (`le="0.5"`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bound {
+    pub value: f64,
+    pub written: Vec<String>,
+}
+
+/// The finite bounds among `le` label values, ascending, spellings of one value merged.
+pub fn parse_bounds(values: &[String]) -> Vec<Bound> {
+    let mut out: Vec<Bound> = Vec::new();
+    let mut parsed: Vec<(f64, &String)> =
+        values.iter().filter_map(|v| crate::prom::parse_sample_value(v).filter(|x| x.is_finite()).map(|x| (x, v))).collect();
+    parsed.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    for (value, text) in parsed {
+        match out.last_mut() {
+            Some(last) if last.value == value => last.written.push(text.clone()),
+            _ => out.push(Bound { value, written: vec![text.clone()] }),
+        }
+    }
+    out
+}
+
+/// Where a target falls among a histogram's bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AtTarget<'a> {
+    /// A bucket ends exactly at the target.
+    Exact(&'a Bound),
+    /// Between two bounds: the share at or under the target is interpolated linearly between them.
+    Between(&'a Bound, &'a Bound),
+    /// Under the first bound: interpolated between zero and it (histogram_quantile's assumption).
+    BelowFirst(&'a Bound),
+}
+
+/// Locate `target` among `bounds` (ascending, finite). Above the last finite bound nothing can be
+/// read: every observation past it sits in the +Inf bucket.
+pub fn bucket_at(bounds: &[Bound], target: f64) -> Result<AtTarget<'_>, String> {
+    let close = |b: &Bound| (b.value - target).abs() <= 1e-9 * target.abs().max(1e-12);
+    if let Some(b) = bounds.iter().find(|b| close(b)) {
+        return Ok(AtTarget::Exact(b));
+    }
+    let Some(last) = bounds.last() else {
+        return Err("the histogram has no finite buckets".into());
+    };
+    if target > last.value {
+        return Err(format!(
+            "the target {} is above the histogram's largest finite bucket ({}): the share of observations over it cannot be read",
+            crate::units::format_seconds(target),
+            crate::units::format_seconds(last.value)
+        ));
+    }
+    match bounds.iter().position(|b| b.value > target) {
+        Some(0) if target > 0.0 && bounds[0].value > 0.0 => Ok(AtTarget::BelowFirst(&bounds[0])),
+        Some(0) | None => Err(format!("the target {} is outside the histogram's buckets", crate::units::format_seconds(target))),
+        Some(i) => Ok(AtTarget::Between(&bounds[i - 1], &bounds[i])),
+    }
+}
+
+/// An interpolation weight in [0, 1], to six decimals (PromQL literal).
+pub(super) fn weight(x: f64) -> String {
+    let s = format!("{x:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() { "0".into() } else { s.to_string() }
+}
+
+/// Said once per histogram when a target is read between buckets: the number is an estimate.
+pub fn bucket_note(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Option<String> {
+    let SignalKind::SloBurn { target, .. } = kind else { return None };
+    let t = quantity(target, &ctx.thresholds).ok()?;
+    let series = resolved.names.first()?;
+    let bounds = ctx.buckets.get(series)?;
+    let fam = family_of(series);
+    let s = crate::units::format_seconds;
+    match bucket_at(bounds, t).ok()? {
+        AtTarget::Exact(_) => None,
+        AtTarget::Between(lo, hi) => Some(format!(
+            "{fam} has no bucket at the SLO target {}: burn rates interpolate between its {} and {} buckets (an estimate; a bucket at the target makes them exact)",
+            s(t),
+            s(lo.value),
+            s(hi.value)
+        )),
+        AtTarget::BelowFirst(hi) => Some(format!(
+            "{fam} has no bucket at the SLO target {}: burn rates interpolate between 0 and its first bucket, {} (an estimate; a bucket at the target makes them exact)",
+            s(t),
+            s(hi.value)
+        )),
+    }
+}
+
+/// Stored bucket series a signal needs the bounds of (every spelling of every alternative).
+pub fn bucket_series(kind: &SignalKind) -> Vec<String> {
+    match kind {
+        SignalKind::SloBurn { histogram, .. } | SignalKind::Quantile { histogram, .. } => {
+            histogram.iter().flat_map(|h| spellings(&format!("{h}_bucket"))).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The bounds a histogram's buckets carry, from the `le` values listed for it. Without `+Inf`
+/// nothing is known (not a histogram Prometheus can read).
+pub fn listed_bounds(le_values: &[String]) -> Vec<Bound> {
+    let parsed: Vec<f64> = le_values.iter().filter_map(|le| crate::prom::parse_sample_value(le)).collect();
+    if !parsed.contains(&f64::INFINITY) {
+        return Vec::new();
+    }
+    parse_bounds(le_values)
+}
+
+/// Bounds that some replicas' buckets lack, from a per-replica bucket read (`le` and the labels
+/// that tell replicas apart on each sample): a fleet half-way through a change of bucket layout.
+/// A rate read at such a bound leaves the other replicas' observations out.
+pub fn uncovered_bounds<'a>(samples: impl Iterator<Item = (&'a str, Vec<&'a str>)>) -> Vec<f64> {
+    let mut per: std::collections::HashMap<Vec<&str>, BTreeSet<u64>> = std::collections::HashMap::new();
+    let mut all: BTreeSet<u64> = BTreeSet::new();
+    for (le, who) in samples {
+        let Some(v) = crate::prom::parse_sample_value(le).filter(|v| !v.is_nan()) else { continue };
+        per.entry(who).or_default().insert(v.to_bits());
+        all.insert(v.to_bits());
+    }
+    let mut out: Vec<f64> = all.into_iter().filter(|b| per.values().any(|have| !have.contains(b))).map(f64::from_bits).collect();
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+/// How an SLO burn rate is taken from its histogram's bucket rates when explain reads them anyway
+/// (for the histogram's quantiles, over the same range): the good rate is the bucket rates at
+/// `good`'s bounds, each times its weight, exactly as [`slo_burn_query`] writes them (one bound, or
+/// two interpolated, or the first from zero); the total is the `+Inf` bucket's; the burn rate is
+/// `(1 - good / total) / budget`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BurnFromBuckets {
+    pub good: Vec<(f64, f64)>,
+    pub budget: f64,
+}
+
+/// The bucket reading of an SLO burn signal (see [`BurnFromBuckets`]); `None` for other signals.
+pub fn burn_from_buckets(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Result<Option<BurnFromBuckets>, String> {
+    let SignalKind::SloBurn { target, objective, .. } = kind else { return Ok(None) };
+    let t = quantity(target, &ctx.thresholds)?;
+    let o = quantity(objective, &ctx.thresholds)?;
+    if !(0.0..1.0).contains(&o) {
+        return Err(format!("objective {o} must be between 0 and 1"));
+    }
+    // The numbers as the query writes them, read back: the same weights and budget.
+    let num = |text: String| text.parse::<f64>().map_err(|e| format!("{text}: {e}"));
+    let budget = num(crate::units::sig(1.0 - o))?;
+    let good = match ctx.buckets.get(resolved.names.first().ok_or("no histogram")?) {
+        None => vec![(t, 1.0)],
+        Some(bounds) => match bucket_at(bounds, t)? {
+            AtTarget::Exact(b) => vec![(b.value, 1.0)],
+            AtTarget::Between(lo, hi) => {
+                let f = (t - lo.value) / (hi.value - lo.value);
+                vec![(lo.value, num(weight(1.0 - f))?), (hi.value, num(weight(f))?)]
+            }
+            AtTarget::BelowFirst(hi) => vec![(hi.value, num(weight(t / hi.value))?)],
+        },
+    };
+    Ok(Some(BurnFromBuckets { good, budget }))
+}

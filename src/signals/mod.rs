@@ -1,0 +1,347 @@
+//! Signals: named measurements over a window (P95 TTFT, preemption rate, KV-cache peak, ...).
+//!
+//! Signals are declared in `rules/*.toml`; this module turns a declaration into PromQL. It is the only
+//! place PromQL is written. A declaration names metric *families* with alternatives for different vLLM
+//! versions; [`resolve`] picks, per window, the first alternative present in the data (also trying the
+//! `vllm_` spelling that OpenTelemetry pipelines produce), so a fleet mid-upgrade still gets an answer.
+//! Aggregation happens in PromQL (`sum by (model_name)`), so the number of queries does not grow with
+//! the number of replicas, nor does the size of the answers, except the per-replica reads: an
+//! outlier's (see [`Reduction::Outlier`]; over a histogram, one series per replica and bucket, from
+//! which explain also takes the scope's quantiles of that histogram), a spread's, and the fleet's
+//! labels ([`fleet_labels_query`]), one row per engine.
+
+//!
+//! The module is in three parts: the declarations and how a declaration is resolved against the
+//! names present (here), the PromQL each signal is read with ([`promql`]), and histogram bucket
+//! bounds: where a target falls among them and how a burn rate is read from bucket rates
+//! ([`bounds`]).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::prom::Selector;
+
+mod bounds;
+mod promql;
+#[cfg(test)]
+mod tests;
+
+pub use bounds::*;
+pub use promql::*;
+
+/// How a signal is computed.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SignalKind {
+    /// `histogram_quantile(q, ...)` over a histogram family (name without `_bucket`).
+    Quantile {
+        quantile: f64,
+        histogram: Vec<String>,
+        #[serde(default = "default_min_observations")]
+        min_observations: f64,
+    },
+    /// Per-second rate of a counter (names with `_total`), summed over the scope.
+    Rate {
+        counter: Vec<String>,
+        #[serde(default)]
+        r#match: String,
+        #[serde(default)]
+        attribute_via: Vec<String>,
+        #[serde(default = "default_join")]
+        join_on: Vec<String>,
+    },
+    /// Rate of one counter over another (a share: 5xx over all, aborted over finished).
+    Ratio {
+        numerator: CounterRef,
+        denominator: CounterRef,
+        /// For counters that lack the grouping label (http_requests_total, DCGM): a vLLM gauge whose
+        /// series map the `join_on` labels to the grouping label.
+        #[serde(default)]
+        attribute_via: Vec<String>,
+        #[serde(default = "default_join")]
+        join_on: Vec<String>,
+    },
+    /// Mean of a histogram (`_sum` over `_count`): e.g. mean prompt length.
+    Mean { histogram: Vec<String> },
+    /// A gauge reduced over time (`max`, `avg`, `min`, `last`) then across the scope's series.
+    Gauge {
+        gauge: Vec<String>,
+        over_time: OverTime,
+        across: Across,
+        #[serde(default)]
+        r#match: String,
+        #[serde(default)]
+        attribute_via: Vec<String>,
+        #[serde(default = "default_join")]
+        join_on: Vec<String>,
+    },
+    /// The share of the window during which a counter was increasing (0..1): "sustained" preemptions.
+    ActiveShare { counter: Vec<String> },
+    /// The mean time a request waits, by Little's law: requests waiting (a gauge, averaged over the
+    /// window and summed over the scope) divided by requests completed per second (a counter). It
+    /// stands in for queue-time histograms where only gauges and counters are kept.
+    QueueWait { gauge: Vec<String>, counter: Vec<String> },
+    /// How fast a gauge climbs, per hour (linear regression over the window), averaged over replicas.
+    Slope {
+        gauge: Vec<String>,
+        #[serde(default)]
+        r#match: String,
+    },
+    /// How uneven a counter's rate is across replicas: the busiest replica over the mean of all.
+    Spread {
+        counter: Vec<String>,
+        #[serde(default = "default_replica_label")]
+        replica_label: String,
+    },
+    /// How close a gauge stays to its own peak: mean over the window divided by the maximum, per
+    /// replica, averaged (1.0 = pinned at its ceiling the whole time).
+    Fill { gauge: Vec<String> },
+    /// One replica against its peers: the worst replica's value over the median of the others. The
+    /// replica is named in the finding.
+    Outlier {
+        #[serde(default)]
+        histogram: Vec<String>,
+        #[serde(default)]
+        gauge: Vec<String>,
+        #[serde(default = "default_quantile")]
+        quantile: f64,
+        #[serde(default = "default_replica_label")]
+        replica_label: String,
+    },
+    /// Error-budget burn rate of a latency objective: the share of observations above `target` (read
+    /// from the histogram bucket at the target, or interpolated between the two around it when the
+    /// bounds found in the data have none there) divided by the budget `1 - objective`.
+    SloBurn {
+        histogram: Vec<String>,
+        /// A quantity (`500ms`) or a named threshold (`$ttft_target`).
+        target: String,
+        /// A fraction (`0.99`, `99%`) or a named threshold.
+        objective: String,
+    },
+    /// Replicas (series of a gauge) that reported during the window but no longer at its end: the
+    /// value is how many, and a lone one is named in the finding.
+    Vanished {
+        gauge: Vec<String>,
+        #[serde(default = "default_replica_label")]
+        replica_label: String,
+    },
+    /// Replicas whose gauge exceeded `above` at some point in the window: how many, and a lone one
+    /// is named. With `attribute_via`, for exporters without the grouping label (DCGM).
+    ReplicasOver {
+        gauge: Vec<String>,
+        above: f64,
+        #[serde(default = "default_replica_label")]
+        replica_label: String,
+        #[serde(default)]
+        attribute_via: Vec<String>,
+        #[serde(default = "default_join")]
+        join_on: Vec<String>,
+    },
+}
+
+/// How per-replica answers become one value per scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reduction {
+    /// The worst replica over the median of the others, per scope; the replica it names is the
+    /// culprit. The query ([`SignalQueries::value`]) computes it in PromQL; explain sends
+    /// [`SignalQueries::fetch`] instead (one series per replica, read once) and reduces it itself,
+    /// exactly as the PromQL would (`topk`, then `quantile(0.5, ...)` of the others).
+    Outlier,
+    /// How many replicas came back; a lone one is named. A scope with none is 0.
+    Count,
+}
+
+fn default_min_observations() -> f64 {
+    20.0
+}
+
+fn default_join() -> Vec<String> {
+    vec!["instance".to_string(), "job".to_string()]
+}
+
+/// The run's replica label (`--replica-label`, `instance` by default).
+pub const RUN_REPLICA_LABEL: &str = "$replica";
+
+fn default_replica_label() -> String {
+    RUN_REPLICA_LABEL.to_string()
+}
+
+fn default_quantile() -> f64 {
+    0.95
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CounterRef {
+    pub counter: Vec<String>,
+    #[serde(default)]
+    pub r#match: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OverTime {
+    Max,
+    Avg,
+    Min,
+    Last,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Across {
+    Max,
+    Sum,
+    Avg,
+    Min,
+}
+
+/// A signal as declared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalDef {
+    pub id: String,
+    pub title: String,
+    pub unit: String,
+    pub description: String,
+    pub kind: SignalKind,
+    /// A fixed range instead of the window's length (`5m`: "at the end of the window").
+    pub range: Option<Duration>,
+    /// Absence means "none": a missing metric or a scope without series counts as no events (a
+    /// comparison on it is false), not as unknown. For feature metrics (speculative decoding, KV
+    /// connectors) whose absence means the feature is off.
+    pub optional: bool,
+    /// The fixed range must lie inside the window under diagnosis: a window shorter than it reads
+    /// the signal over the window instead (the short window of an SLO burn-rate pair, so an incident
+    /// that ended before the window cannot keep the burn alert alive).
+    pub within_window: bool,
+    /// Where it was declared (`rules/signals.toml:12`), for errors.
+    pub origin: String,
+}
+
+impl SignalDef {
+    /// The range the signal is read over when the window under diagnosis lasts `window`.
+    pub fn range_in(&self, window: Duration) -> Duration {
+        match self.range {
+            Some(r) if self.within_window => r.min(window),
+            Some(r) => r,
+            None => window,
+        }
+    }
+
+    /// True when the signal's range was shortened to fit the window.
+    pub fn clamped_in(&self, window: Duration) -> bool {
+        self.within_window && self.range.is_some_and(|r| r > window)
+    }
+}
+
+/// The metric families a signal needs, each as its list of alternatives (in preference order).
+/// Names are series names as stored (`..._bucket` for histograms).
+pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
+    let hist = |h: &Vec<String>, suffix: &str| h.iter().map(|n| format!("{n}{suffix}")).collect::<Vec<_>>();
+    let with_anchor = |mut v: Vec<Vec<String>>, anchor: &Vec<String>| {
+        if !anchor.is_empty() {
+            v.push(anchor.clone());
+        }
+        v
+    };
+    match kind {
+        SignalKind::Quantile { histogram, .. } | SignalKind::SloBurn { histogram, .. } => vec![hist(histogram, "_bucket")],
+        SignalKind::Mean { histogram } => vec![hist(histogram, "_sum")],
+        SignalKind::Rate { counter, attribute_via, .. } => with_anchor(vec![counter.clone()], attribute_via),
+        SignalKind::Ratio { numerator, denominator, attribute_via, .. } => {
+            let mut v = vec![numerator.counter.clone()];
+            if denominator.counter != numerator.counter {
+                v.push(denominator.counter.clone());
+            }
+            with_anchor(v, attribute_via)
+        }
+        SignalKind::Gauge { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),
+        SignalKind::ActiveShare { counter } | SignalKind::Spread { counter, .. } => vec![counter.clone()],
+        SignalKind::QueueWait { gauge, counter } => vec![gauge.clone(), counter.clone()],
+        SignalKind::Slope { gauge, .. } | SignalKind::Fill { gauge } | SignalKind::Vanished { gauge, .. } => vec![gauge.clone()],
+        SignalKind::ReplicasOver { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),
+        SignalKind::Outlier { histogram, gauge, .. } => {
+            if histogram.is_empty() { vec![gauge.clone()] } else { vec![hist(histogram, "_bucket")] }
+        }
+    }
+}
+
+/// Every spelling a declared name may have in storage: as declared, with `vllm_` for `vllm:`
+/// (OpenTelemetry pipelines), and counters without `_total`.
+pub fn spellings(name: &str) -> Vec<String> {
+    let mut out = vec![name.to_string()];
+    if let Some(rest) = name.strip_prefix("vllm:") {
+        out.push(format!("vllm_{rest}"));
+    }
+    for n in out.clone() {
+        if let Some(stem) = n.strip_suffix("_total") {
+            out.push(stem.to_string());
+        }
+    }
+    out
+}
+
+/// Pick the first alternative (in any spelling) present in `present`.
+pub fn pick<'a>(alternatives: &[String], present: &'a BTreeSet<String>) -> Option<&'a String> {
+    alternatives.iter().flat_map(|a| spellings(a)).find_map(|s| present.get(&s))
+}
+
+/// The metric chosen for each required family, or the families that are missing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolved {
+    /// One chosen series name per entry of [`required_series`].
+    pub names: Vec<String>,
+}
+
+/// Resolve a signal's families against the names present in one window.
+pub fn resolve(kind: &SignalKind, present: &BTreeSet<String>) -> Result<Resolved, Vec<String>> {
+    let mut names = Vec::new();
+    let mut missing = Vec::new();
+    for alts in required_series(kind) {
+        match pick(&alts, present) {
+            Some(n) => names.push(n.clone()),
+            None => missing.push(alts.join(" / ")),
+        }
+    }
+    if missing.is_empty() {
+        Ok(Resolved { names })
+    } else {
+        Err(missing)
+    }
+}
+
+/// Everything a query needs besides the signal itself.
+#[derive(Debug, Clone)]
+pub struct QueryContext {
+    pub selector: Selector,
+    pub group_by: Vec<String>,
+    /// The window's length (the range of every `[...]`).
+    pub range: Duration,
+    /// Named thresholds, for signals whose query embeds one (SLO targets).
+    pub thresholds: std::collections::BTreeMap<String, f64>,
+    /// The bucket bounds found in the data, by stored bucket series name, for signals that read a
+    /// bucket at a target. A histogram missing here is read at the target by value.
+    pub buckets: std::collections::BTreeMap<String, Vec<Bound>>,
+    /// What a signal's `replica_label = "$replica"` (the default) stands for.
+    pub replica_label: String,
+}
+
+/// The stem of a stored histogram series name: `x_bucket` / `x_sum` -> `x`.
+fn family_of(series: &str) -> &str {
+    series
+        .strip_suffix("_bucket")
+        .or_else(|| series.strip_suffix("_sum"))
+        .or_else(|| series.strip_suffix("_count"))
+        .unwrap_or(series)
+}
+
+/// Resolve a quantity or `$name` against the thresholds.
+fn quantity(text: &str, thresholds: &std::collections::BTreeMap<String, f64>) -> Result<f64, String> {
+    let t = text.trim();
+    if let Some(name) = t.strip_prefix('$') {
+        return thresholds.get(name).copied().ok_or_else(|| format!("threshold ${name} is not defined"));
+    }
+    crate::units::parse_quantity(t)
+}

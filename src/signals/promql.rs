@@ -1,0 +1,513 @@
+//! The PromQL every signal is read with, and the queries explain builds around them (discovery,
+//! the fleet's labels, the cache configuration). The only place the diagnosis' PromQL is written.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::prom::{MatchOp, Matcher, Selector};
+
+use super::*;
+
+/// The running-requests gauge, in both spellings: every vLLM version exports it, one series per
+/// replica (engine), so it is what the fleet's size and the data's extent are read from.
+pub const RUNNING_GAUGE: [&str; 2] = ["vllm:num_requests_running", "vllm_num_requests_running"];
+
+/// The distinct combinations of the fleet's `labels` over `range`, read once from the
+/// running-requests gauge every vLLM version exports (one series per engine): how many values each
+/// label takes is counted from them by vllm-diag. One row per replica at most.
+pub fn fleet_labels_query(selector: &Selector, labels: &[String], range: Duration) -> String {
+    let names = RUNNING_GAUGE
+        .iter()
+        .map(|n| crate::prom::escape_regex_literal(n))
+        .collect::<Vec<_>>()
+        .join("|");
+    let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names }];
+    m.extend(selector.matchers.iter().cloned());
+    let series = format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","));
+    format!("group by ({}) (last_over_time({series}[{}]))", labels.join(", "), promql_duration(range))
+}
+
+/// The bucket series of the histograms `series` under the user's selector, for the label index:
+/// which `le` values they carry is listed from the index alone (`/api/v1/label/le/values`), without
+/// reading a sample. Whether every replica carries each bound is checked on the bucket reads
+/// themselves ([`uncovered_bounds`]).
+pub fn bucket_bounds_matcher(selector: &Selector, series: &[String]) -> String {
+    let names = series.iter().map(|n| crate::prom::escape_regex_literal(n)).collect::<Vec<_>>().join("|");
+    let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names }];
+    m.extend(selector.matchers.iter().cloned());
+    format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","))
+}
+
+/// How heavy a query of vllm-diag's own making is likely to be for the server, lowest first: bucket
+/// reads (every bucket series of a histogram), then other reads of a histogram's buckets, then the
+/// rest. Requests are sent heaviest first, so the last answers of a round are short ones and the
+/// round ends sooner (the longest-first rule of scheduling).
+pub fn weight_rank(query: &str) -> u8 {
+    if query.contains("sum by (le,") {
+        0
+    } else if query.contains("_bucket") {
+        1
+    } else {
+        2
+    }
+}
+
+/// PromQL duration in whole seconds (exact and accepted everywhere).
+pub fn promql_duration(d: Duration) -> String {
+    format!("{}s", d.as_secs().max(1))
+}
+
+/// Parse a rule file's `match = 'finished_reason="abort"'` into matchers.
+pub fn parse_match(m: &str) -> Result<Vec<Matcher>, crate::prom::SelectorError> {
+    Ok(Selector::parse(m)?.matchers)
+}
+
+/// The queries behind one signal for one window: the value, and for quantiles the observation count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalQueries {
+    /// The signal's value per scope, in PromQL (what reports show and rules export).
+    pub value: String,
+    /// What explain sends instead of `value`, when it is cheaper for the server to answer with the
+    /// per-replica values and let vllm-diag reduce them (outliers: the per-replica expression is
+    /// then evaluated once instead of three times).
+    pub fetch: Option<String>,
+    pub count: Option<String>,
+    /// For outliers: the value query returns one series per replica, labelled with this label, and
+    /// the scope's value is computed from them (worst over the median of the others).
+    pub per_replica: Option<(String, Reduction)>,
+    /// What explain sends instead of `value` when the value combines reads that other signals
+    /// make too (a share's denominator, a request rate): the reads, each asked once however many
+    /// signals need it, and how vllm-diag combines them into `value`'s result.
+    pub parts: Option<(Combine, Vec<String>)>,
+    /// The reads among `value` and `parts` that are sums of a counter's rates, described, so that
+    /// explain can answer several over one counter with one read (see [`SumRead`]).
+    pub sums: Vec<(String, SumRead)>,
+}
+
+/// How the `parts` of a signal become its value per scope, exactly as its PromQL would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Combine {
+    /// `(num or den * 0) / den`: every scope of the denominator; one with no numerator is 0.
+    Share,
+    /// `a / b`: the scopes both have.
+    Divide,
+    /// `max by (G) (per) / avg by (G) (per)` over one per-replica read.
+    Spread,
+}
+
+/// `le` values as clients write a bound: `0.5`, `1.0`, `1` and the like, as an anchored regex.
+pub(super) fn le_regex(bound: f64) -> String {
+    let mut forms = vec![format!("{bound}")];
+    if bound.fract() == 0.0 {
+        forms.push(format!("{bound:.1}"));
+    }
+    forms.push(format!("{bound:e}"));
+    forms.sort();
+    forms.dedup();
+    forms.iter().map(|f| crate::prom::escape_regex_literal(f)).collect::<Vec<_>>().join("|")
+}
+
+pub(super) fn over_time_fn(o: OverTime) -> &'static str {
+    match o {
+        OverTime::Max => "max_over_time",
+        OverTime::Avg => "avg_over_time",
+        OverTime::Min => "min_over_time",
+        OverTime::Last => "last_over_time",
+    }
+}
+
+pub(super) fn across_fn(a: Across) -> &'static str {
+    match a {
+        Across::Max => "max",
+        Across::Sum => "sum",
+        Across::Avg => "avg",
+        Across::Min => "min",
+    }
+}
+
+/// The per-scope bucket rates a quantile signal reads (`sum by (le, G) (rate(F_bucket[R]))`): the
+/// argument of its `histogram_quantile`. Two quantiles of one histogram read it once, and vllm-diag
+/// interpolates both from it ([`crate::local::functions::bucket_quantile`], Prometheus' own rules).
+pub fn bucket_rates_query(resolved: &Resolved, ctx: &QueryContext) -> String {
+    let fam = family_of(&resolved.names[0]);
+    let by = ctx.group_by.join(", ");
+    format!("sum by (le, {by}) (rate({}[{}]))", ctx.selector.series(&format!("{fam}_bucket"), &[]), promql_duration(ctx.range))
+}
+
+/// The per-replica bucket rates (`sum by (le, G, R) (rate(F_bucket[R]))`): what an outlier's
+/// per-replica quantiles are read from, and, summed over replicas by vllm-diag, the scope's
+/// quantiles of the same histogram, so the histogram is read once for all of them.
+pub fn replica_bucket_rates_query(resolved: &Resolved, ctx: &QueryContext, replica_label: &str) -> String {
+    let fam = family_of(&resolved.names[0]);
+    let by = ctx.group_by.join(", ");
+    format!(
+        "sum by (le, {by}, {replica_label}) (rate({}[{}]))",
+        ctx.selector.series(&format!("{fam}_bucket"), &[]),
+        promql_duration(ctx.range)
+    )
+}
+
+/// The stored histogram a signal reads by its buckets (quantiles, outliers over a histogram, SLO
+/// burn rates), by its stem: `x` for `x_bucket`.
+pub fn histogram_of(kind: &SignalKind, resolved: &Resolved) -> Option<String> {
+    match kind {
+        SignalKind::Quantile { .. } | SignalKind::SloBurn { .. } => Some(family_of(resolved.names.first()?).to_string()),
+        SignalKind::Outlier { histogram, .. } if !histogram.is_empty() => Some(family_of(resolved.names.first()?).to_string()),
+        _ => None,
+    }
+}
+
+/// Build the PromQL for a resolved signal.
+pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Result<SignalQueries, String> {
+    let by = ctx.group_by.join(", ");
+    let r = promql_duration(ctx.range);
+    let sel = &ctx.selector;
+    let parse = |m: &str| parse_match(m).map_err(|e| e.to_string());
+    let plain = |value: String| SignalQueries { value, fetch: None, count: None, per_replica: None, parts: None, sums: Vec::new() };
+    let summed = |read: SumRead| (read.promql(sel, &ctx.group_by), read);
+    let parts = |value: String, how: Combine, reads: Vec<String>| SignalQueries { parts: Some((how, reads)), ..plain(value) };
+    let replica = |declared: &String| -> Result<String, String> {
+        let l = if declared == RUN_REPLICA_LABEL { &ctx.replica_label } else { declared };
+        if crate::prom::is_label_name(l) { Ok(l.clone()) } else { Err(format!("replica_label {l:?} is not a label name")) }
+    };
+    Ok(match kind {
+        SignalKind::Quantile { quantile, .. } => {
+            let fam = family_of(&resolved.names[0]);
+            SignalQueries {
+                value: format!("histogram_quantile({quantile}, {})", bucket_rates_query(resolved, ctx)),
+                count: Some(format!(
+                    "sum by ({by}) (increase({}[{r}]))",
+                    sel.series(&format!("{fam}_count"), &[])
+                )),
+                fetch: None,
+                per_replica: None,
+                parts: None,
+                sums: Vec::new(),
+            }
+        }
+        SignalKind::Mean { .. } => {
+            let fam = family_of(&resolved.names[0]);
+            plain(format!(
+                "sum by ({by}) (rate({}[{r}])) / sum by ({by}) (rate({}[{r}]))",
+                sel.series(&format!("{fam}_sum"), &[]),
+                sel.series(&format!("{fam}_count"), &[])
+            ))
+        }
+        SignalKind::Rate { r#match, attribute_via, join_on, .. } => {
+            let extra = parse(r#match)?;
+            let anchor = (!attribute_via.is_empty()).then(|| resolved.names[1].as_str());
+            let (value, read) = summed(rate_read(&resolved.names[0], &extra, anchor, join_on, ctx));
+            SignalQueries { sums: vec![(value.clone(), read)], ..plain(value) }
+        }
+        SignalKind::Ratio { numerator, denominator, attribute_via, join_on } => {
+            let num_extra = parse(&numerator.r#match)?;
+            let den_extra = parse(&denominator.r#match)?;
+            let num_name = &resolved.names[0];
+            let den_name = if denominator.counter != numerator.counter { &resolved.names[1] } else { num_name };
+            let anchor = (!attribute_via.is_empty()).then(|| resolved.names.last().map(String::as_str)).flatten();
+            let (num, num_read) = summed(rate_read(num_name, &num_extra, anchor, join_on, ctx));
+            let (den, den_read) = summed(rate_read(den_name, &den_extra, anchor, join_on, ctx));
+            // A share with no matching events is 0, not "no data": fall back to 0 x the denominator.
+            // explain reads the two rates once each (other shares and signals read the same
+            // denominator) and divides them itself (Combine::Share).
+            SignalQueries {
+                sums: vec![(num.clone(), num_read), (den.clone(), den_read)],
+                ..parts(format!("({num} or {den} * 0) / {den}"), Combine::Share, vec![num, den])
+            }
+        }
+        SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, .. } => {
+            let extra = parse(r#match)?;
+            let (ot, ac) = (over_time_fn(*over_time), across_fn(*across));
+            if attribute_via.is_empty() {
+                plain(format!("{ac} by ({by}) ({ot}({}[{r}]))", sel.series(&resolved.names[0], &extra)))
+            } else {
+                let own = sel.without(&ctx.group_by);
+                let j = join_on.join(", ");
+                plain(format!(
+                    "{ac} by ({by}) ({ot}({}[{r}]) * on ({j}) group_left ({by}) group by ({j}, {by}) (last_over_time({}[{r}])))",
+                    own.series(&resolved.names[0], &extra),
+                    sel.series(&resolved.names[1], &[])
+                ))
+            }
+        }
+        SignalKind::ActiveShare { .. } => {
+            let step = (ctx.range.as_secs() / 30).max(15);
+            let inner = (step * 2).max(120);
+            plain(format!(
+                "avg_over_time((sum by ({by}) (rate({}[{inner}s])) > bool 0)[{r}:{step}s])",
+                sel.series(&resolved.names[0], &[])
+            ))
+        }
+        SignalKind::QueueWait { .. } => {
+            let waiting = format!("sum by ({by}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]));
+            let (done, done_read) = summed(rate_read(&resolved.names[1], &[], None, &[], ctx));
+            SignalQueries { sums: vec![(done.clone(), done_read)], ..parts(format!("{waiting} / {done}"), Combine::Divide, vec![waiting, done]) }
+        }
+        SignalKind::Slope { r#match, .. } => {
+            let extra = parse(r#match)?;
+            plain(format!("avg by ({by}) (deriv({}[{r}])) * 3600", sel.series(&resolved.names[0], &extra)))
+        }
+        SignalKind::Spread { replica_label, .. } => {
+            let replica_label = &replica(replica_label)?;
+            let mut read = rate_read(&resolved.names[0], &[], None, &[], ctx);
+            read.by.push(replica_label.clone());
+            let (per, read) = summed(read);
+            SignalQueries { sums: vec![(per.clone(), read)], ..parts(format!("max by ({by}) ({per}) / avg by ({by}) ({per})"), Combine::Spread, vec![per]) }
+        }
+        SignalKind::Fill { .. } => {
+            let m = sel.series(&resolved.names[0], &[]);
+            plain(format!("avg by ({by}) (avg_over_time({m}[{r}]) / max_over_time({m}[{r}]))"))
+        }
+        SignalKind::Outlier { histogram, quantile, replica_label, .. } => {
+            let replica_label = &replica(replica_label)?;
+            let per = if histogram.is_empty() {
+                format!("max by ({by}, {replica_label}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]))
+            } else {
+                let fam = family_of(&resolved.names[0]);
+                format!(
+                    "histogram_quantile({quantile}, sum by (le, {by}, {replica_label}) (rate({}[{r}])))",
+                    sel.series(&format!("{fam}_bucket"), &[])
+                )
+            };
+            // The worst replica over the median of the others. In PromQL the per-replica expression
+            // is evaluated three times; explain fetches it once and reduces it (Reduction::Outlier).
+            let top = format!("topk by ({by}) (1, {per})");
+            SignalQueries {
+                value: format!(
+                    "{top} / on ({by}) group_left quantile by ({by}) (0.5, {per} unless on ({by}, {replica_label}) {top})"
+                ),
+                fetch: Some(per),
+                count: None,
+                per_replica: Some((replica_label.clone(), Reduction::Outlier)),
+                parts: None,
+                sums: Vec::new(),
+            }
+        }
+        SignalKind::SloBurn { target, objective, .. } => plain(slo_burn_query(target, objective, resolved, ctx)?),
+        SignalKind::Vanished { replica_label, .. } => {
+            let replica_label = &replica(replica_label)?;
+            let m = sel.series(&resolved.names[0], &[]);
+            SignalQueries {
+                value: format!(
+                    "group by ({by}, {replica_label}) (last_over_time({m}[{r}])) unless group by ({by}, {replica_label}) (last_over_time({m}[5m]))"
+                ),
+                fetch: None,
+                count: None,
+                per_replica: Some((replica_label.clone(), Reduction::Count)),
+                parts: None,
+                sums: Vec::new(),
+            }
+        }
+        SignalKind::ReplicasOver { above, replica_label, attribute_via, join_on, .. } => {
+            let replica_label = &replica(replica_label)?;
+            let value = replicas_over_query(*above, replica_label, !attribute_via.is_empty(), join_on, resolved, ctx);
+            SignalQueries { value, fetch: None, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)), parts: None, sums: Vec::new() }
+        }
+    })
+}
+
+/// The burn rate of an SLO "`objective` of requests under `target`": the share of observations over
+/// the target (the buckets at or under it over the `+Inf` bucket), as a multiple of the error
+/// budget. A target between two bucket bounds is interpolated linearly between them.
+pub(super) fn slo_burn_query(target: &str, objective: &str, resolved: &Resolved, ctx: &QueryContext) -> Result<String, String> {
+    let by = ctx.group_by.join(", ");
+    let r = promql_duration(ctx.range);
+    let sel = &ctx.selector;
+    let t = quantity(target, &ctx.thresholds)?;
+    let o = quantity(objective, &ctx.thresholds)?;
+    if !(0.0..1.0).contains(&o) {
+        return Err(format!("objective {o} must be between 0 and 1"));
+    }
+    let fam = family_of(&resolved.names[0]);
+    let bucket = format!("{fam}_bucket");
+    let budget = crate::units::sig(1.0 - o);
+    let at = |b: &Bound| {
+        let le = match b.written.as_slice() {
+            [one] => Matcher { name: "le".into(), op: MatchOp::Eq, value: one.clone() },
+            many => Matcher {
+                name: "le".into(),
+                op: MatchOp::Re,
+                value: many.iter().map(|w| crate::prom::escape_regex_literal(w)).collect::<Vec<_>>().join("|"),
+            },
+        };
+        format!("sum by ({by}) (rate({}[{r}]))", sel.series(&bucket, &[le]))
+    };
+    // The rate of observations at or under the target.
+    let good = match ctx.buckets.get(&resolved.names[0]) {
+        None => format!(
+            "sum by ({by}) (rate({}[{r}]))",
+            sel.series(&bucket, &[Matcher { name: "le".into(), op: MatchOp::Re, value: le_regex(t) }])
+        ),
+        Some(bounds) => match bucket_at(bounds, t).map_err(|e| format!("{fam}: {e}"))? {
+            AtTarget::Exact(b) => at(b),
+            AtTarget::Between(lo, hi) => {
+                let f = (t - lo.value) / (hi.value - lo.value);
+                format!("({} * {} + {} * {})", at(lo), weight(1.0 - f), at(hi), weight(f))
+            }
+            AtTarget::BelowFirst(hi) => format!("({} * {})", at(hi), weight(t / hi.value)),
+        },
+    };
+    // Every observation is in the +Inf bucket: the total is read from the same family as the good
+    // share (as the quantiles' observation counts are), so one family is all a burn rate needs.
+    let all = Matcher { name: "le".into(), op: MatchOp::Eq, value: "+Inf".into() };
+    Ok(format!("(1 - {good} / sum by ({by}) (rate({}[{r}]))) / {budget}", sel.series(&bucket, &[all])))
+}
+
+/// Replicas whose gauge went over `above` in the window, one series each. An `attributed` gauge
+/// (an exporter's, without the model label) is joined to the scope through the anchor gauge; the
+/// anchor's `instance` then replaces the exporter's own, so the finding can name the vLLM server
+/// as well as the pod.
+pub(super) fn replicas_over_query(above: f64, replica_label: &str, attributed: bool, join_on: &[String], resolved: &Resolved, ctx: &QueryContext) -> String {
+    let by = ctx.group_by.join(", ");
+    let r = promql_duration(ctx.range);
+    let sel = &ctx.selector;
+    if !attributed {
+        format!("max by ({by}, {replica_label}) (max_over_time({}[{r}])) > {above}", sel.series(&resolved.names[0], &[]))
+    } else {
+        let own = sel.without(&ctx.group_by);
+        let j = join_on.join(", ");
+        let carry = if replica_label == "instance" { by.clone() } else { format!("{by}, instance") };
+        format!(
+            "max by ({by}, {replica_label}{}) (max_over_time({}[{r}]) * on ({j}) group_left ({carry}) group by ({j}, {carry}) (last_over_time({}[{r}]))) > {above}",
+            if replica_label == "instance" { "" } else { ", instance" },
+            own.series(&resolved.names[0], &[]),
+            sel.series(&resolved.names[1], &[])
+        )
+    }
+}
+
+/// One counter's per-second rate summed over groups: `sum by (BY) (rate(C{sel,extra}[R]))`. A
+/// counter without the grouping labels (HTTP, DCGM) is summed per `join` labels first and carried
+/// to the scope by an anchor gauge; matchers on the grouping labels then go to the anchor only.
+///
+/// Reads of one counter over one range that differ only in grouping and matchers (a share's
+/// numerator and denominator, a spread's per-replica rates, an error rate) are answered by one read
+/// grouped by every label they group or filter on ([`SumRead::shared`]), from which explain sums
+/// each of them: the counter's series are then read once instead of once per signal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SumRead {
+    pub counter: String,
+    pub extra: Vec<Matcher>,
+    pub by: Vec<String>,
+    /// The anchor gauge and the labels joined on, for a counter without the grouping labels.
+    pub anchor: Option<(String, Vec<String>)>,
+    pub range: Duration,
+}
+
+impl SumRead {
+    /// This read alone, as PromQL.
+    pub fn promql(&self, selector: &Selector, group_by: &[String]) -> String {
+        self.query(selector, group_by, &self.by, &self.extra)
+    }
+
+    /// Reads with the same key can share one read.
+    pub fn key(&self) -> (String, Option<(String, Vec<String>)>, Duration) {
+        (self.counter.clone(), self.anchor.clone(), self.range)
+    }
+
+    /// One read that answers every read in `reads` (all with one key): the counter's rates summed
+    /// by every label they group or filter on, or `None` when they cannot share one (an attributed
+    /// counter grouped by a label the anchor does not carry, or filtered on a grouping label).
+    pub fn shared(reads: &[&SumRead], selector: &Selector, group_by: &[String]) -> Option<String> {
+        let first = reads.first()?;
+        // The grouping labels first, as every read writes them, then the others in name order.
+        let others: BTreeSet<&String> = reads.iter().flat_map(|r| r.by.iter().chain(r.extra.iter().map(|m| &m.name))).filter(|l| !group_by.contains(l)).collect();
+        let keep: Vec<String> = group_by.iter().chain(others).cloned().collect();
+        if let Some((_, join)) = &first.anchor {
+            let carried = |l: &String| group_by.contains(l) || join.contains(l);
+            if reads.iter().any(|r| !r.by.iter().all(carried) || r.extra.iter().any(|m| group_by.contains(&m.name))) {
+                return None;
+            }
+        }
+        Some(first.query(selector, group_by, &keep, &[]))
+    }
+
+    fn query(&self, selector: &Selector, group_by: &[String], by: &[String], extra: &[Matcher]) -> String {
+        let r = promql_duration(self.range);
+        let outer = by.join(", ");
+        match &self.anchor {
+            None => format!("sum by ({outer}) (rate({}[{r}]))", selector.series(&self.counter, extra)),
+            Some((anchor, join)) => {
+                let own = selector.without(group_by);
+                let j = join.join(", ");
+                let g = group_by.join(", ");
+                // The counter's own labels the outer sum keeps (a status it is filtered on) stay
+                // through the join.
+                let inner: Vec<&str> = join.iter().chain(by.iter().filter(|l| !group_by.contains(l) && !join.contains(l))).map(String::as_str).collect();
+                format!(
+                    "sum by ({outer}) (sum by ({}) (rate({}[{r}])) * on ({j}) group_left ({g}) group by ({j}, {g}) (last_over_time({}[{r}])))",
+                    inner.join(", "),
+                    own.series(&self.counter, extra),
+                    selector.series(anchor, &[])
+                )
+            }
+        }
+    }
+}
+
+/// `sum by (G) (rate(C{sel,extra}[R]))`, attributed through `anchor` when the counter lacks the
+/// grouping labels.
+pub(super) fn rate_read(counter: &str, extra: &[Matcher], anchor: Option<&str>, join: &[String], ctx: &QueryContext) -> SumRead {
+    SumRead {
+        counter: counter.to_string(),
+        extra: extra.to_vec(),
+        by: ctx.group_by.clone(),
+        anchor: anchor.map(|a| (a.to_string(), join.to_vec())),
+        range: ctx.range,
+    }
+}
+
+/// How many series of `metric` hold a sample at each step of a range query: where the first point
+/// lies tells when the data starts.
+pub fn series_count_query(selector: &Selector, metric: &str) -> String {
+    format!("count({})", selector.series(metric, &[]))
+}
+
+/// vLLM's cache configuration (`num_gpu_blocks`, `block_size` as labels of the info gauge `name`)
+/// per scope. The info series carries no model label, so it is joined to the scope's labels
+/// through `anchor` (a gauge every engine exports) on the engine's `instance` and `job`.
+pub fn cache_config_query(selector: &Selector, group_by: &[String], name: &str, anchor: &str, range: Duration) -> String {
+    let by = group_by.join(", ");
+    let r = promql_duration(range);
+    format!(
+        "max by ({by}, num_gpu_blocks, block_size) (last_over_time({}[{r}]) * on (instance, job) group_left ({by}) group by (instance, job, {by}) (last_over_time({}[{r}])))",
+        selector.without(group_by).series(name, &[]),
+        selector.series(anchor, &[])
+    )
+}
+
+/// The discovery selector: every vLLM series name plus the HTTP layer's, under the user's selector.
+pub fn discovery_matcher(selector: &Selector, extra_names: &[String]) -> String {
+    let mut names = vec!["vllm[:_].+".to_string()];
+    names.extend(extra_names.iter().map(|n| crate::prom::escape_regex_literal(n)));
+    let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names.join("|") }];
+    m.extend(selector.matchers.iter().cloned());
+    format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","))
+}
+
+/// The metric names a query reads: every selector's name, and each alternative of a
+/// `__name__=~"a|b"` matcher (the only regex this module writes on names). For the query-budget
+/// checks and the benchmark's data-read floor, which count how often each family is read.
+pub fn families_read(query: &str) -> Result<BTreeSet<String>, String> {
+    use promql_parser::parser::Expr;
+    struct Names(BTreeSet<String>);
+    impl promql_parser::util::ExprVisitor for Names {
+        type Error = String;
+        fn pre_visit(&mut self, e: &Expr) -> Result<bool, String> {
+            let vs = match e {
+                Expr::VectorSelector(vs) => vs,
+                Expr::MatrixSelector(ms) => &ms.vs,
+                _ => return Ok(true),
+            };
+            self.0.extend(vs.name.clone());
+            for m in vs.matchers.matchers.iter().filter(|m| m.name == "__name__") {
+                self.0.extend(m.value.split('|').map(|n| n.replace('\\', "")));
+            }
+            Ok(true)
+        }
+    }
+    let expr = promql_parser::parser::parse(query)?;
+    let mut names = Names(BTreeSet::new());
+    promql_parser::util::walk_expr(&mut names, &expr)?;
+    Ok(names.0)
+}

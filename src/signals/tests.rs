@@ -1,0 +1,280 @@
+//! Unit tests of the signals: declarations, PromQL, bounds.
+
+use super::*;
+
+fn ctx(sel: &str) -> QueryContext {
+    QueryContext {
+        selector: Selector::parse(sel).unwrap(),
+        group_by: vec!["model_name".into()],
+        range: Duration::from_secs(1800),
+        thresholds: [("ttft_target".to_string(), 0.5)].into_iter().collect(),
+        buckets: Default::default(),
+        replica_label: "instance".into(),
+    }
+}
+
+fn present(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn picks_the_first_alternative_present_in_any_spelling() {
+    let alts = vec!["vllm:kv_cache_usage_perc".to_string(), "vllm:gpu_cache_usage_perc".to_string()];
+    assert_eq!(pick(&alts, &present(&["vllm:gpu_cache_usage_perc"])).unwrap(), "vllm:gpu_cache_usage_perc");
+    assert_eq!(
+        pick(&alts, &present(&["vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"])).unwrap(),
+        "vllm:kv_cache_usage_perc"
+    );
+    assert_eq!(pick(&alts, &present(&["vllm_kv_cache_usage_perc"])).unwrap(), "vllm_kv_cache_usage_perc");
+    assert!(pick(&alts, &present(&["vllm:num_requests_running"])).is_none());
+}
+
+#[test]
+fn counters_may_be_stored_without_total() {
+    assert!(spellings("vllm:num_preemptions_total").contains(&"vllm_num_preemptions".to_string()));
+}
+
+#[test]
+fn quantile_query_aggregates_by_scope_and_keeps_the_selector() {
+    let k = SignalKind::Quantile {
+        quantile: 0.95,
+        histogram: vec!["vllm:time_to_first_token_seconds".into()],
+        min_observations: 20.0,
+    };
+    let r = resolve(&k, &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
+    let q = build(&k, &r, &ctx(r#"job="vllm""#)).unwrap();
+    assert_eq!(
+        q.value,
+        r#"histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket{job="vllm"}[1800s])))"#
+    );
+    assert_eq!(
+        q.count.unwrap(),
+        r#"sum by (model_name) (increase(vllm:time_to_first_token_seconds_count{job="vllm"}[1800s]))"#
+    );
+}
+
+#[test]
+fn ratio_of_a_labelled_subset_defaults_to_zero() {
+    let k = SignalKind::Ratio {
+        numerator: CounterRef { counter: vec!["vllm:request_success_total".into()], r#match: r#"finished_reason="abort""#.into() },
+        denominator: CounterRef { counter: vec!["vllm:request_success_total".into()], r#match: String::new() },
+        attribute_via: vec![],
+        join_on: default_join(),
+    };
+    let r = resolve(&k, &present(&["vllm:request_success_total"])).unwrap();
+    let q = build(&k, &r, &ctx("")).unwrap();
+    assert_eq!(
+        q.value,
+        r#"(sum by (model_name) (rate(vllm:request_success_total{finished_reason="abort"}[1800s])) or sum by (model_name) (rate(vllm:request_success_total[1800s])) * 0) / sum by (model_name) (rate(vllm:request_success_total[1800s]))"#
+    );
+}
+
+#[test]
+fn http_counters_are_attributed_through_the_anchor_gauge() {
+    let k = SignalKind::Ratio {
+        numerator: CounterRef { counter: vec!["http_requests_total".into()], r#match: r#"status="5xx""#.into() },
+        denominator: CounterRef { counter: vec!["http_requests_total".into()], r#match: String::new() },
+        attribute_via: vec!["vllm:num_requests_running".into()],
+        join_on: default_join(),
+    };
+    let r = resolve(&k, &present(&["http_requests_total", "vllm:num_requests_running"])).unwrap();
+    let q = build(&k, &r, &ctx(r#"model_name="m",job="vllm""#)).unwrap();
+    // The model matcher applies to the anchor only: http_requests_total has no model_name.
+    assert!(q.value.contains(r#"rate(http_requests_total{job="vllm",status="5xx"}[1800s])"#), "{}", q.value);
+    assert!(q.value.contains(r#"last_over_time(vllm:num_requests_running{model_name="m",job="vllm"}[1800s])"#));
+}
+
+#[test]
+fn missing_families_are_named() {
+    let k = SignalKind::Gauge {
+        gauge: vec!["vllm:kv_cache_usage_perc".into(), "vllm:gpu_cache_usage_perc".into()],
+        over_time: OverTime::Max,
+        across: Across::Max,
+        r#match: String::new(),
+        attribute_via: vec![],
+        join_on: default_join(),
+    };
+    let err = resolve(&k, &present(&[])).unwrap_err();
+    assert_eq!(err, vec!["vllm:kv_cache_usage_perc / vllm:gpu_cache_usage_perc".to_string()]);
+}
+
+#[test]
+fn active_share_uses_a_subquery_over_the_window() {
+    let k = SignalKind::ActiveShare { counter: vec!["vllm:num_preemptions_total".into()] };
+    let r = resolve(&k, &present(&["vllm:num_preemptions_total"])).unwrap();
+    let q = build(&k, &r, &ctx("")).unwrap();
+    assert_eq!(
+        q.value,
+        "avg_over_time((sum by (model_name) (rate(vllm:num_preemptions_total[120s])) > bool 0)[1800s:60s])"
+    );
+}
+
+#[test]
+fn discovery_matches_vllm_names_and_extras_under_the_selector() {
+    let m = discovery_matcher(&Selector::parse(r#"job="vllm""#).unwrap(), &["http_requests_total".into()]);
+    assert_eq!(m, r#"{__name__=~"vllm[:_].+|http_requests_total",job="vllm"}"#);
+}
+
+#[test]
+fn slo_burn_reads_the_bucket_at_the_target_and_divides_by_the_budget() {
+    let k = SignalKind::SloBurn {
+        histogram: vec!["vllm:time_to_first_token_seconds".into()],
+        target: "$ttft_target".into(),
+        objective: "99%".into(),
+    };
+    let r = resolve(&k, &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
+    let q = build(&k, &r, &ctx("")).unwrap();
+    assert_eq!(
+        q.value,
+        r#"(1 - sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le=~"0\\.5|5e-1"}[1800s])) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="+Inf"}[1800s]))) / 0.01"#
+    );
+}
+
+fn bounds(values: &[&str]) -> Vec<Bound> {
+    parse_bounds(&values.iter().map(|v| v.to_string()).collect::<Vec<_>>())
+}
+
+fn slo(target: &str) -> SignalKind {
+    SignalKind::SloBurn {
+        histogram: vec!["vllm:time_to_first_token_seconds".into()],
+        target: target.into(),
+        objective: "99%".into(),
+    }
+}
+
+fn ctx_with_buckets(values: &[&str]) -> QueryContext {
+    let mut c = ctx("");
+    c.buckets.insert("vllm:time_to_first_token_seconds_bucket".into(), bounds(values));
+    c
+}
+
+#[test]
+fn bucket_bounds_are_sorted_by_value_with_spellings_merged_and_inf_dropped() {
+    let b = bounds(&["0.25", "+Inf", "0.1", "1.0", "1", "junk", "NaN"]);
+    let got: Vec<(f64, Vec<String>)> = b.into_iter().map(|b| (b.value, b.written)).collect();
+    assert_eq!(got, vec![(0.1, vec!["0.1".into()]), (0.25, vec!["0.25".into()]), (1.0, vec!["1".into(), "1.0".into()])]);
+}
+
+#[test]
+fn a_target_is_located_exactly_between_or_below_the_buckets() {
+    let b = bounds(&["0.1", "0.25", "0.5", "+Inf"]);
+    assert!(matches!(bucket_at(&b, 0.25), Ok(AtTarget::Exact(x)) if x.value == 0.25));
+    assert!(matches!(bucket_at(&b, 0.2), Ok(AtTarget::Between(lo, hi)) if lo.value == 0.1 && hi.value == 0.25));
+    assert!(matches!(bucket_at(&b, 0.05), Ok(AtTarget::BelowFirst(x)) if x.value == 0.1));
+    let above = bucket_at(&b, 2.0).unwrap_err();
+    assert!(above.contains("above the histogram's largest finite bucket (500 ms)"), "{above}");
+    assert!(bucket_at(&[], 0.2).is_err());
+}
+
+#[test]
+fn slo_burn_reads_the_bucket_found_in_the_data_as_written() {
+    let k = slo("$ttft_target");
+    let r = resolve(&k, &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
+    let c = ctx_with_buckets(&["0.25", "0.5", "+Inf"]);
+    assert_eq!(
+        build(&k, &r, &c).unwrap().value,
+        r#"(1 - sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.5"}[1800s])) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="+Inf"}[1800s]))) / 0.01"#
+    );
+    assert_eq!(bucket_note(&k, &r, &c), None);
+}
+
+#[test]
+fn bounds_come_from_the_label_index_and_those_some_replicas_lack_are_found_in_the_reads() {
+    let les = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let b = listed_bounds(&les(&["0.1", "0.25", "0.5", "+Inf"]));
+    assert_eq!(b.iter().map(|b| b.value).collect::<Vec<_>>(), vec![0.1, 0.25, 0.5]);
+    assert!(listed_bounds(&les(&["0.1"])).is_empty(), "no +Inf: nothing is known");
+    assert!(listed_bounds(&[]).is_empty());
+    // Two spellings of one bound are one bound, read under both.
+    let b = listed_bounds(&les(&["1", "1.0", "+Inf"]));
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].written, vec!["1".to_string(), "1.0".to_string()]);
+    let m = bucket_bounds_matcher(&Selector::parse(r#"job="vllm""#).unwrap(), &["a_bucket".into(), "b_bucket".into()]);
+    assert_eq!(m, r#"{__name__=~"a_bucket|b_bucket",job="vllm"}"#);
+    // Three replicas; r2 has another layout (no 0.25, a 0.3 of its own); "1" and "1.0" agree.
+    let rows = [
+        ("0.1", "r0"), ("0.25", "r0"), ("1", "r0"), ("+Inf", "r0"),
+        ("0.1", "r1"), ("0.25", "r1"), ("1.0", "r1"), ("+Inf", "r1"),
+        ("0.1", "r2"), ("0.3", "r2"), ("1", "r2"), ("+Inf", "r2"),
+    ];
+    assert_eq!(uncovered_bounds(rows.iter().map(|(le, r)| (*le, vec![*r]))), vec![0.25, 0.3]);
+    assert!(uncovered_bounds(rows[..8].iter().map(|(le, r)| (*le, vec![*r]))).is_empty());
+}
+
+#[test]
+fn bucket_reads_rank_heaviest() {
+    assert_eq!(weight_rank("sum by (le, model_name, instance) (rate(x_bucket[1800s]))"), 0);
+    assert_eq!(weight_rank(r#"sum by (model_name) (rate(x_bucket{le="0.5"}[300s]))"#), 1);
+    assert_eq!(weight_rank("sum by (model_name) (rate(x_total[1800s]))"), 2);
+}
+
+#[test]
+fn the_fleet_labels_are_read_once_from_the_running_gauge() {
+    let q = fleet_labels_query(&Selector::parse(r#"job="vllm""#).unwrap(), &["model_name".into(), "pod".into()], Duration::from_secs(1800));
+    assert_eq!(
+        q,
+        r#"group by (model_name, pod) (last_over_time({__name__=~"vllm:num_requests_running|vllm_num_requests_running",job="vllm"}[1800s]))"#
+    );
+}
+
+#[test]
+fn slo_burn_interpolates_a_target_between_two_buckets_and_says_so() {
+    let k = slo("200ms");
+    let r = resolve(&k, &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
+    let c = ctx_with_buckets(&["0.1", "0.25", "0.5", "+Inf"]);
+    // 200 ms is two thirds of the way from 100 ms to 250 ms.
+    assert_eq!(
+        build(&k, &r, &c).unwrap().value,
+        r#"(1 - (sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.1"}[1800s])) * 0.333333 + sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.25"}[1800s])) * 0.666667) / sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="+Inf"}[1800s]))) / 0.01"#
+    );
+    let note = bucket_note(&k, &r, &c).unwrap();
+    assert!(note.contains("no bucket at the SLO target 200 ms") && note.contains("between its 100 ms and 250 ms buckets"), "{note}");
+}
+
+#[test]
+fn slo_burn_under_the_first_bucket_scales_it_and_over_the_last_is_refused() {
+    let r = resolve(&slo("50ms"), &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
+    let c = ctx_with_buckets(&["0.1", "0.25", "+Inf"]);
+    let q = build(&slo("50ms"), &r, &c).unwrap().value;
+    assert!(q.contains(r#"(sum by (model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="0.1"}[1800s])) * 0.5)"#), "{q}");
+    let e = build(&slo("1s"), &r, &c).unwrap_err();
+    assert!(e.contains("vllm:time_to_first_token_seconds: the target 1 s is above"), "{e}");
+}
+
+#[test]
+fn outliers_ask_for_one_value_per_replica() {
+    let k = SignalKind::Outlier {
+        histogram: vec!["vllm:inter_token_latency_seconds".into()],
+        gauge: vec![],
+        quantile: 0.95,
+        replica_label: "instance".into(),
+    };
+    let r = resolve(&k, &present(&["vllm:inter_token_latency_seconds_bucket"])).unwrap();
+    let q = build(&k, &r, &ctx("")).unwrap();
+    assert!(q.value.contains("sum by (le, model_name, instance)"), "{}", q.value);
+    assert!(q.value.starts_with("topk by (model_name) (1, "), "{}", q.value);
+    assert!(q.value.contains("/ on (model_name) group_left quantile by (model_name) (0.5, "), "{}", q.value);
+    assert_eq!(q.per_replica, Some(("instance".to_string(), Reduction::Outlier)));
+    // explain fetches the per-replica expression once and reduces it itself.
+    let fetch = q.fetch.unwrap();
+    assert!(fetch.starts_with("histogram_quantile(0.95, sum by (le, model_name, instance) ("), "{fetch}");
+    assert_eq!(q.value.matches(&fetch).count(), 3, "{}", q.value);
+}
+
+#[test]
+fn gauges_without_the_grouping_label_join_on_the_declared_labels() {
+    let k = SignalKind::Gauge {
+        gauge: vec!["DCGM_FI_DEV_SM_CLOCK".into()],
+        over_time: OverTime::Avg,
+        across: Across::Min,
+        r#match: String::new(),
+        attribute_via: vec!["vllm:num_requests_running".into()],
+        join_on: vec!["namespace".into(), "pod".into()],
+    };
+    let r = resolve(&k, &present(&["DCGM_FI_DEV_SM_CLOCK", "vllm:num_requests_running"])).unwrap();
+    let q = build(&k, &r, &ctx("")).unwrap();
+    assert_eq!(
+        q.value,
+        "min by (model_name) (avg_over_time(DCGM_FI_DEV_SM_CLOCK[1800s]) * on (namespace, pod) group_left (model_name) group by (namespace, pod, model_name) (last_over_time(vllm:num_requests_running[1800s])))"
+    );
+}
