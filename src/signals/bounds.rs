@@ -131,7 +131,7 @@ pub fn uncovered_bounds<'a>(samples: impl Iterator<Item = (&'a str, Vec<&'a str>
 
 /// How an SLO burn rate is taken from its histogram's bucket rates when explain reads them anyway
 /// (for the histogram's quantiles, over the same range): the good rate is the bucket rates at
-/// `good`'s bounds, each times its weight, exactly as [`slo_burn_query`] writes them (one bound, or
+/// `good`'s bounds, each times its weight, exactly as the burn rate's own query writes them (one bound, or
 /// two interpolated, or the first from zero); the total is the `+Inf` bucket's; the burn rate is
 /// `(1 - good / total) / budget`.
 #[derive(Debug, Clone, PartialEq)]

@@ -12,9 +12,9 @@
 
 //!
 //! The module is in three parts: the declarations and how a declaration is resolved against the
-//! names present (here), the PromQL each signal is read with ([`promql`]), and histogram bucket
+//! names present (here), the PromQL each signal is read with (`promql.rs`), and histogram bucket
 //! bounds: where a target falls among them and how a burn rate is read from bucket rates
-//! ([`bounds`]).
+//! (`bounds.rs`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
