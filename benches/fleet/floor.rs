@@ -252,25 +252,21 @@ pub fn span(rec: &Recorded) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
 
 /// The data-read floor: the backend's time to read every sample of each family once over `start ..
 /// end` (`count(count_over_time(F[end - start]))` at `end`, one family at a time), timed as
-/// `timing` says. Returns the sum and the families that hold data.
+/// `timing` says. Returns each family's time and whether it holds data.
 pub async fn data_read_secs(
     base: &str,
     families: &[String],
     start: DateTime<Utc>,
     end: DateTime<Utc>,
     timing: Timing,
-) -> Result<(f64, usize), String> {
+) -> Result<BTreeMap<String, (f64, bool)>, String> {
     let http = client()?;
     let secs = (end - start).num_seconds().max(1);
-    let mut total = 0.0;
-    let mut with_data = 0;
+    let mut each = BTreeMap::new();
     for f in families {
         let req = Request::Instant { query: format!("count(count_over_time({f}[{secs}s]))"), time: end };
         let (t, v) = exec_secs(&http, base, &req, timing).await?;
-        total += t;
-        if v["data"]["result"].as_array().is_some_and(|a| !a.is_empty()) {
-            with_data += 1;
-        }
+        each.insert(f.clone(), (t, v["data"]["result"].as_array().is_some_and(|a| !a.is_empty())));
     }
-    Ok((total, with_data))
+    Ok(each)
 }

@@ -25,6 +25,7 @@ mod server;
 mod stats;
 mod vm;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -235,7 +236,7 @@ struct Previous {
 }
 
 /// Passes of the sequential `stats=all` replays (work and data-read floor); the median is kept.
-const WORK_REPS: usize = 3;
+const WORK_REPS: usize = 5;
 
 #[derive(Serialize)]
 struct Results {
@@ -403,17 +404,21 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     if floor_bytes != rec.total_bytes() {
         eprintln!("[{label}] note: the floor client received {floor_bytes} bytes, the recording holds {}", rec.total_bytes());
     }
-    // The backend's own work, one query at a time, against the data-read floor of the same families.
-    let mut families = floor::families(&rec)?;
-    if let Some((_, _, p)) = &prev {
-        families.extend(floor::families(p)?.into_keys().map(|k| (k, 0)));
-    }
-    let most_read_family = floor::families(&rec)?.into_iter().max_by_key(|(_, n)| *n).unwrap_or_default();
+    // The backend's own work, one query at a time, against the data-read floor of the families it
+    // reads: each build's work against the floor of its own families (the previous build may read
+    // families this one no longer does, such as a histogram's `_count`).
+    let own_families = floor::families(&rec)?;
+    let prev_families = match &prev {
+        Some((_, _, p)) => floor::families(p)?,
+        None => BTreeMap::new(),
+    };
+    let most_read_family = own_families.clone().into_iter().max_by_key(|(_, n)| *n).unwrap_or_default();
     let (start, end) = floor::span(&rec).ok_or_else(|| format!("[{label}] the recording has no discovery request"))?;
-    let names: Vec<String> = families.keys().cloned().collect();
+    let names: Vec<String> = own_families.keys().chain(prev_families.keys()).cloned().collect::<BTreeSet<_>>().into_iter().collect();
     let mut exec = Vec::new();
     let mut prev_exec = Vec::new();
     let mut data_read = Vec::new();
+    let mut prev_data_read = Vec::new();
     let mut with_data = 0;
     let mut per_query = Vec::new();
     for _ in 0..WORK_REPS {
@@ -426,9 +431,11 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
             let listing: String = each.iter().map(|(t, q)| format!("{:.1} ms\t{q}\n", t * 1000.0)).collect();
             let _ = std::fs::write(work.join("server-exec-previous.tsv"), listing);
         }
-        let (t, n) = rt.block_on(floor::data_read_secs(&url, &names, start, end, backend.timing()))?;
-        data_read.push(t * 1000.0);
-        with_data = n;
+        let each = rt.block_on(floor::data_read_secs(&url, &names, start, end, backend.timing()))?;
+        let sum = |of: &BTreeMap<String, usize>| of.keys().filter_map(|f| each.get(f)).map(|(t, _)| t * 1000.0).sum::<f64>();
+        data_read.push(sum(&own_families));
+        prev_data_read.push(sum(&prev_families));
+        with_data = own_families.keys().filter(|f| each.get(*f).is_some_and(|(_, d)| *d)).count();
     }
     let listing: String = per_query.iter().map(|(t, q)| format!("{:.1} ms\t{q}\n", t * 1000.0)).collect();
     let _ = std::fs::write(work.join("server-exec.tsv"), listing);
@@ -463,7 +470,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
             paired_speedup: median(&paired),
             explain: s,
             server_exec_ms: prev_exec_ms,
-            work_ratio: prev_exec_ms / data_read_ms,
+            work_ratio: prev_exec_ms / median(&prev_data_read),
         }
     });
     let paired: Vec<f64> = explain_runs.iter().zip(&flat).map(|(e, f)| e.wall.as_secs_f64() / f.as_secs_f64()).collect();
@@ -666,7 +673,7 @@ fn markdown(r: &Results) -> String {
         );
     }
 
-    let _ = writeln!(s, "\nThe backend's work (the run's queries one at a time, nothing else in flight; label-values requests left out) against the data-read floor (each family the run reads, every sample once over the baseline and the window: `count(count_over_time(F[1h]))`, one family at a time); medians of {WORK_REPS} passes. Prometheus: the sum of its own `execTotalTime` (`stats=all`). VictoriaMetrics has no such accounting: the sum of the client's wall times, request sent to last byte received (evaluation plus encoding and loopback transfer), for the work and the floor alike.\n");
+    let _ = writeln!(s, "\nThe backend's work (the run's queries one at a time, nothing else in flight; label-values requests left out) against the data-read floor (each family the run reads, every sample once over the baseline and the window: `count(count_over_time(F[1h]))`, one family at a time; the previous build's ratio is against the families it reads); medians of {WORK_REPS} passes, each pass timing the work and the floor back to back. Prometheus: the sum of its own `execTotalTime` (`stats=all`). VictoriaMetrics has no such accounting: the sum of the client's wall times, request sent to last byte received (evaluation plus encoding and loopback transfer), for the work and the floor alike.\n");
     let _ = writeln!(s, "| fleet | backend | families | data-read floor | backend work | measured as | work / data floor | most read family |");
     let _ = writeln!(s, "|---|---|---:|---:|---:|---|---:|---|");
     for f in &r.fleets {
