@@ -39,7 +39,29 @@ pub fn escape_regex_literal(v: &str) -> String {
 /// Read a PromQL string literal, quotes included (`"a\x41"`, `'b'`, `` `c\d` ``), as PromQL reads
 /// it (Go's escapes in double and single quotes, none in backticks). The error is promql-parser's.
 pub fn unquote_promql(literal: &str) -> Result<String, String> {
+    if let Some(problem) = escape_before_multibyte(literal) {
+        return Err(problem);
+    }
     promql_parser::util::unquote_string(literal)
+}
+
+/// A backslash before a character of more than one byte in a quoted (not backtick) literal: never
+/// a valid PromQL escape, and promql-parser 0.11 would slice that character in two and panic, so
+/// such text is refused before it reaches the parser.
+pub fn escape_before_multibyte(literal: &str) -> Option<String> {
+    if literal.starts_with('`') {
+        return None;
+    }
+    let mut chars = literal.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some(n) if !n.is_ascii() => return Some(format!("unknown escape sequence \\{n}")),
+                _ => {}
+            }
+        }
+    }
+    None
 }
 
 /// Escape a label value for the exposition formats: `\\`, `\"` and `\n`.

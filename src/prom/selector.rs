@@ -278,6 +278,9 @@ impl Scanner<'_> {
     fn read(&self, span: &Span) -> Result<Matcher, SelectorError> {
         let literal = self.text(span.literal, span.end);
         let expr = format!("{{{},_=\"x\"}}", self.text(span.start, span.end));
+        if let Some(problem) = super::escape::escape_before_multibyte(literal) {
+            return Err(self.err_at(span.literal, format!("{problem} in the quoted value")));
+        }
         let parsed = match promql_parser::parser::parse(&expr) {
             Ok(promql_parser::parser::Expr::VectorSelector(vs)) => vs.matchers,
             Ok(_) => return Err(self.err_at(span.start, "PromQL does not read this as a label matcher")),
@@ -318,6 +321,18 @@ impl Scanner<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A backslash before a character of several bytes is refused with a reason; promql-parser
+    /// would panic on it (a case proptest found in tests/fuzz_decode.rs).
+    #[test]
+    fn a_backslash_before_a_multibyte_character_is_an_error_not_a_panic() {
+        for input in ["a=\"\\\u{65981}\"", "a='\\é'", "a=~\"x\\ü\""] {
+            let e = Selector::parse(input).unwrap_err();
+            assert!(e.problem.contains("unknown escape sequence"), "{input}: {e}");
+        }
+        // An escaped backslash before one is fine.
+        assert_eq!(Selector::parse("a=\"\\\\é\"").unwrap().matchers[0].value, "\\é");
+    }
 
     #[test]
     fn compiled_matchers_test_values_as_prometheus_does() {
