@@ -17,9 +17,8 @@
 //! order, and on a module missing from the list.
 //!
 //! - Foundations: [`units`] (quantities and numbers for people), [`prom`] (Prometheus concepts:
-//!   label names, matchers, escaping, redaction, number formatting, the /metrics text parser and
-//!   OpenMetrics writer), [`report`]
-//!   (the data model and JSON contract).
+//!   label sets, label names, matchers, escaping, redaction, number formatting, the /metrics text
+//!   parser and OpenMetrics writer), [`report`] (the data model and JSON contract).
 //! - Data: [`local`] (a PromQL evaluator over series in
 //!   memory), [`source`] (one decoder behind live, replayed, scraped and local sources).
 //! - Diagnosis: [`signals`] (named measurements, where the diagnosis' PromQL is written), [`events`]

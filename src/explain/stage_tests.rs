@@ -132,7 +132,7 @@ fn answers_become_values_per_scope_with_outliers_and_lone_replicas_named() {
     let resp = vector(&[(&[("model_name", "a"), ("pod", "p1"), ("instance", "i1")], 1.0), (&[("model_name", "b"), ("pod", "p2")], 1.0), (&[("model_name", "b"), ("pod", "p3")], 1.0)]);
     let (values, culprits) = assemble::listed(&resp, &by, "pod");
     assert_eq!(values, [(scope("a"), 1.0), (scope("b"), 2.0)].into_iter().collect());
-    assert_eq!(culprits[&scope("a")], labels(&[("pod", "p1"), ("instance", "i1")]));
+    assert_eq!(crate::prom::Labels::from(culprits[&scope("a")].clone()), labels(&[("pod", "p1"), ("instance", "i1")]));
     assert!(!culprits.contains_key(&scope("b")), "two replicas: none named");
 }
 

@@ -421,7 +421,7 @@ mod tests {
                 prop_assert_eq!(e.samples.len(), 1);
                 let s = &e.samples[0];
                 prop_assert_eq!(&s.name, &name);
-                prop_assert_eq!(&s.labels, &labels);
+                prop_assert_eq!(&s.labels, &Labels::from(labels.clone()));
                 prop_assert!(s.value == value || (s.value.is_nan() && value.is_nan()));
                 prop_assert_eq!(s.timestamp_ms, ts);
             }

@@ -17,6 +17,7 @@
 
 pub mod escape;
 pub mod exposition;
+pub mod labels;
 pub mod openmetrics;
 pub mod redact;
 pub mod selector;
@@ -25,8 +26,7 @@ pub use escape::{escape_label_value, escape_regex_literal};
 pub use redact::{mask_password, redact_text, redact_url, strip_credentials};
 pub use selector::{CompiledMatcher, MatchOp, Matcher, Selector, SelectorError};
 
-/// Label set of one series, sorted for deterministic output.
-pub type Labels = std::collections::BTreeMap<String, String>;
+pub use labels::Labels;
 
 /// A Prometheus label name: letters, digits and `_`, not starting with a digit.
 pub fn is_label_name(l: &str) -> bool {
