@@ -193,6 +193,8 @@ pub enum Timing {
 /// The backend's work for one run: every query once, one at a time (nothing else in flight),
 /// timed as `timing` says, summed. Label-values requests are left out (index lookups, not
 /// evaluation). Also returns each query's own time (largest first), to show where the work goes.
+/// The backend's time for each of the recording's queries, one at a time, in the recording's order,
+/// and their sum.
 pub async fn server_exec_secs(base: &str, rec: &Recorded, timing: Timing) -> Result<(f64, Vec<(f64, String)>), String> {
     let http = client()?;
     let mut total = 0.0;
@@ -202,7 +204,6 @@ pub async fn server_exec_secs(base: &str, rec: &Recorded, timing: Timing) -> Res
         total += t;
         each.push((t, req.describe()));
     }
-    each.sort_by(|a, b| b.0.total_cmp(&a.0));
     Ok((total, each))
 }
 
