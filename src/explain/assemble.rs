@@ -191,20 +191,21 @@ pub fn combine(how: signals::Combine, parts: &[&Response], group_by: &[String]) 
 /// from the bounds and weights it reads, over the `+Inf` bucket's rate. A scope lacking one of
 /// those buckets has no value, as the PromQL's vector matching would leave it.
 pub fn burn_rates(resp: &Response, group_by: &[String], burn: &signals::BurnFromBuckets) -> BTreeMap<Scope, f64> {
-    let per_scope = grouped(samples(resp).iter(), group_by, |s| le_of(s).map(|le| (le, s.v)));
+    let per_scope = grouped(samples(resp).iter(), group_by, |s| s.labels.get("le").map(|le| (le.as_str(), s.v)));
     per_scope
         .into_iter()
         .filter_map(|(scope, buckets)| {
-            let rate_at = |bound: f64| -> Option<f64> {
-                let mut found = buckets.iter().filter(|(le, _)| *le == bound).map(|(_, v)| *v).peekable();
+            // The summed rate of the buckets written as one of `spellings`: none, no value.
+            let rate_of = |spellings: &[&str]| -> Option<f64> {
+                let mut found = buckets.iter().filter(|(le, _)| spellings.contains(le)).map(|(_, v)| *v).peekable();
                 found.peek()?;
                 Some(found.sum())
             };
             let mut good = 0.0;
-            for (bound, w) in &burn.good {
-                good += rate_at(*bound)? * w;
+            for (written, w) in &burn.good {
+                good += rate_of(&written.iter().map(String::as_str).collect::<Vec<_>>())? * w;
             }
-            let total = rate_at(f64::INFINITY)?;
+            let total = rate_of(&["+Inf"])?;
             Some((scope, (1.0 - good / total) / burn.budget))
         })
         .collect()
@@ -506,7 +507,7 @@ mod tests {
             }
         }
         // A bound the bucket rates lack leaves no value, as the PromQL's matching would.
-        let burn = crate::signals::BurnFromBuckets { good: vec![(0.3, 1.0)], budget: 0.01 };
+        let burn = crate::signals::BurnFromBuckets { good: vec![(vec!["0.3".into()], 1.0)], budget: 0.01 };
         assert!(burn_rates(&per_replica, &by, &burn).is_empty());
     }
 

@@ -136,6 +136,12 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         answers.extend(run_queries(&source, unrecorded, opts.concurrency, fetch::remaining(opts.deadline, started)).await);
     }
     plan::split(&signal_plan, &mut answers);
+    let unshared = plan::unshared(&signal_plan, &answers);
+    if !unshared.is_empty() {
+        queries += unshared.len();
+        answers.extend(run_queries(&source, unshared.iter().map(|p| p.range.clone()).collect(), opts.concurrency, fetch::remaining(opts.deadline, started)).await);
+        plan::split_pairs(&unshared, &mut answers);
+    }
     plan::derive(&signal_plan, &mut answers);
     for resp in answers.values().flatten() {
         warnings.extend(resp.warnings.iter().cloned());

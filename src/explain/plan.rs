@@ -172,7 +172,12 @@ pub fn unrecorded(plan: &SignalPlan, answers: &Answers) -> Vec<Request> {
 /// answer is consumed (its series' labels move into the instants' samples, shared by both), so a
 /// large per-replica answer's labels are held once.
 pub fn split(plan: &SignalPlan, answers: &mut Answers) {
-    for p in &plan.paired {
+    split_pairs(&plan.paired, answers);
+}
+
+/// [`split`] for any pairs.
+pub fn split_pairs(pairs: &[Paired], answers: &mut Answers) {
+    for p in pairs {
         let Some(range) = answers.remove(&p.range) else { continue };
         let open: Vec<bool> = p.at.iter().map(|at| !answers.get(at).is_some_and(|a| !matches!(a, Err(SourceError::NotRecorded { .. })))).collect();
         let times: Vec<i64> = p.at.iter().map(|at| if let Request::Instant { time, .. } = at { time.timestamp_millis() } else { i64::MIN }).collect();
@@ -349,8 +354,8 @@ fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, 
 /// or matchers (the HTTP error shares and request rate; finished requests, aborted, failed, per
 /// replica), are answered by one read grouped by every label they group or filter on: the counter's
 /// series are read once. Each sum is then taken from it by [`derive`], exactly as its own query
-/// would (the same series, summed the same way). A regular expression this crate cannot compile
-/// keeps its read to itself.
+/// would (the same series, summed the same way). A read filtered by a regular expression keeps its
+/// own query.
 fn share_sum_reads(planned: &BTreeMap<String, (Planned, Planned)>, ctx: &QueryContext) -> Vec<Derived> {
     let mut groups: BTreeMap<_, BTreeMap<Request, &signals::SumRead>> = BTreeMap::new();
     for (w, b) in planned.values() {
@@ -368,6 +373,11 @@ fn share_sum_reads(planned: &BTreeMap<String, (Planned, Planned)>, ctx: &QueryCo
             continue;
         }
         let all: Vec<&signals::SumRead> = reads.values().copied().collect();
+        // A regular expression would be matched here by Rust's engine instead of the server's
+        // (Go's RE2, whose classes and `.` differ at the edges): such reads keep their own query.
+        if all.iter().any(|r| r.extra.iter().any(|m| matches!(m.op, crate::prom::MatchOp::Re | crate::prom::MatchOp::Nre))) {
+            continue;
+        }
         let Some(query) = signals::SumRead::shared(&all, &ctx.selector, &ctx.group_by) else { continue };
         let from = Request::Instant { query, time };
         let compiled: Option<Vec<Derived>> = reads
@@ -382,16 +392,45 @@ fn share_sum_reads(planned: &BTreeMap<String, (Planned, Planned)>, ctx: &QueryCo
     derived
 }
 
+/// The sums whose shared read a recording does not hold (one made before reads were shared), asked
+/// as they were recorded then: the window's and the baseline's as one range query where they pair
+/// (answered by [`split_pairs`]), so an older recording replays to the same values.
+pub fn unshared(plan: &SignalPlan, answers: &Answers) -> Vec<Paired> {
+    let not_recorded = |r: &Request| matches!(answers.get(r), Some(Err(SourceError::NotRecorded { .. })));
+    let missing: Vec<&Derived> = plan
+        .derived
+        .iter()
+        .filter(|d| not_recorded(&d.from) || plan.paired.iter().any(|p| p.at.contains(&d.from) && not_recorded(&p.range)))
+        .collect();
+    let mut pairs: BTreeMap<Request, Paired> = BTreeMap::new();
+    for (i, a) in missing.iter().enumerate() {
+        for b in &missing[i + 1..] {
+            let (Request::Instant { query: qa, time: ta }, Request::Instant { query: qb, time: tb }) = (&a.request, &b.request) else { continue };
+            if qa == qb && ta != tb {
+                if let Some(p) = pair(qa, *ta, *tb) {
+                    pairs.insert(p.range.clone(), p);
+                }
+            }
+        }
+    }
+    pairs.into_values().collect()
+}
+
 /// Answer each shared sum from its read (after [`split`]): the samples its matchers select, summed
 /// by its grouping labels; a series without a grouping label is summed into the group without it,
 /// as PromQL does. A failed read fails every sum taken from it.
 pub fn derive(plan: &SignalPlan, answers: &mut Answers) {
     for d in &plan.derived {
+        // Answered by itself already (an older recording replayed: see [`unshared`]).
+        if answers.get(&d.request).is_some_and(|a| a.is_ok()) {
+            continue;
+        }
         let answer = match answers.get(&d.from) {
             None => continue,
             Some(Err(e)) => Err(e.clone()),
             Some(Ok(Response { data: Data::Vector(samples), warnings, infos })) => {
-                let mut sums: std::collections::HashMap<Vec<Option<&str>>, (f64, f64)> = std::collections::HashMap::new();
+                // Ordered, so the sums come out in the same order every run (a spread adds them up).
+                let mut sums: BTreeMap<Vec<Option<&str>>, (f64, f64)> = BTreeMap::new();
                 for s in samples {
                     if !d.filter.iter().all(|m| m.matches(s.labels.get(&m.matcher.name).map(String::as_str))) {
                         continue;

@@ -130,13 +130,14 @@ pub fn uncovered_bounds<'a>(samples: impl Iterator<Item = (&'a str, Vec<&'a str>
 }
 
 /// How an SLO burn rate is taken from its histogram's bucket rates when explain reads them anyway
-/// (for the histogram's quantiles, over the same range): the good rate is the bucket rates at
-/// `good`'s bounds, each times its weight, exactly as the burn rate's own query writes them (one bound, or
-/// two interpolated, or the first from zero); the total is the `+Inf` bucket's; the burn rate is
-/// `(1 - good / total) / budget`.
+/// (for the histogram's quantiles, over the same range): the good rate is the rates of the buckets
+/// whose `le` is written as in `good`, each bound times its weight, exactly as the burn rate's own
+/// query selects and weighs them (one bound, or two interpolated, or the first from zero); the
+/// total is the rate of `le="+Inf"`; the burn rate is `(1 - good / total) / budget`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BurnFromBuckets {
-    pub good: Vec<(f64, f64)>,
+    /// Per bound: the `le` spellings its query's matcher selects, and the weight.
+    pub good: Vec<(Vec<String>, f64)>,
     pub budget: f64,
 }
 
@@ -152,14 +153,14 @@ pub fn burn_from_buckets(kind: &SignalKind, resolved: &Resolved, ctx: &QueryCont
     let num = |text: String| text.parse::<f64>().map_err(|e| format!("{text}: {e}"));
     let budget = num(crate::units::sig(1.0 - o))?;
     let good = match ctx.buckets.get(resolved.names.first().ok_or("no histogram")?) {
-        None => vec![(t, 1.0)],
+        None => vec![(super::promql::le_forms(t), 1.0)],
         Some(bounds) => match bucket_at(bounds, t)? {
-            AtTarget::Exact(b) => vec![(b.value, 1.0)],
+            AtTarget::Exact(b) => vec![(b.written.clone(), 1.0)],
             AtTarget::Between(lo, hi) => {
                 let f = (t - lo.value) / (hi.value - lo.value);
-                vec![(lo.value, num(weight(1.0 - f))?), (hi.value, num(weight(f))?)]
+                vec![(lo.written.clone(), num(weight(1.0 - f))?), (hi.written.clone(), num(weight(f))?)]
             }
-            AtTarget::BelowFirst(hi) => vec![(hi.value, num(weight(t / hi.value))?)],
+            AtTarget::BelowFirst(hi) => vec![(hi.written.clone(), num(weight(t / hi.value))?)],
         },
     };
     Ok(Some(BurnFromBuckets { good, budget }))

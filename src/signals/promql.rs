@@ -95,8 +95,8 @@ pub enum Combine {
     Spread,
 }
 
-/// `le` values as clients write a bound: `0.5`, `1.0`, `1` and the like, as an anchored regex.
-pub(super) fn le_regex(bound: f64) -> String {
+/// `le` values as clients write a bound: `0.5`, `1.0`, `1` and the like.
+pub(super) fn le_forms(bound: f64) -> Vec<String> {
     let mut forms = vec![format!("{bound}")];
     if bound.fract() == 0.0 {
         forms.push(format!("{bound:.1}"));
@@ -104,7 +104,12 @@ pub(super) fn le_regex(bound: f64) -> String {
     forms.push(format!("{bound:e}"));
     forms.sort();
     forms.dedup();
-    forms.iter().map(|f| crate::prom::escape_regex_literal(f)).collect::<Vec<_>>().join("|")
+    forms
+}
+
+/// [`le_forms`] as an anchored regex.
+pub(super) fn le_regex(bound: f64) -> String {
+    le_forms(bound).iter().map(|f| crate::prom::escape_regex_literal(f)).collect::<Vec<_>>().join("|")
 }
 
 pub(super) fn over_time_fn(o: OverTime) -> &'static str {
