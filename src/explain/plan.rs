@@ -373,11 +373,6 @@ fn share_sum_reads(planned: &BTreeMap<String, (Planned, Planned)>, ctx: &QueryCo
             continue;
         }
         let all: Vec<&signals::SumRead> = reads.values().copied().collect();
-        // A regular expression would be matched here by Rust's engine instead of the server's
-        // (Go's RE2, whose classes and `.` differ at the edges): such reads keep their own query.
-        if all.iter().any(|r| r.extra.iter().any(|m| matches!(m.op, crate::prom::MatchOp::Re | crate::prom::MatchOp::Nre))) {
-            continue;
-        }
         let Some(query) = signals::SumRead::shared(&all, &ctx.selector, &ctx.group_by) else { continue };
         let from = Request::Instant { query, time };
         let compiled: Option<Vec<Derived>> = reads

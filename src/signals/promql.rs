@@ -412,9 +412,14 @@ impl SumRead {
 
     /// One read that answers every read in `reads` (all with one key): the counter's rates summed
     /// by every label they group or filter on, or `None` when they cannot share one (an attributed
-    /// counter grouped by a label the anchor does not carry, or filtered on a grouping label).
+    /// counter grouped by a label the anchor does not carry, or filtered on a grouping label; a
+    /// read filtered by a regular expression, which vllm-diag would match with Rust's engine
+    /// instead of the server's Go RE2, whose classes and `.` differ at the edges).
     pub fn shared(reads: &[&SumRead], selector: &Selector, group_by: &[String]) -> Option<String> {
         let first = reads.first()?;
+        if reads.iter().any(|r| r.extra.iter().any(|m| matches!(m.op, MatchOp::Re | MatchOp::Nre))) {
+            return None;
+        }
         // The grouping labels first, as every read writes them, then the others in name order.
         let others: BTreeSet<&String> = reads.iter().flat_map(|r| r.by.iter().chain(r.extra.iter().map(|m| &m.name))).filter(|l| !group_by.contains(l)).collect();
         let keep: Vec<String> = group_by.iter().chain(others).cloned().collect();
