@@ -1,6 +1,6 @@
 //! `check`: explain over the time since a deploy, against as long before it, verdict first.
 
-use super::explain::{check_annotations, diagnose, live_now, output, runtime};
+use super::explain::{check_annotations, diagnose, live_now, one_shot_runtime, output};
 use super::write_stdout;
 use crate::error::Failure;
 use crate::render::{self, RenderOptions};
@@ -17,7 +17,7 @@ fn find_deploy(s: &Settings, end: chrono::DateTime<chrono::Utc>) -> Result<Event
     let client: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(super::connect::connect(s)?);
     let lookback = chrono::Duration::from_std(DEPLOY_LOOKBACK).unwrap_or_default();
     let range = TimeRange { start: end - lookback, end };
-    let runtime = runtime()?;
+    let runtime = one_shot_runtime()?;
     let (events, warnings) = runtime.block_on(crate::explain::find_events(client, &selector, &params.group_by, &params.replica_label, range, *s.limits.timeout));
     for w in &warnings {
         eprintln!("vllm-diag: {w}");
@@ -70,7 +70,7 @@ pub(super) fn run_check(mut s: Settings, since: Option<&str>) -> Result<u8, Fail
         let at_origin = if s.scope.at.origin.is_given() { s.scope.at.origin.clone() } else { crate::settings::Origin::Flag("--since") };
         s.scope.at = Setting::new(Some(end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)), at_origin);
     }
-    let runtime = runtime()?;
+    let runtime = one_shot_runtime()?;
     let report = match diagnose(&s, false, &runtime) {
         Ok(mut r) => {
             r.deploy = deploy_event.clone();

@@ -493,7 +493,7 @@ mod tests {
             let resolved = resolve(&kind, &names).unwrap();
             let mut ctx = test_ctx(120);
             if listed {
-                ctx.buckets.insert("h_bucket".into(), bounds.clone());
+                std::sync::Arc::make_mut(&mut ctx.buckets).insert("h_bucket".into(), bounds.clone());
             }
             let q = build(&kind, &resolved, &ctx).unwrap();
             let burn = crate::signals::burn_from_buckets(&kind, &resolved, &ctx).unwrap().unwrap();

@@ -110,8 +110,8 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         selector: opts.selector.clone(),
         group_by: p.group_by.clone(),
         range: p.window.duration(),
-        thresholds: rules.thresholds.clone(),
-        buckets: disc.buckets.clone(),
+        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
+        buckets: std::sync::Arc::new(disc.buckets.clone()),
         replica_label: p.replica_label.clone(),
     };
     let signal_plan = plan::plan_signals(rules, &needed, ctx, p, &disc, &mut warnings);

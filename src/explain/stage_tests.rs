@@ -93,7 +93,7 @@ fn a_signal_whose_metric_is_absent_is_planned_as_missing_and_sends_nothing() {
     let rules = crate::rules::load_builtin().unwrap();
     let p = params();
     let disc = discover::Discovery { window_names: ["vllm:num_requests_running".to_string()].into(), ..Default::default() };
-    let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: rules.thresholds.clone(), buckets: BTreeMap::new(), replica_label: "instance".into() };
+    let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
     let needed: BTreeSet<String> = ["ttft_p95".to_string()].into();
     let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut vec![]);
     let (w, b) = &plan.signals["ttft_p95"];
@@ -383,7 +383,7 @@ async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_giv
     let names: BTreeSet<String> = ["http_requests_total", "vllm:request_success_total", "vllm:num_requests_running", "vllm:num_requests_waiting"].into_iter().map(String::from).collect();
     let rules = crate::rules::load_builtin().unwrap();
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
-    let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: rules.thresholds.clone(), buckets: BTreeMap::new(), replica_label: "instance".into() };
+    let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
     let needed = plan::needed_signals(&rules);
     let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut vec![]);
     let shared: BTreeSet<&str> = plan.derived.iter().filter_map(|d| if let Request::Instant { query, .. } = &d.from { Some(query.as_str()) } else { None }).collect();

@@ -213,8 +213,8 @@ impl Translator<'_> {
             selector: self.opts.selector.clone(),
             group_by: self.opts.group_by.clone(),
             range: def.range_in(self.opts.window),
-            thresholds: self.set.thresholds.clone(),
-            buckets: v1_buckets(),
+            thresholds: self.set.thresholds.clone().into(),
+            buckets: v1_buckets().into(),
             replica_label: self.opts.replica_label.clone(),
         };
         let q = signals::build(&def.kind, &resolved, &ctx).map_err(|e| format!("signal {id}: {e}"))?;

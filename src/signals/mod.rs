@@ -320,10 +320,10 @@ pub struct QueryContext {
     /// The window's length (the range of every `[...]`).
     pub range: Duration,
     /// Named thresholds, for signals whose query embeds one (SLO targets).
-    pub thresholds: std::collections::BTreeMap<String, f64>,
+    pub thresholds: std::sync::Arc<std::collections::BTreeMap<String, f64>>,
     /// The bucket bounds found in the data, by stored bucket series name, for signals that read a
     /// bucket at a target. A histogram missing here is read at the target by value.
-    pub buckets: std::collections::BTreeMap<String, Vec<Bound>>,
+    pub buckets: std::sync::Arc<std::collections::BTreeMap<String, Vec<Bound>>>,
     /// What a signal's `replica_label = "$replica"` (the default) stands for.
     pub replica_label: String,
 }

@@ -7,7 +7,7 @@ fn ctx(sel: &str) -> QueryContext {
         selector: Selector::parse(sel).unwrap(),
         group_by: vec!["model_name".into()],
         range: Duration::from_secs(1800),
-        thresholds: [("ttft_target".to_string(), 0.5)].into_iter().collect(),
+        thresholds: [("ttft_target".to_string(), 0.5)].into_iter().collect::<std::collections::BTreeMap<_, _>>().into(),
         buckets: Default::default(),
         replica_label: "instance".into(),
     }
@@ -144,7 +144,7 @@ fn slo(target: &str) -> SignalKind {
 
 fn ctx_with_buckets(values: &[&str]) -> QueryContext {
     let mut c = ctx("");
-    c.buckets.insert("vllm:time_to_first_token_seconds_bucket".into(), bounds(values));
+    std::sync::Arc::make_mut(&mut c.buckets).insert("vllm:time_to_first_token_seconds_bucket".into(), bounds(values));
     c
 }
 
