@@ -312,7 +312,8 @@ pub fn resolve(kind: &SignalKind, present: &BTreeSet<String>) -> Result<Resolved
     }
 }
 
-/// Everything a query needs besides the signal itself.
+/// Everything a query needs besides the signal itself. Planning clones it for every signal, so
+/// the two maps are shared (`Arc`) rather than copied each time.
 #[derive(Debug, Clone)]
 pub struct QueryContext {
     pub selector: Selector,
