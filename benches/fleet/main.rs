@@ -424,7 +424,6 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     let mut data_read = Vec::new();
     let mut prev_data_read = Vec::new();
     let mut with_data = 0;
-    let mut per_query = Vec::new();
     // Each query's and each family's least time over the passes: on a shared machine other work
     // only ever adds time, so the least is the closest to the query's own cost. Reported beside the
     // medians of the sums.
@@ -437,21 +436,34 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     };
     let (mut own_least, mut prev_least) = (Vec::new(), Vec::new());
     let mut floor_least: BTreeMap<String, f64> = BTreeMap::new();
-    let listing = |each: &[(f64, String)]| -> String {
-        let mut rows: Vec<&(f64, String)> = each.iter().collect();
+    // Each query's median and least time over the passes, largest median first: one pass alone is
+    // too noisy to say where the work goes (a 3 ms query can take 14 ms once).
+    let listing = |passes: &[Vec<(f64, String)>]| -> String {
+        let Some(first) = passes.first() else { return String::new() };
+        let mut rows: Vec<(f64, f64, &str)> = first
+            .iter()
+            .enumerate()
+            .map(|(i, (_, q))| {
+                let times: Vec<f64> = passes.iter().filter_map(|p| p.get(i)).map(|(t, _)| t * 1000.0).collect();
+                (median(&times), times.iter().copied().fold(f64::INFINITY, f64::min), q.as_str())
+            })
+            .collect();
         rows.sort_by(|a, b| b.0.total_cmp(&a.0));
-        rows.iter().map(|(t, q)| format!("{:.1} ms\t{q}\n", t * 1000.0)).collect()
+        let mut out = String::from("median\tleast\tquery\n");
+        out.extend(rows.iter().map(|(m, l, q)| format!("{m:.1} ms\t{l:.1} ms\t{q}\n")));
+        out
     };
+    let (mut own_passes, mut prev_passes) = (Vec::new(), Vec::new());
     for _ in 0..WORK_REPS {
         let (t, each) = rt.block_on(floor::server_exec_secs(&url, &rec, backend.timing()))?;
         exec.push(t * 1000.0);
         least(&mut own_least, &each);
-        per_query = each;
+        own_passes.push(each);
         if let Some((_, _, p)) = &prev {
             let (t, each) = rt.block_on(floor::server_exec_secs(&url, p, backend.timing()))?;
             prev_exec.push(t * 1000.0);
             least(&mut prev_least, &each);
-            let _ = std::fs::write(work.join("server-exec-previous.tsv"), listing(&each));
+            prev_passes.push(each);
         }
         let each = rt.block_on(floor::data_read_secs(&url, &names, start, end, backend.timing()))?;
         let sum = |of: &BTreeMap<String, usize>| of.keys().filter_map(|f| each.get(f)).map(|(t, _)| t * 1000.0).sum::<f64>();
@@ -462,7 +474,10 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         }
         with_data = own_families.keys().filter(|f| each.get(*f).is_some_and(|(_, d)| *d)).count();
     }
-    let _ = std::fs::write(work.join("server-exec.tsv"), listing(&per_query));
+    let _ = std::fs::write(work.join("server-exec.tsv"), listing(&own_passes));
+    if !prev_passes.is_empty() {
+        let _ = std::fs::write(work.join("server-exec-previous.tsv"), listing(&prev_passes));
+    }
     let least_floor = |of: &BTreeMap<String, usize>| of.keys().filter_map(|f| floor_least.get(f)).sum::<f64>();
     let work_ratio_least = own_least.iter().sum::<f64>() / least_floor(&own_families);
     let prev_work_ratio_least = prev_least.iter().sum::<f64>() / least_floor(&prev_families);
