@@ -424,28 +424,24 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     let mut data_read = Vec::new();
     let mut prev_data_read = Vec::new();
     let mut with_data = 0;
-    // Each query's and each family's least time over the passes: on a shared machine other work
-    // only ever adds time, so the least is the closest to the query's own cost. Reported beside the
-    // medians of the sums.
-    let least = |acc: &mut Vec<f64>, each: &[(f64, String)]| {
-        if acc.is_empty() {
-            *acc = each.iter().map(|(t, _)| *t).collect();
-        } else {
-            acc.iter_mut().zip(each).for_each(|(a, (t, _))| *a = a.min(*t));
-        }
+    // Each query's least time over the passes: on a shared machine other work only ever adds
+    // time, so the least is the closest to the query's own cost. Reported beside the medians.
+    let least = |passes: &[Vec<(f64, String)>]| -> Vec<f64> {
+        let n = passes.first().map_or(0, Vec::len);
+        (0..n).map(|i| passes.iter().filter_map(|p| p.get(i)).map(|(t, _)| *t).fold(f64::INFINITY, f64::min)).collect()
     };
-    let (mut own_least, mut prev_least) = (Vec::new(), Vec::new());
     let mut floor_least: BTreeMap<String, f64> = BTreeMap::new();
     // Each query's median and least time over the passes, largest median first: one pass alone is
     // too noisy to say where the work goes (a 3 ms query can take 14 ms once).
     let listing = |passes: &[Vec<(f64, String)>]| -> String {
         let Some(first) = passes.first() else { return String::new() };
+        let lows = least(passes);
         let mut rows: Vec<(f64, f64, &str)> = first
             .iter()
             .enumerate()
             .map(|(i, (_, q))| {
                 let times: Vec<f64> = passes.iter().filter_map(|p| p.get(i)).map(|(t, _)| t * 1000.0).collect();
-                (median(&times), times.iter().copied().fold(f64::INFINITY, f64::min), q.as_str())
+                (median(&times), lows[i] * 1000.0, q.as_str())
             })
             .collect();
         rows.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -457,12 +453,10 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     for _ in 0..WORK_REPS {
         let (t, each) = rt.block_on(floor::server_exec_secs(&url, &rec, backend.timing()))?;
         exec.push(t * 1000.0);
-        least(&mut own_least, &each);
         own_passes.push(each);
         if let Some((_, _, p)) = &prev {
             let (t, each) = rt.block_on(floor::server_exec_secs(&url, p, backend.timing()))?;
             prev_exec.push(t * 1000.0);
-            least(&mut prev_least, &each);
             prev_passes.push(each);
         }
         let each = rt.block_on(floor::data_read_secs(&url, &names, start, end, backend.timing()))?;
@@ -479,8 +473,8 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         let _ = std::fs::write(work.join("server-exec-previous.tsv"), listing(&prev_passes));
     }
     let least_floor = |of: &BTreeMap<String, usize>| of.keys().filter_map(|f| floor_least.get(f)).sum::<f64>();
-    let work_ratio_least = own_least.iter().sum::<f64>() / least_floor(&own_families);
-    let prev_work_ratio_least = prev_least.iter().sum::<f64>() / least_floor(&prev_families);
+    let work_ratio_least = least(&own_passes).iter().sum::<f64>() / least_floor(&own_families);
+    let prev_work_ratio_least = least(&prev_passes).iter().sum::<f64>() / least_floor(&prev_families);
     let server_exec_ms = median(&exec);
     let data_read_ms = median(&data_read);
     let explain_rss_kib = child::peak_rss_kib(bin(), &live_args, RSS_RUNS)?;
