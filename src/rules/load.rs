@@ -233,12 +233,27 @@ const UNITS: &[&str] = &[
     "percent",
 ];
 
-fn line_col(src: &str, byte: usize) -> (usize, usize) {
-    let byte = byte.min(src.len());
-    let before = &src[..byte];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
-    (line, col)
+/// Where each line of a file starts, found once per file: a byte offset becomes a line and column
+/// by a binary search, not by rescanning the text before it for every signal and rule.
+struct LineIndex<'a> {
+    src: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    fn new(src: &'a str) -> Self {
+        let starts = std::iter::once(0).chain(src.match_indices('\n').map(|(i, _)| i + 1)).collect();
+        LineIndex { src, starts }
+    }
+
+    /// The 1-based line and column (in characters) of a byte offset.
+    fn line_col(&self, byte: usize) -> (usize, usize) {
+        let byte = byte.min(self.src.len());
+        let line = self.starts.partition_point(|&start| start <= byte);
+        let start = self.starts[line - 1];
+        let col = self.src.get(start..byte).map(|l| l.chars().count()).unwrap_or(0) + 1;
+        (line, col)
+    }
 }
 
 fn valid_id(id: &str, allow_underscore: bool) -> bool {
@@ -249,8 +264,9 @@ fn valid_id(id: &str, allow_underscore: bool) -> bool {
 
 /// Parse one file's text into the set (adding or overriding by id).
 pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleError> {
+    let lines = LineIndex::new(src);
     let err_at = |byte: usize, message: String| {
-        let (line, column) = line_col(src, byte);
+        let (line, column) = lines.line_col(byte);
         RuleError { file: file.to_string(), line, column, message }
     };
     let raw: RawFile = toml::from_str(src).map_err(|e| {
@@ -305,7 +321,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
                     .ok_or_else(|| err_at(at, format!("signal {}: range {r:?} is not a duration such as \"5m\"", s.id)))?,
             ),
         };
-        let (line, _) = line_col(src, at);
+        let (line, _) = lines.line_col(at);
         set.signals.insert(
             s.id.clone(),
             SignalDef {
@@ -355,7 +371,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
                 Some(StandIn { missing: s.missing, when: conditions(s.when)? })
             }
         };
-        let (line, _) = line_col(src, at);
+        let (line, _) = lines.line_col(at);
         let def = RuleDef {
             id: r.id,
             title: r.title,
@@ -557,6 +573,21 @@ mod tests {
         for id in ["load-exceeds-capacity", "slow-prefill", "slow-decode", "severe-saturation", "kv-cache-pressure", "http-errors"] {
             assert!(set.rule(id).is_some(), "missing {id}");
         }
+    }
+
+    #[test]
+    fn line_index_counts_lines_and_characters_like_an_editor() {
+        let src = "ab\n\nhé x\n";
+        let lines = LineIndex::new(src);
+        assert_eq!(lines.line_col(0), (1, 1));
+        assert_eq!(lines.line_col(2), (1, 3), "the newline itself is the end of line 1");
+        assert_eq!(lines.line_col(3), (2, 1));
+        assert_eq!(lines.line_col(4), (3, 1));
+        assert_eq!(lines.line_col(src.find('x').unwrap()), (3, 4), "é is one column");
+        assert_eq!(lines.line_col(src.len()), (4, 1));
+        assert_eq!(lines.line_col(src.len() + 10), (4, 1), "past the end is the end");
+        // Inside a multi-byte character: the column of the character, not a panic.
+        assert_eq!(lines.line_col(src.find('é').unwrap() + 1).0, 3);
     }
 
     #[test]
