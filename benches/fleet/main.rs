@@ -12,7 +12,8 @@
 //!   ([`floor`]) at the same concurrency;
 //! - replays the recording offline.
 //!
-//! It reports medians with min and max. Query counts and response sizes come from the recording,
+//! It reports medians with min and max, over at least `--runs` runs and then until three seconds
+//! of runs have passed, as hyperfine does (a small fleet gets many). Query counts and response sizes come from the recording,
 //! so they are exact, not sampled. The backend's work is measured one query at a time: Prometheus'
 //! own `execTotalTime` (`stats=all`); VictoriaMetrics has no such accounting, so there it is the
 //! client's wall time per query, which also holds encoding the answer and loopback transfer.
@@ -29,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -90,7 +91,8 @@ impl Backend {
 const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,1000x50 | --grid] [--runs N] [--out DIR] [--fresh] [--previous BIN] [--backend prometheus|victoria|both]
   --sizes   fleet sizes as REPLICASxMODELS (default: the diagonal 10x1,100x10,1000x50)
   --grid    every size from 10, 100, 1000 replicas x 1, 10, 50 models (at least one replica per model)
-  --runs    timed runs per measurement (default 7; at least 5)
+  --runs    timed runs per measurement and passes of the backend's work, at least (default 7; at
+            least 5); a fleet quick to diagnose gets more, until 3 s of them (at most 41)
   --out     where data, recordings and results go (default target/bench)
   --fresh   rebuild the cached TSDBs instead of reusing them
   --previous BIN  also time this vllm-diag binary (e.g. the previous release), interleaved with this one
@@ -196,13 +198,15 @@ struct FleetResult {
     ratio_phased: f64,
     /// The median of the ratios of runs taken back to back.
     paired_ratio: f64,
-    /// The backend's work for the run's queries, one at a time (median of [`WORK_REPS`] passes
+    /// Passes of the work and the data-read floor (at least [`WORK_REPS`], see [`MIN_TIMED`]).
+    work_passes: usize,
+    /// The backend's work for the run's queries, one at a time (median of `work_passes` passes
     /// of the sum of `execTotalTime` from Prometheus, of client wall times from VictoriaMetrics).
     server_exec_ms: f64,
     /// How `server_exec_ms` and `data_read_ms` were taken.
     work_timing: &'static str,
     /// The data-read floor: every sample of each family the run reads, read once over the
-    /// baseline and the window (median of [`WORK_REPS`] passes).
+    /// baseline and the window (median of `work_passes` passes).
     data_read_ms: f64,
     /// Families the run's queries read (that hold data).
     families: usize,
@@ -238,8 +242,21 @@ struct Previous {
     paired_speedup: f64,
 }
 
-/// Passes of the sequential `stats=all` replays (work and data-read floor); the median is kept.
+/// Passes of the sequential `stats=all` replays (work and data-read floor), at least (and at least
+/// `--runs`); the median is kept.
 const WORK_REPS: usize = 5;
+
+/// Timed runs and work passes go on past their minimum (`--runs`, [`WORK_REPS`]) until they have
+/// taken this long, as hyperfine does: five 50 ms runs of a 10-replica fleet say little on a
+/// shared machine, where one run in five can take a third longer. Capped by [`MAX_RUNS`].
+const MIN_TIMED: Duration = Duration::from_secs(3);
+const MAX_RUNS: usize = 41;
+
+/// Whether a measuring loop goes on: `done` iterations so far, at least `min`, then until
+/// [`MIN_TIMED`] has passed since `started`, never more than [`MAX_RUNS`].
+fn more(done: usize, min: usize, started: Instant) -> bool {
+    done < min || (done < MAX_RUNS && started.elapsed() < MIN_TIMED)
+}
 
 #[derive(Serialize)]
 struct Results {
@@ -395,7 +412,8 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     let mut flat = Vec::new();
     let mut phased = Vec::new();
     let mut floor_bytes = 0;
-    for _ in 0..args.runs {
+    let timed = Instant::now();
+    while more(explain_runs.len(), args.runs, timed) {
         explain_runs.extend(child::repeat(&mut table, 1, 0)?);
         if let Some(c) = prev_table.as_mut() {
             prev_runs.extend(child::repeat(c, 1, 0)?);
@@ -450,7 +468,8 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         out
     };
     let (mut own_passes, mut prev_passes) = (Vec::new(), Vec::new());
-    for _ in 0..WORK_REPS {
+    let passes_started = Instant::now();
+    while more(own_passes.len(), WORK_REPS.max(args.runs), passes_started) {
         let (t, each) = rt.block_on(floor::server_exec_secs(&url, &rec, backend.timing()))?;
         exec.push(t * 1000.0);
         own_passes.push(each);
@@ -539,6 +558,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         explain_cpu: Summary::of(&explain_runs.iter().map(|f| f.cpu).collect::<Vec<_>>()),
         floor_flat,
         floor_phased: Summary::of(&phased),
+        work_passes: own_passes.len(),
         server_exec_ms,
         work_timing: backend.timing_text(),
         data_read_ms,
@@ -668,14 +688,20 @@ fn markdown(r: &Results) -> String {
     let m = &r.machine;
     let vm = m.victoria_metrics.as_ref().map_or(String::new(), |v| format!("; {v}"));
     let _ = writeln!(s, "Machine: {}, {} cores, {}, Linux {}; {}{vm}; {}.", m.cpu, m.cores, m.memory, m.kernel, m.prometheus, m.vllm_diag);
-    let _ = writeln!(s, "{} timed runs per number (median, then min–max); concurrency {}.\n", r.runs, r.concurrency);
+    let _ = writeln!(
+        s,
+        "At least {} timed runs per number, more until {} s of timed runs (at most {MAX_RUNS}): the count is in the `runs` column (median, then min–max); concurrency {}.\n",
+        r.runs,
+        MIN_TIMED.as_secs(),
+        r.concurrency
+    );
 
-    let _ = writeln!(s, "| fleet (replicas x models) | backend | series | queries (per phase) | bytes received | largest answer | explain | floor (flat) | floor, phased like explain | explain / floor | explain / phased floor | explain peak RSS |");
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| fleet (replicas x models) | backend | series | queries (per phase) | bytes received | largest answer | explain | floor (flat) | floor, phased like explain | explain / floor | explain / phased floor | explain peak RSS | runs |");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for f in &r.fleets {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {:.2} (paired {:.2}) | {:.2} | {:.1} MiB |",
+            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {:.2} (paired {:.2}) | {:.2} | {:.1} MiB | {} |",
             f.fleet,
             f.backend.name(),
             f.series,
@@ -689,7 +715,8 @@ fn markdown(r: &Results) -> String {
             f.ratio,
             f.paired_ratio,
             f.ratio_phased,
-            f.explain_peak_rss_mib
+            f.explain_peak_rss_mib,
+            f.explain.runs
         );
     }
 
@@ -711,13 +738,13 @@ fn markdown(r: &Results) -> String {
         );
     }
 
-    let _ = writeln!(s, "\nThe backend's work (the run's queries one at a time, nothing else in flight; label-values requests left out) against the data-read floor (each family the run reads, every sample once over the baseline and the window: `count(count_over_time(F[1h]))`, one family at a time; the previous build's ratio is against the families it reads); medians of {WORK_REPS} passes, each pass timing the work and the floor back to back; beside it, the ratio of the sums of each query's and each family's least time over the passes (other work on a shared machine only adds time). Prometheus: the sum of its own `execTotalTime` (`stats=all`). VictoriaMetrics has no such accounting: the sum of the client's wall times, request sent to last byte received (evaluation plus encoding and loopback transfer), for the work and the floor alike.\n");
-    let _ = writeln!(s, "| fleet | backend | families | data-read floor | backend work | measured as | work / data floor | the same, least of each query and family | most read family |");
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---|---:|---:|---|");
+    let _ = writeln!(s, "\nThe backend's work (the run's queries one at a time, nothing else in flight; label-values requests left out) against the data-read floor (each family the run reads, every sample once over the baseline and the window: `count(count_over_time(F[1h]))`, one family at a time; the previous build's ratio is against the families it reads); medians of at least {} passes (more until {} s of passes, at most {MAX_RUNS}: the `passes` column), each pass timing the work and the floor back to back; beside it, the ratio of the sums of each query's and each family's least time over the passes (other work on a shared machine only adds time). Prometheus: the sum of its own `execTotalTime` (`stats=all`). VictoriaMetrics has no such accounting: the sum of the client's wall times, request sent to last byte received (evaluation plus encoding and loopback transfer), for the work and the floor alike.\n", WORK_REPS.max(r.runs), MIN_TIMED.as_secs());
+    let _ = writeln!(s, "| fleet | backend | families | data-read floor | backend work | measured as | work / data floor | the same, least of each query and family | most read family | passes |");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---|---:|---:|---|---:|");
     for f in &r.fleets {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} ({} queries) |",
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} ({} queries) | {} |",
             f.fleet,
             f.backend.name(),
             f.families,
@@ -727,7 +754,8 @@ fn markdown(r: &Results) -> String {
             f.work_ratio,
             f.work_ratio_least,
             f.most_read_family.0,
-            f.most_read_family.1
+            f.most_read_family.1,
+            f.work_passes
         );
     }
     if r.fleets.iter().any(|f| f.previous.is_some()) {
