@@ -532,7 +532,7 @@ fn restarts(f: &Fleet, starts: &[(&Labels, f64, f64)], resets: &[(&Labels, f64, 
 }
 
 /// Runs of consecutive steps per key: (first, last) times.
-fn runs(times: &mut Vec<f64>, step: f64) -> Vec<(f64, f64)> {
+fn runs(times: &mut [f64], step: f64) -> Vec<(f64, f64)> {
     times.sort_by(f64::total_cmp);
     let mut out: Vec<(f64, f64)> = Vec::new();
     for t in times.iter() {
@@ -622,7 +622,7 @@ fn presence(f: &Fleet, appear: &[(&Labels, f64, f64)], vanish: &[(&Labels, f64, 
 }
 
 fn config_of(l: &Labels) -> BTreeMap<String, String> {
-    CONFIG_LABELS.iter().filter_map(|k| l.get(*k).map(|v| (k.to_string(), v.clone()))).collect()
+    CONFIG_LABELS.iter().filter_map(|k| l.get(k).map(|v| (k.to_string(), v.clone()))).collect()
 }
 
 fn configs(f: &Fleet, start: &[(&Labels, f64, f64)], appear: &[(&Labels, f64, f64)], out: &mut Vec<Change>) {

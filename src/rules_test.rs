@@ -356,7 +356,7 @@ pub fn parse_values(text: &str) -> Result<Vec<Option<f64>>, String> {
         }
         if let Some(n) = tok.strip_prefix("_x") {
             let n: usize = n.parse().map_err(|_| format!("{tok:?}: expected _xN with a whole number N"))?;
-            out.extend(std::iter::repeat(None).take(n.min(1_000_000)));
+            out.extend(std::iter::repeat_n(None, n.min(1_000_000)));
             continue;
         }
         match tok.rfind('x') {
@@ -457,7 +457,7 @@ pub fn compare(t: &RuleTest, report: &Report) -> Outcome {
         let mut matched = BTreeSet::new();
         for e in expected {
             let hit = got.iter().find(|(r, s, reason)| {
-                r == &e.rule && s == &e.scope && e.reason.as_ref().map_or(true, |want| reason.contains(want.as_str()))
+                r == &e.rule && s == &e.scope && e.reason.as_ref().is_none_or(|want| reason.contains(want.as_str()))
             });
             match hit {
                 Some((r, s, _)) => {

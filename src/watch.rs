@@ -114,7 +114,7 @@ pub fn run(
     validate(w, std::io::stdout().is_terminal())?;
     stop_on_ctrl_c(runtime)?;
     let every = w.every;
-    let color = std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty()) && std::env::var("TERM").map_or(true, |t| t != "dumb");
+    let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::env::var("TERM").map_or(true, |t| t != "dumb");
     let progress = w.progress;
     let every_text = humantime::format_duration(Duration::from_secs(every.as_secs().max(1))).to_string();
     let mut previous: Option<BTreeMap<Key, Severity>> = None;

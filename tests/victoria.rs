@@ -170,7 +170,7 @@ fn compare(name: &str) -> Compared {
         if rel > VALUE_TOLERANCE {
             too_far.push(what(v.to_string()));
         }
-        if worst.as_ref().map_or(true, |(w, _)| rel > *w) {
+        if worst.as_ref().is_none_or(|(w, _)| rel > *w) {
             worst = Some((rel, what(v.to_string())));
         }
     }

@@ -93,7 +93,7 @@ pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> 
     let color = verdict.is_none()
         && format == render::Format::Table
         && std::io::stdout().is_terminal()
-        && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
         && std::env::var("TERM").map_or(true, |t| t != "dumb");
     // Wrap tables to the terminal; a pipe or a file gets unwrapped lines (easier to paste and grep).
     let width = std::io::stdout()

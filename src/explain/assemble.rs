@@ -310,7 +310,7 @@ fn uncovered(plan: &SignalPlan, answers: &Answers, group_by: &[String], window: 
         let (Some((hist, _)), Some((label, signals::Reduction::Outlier)), Some(_), Some(req)) = (&pl.histogram, &pl.per_replica, pl.quantile, &pl.value) else { continue };
         let Some(Ok(Response { data: Data::Vector(samples), .. })) = answers.get(req) else { continue };
         let labels: Vec<&String> = group_by.iter().chain(std::iter::once(label)).collect();
-        let rows = samples.iter().filter_map(|s| Some((s.labels.get("le")?.as_str(), labels.iter().map(|l| s.labels.get(*l).map_or("", String::as_str)).collect::<Vec<&str>>())));
+        let rows = samples.iter().filter_map(|s| Some((s.labels.get("le")?.as_str(), labels.iter().map(|l| s.labels.get(l).map_or("", String::as_str)).collect::<Vec<&str>>())));
         let missing = signals::uncovered_bounds(rows);
         if !missing.is_empty() {
             out.insert(hist.clone(), missing);
@@ -372,7 +372,9 @@ mod tests {
     /// Per-replica gauge values, evaluated by the local PromQL engine twice: the outlier query as
     /// written (reduced in PromQL) and the per-replica query explain sends, reduced here. Both
     /// must agree, NaN, zeros, ties and lone replicas included.
-    fn both(models: &[Vec<f64>]) -> ((BTreeMap<Scope, f64>, Culprits), (BTreeMap<Scope, f64>, Culprits)) {
+    type Reduced = (BTreeMap<Scope, f64>, Culprits);
+
+    fn both(models: &[Vec<f64>]) -> (Reduced, Reduced) {
         let kind = SignalKind::Outlier { histogram: vec![], gauge: vec!["g".into()], quantile: 0.95, replica_label: "$replica".into() };
         let resolved = resolve(&kind, &["g".to_string()].into_iter().collect()).unwrap();
         let ctx = test_ctx(60);

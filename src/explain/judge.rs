@@ -25,7 +25,7 @@ pub struct Judged {
 /// sign that the window holds data (which matters where discovery is coarse, e.g. VictoriaMetrics
 /// lists the metric names of whole days).
 pub fn any_data(rules: &RuleSet, table: &SignalTable, p: &RunParams) -> bool {
-    let inside = |id: &String| rules.signals.get(id).map_or(true, |d| d.range_in(p.window.duration()) <= p.window.duration());
+    let inside = |id: &String| rules.signals.get(id).is_none_or(|d| d.range_in(p.window.duration()) <= p.window.duration());
     table.iter().any(|(id, s)| inside(id) && matches!(s.window.availability, Availability::Ok) && !s.window.values.is_empty())
 }
 

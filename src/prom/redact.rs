@@ -171,7 +171,7 @@ fn redact_authorization(text: &str) -> String {
                 } else {
                     // The scheme name (`Bearer`, `Basic`) says nothing secret; keep it.
                     let lead = &value[..value.len() - value.trim_start().len()];
-                    let scheme = value.trim_start().split_whitespace().next().unwrap_or_default();
+                    let scheme = value.split_whitespace().next().unwrap_or_default();
                     let has_credential = value.trim_start().len() > scheme.len();
                     if has_credential && is_auth_scheme(scheme) {
                         out.push_str(&format!("{lead}{scheme} {MASK}"));
@@ -200,9 +200,9 @@ fn is_auth_scheme(word: &str) -> bool {
 /// "basic authentication" is left alone.
 fn redact_schemes(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut words = text.split_inclusive(char::is_whitespace).peekable();
+    let words = text.split_inclusive(char::is_whitespace);
     let mut masked_next = false;
-    while let Some(word) = words.next() {
+    for word in words {
         let bare = word.trim_end().trim_end_matches([',', ';', ')', '.']);
         if masked_next && looks_like_credential(bare) {
             out.push_str(MASK);

@@ -64,9 +64,9 @@ impl GraphLinks {
         let enc = |s: &str| utf8_percent_encode(s, COMPONENT).to_string();
         let source = crate::prom::strip_credentials(source.trim());
         let secs = window.duration().as_secs();
-        let range = if secs % 3600 == 0 && secs > 0 {
+        let range = if secs.is_multiple_of(3600) && secs > 0 {
             format!("{}h", secs / 3600)
-        } else if secs % 60 == 0 && secs > 0 {
+        } else if secs.is_multiple_of(60) && secs > 0 {
             format!("{}m", secs / 60)
         } else {
             format!("{}s", secs.max(1))

@@ -257,7 +257,7 @@ fn text(s: &str) -> String {
             // Only at the start of a line can these open a heading, list, quote or underline.
             '#' | '-' | '+' | '=' | '>' => i == 0,
             '.' | ')' => {
-                next.map_or(true, char::is_whitespace)
+                next.is_none_or(char::is_whitespace)
                     && i > 0
                     && chars[..i].iter().all(char::is_ascii_digit)
             }
@@ -343,7 +343,7 @@ mod tests {
     fn a_long_timeline_says_how_many_more_the_json_has() {
         let mut r = sample_report_with_events();
         let e = r.events[0].clone();
-        r.events.extend(std::iter::repeat(e).take(10));
+        r.events.extend(std::iter::repeat_n(e, 10));
         let md = render(&r, &RenderOptions::default());
         assert!(md.contains("\n- ... and 4 more (see --format json)\n"), "{md}");
     }

@@ -121,7 +121,7 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
         let inner = width.map(|w| w.saturating_sub(INDENT.len()));
         // On a narrow terminal the trends get their own lines under the table instead of a column
         // that would squeeze the numbers into slivers.
-        let trend_column = inner.map_or(true, |w| w >= TREND_COLUMN_MIN_WIDTH);
+        let trend_column = inner.is_none_or(|w| w >= TREND_COLUMN_MIN_WIDTH);
         let table = evidence_table(f, inner, trend_column);
         out.extend(table.lines().map(|l| format!("{INDENT}{l}")));
         if !trend_column {

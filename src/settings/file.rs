@@ -429,8 +429,11 @@ fn parse_group_by(r: &Reader, g: &Spanned<toml::Value>) -> Result<Item<Vec<Strin
     Ok(Item { value: labels, line, column, vars })
 }
 
+/// A threshold from the file: its name, its value, and the text it was written as.
+type Threshold = Item<(String, f64, String)>;
+
 /// `[thresholds]`: numbers, or quantities with units (`"1.5s"`, `"90%"`).
-fn parse_thresholds(r: &Reader, raw: &BTreeMap<Spanned<String>, Spanned<toml::Value>>) -> Result<Vec<Item<(String, f64, String)>>, ConfigError> {
+fn parse_thresholds(r: &Reader, raw: &BTreeMap<Spanned<String>, Spanned<toml::Value>>) -> Result<Vec<Threshold>, ConfigError> {
 let mut thresholds = Vec::new();
 for (name, value) in raw {
     let key = format!("thresholds.{}", name.get_ref());

@@ -380,7 +380,7 @@ impl PrometheusClient {
                 Err(f) => (f.error.to_string(), f.retryable.then(|| self.backoff(attempt, None))),
             };
             let retry_in =
-                wait.filter(|w| attempt < self.retry.attempts && self.time_left().map_or(true, |left| *w < left));
+                wait.filter(|w| attempt < self.retry.attempts && self.time_left().is_none_or(|left| *w < left));
             if let Some(log) = &self.debug {
                 let mut line = format!(
                     "{} {} [{}] -> {summary} in {} ms (attempt {attempt})",
@@ -843,7 +843,7 @@ fn parse_base_url(raw: &str) -> Result<(Url, Option<(String, Secret)>), SourceEr
     if url.scheme() != "http" && url.scheme() != "https" {
         return Err(bad(&format!("the scheme is {:?}, not http or https", url.scheme())));
     }
-    if !url.host_str().is_some_and(|h| !h.is_empty()) {
+    if url.host_str().is_none_or(|h| h.is_empty()) {
         return Err(bad("it has no host"));
     }
     if url.query().is_some() {
