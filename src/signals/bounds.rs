@@ -1,7 +1,7 @@
 //! Histogram bucket bounds: the bounds found in the data, where an SLO target falls among them, and
 //! how a burn rate is read from a histogram's bucket rates.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use super::{family_of, quantity, spellings, QueryContext, Resolved, SignalKind};
 
@@ -117,14 +117,34 @@ pub fn listed_bounds(le_values: &[String]) -> Vec<Bound> {
 /// that tell replicas apart on each sample): a fleet half-way through a change of bucket layout.
 /// A rate read at such a bound leaves the other replicas' observations out.
 pub fn uncovered_bounds<'a>(samples: impl Iterator<Item = (&'a str, Vec<&'a str>)>) -> Vec<f64> {
-    let mut per: std::collections::HashMap<Vec<&str>, BTreeSet<u64>> = std::collections::HashMap::new();
-    let mut all: BTreeSet<u64> = BTreeSet::new();
+    let mut per: std::collections::HashMap<Vec<&str>, Vec<&str>> = std::collections::HashMap::new();
     for (le, who) in samples {
-        let Some(v) = crate::prom::parse_sample_value(le).filter(|v| !v.is_nan()) else { continue };
-        per.entry(who).or_default().insert(v.to_bits());
-        all.insert(v.to_bits());
+        per.entry(who).or_default().push(le);
     }
-    let mut out: Vec<f64> = all.into_iter().filter(|b| per.values().any(|have| !have.contains(b))).map(f64::from_bits).collect();
+    uncovered_bounds_per_replica(per.into_values())
+}
+
+/// [`uncovered_bounds`] from each replica's `le` values, already told apart: the bounds fewer
+/// replicas carry than carry any bound at all.
+pub fn uncovered_bounds_per_replica<'a, L: IntoIterator<Item = &'a str>>(replicas: impl Iterator<Item = L>) -> Vec<f64> {
+    let mut carried: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut with_bounds = 0;
+    let mut have: Vec<u64> = Vec::new();
+    for les in replicas {
+        have.clear();
+        have.extend(les.into_iter().filter_map(|le| crate::prom::parse_sample_value(le).filter(|v| !v.is_nan())).map(f64::to_bits));
+        if have.is_empty() {
+            continue;
+        }
+        // One replica may write a bound twice ("1" and "1.0"): it carries it once.
+        have.sort_unstable();
+        have.dedup();
+        with_bounds += 1;
+        for b in &have {
+            *carried.entry(*b).or_default() += 1;
+        }
+    }
+    let mut out: Vec<f64> = carried.into_iter().filter(|(_, n)| *n < with_bounds).map(|(b, _)| f64::from_bits(b)).collect();
     out.sort_by(f64::total_cmp);
     out
 }

@@ -199,6 +199,12 @@ fn bounds_come_from_the_label_index_and_those_some_replicas_lack_are_found_in_th
     ];
     assert_eq!(uncovered_bounds(rows.iter().map(|(le, r)| (*le, vec![*r]))), vec![0.25, 0.3]);
     assert!(uncovered_bounds(rows[..8].iter().map(|(le, r)| (*le, vec![*r]))).is_empty());
+    // Per replica: a bound written twice by one replica counts once for it, and a replica with no
+    // readable bound at all is not a replica lacking every bound.
+    let replicas: [&[&str]; 4] = [&["0.1", "1", "1.0", "+Inf"], &["0.1", "1", "+Inf"], &["x", "NaN"], &["0.1", "+Inf"]];
+    assert_eq!(uncovered_bounds_per_replica(replicas.iter().map(|r| r.iter().copied())), vec![1.0]);
+    assert!(uncovered_bounds_per_replica(replicas[..3].iter().map(|r| r.iter().copied())).is_empty());
+    assert!(uncovered_bounds_per_replica(std::iter::empty::<Vec<&str>>()).is_empty());
 }
 
 #[test]
