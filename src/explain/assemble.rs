@@ -62,8 +62,11 @@ type BucketGroups<'a> = BTreeMap<Scope, Vec<Bucket<'a>>>;
 /// window at 1,000 replicas) was most of what assembling cost.
 #[derive(Default)]
 pub struct Grouped<'a> {
-    memo: RefCell<HashMap<(*const Response, Vec<String>), Rc<BucketGroups<'a>>>>,
+    memo: RefCell<HashMap<GroupingKey, Rc<BucketGroups<'a>>>>,
 }
+
+/// An answer (by address: the answers are borrowed, so none moves while grouped) and its grouping.
+type GroupingKey = (*const Response, Vec<String>);
 
 impl<'a> Grouped<'a> {
     /// `resp`'s samples that carry `le`, grouped by the values of `by`.
