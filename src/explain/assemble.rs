@@ -61,7 +61,7 @@ type BucketGroups<'a> = BTreeMap<Scope, Vec<Bucket<'a>>>;
 /// rate, an observation count, the bucket layout check), and grouping its samples (23,000 per
 /// window at 1,000 replicas) was most of what assembling cost.
 #[derive(Default)]
-pub struct Grouped<'a> {
+struct Grouped<'a> {
     memo: RefCell<HashMap<GroupingKey, Rc<BucketGroups<'a>>>>,
 }
 
