@@ -1,9 +1,7 @@
 //! Stage: assemble. Answers become values: each signal's value per scope in the window and the
 //! baseline (with the replica a per-replica signal names), and the fleet's label counts.
 
-use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::rc::Rc;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::fetch::Answers;
 use super::plan::{Planned, SignalPlan};
@@ -20,7 +18,7 @@ fn scope_of(s: &Sample, group_by: &[String]) -> Scope {
 /// Samples grouped by scope, keyed by borrowed label values while grouping (a per-replica answer
 /// has tens of thousands of samples, a few hundred scopes), each scope built once at the end.
 fn grouped<'a, T>(samples: impl Iterator<Item = &'a Sample>, group_by: &[String], mut item: impl FnMut(&'a Sample) -> Option<T>) -> BTreeMap<Scope, Vec<T>> {
-    let mut per: HashMap<Vec<&'a str>, Vec<T>> = HashMap::new();
+    let mut per: std::collections::HashMap<Vec<&'a str>, Vec<T>> = std::collections::HashMap::new();
     let mut key: Vec<&'a str> = Vec::with_capacity(group_by.len());
     for s in samples {
         if let Some(x) = item(s) {
@@ -44,49 +42,8 @@ fn samples(resp: &Response) -> &[Sample] {
     }
 }
 
-/// One bucket sample of an answer: its `le` as written, the bound it reads as (`None` when it
-/// is not a number, which `histogram_quantile` leaves out), and its rate.
-#[derive(Clone, Copy)]
-struct Bucket<'a> {
-    le: &'a str,
-    bound: Option<f64>,
-    v: f64,
-}
-
-/// Bucket samples by scope, in the answer's order.
-type BucketGroups<'a> = BTreeMap<Scope, Vec<Bucket<'a>>>;
-
-/// Bucket answers grouped by scope once per answer and grouping, for every signal that reads them.
-/// One histogram read answers several signals in each window (two quantiles, an outlier, a burn
-/// rate, an observation count, the bucket layout check), and grouping its samples (23,000 per
-/// window at 1,000 replicas) was most of what assembling cost.
-#[derive(Default)]
-struct Grouped<'a> {
-    memo: RefCell<HashMap<GroupingKey, Rc<BucketGroups<'a>>>>,
-}
-
-/// An answer (by address: the answers are borrowed, so none moves while grouped) and its grouping.
-type GroupingKey = (*const Response, Vec<String>);
-
-impl<'a> Grouped<'a> {
-    /// `resp`'s samples that carry `le`, grouped by the values of `by`.
-    fn buckets(&self, resp: &'a Response, by: &[String]) -> Rc<BucketGroups<'a>> {
-        let key = (resp as *const Response, by.to_vec());
-        if let Some(g) = self.memo.borrow().get(&key) {
-            return Rc::clone(g);
-        }
-        let g = Rc::new(grouped(samples(resp).iter(), by, |s| {
-            let le = s.labels.get("le")?.as_str();
-            Some(Bucket { le, bound: crate::local::functions::parse_go_float(le), v: s.v })
-        }));
-        self.memo.borrow_mut().insert(key, Rc::clone(&g));
-        g
-    }
-}
-
-/// The (bound, rate) pairs `histogram_quantile` reads from one scope's buckets.
-fn bounded(buckets: &[Bucket]) -> Vec<(f64, f64)> {
-    buckets.iter().filter_map(|b| Some((b.bound?, b.v))).collect()
+fn le_of(s: &Sample) -> Option<f64> {
+    s.labels.get("le").and_then(|l| crate::local::functions::parse_go_float(l))
 }
 
 /// Turn a vector answer into values per scope.
@@ -102,46 +59,26 @@ pub fn by_scope(resp: &Response, group_by: &[String]) -> BTreeMap<Scope, f64> {
 /// made monotonic, the rank interpolated linearly inside its bucket, the last finite bound for a
 /// rank in `+Inf`). Samples whose `le` is not a number are left out, as Prometheus does.
 pub fn quantiles(resp: &Response, group_by: &[String], q: f64) -> BTreeMap<Scope, f64> {
-    quantiles_of(&Grouped::default().buckets(resp, group_by), q)
-}
-
-fn quantiles_of(per: &BucketGroups, q: f64) -> BTreeMap<Scope, f64> {
-    per.iter()
-        .filter_map(|(scope, buckets)| {
-            let mut buckets = bounded(buckets);
-            (!buckets.is_empty()).then(|| (scope.clone(), crate::local::functions::bucket_quantile(q, &mut buckets)))
-        })
-        .collect()
+    let per = grouped(samples(resp).iter(), group_by, |s| Some((le_of(s)?, s.v)));
+    per.into_iter().map(|(scope, mut buckets)| (scope, crate::local::functions::bucket_quantile(q, &mut buckets))).collect()
 }
 
 /// Per-replica bucket rates (`sum by (le, G, R) (...)`) become the per-replica quantiles
 /// `histogram_quantile(q, ...)` would return: one sample per replica, labelled by the grouping
 /// labels and the replica label (a replica whose buckets give no quantile has NaN, as there).
 pub fn replica_quantiles(resp: &Response, group_by: &[String], label: &str, q: f64) -> Response {
-    replica_quantiles_of(resp, &Grouped::default(), group_by, label, q)
-}
-
-fn replica_quantiles_of<'a>(resp: &'a Response, groups: &Grouped<'a>, group_by: &[String], label: &str, q: f64) -> Response {
+    let with_replica: Vec<String> = group_by.iter().cloned().chain(std::iter::once(label.to_string())).collect();
     let t = samples(resp).first().map_or(0.0, |s| s.t);
-    let per = groups.buckets(resp, &with_replica(group_by, label));
+    let per = grouped(samples(resp).iter(), &with_replica, |s| Some((le_of(s)?, s.v)));
     let samples = per
-        .iter()
-        .filter_map(|(key, buckets)| {
-            let mut buckets = bounded(buckets);
-            if buckets.is_empty() {
-                return None;
-            }
+        .into_iter()
+        .map(|(key, mut buckets)| {
             // The labels the answer carries (a replica or scope label it lacks is absent, not empty).
-            let labels: crate::prom::Labels = key.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| (k.clone(), v.clone())).collect();
-            Some(Sample { labels: labels.into(), t, v: crate::local::functions::bucket_quantile(q, &mut buckets) })
+            let labels: crate::prom::Labels = key.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+            Sample { labels: labels.into(), t, v: crate::local::functions::bucket_quantile(q, &mut buckets) }
         })
         .collect();
     Response { data: Data::Vector(samples), warnings: resp.warnings.clone(), infos: resp.infos.clone() }
-}
-
-/// The grouping labels and the replica label: how a per-replica read is grouped.
-fn with_replica(group_by: &[String], label: &str) -> Vec<String> {
-    group_by.iter().cloned().chain(std::iter::once(label.to_string())).collect()
 }
 
 type Culprits = BTreeMap<Scope, BTreeMap<String, String>>;
@@ -254,16 +191,13 @@ pub fn combine(how: signals::Combine, parts: &[&Response], group_by: &[String]) 
 /// from the bounds and weights it reads, over the `+Inf` bucket's rate. A scope lacking one of
 /// those buckets has no value, as the PromQL's vector matching would leave it.
 pub fn burn_rates(resp: &Response, group_by: &[String], burn: &signals::BurnFromBuckets) -> BTreeMap<Scope, f64> {
-    burn_rates_of(&Grouped::default().buckets(resp, group_by), burn)
-}
-
-fn burn_rates_of(per_scope: &BucketGroups, burn: &signals::BurnFromBuckets) -> BTreeMap<Scope, f64> {
+    let per_scope = grouped(samples(resp).iter(), group_by, |s| s.labels.get("le").map(|le| (le.as_str(), s.v)));
     per_scope
-        .iter()
+        .into_iter()
         .filter_map(|(scope, buckets)| {
             // The summed rate of the buckets written as one of `spellings`: none, no value.
             let rate_of = |spellings: &[&str]| -> Option<f64> {
-                let mut found = buckets.iter().filter(|b| spellings.contains(&b.le)).map(|b| b.v).peekable();
+                let mut found = buckets.iter().filter(|(le, _)| spellings.contains(le)).map(|(_, v)| *v).peekable();
                 found.peek()?;
                 Some(found.sum())
             };
@@ -272,18 +206,13 @@ fn burn_rates_of(per_scope: &BucketGroups, burn: &signals::BurnFromBuckets) -> B
                 good += rate_of(&written.iter().map(String::as_str).collect::<Vec<_>>())? * w;
             }
             let total = rate_of(&["+Inf"])?;
-            Some((scope.clone(), (1.0 - good / total) / burn.budget))
+            Some((scope, (1.0 - good / total) / burn.budget))
         })
         .collect()
 }
 
 /// One signal's values in one window from the answers to its plan.
 pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValues {
-    fill_grouped(pl, answers, group_by, &Grouped::default())
-}
-
-/// [`fill`], with the bucket answers' groupings shared with the other signals reading them.
-fn fill_grouped<'a>(pl: &Planned, answers: &'a Answers, group_by: &[String], groups: &Grouped<'a>) -> WindowValues {
     let mut wv = WindowValues {
         availability: pl.availability.clone(),
         values: BTreeMap::new(),
@@ -296,11 +225,11 @@ fn fill_grouped<'a>(pl: &Planned, answers: &'a Answers, group_by: &[String], gro
     if let Some(req) = &pl.value {
         match answers.get(req) {
             Some(Ok(resp)) => match &pl.per_replica {
-                None if pl.burn.is_some() => wv.values = pl.burn.as_ref().map(|b| burn_rates_of(&groups.buckets(resp, group_by), b)).unwrap_or_default(),
-                None if pl.quantile.is_some() => wv.values = quantiles_of(&groups.buckets(resp, group_by), pl.quantile.unwrap_or(f64::NAN)),
+                None if pl.burn.is_some() => wv.values = pl.burn.as_ref().map(|b| burn_rates(resp, group_by, b)).unwrap_or_default(),
+                None if pl.quantile.is_some() => wv.values = quantiles(resp, group_by, pl.quantile.unwrap_or(f64::NAN)),
                 None => wv.values = by_scope(resp, group_by),
                 Some((label, signals::Reduction::Outlier)) if pl.quantile.is_some() => {
-                    let per = replica_quantiles_of(resp, groups, group_by, label, pl.quantile.unwrap_or(f64::NAN));
+                    let per = replica_quantiles(resp, group_by, label, pl.quantile.unwrap_or(f64::NAN));
                     (wv.values, wv.culprits) = outliers(&per, group_by, label);
                 }
                 Some((label, signals::Reduction::Outlier)) => (wv.values, wv.culprits) = outliers(resp, group_by, label),
@@ -328,15 +257,8 @@ fn fill_grouped<'a>(pl: &Planned, answers: &'a Answers, group_by: &[String], gro
         wv.counts = by_scope(resp, group_by);
     }
     if let (Some(range), Some(Some(Ok(resp)))) = (pl.counts_from_buckets, pl.value.as_ref().map(|r| answers.get(r))) {
-        wv.counts = groups
-            .buckets(resp, group_by)
-            .iter()
-            .filter_map(|(scope, buckets)| {
-                let mut inf = buckets.iter().filter(|b| b.bound == Some(f64::INFINITY)).map(|b| b.v).peekable();
-                inf.peek()?;
-                Some((scope.clone(), inf.sum::<f64>() * range))
-            })
-            .collect();
+        let inf = grouped(samples(resp).iter(), group_by, |s| (le_of(s) == Some(f64::INFINITY)).then_some(s.v));
+        wv.counts = inf.into_iter().map(|(scope, vs)| (scope, vs.iter().sum::<f64>() * range)).collect();
     }
     // NaN values (a quantile over no observations, 0/0) are no data for that scope.
     wv.values.retain(|_, v| !v.is_nan());
@@ -348,8 +270,7 @@ fn fill_grouped<'a>(pl: &Planned, answers: &'a Answers, group_by: &[String], gro
 pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], warnings: &mut Vec<String>) -> (SignalTable, BTreeMap<String, String>) {
     let mut table = SignalTable::new();
     let mut names_used = BTreeMap::new();
-    let groups = Grouped::default();
-    let uncovered = [uncovered(plan, answers, group_by, &groups, true), uncovered(plan, answers, group_by, &groups, false)];
+    let uncovered = [uncovered(plan, answers, group_by, true), uncovered(plan, answers, group_by, false)];
     for (hist, bounds) in uncovered.iter().flatten().collect::<BTreeMap<_, _>>() {
         warnings.push(format!(
             "{hist}: not every replica has the bucket bounds {}: some replicas use another bucket layout (an upgrade half-way through the fleet?), so its SLO burn rates, read at a bound, are not evaluated",
@@ -357,7 +278,7 @@ pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], w
         ));
     }
     for (id, (w, b)) in &plan.signals {
-        let mut sv = SignalValues { window: fill_grouped(w, answers, group_by, &groups), baseline: fill_grouped(b, answers, group_by, &groups) };
+        let mut sv = SignalValues { window: fill(w, answers, group_by), baseline: fill(b, answers, group_by) };
         for (pl, wv, side) in [(w, &mut sv.window, &uncovered[0]), (b, &mut sv.baseline, &uncovered[1])] {
             if let Some((hist, true)) = &pl.histogram {
                 if side.contains_key(hist) {
@@ -382,14 +303,15 @@ pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], w
 
 /// Per histogram read per replica in one window (the window's or the baseline's), the bounds some
 /// replicas lack ([`signals::uncovered_bounds`]); histograms whose replicas agree are left out.
-fn uncovered<'a>(plan: &SignalPlan, answers: &'a Answers, group_by: &[String], groups: &Grouped<'a>, window: bool) -> BTreeMap<String, Vec<f64>> {
+fn uncovered(plan: &SignalPlan, answers: &Answers, group_by: &[String], window: bool) -> BTreeMap<String, Vec<f64>> {
     let mut out = BTreeMap::new();
     for (w, b) in plan.signals.values() {
         let pl = if window { w } else { b };
         let (Some((hist, _)), Some((label, signals::Reduction::Outlier)), Some(_), Some(req)) = (&pl.histogram, &pl.per_replica, pl.quantile, &pl.value) else { continue };
-        let Some(Ok(resp @ Response { data: Data::Vector(_), .. })) = answers.get(req) else { continue };
-        let per_replica = groups.buckets(resp, &with_replica(group_by, label));
-        let missing = signals::uncovered_bounds_per_replica(per_replica.values().map(|buckets| buckets.iter().map(|b| b.le)));
+        let Some(Ok(Response { data: Data::Vector(samples), .. })) = answers.get(req) else { continue };
+        let labels: Vec<&String> = group_by.iter().chain(std::iter::once(label)).collect();
+        let rows = samples.iter().filter_map(|s| Some((s.labels.get("le")?.as_str(), labels.iter().map(|l| s.labels.get(l).map_or("", String::as_str)).collect::<Vec<&str>>())));
+        let missing = signals::uncovered_bounds(rows);
         if !missing.is_empty() {
             out.insert(hist.clone(), missing);
         }
