@@ -16,7 +16,8 @@
 //! reaches up. `tests/shape.rs` reads the sources and fails on any `crate::` path that breaks the
 //! order, and on a module missing from the list.
 //!
-//! - Foundations: [`units`] (quantities and numbers for people), [`prom`] (Prometheus concepts:
+//! - Foundations: [`text`] (line and column of a position in a file, for errors), [`units`]
+//!   (quantities and numbers for people), [`prom`] (Prometheus concepts:
 //!   label sets, label names, matchers, escaping, redaction, number formatting, the /metrics text
 //!   parser and OpenMetrics writer), [`report`] (the data model and JSON contract).
 //! - Data: [`local`] (a PromQL evaluator over series in
@@ -34,6 +35,7 @@
 /// The layer order, lowest first (see the crate documentation). Adding a top-level module means
 /// placing it here.
 pub const LAYERS: &[&str] = &[
+    "text",
     "units",
     "prom",
     "report",
@@ -76,5 +78,6 @@ pub mod serve;
 pub mod settings;
 pub mod signals;
 pub mod source;
+pub mod text;
 pub mod units;
 pub mod watch;

@@ -181,22 +181,6 @@ struct RawScoped {
     reason: Option<String>,
 }
 
-fn line_col(src: &str, byte: usize) -> (usize, usize) {
-    let (mut line, mut column) = (1, 1);
-    for (i, c) in src.char_indices() {
-        if i >= byte {
-            break;
-        }
-        if c == '\n' {
-            line += 1;
-            column = 1;
-        } else {
-            column += 1;
-        }
-    }
-    (line, column)
-}
-
 /// Read and check a test file against the rule set (rule ids in expectations must exist).
 pub fn load_file(path: &Path, rules: &RuleSet) -> Result<TestFile, TestFileError> {
     let shown = path.display().to_string();
@@ -211,8 +195,9 @@ pub fn load_file(path: &Path, rules: &RuleSet) -> Result<TestFile, TestFileError
 
 /// Parse a test file's text; `file` names it in errors.
 pub fn parse_file(file: &str, src: &str, rules: &RuleSet) -> Result<TestFile, TestFileError> {
+    let lines = crate::text::LineIndex::new(src);
     let err = |byte: usize, message: String| {
-        let (line, column) = line_col(src, byte);
+        let (line, column) = lines.line_col(byte);
         TestFileError { file: file.to_string(), line, column, message }
     };
     let raw: RawFile =
@@ -307,7 +292,7 @@ pub fn parse_file(file: &str, src: &str, rules: &RuleSet) -> Result<TestFile, Te
         if group_by.contains(&replica_label) {
             return Err(err(test_start, format!("test {:?}: replica_label {replica_label:?} is also in group_by; use another label", t.name)));
         }
-        let (line, _) = line_col(src, test_start);
+        let (line, _) = lines.line_col(test_start);
         tests.push(RuleTest {
             name: t.name.clone(),
             line,

@@ -180,21 +180,21 @@ fn io_reason(e: &std::io::Error) -> String {
 /// the directory relative paths start from.
 struct Reader<'a> {
     shown: String,
-    text: &'a str,
+    lines: crate::text::LineIndex<'a>,
     env: Env<'a>,
     base: PathBuf,
 }
 
 impl Reader<'_> {
     fn invalid(&self, byte: usize, message: String) -> ConfigError {
-        let (line, column) = line_col(self.text, byte);
+        let (line, column) = self.lines.line_col(byte);
         ConfigError::Invalid { path: self.shown.clone(), line, column, message }
     }
 
     /// `${NAME}` expansion with the position kept, for every string.
     fn string(&self, key: &str, s: &Spanned<String>) -> Result<Item<String>, ConfigError> {
         let (value, vars) = expand(s.get_ref(), self.env).map_err(|m| self.invalid(s.span().start, format!("{key}: {m}")))?;
-        let (line, column) = line_col(self.text, s.span().start);
+        let (line, column) = self.lines.line_col(s.span().start);
         Ok(Item { value, line, column, vars })
     }
 
@@ -244,7 +244,7 @@ impl Reader<'_> {
 
 /// Parse a file's text. Relative paths in it are relative to the file's directory.
 pub fn parse(path: &Path, found: &str, text: &str, env: Env) -> Result<ConfigFile, ConfigError> {
-    let r = Reader { shown: path.display().to_string(), text, env, base: path.parent().map(Path::to_path_buf).unwrap_or_default() };
+    let r = Reader { shown: path.display().to_string(), lines: crate::text::LineIndex::new(text), env, base: path.parent().map(Path::to_path_buf).unwrap_or_default() };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let start = e.span().map_or(0, |s| s.start);
         let mut message = e.message().trim().to_string();
@@ -362,7 +362,7 @@ fn parse_source(r: &Reader, s: &RawSource) -> Result<SourceSection, ConfigError>
         _ => {}
     }
     source.insecure_skip_verify = s.insecure_skip_verify.as_ref().map(|b| {
-        let (line, column) = line_col(r.text, b.span().start);
+        let (line, column) = r.lines.line_col(b.span().start);
         Item { value: *b.get_ref(), line, column, vars: vec![] }
     });
     source.bearer_token_file = r.path_item("source.bearer_token_file", &s.bearer_token_file)?;
@@ -407,7 +407,7 @@ fn parse_source(r: &Reader, s: &RawSource) -> Result<SourceSection, ConfigError>
 
 /// `group_by`: one string of comma-separated label names, or an array of them.
 fn parse_group_by(r: &Reader, g: &Spanned<toml::Value>) -> Result<Item<Vec<String>>, ConfigError> {
-    let (line, column) = line_col(r.text, g.span().start);
+    let (line, column) = r.lines.line_col(g.span().start);
     let parts: Vec<Spanned<String>> = match g.get_ref() {
         toml::Value::String(s) => vec![Spanned::new(g.span(), s.clone())],
         toml::Value::Array(a) if a.iter().all(|v| v.is_str()) => {
@@ -451,7 +451,7 @@ for (name, value) in raw {
     if !v.is_finite() {
         return Err(r.invalid(value.span().start, format!("{key}: must be a finite number")));
     }
-    let (line, column) = line_col(r.text, name.span().start);
+    let (line, column) = r.lines.line_col(name.span().start);
     thresholds.push(Item { value: (name.get_ref().clone(), v, written), line, column, vars });
 }
     Ok(thresholds)
@@ -488,14 +488,6 @@ fn key_on_line(src: &str, byte: usize) -> Option<String> {
     let (key, _) = line.split_once('=')?;
     let key = key.trim().trim_matches('"');
     (!key.is_empty() && !key.starts_with('#') && !key.starts_with('[')).then(|| key.to_string())
-}
-
-fn line_col(src: &str, byte: usize) -> (usize, usize) {
-    let byte = byte.min(src.len());
-    let before = src.get(..byte).unwrap_or(src);
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
-    (line, col)
 }
 
 /// Replace every `${NAME}` with the variable's value; `$${` is a literal `${`, any other `$` stays.
