@@ -15,26 +15,6 @@ fn scope_of(s: &Sample, group_by: &[String]) -> Scope {
     group_by.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect()
 }
 
-/// Samples grouped by scope, keyed by borrowed label values while grouping (a per-replica answer
-/// has tens of thousands of samples, a few hundred scopes), each scope built once at the end.
-fn grouped<'a, T>(samples: impl Iterator<Item = &'a Sample>, group_by: &[String], mut item: impl FnMut(&'a Sample) -> Option<T>) -> BTreeMap<Scope, Vec<T>> {
-    let mut per: std::collections::HashMap<Vec<&'a str>, Vec<T>> = std::collections::HashMap::new();
-    let mut key: Vec<&'a str> = Vec::with_capacity(group_by.len());
-    for s in samples {
-        if let Some(x) = item(s) {
-            key.clear();
-            key.extend(group_by.iter().map(|l| s.labels.get(l).map_or("", String::as_str)));
-            match per.get_mut(&key) {
-                Some(xs) => xs.push(x),
-                None => {
-                    per.insert(key.clone(), vec![x]);
-                }
-            }
-        }
-    }
-    per.into_iter().map(|(key, xs)| (group_by.iter().cloned().zip(key.into_iter().map(String::from)).collect(), xs)).collect()
-}
-
 fn samples(resp: &Response) -> &[Sample] {
     match &resp.data {
         Data::Vector(samples) => samples,
@@ -42,8 +22,119 @@ fn samples(resp: &Response) -> &[Sample] {
     }
 }
 
-fn le_of(s: &Sample) -> Option<f64> {
-    s.labels.get("le").and_then(|l| crate::local::functions::parse_go_float(l))
+/// A bucket answer's samples with their labels looked up once. A histogram read answers several
+/// signals in each window (two quantiles, an outlier, a burn rate, observation counts, the check
+/// that every replica has the same bounds); each of them is a pass over these rows instead of a
+/// new grouping of the answer's label sets, which at 1,000 replicas hold tens of thousands of
+/// samples. [`signal_table`] builds the rows of one answer at a time and drops them before the
+/// next, so they cost no more memory than one grouping did.
+pub(crate) struct BucketRows<'a> {
+    /// The replica label the rows name, or "" when no reader asks for replicas.
+    replica_label: &'a str,
+    /// Each scope's values of the grouping labels ("" for a label a sample lacks), in order of
+    /// first appearance.
+    scopes: Vec<Vec<&'a str>>,
+    /// Each replica's value of the replica label ("" when a sample lacks it).
+    replicas: Vec<&'a str>,
+    /// Each `le` value as written, and as a number (None when it is not one: Prometheus leaves
+    /// such a bucket out).
+    les: Vec<(&'a str, Option<f64>)>,
+    /// One row per sample with an `le` label, in the answer's order.
+    rows: Vec<BucketRow>,
+}
+
+/// A sample of a bucket answer: indexes into its scopes, replicas and `le` values, and its value.
+struct BucketRow {
+    scope: u32,
+    replica: u32,
+    le: u32,
+    v: f64,
+}
+
+impl<'a> BucketRows<'a> {
+    pub(crate) fn new(resp: &'a Response, group_by: &[String], replica_label: &'a str) -> BucketRows<'a> {
+        let mut scope_of: std::collections::HashMap<Vec<&'a str>, u32> = std::collections::HashMap::new();
+        let mut replica_of: std::collections::HashMap<&'a str, u32> = std::collections::HashMap::new();
+        let mut le_of: std::collections::HashMap<&'a str, u32> = std::collections::HashMap::new();
+        let mut out = BucketRows { replica_label, scopes: Vec::new(), replicas: Vec::new(), les: Vec::new(), rows: Vec::new() };
+        let mut key: Vec<&'a str> = Vec::with_capacity(group_by.len());
+        for s in samples(resp) {
+            let Some(le) = s.labels.get("le") else { continue };
+            key.clear();
+            key.extend(group_by.iter().map(|l| s.labels.get(l).map_or("", String::as_str)));
+            let scope = match scope_of.get(&key) {
+                Some(&i) => i,
+                None => {
+                    out.scopes.push(key.clone());
+                    scope_of.insert(key.clone(), (out.scopes.len() - 1) as u32);
+                    (out.scopes.len() - 1) as u32
+                }
+            };
+            let name = if replica_label.is_empty() { "" } else { s.labels.get(replica_label).map_or("", String::as_str) };
+            let replica = *replica_of.entry(name).or_insert_with(|| {
+                out.replicas.push(name);
+                (out.replicas.len() - 1) as u32
+            });
+            let le = *le_of.entry(le).or_insert_with(|| {
+                out.les.push((le, crate::local::functions::parse_go_float(le)));
+                (out.les.len() - 1) as u32
+            });
+            out.rows.push(BucketRow { scope, replica, le, v: s.v });
+        }
+        out
+    }
+
+    fn le(&self, r: &BucketRow) -> &'a str {
+        self.les[r.le as usize].0
+    }
+
+    fn bound(&self, r: &BucketRow) -> Option<f64> {
+        self.les[r.le as usize].1
+    }
+
+    fn scope(&self, group_by: &[String], i: u32) -> Scope {
+        group_by.iter().cloned().zip(self.scopes[i as usize].iter().map(|v| v.to_string())).collect()
+    }
+
+    /// Per scope, `item` of each row that gives one, in the answer's order; a scope without any is
+    /// left out.
+    fn per_scope<T>(&self, group_by: &[String], mut item: impl FnMut(&BucketRow) -> Option<T>) -> BTreeMap<Scope, Vec<T>> {
+        let mut per: Vec<Vec<T>> = self.scopes.iter().map(|_| Vec::new()).collect();
+        for r in &self.rows {
+            if let Some(x) = item(r) {
+                per[r.scope as usize].push(x);
+            }
+        }
+        per.into_iter().enumerate().filter(|(_, xs)| !xs.is_empty()).map(|(i, xs)| (self.scope(group_by, i as u32), xs)).collect()
+    }
+
+    /// Per scope and replica (the scope's labels and the replica label), `item` of each row that
+    /// gives one, in the answer's order.
+    fn per_replica<T>(&self, group_by: &[String], mut item: impl FnMut(&BucketRow) -> Option<T>) -> BTreeMap<Scope, Vec<T>> {
+        let mut per: std::collections::HashMap<(u32, u32), Vec<T>> = std::collections::HashMap::new();
+        for r in &self.rows {
+            if let Some(x) = item(r) {
+                per.entry((r.scope, r.replica)).or_default().push(x);
+            }
+        }
+        per.into_iter()
+            .map(|((scope, replica), xs)| {
+                let mut key = self.scope(group_by, scope);
+                key.insert(self.replica_label.to_string(), self.replicas[replica as usize].to_string());
+                (key, xs)
+            })
+            .collect()
+    }
+
+    /// The bounds some replicas lack ([`signals::uncovered_bounds_per_replica`]); empty when every
+    /// replica has the same.
+    fn uncovered(&self) -> Vec<f64> {
+        let mut per: std::collections::HashMap<(u32, u32), Vec<&str>> = std::collections::HashMap::new();
+        for r in &self.rows {
+            per.entry((r.scope, r.replica)).or_default().push(self.le(r));
+        }
+        signals::uncovered_bounds_per_replica(per.into_values())
+    }
 }
 
 /// Turn a vector answer into values per scope.
@@ -58,18 +149,18 @@ pub fn by_scope(resp: &Response, group_by: &[String]) -> BTreeMap<Scope, f64> {
 /// `histogram_quantile` does (Prometheus' rules: the `+Inf` bucket required, bounds merged, counts
 /// made monotonic, the rank interpolated linearly inside its bucket, the last finite bound for a
 /// rank in `+Inf`). Samples whose `le` is not a number are left out, as Prometheus does.
-pub fn quantiles(resp: &Response, group_by: &[String], q: f64) -> BTreeMap<Scope, f64> {
-    let per = grouped(samples(resp).iter(), group_by, |s| Some((le_of(s)?, s.v)));
+pub(crate) fn quantiles(rows: &BucketRows, group_by: &[String], q: f64) -> BTreeMap<Scope, f64> {
+    let per = rows.per_scope(group_by, |r| Some((rows.bound(r)?, r.v)));
     per.into_iter().map(|(scope, mut buckets)| (scope, crate::local::functions::bucket_quantile(q, &mut buckets))).collect()
 }
 
-/// Per-replica bucket rates (`sum by (le, G, R) (...)`) become the per-replica quantiles
-/// `histogram_quantile(q, ...)` would return: one sample per replica, labelled by the grouping
-/// labels and the replica label (a replica whose buckets give no quantile has NaN, as there).
-pub fn replica_quantiles(resp: &Response, group_by: &[String], label: &str, q: f64) -> Response {
-    let with_replica: Vec<String> = group_by.iter().cloned().chain(std::iter::once(label.to_string())).collect();
+/// Per-replica bucket rates (`sum by (le, G, R) (...)`, `rows` naming the replica label R) become
+/// the per-replica quantiles `histogram_quantile(q, ...)` would return: one sample per replica,
+/// labelled by the grouping labels and the replica label (a replica whose buckets give no
+/// quantile has NaN, as there).
+pub(crate) fn replica_quantiles(resp: &Response, rows: &BucketRows, group_by: &[String], q: f64) -> Response {
     let t = samples(resp).first().map_or(0.0, |s| s.t);
-    let per = grouped(samples(resp).iter(), &with_replica, |s| Some((le_of(s)?, s.v)));
+    let per = rows.per_replica(group_by, |r| Some((rows.bound(r)?, r.v)));
     let samples = per
         .into_iter()
         .map(|(key, mut buckets)| {
@@ -190,8 +281,8 @@ pub fn combine(how: signals::Combine, parts: &[&Response], group_by: &[String]) 
 /// `sum by (G) (rate(F_bucket{le=...}))` would), as the signal's PromQL computes them: the good rate
 /// from the bounds and weights it reads, over the `+Inf` bucket's rate. A scope lacking one of
 /// those buckets has no value, as the PromQL's vector matching would leave it.
-pub fn burn_rates(resp: &Response, group_by: &[String], burn: &signals::BurnFromBuckets) -> BTreeMap<Scope, f64> {
-    let per_scope = grouped(samples(resp).iter(), group_by, |s| s.labels.get("le").map(|le| (le.as_str(), s.v)));
+pub(crate) fn burn_rates(rows: &BucketRows, group_by: &[String], burn: &signals::BurnFromBuckets) -> BTreeMap<Scope, f64> {
+    let per_scope = rows.per_scope(group_by, |r| Some((rows.le(r), r.v)));
     per_scope
         .into_iter()
         .filter_map(|(scope, buckets)| {
@@ -213,6 +304,25 @@ pub fn burn_rates(resp: &Response, group_by: &[String], burn: &signals::BurnFrom
 
 /// One signal's values in one window from the answers to its plan.
 pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValues {
+    fill_from(pl, answers, group_by, None)
+}
+
+/// Whether a plan reads its value from bucket rates (a quantile, a burn rate, observation counts).
+fn reads_buckets(pl: &Planned) -> bool {
+    pl.quantile.is_some() || pl.burn.is_some() || pl.counts_from_buckets.is_some()
+}
+
+/// The replica label a plan needs its bucket rows to name ("" for none).
+fn replica_label_of(pl: &Planned) -> &str {
+    match &pl.per_replica {
+        Some((label, signals::Reduction::Outlier)) if pl.quantile.is_some() => label,
+        _ => "",
+    }
+}
+
+/// [`fill`], with the bucket rows of the plan's answer when the caller has them: rows naming
+/// another replica label than the plan needs are not used (the plan's own are built).
+fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Option<&BucketRows>) -> WindowValues {
     let mut wv = WindowValues {
         availability: pl.availability.clone(),
         values: BTreeMap::new(),
@@ -222,19 +332,29 @@ pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValue
         culprits: BTreeMap::new(),
         bounds: pl.bounds.clone(),
     };
+    let mut bucket_counts = None;
     if let Some(req) = &pl.value {
         match answers.get(req) {
-            Some(Ok(resp)) => match &pl.per_replica {
-                None if pl.burn.is_some() => wv.values = pl.burn.as_ref().map(|b| burn_rates(resp, group_by, b)).unwrap_or_default(),
-                None if pl.quantile.is_some() => wv.values = quantiles(resp, group_by, pl.quantile.unwrap_or(f64::NAN)),
-                None => wv.values = by_scope(resp, group_by),
-                Some((label, signals::Reduction::Outlier)) if pl.quantile.is_some() => {
-                    let per = replica_quantiles(resp, group_by, label, pl.quantile.unwrap_or(f64::NAN));
-                    (wv.values, wv.culprits) = outliers(&per, group_by, label);
+            Some(Ok(resp)) => {
+                let label = replica_label_of(pl);
+                let own = (reads_buckets(pl) && !shared.is_some_and(|r| label.is_empty() || r.replica_label == label)).then(|| BucketRows::new(resp, group_by, label));
+                let rows = own.as_ref().or(shared);
+                match (&pl.per_replica, rows) {
+                    (None, Some(rows)) if pl.burn.is_some() => wv.values = pl.burn.as_ref().map(|b| burn_rates(rows, group_by, b)).unwrap_or_default(),
+                    (None, Some(rows)) if pl.quantile.is_some() => wv.values = quantiles(rows, group_by, pl.quantile.unwrap_or(f64::NAN)),
+                    (Some((label, signals::Reduction::Outlier)), Some(rows)) if pl.quantile.is_some() => {
+                        let per = replica_quantiles(resp, rows, group_by, pl.quantile.unwrap_or(f64::NAN));
+                        (wv.values, wv.culprits) = outliers(&per, group_by, label);
+                    }
+                    (None, _) => wv.values = by_scope(resp, group_by),
+                    (Some((label, signals::Reduction::Outlier)), _) => (wv.values, wv.culprits) = outliers(resp, group_by, label),
+                    (Some((label, signals::Reduction::Count)), _) => (wv.values, wv.culprits) = listed(resp, group_by, label),
                 }
-                Some((label, signals::Reduction::Outlier)) => (wv.values, wv.culprits) = outliers(resp, group_by, label),
-                Some((label, signals::Reduction::Count)) => (wv.values, wv.culprits) = listed(resp, group_by, label),
-            },
+                if let (Some(range), Some(rows)) = (pl.counts_from_buckets, rows) {
+                    let inf = rows.per_scope(group_by, |r| (rows.bound(r) == Some(f64::INFINITY)).then_some(r.v));
+                    bucket_counts = Some(inf.into_iter().map(|(scope, vs)| (scope, vs.iter().sum::<f64>() * range)).collect());
+                }
+            }
             Some(Err(e)) => wv.availability = Availability::Failed(e.short_reason()),
             None => wv.availability = Availability::Failed("not answered".into()),
         }
@@ -256,9 +376,8 @@ pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValue
     if let Some(Some(Ok(resp))) = pl.count.as_ref().map(|r| answers.get(r)) {
         wv.counts = by_scope(resp, group_by);
     }
-    if let (Some(range), Some(Some(Ok(resp)))) = (pl.counts_from_buckets, pl.value.as_ref().map(|r| answers.get(r))) {
-        let inf = grouped(samples(resp).iter(), group_by, |s| (le_of(s) == Some(f64::INFINITY)).then_some(s.v));
-        wv.counts = inf.into_iter().map(|(scope, vs)| (scope, vs.iter().sum::<f64>() * range)).collect();
+    if let Some(counts) = bucket_counts {
+        wv.counts = counts;
     }
     // NaN values (a quantile over no observations, 0/0) are no data for that scope.
     wv.values.retain(|_, v| !v.is_nan());
@@ -267,10 +386,51 @@ pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValue
 
 /// Every planned signal's values, and the metric name each was read from (both names when vLLM
 /// renamed it between the baseline and the window, which a warning reports).
+///
+/// The plans are taken by the answer they read, so each bucket answer's rows are built once for
+/// all its readers and dropped before the next answer's.
 pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], warnings: &mut Vec<String>) -> (SignalTable, BTreeMap<String, String>) {
     let mut table = SignalTable::new();
     let mut names_used = BTreeMap::new();
-    let uncovered = [uncovered(plan, answers, group_by, true), uncovered(plan, answers, group_by, false)];
+    let mut by_answer: BTreeMap<Option<&Request>, Vec<(&str, usize, &Planned)>> = BTreeMap::new();
+    for (id, (w, b)) in &plan.signals {
+        for (side, pl) in [(0, w), (1, b)] {
+            by_answer.entry(pl.value.as_ref()).or_default().push((id.as_str(), side, pl));
+        }
+    }
+    // Each window's values, and (for an outlier read per replica) the bounds some replicas lack.
+    let mut filled: std::collections::HashMap<(&str, usize), (WindowValues, Vec<f64>)> = std::collections::HashMap::new();
+    for (req, readers) in &by_answer {
+        let resp = match req.map(|r| answers.get(r)) {
+            Some(Some(Ok(resp))) if readers.iter().any(|(_, _, pl)| reads_buckets(pl)) => Some(resp),
+            _ => None,
+        };
+        let label = readers.iter().map(|(_, _, pl)| replica_label_of(pl)).find(|l| !l.is_empty()).unwrap_or("");
+        let rows = resp.map(|resp| BucketRows::new(resp, group_by, label));
+        for (id, side, pl) in readers {
+            let wv = fill_from(pl, answers, group_by, rows.as_ref());
+            let missing = match (&rows, &pl.histogram, &pl.per_replica, pl.quantile) {
+                (Some(rows), Some(_), Some((label, signals::Reduction::Outlier)), Some(_)) if rows.replica_label == label => rows.uncovered(),
+                (_, Some(_), Some((label, signals::Reduction::Outlier)), Some(_)) => match req.map(|r| answers.get(r)) {
+                    Some(Some(Ok(resp))) => BucketRows::new(resp, group_by, label).uncovered(),
+                    _ => Vec::new(),
+                },
+                _ => Vec::new(),
+            };
+            filled.insert((id, *side), (wv, missing));
+        }
+    }
+    // Per histogram and window, the bounds some replicas lack (in the plans' order, as before).
+    let mut uncovered: [BTreeMap<String, Vec<f64>>; 2] = Default::default();
+    for (id, (w, b)) in &plan.signals {
+        for (side, pl) in [(0, w), (1, b)] {
+            if let (Some((hist, _)), Some((_, missing))) = (&pl.histogram, filled.get(&(id.as_str(), side))) {
+                if !missing.is_empty() {
+                    uncovered[side].insert(hist.clone(), missing.clone());
+                }
+            }
+        }
+    }
     for (hist, bounds) in uncovered.iter().flatten().collect::<BTreeMap<_, _>>() {
         warnings.push(format!(
             "{hist}: not every replica has the bucket bounds {}: some replicas use another bucket layout (an upgrade half-way through the fleet?), so its SLO burn rates, read at a bound, are not evaluated",
@@ -278,7 +438,9 @@ pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], w
         ));
     }
     for (id, (w, b)) in &plan.signals {
-        let mut sv = SignalValues { window: fill(w, answers, group_by), baseline: fill(b, answers, group_by) };
+        let mut take = |side: usize| filled.remove(&(id.as_str(), side)).map(|(wv, _)| wv);
+        let (Some(window), Some(baseline)) = (take(0), take(1)) else { continue };
+        let mut sv = SignalValues { window, baseline };
         for (pl, wv, side) in [(w, &mut sv.window, &uncovered[0]), (b, &mut sv.baseline, &uncovered[1])] {
             if let Some((hist, true)) = &pl.histogram {
                 if side.contains_key(hist) {
@@ -299,24 +461,6 @@ pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], w
         table.insert(id.clone(), sv);
     }
     (table, names_used)
-}
-
-/// Per histogram read per replica in one window (the window's or the baseline's), the bounds some
-/// replicas lack ([`signals::uncovered_bounds`]); histograms whose replicas agree are left out.
-fn uncovered(plan: &SignalPlan, answers: &Answers, group_by: &[String], window: bool) -> BTreeMap<String, Vec<f64>> {
-    let mut out = BTreeMap::new();
-    for (w, b) in plan.signals.values() {
-        let pl = if window { w } else { b };
-        let (Some((hist, _)), Some((label, signals::Reduction::Outlier)), Some(_), Some(req)) = (&pl.histogram, &pl.per_replica, pl.quantile, &pl.value) else { continue };
-        let Some(Ok(Response { data: Data::Vector(samples), .. })) = answers.get(req) else { continue };
-        let labels: Vec<&String> = group_by.iter().chain(std::iter::once(label)).collect();
-        let rows = samples.iter().filter_map(|s| Some((s.labels.get("le")?.as_str(), labels.iter().map(|l| s.labels.get(l).map_or("", String::as_str)).collect::<Vec<&str>>())));
-        let missing = signals::uncovered_bounds(rows);
-        if !missing.is_empty() {
-            out.insert(hist.clone(), missing);
-        }
-    }
-    out
 }
 
 /// How many values each fleet label takes, from the rows of its one query. A query that did not
@@ -500,7 +644,7 @@ mod tests {
             let q = build(&kind, &resolved, &ctx).unwrap();
             let burn = crate::signals::burn_from_buckets(&kind, &resolved, &ctx).unwrap().unwrap();
             let mut promql = by_scope(&answer(&q.value), &by);
-            let here = burn_rates(&per_replica, &by, &burn);
+            let here = burn_rates(&BucketRows::new(&per_replica, &by, ""), &by, &burn);
             promql.retain(|_, v| !v.is_nan());
             assert_eq!(promql.len(), 2, "{}: {promql:?}", q.value);
             assert_eq!(promql.keys().collect::<Vec<_>>(), here.keys().collect::<Vec<_>>(), "{}", q.value);
@@ -510,7 +654,7 @@ mod tests {
         }
         // A bound the bucket rates lack leaves no value, as the PromQL's matching would.
         let burn = crate::signals::BurnFromBuckets { good: vec![(vec!["0.3".into()], 1.0)], budget: 0.01 };
-        assert!(burn_rates(&per_replica, &by, &burn).is_empty());
+        assert!(burn_rates(&BucketRows::new(&per_replica, &by, ""), &by, &burn).is_empty());
     }
 
     #[test]
@@ -558,7 +702,8 @@ mod tests {
         let rates = "sum by (le, model_name) (rate(h_bucket[120s]))";
         for q in [0.5, 0.95, 0.99] {
             let mut promql = by_scope(&answer(&format!("histogram_quantile({q}, {rates})")), &by);
-            let mut here = quantiles(&answer(rates), &by, q);
+            let answered = answer(rates);
+            let mut here = quantiles(&BucketRows::new(&answered, &by, ""), &by, q);
             promql.retain(|_, v| !v.is_nan());
             here.retain(|_, v| !v.is_nan());
             assert_eq!(promql, here, "q = {q}");
@@ -569,7 +714,7 @@ mod tests {
         let per_replica = answer("sum by (le, model_name, instance) (rate(h_bucket[120s]))");
         for q in [0.5, 0.95] {
             let mut promql = by_scope(&answer(&format!("histogram_quantile({q}, {rates})")), &by);
-            let mut here = quantiles(&per_replica, &by, q);
+            let mut here = quantiles(&BucketRows::new(&per_replica, &by, "instance"), &by, q);
             promql.retain(|_, v| !v.is_nan());
             here.retain(|_, v| !v.is_nan());
             assert_eq!(promql.len(), here.len());

@@ -351,6 +351,75 @@ fn a_bound_some_replicas_lack_leaves_that_histograms_burn_rates_not_evaluated_an
     assert!(warnings[0].starts_with("h: not every replica has the bucket bounds") && warnings[0].contains("250 ms, 500 ms"), "{warnings:?}");
 }
 
+/// One per-replica bucket answer read by several plans (a quantile per scope, an outlier per
+/// replica, a burn rate, observation counts from the `+Inf` bucket, and an outlier by another
+/// replica label): the table, which builds the answer's rows once for all of them, gives each
+/// exactly what filling that plan on its own gives.
+#[test]
+fn every_reader_of_a_shared_bucket_answer_gets_what_it_gets_alone() {
+    let p = params();
+    let at = |q: &str| Request::Instant { query: q.into(), time: p.window.end };
+    let base = plan::Planned {
+        resolved: None,
+        per_replica: None,
+        availability: Availability::Ok,
+        value: Some(at("buckets")),
+        count: None,
+        query: "q".into(),
+        metric: "h_bucket".into(),
+        bounds: vec![],
+        quantile: None,
+        parts: None,
+        histogram: Some(("h".into(), false)),
+        counts_from_buckets: None,
+        sums: vec![],
+        burn: None,
+    };
+    let outlier = |label: &str| plan::Planned { per_replica: Some((label.into(), crate::signals::Reduction::Outlier)), quantile: Some(0.95), ..base.clone() };
+    let readers: Vec<(&str, plan::Planned)> = vec![
+        ("p95", plan::Planned { quantile: Some(0.95), counts_from_buckets: Some(1800.0), ..base.clone() }),
+        ("p50", plan::Planned { quantile: Some(0.5), ..base.clone() }),
+        ("outlier", outlier("instance")),
+        ("outlier_by_pod", outlier("pod")),
+        ("burn", plan::Planned { burn: Some(crate::signals::BurnFromBuckets { good: vec![(vec!["0.25".into()], 1.0)], budget: 0.01 }), histogram: Some(("h".into(), true)), ..base.clone() }),
+    ];
+    let signals: BTreeMap<String, (plan::Planned, plan::Planned)> = readers.iter().map(|(id, pl)| (id.to_string(), (pl.clone(), pl.clone()))).collect();
+    let plan = plan::SignalPlan { signals, requests: vec![], derived: vec![], ctx: crate::signals::QueryContext {
+        selector: Selector::default(),
+        group_by: vec!["model_name".into()],
+        range: std::time::Duration::from_secs(1800),
+        thresholds: Default::default(),
+        buckets: Default::default(),
+        replica_label: "instance".into(),
+    }, paired: vec![] };
+    let mut rows: Vec<(Vec<(&str, String)>, f64)> = Vec::new();
+    for (model, replicas) in [("a", 3), ("b", 2)] {
+        for r in 0..replicas {
+            let slow = if model == "a" && r == 2 { 4.0 } else { 1.0 };
+            for (le, share) in [("0.1", 0.3), ("0.25", 0.7), ("1", 0.98), ("+Inf", 1.0)] {
+                let labels = vec![("model_name", model.to_string()), ("instance", format!("{model}{r}")), ("pod", format!("pod-{model}{r}")), ("le", le.to_string())];
+                rows.push((labels, (10.0 + r as f64) * if le == "+Inf" { 1.0 } else { share / slow }));
+            }
+        }
+    }
+    let rows: Vec<(Vec<(&str, &str)>, f64)> = rows.iter().map(|(l, v)| (l.iter().map(|(k, v)| (*k, v.as_str())).collect(), *v)).collect();
+    let rows: Vec<(&[(&str, &str)], f64)> = rows.iter().map(|(l, v)| (l.as_slice(), *v)).collect();
+    let mut answers = Answers::new();
+    answers.insert(at("buckets"), Ok(vector(&rows)));
+    let by = ["model_name".to_string()];
+    let mut warnings = vec![];
+    let (table, _) = assemble::signal_table(&plan, &answers, &by, &mut warnings);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    for (id, pl) in &readers {
+        let alone = assemble::fill(pl, &answers, &by);
+        assert_eq!(table[*id].window, alone, "{id}");
+        assert!(!alone.values.is_empty(), "{id} has values");
+    }
+    assert_eq!(table["outlier"].window.culprits[&scope("a")]["instance"], "a2");
+    assert_eq!(table["outlier_by_pod"].window.culprits[&scope("a")]["pod"], "pod-a2");
+    assert_eq!(table["p95"].window.counts[&scope("b")], (10.0 + 11.0) * 1800.0);
+}
+
 /// Sums of one counter's rates asked by several signals (HTTP error shares and the request rate,
 /// attributed to models through the running gauge; finished, aborted and failed requests, and
 /// their spread over replicas) are answered by one read each, and every signal still gets what its
