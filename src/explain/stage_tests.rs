@@ -293,6 +293,24 @@ fn a_signals_baseline_and_window_trends_are_one_range_query_split_back_into_two(
     assert_eq!(fu.unrecorded(&old), vec![b, w]);
 }
 
+/// A signal plan of `signals` alone, grouped by model and read per instance over 30 m.
+fn plan_of(signals: BTreeMap<String, (plan::Planned, plan::Planned)>) -> plan::SignalPlan {
+    plan::SignalPlan {
+        signals,
+        requests: vec![],
+        derived: vec![],
+        ctx: crate::signals::QueryContext {
+            selector: Selector::default(),
+            group_by: vec!["model_name".into()],
+            range: std::time::Duration::from_secs(1800),
+            thresholds: Default::default(),
+            buckets: Default::default(),
+            replica_label: "instance".into(),
+        },
+        paired: vec![],
+    }
+}
+
 #[test]
 fn a_bound_some_replicas_lack_leaves_that_histograms_burn_rates_not_evaluated_and_says_which() {
     let p = params();
@@ -320,14 +338,7 @@ fn a_bound_some_replicas_lack_leaves_that_histograms_burn_rates_not_evaluated_an
     ]
     .into_iter()
     .collect();
-    let plan = plan::SignalPlan { signals, requests: vec![], derived: vec![], ctx: crate::signals::QueryContext {
-        selector: Selector::default(),
-        group_by: vec!["model_name".into()],
-        range: std::time::Duration::from_secs(1800),
-        thresholds: Default::default(),
-        buckets: Default::default(),
-        replica_label: "instance".into(),
-    }, paired: vec![] };
+    let plan = plan_of(signals);
     // r0 and r1 carry 0.25; r2 another layout without it.
     let rows: Vec<(&[(&str, &str)], f64)> = vec![
         (&[("model_name", "a"), ("instance", "r0"), ("le", "0.25")], 1.0),
@@ -384,14 +395,7 @@ fn every_reader_of_a_shared_bucket_answer_gets_what_it_gets_alone() {
         ("burn", plan::Planned { burn: Some(crate::signals::BurnFromBuckets { good: vec![(vec!["0.25".into()], 1.0)], budget: 0.01 }), histogram: Some(("h".into(), true)), ..base.clone() }),
     ];
     let signals: BTreeMap<String, (plan::Planned, plan::Planned)> = readers.iter().map(|(id, pl)| (id.to_string(), (pl.clone(), pl.clone()))).collect();
-    let plan = plan::SignalPlan { signals, requests: vec![], derived: vec![], ctx: crate::signals::QueryContext {
-        selector: Selector::default(),
-        group_by: vec!["model_name".into()],
-        range: std::time::Duration::from_secs(1800),
-        thresholds: Default::default(),
-        buckets: Default::default(),
-        replica_label: "instance".into(),
-    }, paired: vec![] };
+    let plan = plan_of(signals);
     let mut rows: Vec<(Vec<(&str, String)>, f64)> = Vec::new();
     for (model, replicas) in [("a", 3), ("b", 2)] {
         for r in 0..replicas {
