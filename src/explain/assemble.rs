@@ -304,7 +304,7 @@ pub(crate) fn burn_rates(rows: &BucketRows, group_by: &[String], burn: &signals:
 
 /// One signal's values in one window from the answers to its plan.
 pub fn fill(pl: &Planned, answers: &Answers, group_by: &[String]) -> WindowValues {
-    fill_from(pl, answers, group_by, None)
+    fill_from(pl, answers, group_by, None).0
 }
 
 /// Whether a plan reads its value from bucket rates (a quantile, a burn rate, observation counts).
@@ -320,9 +320,10 @@ fn replica_label_of(pl: &Planned) -> &str {
     }
 }
 
-/// [`fill`], with the bucket rows of the plan's answer when the caller has them: rows naming
-/// another replica label than the plan needs are not used (the plan's own are built).
-fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Option<&BucketRows>) -> WindowValues {
+/// [`fill`], with the bucket rows of the plan's answer when the caller has them (rows naming
+/// another replica label than the plan needs are not used: the plan's own are built); and, for an
+/// outlier read per replica from a histogram, the bounds some replicas lack.
+fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Option<&BucketRows>) -> (WindowValues, Vec<f64>) {
     let mut wv = WindowValues {
         availability: pl.availability.clone(),
         values: BTreeMap::new(),
@@ -333,6 +334,7 @@ fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Optio
         bounds: pl.bounds.clone(),
     };
     let mut bucket_counts = None;
+    let mut uncovered = Vec::new();
     if let Some(req) = &pl.value {
         match answers.get(req) {
             Some(Ok(resp)) => {
@@ -345,6 +347,9 @@ fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Optio
                     (Some((label, signals::Reduction::Outlier)), Some(rows)) if pl.quantile.is_some() => {
                         let per = replica_quantiles(resp, rows, group_by, pl.quantile.unwrap_or(f64::NAN));
                         (wv.values, wv.culprits) = outliers(&per, group_by, label);
+                        if pl.histogram.is_some() {
+                            uncovered = rows.uncovered();
+                        }
                     }
                     (None, _) => wv.values = by_scope(resp, group_by),
                     (Some((label, signals::Reduction::Outlier)), _) => (wv.values, wv.culprits) = outliers(resp, group_by, label),
@@ -381,7 +386,7 @@ fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Optio
     }
     // NaN values (a quantile over no observations, 0/0) are no data for that scope.
     wv.values.retain(|_, v| !v.is_nan());
-    wv
+    (wv, uncovered)
 }
 
 /// Every planned signal's values, and the metric name each was read from (both names when vLLM
@@ -408,16 +413,7 @@ pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], w
         let label = readers.iter().map(|(_, _, pl)| replica_label_of(pl)).find(|l| !l.is_empty()).unwrap_or("");
         let rows = resp.map(|resp| BucketRows::new(resp, group_by, label));
         for (id, side, pl) in readers {
-            let wv = fill_from(pl, answers, group_by, rows.as_ref());
-            let missing = match (&rows, &pl.histogram, &pl.per_replica, pl.quantile) {
-                (Some(rows), Some(_), Some((label, signals::Reduction::Outlier)), Some(_)) if rows.replica_label == label => rows.uncovered(),
-                (_, Some(_), Some((label, signals::Reduction::Outlier)), Some(_)) => match req.map(|r| answers.get(r)) {
-                    Some(Some(Ok(resp))) => BucketRows::new(resp, group_by, label).uncovered(),
-                    _ => Vec::new(),
-                },
-                _ => Vec::new(),
-            };
-            filled.insert((id, *side), (wv, missing));
+            filled.insert((id, *side), fill_from(pl, answers, group_by, rows.as_ref()));
         }
     }
     // Per histogram and window, the bounds some replicas lack (in the plans' order, as before).
