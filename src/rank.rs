@@ -59,7 +59,7 @@ fn supersedes(set: &RuleSet, a: &str, b: &str) -> bool {
 fn order(a: &Finding, b: &Finding) -> std::cmp::Ordering {
     b.severity
         .cmp(&a.severity)
-        .then(b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal))
+        .then(b.score.total_cmp(&a.score))
         .then(a.rule.cmp(&b.rule))
         .then(a.scope.cmp(&b.scope))
 }

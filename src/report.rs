@@ -48,6 +48,24 @@ impl TimeRange {
     pub fn duration(&self) -> std::time::Duration {
         (self.end - self.start).to_std().unwrap_or_default()
     }
+
+    /// Whether both ends lie in the years a diagnosis can be about: from the Unix epoch to the end
+    /// of 9999 UTC (the last year an RFC 3339 time can name). Windows are checked against this where
+    /// they come in (flags, a recording, a baseline file), so the arithmetic on them (a window's
+    /// length added to a baseline, a step before a span) stays far inside what a time can hold.
+    pub fn is_supported(&self) -> bool {
+        let (first, last) = Self::SUPPORTED;
+        self.start >= first && self.end <= last && self.start <= self.end
+    }
+
+    /// The first and last supported times, for [`TimeRange::is_supported`] and its errors.
+    pub const SUPPORTED: (DateTime<Utc>, DateTime<Utc>) = (
+        DateTime::UNIX_EPOCH,
+        match DateTime::from_timestamp(253_402_300_799, 0) {
+            Some(t) => t,
+            None => DateTime::UNIX_EPOCH,
+        },
+    );
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -32,7 +32,11 @@ fn bad_flag_values_exit_2_naming_the_flag_and_the_fix() {
         (&["--timeout", "0s"], &["--timeout", "longer than zero"]),
         (&["--query-timeout", "-3s"], &["--query-timeout", "negative"]),
         (&["--concurrency", "0"], &["--concurrency", "1..=256"]),
-        (&["--window", "300000y"], &["--window", "before the year 0"]),
+        (&["--window", "300000y"], &["--window", "before 1970-01-01 UTC", "shorter --window"]),
+        // Far back, but still inside what a time can hold: the windows' arithmetic used to overflow.
+        (&["--window", "262000y", "--baseline", "1s"], &["--window", "before 1970-01-01 UTC"]),
+        (&["--window", "30m", "--baseline", "262000y"], &["--baseline", "before 1970-01-01 UTC"]),
+        (&["--at", "1969-12-31T23:50:00Z", "--window", "30m"], &["--window", "1969-12-31T23:50:00Z", "later --at"]),
         (&["--at", "2999-01-01T00:00:00Z"], &["--at", "in the future"]),
         (&["--at", "yesterday"], &["--at", "RFC 3339"]),
         (&["--at", "2026-13-45T00:00:00Z"], &["--at", "RFC 3339"]),

@@ -303,6 +303,24 @@ fn a_baseline_saved_by_an_earlier_scrape_is_compared_against() {
 }
 
 #[test]
+fn a_baseline_file_with_samples_outside_1970_to_9999_is_refused_naming_it() {
+    let spec = load_spec("slow-decode");
+    let (_, endpoints) = scenario_endpoints("slow-decode", last_indexes(&spec, 7));
+    let dir = tempfile::tempdir().unwrap();
+    // The earliest time a timestamp can name (this used to overflow the baseline's arithmetic and
+    // panic), one minute before 1970, and one that ends a second after 1970: its baseline, as long
+    // as the 3 s window, would start before it.
+    for (name, ts) in [("earliest.prom", "-8334601228800000"), ("1969.prom", "-60000"), ("1970.prom", "1000")] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("vllm:num_requests_running{{model_name=\"m\",instance=\"a:1\"}} 1 {ts}\n")).unwrap();
+        let (code, report, stderr) = explain_scrape(&endpoints, &["--baseline-from", path.to_str().unwrap()]);
+        assert_eq!(code, 2, "{name}: {stderr}");
+        assert!(report.is_null() && !stderr.contains("panicked"), "{name}: {stderr}");
+        assert!(stderr.contains(name) && stderr.contains("outside the times a diagnosis can be about"), "{name}: {stderr}");
+    }
+}
+
+#[test]
 fn scrape_flags_are_checked_before_anything_is_scraped() {
     for (args, want) in [
         (vec!["--scrape", "127.0.0.1:1", "--window", "1s", "--interval", "1s"], "two --interval"),
@@ -448,4 +466,55 @@ fn the_config_files_headers_stay_with_the_backend_when_headers_are_typed_for_a_s
         requests.iter().all(|h| !h.contains("x-api-key") && !h.contains("backend-key-5d1e")),
         "the backend's header went to the scrape target: {requests:#?}"
     );
+}
+
+/// A page that never ends, and a small gzip body that inflates past the cap, are failed scrapes
+/// that say why, not a run that eats the machine's memory (a mock: no real exporter sends either).
+#[test]
+fn a_page_that_never_ends_or_inflates_past_the_cap_is_a_failed_scrape() {
+    use std::io::{Read, Write};
+    // 40 MiB of one line repeated, gzip-compressed: about 40 KB on the wire.
+    let bomb = {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let line = "vllm:num_requests_running{model_name=\"m\"} 1\n".repeat(1 << 10);
+        for _ in 0..(40 << 20) / line.len() {
+            gz.write_all(line.as_bytes()).unwrap();
+        }
+        gz.finish().unwrap()
+    };
+    for (name, gzip) in [("endless", false), ("gzip bomb", true)] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let bomb = bomb.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { return };
+                let bomb = bomb.clone();
+                std::thread::spawn(move || {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
+                        head.push(byte[0]);
+                    }
+                    if gzip {
+                        let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", bomb.len());
+                        let _ = s.write_all(&bomb);
+                    } else {
+                        let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n");
+                        let line = "vllm:num_requests_running{model_name=\"m\"} 1\n".repeat(1 << 12);
+                        while s.write_all(line.as_bytes()).is_ok() {}
+                    }
+                });
+            }
+        });
+        let target = format!("127.0.0.1:{port}");
+        let r = common::run::run(&["explain", "--scrape", &target, "--window", "1s", "--interval", "500ms"], &[]);
+        assert_eq!(r.code, 3, "{name}: {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{name}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("no target could be scraped") && r.stderr.contains("larger than 32 MiB"),
+            "{name}: {}",
+            r.stderr
+        );
+    }
 }

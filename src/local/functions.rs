@@ -472,10 +472,16 @@ pub fn bucket_quantile(q: f64, buckets: &mut [(f64, f64)]) -> f64 {
     if q > 1.0 {
         return f64::INFINITY;
     }
+    // A NaN bound (`le="NaN"`, which a server or a scraped file can send) bounds nothing: it is
+    // left out. The total order puts NaNs at the ends, so what is left is one run in the middle
+    // (a comparator that is not a total order can panic the sort).
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let first = buckets.iter().position(|b| !b.0.is_nan()).unwrap_or(buckets.len());
+    let last = buckets.iter().rposition(|b| !b.0.is_nan()).map_or(first, |i| i + 1);
+    let buckets = &buckets[first..last];
     if buckets.is_empty() {
         return f64::NAN;
     }
-    buckets.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
     if buckets[buckets.len() - 1].0 != f64::INFINITY {
         return f64::NAN;
     }
@@ -643,6 +649,21 @@ mod tests {
         // unsorted input, duplicate bounds merged
         let v = bucket_quantile(0.5, &mut [(f64::INFINITY, 4.0), (1.0, 1.0), (1.0, 1.0)]);
         assert_eq!(v, 1.0);
+    }
+
+    #[test]
+    fn buckets_bounded_by_nan_are_left_out_and_do_not_panic_the_sort() {
+        // Over 20 buckets, a comparator that is not a total order panics the standard sort; a
+        // server or a scraped file can send le="NaN" (parse_go_float takes it) in any spelling.
+        let finite: Vec<(f64, f64)> = (1..=41).map(|i| (i as f64, i as f64)).chain([(f64::INFINITY, 41.0)]).collect();
+        let clean = bucket_quantile(0.5, &mut finite.clone());
+        let mut dirty = finite.clone();
+        for (i, nan) in [f64::NAN, -f64::NAN, f64::NAN, -f64::NAN, f64::NAN, f64::NAN, -f64::NAN, f64::NAN].into_iter().enumerate() {
+            dirty.insert(i * 5, (nan, 7.0));
+        }
+        assert_eq!(bucket_quantile(0.5, &mut dirty), clean);
+        // Nothing but NaN bounds: no quantile.
+        assert!(bucket_quantile(0.5, &mut vec![(f64::NAN, 1.0); 30]).is_nan());
     }
 
     #[test]

@@ -327,7 +327,7 @@ fn chart(view: &ReportView, e: &EvidenceView, severity: Severity, id: &str) -> O
     // Thresholds, labelled at the right; labels that would overlap are nudged apart.
     let mut taken: Vec<f64> = Vec::new();
     let mut sorted = limits.clone();
-    sorted.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal));
+    sorted.sort_by(|a, b| b.1.total_cmp(&a.1));
     for (label, value) in sorted {
         let yy = y(value);
         let _ = writeln!(s, "<line class=\"limit\" x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\"/>", W - RIGHT);

@@ -339,9 +339,24 @@ impl Settings {
         let end = parse_at(s.at.as_deref().unwrap_or("now"), now)?;
         let w = chrono::Duration::from_std(window).map_err(|_| Failure::Usage("--window is too long".into()))?;
         let o = chrono::Duration::from_std(offset).map_err(|_| Failure::Usage("--baseline is too long".into()))?;
-        let start = end.checked_sub_signed(w).ok_or_else(|| Failure::Usage("--window reaches before the year 0".into()))?;
-        let b_end = end.checked_sub_signed(o).ok_or_else(|| Failure::Usage("--baseline reaches before the year 0".into()))?;
-        let b_start = b_end.checked_sub_signed(w).ok_or_else(|| Failure::Usage("--baseline reaches before the year 0".into()))?;
+        // Both windows must start after the Unix epoch (TimeRange::is_supported); a start that
+        // does not fit in a time at all is just as far out.
+        let epoch = TimeRange::SUPPORTED.0;
+        let (at, since, len) = (
+            end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            epoch.format("%Y-%m-%d UTC"),
+            humantime::format_duration(window),
+        );
+        let window_error = || Failure::Usage(format!("--window {len} ending at {at} would start before {since}, where there are no metrics: give a shorter --window or a later --at"));
+        let baseline_error = || {
+            Failure::Usage(format!(
+                "--baseline {}: a {len} baseline that far before {at} would start before {since}, where there are no metrics: give a shorter --baseline or --window, or a later --at",
+                humantime::format_duration(offset)
+            ))
+        };
+        let start = end.checked_sub_signed(w).filter(|t| *t >= epoch).ok_or_else(window_error)?;
+        let b_end = end.checked_sub_signed(o).ok_or_else(baseline_error)?;
+        let b_start = b_end.checked_sub_signed(w).filter(|t| *t >= epoch).ok_or_else(baseline_error)?;
         let selector = Selector::parse(s.selector.as_deref().unwrap_or("")).map_err(|e| Failure::Usage(e.to_string()))?;
         let group_by: Vec<String> = s.group_by.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
         if group_by.is_empty() || !group_by.iter().all(|l| is_label_name(l)) {

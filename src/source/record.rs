@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use super::{Exchange, Request, Source, SourceError};
-use crate::report::RunParams;
+use crate::report::{RunParams, TimeRange};
 use crate::report::SourceInfo;
 
 /// The `format` field of every recording.
@@ -291,13 +291,21 @@ struct Head {
 }
 
 /// The recorded parameters must describe a run vllm-diag could have made: windows that go forward,
-/// a baseline as long as the window and not after it, at least one grouping label.
+/// a baseline as long as the window and not after it, both between 1970 and 9999, at least one
+/// grouping label.
 fn check_params(p: &RunParams) -> Result<(), String> {
     for (name, r) in [("params.window", &p.window), ("params.baseline", &p.baseline)] {
         if r.start >= r.end {
             return Err(format!(
                 "{name} starts at {} but ends at {}, which is not later",
                 r.start, r.end
+            ));
+        }
+        if !r.is_supported() {
+            let (first, last) = TimeRange::SUPPORTED;
+            return Err(format!(
+                "{name} runs from {} to {}, outside the times a diagnosis can be about ({} to {})",
+                r.start, r.end, first, last
             ));
         }
     }
@@ -643,6 +651,14 @@ mod tests {
             start: t(600),
             end: t(1200),
         };
+        // Forward and as long as each other, but where times cannot be added to without overflow.
+        let span = |start: chrono::DateTime<chrono::Utc>| TimeRange { start, end: start + chrono::Duration::minutes(30) };
+        let mut ancient = params();
+        ancient.window = span(chrono::DateTime::<chrono::Utc>::MIN_UTC + chrono::Duration::minutes(30));
+        ancient.baseline = span(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+        let mut far_future = params();
+        far_future.window = span(chrono::DateTime::<chrono::Utc>::MAX_UTC - chrono::Duration::minutes(30));
+        far_future.baseline = span(chrono::DateTime::<chrono::Utc>::MAX_UTC - chrono::Duration::minutes(60));
         let mut no_labels = params();
         no_labels.group_by = vec![];
         let mut bad_label = params();
@@ -651,6 +667,8 @@ mod tests {
             (backwards, "params.window"),
             (shorter, "params.baseline"),
             (later, "params.baseline"),
+            (ancient, "params.window"),
+            (far_future, "params.window"),
             (no_labels, "params.group_by"),
             (bad_label, "params.group_by"),
         ] {
