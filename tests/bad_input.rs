@@ -79,6 +79,35 @@ fn bad_flag_values_exit_2_naming_the_flag_and_the_fix() {
 }
 
 #[test]
+fn values_from_the_environment_or_the_file_are_named_where_they_were_given() {
+    // Nothing listens at this URL: each error must come before any request.
+    let url = "http://127.0.0.1:9";
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str, text: &str| write_file(dir.path(), name, text);
+    let token_file = write_file(dir.path(), "token", "T0KEN\u{1}VAL\n");
+    let far = config("far.toml", "window = \"300000y\"\n");
+    let replica = config("replica.toml", "\ngroup_by = [\"model_name\", \"instance\"]\n");
+    let env_token = config("token.toml", "[source]\nbearer_token = \"${TOK}\"\n");
+    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, Vec<String>)> = vec![
+        (vec!["explain", "--prometheus", url], vec![("VLLM_DIAG_BEARER_TOKEN", "T0KEN\nVAL")], vec!["$VLLM_DIAG_BEARER_TOKEN".into(), "control character".into()]),
+        (vec!["--config", path_arg(&env_token), "explain", "--prometheus", url], vec![("TOK", "T0KEN\u{7}VAL")], vec![format!("{}:2:", env_token.display()), "source.bearer_token".into()]),
+        (vec!["explain", "--prometheus", url, "--bearer-token-file", path_arg(&token_file)], vec![], vec![token_file.display().to_string(), "control character".into()]),
+        (vec!["explain"], vec![("VLLM_DIAG_PROMETHEUS_URL", "localhost:9090")], vec!["$VLLM_DIAG_PROMETHEUS_URL".into(), "no scheme".into()]),
+        (vec!["--config", path_arg(&far), "explain", "--prometheus", url], vec![], vec![format!("{}:1:", far.display()), "window".into(), "before 1970-01-01 UTC".into()]),
+        (vec!["--config", path_arg(&replica), "explain", "--prometheus", url], vec![], vec![format!("{}:2:", replica.display()), "group_by".into(), "--replica-label".into()]),
+        (vec!["explain", "--prometheus", url, "--at", ""], vec![], vec!["--at is empty".into()]),
+    ];
+    for (args, env, needles) in cases {
+        let r = common::run::run(&args, &env);
+        assert_eq!(r.code, 2, "{args:?} {env:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("panicked") && !r.stderr.contains("T0KEN"), "{args:?}: {}", r.stderr);
+        for n in &needles {
+            assert!(r.stderr.contains(n.as_str()), "{args:?} {env:?}: expected {n:?} in: {}", r.stderr);
+        }
+    }
+}
+
+#[test]
 fn a_window_longer_than_the_data_says_where_the_data_starts_and_one_before_it_says_there_is_none() {
     let (spec, prom) = start_scenario("kv-cache-pressure");
     let at = at_window_end(&spec);
@@ -131,6 +160,30 @@ fn a_window_longer_than_the_data_says_where_the_data_starts_and_one_before_it_sa
     for n in ["no vLLM metrics", &prom.url, "--at", "--window"] {
         assert!(r.stderr.contains(n), "expected {n:?} in {}", r.stderr);
     }
+}
+
+#[test]
+fn a_window_shorter_than_two_scrapes_is_no_pass_and_says_to_widen_it() {
+    // 30 s scrapes: a 15 s window (and its baseline) holds at most one sample of each series, so no
+    // rate can be taken. The incident in the data (a critical one) cannot be seen; the run used to
+    // pass --fail-on warning with exit 0.
+    let (spec, prom) = start_scenario("kv-cache-pressure");
+    let at = at_window_end(&spec);
+    let r = run(&explain_args(&prom.url, &at, &["--window", "15s", "--fail-on", "warning", "--format", "json"]));
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let report = r.json();
+    let core: Vec<&str> = report["coverage"]["core_not_evaluated"].as_array().map(|a| a.iter().filter_map(|v| v.as_str()).collect()).unwrap_or_default();
+    for rule in ["kv-cache-pressure", "slow-decode", "slow-prefill"] {
+        assert!(core.contains(&rule), "{rule} not among {core:?}");
+    }
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains("no rate could be taken for") && warnings.contains("ttft_p95") && warnings.contains("Widen --window"), "{warnings}");
+    // Two minutes hold four scrapes: the incident is found.
+    let r = run(&explain_args(&prom.url, &at, &["--window", "2m", "--fail-on", "warning", "--format", "json"]));
+    let report = r.json();
+    assert_eq!(r.code, 1, "{}: {:#}", r.stderr, report["findings"]);
+    assert_eq!(report["findings"][0]["rule"], "kv-cache-pressure", "{:#}", report["findings"]);
+    assert!(!report["warnings"].to_string().contains("no rate could be taken"), "{:#}", report["warnings"]);
 }
 
 #[test]

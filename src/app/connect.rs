@@ -39,7 +39,7 @@ pub(super) fn connect(s: &Settings) -> Result<PrometheusClient, Failure> {
     let opts = client_options(s, &s.source.prometheus, Peer::Backend)?;
     PrometheusClient::new(opts).map_err(|e| {
         let e = e.to_string();
-        Failure::Usage(if e.starts_with("--") { e } else { format!("--prometheus: {e}") })
+        Failure::Usage(if e.starts_with("--") { e } else { format!("{}: {e}", s.source.prometheus.origin.place("--prometheus", "source.prometheus")) })
     })
 }
 
@@ -75,6 +75,14 @@ fn client_options(s: &Settings, base_url: &str, peer: Peer) -> Result<ClientOpti
     // The secrets the settings hold (from the environment or the file's ${VAR}), where the auth
     // code looks for its environment variables.
     let token: Option<Secret> = peer.keep(&c.bearer_token);
+    if token.as_ref().is_some_and(|t| t.expose().trim().chars().any(char::is_control)) {
+        // A header cannot carry it; the HTTP client's own error would name neither the variable nor
+        // the file's line. The token itself is never shown.
+        return Err(Failure::Usage(format!(
+            "{}: the bearer token holds a line break or another control character, which an HTTP header cannot carry: set it to the token alone",
+            c.bearer_token.origin.place("$VLLM_DIAG_BEARER_TOKEN", "source.bearer_token")
+        )));
+    }
     let password: Option<Secret> = peer.keep(&c.basic_auth_password);
     let env = |k: &str| match k {
         ENV_BEARER_TOKEN => token.as_ref().map(|t| t.expose().to_string()),

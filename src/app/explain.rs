@@ -224,7 +224,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
                 eprintln!("vllm-diag: nothing could be evaluated, so this run gives no verdict (exit code 3); for example: {why}");
             } else if r.core_missing() {
                 eprintln!(
-                    "vllm-diag: the core checks {} could not be evaluated, so this run cannot pass (exit code 3 unless a finding reaches --fail-on); disable them in vllm-diag.toml if this fleet cannot have them",
+                    "vllm-diag: the core checks {} could not be evaluated, so this run cannot pass (exit code 3 unless a finding reaches --fail-on); the report says why (a metric this fleet cannot have: disable those checks in vllm-diag.toml)",
                     r.coverage.core_not_evaluated.join(", ")
                 );
             }

@@ -66,15 +66,46 @@ pub fn judge(rules: &RuleSet, table: &SignalTable, p: &RunParams) -> Judged {
     Judged { ranked: rank(rules, &p.group_by, judgements), scopes, evaluated, coverage }
 }
 
+/// Signals whose query succeeded over a metric in the data but came back with nothing for any scope,
+/// in either window, where nothing cannot mean "idle": a quantile keeps its observation count (zero
+/// for an idle model) and a counter's rate is zero. Empty everywhere, no rate could be taken: a
+/// window shorter than two samples of each series (rate() needs two), say `--window 15s` over 60 s
+/// scrapes. Means and ratios are left out (0/0 for an idle model is no value either), as are
+/// optional signals, whose absence means "none".
+pub fn unread(rules: &RuleSet, table: &SignalTable) -> Vec<String> {
+    use crate::signals::SignalKind;
+    table
+        .iter()
+        .filter(|(id, v)| {
+            let counted = match rules.signals.get(*id) {
+                Some(d) if d.optional => return false,
+                Some(d) => match d.kind {
+                    SignalKind::Quantile { .. } => true,
+                    SignalKind::Rate { .. } => false,
+                    _ => return false,
+                },
+                None => return false,
+            };
+            [&v.window, &v.baseline]
+                .iter()
+                .any(|w| matches!(w.availability, Availability::Ok) && w.values.is_empty() && (!counted || w.counts.is_empty()))
+        })
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
 /// How much of the pack gave a verdict, which rules decided through stand-ins, and which core
 /// rules could not be judged. A core rule counts as not judged only for a gap of the run (a metric
-/// missing from the data, a query that failed), not for a scope that merely had nothing to measure
-/// (an idle or new model), which would otherwise deny every fleet with one idle model its verdict.
+/// missing from the data, a query that failed, a signal no rate could be taken for: [`unread`]),
+/// not for a scope that merely had nothing to measure (an idle or new model), which would
+/// otherwise deny every fleet with one idle model its verdict.
 pub fn coverage(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement], any_data: bool, group_by: &[String]) -> Coverage {
     let base = |scope: &Scope| -> Scope { scope.iter().filter(|(k, _)| group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect() };
     let decided = |id: &str| any_data && judgements.iter().any(|j| j.rule == id && !matches!(j.outcome, Outcome::Unknown { .. }));
+    let unread = unread(rules, table);
     let gap = |sig: &String| {
-        table.get(sig).is_some_and(|v| [&v.window.availability, &v.baseline.availability].iter().any(|a| !matches!(a, Availability::Ok)))
+        unread.contains(sig)
+            || table.get(sig).is_some_and(|v| [&v.window.availability, &v.baseline.availability].iter().any(|a| !matches!(a, Availability::Ok)))
     };
     let condition_signals = |r: &RuleDef| -> Vec<String> {
         r.when.iter().chain(r.stand_in.iter().flat_map(|s| &s.when)).flat_map(|c| c.expr.comparisons()).map(|c| c.signal.clone()).collect()

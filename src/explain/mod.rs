@@ -151,6 +151,14 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let labels = assemble::fleet_labels(&disc_plan.labels, &answers, &disc.window_names, p, &mut warnings);
     let (table, names_used) = assemble::signal_table(&signal_plan, &answers, &p.group_by, &mut warnings);
     let judge::Judged { mut ranked, scopes, evaluated, coverage } = judge::judge(rules, &table, p);
+    let unread = judge::unread(rules, &table);
+    if !unread.is_empty() {
+        warnings.push(format!(
+            "no rate could be taken for {} although the metrics are in the data and the queries succeeded: the {} window (or the baseline) probably holds fewer than two samples of each series, and rate() needs two. Widen --window to at least four scrape intervals",
+            unread.join(", "),
+            humantime::format_duration(p.window.duration())
+        ));
+    }
 
     // Follow up on the findings in one more round trip.
     let follow_ups = follow_up::plan(&ranked.findings, rules, &signal_plan, &opts.selector, p, &disc.window_names);
@@ -306,5 +314,37 @@ mod tests {
         let none = judge::coverage(&rules, &table, &judgements, false, &by);
         assert_eq!(none.evaluated, 0);
         assert_eq!(none.core_not_evaluated.len(), 5);
+    }
+
+    #[test]
+    fn latency_no_model_has_an_observation_count_for_is_a_gap_and_an_idle_fleets_is_not() {
+        // `--window 15s` over 60 s scrapes: the queries succeed, but no rate can be taken, so the
+        // quantiles and rates come back with nothing at all. An idle fleet's come back with zero
+        // observations and a zero rate.
+        use crate::rules::eval::WindowValues;
+        let rules = crate::rules::load_builtin().unwrap();
+        let by = vec!["model_name".to_string()];
+        let nothing = WindowValues::unavailable(Availability::Ok);
+        let zero_observations = WindowValues { counts: [(scope("m"), 0.0)].into_iter().collect(), ..nothing.clone() };
+        let zero_rate = WindowValues { values: [(scope("m"), 0.0)].into_iter().collect(), ..nothing.clone() };
+        let table_of = |quantiles: &WindowValues, rate: &WindowValues| {
+            let mut t = SignalTable::new();
+            for sig in ["ttft_p95", "queue_p95", "itl_p95"] {
+                t.insert(sig.into(), SignalValues { window: quantiles.clone(), baseline: quantiles.clone() });
+            }
+            t.insert("generation_tokens_rate".into(), SignalValues { window: rate.clone(), baseline: rate.clone() });
+            t
+        };
+        let judgements = vec![Judgement { rule: "slow-decode".into(), scope: scope("m"), outcome: Outcome::Unknown { reasons: vec!["no data for itl_p95 in the window".into()] } }];
+
+        let short = table_of(&nothing, &nothing);
+        assert_eq!(judge::unread(&rules, &short), vec!["generation_tokens_rate", "itl_p95", "queue_p95", "ttft_p95"]);
+        assert_eq!(judge::coverage(&rules, &short, &judgements, true, &by).core_not_evaluated, vec!["slow-decode"]);
+        // Only the rate unread is enough: slow-decode reads it too.
+        assert_eq!(judge::coverage(&rules, &table_of(&zero_observations, &nothing), &judgements, true, &by).core_not_evaluated, vec!["slow-decode"]);
+
+        let idle = table_of(&zero_observations, &zero_rate);
+        assert!(judge::unread(&rules, &idle).is_empty());
+        assert!(judge::coverage(&rules, &idle, &judgements, true, &by).core_not_evaluated.is_empty());
     }
 }

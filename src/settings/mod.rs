@@ -84,6 +84,18 @@ impl Origin {
     pub fn is_file(&self) -> bool {
         matches!(self, Origin::File { .. })
     }
+
+    /// Where a bad value was given, for the start of an error: the flag as typed (`--window`), the
+    /// variable (`$VLLM_DIAG_PROMETHEUS_URL`), or the file's line and column with its key
+    /// (`./vllm-diag.toml:3:10: window`). A default is named by its flag.
+    pub fn place(&self, flag: &str, key: &str) -> String {
+        match self {
+            Origin::Flag(f) => f.to_string(),
+            Origin::Env(v) => format!("${v}"),
+            Origin::File { path, line, column, .. } => format!("{}:{line}:{column}: {key}", path.display()),
+            Origin::Default => flag.to_string(),
+        }
+    }
 }
 
 /// A value and where it came from.
@@ -337,8 +349,11 @@ impl Settings {
         let window = s.window.unwrap_or(DEFAULT_WINDOW);
         let offset = s.baseline.unwrap_or(window);
         let end = parse_at(s.at.as_deref().unwrap_or("now"), now)?;
-        let w = chrono::Duration::from_std(window).map_err(|_| Failure::Usage("--window is too long".into()))?;
-        let o = chrono::Duration::from_std(offset).map_err(|_| Failure::Usage("--baseline is too long".into()))?;
+        // Each error names where its value was given: the flag, or the file's line.
+        let (wp, bp) = (s.window.origin.place("--window", "window"), s.baseline.origin.place("--baseline", "baseline"));
+        let (gp, rp) = (s.group_by.origin.place("--group-by", "group_by"), s.replica_label.origin.place("--replica-label", "replica_label"));
+        let w = chrono::Duration::from_std(window).map_err(|_| Failure::Usage(format!("{wp} is too long")))?;
+        let o = chrono::Duration::from_std(offset).map_err(|_| Failure::Usage(format!("{bp} is too long")))?;
         // Both windows must start after the Unix epoch (TimeRange::is_supported); a start that
         // does not fit in a time at all is just as far out.
         let epoch = TimeRange::SUPPORTED.0;
@@ -347,10 +362,10 @@ impl Settings {
             epoch.format("%Y-%m-%d UTC"),
             humantime::format_duration(window),
         );
-        let window_error = || Failure::Usage(format!("--window {len} ending at {at} would start before {since}, where there are no metrics: give a shorter --window or a later --at"));
+        let window_error = || Failure::Usage(format!("{wp} {len} ending at {at} would start before {since}, where there are no metrics: give a shorter --window or a later --at"));
         let baseline_error = || {
             Failure::Usage(format!(
-                "--baseline {}: a {len} baseline that far before {at} would start before {since}, where there are no metrics: give a shorter --baseline or --window, or a later --at",
+                "{bp} {}: a {len} baseline that far before {at} would start before {since}, where there are no metrics: give a shorter --baseline or --window, or a later --at",
                 humantime::format_duration(offset)
             ))
         };
@@ -361,17 +376,18 @@ impl Settings {
         let group_by: Vec<String> = s.group_by.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
         if group_by.is_empty() || !group_by.iter().all(|l| is_label_name(l)) {
             return Err(Failure::Usage(format!(
-                "--group-by {:?}: give one or more label names separated by commas, e.g. model_name or model_name,namespace",
+                "{gp} {:?}: give one or more label names separated by commas, e.g. model_name or model_name,namespace",
                 s.group_by.value
             )));
         }
         let replica_label = s.replica_label.trim().to_string();
         if !is_replica_label(&replica_label) {
-            return Err(Failure::Usage(format!("--replica-label {:?}: give one label name, e.g. instance or pod", s.replica_label.value)));
+            return Err(Failure::Usage(format!("{rp} {:?}: give one label name, e.g. instance or pod", s.replica_label.value)));
         }
         if group_by.contains(&replica_label) {
             return Err(Failure::Usage(format!(
-                "--replica-label {replica_label} is also in --group-by: findings would be per replica already, with nothing left to tell replicas apart. Drop it from one of them"
+                "{rp} {replica_label} is also in {gp} ({}): findings would be per replica already, with nothing left to tell replicas apart. Drop it from one of them",
+                group_by.join(",")
             )));
         }
         Ok((
@@ -433,8 +449,12 @@ impl RuleSettings {
 /// Resolve the window end: `now` or an RFC 3339 time, not in the future.
 pub fn parse_at(at: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Failure> {
     let t = at.trim();
-    if t.is_empty() || t.eq_ignore_ascii_case("now") {
+    if t.eq_ignore_ascii_case("now") {
         return Ok(now);
+    }
+    if t.is_empty() {
+        // `--at "$UNSET"` in a CI script: not "now", which would diagnose the wrong window.
+        return Err(Failure::Usage("--at is empty: write an RFC 3339 time such as 2026-01-15T09:30:00Z, or \"now\"".into()));
     }
     let parsed = DateTime::parse_from_rfc3339(t)
         .map(|d| d.with_timezone(&Utc))

@@ -100,6 +100,12 @@ pub fn apply(
                 path.display()
             )));
         }
+        if token.expose().chars().any(char::is_control) {
+            return Err(AuthError(format!(
+                "--bearer-token-file {}: the token holds a control character, which an HTTP header cannot carry; put only the token in it",
+                path.display()
+            )));
+        }
         opts.bearer_token = Some(token);
     } else if opts.basic_auth.is_none() && !url_has_credentials(&opts.base_url) {
         if let Some(token) = env_value(ENV_BEARER_TOKEN) {

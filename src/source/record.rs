@@ -225,9 +225,11 @@ impl Replay {
             };
             answers.entry(stored.request).or_insert(outcome);
         }
+        // Recordings store the URL without credentials; one edited by hand may not.
+        let source = SourceInfo { url: crate::prom::strip_credentials(&file.source.url), ..file.source };
         let replay = Replay {
             file: path.display().to_string(),
-            source: file.source,
+            source,
             answers,
         };
         Ok((replay, file.params))
@@ -614,6 +616,21 @@ mod tests {
         });
         std::fs::write(&path, file.to_string()).expect("write");
         assert!(matches!(Replay::open(&path), Err(RecordError::Format { .. })));
+    }
+
+    #[test]
+    fn credentials_in_a_hand_edited_recordings_url_are_never_shown() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("edited.json");
+        let source = SourceInfo { url: "http://u:S3CRETPW@prom:9090/x?token=T0KEN".into(), ..Fake.info() };
+        let file = serde_json::json!({
+            "format": FORMAT, "version": 1, "tool_version": "0.1.0", "params": params(),
+            "source": source, "exchanges": []
+        });
+        std::fs::write(&path, file.to_string()).expect("write");
+        let (replay, _) = Replay::open(&path).expect("a readable recording");
+        let url = replay.info().url;
+        assert!(!url.contains("S3CRETPW") && !url.contains("T0KEN") && url.contains("prom:9090"), "{url}");
     }
 
     #[test]
