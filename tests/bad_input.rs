@@ -88,7 +88,9 @@ fn values_from_the_environment_or_the_file_are_named_where_they_were_given() {
     let far = config("far.toml", "window = \"300000y\"\n");
     let replica = config("replica.toml", "\ngroup_by = [\"model_name\", \"instance\"]\n");
     let env_token = config("token.toml", "[source]\nbearer_token = \"${TOK}\"\n");
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, Vec<String>)> = vec![
+    // (arguments, environment, what the error must say)
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, Vec<String>);
+    let cases: Vec<Case> = vec![
         (vec!["explain", "--prometheus", url], vec![("VLLM_DIAG_BEARER_TOKEN", "T0KEN\nVAL")], vec!["$VLLM_DIAG_BEARER_TOKEN".into(), "control character".into()]),
         (vec!["--config", path_arg(&env_token), "explain", "--prometheus", url], vec![("TOK", "T0KEN\u{7}VAL")], vec![format!("{}:2:", env_token.display()), "source.bearer_token".into()]),
         (vec!["explain", "--prometheus", url, "--bearer-token-file", path_arg(&token_file)], vec![], vec![token_file.display().to_string(), "control character".into()]),
