@@ -609,6 +609,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     if d.is_zero() {
         return Err("must be longer than zero".into());
     }
+    if d > crate::units::MAX_DURATION {
+        return Err("must be at most 100 years".into());
+    }
     Ok(d)
 }
 
@@ -628,6 +631,9 @@ mod tests {
         assert!(parse_duration("0s").unwrap_err().contains("longer than zero"));
         assert!(parse_duration("-5m").is_err());
         assert!(parse_duration("soon").is_err());
+        // Beyond what Prometheus takes as a timeout or a range (and any window with data).
+        assert!(parse_duration("100y").is_ok());
+        assert!(parse_duration("99999999999d").unwrap_err().contains("at most 100 years"));
     }
 
     fn explain_settings(argv: &[&str]) -> Settings {

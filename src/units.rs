@@ -1,5 +1,10 @@
 //! Numbers for people: quantities with units, and values formatted in their units.
 
+/// The longest duration any flag or setting takes (a window, a timeout, an interval): 100 years of
+/// 365.25 days. Windows must start after 1970 anyway, and Prometheus refuses a timeout or a range
+/// past about 292 years; a value beyond this is a typo, refused where it is given.
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(100 * 36_525 * 864);
+
 /// Scale a number written with a unit suffix to the base unit: `ms`, `s`, `m`, `h` to seconds, `%` to
 /// a ratio, no suffix as it is. `None` for any other suffix.
 pub fn scale_quantity(value: f64, unit: &str) -> Option<f64> {

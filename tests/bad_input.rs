@@ -32,10 +32,13 @@ fn bad_flag_values_exit_2_naming_the_flag_and_the_fix() {
         (&["--timeout", "0s"], &["--timeout", "longer than zero"]),
         (&["--query-timeout", "-3s"], &["--query-timeout", "negative"]),
         (&["--concurrency", "0"], &["--concurrency", "1..=256"]),
-        (&["--window", "300000y"], &["--window", "before 1970-01-01 UTC", "shorter --window"]),
-        // Far back, but still inside what a time can hold: the windows' arithmetic used to overflow.
-        (&["--window", "262000y", "--baseline", "1s"], &["--window", "before 1970-01-01 UTC"]),
-        (&["--window", "30m", "--baseline", "262000y"], &["--baseline", "before 1970-01-01 UTC"]),
+        // Beyond any window or timeout (far enough back, these overflowed the windows' arithmetic).
+        (&["--window", "300000y"], &["--window", "at most 100 years"]),
+        (&["--window", "262000y", "--baseline", "1s"], &["--window", "at most 100 years"]),
+        (&["--query-timeout", "99999999999d"], &["--query-timeout", "at most 100 years"]),
+        // Windows that would start before there were any metrics.
+        (&["--window", "60y"], &["--window", "before 1970-01-01 UTC", "shorter --window"]),
+        (&["--window", "30m", "--baseline", "60y"], &["--baseline", "before 1970-01-01 UTC"]),
         (&["--at", "1969-12-31T23:50:00Z", "--window", "30m"], &["--window", "1969-12-31T23:50:00Z", "later --at"]),
         (&["--at", "2999-01-01T00:00:00Z"], &["--at", "in the future"]),
         (&["--at", "yesterday"], &["--at", "RFC 3339"]),
@@ -85,7 +88,7 @@ fn values_from_the_environment_or_the_file_are_named_where_they_were_given() {
     let dir = tempfile::tempdir().unwrap();
     let config = |name: &str, text: &str| write_file(dir.path(), name, text);
     let token_file = write_file(dir.path(), "token", "T0KEN\u{1}VAL\n");
-    let far = config("far.toml", "window = \"300000y\"\n");
+    let far = config("far.toml", "window = \"60y\"\n");
     let replica = config("replica.toml", "\ngroup_by = [\"model_name\", \"instance\"]\n");
     let env_token = config("token.toml", "[source]\nbearer_token = \"${TOK}\"\n");
     // (arguments, environment, what the error must say)

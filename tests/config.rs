@@ -162,6 +162,8 @@ fn unknown_keys_and_bad_values_are_errors_with_file_and_line() {
         ("\n\nprofile = \"turbo\"\n", "no such profile", 3),
         ("[thresholds]\nttft_p95_hihg = \"2s\"\n", "no such threshold", 2),
         ("window = 30\n", "window", 1),
+        ("[rules]\ndir = \"r\"\nenabled = []\n", "rules.enabled is empty", 3),
+        ("\nbaseline = \"99999999999d\"\n", "at most 100 years", 2),
     ] {
         s.write("vllm-diag.toml", text);
         let r = s.run(&["config", "show"], &[]);
@@ -172,6 +174,16 @@ fn unknown_keys_and_bad_values_are_errors_with_file_and_line() {
             r.stderr
         );
     }
+}
+
+#[test]
+fn config_show_marks_a_file_the_configuration_names_that_does_not_exist_and_fails_like_explain() {
+    let s = Sandbox::new();
+    s.write("vllm-diag.toml", "[source]\nprometheus = \"http://p:9090\"\nca_file = \"/nonexistent/ca.pem\"\n");
+    let r = s.run(&["config", "show"], &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stdout.contains("/nonexistent/ca.pem (DOES NOT EXIST)"), "{}", r.stdout);
+    assert!(r.stderr.contains("./vllm-diag.toml:3:") && r.stderr.contains("does not exist"), "{}", r.stderr);
 }
 
 #[test]

@@ -570,6 +570,41 @@ fn settings_that_do_not_apply_or_secrets_that_do_not_read_stop_serve_with_exit_2
     }
 }
 
+#[test]
+fn bad_connection_settings_stop_serve_with_exit_2_before_it_listens() {
+    for (extra, expected) in [
+        (vec!["--prometheus", "localhost:9090"], "no scheme"),
+        (vec!["--header", "bad"], "--header #1"),
+        (vec!["--tenant", "a||b"], "--tenant"),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vllm-diag"))
+            .args(["serve", "--no-config", "--listen", "127.0.0.1:0"])
+            .args(&extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run vllm-diag");
+        // It used to start serving and fail each notification instead: stop it if it does.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut stderr).expect("read stderr");
+        assert_eq!(status.and_then(|s| s.code()), Some(2), "{extra:?}: still serving, or another exit: {stderr}");
+        assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+    }
+}
+
 /// The whole way, with real components only: a real Prometheus evaluates the rules `vllm-diag rules
 /// export` wrote over an incident that is happening now, sends the firing alert to a real
 /// Alertmanager, which routes it to `vllm-diag serve`, whose ranked diagnosis reaches the receiver.

@@ -39,6 +39,8 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Config(ConfigCommand::Show(args)) => {
             let settings: Settings = build(args.into_settings(), &lookup, Mode::Show)?;
             write_stdout(&crate::settings::show(&settings))?;
+            // Shown, marked DOES NOT EXIST; then an error, as explain would give (exit 2).
+            crate::settings::missing_path(&settings)?;
             Ok(exit::OK)
         }
         Command::Completions { shell } => {

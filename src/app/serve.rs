@@ -16,13 +16,16 @@ use crate::source::prometheus::Secret;
 
 pub(super) fn run_serve(s: Settings, args: ServiceArgs) -> Result<u8, Failure> {
     refuse_what_does_not_apply(&s)?;
-    // Checked once before serving, so a bad selector, grouping or rule file stops here rather than
-    // failing every notification.
+    // Checked once before serving, so a bad selector, grouping, rule file or connection setting
+    // stops here rather than failing every notification.
     let (params, user_selector) = s.run_params(chrono::Utc::now())?;
     let mut rules = crate::rules::load_with_overrides(s.rules.dir.as_deref())?;
     if let Some(profile) = s.rules.profile.as_deref() {
         rules.apply_profile(profile).map_err(Failure::Usage)?;
     }
+    // The connection settings too (URL, credentials, headers, tenants, TLS files): a client is
+    // built once here and dropped; each diagnosis builds its own.
+    drop(super::connect::connect(&s)?);
     let config = Config {
         listen: args.listen.clone(),
         webhook: args.webhook_url.as_deref().map(webhook_target).transpose()?,

@@ -144,6 +144,8 @@ pub struct RuleSet {
 pub struct Profile {
     pub description: String,
     pub thresholds: BTreeMap<String, f64>,
+    /// Where each threshold was set (file, line, column), for errors found once all files are in.
+    pub origins: BTreeMap<String, (String, usize, usize)>,
 }
 
 impl RuleSet {
@@ -239,7 +241,12 @@ fn valid_id(id: &str, allow_underscore: bool) -> bool {
         && id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (allow_underscore && c == '_'))
 }
 
-/// Parse one file's text into the set (adding or overriding by id).
+/// The line of an `origin` (`file:line`) when it is in `file`.
+fn defined_in(origin: &str, file: &str) -> Option<usize> {
+    origin.rsplit_once(':').filter(|(f, _)| *f == file).and_then(|(_, line)| line.parse().ok())
+}
+
+/// Parse one file's text into the set (adding or overriding by id; twice in one file is an error).
 pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleError> {
     let lines = crate::text::LineIndex::new(src);
     let err_at = |byte: usize, message: String| {
@@ -273,6 +280,8 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             }
             let v = value_of(name, value)?;
             entry.thresholds.insert(name.clone(), v);
+            let (line, column) = lines.line_col(value.span().start);
+            entry.origins.insert(name.clone(), (file.to_string(), line, column));
         }
     }
 
@@ -299,6 +308,9 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             ),
         };
         let (line, _) = lines.line_col(at);
+        if let Some(twice) = set.signals.get(&s.id).and_then(|d| defined_in(&d.origin, file)) {
+            return Err(err_at(at, format!("signal {} is defined twice in this file (first at line {twice}): give one of them another id", s.id)));
+        }
         set.signals.insert(
             s.id.clone(),
             SignalDef {
@@ -366,6 +378,11 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             core: r.core,
             origin: format!("{file}:{line}"),
         };
+        // A rule of the same id from another file (a built-in one) is replaced; twice in one file
+        // is a mistake, and the last one would win silently.
+        if let Some(twice) = set.rules.iter().find(|x| x.id == def.id).and_then(|x| defined_in(&x.origin, file)) {
+            return Err(err_at(at, format!("rule {} is defined twice in this file (first at line {twice}): give one of them another id", def.id)));
+        }
         match set.rules.iter_mut().find(|x| x.id == def.id) {
             Some(existing) => *existing = def,
             None => set.rules.push(def),
@@ -433,11 +450,12 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
 pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
     for (name, p) in &set.profiles {
         if let Some(unknown) = p.thresholds.keys().find(|k| !set.thresholds.contains_key(*k)) {
+            let (file, line, column) = p.origins.get(unknown).cloned().unwrap_or_else(|| ("profiles".into(), 0, 0));
             return Err(RuleError {
-                file: "profiles".into(),
-                line: 0,
-                column: 0,
-                message: format!("profile {name} sets {unknown}, which no [thresholds] table defines"),
+                file,
+                line,
+                column,
+                message: format!("profile {name} sets {unknown}, which no [thresholds] table defines: check the name against the built-in rules/thresholds.toml, or define it under [thresholds]"),
             });
         }
     }
@@ -607,5 +625,27 @@ mod tests {
         assert_eq!(set.rules.len(), n);
         assert_eq!(set.rule("slow-decode").unwrap().title, "Mine");
         assert_eq!(set.rule("slow-decode").unwrap().origin, "mine.toml:1");
+    }
+
+    #[test]
+    fn a_rule_or_signal_defined_twice_in_one_file_is_an_error_at_the_second() {
+        let rule = |id: &str| format!("[[rule]]\nid = \"{id}\"\ntitle = \"T\"\nseverity = \"info\"\nsummary = \"s\"\nwhen = [\"itl_p95 > 1s\"]\n");
+        let mut set = load_builtin().unwrap();
+        let e = load_str(&mut set, "mine.toml", &format!("{}\n{}", rule("mine"), rule("mine"))).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("mine.toml", 8), "{e}");
+        assert!(e.message.contains("rule mine is defined twice in this file (first at line 1)"), "{e}");
+        let signal = "[[signal]]\nid = \"s\"\ntitle = \"S\"\nunit = \"seconds\"\nkind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]\n";
+        let e = load_str(&mut RuleSet::default(), "sig.toml", &format!("{signal}{signal}")).unwrap_err();
+        assert_eq!(e.line, 8, "{e}");
+        assert!(e.message.contains("signal s is defined twice"), "{e}");
+    }
+
+    #[test]
+    fn a_profile_setting_an_unknown_threshold_is_an_error_at_its_line() {
+        let mut set = load_builtin().unwrap();
+        load_str(&mut set, "rd/mine.toml", "# mine\n[profile.chat]\nnope = \"1s\"\n").unwrap();
+        let e = validate(&set).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line, e.column), ("rd/mine.toml", 3, 8), "{e}");
+        assert!(e.message.contains("profile chat sets nope"), "{e}");
     }
 }

@@ -123,7 +123,7 @@ struct RawLinks {
 #[serde(deny_unknown_fields)]
 struct RawRules {
     dir: Option<Spanned<String>>,
-    enabled: Option<Vec<Spanned<String>>>,
+    enabled: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     disabled: Vec<Spanned<String>>,
 }
@@ -237,6 +237,9 @@ impl Reader<'_> {
             .map_err(|e| at(&self.shown, &item, format!("{key} {:?}: {e} (write e.g. 30m, 2h, 1d)", item.value)))?;
         if d.is_zero() {
             return Err(at(&self.shown, &item, format!("{key}: must be longer than zero")));
+        }
+        if d > crate::units::MAX_DURATION {
+            return Err(at(&self.shown, &item, format!("{key}: must be at most 100 years")));
         }
         Ok(Some(Item { value: d, line: item.line, column: item.column, vars: item.vars }))
     }
@@ -465,7 +468,11 @@ fn parse_rules(r: &Reader, rules: &RawRules) -> Result<RuleLists, ConfigError> {
     let rules_dir = r.path_item("rules.dir", &rules.dir)?;
     let ids = |key: &str, list: &[Spanned<String>]| -> Result<Vec<Item<String>>, ConfigError> { list.iter().map(|s| r.string(key, s)).collect() };
     if let Some(list) = &rules.enabled {
-        rules_enabled = Some(ids("rules.enabled", list)?);
+        if list.get_ref().is_empty() {
+            // Every rule off would read as "nothing could be evaluated", blaming the data.
+            return Err(r.invalid(list.span().start, "rules.enabled is empty, which turns every rule off: list the rules to run, or remove the key to run them all".into()));
+        }
+        rules_enabled = Some(ids("rules.enabled", list.get_ref())?);
     }
     let rules_disabled = ids("rules.disabled", &rules.disabled)?;
     for d in &rules_disabled {
@@ -650,6 +657,7 @@ mod tests {
         for (text, needle, line) in [
             ("window = \"soon\"\n", "window \"soon\"", 1),
             ("\nbaseline = \"0s\"\n", "longer than zero", 2),
+            ("\n\nbaseline = \"1y1000000000000d\"\n", "baseline: must be at most 100 years", 3),
             ("selector = 'namespace=prod'\n", "selector", 1),
             ("group_by = [\"model name\"]\n", "group_by", 1),
             ("group_by = 3\n", "group_by", 1),
@@ -659,6 +667,7 @@ mod tests {
             ("[source]\ntenant = \"a||b\"\n", "source.tenant", 2),
             ("[thresholds]\nttft_p95_high = \"fast\"\n", "thresholds.ttft_p95_high", 2),
             ("[rules]\nenabled = [\"slow-decode\"]\ndisabled = [\"slow-decode\"]\n", "also in rules.enabled", 3),
+            ("[rules]\ndir = \"r\"\n\nenabled = []\n", "rules.enabled is empty", 4),
             ("[source]\nbearer_token_file = \"t\"\nbasic_auth_user = \"u\"\n", "a server takes one", 2),
         ] {
             let e = error_of(text, &[]);

@@ -208,17 +208,22 @@ fn merge_rules(s: &mut Settings, file: Option<&ConfigFile>) -> Result<(), Config
 }
 
 /// Paths the file names must exist when they are used, reported against the file's line (`config
-/// show` lists them as missing instead).
+/// show` prints them marked as missing first, then fails the same way: [`missing_path`]).
 fn check_paths(s: &Settings, file: Option<&ConfigFile>, mode: Mode) -> Result<(), ConfigError> {
-    let Some(f) = file else { return Ok(()) };
-    if mode == Mode::Show {
+    if file.is_none() || mode == Mode::Show {
         return Ok(());
     }
+    missing_path(s)
+}
+
+/// The first file the configuration file names that does not exist, as an error at its line.
+pub fn missing_path(s: &Settings) -> Result<(), ConfigError> {
+    let Some((path, _)) = &s.file.read else { return Ok(()) };
     for (key, setting) in file_paths(s) {
         if let (Some(p), Origin::File { line, column, .. }) = (setting.value.as_ref(), &setting.origin) {
             if !p.exists() {
                 return Err(ConfigError::Invalid {
-                    path: f.path.display().to_string(),
+                    path: path.display().to_string(),
                     line: *line,
                     column: *column,
                     message: format!("{key}: {} does not exist (relative paths are read from the file's directory)", p.display()),
