@@ -240,6 +240,10 @@ fn check_refuses_what_would_change_its_meaning_with_exit_2() {
         (vec!["check", "--prometheus", "http://127.0.0.1:9"], "--since"),
         (vec!["check", "--since", "yesterday-ish", "--prometheus", "http://127.0.0.1:9"], "--since"),
         (vec!["check", "--since", "10s", "--prometheus", "http://127.0.0.1:9"], "wait a few minutes"),
+        // Since before there were metrics: the deploy window itself, or its baseline just before it
+        // (these reached Prometheus, which refused the years before 0 with HTTP 400: exit 3).
+        (vec!["check", "--since", "3000y", "--prometheus", "http://127.0.0.1:9"], "before 1970-01-01 UTC"),
+        (vec!["check", "--since", "40y", "--prometheus", "http://127.0.0.1:9"], "shorter --since"),
         (vec!["check", "--since", "20m", "--window", "1h", "--prometheus", "http://127.0.0.1:9"], "--since"),
         (vec!["check", "--since", "20m", "--replay", kv.as_str()], "--replay"),
         (vec!["check", "--since", "10m", "--scrape", "127.0.0.1:1"], "needs stored history"),

@@ -362,12 +362,23 @@ impl Settings {
             epoch.format("%Y-%m-%d UTC"),
             humantime::format_duration(window),
         );
-        let window_error = || Failure::Usage(format!("{wp} {len} ending at {at} would start before {since}, where there are no metrics: give a shorter --window or a later --at"));
+        // The flag that sets the length: --window, or --since for check.
+        let wflag = match &s.window.origin {
+            Origin::Flag(f) => *f,
+            _ => "--window",
+        };
+        let window_error = || Failure::Usage(format!("{wp} {len} ending at {at} would start before {since}, where there are no metrics: give a shorter {wflag} or a later --at"));
         let baseline_error = || {
-            Failure::Usage(format!(
-                "{bp} {}: a {len} baseline that far before {at} would start before {since}, where there are no metrics: give a shorter --baseline or --window, or a later --at",
-                humantime::format_duration(offset)
-            ))
+            Failure::Usage(match s.baseline.is_some() {
+                true => format!(
+                    "{bp} {}: a {len} baseline that far before {at} would start before {since}, where there are no metrics: give a shorter --baseline or --window, or a later --at",
+                    humantime::format_duration(offset)
+                ),
+                // The baseline defaults to the window just before: the window's length decides.
+                false => format!(
+                    "{wp} {len} ending at {at}: the baseline, as long and just before it, would start before {since}, where there are no metrics: give a shorter {wflag} or a later --at"
+                ),
+            })
         };
         let start = end.checked_sub_signed(w).filter(|t| *t >= epoch).ok_or_else(window_error)?;
         let b_end = end.checked_sub_signed(o).ok_or_else(baseline_error)?;
