@@ -28,14 +28,14 @@ pub fn deploy_time(since: &str, end: DateTime<Utc>) -> Result<DateTime<Utc>, Fai
     let s = since.trim();
     let deploy = match DateTime::parse_from_rfc3339(s) {
         Ok(t) => t.with_timezone(&Utc),
-        Err(time_err) => match humantime::parse_duration(s) {
+        Err(time_err) => match crate::units::parse_duration(s) {
             Ok(d) => {
                 let d = chrono::Duration::from_std(d).map_err(|_| Failure::Usage(format!("--since {s}: that is too long ago")))?;
                 end.checked_sub_signed(d).ok_or_else(|| Failure::Usage(format!("--since {s}: that is too long ago")))?
             }
-            Err(_) => {
+            Err(duration_err) => {
                 return Err(Failure::Usage(format!(
-                    "--since {s:?}: neither an RFC 3339 time ({time_err}) nor a duration. Write the deploy time \
+                    "--since {s:?}: neither an RFC 3339 time ({time_err}) nor a duration ({duration_err}). Write the deploy time \
                      (2026-01-15T09:00:00Z) or how long ago it was (20m, 1h)"
                 )))
             }

@@ -5,6 +5,28 @@
 /// past about 292 years; a value beyond this is a typo, refused where it is given.
 pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(100 * 36_525 * 864);
 
+/// A duration as people type it for a window, a timeout or an interval (`30m`, `2h`, `1h30m`,
+/// `90s`): longer than zero, at most [`MAX_DURATION`]. The error says what is wrong, for the caller
+/// to put after the flag or the file's line. Months (`M`) are refused: `30M` is 30 months in this
+/// syntax, and nobody who types it means that (PromQL has no months either).
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    if t.starts_with('-') {
+        return Err("a duration cannot be negative (write e.g. 30m, 2h, 90s)".into());
+    }
+    if t.contains('M') {
+        return Err("M means months here; write m for minutes (30m), or days (90d)".into());
+    }
+    let d = humantime::parse_duration(t).map_err(|e| format!("{e} (write e.g. 30m, 2h, 90s)"))?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    if d > MAX_DURATION {
+        return Err("must be at most 100 years".into());
+    }
+    Ok(d)
+}
+
 /// Scale a number written with a unit suffix to the base unit: `ms`, `s`, `m`, `h` to seconds, `%` to
 /// a ratio, no suffix as it is. `None` for any other suffix.
 pub fn scale_quantity(value: f64, unit: &str) -> Option<f64> {

@@ -98,7 +98,7 @@ fn check_of_a_deploy_with_no_data_is_not_evaluated_and_exits_3() {
     let (code, out, err) = run(&["check", "--prometheus", &prom.url, "--at", "2026-01-15T09:30:00Z", "--since", "20m"]);
     assert_eq!(code, 3, "{err}");
     assert!(out.starts_with("NOT EVALUATED:") && out.contains("not a pass"), "{out}");
-    assert!(err.contains("no vLLM metrics"), "{err}");
+    assert!(err.contains("no vLLM metrics") && err.contains("Check --at and --since") && !err.contains("--window"), "{err}");
     // A document format keeps stdout clean: the verdict goes to stderr.
     let (code, out, err) =
         run(&["check", "--prometheus", &prom.url, "--at", "2026-01-15T09:30:00Z", "--since", "20m", "--format", "junit"]);
@@ -242,8 +242,10 @@ fn check_refuses_what_would_change_its_meaning_with_exit_2() {
         (vec!["check", "--since", "10s", "--prometheus", "http://127.0.0.1:9"], "wait a few minutes"),
         // Since before there were metrics: the deploy window itself, or its baseline just before it
         // (these reached Prometheus, which refused the years before 0 with HTTP 400: exit 3).
-        (vec!["check", "--since", "3000y", "--prometheus", "http://127.0.0.1:9"], "before 1970-01-01 UTC"),
+        (vec!["check", "--since", "3000y", "--prometheus", "http://127.0.0.1:9"], "at most 100 years"),
+        (vec!["check", "--since", "60y", "--prometheus", "http://127.0.0.1:9"], "before 1970-01-01 UTC"),
         (vec!["check", "--since", "40y", "--prometheus", "http://127.0.0.1:9"], "shorter --since"),
+        (vec!["check", "--since", "30M", "--prometheus", "http://127.0.0.1:9"], "months"),
         (vec!["check", "--since", "20m", "--window", "1h", "--prometheus", "http://127.0.0.1:9"], "--since"),
         (vec!["check", "--since", "20m", "--replay", kv.as_str()], "--replay"),
         (vec!["check", "--since", "10m", "--scrape", "127.0.0.1:1"], "needs stored history"),

@@ -84,7 +84,11 @@ pub(super) fn run_check(mut s: Settings, since: Option<&str>) -> Result<u8, Fail
             } else {
                 eprintln!("{verdict}");
             }
-            return Err(e);
+            // check sets the window with --since, and refuses --window.
+            return Err(match e {
+                Failure::NoData(m) => Failure::NoData(m.replace("Check --at and --window", "Check --at and --since")),
+                other => other,
+            });
         }
         Err(e) => return Err(e),
     };

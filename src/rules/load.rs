@@ -29,13 +29,23 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("rules/slo.toml", include_str!("../../rules/slo.toml")),
 ];
 
+/// A rule file that cannot be used, at its line and column (0 when the problem is the file or
+/// directory as a whole: not shown then).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}:{column}: {message}")]
+#[error("{file}{}: {message}", position(*line, *column))]
 pub struct RuleError {
     pub file: String,
     pub line: usize,
     pub column: usize,
     pub message: String,
+}
+
+fn position(line: usize, column: usize) -> String {
+    match (line, column) {
+        (0, _) => String::new(),
+        (l, 0) => format!(":{l}"),
+        (l, c) => format!(":{l}:{c}"),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -625,6 +635,12 @@ mod tests {
         assert_eq!(set.rules.len(), n);
         assert_eq!(set.rule("slow-decode").unwrap().title, "Mine");
         assert_eq!(set.rule("slow-decode").unwrap().origin, "mine.toml:1");
+    }
+
+    #[test]
+    fn an_error_about_a_whole_file_or_directory_shows_no_position() {
+        let e = |line, column| RuleError { file: "rd".into(), line, column, message: "m".into() }.to_string();
+        assert_eq!((e(0, 0), e(3, 0), e(3, 7)), ("rd: m".into(), "rd:3: m".into(), "rd:3:7: m".into()));
     }
 
     #[test]

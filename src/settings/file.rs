@@ -233,14 +233,7 @@ impl Reader<'_> {
 
     fn duration(&self, key: &str, s: &Option<Spanned<String>>) -> Result<Option<Item<Duration>>, ConfigError> {
         let Some(item) = self.opt(key, s)? else { return Ok(None) };
-        let d = humantime::parse_duration(item.value.trim())
-            .map_err(|e| at(&self.shown, &item, format!("{key} {:?}: {e} (write e.g. 30m, 2h, 1d)", item.value)))?;
-        if d.is_zero() {
-            return Err(at(&self.shown, &item, format!("{key}: must be longer than zero")));
-        }
-        if d > crate::units::MAX_DURATION {
-            return Err(at(&self.shown, &item, format!("{key}: must be at most 100 years")));
-        }
+        let d = crate::units::parse_duration(&item.value).map_err(|e| at(&self.shown, &item, format!("{key} {:?}: {e}", item.value)))?;
         Ok(Some(Item { value: d, line: item.line, column: item.column, vars: item.vars }))
     }
 }
@@ -657,7 +650,9 @@ mod tests {
         for (text, needle, line) in [
             ("window = \"soon\"\n", "window \"soon\"", 1),
             ("\nbaseline = \"0s\"\n", "longer than zero", 2),
-            ("\n\nbaseline = \"1y1000000000000d\"\n", "baseline: must be at most 100 years", 3),
+            ("\n\nbaseline = \"1y1000000000000d\"\n", "must be at most 100 years", 3),
+            ("window = \"-5m\"\n", "cannot be negative", 1),
+            ("window = \"30M\"\n", "months", 1),
             ("selector = 'namespace=prod'\n", "selector", 1),
             ("group_by = [\"model name\"]\n", "group_by", 1),
             ("group_by = 3\n", "group_by", 1),

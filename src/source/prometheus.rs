@@ -839,7 +839,18 @@ fn parse_base_url(raw: &str) -> Result<(Url, Option<(String, Secret)>), SourceEr
     if !text.contains("://") {
         return Err(bad("it has no scheme (http:// or https://)"));
     }
-    let mut url = Url::parse(text).map_err(|e| bad(&e.to_string()))?;
+    let mut url = Url::parse(text).map_err(|e| {
+        // `user:pa/ss@host`: the password's `/` ends the host early, and the error is about a port
+        // or a host nobody typed.
+        let after_scheme = text.split_once("://").map_or(text, |(_, rest)| rest);
+        match after_scheme.contains('@') {
+            true => bad(&format!(
+                "{e}. A password in the URL holding /, ?, #, @ or : must be percent-encoded (/ as %2F), or passed with --basic-auth-user and ${}",
+                crate::source::auth::ENV_BASIC_AUTH_PASSWORD
+            )),
+            false => bad(&e.to_string()),
+        }
+    })?;
     if url.scheme() != "http" && url.scheme() != "https" {
         return Err(bad(&format!("the scheme is {:?}, not http or https", url.scheme())));
     }
@@ -1203,14 +1214,18 @@ mod tests {
             "alice:hunter22@host:9090",
             "ftp://alice:hunter22@host/",
             "http://alice:hunter22@host/?x=1",
+            "http://alice:hun/ter22@host:9090",
         ] {
             let err = PrometheusClient::new(ClientOptions {
                 base_url: bad.into(),
                 ..ClientOptions::default()
             })
             .expect_err(bad);
-            assert!(!err.to_string().contains("hunter22"), "{err}");
+            assert!(!err.to_string().contains("hunter22") && !err.to_string().contains("ter22"), "{err}");
         }
+        // A password whose `/` cut the host short: the error says to percent-encode it.
+        let err = PrometheusClient::new(ClientOptions { base_url: "http://alice:hun/ter22@host:9090".into(), ..ClientOptions::default() }).expect_err("a cut host");
+        assert!(err.to_string().contains("percent-encoded (/ as %2F)"), "{err}");
     }
 
     #[test]
