@@ -70,8 +70,8 @@ pub fn judge(rules: &RuleSet, table: &SignalTable, p: &RunParams) -> Judged {
 /// in either window, where nothing cannot mean "idle": a quantile keeps its observation count (zero
 /// for an idle model) and a counter's rate is zero. Empty everywhere, no rate could be taken: a
 /// window shorter than two samples of each series (rate() needs two), say `--window 15s` over 60 s
-/// scrapes. Means and ratios are left out (0/0 for an idle model is no value either), as are
-/// optional signals, whose absence means "none".
+/// scrapes. Means and ratios are left out (0/0 for an idle model is no value either), as are rates
+/// attributed through a join and optional signals, whose absence means "none".
 pub fn unread(rules: &RuleSet, table: &SignalTable) -> Vec<String> {
     use crate::signals::SignalKind;
     table
@@ -79,9 +79,10 @@ pub fn unread(rules: &RuleSet, table: &SignalTable) -> Vec<String> {
         .filter(|(id, v)| {
             let counted = match rules.signals.get(*id) {
                 Some(d) if d.optional => return false,
-                Some(d) => match d.kind {
+                Some(d) => match &d.kind {
                     SignalKind::Quantile { .. } => true,
-                    SignalKind::Rate { .. } => false,
+                    // Attributed through a join, a rate can be empty because the join matched nothing.
+                    SignalKind::Rate { attribute_via, .. } if attribute_via.is_empty() => false,
                     _ => return false,
                 },
                 None => return false,
