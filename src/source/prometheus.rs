@@ -250,7 +250,8 @@ impl PrometheusClient {
             })?;
             if header_name == reqwest::header::AUTHORIZATION && (basic_auth.is_some() || opts.bearer_token.is_some()) {
                 return Err(SourceError::Other {
-                    detail: "an Authorization header is given as well as basic auth or a bearer token; give one"
+                    detail: "--header Authorization is given as well as basic auth or a bearer token (--basic-auth-user, \
+                             --bearer-token-file, the URL's user:password@, or their variables); give one"
                         .to_string(),
                 });
             }
