@@ -610,6 +610,29 @@ gauge = ["vllm:num_requests_running"]
     }
 
     #[test]
+    fn every_grouping_exports_expressions_that_parse() {
+        // A grouping label the joins are on (namespace for the GPU exporter's, instance for the
+        // HTTP layer's) once put that label in both `on` and `group_left`, which PromQL refuses.
+        let set = crate::rules::load_builtin().unwrap();
+        let all = export(&set, &Options::default()).alerts.len();
+        for (group_by, replica) in [
+            (&["model_name", "namespace"][..], "instance"),
+            (&["namespace", "model_name"], "instance"),
+            (&["model_name", "pod"], "instance"),
+            (&["instance"], "pod"),
+            (&["model_name"], "pod"),
+        ] {
+            let opts = Options { group_by: group_by.iter().map(|l| l.to_string()).collect(), replica_label: replica.into(), ..Options::default() };
+            let ex = export(&set, &opts);
+            assert!(!ex.skipped.iter().any(|s| s.reason.contains("does not parse")), "{group_by:?}: {:?}", ex.skipped);
+            assert_eq!(ex.alerts.len(), all, "{group_by:?}: {:?}", ex.skipped);
+            for a in &ex.alerts {
+                promql_parser::parser::parse(&a.expr).unwrap_or_else(|e| panic!("{group_by:?} {}: {e}\n{}", a.rule, a.expr));
+            }
+        }
+    }
+
+    #[test]
     fn offsets_go_after_range_selectors_not_subqueries_or_strings() {
         let q = r#"avg_over_time((sum(rate(x{a="[5m]"}[120s])) > bool 0)[1800s:60s])"#;
         assert_eq!(

@@ -227,9 +227,9 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 plain(format!("{ac} by ({by}) ({ot}({}[{r}]))", sel.series(&resolved.names[0], &extra)))
             } else {
                 let own = sel.without(&ctx.group_by);
-                let j = join_on.join(", ");
+                let (j, left, anchor_by) = join_labels(join_on, &ctx.group_by);
                 plain(format!(
-                    "{ac} by ({by}) ({ot}({}[{r}]) * on ({j}) group_left ({by}) group by ({j}, {by}) (last_over_time({}[{r}])))",
+                    "{ac} by ({by}) ({ot}({}[{r}]) * on ({j}) group_left ({left}) group by ({anchor_by}) (last_over_time({}[{r}])))",
                     own.series(&resolved.names[0], &extra),
                     sel.series(&resolved.names[1], &[])
                 ))
@@ -370,10 +370,13 @@ pub(super) fn replicas_over_query(above: f64, replica_label: &str, attributed: b
         format!("max by ({by}, {replica_label}) (max_over_time({}[{r}])) > {above}", sel.series(&resolved.names[0], &[]))
     } else {
         let own = sel.without(&ctx.group_by);
-        let j = join_on.join(", ");
-        let carry = if replica_label == "instance" { by.clone() } else { format!("{by}, instance") };
+        let mut carry = ctx.group_by.clone();
+        if replica_label != "instance" {
+            carry.push("instance".into());
+        }
+        let (j, left, anchor_by) = join_labels(join_on, &carry);
         format!(
-            "max by ({by}, {replica_label}{}) (max_over_time({}[{r}]) * on ({j}) group_left ({carry}) group by ({j}, {carry}) (last_over_time({}[{r}]))) > {above}",
+            "max by ({by}, {replica_label}{}) (max_over_time({}[{r}]) * on ({j}) group_left ({left}) group by ({anchor_by}) (last_over_time({}[{r}]))) > {above}",
             if replica_label == "instance" { "" } else { ", instance" },
             own.series(&resolved.names[0], &[]),
             sel.series(&resolved.names[1], &[])
@@ -439,13 +442,12 @@ impl SumRead {
             None => format!("sum by ({outer}) (rate({}[{r}]))", selector.series(&self.counter, extra)),
             Some((anchor, join)) => {
                 let own = selector.without(group_by);
-                let j = join.join(", ");
-                let g = group_by.join(", ");
+                let (j, g, anchor_by) = join_labels(join, group_by);
                 // The counter's own labels the outer sum keeps (a status it is filtered on) stay
                 // through the join.
                 let inner: Vec<&str> = join.iter().chain(by.iter().filter(|l| !group_by.contains(l) && !join.contains(l))).map(String::as_str).collect();
                 format!(
-                    "sum by ({outer}) (sum by ({}) (rate({}[{r}])) * on ({j}) group_left ({g}) group by ({j}, {g}) (last_over_time({}[{r}])))",
+                    "sum by ({outer}) (sum by ({}) (rate({}[{r}])) * on ({j}) group_left ({g}) group by ({anchor_by}) (last_over_time({}[{r}])))",
                     inner.join(", "),
                     own.series(&self.counter, extra),
                     selector.series(anchor, &[])
@@ -473,14 +475,30 @@ pub fn series_count_query(selector: &Selector, metric: &str) -> String {
     format!("count({})", selector.series(metric, &[]))
 }
 
+/// The three label lists of a join that brings the grouping labels to series without them
+/// (`X * on (J) group_left (L) group by (A) (anchor)`): J the join's labels, L the grouping labels
+/// the join is not already on (PromQL refuses a label in both `on` and `group_left`, as with
+/// `--group-by model_name,namespace` and a join on namespace and pod), and A both, each once.
+fn join_labels(join_on: &[String], carry: &[String]) -> (String, String, String) {
+    let mut left: Vec<&str> = Vec::new();
+    for l in carry {
+        if !join_on.contains(l) && !left.contains(&l.as_str()) {
+            left.push(l);
+        }
+    }
+    let anchor: Vec<&str> = join_on.iter().map(String::as_str).chain(left.iter().copied()).collect();
+    (join_on.join(", "), left.join(", "), anchor.join(", "))
+}
+
 /// vLLM's cache configuration (`num_gpu_blocks`, `block_size` as labels of the info gauge `name`)
 /// per scope. The info series carries no model label, so it is joined to the scope's labels
 /// through `anchor` (a gauge every engine exports) on the engine's `instance` and `job`.
 pub fn cache_config_query(selector: &Selector, group_by: &[String], name: &str, anchor: &str, range: Duration) -> String {
     let by = group_by.join(", ");
     let r = promql_duration(range);
+    let (j, left, anchor_by) = join_labels(&["instance".to_string(), "job".to_string()], group_by);
     format!(
-        "max by ({by}, num_gpu_blocks, block_size) (last_over_time({}[{r}]) * on (instance, job) group_left ({by}) group by (instance, job, {by}) (last_over_time({}[{r}])))",
+        "max by ({by}, num_gpu_blocks, block_size) (last_over_time({}[{r}]) * on ({j}) group_left ({left}) group by ({anchor_by}) (last_over_time({}[{r}])))",
         selector.without(group_by).series(name, &[]),
         selector.series(anchor, &[])
     )
