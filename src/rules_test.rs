@@ -537,6 +537,8 @@ pub fn run_files(paths: &[std::path::PathBuf], rules: &RuleSet) -> Result<Summar
         }
     }
     s.text.push_str(&format!("{} passed, {} failed\n", s.passed, s.failed));
+    // Test names and the values in the differences are a test file's text.
+    s.text = crate::text::printable(&s.text);
     Ok(s)
 }
 

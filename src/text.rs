@@ -1,5 +1,26 @@
-//! Positions in a file's text, for errors that name `file:line:column` (rule packs, rule tests,
-//! the configuration file).
+//! Text for people: positions in a file's text, for errors that name `file:line:column` (rule
+//! packs, rule tests, the configuration file), and text from outside (label values from a server,
+//! a recording's or a rule file's strings) made safe to print.
+
+/// Collapse any run of whitespace (including newlines from server messages) into one space, so
+/// every printed item stays on its own line, with [`printable`]'s replacements.
+pub fn one_line(s: &str) -> String {
+    printable(s).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Text with its line breaks and tabs kept and every other control character (ESC sequences,
+/// carriage returns that would overwrite a line) and bidirectional override replaced by U+FFFD:
+/// nothing from outside may drive a terminal or reverse the text around it.
+pub fn printable(s: &str) -> String {
+    s.chars().map(|c| if (c.is_control() && c != '\n' && c != '\t') || is_bidi_control(c) { '\u{FFFD}' } else { c }).collect()
+}
+
+/// The invisible characters that change the direction of the text after them (embeddings,
+/// overrides, isolates, marks): in a label value they can show one model's name reversed inside
+/// another's, in every format.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
 
 /// Where each line of a file starts, found once per file: a byte offset becomes a line and column
 /// by a binary search, not by rescanning the text before it for every position asked.

@@ -100,16 +100,13 @@ pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> 
         .is_terminal()
         .then(|| terminal_size::terminal_size().map(|(w, _)| w.0))
         .flatten();
-    let opts = RenderOptions { color, width, now: live_now(s), fail_on, links: graph_links(s) };
-    let mut text = render::render(report, format, &opts);
-    if let Some(v) = &verdict {
-        if format.is_text() {
-            text = format!("{v}\n\n{text}");
-        } else {
-            // A document format stays parseable: the verdict goes to stderr.
-            eprintln!("{v}");
-        }
+    // The text formats print check's verdict first, escaped for their reader; a document format
+    // stays parseable, and the verdict goes to stderr.
+    let opts = RenderOptions { color, width, now: live_now(s), fail_on, links: graph_links(s), verdict: verdict.clone().filter(|_| format.is_text()) };
+    if let (Some(v), false) = (&verdict, format.is_text()) {
+        eprintln!("{}", render::one_line(v));
     }
+    let mut text = render::render(report, format, &opts);
     if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
         let mut md = render::render(report, render::Format::Markdown, &RenderOptions { now: opts.now, links: opts.links.clone(), ..RenderOptions::default() });
         if let Some(v) = &verdict {
@@ -161,7 +158,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
             let (replay, params) = Replay::open(path).map_err(|e| Failure::Recording(e.to_string()))?;
             let selector = crate::prom::Selector::parse(&params.selector)
                 .map_err(|e| Failure::Recording(format!("{}: the recorded selector is invalid: {e}", path.display())))?;
-            eprintln!("vllm-diag: replaying {} (recorded from {})", path.display(), replay.info().url);
+            eprintln!("vllm-diag: replaying {} (recorded from {})", path.display(), crate::render::display_url(&replay.info().url));
             (Arc::new(replay), params, selector, None)
         }
         None if !s.source.scrape.is_empty() => {

@@ -57,7 +57,8 @@ pub fn summary_heading(verdict: &str) -> String {
     } else {
         ":grey_question:"
     };
-    format!("{mark} {}", one_line(verdict))
+    // Escaped as Markdown: the verdict names scopes, whose label values come from the server.
+    format!("{mark} {}", super::markdown::text(&one_line(verdict)))
 }
 
 /// Workflow-command data (the message).

@@ -478,7 +478,7 @@ fn esc(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{FFFD}'),
+            c if (c.is_control() && c != '\n' && c != '\t') || super::is_bidi_control(c) => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }

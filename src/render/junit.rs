@@ -311,8 +311,11 @@ fn text(s: &str) -> String {
     out
 }
 
-/// Characters XML 1.0 cannot hold even as references become U+FFFD.
+/// Characters XML 1.0 cannot hold even as references, and bidirectional overrides, become U+FFFD.
 fn xml_char(c: char) -> char {
+    if super::is_bidi_control(c) {
+        return '\u{FFFD}';
+    }
     match c {
         '\u{9}' | '\u{A}' | '\u{D}' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..='\u{10FFFF}' => c,
         _ => '\u{FFFD}',

@@ -9,10 +9,13 @@
 use super::view::{EvidenceView, FindingView, ReportView};
 use super::{one_line, RenderOptions};
 
-pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
+pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     // Blocks are separated by one blank line; a block may span several lines.
     let mut blocks: Vec<String> = Vec::new();
 
+    if let Some(v) = &opts.verdict {
+        blocks.push(text(v));
+    }
     blocks.push(format!("**vllm-diag: {}**", text(&view.headline)));
 
     let h = &view.header;
@@ -224,7 +227,7 @@ fn longest_run(s: &str, c: char) -> usize {
 
 /// Plain text made inert for CommonMark, on one line. Code spans already in the text are kept
 /// verbatim; everything else that could start emphasis, a link, HTML or a block is escaped.
-fn text(s: &str) -> String {
+pub(crate) fn text(s: &str) -> String {
     let s = one_line(s);
     let chars: Vec<char> = s.chars().collect();
     let mut out = String::with_capacity(s.len() + 8);
@@ -307,6 +310,16 @@ mod tests {
     /// The Markdown of `report`, through the view as `render::render` does it.
     fn render(report: &Report, opts: &RenderOptions) -> String {
         super::render(&ReportView::new(report, opts), opts)
+    }
+
+    #[test]
+    fn checks_verdict_comes_first_as_inert_text() {
+        let verdict = "FAIL: 1 critical finding (kv-cache-pressure on m <img src=x> *bold* [l](http://e))".to_string();
+        let text = render(&sample_report(), &RenderOptions { verdict: Some(verdict), ..RenderOptions::default() });
+        let first = text.lines().next().unwrap_or_default();
+        assert!(first.starts_with("FAIL: 1 critical finding"), "{text}");
+        // Backslash escapes: shown as typed, never an image, emphasis or a link.
+        assert!(first.contains("\\<img") && first.contains("\\*bold\\*") && first.contains("\\[l\\]"), "{first}");
     }
 
     #[test]

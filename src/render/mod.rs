@@ -156,6 +156,10 @@ pub struct RenderOptions {
     pub fail_on: Option<Severity>,
     /// Deep links from evidence queries to charts (markdown, slack, html); `None` for none.
     pub links: Option<links::GraphLinks>,
+    /// `check`'s verdict line (`FAIL: ...`), which the text formats print first, escaped for
+    /// their reader (it names scopes, whose label values come from the server); Slack counts it
+    /// in its length limit. The document formats leave it out: the caller prints it on stderr.
+    pub verdict: Option<String>,
 }
 
 /// Render `report` in `format`. Never fails: every format can express every report.
@@ -225,7 +229,8 @@ pub(crate) fn describe_source(report: &Report) -> (String, String, Option<String
 /// to have removed them already; doing it again here means a slip elsewhere cannot put a secret on
 /// screen.
 pub(crate) fn display_url(raw: &str) -> String {
-    crate::prom::strip_credentials(raw)
+    // On one line, without control characters: a recording's URL is a file's text.
+    one_line(&crate::prom::strip_credentials(raw))
 }
 
 /// `v1 metric names`, `mixed v0 and v1 metric names`, ...
@@ -828,13 +833,7 @@ pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
     }
 }
 
-/// Collapse any run of whitespace (including newlines from server messages) into one space,
-/// so every printed item stays on its own line.
-pub(crate) fn one_line(s: &str) -> String {
-    // Control characters (ESC sequences in a model name from the server) must not reach a terminal.
-    let cleaned: String = s.chars().map(|c| if c.is_control() && !c.is_whitespace() { '\u{FFFD}' } else { c }).collect();
-    cleaned.split_whitespace().collect::<Vec<_>>().join(" ")
-}
+pub(crate) use crate::text::{is_bidi_control, one_line};
 
 #[cfg(test)]
 mod control_tests {
@@ -844,6 +843,11 @@ mod control_tests {
         let out = super::one_line(hostile);
         assert!(!out.chars().any(|c| c.is_control()), "{out:?}");
         assert!(out.starts_with("llama"));
+        // A recording's URL is a file's text: shown without its escapes or credentials.
+        let url = super::display_url("http://u:pw@evil\u{1b}]8;;x\u{7}click/\u{1b}[2J");
+        assert!(!url.chars().any(|c| c.is_control()) && !url.contains("pw"), "{url:?}");
+        // A right-to-left override (U+202E) would show the text after it reversed.
+        assert_eq!(super::one_line("Aaa-model\u{202e} Qwen/Qwen2.5\u{2066}"), "Aaa-model\u{FFFD} Qwen/Qwen2.5\u{FFFD}");
     }
 }
 

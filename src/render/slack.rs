@@ -23,8 +23,14 @@ pub const LIMIT: usize = 3000;
 /// leave more.
 const TIMELINE_RESERVE: usize = 400;
 
-pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
-    let head_text = head(view).join("\n");
+pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
+    // check's verdict comes first and counts in the limit like the rest of the head.
+    let mut head_lines = Vec::new();
+    if let Some(v) = &opts.verdict {
+        head_lines.extend([plain(v), String::new()]);
+    }
+    head_lines.extend(head(view));
+    let head_text = head_lines.join("\n");
     // The tail is context; it may be cut to one line, never the findings' headline.
     let mut tail_text = tail(view).join("\n");
 
@@ -463,6 +469,23 @@ mod tests {
         r.findings[0].scope.insert("model_name".to_string(), "<!here>".to_string());
         let text = render(&r, &opts());
         assert!(!text.contains("<!here>"), "{text}");
+    }
+
+    #[test]
+    fn checks_verdict_comes_first_escaped_and_counts_in_the_limit() {
+        // The verdict names scopes, whose label values come from the server.
+        let verdict = format!("FAIL: 1 critical finding since the deploy (kv-cache-pressure on m <!channel> <https://evil.example|login> {})", "x".repeat(150));
+        let mut r = sample_report();
+        let template = r.findings.clone();
+        for i in 0..60 {
+            let mut f = template[i % 2].clone();
+            f.scope.insert("model_name".to_string(), format!("model-{i:02}"));
+            r.findings.push(f);
+        }
+        let text = render(&r, &RenderOptions { verdict: Some(verdict), ..opts() });
+        assert!(text.starts_with("FAIL: 1 critical finding"), "{text}");
+        assert!(!text.contains("<!channel>") && !text.contains("<https://"), "{text}");
+        assert!(text.chars().count() <= LIMIT, "{} chars", text.chars().count());
     }
 
     #[test]

@@ -19,6 +19,10 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     let width = opts.width.map(usize::from);
     let mut out: Vec<String> = Vec::new();
 
+    if let Some(v) = &opts.verdict {
+        out.push(super::one_line(v));
+        out.push(String::new());
+    }
     out.push(format!("vllm-diag: {}", view.headline));
     out.push(String::new());
     let h = &view.header;

@@ -9,7 +9,7 @@ pub fn list(set: &RuleSet) -> String {
     let w = set.rules.iter().map(|r| r.id.len()).max().unwrap_or(0);
     let mut out = String::new();
     for r in &set.rules {
-        let _ = writeln!(out, "{:<w$}  {:<8}  {}", r.id, r.severity.as_str(), r.title);
+        let _ = writeln!(out, "{:<w$}  {:<8}  {}", r.id, r.severity.as_str(), crate::text::one_line(&r.title));
     }
     out
 }
@@ -77,7 +77,8 @@ pub fn show(set: &RuleSet, id: &str) -> Option<String> {
         }
     }
     let _ = writeln!(o, "\nDefined in {}", r.origin);
-    Some(o)
+    // A rule file's text, printed with its line breaks and nothing that drives a terminal.
+    Some(crate::text::printable(&o))
 }
 
 #[cfg(test)]
@@ -91,5 +92,16 @@ mod tests {
         assert!(text.contains("rules/capacity.toml:"));
         assert!(super::show(&set, "nope").is_none());
         assert_eq!(super::list(&set).lines().count(), set.rules.len());
+    }
+
+    #[test]
+    fn a_rule_files_escape_sequences_never_reach_the_terminal() {
+        let mut set = crate::rules::load_builtin().unwrap();
+        let rule = "[[rule]]\nid = \"odd\"\ntitle = \"T\\u001b[31mRED\\r\"\nseverity = \"info\"\nsummary = \"s\"\nsteps = [\"\\u001b]8;;http://x\\u0007click\"]\nwhen = [\"itl_p95 > 1s\"]\n";
+        crate::rules::load::load_str(&mut set, "odd.toml", rule).unwrap();
+        for text in [super::list(&set), super::show(&set, "odd").unwrap()] {
+            assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+            assert!(text.contains("T\u{FFFD}[31mRED"), "{text:?}");
+        }
     }
 }

@@ -125,10 +125,7 @@ fn masked<T>(secret: &Setting<Option<T>>) -> String {
     if secret.is_some() { "***" } else { "(none)" }.to_string()
 }
 
-/// Control characters never reach the terminal.
-fn one_line(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
-}
+use crate::text::one_line;
 
 #[cfg(test)]
 mod tests {
