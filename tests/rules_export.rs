@@ -103,7 +103,15 @@ fn the_exported_file_passes_promtool_check_rules_with_every_option() {
             assert!(!a.expr.is_empty() && !a.rule.is_empty() && ["info", "warning", "critical"].contains(&a.severity.as_str()), "{a:?}");
         }
         if args.contains(&"namespace,model_name") {
-            assert!(found.iter().all(|a| a.expr.contains("on (namespace, model_name)") || !a.expr.contains(" on (")), "grouped by both");
+            // Comparisons match on both grouping labels; the joins that bring them to the GPU
+            // exporter's and the HTTP layer's series are on their own labels (namespace, pod;
+            // instance, job), which once clashed with namespace and dropped the GPU rules.
+            let joins = ["on (namespace, model_name)", "on (namespace, pod)", "on (instance, job)"];
+            for a in &found {
+                let rest = a.expr.split(" on (").skip(1).map(|r| format!("on ({}", r.split(')').next().unwrap_or_default())).collect::<Vec<_>>();
+                assert!(rest.iter().all(|on| joins.iter().any(|j| on.starts_with(&j[..j.len() - 1]))), "{}: {rest:?}", a.rule);
+            }
+            assert!(found.iter().any(|a| a.rule == "gpu-throttling") && found.iter().any(|a| a.rule == "gpu-errors"), "the GPU rules are exported");
             assert!(found.iter().all(|a| !a.expr.contains("[") || a.expr.contains(r#"namespace="prod""#)), "the selector is kept");
         }
         if args.contains(&"1d") {
