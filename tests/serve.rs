@@ -316,6 +316,8 @@ fn a_firing_alert_brings_the_ranked_diagnosis_to_the_webhook_and_slack_once() {
     assert_eq!(slack[0].path, format!("/slack/{SLACK_SECRET}"));
     let text = serde_json::from_str::<Value>(&slack[0].body).expect("Slack gets JSON")["text"].as_str().unwrap_or_default().to_string();
     assert!(text.contains("VllmKvCachePressure") && text.contains("KV"), "{text}");
+    // Each evidence title links to a chart of the window, as in explain --format slack.
+    assert!(text.contains("/graph?g0.expr="), "no chart links: {text}");
 
     // The same group again within --dedup: answered, not diagnosed again.
     let (status, answer) = serve.notify(body.as_bytes(), Some(&bearer()));
@@ -404,6 +406,35 @@ fn a_backend_that_is_down_is_delivered_as_a_failed_run_with_its_exit_code() {
 
     let (_, metrics) = serve.get("/metrics");
     assert_eq!(sample(&metrics, "vllm_diag_serve_failures_total"), Some(1.0), "{metrics}");
+    let (code, log) = serve.stop();
+    assert_eq!(code, 0, "{log}");
+}
+
+/// A client that sends half a request and waits (a mock of a fault no real sender makes on
+/// purpose): its connection is closed after the header timeout, it cannot keep SIGTERM from
+/// stopping the service, and it does not stop the service answering others.
+#[test]
+fn a_client_that_sends_half_a_request_is_cut_off_and_cannot_hold_up_a_stop() {
+    use std::io::{Read, Write};
+    let receiver = Receiver::start();
+    let serve = Serve::start(&dead_backend(), &receiver, &[]);
+    let half = |serve: &Serve| {
+        let mut c = std::net::TcpStream::connect(serve.addr).expect("connect");
+        c.write_all(b"POST /alertmanager HTTP/1.1\r\nHost: x\r\n").expect("send half a request");
+        c
+    };
+    // Cut off after the header timeout (10 s): the read ends (closed, or a 408 then closed).
+    let mut slow = half(&serve);
+    slow.set_read_timeout(Some(Duration::from_secs(40))).unwrap();
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    assert!(started.elapsed() < Duration::from_secs(30), "the half request was held {:?}", started.elapsed());
+    // Others are answered meanwhile.
+    let _held = half(&serve);
+    let (status, _) = serve.get("/healthz");
+    assert_eq!(status, 200);
+    // SIGTERM with a half request open: the service stops (stop() fails the test after 30 s).
     let (code, log) = serve.stop();
     assert_eq!(code, 0, "{log}");
 }

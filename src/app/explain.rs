@@ -71,7 +71,7 @@ pub(super) fn check_annotations(s: &Settings) -> Result<(), Failure> {
 /// Chart links for the evidence: the file's template (`none`: no links), else Prometheus' `/graph`
 /// page for a live run against a Prometheus-compatible API. A replay or a scrape links nowhere
 /// unless the file says where: the reader may not reach the server it was recorded from.
-fn graph_links(s: &Settings) -> Option<render::links::GraphLinks> {
+pub(super) fn graph_links(s: &Settings) -> Option<render::links::GraphLinks> {
     match s.output.links.value.as_deref().map(str::trim) {
         Some("none") => None,
         Some(t) => render::links::GraphLinks::parse(t).ok(),

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::exit_code;
-use super::explain::{diagnose, runtime};
+use super::explain::{diagnose, graph_links, runtime};
 use crate::cli::ServiceArgs;
 use crate::error::{exit, Failure};
 use crate::prom::Selector;
@@ -38,6 +38,7 @@ pub(super) fn run_serve(s: Settings, args: ServiceArgs) -> Result<u8, Failure> {
         group_by: params.group_by,
         body_limit: serve::DEFAULT_BODY_LIMIT,
         retry: Retry::default(),
+        links: graph_links(&s),
     };
     if config.auth_token.is_none() {
         eprintln!("vllm-diag serve: warning: no --auth-token-file: anyone who can reach {} can trigger diagnoses", config.listen);

@@ -16,6 +16,7 @@ use super::alert::Notification;
 use crate::error::Failure;
 use crate::prom::{redact_text, Selector};
 use crate::render::slack::{code, plain};
+use crate::render::links::GraphLinks;
 use crate::render::{self, RenderOptions};
 use crate::report::{Report, SCHEMA_VERSION};
 use crate::source::prometheus::Secret;
@@ -91,12 +92,14 @@ fn scope_text(selector: &Selector) -> String {
 
 /// The Slack message for a firing group: a line naming the alert, then the report in the slack
 /// format (or why there is none).
-pub fn slack_text(trigger: &Notification, scope: &RunScope, outcome: &Result<Diagnosis, Failure>, now: DateTime<Utc>) -> String {
-    let names = plain(&trigger.alert_names());
+pub fn slack_text(trigger: &Notification, scope: &RunScope, outcome: &Result<Diagnosis, Failure>, now: DateTime<Utc>, links: Option<&GraphLinks>) -> String {
+    // A notification may carry thousands of alerts: their names are listed up to a point.
+    let names = plain(&cut_names(&trigger.alert_names()));
     let on = scope_text(&scope.selector);
     match outcome {
         Ok(d) => {
-            let opts = RenderOptions { now: Some(now), ..RenderOptions::default() };
+            // Chart links as explain --format slack has them (`--links`).
+            let opts = RenderOptions { now: Some(now), links: links.cloned(), ..RenderOptions::default() };
             let report = render::render(&d.report, render::Format::Slack, &opts);
             format!(":rotating_light: *{names}* is firing for {on}. vllm-diag's diagnosis:\n\n{report}")
         }
@@ -107,6 +110,37 @@ pub fn slack_text(trigger: &Notification, scope: &RunScope, outcome: &Result<Dia
         ),
     }
 }
+
+/// At most about [`NAMES_SHOWN`] characters of the alert names (`A, B, C`), cut at a name, saying
+/// how many more there are.
+fn cut_names(names: &str) -> String {
+    if names.chars().count() <= NAMES_SHOWN {
+        return names.to_string();
+    }
+    let all: Vec<&str> = names.split(", ").collect();
+    let mut shown: Vec<&str> = Vec::new();
+    let mut len = 0;
+    for name in &all {
+        len += name.chars().count() + 2;
+        if len > NAMES_SHOWN {
+            break;
+        }
+        shown.push(name);
+    }
+    let first = match shown.is_empty() {
+        true => format!("{}…", all[0].chars().take(NAMES_SHOWN).collect::<String>()),
+        false => shown.join(", "),
+    };
+    let more = all.len() - shown.len().max(1);
+    if more == 0 {
+        first
+    } else {
+        format!("{first} and {more} more")
+    }
+}
+
+/// How much of the alert names a Slack message lists.
+const NAMES_SHOWN: usize = 200;
 
 /// The short follow-up for a group that resolved, for Slack and the webhook's `run.message`.
 pub fn resolved_text(trigger: &Notification) -> String {
@@ -217,6 +251,16 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_notification_of_many_alerts_lists_their_names_up_to_a_point() {
+        assert_eq!(super::cut_names("A, B"), "A, B");
+        let many = (0..500).map(|i| format!("Alert{i:03}")).collect::<Vec<_>>().join(", ");
+        let cut = super::cut_names(&many);
+        assert!(cut.chars().count() < super::NAMES_SHOWN + 20 && cut.starts_with("Alert000, Alert001") && cut.ends_with(" more"), "{cut}");
+        let shown = cut.matches("Alert").count();
+        assert!(cut.ends_with(&format!(" and {} more", 500 - shown)), "{cut}");
+        assert_eq!(super::cut_names(&"x".repeat(300)).chars().count(), super::NAMES_SHOWN + 1);
+    }
     use super::*;
 
     fn notification() -> Notification {
@@ -244,7 +288,7 @@ mod tests {
         assert!(!v.to_string().contains("hunter2"), "{v}");
         assert_eq!(v["trigger"]["alerts"].as_array().map(Vec::len), Some(1), "only the firing alert triggers");
         assert_eq!(v["trigger"]["groupKey"], "{}:{alertname=\"KvCachePressure\"}");
-        let slack = slack_text(&notification(), &scope(), &outcome, Utc::now());
+        let slack = slack_text(&notification(), &scope(), &outcome, Utc::now(), None);
         assert!(slack.contains("could not diagnose") && !slack.contains("hunter2"), "{slack}");
     }
 

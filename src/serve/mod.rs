@@ -56,6 +56,16 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 /// How long a stopping service waits for the diagnoses it accepted.
 pub const DRAIN: Duration = Duration::from_secs(120);
 
+/// How long a client may take to send a request's headers, and then its body. Alertmanager sends a
+/// notification at once; a connection that trickles (or sends half a request and waits) would
+/// otherwise hold a file descriptor for ever, and enough of them stop the service.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a stopping service lets requests in progress finish before it closes their
+/// connections: a handler only queues a notification, so this is only ever spent on a client
+/// that is slow to send.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
 /// What the service is told.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -77,6 +87,8 @@ pub struct Config {
     pub group_by: Vec<String>,
     pub body_limit: usize,
     pub retry: Retry,
+    /// Chart links in the Slack message, as `--links` gives them to explain.
+    pub links: Option<crate::render::links::GraphLinks>,
 }
 
 /// One accepted notification.
@@ -106,6 +118,7 @@ struct Worker {
     retry: Retry,
     client: reqwest::Client,
     metrics: Arc<Metrics>,
+    links: Option<crate::render::links::GraphLinks>,
 }
 
 /// Serve until `shutdown` completes, then finish the accepted diagnoses; `Ok` after a clean stop.
@@ -124,7 +137,7 @@ pub async fn run(config: Config, diagnose: Arc<Diagnose>, shutdown: impl std::fu
     let (tx, rx) = mpsc::channel(config.queue.max(1));
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let shown: Vec<&str> = targets.iter().map(|t| t.shown.as_str()).collect();
-    let worker = Arc::new(Worker { diagnose, targets: targets.clone(), window: config.window, retry: config.retry, client, metrics: metrics.clone() });
+    let worker = Arc::new(Worker { diagnose, targets: targets.clone(), window: config.window, retry: config.retry, client, metrics: metrics.clone(), links: config.links.clone() });
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..config.max_concurrent.max(1) {
         workers.spawn(work(worker.clone(), rx.clone()));
@@ -148,10 +161,7 @@ pub async fn run(config: Config, diagnose: Arc<Diagnose>, shutdown: impl std::fu
         "vllm-diag serve: listening on http://{addr} (POST /alertmanager, GET /healthz, GET /metrics); delivering to {}",
         if shown.is_empty() { "nothing (no --webhook-url or --slack-webhook-url-file): diagnoses are only logged".to_string() } else { shown.join(" and ") }
     );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| Failure::Output(format!("the HTTP server stopped: {e}")))?;
+    serve_connections(listener, app, shutdown).await;
     eprintln!("vllm-diag serve: no longer taking notifications; finishing the diagnoses accepted");
     let drained = tokio::time::timeout(DRAIN, async { while workers.join_next().await.is_some() {} }).await;
     if drained.is_err() {
@@ -159,6 +169,49 @@ pub async fn run(config: Config, diagnose: Arc<Diagnose>, shutdown: impl std::fu
     }
     eprintln!("vllm-diag serve: stopped");
     Ok(())
+}
+
+/// Accept connections until `shutdown` completes, each served by hyper with [`REQUEST_TIMEOUT`]
+/// for its headers; then close them, giving requests in progress [`CLOSE_GRACE`]. (axum::serve
+/// has no header timeout and waits for every connection to end on its own.)
+async fn serve_connections(listener: tokio::net::TcpListener, app: Router, shutdown: impl std::future::Future<Output = ()> + Send + 'static) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    // Out of file descriptors, say: let connections end before accepting more.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut stopping = stopping.clone();
+        connections.spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(TokioTimer::new()).header_read_timeout(REQUEST_TIMEOUT);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stopping.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(CLOSE_GRACE, conn).await;
+                }
+            }
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    let _ = stop.send(true);
+    // Each connection closes within CLOSE_GRACE of the signal; this bound only guards against one
+    // that does not.
+    let _ = tokio::time::timeout(CLOSE_GRACE + Duration::from_secs(1), async { while connections.join_next().await.is_some() {} }).await;
 }
 
 /// Wait for Ctrl-C or SIGTERM.
@@ -189,14 +242,14 @@ fn answer(status: StatusCode, body: Value) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], format!("{body}\n")).into_response()
 }
 
-/// Whether the request carries `Authorization: Bearer <token>`, compared in constant time.
+/// Whether the request carries `Authorization: Bearer <token>`: the scheme in any case (RFC 7235;
+/// Alertmanager sends `authorization.type` as written), the token compared in constant time.
 fn authorized(headers: &HeaderMap, token: &Secret) -> bool {
     use subtle::ConstantTimeEq;
-    let expected = format!("Bearer {}", token.expose());
-    headers
-        .get_all(header::AUTHORIZATION)
-        .iter()
-        .any(|v| bool::from(v.as_bytes().ct_eq(expected.as_bytes())))
+    headers.get_all(header::AUTHORIZATION).iter().any(|v| {
+        let v = v.as_bytes();
+        v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer ") && bool::from(v[7..].ct_eq(token.expose().as_bytes()))
+    })
 }
 
 /// Why a body could not be read.
@@ -212,7 +265,10 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<axum
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(BodyError::TooLarge);
     }
-    match http_body_util::Limited::new(body, limit).collect().await {
+    let collected = tokio::time::timeout(REQUEST_TIMEOUT, http_body_util::Limited::new(body, limit).collect())
+        .await
+        .map_err(|_| BodyError::Broken(format!("the body did not arrive within {}s", REQUEST_TIMEOUT.as_secs())))?;
+    match collected {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(BodyError::TooLarge),
         Err(e) => Err(BodyError::Broken(e.to_string())),
@@ -273,7 +329,7 @@ fn accept_firing(front: &Front, n: Notification) -> Response {
             "group {key} was diagnosed {ago}s ago, within --dedup {}: not diagnosed again",
             humantime::format_duration(Duration::from_secs(front.dedup.as_secs()))
         );
-        eprintln!("vllm-diag serve: {}", redact_text(&note));
+        eprintln!("vllm-diag serve: {}", redact_text(&crate::text::one_line(&note)));
         return answer(StatusCode::OK, json!({"status": "duplicate", "note": note}));
     }
     let selector = n.scope(&front.group_by);
@@ -282,7 +338,7 @@ fn accept_firing(front: &Front, n: Notification) -> Response {
         Ok(()) => {
             seen.insert(key.clone(), now);
             m.notification("accepted");
-            eprintln!("vllm-diag serve: accepted group {key}: diagnosing {{{shown}}}");
+            eprintln!("vllm-diag serve: accepted group {}: diagnosing {{{}}}", logged(&key), logged(&shown));
             answer(StatusCode::ACCEPTED, json!({"status": "accepted", "group_key": key, "selector": shown}))
         }
         Err(e) => busy(front, e),
@@ -302,6 +358,12 @@ fn accept_resolved(front: &Front, n: Notification) -> Response {
         }
         Err(e) => busy(front, e),
     }
+}
+
+/// Text a client sent (a group key, label values) as it goes into a log line: on one line and
+/// without control characters, so it cannot forge a line of its own or drive a terminal.
+fn logged(s: &str) -> String {
+    crate::text::one_line(s)
 }
 
 /// The 503 for a full (or closing) queue.
@@ -351,15 +413,15 @@ impl Worker {
             },
             Err(e) => format!("failed (exit code {}): {}", e.exit_code(), redact_text(&e.to_string())),
         };
-        eprintln!("vllm-diag serve: diagnosed group {} in {:.1}s: {what}", n.group_key, started.elapsed().as_secs_f64());
+        eprintln!("vllm-diag serve: diagnosed group {} in {:.1}s: {}", logged(&n.group_key), started.elapsed().as_secs_f64(), logged(&what));
         let webhook = deliver::envelope(&n, &scope, &outcome);
-        let slack = json!({ "text": deliver::slack_text(&n, &scope, &outcome, Utc::now()) });
+        let slack = json!({ "text": deliver::slack_text(&n, &scope, &outcome, Utc::now(), self.links.as_ref()) });
         self.deliver(&n.group_key, &webhook, &slack).await;
     }
 
     async fn follow_up(&self, n: Notification) {
         let text = deliver::resolved_text(&n);
-        eprintln!("vllm-diag serve: group {} resolved", n.group_key);
+        eprintln!("vllm-diag serve: group {} resolved", logged(&n.group_key));
         let webhook = deliver::resolved_envelope(&n, &text);
         let slack = json!({ "text": text });
         self.deliver(&n.group_key, &webhook, &slack).await;
@@ -374,7 +436,7 @@ impl Worker {
         for (t, result) in futures::future::join_all(sends).await {
             self.metrics.delivery(t.name, result.is_ok());
             if let Err(e) = result {
-                eprintln!("vllm-diag serve: delivery of group {group} failed: {e}");
+                eprintln!("vllm-diag serve: delivery of group {} failed: {e}", logged(group));
             }
         }
     }
@@ -385,6 +447,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_group_key_cannot_forge_a_log_line() {
+        let key = "{}:{a=\"x\"}\nvllm-diag serve: accepted group FAKE\u{1b}[31m";
+        assert_eq!(logged(key), "{}:{a=\"x\"} vllm-diag serve: accepted group FAKE\u{FFFD}[31m");
+    }
+
+    #[test]
     fn only_the_exact_bearer_token_is_authorized() {
         let token = Secret::new("s3cret");
         let with = |v: &str| {
@@ -393,6 +461,7 @@ mod tests {
             h
         };
         assert!(authorized(&with("Bearer s3cret"), &token));
+        assert!(authorized(&with("bearer s3cret"), &token) && authorized(&with("BEARER s3cret"), &token));
         assert!(!authorized(&with("Bearer s3cre"), &token));
         assert!(!authorized(&with("Bearer s3cret2"), &token));
         assert!(!authorized(&with("Basic s3cret"), &token));
