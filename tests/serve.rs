@@ -410,6 +410,41 @@ fn a_backend_that_is_down_is_delivered_as_a_failed_run_with_its_exit_code() {
     assert_eq!(code, 0, "{log}");
 }
 
+/// A backend that takes connections and never answers (a mock: a stuck Prometheus), so that a
+/// diagnosis lasts until --timeout.
+fn silent_backend() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("address");
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[test]
+fn a_groups_follow_up_is_delivered_after_its_diagnosis_even_when_it_resolves_during_it() {
+    let receiver = Receiver::start();
+    let serve = Serve::start(&silent_backend(), &receiver, &["--timeout", "4s", "--max-concurrent", "2"]);
+    let fired = Utc::now() - chrono::Duration::minutes(3);
+    let firing = notification("firing", MODEL, fired, None).to_string();
+    let (status, answer) = serve.notify(firing.as_bytes(), Some(&bearer()));
+    assert_eq!(status, 202, "{answer}");
+    // Resolved while the diagnosis still waits on the backend; a second worker is free to take it.
+    std::thread::sleep(Duration::from_millis(300));
+    let resolved = notification("resolved", MODEL, fired, Some(Utc::now())).to_string();
+    let (status, answer) = serve.notify(resolved.as_bytes(), Some(&bearer()));
+    assert_eq!(status, 202, "{answer}");
+    let hook = receiver.wait_for("/hook", 2, Duration::from_secs(60), &serve);
+    let kinds: Vec<String> = hook
+        .iter()
+        .map(|h| serde_json::from_str::<Value>(&h.body).expect("JSON")["trigger"]["status"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(kinds, ["firing", "resolved"], "the follow-up overtook the diagnosis:\n{}", serve.log());
+}
+
 /// A client that sends half a request and waits (a mock of a fault no real sender makes on
 /// purpose): its connection is closed after the header timeout, it cannot keep SIGTERM from
 /// stopping the service, and it does not stop the service answering others.

@@ -119,6 +119,8 @@ struct Worker {
     client: reqwest::Client,
     metrics: Arc<Metrics>,
     links: Option<crate::render::links::GraphLinks>,
+    /// Groups being diagnosed, with the resolved notifications that wait for them.
+    busy: Mutex<BTreeMap<String, Vec<Notification>>>,
 }
 
 /// Serve until `shutdown` completes, then finish the accepted diagnoses; `Ok` after a clean stop.
@@ -131,13 +133,15 @@ pub async fn run(config: Config, diagnose: Arc<Diagnose>, shutdown: impl std::fu
     let metrics = Arc::new(Metrics::new(&targets.iter().map(|t| t.name).collect::<Vec<_>>()));
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(15))
+        // A redirect would resend the diagnosis to wherever it points: a 3xx is a failed delivery.
+        .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("vllm-diag/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| Failure::Output(format!("cannot build the HTTP client for deliveries: {e}")))?;
     let (tx, rx) = mpsc::channel(config.queue.max(1));
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let shown: Vec<&str> = targets.iter().map(|t| t.shown.as_str()).collect();
-    let worker = Arc::new(Worker { diagnose, targets: targets.clone(), window: config.window, retry: config.retry, client, metrics: metrics.clone(), links: config.links.clone() });
+    let worker = Arc::new(Worker { diagnose, targets: targets.clone(), window: config.window, retry: config.retry, client, metrics: metrics.clone(), links: config.links.clone(), busy: Mutex::new(BTreeMap::new()) });
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..config.max_concurrent.max(1) {
         workers.spawn(work(worker.clone(), rx.clone()));
@@ -383,12 +387,40 @@ async fn metrics_page(State(front): State<Arc<Front>>) -> Response {
     ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], front.metrics.render()).into_response()
 }
 
-/// A worker: take jobs until the queue closes and is empty.
+/// A worker: take jobs until the queue closes and is empty. A group's follow-up never overtakes
+/// its diagnosis: a resolved notification taken while another worker still diagnoses the group
+/// waits for that worker, which sends it after its own delivery. (Jobs are taken in order under
+/// the queue's lock, so the group is marked busy before its follow-up can be taken.)
 async fn work(worker: Arc<Worker>, rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>) {
     loop {
-        let job = rx.lock().await.recv().await;
+        let job = {
+            let mut rx = rx.lock().await;
+            let job = rx.recv().await;
+            let mut busy = worker.busy.lock().unwrap_or_else(|e| e.into_inner());
+            match job {
+                Some(Job::Firing(n, selector)) => {
+                    busy.entry(n.group_key.clone()).or_default();
+                    Some(Job::Firing(n, selector))
+                }
+                Some(Job::Resolved(n)) => match busy.get_mut(&n.group_key) {
+                    Some(waiting) => {
+                        waiting.push(n);
+                        continue;
+                    }
+                    None => Some(Job::Resolved(n)),
+                },
+                None => None,
+            }
+        };
         match job {
-            Some(Job::Firing(n, selector)) => worker.diagnose_and_deliver(n, selector).await,
+            Some(Job::Firing(n, selector)) => {
+                let key = n.group_key.clone();
+                worker.diagnose_and_deliver(n, selector).await;
+                let waiting = worker.busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&key).unwrap_or_default();
+                for resolved in waiting {
+                    worker.follow_up(resolved).await;
+                }
+            }
             Some(Job::Resolved(n)) => worker.follow_up(n).await,
             None => break,
         }
