@@ -352,6 +352,16 @@ mod tests {
         RenderOptions::default()
     }
 
+    /// `n` more findings, copies of the first two on models of their own.
+    fn more_findings(r: &mut Report, n: usize) {
+        let template = r.findings.clone();
+        for i in 0..n {
+            let mut f = template[i % 2].clone();
+            f.scope.insert("model_name".to_string(), format!("model-{i:02}"));
+            r.findings.push(f);
+        }
+    }
+
     #[test]
     fn slack_snapshot_of_the_sample_report() {
         insta::assert_snapshot!(render(&sample_report(), &opts()));
@@ -387,12 +397,7 @@ mod tests {
     #[test]
     fn a_long_timeline_beside_many_findings_stays_within_the_limit_and_counts_what_it_left_out() {
         let mut r = sample_report_with_events();
-        let template = r.findings.clone();
-        for i in 0..8 {
-            let mut f = template[i % 2].clone();
-            f.scope.insert("model_name".to_string(), format!("model-{i:02}"));
-            r.findings.push(f);
-        }
+        more_findings(&mut r, 8);
         let e = r.events[0].clone();
         for i in 0..40 {
             let mut e = e.clone();
@@ -430,12 +435,7 @@ mod tests {
     #[test]
     fn many_findings_stay_within_the_limit_and_say_how_many_were_left_out() {
         let mut r = sample_report();
-        let template = r.findings.clone();
-        for i in 0..60 {
-            let mut f = template[i % 2].clone();
-            f.scope.insert("model_name".to_string(), format!("model-{i:02}"));
-            r.findings.push(f);
-        }
+        more_findings(&mut r, 60);
         let text = render(&r, &opts());
         assert!(text.chars().count() <= LIMIT, "{} chars", text.chars().count());
         assert!(text.contains("more findings not shown here"), "{text}");
@@ -476,12 +476,7 @@ mod tests {
         // The verdict names scopes, whose label values come from the server.
         let verdict = format!("FAIL: 1 critical finding since the deploy (kv-cache-pressure on m <!channel> <https://evil.example|login> {})", "x".repeat(150));
         let mut r = sample_report();
-        let template = r.findings.clone();
-        for i in 0..60 {
-            let mut f = template[i % 2].clone();
-            f.scope.insert("model_name".to_string(), format!("model-{i:02}"));
-            r.findings.push(f);
-        }
+        more_findings(&mut r, 60);
         let text = render(&r, &RenderOptions { verdict: Some(verdict), ..opts() });
         assert!(text.starts_with("FAIL: 1 critical finding"), "{text}");
         assert!(!text.contains("<!channel>") && !text.contains("<https://"), "{text}");
