@@ -201,17 +201,24 @@ impl Default for Retry {
     }
 }
 
-/// POST `body` as JSON to `target`, trying again on a connection error, a 429 or a 5xx. Returns
+/// The longest a delivery waits when a receiver's 429 or 5xx says `Retry-After` (the wait holds a
+/// worker).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// POST `body` as JSON to `target`, trying again on a connection error, a 429 or a 5xx (after
+/// the receiver's `Retry-After` when it gives one, up to [`MAX_RETRY_AFTER`]). Returns
 /// the tries it took, or why it failed (never the URL's secrets).
 pub async fn post(client: &reqwest::Client, target: &Target, body: &Value, retry: Retry) -> Result<u32, String> {
     let mut wait = retry.backoff;
     let mut last = String::new();
     let mut tries = 0;
     let bytes = serde_json::to_vec(body).map_err(|e| format!("{}: cannot encode the body: {e}", target.shown))?;
+    // What the receiver asked for with Retry-After, up to MAX_RETRY_AFTER.
+    let mut asked: Option<Duration> = None;
     for attempt in 1..=retry.tries.max(1) {
         tries = attempt;
         if attempt > 1 {
-            tokio::time::sleep(wait).await;
+            tokio::time::sleep(asked.take().map_or(wait, |a| a.max(wait))).await;
             wait = wait.saturating_mul(2);
         }
         match client
@@ -224,6 +231,12 @@ pub async fn post(client: &reqwest::Client, target: &Target, body: &Value, retry
             Ok(r) => {
                 let status = r.status();
                 last = format!("HTTP {status}");
+                asked = r
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| crate::source::prometheus::parse_retry_after(v, Utc::now()))
+                    .map(|d| d.min(MAX_RETRY_AFTER));
                 if !(status.is_server_error() || status.as_u16() == 429) {
                     break;
                 }
@@ -251,6 +264,29 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A receiver that answers 429 with `Retry-After: 2`, then 200 (a mock: the status sequence is
+    /// the point). The delivery waits what it was asked, not its own 0.5 s.
+    #[tokio::test]
+    async fn a_receivers_retry_after_is_honoured() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for (i, stream) in listener.incoming().enumerate() {
+                let Ok(mut s) = stream else { return };
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let status = if i == 0 { "429 Too Many Requests\r\nRetry-After: 2" } else { "200 OK" };
+                let _ = write!(s, "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            }
+        });
+        let started = std::time::Instant::now();
+        let tries = super::post(&reqwest::Client::new(), &super::Target::webhook(&url), &serde_json::json!({}), super::Retry::default()).await;
+        assert_eq!(tries, Ok(2));
+        // A lower bound only: waiting is what is checked, not how fast the machine is.
+        assert!(started.elapsed() >= std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+    }
+
     #[test]
     fn a_notification_of_many_alerts_lists_their_names_up_to_a_point() {
         assert_eq!(super::cut_names("A, B"), "A, B");

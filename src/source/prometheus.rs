@@ -714,7 +714,7 @@ pub(crate) fn configure_tls(mut builder: reqwest::ClientBuilder, tls: &TlsOption
 }
 
 /// `Retry-After` is either whole seconds or an HTTP date.
-fn parse_retry_after(v: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+pub(crate) fn parse_retry_after(v: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
     let v = v.trim();
     if let Ok(secs) = v.parse::<u64>() {
         return Some(Duration::from_secs(secs));
