@@ -314,6 +314,10 @@ impl Scanner<'_> {
         if read.name != span.name || op != span.op {
             return Err(self.err_at(span.start, "PromQL reads this matcher differently; write it as name=\"value\""));
         }
+        if read.name == "__name__" {
+            // Every query names its own metric; a second name makes it unparsable or empty.
+            return Err(self.err_at(span.start, "the metric name (__name__) cannot be chosen here: these matchers join every query, each of which names its own metrics. Select by labels, e.g. namespace=\"prod\""));
+        }
         Ok(Matcher { name: read.name.clone(), op, value: read.value.clone() })
     }
 }
@@ -332,6 +336,16 @@ mod tests {
         }
         // An escaped backslash before one is fine.
         assert_eq!(Selector::parse("a=\"\\\\é\"").unwrap().matchers[0].value, "\\é");
+    }
+
+    #[test]
+    fn the_metric_name_cannot_be_a_selector_matcher() {
+        // Prometheus refuses `vllm:kv_cache_usage_perc{__name__=~"vllm:.*"}` too: "metric name
+        // must not be set twice".
+        for input in [r#"__name__="foo""#, r#"job="x",__name__=~"vllm.*""#] {
+            let e = Selector::parse(input).unwrap_err();
+            assert!(e.problem.contains("__name__") && e.problem.contains("Select by labels"), "{input}: {e}");
+        }
     }
 
     #[test]
@@ -416,7 +430,7 @@ mod tests {
 
     #[test]
     fn selectors_promql_would_call_empty_are_fine_as_they_join_a_metric_name() {
-        for text in [r#"a=~".*""#, r#"a="""#, r#"a!~"x""#, r#"__name__=~"vllm:.*""#, r#"on="x",by="y",offset="z""#] {
+        for text in [r#"a=~".*""#, r#"a="""#, r#"a!~"x""#, r#"on="x",by="y",offset="z""#] {
             assert!(Selector::parse(text).is_ok(), "{text}");
         }
     }
