@@ -406,6 +406,10 @@ fn a_backend_that_is_down_is_delivered_as_a_failed_run_with_its_exit_code() {
 
     let (_, metrics) = serve.get("/metrics");
     assert_eq!(sample(&metrics, "vllm_diag_serve_failures_total"), Some(1.0), "{metrics}");
+    // A failed diagnosis does not hold its group for --dedup: Alertmanager's next notification of
+    // it is diagnosed again.
+    let (status, answer) = serve.notify(body.as_bytes(), Some(&bearer()));
+    assert_eq!((status, answer["status"].as_str()), (202, Some("accepted")), "{answer}");
     let (code, log) = serve.stop();
     assert_eq!(code, 0, "{log}");
 }

@@ -102,7 +102,7 @@ struct Front {
     token: Option<Secret>,
     dedup: Duration,
     /// When each group was last accepted for diagnosis.
-    seen: Mutex<BTreeMap<String, Instant>>,
+    seen: Arc<Mutex<BTreeMap<String, Instant>>>,
     group_by: Vec<String>,
     body_limit: usize,
     queue: mpsc::Sender<Job>,
@@ -121,6 +121,9 @@ struct Worker {
     links: Option<crate::render::links::GraphLinks>,
     /// Groups being diagnosed, with the resolved notifications that wait for them.
     busy: Mutex<BTreeMap<String, Vec<Notification>>>,
+    /// The front's dedup record: a group whose diagnosis failed is forgotten, so Alertmanager's
+    /// next notification of it is diagnosed rather than answered "duplicate".
+    seen: Arc<Mutex<BTreeMap<String, Instant>>>,
 }
 
 /// Serve until `shutdown` completes, then finish the accepted diagnoses; `Ok` after a clean stop.
@@ -141,7 +144,9 @@ pub async fn run(config: Config, diagnose: Arc<Diagnose>, shutdown: impl std::fu
     let (tx, rx) = mpsc::channel(config.queue.max(1));
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let shown: Vec<&str> = targets.iter().map(|t| t.shown.as_str()).collect();
-    let worker = Arc::new(Worker { diagnose, targets: targets.clone(), window: config.window, retry: config.retry, client, metrics: metrics.clone(), links: config.links.clone(), busy: Mutex::new(BTreeMap::new()) });
+    // When each group was last accepted; shared so that a failed diagnosis can forget its group.
+    let seen = Arc::new(Mutex::new(BTreeMap::new()));
+    let worker = Arc::new(Worker { diagnose, targets: targets.clone(), window: config.window, retry: config.retry, client, metrics: metrics.clone(), links: config.links.clone(), busy: Mutex::new(BTreeMap::new()), seen: seen.clone() });
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..config.max_concurrent.max(1) {
         workers.spawn(work(worker.clone(), rx.clone()));
@@ -149,7 +154,7 @@ pub async fn run(config: Config, diagnose: Arc<Diagnose>, shutdown: impl std::fu
     let front = Arc::new(Front {
         token: config.auth_token.clone(),
         dedup: config.dedup,
-        seen: Mutex::new(BTreeMap::new()),
+        seen: seen.clone(),
         group_by: config.group_by.clone(),
         body_limit: config.body_limit,
         queue: tx,
@@ -330,7 +335,7 @@ fn accept_firing(front: &Front, n: Notification) -> Response {
         m.notification("duplicate");
         let ago = now.duration_since(*at).as_secs();
         let note = format!(
-            "group {key} was diagnosed {ago}s ago, within --dedup {}: not diagnosed again",
+            "group {key} was accepted for diagnosis {ago}s ago, within --dedup {}: not diagnosed again",
             humantime::format_duration(Duration::from_secs(front.dedup.as_secs()))
         );
         eprintln!("vllm-diag serve: {}", redact_text(&crate::text::one_line(&note)));
@@ -438,6 +443,9 @@ impl Worker {
             .await
             .unwrap_or_else(|e| Err(Failure::Output(format!("the diagnosis stopped unexpectedly: {e}"))));
         self.metrics.run(started.elapsed(), outcome.is_err());
+        if outcome.is_err() {
+            self.seen.lock().unwrap_or_else(|e| e.into_inner()).remove(&n.group_key);
+        }
         let what = match &outcome {
             Ok(d) => match d.report.findings.first() {
                 Some(f) => format!("first finding {} ({}), exit code {}", f.rule, f.severity, d.exit_code),
