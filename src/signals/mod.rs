@@ -76,6 +76,11 @@ pub enum SignalKind {
         attribute_via: Vec<String>,
         #[serde(default = "default_join")]
         join_on: Vec<String>,
+        /// Tie series to their scope through the anchor's series in the window or as long before
+        /// it, not only in the window: a target that stopped serving before the window and has
+        /// failed its scrapes since (`up` 0, no vLLM series left) is still its model's.
+        #[serde(default)]
+        attribute_before: bool,
     },
     /// The share of the window during which a counter was increasing (0..1): "sustained" preemptions.
     ActiveShare { counter: Vec<String> },

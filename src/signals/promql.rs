@@ -220,7 +220,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 ..parts(format!("({num} or {den} * 0) / {den}"), Combine::Share, vec![num, den])
             }
         }
-        SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, .. } => {
+        SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, attribute_before, .. } => {
             let extra = parse(r#match)?;
             let (ot, ac) = (over_time_fn(*over_time), across_fn(*across));
             if attribute_via.is_empty() {
@@ -228,8 +228,9 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             } else {
                 let own = sel.without(&ctx.group_by);
                 let (j, left, anchor_by) = join_labels(join_on, &ctx.group_by);
+                let anchor_range = if *attribute_before { promql_duration(ctx.range * 2) } else { r.clone() };
                 plain(format!(
-                    "{ac} by ({by}) ({ot}({}[{r}]) * on ({j}) group_left ({left}) group by ({anchor_by}) (last_over_time({}[{r}])))",
+                    "{ac} by ({by}) ({ot}({}[{r}]) * on ({j}) group_left ({left}) group by ({anchor_by}) (last_over_time({}[{anchor_range}])))",
                     own.series(&resolved.names[0], &extra),
                     sel.series(&resolved.names[1], &[])
                 ))

@@ -93,6 +93,7 @@ fn missing_families_are_named() {
         r#match: String::new(),
         attribute_via: vec![],
         join_on: default_join(),
+        attribute_before: false,
     };
     let err = resolve(&k, &present(&[])).unwrap_err();
     assert_eq!(err, vec!["vllm:kv_cache_usage_perc / vllm:gpu_cache_usage_perc".to_string()]);
@@ -276,6 +277,7 @@ fn gauges_without_the_grouping_label_join_on_the_declared_labels() {
         r#match: String::new(),
         attribute_via: vec!["vllm:num_requests_running".into()],
         join_on: vec!["namespace".into(), "pod".into()],
+        attribute_before: false,
     };
     let r = resolve(&k, &present(&["DCGM_FI_DEV_SM_CLOCK", "vllm:num_requests_running"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
