@@ -146,6 +146,26 @@ fn fail_on_turns_a_finding_into_exit_1_and_a_replay_matches_the_live_run() {
 }
 
 #[test]
+fn a_replay_judges_with_the_profile_the_run_was_recorded_with() {
+    // healthy-steady under the code-completion profile's tighter latency targets burns its SLO;
+    // under the default profile it does not. The replay must give the recorded verdict.
+    let (spec, prom) = start_scenario("healthy-steady");
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("profiled.json");
+    let rec_s = rec.to_str().unwrap();
+    let (code, live, stderr) = explain(&prom.url, &["--at", &at(&spec), "--profile", "code-completion", "--fail-on", "warning", "--record", rec_s]);
+    let (default_code, default_report, _) = explain(&prom.url, &["--at", &at(&spec), "--fail-on", "warning"]);
+    assert_ne!(findings(&live), findings(&default_report), "the profile makes no difference here, so this test shows nothing");
+    drop(prom);
+    let (replay_code, replayed, replay_stderr) = explain("http://127.0.0.1:9", &["--replay", rec_s, "--fail-on", "warning"]);
+    assert_eq!((replay_code, &replayed), (code, &live), "{stderr}\n{replay_stderr}");
+    assert_ne!(replay_code, default_code);
+    // Another profile given on replay is used, and said so.
+    let (_, _, other) = explain("http://127.0.0.1:9", &["--replay", rec_s, "--profile", "batch"]);
+    assert!(other.contains("judged with --profile code-completion; this replay uses --profile batch"), "{other}");
+}
+
+#[test]
 fn a_selector_narrows_every_query() {
     let (spec, prom) = start_scenario("kv-cache-pressure");
     let (code, report, stderr) =

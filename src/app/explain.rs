@@ -134,11 +134,8 @@ fn append_summary(path: &std::path::Path, markdown: &str) -> std::io::Result<()>
 /// shows a spinner on stderr while queries run; the queries run on `runtime`.
 pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::Runtime) -> Result<Report, Failure> {
     let mut rules: RuleSet = load_with_overrides(s.rules.dir.as_deref())?;
-    if let Some(profile) = s.rules.profile.as_deref() {
-        rules.apply_profile(profile).map_err(Failure::Usage)?;
-    }
-    // The configuration file's thresholds and disabled rules (listed in the report as disabled).
-    let disabled = s.rules.apply_to_rules(&mut rules);
+    // The profile a replayed run was judged with, unless another is given.
+    let mut recorded_profile: Option<String> = None;
 
     // Kept for --debug's transfer summary.
     let mut http_client: Option<Arc<PrometheusClient>> = None;
@@ -156,6 +153,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
                 ));
             }
             let (replay, params) = Replay::open(path).map_err(|e| Failure::Recording(e.to_string()))?;
+            recorded_profile = replay.profile().map(str::to_string);
             let selector = crate::prom::Selector::parse(&params.selector)
                 .map_err(|e| Failure::Recording(format!("{}: the recorded selector is invalid: {e}", path.display())))?;
             eprintln!("vllm-diag: replaying {} (recorded from {})", path.display(), crate::render::display_url(&replay.info().url));
@@ -187,6 +185,20 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
         }
     };
 
+    let profile = match (s.rules.profile.as_deref(), recorded_profile.as_deref()) {
+        (Some(given), Some(recorded)) if given != recorded => {
+            eprintln!("vllm-diag: warning: the recording was judged with --profile {recorded}; this replay uses --profile {given}, so its verdicts may differ");
+            Some(given)
+        }
+        (given, recorded) => given.or(recorded),
+    };
+    if let Some(profile) = profile {
+        rules.apply_profile(profile).map_err(Failure::Usage)?;
+    }
+    // The configuration file's thresholds and disabled rules (listed in the report as disabled),
+    // after the profile.
+    let disabled = s.rules.apply_to_rules(&mut rules);
+
     let (source, spinner) = crate::progress::attach(source, progress && s.source.replay.is_none());
     let opts = ExplainOptions {
         params: params.clone(),
@@ -210,7 +222,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
 
     // Record even a failed run: its errors are part of what happened.
     if let (Some(rec), Some(path)) = (&recorder, &*s.source.record) {
-        rec.save(path, &params).map_err(|e| Failure::Recording(e.to_string()))?;
+        rec.save(path, &params, profile).map_err(|e| Failure::Recording(e.to_string()))?;
     }
 
     match result {

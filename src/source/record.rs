@@ -77,7 +77,7 @@ impl Recorder {
     }
 
     /// Write the recording to `path` atomically: a half-written file never replaces a good one.
-    pub fn save(&self, path: &Path, params: &RunParams) -> Result<(), RecordError> {
+    pub fn save(&self, path: &Path, params: &RunParams, profile: Option<&str>) -> Result<(), RecordError> {
         let exchanges: Vec<StoredExchange> = self
             .lock()
             .iter()
@@ -99,6 +99,7 @@ impl Recorder {
             version: VERSION,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             params: params.clone(),
+            profile: profile.map(str::to_string),
             source: self.inner.info(),
             exchanges,
         };
@@ -139,6 +140,7 @@ impl Source for Recorder {
 pub struct Replay {
     file: String,
     source: SourceInfo,
+    profile: Option<String>,
     answers: BTreeMap<Request, Outcome>,
 }
 
@@ -230,9 +232,15 @@ impl Replay {
         let replay = Replay {
             file: path.display().to_string(),
             source,
+            profile: file.profile,
             answers,
         };
         Ok((replay, file.params))
+    }
+
+    /// The `--profile` the run was recorded with, if one was given.
+    pub fn profile(&self) -> Option<&str> {
+        self.profile.as_deref()
     }
 
     /// How many requests the recording can answer.
@@ -268,6 +276,10 @@ struct RecordingFile {
     version: u32,
     tool_version: String,
     params: RunParams,
+    /// The `--profile` the run was judged with, when one was given: a replay judges with it too.
+    /// (Absent in recordings made before it was kept: the default profile.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    profile: Option<String>,
     source: SourceInfo,
     exchanges: Vec<StoredExchange>,
 }
@@ -463,7 +475,7 @@ mod tests {
             live.push(rec.send(&r).await);
         }
         assert_eq!(rec.len(), 4);
-        rec.save(path, &params()).expect("save");
+        rec.save(path, &params(), Some("batch")).expect("save");
         live
     }
 
@@ -476,6 +488,8 @@ mod tests {
         let (replay, p) = Replay::open(&path).expect("open");
         assert_eq!(p, params());
         assert_eq!(replay.info(), Fake.info());
+        // The profile the run was judged with comes back, so the replay judges with it too.
+        assert_eq!(replay.profile(), Some("batch"));
         let mut replayed = Vec::new();
         for r in requests() {
             replayed.push(replay.send(&r).await);
@@ -495,7 +509,7 @@ mod tests {
         for r in requests().iter().rev() {
             let _ = rec.send(r).await;
         }
-        rec.save(&b, &params()).expect("save");
+        rec.save(&b, &params(), Some("batch")).expect("save");
         let text_a = std::fs::read_to_string(&a).expect("read a");
         assert_eq!(text_a, std::fs::read_to_string(&b).expect("read b"));
 
@@ -644,7 +658,7 @@ mod tests {
     fn saving_into_a_missing_directory_is_an_io_error() {
         let rec = Recorder::new(Arc::new(Fake));
         let err = rec
-            .save(Path::new("/nonexistent/dir/run.json"), &params())
+            .save(Path::new("/nonexistent/dir/run.json"), &params(), None)
             .expect_err("no dir");
         assert!(matches!(err, RecordError::Io { .. }));
     }
