@@ -183,6 +183,12 @@ fn a_window_shorter_than_two_scrapes_is_no_pass_and_says_to_widen_it() {
     }
     let warnings = report["warnings"].to_string();
     assert!(warnings.contains("no rate could be taken for") && warnings.contains("ttft_p95") && warnings.contains("Widen --window"), "{warnings}");
+    // A window that runs past the end of the data is not short: the warning says the series
+    // stopped or the data ends, rather than to widen it.
+    let later = (spec.window_end() + chrono::Duration::minutes(25)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let r = run(&explain_args(&prom.url, &later, &["--window", "30m", "--format", "json"]));
+    let warnings = r.json()["warnings"].to_string();
+    assert!(warnings.contains("no rate could be taken") && warnings.contains("the data ends before the window does") && !warnings.contains("Widen --window"), "{warnings}");
     // Two minutes hold four scrapes: the incident is found.
     let r = run(&explain_args(&prom.url, &at, &["--window", "2m", "--fail-on", "warning", "--format", "json"]));
     let report = r.json();

@@ -153,11 +153,15 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let judge::Judged { mut ranked, scopes, evaluated, coverage } = judge::judge(rules, &table, p);
     let unread = judge::unread(rules, &table);
     if !unread.is_empty() {
-        warnings.push(format!(
-            "no rate could be taken for {} although the metrics are in the data and the queries succeeded: the {} window (or the baseline) probably holds fewer than two samples of each series, and rate() needs two. Widen --window to at least four scrape intervals",
-            unread.join(", "),
-            humantime::format_duration(p.window.duration())
-        ));
+        // rate() needs two samples of a series. A short window is the likely reason; over a longer
+        // one the series stopped reporting, or the data ends before the window does.
+        let window = p.window.duration();
+        let why = if window < std::time::Duration::from_secs(300) {
+            format!("the {} window (or the baseline) probably holds fewer than two samples of each series, and rate() needs two. Widen --window to at least four scrape intervals", humantime::format_duration(window))
+        } else {
+            "their series have fewer than two samples in the window or the baseline, and rate() needs two: they stopped reporting, or the data ends before the window does (check --at)".to_string()
+        };
+        warnings.push(format!("no rate could be taken for {} although the metrics are in the data and the queries succeeded: {why}", unread.join(", ")));
     }
 
     // Follow up on the findings in one more round trip.
