@@ -58,6 +58,12 @@ impl TimeRange {
         self.start >= first && self.end <= last && self.start <= self.end
     }
 
+    /// The supported times as errors name them: `1970-01-01 00:00:00 UTC to 9999-12-31 23:59:59 UTC`.
+    pub fn supported_text() -> String {
+        let (first, last) = Self::SUPPORTED;
+        format!("{first} to {last}")
+    }
+
     /// The first and last supported times, for [`TimeRange::is_supported`] and its errors.
     pub const SUPPORTED: (DateTime<Utc>, DateTime<Utc>) = (
         DateTime::UNIX_EPOCH,

@@ -82,6 +82,35 @@ impl Request {
     }
 }
 
+/// Why an answer's body could not be read in full.
+pub(crate) enum BodyError {
+    /// Over the cap (declared or counted, decompressed).
+    TooBig,
+    /// The connection broke off while reading.
+    Broken(reqwest::Error),
+}
+
+/// An answer's body as text (invalid UTF-8 replaced), decompressed, read up to `max` bytes: a body
+/// that declares or reaches more stops with [`BodyError::TooBig`], so an endless answer or a small
+/// gzip body that inflates to gigabytes costs at most `max`. The Prometheus client and the scraper
+/// share it.
+pub(crate) async fn read_capped(mut resp: reqwest::Response, max: usize) -> Result<String, BodyError> {
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Err(BodyError::TooBig);
+    }
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(BodyError::Broken)? {
+        if buf.len() + chunk.len() > max {
+            return Err(BodyError::TooBig);
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(match String::from_utf8(buf) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
+}
+
 /// RFC 3339 with millisecond precision in UTC, accepted by every Prometheus-compatible API.
 pub fn format_time(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)

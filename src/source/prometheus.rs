@@ -485,7 +485,7 @@ impl PrometheusClient {
             builder = builder.bearer_auth(token.expose());
         }
 
-        let mut resp = builder
+        let resp = builder
             .send()
             .await
             .map_err(|e| self.transport_error(&shown_endpoint, &e))?;
@@ -530,24 +530,10 @@ impl PrometheusClient {
             },
             retryable: false,
         };
-        if resp.content_length().is_some_and(|n| n > self.max_body_bytes as u64) {
-            return Err(too_big(&shown_endpoint));
-        }
-        let mut buf: Vec<u8> = Vec::new();
-        while let Some(chunk) = resp
-            .chunk()
-            .await
-            .map_err(|e| self.transport_error(&shown_endpoint, &e))?
-        {
-            if buf.len() + chunk.len() > self.max_body_bytes {
-                return Err(too_big(&shown_endpoint));
-            }
-            buf.extend_from_slice(&chunk);
-        }
-        let body = match String::from_utf8(buf) {
-            Ok(s) => s,
-            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-        };
+        let body = super::read_capped(resp, self.max_body_bytes).await.map_err(|e| match e {
+            super::BodyError::TooBig => too_big(&shown_endpoint),
+            super::BodyError::Broken(e) => self.transport_error(&shown_endpoint, &e),
+        })?;
         Ok((
             Exchange {
                 http_status,

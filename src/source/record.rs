@@ -316,10 +316,11 @@ fn check_params(p: &RunParams) -> Result<(), String> {
             ));
         }
         if !r.is_supported() {
-            let (first, last) = TimeRange::SUPPORTED;
             return Err(format!(
-                "{name} runs from {} to {}, outside the times a diagnosis can be about ({} to {})",
-                r.start, r.end, first, last
+                "{name} runs from {} to {}, outside the times a diagnosis can be about ({})",
+                r.start,
+                r.end,
+                TimeRange::supported_text()
             ));
         }
     }

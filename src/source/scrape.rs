@@ -234,24 +234,10 @@ async fn fetch(client: &reqwest::Client, auth: &ScrapeAuth, target: &Target, tim
     let ct = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     // Read with a cap on the decompressed size: a page that never ends, or a small gzip body that
     // inflates to gigabytes, is a failed scrape, not the end of the machine's memory.
-    let too_big = || format!("the page is larger than {} MiB, far more than a vLLM server's /metrics: check the URL", MAX_PAGE_BYTES >> 20);
-    if resp.content_length().is_some_and(|n| n > MAX_PAGE_BYTES as u64) {
-        return Err(too_big());
-    }
-    let mut resp = resp;
-    let mut body: Vec<u8> = Vec::new();
-    while let Some(chunk) =
-        resp.chunk().await.map_err(|e| format!("the answer broke off ({})", crate::prom::redact_text(&first_cause(&e))))?
-    {
-        if body.len() + chunk.len() > MAX_PAGE_BYTES {
-            return Err(too_big());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    let body = match String::from_utf8(body) {
-        Ok(s) => s,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    };
+    let body = super::read_capped(resp, MAX_PAGE_BYTES).await.map_err(|e| match e {
+        super::BodyError::TooBig => format!("the page is larger than {} MiB, far more than a vLLM server's /metrics: check the URL", MAX_PAGE_BYTES >> 20),
+        super::BodyError::Broken(e) => format!("the answer broke off ({})", crate::prom::redact_text(&first_cause(&e))),
+    })?;
     Ok((body, ct))
 }
 
@@ -328,9 +314,9 @@ pub fn load_samples(path: &Path) -> Result<Store, ScrapeError> {
     let (first, last) = store.time_span().unwrap_or((0, 0));
     let span = DateTime::from_timestamp_millis(first).zip(DateTime::from_timestamp_millis(last));
     if !span.is_some_and(|(start, end)| TimeRange { start, end }.is_supported()) {
-        let (from, to) = TimeRange::SUPPORTED;
         return Err(bad(format!(
-            "its timestamps run from {first} to {last} ms since 1970, outside the times a diagnosis can be about ({from} to {to}): check the timestamps in the file (--save-samples writes them)"
+            "its timestamps run from {first} to {last} ms since 1970, outside the times a diagnosis can be about ({}): check the timestamps in the file (--save-samples writes them)",
+            TimeRange::supported_text()
         )));
     }
     Ok(store)
@@ -468,11 +454,11 @@ pub fn prepare(a: ScrapeArgs<'_>) -> Result<Prepared, ScrapeError> {
             let end = DateTime::from_timestamp_millis(last_ms).unwrap_or(before_first).min(before_first);
             let range = end.checked_sub_signed(length).map(|start| TimeRange { start, end }).filter(TimeRange::is_supported);
             let Some(range) = range else {
-                let (first, last) = TimeRange::SUPPORTED;
                 return Err(ScrapeError::Baseline {
                     path: a.baseline_from.map(Path::to_path_buf).unwrap_or_default(),
                     problem: format!(
-                        "its samples end at {end}, so a baseline as long as the window would lie outside the times a diagnosis can be about ({first} to {last}): check the timestamps in the file (--save-samples writes them)"
+                        "its samples end at {end}, so a baseline as long as the window would lie outside the times a diagnosis can be about ({}): check the timestamps in the file (--save-samples writes them)",
+                        TimeRange::supported_text()
                     ),
                 });
             };
