@@ -510,6 +510,31 @@ fn a_full_queue_is_answered_503_until_a_worker_is_free() {
     assert_eq!(code, 0, "{log}");
 }
 
+/// A receiver that takes connections and never answers (a mock: a hung webhook endpoint; each
+/// delivery to it lasts the client's 15 s timeout, three times). The diagnoses go on meanwhile:
+/// with one worker, the next groups are diagnosed at once instead of each waiting about 47 s, and
+/// notifications are accepted, not answered 503.
+#[test]
+fn a_hung_receiver_holds_up_neither_the_diagnoses_nor_the_queue() {
+    let hung = Receiver { url: silent_backend(), hits: Arc::new(Mutex::new(Vec::new())) };
+    let serve = Serve::start(&dead_backend(), &hung, &["--max-concurrent", "1", "--queue", "2"]);
+    let diagnosed = |serve: &Serve| serve.log().matches("vllm-diag serve: diagnosed group").count();
+    for (i, model) in ["model-a", "model-b", "model-c"].into_iter().enumerate() {
+        let body = notification("firing", model, Utc::now(), None).to_string();
+        let (status, answer) = serve.notify(body.as_bytes(), Some(&bearer()));
+        assert_eq!(status, 202, "{model}: {answer}\n{}", serve.log());
+        let started = Instant::now();
+        while diagnosed(&serve) < i + 1 {
+            assert!(started.elapsed() < Duration::from_secs(20), "{model} was not diagnosed within 20 s:\n{}", serve.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // Two deliveries are in progress (--queue 2); the third diagnosis waits for one to end.
+    let (_, metrics) = serve.get("/metrics");
+    assert_eq!(sample(&metrics, "vllm_diag_serve_deliveries_pending"), Some(3.0), "{metrics}");
+    assert!(hung.hits("/").is_empty());
+}
+
 // ---------------------------------------------------------------------------------------------
 // A real Alertmanager (Debian's prometheus-alertmanager) routing to serve.
 // ---------------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub struct Metrics {
     runs: AtomicU64,
     failures: AtomicU64,
+    /// Deliveries made and not yet ended (waiting for their group's previous one, or being sent).
+    pending: AtomicU64,
     durations: Mutex<Histogram>,
     /// By (target, result).
     deliveries: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
@@ -74,6 +76,16 @@ impl Metrics {
         if let Ok(mut d) = self.deliveries.lock() {
             *d.entry((target, if ok { "ok" } else { "failed" })).or_default() += 1;
         }
+    }
+
+    /// A delivery was handed to the outbox; [`Metrics::delivery`] ends it.
+    pub fn delivery_queued(&self) {
+        self.pending.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A delivery handed to the outbox ended (every target tried).
+    pub fn delivery_ended(&self) {
+        let _ = self.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_sub(1)));
     }
 
     /// One notification was answered with `outcome`.
@@ -128,6 +140,13 @@ impl Metrics {
             })
             .unwrap_or_default();
         family("vllm_diag_serve_deliveries_total", "counter", "Deliveries of a diagnosis or a follow-up, by target and result (after retries).", deliveries);
+        let pending = self.pending.load(Ordering::Relaxed) as f64;
+        family(
+            "vllm_diag_serve_deliveries_pending",
+            "gauge",
+            "Diagnoses and follow-ups made and not yet delivered (a slow receiver makes them wait).",
+            vec![("vllm_diag_serve_deliveries_pending".into(), pending)],
+        );
         out
     }
 }
@@ -143,6 +162,9 @@ mod tests {
         m.run(Duration::from_secs(200), true);
         m.delivery("webhook", true);
         m.notification("accepted");
+        m.delivery_queued();
+        m.delivery_queued();
+        m.delivery_ended();
         let text = m.render();
         let families = crate::prom::exposition::parse(&text, crate::prom::exposition::Format::Text);
         assert!(families.is_ok(), "{families:?}\n{text}");
@@ -155,5 +177,6 @@ mod tests {
         assert!(text.contains("vllm_diag_serve_deliveries_total{target=\"webhook\",result=\"ok\"} 1\n"), "{text}");
         assert!(text.contains("vllm_diag_serve_deliveries_total{target=\"webhook\",result=\"failed\"} 0\n"), "{text}");
         assert!(text.contains("vllm_diag_serve_notifications_total{outcome=\"accepted\"} 1\n"), "{text}");
+        assert!(text.contains("vllm_diag_serve_deliveries_pending 1\n"), "{text}");
     }
 }

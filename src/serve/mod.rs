@@ -14,9 +14,11 @@
 //! diagnosed within the dedup interval is not diagnosed again (200 saying so). Notifications are
 //! answered at once (202) and diagnosed by a fixed number of workers from a bounded queue; when
 //! the queue is full the answer is 503, and Alertmanager sends again later. Deliveries are tried
-//! three times with a growing pause. On SIGTERM or Ctrl-C the service stops taking notifications,
-//! finishes the diagnoses it accepted (within [`DRAIN`]) and exits 0. Secrets (the token, the
-//! Slack URL's path, credentials in URLs) never reach a log line.
+//! three times with a growing pause, on their own tasks ([`Outbox`]): a slow or hung receiver
+//! holds neither a worker nor the queue, and a group's deliveries still go out in order. On
+//! SIGTERM or Ctrl-C the service stops taking notifications, finishes the diagnoses it accepted
+//! and their deliveries (within [`DRAIN`]) and exits 0. Secrets (the token, the Slack URL's path,
+//! credentials in URLs) never reach a log line.
 //!
 //! The caller hands over the diagnosis as a closure ([`Diagnose`]): this module knows nothing of
 //! the settings or the app, like `watch`.
@@ -53,7 +55,7 @@ pub type Diagnose = dyn Fn(&Selector, DateTime<Utc>, Duration) -> Result<Diagnos
 /// The request body cap when none is configured: a notification of a few hundred alerts fits.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 
-/// How long a stopping service waits for the diagnoses it accepted.
+/// How long a stopping service waits for the diagnoses it accepted and their deliveries.
 pub const DRAIN: Duration = Duration::from_secs(120);
 
 /// How long a client may take to send a request's headers, and then its body. Alertmanager sends a
@@ -124,6 +126,33 @@ struct Worker {
     /// The front's dedup record: a group whose diagnosis failed is forgotten, so Alertmanager's
     /// next notification of it is diagnosed rather than answered "duplicate".
     seen: Arc<Mutex<BTreeMap<String, Instant>>>,
+    outbox: Outbox,
+}
+
+/// Deliveries in progress. Each runs on its own task, so a receiver that is slow or does not
+/// answer (each try may take the client's 15 s timeout, three tries) holds neither a worker nor
+/// the queue; a group's deliveries still go out in the order they were made, each waiting for the
+/// group's one before. At most `permits` deliveries are in progress: past that a worker waits for
+/// one to end, the queue fills, and new notifications are answered 503, as when the workers are
+/// busy.
+struct Outbox {
+    permits: Arc<tokio::sync::Semaphore>,
+    /// Each group's latest delivery, which the group's next one waits for.
+    tails: Mutex<BTreeMap<String, tokio::task::JoinHandle<()>>>,
+}
+
+impl Outbox {
+    fn new(limit: usize) -> Outbox {
+        Outbox { permits: Arc::new(tokio::sync::Semaphore::new(limit.max(1))), tails: Mutex::new(BTreeMap::new()) }
+    }
+
+    /// Every delivery still in progress ends (the latest of each group waits for the ones before).
+    async fn drain(&self) {
+        let tails: Vec<_> = std::mem::take(&mut *self.tails.lock().unwrap_or_else(|e| e.into_inner())).into_values().collect();
+        for t in tails {
+            let _ = t.await;
+        }
+    }
 }
 
 /// Serve until `shutdown` completes, then finish the accepted diagnoses; `Ok` after a clean stop.
@@ -146,7 +175,18 @@ pub async fn run(config: Config, diagnose: Arc<Diagnose>, shutdown: impl std::fu
     let shown: Vec<&str> = targets.iter().map(|t| t.shown.as_str()).collect();
     // When each group was last accepted; shared so that a failed diagnosis can forget its group.
     let seen = Arc::new(Mutex::new(BTreeMap::new()));
-    let worker = Arc::new(Worker { diagnose, targets: targets.clone(), window: config.window, retry: config.retry, client, metrics: metrics.clone(), links: config.links.clone(), busy: Mutex::new(BTreeMap::new()), seen: seen.clone() });
+    let worker = Arc::new(Worker {
+        diagnose,
+        targets: targets.clone(),
+        window: config.window,
+        retry: config.retry,
+        client,
+        metrics: metrics.clone(),
+        links: config.links.clone(),
+        busy: Mutex::new(BTreeMap::new()),
+        seen: seen.clone(),
+        outbox: Outbox::new(config.queue),
+    });
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..config.max_concurrent.max(1) {
         workers.spawn(work(worker.clone(), rx.clone()));
@@ -172,9 +212,13 @@ pub async fn run(config: Config, diagnose: Arc<Diagnose>, shutdown: impl std::fu
     );
     serve_connections(listener, app, shutdown).await;
     eprintln!("vllm-diag serve: no longer taking notifications; finishing the diagnoses accepted");
-    let drained = tokio::time::timeout(DRAIN, async { while workers.join_next().await.is_some() {} }).await;
+    let drained = tokio::time::timeout(DRAIN, async {
+        while workers.join_next().await.is_some() {}
+        worker.outbox.drain().await;
+    })
+    .await;
     if drained.is_err() {
-        eprintln!("vllm-diag serve: gave up waiting for diagnoses after {}s", DRAIN.as_secs());
+        eprintln!("vllm-diag serve: gave up waiting for diagnoses and deliveries after {}s", DRAIN.as_secs());
     }
     eprintln!("vllm-diag serve: stopped");
     Ok(())
@@ -433,7 +477,7 @@ async fn work(worker: Arc<Worker>, rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Job
 }
 
 impl Worker {
-    async fn diagnose_and_deliver(&self, n: Notification, selector: Selector) {
+    async fn diagnose_and_deliver(self: &Arc<Self>, n: Notification, selector: Selector) {
         let end = Utc::now();
         let window = n.window(end, self.window);
         let scope = RunScope { selector, window, end };
@@ -456,19 +500,46 @@ impl Worker {
         eprintln!("vllm-diag serve: diagnosed group {} in {:.1}s: {}", logged(&n.group_key), started.elapsed().as_secs_f64(), logged(&what));
         let webhook = deliver::envelope(&n, &scope, &outcome);
         let slack = json!({ "text": deliver::slack_text(&n, &scope, &outcome, Utc::now(), self.links.as_ref()) });
-        self.deliver(&n.group_key, &webhook, &slack).await;
+        self.deliver(&n.group_key, webhook, slack).await;
     }
 
-    async fn follow_up(&self, n: Notification) {
+    async fn follow_up(self: &Arc<Self>, n: Notification) {
         let text = deliver::resolved_text(&n);
         eprintln!("vllm-diag serve: group {} resolved", logged(&n.group_key));
         let webhook = deliver::resolved_envelope(&n, &text);
         let slack = json!({ "text": text });
-        self.deliver(&n.group_key, &webhook, &slack).await;
+        self.deliver(&n.group_key, webhook, slack).await;
+    }
+
+    /// Hand the delivery to the outbox, after the group's delivery before it; returns once it is
+    /// handed over (which waits only when the outbox is full).
+    async fn deliver(self: &Arc<Self>, group: &str, webhook: Value, slack: Value) {
+        if self.targets.is_empty() {
+            return;
+        }
+        self.metrics.delivery_queued();
+        let Ok(permit) = self.outbox.permits.clone().acquire_owned().await else {
+            // The semaphore is never closed; if it were, there would be nothing to wait for.
+            self.metrics.delivery_ended();
+            return;
+        };
+        let mut tails = self.outbox.tails.lock().unwrap_or_else(|e| e.into_inner());
+        tails.retain(|_, t| !t.is_finished());
+        let before = tails.remove(group);
+        let (worker, key) = (self.clone(), group.to_string());
+        let task = tokio::spawn(async move {
+            if let Some(before) = before {
+                let _ = before.await;
+            }
+            worker.send(&key, &webhook, &slack).await;
+            worker.metrics.delivery_ended();
+            drop(permit);
+        });
+        tails.insert(group.to_string(), task);
     }
 
     /// Send to every target at once; log and count each result.
-    async fn deliver(&self, group: &str, webhook: &Value, slack: &Value) {
+    async fn send(&self, group: &str, webhook: &Value, slack: &Value) {
         let sends = self.targets.iter().map(|t| async move {
             let body = if t.name == "slack" { slack } else { webhook };
             (t, deliver::post(&self.client, t, body, self.retry).await)
