@@ -41,7 +41,10 @@ fn n(v: f64) -> String {
 /// How many sequences fit in the KV cache with headroom. Preferably measured: the window's running
 /// sequences and the share of the cache they used give each sequence's real footprint. The cache
 /// configuration (blocks x block size over the mean request length) is shown as a cross-check, or
-/// used alone when usage is unknown.
+/// used alone when usage is unknown. The smaller of the two is suggested: running sequences are
+/// measured part-way through their outputs, and a batch that fits only until its sequences reach
+/// full length is preempted again (a real engine with 160 blocks of 32 tokens and 400 + 400-token
+/// requests measured room for 7, where 7 full-length sequences need 175 blocks).
 fn max_num_seqs(inp: &Inputs) -> Option<Recommendation> {
     let from_config = match (inp.num_gpu_blocks, inp.block_size, inp.prompt_len_mean, inp.output_len_mean) {
         (Some(blocks), Some(bs), Some(p), Some(o)) if blocks > 0.0 && bs > 0.0 && p.is_finite() && o.is_finite() && p + o > 0.0 => {
@@ -82,6 +85,14 @@ fn max_num_seqs(inp: &Inputs) -> Option<Recommendation> {
         _ => None,
     };
     let (value, arithmetic) = match (measured, from_config) {
+        (Some((m, _)), Some((c, ct))) if c < m => (
+            c,
+            format!(
+                "{ct}. Measured, more would seem to fit ({} sequences per replica), but sequences are measured part-way through their outputs: {} of them at full length would need more blocks than the cache has",
+                n(m),
+                n(m)
+            ),
+        ),
         (Some((m, mt)), Some((c, ct))) => {
             let note = if c > m * 1.5 {
                 "; the gap means real sequences are much longer than the average request (long tails, n > 1, or blocks not freed)"
@@ -178,6 +189,27 @@ mod tests {
         assert_eq!(r.value, "37");
         assert!(r.arithmetic.contains("Cross-check"), "{}", r.arithmetic);
         assert!(r.arithmetic.contains("much longer than the average"), "{}", r.arithmetic);
+    }
+
+    #[test]
+    fn max_num_seqs_never_suggests_more_full_length_sequences_than_the_cache_holds() {
+        // The real engine's KV-pressure phase: 160 blocks of 32 tokens, 400 + 400-token requests
+        // (25 blocks each at full length), 7 running sequences using 89% of the cache on average.
+        let r = recommend(
+            "max_num_seqs",
+            &Inputs {
+                num_gpu_blocks: Some(160.0),
+                block_size: Some(32.0),
+                prompt_len_mean: Some(400.0),
+                output_len_mean: Some(400.0),
+                running_per_replica: Some(7.0),
+                kv_usage_avg: Some(0.892),
+            },
+        )
+        .unwrap();
+        // 160 x 0.9 / 25 = 5.76 -> 5; measured 7 x 0.9 / 0.892 = 7.06 -> 7 would need 175 blocks.
+        assert_eq!(r.value, "5", "{}", r.arithmetic);
+        assert!(r.arithmetic.contains("at full length would need more blocks"), "{}", r.arithmetic);
     }
 
     #[test]

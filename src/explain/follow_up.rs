@@ -143,13 +143,15 @@ fn plan_trends(findings: &[Finding], rules: &RuleSet, plan: &SignalPlan, selecto
     }
 }
 
-/// The per-replica breakdown of a finding ("3 of 8 replicas"): its first passed evidence with
-/// limits, queried for its scope grouped by replica as well.
+/// The per-replica breakdown of a finding ("3 of 8 replicas"): its first passed evidence whose own
+/// value crossed one of its limits, queried for its scope grouped by replica as well. A line at 0
+/// (`prefix_queries_rate > 0`: the feature is in use) says nothing about which replicas have the
+/// problem, so it is not the one broken down.
 fn plan_breakdown(f: &Finding, rules: &RuleSet, plan: &SignalPlan, selector: &Selector, p: &RunParams) -> Option<(Request, String)> {
     if f.scope.keys().any(|k| !p.group_by.contains(k)) {
         return None; // already about one replica
     }
-    let e = f.evidence.iter().find(|e| e.passed && !e.limits.is_empty())?;
+    let e = f.evidence.iter().find(|e| e.passed && crossed_limits(e).iter().any(|l| l.value != 0.0))?;
     let def = rules.signals.get(&e.signal)?;
     if !replica_breakdown_supported(&def.kind) {
         return None;
@@ -181,20 +183,27 @@ pub fn plan(findings: &[Finding], rules: &RuleSet, plan: &SignalPlan, selector: 
     out
 }
 
+/// Whether `v` is past the line `limit` labelled `label` (`>= 90%`, `< 0.5`).
+fn holds(label: &str, v: f64, limit: f64) -> bool {
+    if label.starts_with(">=") {
+        v >= limit
+    } else if label.starts_with('>') {
+        v > limit
+    } else if label.starts_with("<=") {
+        v <= limit
+    } else {
+        v < limit
+    }
+}
+
+/// The limits of `e` that its scope's value is past.
+fn crossed_limits(e: &Evidence) -> Vec<&Limit> {
+    e.limits.iter().filter(|l| e.value.is_some_and(|v| holds(&l.label, v, l.value))).collect()
+}
+
 /// Which replicas cross the limits the scope as a whole crossed.
 pub fn affected_replicas(samples: &[Sample], e: &Evidence, replica_label: &str) -> Replicas {
-    let holds = |label: &str, v: f64, limit: f64| {
-        if label.starts_with(">=") {
-            v >= limit
-        } else if label.starts_with('>') {
-            v > limit
-        } else if label.starts_with("<=") {
-            v <= limit
-        } else {
-            v < limit
-        }
-    };
-    let crossed: Vec<&Limit> = e.limits.iter().filter(|l| e.value.is_some_and(|v| holds(&l.label, v, l.value))).collect();
+    let crossed = crossed_limits(e);
     let mut names: Vec<String> = samples.iter().map(|s| s.labels.get(replica_label).cloned().unwrap_or_default()).collect();
     names.sort();
     names.dedup();

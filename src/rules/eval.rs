@@ -217,11 +217,15 @@ fn evidence_for(when: &[Condition], set: &RuleSet, table: &SignalTable, scope: &
     let def = set.signals.get(sig);
     let unit = def.map(|d| d.unit.as_str()).unwrap_or("");
     let values = table.get(sig);
-    // What this signal was held to: each condition narrowed to the comparisons on this signal.
+    // What this signal was held to: each condition on it, written with its own comparisons and the
+    // other signals it may be met through (`> 100 ms or (see running_avg)`). It held when every
+    // such condition held, through this signal or another: a condition met through another signal
+    // is not one this signal failed. The limits drawn are its own comparisons alone.
     let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
-    let projected: Vec<Expr> = when.iter().filter_map(|c| project(&c.expr, sig)).collect();
-    let threshold = projected.iter().map(|e| describe(e, unit, &set.thresholds, true)).collect::<Vec<_>>().join("; ");
-    let passed = projected.iter().all(|e| expr::eval(e, &facts).0 == Truth::True);
+    let on_it: Vec<&Condition> = when.iter().filter(|c| c.expr.comparisons().iter().any(|k| k.signal == sig)).collect();
+    let projected: Vec<Expr> = on_it.iter().filter_map(|c| project(&c.expr, sig)).collect();
+    let threshold = on_it.iter().map(|c| describe_for(&c.expr, sig, unit, &set.thresholds, true)).collect::<Vec<_>>().join("; ");
+    let passed = on_it.iter().all(|c| expr::eval(&c.expr, &facts).0 == Truth::True);
     let value = values.and_then(|v| v.window.values.get(scope).copied());
     let baseline = values.and_then(|v| v.baseline.values.get(scope).copied());
     let observations = values.and_then(|v| v.window.counts.get(scope).copied());
@@ -292,6 +296,34 @@ fn project(e: &Expr, sig: &str) -> Option<Expr> {
                 1 => kept.pop(),
                 _ => Some(if matches!(e, Expr::And(_)) { Expr::And(kept) } else { Expr::Or(kept) }),
             }
+        }
+    }
+}
+
+/// A condition as it bears on `sig`, for people: its comparisons on `sig` in the signal's unit, then
+/// the other signals the same `and` or `or` reads as `(see a, b)`:
+/// `<= 100 ms and (< 1.5x baseline or (see running_avg, generation_tokens_rate))`.
+fn describe_for(e: &Expr, sig: &str, unit: &str, thresholds: &BTreeMap<String, f64>, top: bool) -> String {
+    let mentions = |x: &Expr| x.comparisons().iter().any(|k| k.signal == sig);
+    match e {
+        Expr::Cmp(_) => describe(e, unit, thresholds, top),
+        Expr::Not(x) => format!("not ({})", describe_for(x, sig, unit, thresholds, true)),
+        Expr::And(v) | Expr::Or(v) => {
+            let sep = if matches!(e, Expr::And(_)) { " and " } else { " or " };
+            // `and` and `or` do not depend on their order: this signal's parts first, then the
+            // other signals' in one group.
+            let mut parts: Vec<String> = v.iter().filter(|x| mentions(x)).map(|x| describe_for(x, sig, unit, thresholds, false)).collect();
+            let mut others: Vec<String> = Vec::new();
+            for k in v.iter().filter(|x| !mentions(x)).flat_map(|x| x.comparisons()) {
+                if !others.contains(&k.signal) {
+                    others.push(k.signal.clone());
+                }
+            }
+            if !others.is_empty() {
+                parts.push(format!("(see {})", others.join(", ")));
+            }
+            let inner = parts.join(sep);
+            if top || parts.len() == 1 { inner } else { format!("({inner})") }
         }
     }
 }
@@ -373,6 +405,42 @@ when = ["a >= 2x baseline or a > $high", "b > 50%"]
         )
         .unwrap();
         s
+    }
+
+    /// A condition met through another signal is not one this signal failed: load-exceeds-capacity's
+    /// ITL guard holds when the batch grew, and its row said "no" with the batch left out of its text.
+    #[test]
+    fn a_condition_met_through_another_signal_holds_and_names_it() {
+        let mut s = set();
+        load_str(
+            &mut s,
+            "u.toml",
+            r#"
+[[rule]]
+id = "q"
+title = "Q"
+severity = "warning"
+summary = "s"
+when = ["b > 50%", "a <= $high and (a < 1.5x baseline or b >= 2x baseline)"]
+"#,
+        )
+        .unwrap();
+        let mut t = SignalTable::new();
+        // a rose 2x (not under 1.5x), but b doubled: the second condition holds through b.
+        t.insert("a".into(), SignalValues { window: wv(&[("m", 2.0)]), baseline: wv(&[("m", 1.0)]) });
+        t.insert("b".into(), SignalValues { window: wv(&[("m", 0.9)]), baseline: wv(&[("m", 0.4)]) });
+        let Outcome::Matched { evidence, .. } = evaluate(s.rule("q").unwrap(), &s, &t, &scope("m")) else { panic!("q should match") };
+        let a = evidence.iter().find(|e| e.signal == "a").unwrap();
+        assert_eq!(a.threshold, "<= 3 s and (< 1.5x baseline or (see b))");
+        assert!(a.passed, "{a:?}");
+        // Its own limits stay its own comparisons.
+        assert!(a.limits.iter().all(|l| !l.label.contains("see")), "{:?}", a.limits);
+        let b = evidence.iter().find(|e| e.signal == "b").unwrap();
+        assert_eq!(b.threshold, "> 50%; (>= 2x baseline or (see a)) and (see a)");
+        assert!(b.passed);
+        // Neither way: the condition fails, and so does each row it bears on.
+        t.insert("b".into(), SignalValues { window: wv(&[("m", 0.6)]), baseline: wv(&[("m", 0.4)]) });
+        assert!(matches!(evaluate(s.rule("q").unwrap(), &s, &t, &scope("m")), Outcome::NotMatched));
     }
 
     #[test]
