@@ -312,6 +312,22 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
     assert!(wrong.is_empty(), "windows across phase edges diagnosed wrong:\n  {}", wrong.join("\n  "));
 }
 
+/// `--selector 'model_name="tiny-llama"'` (README's `check --since deploy` advice, and what `serve`
+/// adds to every diagnosis) still sees the HTTP layer and the targets: their series carry no
+/// `model_name`, and discovery once looked for them with it, found them "missing", and left
+/// http-errors and target-down unjudged while `check` passed.
+#[test]
+fn a_model_selector_still_sees_http_errors_and_targets() {
+    let (phases, _tmp, prom) = served(&fixtures(), true);
+    let p = phases.iter().find(|p| p.name == "http-errors").expect("an http-errors phase");
+    let selector = format!("model_name=\"{MODEL}\"");
+    let (report, code) = diagnose(&prom.url, &phases, p, &["--selector", &selector, "--fail-on", "warning"]);
+    assert_eq!(report["findings"][0]["rule"], "http-errors", "{}", summary(&report));
+    assert_eq!(code, 1);
+    let unjudged: Vec<&Value> = report["not_evaluated"].as_array().into_iter().flatten().filter(|n| n["rule"] == "target-down" || n["rule"] == "http-errors").collect();
+    assert!(unjudged.is_empty(), "{unjudged:#?}");
+}
+
 /// Run the lab from scratch (vLLM's CPU build into a cached venv, the tiny model, every phase) and
 /// judge what it produced exactly as the replayed fixtures are judged. About 45 minutes and 7 GB
 /// of disk; run it with `cargo test --test real_engine -- --ignored`.

@@ -39,11 +39,13 @@ pub struct Discovery {
     pub buckets: BTreeMap<String, Vec<signals::Bound>>,
 }
 
-/// Which metric names hold data in a window (vLLM's plus the extra names signals use).
-pub fn names_request(selector: &Selector, extras: &[String], range: &TimeRange) -> Request {
+/// Which metric names hold data in a window (vLLM's plus the extra names signals use, which are
+/// looked for without the selector's matchers on `group_by` labels: see
+/// [`signals::discovery_matchers`]).
+pub fn names_request(selector: &Selector, extras: &[String], group_by: &[String], range: &TimeRange) -> Request {
     Request::LabelValues {
         label: "__name__".into(),
-        matchers: vec![signals::discovery_matcher(selector, extras)],
+        matchers: signals::discovery_matchers(selector, extras, group_by),
         start: range.start,
         end: range.end,
     }
@@ -81,8 +83,8 @@ pub fn plan(rules: &RuleSet, needed: &BTreeSet<String>, selector: &Selector, p: 
         })
         .collect();
     DiscoveryPlan {
-        window: names_request(selector, &extras, &p.window),
-        baseline: names_request(selector, &extras, &p.baseline),
+        window: names_request(selector, &extras, &p.group_by, &p.window),
+        baseline: names_request(selector, &extras, &p.group_by, &p.baseline),
         buckets,
         labels,
     }

@@ -219,7 +219,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
 pub async fn find_events(source: Arc<dyn Source>, selector: &Selector, group_by: &[String], replica_label: &str, range: TimeRange, deadline: Duration) -> (Vec<Event>, Vec<String>) {
     let started = std::time::Instant::now();
     let mut warnings = Vec::new();
-    let names_req = discover::names_request(selector, &[], &range);
+    let names_req = discover::names_request(selector, &[], &[], &range);
     let answers = run_queries(&source, vec![names_req.clone()], 1, deadline).await;
     let names: BTreeSet<String> = match answers.get(&names_req) {
         Some(Ok(crate::source::Response { data: crate::source::Data::Labels(names), .. })) => names.iter().cloned().collect(),

@@ -509,6 +509,25 @@ pub fn cache_config_query(selector: &Selector, group_by: &[String], name: &str, 
 pub fn discovery_matcher(selector: &Selector, extra_names: &[String]) -> String {
     let mut names = vec!["vllm[:_].+".to_string()];
     names.extend(extra_names.iter().map(|n| crate::prom::escape_regex_literal(n)));
+    names_matcher(&names, selector)
+}
+
+/// The discovery selectors (`match[]` values, whose union is listed). The other exporters' series
+/// (`up`, `http_requests_total`, DCGM's) carry no grouping label such as `model_name`: their
+/// queries join them to the scope through a vLLM gauge and put matchers on the grouping labels on
+/// that gauge only, and discovery must look for them the same way, or `--selector
+/// 'model_name="m"'` (and every `serve` diagnosis) would find them missing. So when the selector
+/// names a grouping label they get a selector of their own without it; otherwise one selector
+/// lists everything, as it always did (and as recordings made before hold it).
+pub fn discovery_matchers(selector: &Selector, extra_names: &[String], group_by: &[String]) -> Vec<String> {
+    if extra_names.is_empty() || selector.only(group_by).matchers.is_empty() {
+        return vec![discovery_matcher(selector, extra_names)];
+    }
+    let extras: Vec<String> = extra_names.iter().map(|n| crate::prom::escape_regex_literal(n)).collect();
+    vec![discovery_matcher(selector, &[]), names_matcher(&extras, &selector.without(group_by))]
+}
+
+fn names_matcher(names: &[String], selector: &Selector) -> String {
     let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names.join("|") }];
     m.extend(selector.matchers.iter().cloned());
     format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","))

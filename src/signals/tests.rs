@@ -84,6 +84,23 @@ fn http_counters_are_attributed_through_the_anchor_gauge() {
     assert!(q.value.contains(r#"last_over_time(vllm:num_requests_running{model_name="m",job="vllm"}[1800s])"#));
 }
 
+/// Matchers on a grouping label (`model_name`) would hide `up`, `http_requests_total` and DCGM's
+/// series, which carry none: discovery looks for those without them, as their queries do.
+#[test]
+fn discovery_looks_for_other_exporters_without_the_grouping_matchers() {
+    let extras = vec!["http_requests_total".to_string(), "up".to_string()];
+    let by = vec!["model_name".to_string()];
+    let sel = Selector::parse(r#"model_name="m",namespace="prod""#).unwrap();
+    assert_eq!(
+        discovery_matchers(&sel, &extras, &by),
+        vec![r#"{__name__=~"vllm[:_].+",model_name="m",namespace="prod"}"#.to_string(), r#"{__name__=~"http_requests_total|up",namespace="prod"}"#.to_string()]
+    );
+    // No matcher on a grouping label: one selector, as before (and as older recordings hold it).
+    let sel = Selector::parse(r#"namespace="prod""#).unwrap();
+    assert_eq!(discovery_matchers(&sel, &extras, &by), vec![discovery_matcher(&sel, &extras)]);
+    assert_eq!(discovery_matchers(&Selector::parse(r#"model_name="m""#).unwrap(), &[], &by).len(), 1);
+}
+
 #[test]
 fn missing_families_are_named() {
     let k = SignalKind::Gauge {
