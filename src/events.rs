@@ -586,13 +586,20 @@ fn presence(f: &Fleet, appear: &[(&Labels, f64, f64)], vanish: &[(&Labels, f64, 
             vanished.entry((scope.clone(), replica.clone())).or_default().push(*t - presence);
         }
     }
+    // When every target of the fleet appears inside the span, the data itself begins there (the
+    // first scrape of `--scrape`, a Prometheus that started collecting): what appears with the
+    // first data, within one presence lookback and a step of it, was first seen, not added.
+    let fleet_size: usize = f.counts.values().sum();
+    let data_start = appeared.values().flatten().copied().fold(f64::INFINITY, f64::min);
+    let data_begins = fleet_size > 0 && appeared.len() >= fleet_size;
+    let with_the_data = |t: f64| data_begins && t <= data_start + presence + sp.step as f64;
     // Added: appeared once, after the first step, never vanished before. Removed: vanished and
     // never back. A target that comes and goes is flapping (or scraped rarely): neither.
     let mut added: BTreeMap<Scope, Vec<(f64, String)>> = BTreeMap::new();
     let mut removed: BTreeMap<Scope, Vec<(f64, String)>> = BTreeMap::new();
     for (key, a) in &appeared {
         let v = vanished.get(key).cloned().unwrap_or_default();
-        if a.len() == 1 && a[0] > first_step && v.iter().all(|t| *t > a[0]) {
+        if a.len() == 1 && a[0] > first_step && !with_the_data(a[0]) && v.iter().all(|t| *t > a[0]) {
             added.entry(key.0.clone()).or_default().push((a[0], key.1.clone()));
         }
     }

@@ -243,6 +243,11 @@ pub struct Coverage {
     /// this is not empty the run cannot pass: exit code 3 unless a finding reaches `--fail-on`
     /// (exit 1), and `check` says NOT EVALUATED.
     pub core_not_evaluated: Vec<String>,
+    /// Targets named with `--scrape` that answered none of the scrapes, with why. Nothing they
+    /// serve is in the diagnosis (not even whether they are down: with no series they cannot be
+    /// tied to a model), so the run cannot pass either. Left out of the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unread_targets: Vec<String>,
 }
 
 impl Report {
@@ -251,10 +256,16 @@ impl Report {
         !self.coverage.core_not_evaluated.is_empty()
     }
 
-    /// No warning or critical finding, yet core rules could not be judged: the report must not read
-    /// as an all-clear.
+    /// Something the run was asked to look at could not be seen: core rules not judged, or scrape
+    /// targets that answered nothing. The run cannot pass.
+    pub fn gaps(&self) -> bool {
+        self.core_missing() || !self.coverage.unread_targets.is_empty()
+    }
+
+    /// No warning or critical finding, yet [`Report::gaps`]: the report must not read as an
+    /// all-clear.
     pub fn incomplete(&self) -> bool {
-        self.core_missing() && !self.findings.iter().any(|f| f.severity >= Severity::Warning)
+        self.gaps() && !self.findings.iter().any(|f| f.severity >= Severity::Warning)
     }
 }
 

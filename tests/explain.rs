@@ -196,9 +196,25 @@ fn an_unreachable_prometheus_exits_3_and_names_the_url() {
     // Bind a port, then free it: nothing listens there.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}");
-    let (code, _, stderr) = explain(&url, &["--at", "2026-01-15T09:30:00Z"]);
+    let (code, doc, stderr) = explain(&url, &["--at", "2026-01-15T09:30:00Z"]);
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
+    // --format json still leaves a document on stdout: the error, not an empty file.
+    assert_eq!(doc["error"]["exit_code"], 3, "{doc}");
+    assert!(doc["error"]["message"].as_str().unwrap_or_default().contains(&format!("127.0.0.1:{port}")), "{doc}");
+    assert!(doc.get("findings").is_none(), "{doc}");
+    // And JUnit an erroring test case, for the CI's test view.
+    let out = Command::cargo_bin("vllm-diag")
+        .unwrap()
+        .args(["check", "--prometheus", &url, "--at", "2026-01-15T09:30:00Z", "--since", "20m", "--format", "junit"])
+        .env_remove("VLLM_DIAG_PROMETHEUS_URL")
+        .output()
+        .unwrap();
+    let xml = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(xml.contains("errors=\"1\"") && xml.contains("<error message=\"cannot reach"), "{xml}");
+    let tree = roxmltree::Document::parse(&xml);
+    assert!(tree.is_ok(), "{tree:?}\n{xml}");
 }
 
 #[test]

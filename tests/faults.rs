@@ -263,7 +263,8 @@ fn every_query_failing_or_discovery_failing_ends_with_exit_3_and_a_clear_message
         let proxy = FaultProxy::always(&prom.url, Match::Path("/label/"), action);
         let r = explain_json(&proxy.url, &when, &[]);
         assert_eq!(r.code, 3, "{name}: {}", r.stderr);
-        assert!(r.stdout.is_empty(), "{name}: {}", r.stdout);
+        let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_default();
+        assert!(doc["error"]["exit_code"] == 3 && doc.get("findings").is_none(), "{name}: {}", r.stdout);
         assert!(r.stderr.contains(expect), "{name}: expected {expect:?} in {}", r.stderr);
         assert!(
             r.stderr.contains(&proxy.url),

@@ -157,7 +157,8 @@ macro_rules! captures {
             #[test]
             fn $test() {
                 let report = check($file);
-                if !report.is_null() {
+                // A capture with no vLLM data gives no report (its --format json is an error document).
+                if report.get("findings").is_some() {
                     insta::assert_snapshot!(stringify!($test), gaps(&report));
                 }
             }

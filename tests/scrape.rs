@@ -252,6 +252,12 @@ fn scraping_a_slow_decode_fleet_with_no_history_decides_on_absolute_thresholds()
     let f = report["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "slow-decode").unwrap();
     let itl = f["evidence"].as_array().unwrap().iter().find(|e| e["signal"] == "itl_p95").unwrap();
     assert!(itl["value"].as_f64().unwrap() > 0.1 && itl["baseline"].is_null(), "{itl}");
+    // The first scrape is where the data begins, not a model or replica coming up: no such event,
+    // and no finding blamed on one.
+    let arrivals: Vec<&Value> =
+        report["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "model-added" || e["kind"] == "replica-added").collect();
+    assert!(arrivals.is_empty(), "{arrivals:#?}");
+    assert!(f["preceded_by"].is_null(), "{:#}", f["preceded_by"]);
 
     // --replay of a scrape recording gives the same report, offline
     let out = Command::cargo_bin("vllm-diag")
@@ -315,7 +321,8 @@ fn a_baseline_file_with_samples_outside_1970_to_9999_is_refused_naming_it() {
         std::fs::write(&path, format!("vllm:num_requests_running{{model_name=\"m\",instance=\"a:1\"}} 1 {ts}\n")).unwrap();
         let (code, report, stderr) = explain_scrape(&endpoints, &["--baseline-from", path.to_str().unwrap()]);
         assert_eq!(code, 2, "{name}: {stderr}");
-        assert!(report.is_null() && !stderr.contains("panicked"), "{name}: {stderr}");
+        // No report: stdout holds the error document of --format json, and nothing panicked.
+        assert!(report["error"]["exit_code"] == 2 && report.get("findings").is_none() && !stderr.contains("panicked"), "{name}: {report} {stderr}");
         assert!(stderr.contains(name) && stderr.contains("outside the times a diagnosis can be about"), "{name}: {stderr}");
     }
 }
@@ -360,6 +367,54 @@ fn when_no_target_answers_the_run_exits_3_and_names_the_targets() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("no target could be scraped") && stderr.contains(&dead.to_string()), "{stderr}");
+}
+
+/// The first scrape is where the data begins, not a model coming up. A real capture scraped for 10 s
+/// every 2 s used to list "model first seen" after the window's start and blame the finding on it
+/// ("right after the model's first replicas came up"), with its first step "start with what changed".
+#[test]
+fn the_first_scrape_is_not_a_model_coming_up() {
+    let e = serve(vec![real("v1_recent_qwen3-30b-a3b_spec-decode_vllmstat-fixture.prom")]);
+    let out = Command::cargo_bin("vllm-diag")
+        .unwrap()
+        .args(["explain", "--window", "10s", "--interval", "2s", "--format", "json", "--scrape", &format!("127.0.0.1:{}", e.addr.port())])
+        .env_remove("VLLM_DIAG_PROMETHEUS_URL")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let arrivals: Vec<&Value> = report["events"].as_array().into_iter().flatten().filter(|e| e["kind"] == "model-added" || e["kind"] == "replica-added").collect();
+    assert!(arrivals.is_empty() && report["findings"].is_array(), "{arrivals:#?}\n{}", String::from_utf8_lossy(&out.stderr));
+    for f in report["findings"].as_array().into_iter().flatten() {
+        assert!(f["preceded_by"].is_null(), "{:#}", f["preceded_by"]);
+    }
+}
+
+/// One target of several answers nothing: the report of the others stands, but the run cannot pass
+/// (exit 3), and the report itself (not only stderr) names the target. It used to list target-down
+/// as healthy and exit 0 with `--fail-on warning`: a dead replica has no series to tie it to a model.
+#[test]
+fn a_scrape_target_that_answers_nothing_makes_the_run_no_pass_and_is_named_in_the_report() {
+    let spec = load_spec("healthy-steady");
+    let (_, endpoints) = scenario_endpoints("healthy-steady", last_indexes(&spec, 7));
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (code, report, stderr) = explain_scrape(&endpoints, &["--scrape", &dead.to_string(), "--fail-on", "warning"]);
+    assert_eq!(code, 3, "{report:#}\n{stderr}");
+    let unread = report["coverage"]["unread_targets"].as_array().cloned().unwrap_or_default();
+    assert_eq!(unread.len(), 1, "{report:#}");
+    assert!(unread[0].as_str().unwrap_or_default().contains(&dead.to_string()), "{unread:?}");
+    assert!(report["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap_or_default().contains(&dead.to_string())), "{report:#}");
+    // The table says it is not an all-clear (fresh endpoints: each serves its samples once).
+    let (_, endpoints) = scenario_endpoints("healthy-steady", last_indexes(&spec, 7));
+    let out = Command::cargo_bin("vllm-diag")
+        .unwrap()
+        .args(["explain", "--window", "3s", "--interval", "500ms", "--scrape", &dead.to_string()])
+        .args(endpoints.iter().flat_map(|e| ["--scrape".to_string(), format!("127.0.0.1:{}", e.addr.port())]))
+        .env_remove("VLLM_DIAG_PROMETHEUS_URL")
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    let headline = table.lines().next().unwrap_or_default();
+    assert!(headline.contains("not an all-clear") && headline.contains("a scrape target answered nothing"), "{table}");
 }
 
 /// Endpoints behind TLS and basic auth (an ingress or kube-rbac-proxy in front of vLLM) are reached

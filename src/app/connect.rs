@@ -128,9 +128,7 @@ pub(super) fn scrape_prepare(s: &Settings, progress: bool) -> Result<crate::sour
         ScrapeError::NothingScraped(_) => Failure::Source(e.to_string()),
         other => Failure::Usage(other.to_string()),
     })?;
-    for n in &prepared.notes {
-        eprintln!("vllm-diag: warning: {n}");
-    }
+    // The notes (targets that failed rounds) go into the report's warnings, in every format.
     Ok(prepared)
 }
 

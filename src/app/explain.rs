@@ -139,6 +139,9 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
 
     // Kept for --debug's transfer summary.
     let mut http_client: Option<Arc<PrometheusClient>> = None;
+    // A scrape's problems (targets that failed rounds, or all of them), for the report itself.
+    let mut scrape_notes: Vec<String> = Vec::new();
+    let mut unread_targets: Vec<String> = Vec::new();
     let sc = &s.scope;
     let (source, params, selector, recorder): (Arc<dyn Source>, _, _, Option<Arc<Recorder>>) = match &*s.source.replay {
         Some(path) => {
@@ -161,6 +164,8 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
         }
         None if !s.source.scrape.is_empty() => {
             let prepared = scrape_prepare(s, progress)?;
+            scrape_notes = prepared.notes;
+            unread_targets = prepared.unread;
             let local: Arc<dyn Source> = prepared.source;
             match &*s.source.record {
                 Some(_) => {
@@ -208,6 +213,8 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
     };
     let result = runtime.block_on(explain(source, &rules, &opts)).map(|mut r| {
         r.disabled = disabled;
+        r.warnings.extend(scrape_notes);
+        r.coverage.unread_targets = unread_targets;
         r
     });
     spinner.finish();
@@ -233,13 +240,36 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
                 eprintln!("vllm-diag: nothing could be evaluated, so this run gives no verdict (exit code 3); for example: {why}");
             } else if r.core_missing() {
                 eprintln!(
-                    "vllm-diag: the core checks {} could not be evaluated, so this run cannot pass (exit code 3 unless a finding reaches --fail-on); the report says why (a metric this fleet cannot have: disable those checks in vllm-diag.toml)",
-                    r.coverage.core_not_evaluated.join(", ")
+                    "vllm-diag: the core checks {} could not be evaluated, so this run cannot pass (exit code 3 unless a finding reaches --fail-on); {}",
+                    r.coverage.core_not_evaluated.join(", "),
+                    core_hint(&r)
                 );
             }
             Ok(r)
         }
         Err(ExplainError::Unreachable(e)) => Err(Failure::Source(e.to_string())),
         Err(ExplainError::NoData(m)) => Err(Failure::NoData(m)),
+    }
+}
+
+/// What to do about core checks that could not be evaluated, from why they could not: advice to
+/// switch a check off is only for a metric the data does not have, never for a query that failed
+/// or a baseline with nothing in it (switched off, those would pass silently for good).
+fn core_hint(r: &crate::report::Report) -> &'static str {
+    let reasons: Vec<&str> = r
+        .not_evaluated
+        .iter()
+        .filter(|n| r.coverage.core_not_evaluated.contains(&n.rule))
+        .map(|n| n.reason.as_str())
+        .collect();
+    let any = |needle: &str| reasons.iter().any(|x| x.contains(needle));
+    if any("timed out") || any("answered HTTP") || any("failed") || any("cannot reach") {
+        "queries failed or timed out (the report lists them): run it again, or give the server more time with --timeout and --query-timeout"
+    } else if any("in the baseline") {
+        "the baseline holds no data to compare with (the report says which): move or widen it with --baseline (with --scrape, give one saved earlier with --save-samples as --baseline-from)"
+    } else if !reasons.is_empty() && reasons.iter().all(|x| x.contains("metric missing in the window")) {
+        "a metric they need is not in the data (the report names it): if this fleet cannot export it, disable those checks in vllm-diag.toml"
+    } else {
+        "the report says why"
     }
 }

@@ -27,10 +27,15 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
     // stops `man` or `rules`.
     let lookup = cli.lookup();
     match cli.command {
-        Command::Explain(args) => explain::run_explain(build(args.into_settings(), &lookup, Mode::Explain)?),
+        Command::Explain(args) => {
+            let settings = build(args.into_settings(), &lookup, Mode::Explain)?;
+            let format = *settings.output.format;
+            with_failure_document(format, explain::run_explain(settings))
+        }
         Command::Check(args) => {
             let settings = build(args.explain.into_settings(), &lookup, Mode::Check)?;
-            check::run_check(settings, args.since.as_deref())
+            let format = *settings.output.format;
+            with_failure_document(format, check::run_check(settings, args.since.as_deref()))
         }
         Command::Serve(args) => {
             let settings = build(args.explain.into_settings(), &lookup, Mode::Explain)?;
@@ -132,11 +137,26 @@ pub fn exit_code(report: &Report, fail_on: Option<Severity>) -> u8 {
             return exit::FINDINGS;
         }
     }
-    // Core checks that could not be made: no pass, whatever else was (not) found.
-    if report.stats.rules_evaluated == 0 || report.core_missing() {
+    // Core checks that could not be made, scrape targets that answered nothing: no pass, whatever
+    // else was (not) found.
+    if report.stats.rules_evaluated == 0 || report.gaps() {
         return exit::NO_DATA;
     }
     exit::OK
+}
+
+/// A run that ends without a report still leaves a document where a pipeline reading `--format
+/// json` or `junit` expects one: the error and its exit code (stderr says it too, as always). Not
+/// for a failed write to stdout itself, and not for flags that could not be read (no format yet).
+fn with_failure_document(format: crate::render::Format, result: Result<u8, Failure>) -> Result<u8, Failure> {
+    if let Err(e) = &result {
+        if !matches!(e, Failure::Output(_)) {
+            if let Some(doc) = crate::render::failure_document(format, &e.to_string(), e.exit_code()) {
+                let _ = write_stdout(&doc);
+            }
+        }
+    }
+    result
 }
 
 /// Write to stdout; a closed pipe (`| head`) is not an error.

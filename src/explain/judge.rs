@@ -17,6 +17,9 @@ pub struct Judged {
     /// Rule and scope pairs with a verdict.
     pub evaluated: usize,
     pub coverage: Coverage,
+    /// What the metrics could not show about rules judged healthy (their caveats), one sentence
+    /// per rule naming its scopes.
+    pub caveats: Vec<String>,
 }
 
 /// Whether any signal that looks inside the window brought data back. A rule decided without
@@ -63,7 +66,26 @@ pub fn judge(rules: &RuleSet, table: &SignalTable, p: &RunParams) -> Judged {
         rules.rules.iter().flat_map(|rule| scopes.iter().map(move |scope| (rule, scope))).map(|(rule, scope)| judge_one(rule, rules, table, scope, any_data)).collect();
     let evaluated = if any_data { judgements.iter().filter(|j| !matches!(j.outcome, Outcome::Unknown { .. })).count() } else { 0 };
     let coverage = coverage(rules, table, &judgements, any_data, &p.group_by);
-    Judged { ranked: rank(rules, &p.group_by, judgements), scopes, evaluated, coverage }
+    let caveats = caveats(rules, table, &judgements);
+    Judged { ranked: rank(rules, &p.group_by, judgements), scopes, evaluated, coverage, caveats }
+}
+
+/// For each rule judged healthy somewhere while its caveat's condition held there: the caveat, with
+/// the scopes it applies to.
+fn caveats(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement]) -> Vec<String> {
+    rules
+        .rules
+        .iter()
+        .filter_map(|r| {
+            let c = r.caveat.as_ref()?;
+            let scopes: Vec<String> = judgements
+                .iter()
+                .filter(|j| j.rule == r.id && matches!(j.outcome, Outcome::NotMatched) && crate::rules::eval::caveat_holds(r, rules, table, &j.scope))
+                .map(|j| if j.scope.is_empty() { "all".to_string() } else { j.scope.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ") })
+                .collect();
+            (!scopes.is_empty()).then(|| format!("{} was judged healthy for {}, but {}", r.id, scopes.join(", "), c.text))
+        })
+        .collect()
 }
 
 /// Signals whose query succeeded over a metric in the data but came back with nothing for any scope,
@@ -125,5 +147,6 @@ pub fn coverage(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement], 
         evaluated: evaluated.len(),
         stood_in: evaluated.iter().filter(stood_in).count(),
         core_not_evaluated: rules.rules.iter().filter(unjudged).map(|r| r.id.clone()).collect(),
+        unread_targets: Vec::new(),
     }
 }

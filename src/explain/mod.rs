@@ -150,7 +150,8 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // Assemble the values and judge.
     let labels = assemble::fleet_labels(&disc_plan.labels, &answers, &disc.window_names, p, &mut warnings);
     let (table, names_used) = assemble::signal_table(&signal_plan, &answers, &p.group_by, &mut warnings);
-    let judge::Judged { mut ranked, scopes, evaluated, coverage } = judge::judge(rules, &table, p);
+    let judge::Judged { mut ranked, scopes, evaluated, coverage, caveats } = judge::judge(rules, &table, p);
+    warnings.extend(caveats);
     let unread = judge::unread(rules, &table);
     if !unread.is_empty() {
         // rate() needs two samples of a series. A short window is the likely reason; over a longer

@@ -21,10 +21,29 @@ pub fn render(report: &Report) -> String {
     }
 }
 
+/// The document of a run that gave no report: `{"schema_version": 1, "error": {"message": ...,
+/// "exit_code": 3}}`, with no `findings`, so that no reader mistakes it for a clean report.
+pub fn failure(message: &str, exit_code: u8) -> String {
+    let doc = serde_json::json!({
+        "schema_version": crate::report::SCHEMA_VERSION,
+        "error": { "message": message, "exit_code": exit_code },
+    });
+    format!("{}\n", serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::render::fixtures::*;
+
+    #[test]
+    fn a_run_without_a_report_is_an_error_document() {
+        let doc: serde_json::Value = serde_json::from_str(&failure("cannot reach \"http://x\": refused", 3)).unwrap();
+        assert_eq!(doc["error"]["message"], "cannot reach \"http://x\": refused");
+        assert_eq!(doc["error"]["exit_code"], 3);
+        assert_eq!(doc["schema_version"], 1);
+        assert!(doc.get("findings").is_none());
+    }
 
     #[test]
     fn json_round_trips_into_an_equal_report() {

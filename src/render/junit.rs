@@ -58,8 +58,10 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
         (cases.len(), failures, skipped)
     };
     let (mut tests, failures, skipped) = cases.values().map(count).fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2));
-    // Core runbook checks that could not be judged make the run no pass: one erroring case says so.
-    let errors = usize::from(view.core_missing.is_some());
+    // Core runbook checks that could not be judged make the run no pass, and so does a run that
+    // judged nothing at all (no core rule enabled, say): one erroring case says so.
+    let no_verdict = view.core_missing.clone().or_else(|| view.nothing_evaluated.then(|| "Nothing could be evaluated: this run gives no verdict.".to_string()));
+    let errors = usize::from(no_verdict.is_some());
     tests += errors;
 
     let timestamp = view.window_range.end.format("%Y-%m-%dT%H:%M:%S").to_string();
@@ -72,7 +74,7 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
         out,
         "<testsuites name=\"vllm-diag\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"0\">"
     );
-    if let Some(sentence) = &view.core_missing {
+    if let Some(sentence) = &no_verdict {
         let _ = writeln!(
             out,
             "  <testsuite name=\"coverage\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0\" timestamp=\"{timestamp}\">"
@@ -99,6 +101,18 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
         out.push_str("  </testsuite>\n");
     }
     out.push_str("</testsuites>\n");
+    out
+}
+
+/// The document of a run that gave no report: one erroring test case saying why, so a CI's test
+/// view shows the error instead of no tests at all.
+pub fn failure(message: &str, exit_code: u8) -> String {
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out.push_str("<testsuites name=\"vllm-diag\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0\">\n");
+    out.push_str("  <testsuite name=\"diagnosis\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0\">\n");
+    out.push_str("    <testcase name=\"diagnosis\" classname=\"diagnosis\" time=\"0\">\n");
+    let _ = writeln!(out, "      <error message=\"{}\" type=\"no-report\">exit code {exit_code}: {}</error>", attr(message), text(message));
+    out.push_str("    </testcase>\n  </testsuite>\n</testsuites>\n");
     out
 }
 

@@ -162,6 +162,18 @@ pub struct RenderOptions {
     pub verdict: Option<String>,
 }
 
+/// What a document format (`json`, `junit`) writes on stdout when a run ends without a report (the
+/// source unreachable, no vLLM data, a recording that cannot be read), so that a pipeline reading
+/// the document finds the error where it expects the report, not an empty file. `None` for the
+/// text formats and HTML: they print nothing on stdout, and the error goes to stderr as always.
+pub fn failure_document(format: Format, message: &str, exit_code: u8) -> Option<String> {
+    match format {
+        Format::Json => Some(json::failure(message, exit_code)),
+        Format::Junit => Some(junit::failure(message, exit_code)),
+        _ => None,
+    }
+}
+
 /// Render `report` in `format`. Never fails: every format can express every report.
 pub fn render(report: &Report, format: Format, opts: &RenderOptions) -> String {
     match format.spec().renderer {
@@ -475,22 +487,30 @@ pub(crate) fn coverage_phrase(report: &Report) -> Option<String> {
 /// The sentence naming the core rules that could not be judged, or `None`.
 pub(crate) fn core_sentence(report: &Report) -> Option<String> {
     let core = &report.coverage.core_not_evaluated;
-    if core.is_empty() {
+    let unread = &report.coverage.unread_targets;
+    if core.is_empty() && unread.is_empty() {
         return None;
     }
-    let ids: Vec<String> = core.iter().map(|r| one_line(r)).collect();
-    let why: BTreeSet<String> = report
-        .not_evaluated
-        .iter()
-        .filter(|n| core.contains(&n.rule))
-        .map(|n| one_line(&n.reason))
-        .collect();
-    let mut s = format!("Core runbook checks not evaluated: {}", ids.join(", "));
-    if let Some(first) = why.iter().next() {
-        s.push_str(&format!(" ({first}{})", if why.len() > 1 { "; and more, listed below" } else { "" }));
+    let mut parts = Vec::new();
+    if !core.is_empty() {
+        let ids: Vec<String> = core.iter().map(|r| one_line(r)).collect();
+        let why: BTreeSet<String> = report
+            .not_evaluated
+            .iter()
+            .filter(|n| core.contains(&n.rule))
+            .map(|n| one_line(&n.reason))
+            .collect();
+        let mut s = format!("Core runbook checks not evaluated: {}", ids.join(", "));
+        if let Some(first) = why.iter().next() {
+            s.push_str(&format!(" ({first}{})", if why.len() > 1 { "; and more, listed below" } else { "" }));
+        }
+        parts.push(s);
     }
-    s.push_str(". What could not be seen is not known to be healthy.");
-    Some(s)
+    if !unread.is_empty() {
+        let list: Vec<String> = unread.iter().map(|t| one_line(t)).collect();
+        parts.push(format!("Scrape targets that answered nothing, so nothing they serve is in this diagnosis: {}", list.join("; ")));
+    }
+    Some(format!("{}. What could not be seen is not known to be healthy.", parts.join(". ")))
 }
 
 /// The lower-confidence note of a finding decided through stand-in signals, or `None`.
@@ -513,11 +533,12 @@ pub(crate) fn headline(report: &Report) -> String {
         ),
         Verdict::Clean => "no problems found".to_string(),
         Verdict::NothingEvaluated => "nothing evaluated".to_string(),
-        Verdict::Incomplete if report.findings.is_empty() => "not an all-clear: core checks not evaluated".to_string(),
+        Verdict::Incomplete if report.findings.is_empty() => format!("not an all-clear: {}", gap_phrase(report)),
         Verdict::Incomplete => format!(
-            "{} ({}), core checks not evaluated",
+            "{} ({}), {}",
             plural(report.findings.len(), "finding", "findings"),
-            severity_counts(&report.findings)
+            severity_counts(&report.findings),
+            gap_phrase(report)
         ),
     };
     match (report.not_evaluated.len(), verdict(report), coverage_phrase(report)) {
@@ -532,6 +553,21 @@ pub(crate) fn headline(report: &Report) -> String {
         (0, _, None) => main,
         (n, _, None) => format!("{main} · {n} not evaluated"),
     }
+}
+
+/// What kept the run from passing, for the headline: `core checks not evaluated`, `a scrape target
+/// answered nothing`, or both.
+fn gap_phrase(report: &Report) -> String {
+    let mut parts = Vec::new();
+    if report.core_missing() {
+        parts.push("core checks not evaluated".to_string());
+    }
+    match report.coverage.unread_targets.len() {
+        0 => {}
+        1 => parts.push("a scrape target answered nothing".to_string()),
+        n => parts.push(format!("{n} scrape targets answered nothing")),
+    }
+    parts.join(", ")
 }
 
 /// The sentence printed instead of findings when there are none.
@@ -924,7 +960,7 @@ pub(crate) mod fixtures {
                 queries: 38,
                 rules_evaluated: 12,
             },
-            coverage: crate::report::Coverage { rules: 8, evaluated: 6, stood_in: 0, core_not_evaluated: vec![] },
+            coverage: crate::report::Coverage { rules: 8, evaluated: 6, stood_in: 0, core_not_evaluated: vec![], unread_targets: vec![] },
             events: vec![],
             deploy: None,
         }
@@ -1360,14 +1396,14 @@ mod tests {
         );
         assert_eq!(headline(&clean_report()), "no problems found · 6 of 8 rules evaluated");
         let mut r = clean_report();
-        r.coverage = crate::report::Coverage { rules: 8, evaluated: 8, stood_in: 0, core_not_evaluated: vec![] };
+        r.coverage = crate::report::Coverage { rules: 8, evaluated: 8, stood_in: 0, core_not_evaluated: vec![], unread_targets: vec![] };
         assert_eq!(headline(&r), "no problems found");
     }
 
     #[test]
     fn an_all_clear_without_the_core_checks_is_not_an_all_clear() {
         let mut r = clean_report();
-        r.coverage = crate::report::Coverage { rules: 8, evaluated: 5, stood_in: 2, core_not_evaluated: vec!["slow-decode".into()] };
+        r.coverage = crate::report::Coverage { rules: 8, evaluated: 5, stood_in: 2, core_not_evaluated: vec!["slow-decode".into()], unread_targets: vec![] };
         assert_eq!(verdict(&r), Verdict::Incomplete);
         let h = headline(&r);
         assert!(h.starts_with("not an all-clear") && h.contains("5 of 8 rules evaluated (2 through stand-in signals)"), "{h}");

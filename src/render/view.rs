@@ -45,6 +45,8 @@ pub struct ReportView {
     pub coverage: Option<String>,
     /// The sentence naming the core checks that could not be judged, or `None`.
     pub core_missing: Option<String>,
+    /// No rule/scope pair was evaluated: the run gives no verdict (exit code 3).
+    pub nothing_evaluated: bool,
     /// The closing sentence: the all-clear (or why it is none) when there are no findings, the
     /// core-missing sentence when there are. `None` when there is nothing to add.
     pub conclusion: Option<String>,
@@ -288,6 +290,7 @@ impl ReportView {
             header: header(report, &scopes, opts.now.as_ref()),
             coverage: coverage_phrase(report),
             core_missing: core_sentence(report),
+            nothing_evaluated: report.stats.rules_evaluated == 0,
             conclusion: no_findings_sentence(report),
             findings: report
                 .findings

@@ -66,6 +66,9 @@ pub fn show(set: &RuleSet, id: &str) -> Option<String> {
     if !r.supersedes.is_empty() {
         let _ = writeln!(o, "\nMore specific than: {}", r.supersedes.join(", "));
     }
+    if let Some(c) = &r.caveat {
+        let _ = writeln!(o, "\nBlind spot (said when judged healthy while {}): {}", c.when.text, c.text);
+    }
     let _ = writeln!(o, "\nNext steps");
     for (i, s) in r.steps.iter().enumerate() {
         let _ = writeln!(o, "  {}. {}", i + 1, s);

@@ -126,6 +126,14 @@ impl Facts for ScopeFacts<'_> {
     }
 }
 
+/// Whether the rule's caveat (what its metrics cannot show) applies to `scope`: its condition holds
+/// there. False for a rule without one, and when the condition cannot be decided.
+pub fn caveat_holds(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> bool {
+    let Some(c) = &rule.caveat else { return false };
+    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
+    expr::eval(&c.when.expr, &facts).0 == Truth::True
+}
+
 /// True when the rule's verdict for `scope` came from its stand-in conditions (its own could not be
 /// decided for want of a metric), whichever way it went.
 pub fn decided_by_stand_in(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> bool {

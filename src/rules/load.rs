@@ -81,8 +81,20 @@ pub struct RuleDef {
     /// One of the runbook's core checks: an all-clear in which a core rule could not be evaluated
     /// is not an all-clear.
     pub core: bool,
+    /// What the metrics cannot show about this rule's problem, said when the rule is judged healthy
+    /// and the caveat's condition holds (an aborted share of 0 on an engine that counts no client
+    /// disconnect), so that "healthy" is not read as more than the data says.
+    pub caveat: Option<Caveat>,
     /// `file:line` of the declaration.
     pub origin: String,
+}
+
+/// A blind spot of a rule: `text` is said (as a warning) for each scope the rule found healthy
+/// while `when` held there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caveat {
+    pub when: Condition,
+    pub text: String,
 }
 
 /// A rule's second way of deciding: used only when one of `missing` has no metric in the window
@@ -220,6 +232,15 @@ struct RawRule {
     stand_in: Option<RawStandIn>,
     #[serde(default)]
     core: bool,
+    #[serde(default)]
+    caveat: Option<RawCaveat>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCaveat {
+    when: Spanned<String>,
+    text: String,
 }
 
 #[derive(Deserialize)]
@@ -346,20 +367,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
         if r.when.is_empty() {
             return Err(err_at(at, format!("rule {}: `when` needs at least one condition", r.id)));
         }
-        let conditions = |list: Vec<Spanned<String>>| -> Result<Vec<Condition>, RuleError> {
-            let mut when = Vec::new();
-            for c in list {
-                let start = c.span().start;
-                let text = c.into_inner();
-                let parsed = expr::parse(&text).map_err(|e| {
-                    // +1 for the opening quote; offsets count characters of the condition.
-                    let byte = start + 1 + text.chars().take(e.offset).map(char::len_utf8).sum::<usize>();
-                    err_at(byte, format!("rule {}: in condition {:?}: {}", r.id, text, e.message))
-                })?;
-                when.push(Condition { text, expr: parsed });
-            }
-            Ok(when)
-        };
+        let conditions = |list: Vec<Spanned<String>>| parse_conditions(list, &r.id, &err_at);
         let when = conditions(r.when)?;
         let stand_in = match r.stand_in {
             None => None,
@@ -368,6 +376,16 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
                     return Err(err_at(at, format!("rule {}: [rule.stand_in] needs `missing` (the primary signals it stands in for) and `when`", r.id)));
                 }
                 Some(StandIn { missing: s.missing, when: conditions(s.when)? })
+            }
+        };
+        let caveat = match r.caveat {
+            None => None,
+            Some(c) => {
+                if c.text.trim().is_empty() {
+                    return Err(err_at(at, format!("rule {}: [rule.caveat] needs a `text` saying what the metrics cannot show", r.id)));
+                }
+                let when = conditions(vec![c.when])?.pop().ok_or_else(|| err_at(at, format!("rule {}: [rule.caveat] needs `when`", r.id)))?;
+                Some(Caveat { when, text: c.text })
             }
         };
         let (line, _) = lines.line_col(at);
@@ -386,6 +404,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             recommend: r.recommend,
             stand_in,
             core: r.core,
+            caveat,
             origin: format!("{file}:{line}"),
         };
         // A rule of the same id from another file (a built-in one) is replaced; twice in one file
@@ -400,6 +419,22 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
     }
     set.rules.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(())
+}
+
+/// A rule's conditions, each parsed; a mistake is reported at its character in the file.
+fn parse_conditions(list: Vec<Spanned<String>>, rule: &str, err_at: &dyn Fn(usize, String) -> RuleError) -> Result<Vec<Condition>, RuleError> {
+    let mut when = Vec::new();
+    for c in list {
+        let start = c.span().start;
+        let text = c.into_inner();
+        let parsed = expr::parse(&text).map_err(|e| {
+            // +1 for the opening quote; offsets count characters of the condition.
+            let byte = start + 1 + text.chars().take(e.offset).map(char::len_utf8).sum::<usize>();
+            err_at(byte, format!("rule {rule}: in condition {text:?}: {}", e.message))
+        })?;
+        when.push(Condition { text, expr: parsed });
+    }
+    Ok(when)
 }
 
 fn validate_kind(kind: &SignalKind) -> Result<(), String> {
@@ -482,7 +517,15 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
                 )));
             }
         }
-        for c in r.when.iter().chain(r.stand_in.iter().flat_map(|s| &s.when)) {
+        if let Some(c) = &r.caveat {
+            if let Some(cmp) = c.when.expr.comparisons().into_iter().find(|cmp| !r.signals().contains(&cmp.signal)) {
+                return Err(fail(format!(
+                    "rule {}: caveat condition {:?} reads signal {:?}, which the rule itself does not read (a caveat may only read the rule's own signals)",
+                    r.id, c.when.text, cmp.signal
+                )));
+            }
+        }
+        for c in r.when.iter().chain(r.stand_in.iter().flat_map(|s| &s.when)).chain(r.caveat.iter().map(|c| &c.when)) {
             for cmp in c.expr.comparisons() {
                 if !set.signals.contains_key(&cmp.signal) {
                     return Err(fail(format!(
@@ -641,6 +684,23 @@ mod tests {
     fn an_error_about_a_whole_file_or_directory_shows_no_position() {
         let e = |line, column| RuleError { file: "rd".into(), line, column, message: "m".into() }.to_string();
         assert_eq!((e(0, 0), e(3, 0), e(3, 7)), ("rd: m".into(), "rd:3: m".into(), "rd:3:7: m".into()));
+    }
+
+    #[test]
+    fn a_caveat_reads_only_the_rules_own_signals_and_says_something() {
+        let rule = |caveat: &str| format!("[[rule]]\nid = \"mine\"\ntitle = \"T\"\nseverity = \"info\"\nsummary = \"s\"\nwhen = [\"itl_p95 > 1s\"]\n\n[rule.caveat]\n{caveat}\n");
+        let mut set = load_builtin().unwrap();
+        load_str(&mut set, "mine.toml", &rule("when = \"itl_p95 <= 0\"\ntext = \"blind\"")).unwrap();
+        assert_eq!(set.rule("mine").unwrap().caveat.as_ref().map(|c| c.text.as_str()), Some("blind"));
+        validate(&set).unwrap();
+        let mut set = load_builtin().unwrap();
+        load_str(&mut set, "mine.toml", &rule("when = \"abort_share <= 0\"\ntext = \"blind\"")).unwrap();
+        let e = validate(&set).unwrap_err();
+        assert!(e.message.contains("caveat condition \"abort_share <= 0\" reads signal \"abort_share\", which the rule itself does not read"), "{e}");
+        let e = load_str(&mut load_builtin().unwrap(), "mine.toml", &rule("when = \"itl_p95 <= 0\"\ntext = \" \"")).unwrap_err();
+        assert!(e.message.contains("[rule.caveat] needs a `text`"), "{e}");
+        let e = load_str(&mut load_builtin().unwrap(), "mine.toml", &rule("when = \"itl_p95 <<= 0\"\ntext = \"t\"")).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("mine.toml", 9), "{e}");
     }
 
     #[test]

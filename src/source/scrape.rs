@@ -352,6 +352,8 @@ pub struct Prepared {
     pub selector: Selector,
     /// Problems to tell the user (targets that failed some rounds).
     pub notes: Vec<String>,
+    /// Targets that answered none of the rounds, with why: nothing they serve is in the diagnosis.
+    pub unread: Vec<String>,
 }
 
 /// Options from the command line.
@@ -439,6 +441,13 @@ pub fn prepare(a: ScrapeArgs<'_>) -> Result<Prepared, ScrapeError> {
     if scraped.states.iter().all(|s| s.failures == rounds) {
         return Err(ScrapeError::NothingScraped(notes.join("; ")));
     }
+    let unread: Vec<String> = plan
+        .targets
+        .iter()
+        .zip(&scraped.states)
+        .filter(|(_, st)| st.failures == rounds)
+        .map(|(t, st)| format!("{} (none of {rounds} scrapes answered: {})", t.shown(), st.last_error.clone().unwrap_or_default()))
+        .collect();
     if let Some(path) = a.save_samples {
         save_samples(&scraped.store, path)?;
     }
@@ -469,7 +478,7 @@ pub fn prepare(a: ScrapeArgs<'_>) -> Result<Prepared, ScrapeError> {
     };
     let params = RunParams { window, baseline, selector: a.selector.to_promql(), group_by: a.group_by, replica_label: a.replica_label };
     let source = Arc::new(LocalSource::new(Arc::new(store), "scrape", &shown.join(", ")));
-    Ok(Prepared { source, params, selector: a.selector, notes })
+    Ok(Prepared { source, params, selector: a.selector, notes, unread })
 }
 
 #[cfg(test)]
