@@ -144,6 +144,9 @@ pub struct EventPlan {
     pub spans: Vec<SpanPlan>,
     pub group_by: Vec<String>,
     pub replica_label: String,
+    /// Where the data itself begins, when the source knows (`--scrape`: its first round). What
+    /// appears with it was first seen, not added.
+    pub data_start: Option<DateTime<Utc>>,
 }
 
 impl EventPlan {
@@ -192,7 +195,7 @@ fn label_list(labels: &[&str]) -> String {
 /// Plan the event queries for the baseline and the window.
 pub fn plan(ctx: &EventContext, baseline: &TimeRange, window: &TimeRange) -> EventPlan {
     let spans = spans(baseline, window).into_iter().map(|span| plan_span(ctx, span)).collect();
-    EventPlan { spans, group_by: ctx.group_by.to_vec(), replica_label: ctx.replica_label.to_string() }
+    EventPlan { spans, group_by: ctx.group_by.to_vec(), replica_label: ctx.replica_label.to_string(), data_start: None }
 }
 
 fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
@@ -469,7 +472,7 @@ fn changes_in(sp: &SpanPlan, got: &BTreeMap<Probe, &Response>, f: &Fleet, plan: 
     let mut out = Vec::new();
     restarts(f, &of(Probe::ProcessStart), &of(Probe::CounterReset), sp, plan, &mut out);
     down_and_up(f, &of(Probe::Down), step, sp, &mut out);
-    presence(f, &of(Probe::Appear), &of(Probe::Vanish), sp, &mut out);
+    presence(f, &of(Probe::Appear), &of(Probe::Vanish), sp, plan.data_start, &mut out);
     configs(f, &of(Probe::ConfigStart), &of(Probe::ConfigAppear), &mut out);
     rollouts(f, &of(Probe::Generation), &of(Probe::ImageStart), &of(Probe::ImageAppear), &mut out);
     xids(f, &of(Probe::Xid), &mut out);
@@ -571,7 +574,7 @@ fn down_and_up(f: &Fleet, down: &[(&Labels, f64, f64)], step: f64, sp: &SpanPlan
     }
 }
 
-fn presence(f: &Fleet, appear: &[(&Labels, f64, f64)], vanish: &[(&Labels, f64, f64)], sp: &SpanPlan, out: &mut Vec<Change>) {
+fn presence(f: &Fleet, appear: &[(&Labels, f64, f64)], vanish: &[(&Labels, f64, f64)], sp: &SpanPlan, data_start: Option<DateTime<Utc>>, out: &mut Vec<Change>) {
     let first_step = sp.span.start.timestamp() as f64 + sp.step as f64;
     let mut appeared: BTreeMap<(Scope, String), Vec<f64>> = BTreeMap::new();
     let mut vanished: BTreeMap<(Scope, String), Vec<f64>> = BTreeMap::new();
@@ -586,13 +589,11 @@ fn presence(f: &Fleet, appear: &[(&Labels, f64, f64)], vanish: &[(&Labels, f64, 
             vanished.entry((scope.clone(), replica.clone())).or_default().push(*t - presence);
         }
     }
-    // When every target of the fleet appears inside the span, the data itself begins there (the
-    // first scrape of `--scrape`, a Prometheus that started collecting): what appears with the
-    // first data, within one presence lookback and a step of it, was first seen, not added.
-    let fleet_size: usize = f.counts.values().sum();
-    let data_start = appeared.values().flatten().copied().fold(f64::INFINITY, f64::min);
-    let data_begins = fleet_size > 0 && appeared.len() >= fleet_size;
-    let with_the_data = |t: f64| data_begins && t <= data_start + presence + sp.step as f64;
+    // Where the data itself begins (the first round of `--scrape`), what appears with it, within one
+    // presence lookback and a step, was first seen, not added. (A Prometheus cannot tell its data
+    // beginning from a model's first deployment, which is a real event: it passes no start.)
+    let data_start = data_start.map(|t| t.timestamp_millis() as f64 / 1000.0);
+    let with_the_data = |t: f64| data_start.is_some_and(|d| t <= d + presence + sp.step as f64);
     // Added: appeared once, after the first step, never vanished before. Removed: vanished and
     // never back. A target that comes and goes is flapping (or scraped rarely): neither.
     let mut added: BTreeMap<Scope, Vec<(f64, String)>> = BTreeMap::new();

@@ -88,9 +88,10 @@ fn max_num_seqs(inp: &Inputs) -> Option<Recommendation> {
         (Some((m, _)), Some((c, ct))) if c < m => (
             c,
             format!(
-                "{ct}. Measured, more would seem to fit ({} sequences per replica), but sequences are measured part-way through their outputs: {} of them at full length would need more blocks than the cache has",
+                "{ct}. Measured, more would seem to fit ({} sequences per replica), but sequences are measured part-way through their outputs: {} of them at full length would not fit in {}% of the cache",
                 n(m),
-                n(m)
+                n(m),
+                n(HEADROOM * 100.0)
             ),
         ),
         (Some((m, mt)), Some((c, ct))) => {
@@ -209,7 +210,7 @@ mod tests {
         .unwrap();
         // 160 x 0.9 / 25 = 5.76 -> 5; measured 7 x 0.9 / 0.892 = 7.06 -> 7 would need 175 blocks.
         assert_eq!(r.value, "5", "{}", r.arithmetic);
-        assert!(r.arithmetic.contains("at full length would need more blocks"), "{}", r.arithmetic);
+        assert!(r.arithmetic.contains("7 of them at full length would not fit in 90% of the cache"), "{}", r.arithmetic);
     }
 
     #[test]

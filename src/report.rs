@@ -104,6 +104,10 @@ pub struct Report {
     pub disabled: Vec<String>,
     /// Warnings from the data source (with HTTP 200) and from vllm-diag itself.
     pub warnings: Vec<String>,
+    /// What the metrics cannot show about rules judged healthy (their `[rule.caveat]`), one
+    /// sentence per rule naming its scopes. Left out when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caveats: Vec<String>,
     pub stats: RunStats,
     /// How much of the rule pack could be judged on this data.
     #[serde(default)]

@@ -328,10 +328,10 @@ fn a_model_selector_still_sees_http_errors_and_targets() {
     assert!(unjudged.is_empty(), "{unjudged:#?}");
     // 665 streams were closed by their clients in this phase, and vLLM 0.32 counted none of them:
     // request-errors is healthy on these metrics, and the report says what they cannot show.
-    let warnings = report["warnings"].as_array().cloned().unwrap_or_default();
+    let caveats = report["caveats"].as_array().cloned().unwrap_or_default();
     assert!(
-        warnings.iter().any(|w| w.as_str().unwrap_or_default().starts_with("request-errors was judged healthy for model_name=tiny-llama, but no request was counted as aborted")),
-        "{warnings:#?}"
+        caveats.iter().any(|w| w.as_str().unwrap_or_default().starts_with("request-errors was judged healthy for model_name=tiny-llama, but no request was counted as aborted")),
+        "{caveats:#?}"
     );
 }
 

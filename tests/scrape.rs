@@ -397,8 +397,20 @@ fn a_scrape_target_that_answers_nothing_makes_the_run_no_pass_and_is_named_in_th
     let spec = load_spec("healthy-steady");
     let (_, endpoints) = scenario_endpoints("healthy-steady", last_indexes(&spec, 7));
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let (code, report, stderr) = explain_scrape(&endpoints, &["--scrape", &dead.to_string(), "--fail-on", "warning"]);
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("scrape.json");
+    let (code, report, stderr) = explain_scrape(&endpoints, &["--scrape", &dead.to_string(), "--fail-on", "warning", "--record", rec.to_str().unwrap()]);
     assert_eq!(code, 3, "{report:#}\n{stderr}");
+    // A replay of the recording says the same: the gap is kept with the exchanges.
+    let out = Command::cargo_bin("vllm-diag")
+        .unwrap()
+        .args(["explain", "--replay", rec.to_str().unwrap(), "--format", "json", "--fail-on", "warning"])
+        .output()
+        .unwrap();
+    let replayed: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(replayed["coverage"], report["coverage"]);
+    assert_eq!(replayed["warnings"], report["warnings"]);
     let unread = report["coverage"]["unread_targets"].as_array().cloned().unwrap_or_default();
     assert_eq!(unread.len(), 1, "{report:#}");
     assert!(unread[0].as_str().unwrap_or_default().contains(&dead.to_string()), "{unread:?}");

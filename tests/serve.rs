@@ -532,7 +532,6 @@ fn a_hung_receiver_holds_up_neither_the_diagnoses_nor_the_queue() {
     // Two deliveries are in progress (--queue 2); the third diagnosis waits for one to end.
     let (_, metrics) = serve.get("/metrics");
     assert_eq!(sample(&metrics, "vllm_diag_serve_deliveries_pending"), Some(3.0), "{metrics}");
-    assert!(hung.hits("/").is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------

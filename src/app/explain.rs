@@ -157,6 +157,8 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
             }
             let (replay, params) = Replay::open(path).map_err(|e| Failure::Recording(e.to_string()))?;
             recorded_profile = replay.profile().map(str::to_string);
+            scrape_notes = replay.scrape_gaps().warnings.clone();
+            unread_targets = replay.scrape_gaps().unread_targets.clone();
             let selector = crate::prom::Selector::parse(&params.selector)
                 .map_err(|e| Failure::Recording(format!("{}: the recorded selector is invalid: {e}", path.display())))?;
             eprintln!("vllm-diag: replaying {} (recorded from {})", path.display(), crate::render::display_url(&replay.info().url));
@@ -170,6 +172,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
             match &*s.source.record {
                 Some(_) => {
                     let rec = Arc::new(Recorder::new(local));
+                    rec.keep_scrape_gaps(crate::source::record::ScrapeGaps { warnings: scrape_notes.clone(), unread_targets: unread_targets.clone() });
                     (rec.clone() as Arc<dyn Source>, prepared.params, prepared.selector, Some(rec))
                 }
                 None => (local, prepared.params, prepared.selector, None),

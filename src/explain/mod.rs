@@ -119,6 +119,10 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let all_names: BTreeSet<String> = disc.window_names.union(&disc.baseline_names).cloned().collect();
     let event_ctx = events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names, steps: events::STEPS };
     let mut event_plan = events::plan(&event_ctx, &p.baseline, &p.window);
+    // A scrape's data begins with its first round, the window's start: nothing was stored before.
+    if source.info().kind == "scrape" {
+        event_plan.data_start = Some(p.window.start);
+    }
     let requests: Vec<_> = signal_plan
         .requests
         .iter()
@@ -151,7 +155,6 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let labels = assemble::fleet_labels(&disc_plan.labels, &answers, &disc.window_names, p, &mut warnings);
     let (table, names_used) = assemble::signal_table(&signal_plan, &answers, &p.group_by, &mut warnings);
     let judge::Judged { mut ranked, scopes, evaluated, coverage, caveats } = judge::judge(rules, &table, p);
-    warnings.extend(caveats);
     let unread = judge::unread(rules, &table);
     if !unread.is_empty() {
         // rate() needs two samples of a series. A short window is the likely reason; over a longer
@@ -208,6 +211,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         not_evaluated: ranked.not_evaluated,
         disabled: Vec::new(),
         warnings,
+        caveats,
         stats: RunStats { queries, rules_evaluated: evaluated },
         coverage,
         events,

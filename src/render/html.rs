@@ -111,6 +111,13 @@ fn rest(view: &ReportView) -> String {
         }
         rest.push_str("</ul>\n");
     }
+    if !view.caveats.is_empty() {
+        rest.push_str("<h2>Blind spots</h2>\n<ul class=\"caveats\">\n");
+        for c in &view.caveats {
+            let _ = writeln!(rest, "<li>{}</li>", esc(c));
+        }
+        rest.push_str("</ul>\n");
+    }
     rest
 }
 

@@ -79,7 +79,9 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
             out,
             "  <testsuite name=\"coverage\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0\" timestamp=\"{timestamp}\">"
         );
-        let _ = writeln!(out, "    <testcase name=\"core runbook checks\" classname=\"coverage\" time=\"0\">");
+        // Named for what is missing: core checks, or (scrape targets unread, nothing judged) coverage.
+        let name = if sentence.starts_with("Core runbook") { "core runbook checks" } else { "what could not be seen" };
+        let _ = writeln!(out, "    <testcase name=\"{name}\" classname=\"coverage\" time=\"0\">");
         let _ = writeln!(out, "      <error message=\"{}\" type=\"not-evaluated\"/>", attr(sentence));
         out.push_str("    </testcase>\n  </testsuite>\n");
     }
@@ -179,6 +181,9 @@ fn properties(view: &ReportView, bar: &str) -> Vec<(&'static str, String)> {
     properties.push(("headline", view.headline.clone()));
     for w in &view.warnings {
         properties.push(("warning", w.clone()));
+    }
+    for c in &view.caveats {
+        properties.push(("blind_spot", c.clone()));
     }
     if let Some(heading) = &view.timeline_heading {
         properties.push(("timeline", heading.clone()));

@@ -78,6 +78,10 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         let lines: Vec<String> = view.warnings.iter().map(|w| format!("- {}", text(w))).collect();
         blocks.push(format!("**Warnings:**\n{}", lines.join("\n")));
     }
+    if !view.caveats.is_empty() {
+        let lines: Vec<String> = view.caveats.iter().map(|c| format!("- {}", text(c))).collect();
+        blocks.push(format!("**Blind spots:**\n{}", lines.join("\n")));
+    }
 
     let mut out = blocks.join("\n\n");
     out.push('\n');

@@ -956,6 +956,7 @@ pub(crate) mod fixtures {
             not_evaluated,
             disabled: vec![],
             warnings: vec![],
+            caveats: vec![],
             stats: RunStats {
                 queries: 38,
                 rules_evaluated: 12,

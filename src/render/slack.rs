@@ -198,6 +198,9 @@ fn tail(view: &ReportView) -> Vec<String> {
     if !view.warnings.is_empty() {
         tail.push(format!(":warning: {}", plain(&view.warnings.join("; "))));
     }
+    if !view.caveats.is_empty() {
+        tail.push(format!(":eyes: Blind spots: {}", plain(&view.caveats.join("; "))));
+    }
     tail
 }
 

@@ -90,6 +90,12 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     for w in &view.warnings {
         out.extend(wrap(&format!("Warning: {w}"), width, "", INDENT));
     }
+    if !view.caveats.is_empty() {
+        out.push(String::new());
+    }
+    for c in &view.caveats {
+        out.extend(wrap(&format!("Blind spot: {c}"), width, "", INDENT));
+    }
 
     let mut text: String = out.iter().map(|l| format!("{}\n", l.trim_end())).collect();
     while text.ends_with("\n\n") {

@@ -66,6 +66,8 @@ pub struct ReportView {
     pub disabled_line: Option<String>,
     /// The data source's warnings in first-seen order, repeats folded with a count.
     pub warnings: Vec<String>,
+    /// What the metrics cannot show about rules judged healthy (blind spots), on one line each.
+    pub caveats: Vec<String>,
     /// `at 09:30:00 UTC (baseline: same query at 09:00:00 UTC)`: when every evidence query ran.
     pub query_timing: String,
     /// How the empty scope (a rule that applies everywhere, a disabled rule) is written: `all`.
@@ -312,6 +314,7 @@ impl ReportView {
             disabled: report.disabled.iter().map(|r| one_line(r)).collect(),
             disabled_line: disabled_line(report),
             warnings: warning_lines(report),
+            caveats: report.caveats.iter().map(|c| one_line(c)).collect(),
             query_timing: query_timing(report),
             scope_all: scopes.format(&Scope::new()),
             fail_on: opts.fail_on,

@@ -226,14 +226,21 @@ fn evidence_for(when: &[Condition], set: &RuleSet, table: &SignalTable, scope: &
     let unit = def.map(|d| d.unit.as_str()).unwrap_or("");
     let values = table.get(sig);
     // What this signal was held to: each condition on it, written with its own comparisons and the
-    // other signals it may be met through (`> 100 ms or (see running_avg)`). It held when every
-    // such condition held, through this signal or another: a condition met through another signal
-    // is not one this signal failed. The limits drawn are its own comparisons alone.
+    // other signals it may be met through (`> 100 ms or (see running_avg)`). Whether it held is
+    // about its own lines: the conditions on it alone when it has any (a condition it shares with
+    // other signals is met through them as well, and its part there is one alternative), else its
+    // parts of the shared ones. A finding's conditions all held, so this is what tells the reader
+    // which signals crossed their lines. The limits drawn are its own comparisons alone.
     let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
     let on_it: Vec<&Condition> = when.iter().filter(|c| c.expr.comparisons().iter().any(|k| k.signal == sig)).collect();
     let projected: Vec<Expr> = on_it.iter().filter_map(|c| project(&c.expr, sig)).collect();
     let threshold = on_it.iter().map(|c| describe_for(&c.expr, sig, unit, &set.thresholds, true)).collect::<Vec<_>>().join("; ");
-    let passed = on_it.iter().all(|c| expr::eval(&c.expr, &facts).0 == Truth::True);
+    let own: Vec<&Expr> = on_it.iter().filter(|c| c.expr.comparisons().iter().all(|k| k.signal == sig)).map(|c| &c.expr).collect();
+    let passed = if own.is_empty() {
+        projected.iter().all(|e| expr::eval(e, &facts).0 == Truth::True)
+    } else {
+        own.iter().all(|e| expr::eval(e, &facts).0 == Truth::True)
+    };
     let value = values.and_then(|v| v.window.values.get(scope).copied());
     let baseline = values.and_then(|v| v.baseline.values.get(scope).copied());
     let observations = values.and_then(|v| v.window.counts.get(scope).copied());
@@ -415,8 +422,9 @@ when = ["a >= 2x baseline or a > $high", "b > 50%"]
         s
     }
 
-    /// A condition met through another signal is not one this signal failed: load-exceeds-capacity's
-    /// ITL guard holds when the batch grew, and its row said "no" with the batch left out of its text.
+    /// A condition shared with another signal names it: load-exceeds-capacity's ITL guard holds when
+    /// the batch grew, and its row said "no" with the batch left out of its text. A signal's own
+    /// condition decides whether it held; its part of a shared one (one alternative) does not.
     #[test]
     fn a_condition_met_through_another_signal_holds_and_names_it() {
         let mut s = set();
@@ -440,7 +448,8 @@ when = ["b > 50%", "a <= $high and (a < 1.5x baseline or b >= 2x baseline)"]
         let Outcome::Matched { evidence, .. } = evaluate(s.rule("q").unwrap(), &s, &t, &scope("m")) else { panic!("q should match") };
         let a = evidence.iter().find(|e| e.signal == "a").unwrap();
         assert_eq!(a.threshold, "<= 3 s and (< 1.5x baseline or (see b))");
-        assert!(a.passed, "{a:?}");
+        // Its own part (under 1.5x) did not hold: the text says what met it instead.
+        assert!(!a.passed, "{a:?}");
         // Its own limits stay its own comparisons.
         assert!(a.limits.iter().all(|l| !l.label.contains("see")), "{:?}", a.limits);
         let b = evidence.iter().find(|e| e.signal == "b").unwrap();
@@ -449,6 +458,13 @@ when = ["b > 50%", "a <= $high and (a < 1.5x baseline or b >= 2x baseline)"]
         // Neither way: the condition fails, and so does each row it bears on.
         t.insert("b".into(), SignalValues { window: wv(&[("m", 0.6)]), baseline: wv(&[("m", 0.4)]) });
         assert!(matches!(evaluate(s.rule("q").unwrap(), &s, &t, &scope("m")), Outcome::NotMatched));
+        // b's own condition decides its row, not its part of the shared one: b at 0.7 is over 50%
+        // but not 2x its baseline of 0.4, and the rule still matches (a is now under 1.5x).
+        t.insert("a".into(), SignalValues { window: wv(&[("m", 1.2)]), baseline: wv(&[("m", 1.0)]) });
+        t.insert("b".into(), SignalValues { window: wv(&[("m", 0.7)]), baseline: wv(&[("m", 0.4)]) });
+        let Outcome::Matched { evidence, .. } = evaluate(s.rule("q").unwrap(), &s, &t, &scope("m")) else { panic!("q should match") };
+        assert!(evidence.iter().find(|e| e.signal == "b").unwrap().passed);
+        assert!(evidence.iter().find(|e| e.signal == "a").unwrap().passed);
     }
 
     #[test]

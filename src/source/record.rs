@@ -57,6 +57,26 @@ type Outcome = Result<Exchange, SourceError>;
 pub struct Recorder {
     inner: Arc<dyn Source>,
     log: Mutex<BTreeMap<Request, Outcome>>,
+    /// What a scrape knew before any query: its warnings and the targets that answered nothing.
+    scrape: Mutex<ScrapeGaps>,
+}
+
+/// What a `--scrape` run learnt while scraping, which no query answer holds: kept in its recording
+/// so a replay reports the same.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScrapeGaps {
+    /// Targets that failed some rounds, and why (the report's warnings).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// Targets that answered none (the report's `coverage.unread_targets`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unread_targets: Vec<String>,
+}
+
+impl ScrapeGaps {
+    pub fn is_empty(&self) -> bool {
+        self.warnings.is_empty() && self.unread_targets.is_empty()
+    }
 }
 
 impl Recorder {
@@ -64,7 +84,13 @@ impl Recorder {
         Recorder {
             inner,
             log: Mutex::new(BTreeMap::new()),
+            scrape: Mutex::new(ScrapeGaps::default()),
         }
+    }
+
+    /// Keep what the scrape learnt, to write with the exchanges.
+    pub fn keep_scrape_gaps(&self, gaps: ScrapeGaps) {
+        *self.scrape.lock().unwrap_or_else(|e| e.into_inner()) = gaps;
     }
 
     /// How many distinct requests were recorded so far.
@@ -100,6 +126,7 @@ impl Recorder {
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             params: params.clone(),
             profile: profile.map(str::to_string),
+            scrape: self.scrape.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             source: self.inner.info(),
             exchanges,
         };
@@ -141,6 +168,7 @@ pub struct Replay {
     file: String,
     source: SourceInfo,
     profile: Option<String>,
+    scrape: ScrapeGaps,
     answers: BTreeMap<Request, Outcome>,
 }
 
@@ -233,6 +261,7 @@ impl Replay {
             file: path.display().to_string(),
             source,
             profile: file.profile,
+            scrape: file.scrape,
             answers,
         };
         Ok((replay, file.params))
@@ -241,6 +270,11 @@ impl Replay {
     /// The `--profile` the run was recorded with, if one was given.
     pub fn profile(&self) -> Option<&str> {
         self.profile.as_deref()
+    }
+
+    /// What a recorded scrape learnt while scraping (empty for other recordings).
+    pub fn scrape_gaps(&self) -> &ScrapeGaps {
+        &self.scrape
     }
 
     /// How many requests the recording can answer.
@@ -280,6 +314,9 @@ struct RecordingFile {
     /// (Absent in recordings made before it was kept: the default profile.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     profile: Option<String>,
+    /// A scrape's warnings and unread targets (absent for other runs, and in older recordings).
+    #[serde(default, skip_serializing_if = "ScrapeGaps::is_empty")]
+    scrape: ScrapeGaps,
     source: SourceInfo,
     exchanges: Vec<StoredExchange>,
 }
