@@ -183,22 +183,9 @@ pub fn plan(findings: &[Finding], rules: &RuleSet, plan: &SignalPlan, selector: 
     out
 }
 
-/// Whether `v` is past the line `limit` labelled `label` (`>= 90%`, `< 0.5`).
-fn holds(label: &str, v: f64, limit: f64) -> bool {
-    if label.starts_with(">=") {
-        v >= limit
-    } else if label.starts_with('>') {
-        v > limit
-    } else if label.starts_with("<=") {
-        v <= limit
-    } else {
-        v < limit
-    }
-}
-
 /// The limits of `e` that its scope's value is past.
 fn crossed_limits(e: &Evidence) -> Vec<&Limit> {
-    e.limits.iter().filter(|l| e.value.is_some_and(|v| holds(&l.label, v, l.value))).collect()
+    e.limits.iter().filter(|l| super::onset::crosses(e.value, &l.label, l.value)).collect()
 }
 
 /// Which replicas cross the limits the scope as a whole crossed.
@@ -209,7 +196,7 @@ pub fn affected_replicas(samples: &[Sample], e: &Evidence, replica_label: &str) 
     names.dedup();
     let mut affected: Vec<String> = samples
         .iter()
-        .filter(|s| s.v.is_finite() && crossed.iter().any(|l| holds(&l.label, s.v, l.value)))
+        .filter(|s| s.v.is_finite() && crossed.iter().any(|l| super::onset::crosses(Some(s.v), &l.label, l.value)))
         .map(|s| s.labels.get(replica_label).cloned().unwrap_or_default())
         .collect();
     affected.sort();

@@ -181,8 +181,8 @@ fn parse_label(label: &str) -> (Direction, bool) {
     (dir, l.starts_with(">=") || l.starts_with("<="))
 }
 
-/// Whether `value` is past the line `label` `limit`.
-fn crosses(value: Option<f64>, label: &str, limit: f64) -> bool {
+/// Whether `value` is past the line `label` `limit` (also which replicas a breakdown counts).
+pub(super) fn crosses(value: Option<f64>, label: &str, limit: f64) -> bool {
     let (dir, inclusive) = parse_label(label);
     value.is_some_and(|v| dir.sign() * (v - limit) > 0.0 || (inclusive && v == limit))
 }
