@@ -7,14 +7,28 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::source::{decode, Request, Response, Source, SourceError};
+use crate::source::{decode, decode_summed, Request, Response, Source, SourceError};
 
 /// Answers keyed by request.
 pub type Answers = BTreeMap<Request, Result<Response, SourceError>>;
 
+/// How some answers are read (see [`crate::explain::plan`]): a query in `summed` is decoded summed by
+/// its labels ([`decode_summed`]); where a recording lacks it (one made before these reads), the
+/// query given with them, which answers the same, is asked in its place.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reading {
+    /// query -> (the labels its answer is summed by, the query an earlier build asked instead)
+    pub summed: BTreeMap<String, (Vec<String>, String)>,
+}
+
 /// Send every request concurrently (at most `concurrency` at once) and decode the answers. Requests
 /// still unanswered at the deadline get a timeout error.
-pub async fn run_queries(source: &Arc<dyn Source>, mut requests: Vec<Request>, concurrency: usize, deadline: Duration) -> Answers {
+pub async fn run_queries(source: &Arc<dyn Source>, requests: Vec<Request>, concurrency: usize, deadline: Duration) -> Answers {
+    run_reads(source, requests, concurrency, deadline, &Arc::new(Reading::default())).await
+}
+
+/// [`run_queries`], reading the answers as `reading` says.
+pub async fn run_reads(source: &Arc<dyn Source>, mut requests: Vec<Request>, concurrency: usize, deadline: Duration, reading: &Arc<Reading>) -> Answers {
     // Heaviest first: a round lasts until its last answer, so the long ones should not start last.
     requests.sort_by_key(|r| match r {
         Request::Instant { query, .. } | Request::Range { query, .. } => crate::signals::weight_rank(query),
@@ -27,10 +41,24 @@ pub async fn run_queries(source: &Arc<dyn Source>, mut requests: Vec<Request>, c
     let mut stream = futures::stream::iter(requests.into_iter().map(|req| {
         let source = Arc::clone(source);
         let url = url.clone();
+        let reading = Arc::clone(reading);
         async move {
-            let res = match source.send(&req).await {
-                Ok(ex) => decode(&url, &req, &ex),
-                Err(e) => Err(e),
+            let summed = req.query().and_then(|q| reading.summed.get(q));
+            let res = match (source.send(&req).await, summed) {
+                (Ok(ex), Some((by, _))) => decode_summed(&url, &req, &ex, by),
+                (Ok(ex), None) => decode(&url, &req, &ex),
+                // A recording made before these reads holds the query it asked instead, which
+                // answers the same; not recorded either, the request stays unrecorded (and is
+                // looked for in its other forms).
+                (Err(e @ SourceError::NotRecorded { .. }), Some((_, earlier))) => match req.with_query(earlier) {
+                    Some(old) => match source.send(&old).await {
+                        Ok(ex) => decode(&url, &old, &ex),
+                        Err(SourceError::NotRecorded { .. }) => Err(e),
+                        Err(other) => Err(other),
+                    },
+                    None => Err(e),
+                },
+                (Err(e), _) => Err(e),
             };
             (req, res)
         }

@@ -133,11 +133,12 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         .into_iter()
         .collect();
     queries += requests.len();
-    let mut answers = run_queries(&source, requests, opts.concurrency, fetch::remaining(opts.deadline, started)).await;
+    let reading = std::sync::Arc::new(signal_plan.reading.clone());
+    let mut answers = fetch::run_reads(&source, requests, opts.concurrency, fetch::remaining(opts.deadline, started), &reading).await;
     let unrecorded = plan::unrecorded(&signal_plan, &answers);
     if !unrecorded.is_empty() {
         queries += unrecorded.len();
-        answers.extend(run_queries(&source, unrecorded, opts.concurrency, fetch::remaining(opts.deadline, started)).await);
+        answers.extend(fetch::run_reads(&source, unrecorded, opts.concurrency, fetch::remaining(opts.deadline, started), &reading).await);
     }
     plan::split(&signal_plan, &mut answers);
     let unshared = plan::unshared(&signal_plan, &answers);

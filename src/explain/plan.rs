@@ -84,6 +84,9 @@ pub struct SignalPlan {
     pub paired: Vec<Paired>,
     /// The sums of a counter's rates answered from a read shared with others, by [`derive`].
     pub derived: Vec<Derived>,
+    /// Reads asked unaggregated and summed by vllm-diag as it decodes them (the per-replica bucket
+    /// reads).
+    pub reading: super::fetch::Reading,
 }
 
 /// A sum of a counter's rates (`request`) answered from a read of that counter grouped by more
@@ -283,7 +286,13 @@ type BucketRead = (String, std::time::Duration);
 /// An SLO burn rate over the same histogram and range is taken from the same read (its good and
 /// total rates are bucket rates); one over another range keeps its own query, which reads one
 /// bucket and the count.
-fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, Planned)>, ctx: &QueryContext) {
+///
+/// A per-replica read is asked unaggregated (`rate(F_bucket[R])`, see
+/// [`signals::bucket_rates_read`]) and summed by `le`, the grouping labels and the replica label as
+/// it is decoded: the same answer as `sum by (le, G, R) (...)`, for less of the server's work.
+/// Returned: how to read those, and the query a recording made before held in their place.
+fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, Planned)>, ctx: &QueryContext) -> super::fetch::Reading {
+    let mut reading = super::fetch::Reading::default();
     for side in 0..2 {
         // (histogram, range) -> (signal, use, replica label of an outlier)
         let mut by_read: BTreeMap<BucketRead, Vec<(String, BucketUse, Option<String>)>> = BTreeMap::new();
@@ -323,7 +332,12 @@ fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, 
             // One replica label for the read: an outlier declaring another keeps its own query.
             let label = users.iter().find_map(|(_, _, l)| l.clone());
             let read = match &label {
-                Some(l) => signals::replica_bucket_rates_query(resolved, &rctx, l),
+                Some(l) => {
+                    let read = signals::bucket_rates_read(resolved, &rctx);
+                    let by = std::iter::once("le".to_string()).chain(ctx.group_by.iter().cloned()).chain(std::iter::once(l.clone())).collect();
+                    reading.summed.insert(read.clone(), (by, signals::replica_bucket_rates_query(resolved, &rctx, l)));
+                    read
+                }
                 None => signals::bucket_rates_query(resolved, &rctx),
             };
             for (id, usage, own) in users {
@@ -348,6 +362,7 @@ fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, 
             }
         }
     }
+    reading
 }
 
 /// Sums of one counter's rates over one range, asked by several signals with different groupings
@@ -480,8 +495,8 @@ pub fn plan_signals(rules: &RuleSet, needed: &BTreeSet<String>, ctx: QueryContex
             clamped.join(", ")
         ));
     }
-    share_bucket_reads(rules, &mut planned, &ctx);
+    let reading = share_bucket_reads(rules, &mut planned, &ctx);
     let derived = share_sum_reads(&planned, &ctx);
     let (requests, paired) = requests(&planned, &derived);
-    SignalPlan { signals: planned, requests, ctx, paired, derived }
+    SignalPlan { signals: planned, requests, ctx, paired, derived, reading }
 }

@@ -299,6 +299,7 @@ fn plan_of(signals: BTreeMap<String, (plan::Planned, plan::Planned)>) -> plan::S
         signals,
         requests: vec![],
         derived: vec![],
+        reading: Default::default(),
         ctx: crate::signals::QueryContext {
             selector: Selector::default(),
             group_by: vec!["model_name".into()],
@@ -507,4 +508,127 @@ async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_giv
         }
     }
     assert!(compared >= 16, "{compared} signal windows compared");
+}
+
+/// A source that has not recorded the per-replica reads as explain now asks them (a recording made
+/// before): only the queries an earlier build asked in their place.
+struct Earlier {
+    inner: std::sync::Arc<dyn crate::source::Source>,
+    missing: BTreeSet<String>,
+}
+
+impl crate::source::Source for Earlier {
+    fn send<'a>(&'a self, req: &'a Request) -> futures::future::BoxFuture<'a, Result<crate::source::Exchange, crate::source::SourceError>> {
+        if req.query().is_some_and(|q| self.missing.contains(q)) {
+            return Box::pin(async { Err(crate::source::SourceError::NotRecorded { file: "old.json".into(), request: String::new() }) });
+        }
+        self.inner.send(req)
+    }
+
+    fn info(&self) -> crate::report::SourceInfo {
+        self.inner.info()
+    }
+}
+
+/// The per-replica bucket reads are asked unaggregated and summed by vllm-diag as they are decoded:
+/// every signal over those histograms (quantiles per model, outliers per replica, burn rates,
+/// observation counts) gets what the server's own `sum by (le, model_name, instance)` gives, in
+/// both windows, also where a replica has two series per bound (two engines) and a series has no
+/// replica label at all; and a recording made before, holding the server-side sums, replays to
+/// the same values.
+#[tokio::test]
+async fn per_replica_bucket_reads_summed_by_vllm_diag_are_what_the_servers_sums_give() {
+    use crate::local::Store;
+    let p = params();
+    let t0 = p.baseline.start.timestamp_millis();
+    let mut store = Store::new();
+    let les = ["0.05", "0.1", "0.5", "1", "+Inf"];
+    let histograms = ["vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_bucket"];
+    for (h, name) in histograms.iter().enumerate() {
+        // (model, instance, engine, requests per minute, how slow: the share under each bound shrinks)
+        let replicas: [(&str, Option<&str>, &str, f64, f64); 6] = [
+            ("m1", Some("a:8000"), "0", 30.0, 1.0),
+            ("m1", Some("b:8000"), "0", 12.0, 1.0),
+            ("m1", Some("b:8000"), "1", 9.0, 1.2),
+            ("m1", Some("c:8000"), "0", 20.0, 2.0 + h as f64),
+            ("m2", Some("d:8000"), "0", 8.0, 1.0),
+            ("m2", None, "0", 5.0, 2.0),
+        ];
+        for (model, instance, engine, per_min, slow) in replicas {
+            for (i, le) in les.iter().enumerate() {
+                let share = [0.3, 0.6, 0.9, 0.99, 1.0][i] as f64;
+                let share = share.powf(slow);
+                let mut l = vec![("__name__", *name), ("model_name", model), ("job", "vllm"), ("engine", engine), ("le", *le)];
+                if let Some(inst) = instance {
+                    l.push(("instance", inst));
+                }
+                // The load doubles in the window, the slow replicas slower still.
+                let points = (0..=60).map(|m| {
+                    let total = per_min * (m as f64 + (m - 30).max(0) as f64);
+                    (t0 + m * 60_000, (total * share * if m > 30 { 0.9 } else { 1.0 }).floor())
+                });
+                store.add(labels(&l), points);
+            }
+        }
+    }
+    let store = std::sync::Arc::new(store);
+    let names: BTreeSet<String> = histograms.iter().map(|s| s.to_string()).collect();
+    let rules = crate::rules::load_builtin().unwrap();
+    let bounds = crate::signals::parse_bounds(&les.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    let buckets: BTreeMap<String, Vec<crate::signals::Bound>> = histograms.iter().map(|h| (h.to_string(), bounds.clone())).collect();
+    let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, buckets: buckets.clone() };
+    let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: std::sync::Arc::new(buckets), replica_label: "instance".into() };
+    let needed = plan::needed_signals(&rules);
+    let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut vec![]);
+    let raw: Vec<&String> = plan.reading.summed.keys().collect();
+    assert_eq!(raw.len(), 2, "one unaggregated read per histogram an outlier reads: {raw:#?}");
+    for q in &raw {
+        assert!(q.starts_with("rate(") && !q.contains("sum"), "{q}");
+        assert!(plan.requests.iter().any(|r| matches!(r, Request::Range { query, .. } if &query == q)), "{q} is asked once for both windows");
+    }
+
+    let local: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(crate::source::local::LocalSource::new(store.clone(), "test", "local"));
+    let reading = std::sync::Arc::new(plan.reading.clone());
+    let deadline = std::time::Duration::from_secs(30);
+    // As explain reads them now; as the server's sums, asked under the same requests; and from a
+    // recording that holds only the server's sums.
+    let mut summed_here = fetch::run_reads(&local, plan.requests.clone(), 4, deadline, &reading).await;
+    let mut by_server = Answers::new();
+    for (req, answer) in run_queries(&local, plan.requests.clone(), 4, deadline).await {
+        let answer = match req.query().and_then(|q| plan.reading.summed.get(q)) {
+            Some((_, earlier)) => {
+                let old = req.with_query(earlier).unwrap();
+                run_queries(&local, vec![old.clone()], 1, deadline).await.remove(&old).unwrap()
+            }
+            None => answer,
+        };
+        by_server.insert(req, answer);
+    }
+    let earlier: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(Earlier { inner: local.clone(), missing: plan.reading.summed.keys().cloned().collect() });
+    let mut replayed = fetch::run_reads(&earlier, plan.requests.clone(), 4, deadline, &reading).await;
+    for answers in [&mut summed_here, &mut by_server, &mut replayed] {
+        plan::split(&plan, answers);
+    }
+    let table = |answers: &Answers| assemble::signal_table(&plan, answers, &p.group_by, &mut vec![]).0;
+    let (here, server, older) = (table(&summed_here), table(&by_server), table(&replayed));
+    let mut compared = 0;
+    for (id, (w, _)) in &plan.signals {
+        if w.availability != Availability::Ok || w.histogram.is_none() {
+            continue;
+        }
+        for (side, (a, b, c)) in [("window", (&here[id].window, &server[id].window, &older[id].window)), ("baseline", (&here[id].baseline, &server[id].baseline, &older[id].baseline))] {
+            assert!(!b.values.is_empty(), "{id} ({side}) has values");
+            assert_eq!(a.values.keys().collect::<Vec<_>>(), b.values.keys().collect::<Vec<_>>(), "{id} ({side})");
+            for (scope, v) in &b.values {
+                assert!((v - a.values[scope]).abs() <= 1e-9 * v.abs().max(1.0), "{id} ({side}) {scope:?}: {v} summed by the server, {} here", a.values[scope]);
+            }
+            assert_eq!(a.culprits, b.culprits, "{id} ({side})");
+            assert_eq!(a.counts.keys().collect::<Vec<_>>(), b.counts.keys().collect::<Vec<_>>(), "{id} ({side})");
+            assert_eq!(b, c, "{id} ({side}): a recording of the server's sums replays to them");
+            compared += 1;
+        }
+    }
+    assert!(compared >= 8, "{compared} signal windows compared");
+    // The two engines of b:8000 are one replica; c:8000 is the slow one (and m2's has no name).
+    assert_eq!(here["ttft_replica_outlier"].window.culprits.get(&scope("m1")).map(|c| c["instance"].as_str()), Some("c:8000"), "{:?}", here["ttft_replica_outlier"].window);
 }

@@ -43,7 +43,8 @@ pub fn bucket_bounds_matcher(selector: &Selector, series: &[String]) -> String {
 /// rest. Requests are sent heaviest first, so the last answers of a round are short ones and the
 /// round ends sooner (the longest-first rule of scheduling).
 pub fn weight_rank(query: &str) -> u8 {
-    if query.contains("sum by (le,") {
+    // Every bucket of a histogram: summed by the server, or asked unaggregated (a per-replica read).
+    if query.contains("sum by (le,") || (query.starts_with("rate(") && query.contains("_bucket")) {
         0
     } else if query.contains("_bucket") {
         1
@@ -150,6 +151,15 @@ pub fn replica_bucket_rates_query(resolved: &Resolved, ctx: &QueryContext, repli
         ctx.selector.series(&format!("{fam}_bucket"), &[]),
         promql_duration(ctx.range)
     )
+}
+
+/// The bucket rates of every series of the histogram, unaggregated (`rate(F_bucket[R])`): what
+/// explain asks instead of [`replica_bucket_rates_query`], summing the answer by `le`, the
+/// grouping labels and the replica label itself as it decodes it. The server then reads each series
+/// as that query would but skips grouping thousands of them, the dearest part of it at fleet scale.
+pub fn bucket_rates_read(resolved: &Resolved, ctx: &QueryContext) -> String {
+    let fam = family_of(&resolved.names[0]);
+    format!("rate({}[{}])", ctx.selector.series(&format!("{fam}_bucket"), &[]), promql_duration(ctx.range))
 }
 
 /// The stored histogram a signal reads by its buckets (quantiles, outliers over a histogram, SLO

@@ -10,7 +10,13 @@
 //! which both validates the JSON and tells us whether we are looking at a Prometheus answer at all. The
 //! second reads `data` straight into typed samples; sample values are parsed while deserialising so a
 //! large matrix is never held as a generic JSON tree.
+//!
+//! [`decode_summed`] reads an answer as `sum by (L)` of it would have been: only the labels in `L`
+//! are kept as the samples are read (the others are skipped, never allocated), and series left
+//! with the same labels are added up. explain asks some per-replica reads unaggregated and sums
+//! them itself this way, which costs the server less than its own `sum by` into thousands of groups.
 
+use std::cell::RefCell;
 use std::fmt;
 
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
@@ -23,6 +29,71 @@ use crate::prom::parse_sample_value;
 
 /// Longest excerpt of a foreign body quoted in an error.
 const EXCERPT_CHARS: usize = 200;
+
+thread_local! {
+    /// The labels [`decode_summed`] keeps, while it decodes (on this thread, with no await point in
+    /// between); None otherwise.
+    static KEEP: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+}
+
+/// [`decode`], keeping only the labels named in `by` and adding up the values of series (or
+/// samples) left with the same labels at the same timestamp: the answer `sum by (by) (...)` of the
+/// query would have given (a series lacking a label of `by` is grouped without it, as there). The
+/// server's `sum by` adds in its own order; this adds in the answer's, so a sum of several series
+/// may differ from it in the last bits.
+pub fn decode_summed(url: &str, req: &Request, ex: &Exchange, by: &[String]) -> Result<Response, SourceError> {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            KEEP.with(|k| *k.borrow_mut() = None);
+        }
+    }
+    KEEP.with(|k| *k.borrow_mut() = Some(by.to_vec()));
+    let _reset = Reset;
+    let mut resp = decode(url, req, ex)?;
+    drop(_reset);
+    resp.data = match resp.data {
+        Data::Vector(samples) => Data::Vector(sum_samples(samples)),
+        Data::Matrix(series) => Data::Matrix(sum_series(series)),
+        other => other,
+    };
+    Ok(resp)
+}
+
+/// Samples sorted by labels, those with the same labels added up (the earliest timestamp kept).
+fn sum_samples(samples: Vec<Sample>) -> Vec<Sample> {
+    let mut out: Vec<Sample> = Vec::with_capacity(samples.len());
+    for s in samples {
+        match out.last_mut() {
+            Some(last) if last.labels == s.labels => {
+                last.v += s.v;
+                last.t = last.t.min(s.t);
+            }
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
+/// Series sorted by labels, those with the same labels merged: the values at each timestamp added
+/// up, a timestamp only one of them has kept as it is.
+fn sum_series(series: Vec<Series>) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::with_capacity(series.len());
+    for s in series {
+        match out.last_mut() {
+            Some(last) if last.labels == s.labels => {
+                let mut points: std::collections::BTreeMap<i64, (f64, f64)> = std::collections::BTreeMap::new();
+                for (t, v) in last.points.drain(..).chain(s.points) {
+                    let e = points.entry((t * 1000.0).round() as i64).or_insert((t, 0.0));
+                    e.1 += v;
+                }
+                last.points = points.into_values().collect();
+            }
+            _ => out.push(s),
+        }
+    }
+    out
+}
 
 /// Turn a raw exchange into a response, or a clear error.
 ///
@@ -173,7 +244,7 @@ impl QueryData {
                 for s in raw.unwrap_or_default() {
                     match (s.value, s.histogram) {
                         (Some(p), _) => samples.push(Sample {
-                            labels: s.metric.into(),
+                            labels: s.metric.0.into(),
                             t: p.t,
                             v: p.v,
                         }),
@@ -181,7 +252,7 @@ impl QueryData {
                         (None, None) => {
                             return Err(format!(
                                 "a vector sample has neither \"value\" nor \"histogram\" ({})",
-                                show_labels(&s.metric)
+                                show_labels(&s.metric.0)
                             ))
                         }
                     }
@@ -199,7 +270,7 @@ impl QueryData {
                     if let Some(values) = s.values {
                         let points = values.into_iter().map(|p| (p.t, p.v)).collect();
                         series.push(Series {
-                            labels: s.metric,
+                            labels: s.metric.0,
                             points,
                         });
                     }
@@ -217,7 +288,7 @@ impl QueryData {
 #[derive(Deserialize)]
 struct RawSample {
     #[serde(default)]
-    metric: Labels,
+    metric: Metric,
     #[serde(default)]
     value: Option<Point>,
     #[serde(default)]
@@ -228,11 +299,65 @@ struct RawSample {
 #[derive(Deserialize)]
 struct RawSeries {
     #[serde(default)]
-    metric: Labels,
+    metric: Metric,
     #[serde(default)]
     values: Option<Vec<Point>>,
     #[serde(default)]
     histograms: Option<IgnoredAny>,
+}
+
+/// A series' labels: all of them, or, while [`decode_summed`] runs, those it keeps (the others are
+/// skipped unread).
+#[derive(Default)]
+struct Metric(Labels);
+
+impl<'de> Deserialize<'de> for Metric {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let Some(keep) = KEEP.with(|k| k.borrow().clone()) else {
+            return Labels::deserialize(d).map(Metric);
+        };
+        struct V(Vec<String>);
+        impl<'de> Visitor<'de> for V {
+            type Value = Metric;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object of label names and values")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Metric, A::Error> {
+                let mut pairs = Vec::with_capacity(self.0.len());
+                while let Some(name) = map.next_key::<Name<'de>>()? {
+                    if self.0.iter().any(|k| *k == *name.0) {
+                        pairs.push((name.0.into_owned(), map.next_value::<String>()?));
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(Metric(pairs.into_iter().collect()))
+            }
+        }
+        d.deserialize_map(V(keep))
+    }
+}
+
+/// A label name, borrowed from the body where it can be (no escapes in it).
+struct Name<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Name<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a label name")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Name<'de>, E> {
+                Ok(Name(std::borrow::Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(V)
+    }
 }
 
 /// `[<unix seconds>, "<value>"]` with the value already parsed.
@@ -727,6 +852,44 @@ mod tests {
                 },
             ])
         );
+    }
+
+    /// Read summed by (le, model_name, instance): the other labels are dropped as they are read,
+    /// series left alike are added up per timestamp (one's extra point kept), a series without
+    /// a label of the grouping is grouped without it, and a vector is summed the same way. The
+    /// next decode on the thread keeps every label again.
+    #[test]
+    fn a_summed_read_keeps_the_grouping_labels_and_adds_up_series_left_alike() {
+        let by: Vec<String> = ["le", "model_name", "instance"].iter().map(|s| s.to_string()).collect();
+        let body = r#"{"status":"success","data":{"resultType":"matrix","result":[
+            {"metric":{"instance":"a","engine":"0","job":"v","le":"0.5","model_name":"m"},"values":[[10,"1"],[20,"2"]]},
+            {"metric":{"instance":"a","engine":"1","job":"v","le":"0.5","model_name":"m"},"values":[[10,"0.5"],[20,"NaN"],[30,"4"]]},
+            {"metric":{"instance":"b","engine":"0","job":"v","le":"0.5","model_name":"m"},"values":[[10,"7"]]},
+            {"metric":{"engine":"0","le":"+Inf","model_name":"m"},"values":[[20,"3"]]},
+            {"metric":{"engine":"1","le":"+Inf","model_name":"m"},"values":[[20,"5"]]}]}}"#;
+        let r = decode_summed(URL, &range(), &ok(body), &by).unwrap();
+        let Data::Matrix(series) = r.data else { panic!("{:?}", r.data) };
+        let got: Vec<(Labels, Vec<(f64, f64)>)> = series.into_iter().map(|s| (s.labels, s.points)).collect();
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got[0].0, labels(&[("instance", "a"), ("le", "0.5"), ("model_name", "m")]));
+        assert_eq!(got[0].1[0], (10.0, 1.5));
+        assert!(got[0].1[1].0 == 20.0 && got[0].1[1].1.is_nan(), "NaN adds up to NaN, as in sum: {:?}", got[0].1);
+        assert_eq!(got[0].1[2], (30.0, 4.0));
+        assert_eq!(got[1], (labels(&[("instance", "b"), ("le", "0.5"), ("model_name", "m")]), vec![(10.0, 7.0)]));
+        assert_eq!(got[2], (labels(&[("le", "+Inf"), ("model_name", "m")]), vec![(20.0, 8.0)]));
+
+        let body = r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"instance":"a","engine":"1","le":"1"},"value":[10,"2"]},
+            {"metric":{"instance":"a","engine":"0","le":"1"},"value":[10,"3"]}]}}"#;
+        let r = decode_summed(URL, &instant(), &ok(body), &by).unwrap();
+        let Data::Vector(samples) = r.data else { panic!("{:?}", r.data) };
+        assert_eq!(samples.len(), 1);
+        assert_eq!((samples[0].labels.as_ref(), samples[0].v), (&labels(&[("instance", "a"), ("le", "1")]), 5.0));
+
+        let r = decode(URL, &instant(), &ok(body)).unwrap();
+        let Data::Vector(samples) = r.data else { panic!() };
+        assert_eq!(samples.len(), 2, "a plain decode keeps every label");
+        assert!(samples.iter().all(|s| s.labels.contains_key("engine")));
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod record;
 pub mod local;
 pub mod scrape;
 
-pub use decode::decode;
+pub use decode::{decode, decode_summed};
 
 /// Label set of one series (a Prometheus concept, defined in [`crate::prom`]).
 pub use crate::prom::Labels;
@@ -41,6 +41,25 @@ impl Request {
             Request::Instant { .. } => "api/v1/query".to_string(),
             Request::Range { .. } => "api/v1/query_range".to_string(),
             Request::LabelValues { label, .. } => format!("api/v1/label/{label}/values"),
+        }
+    }
+
+    /// The PromQL asked (none for a label-values request).
+    pub fn query(&self) -> Option<&str> {
+        match self {
+            Request::Instant { query, .. } | Request::Range { query, .. } => Some(query),
+            Request::LabelValues { .. } => None,
+        }
+    }
+
+    /// The same request asking `query` instead (none for a label-values request).
+    pub fn with_query(&self, query: &str) -> Option<Request> {
+        match self {
+            Request::Instant { time, .. } => Some(Request::Instant { query: query.to_string(), time: *time }),
+            Request::Range { start, end, step_seconds, .. } => {
+                Some(Request::Range { query: query.to_string(), start: *start, end: *end, step_seconds: *step_seconds })
+            }
+            Request::LabelValues { .. } => None,
         }
     }
 
