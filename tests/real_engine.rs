@@ -247,8 +247,8 @@ fn gauges_and_counters_alone_still_name_overload_and_kv_pressure_and_never_give_
 /// `10m` ending every 90 s, each against the window before it): they straddle a phase's edge, or
 /// compare an incident with another. What the lab guarantees holds in every one of them: nothing
 /// leaks KV cache, the prefix cache only stops helping where prompts that shared a prefix gave way
-/// to ones of the same length that do not, and a decode fault is never explained away by requests
-/// that got shorter.
+/// to ones of the same length that do not, a decode fault is never explained away by requests
+/// that got shorter, and an engine whose decode got slow is not also called underused.
 #[test]
 fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
     let (phases, _tmp, prom) = served(&fixtures(), true);
@@ -273,6 +273,10 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
             }
             if named.iter().any(|r| r == "prefix-cache-miss") && !(start < drop.end && end > drop.start) {
                 wrong.push(format!("{w} to {at}: prefix-cache-miss outside the prefix-drop phase: {}", summary(&report)));
+            }
+            let top: Vec<&str> = report["findings"].as_array().into_iter().flatten().filter_map(|f| f["rule"].as_str()).collect();
+            if top.contains(&"slow-decode") && top.contains(&"gpu-underutilized") {
+                wrong.push(format!("{w} to {at}: 'could serve far more' beside a decode that got slow: {}", summary(&report)));
             }
             for f in report["findings"].as_array().into_iter().flatten() {
                 let absorbed: Vec<&str> = f["also_consistent"].as_array().into_iter().flatten().filter_map(|a| a["rule"].as_str()).collect();
