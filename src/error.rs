@@ -2,10 +2,10 @@
 
 /// Exit codes: a public contract for CI.
 pub mod exit {
-    pub const OK: u8 = 0;
-    pub const FINDINGS: u8 = 1;
+    pub const OK: u8 = crate::report::EXIT_OK;
+    pub const FINDINGS: u8 = crate::report::EXIT_FINDINGS;
     pub const USAGE: u8 = 2;
-    pub const NO_DATA: u8 = 3;
+    pub const NO_DATA: u8 = crate::report::EXIT_NO_DATA;
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -509,6 +509,44 @@ impl Report {
     pub fn worst_severity(&self) -> Option<Severity> {
         self.findings.iter().map(|f| f.severity).max()
     }
+
+    /// The exit code this report gives (README, "Exit codes"): [`EXIT_FINDINGS`] with a finding at
+    /// or above `fail_on`; else [`EXIT_NO_DATA`] when nothing was judged, core checks could not be
+    /// made or scrape targets answered nothing (no pass, whatever else was or was not found); else
+    /// [`EXIT_OK`].
+    pub fn exit_code(&self, fail_on: Option<Severity>) -> u8 {
+        if let (Some(t), Some(worst)) = (fail_on, self.worst_severity()) {
+            if worst >= t {
+                return EXIT_FINDINGS;
+            }
+        }
+        if self.stats.rules_evaluated == 0 || self.gaps() {
+            return EXIT_NO_DATA;
+        }
+        EXIT_OK
+    }
+}
+
+/// Exit codes of a finished diagnosis (a public contract for CI; `error::exit` adds the usage
+/// error): no finding at or above `--fail-on` and everything judged.
+pub const EXIT_OK: u8 = 0;
+/// A finding at or above `--fail-on`.
+pub const EXIT_FINDINGS: u8 = 1;
+/// No verdict: no data, core checks not judged, or scrape targets that answered nothing.
+pub const EXIT_NO_DATA: u8 = 3;
+
+/// How a run ended, as the JSON report carries it: the exit code and the `--fail-on` bar that
+/// decided it (`"never"` when no finding fails the run).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    pub exit_code: u8,
+    pub fail_on: String,
+}
+
+impl Outcome {
+    pub fn of(report: &Report, fail_on: Option<Severity>) -> Outcome {
+        Outcome { exit_code: report.exit_code(fail_on), fail_on: fail_on.map_or("never".to_string(), |s| s.to_string()) }
+    }
 }
 
 /// What identifies a diagnosis run's data: stored in recordings so a replay asks the same questions.

@@ -62,6 +62,12 @@ fn fail_on_decides_exit_code_1() {
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["findings"][0]["severity"], "warning", "{report:#}");
     assert_eq!(code, 0);
+    // The document says how the run ended, under the bar it was given.
+    assert_eq!(report["outcome"], serde_json::json!({"exit_code": 0, "fail_on": "critical"}));
+    let (code, out, _) = run(&["explain", "--replay", &decode, "--fail-on", "warning", "--format", "json"]);
+    assert_eq!(code, 1);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["outcome"], serde_json::json!({"exit_code": 1, "fail_on": "warning"}));
     assert_eq!(run(&["explain", "--replay", &decode, "--fail-on", "warning"]).0, 1);
     let healthy = fixture("healthy-steady");
     assert_eq!(run(&["explain", "--replay", &healthy, "--fail-on", "info"]).0, 0);

@@ -130,19 +130,9 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
     }
 }
 
-/// Exit code for a finished report: 1 with a finding at or above `fail_on`.
+/// Exit code for a finished report: 1 with a finding at or above `fail_on` ([`Report::exit_code`]).
 pub fn exit_code(report: &Report, fail_on: Option<Severity>) -> u8 {
-    if let (Some(t), Some(worst)) = (fail_on, report.worst_severity()) {
-        if worst >= t {
-            return exit::FINDINGS;
-        }
-    }
-    // Core checks that could not be made, scrape targets that answered nothing: no pass, whatever
-    // else was (not) found.
-    if report.stats.rules_evaluated == 0 || report.gaps() {
-        return exit::NO_DATA;
-    }
-    exit::OK
+    report.exit_code(fail_on)
 }
 
 /// A run that ends without a report still leaves a document where a pipeline reading `--format

@@ -1,13 +1,23 @@
-//! JSON output: the report exactly as `report.rs` defines it, for scripts and CI.
+//! JSON output: the report exactly as `report.rs` defines it, for scripts and CI, followed by
+//! `outcome`: the exit code the run gives and the `--fail-on` bar that decided it.
 //!
 //! No reshaping happens here: the schema is the `Report` type and its `schema_version`, so a field
 //! added there appears here without a change, and consumers read one documented contract.
 
-use crate::report::Report;
+use crate::render::RenderOptions;
+use crate::report::{Outcome, Report};
+
+/// The document: every field of the report, then `outcome`.
+#[derive(serde::Serialize)]
+struct Document<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    outcome: Outcome,
+}
 
 /// Pretty-printed JSON with a trailing newline.
-pub fn render(report: &Report) -> String {
-    match serde_json::to_string_pretty(report) {
+pub fn render(report: &Report, opts: &RenderOptions) -> String {
+    match serde_json::to_string_pretty(&Document { report, outcome: Outcome::of(report, opts.fail_on) }) {
         Ok(mut s) => {
             s.push('\n');
             s
@@ -48,7 +58,7 @@ mod tests {
     #[test]
     fn json_round_trips_into_an_equal_report() {
         for report in [sample_report(), clean_report(), nothing_evaluated_report()] {
-            let text = render(&report);
+            let text = render(&report, &RenderOptions::default());
             let back: Report = serde_json::from_str(&text).expect("rendered JSON parses back");
             assert_eq!(back, report);
         }
@@ -59,7 +69,7 @@ mod tests {
         let mut report = sample_report();
         report.findings[0].evidence[0].value = Some(f64::INFINITY);
         report.findings[0].evidence[1].baseline = Some(f64::NAN);
-        let text = render(&report);
+        let text = render(&report, &RenderOptions::default());
         assert!(text.contains("\"+Inf\"") && text.contains("\"NaN\""));
         let back: Report = serde_json::from_str(&text).expect("rendered JSON parses back");
         assert_eq!(back.findings[0].evidence[0].value, Some(f64::INFINITY));
@@ -68,13 +78,34 @@ mod tests {
             .is_some_and(f64::is_nan));
     }
 
+    /// `outcome` closes the document: the exit code the process gives for it and the bar that
+    /// decided it, so a pipeline that keeps only the file still knows whether the run passed.
+    #[test]
+    fn the_document_ends_with_the_runs_outcome() {
+        use crate::report::Severity;
+        let doc = |report: &Report, fail_on: Option<Severity>| -> serde_json::Value {
+            serde_json::from_str(&render(report, &RenderOptions { fail_on, ..RenderOptions::default() })).unwrap()
+        };
+        let sample = sample_report();
+        assert!(sample.worst_severity() >= Some(Severity::Warning));
+        assert_eq!(doc(&sample, Some(Severity::Warning))["outcome"], serde_json::json!({"exit_code": 1, "fail_on": "warning"}));
+        assert_eq!(doc(&sample, None)["outcome"], serde_json::json!({"exit_code": sample.exit_code(None), "fail_on": "never"}));
+        assert_eq!(doc(&clean_report(), Some(Severity::Info))["outcome"]["exit_code"], 0);
+        let mut nothing = nothing_evaluated_report();
+        nothing.stats.rules_evaluated = 0;
+        assert_eq!(doc(&nothing, Some(Severity::Warning))["outcome"]["exit_code"], 3);
+        let text = render(&sample, &RenderOptions::default());
+        let last_key = text.trim_end().trim_end_matches('}').rfind("\"outcome\"").unwrap();
+        assert!(text[..last_key].contains("\"findings\""), "outcome comes after the report's fields");
+    }
+
     #[test]
     fn json_ends_with_a_newline() {
-        assert!(render(&clean_report()).ends_with("}\n"));
+        assert!(render(&clean_report(), &RenderOptions::default()).ends_with("}\n"));
     }
 
     #[test]
     fn json_snapshot_of_the_sample_report() {
-        insta::assert_snapshot!(render(&sample_report()));
+        insta::assert_snapshot!(render(&sample_report(), &RenderOptions::default()));
     }
 }

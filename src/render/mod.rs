@@ -69,8 +69,9 @@ struct Spec {
 enum Renderer {
     /// Lays out the report view.
     View(fn(&ReportView, &RenderOptions) -> String),
-    /// Serialises the report itself (JSON: the schema is the contract, not the view).
-    Report(fn(&Report) -> String),
+    /// Serialises the report itself (JSON: the schema is the contract, not the view), with how the
+    /// run ended under the options' `fail_on`.
+    Report(fn(&Report, &RenderOptions) -> String),
 }
 
 impl Format {
@@ -178,7 +179,7 @@ pub fn failure_document(format: Format, message: &str, exit_code: u8) -> Option<
 pub fn render(report: &Report, format: Format, opts: &RenderOptions) -> String {
     match format.spec().renderer {
         Renderer::View(render) => render(&ReportView::new(report, opts), opts),
-        Renderer::Report(render) => render(report),
+        Renderer::Report(render) => render(report, opts),
     }
 }
 
