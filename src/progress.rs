@@ -102,6 +102,10 @@ impl Source for Counting {
     fn url(&self) -> String {
         self.inner.url()
     }
+
+    fn gave_up(&self, req: &Request, error: &SourceError) {
+        self.inner.gave_up(req, error);
+    }
 }
 
 #[cfg(test)]

@@ -68,7 +68,11 @@ pub async fn run_reads(source: &Arc<dyn Source>, mut requests: Vec<Request>, con
         answers.insert(req, res);
     }
     for req in pending {
-        answers.entry(req).or_insert_with(|| Err(SourceError::Timeout { url: url.clone(), after: deadline }));
+        if !answers.contains_key(&req) {
+            let timeout = SourceError::Timeout { url: url.clone(), after: deadline };
+            source.gave_up(&req, &timeout);
+            answers.insert(req, Err(timeout));
+        }
     }
     answers
 }

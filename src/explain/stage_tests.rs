@@ -632,3 +632,39 @@ async fn per_replica_bucket_reads_summed_by_vllm_diag_are_what_the_servers_sums_
     // The two engines of b:8000 are one replica; c:8000 is the slow one (and m2's has no name).
     assert_eq!(here["ttft_replica_outlier"].window.culprits.get(&scope("m1")).map(|c| c["instance"].as_str()), Some("c:8000"), "{:?}", here["ttft_replica_outlier"].window);
 }
+
+/// Answers `up` at once and never answers anything else.
+struct Stalls;
+
+impl crate::source::Source for Stalls {
+    fn send<'a>(&'a self, req: &'a Request) -> futures::future::BoxFuture<'a, Result<crate::source::Exchange, crate::source::SourceError>> {
+        if req.query() == Some("up") {
+            let ex = crate::source::Exchange { http_status: 200, content_type: "application/json".into(), body: r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#.into() };
+            return Box::pin(async { Ok(ex) });
+        }
+        Box::pin(futures::future::pending())
+    }
+
+    fn info(&self) -> crate::report::SourceInfo {
+        crate::report::SourceInfo { kind: "prometheus".into(), url: "http://prom:9090".into(), selector: String::new() }
+    }
+}
+
+/// A query the run stopped waiting for is recorded as the timeout it was, so its replay times out
+/// the same way (not "not recorded: record it again").
+#[tokio::test]
+async fn a_query_cut_off_by_the_deadline_replays_as_the_same_timeout() {
+    let p = params();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.json");
+    let recorder = std::sync::Arc::new(crate::source::record::Recorder::new(std::sync::Arc::new(Stalls)));
+    let source: std::sync::Arc<dyn crate::source::Source> = recorder.clone();
+    let requests = vec![Request::Instant { query: "up".into(), time: p.window.end }, Request::Instant { query: "stalls".into(), time: p.window.end }];
+    let live = run_queries(&source, requests.clone(), 2, std::time::Duration::from_millis(50)).await;
+    assert!(matches!(live[&requests[1]], Err(SourceError::Timeout { .. })), "{:?}", live[&requests[1]]);
+    recorder.save(&path, &p, None).expect("save");
+    let (replay, _) = crate::source::record::Replay::open(&path).expect("open");
+    let replay: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(replay);
+    let replayed = run_queries(&replay, requests.clone(), 2, std::time::Duration::from_secs(5)).await;
+    assert_eq!(replayed, live);
+}

@@ -247,4 +247,8 @@ pub trait Source: Send + Sync {
     fn url(&self) -> String {
         self.info().url
     }
+
+    /// A request the run stopped waiting for (its deadline passed) ends with `error`: a recorder
+    /// keeps that, so a replay times out where the live run did. Nothing for other sources.
+    fn gave_up(&self, _req: &Request, _error: &SourceError) {}
 }

@@ -160,6 +160,12 @@ impl Source for Recorder {
     fn url(&self) -> String {
         self.inner.url()
     }
+
+    /// The run stopped waiting before an answer came: what the run made of it (a timeout) is
+    /// recorded, unless the answer made it in after all.
+    fn gave_up(&self, req: &Request, error: &SourceError) {
+        self.lock().entry(req.clone()).or_insert_with(|| Err(error.clone()));
+    }
 }
 
 /// A source that answers from a recording, offline.
