@@ -13,8 +13,7 @@ use crate::report::Event;
 
 /// "rollout at 09:01:15 UTC: Deployment prod/llama generation 4 (model_name=llama)".
 pub fn deploy_phrase(e: &Event) -> String {
-    let scope = e.scope.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
-    let scope = if scope.is_empty() { String::new() } else { format!(" ({scope})") };
+    let scope = if e.scope.is_empty() { String::new() } else { format!(" ({})", crate::report::scope_text(&e.scope)) };
     format!("{} at {}: {}{scope}", e.kind, e.time.format("%Y-%m-%d %H:%M:%S UTC"), e.detail)
 }
 

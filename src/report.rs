@@ -14,6 +14,15 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// Labels that identify what a finding is about, e.g. `{model_name="llama"}`. Sorted, so output is stable.
 pub type Scope = BTreeMap<String, String>;
 
+/// A scope as plain text, `model_name=llama, engine=1` (in label order), or `all` for the empty
+/// scope that stands for every scope. The text formats style theirs (`render::ScopeStyle`).
+pub fn scope_text(scope: &Scope) -> String {
+    if scope.is_empty() {
+        return "all".to_string();
+    }
+    scope.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -563,4 +572,16 @@ pub struct RunParams {
     /// The label that tells a scope's replicas apart (default `instance`).
     #[serde(default = "default_replica_label")]
     pub replica_label: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scope_reads_as_its_labels_in_order_and_the_empty_one_as_all() {
+        let scope: Scope = [("model_name", "llama"), ("engine", "1")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert_eq!(scope_text(&scope), "engine=1, model_name=llama");
+        assert_eq!(scope_text(&Scope::new()), "all");
+    }
 }

@@ -81,7 +81,7 @@ fn caveats(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement]) -> Ve
             let scopes: Vec<String> = judgements
                 .iter()
                 .filter(|j| j.rule == r.id && matches!(j.outcome, Outcome::NotMatched) && crate::rules::eval::caveat_holds(r, rules, table, &j.scope))
-                .map(|j| if j.scope.is_empty() { "all".to_string() } else { j.scope.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ") })
+                .map(|j| crate::report::scope_text(&j.scope))
                 .collect();
             (!scopes.is_empty()).then(|| format!("{} was judged healthy for {}, but {}", r.id, scopes.join(", "), c.text))
         })
