@@ -20,6 +20,10 @@ use crate::source::{Data, Request, Response, Sample, SourceError};
 pub struct FollowUps {
     /// Per signal: its query, and the range requests over the baseline and the window.
     pub trends: BTreeMap<String, (String, Request, Request)>,
+    /// The trends over a signal's own fixed range (an SLO burn rate's hour, the last five minutes)
+    /// instead of `trend_range`. The others' baseline points start once `trend_range` lies inside
+    /// the baseline (see [`apply_trends`]).
+    pub fixed_range: BTreeMap<String, Duration>,
     pub trend_range: Duration,
     pub step: u64,
     /// Per finding (same order): the per-replica request and the signal it breaks down.
@@ -137,6 +141,9 @@ fn plan_trends(findings: &[Finding], rules: &RuleSet, plan: &SignalPlan, selecto
             continue;
         }
         let tctx = QueryContext { selector: only_scopes(selector, &p.group_by, scopes), range: def.range.unwrap_or(out.trend_range), ..plan.ctx.clone() };
+        if let Some(r) = def.range {
+            out.fixed_range.insert(id.clone(), r);
+        }
         let Ok(q) = signals::build(&def.kind, resolved, &tctx) else { continue };
         let range = |r: &TimeRange| Request::Range { query: q.value.clone(), start: r.start, end: r.end, step_seconds: out.step };
         out.trends.insert(id.clone(), (q.value.clone(), range(&p.baseline), range(&p.window)));
@@ -220,12 +227,13 @@ fn apply_trends(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], gro
             warnings.extend(resp.warnings.iter().cloned());
         }
     }
-    let points = |req: &Request, scope: &Scope| -> Vec<(f64, f64)> {
+    // Points at or after `from` (unix seconds).
+    let points = |req: &Request, scope: &Scope, from: f64| -> Vec<(f64, f64)> {
         match answers.get(req) {
             Some(Ok(Response { data: Data::Matrix(series), .. })) => series
                 .iter()
                 .find(|s| group_by.iter().all(|l| s.labels.get(l).cloned().unwrap_or_default() == scope.get(l).cloned().unwrap_or_default()))
-                .map(|s| s.points.iter().copied().filter(|(_, v)| v.is_finite()).collect())
+                .map(|s| s.points.iter().copied().filter(|(t, v)| v.is_finite() && *t >= from).collect())
                 .unwrap_or_default(),
             _ => Vec::new(),
         }
@@ -233,9 +241,18 @@ fn apply_trends(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], gro
     for f in findings.iter_mut() {
         for e in &mut f.evidence {
             if let Some((query, b, w)) = fu.trends.get(&e.signal) {
-                let (baseline, window) = (points(b, &f.scope), points(w, &f.scope));
+                // A point sums up the trend range before it: the baseline's first points would show
+                // what came before the baseline (an earlier incident's tail), so they start once
+                // that range lies inside it. A signal's own fixed range (an SLO's hour) keeps all.
+                let fixed = fu.fixed_range.get(&e.signal);
+                let from = match b {
+                    Request::Range { start, .. } if fixed.is_none() => start.timestamp() as f64 + fu.trend_range.as_secs_f64(),
+                    _ => f64::NEG_INFINITY,
+                };
+                let (baseline, window) = (points(b, &f.scope, from), points(w, &f.scope, f64::NEG_INFINITY));
                 if !baseline.is_empty() || !window.is_empty() {
-                    e.series = Some(Trend { step_seconds: fu.step, range_seconds: fu.trend_range.as_secs(), query: query.clone(), baseline, window });
+                    let range_seconds = fixed.unwrap_or(&fu.trend_range).as_secs();
+                    e.series = Some(Trend { step_seconds: fu.step, range_seconds, query: query.clone(), baseline, window });
                 }
             }
         }

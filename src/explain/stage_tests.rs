@@ -668,3 +668,73 @@ async fn a_query_cut_off_by_the_deadline_replays_as_the_same_timeout() {
     let replayed = run_queries(&replay, requests.clone(), 2, std::time::Duration::from_secs(5)).await;
     assert_eq!(replayed, live);
 }
+
+/// A trend's points each sum up the trend range before them. The baseline's first points would
+/// show what came before the baseline (the tail of an earlier incident), so they start once that
+/// range lies inside it; a signal read over its own fixed range keeps every point and says which
+/// range it is.
+#[test]
+fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
+    let p = params();
+    let range = |q: &str, r: &crate::report::TimeRange| Request::Range { query: q.into(), start: r.start, end: r.end, step_seconds: 60 };
+    let fu = follow_up::FollowUps {
+        trends: [("own", "a"), ("fixed", "f")].iter().map(|(id, q)| (id.to_string(), (q.to_string(), range(q, &p.baseline), range(q, &p.window)))).collect(),
+        fixed_range: [("fixed".to_string(), std::time::Duration::from_secs(3600))].into_iter().collect(),
+        trend_range: std::time::Duration::from_secs(180),
+        step: 60,
+        ..Default::default()
+    };
+    let mut answers = Answers::new();
+    for (_, (_, b, w)) in &fu.trends {
+        for (req, r) in [(b, &p.baseline), (w, &p.window)] {
+            let points: Vec<(f64, f64)> = (0..=(r.end - r.start).num_seconds() / 60).map(|k| ((r.start.timestamp() + 60 * k) as f64, 1.0)).collect();
+            answers.insert(req.clone(), Ok(Response { data: Data::Matrix(vec![crate::source::Series { labels: labels(&[("model_name", "a")]), points }]), warnings: vec![], infos: vec![] }));
+        }
+    }
+    let evidence = |signal: &str| Evidence {
+        signal: signal.into(),
+        title: String::new(),
+        unit: "ratio".into(),
+        value: Some(1.0),
+        baseline: Some(1.0),
+        threshold: String::new(),
+        passed: true,
+        query: String::new(),
+        metric: String::new(),
+        low_confidence: false,
+        observations: None,
+        limits: vec![],
+        series: None,
+        value_bound: None,
+        baseline_bound: None,
+        same_bucket: false,
+    };
+    let mut findings = vec![crate::report::Finding {
+        rule: "r".into(),
+        title: String::new(),
+        severity: crate::report::Severity::Warning,
+        score: 1.0,
+        scope: scope("a"),
+        summary: String::new(),
+        evidence: vec![evidence("own"), evidence("fixed")],
+        steps: vec![],
+        references: vec![],
+        also_consistent: vec![],
+        recommendations: vec![],
+        replicas: None,
+        stood_in: None,
+        onset: None,
+        onset_signal: None,
+        preceded_by: None,
+    }];
+    let rules = crate::rules::load_builtin().unwrap();
+    follow_up::apply(&fu, &answers, &mut findings, &rules, &SignalTable::new(), &p, &mut vec![]);
+    let own = findings[0].evidence[0].series.as_ref().expect("own trend");
+    let (b0, bs) = (p.baseline.start.timestamp() as f64, (p.baseline.end - p.baseline.start).num_seconds() / 60 + 1);
+    assert_eq!(own.baseline.first().map(|x| x.0), Some(b0 + 180.0), "{:?}", own.baseline);
+    assert_eq!(own.baseline.len() as i64, bs - 3);
+    assert_eq!(own.window.first().map(|x| x.0), Some(p.window.start.timestamp() as f64), "the window keeps its first points");
+    assert_eq!(own.range_seconds, 180);
+    let fixed = findings[0].evidence[1].series.as_ref().expect("fixed trend");
+    assert_eq!((fixed.baseline.len() as i64, fixed.range_seconds), (bs, 3600));
+}
