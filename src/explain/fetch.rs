@@ -13,8 +13,10 @@ use crate::source::{decode, decode_summed, Request, Response, Source, SourceErro
 pub type Answers = BTreeMap<Request, Result<Response, SourceError>>;
 
 /// How some answers are read (see [`crate::explain::plan`]): a query in `summed` is decoded summed by
-/// its labels ([`decode_summed`]); where a recording lacks it (one made before these reads), the
-/// query given with them, which answers the same, is asked in its place.
+/// its labels ([`decode_summed`]). The query given with them answers the same with the server
+/// summing: it is asked in its place where a recording lacks the first (one made before these
+/// reads), and where the server refuses the first or its answer cannot be read (too large for a
+/// proxy or for the answer cap, a limit of the backend), so one query's size never costs a signal.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reading {
     /// query -> (the labels its answer is summed by, the query an earlier build asked instead)
@@ -45,8 +47,21 @@ pub async fn run_reads(source: &Arc<dyn Source>, mut requests: Vec<Request>, con
         async move {
             let summed = req.query().and_then(|q| reading.summed.get(q));
             let res = match (source.send(&req).await, summed) {
-                (Ok(ex), Some((by, _))) => decode_summed(&url, &req, &ex, by),
+                (Ok(ex), Some((by, earlier))) => match decode_summed(&url, &req, &ex, by) {
+                    Err(e) if !matches!(e, SourceError::NotRecorded { .. }) => match req.with_query(earlier) {
+                        Some(old) => source.send(&old).await.and_then(|ex| decode(&url, &old, &ex)).map_err(|_| e),
+                        None => Err(e),
+                    },
+                    answer => answer,
+                },
                 (Ok(ex), None) => decode(&url, &req, &ex),
+                // Refused by the server or proxy, or too large to read: the server's sum instead.
+                (Err(e @ (SourceError::Api { .. } | SourceError::HttpStatus { .. } | SourceError::NotPrometheus { .. } | SourceError::Decode { .. } | SourceError::Other { .. })), Some((_, earlier))) => {
+                    match req.with_query(earlier) {
+                        Some(old) => source.send(&old).await.and_then(|ex| decode(&url, &old, &ex)).map_err(|_| e),
+                        None => Err(e),
+                    }
+                }
                 // A recording made before these reads holds the query it asked instead, which
                 // answers the same; not recorded either, the request stays unrecorded (and is
                 // looked for in its other forms).

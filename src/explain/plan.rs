@@ -334,9 +334,17 @@ fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, 
             let read = match &label {
                 Some(l) => {
                     let read = signals::bucket_rates_read(resolved, &rctx);
-                    let by = std::iter::once("le".to_string()).chain(ctx.group_by.iter().cloned()).chain(std::iter::once(l.clone())).collect();
-                    reading.summed.insert(read.clone(), (by, signals::replica_bucket_rates_query(resolved, &rctx, l)));
-                    read
+                    let by: Vec<String> = std::iter::once("le".to_string()).chain(ctx.group_by.iter().cloned()).chain(std::iter::once(l.clone())).collect();
+                    let summed = signals::replica_bucket_rates_query(resolved, &rctx, l);
+                    match reading.summed.get(&read) {
+                        // The same read summed by another replica label (the other window's
+                        // outlier declares another): this one is summed by the server.
+                        Some((other, _)) if *other != by => summed,
+                        _ => {
+                            reading.summed.insert(read.clone(), (by, summed));
+                            read
+                        }
+                    }
                 }
                 None => signals::bucket_rates_query(resolved, &rctx),
             };

@@ -515,12 +515,15 @@ async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_giv
 struct Earlier {
     inner: std::sync::Arc<dyn crate::source::Source>,
     missing: BTreeSet<String>,
+    /// What the missing queries get.
+    error: SourceError,
 }
 
 impl crate::source::Source for Earlier {
     fn send<'a>(&'a self, req: &'a Request) -> futures::future::BoxFuture<'a, Result<crate::source::Exchange, crate::source::SourceError>> {
         if req.query().is_some_and(|q| self.missing.contains(q)) {
-            return Box::pin(async { Err(crate::source::SourceError::NotRecorded { file: "old.json".into(), request: String::new() }) });
+            let error = self.error.clone();
+            return Box::pin(async move { Err(error) });
         }
         self.inner.send(req)
     }
@@ -604,13 +607,21 @@ async fn per_replica_bucket_reads_summed_by_vllm_diag_are_what_the_servers_sums_
         };
         by_server.insert(req, answer);
     }
-    let earlier: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(Earlier { inner: local.clone(), missing: plan.reading.summed.keys().cloned().collect() });
+    let missing: BTreeSet<String> = plan.reading.summed.keys().cloned().collect();
+    let not_recorded = SourceError::NotRecorded { file: "old.json".into(), request: String::new() };
+    let earlier: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(Earlier { inner: local.clone(), missing: missing.clone(), error: not_recorded });
     let mut replayed = fetch::run_reads(&earlier, plan.requests.clone(), 4, deadline, &reading).await;
-    for answers in [&mut summed_here, &mut by_server, &mut replayed] {
+    // A live server (or a proxy) that refuses the unaggregated read, or whose answer is too large to
+    // read: the server's sum is asked instead.
+    let too_large = SourceError::Decode { url: "http://prom:9090".into(), detail: "response larger than 67108864 bytes".into() };
+    let refusing: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(Earlier { inner: local.clone(), missing, error: too_large });
+    let mut refused = fetch::run_reads(&refusing, plan.requests.clone(), 4, deadline, &reading).await;
+    for answers in [&mut summed_here, &mut by_server, &mut replayed, &mut refused] {
         plan::split(&plan, answers);
     }
     let table = |answers: &Answers| assemble::signal_table(&plan, answers, &p.group_by, &mut vec![]).0;
     let (here, server, older) = (table(&summed_here), table(&by_server), table(&replayed));
+    assert_eq!(table(&refused), server, "a refused unaggregated read falls back to the server's sum");
     let mut compared = 0;
     for (id, (w, _)) in &plan.signals {
         if w.availability != Availability::Ok || w.histogram.is_none() {

@@ -228,6 +228,7 @@ fn bounds_come_from_the_label_index_and_those_some_replicas_lack_are_found_in_th
 #[test]
 fn bucket_reads_rank_heaviest() {
     assert_eq!(weight_rank("sum by (le, model_name, instance) (rate(x_bucket[1800s]))"), 0);
+    assert_eq!(weight_rank(r#"rate(x_bucket{namespace="prod"}[1800s])"#), 0, "every bucket, unaggregated");
     assert_eq!(weight_rank(r#"sum by (model_name) (rate(x_bucket{le="0.5"}[300s]))"#), 1);
     assert_eq!(weight_rank("sum by (model_name) (rate(x_total[1800s]))"), 2);
 }

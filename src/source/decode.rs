@@ -33,7 +33,7 @@ const EXCERPT_CHARS: usize = 200;
 thread_local! {
     /// The labels [`decode_summed`] keeps, while it decodes (on this thread, with no await point in
     /// between); None otherwise.
-    static KEEP: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+    static KEEP: RefCell<Option<std::rc::Rc<[String]>>> = const { RefCell::new(None) };
 }
 
 /// [`decode`], keeping only the labels named in `by` and adding up the values of series (or
@@ -48,7 +48,7 @@ pub fn decode_summed(url: &str, req: &Request, ex: &Exchange, by: &[String]) -> 
             KEEP.with(|k| *k.borrow_mut() = None);
         }
     }
-    KEEP.with(|k| *k.borrow_mut() = Some(by.to_vec()));
+    KEEP.with(|k| *k.borrow_mut() = Some(by.into()));
     let _reset = Reset;
     let mut resp = decode(url, req, ex)?;
     drop(_reset);
@@ -60,7 +60,8 @@ pub fn decode_summed(url: &str, req: &Request, ex: &Exchange, by: &[String]) -> 
     Ok(resp)
 }
 
-/// Samples sorted by labels, those with the same labels added up (the earliest timestamp kept).
+/// Samples sorted by labels (as [`decode`] leaves them), those with the same labels added up (the
+/// earliest timestamp kept).
 fn sum_samples(samples: Vec<Sample>) -> Vec<Sample> {
     let mut out: Vec<Sample> = Vec::with_capacity(samples.len());
     for s in samples {
@@ -75,8 +76,8 @@ fn sum_samples(samples: Vec<Sample>) -> Vec<Sample> {
     out
 }
 
-/// Series sorted by labels, those with the same labels merged: the values at each timestamp added
-/// up, a timestamp only one of them has kept as it is.
+/// Series sorted by labels (as [`decode`] leaves them), those with the same labels merged: the
+/// values at each timestamp added up, a timestamp only one of them has kept as it is.
 fn sum_series(series: Vec<Series>) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::with_capacity(series.len());
     for s in series {
@@ -316,7 +317,7 @@ impl<'de> Deserialize<'de> for Metric {
         let Some(keep) = KEEP.with(|k| k.borrow().clone()) else {
             return Labels::deserialize(d).map(Metric);
         };
-        struct V(Vec<String>);
+        struct V(std::rc::Rc<[String]>);
         impl<'de> Visitor<'de> for V {
             type Value = Metric;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -326,9 +327,14 @@ impl<'de> Deserialize<'de> for Metric {
                 let mut pairs = Vec::with_capacity(self.0.len());
                 while let Some(name) = map.next_key::<Name<'de>>()? {
                     if self.0.iter().any(|k| *k == *name.0) {
-                        pairs.push((name.0.into_owned(), map.next_value::<String>()?));
+                        let value = map.next_value::<String>()?;
+                        // An empty value is no label, as for `sum by`.
+                        if !value.is_empty() {
+                            pairs.push((name.0.into_owned(), value));
+                        }
                     } else {
-                        map.next_value::<IgnoredAny>()?;
+                        // Still a string, as in any label set; not kept.
+                        map.next_value::<Name<'de>>()?;
                     }
                 }
                 Ok(Metric(pairs.into_iter().collect()))
@@ -885,6 +891,14 @@ mod tests {
         let Data::Vector(samples) = r.data else { panic!("{:?}", r.data) };
         assert_eq!(samples.len(), 1);
         assert_eq!((samples[0].labels.as_ref(), samples[0].v), (&labels(&[("instance", "a"), ("le", "1")]), 5.0));
+        // An empty value is no label, as for `sum by`; a dropped label is still read as a string.
+        let empty = r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"instance":"","le":"1"},"value":[10,"1"]},
+            {"metric":{"le":"1"},"value":[10,"2"]}]}}"#;
+        let Data::Vector(samples) = decode_summed(URL, &instant(), &ok(empty), &by).unwrap().data else { panic!() };
+        assert_eq!(samples.iter().map(|s| (s.labels.as_ref().clone(), s.v)).collect::<Vec<_>>(), vec![(labels(&[("le", "1")]), 3.0)]);
+        let bad = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":7,"le":"1"},"value":[10,"1"]}]}}"#;
+        assert!(decode_summed(URL, &instant(), &ok(bad), &by).is_err(), "a label value that is not a string");
 
         let r = decode(URL, &instant(), &ok(body)).unwrap();
         let Data::Vector(samples) = r.data else { panic!() };
