@@ -223,26 +223,31 @@ fn with_no_data_in_the_window_nothing_counts_as_evaluated() {
     assert_eq!(judged.coverage.evaluated, 0);
 }
 
-#[test]
-fn affected_replicas_are_those_crossing_the_limit_the_scope_crossed() {
-    let e = Evidence {
-        signal: "kv_usage_max".into(),
+/// Evidence of `signal` (a ratio) that held, with `value` and no baseline, limits or trend.
+fn evidence(signal: &str, value: f64) -> Evidence {
+    Evidence {
+        signal: signal.into(),
         title: String::new(),
         unit: "ratio".into(),
-        value: Some(0.97),
+        value: Some(value),
         baseline: None,
-        threshold: ">= 95%".into(),
+        threshold: String::new(),
         passed: true,
         query: String::new(),
         metric: String::new(),
         low_confidence: false,
         observations: None,
-        limits: vec![Limit { label: ">= 95%".into(), value: 0.95 }],
+        limits: vec![],
         series: None,
         value_bound: None,
         baseline_bound: None,
         same_bucket: false,
-    };
+    }
+}
+
+#[test]
+fn affected_replicas_are_those_crossing_the_limit_the_scope_crossed() {
+    let e = Evidence { threshold: ">= 95%".into(), limits: vec![Limit { label: ">= 95%".into(), value: 0.95 }], ..evidence("kv_usage_max", 0.97) };
     let samples: Vec<Sample> = [("i1", 0.99), ("i2", 0.5), ("i3", 0.96), ("i3", 0.97)]
         .iter()
         .map(|(i, v)| Sample { labels: labels(&[("instance", i)]).into(), t: 0.0, v: *v })
@@ -702,24 +707,6 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
             answers.insert(req.clone(), Ok(Response { data: Data::Matrix(vec![crate::source::Series { labels: labels(&[("model_name", "a")]), points }]), warnings: vec![], infos: vec![] }));
         }
     }
-    let evidence = |signal: &str| Evidence {
-        signal: signal.into(),
-        title: String::new(),
-        unit: "ratio".into(),
-        value: Some(1.0),
-        baseline: Some(1.0),
-        threshold: String::new(),
-        passed: true,
-        query: String::new(),
-        metric: String::new(),
-        low_confidence: false,
-        observations: None,
-        limits: vec![],
-        series: None,
-        value_bound: None,
-        baseline_bound: None,
-        same_bucket: false,
-    };
     let mut findings = vec![crate::report::Finding {
         rule: "r".into(),
         title: String::new(),
@@ -727,7 +714,7 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
         score: 1.0,
         scope: scope("a"),
         summary: String::new(),
-        evidence: vec![evidence("own"), evidence("fixed")],
+        evidence: vec![evidence("own", 1.0), evidence("fixed", 1.0)],
         steps: vec![],
         references: vec![],
         also_consistent: vec![],
