@@ -46,34 +46,26 @@ pub async fn run_reads(source: &Arc<dyn Source>, mut requests: Vec<Request>, con
         let reading = Arc::clone(reading);
         async move {
             let summed = req.query().and_then(|q| reading.summed.get(q));
-            let res = match (source.send(&req).await, summed) {
-                (Ok(ex), Some((by, earlier))) => match decode_summed(&url, &req, &ex, by) {
-                    Err(e) if !matches!(e, SourceError::NotRecorded { .. }) => match req.with_query(earlier) {
-                        Some(old) => source.send(&old).await.and_then(|ex| decode(&url, &old, &ex)).map_err(|_| e),
-                        None => Err(e),
-                    },
-                    answer => answer,
+            let first = match source.send(&req).await {
+                Ok(ex) => match summed {
+                    Some((by, _)) => decode_summed(&url, &req, &ex, by),
+                    None => decode(&url, &req, &ex),
                 },
-                (Ok(ex), None) => decode(&url, &req, &ex),
-                // Refused by the server or proxy, or too large to read: the server's sum instead.
-                (Err(e @ (SourceError::Api { .. } | SourceError::HttpStatus { .. } | SourceError::NotPrometheus { .. } | SourceError::Decode { .. } | SourceError::Other { .. })), Some((_, earlier))) => {
-                    match req.with_query(earlier) {
-                        Some(old) => source.send(&old).await.and_then(|ex| decode(&url, &old, &ex)).map_err(|_| e),
-                        None => Err(e),
+                Err(e) => Err(e),
+            };
+            // Where the unaggregated read failed for a reason other than time or reach, the
+            // server's sum answers the same: a recording made before these reads holds it, and a
+            // server or proxy that refused the read, or whose answer was too large, may still give
+            // it. Not recorded either, the request stays unrecorded (looked for in other forms).
+            let res = match (first, summed.and_then(|(_, earlier)| req.with_query(earlier))) {
+                (Err(e), Some(old)) if !matches!(e, SourceError::Timeout { .. } | SourceError::Unreachable { .. }) => {
+                    match source.send(&old).await.and_then(|ex| decode(&url, &old, &ex)) {
+                        Ok(answer) => Ok(answer),
+                        Err(other) if matches!(e, SourceError::NotRecorded { .. }) && !matches!(other, SourceError::NotRecorded { .. }) => Err(other),
+                        Err(_) => Err(e),
                     }
                 }
-                // A recording made before these reads holds the query it asked instead, which
-                // answers the same; not recorded either, the request stays unrecorded (and is
-                // looked for in its other forms).
-                (Err(e @ SourceError::NotRecorded { .. }), Some((_, earlier))) => match req.with_query(earlier) {
-                    Some(old) => match source.send(&old).await {
-                        Ok(ex) => decode(&url, &old, &ex),
-                        Err(SourceError::NotRecorded { .. }) => Err(e),
-                        Err(other) => Err(other),
-                    },
-                    None => Err(e),
-                },
-                (Err(e), _) => Err(e),
+                (res, _) => res,
             };
             (req, res)
         }
