@@ -45,6 +45,13 @@ pub fn parse() -> Cli {
     parse_from(std::env::args_os())
 }
 
+/// Whether the process's arguments name a command that reads the rule pack (explain, check,
+/// serve, rules), looked at before they are parsed so that the pack can be read meanwhile
+/// ([`crate::rules::preload`]). A wrong guess costs a millisecond either way, never a behaviour.
+pub fn reads_rules<I: IntoIterator<Item = std::ffi::OsString>>(argv: I) -> bool {
+    argv.into_iter().skip(1).any(|a| matches!(a.to_str(), Some("explain" | "check" | "serve" | "rules")))
+}
+
 /// [`parse`] over given arguments; exits with clap's message on a usage error, like `Cli::parse_from`.
 pub fn parse_from<I, T>(argv: I) -> Cli
 where
@@ -613,6 +620,20 @@ mod tests {
     fn the_cli_definition_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_commands_that_read_the_rule_pack_are_told_from_the_others_before_parsing() {
+        let reads = |args: &[&str]| reads_rules(std::iter::once("vllm-diag").chain(args.iter().copied()).map(std::ffi::OsString::from));
+        assert!(reads(&["explain", "--window", "30m"]));
+        assert!(reads(&["--no-config", "check", "--since", "1h"]));
+        assert!(reads(&["rules", "list"]));
+        assert!(reads(&["serve"]));
+        assert!(!reads(&["--version"]));
+        assert!(!reads(&["completions", "bash"]));
+        assert!(!reads(&["config", "show"]));
+        // The program's own name is not an argument, even when it is spelled like a command.
+        assert!(!reads_rules(["explain", "--help"].map(std::ffi::OsString::from).into_iter().take(1)));
     }
 
     #[test]

@@ -1,6 +1,9 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    if vllm_diag::cli::reads_rules(std::env::args_os()) {
+        vllm_diag::rules::preload();
+    }
     let cli = vllm_diag::cli::parse();
     match vllm_diag::app::run(cli) {
         Ok(code) => ExitCode::from(code),
