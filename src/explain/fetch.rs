@@ -75,10 +75,10 @@ pub async fn run_reads(source: &Arc<dyn Source>, mut requests: Vec<Request>, con
         answers.insert(req, res);
     }
     for req in pending {
-        if !answers.contains_key(&req) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = answers.entry(req) {
             let timeout = SourceError::Timeout { url: url.clone(), after: deadline };
-            source.gave_up(&req, &timeout);
-            answers.insert(req, Err(timeout));
+            source.gave_up(slot.key(), &timeout);
+            slot.insert(Err(timeout));
         }
     }
     answers

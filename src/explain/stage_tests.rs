@@ -564,7 +564,7 @@ async fn per_replica_bucket_reads_summed_by_vllm_diag_are_what_the_servers_sums_
         ];
         for (model, instance, engine, per_min, slow) in replicas {
             for (i, le) in les.iter().enumerate() {
-                let share = [0.3, 0.6, 0.9, 0.99, 1.0][i] as f64;
+                let share: f64 = [0.3, 0.6, 0.9, 0.99, 1.0][i];
                 let share = share.powf(slow);
                 let mut l = vec![("__name__", *name), ("model_name", model), ("job", "vllm"), ("engine", engine), ("le", *le)];
                 if let Some(inst) = instance {
@@ -701,7 +701,7 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
         ..Default::default()
     };
     let mut answers = Answers::new();
-    for (_, (_, b, w)) in &fu.trends {
+    for (_, b, w) in fu.trends.values() {
         for (req, r) in [(b, &p.baseline), (w, &p.window)] {
             let points: Vec<(f64, f64)> = (0..=(r.end - r.start).num_seconds() / 60).map(|k| ((r.start.timestamp() + 60 * k) as f64, 1.0)).collect();
             answers.insert(req.clone(), Ok(Response { data: Data::Matrix(vec![crate::source::Series { labels: labels(&[("model_name", "a")]), points }]), warnings: vec![], infos: vec![] }));
