@@ -192,55 +192,33 @@ impl Replay {
             message: strip_position(&e.to_string()),
         };
 
-        // First only the header, so a file of another kind or version gets a message about that rather
-        // than about whichever field happens to differ.
         let format_err = |message: String| RecordError::Format {
             path: path.to_path_buf(),
             message,
         };
-        let head: Head = match serde_json::from_str(&text) {
-            Ok(h) => h,
-            Err(e) if e.classify() == serde_json::error::Category::Data => {
-                return Err(format_err(
-                    "not a vllm-diag recording (it is JSON, but not an object with \"format\" and \"version\"); \
-                     pass a file written by --record"
-                        .to_string(),
-                ))
+        // The whole file in one pass (a large recording is mostly answer bodies). Only when it does
+        // not read as a recording is the header read alone, so that a file of another kind or
+        // version gets a message about that rather than about whichever field happens to differ.
+        let file: RecordingFile = match serde_json::from_str(&text) {
+            Ok(file) => file,
+            Err(e) => {
+                return Err(match serde_json::from_str::<Head>(&text) {
+                    Ok(head) => match header_problem(head.format.as_deref(), head.version.as_ref().and_then(serde_json::Value::as_u64), head.tool_version.as_ref().and_then(serde_json::Value::as_str)) {
+                        Some(message) => format_err(message),
+                        None => parse_err(e),
+                    },
+                    Err(h) if h.classify() == serde_json::error::Category::Data => format_err(
+                        "not a vllm-diag recording (it is JSON, but not an object with \"format\" and \"version\"); \
+                         pass a file written by --record"
+                            .to_string(),
+                    ),
+                    Err(h) => parse_err(h),
+                })
             }
-            Err(e) => return Err(parse_err(e)),
         };
-        match head.format.as_deref() {
-            Some(FORMAT) => {}
-            Some(other) => {
-                return Err(format_err(format!(
-                    "not a vllm-diag recording (its format is {other:?}, expected {FORMAT:?}); pass a file written \
-                     by --record"
-                )))
-            }
-            None => {
-                return Err(format_err(format!(
-                    "not a vllm-diag recording (no \"format\": {FORMAT:?} field); pass a file written by --record"
-                )))
-            }
+        if let Some(message) = header_problem(Some(&file.format), Some(u64::from(file.version)), Some(&file.tool_version)) {
+            return Err(format_err(message));
         }
-        match head.version.as_ref().and_then(serde_json::Value::as_u64) {
-            Some(v) if v == u64::from(VERSION) => {}
-            found => {
-                let found = found.map_or_else(|| "missing".to_string(), |v| v.to_string());
-                let made_by = match &head.tool_version {
-                    Some(serde_json::Value::String(v)) => v.clone(),
-                    _ => "an unknown version".to_string(),
-                };
-                return Err(format_err(format!(
-                    "recording version {found} (written by vllm-diag {made_by}) cannot be read by vllm-diag {}, \
-                     which reads version {VERSION}; replay it with the version that wrote it, or record it again \
-                     with --record",
-                    env!("CARGO_PKG_VERSION")
-                )));
-            }
-        }
-
-        let file: RecordingFile = serde_json::from_str(&text).map_err(parse_err)?;
         check_params(&file.params).map_err(|m| {
             format_err(format!(
                 "{m}; the file was edited by hand or damaged: record it again with --record"
@@ -345,6 +323,31 @@ struct Head {
     version: Option<serde_json::Value>,
     #[serde(default)]
     tool_version: Option<serde_json::Value>,
+}
+
+/// What is wrong with a recording's header (its `format`, `version` and `tool_version` fields), if
+/// anything: another kind of file, or a version this build does not read.
+fn header_problem(format: Option<&str>, version: Option<u64>, tool_version: Option<&str>) -> Option<String> {
+    match format {
+        Some(FORMAT) => {}
+        Some(other) => {
+            return Some(format!("not a vllm-diag recording (its format is {other:?}, expected {FORMAT:?}); pass a file written by --record"))
+        }
+        None => return Some(format!("not a vllm-diag recording (no \"format\": {FORMAT:?} field); pass a file written by --record")),
+    }
+    match version {
+        Some(v) if v == u64::from(VERSION) => None,
+        found => {
+            let found = found.map_or_else(|| "missing".to_string(), |v| v.to_string());
+            let made_by = tool_version.unwrap_or("an unknown version");
+            Some(format!(
+                "recording version {found} (written by vllm-diag {made_by}) cannot be read by vllm-diag {}, \
+                 which reads version {VERSION}; replay it with the version that wrote it, or record it again \
+                 with --record",
+                env!("CARGO_PKG_VERSION")
+            ))
+        }
+    }
 }
 
 /// The recorded parameters must describe a run vllm-diag could have made: windows that go forward,
