@@ -100,6 +100,16 @@ fn sum_series(series: Vec<Series>) -> Vec<Series> {
 ///
 /// `url` is what error messages name (the caller's choice: base URL or endpoint, never with credentials).
 pub fn decode(url: &str, req: &Request, ex: &Exchange) -> Result<Response, SourceError> {
+    // The usual answer, a success, in one pass. Anything else (an error, an odd envelope, data of
+    // an unexpected shape) is read again, the envelope's fields first, for its message.
+    match decode_success(req, &ex.body) {
+        Some(response) => Ok(response),
+        None => decode_fields(url, req, ex),
+    }
+}
+
+/// [`decode`] field by field: the envelope's small fields first, then the data a success carries.
+fn decode_fields(url: &str, req: &Request, ex: &Exchange) -> Result<Response, SourceError> {
     let ok_status = (200..300).contains(&ex.http_status);
     let body = ex.body.as_str();
 
@@ -146,16 +156,8 @@ pub fn decode(url: &str, req: &Request, ex: &Exchange) -> Result<Response, Sourc
                 .unwrap_or_else(|| "(no message)".to_string()),
         }),
         Some("success") => {
-            let warnings = string_list(head.warnings.as_ref());
-            let infos = string_list(head.infos.as_ref());
             let (data, ignored) = decode_data(url, req, body)?;
-            let mut warnings = warnings;
-            if ignored > 0 {
-                warnings.push(format!(
-                    "native histogram samples are not supported and were ignored ({ignored} series)"
-                ));
-            }
-            Ok(Response { data, warnings, infos })
+            Ok(success(data, ignored, head.warnings.as_ref(), head.infos.as_ref()))
         }
         Some(other) if ok_status => Err(decode_err(
             url,
@@ -174,6 +176,51 @@ pub fn decode(url: &str, req: &Request, ex: &Exchange) -> Result<Response, Sourc
         )),
         _ => Err(not_prometheus(url, ex)),
     }
+}
+
+/// A success's response: its data, and the envelope's warnings and infos (with one more warning
+/// when native histogram series were left out).
+fn success(data: Data, ignored: usize, warnings: Option<&Value>, infos: Option<&Value>) -> Response {
+    let mut warnings = string_list(warnings);
+    if ignored > 0 {
+        warnings.push(format!("native histogram samples are not supported and were ignored ({ignored} series)"));
+    }
+    Response { data, warnings, infos: string_list(infos) }
+}
+
+/// A `"status": "success"` envelope with the data a request expects, read in one pass; `None` for
+/// anything else, which [`decode`] then reads field by field to say what is wrong. The same
+/// response as that slower path gives for a success (a test holds them together).
+fn decode_success(req: &Request, body: &str) -> Option<Response> {
+    #[derive(Deserialize)]
+    struct Success<D> {
+        status: String,
+        #[serde(default)]
+        warnings: Option<Value>,
+        #[serde(default)]
+        infos: Option<Value>,
+        #[serde(default = "none")]
+        data: Option<D>,
+    }
+    // serde also reads a struct from a JSON array; an envelope is always an object.
+    if !body.trim_start().starts_with('{') {
+        return None;
+    }
+    let (data, ignored, warnings, infos) = match req {
+        Request::LabelValues { .. } => {
+            let env: Success<Vec<String>> = serde_json::from_str(body).ok()?;
+            let mut labels = env.data.filter(|_| env.status == "success")?;
+            labels.sort();
+            labels.dedup();
+            (Data::Labels(labels), 0, env.warnings, env.infos)
+        }
+        Request::Instant { .. } | Request::Range { .. } => {
+            let env: Success<QueryData> = serde_json::from_str(body).ok()?;
+            let (data, ignored) = env.data.filter(|_| env.status == "success")?.into_data().ok()?;
+            (data, ignored, env.warnings, env.infos)
+        }
+    };
+    Some(success(data, ignored, warnings.as_ref(), infos.as_ref()))
 }
 
 /// The envelope's small fields. Loose types on purpose: an oddly typed field should give a message
@@ -949,6 +996,36 @@ mod tests {
             &ok(r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#),
         );
         assert_eq!(r.unwrap().data, Data::Vector(vec![]));
+    }
+
+    #[test]
+    fn a_success_read_in_one_pass_is_what_the_field_by_field_reading_gives() {
+        let cases: Vec<(Request, &str)> = vec![
+            (instant(), r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"b":"2"},"value":[1,"NaN"]},{"metric":{"a":"1"},"value":[1,"+Inf"]}]}}"#),
+            (range(), r#"{"data":{"result":[{"metric":{"a":"1"},"values":[[1,"1"],[61,"2"]]}],"resultType":"matrix"},"status":"success"}"#),
+            (instant(), r#"{"status":"success","data":{"resultType":"scalar","result":[1,"3"]}}"#),
+            (instant(), r#"{"status":"success","data":{"resultType":"string","result":[1,"x"]}}"#),
+            (instant(), r#"{"status":"success","warnings":"one","infos":[1,"two"],"errorType":"","data":{"resultType":"vector","result":[]}}"#),
+            (instant(), r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"histogram":[1,{"count":"2"}]}]}}"#),
+            (label_values(), r#"{"status":"success","data":["b","a","b"]}"#),
+        ];
+        for (req, body) in cases {
+            let fields = decode_fields(URL, &req, &ok(body));
+            assert!(fields.is_ok(), "{body}: {fields:?}");
+            // Compared as text: NaN is not equal to itself.
+            assert_eq!(format!("{:?}", decode_success(&req, body).map(Ok::<_, SourceError>)), format!("{:?}", Some(fields)), "{body}");
+        }
+        // What one pass cannot read is left to the fields, which say what is wrong.
+        for (req, body) in [
+            (instant(), r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#),
+            (instant(), r#"{"status":"success"}"#),
+            (instant(), r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"x"]}]}}"#),
+            (label_values(), r#"{"status":"success","data":null}"#),
+            (instant(), r#"[{"status":"success"}]"#),
+            (instant(), ""),
+        ] {
+            assert_eq!(decode_success(&req, body), None, "{body}");
+        }
     }
 
     #[test]
