@@ -199,19 +199,20 @@ impl Replay {
         // The whole file in one pass (a large recording is mostly answer bodies). Only when it does
         // not read as a recording is the header read alone, so that a file of another kind or
         // version gets a message about that rather than about whichever field happens to differ.
+        let not_an_object = || {
+            format_err("not a vllm-diag recording (it is JSON, but not an object with \"format\" and \"version\"); pass a file written by --record".to_string())
+        };
         let file: RecordingFile = match serde_json::from_str(&text) {
-            Ok(file) => file,
+            Ok(file) if text.trim_start().starts_with('{') => file,
+            // serde also reads a struct from an array of its fields; a recording is an object.
+            Ok(_) => return Err(not_an_object()),
             Err(e) => {
                 return Err(match serde_json::from_str::<Head>(&text) {
                     Ok(head) => match header_problem(head.format.as_deref(), head.version.as_ref().and_then(serde_json::Value::as_u64), head.tool_version.as_ref().and_then(serde_json::Value::as_str)) {
                         Some(message) => format_err(message),
                         None => parse_err(e),
                     },
-                    Err(h) if h.classify() == serde_json::error::Category::Data => format_err(
-                        "not a vllm-diag recording (it is JSON, but not an object with \"format\" and \"version\"); \
-                         pass a file written by --record"
-                            .to_string(),
-                    ),
+                    Err(h) if h.classify() == serde_json::error::Category::Data => not_an_object(),
                     Err(h) => parse_err(h),
                 })
             }
@@ -629,6 +630,18 @@ mod tests {
             panic!("{err:?}")
         };
         assert_eq!(*line, line_no);
+    }
+
+    #[tokio::test]
+    async fn a_recording_written_as_an_array_of_its_fields_is_not_a_recording() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("run.json");
+        record_to(&path).await;
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+        let fields = serde_json::json!([v["format"], v["version"], v["tool_version"], v["params"], null, {}, v["source"], v["exchanges"]]);
+        std::fs::write(&path, fields.to_string()).expect("write");
+        let err = Replay::open(&path).expect_err("an array");
+        assert!(matches!(err, RecordError::Format { .. }) && err.to_string().contains("not an object"), "{err}");
     }
 
     #[test]
