@@ -192,38 +192,18 @@ fn success(data: Data, ignored: usize, warnings: Option<&Value>, infos: Option<&
 /// anything else, which [`decode`] then reads field by field to say what is wrong. The same
 /// response as that slower path gives for a success (a test holds them together).
 fn decode_success(req: &Request, body: &str) -> Option<Response> {
-    // The envelope's fields as [`Head`] declares them (a duplicated or too deeply nested `error`
-    // stops this reading as it stops that one), with the data typed.
-    #[derive(Deserialize)]
-    #[allow(dead_code)]
-    struct Success<D> {
-        #[serde(default)]
-        status: Option<Value>,
-        #[serde(default, rename = "errorType")]
-        error_type: Option<Value>,
-        #[serde(default)]
-        error: Option<Value>,
-        #[serde(default)]
-        warnings: Option<Value>,
-        #[serde(default)]
-        infos: Option<Value>,
-        #[serde(default = "none")]
-        data: Option<D>,
-    }
     // serde also reads a struct from a JSON array; an envelope is always an object.
     if !body.trim_start().starts_with('{') {
         return None;
     }
     let (data, ignored, warnings, infos) = match req {
         Request::LabelValues { .. } => {
-            let env: Success<Vec<String>> = serde_json::from_str(body).ok()?;
-            let mut labels = env.data.filter(|_| env.status.as_ref().and_then(Value::as_str) == Some("success"))?;
-            labels.sort();
-            labels.dedup();
-            (Data::Labels(labels), 0, env.warnings, env.infos)
+            let env: Envelope<Vec<String>> = serde_json::from_str(body).ok()?;
+            let labels = env.data.filter(|_| env.status.as_ref().and_then(Value::as_str) == Some("success"))?;
+            (label_values(labels), 0, env.warnings, env.infos)
         }
         Request::Instant { .. } | Request::Range { .. } => {
-            let env: Success<QueryData> = serde_json::from_str(body).ok()?;
+            let env: Envelope<QueryData> = serde_json::from_str(body).ok()?;
             let (data, ignored) = env.data.filter(|_| env.status.as_ref().and_then(Value::as_str) == Some("success"))?.into_data().ok()?;
             (data, ignored, env.warnings, env.infos)
         }
@@ -231,10 +211,11 @@ fn decode_success(req: &Request, body: &str) -> Option<Response> {
     Some(success(data, ignored, warnings.as_ref(), infos.as_ref()))
 }
 
-/// The envelope's small fields. Loose types on purpose: an oddly typed field should give a message
-/// about that field, not a serde type error about the whole body.
+/// The envelope: its small fields, and the data as `D` reads it. Loose types on purpose for the
+/// small fields: an oddly typed one should give a message about that field, not a serde type error
+/// about the whole body. A duplicated or too deeply nested field stops every reading alike.
 #[derive(Deserialize)]
-struct Head {
+struct Envelope<D> {
     #[serde(default)]
     status: Option<Value>,
     #[serde(default, rename = "errorType")]
@@ -245,9 +226,18 @@ struct Head {
     warnings: Option<Value>,
     #[serde(default)]
     infos: Option<Value>,
-    #[serde(default)]
-    #[allow(dead_code)]
-    data: Option<IgnoredAny>,
+    #[serde(default = "none")]
+    data: Option<D>,
+}
+
+/// The envelope's small fields alone, the data skipped.
+type Head = Envelope<IgnoredAny>;
+
+/// A label-values answer's names, sorted and without repeats.
+fn label_values(mut labels: Vec<String>) -> Data {
+    labels.sort();
+    labels.dedup();
+    Data::Labels(labels)
 }
 
 fn decode_data(url: &str, req: &Request, body: &str) -> Result<(Data, usize), SourceError> {
@@ -255,10 +245,7 @@ fn decode_data(url: &str, req: &Request, body: &str) -> Result<(Data, usize), So
         Request::LabelValues { .. } => {
             let env: DataOnly<Vec<String>> = serde_json::from_str(body)
                 .map_err(|e| decode_err(url, format!("unexpected label values: {}", serde_detail(body, &e))))?;
-            let mut labels = env.data.unwrap_or_default();
-            labels.sort();
-            labels.dedup();
-            Ok((Data::Labels(labels), 0))
+            Ok((label_values(env.data.unwrap_or_default()), 0))
         }
         Request::Instant { .. } | Request::Range { .. } => {
             let env: DataOnly<QueryData> = serde_json::from_str(body)
