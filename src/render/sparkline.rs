@@ -5,6 +5,11 @@
 //! a window drawn higher than its baseline really is higher. Each half is resampled by *time*, not
 //! by point count: a stretch with no data stays a gap (a space) instead of being squeezed out,
 //! because a hole in the data is a fact the reader should see.
+//!
+//! The scale is never narrower than a third of the signal's level ([`MIN_SPAN`]): a latency 6% above
+//! its baseline draws as a small step, not as a climb from the floor to the top, and noise of a few
+//! percent stays a ripple, while a signal that rises by half, or leaves zero, still uses the full
+//! height.
 
 use crate::report::{TimeRange, Trend};
 
@@ -16,6 +21,10 @@ pub const CELLS: usize = 12;
 /// Separator between the baseline half and the window half.
 pub const DIVIDER: char = '│';
 
+/// The least height of the scale, as a share of the largest magnitude drawn: the scale is widened
+/// around the middle of the values to this when they lie closer together.
+pub const MIN_SPAN: f64 = 1.0 / 3.0;
+
 /// `▁▁▂▁▁▁▁▂▁▁▁▁│▅▇████▇██▇██`, or `None` when the trend holds no finite point.
 pub fn trend(t: &Trend, baseline: &TimeRange, window: &TimeRange, cells: usize) -> Option<String> {
     let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
@@ -25,6 +34,7 @@ pub fn trend(t: &Trend, baseline: &TimeRange, window: &TimeRange, cells: usize) 
     }
     let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = widened(lo, hi);
     let b = draw(&resample(&t.baseline, baseline, cells), lo, hi);
     let w = draw(&resample(&t.window, window, cells), lo, hi);
     Some(format!("{b}{DIVIDER}{w}"))
@@ -46,6 +56,17 @@ pub fn resample(points: &[(f64, f64)], range: &TimeRange, cells: usize) -> Vec<O
         sums[idx].1 += 1;
     }
     sums.into_iter().map(|(s, n)| (n > 0).then(|| s / n as f64)).collect()
+}
+
+/// `lo..=hi` widened around its middle to at least [`MIN_SPAN`] of the larger magnitude. A flat
+/// line stays flat (see [`bar`]).
+fn widened(lo: f64, hi: f64) -> (f64, f64) {
+    let least = MIN_SPAN * lo.abs().max(hi.abs());
+    if hi - lo >= least || hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
+        return (lo, hi);
+    }
+    let mid = (lo + hi) / 2.0;
+    (mid - least / 2.0, mid + least / 2.0)
 }
 
 fn draw(cells: &[Option<f64>], lo: f64, hi: f64) -> String {
@@ -97,6 +118,24 @@ mod tests {
         };
         let s = trend(&t, &b, &w, 8).unwrap();
         assert!(s.starts_with("▁▂▃▄▅▆▇█"), "{s}");
+    }
+
+    #[test]
+    fn a_small_change_is_drawn_as_a_small_step_and_a_large_one_uses_the_full_height() {
+        let (b, w) = (range(0, 30), range(30, 30));
+        let step = |from: f64, to: f64| {
+            let t = Trend { step_seconds: 60, range_seconds: 120, query: String::new(), baseline: points(&b, &[from; 31]), window: points(&w, &[to; 31]) };
+            trend(&t, &b, &w, 3).unwrap()
+        };
+        // 6% up: one level, in the middle of the scale.
+        assert_eq!(step(0.100, 0.106), "▄▄▄│▅▅▅");
+        // Rising by half, and leaving zero, still span the floor to the top.
+        assert_eq!(step(1.0, 1.5), "▁▁▁│███");
+        assert_eq!(step(0.0, 0.02), "▁▁▁│███");
+        // A fall is drawn the same way down.
+        assert_eq!(step(0.106, 0.100), "▅▅▅│▄▄▄");
+        // Negative values are scaled by their magnitude too.
+        assert_eq!(step(-0.100, -0.106), "▅▅▅│▄▄▄");
     }
 
     #[test]
