@@ -1,5 +1,13 @@
 //! Stage: fetch. The only code of the pipeline that talks to the source: it sends requests
 //! concurrently, decodes the answers, and turns the deadline into per-request timeouts.
+//!
+//! What the later stages read and what is sent are not always the same requests: a signal's window
+//! and baseline are one range query cut into two instants, several sums are taken from one shared
+//! read, a trend's baseline and window are one range query cut in two. A [`ReadPlan`] says, for
+//! each request the stages read (a *want*), the ways it can be answered, best first: a request to
+//! send and how its answer is cut. [`read`] sends every want's first way, and the next way of those
+//! a recording does not hold (one made by an earlier build, which asked them in another form), in
+//! as many rounds as that takes; [`ReadPlan::answers`] then cuts the answers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -7,7 +15,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::source::{decode, decode_summed, Request, Response, Source, SourceError};
+use crate::source::{decode, decode_summed, Data, Request, Response, Sample, SourceError, Source};
 
 /// Answers keyed by request.
 pub type Answers = BTreeMap<Request, Result<Response, SourceError>>;
@@ -84,7 +92,313 @@ pub async fn run_reads(source: &Arc<dyn Source>, mut requests: Vec<Request>, con
     answers
 }
 
+/// How the stages' requests are answered (see the module documentation).
+#[derive(Debug, Clone, Default)]
+pub struct ReadPlan {
+    /// Each request a stage reads, and its ways, best first.
+    pub wants: BTreeMap<Request, Vec<Way>>,
+    /// How some of the requests sent are decoded.
+    pub reading: Reading,
+}
+
+/// One way to answer a want: send `ask`, then apply `cut` to its answer, in order.
+#[derive(Debug, Clone)]
+pub struct Way {
+    pub ask: Request,
+    pub cut: Vec<Cut>,
+}
+
+impl Way {
+    /// The answer to `ask` as it is.
+    pub fn whole(ask: Request) -> Way {
+        Way { ask, cut: Vec::new() }
+    }
+}
+
+/// How an answer becomes another.
+#[derive(Debug, Clone)]
+pub enum Cut {
+    /// A range answer's points at one instant (unix milliseconds), as the instant query's vector: a
+    /// series without a point there is absent, as in an instant query.
+    At(i64),
+    /// A range answer's points between two instants (unix milliseconds, both included), as the
+    /// range query over that span would give them; series left without a point are dropped.
+    Span(i64, i64),
+    /// A vector's samples that `filter` selects, summed by `by` (see [`sum_by`]).
+    Sum { filter: Vec<crate::prom::CompiledMatcher>, by: Vec<String> },
+}
+
+impl ReadPlan {
+    /// A plan of requests each answered by itself.
+    pub fn whole(requests: impl IntoIterator<Item = Request>) -> ReadPlan {
+        ReadPlan { wants: requests.into_iter().map(|r| (r.clone(), vec![Way::whole(r)])).collect(), reading: Reading::default() }
+    }
+
+    /// Add the wants of `other` (a want already here keeps its ways).
+    pub fn extend(&mut self, other: ReadPlan) {
+        for (want, ways) in other.wants {
+            self.wants.entry(want).or_insert(ways);
+        }
+        for (q, r) in other.reading.summed {
+            self.reading.summed.entry(q).or_insert(r);
+        }
+    }
+
+    /// The requests to send first: every want's first way.
+    pub fn asks(&self) -> Vec<Request> {
+        let asks: BTreeSet<&Request> = self.wants.values().filter_map(|ways| ways.first()).map(|w| &w.ask).collect();
+        asks.into_iter().cloned().collect()
+    }
+
+    /// The requests to send next, given the answers so far: for each want whose ways so far were
+    /// not recorded, its next way's, unless asked already.
+    pub fn more(&self, asked: &Answers) -> Vec<Request> {
+        let mut next = BTreeSet::new();
+        for ways in self.wants.values() {
+            for way in ways {
+                match asked.get(&way.ask) {
+                    Some(Err(SourceError::NotRecorded { .. })) => continue,
+                    Some(_) => {}
+                    None => {
+                        next.insert(way.ask.clone());
+                    }
+                }
+                break;
+            }
+        }
+        next.into_iter().collect()
+    }
+
+    /// Every want's answer from the answers to the requests sent: by its first way whose answer
+    /// is not "not recorded" (an answer, or an error, which is the want's error). When none was
+    /// recorded, the want gets its first way's error. A want none of whose ways was asked is left
+    /// out. The answers asked are consumed: a large range answer's labels are shared by the
+    /// instants cut from it instead of copied.
+    pub fn answers(&self, mut asked: Answers) -> Answers {
+        let not_recorded = |a: &Result<Response, SourceError>| matches!(a, Err(SourceError::NotRecorded { .. }));
+        // The way each want is answered by.
+        let mut chosen: Vec<(&Request, &Way)> = Vec::new();
+        let mut failed: Answers = Answers::new();
+        for (want, ways) in &self.wants {
+            match ways.iter().find(|w| asked.get(&w.ask).is_some_and(|a| !not_recorded(a))) {
+                Some(way) => chosen.push((want, way)),
+                None => {
+                    if let Some(first) = ways.first().and_then(|w| asked.get(&w.ask)) {
+                        failed.insert(want.clone(), first.clone());
+                    }
+                }
+            }
+        }
+        // Each asked answer cut at its instants once, for every want cut from it; an answer only
+        // cut so is consumed (its series' labels move into the instants' samples, shared by them).
+        let mut instants: BTreeMap<&Request, BTreeSet<i64>> = BTreeMap::new();
+        let mut uses: BTreeMap<&Request, usize> = BTreeMap::new();
+        let mut cut_uses: BTreeMap<&Request, usize> = BTreeMap::new();
+        for (_, way) in &chosen {
+            *uses.entry(&way.ask).or_default() += 1;
+            if let Some(Cut::At(t)) = way.cut.first() {
+                instants.entry(&way.ask).or_default().insert(*t);
+                *cut_uses.entry(&way.ask).or_default() += 1;
+            }
+        }
+        // (answer, how many wants still take it): the last one takes it, the others a copy.
+        let mut at: BTreeMap<(&Request, i64), (Result<Response, SourceError>, usize)> = BTreeMap::new();
+        for (ask, times) in &instants {
+            let answer = match uses.get(*ask) == cut_uses.get(*ask) {
+                true => asked.remove(*ask),
+                false => asked.get(*ask).cloned(),
+            };
+            let Some(answer) = answer else { continue };
+            let times: Vec<i64> = times.iter().copied().collect();
+            for (t, cut) in times.iter().zip(cut_at(ask, answer, &times)) {
+                at.insert((*ask, *t), (cut, 0));
+            }
+        }
+        for (_, way) in &chosen {
+            if let Some(Cut::At(t)) = way.cut.first() {
+                if let Some(entry) = at.get_mut(&(&way.ask, *t)) {
+                    entry.1 += 1;
+                }
+            }
+        }
+        let mut out = failed;
+        for (want, way) in chosen {
+            let mut rest = way.cut.as_slice();
+            let mut answer = match rest.first() {
+                Some(Cut::At(t)) => {
+                    rest = &rest[1..];
+                    let key = (&way.ask, *t);
+                    match at.get_mut(&key) {
+                        Some((_, n)) if *n > 1 => {
+                            *n -= 1;
+                            at.get(&key).map(|(a, _)| a.clone())
+                        }
+                        _ => at.remove(&key).map(|(a, _)| a),
+                    }
+                }
+                // The last want answered by this request as it is takes it; others get a copy.
+                _ => match uses.get_mut(&way.ask) {
+                    Some(n) if *n <= 1 => asked.remove(&way.ask),
+                    Some(n) => {
+                        *n -= 1;
+                        asked.get(&way.ask).cloned()
+                    }
+                    None => None,
+                },
+            };
+            for cut in rest {
+                answer = answer.map(|a| a.and_then(|a| apply(cut, &way.ask, a)));
+            }
+            if let Some(answer) = answer {
+                out.insert(want.clone(), answer);
+            }
+        }
+        out
+    }
+}
+
+/// Send what `plan` asks, and the next ways of what is not recorded, within `deadline` of
+/// `started`; returns every want's answer and how many requests were sent.
+pub async fn read(source: &Arc<dyn Source>, plan: &ReadPlan, concurrency: usize, deadline: Duration, started: std::time::Instant) -> (Answers, usize) {
+    let reading = Arc::new(plan.reading.clone());
+    let mut asked = Answers::new();
+    let mut next = plan.asks();
+    let mut sent = 0;
+    while !next.is_empty() {
+        sent += next.len();
+        asked.extend(run_reads(source, next, concurrency, remaining(deadline, started), &reading).await);
+        next = plan.more(&asked);
+    }
+    (plan.answers(asked), sent)
+}
+
+/// A range answer cut at each of `times` (unix milliseconds); a failed one fails every cut.
+fn cut_at(ask: &Request, answer: Result<Response, SourceError>, times: &[i64]) -> Vec<Result<Response, SourceError>> {
+    match answer {
+        Ok(Response { data: Data::Matrix(series), warnings, infos }) => {
+            let mut out: Vec<Vec<Sample>> = vec![Vec::new(); times.len()];
+            for s in series {
+                let labels = Arc::new(s.labels);
+                for (i, t) in times.iter().enumerate() {
+                    if let Some((pt, v)) = s.points.iter().find(|(pt, _)| ((pt * 1000.0).round() as i64) == *t) {
+                        out[i].push(Sample { labels: labels.clone(), t: *pt, v: *v });
+                    }
+                }
+            }
+            out.into_iter().map(|data| Ok(Response { data: Data::Vector(data), warnings: warnings.clone(), infos: infos.clone() })).collect()
+        }
+        Ok(_) => times.iter().map(|_| Err(SourceError::Other { detail: format!("{}: the range query was answered with something other than a matrix", ask.describe()) })).collect(),
+        Err(e) => times.iter().map(|_| Err(e.clone())).collect(),
+    }
+}
+
+/// `cut` applied to an answer to `ask`.
+fn apply(cut: &Cut, ask: &Request, answer: Response) -> Result<Response, SourceError> {
+    match cut {
+        Cut::At(t) => cut_at(ask, Ok(answer), &[*t]).pop().unwrap_or_else(|| Err(SourceError::Other { detail: ask.describe() })),
+        Cut::Span(from, to) => {
+            let mut answer = answer;
+            if let Data::Matrix(series) = &mut answer.data {
+                for s in series.iter_mut() {
+                    s.points.retain(|(t, _)| (*from..=*to).contains(&((t * 1000.0).round() as i64)));
+                }
+                series.retain(|s| !s.points.is_empty());
+            }
+            Ok(answer)
+        }
+        Cut::Sum { filter, by } => match answer {
+            Response { data: Data::Vector(samples), warnings, infos } => Ok(Response { data: Data::Vector(sum_by(&samples, filter, by)), warnings, infos }),
+            _ => Err(SourceError::Other { detail: format!("{}: answered with something other than a vector", ask.describe()) }),
+        },
+    }
+}
+
+/// The samples `filter` selects, summed by the labels `by`: a series without a grouping label is
+/// summed into the group without it, as PromQL does. The sums come out in the same order every run
+/// (a spread adds them up).
+pub fn sum_by(samples: &[Sample], filter: &[crate::prom::CompiledMatcher], by: &[String]) -> Vec<Sample> {
+    let mut sums: BTreeMap<Vec<Option<&str>>, (f64, f64)> = BTreeMap::new();
+    for s in samples {
+        if !filter.iter().all(|m| m.matches(s.labels.get(&m.matcher.name).map(String::as_str))) {
+            continue;
+        }
+        let key: Vec<Option<&str>> = by.iter().map(|l| s.labels.get(l).map(String::as_str).filter(|v| !v.is_empty())).collect();
+        let e = sums.entry(key).or_insert((s.t, 0.0));
+        e.1 += s.v;
+    }
+    sums.into_iter()
+        .map(|(key, (t, v))| {
+            let labels: crate::prom::Labels = by.iter().zip(key).filter_map(|(l, v)| Some((l.clone(), v?.to_string()))).collect();
+            Sample { labels: Arc::new(labels), t, v }
+        })
+        .collect()
+}
+
 /// What is left of a run's deadline (never zero, so a late request still gets its timeout answer).
 pub fn remaining(deadline: Duration, started: std::time::Instant) -> Duration {
     deadline.saturating_sub(started.elapsed()).max(Duration::from_millis(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Series;
+    use chrono::{TimeZone, Utc};
+
+    fn labels(pairs: &[(&str, &str)]) -> crate::prom::Labels {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn not_recorded() -> Result<Response, SourceError> {
+        Err(SourceError::NotRecorded { file: "old.json".into(), request: String::new() })
+    }
+
+    #[test]
+    fn instants_cut_from_one_range_answer_share_its_labels_and_sums_are_taken_from_them() {
+        let (t1, t2) = (Utc.with_ymd_and_hms(2026, 1, 15, 8, 30, 0).unwrap(), Utc.with_ymd_and_hms(2026, 1, 15, 9, 0, 0).unwrap());
+        let instant = |q: &str, t| Request::Instant { query: q.into(), time: t };
+        let range = Request::Range { query: "q".into(), start: t1, end: t2, step_seconds: 1800 };
+        let ms = |t: chrono::DateTime<Utc>| t.timestamp_millis();
+        let sum = Cut::Sum { filter: vec![crate::prom::Matcher::eq("status", "5xx").compile().unwrap()], by: vec!["model_name".into()] };
+        let mut plan = ReadPlan::default();
+        for t in [t1, t2] {
+            plan.wants.insert(instant("q", t), vec![Way { ask: range.clone(), cut: vec![Cut::At(ms(t))] }, Way::whole(instant("q", t))]);
+        }
+        plan.wants.insert(instant("errors", t2), vec![Way { ask: range.clone(), cut: vec![Cut::At(ms(t2)), sum.clone()] }, Way { ask: instant("q", t2), cut: vec![sum] }]);
+        assert_eq!(plan.asks(), vec![range.clone()]);
+
+        let series = vec![
+            Series { labels: labels(&[("model_name", "m"), ("status", "5xx"), ("instance", "a")]), points: vec![(t1.timestamp() as f64, 1.0), (t2.timestamp() as f64, 2.0)] },
+            Series { labels: labels(&[("model_name", "m"), ("status", "5xx"), ("instance", "b")]), points: vec![(t2.timestamp() as f64, 3.0)] },
+            Series { labels: labels(&[("model_name", "m"), ("status", "2xx"), ("instance", "a")]), points: vec![(t2.timestamp() as f64, 7.0)] },
+        ];
+        let mut asked = Answers::new();
+        asked.insert(range.clone(), Ok(Response { data: Data::Matrix(series), warnings: vec!["partial".into()], infos: vec![] }));
+        assert!(plan.more(&asked).is_empty());
+        let answers = plan.answers(asked);
+        let vector = |r: &Request| match answers.get(r) {
+            Some(Ok(Response { data: Data::Vector(v), warnings, .. })) => {
+                assert_eq!(warnings, &vec!["partial".to_string()], "the warnings go with every cut");
+                v.clone()
+            }
+            other => panic!("{other:?}"),
+        };
+        let (first, second) = (vector(&instant("q", t1)), vector(&instant("q", t2)));
+        assert_eq!(first.iter().map(|s| s.v).collect::<Vec<_>>(), vec![1.0], "a series without a point at an instant is absent from it");
+        assert_eq!(second.iter().map(|s| s.v).collect::<Vec<_>>(), vec![2.0, 3.0, 7.0]);
+        assert!(Arc::ptr_eq(&first[0].labels, &second[0].labels), "one series' labels are held once");
+        let errors = vector(&instant("errors", t2));
+        assert_eq!((errors.len(), errors[0].v, errors[0].labels.get("model_name").map(String::as_str)), (1, 5.0, Some("m")));
+
+        // Not recorded: each want's next way, once; a range answered with something else fails
+        // every instant cut from it.
+        let mut old = Answers::new();
+        old.insert(range.clone(), not_recorded());
+        assert_eq!(plan.more(&old), vec![instant("q", t1), instant("q", t2)]);
+        let mut odd = Answers::new();
+        odd.insert(range, Ok(Response { data: Data::Scalar(1.0), warnings: vec![], infos: vec![] }));
+        let answers = plan.answers(odd);
+        assert_eq!(answers.len(), 3);
+        assert!(answers.values().all(|a| matches!(a, Err(SourceError::Other { detail }) if detail.contains("other than a matrix"))), "{answers:?}");
+    }
 }

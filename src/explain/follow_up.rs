@@ -6,14 +6,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::fetch::Answers;
+use super::fetch::{Answers, Cut, ReadPlan, Way};
 use super::plan::SignalPlan;
 use crate::prom::{escape_regex_literal, MatchOp, Matcher, Selector};
 use crate::report::{Evidence, Finding, Limit, Replicas, RunParams, Scope, TimeRange, Trend};
 use crate::rules::eval::SignalTable;
 use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext, SignalKind};
-use crate::source::{Data, Request, Response, Sample, SourceError};
+use crate::source::{Data, Request, Response, Sample};
 
 /// The follow-up requests of a run, and what each is for.
 #[derive(Debug, Clone, Default)]
@@ -33,54 +33,30 @@ pub struct FollowUps {
 }
 
 impl FollowUps {
-    /// Every request to send: trends first (a signal's baseline and window trends as one range
-    /// query when they touch, see [`joined`]), then breakdowns and the cache configuration.
-    pub fn requests(&self) -> Vec<Request> {
-        let trends = self.trends.values().flat_map(|(_, b, w)| joined(b, w).map_or_else(|| vec![b.clone(), w.clone()], |j| vec![j]));
-        trends.chain(self.breakdowns.iter().flatten().map(|(r, _)| r.clone())).chain(self.cache.clone()).collect()
-    }
-
-    /// The baseline's and the window's trend requests of joined trends a recording made before
-    /// joining does not hold: asked as they were recorded, so an older recording replays the same.
-    pub fn unrecorded(&self, answers: &Answers) -> Vec<Request> {
-        self.trends
-            .values()
-            .filter(|(_, b, w)| joined(b, w).is_some_and(|j| matches!(answers.get(&j), Some(Err(SourceError::NotRecorded { .. })))))
-            .flat_map(|(_, b, w)| [b.clone(), w.clone()])
-            .collect()
-    }
-
-    /// Answer the baseline's and the window's trend requests from their joined answer: the points
-    /// up to the baseline's end, and from the window's start (the point where they touch goes to
-    /// both, as the two range queries would give it). Requests already answered are left as they are.
-    pub fn split(&self, answers: &mut Answers) {
+    /// Every request to read, and how: a signal's baseline and window trends cut from one range
+    /// query when they touch (see [`joined`]: the point where they touch goes to both, as the two
+    /// range queries would give it), else, as a recording made before joining holds them, asked
+    /// as they are; the breakdowns and the cache configuration as they are.
+    pub fn reads(&self) -> ReadPlan {
+        let mut plan = ReadPlan::whole(self.breakdowns.iter().flatten().map(|(r, _)| r.clone()).chain(self.cache.clone()));
         for (_, b, w) in self.trends.values() {
-            let Some(j) = joined(b, w) else { continue };
-            let Some(answer) = answers.get(&j).cloned() else { continue };
+            let j = joined(b, w);
             for req in [b, w] {
-                if answers.get(req).is_some_and(|a| !matches!(a, Err(SourceError::NotRecorded { .. }))) {
-                    continue;
+                let mut ways = Vec::new();
+                if let (Some(j), Request::Range { start, end, .. }) = (&j, req) {
+                    ways.push(Way { ask: j.clone(), cut: vec![Cut::Span(start.timestamp_millis(), end.timestamp_millis())] });
                 }
-                let Request::Range { start, end, .. } = req else { continue };
-                let (from, to) = (start.timestamp_millis(), end.timestamp_millis());
-                let part = answer.clone().map(|mut resp| {
-                    if let Data::Matrix(series) = &mut resp.data {
-                        for s in series.iter_mut() {
-                            s.points.retain(|(t, _)| (from..=to).contains(&((t * 1000.0).round() as i64)));
-                        }
-                        series.retain(|s| !s.points.is_empty());
-                    }
-                    resp
-                });
-                answers.insert(req.clone(), part);
+                ways.push(Way::whole(req.clone()));
+                plan.wants.insert(req.clone(), ways);
             }
         }
+        plan
     }
 }
 
 /// A signal's trend over the baseline and over the window as one range query, when the baseline
 /// ends where the window starts and the window's steps fall on the baseline's grid: the server then
-/// reads the series once, and [`FollowUps::split`] gives each window its points.
+/// reads the series once, and each window gets its points from it ([`Cut::Span`]).
 fn joined(b: &Request, w: &Request) -> Option<Request> {
     let (Request::Range { query: qb, start: bs, end: be, step_seconds: sb }, Request::Range { query: qw, start: ws, end: we, step_seconds: sw }) = (b, w) else {
         return None;

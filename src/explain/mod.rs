@@ -3,8 +3,8 @@
 //! [`Report`].
 //!
 //! Its stages are plain functions over data, one file each, in the order a run goes through them:
-//! [`discover`] (metric names, bucket bounds, fleet labels) -> [`plan`] (queries from signals) ->
-//! [`fetch`] (the only network code) -> [`assemble`] (answers -> signal values) -> [`judge`] (rules,
+//! [`discover`] (metric names, bucket bounds, fleet labels) -> [`plan`] (queries from signals, as a
+//! [`fetch::ReadPlan`]) -> [`fetch`] (the only network code: the read plan carried out) -> [`assemble`] (answers -> signal values) -> [`judge`] (rules,
 //! rank, coverage) -> [`follow_up`] (trends, per-replica breakdowns, recommendations) -> [`onset`]
 //! (when each finding began, read from its trend) -> [`correlate`] (the change each finding began
 //! after). The change events ([`crate::events`]) are asked with the signals. [`explain`] strings them together. A query that fails or times out does not stop the run: the signals that
@@ -30,7 +30,7 @@ use crate::prom::Selector;
 use crate::report::{Event, MetricsInfo, Report, RunParams, RunStats, SourceInfo, TimeRange, SCHEMA_VERSION};
 use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext};
-use crate::source::{Request, Source, SourceError};
+use crate::source::{Source, SourceError};
 
 pub use fetch::{run_queries, Answers};
 
@@ -123,31 +123,10 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     if source.info().kind == "scrape" {
         event_plan.data_start = Some(p.window.start);
     }
-    let requests: Vec<_> = signal_plan
-        .requests
-        .iter()
-        .cloned()
-        .chain(std::iter::once(disc_plan.labels.1.clone()))
-        .chain(event_plan.requests())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    queries += requests.len();
-    let reading = std::sync::Arc::new(signal_plan.reading.clone());
-    let mut answers = fetch::run_reads(&source, requests, opts.concurrency, fetch::remaining(opts.deadline, started), &reading).await;
-    let unrecorded = plan::unrecorded(&signal_plan, &answers);
-    if !unrecorded.is_empty() {
-        queries += unrecorded.len();
-        answers.extend(fetch::run_reads(&source, unrecorded, opts.concurrency, fetch::remaining(opts.deadline, started), &reading).await);
-    }
-    plan::split(&signal_plan, &mut answers);
-    let unshared = plan::unshared(&signal_plan, &answers);
-    if !unshared.is_empty() {
-        queries += unshared.len();
-        answers.extend(run_queries(&source, unshared.iter().map(|p| p.range.clone()).collect(), opts.concurrency, fetch::remaining(opts.deadline, started)).await);
-        plan::split_pairs(&unshared, &mut answers);
-    }
-    plan::derive(&signal_plan, &mut answers);
+    let mut reads = signal_plan.reads.clone();
+    reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests())));
+    let (answers, sent) = fetch::read(&source, &reads, opts.concurrency, opts.deadline, started).await;
+    queries += sent;
     for resp in answers.values().flatten() {
         warnings.extend(resp.warnings.iter().cloned());
     }
@@ -173,19 +152,15 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let follow_ups = follow_up::plan(&ranked.findings, rules, &signal_plan, &opts.selector, p, &disc.window_names);
     // With them, the changes' second round: which models the changed replicas serve.
     let event_more = events::follow_up(&mut event_plan, &answers);
-    let follow_up_requests: Vec<Request> = follow_ups.requests().into_iter().chain(event_more).collect::<BTreeSet<_>>().into_iter().collect();
-    let mut more = if follow_up_requests.is_empty() {
+    let mut follow_up_reads = follow_ups.reads();
+    follow_up_reads.extend(fetch::ReadPlan::whole(event_more));
+    let more = if follow_up_reads.wants.is_empty() {
         Answers::new()
     } else {
-        queries += follow_up_requests.len();
-        run_queries(&source, follow_up_requests, opts.concurrency, fetch::remaining(opts.deadline, started)).await
+        let (more, sent) = fetch::read(&source, &follow_up_reads, opts.concurrency, opts.deadline, started).await;
+        queries += sent;
+        more
     };
-    let unrecorded = follow_ups.unrecorded(&more);
-    if !unrecorded.is_empty() {
-        queries += unrecorded.len();
-        more.extend(run_queries(&source, unrecorded, opts.concurrency, fetch::remaining(opts.deadline, started)).await);
-    }
-    follow_ups.split(&mut more);
     follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, p, &mut warnings);
     let events = events::read(&event_plan, &[&answers, &more], &mut warnings);
     onset::apply(&mut ranked.findings);

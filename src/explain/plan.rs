@@ -3,8 +3,8 @@
 //!
 //! A signal whose query is the same in both windows is asked once, as a range query with two
 //! steps (the baseline's end and the window's): the server then reads each series once over both
-//! windows instead of once per window, and [`split`] turns the answer back into the two instant
-//! answers the later stages read.
+//! windows instead of once per window, and the fetch stage cuts the answer back into the two
+//! instant answers the later stages read (see [`super::fetch::ReadPlan`], which the plan ends in).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,9 +13,9 @@ use crate::report::RunParams;
 use crate::rules::eval::Availability;
 use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext, SignalDef};
-use crate::source::{Data, Request, Response, Sample, SourceError};
+use crate::source::Request;
 
-use super::fetch::Answers;
+use super::fetch::{Cut, ReadPlan, Way};
 
 /// Signals the recommenders read (see [`crate::recommend`]).
 pub const RECOMMENDATION_INPUTS: &[&str] = &["prompt_len_mean", "output_len_mean", "running_per_replica", "kv_usage_avg"];
@@ -73,20 +73,17 @@ impl Planned {
     }
 }
 
-/// Every signal's plan for (window, baseline), the requests to send, and the context they were
-/// built in (the follow-ups build theirs from it).
+/// Every signal's plan for (window, baseline), how its requests are read, and the context they
+/// were built in (the follow-ups build theirs from it).
 #[derive(Debug, Clone)]
 pub struct SignalPlan {
     pub signals: BTreeMap<String, (Planned, Planned)>,
-    pub requests: Vec<Request>,
+    /// Each request the signals read, and how it is asked: a window's and a baseline's instant
+    /// requests of one query as one two-step range query; the sums of a counter's rates taken from
+    /// a read shared with others; the per-replica bucket reads asked unaggregated and summed by
+    /// vllm-diag as it decodes them. Each with the form a recording made before holds, after it.
+    pub reads: ReadPlan,
     pub ctx: QueryContext,
-    /// The instant requests asked as one two-step range query, answered by [`split`].
-    pub paired: Vec<Paired>,
-    /// The sums of a counter's rates answered from a read shared with others, by [`derive`].
-    pub derived: Vec<Derived>,
-    /// Reads asked unaggregated and summed by vllm-diag as it decodes them (the per-replica bucket
-    /// reads).
-    pub reading: super::fetch::Reading,
 }
 
 /// A sum of a counter's rates (`request`) answered from a read of that counter grouped by more
@@ -121,12 +118,16 @@ pub fn pair(query: &str, a: chrono::DateTime<chrono::Utc>, b: chrono::DateTime<c
     })
 }
 
-/// The window's and the baseline's requests of every signal, with those asking the same query at
-/// both ends paired.
-fn requests(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived]) -> (Vec<Request>, Vec<Paired>) {
-    let from: BTreeMap<&Request, &Request> = derived.iter().map(|d| (&d.request, &d.from)).collect();
-    let mut paired: BTreeMap<Request, Paired> = BTreeMap::new();
-    let mut single: BTreeSet<Request> = BTreeSet::new();
+/// How every signal's requests are read (see [`SignalPlan::reads`]). A want whose query is the same
+/// at both ends is cut from their range query, else asked as the recording made before pairing
+/// holds it; a sum taken from a shared read is cut from it (the read itself cut from its range
+/// query where it pairs), else from the shared read asked alone, else from its own query at both
+/// ends as one range query, as a recording made before reads were shared holds it.
+fn read_plan(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived], reading: super::fetch::Reading) -> ReadPlan {
+    let from: BTreeMap<&Request, &Derived> = derived.iter().map(|d| (&d.request, d)).collect();
+    // Each instant asked at both ends, with its range query and its instant on it.
+    let mut pair_of: BTreeMap<Request, (Request, i64)> = BTreeMap::new();
+    let mut wants: BTreeSet<Request> = BTreeSet::new();
     for (w, b) in planned.values() {
         let parts = |pl: &Planned| pl.parts.as_ref().map(|(_, r)| r.iter().map(|r| Some(r.clone())).collect::<Vec<_>>()).unwrap_or_default();
         let (wp, bp) = (parts(w), parts(b));
@@ -135,96 +136,48 @@ fn requests(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived])
             true => both.extend(wp.into_iter().zip(bp)),
             false => both.extend(wp.into_iter().map(|x| (x, None)).chain(bp.into_iter().map(|y| (None, y)))),
         }
-        for (x, y) in &mut both {
-            for r in [&mut *x, &mut *y].into_iter().flatten() {
-                if let Some(shared) = from.get(r) {
-                    *r = (*shared).clone();
-                }
-            }
-            let p = match (&*x, &*y) {
-                (Some(Request::Instant { query: qx, time: tx }), Some(Request::Instant { query: qy, time: ty })) if qx == qy => pair(qx, *tx, *ty),
-                _ => None,
-            };
-            match p {
-                Some(p) => {
-                    paired.insert(p.range.clone(), p);
-                }
-                None => single.extend([&*x, &*y].into_iter().flatten().cloned()),
-            }
-        }
-    }
-    let covered: BTreeSet<&Request> = paired.values().flat_map(|p| &p.at).collect();
-    let single: Vec<Request> = single.into_iter().filter(|r| !covered.contains(r)).collect();
-    let requests = single.into_iter().chain(paired.keys().cloned()).collect();
-    (requests, paired.into_values().collect())
-}
-
-/// The instant requests of pairs whose range query a recording made before pairing does not hold:
-/// asked as they were recorded, so an older recording replays to the same values.
-pub fn unrecorded(plan: &SignalPlan, answers: &Answers) -> Vec<Request> {
-    plan.paired
-        .iter()
-        .filter(|p| matches!(answers.get(&p.range), Some(Err(SourceError::NotRecorded { .. }))))
-        .flat_map(|p| p.at.iter().cloned())
-        .collect()
-}
-
-/// Answer each pair's instant requests from its range answer: the points at each instant become
-/// that instant's vector (a series without a point there is absent, as in an instant query). An
-/// instant request already answered is left as it is; a failed range query fails both. The range
-/// answer is consumed (its series' labels move into the instants' samples, shared by both), so a
-/// large per-replica answer's labels are held once.
-pub fn split(plan: &SignalPlan, answers: &mut Answers) {
-    split_pairs(&plan.paired, answers);
-}
-
-/// [`split`] for any pairs.
-pub fn split_pairs(pairs: &[Paired], answers: &mut Answers) {
-    for p in pairs {
-        let Some(range) = answers.remove(&p.range) else { continue };
-        let open: Vec<bool> = p.at.iter().map(|at| !answers.get(at).is_some_and(|a| !matches!(a, Err(SourceError::NotRecorded { .. })))).collect();
-        let times: Vec<i64> = p.at.iter().map(|at| if let Request::Instant { time, .. } = at { time.timestamp_millis() } else { i64::MIN }).collect();
-        let vectors: Result<[Response; 2], SourceError> = match range {
-            Ok(Response { data: Data::Matrix(series), warnings, infos }) => {
-                let mut out: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
-                for s in series {
-                    let at = |t: i64| s.points.iter().find(|(pt, _)| ((pt * 1000.0).round() as i64) == t).copied();
-                    let labels = std::sync::Arc::new(s.labels);
-                    let (a, b) = (at(times[0]).filter(|_| open[0]), at(times[1]).filter(|_| open[1]));
-                    match (a, b) {
-                        (Some((ta, va)), Some((tb, vb))) => {
-                            out[0].push(Sample { labels: labels.clone(), t: ta, v: va });
-                            out[1].push(Sample { labels, t: tb, v: vb });
+        for (x, y) in both {
+            wants.extend(x.iter().chain(&y).cloned());
+            let read = |r: Option<Request>| r.map(|r| from.get(&r).map_or(r, |d| d.from.clone()));
+            if let (Some(Request::Instant { query: qx, time: tx }), Some(Request::Instant { query: qy, time: ty })) = (read(x), read(y)) {
+                if qx == qy {
+                    if let Some(p) = pair(&qx, tx, ty) {
+                        for at in &p.at {
+                            if let Request::Instant { time, .. } = at {
+                                pair_of.insert(at.clone(), (p.range.clone(), time.timestamp_millis()));
+                            }
                         }
-                        (Some((t, v)), None) => out[0].push(Sample { labels, t, v }),
-                        (None, Some((t, v))) => out[1].push(Sample { labels, t, v }),
-                        (None, None) => {}
-                    }
-                }
-                let [x, y] = out;
-                let response = |data: Vec<Sample>| Response { data: Data::Vector(data), warnings: warnings.clone(), infos: infos.clone() };
-                Ok([response(x), response(y)])
-            }
-            Ok(_) => Err(SourceError::Other { detail: format!("{}: the range query was answered with something other than a matrix", p.range.describe()) }),
-            Err(e) => Err(e),
-        };
-        match vectors {
-            Ok([x, y]) => {
-                for (at, answer, open) in [(&p.at[0], x, open[0]), (&p.at[1], y, open[1])] {
-                    if open {
-                        answers.insert(at.clone(), Ok(answer));
-                    }
-                }
-            }
-            Err(e) => {
-                for (at, open) in p.at.iter().zip(&open) {
-                    if *open {
-                        answers.insert(at.clone(), Err(e.clone()));
                     }
                 }
             }
         }
     }
+    let at = |r: &Request| pair_of.get(r).map(|(range, t)| (range.clone(), *t));
+    let mut plan = ReadPlan { wants: BTreeMap::new(), reading };
+    for want in wants {
+        let ways = match from.get(&want) {
+            Some(d) => {
+                let sum = Cut::Sum { filter: d.filter.clone(), by: d.by.clone() };
+                let mut ways: Vec<Way> = at(&d.from).map(|(range, t)| Way { ask: range, cut: vec![Cut::At(t), sum.clone()] }).into_iter().collect();
+                ways.push(Way { ask: d.from.clone(), cut: vec![sum] });
+                // The sum's own query at both ends.
+                let own = derived.iter().find_map(|o| match (&want, &o.request) {
+                    (Request::Instant { query: qa, time: ta }, Request::Instant { query: qb, time: tb }) if qa == qb && ta != tb => pair(qa, *ta, *tb),
+                    _ => None,
+                });
+                if let (Some(p), Request::Instant { time, .. }) = (own, &want) {
+                    ways.push(Way { ask: p.range, cut: vec![Cut::At(time.timestamp_millis())] });
+                }
+                ways
+            }
+            None => match at(&want) {
+                Some((range, t)) => vec![Way { ask: range, cut: vec![Cut::At(t)] }, Way::whole(want.clone())],
+                None => vec![Way::whole(want.clone())],
+            },
+        };
+        plan.wants.insert(want, ways);
+    }
+    plan
 }
 
 /// Signals the enabled rules read, in a stable order (with the recommenders' inputs when a rule
@@ -376,7 +329,7 @@ fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, 
 /// Sums of one counter's rates over one range, asked by several signals with different groupings
 /// or matchers (the HTTP error shares and request rate; finished requests, aborted, failed, per
 /// replica), are answered by one read grouped by every label they group or filter on: the counter's
-/// series are read once. Each sum is then taken from it by [`derive`], exactly as its own query
+/// series are read once. Each sum is then taken from it ([`Cut::Sum`]), exactly as its own query
 /// would (the same series, summed the same way). A read filtered by a regular expression keeps its
 /// own query.
 fn share_sum_reads(planned: &BTreeMap<String, (Planned, Planned)>, ctx: &QueryContext) -> Vec<Derived> {
@@ -408,68 +361,6 @@ fn share_sum_reads(planned: &BTreeMap<String, (Planned, Planned)>, ctx: &QueryCo
         derived.extend(compiled.unwrap_or_default());
     }
     derived
-}
-
-/// The sums whose shared read a recording does not hold (one made before reads were shared), asked
-/// as they were recorded then: the window's and the baseline's as one range query where they pair
-/// (answered by [`split_pairs`]), so an older recording replays to the same values.
-pub fn unshared(plan: &SignalPlan, answers: &Answers) -> Vec<Paired> {
-    let not_recorded = |r: &Request| matches!(answers.get(r), Some(Err(SourceError::NotRecorded { .. })));
-    let missing: Vec<&Derived> = plan
-        .derived
-        .iter()
-        .filter(|d| not_recorded(&d.from) || plan.paired.iter().any(|p| p.at.contains(&d.from) && not_recorded(&p.range)))
-        .collect();
-    let mut pairs: BTreeMap<Request, Paired> = BTreeMap::new();
-    for (i, a) in missing.iter().enumerate() {
-        for b in &missing[i + 1..] {
-            let (Request::Instant { query: qa, time: ta }, Request::Instant { query: qb, time: tb }) = (&a.request, &b.request) else { continue };
-            if qa == qb && ta != tb {
-                if let Some(p) = pair(qa, *ta, *tb) {
-                    pairs.insert(p.range.clone(), p);
-                }
-            }
-        }
-    }
-    pairs.into_values().collect()
-}
-
-/// Answer each shared sum from its read (after [`split`]): the samples its matchers select, summed
-/// by its grouping labels; a series without a grouping label is summed into the group without it,
-/// as PromQL does. A failed read fails every sum taken from it.
-pub fn derive(plan: &SignalPlan, answers: &mut Answers) {
-    for d in &plan.derived {
-        // Answered by itself already (an older recording replayed: see [`unshared`]).
-        if answers.get(&d.request).is_some_and(|a| a.is_ok()) {
-            continue;
-        }
-        let answer = match answers.get(&d.from) {
-            None => continue,
-            Some(Err(e)) => Err(e.clone()),
-            Some(Ok(Response { data: Data::Vector(samples), warnings, infos })) => {
-                // Ordered, so the sums come out in the same order every run (a spread adds them up).
-                let mut sums: BTreeMap<Vec<Option<&str>>, (f64, f64)> = BTreeMap::new();
-                for s in samples {
-                    if !d.filter.iter().all(|m| m.matches(s.labels.get(&m.matcher.name).map(String::as_str))) {
-                        continue;
-                    }
-                    let key: Vec<Option<&str>> = d.by.iter().map(|l| s.labels.get(l).map(String::as_str).filter(|v| !v.is_empty())).collect();
-                    let e = sums.entry(key).or_insert((s.t, 0.0));
-                    e.1 += s.v;
-                }
-                let data = sums
-                    .into_iter()
-                    .map(|(key, (t, v))| {
-                        let labels: crate::prom::Labels = d.by.iter().zip(key).filter_map(|(l, v)| Some((l.clone(), v?.to_string()))).collect();
-                        Sample { labels: std::sync::Arc::new(labels), t, v }
-                    })
-                    .collect();
-                Ok(Response { data: Data::Vector(data), warnings: warnings.clone(), infos: infos.clone() })
-            }
-            Some(Ok(_)) => Err(SourceError::Other { detail: format!("{}: answered with something other than a vector", d.from.describe()) }),
-        };
-        answers.insert(d.request.clone(), answer);
-    }
 }
 
 /// Plan every needed signal in both windows. Notes about how a signal will be read (coarse buckets,
@@ -505,6 +396,6 @@ pub fn plan_signals(rules: &RuleSet, needed: &BTreeSet<String>, ctx: QueryContex
     }
     let reading = share_bucket_reads(rules, &mut planned, &ctx);
     let derived = share_sum_reads(&planned, &ctx);
-    let (requests, paired) = requests(&planned, &derived);
-    SignalPlan { signals: planned, requests, ctx, paired, derived, reading }
+    let reads = read_plan(&planned, &derived, reading);
+    SignalPlan { signals: planned, reads, ctx }
 }

@@ -99,7 +99,7 @@ fn a_signal_whose_metric_is_absent_is_planned_as_missing_and_sends_nothing() {
     let (w, b) = &plan.signals["ttft_p95"];
     assert!(matches!(&w.availability, Availability::Missing(m) if !m.is_empty()), "{:?}", w.availability);
     assert!(matches!(b.availability, Availability::Missing(_)));
-    assert!(plan.requests.is_empty());
+    assert!(plan.reads.wants.is_empty());
 }
 
 #[test]
@@ -257,7 +257,7 @@ fn affected_replicas_are_those_crossing_the_limit_the_scope_crossed() {
 }
 
 #[test]
-fn follow_ups_are_sent_trends_first_then_breakdowns_then_the_cache_configuration() {
+fn follow_ups_ask_every_trend_breakdown_and_the_cache_configuration() {
     let p = params();
     let r = |q: &str| Request::Instant { query: q.into(), time: p.window.end };
     let fu = follow_up::FollowUps {
@@ -266,7 +266,7 @@ fn follow_ups_are_sent_trends_first_then_breakdowns_then_the_cache_configuration
         cache: Some(r("c")),
         ..Default::default()
     };
-    assert_eq!(fu.requests(), vec![r("b"), r("w"), r("x"), r("c")]);
+    assert_eq!(fu.reads().asks(), vec![r("b"), r("c"), r("w"), r("x")]);
 }
 
 #[test]
@@ -276,14 +276,15 @@ fn a_signals_baseline_and_window_trends_are_one_range_query_split_back_into_two(
     let (b, w) = (range(&p.baseline), range(&p.window));
     let fu = follow_up::FollowUps { trends: [("s".to_string(), ("q".to_string(), b.clone(), w.clone()))].into_iter().collect(), ..Default::default() };
     let joined = Request::Range { query: "q".into(), start: p.baseline.start, end: p.window.end, step_seconds: 60 };
-    assert_eq!(fu.requests(), vec![joined.clone()], "the baseline ends where the window starts");
+    let plan = fu.reads();
+    assert_eq!(plan.asks(), vec![joined.clone()], "the baseline ends where the window starts");
     // Every step of the joined range, one series.
     let steps = (p.window.end - p.baseline.start).num_seconds() / 60;
     let points: Vec<(f64, f64)> = (0..=steps).map(|k| ((p.baseline.start.timestamp() + 60 * k) as f64, k as f64)).collect();
-    let mut answers = Answers::new();
-    answers.insert(joined.clone(), Ok(Response { data: Data::Matrix(vec![crate::source::Series { labels: labels(&[("model_name", "a")]), points }]), warnings: vec![], infos: vec![] }));
-    assert!(fu.unrecorded(&answers).is_empty());
-    fu.split(&mut answers);
+    let mut asked = Answers::new();
+    asked.insert(joined.clone(), Ok(Response { data: Data::Matrix(vec![crate::source::Series { labels: labels(&[("model_name", "a")]), points }]), warnings: vec![], infos: vec![] }));
+    assert!(plan.more(&asked).is_empty());
+    let answers = plan.answers(asked);
     let pts = |r: &Request| match answers.get(r) {
         Some(Ok(Response { data: Data::Matrix(s), .. })) => s[0].points.clone(),
         other => panic!("{other:?}"),
@@ -292,19 +293,26 @@ fn a_signals_baseline_and_window_trends_are_one_range_query_split_back_into_two(
     assert_eq!((bp.first().map(|p| p.0), bp.last().map(|p| p.0)), (Some(p.baseline.start.timestamp() as f64), Some(p.baseline.end.timestamp() as f64)));
     assert_eq!((wp.first().map(|p| p.0), wp.last().map(|p| p.0)), (Some(p.window.start.timestamp() as f64), Some(p.window.end.timestamp() as f64)));
     assert_eq!(bp.len() + wp.len(), steps as usize + 2, "the point where they touch is in both");
-    // A recording made before joining holds the two range queries: they are asked instead.
+    // A recording made before joining holds the two range queries: they are asked instead, and
+    // one it does not hold either gets the error of the first way it was asked.
+    let not_recorded = |q: &str| Err(crate::source::SourceError::NotRecorded { request: q.into(), file: "r.json".into() });
     let mut old = Answers::new();
-    old.insert(joined, Err(crate::source::SourceError::NotRecorded { request: "q".into(), file: "r.json".into() }));
-    assert_eq!(fu.unrecorded(&old), vec![b, w]);
+    old.insert(joined, not_recorded("joined"));
+    assert_eq!(plan.more(&old), vec![b.clone(), w.clone()]);
+    let own = Ok(Response { data: Data::Matrix(vec![]), warnings: vec!["own".into()], infos: vec![] });
+    old.insert(b.clone(), own.clone());
+    old.insert(w.clone(), not_recorded("w"));
+    assert!(plan.more(&old).is_empty());
+    let answers = plan.answers(old);
+    assert_eq!(answers.get(&b), Some(&own));
+    assert!(matches!(answers.get(&w), Some(Err(crate::source::SourceError::NotRecorded { request, .. })) if request == "joined"), "{:?}", answers.get(&w));
 }
 
 /// A signal plan of `signals` alone, grouped by model and read per instance over 30 m.
 fn plan_of(signals: BTreeMap<String, (plan::Planned, plan::Planned)>) -> plan::SignalPlan {
     plan::SignalPlan {
         signals,
-        requests: vec![],
-        derived: vec![],
-        reading: Default::default(),
+        reads: Default::default(),
         ctx: crate::signals::QueryContext {
             selector: Selector::default(),
             group_by: vec!["model_name".into()],
@@ -313,7 +321,6 @@ fn plan_of(signals: BTreeMap<String, (plan::Planned, plan::Planned)>) -> plan::S
             buckets: Default::default(),
             replica_label: "instance".into(),
         },
-        paired: vec![],
     }
 }
 
@@ -465,31 +472,25 @@ async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_giv
     let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
     let needed = plan::needed_signals(&rules);
     let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut vec![]);
-    let shared: BTreeSet<&str> = plan.derived.iter().filter_map(|d| if let Request::Instant { query, .. } = &d.from { Some(query.as_str()) } else { None }).collect();
+    let sum_of = |w: &fetch::Way| matches!(w.cut.last(), Some(fetch::Cut::Sum { .. }));
+    let shared: BTreeSet<String> = plan.reads.wants.values().flatten().filter(|w| sum_of(w)).filter_map(|w| if let Request::Instant { query, .. } = &w.ask { Some(query.clone()) } else { None }).collect();
     assert_eq!(shared.len(), 2, "one read of each counter: {shared:#?}");
+    let asks = plan.reads.asks();
     for q in &shared {
-        assert!(plan.requests.iter().any(|r| matches!(r, Request::Range { query, .. } if query == q)), "{q} is asked once for both windows");
+        assert!(asks.iter().any(|r| matches!(r, Request::Range { query, .. } if query == q)), "{q} is asked once for both windows");
     }
     let source: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(crate::source::local::LocalSource::new(store.clone(), "test", "local"));
-    let mut shared_answers = run_queries(&source, plan.requests.clone(), 4, std::time::Duration::from_secs(30)).await;
+    let deadline = std::time::Duration::from_secs(30);
+    let (shared_answers, sent) = fetch::read(&source, &plan.reads, 4, deadline, std::time::Instant::now()).await;
+    assert_eq!(sent, asks.len());
     // A recording made before reads were shared holds each sum's own range query instead: the
-    // sums are then asked as they were recorded, and come out the same.
-    let mut older = shared_answers.clone();
-    let not_recorded = || Err(crate::source::SourceError::NotRecorded { file: "old.json".into(), request: String::new() });
-    for q in &shared {
-        for r in plan.requests.iter().filter(|r| r.describe() == *q) {
-            older.insert(r.clone(), not_recorded());
-        }
-    }
-    plan::split(&plan, &mut older);
-    let unshared = plan::unshared(&plan, &older);
-    assert_eq!(unshared.len(), plan.derived.len() / 2, "each sum asked once for both windows");
-    older.extend(run_queries(&source, unshared.iter().map(|p| p.range.clone()).collect(), 4, std::time::Duration::from_secs(30)).await);
-    plan::split_pairs(&unshared, &mut older);
-    plan::derive(&plan, &mut older);
-    plan::split(&plan, &mut shared_answers);
-    assert!(plan::unshared(&plan, &shared_answers).is_empty());
-    plan::derive(&plan, &mut shared_answers);
+    // sums are then asked as they were recorded (after the shared read alone, which it does not
+    // hold either), once for both windows, and come out the same.
+    let not_recorded = SourceError::NotRecorded { file: "old.json".into(), request: String::new() };
+    let earlier: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(Earlier { inner: source.clone(), missing: shared.clone(), error: not_recorded });
+    let (older, sent) = fetch::read(&earlier, &plan.reads, 4, deadline, std::time::Instant::now()).await;
+    let sums = plan.reads.wants.values().filter(|ways| ways.iter().any(sum_of)).count();
+    assert_eq!(sent, asks.len() + 2 * shared.len() + sums / 2, "each sum asked once for both windows");
     let mut compared = 0;
     for answers in [&shared_answers, &older] {
         for (id, (w, b)) in &plan.signals {
@@ -588,22 +589,25 @@ async fn per_replica_bucket_reads_summed_by_vllm_diag_are_what_the_servers_sums_
     let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: std::sync::Arc::new(buckets), replica_label: "instance".into() };
     let needed = plan::needed_signals(&rules);
     let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut vec![]);
-    let raw: Vec<&String> = plan.reading.summed.keys().collect();
+    let raw: Vec<&String> = plan.reads.reading.summed.keys().collect();
     assert_eq!(raw.len(), 2, "one unaggregated read per histogram an outlier reads: {raw:#?}");
     for q in &raw {
         assert!(q.starts_with("rate(") && !q.contains("sum"), "{q}");
-        assert!(plan.requests.iter().any(|r| matches!(r, Request::Range { query, .. } if &query == q)), "{q} is asked once for both windows");
+        assert!(plan.reads.asks().iter().any(|r| matches!(r, Request::Range { query, .. } if &query == q)), "{q} is asked once for both windows");
     }
 
     let local: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(crate::source::local::LocalSource::new(store.clone(), "test", "local"));
-    let reading = std::sync::Arc::new(plan.reading.clone());
     let deadline = std::time::Duration::from_secs(30);
+    let read = |source: std::sync::Arc<dyn crate::source::Source>| {
+        let plan = plan.reads.clone();
+        async move { fetch::read(&source, &plan, 4, deadline, std::time::Instant::now()).await.0 }
+    };
     // As explain reads them now; as the server's sums, asked under the same requests; and from a
     // recording that holds only the server's sums.
-    let mut summed_here = fetch::run_reads(&local, plan.requests.clone(), 4, deadline, &reading).await;
+    let summed_here = read(local.clone()).await;
     let mut by_server = Answers::new();
-    for (req, answer) in run_queries(&local, plan.requests.clone(), 4, deadline).await {
-        let answer = match req.query().and_then(|q| plan.reading.summed.get(q)) {
+    for (req, answer) in run_queries(&local, plan.reads.asks(), 4, deadline).await {
+        let answer = match req.query().and_then(|q| plan.reads.reading.summed.get(q)) {
             Some((_, earlier)) => {
                 let old = req.with_query(earlier).unwrap();
                 run_queries(&local, vec![old.clone()], 1, deadline).await.remove(&old).unwrap()
@@ -612,18 +616,14 @@ async fn per_replica_bucket_reads_summed_by_vllm_diag_are_what_the_servers_sums_
         };
         by_server.insert(req, answer);
     }
-    let missing: BTreeSet<String> = plan.reading.summed.keys().cloned().collect();
+    let by_server = plan.reads.answers(by_server);
+    let missing: BTreeSet<String> = plan.reads.reading.summed.keys().cloned().collect();
     let not_recorded = SourceError::NotRecorded { file: "old.json".into(), request: String::new() };
-    let earlier: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(Earlier { inner: local.clone(), missing: missing.clone(), error: not_recorded });
-    let mut replayed = fetch::run_reads(&earlier, plan.requests.clone(), 4, deadline, &reading).await;
+    let replayed = read(std::sync::Arc::new(Earlier { inner: local.clone(), missing: missing.clone(), error: not_recorded })).await;
     // A live server (or a proxy) that refuses the unaggregated read, or whose answer is too large to
     // read: the server's sum is asked instead.
     let too_large = SourceError::Decode { url: "http://prom:9090".into(), detail: "response larger than 67108864 bytes".into() };
-    let refusing: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(Earlier { inner: local.clone(), missing, error: too_large });
-    let mut refused = fetch::run_reads(&refusing, plan.requests.clone(), 4, deadline, &reading).await;
-    for answers in [&mut summed_here, &mut by_server, &mut replayed, &mut refused] {
-        plan::split(&plan, answers);
-    }
+    let refused = read(std::sync::Arc::new(Earlier { inner: local.clone(), missing, error: too_large })).await;
     let table = |answers: &Answers| assemble::signal_table(&plan, answers, &p.group_by, &mut vec![]).0;
     let (here, server, older) = (table(&summed_here), table(&by_server), table(&replayed));
     assert_eq!(table(&refused), server, "a refused unaggregated read falls back to the server's sum");
