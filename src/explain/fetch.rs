@@ -17,8 +17,11 @@ use futures::StreamExt;
 
 use crate::source::{decode, decode_summed, Data, Request, Response, Sample, SourceError, Source};
 
+/// What one request got.
+pub type Answer = Result<Response, SourceError>;
+
 /// Answers keyed by request.
-pub type Answers = BTreeMap<Request, Result<Response, SourceError>>;
+pub type Answers = BTreeMap<Request, Answer>;
 
 /// How some answers are read (see [`crate::explain::plan`]): a query in `summed` is decoded summed by
 /// its labels ([`decode_summed`]). The query given with them answers the same with the server
@@ -122,7 +125,8 @@ pub enum Cut {
     /// series without a point there is absent, as in an instant query.
     At(i64),
     /// A range answer's points between two instants (unix milliseconds, both included), as the
-    /// range query over that span would give them; series left without a point are dropped.
+    /// range query over that span would give them when its steps fall on the answer's (see
+    /// `follow_up::joined`); series left without a point are dropped.
     Span(i64, i64),
     /// A vector's samples that `filter` selects, summed by `by` (see [`sum_by`]).
     Sum { filter: Vec<crate::prom::CompiledMatcher>, by: Vec<String> },
@@ -173,7 +177,7 @@ impl ReadPlan {
     /// is not "not recorded" (an answer, or an error, which is the want's error). When none was
     /// recorded, the want gets its first way's error. A want none of whose ways was asked is left
     /// out. The answers asked are consumed: a large range answer's labels are shared by the
-    /// instants cut from it instead of copied.
+    /// instants cut from it instead of copied, and sums read those instants without copying them.
     pub fn answers(&self, mut asked: Answers) -> Answers {
         let not_recorded = |a: &Result<Response, SourceError>| matches!(a, Err(SourceError::NotRecorded { .. }));
         // The way each want is answered by.
@@ -192,21 +196,23 @@ impl ReadPlan {
         // Each asked answer cut at its instants once, for every want cut from it; an answer only
         // cut so is consumed (its series' labels move into the instants' samples, shared by them).
         let mut instants: BTreeMap<&Request, BTreeSet<i64>> = BTreeMap::new();
+        // How many wants take each answer as it is (not cut at an instant).
         let mut uses: BTreeMap<&Request, usize> = BTreeMap::new();
-        let mut cut_uses: BTreeMap<&Request, usize> = BTreeMap::new();
         for (_, way) in &chosen {
-            *uses.entry(&way.ask).or_default() += 1;
-            if let Some(Cut::At(t)) = way.cut.first() {
-                instants.entry(&way.ask).or_default().insert(*t);
-                *cut_uses.entry(&way.ask).or_default() += 1;
+            match way.cut.first() {
+                Some(Cut::At(t)) => {
+                    instants.entry(&way.ask).or_default().insert(*t);
+                }
+                _ => *uses.entry(&way.ask).or_default() += 1,
             }
         }
-        // (answer, how many wants still take it): the last one takes it, the others a copy.
-        let mut at: BTreeMap<(&Request, i64), (Result<Response, SourceError>, usize)> = BTreeMap::new();
+        // (answer, how many wants still read it): the last one takes it, the others a copy (a sum
+        // only reads it).
+        let mut at: BTreeMap<(&Request, i64), (Answer, usize)> = BTreeMap::new();
         for (ask, times) in &instants {
-            let answer = match uses.get(*ask) == cut_uses.get(*ask) {
-                true => asked.remove(*ask),
-                false => asked.get(*ask).cloned(),
+            let answer = match uses.contains_key(*ask) {
+                false => asked.remove(*ask),
+                true => asked.get(*ask).cloned(),
             };
             let Some(answer) = answer else { continue };
             let times: Vec<i64> = times.iter().copied().collect();
@@ -228,22 +234,31 @@ impl ReadPlan {
                 Some(Cut::At(t)) => {
                     rest = &rest[1..];
                     let key = (&way.ask, *t);
-                    match at.get_mut(&key) {
-                        Some((_, n)) if *n > 1 => {
+                    let taken = match (rest.first(), at.get_mut(&key)) {
+                        // A sum reads the instants without taking them.
+                        (Some(Cut::Sum { filter, by }), Some((cut, n))) => {
+                            rest = &rest[1..];
                             *n -= 1;
-                            at.get(&key).map(|(a, _)| a.clone())
+                            Some(sum(&way.ask, cut, filter, by))
+                        }
+                        (_, Some((cut, n))) if *n > 1 => {
+                            *n -= 1;
+                            Some(cut.clone())
                         }
                         _ => at.remove(&key).map(|(a, _)| a),
+                    };
+                    if at.get(&key).is_some_and(|(_, n)| *n == 0) {
+                        at.remove(&key);
                     }
+                    taken
                 }
-                // The last want answered by this request as it is takes it; others get a copy.
+                // The last want taking this answer as it is takes it; the others get a copy.
                 _ => match uses.get_mut(&way.ask) {
-                    Some(n) if *n <= 1 => asked.remove(&way.ask),
-                    Some(n) => {
+                    Some(n) if *n > 1 => {
                         *n -= 1;
                         asked.get(&way.ask).cloned()
                     }
-                    None => None,
+                    _ => asked.remove(&way.ask),
                 },
             };
             for cut in rest {
@@ -306,10 +321,16 @@ fn apply(cut: &Cut, ask: &Request, answer: Response) -> Result<Response, SourceE
             }
             Ok(answer)
         }
-        Cut::Sum { filter, by } => match answer {
-            Response { data: Data::Vector(samples), warnings, infos } => Ok(Response { data: Data::Vector(sum_by(&samples, filter, by)), warnings, infos }),
-            _ => Err(SourceError::Other { detail: format!("{}: answered with something other than a vector", ask.describe()) }),
-        },
+        Cut::Sum { filter, by } => sum(ask, &Ok(answer), filter, by),
+    }
+}
+
+/// [`Cut::Sum`] of an answer to `ask` (a failed one fails the sum).
+fn sum(ask: &Request, answer: &Result<Response, SourceError>, filter: &[crate::prom::CompiledMatcher], by: &[String]) -> Result<Response, SourceError> {
+    match answer {
+        Ok(Response { data: Data::Vector(samples), warnings, infos }) => Ok(Response { data: Data::Vector(sum_by(samples, filter, by)), warnings: warnings.clone(), infos: infos.clone() }),
+        Ok(_) => Err(SourceError::Other { detail: format!("{}: answered with something other than a vector", ask.describe()) }),
+        Err(e) => Err(e.clone()),
     }
 }
 
@@ -365,6 +386,9 @@ mod tests {
             plan.wants.insert(instant("q", t), vec![Way { ask: range.clone(), cut: vec![Cut::At(ms(t))] }, Way::whole(instant("q", t))]);
         }
         plan.wants.insert(instant("errors", t2), vec![Way { ask: range.clone(), cut: vec![Cut::At(ms(t2)), sum.clone()] }, Way { ask: instant("q", t2), cut: vec![sum] }]);
+        // A sum ordered after the instant it is read from.
+        let ok = Cut::Sum { filter: vec![crate::prom::Matcher::eq("status", "2xx").compile().unwrap()], by: vec!["model_name".into()] };
+        plan.wants.insert(instant("z-ok", t2), vec![Way { ask: range.clone(), cut: vec![Cut::At(ms(t2)), ok] }]);
         assert_eq!(plan.asks(), vec![range.clone()]);
 
         let series = vec![
@@ -389,6 +413,7 @@ mod tests {
         assert!(Arc::ptr_eq(&first[0].labels, &second[0].labels), "one series' labels are held once");
         let errors = vector(&instant("errors", t2));
         assert_eq!((errors.len(), errors[0].v, errors[0].labels.get("model_name").map(String::as_str)), (1, 5.0, Some("m")));
+        assert_eq!(vector(&instant("z-ok", t2)).iter().map(|s| s.v).collect::<Vec<_>>(), vec![7.0]);
 
         // Not recorded: each want's next way, once; a range answered with something else fails
         // every instant cut from it.
@@ -398,7 +423,7 @@ mod tests {
         let mut odd = Answers::new();
         odd.insert(range, Ok(Response { data: Data::Scalar(1.0), warnings: vec![], infos: vec![] }));
         let answers = plan.answers(odd);
-        assert_eq!(answers.len(), 3);
+        assert_eq!(answers.len(), 4);
         assert!(answers.values().all(|a| matches!(a, Err(SourceError::Other { detail }) if detail.contains("other than a matrix"))), "{answers:?}");
     }
 }

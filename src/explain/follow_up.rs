@@ -38,6 +38,7 @@ impl FollowUps {
     /// range queries would give it), else, as a recording made before joining holds them, asked
     /// as they are; the breakdowns and the cache configuration as they are.
     pub fn reads(&self) -> ReadPlan {
+        // A request read for two purposes keeps the first one's ways, as in [`ReadPlan::extend`].
         let mut plan = ReadPlan::whole(self.breakdowns.iter().flatten().map(|(r, _)| r.clone()).chain(self.cache.clone()));
         for (_, b, w) in self.trends.values() {
             let j = joined(b, w);
@@ -47,7 +48,7 @@ impl FollowUps {
                     ways.push(Way { ask: j.clone(), cut: vec![Cut::Span(start.timestamp_millis(), end.timestamp_millis())] });
                 }
                 ways.push(Way::whole(req.clone()));
-                plan.wants.insert(req.clone(), ways);
+                plan.wants.entry(req.clone()).or_insert(ways);
             }
         }
         plan

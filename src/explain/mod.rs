@@ -114,7 +114,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         buckets: std::sync::Arc::new(disc.buckets.clone()),
         replica_label: p.replica_label.clone(),
     };
-    let signal_plan = plan::plan_signals(rules, &needed, ctx, p, &disc, &mut warnings);
+    let mut signal_plan = plan::plan_signals(rules, &needed, ctx, p, &disc, &mut warnings);
     // The change events are asked in the same round trip.
     let all_names: BTreeSet<String> = disc.window_names.union(&disc.baseline_names).cloned().collect();
     let event_ctx = events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names, steps: events::STEPS };
@@ -123,7 +123,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     if source.info().kind == "scrape" {
         event_plan.data_start = Some(p.window.start);
     }
-    let mut reads = signal_plan.reads.clone();
+    let mut reads = std::mem::take(&mut signal_plan.reads);
     reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests())));
     let (answers, sent) = fetch::read(&source, &reads, opts.concurrency, opts.deadline, started).await;
     queries += sent;
