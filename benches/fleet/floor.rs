@@ -185,33 +185,38 @@ pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
 pub enum Timing {
     /// Prometheus' own accounting: `stats=all`, `execTotalTime` (evaluation only).
     ServerStats,
-    /// The client's wall time from sending the request to the answer's last byte (VictoriaMetrics
-    /// has no `stats=all`): evaluation plus encoding the answer and moving it over loopback.
-    ClientWall,
+    /// VictoriaMetrics' own trace of the query (`trace=1`): the duration of its root span, the
+    /// request's handling inside the server (evaluation and writing the answer), without the
+    /// transfer.
+    ServerTrace,
+}
+
+/// One query's cost: as the backend accounts for it ([`Timing`]), and the client's wall time from
+/// sending the request to the answer's last byte (evaluation, encoding and loopback transfer).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cost {
+    pub server: f64,
+    pub wall: f64,
 }
 
 /// The backend's work for one run: every query once, one at a time (nothing else in flight),
-/// timed as `timing` says, summed. Label-values requests are left out (index lookups, not
-/// evaluation). Also returns each query's own time (largest first), to show where the work goes.
-/// The backend's time for each of the recording's queries, one at a time, in the recording's order,
-/// and their sum.
-pub async fn server_exec_secs(base: &str, rec: &Recorded, timing: Timing) -> Result<(f64, Vec<(f64, String)>), String> {
+/// timed as `timing` says. Label-values requests are left out (index lookups, not evaluation).
+/// Returns each query's cost in the recording's order, with its description.
+pub async fn server_exec_secs(base: &str, rec: &Recorded, timing: Timing) -> Result<Vec<(Cost, String)>, String> {
     let http = client()?;
-    let mut total = 0.0;
     let mut each = Vec::new();
     for req in rec.requests.iter().filter(|r| !matches!(r, Request::LabelValues { .. })) {
-        let (t, _) = exec_secs(&http, base, req, timing).await?;
-        total += t;
-        each.push((t, req.describe()));
+        let (c, _) = exec_secs(&http, base, req, timing).await?;
+        each.push((c, req.describe()));
     }
-    Ok((total, each))
+    Ok(each)
 }
 
-/// One query's time as `timing` says, and its answer.
-async fn exec_secs(http: &reqwest::Client, base: &str, req: &Request, timing: Timing) -> Result<(f64, serde_json::Value), String> {
+/// One query's cost as `timing` says, and its answer.
+async fn exec_secs(http: &reqwest::Client, base: &str, req: &Request, timing: Timing) -> Result<(Cost, serde_json::Value), String> {
     let extra: &[(&str, &str)] = match timing {
         Timing::ServerStats => &[("stats", "all")],
-        Timing::ClientWall => &[],
+        Timing::ServerTrace => &[("trace", "1")],
     };
     let started = Instant::now();
     let resp = request(http, base, req, extra).send().await.map_err(|e| format!("{}: {e}", req.describe()))?;
@@ -222,11 +227,12 @@ async fn exec_secs(http: &reqwest::Client, base: &str, req: &Request, timing: Ti
         return Err(format!("{}: HTTP {status}: {}", req.describe(), String::from_utf8_lossy(&body)));
     }
     let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| format!("{}: {e}", req.describe()))?;
-    let t = match timing {
-        Timing::ServerStats => v["data"]["stats"]["timings"]["execTotalTime"].as_f64().unwrap_or(0.0),
-        Timing::ClientWall => wall,
+    let server = match timing {
+        Timing::ServerStats => v["data"]["stats"]["timings"]["execTotalTime"].as_f64(),
+        Timing::ServerTrace => v["trace"]["duration_msec"].as_f64().map(|ms| ms / 1000.0),
     };
-    Ok((t, v))
+    let server = server.ok_or_else(|| format!("{}: the answer has no {timing:?} timing", req.describe()))?;
+    Ok((Cost { server, wall }, v))
 }
 
 /// The metric names (families) a recording's queries read, and how many queries read each.
@@ -253,21 +259,21 @@ pub fn span(rec: &Recorded) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
 
 /// The data-read floor: the backend's time to read every sample of each family once over `start ..
 /// end` (`count(count_over_time(F[end - start]))` at `end`, one family at a time), timed as
-/// `timing` says. Returns each family's time and whether it holds data.
+/// `timing` says. Returns each family's cost and whether it holds data.
 pub async fn data_read_secs(
     base: &str,
     families: &[String],
     start: DateTime<Utc>,
     end: DateTime<Utc>,
     timing: Timing,
-) -> Result<BTreeMap<String, (f64, bool)>, String> {
+) -> Result<BTreeMap<String, (Cost, bool)>, String> {
     let http = client()?;
     let secs = (end - start).num_seconds().max(1);
     let mut each = BTreeMap::new();
     for f in families {
         let req = Request::Instant { query: format!("count(count_over_time({f}[{secs}s]))"), time: end };
-        let (t, v) = exec_secs(&http, base, &req, timing).await?;
-        each.insert(f.clone(), (t, v["data"]["result"].as_array().is_some_and(|a| !a.is_empty())));
+        let (c, v) = exec_secs(&http, base, &req, timing).await?;
+        each.insert(f.clone(), (c, v["data"]["result"].as_array().is_some_and(|a| !a.is_empty())));
     }
     Ok(each)
 }

@@ -76,14 +76,14 @@ impl Backend {
     fn timing(self) -> floor::Timing {
         match self {
             Backend::Prometheus => floor::Timing::ServerStats,
-            Backend::Victoria => floor::Timing::ClientWall,
+            Backend::Victoria => floor::Timing::ServerTrace,
         }
     }
 
     fn timing_text(self) -> &'static str {
         match self {
             Backend::Prometheus => "sum of execTotalTime (stats=all)",
-            Backend::Victoria => "sum of client wall times",
+            Backend::Victoria => "sum of trace durations (trace=1)",
         }
     }
 }
@@ -214,6 +214,9 @@ struct FleetResult {
     work_ratio: f64,
     /// The same ratio from each query's and each family's least time over the passes.
     work_ratio_least: f64,
+    /// The same ratio from the client's wall times (request sent to the answer's last byte), in
+    /// the same passes: what it costs to have the answers, transfer included.
+    work_ratio_wall: f64,
     /// Queries per family: the most read family and how often.
     most_read_family: (String, usize),
     previous: Option<Previous>,
@@ -320,7 +323,7 @@ fn run(args: &Args) -> Result<(), String> {
         for &backend in &args.backends {
             let r = measure(&rt, *fleet, &prepared, backend, args)?;
             eprintln!(
-                "[{} {}] explain {} | floor {} | ratio {:.2} | {} queries, {} | replay {} | work {} / data floor {} = {:.2} (least of each: {:.2}){}",
+                "[{} {}] explain {} | floor {} | ratio {:.2} | {} queries, {} | replay {} | work {} / data floor {} = {:.2} (least of each: {:.2}; by wall time {:.2}){}",
                 r.fleet,
                 backend.name(),
                 r.explain.text(),
@@ -333,6 +336,7 @@ fn run(args: &Args) -> Result<(), String> {
                 ms(r.data_read_ms),
                 r.work_ratio,
                 r.work_ratio_least,
+                r.work_ratio_wall,
                 r.previous.as_ref().map_or(String::new(), |p| format!(" | previous: explain {}, work/floor {:.2}, speed-up {:.2}x", p.explain.text(), p.work_ratio, p.speedup))
             );
             fleets.push(r);
@@ -469,21 +473,26 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     };
     let (mut own_passes, mut prev_passes) = (Vec::new(), Vec::new());
     let passes_started = Instant::now();
+    // The same from the client's wall times, measured in the same passes.
+    let (mut exec_wall, mut data_read_wall) = (Vec::new(), Vec::new());
+    let sum_server = |each: &[(floor::Cost, String)]| each.iter().map(|(c, _)| c.server).sum::<f64>();
     while more(own_passes.len(), WORK_REPS.max(args.runs), passes_started) {
-        let (t, each) = rt.block_on(floor::server_exec_secs(&url, &rec, backend.timing()))?;
-        exec.push(t * 1000.0);
-        own_passes.push(each);
+        let each = rt.block_on(floor::server_exec_secs(&url, &rec, backend.timing()))?;
+        exec.push(sum_server(&each) * 1000.0);
+        exec_wall.push(each.iter().map(|(c, _)| c.wall).sum::<f64>() * 1000.0);
+        own_passes.push(each.into_iter().map(|(c, q)| (c.server, q)).collect::<Vec<_>>());
         if let Some((_, _, p)) = &prev {
-            let (t, each) = rt.block_on(floor::server_exec_secs(&url, p, backend.timing()))?;
-            prev_exec.push(t * 1000.0);
-            prev_passes.push(each);
+            let each = rt.block_on(floor::server_exec_secs(&url, p, backend.timing()))?;
+            prev_exec.push(sum_server(&each) * 1000.0);
+            prev_passes.push(each.into_iter().map(|(c, q)| (c.server, q)).collect::<Vec<_>>());
         }
         let each = rt.block_on(floor::data_read_secs(&url, &names, start, end, backend.timing()))?;
-        let sum = |of: &BTreeMap<String, usize>| of.keys().filter_map(|f| each.get(f)).map(|(t, _)| t * 1000.0).sum::<f64>();
+        let sum = |of: &BTreeMap<String, usize>| of.keys().filter_map(|f| each.get(f)).map(|(c, _)| c.server * 1000.0).sum::<f64>();
         data_read.push(sum(&own_families));
         prev_data_read.push(sum(&prev_families));
-        for (f, (t, _)) in &each {
-            floor_least.entry(f.clone()).and_modify(|x| *x = x.min(*t)).or_insert(*t);
+        data_read_wall.push(own_families.keys().filter_map(|f| each.get(f)).map(|(c, _)| c.wall * 1000.0).sum::<f64>());
+        for (f, (c, _)) in &each {
+            floor_least.entry(f.clone()).and_modify(|x| *x = x.min(c.server)).or_insert(c.server);
         }
         with_data = own_families.keys().filter(|f| each.get(*f).is_some_and(|(_, d)| *d)).count();
     }
@@ -565,6 +574,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         families: with_data,
         work_ratio: server_exec_ms / data_read_ms,
         work_ratio_least,
+        work_ratio_wall: median(&exec_wall) / median(&data_read_wall),
         most_read_family,
         previous,
         replay: Summary::of(&walls(&replay_runs)),
@@ -738,13 +748,13 @@ fn markdown(r: &Results) -> String {
         );
     }
 
-    let _ = writeln!(s, "\nThe backend's work (the run's queries one at a time, nothing else in flight; label-values requests left out) against the data-read floor (each family the run reads, every sample once over the baseline and the window: `count(count_over_time(F[1h]))`, one family at a time; the previous build's ratio is against the families it reads); medians of at least {} passes (more until {} s of passes, at most {MAX_RUNS}: the `passes` column), each pass timing the work and the floor back to back; beside it, the ratio of the sums of each query's and each family's least time over the passes (other work on a shared machine only adds time). Prometheus: the sum of its own `execTotalTime` (`stats=all`). VictoriaMetrics has no such accounting: the sum of the client's wall times, request sent to last byte received (evaluation plus encoding and loopback transfer), for the work and the floor alike.\n", WORK_REPS.max(r.runs), MIN_TIMED.as_secs());
-    let _ = writeln!(s, "| fleet | backend | families | data-read floor | backend work | measured as | work / data floor | the same, least of each query and family | most read family | passes |");
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---|---:|---:|---|---:|");
+    let _ = writeln!(s, "\nThe backend's work (the run's queries one at a time, nothing else in flight; label-values requests left out) against the data-read floor (each family the run reads, every sample once over the baseline and the window: `count(count_over_time(F[1h]))`, one family at a time; the previous build's ratio is against the families it reads); medians of at least {} passes (more until {} s of passes, at most {MAX_RUNS}: the `passes` column), each pass timing the work and the floor back to back; beside it, the ratio of the sums of each query's and each family's least time over the passes (other work on a shared machine only adds time). Prometheus: the sum of its own `execTotalTime` (`stats=all`, evaluation only). VictoriaMetrics: the sum of the durations of its own query traces (`trace=1`, the root span: the request's handling, evaluation and writing the answer). The last ratio is the same from the client's wall times in the same passes, request sent to last byte received (evaluation, encoding and loopback transfer), for the work and the floor alike.\n", WORK_REPS.max(r.runs), MIN_TIMED.as_secs());
+    let _ = writeln!(s, "| fleet | backend | families | data-read floor | backend work | measured as | work / data floor | the same, least of each query and family | most read family | passes | work / data floor by the client's wall time |");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|");
     for f in &r.fleets {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} ({} queries) | {} |",
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} ({} queries) | {} | {:.2} |",
             f.fleet,
             f.backend.name(),
             f.families,
@@ -755,7 +765,8 @@ fn markdown(r: &Results) -> String {
             f.work_ratio_least,
             f.most_read_family.0,
             f.most_read_family.1,
-            f.work_passes
+            f.work_passes,
+            f.work_ratio_wall
         );
     }
     if r.fleets.iter().any(|f| f.previous.is_some()) {

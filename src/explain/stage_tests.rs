@@ -736,3 +736,174 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
     let fixed = findings[0].evidence[1].series.as_ref().expect("fixed trend");
     assert_eq!((fixed.baseline.len() as i64, fixed.range_seconds), (bs, 3600));
 }
+
+/// A source whose every answer takes `delay` (the tests run on tokio's paused clock, so that is
+/// virtual time, exactly), and which notes the most requests it had in flight at once.
+struct Slow {
+    inner: std::sync::Arc<dyn crate::source::Source>,
+    delay: std::time::Duration,
+    in_flight: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+impl crate::source::Source for Slow {
+    fn send<'a>(&'a self, req: &'a Request) -> futures::future::BoxFuture<'a, Result<crate::source::Exchange, SourceError>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        Box::pin(async move {
+            let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            tokio::time::sleep(self.delay).await;
+            let answer = self.inner.send(req).await;
+            self.in_flight.fetch_sub(1, SeqCst);
+            answer
+        })
+    }
+
+    fn info(&self) -> crate::report::SourceInfo {
+        self.inner.info()
+    }
+}
+
+/// Samples in OpenMetrics text, in a local store.
+fn store_of(text: &str) -> std::sync::Arc<crate::local::Store> {
+    let exp = crate::prom::exposition::parse(text, crate::prom::exposition::Format::Detect).unwrap();
+    let mut store = crate::local::Store::new();
+    for s in exp.samples {
+        let mut labels = s.labels;
+        labels.insert("__name__".into(), s.name);
+        store.push(labels, s.timestamp_ms.unwrap(), s.value);
+    }
+    std::sync::Arc::new(store)
+}
+
+/// A simulated scenario's samples, and the run parameters of its window.
+fn scenario(file: &str) -> (std::sync::Arc<crate::local::Store>, RunParams) {
+    let spec = vllm_diag_sim::ScenarioSpec::load(format!("{}/fixtures/scenarios/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let mut text = Vec::new();
+    vllm_diag_sim::generate_openmetrics(&spec, &mut text).unwrap();
+    let p = RunParams {
+        window: TimeRange { start: spec.window_start(), end: spec.window_end() },
+        baseline: TimeRange { start: spec.baseline_start(), end: spec.baseline_end() },
+        selector: String::new(),
+        group_by: vec!["model_name".into()],
+        replica_label: "instance".into(),
+    };
+    (store_of(std::str::from_utf8(&text).unwrap()), p)
+}
+
+/// The real engine's samples (`fixtures/real-engine`), and the run parameters of its `phase`
+/// against that phase's baseline phase, as tests/real_engine.rs asks them.
+fn real_engine(phase: &str) -> (std::sync::Arc<crate::local::Store>, RunParams) {
+    use std::io::Read;
+    let dir = format!("{}/fixtures/real-engine", env!("CARGO_MANIFEST_DIR"));
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(format!("{dir}/manifest.json")).unwrap()).unwrap();
+    let phases = manifest["phases"].as_array().unwrap();
+    let find = |name: &str| phases.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no phase {name}"));
+    let range = |p: &serde_json::Value| -> TimeRange {
+        let t = |k: &str| p[k].as_str().unwrap().parse::<chrono::DateTime<Utc>>().unwrap();
+        TimeRange { start: t("start"), end: t("end") }
+    };
+    let window = range(find(phase));
+    let base = range(find(find(phase)["baseline_phase"].as_str().unwrap()));
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(format!("{dir}/samples.om.gz")).unwrap()).read_to_string(&mut text).unwrap();
+    let p = RunParams {
+        window,
+        baseline: TimeRange { start: base.start, end: base.start + (window.end - window.start) },
+        selector: String::new(),
+        group_by: vec!["model_name".into()],
+        replica_label: "instance".into(),
+    };
+    (store_of(&text), p)
+}
+
+/// One run over `samples`, every answer taking one (virtual) second: the report, the seconds the
+/// run took (its round trips one after another) and the most requests in flight at once.
+async fn timed_run((store, params): (std::sync::Arc<crate::local::Store>, RunParams), concurrency: usize) -> (Report, u64, usize) {
+    let slow = std::sync::Arc::new(Slow {
+        inner: std::sync::Arc::new(crate::source::local::LocalSource::new(store, "test", "local")),
+        delay: std::time::Duration::from_secs(1),
+        in_flight: Default::default(),
+        most: Default::default(),
+    });
+    let rules = crate::rules::load_builtin().unwrap();
+    let opts = ExplainOptions { params, selector: Selector::default(), concurrency, deadline: std::time::Duration::from_secs(3600) };
+    let started = tokio::time::Instant::now();
+    let report = explain(slow.clone(), &rules, &opts).await.unwrap();
+    (report, started.elapsed().as_secs(), slow.most.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+/// The requests `plan_reads` makes from what discovery finds in `samples`, and from its guess.
+async fn guessed_and_planned((store, params): (std::sync::Arc<crate::local::Store>, RunParams)) -> (Vec<Request>, Vec<Request>) {
+    let rules = crate::rules::load_builtin().unwrap();
+    let opts = ExplainOptions { params: params.clone(), selector: Selector::default(), concurrency: 4, deadline: std::time::Duration::from_secs(60) };
+    let needed = plan::needed_signals(&rules);
+    let disc_plan = discover::plan(&rules, &needed, &opts.selector, &params);
+    let source: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(crate::source::local::LocalSource::new(store, "test", "local"));
+    let asked = disc_plan.buckets.iter().map(|(_, r)| r.clone()).chain([disc_plan.window.clone(), disc_plan.baseline.clone()]).collect();
+    let mut answers = fetch::run_queries(&source, asked, 4, opts.deadline).await;
+    let buckets = discover::read_buckets(&disc_plan, &mut answers, &mut vec![]);
+    let (window_names, baseline_names) = discover::read_names(&disc_plan, &mut answers, &mut vec![], "local", &opts.selector, &params).unwrap();
+    let found = discover::Discovery { window_names, baseline_names, buckets };
+    let asks = |disc: &discover::Discovery| plan_reads(&rules, &needed, &opts, false, &disc_plan, disc, &mut vec![]).2.asks();
+    (asks(&discover::presumed(&rules, &needed)), asks(&found))
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_a_real_vllm_engine_the_signals_are_asked_with_discovery_in_one_round_trip() {
+    // The guess is what discovery plans on the real engine's samples: nothing asked in vain,
+    // nothing left for after discovery.
+    let (guess, planned) = guessed_and_planned(real_engine("kv-pressure")).await;
+    let only = |a: &[Request], b: &[Request]| a.iter().filter(|r| !b.contains(r)).map(|r| r.describe()).collect::<Vec<_>>();
+    assert!(guess == planned, "guessed alone: {:#?}\nplanned alone: {:#?}", only(&guess, &planned), only(&planned, &guess));
+    // Discovery's answers and the signals' come back together; the findings' follow-ups are the
+    // second round trip. Planned after discovery, the signals would be a round trip of their own.
+    let (report, secs, most) = timed_run(real_engine("kv-pressure"), 256).await;
+    assert_eq!(report.findings.first().map(|f| f.rule.as_str()), Some("kv-cache-pressure"));
+    assert_eq!(secs, 2, "round trips of one second each");
+    assert!(most > 40, "the signals were not sent with discovery: {most} in flight at most");
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_older_names_the_signals_discovery_plans_are_asked_after_it_and_the_diagnosis_holds() {
+    // vLLM's V0 names: the guess asks for names the fleet does not have, then discovery's plan
+    // is asked in a round trip of its own, and the diagnosis is the one planning after discovery
+    // alone gives (tests/fixtures.rs).
+    let (report, secs, _) = timed_run(scenario("v0-kv-cache-pressure.toml"), 256).await;
+    assert_eq!(report.metrics.generation, "v0");
+    assert_eq!(report.findings.first().map(|f| f.rule.as_str()), Some("kv-cache-pressure"));
+    assert_eq!(secs, 3, "round trips of one second each");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_guess_and_discovery_share_the_concurrency_limit() {
+    let (report, _, most) = timed_run(scenario("kv-cache-pressure.toml"), 4).await;
+    assert_eq!(report.findings.first().map(|f| f.rule.as_str()), Some("kv-cache-pressure"));
+    assert_eq!(most, 4, "--concurrency bounds the run, not each read");
+}
+
+#[test]
+fn the_guess_is_a_real_vllm_servers_own_series_and_bucket_bounds() {
+    // Every series guessed is in a real engine's /metrics (but `up`, which Prometheus adds), and
+    // every series a signal reads (the built-in pack's, enabled or not) that a real engine exports
+    // is guessed.
+    let scrape = std::fs::read_to_string(format!("{}/fixtures/real-engine/last-scrape.txt", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let exp = crate::prom::exposition::parse(&scrape, crate::prom::exposition::Format::Detect).unwrap();
+    let exported: BTreeSet<String> = exp.samples.iter().map(|s| s.name.clone()).collect();
+    let rules = crate::rules::load_builtin().unwrap();
+    let every: BTreeSet<String> = rules.signals.values().flat_map(|d| crate::signals::required_series(&d.kind)).flatten().flat_map(|n| crate::signals::spellings(&n)).collect();
+    for name in discover::V1_SERVER_SERIES {
+        assert!(exported.contains(*name) || *name == "up", "{name} is guessed but a real engine does not export it");
+        assert!(every.contains(*name) || crate::events::NAMES_CHECKED.contains(name) || *name == "up", "{name} is guessed but no signal reads it");
+    }
+    let missed: Vec<&String> = every.iter().filter(|n| exported.contains(*n) && !discover::V1_SERVER_SERIES.contains(&n.as_str())).collect();
+    assert!(missed.is_empty(), "a real engine exports these, read by the rules, but they are not guessed: {missed:?}");
+    // The bounds guessed are the real engine's, as it writes them.
+    let presumed = discover::presumed(&rules, &plan::needed_signals(&rules));
+    for (series, bounds) in &presumed.buckets {
+        let les: BTreeSet<String> = exp.samples.iter().filter(|s| &s.name == series).filter_map(|s| s.labels.get("le").cloned()).filter(|le| le != "+Inf").collect();
+        let written: BTreeSet<String> = bounds.iter().flat_map(|b| b.written.clone()).collect();
+        assert_eq!(written, les, "{series}");
+    }
+    assert_eq!(presumed.buckets.len(), 2);
+}

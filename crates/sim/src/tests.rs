@@ -78,14 +78,14 @@ impl<'a> View<'a> {
         self.series.iter().filter(move |s| {
             s.name == name
                 && s.labels.get("model_name").map(String::as_str) == Some(model)
-                && instance.map_or(true, |i| s.labels.get("instance").map(String::as_str) == Some(i))
+                && instance.is_none_or(|i| s.labels.get("instance").map(String::as_str) == Some(i))
         })
     }
 
     /// Total increase of a counter over the range, summed over replicas (and label values matching `filter`).
     pub fn increase_where(&self, name: &str, filter: &[(&str, &str)]) -> f64 {
         self.of(name)
-            .filter(|s| filter.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+            .filter(|s| filter.iter().all(|(k, v)| s.labels.get(k).map(String::as_str) == Some(*v)))
             .map(|s| at(&s.points, self.to) - at(&s.points, self.from))
             .sum()
     }

@@ -51,7 +51,7 @@ fn one<'a>(s: &'a [GeneratedSeries], name: &str, instance: &str, extra: &[(&str,
         .filter(|x| {
             x.name == name
                 && x.labels.get("instance").map(String::as_str) == Some(instance)
-                && extra.iter().all(|(k, v)| x.labels.get(*k).map(String::as_str) == Some(*v))
+                && extra.iter().all(|(k, v)| x.labels.get(k).map(String::as_str) == Some(*v))
         })
         .collect()
 }
