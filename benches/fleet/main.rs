@@ -15,8 +15,9 @@
 //! It reports medians with min and max, over at least `--runs` runs and then until three seconds
 //! of runs have passed, as hyperfine does (a small fleet gets many). Query counts and response
 //! sizes come from the recording, so they are exact, not sampled. The backend's work is measured one query at a time: Prometheus'
-//! own `execTotalTime` (`stats=all`); VictoriaMetrics has no such accounting, so there it is the
-//! client's wall time per query, which also holds encoding the answer and loopback transfer.
+//! own `execTotalTime` (`stats=all`); VictoriaMetrics' own query trace (`trace=1`, its root span,
+//! which also holds writing the answer); and for both, the client's wall time per query, which
+//! also holds encoding the answer and loopback transfer.
 
 mod child;
 mod data;
