@@ -182,12 +182,6 @@ pub fn spans(baseline: &TimeRange, window: &TimeRange) -> Vec<TimeRange> {
     }
 }
 
-/// The vLLM metrics whose presence changes what [`plan`] asks (each read only when discovery found it).
-pub const NAMES_CHECKED: &[&str] = &[PROMPT_TOKENS, CACHE_CONFIG, RUNNING];
-const PROMPT_TOKENS: &str = "vllm:prompt_tokens_total";
-const CACHE_CONFIG: &str = "vllm:cache_config_info";
-const RUNNING: &str = "vllm:num_requests_running";
-
 fn present(name: &str, names: &BTreeSet<String>) -> Option<String> {
     signals::spellings(name).into_iter().find(|n| names.contains(n))
 }
@@ -228,7 +222,7 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
     out.push((Probe::ProcessStart, range(format!("{start} > (time() - {})", GAP.as_secs() + step))));
     // Counter resets: first over the whole span at once (every sample read once, an empty answer
     // on a quiet fleet); only the replicas that reset are dated step by step, in the second round.
-    let resets = present(PROMPT_TOKENS, ctx.names).map(|counter| {
+    let resets = present("vllm:prompt_tokens_total", ctx.names).map(|counter| {
         let mut keep = vec!["instance", "job", ctx.replica_label];
         keep.extend(by.iter().copied());
         let whole = promql_duration(GAP + Duration::from_secs(len));
@@ -252,7 +246,7 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
             span.end,
         ),
     ));
-    if let Some(info) = present(CACHE_CONFIG, ctx.names) {
+    if let Some(info) = present("vllm:cache_config_info", ctx.names) {
         let c = target.series(&info, &[]);
         out.push((
             Probe::ConfigAny,
@@ -275,13 +269,13 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
         span,
         step,
         requests: out,
-        anchor: present(RUNNING, ctx.names),
+        anchor: present("vllm:num_requests_running", ctx.names),
         keep: label_list(&keep),
         by: label_list(&by),
         replica_label: ctx.replica_label.to_string(),
         selector: ctx.selector.clone(),
         target,
-        config: present(CACHE_CONFIG, ctx.names),
+        config: present("vllm:cache_config_info", ctx.names),
         resets,
         presence,
     }

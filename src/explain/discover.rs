@@ -90,56 +90,6 @@ pub fn plan(rules: &RuleSet, needed: &BTreeSet<String>, selector: &Selector, p: 
     }
 }
 
-/// The series a vLLM V1 server exports whatever its features, among those signals read: those
-/// of a real engine's `/metrics` (vLLM 0.32 on CPU, `fixtures/real-engine/last-scrape.txt`; a test
-/// holds the list to it), and `up`, which Prometheus adds for every target. What comes with a
-/// feature (speculative decoding, KV transfer, recomputed prompt tokens), from another exporter
-/// (DCGM, kube-state-metrics) or under an older version's names is left to discovery to find.
-pub const V1_SERVER_SERIES: &[&str] = &[
-    "http_requests_total",
-    "up",
-    "vllm:admission_rejections_total",
-    "vllm:cache_config_info",
-    "vllm:e2e_request_latency_seconds_bucket",
-    "vllm:engine_sleep_state",
-    "vllm:generation_tokens_total",
-    "vllm:inter_token_latency_seconds_bucket",
-    "vllm:iteration_tokens_total_sum",
-    "vllm:kv_cache_usage_perc",
-    "vllm:num_preemptions_total",
-    "vllm:num_requests_running",
-    "vllm:num_requests_waiting",
-    "vllm:prefix_cache_hits_total",
-    "vllm:prefix_cache_queries_total",
-    "vllm:prompt_tokens_total",
-    "vllm:request_generation_tokens_sum",
-    "vllm:request_params_max_tokens_sum",
-    "vllm:request_params_n_sum",
-    "vllm:request_prefill_time_seconds_bucket",
-    "vllm:request_prompt_tokens_sum",
-    "vllm:request_queue_time_seconds_bucket",
-    "vllm:request_success_total",
-    "vllm:time_to_first_token_seconds_bucket",
-];
-
-/// What discovery finds on the fleet a run most often meets, a vLLM V1 server's own series: of
-/// every metric the `needed` signals and the change events read, those in [`V1_SERVER_SERIES`], in
-/// both windows, and vLLM V1's bucket bounds, written as vLLM writes them. The signals planned from
-/// it are sent while discovery itself is (see [`super::explain`]); what the real discovery plans
-/// differently is asked as soon as it is known.
-pub fn presumed(rules: &RuleSet, needed: &BTreeSet<String>) -> Discovery {
-    let names: BTreeSet<String> = needed
-        .iter()
-        .filter_map(|s| rules.signals.get(s))
-        .flat_map(|d| signals::required_series(&d.kind))
-        .flatten()
-        .chain(crate::events::NAMES_CHECKED.iter().map(|n| n.to_string()))
-        .filter(|n| V1_SERVER_SERIES.contains(&n.as_str()))
-        .collect();
-    let buckets = signals::V1_BUCKETS.iter().map(|(series, bounds)| (series.to_string(), bounds.iter().map(|v| signals::Bound::as_vllm_writes(*v)).collect())).collect();
-    Discovery { window_names: names.clone(), baseline_names: names, buckets }
-}
-
 /// The bounds each histogram's buckets carry. A histogram whose bounds could not be listed is read
 /// at a target by value (`le="0.5"`), and a warning says so.
 pub fn read_buckets(plan: &DiscoveryPlan, answers: &mut Answers, warnings: &mut Vec<String>) -> BTreeMap<String, Vec<signals::Bound>> {

@@ -34,26 +34,14 @@ pub struct Reading {
     pub summed: BTreeMap<String, (Vec<String>, String)>,
 }
 
-/// How many requests may be in flight at once, shared by every read of a run that goes on at the
-/// same time (a run's discovery and the signals sent with it): `--concurrency` bounds the run, not
-/// each read. Waiters are served in the order they came.
-#[derive(Debug, Clone)]
-pub struct Gate(Arc<tokio::sync::Semaphore>);
-
-impl Gate {
-    pub fn new(concurrency: usize) -> Gate {
-        Gate(Arc::new(tokio::sync::Semaphore::new(concurrency.max(1))))
-    }
-}
-
 /// Send every request concurrently (at most `concurrency` at once) and decode the answers. Requests
 /// still unanswered at the deadline get a timeout error.
 pub async fn run_queries(source: &Arc<dyn Source>, requests: Vec<Request>, concurrency: usize, deadline: Duration) -> Answers {
-    run_reads(source, requests, &Gate::new(concurrency), deadline, &Arc::new(Reading::default())).await
+    run_reads(source, requests, concurrency, deadline, &Arc::new(Reading::default())).await
 }
 
-/// [`run_queries`] through `gate`, reading the answers as `reading` says.
-pub async fn run_reads(source: &Arc<dyn Source>, mut requests: Vec<Request>, gate: &Gate, deadline: Duration, reading: &Arc<Reading>) -> Answers {
+/// [`run_queries`], reading the answers as `reading` says.
+pub async fn run_reads(source: &Arc<dyn Source>, mut requests: Vec<Request>, concurrency: usize, deadline: Duration, reading: &Arc<Reading>) -> Answers {
     // Heaviest first: a round lasts until its last answer, so the long ones should not start last.
     requests.sort_by_key(|r| match r {
         Request::Instant { query, .. } | Request::Range { query, .. } => crate::signals::weight_rank(query),
@@ -67,10 +55,7 @@ pub async fn run_reads(source: &Arc<dyn Source>, mut requests: Vec<Request>, gat
         let source = Arc::clone(source);
         let url = url.clone();
         let reading = Arc::clone(reading);
-        let gate = Arc::clone(&gate.0);
         async move {
-            // Never closed, so always granted in turn.
-            let _permit = gate.acquire_owned().await;
             let summed = req.query().and_then(|q| reading.summed.get(q));
             let first = match source.send(&req).await {
                 Ok(ex) => match summed {
@@ -96,8 +81,7 @@ pub async fn run_reads(source: &Arc<dyn Source>, mut requests: Vec<Request>, gat
             (req, res)
         }
     }))
-    // Every request waits for the gate at once, in this order: the gate bounds what is in flight.
-    .buffer_unordered(pending.len().max(1));
+    .buffer_unordered(concurrency.max(1));
     while let Ok(Some((req, res))) = tokio::time::timeout_at(end, stream.next()).await {
         answers.insert(req, res);
     }
@@ -291,17 +275,13 @@ impl ReadPlan {
 /// Send what `plan` asks, and the next ways of what is not recorded, within `deadline` of
 /// `started`; returns every want's answer and how many requests were sent.
 pub async fn read(source: &Arc<dyn Source>, plan: &ReadPlan, concurrency: usize, deadline: Duration, started: std::time::Instant) -> (Answers, usize) {
-    read_after(source, plan, Answers::new(), &Gate::new(concurrency), deadline, started).await
-}
-
-/// [`read`], given the answers to some of its requests already (`asked`): sends only the others.
-pub async fn read_after(source: &Arc<dyn Source>, plan: &ReadPlan, mut asked: Answers, gate: &Gate, deadline: Duration, started: std::time::Instant) -> (Answers, usize) {
     let reading = Arc::new(plan.reading.clone());
-    let mut next: Vec<Request> = plan.asks().into_iter().filter(|r| !asked.contains_key(r)).collect();
+    let mut asked = Answers::new();
+    let mut next = plan.asks();
     let mut sent = 0;
     while !next.is_empty() {
         sent += next.len();
-        asked.extend(run_reads(source, next, gate, remaining(deadline, started), &reading).await);
+        asked.extend(run_reads(source, next, concurrency, remaining(deadline, started), &reading).await);
         next = plan.more(&asked);
     }
     (plan.answers(asked), sent)

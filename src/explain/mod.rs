@@ -7,9 +7,7 @@
 //! [`fetch::ReadPlan`]) -> [`fetch`] (the only network code: the read plan carried out) -> [`assemble`] (answers -> signal values) -> [`judge`] (rules,
 //! rank, coverage) -> [`follow_up`] (trends, per-replica breakdowns, recommendations) -> [`onset`]
 //! (when each finding began, read from its trend) -> [`correlate`] (the change each finding began
-//! after). The change events ([`crate::events`]) are asked with the signals. [`explain`] strings them together;
-//! it plans the signals twice, from a guess of what discovery finds ([`discover::presumed`]), sent
-//! with discovery, and from what it found, of which only what the guess missed is sent after it. A query that fails or times out does not stop the run: the signals that
+//! after). The change events ([`crate::events`]) are asked with the signals. [`explain`] strings them together. A query that fails or times out does not stop the run: the signals that
 //! needed it become "not evaluated" with the reason, and the rest of the diagnosis still comes out.
 
 pub mod assemble;
@@ -83,63 +81,51 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let mut warnings: Vec<String> = Vec::new();
     let needed = plan::needed_signals(rules);
 
-    let gate = fetch::Gate::new(opts.concurrency);
+    // Discovery, both windows at once; with it the bucket bounds of histograms read at a target
+    // (SLO burn), so a target between two buckets can be interpolated. The bounds only refine SLO
+    // reads, so they get a quarter of the deadline: a stuck answer must not cost the whole run.
     let disc_plan = discover::plan(rules, &needed, &opts.selector, p);
-    let scrape = source.info().kind == "scrape";
-    let reads_for = |disc: &discover::Discovery, warnings: &mut Vec<String>| plan_reads(rules, &needed, opts, scrape, &disc_plan, disc, warnings);
-
-    // Sent with discovery, not after it: what the signals and the change events ask of the fleet
-    // most runs meet (a vLLM V1 server's own series and bucket bounds, see [`discover::presumed`]).
-    // When discovery finds that fleet, the signals' answers come back in the same round trip as
-    // discovery's; what it plans differently (older names, families of a feature or of another
-    // exporter, other bucket bounds) is asked as soon as it is known, and answers to requests it
-    // no longer wants are dropped (they were sent, and are counted).
-    let (_, _, speculative) = reads_for(&discover::presumed(rules, &needed), &mut Vec::new());
-    let guessed = speculative.asks();
-    let guessed_reading = Arc::new(speculative.reading.clone());
-    let prefetch = fetch::run_reads(&source, guessed.clone(), &gate, opts.deadline, &guessed_reading);
-
-    let discovered = async {
-        // Discovery, both windows at once; with it the bucket bounds of histograms read at a target
-        // (SLO burn), so a target between two buckets can be interpolated. The bounds only refine
-        // SLO reads, so they get a quarter of the deadline: a stuck answer must not cost the whole run.
-        let plain = Arc::new(fetch::Reading::default());
-        let mut queries = 2 + disc_plan.buckets.len();
-        let (mut disc_answers, mut bounds_answers) = tokio::join!(
-            fetch::run_reads(&source, vec![disc_plan.window.clone(), disc_plan.baseline.clone()], &gate, opts.deadline, &plain),
-            fetch::run_reads(&source, disc_plan.buckets.iter().map(|(_, r)| r.clone()).collect(), &gate, opts.deadline / 4, &plain),
-        );
-        let buckets = discover::read_buckets(&disc_plan, &mut bounds_answers, &mut warnings);
-        let (window_names, baseline_names) = discover::read_names(&disc_plan, &mut disc_answers, &mut warnings, &source.url(), &opts.selector, p)?;
-        if !baseline_names.iter().any(|n| n.starts_with("vllm")) {
-            // Then the window may be longer than the data as well: one coarse range query tells.
-            if let Some(req) = discover::data_start_request(&opts.selector, &window_names, &p.window) {
-                queries += 1;
-                let answers = fetch::run_reads(&source, vec![req.clone()], &gate, fetch::remaining(opts.deadline, started), &plain).await;
-                if let Some(first) = discover::data_start(&req, &answers, &p.window) {
-                    warnings.push(discover::data_start_warning(&first, &p.window));
-                }
+    let mut queries = 2 + disc_plan.buckets.len();
+    let (mut disc_answers, mut bounds_answers) = tokio::join!(
+        run_queries(&source, vec![disc_plan.window.clone(), disc_plan.baseline.clone()], 2, opts.deadline),
+        run_queries(&source, disc_plan.buckets.iter().map(|(_, r)| r.clone()).collect(), opts.concurrency.saturating_sub(2).max(1), opts.deadline / 4),
+    );
+    let buckets = discover::read_buckets(&disc_plan, &mut bounds_answers, &mut warnings);
+    let (window_names, baseline_names) = discover::read_names(&disc_plan, &mut disc_answers, &mut warnings, &source.url(), &opts.selector, p)?;
+    if !baseline_names.iter().any(|n| n.starts_with("vllm")) {
+        // Then the window may be longer than the data as well: one coarse range query tells.
+        if let Some(req) = discover::data_start_request(&opts.selector, &window_names, &p.window) {
+            queries += 1;
+            let answers = run_queries(&source, vec![req.clone()], 1, fetch::remaining(opts.deadline, started)).await;
+            if let Some(first) = discover::data_start(&req, &answers, &p.window) {
+                warnings.push(discover::data_start_warning(&first, &p.window));
             }
         }
-        let disc = discover::Discovery { window_names, baseline_names, buckets };
-        let (signal_plan, event_plan, reads) = reads_for(&disc, &mut warnings);
-        // What the guess did not ask, or asked to be read otherwise, goes out now.
-        let reading = |plan: &fetch::Reading, r: &crate::source::Request| r.query().and_then(|q| plan.summed.get(q)).cloned();
-        let unguessed: Vec<_> = reads
-            .asks()
-            .into_iter()
-            .filter(|r| guessed.binary_search(r).is_err() || reading(&guessed_reading, r) != reading(&reads.reading, r))
-            .collect();
-        queries += unguessed.len();
-        let answers = fetch::run_reads(&source, unguessed, &gate, fetch::remaining(opts.deadline, started), &Arc::new(reads.reading.clone())).await;
-        Ok::<_, ExplainError>((disc, signal_plan, event_plan, reads, answers, queries))
+    }
+    let disc = discover::Discovery { window_names, baseline_names, buckets };
+
+    // Plan the signal queries for each window, and ask them with the fleet's label counts, within
+    // what is left of the overall deadline.
+    let ctx = QueryContext {
+        selector: opts.selector.clone(),
+        group_by: p.group_by.clone(),
+        range: p.window.duration(),
+        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
+        buckets: std::sync::Arc::new(disc.buckets.clone()),
+        replica_label: p.replica_label.clone(),
     };
-    let ((disc, signal_plan, mut event_plan, reads, unguessed, mut queries), mut asked) =
-        tokio::try_join!(biased; discovered, async { Ok(prefetch.await) })?;
-    queries += guessed.len();
-    // Discovery's answers (to the requests its plan makes anew) replace the guess's.
-    asked.extend(unguessed);
-    let (answers, sent) = fetch::read_after(&source, &reads, asked, &gate, opts.deadline, started).await;
+    let mut signal_plan = plan::plan_signals(rules, &needed, ctx, p, &disc, &mut warnings);
+    // The change events are asked in the same round trip.
+    let all_names: BTreeSet<String> = disc.window_names.union(&disc.baseline_names).cloned().collect();
+    let event_ctx = events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names, steps: events::STEPS };
+    let mut event_plan = events::plan(&event_ctx, &p.baseline, &p.window);
+    // A scrape's data begins with its first round, the window's start: nothing was stored before.
+    if source.info().kind == "scrape" {
+        event_plan.data_start = Some(p.window.start);
+    }
+    let mut reads = std::mem::take(&mut signal_plan.reads);
+    reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests())));
+    let (answers, sent) = fetch::read(&source, &reads, opts.concurrency, opts.deadline, started).await;
     queries += sent;
     for resp in answers.values().flatten() {
         warnings.extend(resp.warnings.iter().cloned());
@@ -207,39 +193,6 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         events,
         deploy: None,
     })
-}
-
-/// Every request the signals and the change events read, planned for what discovery found (`disc`),
-/// with the fleet's label counts; `scrape` when the source scrapes the servers itself.
-pub fn plan_reads(
-    rules: &RuleSet,
-    needed: &BTreeSet<String>,
-    opts: &ExplainOptions,
-    scrape: bool,
-    disc_plan: &discover::DiscoveryPlan,
-    disc: &discover::Discovery,
-    warnings: &mut Vec<String>,
-) -> (plan::SignalPlan, events::EventPlan, fetch::ReadPlan) {
-    let p = &opts.params;
-    let ctx = QueryContext {
-        selector: opts.selector.clone(),
-        group_by: p.group_by.clone(),
-        range: p.window.duration(),
-        thresholds: Arc::new(rules.thresholds.clone()),
-        buckets: Arc::new(disc.buckets.clone()),
-        replica_label: p.replica_label.clone(),
-    };
-    let mut signal_plan = plan::plan_signals(rules, needed, ctx, p, disc, warnings);
-    let all_names: BTreeSet<String> = disc.window_names.union(&disc.baseline_names).cloned().collect();
-    let event_ctx = events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names, steps: events::STEPS };
-    let mut event_plan = events::plan(&event_ctx, &p.baseline, &p.window);
-    // A scrape's data begins with its first round, the window's start: nothing was stored before.
-    if scrape {
-        event_plan.data_start = Some(p.window.start);
-    }
-    let mut reads = std::mem::take(&mut signal_plan.reads);
-    reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests())));
-    (signal_plan, event_plan, reads)
 }
 
 /// The change events of `range` alone, without a diagnosis (`check --since deploy` looks for the

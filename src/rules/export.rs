@@ -97,11 +97,25 @@ pub struct Export {
 /// The metric generation the exported file targets, said in its header.
 pub const TARGET: &str = "vLLM V1 metric names (vllm:kv_cache_usage_perc, vllm:inter_token_latency_seconds, ...; the first spelling each signal declares)";
 
-/// vLLM V1's bucket bounds ([`signals::V1_BUCKETS`]), so that SLO targets between two bounds are
+/// Bucket bounds vLLM V1 gives its latency histograms, so that SLO targets between two bounds are
 /// interpolated as explain does with the bounds it finds in the data. Integers are written `1.0`
 /// by vLLM (Python) and `1` by some pipelines: both are matched.
+const V1_BUCKETS: &[(&str, &[f64])] = &[
+    (
+        "vllm:time_to_first_token_seconds_bucket",
+        &[
+            0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0,
+            640.0, 2560.0,
+        ],
+    ),
+    (
+        "vllm:inter_token_latency_seconds_bucket",
+        &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0],
+    ),
+];
+
 fn v1_buckets() -> BTreeMap<String, Vec<signals::Bound>> {
-    signals::V1_BUCKETS
+    V1_BUCKETS
         .iter()
         .map(|(name, bounds)| {
             let b = bounds

@@ -12,29 +12,6 @@ pub struct Bound {
     pub written: Vec<String>,
 }
 
-impl Bound {
-    /// A bound as vLLM (Python) writes it in `le`: `0.5`, `1.0`, `2560.0`.
-    pub fn as_vllm_writes(value: f64) -> Bound {
-        Bound { value, written: vec![format!("{value:?}")] }
-    }
-}
-
-/// The bucket bounds vLLM V1 gives its latency histograms (those of the real engine's `/metrics`,
-/// `fixtures/real-engine/last-scrape.txt`).
-pub const V1_BUCKETS: &[(&str, &[f64])] = &[
-    (
-        "vllm:time_to_first_token_seconds_bucket",
-        &[
-            0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0,
-            640.0, 2560.0,
-        ],
-    ),
-    (
-        "vllm:inter_token_latency_seconds_bucket",
-        &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0],
-    ),
-];
-
 /// The finite bounds among `le` label values, ascending, spellings of one value merged.
 pub fn parse_bounds(values: &[String]) -> Vec<Bound> {
     let mut out: Vec<Bound> = Vec::new();

@@ -61,8 +61,6 @@ pub enum Action {
     /// Kill the upstream server (the proxy's kill hook), reset this connection and every one after
     /// it, and stop listening: from the client's side, the server died.
     Die,
-    /// Wait, then [`Action::Die`] (requests matched meanwhile are still served).
-    DieAfter(Duration),
 }
 
 impl Action {
@@ -401,14 +399,6 @@ fn handle(mut sock: TcpStream, shared: Arc<Shared>) {
             r
         }),
         Action::Die => {
-            if let Some(hook) = shared.kill.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                hook();
-            }
-            reset(sock);
-        }
-        Action::DieAfter(d) => {
-            std::thread::sleep(d);
-            shared.dead.store(true, Ordering::SeqCst);
             if let Some(hook) = shared.kill.lock().unwrap_or_else(|p| p.into_inner()).take() {
                 hook();
             }
