@@ -7,11 +7,9 @@
 //! Two schedules are timed:
 //! - flat: everything at once (at most `concurrency` in flight); no client can do better. This is
 //!   the floor the targets are measured against;
-//! - phased: explain's own dependencies (discovery with the signals, which are planned from a guess
-//!   of what discovery finds, then the follow-ups that depend on the findings), so "explain /
-//!   phased" is what the tool itself adds (start-up, decoding, evaluation, rendering) and "phased /
-//!   flat" what the dependencies cost. The split by [`phases`] keeps three groups (builds before
-//!   the guess sent the signals after discovery); the phased schedule sends the first two together.
+//! - phased: explain's own dependencies (discovery, then the signals, then the follow-ups that
+//!   depend on the findings), so "explain / phased" is what the tool itself adds (start-up,
+//!   decoding, evaluation, rendering) and "phased / flat" what the dependencies cost.
 //!
 //! The client is built before the clock starts (building a TLS-capable client is start-up cost,
 //! which vllm-diag's own time includes and the floor does not); its connections are opened inside
@@ -126,15 +124,14 @@ pub async fn flat(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pass
     Ok(Pass { wall: started.elapsed(), bytes })
 }
 
-/// In explain's two round trips: label values (discovery) with the signal queries, then the
-/// follow-ups (trends, breakdowns, cache configuration), which wait for them.
+/// In explain's three phases: label values (discovery), then the signal queries, then the
+/// follow-ups (trends, breakdowns, cache configuration), each phase waiting for the one before.
 pub async fn phased(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pass, String> {
     let http = client()?;
-    let [discovery, signals, follow_ups] = phases(&rec.requests);
-    let first: Vec<&Request> = discovery.into_iter().chain(signals).collect();
+    let phases = phases(&rec.requests);
     let started = Instant::now();
     let mut bytes = 0;
-    for phase in [&first, &follow_ups] {
+    for phase in &phases {
         bytes += send_all(&http, base, phase, concurrency).await?;
     }
     Ok(Pass { wall: started.elapsed(), bytes })
