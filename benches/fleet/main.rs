@@ -22,6 +22,7 @@
 mod child;
 mod data;
 mod floor;
+mod latency;
 mod prom;
 mod server;
 mod stats;
@@ -54,6 +55,8 @@ struct Args {
     previous: Option<PathBuf>,
     /// The backends measured, each fleet against each in this order.
     backends: Vec<Backend>,
+    /// Round-trip time added between the clients (explain, the floor) and the backend.
+    latency: Option<Duration>,
 }
 
 /// The metrics backend explain and the floor run against.
@@ -89,7 +92,7 @@ impl Backend {
     }
 }
 
-const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,1000x50 | --grid] [--runs N] [--out DIR] [--fresh] [--previous BIN] [--backend prometheus|victoria|both]
+const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,1000x50 | --grid] [--runs N] [--out DIR] [--fresh] [--previous BIN] [--backend prometheus|victoria|both] [--latency MS]
   --sizes   fleet sizes as REPLICASxMODELS (default: the diagonal 10x1,100x10,1000x50)
   --grid    every size from 10, 100, 1000 replicas x 1, 10, 50 models (at least one replica per model)
   --runs    timed runs per measurement and passes of the backend's work, at least (default 7; at
@@ -98,7 +101,10 @@ const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,10
   --fresh   rebuild the cached TSDBs instead of reusing them
   --previous BIN  also time this vllm-diag binary (e.g. the previous release), interleaved with this one
   --backend prometheus|victoria|both  the metrics backend (default prometheus; both: each fleet against
-            Prometheus, then against VictoriaMetrics)";
+            Prometheus, then against VictoriaMetrics)
+  --latency MS  explain and the floor reach the backend through a loopback relay adding MS of round
+            trip (half each way, per chunk of bytes): a remote backend; the backend's work is
+            measured directly";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -108,6 +114,7 @@ fn parse_args() -> Result<Args, String> {
         fresh: false,
         previous: None,
         backends: vec![Backend::Prometheus],
+        latency: None,
     };
     let mut sizes: Vec<String> = DIAGONAL.iter().map(|s| s.to_string()).collect();
     let mut it = std::env::args().skip(1);
@@ -127,6 +134,10 @@ fn parse_args() -> Result<Args, String> {
             "--out" => args.out = PathBuf::from(value("--out")?),
             "--fresh" => args.fresh = true,
             "--previous" => args.previous = Some(PathBuf::from(value("--previous")?)),
+            "--latency" => {
+                let ms: u64 = value("--latency")?.trim_end_matches("ms").parse().map_err(|_| format!("--latency takes milliseconds (20 or 20ms)\n{USAGE}"))?;
+                args.latency = Some(Duration::from_millis(ms));
+            }
             "--backend" => {
                 args.backends = match value("--backend")?.as_str() {
                     "prometheus" => vec![Backend::Prometheus],
@@ -267,6 +278,8 @@ struct Results {
     machine: Machine,
     runs: usize,
     concurrency: usize,
+    /// Round-trip time added between the clients and the backend (`--latency`), milliseconds.
+    latency_ms: Option<u64>,
     startup: Startup,
     fleets: Vec<FleetResult>,
 }
@@ -344,7 +357,7 @@ fn run(args: &Args) -> Result<(), String> {
         }
     }
 
-    let results = Results { machine, runs: args.runs, concurrency: CONCURRENCY, startup, fleets };
+    let results = Results { machine, runs: args.runs, concurrency: CONCURRENCY, latency_ms: args.latency.map(|d| d.as_millis() as u64), startup, fleets };
     let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
     let md = markdown(&results);
     for (name, text) in [("results.json", &json), ("results.md", &md)] {
@@ -375,6 +388,10 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         }
     };
     let url = server.url.clone();
+    // explain and the floor reach the backend through the relay (`--latency`); the backend's work
+    // and the data-read floor are measured directly.
+    let relay = args.latency.map(|rtt| latency::start(rt, &url, rtt / 2)).transpose()?;
+    let near = relay.as_ref().map_or_else(|| url.clone(), |r| r.url.clone());
     // Let start-up work (WAL replay, a first compaction check) finish before timing anything.
     std::thread::sleep(Duration::from_secs(3));
     let at = prepared.built.window_end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -382,7 +399,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     let load_before = loadavg();
 
     let live_args: Vec<String> =
-        ["--no-config", "explain", "--prometheus", &url, "--at", &at, "--window", "30m"].iter().map(|s| s.to_string()).collect();
+        ["--no-config", "explain", "--prometheus", &near, "--at", &at, "--window", "30m"].iter().map(|s| s.to_string()).collect();
     let explain_args = |extra: &[&str]| -> Command {
         let mut c = Command::new(bin());
         c.args(&live_args).args(extra).env_remove("VLLM_DIAG_PROMETHEUS_URL");
@@ -411,7 +428,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     if let Some(c) = prev_table.as_mut() {
         child::repeat(c, 1, 0)?;
     }
-    rt.block_on(floor::flat(&url, &rec, CONCURRENCY))?;
+    rt.block_on(floor::flat(&near, &rec, CONCURRENCY))?;
     let mut explain_runs = Vec::new();
     let mut prev_runs = Vec::new();
     let mut flat = Vec::new();
@@ -423,10 +440,10 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         if let Some(c) = prev_table.as_mut() {
             prev_runs.extend(child::repeat(c, 1, 0)?);
         }
-        let p = rt.block_on(floor::flat(&url, &rec, CONCURRENCY))?;
+        let p = rt.block_on(floor::flat(&near, &rec, CONCURRENCY))?;
         floor_bytes = p.bytes;
         flat.push(p.wall);
-        phased.push(rt.block_on(floor::phased(&url, &rec, CONCURRENCY))?.wall);
+        phased.push(rt.block_on(floor::phased(&near, &rec, CONCURRENCY))?.wall);
     }
     if floor_bytes != rec.total_bytes() {
         eprintln!("[{label}] note: the floor client received {floor_bytes} bytes, the recording holds {}", rec.total_bytes());
@@ -699,6 +716,9 @@ fn markdown(r: &Results) -> String {
     let m = &r.machine;
     let vm = m.victoria_metrics.as_ref().map_or(String::new(), |v| format!("; {v}"));
     let _ = writeln!(s, "Machine: {}, {} cores, {}, Linux {}; {}{vm}; {}.", m.cpu, m.cores, m.memory, m.kernel, m.prometheus, m.vllm_diag);
+    if let Some(ms) = r.latency_ms {
+        let _ = writeln!(s, "explain and the floor reach the backend through a loopback relay adding {ms} ms of round trip (`--latency`); the backend's work is measured directly.");
+    }
     let _ = writeln!(
         s,
         "At least {} timed runs per number, more until {} s of timed runs (at most {MAX_RUNS}): the count is in the `runs` column (median, then min–max); concurrency {}.\n",
