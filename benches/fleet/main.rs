@@ -57,6 +57,8 @@ struct Args {
     backends: Vec<Backend>,
     /// Round-trip time added between the clients (explain, the floor) and the backend.
     latency: Option<Duration>,
+    /// Requests in flight at once, explain's (`--concurrency`) and the floor's alike.
+    concurrency: usize,
 }
 
 /// The metrics backend explain and the floor run against.
@@ -92,7 +94,7 @@ impl Backend {
     }
 }
 
-const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,1000x50 | --grid] [--runs N] [--out DIR] [--fresh] [--previous BIN] [--backend prometheus|victoria|both] [--latency MS]
+const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,1000x50 | --grid] [--runs N] [--out DIR] [--fresh] [--previous BIN] [--backend prometheus|victoria|both] [--concurrency N] [--latency MS]
   --sizes   fleet sizes as REPLICASxMODELS (default: the diagonal 10x1,100x10,1000x50)
   --grid    every size from 10, 100, 1000 replicas x 1, 10, 50 models (at least one replica per model)
   --runs    timed runs per measurement and passes of the backend's work, at least (default 7; at
@@ -102,6 +104,7 @@ const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,10
   --previous BIN  also time this vllm-diag binary (e.g. the previous release), interleaved with this one
   --backend prometheus|victoria|both  the metrics backend (default prometheus; both: each fleet against
             Prometheus, then against VictoriaMetrics)
+  --concurrency N  requests in flight, explain's (--concurrency) and the floor's (default 8, explain's own default)
   --latency MS  explain and the floor reach the backend through a loopback relay adding MS of round
             trip (half each way, per chunk of bytes): a remote backend; the backend's work is
             measured directly";
@@ -115,6 +118,7 @@ fn parse_args() -> Result<Args, String> {
         previous: None,
         backends: vec![Backend::Prometheus],
         latency: None,
+        concurrency: CONCURRENCY,
     };
     let mut sizes: Vec<String> = DIAGONAL.iter().map(|s| s.to_string()).collect();
     let mut it = std::env::args().skip(1);
@@ -134,6 +138,9 @@ fn parse_args() -> Result<Args, String> {
             "--out" => args.out = PathBuf::from(value("--out")?),
             "--fresh" => args.fresh = true,
             "--previous" => args.previous = Some(PathBuf::from(value("--previous")?)),
+            "--concurrency" => {
+                args.concurrency = value("--concurrency")?.parse().ok().filter(|n| (1..=256).contains(n)).ok_or_else(|| format!("--concurrency takes 1 to 256\n{USAGE}"))?;
+            }
             "--latency" => {
                 let ms: u64 = value("--latency")?.trim_end_matches("ms").parse().map_err(|_| format!("--latency takes milliseconds (20 or 20ms)\n{USAGE}"))?;
                 args.latency = Some(Duration::from_millis(ms));
@@ -357,7 +364,7 @@ fn run(args: &Args) -> Result<(), String> {
         }
     }
 
-    let results = Results { machine, runs: args.runs, concurrency: CONCURRENCY, latency_ms: args.latency.map(|d| d.as_millis() as u64), startup, fleets };
+    let results = Results { machine, runs: args.runs, concurrency: args.concurrency, latency_ms: args.latency.map(|d| d.as_millis() as u64), startup, fleets };
     let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
     let md = markdown(&results);
     for (name, text) in [("results.json", &json), ("results.md", &md)] {
@@ -399,7 +406,10 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     let load_before = loadavg();
 
     let live_args: Vec<String> =
-        ["--no-config", "explain", "--prometheus", &near, "--at", &at, "--window", "30m"].iter().map(|s| s.to_string()).collect();
+        ["--no-config", "explain", "--prometheus", &near, "--at", &at, "--window", "30m", "--concurrency", &args.concurrency.to_string()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     let explain_args = |extra: &[&str]| -> Command {
         let mut c = Command::new(bin());
         c.args(&live_args).args(extra).env_remove("VLLM_DIAG_PROMETHEUS_URL");
@@ -428,7 +438,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     if let Some(c) = prev_table.as_mut() {
         child::repeat(c, 1, 0)?;
     }
-    rt.block_on(floor::flat(&near, &rec, CONCURRENCY))?;
+    rt.block_on(floor::flat(&near, &rec, args.concurrency))?;
     let mut explain_runs = Vec::new();
     let mut prev_runs = Vec::new();
     let mut flat = Vec::new();
@@ -440,10 +450,10 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         if let Some(c) = prev_table.as_mut() {
             prev_runs.extend(child::repeat(c, 1, 0)?);
         }
-        let p = rt.block_on(floor::flat(&near, &rec, CONCURRENCY))?;
+        let p = rt.block_on(floor::flat(&near, &rec, args.concurrency))?;
         floor_bytes = p.bytes;
         flat.push(p.wall);
-        phased.push(rt.block_on(floor::phased(&near, &rec, CONCURRENCY))?.wall);
+        phased.push(rt.block_on(floor::phased(&near, &rec, args.concurrency))?.wall);
     }
     if floor_bytes != rec.total_bytes() {
         eprintln!("[{label}] note: the floor client received {floor_bytes} bytes, the recording holds {}", rec.total_bytes());
