@@ -39,7 +39,7 @@ use serde::Serialize;
 use data::Fleet;
 use stats::{bytes, median, ms, Summary};
 
-/// vLLM-diag's default `--concurrency`, used by the floor client too.
+/// vllm-diag's default `--concurrency`: the benchmark's `--concurrency` default, for explain and the floor client alike.
 const CONCURRENCY: usize = 8;
 /// Runs under /usr/bin/time for the peak RSS (it hardly varies).
 const RSS_RUNS: usize = 3;
@@ -503,22 +503,27 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     let passes_started = Instant::now();
     // The same from the client's wall times, measured in the same passes.
     let (mut exec_wall, mut data_read_wall) = (Vec::new(), Vec::new());
-    let sum_server = |each: &[(floor::Cost, String)]| each.iter().map(|(c, _)| c.server).sum::<f64>();
+    let server = |c: &floor::Cost| c.server;
+    let wall = |c: &floor::Cost| c.wall;
+    // A pass's sum in milliseconds, of each query's cost as `pick` takes it.
+    let total = |each: &[(floor::Cost, String)], pick: &dyn Fn(&floor::Cost) -> f64| each.iter().map(|(c, _)| pick(c)).sum::<f64>() * 1000.0;
+    let times = |each: Vec<(floor::Cost, String)>| each.into_iter().map(|(c, q)| (c.server, q)).collect::<Vec<_>>();
     while more(own_passes.len(), WORK_REPS.max(args.runs), passes_started) {
         let each = rt.block_on(floor::server_exec_secs(&url, &rec, backend.timing()))?;
-        exec.push(sum_server(&each) * 1000.0);
-        exec_wall.push(each.iter().map(|(c, _)| c.wall).sum::<f64>() * 1000.0);
-        own_passes.push(each.into_iter().map(|(c, q)| (c.server, q)).collect::<Vec<_>>());
+        exec.push(total(&each, &server));
+        exec_wall.push(total(&each, &wall));
+        own_passes.push(times(each));
         if let Some((_, _, p)) = &prev {
             let each = rt.block_on(floor::server_exec_secs(&url, p, backend.timing()))?;
-            prev_exec.push(sum_server(&each) * 1000.0);
-            prev_passes.push(each.into_iter().map(|(c, q)| (c.server, q)).collect::<Vec<_>>());
+            prev_exec.push(total(&each, &server));
+            prev_passes.push(times(each));
         }
         let each = rt.block_on(floor::data_read_secs(&url, &names, start, end, backend.timing()))?;
-        let sum = |of: &BTreeMap<String, usize>| of.keys().filter_map(|f| each.get(f)).map(|(c, _)| c.server * 1000.0).sum::<f64>();
-        data_read.push(sum(&own_families));
-        prev_data_read.push(sum(&prev_families));
-        data_read_wall.push(own_families.keys().filter_map(|f| each.get(f)).map(|(c, _)| c.wall * 1000.0).sum::<f64>());
+        // The floor of the families `of` reads, in milliseconds, each family's cost as `pick` takes it.
+        let sum = |of: &BTreeMap<String, usize>, pick: &dyn Fn(&floor::Cost) -> f64| of.keys().filter_map(|f| each.get(f)).map(|(c, _)| pick(c)).sum::<f64>() * 1000.0;
+        data_read.push(sum(&own_families, &server));
+        prev_data_read.push(sum(&prev_families, &server));
+        data_read_wall.push(sum(&own_families, &wall));
         for (f, (c, _)) in &each {
             floor_least.entry(f.clone()).and_modify(|x| *x = x.min(c.server)).or_insert(c.server);
         }
