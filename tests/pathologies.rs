@@ -86,6 +86,7 @@ macro_rules! scenarios {
 
 scenarios! {
     config_change_kv_pressure => "config-change-kv-pressure",
+    kv_cache_pressure_fresh => "kv-cache-pressure-fresh",
     config_change_near => "config-change-near",
     restart_near => "restart-near",
     rollout_near => "rollout-near",

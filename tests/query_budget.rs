@@ -300,9 +300,11 @@ fn the_queries_and_the_reads_of_each_family_stay_within_budget() {
 /// answered the sums of one counter's rates from one read of it (the HTTP request rate and its
 /// 4xx and 5xx shares; finished requests, aborted, failed and per replica), and the SLO burn rate
 /// over the window's range from the histogram's bucket read; burn rates now read the `+Inf` bucket
-/// instead of `_count`: 70 queries, 74 family reads.
-const QUERY_BUDGET: u64 = 70;
-const FAMILY_READ_BUDGET: usize = 74;
+/// instead of `_count`: 70 queries, 74 family reads. Naming a KV-pressure episode still going on at
+/// the end of a long window added the share of its last five minutes with preemptions, and its
+/// trend where KV pressure is found (as in this fleet): 72 queries, 76 family reads.
+const QUERY_BUDGET: u64 = 72;
+const FAMILY_READ_BUDGET: usize = 76;
 const MOST_READS_OF_ONE_FAMILY: usize = 10;
 const BUCKET_READS: usize = 6;
 

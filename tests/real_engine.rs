@@ -248,7 +248,9 @@ fn gauges_and_counters_alone_still_name_overload_and_kv_pressure_and_never_give_
 /// compare an incident with another. What the lab guarantees holds in every one of them: nothing
 /// leaks KV cache, the prefix cache only stops helping where prompts that shared a prefix gave way
 /// to ones of the same length that do not, a decode fault is never explained away by requests
-/// that got shorter, and an engine whose decode got slow is not also called underused.
+/// that got shorter, and an engine whose decode got slow is not also called underused. And a few
+/// windows named by what the engine was doing at their end: a KV-pressure episode in the last
+/// minutes of a ten-minute window is named first.
 #[test]
 fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
     let (phases, _tmp, prom) = served(&fixtures(), true);
@@ -308,6 +310,19 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
     let itl = f["evidence"].as_array().into_iter().flatten().find(|e| e["signal"] == "itl_p95");
     if itl.is_none_or(|e| e["passed"] != true) || f["replicas"]["signal"] != "itl_p95" {
         wrong.push(format!("slow-decode's ITL row did not hold or was not the one broken down: {itl:?} / {}", f["replicas"]));
+    }
+    // A KV-pressure episode still going on at the end of a window more than three times its length:
+    // preemptions filled 30% of the ten minutes, under the half that makes them sustained, and the
+    // cache was judged healthy while the overload seven minutes earlier was named first. The share
+    // of the window's last five minutes (55% at the phase's end) names it.
+    let kv = phase("kv-pressure");
+    for after in [0, 30] {
+        let at = (kv.end + chrono::Duration::seconds(after)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let report = common::run::run(&common::run::explain_args(&prom.url, &at, &["--no-config", "--window", "10m", "--format", "json"]), &[]).json();
+        let first = report["findings"][0]["rule"].as_str().unwrap_or_default().to_string();
+        if !kv.expect_first.contains(&first) {
+            wrong.push(format!("10m to {at}, the KV-pressure phase's last minutes: expected one of {:?} first, got {}", kv.expect_first, summary(&report)));
+        }
     }
     let report = common::run::run(&common::run::explain_args(&prom.url, "2026-11-23T21:16:26Z", &["--no-config", "--window", "10m", "--format", "json"]), &[]).json();
     if report["findings"][0]["rule"] != "requests-rejected" {
