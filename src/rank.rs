@@ -89,6 +89,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                 stood_in,
                 onset: None,
                 onset_signal: None,
+                ended: None,
                 preceded_by: None,
             }),
         }

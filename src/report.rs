@@ -344,6 +344,13 @@ pub struct Finding {
     /// The evidence signal whose trend dated the onset; absent when none could.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub onset_signal: Option<String>,
+    /// When a problem that began in the window was over: `onset_signal`'s trend came back to its
+    /// baseline level and stayed there to the window's end (for at least a fifth of the window);
+    /// this is the first point back less the trend's range, which each point aggregates. Absent
+    /// while the problem goes on at the window's end, for a problem there before the window, or
+    /// when the onset could not be dated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<DateTime<Utc>>,
     /// The change this finding began shortly after, on its scope (see [`PrecededBy`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preceded_by: Option<PrecededBy>,

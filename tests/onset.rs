@@ -2,7 +2,8 @@
 //! scenario file fixes) and the real engine's lab run (whose phases the manifest times), each
 //! backfilled into a real Prometheus and diagnosed by the binary. The onset must fall within two
 //! trend steps of when the incident began, a problem already there when the window opened must say
-//! so (`onset` null with an `onset_signal`), and a healthy fleet has no finding to date.
+//! so (`onset` null with an `onset_signal`), and a healthy fleet has no finding to date. A problem
+//! the real engine stopped is called over (`ended`) where its phase ended, and none before.
 
 mod common;
 
@@ -149,6 +150,48 @@ fn the_real_engines_incident_phases_are_dated_at_their_start() {
         dated += 1;
     }
     assert!(dated >= 5, "only {dated} real-engine incident phases had a finding to date");
+}
+
+/// Whether a problem is over, on the real engine: no finding is called over in a window that ends
+/// with its incident phase, and a window that runs on through the healthy stretch after it calls
+/// the phase's own finding over within two trend steps of the phase's end (the KV pressure drains
+/// and the rejections stop with the load; the other phases' first findings there are read from
+/// signals that cannot come back so soon, such as a burn rate over an hour, or are not theirs).
+#[test]
+fn the_real_engines_incidents_are_over_where_their_phase_ended_and_not_before() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let (manifest, prom) = real_engine(tmp.path());
+    let phases = manifest["phases"].as_array().expect("phases");
+    let time = |v: &Value| DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default()).expect("phase time").with_timezone(&Utc);
+    let mut over = Vec::new();
+    for (i, p) in phases.iter().enumerate().filter(|(_, p)| p["kind"] == "incident") {
+        let Some(b) = phases.iter().find(|b| b["name"] == p["baseline_phase"]) else { continue };
+        let name = p["name"].as_str().unwrap_or_default();
+        let start = time(&p["start"]);
+        let ends = [Some(time(&p["end"])), phases.get(i + 1).map(|n| time(&n["end"]))];
+        for (after, end) in ends.into_iter().enumerate().filter_map(|(k, e)| e.map(|e| (k == 1, e))) {
+            let window = format!("{}s", (end - start).num_seconds());
+            let offset = format!("{}s", (start - time(&b["start"])).num_seconds());
+            let at = end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            let args = ["--window", window.as_str(), "--baseline", offset.as_str(), "--no-config", "--format", "json"];
+            let report = common::run::run(&common::run::explain_args(&prom.url, &at, &args), &[]).json();
+            for f in report["findings"].as_array().into_iter().flatten() {
+                let Some(ended) = f["ended"].as_str() else { continue };
+                let ended = time(&Value::from(ended));
+                let rule = f["rule"].as_str().unwrap_or_default();
+                assert!(after, "real engine {name}: {rule} called over at {ended} in a window ending with the phase at {at}");
+                let expected = p["expect_first"].as_array().into_iter().flatten().any(|r| r == rule);
+                let (_, _, step) = onset_of(f);
+                let error = (ended - time(&p["end"])).num_seconds();
+                eprintln!("real engine {name}: {rule} over at {ended}, phase end {}, error {error} s (step {step} s)", p["end"]);
+                if expected {
+                    assert!(error.unsigned_abs() <= 2 * step.max(5), "real engine {name}: {rule} over {error} s from the phase's end");
+                    over.push(name.to_string());
+                }
+            }
+        }
+    }
+    assert!(over.contains(&"kv-pressure".to_string()) && over.contains(&"rejections".to_string()), "called over: {over:?}");
 }
 
 /// Every other generated incident: its expected first finding dated within two trend steps of the

@@ -183,6 +183,7 @@ mod tests {
             stood_in: None,
             onset: onset.map(t),
             onset_signal: Some("kv_usage_max".into()),
+            ended: None,
             preceded_by: None,
         }
     }

@@ -92,6 +92,16 @@ fn clean(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 /// (the line the finding crossed) if given. `None` when it cannot be told: too few points, no level
 /// and no limit, or no departure that lasts.
 pub fn detect(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Direction, limit: Option<Crossed>) -> Option<Onset> {
+    detect_span(baseline, window, direction, limit).map(|(onset, _)| onset)
+}
+
+/// [`detect`], and when a problem that began in the window is over: the time (unix seconds) of
+/// the first point of the run at the window's end that is back at the baseline level (within
+/// [`LEVEL_K`] spreads, and not past the limit), when that run lasts as long as a departure must
+/// ([`MIN_RUN`] points or a fifth of the window) and follows the departure. `None` while the series
+/// is still away at the window's end, and for a problem already there before the window (its
+/// baseline may hold the problem too, so its level says nothing about being over).
+pub fn detect_span(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Direction, limit: Option<Crossed>) -> Option<(Onset, Option<f64>)> {
     let w = clean(window);
     if w.len() < 2 {
         return None;
@@ -137,7 +147,14 @@ pub fn detect(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Directi
     while j > 0 && beyond(raw[j - 1], LEVEL_K) {
         j -= 1;
     }
-    Some(if j == 0 { Onset::BeforeWindow } else { Onset::At(w[j - 1].0) })
+    if j == 0 {
+        return Some((Onset::BeforeWindow, None));
+    }
+    // The run back at the level that reaches the window's end, on the raw points and the smoothed
+    // alike (a single dip back is no recovery).
+    let back = (0..n).rev().take_while(|&i| !beyond(raw[i], LEVEL_K) && !beyond(smooth[i], LEVEL_K)).count();
+    let ended = (level.is_some() && back >= need && n - back > first).then(|| w[n - back].0);
+    Some((Onset::At(w[j - 1].0), ended))
 }
 
 /// The evidence the onset is read from, among those with a trend in the window, in the rule's
@@ -207,19 +224,26 @@ fn direction_and_limit(e: &Evidence) -> (Direction, Option<Crossed>) {
     }
 }
 
-/// Date every finding from its leading signal's trend: `onset` and `onset_signal` (see [`Finding`]).
+/// Date every finding from its leading signal's trend: `onset`, `onset_signal` and `ended` (see
+/// [`Finding`]).
 pub fn apply(findings: &mut [Finding]) {
+    let time = |t: f64| DateTime::<Utc>::from_timestamp_millis((t * 1000.0).round() as i64);
     for f in findings.iter_mut() {
         let found = candidates(f).into_iter().find_map(|e| {
             let series = e.series.as_ref()?;
             let (direction, limit) = direction_and_limit(e);
-            detect(&series.baseline, &series.window, direction, limit).map(|o| (o, e.signal.clone()))
+            // A trend point aggregates the range before it, so the first point back at the level
+            // is one range after the problem stopped (a change that starts shows at once).
+            let range = series.range_seconds as f64;
+            detect_span(&series.baseline, &series.window, direction, limit)
+                .map(|(onset, ended)| (onset, ended.map(|t| t - range), e.signal.clone()))
         });
-        let Some((found, signal)) = found else { continue };
+        let Some((found, ended, signal)) = found else { continue };
         match found {
             Onset::At(t) => {
-                f.onset = DateTime::<Utc>::from_timestamp_millis((t * 1000.0).round() as i64);
+                f.onset = time(t);
                 f.onset_signal = f.onset.map(|_| signal);
+                f.ended = f.onset.and(ended.map(|e| e.max(t)).and_then(time));
             }
             Onset::BeforeWindow => {
                 f.onset = None;
@@ -268,6 +292,29 @@ mod tests {
         let Some(Onset::At(t)) = detect(&base, &series(W0, &w), Direction::Up, up(0.9)) else { panic!("no onset") };
         // The limit is crossed at point 28; the baseline is left at point 10 or 11.
         assert!((W0 + 9.0 * 60.0..=W0 + 11.0 * 60.0).contains(&t), "{}", (t - W0) / 60.0);
+    }
+
+    #[test]
+    fn a_problem_back_at_the_baseline_level_for_a_fifth_of_the_window_is_over() {
+        let base = series(B0, &noisy(0.5, 0.02, 31));
+        // Away from point 10 to 20, back from point 21 to the end (10 points, a fifth is 7).
+        let mut w = noisy(0.5, 0.02, 31);
+        w[10..21].fill(0.97);
+        let got = detect_span(&base, &series(W0, &w), Direction::Up, up(0.9));
+        assert_eq!(got, Some((Onset::At(W0 + 9.0 * 60.0), Some(W0 + 21.0 * 60.0))));
+        // Back for only 5 points: too short to call it over.
+        let mut w = noisy(0.5, 0.02, 31);
+        w[10..26].fill(0.97);
+        assert_eq!(detect_span(&base, &series(W0, &w), Direction::Up, up(0.9)), Some((Onset::At(W0 + 9.0 * 60.0), None)));
+        // Down from the peak but still above the baseline's noise (0.7 against 0.5 +- 0.02): not over.
+        let mut w = noisy(0.5, 0.02, 31);
+        w[10..21].fill(0.97);
+        w[21..].fill(0.7);
+        assert_eq!(detect_span(&base, &series(W0, &w), Direction::Up, up(0.9)), Some((Onset::At(W0 + 9.0 * 60.0), None)));
+        // A problem there before the window is never called over by its own baseline's level.
+        let mut w = vec![0.97; 31];
+        w[15..].copy_from_slice(&noisy(0.5, 0.02, 16));
+        assert_eq!(detect_span(&base, &series(W0, &w), Direction::Up, up(0.9)), Some((Onset::BeforeWindow, None)));
     }
 
     #[test]
@@ -453,6 +500,22 @@ mod tests {
         let mut fs = vec![f];
         apply(&mut fs);
         assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 7 * 60));
+    }
+
+    #[test]
+    fn apply_marks_a_finding_whose_leading_signal_came_back_as_over() {
+        let mut w = vec![0.5; 31];
+        w[10..20].fill(0.97);
+        let mut fs = vec![finding_with(&w, "> 90%", 0.9, 0.95)];
+        apply(&mut fs);
+        assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 9 * 60));
+        // Back from point 20; its trend's range is 3 minutes, which the problem left at point 17.
+        assert_eq!(fs[0].ended.map(|t| t.timestamp()), Some(W0 as i64 + 17 * 60));
+        // Still away at the end: no end.
+        w[20..].fill(0.97);
+        let mut fs = vec![finding_with(&w, "> 90%", 0.9, 0.95)];
+        apply(&mut fs);
+        assert_eq!((fs[0].onset.is_some(), fs[0].ended), (true, None));
     }
 
     #[test]

@@ -723,6 +723,7 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
         stood_in: None,
         onset: None,
         onset_signal: None,
+        ended: None,
         preceded_by: None,
     }];
     let rules = crate::rules::load_builtin().unwrap();

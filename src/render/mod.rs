@@ -1043,6 +1043,7 @@ pub(crate) mod fixtures {
             stood_in: None,
             onset: Some(Utc.with_ymd_and_hms(2026, 1, 15, 9, 3, 0).unwrap()),
             onset_signal: Some("kv_cache_usage".to_string()),
+            ended: None,
             preceded_by: None,
             also_consistent: vec![
                 AlsoConsistent {
@@ -1139,6 +1140,7 @@ pub(crate) mod fixtures {
             // Already past its baseline when the window began.
             onset: None,
             onset_signal: Some("ttft_p95".to_string()),
+            ended: None,
             preceded_by: None,
             also_consistent: vec![],
         };

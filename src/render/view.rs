@@ -471,12 +471,21 @@ fn onset_clock(window: &TimeRange, t: &DateTime<Utc>) -> String {
     }
 }
 
-/// `Started 09:03 UTC (17 min ago)`, `Present since before the window (09:00 UTC)`, or `None`.
+/// `Started 09:03 UTC (17 min ago)`, `Present since before the window (09:00 UTC)`, or `None`;
+/// with `; over since 09:15 UTC (5 min ago): P95 time to first token back at its baseline level`
+/// when the problem was over before the window's end.
 fn onset_line(report: &Report, f: &Finding, now: Option<&DateTime<Utc>>) -> Option<String> {
+    let at = |t: &DateTime<Utc>| match now {
+        Some(now) => format!("{} UTC ({})", onset_clock(&report.window, t), ago(t, now)),
+        None => format!("{} UTC", onset_clock(&report.window, t)),
+    };
     match f.onset {
-        Some(t) => Some(match now {
-            Some(now) => format!("Started {} UTC ({})", onset_clock(&report.window, &t), ago(&t, now)),
-            None => format!("Started {} UTC", onset_clock(&report.window, &t)),
+        Some(t) => Some(match &f.ended {
+            Some(end) => {
+                let title = f.evidence.iter().find(|e| Some(&e.signal) == f.onset_signal.as_ref()).map_or("its leading signal", |e| e.title.as_str());
+                format!("Started {}; over since {}: {title} back at its baseline level", at(&t), at(end))
+            }
+            None => format!("Started {}", at(&t)),
         }),
         None if f.present_before_window() => {
             Some(format!("Present since before the window ({} UTC)", onset_clock(&report.window, &report.window.start)))
@@ -611,6 +620,7 @@ mod tests {
     use super::*;
     use crate::render::fixtures::*;
     use crate::render::{render, Format};
+    use chrono::TimeZone;
 
     #[test]
     fn every_section_of_the_sample_report_is_in_the_view() {
@@ -683,6 +693,23 @@ mod tests {
         assert!(!v.header.window_exact.contains("ago") && !v.header.baseline.contains("ago"));
         assert_eq!(v.findings[0].onset.as_deref(), Some("Started 09:03 UTC (39 min ago)"));
         assert_eq!(v.findings[1].onset.as_deref(), Some("Present since before the window (09:00 UTC)"));
+    }
+
+    #[test]
+    fn a_problem_over_before_the_windows_end_says_since_when_and_by_which_signal() {
+        let mut r = sample_report();
+        let f = &mut r.findings[0];
+        f.onset_signal = Some(f.evidence[0].signal.clone());
+        f.ended = Some(Utc.with_ymd_and_hms(2026, 1, 15, 9, 21, 0).unwrap());
+        let title = f.evidence[0].title.clone();
+        let v = ReportView::new(&r, &RenderOptions::default());
+        assert_eq!(v.findings[0].onset.as_deref(), Some(format!("Started 09:03 UTC; over since 09:21 UTC: {title} back at its baseline level").as_str()));
+        let now = r.window.end + chrono::Duration::minutes(12);
+        let v = ReportView::new(&r, &RenderOptions { now: Some(now), ..RenderOptions::default() });
+        assert_eq!(
+            v.findings[0].onset.as_deref(),
+            Some(format!("Started 09:03 UTC (39 min ago); over since 09:21 UTC (21 min ago): {title} back at its baseline level").as_str())
+        );
     }
 
     #[test]
