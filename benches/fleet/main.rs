@@ -503,27 +503,28 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     let passes_started = Instant::now();
     // The same from the client's wall times, measured in the same passes.
     let (mut exec_wall, mut data_read_wall) = (Vec::new(), Vec::new());
-    let server = |c: &floor::Cost| c.server;
-    let wall = |c: &floor::Cost| c.wall;
+    // Each query's cost as the backend accounts it, and as the client's wall clock does.
+    let by_backend = |c: &floor::Cost| c.server;
+    let by_wall = |c: &floor::Cost| c.wall;
     // A pass's sum in milliseconds, of each query's cost as `pick` takes it.
     let total = |each: &[(floor::Cost, String)], pick: &dyn Fn(&floor::Cost) -> f64| each.iter().map(|(c, _)| pick(c)).sum::<f64>() * 1000.0;
     let times = |each: Vec<(floor::Cost, String)>| each.into_iter().map(|(c, q)| (c.server, q)).collect::<Vec<_>>();
     while more(own_passes.len(), WORK_REPS.max(args.runs), passes_started) {
         let each = rt.block_on(floor::server_exec_secs(&url, &rec, backend.timing()))?;
-        exec.push(total(&each, &server));
-        exec_wall.push(total(&each, &wall));
+        exec.push(total(&each, &by_backend));
+        exec_wall.push(total(&each, &by_wall));
         own_passes.push(times(each));
         if let Some((_, _, p)) = &prev {
             let each = rt.block_on(floor::server_exec_secs(&url, p, backend.timing()))?;
-            prev_exec.push(total(&each, &server));
+            prev_exec.push(total(&each, &by_backend));
             prev_passes.push(times(each));
         }
         let each = rt.block_on(floor::data_read_secs(&url, &names, start, end, backend.timing()))?;
         // The floor of the families `of` reads, in milliseconds, each family's cost as `pick` takes it.
         let sum = |of: &BTreeMap<String, usize>, pick: &dyn Fn(&floor::Cost) -> f64| of.keys().filter_map(|f| each.get(f)).map(|(c, _)| pick(c)).sum::<f64>() * 1000.0;
-        data_read.push(sum(&own_families, &server));
-        prev_data_read.push(sum(&prev_families, &server));
-        data_read_wall.push(sum(&own_families, &wall));
+        data_read.push(sum(&own_families, &by_backend));
+        prev_data_read.push(sum(&prev_families, &by_backend));
+        data_read_wall.push(sum(&own_families, &by_wall));
         for (f, (c, _)) in &each {
             floor_least.entry(f.clone()).and_modify(|x| *x = x.min(c.server)).or_insert(c.server);
         }
