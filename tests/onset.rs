@@ -124,21 +124,32 @@ fn real_engine(dir: &Path) -> (Value, PromServer) {
     (manifest, PromServer::start_with_openmetrics(&out))
 }
 
+/// A manifest time (a phase's start or end).
+fn time(v: &Value) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default()).expect("phase time").with_timezone(&Utc)
+}
+
+/// The JSON report of a window from phase `p`'s start to `end`, against the phase `p` names as its
+/// baseline (from that phase's start); `None` for a phase without one.
+fn diagnose_from_phase_start(prom: &PromServer, phases: &[Value], p: &Value, end: DateTime<Utc>) -> Option<Value> {
+    let b = phases.iter().find(|b| b["name"] == p["baseline_phase"])?;
+    let start = time(&p["start"]);
+    let window = format!("{}s", (end - start).num_seconds());
+    let offset = format!("{}s", (start - time(&b["start"])).num_seconds());
+    let at = end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let args = ["--window", window.as_str(), "--baseline", offset.as_str(), "--no-config", "--format", "json"];
+    Some(common::run::run(&common::run::explain_args(&prom.url, &at, &args), &[]).json())
+}
+
 #[test]
 fn the_real_engines_incident_phases_are_dated_at_their_start() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let (manifest, prom) = real_engine(tmp.path());
     let phases = manifest["phases"].as_array().expect("phases");
-    let time = |v: &Value| DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default()).expect("phase time").with_timezone(&Utc);
     let mut dated = 0;
     for p in phases.iter().filter(|p| p["kind"] == "incident") {
-        let Some(b) = phases.iter().find(|b| b["name"] == p["baseline_phase"]) else { continue };
-        let (start, end) = (time(&p["start"]), time(&p["end"]));
-        let window = format!("{}s", (end - start).num_seconds());
-        let offset = format!("{}s", (start - time(&b["start"])).num_seconds());
-        let at = end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let args = ["--window", window.as_str(), "--baseline", offset.as_str(), "--no-config", "--format", "json"];
-        let report = common::run::run(&common::run::explain_args(&prom.url, &at, &args), &[]).json();
+        let start = time(&p["start"]);
+        let Some(report) = diagnose_from_phase_start(&prom, phases, p, time(&p["end"])) else { continue };
         let name = p["name"].as_str().unwrap_or_default();
         let Some(rule) = report["findings"][0]["rule"].as_str() else { continue };
         let (onset, signal, step) = onset_of(&report["findings"][0]);
@@ -162,19 +173,13 @@ fn the_real_engines_incidents_are_over_where_their_phase_ended_and_not_before() 
     let tmp = tempfile::tempdir().expect("temp dir");
     let (manifest, prom) = real_engine(tmp.path());
     let phases = manifest["phases"].as_array().expect("phases");
-    let time = |v: &Value| DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default()).expect("phase time").with_timezone(&Utc);
     let mut over = Vec::new();
     for (i, p) in phases.iter().enumerate().filter(|(_, p)| p["kind"] == "incident") {
-        let Some(b) = phases.iter().find(|b| b["name"] == p["baseline_phase"]) else { continue };
         let name = p["name"].as_str().unwrap_or_default();
-        let start = time(&p["start"]);
         let ends = [Some(time(&p["end"])), phases.get(i + 1).map(|n| time(&n["end"]))];
         for (after, end) in ends.into_iter().enumerate().filter_map(|(k, e)| e.map(|e| (k == 1, e))) {
-            let window = format!("{}s", (end - start).num_seconds());
-            let offset = format!("{}s", (start - time(&b["start"])).num_seconds());
+            let Some(report) = diagnose_from_phase_start(&prom, phases, p, end) else { continue };
             let at = end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-            let args = ["--window", window.as_str(), "--baseline", offset.as_str(), "--no-config", "--format", "json"];
-            let report = common::run::run(&common::run::explain_args(&prom.url, &at, &args), &[]).json();
             for f in report["findings"].as_array().into_iter().flatten() {
                 let Some(ended) = f["ended"].as_str() else { continue };
                 let ended = time(&Value::from(ended));
