@@ -2,7 +2,8 @@
 //!
 //! Every interval the whole explain pipeline runs again over a window ending now, the screen is
 //! redrawn, and above the report a line says what changed since the previous run: which findings
-//! appeared and which resolved, keyed by rule and scope. A run that fails (Prometheus restarting,
+//! appeared, which are over (still in the window, their problem ended) and which resolved, keyed
+//! by rule and scope. A run that fails (Prometheus restarting,
 //! a network blip) is shown as failed and compared with nothing: "resolved" is only ever said on
 //! the strength of a run that evaluated, never because data went missing.
 //!
@@ -19,40 +20,71 @@ use std::time::Duration;
 
 use crate::error::{exit, Failure};
 use crate::render::{self, RenderOptions};
+use chrono::{DateTime, Utc};
+
 use crate::report::{Report, Severity};
 
 /// Rule and scope (as displayed) of a finding.
 pub type Key = (String, String);
 
+/// A finding's severity, and when its problem was over if it was (see [`crate::report::Finding::ended`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct State {
+    pub severity: Severity,
+    pub ended: Option<DateTime<Utc>>,
+}
+
+impl State {
+    /// A finding whose problem goes on.
+    pub fn ongoing(severity: Severity) -> State {
+        State { severity, ended: None }
+    }
+}
+
 /// What changed between two runs that both produced a report.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
     pub appeared: Vec<(Key, Severity)>,
+    /// Findings still in the window whose problem is over now and was not at the last run: told
+    /// at once, where "resolved" waits until the episode has left the window.
+    pub over: Vec<(Key, Severity, DateTime<Utc>)>,
     pub resolved: Vec<(Key, Severity)>,
 }
 
 /// The findings of a report by rule and scope.
-pub fn keys(report: &Report) -> BTreeMap<Key, Severity> {
+pub fn keys(report: &Report) -> BTreeMap<Key, State> {
     let scopes = render::ScopeStyle::for_report(report);
-    report.findings.iter().map(|f| ((f.rule.clone(), scopes.format(&f.scope)), f.severity)).collect()
+    report.findings.iter().map(|f| ((f.rule.clone(), scopes.format(&f.scope)), State { severity: f.severity, ended: f.ended })).collect()
 }
 
-/// Findings present now and not before, and before and not now, each in key order.
-pub fn changes(before: &BTreeMap<Key, Severity>, now: &BTreeMap<Key, Severity>) -> Changes {
+/// Findings present now and not before, over now and not before, and before and not now, each in
+/// key order.
+pub fn changes(before: &BTreeMap<Key, State>, now: &BTreeMap<Key, State>) -> Changes {
     Changes {
-        appeared: now.iter().filter(|(k, _)| !before.contains_key(*k)).map(|(k, s)| (k.clone(), *s)).collect(),
-        resolved: before.iter().filter(|(k, _)| !now.contains_key(*k)).map(|(k, s)| (k.clone(), *s)).collect(),
+        appeared: now.iter().filter(|(k, _)| !before.contains_key(*k)).map(|(k, s)| (k.clone(), s.severity)).collect(),
+        over: now
+            .iter()
+            .filter_map(|(k, s)| Some((k, s, s.ended?)))
+            .filter(|(k, _, _)| before.get(*k).is_some_and(|b| b.ended.is_none()))
+            .map(|(k, s, t)| (k.clone(), s.severity, t))
+            .collect(),
+        resolved: before.iter().filter(|(k, _)| !now.contains_key(*k)).map(|(k, s)| (k.clone(), s.severity)).collect(),
     }
 }
 
-/// `New: kv-cache-pressure on llama (critical) · Resolved: slow-decode on qwen (warning)`.
+/// `New: kv-cache-pressure on llama (critical) · Over: slow-prefill on llama (warning) since 09:12
+/// UTC · Resolved: slow-decode on qwen (warning)`.
 pub fn describe(c: &Changes) -> String {
     let list = |items: &[(Key, Severity)]| items.iter().map(|((r, s), sev)| format!("{r} on {s} ({sev})")).collect::<Vec<_>>().join(", ");
-    match (c.appeared.is_empty(), c.resolved.is_empty()) {
-        (true, true) => "No change in findings since the last run.".to_string(),
-        (false, true) => format!("New: {}.", list(&c.appeared)),
-        (true, false) => format!("Resolved: {}.", list(&c.resolved)),
-        (false, false) => format!("New: {} · Resolved: {}.", list(&c.appeared), list(&c.resolved)),
+    let over = c.over.iter().map(|((r, s), sev, t)| format!("{r} on {s} ({sev}) since {}", t.format("%H:%M:%S UTC"))).collect::<Vec<_>>().join(", ");
+    let parts: Vec<String> = [("New", list(&c.appeared)), ("Over", over), ("Resolved", list(&c.resolved))]
+        .into_iter()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(head, l)| format!("{head}: {l}"))
+        .collect();
+    match parts.is_empty() {
+        true => "No change in findings since the last run.".to_string(),
+        false => format!("{}.", parts.join(" · ")),
     }
 }
 
@@ -117,7 +149,7 @@ pub fn run(
     let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::env::var("TERM").map_or(true, |t| t != "dumb");
     let progress = w.progress;
     let every_text = humantime::format_duration(Duration::from_secs(every.as_secs().max(1))).to_string();
-    let mut previous: Option<BTreeMap<Key, Severity>> = None;
+    let mut previous: Option<BTreeMap<Key, State>> = None;
     let mut run = 0u64;
     loop {
         run += 1;
@@ -200,17 +232,37 @@ mod tests {
 
     #[test]
     fn findings_are_matched_by_rule_and_scope_across_runs() {
-        let before = BTreeMap::from([(k("slow-decode", "qwen"), Severity::Warning), (k("kv-cache-pressure", "llama"), Severity::Critical)]);
-        let now = BTreeMap::from([(k("kv-cache-pressure", "llama"), Severity::Critical), (k("kv-cache-pressure", "qwen"), Severity::Critical)]);
+        let (warn, crit) = (State::ongoing(Severity::Warning), State::ongoing(Severity::Critical));
+        let before = BTreeMap::from([(k("slow-decode", "qwen"), warn), (k("kv-cache-pressure", "llama"), crit)]);
+        let now = BTreeMap::from([(k("kv-cache-pressure", "llama"), crit), (k("kv-cache-pressure", "qwen"), crit)]);
         let c = changes(&before, &now);
         assert_eq!(c.appeared, vec![(k("kv-cache-pressure", "qwen"), Severity::Critical)]);
         assert_eq!(c.resolved, vec![(k("slow-decode", "qwen"), Severity::Warning)]);
+        assert!(c.over.is_empty());
         assert_eq!(describe(&c), "New: kv-cache-pressure on qwen (critical) · Resolved: slow-decode on qwen (warning).");
     }
 
     #[test]
+    fn a_finding_whose_problem_ended_is_told_over_once_before_it_leaves_the_window() {
+        let t = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 1, 15, 9, 12, 30).unwrap();
+        let crit = State::ongoing(Severity::Critical);
+        let ended = State { ended: Some(t), ..crit };
+        let ongoing = BTreeMap::from([(k("kv-cache-pressure", "llama"), crit)]);
+        let over = BTreeMap::from([(k("kv-cache-pressure", "llama"), ended)]);
+        let c = changes(&ongoing, &over);
+        assert_eq!(c.over, vec![(k("kv-cache-pressure", "llama"), Severity::Critical, t)]);
+        assert_eq!(describe(&c), "Over: kv-cache-pressure on llama (critical) since 09:12:30 UTC.");
+        // Said once: the next run, still over, is no change; one where it came back is not "over".
+        assert_eq!(describe(&changes(&over, &over)), "No change in findings since the last run.");
+        assert!(changes(&over, &ongoing).over.is_empty());
+        // A finding first seen already over is new, not over; one that left the window resolved.
+        assert_eq!(describe(&changes(&BTreeMap::new(), &over)), "New: kv-cache-pressure on llama (critical).");
+        assert_eq!(describe(&changes(&over, &BTreeMap::new())), "Resolved: kv-cache-pressure on llama (critical).");
+    }
+
+    #[test]
     fn identical_runs_report_no_change() {
-        let same = BTreeMap::from([(k("a", "x"), Severity::Info)]);
+        let same = BTreeMap::from([(k("a", "x"), State::ongoing(Severity::Info))]);
         assert_eq!(describe(&changes(&same, &same)), "No change in findings since the last run.");
         assert_eq!(describe(&changes(&BTreeMap::new(), &same)), "New: a on x (info).");
         assert_eq!(describe(&changes(&same, &BTreeMap::new())), "Resolved: a on x (info).");
