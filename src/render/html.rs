@@ -5,7 +5,7 @@
 //! ticket archive. Charts are inline SVG drawn here, one per evidence signal that carries a trend:
 //! the baseline and the window side by side on one vertical scale (they need not be adjacent in
 //! time: `--baseline 1d` compares with yesterday), the thresholds the rule applied drawn as dashed
-//! lines, and gaps in the data left as gaps. The leading signal's chart marks the onset; every chart
+//! lines, and gaps in the data left as gaps. The leading signal's chart marks the onset (and where the problem was over); every chart
 //! of a finding marks the change events of its scope (or of no scope) as ticks coloured and labelled
 //! by kind, the full event in a tooltip, the change the finding began after drawn bold. The page
 //! lists the whole timeline (the text formats list at most a dozen). Layout is a single column that widens into a grid on
@@ -314,18 +314,21 @@ fn chart(view: &ReportView, e: &EvidenceView, severity: Severity, id: &str) -> O
         }
         polyline(&mut s, &segment, stroke);
         event_markers(&mut s, &t.events, range, x0, pw, &x);
-        // The onset: where the leading signal left its baseline, drawn in the window panel.
-        if let (Some((ts, label)), "Window") = (&t.onset, name) {
+        // The onset, where the leading signal left its baseline, and the end, where it came back,
+        // drawn in the window panel (the end's label one line lower, so the two never overlap).
+        let marks = [(&t.onset, "onset", 12.0), (&t.ended, "over", 24.0)];
+        for (mark, word, dy) in marks.into_iter().filter(|_| name == "Window") {
+            let Some((ts, label)) = mark else { continue };
             let (a, b) = (range.start.timestamp() as f64, range.end.timestamp() as f64);
             if ts.is_finite() && *ts >= a && *ts <= b {
                 let xx = x(*ts);
                 let anchor = if xx > x0 + pw * 0.7 { " end" } else { "" };
                 let _ = writeln!(
                     s,
-                    "<line class=\"onset\" x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{TOP}\" y2=\"{:.1}\"/><text class=\"olab{anchor}\" x=\"{:.1}\" y=\"{:.1}\">onset {}</text>",
+                    "<line class=\"onset\" x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{TOP}\" y2=\"{:.1}\"/><text class=\"olab{anchor}\" x=\"{:.1}\" y=\"{:.1}\">{word} {}</text>",
                     TOP + plot_h,
                     if anchor.is_empty() { xx + 3.0 } else { xx - 3.0 },
-                    TOP + 12.0,
+                    TOP + dy,
                     esc(label)
                 );
             }
@@ -604,6 +607,19 @@ mod tests {
         assert!(page.contains("<table class=\"timeline\">") && page.contains("→ #1 began after it"), "{page}");
         assert_eq!(page.matches("<tr class=\"baseline").count(), 3);
         assert_eq!(page.matches("<tr class=\"window").count(), 3);
+    }
+
+    #[test]
+    fn the_leading_signals_chart_marks_the_onset_and_where_the_problem_was_over() {
+        let mut r = with_trends();
+        let f = &mut r.findings[0];
+        f.onset_signal = Some(f.evidence[0].signal.clone());
+        let page = render(&r, &RenderOptions::default());
+        assert!(page.contains(">onset 09:03</text>") && !page.contains(">over "), "{page}");
+        r.findings[0].ended = Some(r.window.start + chrono::Duration::minutes(21));
+        let page = render(&r, &RenderOptions::default());
+        assert!(page.contains(">onset 09:03</text>") && page.contains(">over 09:21</text>"), "{page}");
+        assert!(page.contains("; over since 09:21 UTC: "), "{page}");
     }
 
     #[test]

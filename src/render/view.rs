@@ -182,6 +182,8 @@ pub struct TrendView {
     /// On the finding's leading signal: when it left its baseline (unix seconds, in the window), and
     /// the time as a label (`09:03`), for a marker on its chart.
     pub onset: Option<(f64, String)>,
+    /// Likewise, when the problem was over (the finding's `ended`), on the same chart.
+    pub ended: Option<(f64, String)>,
     /// The events of the finding's scope (or of no scope) in the baseline or the window, oldest
     /// first, for markers on the chart.
     pub events: Vec<ChartEvent>,
@@ -405,7 +407,9 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
     let mut evidence: Vec<EvidenceView> = f.evidence.iter().map(|e| evidence(report, e, opts.links.as_ref())).collect();
     if let (Some(t), Some(signal)) = (f.onset, &f.onset_signal) {
         if let Some(trend) = evidence.iter_mut().find(|e| &e.signal == signal).and_then(|e| e.trend.as_mut()) {
-            trend.onset = Some((t.timestamp_millis() as f64 / 1000.0, onset_clock(&report.window, &t)));
+            let mark = |t: &DateTime<Utc>| (t.timestamp_millis() as f64 / 1000.0, onset_clock(&report.window, t));
+            trend.onset = Some(mark(&t));
+            trend.ended = f.ended.as_ref().map(mark);
         }
     }
     let markers = chart_events(report, f, scopes);
@@ -455,6 +459,7 @@ fn evidence(report: &Report, e: &Evidence, links: Option<&GraphLinks>) -> Eviden
         value: e.value,
         baseline_value: e.baseline,
         onset: None,
+        ended: None,
         events: Vec::new(),
     });
     let link = links.filter(|_| !e.query.trim().is_empty()).map(|l| l.link(&report.source.url, &e.query, &report.window));
@@ -727,7 +732,14 @@ mod tests {
         let v = ReportView::new(&r, &RenderOptions::default());
         let marker = v.findings[0].evidence[0].trend.as_ref().and_then(|t| t.onset.clone());
         assert_eq!(marker, Some((r.findings[0].onset.unwrap().timestamp() as f64, "09:03".to_string())));
+        assert_eq!(v.findings[0].evidence[0].trend.as_ref().and_then(|t| t.ended.clone()), None);
         assert_eq!(v.findings[1].onset, None);
+        // A problem that was over is marked where it ended, on the same chart.
+        let end = r.window.start + chrono::Duration::minutes(21);
+        r.findings[0].ended = Some(end);
+        let v = ReportView::new(&r, &RenderOptions::default());
+        let marker = v.findings[0].evidence[0].trend.as_ref().and_then(|t| t.ended.clone());
+        assert_eq!(marker, Some((end.timestamp() as f64, "09:21".to_string())));
     }
 
     #[test]
