@@ -104,26 +104,37 @@ pub struct ReadPlan {
     pub reading: Reading,
 }
 
-/// One way to answer a want: send `ask`, then apply `cut` to its answer, in order.
+/// One way to answer a want: send `ask`; cut its (range) answer at the instant `at` when given;
+/// then apply `then` when given.
 #[derive(Debug, Clone)]
 pub struct Way {
     pub ask: Request,
-    pub cut: Vec<Cut>,
+    /// A range answer's points at one instant (unix milliseconds), as the instant query's vector: a
+    /// series without a point there is absent, as in an instant query.
+    pub at: Option<i64>,
+    pub then: Option<Cut>,
 }
 
 impl Way {
     /// The answer to `ask` as it is.
     pub fn whole(ask: Request) -> Way {
-        Way { ask, cut: Vec::new() }
+        Way { ask, at: None, then: None }
+    }
+
+    /// The range answer to `ask` at the instant `at` (unix milliseconds).
+    pub fn at(ask: Request, at: i64) -> Way {
+        Way { ask, at: Some(at), then: None }
+    }
+
+    /// The answer to `ask` (at the instant `at`, when given), then `cut`.
+    pub fn then(ask: Request, at: Option<i64>, cut: Cut) -> Way {
+        Way { ask, at, then: Some(cut) }
     }
 }
 
-/// How an answer becomes another.
+/// How an answer becomes another, after a [`Way`]'s cut at an instant.
 #[derive(Debug, Clone)]
 pub enum Cut {
-    /// A range answer's points at one instant (unix milliseconds), as the instant query's vector: a
-    /// series without a point there is absent, as in an instant query.
-    At(i64),
     /// A range answer's points between two instants (unix milliseconds, both included), as the
     /// range query over that span would give them when its steps fall on the answer's (see
     /// `follow_up::joined`); series left without a point are dropped.
@@ -199,11 +210,11 @@ impl ReadPlan {
         // How many wants take each answer as it is (not cut at an instant).
         let mut uses: BTreeMap<&Request, usize> = BTreeMap::new();
         for (_, way) in &chosen {
-            match way.cut.first() {
-                Some(Cut::At(t)) => {
-                    instants.entry(&way.ask).or_default().insert(*t);
+            match way.at {
+                Some(t) => {
+                    instants.entry(&way.ask).or_default().insert(t);
                 }
-                _ => *uses.entry(&way.ask).or_default() += 1,
+                None => *uses.entry(&way.ask).or_default() += 1,
             }
         }
         // (answer, how many wants still read it): the last one takes it, the others a copy (a sum
@@ -221,23 +232,20 @@ impl ReadPlan {
             }
         }
         for (_, way) in &chosen {
-            if let Some(Cut::At(t)) = way.cut.first() {
-                if let Some(entry) = at.get_mut(&(&way.ask, *t)) {
-                    entry.1 += 1;
-                }
+            if let Some(entry) = way.at.and_then(|t| at.get_mut(&(&way.ask, t))) {
+                entry.1 += 1;
             }
         }
         let mut out = failed;
         for (want, way) in chosen {
-            let mut rest = way.cut.as_slice();
-            let mut answer = match rest.first() {
-                Some(Cut::At(t)) => {
-                    rest = &rest[1..];
-                    let key = (&way.ask, *t);
-                    let taken = match (rest.first(), at.get_mut(&key)) {
+            let mut then = way.then.as_ref();
+            let mut answer = match way.at {
+                Some(t) => {
+                    let key = (&way.ask, t);
+                    let taken = match (then, at.get_mut(&key)) {
                         // A sum reads the instants without taking them.
                         (Some(Cut::Sum { filter, by }), Some((cut, n))) => {
-                            rest = &rest[1..];
+                            then = None;
                             *n -= 1;
                             Some(sum(&way.ask, cut, filter, by))
                         }
@@ -253,7 +261,7 @@ impl ReadPlan {
                     taken
                 }
                 // The last want taking this answer as it is takes it; the others get a copy.
-                _ => match uses.get_mut(&way.ask) {
+                None => match uses.get_mut(&way.ask) {
                     Some(n) if *n > 1 => {
                         *n -= 1;
                         asked.get(&way.ask).cloned()
@@ -261,7 +269,7 @@ impl ReadPlan {
                     _ => asked.remove(&way.ask),
                 },
             };
-            for cut in rest {
+            if let Some(cut) = then {
                 answer = answer.map(|a| a.and_then(|a| apply(cut, &way.ask, a)));
             }
             if let Some(answer) = answer {
@@ -310,7 +318,6 @@ fn cut_at(ask: &Request, answer: Result<Response, SourceError>, times: &[i64]) -
 /// `cut` applied to an answer to `ask`.
 fn apply(cut: &Cut, ask: &Request, answer: Response) -> Result<Response, SourceError> {
     match cut {
-        Cut::At(t) => cut_at(ask, Ok(answer), &[*t]).pop().unwrap_or_else(|| Err(SourceError::Other { detail: ask.describe() })),
         Cut::Span(from, to) => {
             let mut answer = answer;
             if let Data::Matrix(series) = &mut answer.data {
@@ -383,12 +390,12 @@ mod tests {
         let sum = Cut::Sum { filter: vec![crate::prom::Matcher::eq("status", "5xx").compile().unwrap()], by: vec!["model_name".into()] };
         let mut plan = ReadPlan::default();
         for t in [t1, t2] {
-            plan.wants.insert(instant("q", t), vec![Way { ask: range.clone(), cut: vec![Cut::At(ms(t))] }, Way::whole(instant("q", t))]);
+            plan.wants.insert(instant("q", t), vec![Way::at(range.clone(), ms(t)), Way::whole(instant("q", t))]);
         }
-        plan.wants.insert(instant("errors", t2), vec![Way { ask: range.clone(), cut: vec![Cut::At(ms(t2)), sum.clone()] }, Way { ask: instant("q", t2), cut: vec![sum] }]);
+        plan.wants.insert(instant("errors", t2), vec![Way::then(range.clone(), Some(ms(t2)), sum.clone()), Way::then(instant("q", t2), None, sum)]);
         // A sum ordered after the instant it is read from.
         let ok = Cut::Sum { filter: vec![crate::prom::Matcher::eq("status", "2xx").compile().unwrap()], by: vec!["model_name".into()] };
-        plan.wants.insert(instant("z-ok", t2), vec![Way { ask: range.clone(), cut: vec![Cut::At(ms(t2)), ok] }]);
+        plan.wants.insert(instant("z-ok", t2), vec![Way::then(range.clone(), Some(ms(t2)), ok)]);
         assert_eq!(plan.asks(), vec![range.clone()]);
 
         let series = vec![

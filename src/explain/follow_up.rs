@@ -45,7 +45,7 @@ impl FollowUps {
             for req in [b, w] {
                 let mut ways = Vec::new();
                 if let (Some(j), Request::Range { start, end, .. }) = (&j, req) {
-                    ways.push(Way { ask: j.clone(), cut: vec![Cut::Span(start.timestamp_millis(), end.timestamp_millis())] });
+                    ways.push(Way::then(j.clone(), None, Cut::Span(start.timestamp_millis(), end.timestamp_millis())));
                 }
                 ways.push(Way::whole(req.clone()));
                 plan.wants.entry(req.clone()).or_insert(ways);

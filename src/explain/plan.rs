@@ -158,20 +158,20 @@ fn read_plan(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived]
         let ways = match from.get(&want) {
             Some(d) => {
                 let sum = Cut::Sum { filter: d.filter.clone(), by: d.by.clone() };
-                let mut ways: Vec<Way> = at(&d.from).map(|(range, t)| Way { ask: range, cut: vec![Cut::At(t), sum.clone()] }).into_iter().collect();
-                ways.push(Way { ask: d.from.clone(), cut: vec![sum] });
+                let mut ways: Vec<Way> = at(&d.from).map(|(range, t)| Way::then(range, Some(t), sum.clone())).into_iter().collect();
+                ways.push(Way::then(d.from.clone(), None, sum));
                 // The sum's own query at both ends.
                 let own = derived.iter().find_map(|o| match (&want, &o.request) {
                     (Request::Instant { query: qa, time: ta }, Request::Instant { query: qb, time: tb }) if qa == qb && ta != tb => pair(qa, *ta, *tb),
                     _ => None,
                 });
                 if let (Some(p), Request::Instant { time, .. }) = (own, &want) {
-                    ways.push(Way { ask: p.range, cut: vec![Cut::At(time.timestamp_millis())] });
+                    ways.push(Way::at(p.range, time.timestamp_millis()));
                 }
                 ways
             }
             None => match at(&want) {
-                Some((range, t)) => vec![Way { ask: range, cut: vec![Cut::At(t)] }, Way::whole(want.clone())],
+                Some((range, t)) => vec![Way::at(range, t), Way::whole(want.clone())],
                 None => vec![Way::whole(want.clone())],
             },
         };

@@ -472,7 +472,7 @@ async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_giv
     let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
     let needed = plan::needed_signals(&rules);
     let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut vec![]);
-    let sum_of = |w: &fetch::Way| matches!(w.cut.last(), Some(fetch::Cut::Sum { .. }));
+    let sum_of = |w: &fetch::Way| matches!(w.then, Some(fetch::Cut::Sum { .. }));
     let shared: BTreeSet<String> = plan.reads.wants.values().flatten().filter(|w| sum_of(w)).filter_map(|w| if let Request::Instant { query, .. } = &w.ask { Some(query.clone()) } else { None }).collect();
     assert_eq!(shared.len(), 2, "one read of each counter: {shared:#?}");
     let asks = plan.reads.asks();
