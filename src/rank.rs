@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::report::{AlsoConsistent, Checked, Finding, NotEvaluated, Scope};
+use crate::report::{AlsoConsistent, Checked, Finding, NotEvaluated, Scope, Severity};
 use crate::rules::eval::Outcome;
 use crate::rules::RuleSet;
 
@@ -19,6 +19,9 @@ pub struct Judgement {
     pub rule: String,
     pub scope: Scope,
     pub outcome: Outcome,
+    /// For a match: whether it also holds over the window's last minutes (true when that was not
+    /// read). A finding of the last minutes alone is absorbed only by one that does.
+    pub late: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -64,16 +67,29 @@ fn order(a: &Finding, b: &Finding) -> std::cmp::Ordering {
         .then(a.scope.cmp(&b.scope))
 }
 
+/// Once the findings' ends are known: a warning or critical problem still going on at the window's
+/// end comes before every finding that is over (and before info findings), each group keeping the
+/// order [`rank`] gave it. What is burning now is what the reader acts on first; a problem that is
+/// over stays listed, with when it ended.
+pub fn ongoing_first(findings: &mut [Finding]) {
+    findings.sort_by_key(|f| !(f.ended.is_none() && f.severity >= Severity::Warning));
+}
+
 pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> Ranked {
     let mut out = Ranked::default();
     let mut matched: BTreeMap<Scope, Vec<Finding>> = BTreeMap::new();
     let mut unknown: BTreeMap<String, Vec<(Scope, String)>> = BTreeMap::new();
+    // Matches that do not hold over the window's last minutes.
+    let mut early: BTreeSet<(String, Scope)> = BTreeSet::new();
     for j in judgements {
         let Some(rule) = set.rule(&j.rule) else { continue };
+        if !j.late {
+            early.insert((j.rule.clone(), j.scope.clone()));
+        }
         match j.outcome {
             Outcome::NotMatched => out.healthy.push(Checked { rule: j.rule, scope: j.scope }),
             Outcome::Unknown { reasons } => unknown.entry(j.rule).or_default().push((j.scope, reasons.join("; "))),
-            Outcome::Matched { score, evidence, stood_in } => matched.entry(base_scope(&j.scope, group_by)).or_default().push(Finding {
+            Outcome::Matched { score, evidence, stood_in, recent } => matched.entry(base_scope(&j.scope, group_by)).or_default().push(Finding {
                 rule: rule.id.clone(),
                 title: rule.title.clone(),
                 severity: rule.severity,
@@ -87,6 +103,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                 recommendations: Vec::new(),
                 replicas: None,
                 stood_in,
+                recent,
                 onset: None,
                 onset_signal: None,
                 ended: None,
@@ -97,15 +114,19 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
 
     for (_, mut fs) in matched {
         fs.sort_by(order);
-        let ids: Vec<String> = fs.iter().map(|f| f.rule.clone()).collect();
-        // A finding is primary unless another matched rule in the same scope supersedes it.
-        let primary: Vec<bool> = ids.iter().map(|b| !ids.iter().any(|a| a != b && supersedes(set, a, b))).collect();
+        // A finding is primary unless another matched rule in the same scope supersedes it; one of
+        // the window's last minutes alone only by a rule that holds there as well (an episode that
+        // is over does not explain one that began after it).
+        let explains = |a: &Finding, b: &Finding| {
+            a.rule != b.rule && supersedes(set, &a.rule, &b.rule) && (b.recent.is_none() || !early.contains(&(a.rule.clone(), a.scope.clone())))
+        };
+        let primary: Vec<bool> = fs.iter().map(|b| !fs.iter().any(|a| explains(a, b))).collect();
         let mut absorbed: Vec<AlsoConsistent> = Vec::new();
         let mut absorbed_by: Vec<usize> = Vec::new();
         for (i, f) in fs.iter().enumerate() {
             if !primary[i] {
                 // Attach to the best-ranked primary that supersedes it.
-                let host = (0..fs.len()).find(|&h| primary[h] && supersedes(set, &fs[h].rule, &f.rule)).unwrap_or(0);
+                let host = (0..fs.len()).find(|&h| primary[h] && explains(&fs[h], f)).unwrap_or(0);
                 absorbed.push(AlsoConsistent { rule: f.rule.clone(), title: f.title.clone(), severity: f.severity, score: f.score });
                 absorbed_by.push(host);
             }
@@ -153,7 +174,7 @@ mod tests {
     }
 
     fn matched(rule: &str, m: &str, score: f64) -> Judgement {
-        Judgement { rule: rule.into(), scope: scope(m), outcome: Outcome::Matched { score, evidence: vec![], stood_in: None } }
+        Judgement { rule: rule.into(), scope: scope(m), outcome: Outcome::Matched { score, evidence: vec![], stood_in: None, recent: None }, late: true }
     }
 
     #[test]
@@ -192,6 +213,7 @@ mod tests {
             rule: "http-errors".into(),
             scope: scope(m),
             outcome: Outcome::Unknown { reasons: vec!["metric missing in the window: http_requests_total".into()] },
+            late: true,
         };
         let r = rank(&set, &["model_name".to_string()], vec![unk("a"), unk("b")]);
         assert_eq!(r.not_evaluated.len(), 1);
@@ -208,7 +230,7 @@ mod tests {
             &["model_name".to_string()],
             vec![
                 matched("slow-decode", "a", 3.0),
-                Judgement { rule: "replica-outlier".into(), scope: replica.clone(), outcome: Outcome::Matched { score: 0.5, evidence: vec![], stood_in: None } },
+                Judgement { rule: "replica-outlier".into(), scope: replica.clone(), outcome: Outcome::Matched { score: 0.5, evidence: vec![], stood_in: None, recent: None }, late: true },
             ],
         );
         assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
@@ -224,5 +246,56 @@ mod tests {
         assert_eq!(r.findings.len(), 1);
         assert_eq!(r.findings[0].rule, "workload-shift");
         assert_eq!(r.findings[0].severity, crate::report::Severity::Warning);
+    }
+
+    #[test]
+    fn a_late_episode_is_absorbed_only_by_a_rule_that_holds_late_too() {
+        let set = load_builtin().unwrap();
+        let late_decode = || Judgement {
+            rule: "slow-decode".into(),
+            scope: scope("a"),
+            outcome: Outcome::Matched {
+                score: 1.0,
+                evidence: vec![],
+                stood_in: None,
+                recent: Some(crate::report::RecentRead { range_seconds: 300, signals: vec!["itl_p95".into()] }),
+            },
+            late: true,
+        };
+        // KV pressure that is over by the window's last minutes explains nothing that began then.
+        let over = Judgement { late: false, ..matched("kv-cache-pressure", "a", 3.0) };
+        let r = rank(&set, &["model_name".to_string()], vec![over, late_decode()]);
+        let rules: Vec<&str> = r.findings.iter().map(|f| f.rule.as_str()).collect();
+        assert_eq!(rules, ["kv-cache-pressure", "slow-decode"], "{:?}", r.findings);
+        assert!(r.findings[0].also_consistent.is_empty());
+        // Still going on in the last minutes: it absorbs the slow decode, as over the whole window.
+        let r = rank(&set, &["model_name".to_string()], vec![matched("kv-cache-pressure", "a", 3.0), late_decode()]);
+        assert_eq!(r.findings.len(), 1);
+        assert_eq!(r.findings[0].also_consistent[0].rule, "slow-decode");
+        // A whole-window match is absorbed as before, whether or not its superseder holds late.
+        let over = Judgement { late: false, ..matched("kv-cache-pressure", "a", 3.0) };
+        let r = rank(&set, &["model_name".to_string()], vec![over, matched("slow-decode", "a", 1.0)]);
+        assert_eq!(r.findings.len(), 1);
+    }
+
+    #[test]
+    fn problems_still_going_on_come_before_those_that_are_over() {
+        let set = load_builtin().unwrap();
+        let r = rank(
+            &set,
+            &["model_name".to_string()],
+            vec![matched("kv-cache-pressure", "a", 3.0), matched("slow-decode", "b", 1.0), matched("workload-lighter", "c", 1.0)],
+        );
+        let mut fs = r.findings;
+        assert_eq!(fs.iter().map(|f| f.rule.as_str()).collect::<Vec<_>>(), ["kv-cache-pressure", "slow-decode", "workload-lighter"]);
+        let t = chrono::DateTime::<chrono::Utc>::from_timestamp(1_700_000_000, 0);
+        fs[0].ended = t;
+        ongoing_first(&mut fs);
+        // The warning still going on first; the critical that is over before the info finding.
+        assert_eq!(fs.iter().map(|f| f.rule.as_str()).collect::<Vec<_>>(), ["slow-decode", "kv-cache-pressure", "workload-lighter"]);
+        // Nothing over: the order stays.
+        fs[1].ended = None;
+        ongoing_first(&mut fs);
+        assert_eq!(fs.iter().map(|f| f.rule.as_str()).collect::<Vec<_>>(), ["slow-decode", "kv-cache-pressure", "workload-lighter"]);
     }
 }

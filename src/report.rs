@@ -336,6 +336,10 @@ pub struct Finding {
     /// data), through its stand-in conditions: a lower-confidence finding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stood_in: Option<StoodIn>,
+    /// Present when the conditions held over the window's last minutes but not over the whole
+    /// window: an episode that began late in a long window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recent: Option<RecentRead>,
     /// When the problem began: the time the leading signal (`onset_signal`) left its baseline level,
     /// its last point still at that level. `null` when the problem was already there at the
     /// window's start (then `onset_signal` is set) or when no trend could date it (then it is not).
@@ -361,6 +365,16 @@ impl Finding {
     pub fn present_before_window(&self) -> bool {
         self.onset.is_none() && self.onset_signal.is_some()
     }
+}
+
+/// How a finding was reached over the window's last minutes alone (a rule with `recent = true`
+/// whose conditions did not hold over the whole window).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecentRead {
+    /// How long before the window's end the recent readings start.
+    pub range_seconds: u64,
+    /// The signals read there instead of over the whole window (their baselines are unchanged).
+    pub signals: Vec<String>,
 }
 
 /// How a finding was reached without its primary signals.

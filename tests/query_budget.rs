@@ -302,9 +302,12 @@ fn the_queries_and_the_reads_of_each_family_stay_within_budget() {
 /// over the window's range from the histogram's bucket read; burn rates now read the `+Inf` bucket
 /// instead of `_count`: 70 queries, 74 family reads. Naming a KV-pressure episode still going on at
 /// the end of a long window added the share of its last five minutes with preemptions, and its
-/// trend where KV pressure is found (as in this fleet): 72 queries, 76 family reads.
-const QUERY_BUDGET: u64 = 72;
-const FAMILY_READ_BUDGET: usize = 76;
+/// trend where KV pressure is found (as in this fleet): 72 queries, 76 family reads. Judging
+/// slow-decode over the window's last five minutes too (a decode slowdown after an earlier episode,
+/// on the real engine) added those minutes' ITL and queue-time buckets per model and the four
+/// request-shape means (for the rules that would absorb it): 77 queries, 85 family reads.
+const QUERY_BUDGET: u64 = 77;
+const FAMILY_READ_BUDGET: usize = 85;
 const MOST_READS_OF_ONE_FAMILY: usize = 10;
 const BUCKET_READS: usize = 6;
 
@@ -333,8 +336,10 @@ fn answers_stay_within_their_size_bounds() {
 /// and instance: the unaggregated series carry every label the target has); the KV outlier, one
 /// series per replica; finished requests per replica and reason, which the spread and the abort
 /// and error shares are summed from; the fleet's labels, a row per engine; and the finding's
-/// breakdown). The largest answer is one histogram's buckets per replica.
-const FIXED_BYTES: usize = 60_000;
+/// breakdown). The largest answer is one histogram's buckets per replica. The last five minutes'
+/// readings (slow-decode's second reading) added 14 KB that do not grow with the fleet: 117 KB with
+/// 2 replicas per model.
+const FIXED_BYTES: usize = 75_000;
 const LARGEST_FIXED: usize = 8_000;
 const PER_REPLICA_BYTES: usize = 13_500;
 /// The envelopes of the answers that list replicas.

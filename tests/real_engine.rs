@@ -249,8 +249,8 @@ fn gauges_and_counters_alone_still_name_overload_and_kv_pressure_and_never_give_
 /// leaks KV cache, the prefix cache only stops helping where prompts that shared a prefix gave way
 /// to ones of the same length that do not, a decode fault is never explained away by requests
 /// that got shorter, and an engine whose decode got slow is not also called underused. And a few
-/// windows named by what the engine was doing at their end: a KV-pressure episode in the last
-/// minutes of a ten-minute window is named first.
+/// windows named by what the engine was doing at their end: a KV-pressure episode, or a decode
+/// slowdown after an earlier episode, in the last minutes of a ten-minute window is named first.
 #[test]
 fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
     let (phases, _tmp, prom) = served(&fixtures(), true);
@@ -322,6 +322,24 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
         let first = report["findings"][0]["rule"].as_str().unwrap_or_default().to_string();
         if !kv.expect_first.contains(&first) {
             wrong.push(format!("10m to {at}, the KV-pressure phase's last minutes: expected one of {:?} first, got {}", kv.expect_first, summary(&report)));
+        }
+    }
+    // The slow-decode phase at the end of a ten-minute window that began with the KV-pressure
+    // phase: over the whole window the queue was long (the earlier episode) and ITL rose 1.28x, and
+    // the run named only the KV pressure, which was over. Over the last five minutes ITL doubled
+    // with an empty queue: slow-decode is named first, read there, and the KV pressure is still
+    // listed, over, not as its explanation.
+    let decode = phase("slow-decode");
+    for after in [0, 30] {
+        let at = (decode.end + chrono::Duration::seconds(after)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let report = common::run::run(&common::run::explain_args(&prom.url, &at, &["--no-config", "--window", "10m", "--format", "json"]), &[]).json();
+        let f = &report["findings"][0];
+        if f["rule"] != "slow-decode" || f["recent"]["range_seconds"] != 300 || f["ended"].is_string() {
+            wrong.push(format!("10m to {at}, the slow-decode phase's last minutes: expected slow-decode first, read over the last 5 min and going on, got {}", summary(&report)));
+        }
+        let kv_over = report["findings"].as_array().into_iter().flatten().any(|f| f["rule"] == "kv-cache-pressure" && f["ended"].is_string());
+        if !kv_over {
+            wrong.push(format!("10m to {at}: the KV pressure earlier in the window is not listed as over: {}", summary(&report)));
         }
     }
     let report = common::run::run(&common::run::explain_args(&prom.url, "2026-11-23T21:16:26Z", &["--no-config", "--window", "10m", "--format", "json"]), &[]).json();

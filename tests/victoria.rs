@@ -35,7 +35,7 @@ const VALUE_TOLERANCE: f64 = 0.2;
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     (
         "rollout-slow-decode",
-        "backfilled data has no staleness markers: for five minutes after each pod of the rollout is replaced, Prometheus' lookback still sees the old pod's gauges beside the new one's, VictoriaMetrics does not, and the two rank the findings differently",
+        "backfilled data has no staleness markers: for five minutes after each pod of the rollout is replaced, Prometheus' lookback still sees the old pod's gauges beside the new one's, VictoriaMetrics does not; both name slow-decode first, Prometheus from the whole window, VictoriaMetrics from its last five minutes alone (the two ranked the findings differently before slow-decode was also judged there)",
     ),
     (
         "replica-removed-overload",
@@ -76,6 +76,8 @@ struct Finding {
     scope: String,
     severity: String,
     also_consistent: Vec<String>,
+    /// Decided over the window's last minutes alone (`recent`).
+    recent: bool,
     /// Every evidence signal with whether its condition held (`null` for context) and whether its
     /// quantile rests on too few observations.
     evidence: Vec<(String, (Value, Value))>,
@@ -109,6 +111,7 @@ fn diagnosis(report: &Value) -> Diagnosis {
                     scope: f["scope"].to_string(),
                     severity: f["severity"].as_str().unwrap_or("").to_string(),
                     also_consistent: strings("also_consistent", "rule"),
+                    recent: f["recent"].is_object(),
                     evidence,
                 }
             })
@@ -118,16 +121,20 @@ fn diagnosis(report: &Value) -> Diagnosis {
     }
 }
 
-/// The evidence values of every finding, by (rule, scope, signal), for the value comparison.
+/// The evidence values of every finding, by (rule, scope, signal), for the value comparison. A
+/// signal read over the window's last minutes (a finding's `recent`) is another reading than the
+/// whole window's, and keyed apart.
 fn evidence_values(report: &Value) -> Vec<((String, String, String), f64)> {
     let mut out = Vec::new();
     for f in report["findings"].as_array().cloned().unwrap_or_default() {
+        let late: Vec<&str> = f["recent"]["signals"].as_array().into_iter().flatten().filter_map(|s| s.as_str()).collect();
         for e in f["evidence"].as_array().cloned().unwrap_or_default() {
             if let Some(v) = e["value"].as_f64() {
+                let signal = e["signal"].as_str().unwrap_or("");
                 let key = (
                     f["rule"].as_str().unwrap_or("").to_string(),
                     f["scope"].to_string(),
-                    e["signal"].as_str().unwrap_or("").to_string(),
+                    if late.contains(&signal) { format!("{signal} (last minutes)") } else { signal.to_string() },
                 );
                 out.push((key, v));
             }

@@ -181,6 +181,7 @@ mod tests {
             recommendations: vec![],
             replicas: None,
             stood_in: None,
+            recent: None,
             onset: onset.map(t),
             onset_signal: Some("kv_usage_max".into()),
             ended: None,

@@ -135,6 +135,11 @@ fn plan_breakdown(f: &Finding, rules: &RuleSet, plan: &SignalPlan, selector: &Se
     if f.scope.keys().any(|k| !p.group_by.contains(k)) {
         return None; // already about one replica
     }
+    if f.recent.is_some() {
+        // Its values are the last minutes'; the replicas' are read over the whole window, which
+        // did not cross the lines: they would all look unaffected.
+        return None;
+    }
     let e = f.evidence.iter().find(|e| e.passed && crossed_limits(e).iter().any(|l| l.value != 0.0))?;
     let def = rules.signals.get(&e.signal)?;
     if !replica_breakdown_supported(&def.kind) {

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use crate::rank::{rank, Judgement, Ranked};
 use crate::report::{Coverage, RunParams, Scope};
-use crate::rules::eval::{evaluate, Availability, Outcome, SignalTable};
+use crate::rules::eval::{evaluate_in, holds_late, recent_view, Availability, Outcome, RecentView, SignalTable};
 use crate::rules::{RuleDef, RuleSet};
 
 /// The verdicts of a run.
@@ -33,8 +33,8 @@ pub fn any_data(rules: &RuleSet, table: &SignalTable, p: &RunParams) -> bool {
 }
 
 /// Judge one rule in one scope. A finding about one replica names it in its scope.
-fn judge_one(rule: &RuleDef, rules: &RuleSet, table: &SignalTable, scope: &Scope, any_data: bool) -> Judgement {
-    let mut outcome = evaluate(rule, rules, table, scope);
+fn judge_one(rule: &RuleDef, rules: &RuleSet, table: &SignalTable, recent: Option<&RecentView>, scope: &Scope, any_data: bool) -> Judgement {
+    let mut outcome = evaluate_in(rule, rules, table, recent, scope);
     if !any_data && matches!(outcome, Outcome::NotMatched) {
         // Only an optional feature's absence decided it, and with no data at all in the window
         // that absence proves nothing: not healthy, not evaluated.
@@ -43,7 +43,11 @@ fn judge_one(rule: &RuleDef, rules: &RuleSet, table: &SignalTable, scope: &Scope
         };
     }
     let mut named = scope.clone();
-    if matches!(outcome, Outcome::Matched { .. }) {
+    if let Outcome::Matched { recent: read, .. } = &outcome {
+        let table = match (read, recent) {
+            (Some(_), Some(view)) => &view.table,
+            _ => table,
+        };
         for sig in rule.signals() {
             if let Some(culprit) = table.get(&sig).and_then(|sv| sv.window.culprits.get(scope)) {
                 for (k, v) in culprit {
@@ -52,7 +56,11 @@ fn judge_one(rule: &RuleDef, rules: &RuleSet, table: &SignalTable, scope: &Scope
             }
         }
     }
-    Judgement { rule: rule.id.clone(), scope: named, outcome }
+    let late = match (&outcome, recent) {
+        (Outcome::Matched { recent: None, .. }, Some(view)) => holds_late(rule, rules, view, scope),
+        _ => true,
+    };
+    Judgement { rule: rule.id.clone(), scope: named, outcome, late }
 }
 
 /// Judge every rule in every scope seen in the window, and rank.
@@ -62,8 +70,13 @@ pub fn judge(rules: &RuleSet, table: &SignalTable, p: &RunParams) -> Judged {
         scopes.insert(Scope::new());
     }
     let any_data = any_data(rules, table, p);
-    let judgements: Vec<Judgement> =
-        rules.rules.iter().flat_map(|rule| scopes.iter().map(move |scope| (rule, scope))).map(|(rule, scope)| judge_one(rule, rules, table, scope, any_data)).collect();
+    let recent = rules.rules.iter().any(|r| r.recent).then(|| recent_view(rules, table, p.window.duration())).flatten();
+    let judgements: Vec<Judgement> = rules
+        .rules
+        .iter()
+        .flat_map(|rule| scopes.iter().map(move |scope| (rule, scope)))
+        .map(|(rule, scope)| judge_one(rule, rules, table, recent.as_ref(), scope, any_data))
+        .collect();
     let evaluated = if any_data { judgements.iter().filter(|j| !matches!(j.outcome, Outcome::Unknown { .. })).count() } else { 0 };
     let coverage = coverage(rules, table, &judgements, any_data, &p.group_by);
     let caveats = caveats(rules, table, &judgements);

@@ -164,6 +164,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, p, &mut warnings);
     let events = events::read(&event_plan, &[&answers, &more], &mut warnings);
     onset::apply(&mut ranked.findings);
+    crate::rank::ongoing_first(&mut ranked.findings);
     correlate::apply(&mut ranked.findings, &events, follow_ups.step.max(event_plan.step()), p.window.start);
 
     let mut seen = BTreeSet::new();
@@ -269,7 +270,7 @@ mod tests {
         for (sig, v) in [("kv_usage_max", 0.5), ("preemption_active", 0.0), ("waiting_per_replica", 0.0), ("queue_wait_mean", 0.0), ("running_fill", 0.5)] {
             table.insert(sig.into(), SignalValues { window: value(v), baseline: value(v) });
         }
-        let j = |rule: &str, outcome: Outcome| Judgement { rule: rule.into(), scope: scope("m"), outcome };
+        let j = |rule: &str, outcome: Outcome| Judgement { rule: rule.into(), scope: scope("m"), outcome, late: true };
         let unknown = || Outcome::Unknown { reasons: vec!["metric missing".into()] };
         let judgements = vec![
             j("kv-cache-pressure", Outcome::NotMatched),
@@ -293,7 +294,7 @@ mod tests {
         for sig in ["ttft_p95", "queue_p95", "itl_p95"] {
             quiet_table.insert(sig.into(), SignalValues { window: value(0.1), baseline: value(0.1) });
         }
-        let idle = vec![Judgement { rule: "slow-decode".into(), scope: scope("idle"), outcome: unknown() }, j("slow-decode", Outcome::NotMatched)];
+        let idle = vec![Judgement { rule: "slow-decode".into(), scope: scope("idle"), outcome: unknown(), late: true }, j("slow-decode", Outcome::NotMatched)];
         assert!(judge::coverage(&rules, &quiet_table, &idle, true, &by).core_not_evaluated.is_empty());
         // With no data at all in the window nothing counts as evaluated, and every core rule is missing.
         let none = judge::coverage(&rules, &table, &judgements, false, &by);
@@ -320,7 +321,7 @@ mod tests {
             t.insert("generation_tokens_rate".into(), SignalValues { window: rate.clone(), baseline: rate.clone() });
             t
         };
-        let judgements = vec![Judgement { rule: "slow-decode".into(), scope: scope("m"), outcome: Outcome::Unknown { reasons: vec!["no data for itl_p95 in the window".into()] } }];
+        let judgements = vec![Judgement { rule: "slow-decode".into(), scope: scope("m"), outcome: Outcome::Unknown { reasons: vec!["no data for itl_p95 in the window".into()] }, late: true }];
 
         let short = table_of(&nothing, &nothing);
         assert_eq!(judge::unread(&rules, &short), vec!["generation_tokens_rate", "itl_p95", "queue_p95", "ttft_p95"]);

@@ -721,6 +721,7 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
         recommendations: vec![],
         replicas: None,
         stood_in: None,
+        recent: None,
         onset: None,
         onset_signal: None,
         ended: None,

@@ -151,6 +151,9 @@ fn finding(out: &mut String, view: &ReportView, f: &FindingView) {
     if let Some(line) = &f.stood_in {
         let _ = writeln!(out, "<p class=\"stood-in\">{}</p>", esc(line));
     }
+    if let Some(line) = &f.recent {
+        let _ = writeln!(out, "<p class=\"recent\">{}</p>", esc(line));
+    }
     if let Some(line) = &f.replicas {
         let _ = writeln!(out, "<p class=\"replicas\">Affected: {}</p>", esc(line));
     }
@@ -523,7 +526,7 @@ figcaption{font-size:.92em;margin-bottom:4px}
 .value{font-weight:700;font-size:1.1em}
 .low{color:var(--warn)}
 .nochart{color:var(--muted);font-size:.9em;margin:.3em 0}
-.stood-in,.disabled{color:var(--muted);font-style:italic}
+.stood-in,.recent,.disabled{color:var(--muted);font-style:italic}
 svg.chart{display:block;width:100%;height:auto}
 svg .panel{fill:#fff;stroke:var(--line)}
 svg .panel.base{fill:#f4f6f7}

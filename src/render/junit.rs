@@ -232,6 +232,7 @@ fn detail(view: &ReportView, f: &FindingView) -> String {
     }
     let mut notes: Vec<String> = Vec::new();
     notes.extend(f.stood_in.clone());
+    notes.extend(f.recent.clone());
     notes.extend(f.replicas.as_ref().map(|r| format!("Affected: {r}")));
     notes.extend(f.recommendations.iter().map(|r| format!("{}: {}", r.head, r.how)));
     if !notes.is_empty() {

@@ -120,7 +120,7 @@ fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) 
             .collect();
         blocks.push(format!("Evidence:\n{}", items.join("\n")));
     }
-    if let Some(line) = &f.stood_in {
+    for line in f.stood_in.iter().chain(&f.recent) {
         blocks.push(format!("_{}_", text(line)));
     }
     if let Some(line) = &f.replicas {

@@ -524,6 +524,23 @@ pub(crate) fn stood_in_line(f: &Finding) -> Option<String> {
     ))
 }
 
+/// The note of a finding decided over the window's last minutes only, or `None`: which readings
+/// were taken there, from when to when, against what.
+pub(crate) fn recent_line(report: &Report, f: &Finding) -> Option<String> {
+    let r = f.recent.as_ref()?;
+    let start = report.window.end - chrono::Duration::seconds(r.range_seconds as i64);
+    let span = TimeRange { start, end: report.window.end };
+    let day = &report.window.start;
+    let last = if r.range_seconds % 60 == 0 { format!("{} min", r.range_seconds / 60) } else { describe_duration(&span) };
+    Some(format!(
+        "Held over the window's last {last} ({} → {}) but not over the whole window: the rows marked \"last {last}\" were read there, each against its baseline over the whole baseline window (its query with the window's range, [{}], at {})",
+        describe_instant(&start, day),
+        describe_instant(&report.window.end, day),
+        crate::signals::promql_duration(report.window.duration()),
+        describe_instant(&report.baseline.end, day),
+    ))
+}
+
 /// First line of every text format: `2 findings (1 critical, 1 warning) · 2 not evaluated`.
 pub(crate) fn headline(report: &Report) -> String {
     let main = match verdict(report) {
@@ -1041,6 +1058,7 @@ pub(crate) mod fixtures {
                 limit: ">= 90%".to_string(),
             }),
             stood_in: None,
+            recent: None,
             onset: Some(Utc.with_ymd_and_hms(2026, 1, 15, 9, 3, 0).unwrap()),
             onset_signal: Some("kv_cache_usage".to_string()),
             ended: None,
@@ -1137,6 +1155,7 @@ pub(crate) mod fixtures {
             recommendations: vec![],
             replicas: None,
             stood_in: None,
+            recent: None,
             // Already past its baseline when the window began.
             onset: None,
             onset_signal: Some("ttft_p95".to_string()),

@@ -238,7 +238,7 @@ fn finding_full(f: &FindingView) -> String {
     if context > 0 {
         lines.push(format!("_{} for context in the full report_", plural(context, "more signal", "more signals")));
     }
-    if let Some(line) = &f.stood_in {
+    for line in f.stood_in.iter().chain(&f.recent) {
         lines.push(format!("_{}_", plain(line)));
     }
     if let Some(line) = &f.replicas {

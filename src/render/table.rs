@@ -149,7 +149,7 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
         }
     }
 
-    if let Some(line) = &f.stood_in {
+    for line in f.stood_in.iter().chain(&f.recent) {
         out.extend(wrap(line, width, INDENT, &format!("{INDENT}  ")));
     }
     if let Some(line) = &f.replicas {

@@ -24,7 +24,7 @@ use super::{
     describe_instant, describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline,
     finding_queries, healthy_summary, headline, no_findings_sentence, not_evaluated_heading,
     not_evaluated_lines, one_line, plural, query_timing, recommendation_lines, replicas_line,
-    stood_in_line, verdict, warning_lines, evidence_words, RenderOptions, ScopeStyle, Verdict,
+    stood_in_line, recent_line, verdict, warning_lines, evidence_words, RenderOptions, ScopeStyle, Verdict,
 };
 use crate::report::{Event, EventKind, Evidence, Finding, Report, Scope, Severity, TimeRange};
 
@@ -125,6 +125,8 @@ pub struct FindingView {
     pub evidence: Vec<EvidenceView>,
     /// The lower-confidence note of a finding decided through stand-in signals.
     pub stood_in: Option<String>,
+    /// The note of a finding decided over the window's last minutes only.
+    pub recent: Option<String>,
     /// `2 of 3 replicas (kv_usage_max >= 90%): a, b`.
     pub replicas: Option<String>,
     /// When the problem began: `Started 09:03 UTC (17 min ago)` (the relative part on live runs
@@ -426,6 +428,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         summary: (!f.summary.trim().is_empty()).then(|| one_line(&f.summary)),
         evidence,
         stood_in: stood_in_line(f),
+        recent: recent_line(report, f),
         replicas: replicas_line(f),
         onset: onset_line(report, f, now),
         preceded_by: f.preceded_by.as_ref().map(|p| capitalised(&one_line(&p.text))).filter(|s| !s.is_empty()),

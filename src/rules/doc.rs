@@ -37,6 +37,17 @@ pub fn show(set: &RuleSet, id: &str) -> Option<String> {
             let _ = writeln!(o, "  - {}", c.text);
         }
     }
+    let pairs = if r.recent { set.recent_pairs(r) } else { Vec::new() };
+    if !pairs.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nWhen they do not hold over the whole window, they are checked again over its last minutes (a late or second episode), each of these read there against its whole baseline"
+        );
+        for (sig, recent) in &pairs {
+            let range = set.signals.get(recent).and_then(|d| d.range).map(|d| humantime::format_duration(d).to_string()).unwrap_or_default();
+            let _ = writeln!(o, "  - {sig}: {recent} (last {range})");
+        }
+    }
     if r.core {
         let _ = writeln!(o, "\nA core runbook check: a run that cannot evaluate it is not an all-clear (exit code 3).");
     }
@@ -58,7 +69,7 @@ pub fn show(set: &RuleSet, id: &str) -> Option<String> {
         }
     }
     let _ = writeln!(o, "\nSignals");
-    for s in r.signals() {
+    for s in set.signals_of(r) {
         if let Some(d) = set.signals.get(&s) {
             let _ = writeln!(o, "  {:<22} {} ({}). {}", d.id, d.title, d.unit, d.description);
         }

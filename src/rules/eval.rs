@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::expr::{self, Expr, Facts, Rhs, Truth};
 use super::load::{Condition, RuleDef, RuleSet};
-use crate::report::{Evidence, Scope, StoodIn};
+use crate::report::{Evidence, RecentRead, Scope, StoodIn};
 
 /// Why a signal has no values at all.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,7 +69,8 @@ pub type SignalTable = BTreeMap<String, SignalValues>;
 pub enum Outcome {
     /// `stood_in` says when the rule decided through its stand-in conditions, the primary signals
     /// being missing: a lower-confidence finding.
-    Matched { score: f64, evidence: Vec<Evidence>, stood_in: Option<StoodIn> },
+    /// `recent` says when they held over the window's last minutes only.
+    Matched { score: f64, evidence: Vec<Evidence>, stood_in: Option<StoodIn>, recent: Option<RecentRead> },
     NotMatched,
     Unknown { reasons: Vec<String> },
 }
@@ -166,16 +167,105 @@ fn conditions(when: &[Condition], facts: &ScopeFacts) -> (Truth, f64) {
     }
 }
 
+/// The signal table as a rule with `recent = true` reads it over the window's last minutes: each
+/// signal with a recent reading gets that reading as its window (its baseline stays the whole
+/// baseline window's), when the reading is shorter than the window (`range_seconds`, the longest
+/// such range). `None` when no signal has a recent reading shorter than the window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecentView {
+    pub table: SignalTable,
+    /// Signals whose window value is their recent reading.
+    pub swapped: Vec<String>,
+    pub range_seconds: u64,
+}
+
+pub fn recent_view(set: &RuleSet, table: &SignalTable, window: std::time::Duration) -> Option<RecentView> {
+    let mut out = table.clone();
+    let mut swapped = Vec::new();
+    let mut range = std::time::Duration::ZERO;
+    for (id, def) in &set.signals {
+        let Some(rdef) = def.recent.as_ref().and_then(|r| set.signals.get(r)) else { continue };
+        let r = rdef.range_in(window);
+        let (Some(base), Some(recent)) = (out.get_mut(id), table.get(&rdef.id)) else { continue };
+        if r >= window {
+            continue;
+        }
+        base.window = recent.window.clone();
+        swapped.push(id.clone());
+        range = range.max(r);
+    }
+    (!swapped.is_empty()).then_some(RecentView { table: out, swapped, range_seconds: range.as_secs() })
+}
+
 /// Evaluate one rule for one scope: its own conditions, and, when those cannot be decided because
 /// signals its stand-in covers have no metric in the window, the stand-in conditions.
 pub fn evaluate(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> Outcome {
+    evaluate_in(rule, set, table, None, scope)
+}
+
+/// [`evaluate`], and for a rule with `recent = true` that the whole window does not match, its
+/// conditions again over `recent` (the window's last minutes): a match there is a finding that
+/// says so. A recent reading that failed leaves the rule not evaluated; one with no data (no
+/// traffic in the last minutes) leaves the whole window's verdict.
+pub fn evaluate_in(rule: &RuleDef, set: &RuleSet, table: &SignalTable, recent: Option<&RecentView>, scope: &Scope) -> Outcome {
+    let outcome = evaluate_whole(rule, set, table, scope);
+    let Some(view) = recent.filter(|_| rule.recent && matches!(outcome, Outcome::NotMatched)) else { return outcome };
+    let pairs = set.recent_pairs(rule);
+    let swapped: Vec<String> = pairs.iter().filter(|(sig, _)| view.swapped.contains(sig)).map(|(sig, _)| sig.clone()).collect();
+    if swapped.is_empty() {
+        return outcome;
+    }
+    let facts = ScopeFacts { table: &view.table, scope, thresholds: &set.thresholds, set };
+    match conditions(&rule.when, &facts) {
+        (Truth::True, s) => {
+            let evidence = rule
+                .primary_signals()
+                .iter()
+                .map(|sig| {
+                    let mut e = evidence_for(&rule.when, set, &view.table, scope, sig);
+                    if let Some(title) = pairs.iter().find(|(b, _)| b == sig).and_then(|(_, r)| set.signals.get(r)).map(|d| d.title.clone()) {
+                        if swapped.contains(sig) {
+                            e.title = title;
+                        }
+                    }
+                    e
+                })
+                .collect();
+            Outcome::Matched {
+                score: (s * 100.0).round() / 100.0,
+                evidence,
+                stood_in: None,
+                recent: Some(RecentRead { range_seconds: view.range_seconds, signals: swapped }),
+            }
+        }
+        (Truth::False, _) => outcome,
+        (Truth::Unknown(reasons), _) => {
+            let failed = swapped.iter().filter_map(|sig| view.table.get(sig)).any(|v| matches!(v.window.availability, Availability::Failed(_)));
+            if failed {
+                Outcome::Unknown { reasons: reasons.into_iter().map(|r| format!("last minutes of the window: {r}")).collect() }
+            } else {
+                outcome
+            }
+        }
+    }
+}
+
+/// Whether the rule's conditions hold over the window's last minutes as well (`view`), for a rule
+/// that matched: a finding of the last minutes alone is explained by it only then. Undecidable
+/// there counts as holding (the whole window's verdict stands).
+pub fn holds_late(rule: &RuleDef, set: &RuleSet, view: &RecentView, scope: &Scope) -> bool {
+    let facts = ScopeFacts { table: &view.table, scope, thresholds: &set.thresholds, set };
+    !matches!(conditions(&rule.when, &facts).0, Truth::False)
+}
+
+fn evaluate_whole(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> Outcome {
     let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
     let score = |s: f64| (s * 100.0).round() / 100.0;
     let reasons = match conditions(&rule.when, &facts) {
         (Truth::False, _) => return Outcome::NotMatched,
         (Truth::True, s) => {
             let evidence = rule.primary_signals().iter().map(|sig| evidence_for(&rule.when, set, table, scope, sig)).collect();
-            return Outcome::Matched { score: score(s), evidence, stood_in: None };
+            return Outcome::Matched { score: score(s), evidence, stood_in: None, recent: None };
         }
         (Truth::Unknown(reasons), _) => reasons,
     };
@@ -216,7 +306,7 @@ pub fn evaluate(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scop
                 }
             }
             let evidence = shown.iter().map(|sig| evidence_for(&stand_in.when, set, table, scope, sig)).collect();
-            Outcome::Matched { score: score(s), evidence, stood_in: Some(StoodIn { missing, signals }) }
+            Outcome::Matched { score: score(s), evidence, stood_in: Some(StoodIn { missing, signals }), recent: None }
         }
     }
 }
@@ -636,5 +726,102 @@ when = ["b > 50%", "a <= $high and (a < 1.5x baseline or b >= 2x baseline)"]
         let rule = set.rule("prefix-cache-miss").unwrap();
         assert_eq!(evaluate(rule, &set, &table(0.0, 0.0), &scope("m")), Outcome::NotMatched);
         assert!(matches!(evaluate(rule, &set, &table(0.02, 0.9), &scope("m")), Outcome::Matched { .. }));
+    }
+
+    /// The real engine's slow-decode phase at the end of a ten-minute window that began with KV
+    /// pressure: over the whole window the queue was long (the earlier episode) and ITL rose 1.28x;
+    /// over the last five minutes ITL doubled with an empty queue and a smaller batch.
+    fn late_slow_decode() -> SignalTable {
+        measured(&[
+            ("itl_p95", 0.0317, 0.0248),
+            ("itl_p95_recent", 0.050, 0.025),
+            ("queue_p95", 13.2, 1.95),
+            ("queue_p95_recent", 0.285, 1.97),
+            ("running_avg", 3.15, 9.21),
+            ("running_recent", 1.63, 11.8),
+            ("generation_tokens_rate", 289.0, 682.0),
+            ("generation_tokens_recent", 110.0, 822.0),
+            ("itl_p99", 0.0567, 0.0664),
+            ("output_len_mean", 94.0, 32.0),
+            ("output_len_recent", 32.0, 32.0),
+        ])
+    }
+
+    #[test]
+    fn a_late_episode_is_decided_over_the_last_minutes_against_the_whole_baseline() {
+        let set = crate::rules::load_builtin().unwrap();
+        let rule = set.rule("slow-decode").unwrap();
+        let t = late_slow_decode();
+        // Over the whole window the earlier episode's queue hides it.
+        assert_eq!(evaluate(rule, &set, &t, &scope("m")), Outcome::NotMatched);
+        let view = recent_view(&set, &t, std::time::Duration::from_secs(600)).unwrap();
+        assert_eq!(view.range_seconds, 300);
+        match evaluate_in(rule, &set, &t, Some(&view), &scope("m")) {
+            Outcome::Matched { recent: Some(r), evidence, .. } => {
+                assert_eq!(r.range_seconds, 300);
+                assert!(r.signals.contains(&"itl_p95".to_string()) && r.signals.contains(&"queue_p95".to_string()), "{r:?}");
+                let itl = evidence.iter().find(|e| e.signal == "itl_p95").unwrap();
+                // The last minutes' value, the whole baseline's value, and the reading's own title.
+                assert_eq!((itl.value, itl.baseline), (Some(0.050), Some(0.0248)));
+                assert_eq!(itl.title, "P95 inter-token latency (last 5 min)");
+                // A signal without a recent reading keeps the whole window's value and title.
+                let p99 = evidence.iter().find(|e| e.signal == "itl_p99").unwrap();
+                assert_eq!((p99.value, p99.title.as_str()), (Some(0.0567), "P99 inter-token latency"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A rule without `recent = true` is not decided again.
+        let kv = set.rule("kv-cache-pressure").unwrap();
+        assert!(!kv.recent);
+        assert_eq!(evaluate_in(kv, &set, &t, Some(&view), &scope("m")), evaluate(kv, &set, &t, &scope("m")));
+    }
+
+    #[test]
+    fn a_window_no_longer_than_the_recent_range_has_no_second_reading() {
+        let set = crate::rules::load_builtin().unwrap();
+        let t = late_slow_decode();
+        assert!(recent_view(&set, &t, std::time::Duration::from_secs(300)).is_none());
+        assert!(recent_view(&set, &t, std::time::Duration::from_secs(180)).is_none());
+        assert!(recent_view(&set, &t, std::time::Duration::from_secs(301)).is_some());
+    }
+
+    #[test]
+    fn a_failed_recent_reading_leaves_the_rule_not_evaluated_and_a_quiet_one_healthy() {
+        let set = crate::rules::load_builtin().unwrap();
+        let rule = set.rule("slow-decode").unwrap();
+        let mut t = late_slow_decode();
+        let failed = WindowValues::unavailable(Availability::Failed("timed out".into()));
+        t.get_mut("itl_p95_recent").unwrap().window = failed;
+        let view = recent_view(&set, &t, std::time::Duration::from_secs(600)).unwrap();
+        assert!(matches!(evaluate_in(rule, &set, &t, Some(&view), &scope("m")), Outcome::Unknown { .. }));
+        // No traffic in the last minutes: nothing to read there, the whole window's verdict stands.
+        let mut t = late_slow_decode();
+        t.get_mut("itl_p95_recent").unwrap().window = wv(&[]);
+        let view = recent_view(&set, &t, std::time::Duration::from_secs(600)).unwrap();
+        assert_eq!(evaluate_in(rule, &set, &t, Some(&view), &scope("m")), Outcome::NotMatched);
+        // The same last minutes with ITL at its baseline level: healthy.
+        let mut t = late_slow_decode();
+        t.get_mut("itl_p95_recent").unwrap().window = wv(&[("m", 0.026)]);
+        let view = recent_view(&set, &t, std::time::Duration::from_secs(600)).unwrap();
+        assert_eq!(evaluate_in(rule, &set, &t, Some(&view), &scope("m")), Outcome::NotMatched);
+    }
+
+    #[test]
+    fn an_episode_that_is_over_does_not_hold_late() {
+        let set = crate::rules::load_builtin().unwrap();
+        let mut t = late_slow_decode();
+        // KV pressure earlier in the window: the cache full, preemptions over half of the window
+        // but a tenth of its last five minutes.
+        for (sig, w, b) in [("kv_usage_max", 1.0, 0.6), ("preemption_active", 0.5, 0.0), ("preemption_recent", 0.1, 0.0), ("ttft_p95", 15.8, 2.41)] {
+            t.insert(sig.into(), SignalValues { window: wv(&[("m", w)]), baseline: wv(&[("m", b)]) });
+        }
+        let kv = set.rule("kv-cache-pressure").unwrap();
+        assert!(matches!(evaluate(kv, &set, &t, &scope("m")), Outcome::Matched { .. }));
+        let view = recent_view(&set, &t, std::time::Duration::from_secs(600)).unwrap();
+        assert!(!holds_late(kv, &set, &view, &scope("m")));
+        // Preemptions over half of the last five minutes too: it holds there.
+        t.get_mut("preemption_recent").unwrap().window = wv(&[("m", 0.6)]);
+        let view = recent_view(&set, &t, std::time::Duration::from_secs(600)).unwrap();
+        assert!(holds_late(kv, &set, &view, &scope("m")));
     }
 }

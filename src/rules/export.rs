@@ -137,7 +137,7 @@ pub fn export(set: &RuleSet, opts: &Options) -> Export {
     for rule in &set.rules {
         match alert_expr(rule, set, opts) {
             Ok(expr) => {
-                let notes = rule
+                let mut notes: Vec<String> = rule
                     .stand_in
                     .iter()
                     .map(|s| {
@@ -147,6 +147,12 @@ pub fn export(set: &RuleSet, opts: &Options) -> Export {
                         )
                     })
                     .collect();
+                if rule.recent {
+                    notes.push(
+                        "its second reading over the last minutes of a long window (explain) is not exported: an alert is evaluated continuously over its own range"
+                            .to_string(),
+                    );
+                }
                 alerts.push(Alert { rule: rule.id.clone(), name: alert_name(&rule.id), severity: rule.severity, expr, notes });
             }
             Err(reason) => skipped.push(Skipped { rule: rule.id.clone(), reason }),

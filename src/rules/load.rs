@@ -82,6 +82,11 @@ pub struct RuleDef {
     /// One of the runbook's core checks: an all-clear in which a core rule could not be evaluated
     /// is not an all-clear.
     pub core: bool,
+    /// Also decided over the window's last minutes: where the whole window does not meet the
+    /// conditions, they are evaluated again with each signal that has a `recent` reading read
+    /// there instead, against the same baseline, so an episode that began late in a long window
+    /// is not averaged away (see [`RuleSet::recent_pairs`]).
+    pub recent: bool,
     /// What the metrics cannot show about this rule's problem, said when the rule is judged healthy
     /// and the caveat's condition holds (an aborted share of 0 on an engine that counts no client
     /// disconnect), so that "healthy" is not read as more than the data says.
@@ -175,6 +180,40 @@ impl RuleSet {
     pub fn rule(&self, id: &str) -> Option<&RuleDef> {
         self.rules.iter().find(|r| r.id == id)
     }
+
+    /// Each signal the rule reads (conditions and evidence) that has a reading over the window's
+    /// last minutes, with that reading's id.
+    pub fn recent_pairs(&self, rule: &RuleDef) -> Vec<(String, String)> {
+        rule.primary_signals()
+            .into_iter()
+            .filter_map(|sig| {
+                let recent = self.signals.get(&sig)?.recent.clone()?;
+                Some((sig, recent))
+            })
+            .collect()
+    }
+
+    /// True when the rule is decided over the window's last minutes too, or when it explains
+    /// better (supersedes) a rule that is: a finding of the last minutes alone is explained by it
+    /// only if it holds there as well.
+    pub fn reads_recent(&self, rule: &RuleDef) -> bool {
+        rule.recent || rule.supersedes.iter().any(|s| self.rule(s).is_some_and(|r| r.recent))
+    }
+
+    /// Every signal the rule needs computed: its own, and their readings over the window's last
+    /// minutes where [`RuleSet::reads_recent`].
+    pub fn signals_of(&self, rule: &RuleDef) -> Vec<String> {
+        let mut out = rule.signals();
+        if !self.reads_recent(rule) {
+            return out;
+        }
+        for (_, recent) in self.recent_pairs(rule) {
+            if !out.contains(&recent) {
+                out.push(recent);
+            }
+        }
+        out
+    }
 }
 
 #[derive(Deserialize)]
@@ -203,6 +242,8 @@ struct RawSignal {
     optional: bool,
     #[serde(default)]
     within_window: bool,
+    #[serde(default)]
+    recent: Option<String>,
     #[serde(flatten)]
     kind: toml::Table,
 }
@@ -233,6 +274,8 @@ struct RawRule {
     stand_in: Option<RawStandIn>,
     #[serde(default)]
     core: bool,
+    #[serde(default)]
+    recent: bool,
     #[serde(default)]
     caveat: Option<RawCaveat>,
 }
@@ -354,6 +397,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
                 range,
                 optional: s.optional,
                 within_window: s.within_window,
+                recent: s.recent,
                 origin: format!("{file}:{line}"),
             },
         );
@@ -405,6 +449,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             recommend: r.recommend,
             stand_in,
             core: r.core,
+            recent: r.recent,
             caveat,
             origin: format!("{file}:{line}"),
         };
@@ -494,6 +539,28 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
 
 /// Check that every reference resolves, once all files are merged.
 pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
+    for d in set.signals.values() {
+        let Some(recent) = &d.recent else { continue };
+        let fail = |message: String| {
+            let (file, line) = d.origin.rsplit_once(':').map(|(f, l)| (f.to_string(), l.parse().unwrap_or(0))).unwrap_or((d.origin.clone(), 0));
+            RuleError { file, line, column: 1, message }
+        };
+        let Some(r) = set.signals.get(recent) else {
+            return Err(fail(format!("signal {}: recent = {recent:?} names no declared [[signal]]", d.id)));
+        };
+        if r.range.is_none() || !r.within_window || d.range.is_some() {
+            return Err(fail(format!(
+                "signal {}: its recent reading {recent:?} must have a fixed `range` with `within_window = true`, and {} itself no range (it is read over the whole window)",
+                d.id, d.id
+            )));
+        }
+        if r.unit != d.unit || std::mem::discriminant(&r.kind) != std::mem::discriminant(&d.kind) || r.recent.is_some() {
+            return Err(fail(format!(
+                "signal {}: its recent reading {recent:?} must be of the same kind and unit, and have no recent reading of its own",
+                d.id
+            )));
+        }
+    }
     for (name, p) in &set.profiles {
         if let Some(unknown) = p.thresholds.keys().find(|k| !set.thresholds.contains_key(*k)) {
             let (file, line, column) = p.origins.get(unknown).cloned().unwrap_or_else(|| ("profiles".into(), 0, 0));
@@ -510,6 +577,12 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
             let (file, line) = r.origin.rsplit_once(':').map(|(f, l)| (f.to_string(), l.parse().unwrap_or(0))).unwrap_or((r.origin.clone(), 0));
             RuleError { file, line, column: 1, message }
         };
+        if r.recent && set.recent_pairs(r).is_empty() {
+            return Err(fail(format!(
+                "rule {}: recent = true, but none of the signals it reads has a `recent` reading over the window's last minutes",
+                r.id
+            )));
+        }
         if let Some(s) = &r.stand_in {
             if let Some(m) = s.missing.iter().find(|m| !r.primary_signals().contains(m)) {
                 return Err(fail(format!(
@@ -733,6 +806,34 @@ mod tests {
         assert!(e.message.contains("[rule.caveat] needs a `text`"), "{e}");
         let e = load_str(&mut load_builtin().unwrap(), "mine.toml", &rule("when = \"itl_p95 <<= 0\"\ntext = \"t\"")).unwrap_err();
         assert_eq!((e.file.as_str(), e.line), ("mine.toml", 9), "{e}");
+    }
+
+    #[test]
+    fn a_recent_reading_must_be_a_short_read_of_the_same_kind_and_a_recent_rule_must_have_one() {
+        let sig = |id: &str, extra: &str| format!("[[signal]]\nid = \"{id}\"\ntitle = \"T\"\nunit = \"seconds\"\nkind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]\n{extra}\n");
+        let check = |text: &str| {
+            let mut set = load_builtin().unwrap();
+            load_str(&mut set, "mine.toml", text).unwrap();
+            validate(&set)
+        };
+        check(&(sig("a", "recent = \"a_recent\"") + &sig("a_recent", "range = \"5m\"\nwithin_window = true"))).unwrap();
+        let e = check(&sig("a", "recent = \"nope\"")).unwrap_err();
+        assert!(e.message.contains("recent = \"nope\" names no declared [[signal]]") && e.file == "mine.toml" && e.line == 1, "{e}");
+        let e = check(&(sig("a", "recent = \"a_recent\"") + &sig("a_recent", "range = \"5m\""))).unwrap_err();
+        assert!(e.message.contains("must have a fixed `range` with `within_window = true`"), "{e}");
+        let e = check(&(sig("a", "recent = \"a_recent\"") + &sig("a_recent", "range = \"5m\"\nwithin_window = true").replace("seconds", "ratio"))).unwrap_err();
+        assert!(e.message.contains("same kind and unit"), "{e}");
+        // A rule that asks for a second reading must read something that has one.
+        let rule = |when: &str| format!("[[rule]]\nid = \"mine\"\ntitle = \"T\"\nseverity = \"info\"\nsummary = \"s\"\nrecent = true\nwhen = [\"{when}\"]\n");
+        check(&rule("itl_p95 > 1s")).unwrap();
+        let e = check(&rule("ttft_p95 > 1s")).unwrap_err();
+        assert!(e.message.contains("recent = true, but none of the signals it reads has a `recent` reading"), "{e}");
+        // The built-in slow-decode reads four signals there.
+        let set = load_builtin().unwrap();
+        let pairs = set.recent_pairs(set.rule("slow-decode").unwrap());
+        assert!(pairs.contains(&("itl_p95".to_string(), "itl_p95_recent".to_string())), "{pairs:?}");
+        assert!(set.signals_of(set.rule("kv-cache-pressure").unwrap()).contains(&"queue_p95_recent".to_string()), "a rule superseding a recent one reads the recent readings too");
+        assert!(!set.signals_of(set.rule("http-errors").unwrap()).iter().any(|s| s.ends_with("_recent") && s != "preemption_recent"));
     }
 
     #[test]

@@ -221,6 +221,10 @@ pub struct SignalDef {
     /// the signal over the window instead (the short window of an SLO burn-rate pair, so an incident
     /// that ended before the window cannot keep the burn alert alive).
     pub within_window: bool,
+    /// Its reading over the window's last minutes: another signal, of the same kind and unit, with
+    /// a fixed `range` inside the window. A rule with `recent = true` is also decided with this
+    /// reading in place of the whole window's, against the same baseline.
+    pub recent: Option<String>,
     /// Where it was declared (`rules/signals.toml:12`), for errors.
     pub origin: String,
 }
