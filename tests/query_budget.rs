@@ -304,10 +304,12 @@ fn the_queries_and_the_reads_of_each_family_stay_within_budget() {
 /// the end of a long window added the share of its last five minutes with preemptions, and its
 /// trend where KV pressure is found (as in this fleet): 72 queries, 76 family reads. Judging
 /// slow-decode over the window's last five minutes too (a decode slowdown after an earlier episode,
-/// on the real engine) added those minutes' ITL and queue-time buckets per model and the four
-/// request-shape means (for the rules that would absorb it): 77 queries, 85 family reads.
-const QUERY_BUDGET: u64 = 77;
-const FAMILY_READ_BUDGET: usize = 85;
+/// on the real engine) reads those minutes' ITL and queue-time buckets and the four request-shape
+/// means (for the rules that would absorb it), for the models whose ITL rose a tenth while
+/// slow-decode did not hold: here the one under KV pressure, six queries with its `model_name`:
+/// 78 queries, 86 family reads (a healthy fleet asks none of them).
+const QUERY_BUDGET: u64 = 78;
+const FAMILY_READ_BUDGET: usize = 86;
 const MOST_READS_OF_ONE_FAMILY: usize = 10;
 const BUCKET_READS: usize = 6;
 
@@ -336,10 +338,10 @@ fn answers_stay_within_their_size_bounds() {
 /// and instance: the unaggregated series carry every label the target has); the KV outlier, one
 /// series per replica; finished requests per replica and reason, which the spread and the abort
 /// and error shares are summed from; the fleet's labels, a row per engine; and the finding's
-/// breakdown). The largest answer is one histogram's buckets per replica. The last five minutes'
-/// readings (slow-decode's second reading) added 14 KB that do not grow with the fleet: 117 KB with
-/// 2 replicas per model.
-const FIXED_BYTES: usize = 75_000;
+/// breakdown). The largest answer is one histogram's buckets per replica. Slow-decode's second
+/// reading of the window's last five minutes, for the model under KV pressure, adds 9 KB that do
+/// not grow with the fleet: 111 KB with 2 replicas per model.
+const FIXED_BYTES: usize = 60_000;
 const LARGEST_FIXED: usize = 8_000;
 const PER_REPLICA_BYTES: usize = 13_500;
 /// The envelopes of the answers that list replicas.

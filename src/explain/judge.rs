@@ -63,19 +63,72 @@ fn judge_one(rule: &RuleDef, rules: &RuleSet, table: &SignalTable, recent: Optio
     Judgement { rule: rule.id.clone(), scope: named, outcome, late }
 }
 
+/// How far a rule's first signal must have moved over the whole window, in the direction its first
+/// condition looks, for its scope to get a second reading of the window's last minutes.
+pub const LATE_GATE: f64 = 1.1;
+
+/// The scopes where a rule with `recent = true` did not hold over the whole window but its first
+/// signal moved at least [`LATE_GATE`] times its baseline in the direction its first condition
+/// looks (slow-decode: P95 ITL up a tenth or more): only there can the window's last minutes
+/// change the verdict enough to be worth reading. None for a window no longer than those minutes.
+pub fn late_scopes(rules: &RuleSet, table: &SignalTable, p: &RunParams) -> BTreeSet<Scope> {
+    let window = p.window.duration();
+    let mut out = BTreeSet::new();
+    for rule in rules.rules.iter().filter(|r| r.recent) {
+        let shorter = rules.recent_pairs(rule).iter().any(|(_, r)| rules.signals.get(r).is_some_and(|d| d.range_in(window) < window));
+        let Some(lead) = rule.when.first().and_then(|c| c.expr.comparisons().first().map(|c| (c.signal.clone(), c.op.is_upper()))) else { continue };
+        let Some(values) = table.get(&lead.0).filter(|_| shorter) else { continue };
+        for (scope, v) in &values.window.values {
+            let Some(b) = values.baseline.values.get(scope) else { continue };
+            let moved = if lead.1 { *v >= LATE_GATE * b } else { *v * LATE_GATE <= *b };
+            if moved && *b > 0.0 && matches!(evaluate_in(rule, rules, table, None, scope), Outcome::NotMatched) {
+                out.insert(scope.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Add the readings of the window's last minutes, asked for some scopes only, to the table.
+pub fn merge_late(table: &mut SignalTable, part: SignalTable) {
+    for (id, sv) in part {
+        match table.get_mut(&id) {
+            None => {
+                table.insert(id, sv);
+            }
+            Some(t) => {
+                for (have, add) in [(&mut t.window, sv.window), (&mut t.baseline, sv.baseline)] {
+                    if !matches!(add.availability, Availability::Ok) {
+                        have.availability = add.availability;
+                        continue;
+                    }
+                    have.values.extend(add.values);
+                    have.counts.extend(add.counts);
+                    have.culprits.extend(add.culprits);
+                }
+            }
+        }
+    }
+}
+
 /// Judge every rule in every scope seen in the window, and rank.
 pub fn judge(rules: &RuleSet, table: &SignalTable, p: &RunParams) -> Judged {
+    judge_late(rules, table, p, &BTreeSet::new())
+}
+
+/// [`judge`], with the window's last minutes read for the scopes in `late` ([`late_scopes`]).
+pub fn judge_late(rules: &RuleSet, table: &SignalTable, p: &RunParams, late: &BTreeSet<Scope>) -> Judged {
     let mut scopes: BTreeSet<Scope> = table.values().flat_map(|s| s.window.values.keys().cloned()).collect();
     if scopes.is_empty() {
         scopes.insert(Scope::new());
     }
     let any_data = any_data(rules, table, p);
-    let recent = rules.rules.iter().any(|r| r.recent).then(|| recent_view(rules, table, p.window.duration())).flatten();
+    let recent = (!late.is_empty()).then(|| recent_view(rules, table, p.window.duration())).flatten();
     let judgements: Vec<Judgement> = rules
         .rules
         .iter()
         .flat_map(|rule| scopes.iter().map(move |scope| (rule, scope)))
-        .map(|(rule, scope)| judge_one(rule, rules, table, recent.as_ref(), scope, any_data))
+        .map(|(rule, scope)| judge_one(rule, rules, table, recent.as_ref().filter(|_| late.contains(scope)), scope, any_data))
         .collect();
     let evaluated = if any_data { judgements.iter().filter(|j| !matches!(j.outcome, Outcome::Unknown { .. })).count() } else { 0 };
     let coverage = coverage(rules, table, &judgements, any_data, &p.group_by);

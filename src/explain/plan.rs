@@ -183,7 +183,7 @@ fn read_plan(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived]
 /// Signals the enabled rules read, in a stable order (with the recommenders' inputs when a rule
 /// recommends).
 pub fn needed_signals(rules: &RuleSet) -> BTreeSet<String> {
-    let mut needed: BTreeSet<String> = rules.rules.iter().flat_map(|r| rules.signals_of(r)).collect();
+    let mut needed: BTreeSet<String> = rules.rules.iter().flat_map(|r| r.signals()).collect();
     if rules.rules.iter().any(|r| r.recommend.is_some()) {
         needed.extend(RECOMMENDATION_INPUTS.iter().filter(|s| rules.signals.contains_key(**s)).map(|s| s.to_string()));
     }

@@ -211,6 +211,56 @@ fn judging_finds_a_full_cache_and_clears_a_quiet_one() {
     assert!(judged.ranked.healthy.iter().any(|c| c.rule == "kv-cache-pressure"));
 }
 
+/// The real engine's late slow decode (ITL 1.28x over the window, 2x over its last five minutes,
+/// the queue long only in the earlier episode), for model `a`, and a steady model `b`.
+fn late_decode_table(with_recent: bool) -> SignalTable {
+    let two = |wa: f64, ba: f64, wb: f64, bb: f64| SignalValues {
+        window: WindowValues { values: [(scope("a"), wa), (scope("b"), wb)].into_iter().collect(), ..WindowValues::unavailable(Availability::Ok) },
+        baseline: WindowValues { values: [(scope("a"), ba), (scope("b"), bb)].into_iter().collect(), ..WindowValues::unavailable(Availability::Ok) },
+    };
+    let mut t: SignalTable = [
+        ("itl_p95", two(0.0317, 0.0248, 0.025, 0.0248)),
+        ("queue_p95", two(13.2, 1.95, 0.28, 0.28)),
+        ("running_avg", two(3.15, 9.21, 5.0, 5.0)),
+        ("generation_tokens_rate", two(289.0, 682.0, 500.0, 500.0)),
+        ("running_recent", two(1.63, 11.8, 5.0, 5.0)),
+        ("generation_tokens_recent", two(110.0, 822.0, 500.0, 500.0)),
+    ]
+    .into_iter()
+    .map(|(s, v)| (s.to_string(), v))
+    .collect();
+    if with_recent {
+        // Asked for `a` alone.
+        let one = |w: f64, b: f64| SignalValues {
+            window: WindowValues { values: [(scope("a"), w)].into_iter().collect(), ..WindowValues::unavailable(Availability::Ok) },
+            baseline: WindowValues { values: [(scope("a"), b)].into_iter().collect(), ..WindowValues::unavailable(Availability::Ok) },
+        };
+        let part: SignalTable = [("itl_p95_recent", one(0.050, 0.025)), ("queue_p95_recent", one(0.285, 1.97))].into_iter().map(|(s, v)| (s.to_string(), v)).collect();
+        judge::merge_late(&mut t, part);
+    }
+    t
+}
+
+#[test]
+fn the_last_minutes_are_read_only_where_the_lead_signal_moved_and_the_rule_did_not_hold() {
+    let rules = crate::rules::load_builtin().unwrap();
+    let p = params();
+    let table = late_decode_table(false);
+    // ITL up 1.28x on `a` without slow-decode holding; `b` steady.
+    assert_eq!(judge::late_scopes(&rules, &table, &p), [scope("a")].into());
+    // A window no longer than the last minutes has nothing more to read.
+    let short = RunParams { window: TimeRange { start: p.window.end - chrono::Duration::minutes(5), end: p.window.end }, ..p.clone() };
+    assert!(judge::late_scopes(&rules, &table, &short).is_empty());
+    // Read for `a`: slow-decode is named there, from those minutes; `b` stays healthy.
+    let table = late_decode_table(true);
+    let judged = judge::judge_late(&rules, &table, &p, &[scope("a")].into());
+    let f = judged.ranked.findings.iter().find(|f| f.rule == "slow-decode").expect("slow-decode named");
+    assert_eq!((f.scope.clone(), f.recent.as_ref().map(|r| r.range_seconds)), (scope("a"), Some(300)));
+    assert!(judged.ranked.healthy.iter().any(|c| c.rule == "slow-decode" && c.scope == scope("b")));
+    // Without the second reading the same table names nothing for `a`.
+    assert!(!judge::judge(&rules, &table, &p).ranked.findings.iter().any(|f| f.rule == "slow-decode"));
+}
+
 #[test]
 fn with_no_data_in_the_window_nothing_counts_as_evaluated() {
     let rules = crate::rules::load_builtin().unwrap();

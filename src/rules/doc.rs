@@ -69,7 +69,7 @@ pub fn show(set: &RuleSet, id: &str) -> Option<String> {
         }
     }
     let _ = writeln!(o, "\nSignals");
-    for s in set.signals_of(r) {
+    for s in r.signals().into_iter().chain(if r.recent { set.recent_pairs(r).into_iter().map(|(_, x)| x).collect() } else { Vec::new() }) {
         if let Some(d) = set.signals.get(&s) {
             let _ = writeln!(o, "  {:<22} {} ({}). {}", d.id, d.title, d.unit, d.description);
         }

@@ -200,19 +200,18 @@ impl RuleSet {
         rule.recent || rule.supersedes.iter().any(|s| self.rule(s).is_some_and(|r| r.recent))
     }
 
-    /// Every signal the rule needs computed: its own, and their readings over the window's last
-    /// minutes where [`RuleSet::reads_recent`].
-    pub fn signals_of(&self, rule: &RuleDef) -> Vec<String> {
-        let mut out = rule.signals();
-        if !self.reads_recent(rule) {
-            return out;
-        }
-        for (_, recent) in self.recent_pairs(rule) {
-            if !out.contains(&recent) {
-                out.push(recent);
-            }
-        }
-        out
+    /// The readings over the window's last minutes that a second reading needs: those of every
+    /// rule with `recent = true` and of every rule that would absorb its findings
+    /// ([`RuleSet::reads_recent`]), without the ones the rules read anyway.
+    pub fn late_signals(&self) -> std::collections::BTreeSet<String> {
+        let own: std::collections::BTreeSet<String> = self.rules.iter().flat_map(|r| r.signals()).collect();
+        self.rules
+            .iter()
+            .filter(|r| self.reads_recent(r))
+            .flat_map(|r| self.recent_pairs(r))
+            .map(|(_, recent)| recent)
+            .filter(|s| !own.contains(s))
+            .collect()
     }
 }
 
@@ -832,8 +831,13 @@ mod tests {
         let set = load_builtin().unwrap();
         let pairs = set.recent_pairs(set.rule("slow-decode").unwrap());
         assert!(pairs.contains(&("itl_p95".to_string(), "itl_p95_recent".to_string())), "{pairs:?}");
-        assert!(set.signals_of(set.rule("kv-cache-pressure").unwrap()).contains(&"queue_p95_recent".to_string()), "a rule superseding a recent one reads the recent readings too");
-        assert!(!set.signals_of(set.rule("http-errors").unwrap()).iter().any(|s| s.ends_with("_recent") && s != "preemption_recent"));
+        // The second reading asks slow-decode's readings and those of the rules that would absorb
+        // its findings (workload-shift's request shape), not what a rule reads anyway.
+        let late = set.late_signals();
+        for s in ["itl_p95_recent", "queue_p95_recent", "prompt_len_recent", "max_tokens_recent"] {
+            assert!(late.contains(s), "{s} not in {late:?}");
+        }
+        assert!(!late.contains("running_recent") && !late.contains("preemption_recent"), "{late:?}");
     }
 
     #[test]
