@@ -81,7 +81,7 @@ pub fn late_scopes(rules: &RuleSet, table: &SignalTable, p: &RunParams) -> BTree
         for (scope, v) in &values.window.values {
             let Some(b) = values.baseline.values.get(scope) else { continue };
             let moved = if lead.1 { *v >= LATE_GATE * b } else { *v * LATE_GATE <= *b };
-            if moved && *b > 0.0 && matches!(evaluate_in(rule, rules, table, None, scope), Outcome::NotMatched) {
+            if moved && *b > 0.0 && matches!(crate::rules::eval::evaluate(rule, rules, table, scope), Outcome::NotMatched) {
                 out.insert(scope.clone());
             }
         }

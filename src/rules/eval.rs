@@ -232,7 +232,7 @@ pub fn evaluate_in(rule: &RuleDef, set: &RuleSet, table: &SignalTable, recent: O
                 })
                 .collect();
             Outcome::Matched {
-                score: (s * 100.0).round() / 100.0,
+                score: rounded(s),
                 evidence,
                 stood_in: None,
                 recent: Some(RecentRead { range_seconds: view.range_seconds, signals: swapped }),
@@ -258,9 +258,14 @@ pub fn holds_late(rule: &RuleDef, set: &RuleSet, view: &RecentView, scope: &Scop
     !matches!(conditions(&rule.when, &facts).0, Truth::False)
 }
 
+/// A finding's score as reported: two decimals.
+fn rounded(s: f64) -> f64 {
+    (s * 100.0).round() / 100.0
+}
+
 fn evaluate_whole(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> Outcome {
     let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
-    let score = |s: f64| (s * 100.0).round() / 100.0;
+    let score = rounded;
     let reasons = match conditions(&rule.when, &facts) {
         (Truth::False, _) => return Outcome::NotMatched,
         (Truth::True, s) => {
