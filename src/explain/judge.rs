@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use crate::rank::{rank, Judgement, Ranked};
 use crate::report::{Coverage, RunParams, Scope};
-use crate::rules::eval::{evaluate_in, holds_late, recent_view, Availability, Outcome, RecentView, SignalTable};
+use crate::rules::eval::{evaluate_in, holds_late, recent_gate_holds, recent_view, Availability, Outcome, RecentView, SignalTable};
 use crate::rules::{RuleDef, RuleSet};
 
 /// The verdicts of a run.
@@ -63,26 +63,25 @@ fn judge_one(rule: &RuleDef, rules: &RuleSet, table: &SignalTable, recent: Optio
     Judgement { rule: rule.id.clone(), scope: named, outcome, late }
 }
 
-/// How far a rule's first signal must have moved over the whole window, in the direction its first
-/// condition looks, for its scope to get a second reading of the window's last minutes.
-pub const LATE_GATE: f64 = 1.1;
-
-/// The scopes where a rule with `recent = true` did not hold over the whole window but its first
-/// signal moved at least [`LATE_GATE`] times its baseline in the direction its first condition
-/// looks (slow-decode: P95 ITL up a tenth or more): only there can the window's last minutes
-/// change the verdict enough to be worth reading. None for a window no longer than those minutes.
+/// The scopes where a rule with a second reading of the window's last minutes (`recent`) did not
+/// hold over the whole window while its `[rule.recent]` condition did (slow-decode: P95 ITL up a
+/// tenth), or, for a rule without one, did not hold at all: only there can those minutes change the
+/// verdict. None for a window no longer than those minutes.
 pub fn late_scopes(rules: &RuleSet, table: &SignalTable, p: &RunParams) -> BTreeSet<Scope> {
     let window = p.window.duration();
+    let scopes: BTreeSet<&Scope> = table.values().flat_map(|s| s.window.values.keys()).collect();
     let mut out = BTreeSet::new();
     for rule in rules.rules.iter().filter(|r| r.recent) {
         let shorter = rules.recent_pairs(rule).iter().any(|(_, r)| rules.signals.get(r).is_some_and(|d| d.range_in(window) < window));
-        let Some(lead) = rule.when.first().and_then(|c| c.expr.comparisons().first().map(|c| (c.signal.clone(), c.op.is_upper()))) else { continue };
-        let Some(values) = table.get(&lead.0).filter(|_| shorter) else { continue };
-        for (scope, v) in &values.window.values {
-            let Some(b) = values.baseline.values.get(scope) else { continue };
-            let moved = if lead.1 { *v >= LATE_GATE * b } else { *v * LATE_GATE <= *b };
-            if moved && *b > 0.0 && matches!(crate::rules::eval::evaluate(rule, rules, table, scope), Outcome::NotMatched) {
-                out.insert(scope.clone());
+        if !shorter {
+            continue;
+        }
+        for scope in &scopes {
+            if !out.contains(*scope)
+                && recent_gate_holds(rule, rules, table, scope)
+                && matches!(crate::rules::eval::evaluate(rule, rules, table, scope), Outcome::NotMatched)
+            {
+                out.insert((*scope).clone());
             }
         }
     }

@@ -134,29 +134,17 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // Assemble the values and judge.
     let labels = assemble::fleet_labels(&disc_plan.labels, &answers, &disc.window_names, p, &mut warnings);
     let (mut table, names_used) = assemble::signal_table(&signal_plan, &answers, &p.group_by, &mut warnings);
-    // Where a rule judged over the window's last minutes too did not hold but its lead signal
-    // moved, read those minutes for those scopes (one more round trip, only then) and judge again.
+    // Where a rule judged over the window's last minutes too did not hold but its `[rule.recent]`
+    // condition did, read those minutes for those scopes (one more round trip, only then; one query
+    // set for all of them) and judge again.
     let late = judge::late_scopes(rules, &table, p);
     if !late.is_empty() {
-        let wanted = rules.late_signals();
-        let plans: Vec<plan::SignalPlan> = late
-            .iter()
-            .map(|scope| {
-                let mut selector = opts.selector.clone();
-                selector.matchers.extend(scope.iter().map(|(k, v)| crate::prom::selector::Matcher::eq(k, v)));
-                plan::plan_signals(rules, &wanted, QueryContext { selector, ..signal_plan.ctx.clone() }, p, &disc, &mut warnings)
-            })
-            .collect();
-        let mut reads = fetch::ReadPlan::default();
-        for pl in &plans {
-            reads.extend(pl.reads.clone());
-        }
-        let (late_answers, sent) = fetch::read(&source, &reads, opts.concurrency, opts.deadline, started).await;
+        let selector = follow_up::only_scopes(&opts.selector, &p.group_by, &late);
+        let late_plan = plan::plan_signals(rules, &rules.late_signals(), QueryContext { selector, ..signal_plan.ctx.clone() }, p, &disc, &mut warnings);
+        let (late_answers, sent) = fetch::read(&source, &late_plan.reads, opts.concurrency, opts.deadline, started).await;
         queries += sent;
-        for pl in &plans {
-            let (part, _) = assemble::signal_table(pl, &late_answers, &p.group_by, &mut warnings);
-            judge::merge_late(&mut table, part);
-        }
+        let (part, _) = assemble::signal_table(&late_plan, &late_answers, &p.group_by, &mut warnings);
+        judge::merge_late(&mut table, part);
     }
     let judge::Judged { mut ranked, scopes, evaluated, coverage, caveats } = judge::judge_late(rules, &table, p, &late);
     let unread = judge::unread(rules, &table);

@@ -262,6 +262,25 @@ fn the_last_minutes_are_read_only_where_the_lead_signal_moved_and_the_rule_did_n
 }
 
 #[test]
+fn which_scopes_get_the_last_minutes_is_the_rule_files_condition() {
+    let p = params();
+    let table = late_decode_table(false);
+    let with_gate = |when: Option<&str>| {
+        let mut rules = crate::rules::load_builtin().unwrap();
+        let r = rules.rules.iter_mut().find(|r| r.id == "slow-decode").unwrap();
+        r.recent_when = when.map(|t| crate::rules::load::Condition { text: t.to_string(), expr: crate::rules::expr::parse(t).unwrap() });
+        judge::late_scopes(&rules, &table, &p)
+    };
+    assert_eq!(with_gate(Some("itl_p95 >= 1.1x baseline")), [scope("a")].into());
+    // `a`'s ITL rose 1.28x: a stricter condition leaves it out.
+    assert!(with_gate(Some("itl_p95 >= 1.5x baseline")).is_empty());
+    // A condition that cannot be decided (a signal with no value) reads nothing.
+    assert!(with_gate(Some("itl_p99 >= 1.1x baseline")).is_empty());
+    // `recent = true` without a condition: every scope where the rule did not hold.
+    assert_eq!(with_gate(None), [scope("a"), scope("b")].into());
+}
+
+#[test]
 fn with_no_data_in_the_window_nothing_counts_as_evaluated() {
     let rules = crate::rules::load_builtin().unwrap();
     let empty = SignalValues { window: WindowValues::unavailable(Availability::Ok), baseline: WindowValues::unavailable(Availability::Ok) };

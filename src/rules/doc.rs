@@ -41,7 +41,8 @@ pub fn show(set: &RuleSet, id: &str) -> Option<String> {
     if !pairs.is_empty() {
         let _ = writeln!(
             o,
-            "\nWhen they do not hold over the whole window, they are checked again over its last minutes (a late or second episode), each of these read there against its whole baseline"
+            "\nWhen they do not hold over the whole window{}, they are checked again over its last minutes (a late or second episode), each of these read there against its whole baseline",
+            r.recent_when.as_ref().map(|c| format!(" but {} does", c.text)).unwrap_or_default()
         );
         for (sig, recent) in &pairs {
             let range = set.signals.get(recent).and_then(|d| d.range).map(|d| humantime::format_duration(d).to_string()).unwrap_or_default();

@@ -135,6 +135,14 @@ pub fn caveat_holds(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &
     expr::eval(&c.when.expr, &facts).0 == Truth::True
 }
 
+/// Whether the window's last minutes are worth reading for `scope` by the rule's `[rule.recent]`
+/// condition over the whole window (true for a rule without one; false when it cannot be decided).
+pub fn recent_gate_holds(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> bool {
+    let Some(c) = &rule.recent_when else { return true };
+    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
+    expr::eval(&c.expr, &facts).0 == Truth::True
+}
+
 /// True when the rule's verdict for `scope` came from its stand-in conditions (its own could not be
 /// decided for want of a metric), whichever way it went.
 pub fn decided_by_stand_in(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> bool {

@@ -87,6 +87,10 @@ pub struct RuleDef {
     /// there instead, against the same baseline, so an episode that began late in a long window
     /// is not averaged away (see [`RuleSet::recent_pairs`]).
     pub recent: bool,
+    /// Where those minutes are worth reading (`[rule.recent] when`): a condition over the whole
+    /// window, checked for each scope where the rule did not hold there (slow-decode: P95 ITL up a
+    /// tenth). Without one (`recent = true`) they are read for every such scope.
+    pub recent_when: Option<Condition>,
     /// What the metrics cannot show about this rule's problem, said when the rule is judged healthy
     /// and the caveat's condition holds (an aborted share of 0 on an engine that counts no client
     /// disconnect), so that "healthy" is not read as more than the data says.
@@ -274,9 +278,42 @@ struct RawRule {
     #[serde(default)]
     core: bool,
     #[serde(default)]
-    recent: bool,
+    recent: Option<RawRecent>,
     #[serde(default)]
     caveat: Option<RawCaveat>,
+}
+
+/// `recent = true`, or a `[rule.recent]` table with the condition under which the window's last
+/// minutes are read.
+enum RawRecent {
+    Always(bool),
+    Gated(RawRecentGate),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRecentGate {
+    when: Spanned<String>,
+}
+
+impl<'de> Deserialize<'de> for RawRecent {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawRecent;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("true, false, or a [rule.recent] table with `when`")
+            }
+            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<RawRecent, E> {
+                Ok(RawRecent::Always(b))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawRecent, A::Error> {
+                // Through the file's own map, so the condition keeps its place in the file.
+                RawRecentGate::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(RawRecent::Gated)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -432,6 +469,11 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
                 Some(Caveat { when, text: c.text })
             }
         };
+        let (recent, recent_when) = match r.recent {
+            None | Some(RawRecent::Always(false)) => (false, None),
+            Some(RawRecent::Always(true)) => (true, None),
+            Some(RawRecent::Gated(g)) => (true, conditions(vec![g.when])?.pop()),
+        };
         let (line, _) = lines.line_col(at);
         let def = RuleDef {
             id: r.id,
@@ -448,7 +490,8 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             recommend: r.recommend,
             stand_in,
             core: r.core,
-            recent: r.recent,
+            recent,
+            recent_when,
             caveat,
             origin: format!("{file}:{line}"),
         };
@@ -578,7 +621,7 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
         };
         if r.recent && set.recent_pairs(r).is_empty() {
             return Err(fail(format!(
-                "rule {}: recent = true, but none of the signals it reads has a `recent` reading over the window's last minutes",
+                "rule {}: recent = true (or [rule.recent]), but none of the signals it reads has a `recent` reading over the window's last minutes",
                 r.id
             )));
         }
@@ -587,6 +630,14 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
                 return Err(fail(format!(
                     "rule {}: stand_in.missing names {m:?}, which none of the rule's own conditions or evidence reads",
                     r.id
+                )));
+            }
+        }
+        if let Some(c) = &r.recent_when {
+            if let Some(cmp) = c.expr.comparisons().into_iter().find(|cmp| !r.signals().contains(&cmp.signal)) {
+                return Err(fail(format!(
+                    "rule {}: [rule.recent] condition {:?} reads signal {:?}, which the rule itself does not read (it is checked over the whole window's readings of the rule's own signals)",
+                    r.id, c.text, cmp.signal
                 )));
             }
         }
@@ -826,7 +877,24 @@ mod tests {
         let rule = |when: &str| format!("[[rule]]\nid = \"mine\"\ntitle = \"T\"\nseverity = \"info\"\nsummary = \"s\"\nrecent = true\nwhen = [\"{when}\"]\n");
         check(&rule("itl_p95 > 1s")).unwrap();
         let e = check(&rule("ttft_p95 > 1s")).unwrap_err();
-        assert!(e.message.contains("recent = true, but none of the signals it reads has a `recent` reading"), "{e}");
+        assert!(e.message.contains("recent = true (or [rule.recent]), but none of the signals it reads has a `recent` reading"), "{e}");
+        // Its condition: a table with `when`, over the rule's own signals, reported at its place.
+        let gated = |when: &str| format!("[[rule]]\nid = \"mine\"\ntitle = \"T\"\nseverity = \"info\"\nsummary = \"s\"\nwhen = [\"itl_p95 > 1s\"]\n\n[rule.recent]\nwhen = \"{when}\"\n");
+        check(&gated("itl_p95 >= 1.1x baseline")).unwrap();
+        let mut set = load_builtin().unwrap();
+        load_str(&mut set, "mine.toml", &gated("itl_p95 >= 1.1x baseline")).unwrap();
+        let mine = set.rule("mine").unwrap();
+        assert!(mine.recent && mine.recent_when.as_ref().is_some_and(|c| c.text == "itl_p95 >= 1.1x baseline"));
+        let e = load_str(&mut load_builtin().unwrap(), "mine.toml", &gated("itl_p95 >=> 1.1x baseline")).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("mine.toml", 9), "{e}");
+        assert!(e.message.contains("rule mine: in condition \"itl_p95 >=> 1.1x baseline\""), "{e}");
+        let e = check(&gated("ttft_p95 >= 1.1x baseline")).unwrap_err();
+        assert!(e.message.contains("[rule.recent] condition \"ttft_p95 >= 1.1x baseline\" reads signal \"ttft_p95\", which the rule itself does not read"), "{e}");
+        let e = load_str(&mut load_builtin().unwrap(), "mine.toml", &gated("itl_p95 > 1s").replace("[rule.recent]\n", "[rule.recent]\nrange = \"5m\"\n")).unwrap_err();
+        assert!(e.message.contains("unknown field `range`"), "{e}");
+        let e = load_str(&mut load_builtin().unwrap(), "mine.toml", &rule("itl_p95 > 1s").replace("recent = true", "recent = \"yes\"")).unwrap_err();
+        assert!(e.message.contains("true, false, or a [rule.recent] table with `when`"), "{e}");
+        assert!(load_builtin().unwrap().rule("slow-decode").unwrap().recent_when.is_some(), "the built-in slow-decode declares its condition");
         // The built-in slow-decode reads four signals there.
         let set = load_builtin().unwrap();
         let pairs = set.recent_pairs(set.rule("slow-decode").unwrap());
