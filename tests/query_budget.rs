@@ -307,9 +307,13 @@ fn the_queries_and_the_reads_of_each_family_stay_within_budget() {
 /// on the real engine) reads those minutes' ITL and queue-time buckets and the four request-shape
 /// means (for the rules that would absorb it), for the models whose ITL rose a tenth while
 /// slow-decode did not hold: here the one under KV pressure, six queries with its `model_name`:
-/// 78 queries, 86 family reads (a healthy fleet asks none of them).
-const QUERY_BUDGET: u64 = 78;
-const FAMILY_READ_BUDGET: usize = 86;
+/// 78 queries, 86 family reads (a healthy fleet asks none of them). The share of the last five
+/// minutes with preemptions is then asked at the window's end and the baseline's as two instant
+/// queries instead of one range query: a subquery asked at two steps is computed over everything
+/// between them (at 200x20 in a real Prometheus 5.3–6.2 ms against 3.3 ms for the two; 40–53 ms
+/// against 1.6 ms for the window's with `--baseline 1d`): 79 queries, 87 family reads.
+const QUERY_BUDGET: u64 = 79;
+const FAMILY_READ_BUDGET: usize = 87;
 const MOST_READS_OF_ONE_FAMILY: usize = 10;
 const BUCKET_READS: usize = 6;
 

@@ -126,7 +126,7 @@ pub fn pair(query: &str, a: chrono::DateTime<chrono::Utc>, b: chrono::DateTime<c
 fn read_plan(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived], reading: super::fetch::Reading) -> ReadPlan {
     let from: BTreeMap<&Request, &Derived> = derived.iter().map(|d| (&d.request, d)).collect();
     // Each instant asked at both ends, with its range query and its instant on it.
-    let mut pair_of: BTreeMap<Request, (Request, i64)> = BTreeMap::new();
+    let mut pair_of: BTreeMap<Request, (Request, i64, bool)> = BTreeMap::new();
     let mut wants: BTreeSet<Request> = BTreeSet::new();
     for (w, b) in planned.values() {
         let parts = |pl: &Planned| pl.parts.as_ref().map(|(_, r)| r.iter().map(|r| Some(r.clone())).collect::<Vec<_>>()).unwrap_or_default();
@@ -142,9 +142,14 @@ fn read_plan(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived]
             if let (Some(Request::Instant { query: qx, time: tx }), Some(Request::Instant { query: qy, time: ty })) = (read(x), read(y)) {
                 if qx == qy {
                     if let Some(p) = pair(&qx, tx, ty) {
+                        // A subquery shorter than the distance between the two instants would be
+                        // computed over all of it (see [`signals::subquery_ranges`]): asked at each
+                        // instant, with the pair kept for recordings made when it was asked so.
+                        let apart = (tx - ty).num_milliseconds().unsigned_abs() as u128;
+                        let spans = signals::subquery_ranges(&qx).iter().any(|r| r.as_millis() < apart);
                         for at in &p.at {
                             if let Request::Instant { time, .. } = at {
-                                pair_of.insert(at.clone(), (p.range.clone(), time.timestamp_millis()));
+                                pair_of.insert(at.clone(), (p.range.clone(), time.timestamp_millis(), spans));
                             }
                         }
                     }
@@ -152,7 +157,8 @@ fn read_plan(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived]
             }
         }
     }
-    let at = |r: &Request| pair_of.get(r).map(|(range, t)| (range.clone(), *t));
+    let at = |r: &Request| pair_of.get(r).filter(|(_, _, spans)| !spans).map(|(range, t, _)| (range.clone(), *t));
+    let apart = |r: &Request| pair_of.get(r).filter(|(_, _, spans)| *spans).map(|(range, t, _)| (range.clone(), *t));
     let mut plan = ReadPlan { wants: BTreeMap::new(), reading };
     for want in wants {
         let ways = match from.get(&want) {
@@ -170,9 +176,10 @@ fn read_plan(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived]
                 }
                 ways
             }
-            None => match at(&want) {
-                Some((range, t)) => vec![Way::at(range, t), Way::whole(want.clone())],
-                None => vec![Way::whole(want.clone())],
+            None => match (at(&want), apart(&want)) {
+                (Some((range, t)), _) => vec![Way::at(range, t), Way::whole(want.clone())],
+                (None, Some((range, t))) => vec![Way::whole(want.clone()), Way::at(range, t)],
+                (None, None) => vec![Way::whole(want.clone())],
             },
         };
         plan.wants.insert(want, ways);

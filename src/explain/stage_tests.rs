@@ -103,6 +103,50 @@ fn a_signal_whose_metric_is_absent_is_planned_as_missing_and_sends_nothing() {
 }
 
 #[test]
+fn a_subquery_is_asked_at_each_end_when_the_baseline_is_further_away_than_its_range() {
+    // Asked as one range query at the baseline's end and the window's, a subquery is computed at
+    // every step of its own from the first range to the last: with `--baseline 1d` that is a day of
+    // 15 s steps for the last five minutes' share. Each end is asked alone then; a baseline right
+    // before the window keeps the whole window's share as one range query (nothing in between).
+    let rules = crate::rules::load_builtin().unwrap();
+    let names: BTreeSet<String> = ["vllm:num_preemptions_total".to_string()].into();
+    let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
+    let needed: BTreeSet<String> = ["preemption_active".to_string(), "preemption_recent".to_string()].into();
+    let sent = |p: &RunParams| -> Vec<Request> {
+        let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
+        let plan = plan::plan_signals(&rules, &needed, ctx, p, &disc, &mut vec![]);
+        let first: BTreeSet<Request> = plan.reads.wants.values().map(|ways| ways[0].ask.clone()).collect();
+        first.into_iter().collect()
+    };
+    let adjacent = params();
+    let day = RunParams { baseline: TimeRange { start: adjacent.window.start - chrono::Duration::days(1), end: adjacent.window.end - chrono::Duration::days(1) }, ..adjacent.clone() };
+    for p in [&adjacent, &day] {
+        for req in sent(p) {
+            let ranges = crate::signals::subquery_ranges(req.query().unwrap());
+            assert!(!ranges.is_empty(), "{req:?}");
+            if let Request::Range { step_seconds, .. } = &req {
+                assert!(ranges.iter().all(|r| r.as_secs() >= *step_seconds), "a subquery spread over {step_seconds} s: {req:?}");
+            }
+        }
+    }
+    let kinds = |p: &RunParams| sent(p).iter().map(|r| matches!(r, Request::Range { .. })).collect::<Vec<bool>>();
+    // Right before: the whole window's share paired, the last five minutes' at each end.
+    assert_eq!(kinds(&adjacent).iter().filter(|r| **r).count(), 1, "{:?}", sent(&adjacent));
+    assert_eq!(sent(&adjacent).len(), 3);
+    // A day before: all four instants.
+    assert_eq!(kinds(&day), vec![false; 4], "{:?}", sent(&day));
+    // A recording made when they were paired still answers them: the pair is their second way.
+    let ctx = QueryContext { selector: Selector::default(), group_by: adjacent.group_by.clone(), range: adjacent.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
+    let plan = plan::plan_signals(&rules, &needed, ctx, &adjacent, &disc, &mut vec![]);
+    let recent = plan.reads.wants.iter().filter(|(w, _)| w.query().is_some_and(|q| q.contains("[300s:15s]"))).collect::<Vec<_>>();
+    assert_eq!(recent.len(), 2);
+    for (want, ways) in recent {
+        assert_eq!(&ways[0].ask, want);
+        assert!(matches!(&ways[1].ask, Request::Range { step_seconds: 1800, .. }) && ways[1].at.is_some(), "{ways:?}");
+    }
+}
+
+#[test]
 fn needed_signals_include_the_recommenders_inputs() {
     let rules = crate::rules::load_builtin().unwrap();
     let needed = plan::needed_signals(&rules);

@@ -58,6 +58,43 @@ pub fn promql_duration(d: Duration) -> String {
     format!("{}s", d.as_secs().max(1))
 }
 
+/// The range of every subquery in `query` (`[300s:15s]` is 300 s), quoted strings skipped. A
+/// subquery asked as a range query is evaluated at every one of its own steps from the first
+/// step's range to the last step, so at two instants far apart (a window and its baseline) it
+/// computes the whole span between them: such a query is better asked at each instant.
+pub fn subquery_ranges(query: &str) -> Vec<Duration> {
+    let mut out = Vec::new();
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in query.char_indices() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' && q != '`' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '"' | '\'' | '`' => quote = Some(c),
+                '[' => {
+                    let rest = &query[i + 1..];
+                    let Some(close) = rest.find(']') else { continue };
+                    if let Some((range, _step)) = rest[..close].split_once(':') {
+                        if let Ok(d) = humantime::parse_duration(range.trim()) {
+                            out.push(d);
+                        }
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+    out
+}
+
 /// Parse a rule file's `match = 'finished_reason="abort"'` into matchers.
 pub fn parse_match(m: &str) -> Result<Vec<Matcher>, crate::prom::SelectorError> {
     Ok(Selector::parse(m)?.matchers)

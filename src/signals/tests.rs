@@ -304,3 +304,12 @@ fn gauges_without_the_grouping_label_join_on_the_declared_labels() {
         "min by (model_name) (avg_over_time(DCGM_FI_DEV_SM_CLOCK[1800s]) * on (namespace, pod) group_left (model_name) group by (namespace, pod, model_name) (last_over_time(vllm:num_requests_running[1800s])))"
     );
 }
+
+#[test]
+fn subquery_ranges_are_read_past_quoted_text() {
+    use std::time::Duration;
+    assert_eq!(subquery_ranges("avg_over_time((sum(rate(x[120s])) > bool 0)[300s:15s])"), vec![Duration::from_secs(300)]);
+    assert_eq!(subquery_ranges("max_over_time(x[1h30m:1m]) + rate(y[5m])"), vec![Duration::from_secs(5400)]);
+    assert!(subquery_ranges(r#"rate(x{model_name="a[5m:1m]\"[7m:1m]"}[5m])"#).is_empty());
+    assert!(subquery_ranges("rate(x[5m]").is_empty());
+}
