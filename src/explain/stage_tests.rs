@@ -312,7 +312,7 @@ fn which_scopes_get_the_last_minutes_is_the_rule_files_condition() {
     let with_gate = |when: Option<&str>| {
         let mut rules = crate::rules::load_builtin().unwrap();
         let r = rules.rules.iter_mut().find(|r| r.id == "slow-decode").unwrap();
-        r.recent_when = when.map(|t| crate::rules::load::Condition { text: t.to_string(), expr: crate::rules::expr::parse(t).unwrap() });
+        r.recent_when = when.map(|t| crate::rules::load::Condition { text: t.to_string(), expr: crate::rules::expr::parse(t).unwrap(), at: (0, 0) });
         judge::late_scopes(&rules, &table, &p)
     };
     assert_eq!(with_gate(Some("itl_p95 >= 1.1x baseline")), [scope("a")].into());

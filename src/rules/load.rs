@@ -53,6 +53,9 @@ fn position(line: usize, column: usize) -> String {
 pub struct Condition {
     pub text: String,
     pub expr: Expr,
+    /// Where its text starts in its file (line, column), for errors found once every file is
+    /// merged; (0, 0) when it was not read from a file.
+    pub at: (usize, usize),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -520,7 +523,8 @@ fn parse_conditions(list: Vec<Spanned<String>>, rule: &str, err_at: &dyn Fn(usiz
             let byte = start + 1 + text.chars().take(e.offset).map(char::len_utf8).sum::<usize>();
             err_at(byte, format!("rule {rule}: in condition {text:?}: {}", e.message))
         })?;
-        when.push(Condition { text, expr: parsed });
+        let here = err_at(start + 1, String::new());
+        when.push(Condition { text, expr: parsed, at: (here.line, here.column) });
     }
     Ok(when)
 }
@@ -619,6 +623,14 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
             let (file, line) = r.origin.rsplit_once(':').map(|(f, l)| (f.to_string(), l.parse().unwrap_or(0))).unwrap_or((r.origin.clone(), 0));
             RuleError { file, line, column: 1, message }
         };
+        // An error about one condition points at it, in the rule's file.
+        let fail_in = |c: &Condition, message: String| {
+            let mut e = fail(message);
+            if c.at.0 > 0 {
+                (e.line, e.column) = c.at;
+            }
+            e
+        };
         if r.recent && set.recent_pairs(r).is_empty() {
             return Err(fail(format!(
                 "rule {}: recent = true (or [rule.recent]), but none of the signals it reads has a `recent` reading over the window's last minutes",
@@ -635,31 +647,43 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
         }
         if let Some(c) = &r.recent_when {
             if let Some(cmp) = c.expr.comparisons().into_iter().find(|cmp| !r.signals().contains(&cmp.signal)) {
-                return Err(fail(format!(
-                    "rule {}: [rule.recent] condition {:?} reads signal {:?}, which the rule itself does not read (it is checked over the whole window's readings of the rule's own signals)",
-                    r.id, c.text, cmp.signal
-                )));
+                return Err(fail_in(
+                    c,
+                    format!(
+                        "rule {}: [rule.recent] condition {:?} reads signal {:?}, which the rule itself does not read (it is checked over the whole window's readings of the rule's own signals)",
+                        r.id, c.text, cmp.signal
+                    ),
+                ));
             }
         }
         if let Some(c) = &r.caveat {
             if let Some(cmp) = c.when.expr.comparisons().into_iter().find(|cmp| !r.signals().contains(&cmp.signal)) {
-                return Err(fail(format!(
-                    "rule {}: caveat condition {:?} reads signal {:?}, which the rule itself does not read (a caveat may only read the rule's own signals)",
-                    r.id, c.when.text, cmp.signal
-                )));
+                return Err(fail_in(
+                    &c.when,
+                    format!(
+                        "rule {}: caveat condition {:?} reads signal {:?}, which the rule itself does not read (a caveat may only read the rule's own signals)",
+                        r.id, c.when.text, cmp.signal
+                    ),
+                ));
             }
         }
-        for c in r.when.iter().chain(r.stand_in.iter().flat_map(|s| &s.when)).chain(r.caveat.iter().map(|c| &c.when)) {
+        for c in r.when.iter().chain(r.stand_in.iter().flat_map(|s| &s.when)).chain(r.caveat.iter().map(|c| &c.when)).chain(r.recent_when.iter()) {
             for cmp in c.expr.comparisons() {
                 if !set.signals.contains_key(&cmp.signal) {
-                    return Err(fail(format!(
-                        "rule {}: condition {:?} names signal {:?}, which no [[signal]] declares (known: {})",
-                        r.id, c.text, cmp.signal, set.signals.keys().cloned().collect::<Vec<_>>().join(", ")
-                    )));
+                    return Err(fail_in(
+                        c,
+                        format!(
+                            "rule {}: condition {:?} names signal {:?}, which no [[signal]] declares (known: {})",
+                            r.id,
+                            c.text,
+                            cmp.signal,
+                            set.signals.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
                 }
                 if let expr::Rhs::Named { name } = &cmp.rhs {
                     if !set.thresholds.contains_key(name) {
-                        return Err(fail(format!("rule {}: condition {:?} uses ${name}, which no [thresholds] table defines", r.id, c.text)));
+                        return Err(fail_in(c, format!("rule {}: condition {:?} uses ${name}, which no [thresholds] table defines", r.id, c.text)));
                     }
                 }
             }
@@ -807,7 +831,8 @@ mod tests {
         let mut set = load_builtin().unwrap();
         load_str(&mut set, "y.toml", "[[rule]]\nid = \"b\"\ntitle = \"B\"\nseverity = \"info\"\nsummary = \"s\"\nwhen = [\"no_such_signal > 1\"]\n").unwrap();
         let e = validate(&set).unwrap_err();
-        assert_eq!((e.file.as_str(), e.line), ("y.toml", 1));
+        // Found once every file is merged, and reported at the condition that names it.
+        assert_eq!((e.file.as_str(), e.line, e.column), ("y.toml", 6, 10), "{e}");
         assert!(e.message.contains("no_such_signal"), "{e}");
     }
 
@@ -890,6 +915,10 @@ mod tests {
         assert!(e.message.contains("rule mine: in condition \"itl_p95 >=> 1.1x baseline\""), "{e}");
         let e = check(&gated("ttft_p95 >= 1.1x baseline")).unwrap_err();
         assert!(e.message.contains("[rule.recent] condition \"ttft_p95 >= 1.1x baseline\" reads signal \"ttft_p95\", which the rule itself does not read"), "{e}");
+        // Found once every file is merged, it is still reported at the condition.
+        assert_eq!((e.file.as_str(), e.line, e.column), ("mine.toml", 9, 9), "{e}");
+        let e = check(&gated("itl_p95 >= $nope")).unwrap_err();
+        assert!(e.message.contains("uses $nope, which no [thresholds] table defines") && e.line == 9, "{e}");
         let e = load_str(&mut load_builtin().unwrap(), "mine.toml", &gated("itl_p95 > 1s").replace("[rule.recent]\n", "[rule.recent]\nrange = \"5m\"\n")).unwrap_err();
         assert!(e.message.contains("unknown field `range`"), "{e}");
         let e = load_str(&mut load_builtin().unwrap(), "mine.toml", &rule("itl_p95 > 1s").replace("recent = true", "recent = \"yes\"")).unwrap_err();
