@@ -158,7 +158,6 @@ fn read_plan(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived]
         }
     }
     let at = |r: &Request| pair_of.get(r).filter(|(_, _, spans)| !spans).map(|(range, t, _)| (range.clone(), *t));
-    let apart = |r: &Request| pair_of.get(r).filter(|(_, _, spans)| *spans).map(|(range, t, _)| (range.clone(), *t));
     let mut plan = ReadPlan { wants: BTreeMap::new(), reading };
     for want in wants {
         let ways = match from.get(&want) {
@@ -176,10 +175,11 @@ fn read_plan(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived]
                 }
                 ways
             }
-            None => match (at(&want), apart(&want)) {
-                (Some((range, t)), _) => vec![Way::at(range, t), Way::whole(want.clone())],
-                (None, Some((range, t))) => vec![Way::whole(want.clone()), Way::at(range, t)],
-                (None, None) => vec![Way::whole(want.clone())],
+            // A pair whose subquery would span the distance between its instants comes second.
+            None => match pair_of.get(&want) {
+                Some((range, t, false)) => vec![Way::at(range.clone(), *t), Way::whole(want.clone())],
+                Some((range, t, true)) => vec![Way::whole(want.clone()), Way::at(range.clone(), *t)],
+                None => vec![Way::whole(want.clone())],
             },
         };
         plan.wants.insert(want, ways);

@@ -130,17 +130,19 @@ impl Facts for ScopeFacts<'_> {
 /// Whether the rule's caveat (what its metrics cannot show) applies to `scope`: its condition holds
 /// there. False for a rule without one, and when the condition cannot be decided.
 pub fn caveat_holds(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> bool {
-    let Some(c) = &rule.caveat else { return false };
+    rule.caveat.as_ref().is_some_and(|c| holds(&c.when, set, table, scope))
+}
+
+/// Whether one condition holds for `scope` over the whole window (false when it cannot be decided).
+fn holds(c: &Condition, set: &RuleSet, table: &SignalTable, scope: &Scope) -> bool {
     let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
-    expr::eval(&c.when.expr, &facts).0 == Truth::True
+    expr::eval(&c.expr, &facts).0 == Truth::True
 }
 
 /// Whether the window's last minutes are worth reading for `scope` by the rule's `[rule.recent]`
 /// condition over the whole window (true for a rule without one; false when it cannot be decided).
 pub fn recent_gate_holds(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> bool {
-    let Some(c) = &rule.recent_when else { return true };
-    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
-    expr::eval(&c.expr, &facts).0 == Truth::True
+    rule.recent_when.as_ref().is_none_or(|c| holds(c, set, table, scope))
 }
 
 /// True when the rule's verdict for `scope` came from its stand-in conditions (its own could not be
@@ -273,12 +275,11 @@ fn rounded(s: f64) -> f64 {
 
 fn evaluate_whole(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> Outcome {
     let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
-    let score = rounded;
     let reasons = match conditions(&rule.when, &facts) {
         (Truth::False, _) => return Outcome::NotMatched,
         (Truth::True, s) => {
             let evidence = rule.primary_signals().iter().map(|sig| evidence_for(&rule.when, set, table, scope, sig)).collect();
-            return Outcome::Matched { score: score(s), evidence, stood_in: None, recent: None };
+            return Outcome::Matched { score: rounded(s), evidence, stood_in: None, recent: None };
         }
         (Truth::Unknown(reasons), _) => reasons,
     };
@@ -319,7 +320,7 @@ fn evaluate_whole(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Sc
                 }
             }
             let evidence = shown.iter().map(|sig| evidence_for(&stand_in.when, set, table, scope, sig)).collect();
-            Outcome::Matched { score: score(s), evidence, stood_in: Some(StoodIn { missing, signals }), recent: None }
+            Outcome::Matched { score: rounded(s), evidence, stood_in: Some(StoodIn { missing, signals }), recent: None }
         }
     }
 }

@@ -451,7 +451,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
         if r.when.is_empty() {
             return Err(err_at(at, format!("rule {}: `when` needs at least one condition", r.id)));
         }
-        let conditions = |list: Vec<Spanned<String>>| parse_conditions(list, &r.id, &err_at);
+        let conditions = |list: Vec<Spanned<String>>| parse_conditions(list, &r.id, file, &lines);
         let when = conditions(r.when)?;
         let stand_in = match r.stand_in {
             None => None,
@@ -513,18 +513,17 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
 }
 
 /// A rule's conditions, each parsed; a mistake is reported at its character in the file.
-fn parse_conditions(list: Vec<Spanned<String>>, rule: &str, err_at: &dyn Fn(usize, String) -> RuleError) -> Result<Vec<Condition>, RuleError> {
+fn parse_conditions(list: Vec<Spanned<String>>, rule: &str, file: &str, lines: &crate::text::LineIndex) -> Result<Vec<Condition>, RuleError> {
     let mut when = Vec::new();
     for c in list {
-        let start = c.span().start;
+        // +1 for the opening quote; offsets count characters of the condition.
+        let start = c.span().start + 1;
         let text = c.into_inner();
         let parsed = expr::parse(&text).map_err(|e| {
-            // +1 for the opening quote; offsets count characters of the condition.
-            let byte = start + 1 + text.chars().take(e.offset).map(char::len_utf8).sum::<usize>();
-            err_at(byte, format!("rule {rule}: in condition {text:?}: {}", e.message))
+            let (line, column) = lines.line_col(start + text.chars().take(e.offset).map(char::len_utf8).sum::<usize>());
+            RuleError { file: file.to_string(), line, column, message: format!("rule {rule}: in condition {text:?}: {}", e.message) }
         })?;
-        let here = err_at(start + 1, String::new());
-        when.push(Condition { text, expr: parsed, at: (here.line, here.column) });
+        when.push(Condition { text, expr: parsed, at: lines.line_col(start) });
     }
     Ok(when)
 }
@@ -583,14 +582,17 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
     }
 }
 
+/// An error at a declaration's `origin` (`file:line`), found once every file is merged.
+fn at_origin(origin: &str, message: String) -> RuleError {
+    let (file, line) = origin.rsplit_once(':').map(|(f, l)| (f.to_string(), l.parse().unwrap_or(0))).unwrap_or((origin.to_string(), 0));
+    RuleError { file, line, column: 1, message }
+}
+
 /// Check that every reference resolves, once all files are merged.
 pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
     for d in set.signals.values() {
         let Some(recent) = &d.recent else { continue };
-        let fail = |message: String| {
-            let (file, line) = d.origin.rsplit_once(':').map(|(f, l)| (f.to_string(), l.parse().unwrap_or(0))).unwrap_or((d.origin.clone(), 0));
-            RuleError { file, line, column: 1, message }
-        };
+        let fail = |message: String| at_origin(&d.origin, message);
         let Some(r) = set.signals.get(recent) else {
             return Err(fail(format!("signal {}: recent = {recent:?} names no declared [[signal]]", d.id)));
         };
@@ -619,10 +621,7 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
         }
     }
     for r in &set.rules {
-        let fail = |message: String| {
-            let (file, line) = r.origin.rsplit_once(':').map(|(f, l)| (f.to_string(), l.parse().unwrap_or(0))).unwrap_or((r.origin.clone(), 0));
-            RuleError { file, line, column: 1, message }
-        };
+        let fail = |message: String| at_origin(&r.origin, message);
         // An error about one condition points at it, in the rule's file.
         let fail_in = |c: &Condition, message: String| {
             let mut e = fail(message);
