@@ -316,7 +316,11 @@ pub fn parse_file(file: &str, src: &str, rules: &RuleSet) -> Result<TestFile, Te
 }
 
 fn unknown_rule(id: &str, rules: &RuleSet) -> String {
-    format!("no rule {id:?}. Known rules: {}", rules.rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", "))
+    format!(
+        "no rule {id:?}.{} Known rules: {}",
+        crate::text::did_you_mean(id, rules.rules.iter().map(|r| r.id.as_str())),
+        rules.rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")
+    )
 }
 
 fn input_series(s: &RawSeries, err: &dyn Fn(usize, String) -> TestFileError) -> Result<InputSeries, TestFileError> {

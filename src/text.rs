@@ -2,6 +2,22 @@
 //! packs, rule tests, the configuration file), and text from outside (label values from a server,
 //! a recording's or a rule file's strings) made safe to print.
 
+/// The known name closest to a misspelt `name`, if one is close enough to be what was meant
+/// (`kv-cache-presure` -> `kv-cache-pressure`): for the "did you mean" of an error.
+pub fn closest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    known
+        .into_iter()
+        .map(|k| (strsim::damerau_levenshtein(name, k), k))
+        .filter(|(d, k)| *d > 0 && *d <= (k.chars().count() / 4).clamp(1, 3))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// ` Did you mean "x"?` after an error about `name`, or nothing.
+pub fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    closest(name, known).map(|k| format!(" Did you mean {k:?}?")).unwrap_or_default()
+}
+
 /// Collapse any run of whitespace (including newlines from server messages) into one space, so
 /// every printed item stays on its own line, with [`printable`]'s replacements.
 pub fn one_line(s: &str) -> String {
@@ -62,5 +78,18 @@ mod tests {
         assert_eq!(lines.line_col(src.len() + 10), (4, 1), "past the end is the end");
         // Inside a multi-byte character: the column of the character, not a panic.
         assert_eq!(lines.line_col(src.find('é').unwrap() + 1).0, 3);
+    }
+
+    #[test]
+    fn a_misspelt_name_is_matched_to_the_known_one_it_is_close_to() {
+        let known = ["kv-cache-pressure", "slow-decode", "ttft_p95_high", "queue_p95_high"];
+        assert_eq!(closest("kv-cache-presure", known), Some("kv-cache-pressure"));
+        assert_eq!(closest("ttft_p95_hgh", known), Some("ttft_p95_high"));
+        assert_eq!(closest("slow-decdoe", known), Some("slow-decode"));
+        // Nothing close, or the name itself: no suggestion.
+        assert_eq!(closest("gpu", known), None);
+        assert_eq!(closest("slow-decode", known), None);
+        assert_eq!(did_you_mean("ttft_p95_hgh", known), " Did you mean \"ttft_p95_high\"?");
+        assert_eq!(did_you_mean("zzz", known), "");
     }
 }

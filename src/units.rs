@@ -55,6 +55,33 @@ pub fn parse_quantity(src: &str) -> Result<f64, String> {
     scale_quantity(value, unit).ok_or_else(bad)
 }
 
+/// Why a quantity written as `text` (`"90%"`, `"3s"`, `0.9`) cannot be compared with values in
+/// `unit` (a signal's unit), if it cannot: a duration only with seconds, a percentage only with a
+/// ratio (a share between 0 and 1). A plain number fits any unit. `None` when it fits.
+pub fn unit_mismatch(text: &str, unit: &str) -> Option<String> {
+    let t = text.trim();
+    let suffix = t.trim_start_matches(|c: char| c.is_ascii_digit() || matches!(c, '.' | '+' | '-' | 'e' | 'E'));
+    let written = match suffix {
+        "%" => "a percentage",
+        "s" | "ms" | "m" | "h" => "a duration",
+        _ => return None,
+    };
+    let fits = match suffix {
+        "%" => matches!(unit, "ratio" | "ratio_per_hour"),
+        _ => unit == "seconds",
+    };
+    if fits {
+        return None;
+    }
+    let instead = match unit {
+        "seconds" => "a duration (\"900ms\", \"3s\") or a plain number of seconds".to_string(),
+        "ratio" | "ratio_per_hour" => "a percentage (\"90%\") or a fraction (0.9)".to_string(),
+        "percent" => "a plain number of percent (90, not \"90%\")".to_string(),
+        other => format!("a plain number (in {})", other.replace('_', " ")),
+    };
+    Some(format!("{t:?} is {written}, but it is compared with values in {}: write {instead}", unit.replace('_', " ")))
+}
+
 /// Format a value in its unit with a sensible precision: `1.42 s`, `850 ms`, `97.3%`, `1,204 tok/s`.
 pub fn format_value(v: f64, unit: &str) -> String {
     if v.is_nan() {
@@ -159,5 +186,19 @@ mod tests {
         assert_eq!(format_ratio(Some(3.0), Some(1.5)).as_deref(), Some("2x"));
         assert_eq!(format_ratio(Some(3.0), Some(0.0)), None);
         assert_eq!(format_ratio(Some(3.0), None), None);
+    }
+
+    #[test]
+    fn a_quantity_must_be_written_in_a_unit_its_signal_can_be_compared_with() {
+        for (text, unit) in [("90%", "ratio"), ("20%", "ratio_per_hour"), ("3s", "seconds"), ("500ms", "seconds"), ("0.9", "seconds"), ("90", "percent"), ("4", "requests"), ("1e-3", "ratio")] {
+            assert_eq!(super::unit_mismatch(text, unit), None, "{text} vs {unit}");
+        }
+        let e = super::unit_mismatch("90%", "seconds").unwrap();
+        assert!(e.contains("\"90%\" is a percentage") && e.contains("a duration (\"900ms\""), "{e}");
+        let e = super::unit_mismatch("90%", "percent").unwrap();
+        assert!(e.contains("plain number of percent (90"), "{e}");
+        let e = super::unit_mismatch("2s", "ratio").unwrap();
+        assert!(e.contains("is a duration") && e.contains("a percentage (\"90%\") or a fraction"), "{e}");
+        assert!(super::unit_mismatch("5m", "tokens_per_second").unwrap().contains("a plain number (in tokens per second)"));
     }
 }

@@ -135,7 +135,10 @@ fn rules_list_and_show_come_from_the_rule_files() {
     assert!(out.contains("itl_p95 >= 1.5x baseline or itl_p95 > $itl_p95_high"), "{out}");
     let (code, _, err) = run(&["rules", "show", "no-such-rule"]);
     assert_eq!(code, 2);
-    assert!(err.contains("slow-decode"), "{err}");
+    assert!(err.contains("slow-decode") && !err.contains("Did you mean"), "{err}");
+    let (code, _, err) = run(&["rules", "show", "kv-cache-presure"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no rule \"kv-cache-presure\". Did you mean \"kv-cache-pressure\"?"), "{err}");
 }
 
 #[test]

@@ -120,7 +120,8 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             let set = load_with_overrides(rules.rules.as_deref())?;
             let text = crate::rules::doc::show(&set, &id).ok_or_else(|| {
                 Failure::Usage(format!(
-                    "no rule {id:?}. Known rules: {}",
+                    "no rule {id:?}.{} Known rules: {}",
+                    crate::text::did_you_mean(&id, set.rules.iter().map(|r| r.id.as_str())),
                     set.rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")
                 ))
             })?;

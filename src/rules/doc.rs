@@ -30,8 +30,9 @@ pub fn show(set: &RuleSet, id: &str) -> Option<String> {
     if let Some(s) = &r.stand_in {
         let _ = writeln!(
             o,
-            "\nWhen {} have no metric in the data, it decides from these instead (a lower-confidence finding)",
-            s.missing.join(", ")
+            "\nWhen {} {} no metric in the data, it decides from these instead (a lower-confidence finding)",
+            s.missing.join(", "),
+            if s.missing.len() == 1 { "has" } else { "have" }
         );
         for c in &s.when {
             let _ = writeln!(o, "  - {}", c.text);

@@ -142,8 +142,10 @@ pub fn export(set: &RuleSet, opts: &Options) -> Export {
                     .iter()
                     .map(|s| {
                         format!(
-                            "its stand-in (used by explain when {} have no metric) is not exported: the file targets V1, which has them",
-                            s.missing.join(", ")
+                            "its stand-in (used by explain when {} {} no metric) is not exported: the file targets V1, which has {}",
+                            s.missing.join(", "),
+                            if s.missing.len() == 1 { "has" } else { "have" },
+                            if s.missing.len() == 1 { "it" } else { "them" }
                         )
                     })
                     .collect();

@@ -121,6 +121,15 @@ pub struct StandIn {
 }
 
 impl RuleDef {
+    /// Every condition the rule holds: `when`, the stand-in's, the caveat's and `[rule.recent]`'s.
+    pub fn all_conditions(&self) -> impl Iterator<Item = &Condition> {
+        self.when
+            .iter()
+            .chain(self.stand_in.iter().flat_map(|s| &s.when))
+            .chain(self.caveat.iter().map(|c| &c.when))
+            .chain(self.recent_when.iter())
+    }
+
     /// Every signal the rule reads: the conditions' first, then the extra evidence, without repeats.
     pub fn signals(&self) -> Vec<String> {
         let mut out = self.primary_signals();
@@ -169,6 +178,9 @@ impl RuleDef {
 pub struct RuleSet {
     pub signals: BTreeMap<String, SignalDef>,
     pub thresholds: BTreeMap<String, f64>,
+    /// Where each threshold was last set and how it was written, for errors found once every file
+    /// is in (a unit that does not fit its signals, a name nothing uses).
+    pub threshold_origins: BTreeMap<String, Written>,
     /// In id order.
     pub rules: Vec<RuleDef>,
     /// Latency profiles by name: thresholds that replace the defaults when chosen.
@@ -179,8 +191,23 @@ pub struct RuleSet {
 pub struct Profile {
     pub description: String,
     pub thresholds: BTreeMap<String, f64>,
-    /// Where each threshold was set (file, line, column), for errors found once all files are in.
-    pub origins: BTreeMap<String, (String, usize, usize)>,
+    /// Where each threshold was set and how, for errors found once all files are in.
+    pub origins: BTreeMap<String, Written>,
+}
+
+/// A threshold as written in a rule file: its text (`"3s"`, `0.9`) and where.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Written {
+    pub text: String,
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Written {
+    fn error(&self, message: String) -> RuleError {
+        RuleError { file: self.file.clone(), line: self.line, column: self.column, message }
+    }
 }
 
 impl RuleSet {
@@ -381,9 +408,18 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             _ => Err(err_at(at, format!("threshold {name} must be a number or a quantity such as \"3s\""))),
         }
     };
+    let written = |value: &Spanned<toml::Value>| {
+        let (line, column) = lines.line_col(value.span().start);
+        let text = match value.get_ref() {
+            toml::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        Written { text, file: file.to_string(), line, column }
+    };
     for (name, value) in &raw.thresholds {
         let v = value_of(name, value)?;
         set.thresholds.insert(name.clone(), v);
+        set.threshold_origins.insert(name.clone(), written(value));
     }
     for (pname, table) in &raw.profile {
         let entry = set.profiles.entry(pname.clone()).or_default();
@@ -394,8 +430,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             }
             let v = value_of(name, value)?;
             entry.thresholds.insert(name.clone(), v);
-            let (line, column) = lines.line_col(value.span().start);
-            entry.origins.insert(name.clone(), (file.to_string(), line, column));
+            entry.origins.insert(name.clone(), written(value));
         }
     }
 
@@ -588,6 +623,49 @@ fn at_origin(origin: &str, message: String) -> RuleError {
     RuleError { file, line, column: 1, message }
 }
 
+/// One place where a threshold is compared with a signal's values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThresholdUse {
+    /// Who uses it, for an error: `rule slow-decode compares itl_p95 with it`.
+    pub by: String,
+    /// The unit of the values it is compared with.
+    pub unit: String,
+}
+
+/// Where each threshold is used: the conditions that compare a signal with `$name`, and the SLO
+/// burn-rate signals that take it as their latency target or objective.
+pub fn threshold_uses(set: &RuleSet) -> BTreeMap<String, Vec<ThresholdUse>> {
+    let mut out: BTreeMap<String, Vec<ThresholdUse>> = BTreeMap::new();
+    for r in &set.rules {
+        for c in r.all_conditions() {
+            for cmp in c.expr.comparisons() {
+                let (expr::Rhs::Named { name }, Some(d)) = (&cmp.rhs, set.signals.get(&cmp.signal)) else { continue };
+                let by = format!("rule {} compares {} with it", r.id, cmp.signal);
+                out.entry(name.clone()).or_default().push(ThresholdUse { by, unit: d.unit.clone() });
+            }
+        }
+    }
+    for d in set.signals.values() {
+        if let SignalKind::SloBurn { target, objective, .. } = &d.kind {
+            for (v, what, unit) in [(target, "latency target", "seconds"), (objective, "objective", "ratio")] {
+                if let Some(name) = v.trim().strip_prefix('$') {
+                    let by = format!("signal {} takes it as its {what}", d.id);
+                    out.entry(name.to_string()).or_default().push(ThresholdUse { by, unit: unit.into() });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Why threshold `name`, written as `text`, does not fit the values it is compared with, if it
+/// does not (`"90%"` for a latency in seconds), for the caller to put after the name.
+pub fn unit_misfit(name: &str, text: &str, uses: &BTreeMap<String, Vec<ThresholdUse>>) -> Option<String> {
+    uses.get(name)?
+        .iter()
+        .find_map(|u| crate::units::unit_mismatch(text, &u.unit).map(|why| format!("{why} ({})", u.by)))
+}
+
 /// Check that every reference resolves, once all files are merged.
 pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
     for d in set.signals.values() {
@@ -609,15 +687,34 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
             )));
         }
     }
+    let uses = threshold_uses(set);
     for (name, p) in &set.profiles {
-        if let Some(unknown) = p.thresholds.keys().find(|k| !set.thresholds.contains_key(*k)) {
-            let (file, line, column) = p.origins.get(unknown).cloned().unwrap_or_else(|| ("profiles".into(), 0, 0));
-            return Err(RuleError {
-                file,
-                line,
-                column,
-                message: format!("profile {name} sets {unknown}, which no [thresholds] table defines: check the name against the built-in rules/thresholds.toml, or define it under [thresholds]"),
-            });
+        for (threshold, w) in &p.origins {
+            if !set.thresholds.contains_key(threshold) {
+                return Err(w.error(format!(
+                    "profile {name} sets {threshold}, which no [thresholds] table defines: check the name against the built-in rules/thresholds.toml, or define it under [thresholds].{}",
+                    crate::text::did_you_mean(threshold, set.thresholds.keys().map(String::as_str))
+                )));
+            }
+            if let Some(why) = unit_misfit(threshold, &w.text, &uses) {
+                return Err(w.error(format!("profile {name}: threshold {threshold}: {why}")));
+            }
+        }
+    }
+    for (threshold, w) in &set.threshold_origins {
+        if let Some(why) = unit_misfit(threshold, &w.text, &uses) {
+            return Err(w.error(format!("threshold {threshold}: {why}")));
+        }
+    }
+    for d in set.signals.values() {
+        if let SignalKind::SloBurn { target, objective, .. } = &d.kind {
+            for v in [target, objective] {
+                if let Some(name) = v.trim().strip_prefix('$') {
+                    if !set.thresholds.contains_key(name) {
+                        return Err(at_origin(&d.origin, format!("signal {}: ${name} is a threshold no [thresholds] table defines", d.id)));
+                    }
+                }
+            }
         }
     }
     for r in &set.rules {
@@ -666,7 +763,7 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
                 ));
             }
         }
-        for c in r.when.iter().chain(r.stand_in.iter().flat_map(|s| &s.when)).chain(r.caveat.iter().map(|c| &c.when)).chain(r.recent_when.iter()) {
+        for c in r.all_conditions() {
             for cmp in c.expr.comparisons() {
                 if !set.signals.contains_key(&cmp.signal) {
                     return Err(fail_in(
@@ -682,7 +779,20 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
                 }
                 if let expr::Rhs::Named { name } = &cmp.rhs {
                     if !set.thresholds.contains_key(name) {
-                        return Err(fail_in(c, format!("rule {}: condition {:?} uses ${name}, which no [thresholds] table defines", r.id, c.text)));
+                        return Err(fail_in(
+                            c,
+                            format!(
+                                "rule {}: condition {:?} uses ${name}, which no [thresholds] table defines.{}",
+                                r.id,
+                                c.text,
+                                crate::text::did_you_mean(name, set.thresholds.keys().map(String::as_str))
+                            ),
+                        ));
+                    }
+                }
+                if let (expr::Rhs::Value { text, .. }, Some(d)) = (&cmp.rhs, set.signals.get(&cmp.signal)) {
+                    if let Some(why) = crate::units::unit_mismatch(text, &d.unit) {
+                        return Err(fail_in(c, format!("rule {}: condition {:?} compares {}: {why}", r.id, c.text, cmp.signal)));
                     }
                 }
             }
@@ -701,6 +811,18 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
             if set.rule(s).is_none() {
                 return Err(fail(format!("rule {}: supersedes unknown rule {s:?}", r.id)));
             }
+        }
+    }
+    // Last, once every reference is known good: a name no condition or signal uses is a
+    // misspelling in a file of the user's (not in the built-in pack, where a rule file may replace
+    // the one rule that used it).
+    for (threshold, w) in &set.threshold_origins {
+        if !uses.contains_key(threshold) && !BUILTIN.iter().any(|(f, _)| *f == w.file) {
+            let others = set.thresholds.keys().filter(|k| uses.contains_key(*k)).map(String::as_str);
+            return Err(w.error(format!(
+                "threshold {threshold} is used by no rule condition and no signal, so it changes nothing.{} Name a threshold the rules use (`vllm-diag rules show RULE` lists them), or use ${threshold} in a condition",
+                crate::text::did_you_mean(threshold, others)
+            )));
         }
     }
     Ok(())
@@ -934,6 +1056,55 @@ mod tests {
             assert!(late.contains(s), "{s} not in {late:?}");
         }
         assert!(!late.contains("running_recent") && !late.contains("preemption_recent"), "{late:?}");
+    }
+
+    #[test]
+    fn every_built_in_threshold_changes_something() {
+        // A threshold no condition or signal reads is a knob that turns nothing.
+        let set = load_builtin().unwrap();
+        let uses = threshold_uses(&set);
+        let unused: Vec<_> = set.thresholds.keys().filter(|k| !uses.contains_key(*k)).collect();
+        assert!(unused.is_empty(), "built-in thresholds no rule or signal uses: {unused:?}");
+        for (name, w) in &set.threshold_origins {
+            assert_eq!(unit_misfit(name, &w.text, &uses), None);
+        }
+    }
+
+    #[test]
+    fn a_threshold_must_be_used_and_written_in_its_signals_unit() {
+        let check = |src: &str| {
+            let mut set = load_builtin().unwrap();
+            load_str(&mut set, "mine.toml", src)?;
+            validate(&set)
+        };
+        check("[thresholds]\nttft_p95_high = \"1.5s\"\nkv_usage_high = 0.85\n").unwrap();
+        // Misspelt: used by nothing, reported at its line with the name meant.
+        let e = check("# mine\n[thresholds]\nttft_p95_hgh = \"1.5s\"\n").unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("mine.toml", 3), "{e}");
+        assert!(e.message.contains("threshold ttft_p95_hgh is used by no rule condition and no signal") && e.message.contains("Did you mean \"ttft_p95_high\"?"), "{e}");
+        // A new threshold for a rule of one's own is used.
+        let own = "[thresholds]\nmy_ceiling = \"2s\"\n\n[[rule]]\nid = \"mine\"\ntitle = \"T\"\nseverity = \"info\"\nsummary = \"s\"\nwhen = [\"itl_p95 > $my_ceiling\"]\n";
+        check(own).unwrap();
+        // A percentage for a latency in seconds, and a duration for a share.
+        let e = check("[thresholds]\nttft_p95_high = \"90%\"\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.message.contains("threshold ttft_p95_high: \"90%\" is a percentage, but it is compared with values in seconds") && e.message.contains("compares ttft_p95 with it"), "{e}");
+        let e = check("[thresholds]\nkv_usage_high = \"90s\"\n").unwrap_err();
+        assert!(e.message.contains("\"90s\" is a duration") && e.message.contains("a percentage (\"90%\") or a fraction (0.9)"), "{e}");
+        // An SLO burn rate's target is a latency, its objective a share.
+        let e = check("[thresholds]\nlatency_objective = \"99s\"\n").unwrap_err();
+        assert!(e.message.contains("takes it as its objective"), "{e}");
+        let e = check("[thresholds]\nttft_target = \"50%\"\n").unwrap_err();
+        assert!(e.message.contains("takes it as its latency target"), "{e}");
+        // The same in a profile, and for a condition's own number.
+        let e = check("[profile.mine]\nttft_target = \"50%\"\n").unwrap_err();
+        assert!(e.message.starts_with("profile mine: threshold ttft_target: \"50%\" is a percentage") && e.line == 2, "{e}");
+        let e = check("[profile.mine]\nttft_targt = \"500ms\"\n").unwrap_err();
+        assert!(e.message.contains("Did you mean \"ttft_target\"?"), "{e}");
+        let e = check(&own.replace("$my_ceiling", "90%").replace("my_ceiling = \"2s\"\n", "")).unwrap_err();
+        assert!(e.message.contains("rule mine: condition \"itl_p95 > 90%\" compares itl_p95: \"90%\" is a percentage"), "{e}");
+        let e = check(&own.replace("$my_ceiling", "$my_celing")).unwrap_err();
+        assert!(e.message.contains("uses $my_celing, which no [thresholds] table defines. Did you mean \"my_ceiling\"?"), "{e}");
     }
 
     #[test]

@@ -6,4 +6,4 @@ pub mod export;
 pub mod expr;
 pub mod load;
 
-pub use load::{load_builtin, load_with_overrides, preload, RuleDef, RuleError, RuleSet};
+pub use load::{load_builtin, load_with_overrides, preload, threshold_uses, unit_misfit, RuleDef, RuleError, RuleSet};

@@ -169,11 +169,16 @@ fn merge_rules(s: &mut Settings, file: Option<&ConfigFile>) -> Result<(), Config
     }
     r.profile = pick(std::mem::take(&mut r.profile), None, some(file, |f| f.profile.as_ref()));
 
+    let uses = crate::rules::threshold_uses(&set);
     for t in &f.thresholds {
         let (name, value, written) = &t.value;
         if !set.thresholds.contains_key(name) {
             let known = set.thresholds.keys().cloned().collect::<Vec<_>>().join(", ");
-            return Err(invalid(t.line, t.column, format!("thresholds.{name}: no such threshold. Known thresholds: {known}")));
+            let hint = crate::text::did_you_mean(name, set.thresholds.keys().map(String::as_str));
+            return Err(invalid(t.line, t.column, format!("thresholds.{name}: no such threshold.{hint} Known thresholds: {known}")));
+        }
+        if let Some(why) = crate::rules::unit_misfit(name, written, &uses) {
+            return Err(invalid(t.line, t.column, format!("thresholds.{name}: {why}")));
         }
         let threshold = Threshold { name: name.clone(), number: *value, written: written.clone() };
         r.thresholds.push(Setting::new(threshold, file_origin(f, t.line, t.column, &t.vars)));
@@ -181,7 +186,8 @@ fn merge_rules(s: &mut Settings, file: Option<&ConfigFile>) -> Result<(), Config
     let known = |i: &Item<String>, key: &str| -> Result<(), ConfigError> {
         if set.rule(&i.value).is_none() {
             let known = set.rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ");
-            return Err(invalid(i.line, i.column, format!("{key}: no rule {:?}. Known rules: {known}", i.value)));
+            let hint = crate::text::did_you_mean(&i.value, set.rules.iter().map(|r| r.id.as_str()));
+            return Err(invalid(i.line, i.column, format!("{key}: no rule {:?}.{hint} Known rules: {known}", i.value)));
         }
         Ok(())
     };
@@ -423,7 +429,9 @@ mod tests {
         for (text, needle, line) in [
             ("\nprofile = \"turbo\"\n", "no such profile", 2),
             ("[thresholds]\nno_such = 3\n", "no such threshold", 2),
-            ("[rules]\n\ndisabled = [\"slow-decod\"]\n", "no rule \"slow-decod\"", 3),
+            ("[rules]\n\ndisabled = [\"slow-decod\"]\n", "no rule \"slow-decod\". Did you mean \"slow-decode\"?", 3),
+            ("[thresholds]\nttft_p95_hgh = \"1.5s\"\n", "no such threshold. Did you mean \"ttft_p95_high\"?", 2),
+            ("\n[thresholds]\nttft_p95_high = \"90%\"\n", "thresholds.ttft_p95_high: \"90%\" is a percentage, but it is compared with values in seconds", 3),
         ] {
             let e = merge(command_line(), Some(&file_of(text, &[])), &env_of(&[]), Mode::Explain).expect_err(text).to_string();
             assert!(e.contains(needle) && e.contains(&format!(":{line}:")), "{e}");
