@@ -470,9 +470,11 @@ fn changes_in(sp: &SpanPlan, got: &BTreeMap<Probe, &Response>, f: &Fleet, plan: 
     let of = |p: Probe| got.get(&p).map(|r| points(r)).unwrap_or_default();
     let step = sp.step as f64;
     let mut out = Vec::new();
-    restarts(f, &of(Probe::ProcessStart), &of(Probe::CounterReset), sp, plan, &mut out);
+    let (appear, vanish) = (of(Probe::Appear), of(Probe::Vanish));
+    let first_seen = first_seen(f, &appear, &vanish);
+    restarts(f, &of(Probe::ProcessStart), &of(Probe::CounterReset), sp, plan, &first_seen, &mut out);
     down_and_up(f, &of(Probe::Down), step, sp, &mut out);
-    presence(f, &of(Probe::Appear), &of(Probe::Vanish), sp, plan.data_start, &mut out);
+    presence(f, &appear, &vanish, sp, plan.data_start, &mut out);
     configs(f, &of(Probe::ConfigStart), &of(Probe::ConfigAppear), &mut out);
     rollouts(f, &of(Probe::Generation), &of(Probe::ImageStart), &of(Probe::ImageAppear), &mut out);
     xids(f, &of(Probe::Xid), &mut out);
@@ -501,13 +503,45 @@ fn change(time: DateTime<Utc>, kind: EventKind, scope: &Scope, who: &str) -> Cha
     Change { time, kind, scope: scope.clone(), who: who.to_string(), before: BTreeMap::new(), after: BTreeMap::new(), note: String::new() }
 }
 
-fn restarts(f: &Fleet, starts: &[(&Labels, f64, f64)], resets: &[(&Labels, f64, f64)], sp: &SpanPlan, plan: &EventPlan, out: &mut Vec<Change>) {
-    // Exact: the new process's start time, once per distinct value.
+/// When each target that came up inside the span was first seen: those that appeared once and had
+/// not vanished before (a target that went away and came back restarted, or flapped).
+fn first_seen(f: &Fleet, appear: &[(&Labels, f64, f64)], vanish: &[(&Labels, f64, f64)]) -> BTreeMap<String, f64> {
+    let mut appeared: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for (l, t, _) in appear {
+        if let Some((_, replica)) = target_of(f, l) {
+            appeared.entry(replica).or_default().push(*t);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (replica, times) in appeared {
+        let gone_before = vanish.iter().any(|(l, t, _)| target_of(f, l).is_some_and(|(_, r)| r == replica) && *t <= times[0]);
+        if times.len() == 1 && !gone_before {
+            out.insert(replica.to_string(), times[0]);
+        }
+    }
+    out
+}
+
+fn restarts(
+    f: &Fleet,
+    starts: &[(&Labels, f64, f64)],
+    resets: &[(&Labels, f64, f64)],
+    sp: &SpanPlan,
+    plan: &EventPlan,
+    first_seen: &BTreeMap<String, f64>,
+    out: &mut Vec<Change>,
+) {
+    // Exact: the new process's start time, once per distinct value. A process that started before
+    // its target was first seen (its model loading, then its first scrape) is that target's first
+    // start, not a restart: it is the target appearing (or the data beginning).
     let mut seen: BTreeSet<(String, i64)> = BTreeSet::new();
     let lo = sp.span.start - chrono::Duration::seconds(sp.step as i64);
     for (l, _, v) in starts {
         let (Some((scope, replica)), Some(t)) = (target_of(f, l), time(*v)) else { continue };
         if t < lo || t > sp.span.end || !seen.insert((replica.clone(), t.timestamp())) {
+            continue;
+        }
+        if first_seen.get(replica).is_some_and(|a| *v <= a + sp.step as f64) {
             continue;
         }
         out.push(change(t, EventKind::Restart, scope, replica));
@@ -592,7 +626,17 @@ fn presence(f: &Fleet, appear: &[(&Labels, f64, f64)], vanish: &[(&Labels, f64, 
     // Where the data itself begins (the first round of `--scrape`), what appears with it, within one
     // presence lookback and a step, was first seen, not added. (A Prometheus cannot tell its data
     // beginning from a model's first deployment, which is a real event: it passes no start.)
-    let data_start = data_start.map(|t| t.timestamp_millis() as f64 / 1000.0);
+    // Where no target of the fleet was there at the span's start (every one of them appeared in
+    // it), the data begins with the first of them: a Prometheus that started collecting, or a fleet
+    // that did not exist before. What appears with it is first seen, as with a scrape's first round.
+    // (The targets named here are only those that changed; the replica counts cover every model.)
+    let mut new_in: BTreeMap<&Scope, usize> = BTreeMap::new();
+    for (scope, _) in appeared.keys() {
+        *new_in.entry(scope).or_default() += 1;
+    }
+    let everyone_new = !f.counts.is_empty() && f.counts.iter().all(|(scope, n)| new_in.get(scope).is_some_and(|k| k >= n));
+    let earliest = appeared.values().flatten().copied().fold(f64::INFINITY, f64::min);
+    let data_start = data_start.map(|t| t.timestamp_millis() as f64 / 1000.0).or((everyone_new && earliest.is_finite()).then_some(earliest));
     let with_the_data = |t: f64| data_start.is_some_and(|d| t <= d + presence + sp.step as f64);
     // Added: appeared once, after the first step, never vanished before. Removed: vanished and
     // never back. A target that comes and goes is flapping (or scraped rarely): neither.
@@ -1059,6 +1103,46 @@ mod tests {
         let got: Vec<(EventKind, String)> = events.iter().map(|e| (e.kind, e.detail.clone())).collect();
         assert_eq!(got, vec![(EventKind::ReplicaRemoved, "1 of 3 replicas removed".into()), (EventKind::ModelRemoved, "model gone (1 replica removed)".into())]);
         assert!(events.iter().all(|e| e.time == t("2026-01-15T09:30:00Z")));
+    }
+
+    /// How many replicas each model had over the span.
+    fn counts(of: &[(&str, f64)]) -> Response {
+        let samples = of.iter().map(|(m, n)| Sample { labels: labels(&[("model_name", m)]).into(), t: secs("2026-01-15T10:00:00Z"), v: *n }).collect();
+        Response { data: Data::Vector(samples), warnings: vec![], infos: vec![] }
+    }
+
+    #[test]
+    fn where_every_target_appears_in_the_span_the_data_begins_there_and_first_starts_are_no_restarts() {
+        // Prometheus began collecting at 09:10 (or the fleet did not exist before): every target
+        // appears then, each process having started a little before its first scrape. Nothing
+        // was added and nothing restarted; llama's third replica, twenty minutes later, was added.
+        let tl = |i: u32, m: &str| labels(&[("instance", &format!("{m}-{i}:8000")), ("job", "vllm")]);
+        let first = secs("2026-01-15T09:10:00Z");
+        let later = secs("2026-01-15T09:30:00Z");
+        let appear = matrix(vec![
+            (tl(0, "llama"), vec![(first, 1.0)]),
+            (tl(1, "llama"), vec![(first + 120.0, 1.0)]),
+            (tl(2, "llama"), vec![(later, 1.0)]),
+            (tl(0, "qwen"), vec![(first, 1.0)]),
+        ]);
+        let starts = matrix(vec![(tl(0, "llama"), vec![(first, first - 80.0)]), (tl(2, "llama"), vec![(later, later - 60.0)])]);
+        let events_with = |starts: &Response, of: &[(&str, f64)]| {
+            let mut p = the_plan();
+            read_all(&mut p, vec![(Probe::Appear, appear.clone()), (Probe::ProcessStart, starts.clone()), (Probe::Counts, counts(of))], &mut vec![])
+        };
+        let events = events_with(&starts, &[("llama", 3.0), ("qwen", 1.0)]);
+        let got: Vec<(EventKind, String, String)> = events.iter().map(|e| (e.kind, e.time.format("%H:%M").to_string(), e.detail.clone())).collect();
+        assert_eq!(got, vec![(EventKind::ReplicaAdded, "09:30".into(), "1 of 3 replicas added".into())]);
+        // The same targets in a fleet that was already running (qwen had another replica all
+        // along): they were added, and their first process starts are still not restarts.
+        let events = events_with(&starts, &[("llama", 3.0), ("qwen", 2.0)]);
+        let kinds: Vec<(EventKind, String)> = events.iter().map(|e| (e.kind, e.time.format("%H:%M").to_string())).collect();
+        assert!(kinds.contains(&(EventKind::ReplicaAdded, "09:10".into())) && !kinds.iter().any(|(k, _)| *k == EventKind::Restart), "{events:?}");
+        // A process that starts again after its target was first seen is a restart.
+        let again = matrix(vec![(tl(0, "llama"), vec![(first, first - 80.0), (first + 1200.0, first + 1190.0)])]);
+        let events = events_with(&again, &[("llama", 3.0), ("qwen", 1.0)]);
+        let restarts: Vec<String> = events.iter().filter(|e| e.kind == EventKind::Restart).map(|e| e.time.format("%H:%M:%S").to_string()).collect();
+        assert_eq!(restarts, vec!["09:29:50".to_string()], "{events:?}");
     }
 
     #[test]

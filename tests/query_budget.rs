@@ -311,9 +311,12 @@ fn the_queries_and_the_reads_of_each_family_stay_within_budget() {
 /// minutes with preemptions is then asked at the window's end and the baseline's as two instant
 /// queries instead of one range query: a subquery asked at two steps is computed over everything
 /// between them (at 200x20 in a real Prometheus 5.3–6.2 ms against 3.3 ms for the two; 40–53 ms
-/// against 1.6 ms for the window's with `--baseline 1d`): 79 queries, 87 family reads.
-const QUERY_BUDGET: u64 = 79;
-const FAMILY_READ_BUDGET: usize = 87;
+/// against 1.6 ms for the window's with `--baseline 1d`): 79 queries, 87 family reads. Saying when
+/// the data ends before the window does (a fleet that stopped reporting under five minutes before
+/// its end was judged healthy, its last minutes empty) asks the newest sample of the waiting gauge
+/// at the window's end with the signals: 80 queries, 88 family reads.
+const QUERY_BUDGET: u64 = 80;
+const FAMILY_READ_BUDGET: usize = 88;
 const MOST_READS_OF_ONE_FAMILY: usize = 10;
 const BUCKET_READS: usize = 6;
 

@@ -353,6 +353,37 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
 /// adds to every diagnosis) still sees the HTTP layer and the targets: their series carry no
 /// `model_name`, and discovery once looked for them with it, found them "missing", and left
 /// http-errors and target-down unjudged while `check` passed.
+/// Where the engine's data begins, its first process start and its first scrape are the data
+/// beginning, not a restart or a model coming up; where it ends inside a window, the report says so
+/// rather than reading the empty minutes as quiet ones.
+#[test]
+fn the_edges_of_the_data_are_said_as_such() {
+    let (phases, _tmp, prom) = served(&fixtures(), true);
+    let first = phases.first().expect("phases");
+    let last = phases.last().expect("phases");
+    // A ten-minute window whose baseline starts before the first scrape (the engine started about
+    // a minute before it).
+    let at = (first.start + chrono::Duration::minutes(13)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let run = common::run::run(&common::run::explain_args(&prom.url, &at, &["--window", "10m", "--format", "json", "--no-config"]), &[]);
+    let report = run.json();
+    let events: Vec<String> = report["events"].as_array().into_iter().flatten().map(|e| format!("{} {}", e["kind"], e["time"])).collect();
+    assert!(!events.iter().any(|e| e.contains("\"restart\"") || e.contains("added")), "{events:?}");
+    let text = common::run::run(&common::run::explain_args(&prom.url, &at, &["--window", "10m", "--no-config"]), &[]).stdout;
+    assert!(!text.contains("Start with what changed") && !text.contains("first replicas came up"), "{text}");
+    // A window that ends three and a half minutes after the last sample (fewer than the five
+    // after which target-down names the replica as gone).
+    let at = (last.end + chrono::Duration::seconds(240)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let run = common::run::run(&common::run::explain_args(&prom.url, &at, &["--window", "10m", "--format", "json", "--no-config"]), &[]);
+    let report = run.json();
+    let warnings: Vec<&str> = report["warnings"].as_array().into_iter().flatten().filter_map(|w| w.as_str()).collect();
+    assert!(warnings.iter().any(|w| w.starts_with("the newest vLLM sample is from 2026-11-23 21:19:0")), "{warnings:#?}");
+    // The same window ending with the data: nothing to say.
+    let at = (last.end + chrono::Duration::seconds(20)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let report = common::run::run(&common::run::explain_args(&prom.url, &at, &["--window", "10m", "--format", "json", "--no-config"]), &[]).json();
+    let warnings: Vec<&str> = report["warnings"].as_array().into_iter().flatten().filter_map(|w| w.as_str()).collect();
+    assert!(!warnings.iter().any(|w| w.contains("newest vLLM sample")), "{warnings:#?}");
+}
+
 #[test]
 fn a_model_selector_still_sees_http_errors_and_targets() {
     let (phases, _tmp, prom) = served(&fixtures(), true);

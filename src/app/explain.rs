@@ -245,7 +245,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
                 eprintln!(
                     "vllm-diag: the core checks {} could not be evaluated, so this run cannot pass (exit code 3 unless a finding reaches --fail-on); {}",
                     r.coverage.core_not_evaluated.join(", "),
-                    core_hint(&r)
+                    core_hint(&r, matches!(s.scope.window.origin, crate::settings::Origin::Flag("--since")))
                 );
             }
             Ok(r)
@@ -258,7 +258,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
 /// What to do about core checks that could not be evaluated, from why they could not: advice to
 /// switch a check off is only for a metric the data does not have, never for a query that failed
 /// or a baseline with nothing in it (switched off, those would pass silently for good).
-fn core_hint(r: &crate::report::Report) -> &'static str {
+fn core_hint(r: &crate::report::Report, check: bool) -> &'static str {
     let reasons: Vec<&str> = r
         .not_evaluated
         .iter()
@@ -268,6 +268,8 @@ fn core_hint(r: &crate::report::Report) -> &'static str {
     let any = |needle: &str| reasons.iter().any(|x| x.contains(needle));
     if any("timed out") || any("answered HTTP") || any("failed") || any("cannot reach") {
         "queries failed or timed out (the report lists them): run it again, or give the server more time with --timeout and --query-timeout"
+    } else if any("in the baseline") && check {
+        "the baseline (as long before the deploy as the time since it) holds no data to compare with (the report says which): a deploy too soon after the data begins cannot be checked this way; compare by hand with `explain --window ... --baseline ...`"
     } else if any("in the baseline") {
         "the baseline holds no data to compare with (the report says which): move or widen it with --baseline (with --scrape, give one saved earlier with --save-samples as --baseline-from)"
     } else if !reasons.is_empty() && reasons.iter().all(|x| x.contains("metric missing in the window")) {

@@ -12,7 +12,7 @@ use crate::prom::Selector;
 use crate::report::{RunParams, TimeRange};
 use crate::rules::RuleSet;
 use crate::signals;
-use crate::source::{format_time, Data, Request, Response, SourceError};
+use crate::source::{Data, Request, Response, SourceError};
 
 /// Labels worth knowing about on a fleet's vLLM series, whatever the grouping: how many namespaces,
 /// pods and instances the window holds.
@@ -145,15 +145,15 @@ pub fn read_names(
         let sel = if selector.is_empty() { String::new() } else { format!(" matching {{{}}}", selector.to_promql()) };
         return Err(ExplainError::NoData(format!(
             "no vLLM metrics (vllm:* or vllm_*){sel} at {url} between {} and {}. Check --at and --window, the --selector, and that Prometheus scrapes the vLLM servers' /metrics",
-            format_time(&p.window.start),
-            format_time(&p.window.end)
+            utc(&p.window.start),
+            utc(&p.window.end)
         )));
     }
     if !baseline.iter().any(|n| n.starts_with("vllm")) {
         warnings.push(format!(
             "the baseline window ({} to {}) holds no vLLM data: comparisons with the baseline are not evaluated, absolute thresholds still are",
-            format_time(&p.baseline.start),
-            format_time(&p.baseline.end)
+            utc(&p.baseline.start),
+            utc(&p.baseline.end)
         ));
     }
     Ok((window, baseline))
@@ -192,7 +192,58 @@ pub fn data_start(req: &Request, answers: &Answers, range: &TimeRange) -> Option
 pub fn data_start_warning(first: &DateTime<Utc>, window: &TimeRange) -> String {
     format!(
         "vLLM data only starts at about {} (the window starts at {}): the window is longer than the data, so averages cover only the part with data and rates are underestimated; shorten --window or move --at",
-        format_time(first),
-        format_time(&window.start)
+        utc(first),
+        utc(&window.start)
+    )
+}
+
+/// A time as the report's header writes one.
+fn utc(t: &DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// How long the newest vLLM sample may be older than the window's end before the window is said to
+/// outlast its data: two minutes (a scrape interval and a remote-write backend's ingestion delay fit
+/// in them), or a quarter of a shorter window, at least 30 s.
+pub fn data_end_slack(window: &TimeRange) -> std::time::Duration {
+    (window.duration() / 4).clamp(std::time::Duration::from_secs(30), std::time::Duration::from_secs(120))
+}
+
+/// The newest sample of one vLLM gauge at the window's end (within the server's lookback, five
+/// minutes by default; a replica silent for longer is a finding of `target-down`). The waiting
+/// gauge, which every vLLM version exports and fewer signals read than the running one. `None`
+/// without vLLM names.
+pub fn data_end_request(selector: &Selector, names: &BTreeSet<String>, window: &TimeRange) -> Option<Request> {
+    let metric = ["vllm:num_requests_waiting", "vllm_num_requests_waiting"]
+        .iter()
+        .chain(signals::RUNNING_GAUGE.iter())
+        .map(|n| n.to_string())
+        .find(|n| names.contains(n))
+        .or_else(|| names.iter().find(|n| n.starts_with("vllm")).cloned())?;
+    Some(Request::Instant { query: format!("max(timestamp({}))", selector.series(&metric, &[])), time: window.end })
+}
+
+/// When the newest vLLM sample is, if it is more than [`data_end_slack`] before the window's end.
+/// `None` when the data reaches the end, or the answer does not tell.
+pub fn data_end(req: &Request, answers: &Answers, window: &TimeRange) -> Option<DateTime<Utc>> {
+    let Some(Ok(Response { data: Data::Vector(samples), .. })) = answers.get(req) else {
+        return None;
+    };
+    let newest = samples.iter().map(|s| s.v).filter(|v| v.is_finite()).fold(f64::NEG_INFINITY, f64::max);
+    if !newest.is_finite() || newest >= (window.end.timestamp() - data_end_slack(window).as_secs() as i64) as f64 {
+        return None;
+    }
+    DateTime::from_timestamp(newest as i64, 0)
+}
+
+/// The warning for a window that ends after its data.
+pub fn data_end_warning(newest: &DateTime<Utc>, window: &TimeRange) -> String {
+    let gap = (window.end - *newest).to_std().unwrap_or_default();
+    format!(
+        "the newest vLLM sample is from {}, {} before the window ends ({}): the fleet stopped reporting or the backend has not stored the last minutes yet, so the window's end holds no data, averages cover only the part before it and rates are underestimated; move --at to {} or earlier, or check that the servers are still scraped",
+        utc(newest),
+        humantime::format_duration(std::time::Duration::from_secs(gap.as_secs())),
+        utc(&window.end),
+        newest.format("%H:%M:%S")
     )
 }

@@ -123,12 +123,18 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     if source.info().kind == "scrape" {
         event_plan.data_start = Some(p.window.start);
     }
+    // Whether the data reaches the window's end, in the same round trip (a scrape's does, by
+    // construction: its last round closes the window).
+    let data_end = if source.info().kind == "prometheus" { discover::data_end_request(&opts.selector, &disc.window_names, &p.window) } else { None };
     let mut reads = std::mem::take(&mut signal_plan.reads);
-    reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests())));
+    reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests()).chain(data_end.clone())));
     let (answers, sent) = fetch::read(&source, &reads, opts.concurrency, opts.deadline, started).await;
     queries += sent;
     for resp in answers.values().flatten() {
         warnings.extend(resp.warnings.iter().cloned());
+    }
+    if let Some(newest) = data_end.as_ref().and_then(|req| discover::data_end(req, &answers, &p.window)) {
+        warnings.push(discover::data_end_warning(&newest, &p.window));
     }
 
     // Assemble the values and judge.

@@ -89,6 +89,33 @@ fn a_window_longer_than_its_data_is_detected_from_the_first_point() {
 }
 
 #[test]
+fn a_window_that_outlasts_its_data_is_detected_from_the_newest_sample() {
+    let p = params();
+    let names: BTreeSet<String> = ["vllm:num_requests_running".to_string(), "vllm:num_requests_waiting".to_string()].into();
+    let req = discover::data_end_request(&Selector::default(), &names, &p.window).unwrap();
+    assert!(matches!(&req, Request::Instant { query, time } if query == "max(timestamp(vllm:num_requests_waiting))" && *time == p.window.end), "{req:?}");
+    let end = p.window.end.timestamp() as f64;
+    let answer = |newest: f64| {
+        let mut answers = Answers::new();
+        let sample = Sample { labels: labels(&[]).into(), t: end, v: newest };
+        answers.insert(req.clone(), Ok(Response { data: Data::Vector(vec![sample]), warnings: vec![], infos: vec![] }));
+        answers
+    };
+    // Four minutes short of the end (of a 30-minute window): said, with the time to move --at to.
+    let newest = discover::data_end(&req, &answer(end - 240.0), &p.window).expect("the data ends early");
+    assert_eq!(newest.timestamp() as f64, end - 240.0);
+    let w = discover::data_end_warning(&newest, &p.window);
+    assert!(w.contains("4m before the window ends") && w.contains("move --at to"), "{w}");
+    // A scrape interval and an ingestion delay short of it: nothing to say; nor with no answer.
+    assert_eq!(discover::data_end(&req, &answer(end - 90.0), &p.window), None);
+    assert_eq!(discover::data_end(&req, &Answers::new(), &p.window), None);
+    // A short window allows a quarter of itself.
+    let short = TimeRange { start: p.window.end - chrono::Duration::minutes(3), end: p.window.end };
+    assert!(discover::data_end(&req, &answer(end - 60.0), &short).is_some());
+    assert_eq!(discover::data_end(&req, &answer(end - 40.0), &short), None);
+}
+
+#[test]
 fn a_signal_whose_metric_is_absent_is_planned_as_missing_and_sends_nothing() {
     let rules = crate::rules::load_builtin().unwrap();
     let p = params();
