@@ -25,8 +25,8 @@ pub const MIN_WINDOW_SECS: i64 = 60;
 /// least [`MIN_WINDOW_SECS`] before `end`.
 pub fn deploy_time(since: &str, end: DateTime<Utc>) -> Result<DateTime<Utc>, Failure> {
     let s = since.trim();
-    let deploy = match DateTime::parse_from_rfc3339(s) {
-        Ok(t) => t.with_timezone(&Utc),
+    let deploy = match crate::units::parse_time(s) {
+        Ok(t) => t,
         Err(time_err) => match crate::units::parse_duration(s) {
             Ok(d) => {
                 let d = chrono::Duration::from_std(d).map_err(|_| Failure::Usage(format!("--since {s}: that is too long ago")))?;
@@ -34,8 +34,8 @@ pub fn deploy_time(since: &str, end: DateTime<Utc>) -> Result<DateTime<Utc>, Fai
             }
             Err(duration_err) => {
                 return Err(Failure::Usage(format!(
-                    "--since {s:?}: neither an RFC 3339 time ({time_err}) nor a duration ({duration_err}). Write the deploy time \
-                     (2026-01-15T09:00:00Z) or how long ago it was (20m, 1h)"
+                    "--since: {time_err}; nor is it a duration ({duration_err}). Write the deploy time (2026-01-15T09:00:00Z) or how long \
+                     ago it was (20m, 1h)"
                 )))
             }
         },

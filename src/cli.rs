@@ -384,7 +384,7 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     pub window: Option<Duration>,
 
-    /// End of the window: RFC 3339 (2026-01-15T09:30:00Z) or "now" [default: now].
+    /// End of the window: RFC 3339 (2026-01-15T09:30:00Z), Unix seconds, or "now" [default: now].
     #[arg(long, value_name = "TIME")]
     pub at: Option<String>,
 

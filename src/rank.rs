@@ -100,6 +100,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                 steps: rule.steps.clone(),
                 references: rule.references.clone(),
                 also_consistent: Vec::new(),
+                raised_from: None,
                 recommendations: Vec::new(),
                 replicas: None,
                 stood_in,
@@ -139,8 +140,9 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                     .filter(|(_, &h)| h == i)
                     .map(|(a, _)| a.clone())
                     .collect();
-                if let Some(worst) = f.also_consistent.iter().map(|a| a.severity).max() {
-                    f.severity = f.severity.max(worst);
+                if let Some(worst) = f.also_consistent.iter().map(|a| a.severity).max().filter(|w| *w > f.severity) {
+                    f.raised_from = Some(f.severity);
+                    f.severity = worst;
                 }
                 out.findings.push(f);
             }
@@ -246,6 +248,12 @@ mod tests {
         assert_eq!(r.findings.len(), 1);
         assert_eq!(r.findings[0].rule, "workload-shift");
         assert_eq!(r.findings[0].severity, crate::report::Severity::Warning);
+        // The raise is told from the rule's own severity (info), for a pipeline that reads it.
+        assert_eq!(set.rule("workload-shift").unwrap().severity, crate::report::Severity::Info);
+        assert_eq!(r.findings[0].raised_from, Some(crate::report::Severity::Info));
+        // Absorbing nothing more severe raises nothing.
+        let r = rank(&set, &["model_name".to_string()], vec![matched("slow-prefill", "a", 2.0)]);
+        assert_eq!(r.findings[0].raised_from, None);
     }
 
     #[test]

@@ -326,6 +326,10 @@ pub struct Finding {
     pub references: Vec<String>,
     /// Other rules that matched the same scope but explain less (most specific first wins).
     pub also_consistent: Vec<AlsoConsistent>,
+    /// The rule's own severity, present only when a finding it absorbed raised `severity` (a
+    /// finding is as severe as the worst one it explains), so the raise can be told from the rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raised_from: Option<Severity>,
     /// Settings computed from the data, with their arithmetic.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recommendations: Vec<Recommendation>,

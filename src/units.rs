@@ -27,6 +27,40 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
+/// A point in time as `--at` and `--since` take one: RFC 3339 (`2026-01-15T09:30:00Z`, an offset
+/// instead of `Z`), or Unix seconds as Prometheus' API takes them (`1768469400`, `1768469400.5`).
+/// The error says what is wrong and how to write it: a time without a time zone is refused rather
+/// than guessed (UTC or the machine's zone?).
+pub fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
+    let t = text.trim();
+    if let Ok(d) = DateTime::parse_from_rfc3339(t) {
+        return Ok(d.with_timezone(&Utc));
+    }
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        let secs: f64 = t.parse().map_err(|_| format!("{t:?} is not a number of seconds"))?;
+        // Milliseconds (13 digits) are a common slip: they would land in the year 50,000.
+        if secs >= 1e11 {
+            return Err(format!("{t:?} is too large for Unix seconds (milliseconds? drop the last three digits)"));
+        }
+        return DateTime::from_timestamp_millis((secs * 1000.0).round() as i64).ok_or_else(|| format!("{t:?} is out of range"));
+    }
+    let naive = ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"].iter().find_map(|f| NaiveDateTime::parse_from_str(t, f).ok());
+    if let Some(n) = naive {
+        return Err(format!(
+            "{t:?} has no time zone: add Z for UTC ({}Z) or an offset such as +01:00",
+            n.format("%Y-%m-%dT%H:%M:%S")
+        ));
+    }
+    if NaiveDate::parse_from_str(t, "%Y-%m-%d").is_ok() {
+        return Err(format!("{t:?} is a date without a time: write {t}T00:00:00Z for its start in UTC"));
+    }
+    if ["%H:%M:%S", "%H:%M"].iter().any(|f| NaiveTime::parse_from_str(t, f).is_ok()) {
+        return Err(format!("{t:?} is a time of day without a date: write the date too, e.g. 2026-01-15T{t}Z"));
+    }
+    Err(format!("{t:?} is not a time: write RFC 3339 (2026-01-15T09:30:00Z) or Unix seconds"))
+}
+
 /// Scale a number written with a unit suffix to the base unit: `ms`, `s`, `m`, `h` to seconds, `%` to
 /// a ratio, no suffix as it is. `None` for any other suffix.
 pub fn scale_quantity(value: f64, unit: &str) -> Option<f64> {
@@ -201,4 +235,21 @@ mod tests {
         assert!(e.contains("is a duration") && e.contains("a percentage (\"90%\") or a fraction"), "{e}");
         assert!(super::unit_mismatch("5m", "tokens_per_second").unwrap().contains("a plain number (in tokens per second)"));
     }
+
+    #[test]
+    fn times_are_rfc3339_or_unix_seconds_and_a_missing_zone_is_named() {
+        let at = |s: &str| super::parse_time(s).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        assert_eq!(at("2026-01-15T09:30:00Z").unwrap(), "2026-01-15T09:30:00Z");
+        assert_eq!(at("2026-01-15T10:30:00+01:00").unwrap(), "2026-01-15T09:30:00Z");
+        assert_eq!(at("1768469400").unwrap(), "2026-01-15T09:30:00Z");
+        assert_eq!(at(" 1768469400.4 ").unwrap(), "2026-01-15T09:30:00Z");
+        let e = at("2026-01-15T09:30:00").unwrap_err();
+        assert!(e.contains("has no time zone: add Z for UTC (2026-01-15T09:30:00Z)"), "{e}");
+        assert!(at("2026-01-15 09:30").unwrap_err().contains("(2026-01-15T09:30:00Z)"));
+        assert!(at("2026-01-15").unwrap_err().contains("2026-01-15T00:00:00Z"));
+        assert!(at("09:30").unwrap_err().contains("without a date"));
+        assert!(at("1768469400000").unwrap_err().contains("milliseconds"));
+        assert!(at("yesterday").unwrap_err().contains("not a time"));
+    }
 }
+

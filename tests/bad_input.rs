@@ -140,9 +140,9 @@ fn a_window_longer_than_the_data_says_where_the_data_starts_and_one_before_it_sa
     let said = starts
         .split("starts at about ")
         .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| t.with_timezone(&chrono::Utc))
+        .and_then(|rest| rest.split(" UTC").next())
+        .and_then(|t| chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S").ok())
+        .map(|t| t.and_utc())
         .unwrap_or_else(|| panic!("no time in {starts:?}"));
     assert!(
         said >= first && said <= first + chrono::Duration::minutes(4),
@@ -165,6 +165,23 @@ fn a_window_longer_than_the_data_says_where_the_data_starts_and_one_before_it_sa
     for n in ["no vLLM metrics", &prom.url, "--at", "--window"] {
         assert!(r.stderr.contains(n), "expected {n:?} in {}", r.stderr);
     }
+}
+
+#[test]
+fn a_page_of_the_server_given_as_its_url_is_named_with_the_url_to_give_instead() {
+    // The Prometheus UI's address pasted from a browser: its API is not under /graph.
+    let (spec, prom) = start_scenario("kv-cache-pressure");
+    let at = at_window_end(&spec);
+    for (given, drop) in [(format!("{}/graph", prom.url), "/graph"), (format!("{}/metrics", prom.url), "/metrics")] {
+        let r = run(&explain_args(&given, &at, &["--window", "30m"]));
+        assert_eq!(r.code, 3, "{}", r.stderr);
+        let want = format!("That is a page of the server, not its base URL: drop {drop} from --prometheus (give {})", prom.url);
+        assert!(r.stderr.contains(&want) && r.stderr.contains("HTTP 404"), "{}", r.stderr);
+    }
+    // Under a prefix it is not served under: the base URL is asked for.
+    let r = run(&explain_args(&format!("{}/prom", prom.url), &at, &["--window", "30m"]));
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("No Prometheus API answers under this URL"), "{}", r.stderr);
 }
 
 #[test]

@@ -250,7 +250,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
             }
             Ok(r)
         }
-        Err(ExplainError::Unreachable(e)) => Err(Failure::Source(e.to_string())),
+        Err(e @ ExplainError::Unreachable(_)) => Err(Failure::Source(e.to_string())),
         Err(ExplainError::NoData(m)) => Err(Failure::NoData(m)),
     }
 }

@@ -178,6 +178,7 @@ mod tests {
             steps: vec!["Check the cache.".into()],
             references: vec![],
             also_consistent: vec![],
+            raised_from: None,
             recommendations: vec![],
             replicas: None,
             stood_in: None,

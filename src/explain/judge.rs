@@ -215,3 +215,23 @@ pub fn coverage(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement], 
         unread_targets: Vec::new(),
     }
 }
+
+/// A signal declared over the window's last minutes (`range = "5m"`, `within_window`) is read over
+/// the whole window when the window is shorter: its evidence says so, instead of naming minutes it
+/// did not read (`P95 inter-token latency (last 5 min)` over a 3-minute window).
+pub fn retitle_clipped(findings: &mut [crate::report::Finding], rules: &RuleSet, window: std::time::Duration) {
+    for e in findings.iter_mut().flat_map(|f| f.evidence.iter_mut()) {
+        let Some(d) = rules.signals.get(&e.signal) else { continue };
+        let Some(range) = d.range.filter(|r| d.within_window && *r > window) else { continue };
+        let declared = format!("last {} min", range.as_secs() / 60);
+        let under = format!("under {} min", range.as_secs() / 60);
+        e.title = if e.title.contains(&format!("({declared})")) {
+            e.title.replace(&format!("({declared})"), &format!("(the whole window, {under})"))
+        } else if e.title.contains(&declared) {
+            e.title.replace(&declared, &format!("whole window ({under})"))
+        } else {
+            format!("{} (the whole window, {under})", e.title)
+        };
+    }
+}
+

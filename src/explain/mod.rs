@@ -48,10 +48,24 @@ pub struct ExplainOptions {
 /// Why a run produced no report at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ExplainError {
-    #[error("{0}")]
+    #[error("{0}{hint}", hint = api_path_hint(.0))]
     Unreachable(SourceError),
     #[error("{0}")]
     NoData(String),
+}
+
+/// What to do when the very first request found no API at the URL (HTTP 404): the URL given was a
+/// page of the server's (`/graph`, `/metrics`, `/vmui`) or lacks the prefix it is served under.
+fn api_path_hint(e: &SourceError) -> String {
+    let (SourceError::NotPrometheus { status: 404, url, .. } | SourceError::HttpStatus { status: 404, url, .. }) = e else {
+        return String::new();
+    };
+    let trimmed = url.trim_end_matches('/');
+    let page = ["/api/v1/query", "/api/v1", "/graph", "/metrics", "/targets", "/alerts", "/query", "/vmui"].into_iter().find(|p| trimmed.ends_with(p));
+    match page {
+        Some(p) => format!(". That is a page of the server, not its base URL: drop {p} from --prometheus (give {})", &trimmed[..trimmed.len() - p.len()]),
+        None => ". No Prometheus API answers under this URL: give the server's base URL, the one whose /api/v1/query answers (with the path prefix it is served under, if any: /prometheus, or /select/0/prometheus for a VictoriaMetrics cluster)".to_string(),
+    }
 }
 
 /// Label the metric generation from the names present.
@@ -181,6 +195,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     };
     follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, p, &mut warnings);
     let events = events::read(&event_plan, &[&answers, &more], &mut warnings);
+    judge::retitle_clipped(&mut ranked.findings, rules, p.window.duration());
     onset::apply(&mut ranked.findings);
     crate::rank::ongoing_first(&mut ranked.findings);
     correlate::apply(&mut ranked.findings, &events, follow_ups.step.max(event_plan.step()), p.window.start);

@@ -858,6 +858,7 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
         steps: vec![],
         references: vec![],
         also_consistent: vec![],
+        raised_from: None,
         recommendations: vec![],
         replicas: None,
         stood_in: None,
@@ -877,4 +878,45 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
     assert_eq!(own.range_seconds, 180);
     let fixed = findings[0].evidence[1].series.as_ref().expect("fixed trend");
     assert_eq!((fixed.baseline.len() as i64, fixed.range_seconds), (bs, 3600));
+}
+
+/// A reading of the window's last five minutes, over a window shorter than that, is the whole
+/// window's: its evidence says so rather than naming minutes it did not read.
+#[test]
+fn a_last_minutes_reading_over_a_shorter_window_is_titled_as_the_whole_window() {
+    let rules = crate::rules::load_builtin().unwrap();
+    let titled = |signal: &str| {
+        let mut e = evidence(signal, 0.5);
+        e.title = rules.signals[signal].title.clone();
+        e
+    };
+    let finding = |evidence: Vec<Evidence>| crate::report::Finding {
+        rule: "kv-cache-pressure".into(),
+        title: String::new(),
+        severity: crate::report::Severity::Critical,
+        score: 1.0,
+        scope: scope("a"),
+        summary: String::new(),
+        evidence,
+        steps: vec![],
+        references: vec![],
+        also_consistent: vec![],
+        raised_from: None,
+        recommendations: vec![],
+        replicas: None,
+        stood_in: None,
+        recent: None,
+        onset: None,
+        onset_signal: None,
+        ended: None,
+        preceded_by: None,
+    };
+    let all = || vec![finding(vec![titled("preemption_recent"), titled("itl_p95_recent"), titled("itl_p95")])];
+    let mut short = all();
+    judge::retitle_clipped(&mut short, &rules, std::time::Duration::from_secs(180));
+    let titles: Vec<&str> = short[0].evidence.iter().map(|e| e.title.as_str()).collect();
+    assert_eq!(titles, ["Share of the whole window (under 5 min) with preemptions", "P95 inter-token latency (the whole window, under 5 min)", "P95 inter-token latency"]);
+    let mut long = all();
+    judge::retitle_clipped(&mut long, &rules, std::time::Duration::from_secs(1800));
+    assert_eq!(long, all(), "a window longer than the reading keeps its titles");
 }

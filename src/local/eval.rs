@@ -88,6 +88,19 @@ impl<'a> Evaluator<'a> {
     }
 
     fn call(&self, c: &Call, t: i64) -> Result<Value, EvalError> {
+        // `timestamp(selector)`: each sample's own time, as Prometheus gives it (of anything else,
+        // the evaluation time).
+        if let ("timestamp", Some(Expr::VectorSelector(vs))) = (c.func.name, c.args.args.first().map(|a| unparen(a))) {
+            let samples = self
+                .instant_samples(vs, t)
+                .into_iter()
+                .map(|(mut s, ts)| {
+                    s.labels.remove("__name__");
+                    Sample { labels: s.labels, v: ts as f64 / 1000.0 }
+                })
+                .collect();
+            return Ok(Value::Vector(samples));
+        }
         let args = c.args.args.iter().map(|a| self.eval(a, t)).collect::<Result<Vec<_>, _>>()?;
         let absent_labels = match (c.func.name, c.args.args.first()) {
             ("absent" | "absent_over_time", Some(arg)) => absent_labels(arg),
@@ -116,12 +129,17 @@ impl<'a> Evaluator<'a> {
     }
 
     fn instant_selector(&self, sel: &VectorSelector, t: i64) -> Vec<Sample> {
+        self.instant_samples(sel, t).into_iter().map(|(s, _)| s).collect()
+    }
+
+    /// The samples an instant selector picks at `t`, each with its own time (unix milliseconds).
+    fn instant_samples(&self, sel: &VectorSelector, t: i64) -> Vec<(Sample, i64)> {
         let ref_t = t.saturating_sub(offset_millis(sel.offset.as_ref()));
         let mut out = Vec::new();
         for (labels, points) in self.matching_series(sel) {
             if let Some((ts, v)) = at_or_before(points, ref_t) {
                 if ts >= ref_t.saturating_sub(self.lookback_ms) && !is_stale(v) {
-                    out.push(Sample { labels: labels.clone(), v });
+                    out.push((Sample { labels: labels.clone(), v }, ts));
                 }
             }
         }
@@ -328,6 +346,14 @@ fn matching(m: &BinModifier) -> VectorMatching {
         Some(LabelModifier::Exclude(l)) => (false, l.labels.clone()),
     };
     VectorMatching { card, on, labels, include }
+}
+
+/// The expression inside any parentheses.
+fn unparen(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => unparen(&p.expr),
+        other => other,
+    }
 }
 
 #[cfg(test)]

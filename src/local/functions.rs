@@ -57,6 +57,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "sort_desc",
     "round",
     "time",
+    "timestamp",
     "vector",
     "scalar",
     "label_replace",
@@ -135,6 +136,16 @@ pub fn call(func: &str, args: Vec<Value>, ctx: &Context) -> Result<Value, EvalEr
     let t = ctx.t;
     let out = match func {
         "time" => return Ok(Value::Scalar(t as f64 / 1000.0)),
+        // Of a computed vector, the evaluation time (a selector's own sample times are read by the
+        // evaluator, which has them: see `Evaluator::call`).
+        "timestamp" => a
+            .vector(0)?
+            .into_iter()
+            .map(|mut s| {
+                s.labels.remove("__name__");
+                Sample { labels: s.labels, v: t as f64 / 1000.0 }
+            })
+            .collect(),
         "vector" => vec![Sample { labels: Labels::new(), v: a.scalar(0)? }],
         "scalar" => {
             let v = a.vector(0)?;

@@ -382,7 +382,7 @@ mod tests {
 
     #[test]
     fn unsupported_features_say_so() {
-        for q in ["x @ 100", "hour()", "timestamp(x)", "limitk(2, x)", r#"x{a="1" or b="2"}"#] {
+        for q in ["x @ 100", "hour()", "day_of_week(x)", "limitk(2, x)", r#"x{a="1" or b="2"}"#] {
             let e = parse(q).expect_err(q);
             assert!(matches!(e, ParseError::Unsupported(_)), "{q}: {e:?}");
             assert!(e.to_string().contains("not supported by local evaluation"), "{e}");

@@ -1077,6 +1077,7 @@ pub(crate) mod fixtures {
                     score: 1.2,
                 },
             ],
+            raised_from: None,
         };
         let ttft = Finding {
             rule: "ttft-regression".to_string(),
@@ -1162,6 +1163,7 @@ pub(crate) mod fixtures {
             ended: None,
             preceded_by: None,
             also_consistent: vec![],
+            raised_from: None,
         };
         let healthy = vec![
             Checked {

@@ -141,6 +141,8 @@ pub struct FindingView {
     pub references: Vec<String>,
     /// Other rules that matched the same scope, explained better by this one.
     pub also_consistent: Vec<AlsoView>,
+    /// The rule's own severity when an absorbed finding raised the finding's.
+    pub raised_from: Option<Severity>,
     /// The PromQL behind the evidence, as (signal, query), for signals that have a query.
     pub queries: Vec<(String, String)>,
 }
@@ -358,15 +360,22 @@ impl Header {
 }
 
 impl FindingView {
-    /// `rule-a (warning), rule-b (info)`, each rule id written by `id` (a code span, say).
+    /// `rule-a (warning), rule-b (info)`, each rule id written by `id` (a code span, say). Where
+    /// one of them raised the finding's severity, it says so: `slo-burn (critical: raises this
+    /// finding from warning)`.
     pub fn also_consistent_list(&self, id: impl Fn(&str) -> String) -> Option<String> {
         if self.also_consistent.is_empty() {
             return None;
         }
+        let raiser = self.raised_from.and_then(|_| self.also_consistent.iter().position(|a| a.severity == self.severity));
         Some(
             self.also_consistent
                 .iter()
-                .map(|a| format!("{} ({})", id(&a.rule), a.severity))
+                .enumerate()
+                .map(|(i, a)| match (raiser == Some(i), self.raised_from) {
+                    (true, Some(from)) => format!("{} ({}: raises this finding from {from})", id(&a.rule), a.severity),
+                    _ => format!("{} ({})", id(&a.rule), a.severity),
+                })
                 .collect::<Vec<_>>()
                 .join(", "),
         )
@@ -443,6 +452,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
             .iter()
             .map(|a| AlsoView { rule: one_line(&a.rule), title: one_line(&a.title), severity: a.severity })
             .collect(),
+        raised_from: f.raised_from,
         queries: finding_queries(f),
     }
 }
@@ -657,6 +667,14 @@ mod tests {
         assert_eq!(kv.recommendations[0].head, "Suggested max_num_seqs = 37");
         assert_eq!(kv.steps.len(), 3);
         assert_eq!(kv.also_consistent_list(|id| id.to_string()).as_deref(), Some("queue-backlog (warning), ttft-regression (info)"));
+        // A finding raised by what it absorbed says which one raised it, and from what.
+        let mut raised = kv.clone();
+        raised.severity = Severity::Warning;
+        raised.raised_from = Some(Severity::Info);
+        assert_eq!(
+            raised.also_consistent_list(|id| format!("`{id}`")).as_deref(),
+            Some("`queue-backlog` (warning: raises this finding from info), `ttft-regression` (info)")
+        );
         assert_eq!(kv.queries.len(), 2);
         assert_eq!(v.healthy.as_ref().map(|h| h.pairs.as_str()), Some("5 rule/scope pairs"));
         assert_eq!(v.healthy_pairs.len(), 5);

@@ -387,27 +387,9 @@ fn defined_in(origin: &str, file: &str) -> Option<usize> {
     origin.rsplit_once(':').filter(|(f, _)| *f == file).and_then(|(_, line)| line.parse().ok())
 }
 
-/// Parse one file's text into the set (adding or overriding by id; twice in one file is an error).
-pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleError> {
-    let lines = crate::text::LineIndex::new(src);
-    let err_at = |byte: usize, message: String| {
-        let (line, column) = lines.line_col(byte);
-        RuleError { file: file.to_string(), line, column, message }
-    };
-    let raw: RawFile = toml::from_str(src).map_err(|e| {
-        let at = e.span().map(|s| s.start).unwrap_or(0);
-        err_at(at, e.message().trim().to_string())
-    })?;
-
-    let value_of = |name: &str, value: &Spanned<toml::Value>| -> Result<f64, RuleError> {
-        let at = value.span().start;
-        match value.get_ref() {
-            toml::Value::Float(f) => Ok(*f),
-            toml::Value::Integer(i) => Ok(*i as f64),
-            toml::Value::String(s) => expr::parse_quantity(s).map_err(|e| err_at(at, format!("threshold {name}: {}", e.message))),
-            _ => Err(err_at(at, format!("threshold {name} must be a number or a quantity such as \"3s\""))),
-        }
-    };
+/// A file's `[thresholds]` and `[profile.NAME]` tables into the set, each value with how and where
+/// it was written.
+fn load_thresholds(set: &mut RuleSet, raw: &RawFile, file: &str, lines: &crate::text::LineIndex) -> Result<(), RuleError> {
     let written = |value: &Spanned<toml::Value>| {
         let (line, column) = lines.line_col(value.span().start);
         let text = match value.get_ref() {
@@ -415,6 +397,15 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             other => other.to_string(),
         };
         Written { text, file: file.to_string(), line, column }
+    };
+    let value_of = |name: &str, value: &Spanned<toml::Value>| -> Result<f64, RuleError> {
+        let w = written(value);
+        match value.get_ref() {
+            toml::Value::Float(f) => Ok(*f),
+            toml::Value::Integer(i) => Ok(*i as f64),
+            toml::Value::String(s) => expr::parse_quantity(s).map_err(|e| w.error(format!("threshold {name}: {}", e.message))),
+            _ => Err(w.error(format!("threshold {name} must be a number or a quantity such as \"3s\""))),
+        }
     };
     for (name, value) in &raw.thresholds {
         let v = value_of(name, value)?;
@@ -433,6 +424,22 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             entry.origins.insert(name.clone(), written(value));
         }
     }
+    Ok(())
+}
+
+/// Parse one file's text into the set (adding or overriding by id; twice in one file is an error).
+pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleError> {
+    let lines = crate::text::LineIndex::new(src);
+    let err_at = |byte: usize, message: String| {
+        let (line, column) = lines.line_col(byte);
+        RuleError { file: file.to_string(), line, column, message }
+    };
+    let raw: RawFile = toml::from_str(src).map_err(|e| {
+        let at = e.span().map(|s| s.start).unwrap_or(0);
+        err_at(at, e.message().trim().to_string())
+    })?;
+
+    load_thresholds(set, &raw, file, &lines)?;
 
     for s in raw.signal {
         let at = s.span().start;
@@ -666,6 +673,56 @@ pub fn unit_misfit(name: &str, text: &str, uses: &BTreeMap<String, Vec<Threshold
         .find_map(|u| crate::units::unit_mismatch(text, &u.unit).map(|why| format!("{why} ({})", u.by)))
 }
 
+/// Every threshold's unit against the signals it is compared with (in `[thresholds]` and in the
+/// profiles), a profile's names against the thresholds, an SLO signal's `$name` against them.
+fn validate_thresholds(set: &RuleSet, uses: &BTreeMap<String, Vec<ThresholdUse>>) -> Result<(), RuleError> {
+    for (name, p) in &set.profiles {
+        for (threshold, w) in &p.origins {
+            if !set.thresholds.contains_key(threshold) {
+                return Err(w.error(format!(
+                    "profile {name} sets {threshold}, which no [thresholds] table defines: check the name against the built-in rules/thresholds.toml, or define it under [thresholds].{}",
+                    crate::text::did_you_mean(threshold, set.thresholds.keys().map(String::as_str))
+                )));
+            }
+            if let Some(why) = unit_misfit(threshold, &w.text, uses) {
+                return Err(w.error(format!("profile {name}: threshold {threshold}: {why}")));
+            }
+        }
+    }
+    for (threshold, w) in &set.threshold_origins {
+        if let Some(why) = unit_misfit(threshold, &w.text, uses) {
+            return Err(w.error(format!("threshold {threshold}: {why}")));
+        }
+    }
+    for d in set.signals.values() {
+        if let SignalKind::SloBurn { target, objective, .. } = &d.kind {
+            for v in [target, objective] {
+                if let Some(name) = v.trim().strip_prefix('$') {
+                    if !set.thresholds.contains_key(name) {
+                        return Err(at_origin(&d.origin, format!("signal {}: ${name} is a threshold no [thresholds] table defines", d.id)));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A threshold a file of the user's defines that no condition or signal uses: a misspelling (not
+/// in the built-in pack, where a rule file may replace the one rule that used it).
+fn unused_threshold(set: &RuleSet, uses: &BTreeMap<String, Vec<ThresholdUse>>) -> Result<(), RuleError> {
+    for (threshold, w) in &set.threshold_origins {
+        if !uses.contains_key(threshold) && !BUILTIN.iter().any(|(f, _)| *f == w.file) {
+            let others = set.thresholds.keys().filter(|k| uses.contains_key(*k)).map(String::as_str);
+            return Err(w.error(format!(
+                "threshold {threshold} is used by no rule condition and no signal, so it changes nothing.{} Name a threshold the rules use (`vllm-diag rules show RULE` lists them), or use ${threshold} in a condition",
+                crate::text::did_you_mean(threshold, others)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Check that every reference resolves, once all files are merged.
 pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
     for d in set.signals.values() {
@@ -688,35 +745,7 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
         }
     }
     let uses = threshold_uses(set);
-    for (name, p) in &set.profiles {
-        for (threshold, w) in &p.origins {
-            if !set.thresholds.contains_key(threshold) {
-                return Err(w.error(format!(
-                    "profile {name} sets {threshold}, which no [thresholds] table defines: check the name against the built-in rules/thresholds.toml, or define it under [thresholds].{}",
-                    crate::text::did_you_mean(threshold, set.thresholds.keys().map(String::as_str))
-                )));
-            }
-            if let Some(why) = unit_misfit(threshold, &w.text, &uses) {
-                return Err(w.error(format!("profile {name}: threshold {threshold}: {why}")));
-            }
-        }
-    }
-    for (threshold, w) in &set.threshold_origins {
-        if let Some(why) = unit_misfit(threshold, &w.text, &uses) {
-            return Err(w.error(format!("threshold {threshold}: {why}")));
-        }
-    }
-    for d in set.signals.values() {
-        if let SignalKind::SloBurn { target, objective, .. } = &d.kind {
-            for v in [target, objective] {
-                if let Some(name) = v.trim().strip_prefix('$') {
-                    if !set.thresholds.contains_key(name) {
-                        return Err(at_origin(&d.origin, format!("signal {}: ${name} is a threshold no [thresholds] table defines", d.id)));
-                    }
-                }
-            }
-        }
-    }
+    validate_thresholds(set, &uses)?;
     for r in &set.rules {
         let fail = |message: String| at_origin(&r.origin, message);
         // An error about one condition points at it, in the rule's file.
@@ -813,19 +842,8 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
             }
         }
     }
-    // Last, once every reference is known good: a name no condition or signal uses is a
-    // misspelling in a file of the user's (not in the built-in pack, where a rule file may replace
-    // the one rule that used it).
-    for (threshold, w) in &set.threshold_origins {
-        if !uses.contains_key(threshold) && !BUILTIN.iter().any(|(f, _)| *f == w.file) {
-            let others = set.thresholds.keys().filter(|k| uses.contains_key(*k)).map(String::as_str);
-            return Err(w.error(format!(
-                "threshold {threshold} is used by no rule condition and no signal, so it changes nothing.{} Name a threshold the rules use (`vllm-diag rules show RULE` lists them), or use ${threshold} in a condition",
-                crate::text::did_you_mean(threshold, others)
-            )));
-        }
-    }
-    Ok(())
+    // Last, once every reference is known good.
+    unused_threshold(set, &uses)
 }
 
 impl RuleSet {

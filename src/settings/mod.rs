@@ -467,9 +467,7 @@ pub fn parse_at(at: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Failure> 
         // `--at "$UNSET"` in a CI script: not "now", which would diagnose the wrong window.
         return Err(Failure::Usage("--at is empty: write an RFC 3339 time such as 2026-01-15T09:30:00Z, or \"now\"".into()));
     }
-    let parsed = DateTime::parse_from_rfc3339(t)
-        .map(|d| d.with_timezone(&Utc))
-        .map_err(|e| Failure::Usage(format!("--at {t:?}: {e}. Write an RFC 3339 time such as 2026-01-15T09:30:00Z, or \"now\"")))?;
+    let parsed = crate::units::parse_time(t).map_err(|e| Failure::Usage(format!("--at: {e}, or \"now\"")))?;
     // A little clock skew is fine; a window in the future holds no data yet.
     if parsed > now + chrono::Duration::seconds(60) {
         return Err(Failure::Usage(format!(
@@ -498,6 +496,9 @@ mod tests {
         assert!(e.contains("future"), "{e}");
         let e = parse_at("yesterday", now()).unwrap_err().to_string();
         assert!(e.contains("--at") && e.contains("RFC 3339"), "{e}");
+        let e = parse_at("2026-01-15T09:30:00", now()).unwrap_err().to_string();
+        assert!(e.contains("--at: \"2026-01-15T09:30:00\" has no time zone: add Z for UTC"), "{e}");
+        assert_eq!(parse_at("1768469400", now()).unwrap(), Utc.with_ymd_and_hms(2026, 1, 15, 9, 30, 0).unwrap());
     }
 
     #[test]
