@@ -364,6 +364,34 @@ pub struct Finding {
     pub preceded_by: Option<PrecededBy>,
 }
 
+#[cfg(test)]
+impl Finding {
+    /// A finding of `rule` on `scope` and nothing more, for a test to fill in what it is about.
+    pub fn bare(rule: &str, severity: Severity, scope: Scope) -> Finding {
+        Finding {
+            rule: rule.into(),
+            title: String::new(),
+            severity,
+            score: 1.0,
+            scope,
+            summary: String::new(),
+            evidence: vec![],
+            steps: vec![],
+            references: vec![],
+            also_consistent: vec![],
+            raised_from: None,
+            recommendations: vec![],
+            replicas: None,
+            stood_in: None,
+            recent: None,
+            onset: None,
+            onset_signal: None,
+            ended: None,
+            preceded_by: None,
+        }
+    }
+}
+
 impl Finding {
     /// Whether the problem was already there at the window's start (`onset` null with a signal).
     pub fn present_before_window(&self) -> bool {

@@ -168,25 +168,11 @@ mod tests {
 
     fn finding(model: &str, onset: Option<&str>) -> Finding {
         Finding {
-            rule: "kv-cache-pressure".into(),
             title: "KV-cache pressure".into(),
-            severity: Severity::Critical,
-            score: 1.0,
-            scope: scope(model),
-            summary: String::new(),
-            evidence: vec![],
             steps: vec!["Check the cache.".into()],
-            references: vec![],
-            also_consistent: vec![],
-            raised_from: None,
-            recommendations: vec![],
-            replicas: None,
-            stood_in: None,
-            recent: None,
             onset: onset.map(t),
             onset_signal: Some("kv_usage_max".into()),
-            ended: None,
-            preceded_by: None,
+            ..Finding::bare("kv-cache-pressure", Severity::Critical, scope(model))
         }
     }
 

@@ -848,25 +848,8 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
         }
     }
     let mut findings = vec![crate::report::Finding {
-        rule: "r".into(),
-        title: String::new(),
-        severity: crate::report::Severity::Warning,
-        score: 1.0,
-        scope: scope("a"),
-        summary: String::new(),
         evidence: vec![evidence("own", 1.0), evidence("fixed", 1.0)],
-        steps: vec![],
-        references: vec![],
-        also_consistent: vec![],
-        raised_from: None,
-        recommendations: vec![],
-        replicas: None,
-        stood_in: None,
-        recent: None,
-        onset: None,
-        onset_signal: None,
-        ended: None,
-        preceded_by: None,
+        ..crate::report::Finding::bare("r", crate::report::Severity::Warning, scope("a"))
     }];
     let rules = crate::rules::load_builtin().unwrap();
     follow_up::apply(&fu, &answers, &mut findings, &rules, &SignalTable::new(), &p, &mut vec![]);
@@ -891,25 +874,8 @@ fn a_last_minutes_reading_over_a_shorter_window_is_titled_as_the_whole_window() 
         e
     };
     let finding = |evidence: Vec<Evidence>| crate::report::Finding {
-        rule: "kv-cache-pressure".into(),
-        title: String::new(),
-        severity: crate::report::Severity::Critical,
-        score: 1.0,
-        scope: scope("a"),
-        summary: String::new(),
         evidence,
-        steps: vec![],
-        references: vec![],
-        also_consistent: vec![],
-        raised_from: None,
-        recommendations: vec![],
-        replicas: None,
-        stood_in: None,
-        recent: None,
-        onset: None,
-        onset_signal: None,
-        ended: None,
-        preceded_by: None,
+        ..crate::report::Finding::bare("kv-cache-pressure", crate::report::Severity::Critical, scope("a"))
     };
     let all = || vec![finding(vec![titled("preemption_recent"), titled("itl_p95_recent"), titled("itl_p95")])];
     let mut short = all();
