@@ -371,6 +371,9 @@ impl ScopeStyle {
             .as_deref()
             .and_then(|l| scope.get(l).map(|v| (l, v)))
         {
+            // Grouped by a label the series lack (`--group-by pod` on a fleet without pods): say so
+            // rather than print nothing.
+            Some((label, value)) if scope.len() == 1 && value.is_empty() => format!("(no {label} label)"),
             Some((_, value)) if scope.len() == 1 => one_line(value),
             Some((label, value)) => format!("{} ({})", one_line(value), pairs(Some(label))),
             None => pairs(None),
@@ -1358,6 +1361,8 @@ mod tests {
             "llama-3 (engine=1)"
         );
         assert_eq!(style.format(&Scope::new()), "all");
+        // Grouped by a label the series lack: said, not left blank.
+        assert_eq!(style.format(&scope(&[("model_name", "")])), "(no model_name label)");
     }
 
     #[test]
