@@ -159,14 +159,15 @@ pub fn read_names(
     Ok((window, baseline))
 }
 
+/// The first of `preferred` the data has, else any vLLM name it has; `None` without vLLM names.
+fn first_present(preferred: &[&str], names: &BTreeSet<String>) -> Option<String> {
+    preferred.iter().map(|n| n.to_string()).find(|n| names.contains(n)).or_else(|| names.iter().find(|n| n.starts_with("vllm")).cloned())
+}
+
 /// Where the window's data may start late (no baseline data hints the fleet is new): one coarse
 /// range query, about sixty points, of the series count of one vLLM gauge. `None` without vLLM names.
 pub fn data_start_request(selector: &Selector, names: &BTreeSet<String>, range: &TimeRange) -> Option<Request> {
-    let metric = signals::RUNNING_GAUGE
-        .iter()
-        .map(|n| n.to_string())
-        .find(|n| names.contains(n))
-        .or_else(|| names.iter().find(|n| n.starts_with("vllm")).cloned())?;
+    let metric = first_present(&signals::RUNNING_GAUGE, names)?;
     Some(Request::Range {
         query: signals::series_count_query(selector, &metric),
         start: range.start,
@@ -214,12 +215,8 @@ pub fn data_end_slack(window: &TimeRange) -> std::time::Duration {
 /// gauge, which every vLLM version exports and fewer signals read than the running one. `None`
 /// without vLLM names.
 pub fn data_end_request(selector: &Selector, names: &BTreeSet<String>, window: &TimeRange) -> Option<Request> {
-    let metric = ["vllm:num_requests_waiting", "vllm_num_requests_waiting"]
-        .iter()
-        .chain(signals::RUNNING_GAUGE.iter())
-        .map(|n| n.to_string())
-        .find(|n| names.contains(n))
-        .or_else(|| names.iter().find(|n| n.starts_with("vllm")).cloned())?;
+    let [running, running_old] = signals::RUNNING_GAUGE;
+    let metric = first_present(&["vllm:num_requests_waiting", "vllm_num_requests_waiting", running, running_old], names)?;
     Some(Request::Instant { query: format!("max(timestamp({}))", selector.series(&metric, &[])), time: window.end })
 }
 
