@@ -11,7 +11,10 @@
 //! full; when the rest do not fit, they shrink to one line each, and what still does not fit is
 //! counted in a closing "and N more" line that says where the whole report is. The timeline (one
 //! line per change) keeps [`TIMELINE_RESERVE`] characters for its most relevant events and takes
-//! what the findings leave; the events it cannot show are counted.
+//! what the findings leave; the events it cannot show are counted. The tail (what was not
+//! evaluated, the warnings, the blind spots) counts for at most [`TAIL_RESERVE`] while the findings
+//! are laid out, so a server's long warnings cannot push the first finding's evidence out; it gets
+//! the rest, each of its lines shortened alike so that none of them disappears.
 
 use super::view::{FindingView, ReportView};
 use super::{one_line, plural, RenderOptions, Verdict};
@@ -22,6 +25,12 @@ pub const LIMIT: usize = 3000;
 /// Characters the timeline may take before the findings are laid out; it gets more when they
 /// leave more.
 const TIMELINE_RESERVE: usize = 400;
+/// Characters the tail (not evaluated, healthy, switched off, warnings, blind spots) counts for
+/// when the findings are laid out: it is context, so a long list of warnings takes what the
+/// findings leave rather than pushing the first finding's evidence and steps out.
+const TAIL_RESERVE: usize = 600;
+/// Characters one line of the tail may take; a longer one (a server's warnings) is cut.
+const TAIL_LINE: usize = 400;
 
 pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     // check's verdict comes first and counts in the limit like the rest of the head.
@@ -32,7 +41,8 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     head_lines.extend(head(view));
     let head_text = head_lines.join("\n");
     // The tail is context; it may be cut to one line, never the findings' headline.
-    let mut tail_text = tail(view).join("\n");
+    let tail_lines = tail(view);
+    let tail_text = tail_lines.join("\n");
 
     let full: Vec<String> = view.findings.iter().map(finding_full).collect();
     let brief: Vec<String> = view.findings.iter().map(finding_brief).collect();
@@ -48,7 +58,9 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     // The timeline keeps a little room whatever the findings take: its heading, its most relevant
     // events and the count of the rest (nothing at all without events).
     let timeline_reserve = timeline(view, TIMELINE_RESERVE).map_or(0, |t| len(&t) + 2);
-    let fixed = len(&head_text) + 2 + len(&tail_text) + 2 + timeline_reserve;
+    // The tail counts for at most its reserve: the findings come first, and it is shortened to
+    // what they and the timeline leave.
+    let fixed = len(&head_text) + 2 + len(&tail_text).min(TAIL_RESERVE) + 2 + timeline_reserve;
     let budget = |reserve: usize| LIMIT.saturating_sub(fixed + reserve);
 
     let total_full: usize = full.iter().map(|b| len(b) + 2).sum();
@@ -78,18 +90,15 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     let mut parts = vec![head_text];
     parts.extend(blocks);
     // The timeline takes the room the findings and the tail leave, one line per event.
+    // It keeps the room reserved for it whatever the tail would take.
     let taken: usize = parts.iter().map(|p| len(p) + 2).sum::<usize>() + len(&tail_text) + 2;
-    if let Some(timeline) = timeline(view, LIMIT.saturating_sub(taken)) {
+    let room = LIMIT.saturating_sub(taken).max(timeline_reserve.saturating_sub(2));
+    if let Some(timeline) = timeline(view, room) {
         parts.push(timeline);
     }
     let body_len: usize = parts.iter().map(|p| len(p) + 2).sum();
-    if !tail_text.is_empty() {
-        if body_len + len(&tail_text) > LIMIT {
-            tail_text = cut(&tail_text, LIMIT.saturating_sub(body_len));
-        }
-        if !tail_text.is_empty() {
-            parts.push(tail_text);
-        }
+    if let Some(tail) = fit_tail(&tail_lines, LIMIT.saturating_sub(body_len)) {
+        parts.push(tail);
     }
     let mut out = parts.join("\n\n");
     if len(&out) > LIMIT {
@@ -201,7 +210,63 @@ fn tail(view: &ReportView) -> Vec<String> {
     if !view.caveats.is_empty() {
         tail.push(format!(":eyes: Blind spots: {}", plain(&view.caveats.join("; "))));
     }
-    tail
+    tail.into_iter().map(|line| cut_line(&line, TAIL_LINE)).collect()
+}
+
+/// The tail's lines in at most `room` characters: every line when they fit; else the longest
+/// cut to one length, the most that fits (short lines stay whole), so what could not be checked,
+/// the warnings and the blind spots are all still said; else as many lines, from the first, as
+/// fit cut to a readable least. `None` when not even one does.
+fn fit_tail(lines: &[String], room: usize) -> Option<String> {
+    const LEAST: usize = 60;
+    let len = |s: &str| s.chars().count();
+    let joined = lines.join("\n");
+    if lines.is_empty() || len(&joined) <= room {
+        return (!lines.is_empty()).then_some(joined);
+    }
+    // The largest length every line may keep with the lines still within the room.
+    let fits = |cap: usize| lines.iter().map(|l| len(l).min(cap) + 1).sum::<usize>() <= room + 1;
+    let (mut lo, mut hi) = (LEAST, lines.iter().map(|l| len(l)).max().unwrap_or(0));
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let mut kept = Vec::new();
+    let mut used = 0;
+    for line in lines {
+        let line = cut_line(line, lo);
+        if used + len(&line) + 1 > room + 1 {
+            break;
+        }
+        used += len(&line) + 1;
+        kept.push(line);
+    }
+    (!kept.is_empty()).then(|| kept.join("\n"))
+}
+
+/// One line in at most `max` characters, cut at a word and outside any code span or bold run
+/// (Slack would show a lone backtick or asterisk as it is), with `…` marking the cut.
+fn cut_line(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut keep: String = s.chars().take(max.saturating_sub(1)).collect();
+    if let Some(i) = keep.rfind(' ') {
+        keep.truncate(i);
+    }
+    // An odd count of a markup character means the cut fell inside a span it opened.
+    for mark in ['`', '*'] {
+        if keep.matches(mark).count() % 2 == 1 {
+            if let Some(i) = keep.rfind(mark) {
+                keep.truncate(i);
+            }
+        }
+    }
+    format!("{}…", keep.trim_end())
 }
 
 /// Heading, summary, the evidence held to a condition (with its trend), and the next steps.
@@ -344,7 +409,7 @@ fn cut(s: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use crate::render::fixtures::*;
-    use crate::report::Report;
+    use crate::report::{NotEvaluated, Report};
 
     /// The Slack message of `report`, through the view as `render::render` does it.
     fn render(report: &Report, opts: &RenderOptions) -> String {
@@ -453,6 +518,42 @@ mod tests {
             .and_then(|n| n.parse().ok())
             .unwrap();
         assert_eq!(shown + more, r.findings.len(), "{text}");
+    }
+
+    #[test]
+    fn long_warnings_give_way_to_the_first_findings_evidence_and_steps() {
+        let mut r = sample_report_with_events();
+        more_findings(&mut r, 6);
+        // A server that warns about every one of sixty series, each warning a long sentence.
+        r.warnings = (0..60).map(|i| format!("series {i} of `vllm:kv_cache_usage_perc` has a gap of 12 minutes in the window {}", "and more ".repeat(6))).collect();
+        r.caveats = (0..20).map(|i| format!("blind spot {i}: {}", "this backend cannot say ".repeat(4))).collect();
+        let ne = r.not_evaluated[0].clone();
+        r.not_evaluated.extend((0..20).map(|i| NotEvaluated { reason: format!("{i} {}", "no data in the window ".repeat(5)), ..ne.clone() }));
+        let text = render(&r, &opts());
+        assert!(text.chars().count() <= LIMIT, "{} chars", text.chars().count());
+        // The first finding keeps its evidence and its next steps ...
+        assert!(text.contains("*Next steps*"), "{text}");
+        assert!(text.contains("held"), "{text}");
+        // ... the next findings their headlines, the timeline its room ...
+        assert!(text.contains("*#2 WARNING"), "{text}");
+        assert!(text.contains("*Timeline: "), "{text}");
+        // ... and every kind of context is still said, each line shortened.
+        for start in [":grey_question: Not evaluated (22 rule/scope pairs): ", "Checked and healthy: ", ":eyes: Blind spots: "] {
+            assert!(text.lines().any(|l| l.starts_with(start)), "{start}\n{text}");
+        }
+        // ... and the warnings are still said, cut at a word and outside a code span.
+        let line = text.lines().find(|l| l.starts_with(":warning: ")).unwrap_or_else(|| panic!("no warnings line\n{text}"));
+        assert!(line.chars().count() <= TAIL_LINE && line.ends_with('…'), "{line}");
+        assert_eq!(line.matches('`').count() % 2, 0, "{line}");
+    }
+
+    #[test]
+    fn a_cut_line_never_leaves_a_span_open() {
+        assert_eq!(cut_line("short", 10), "short");
+        assert_eq!(cut_line("one two three four", 10), "one two…");
+        assert_eq!(cut_line("a `long code span here` b", 14), "a…");
+        assert_eq!(cut_line("x *bold words here* y", 12), "x…");
+        assert!(cut_line(&"w".repeat(1000), 50).chars().count() <= 50);
     }
 
     #[test]
