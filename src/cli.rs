@@ -306,17 +306,20 @@ pub struct ExportArgs {
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
 
-    /// Label matchers added to every query, e.g. 'namespace="prod",job="vllm"'.
+    /// Label matchers added to every query, e.g. 'namespace="prod",job="vllm"' [default: the
+    /// configuration file's selector, else none].
     #[arg(long, value_name = "MATCHERS")]
     pub selector: Option<String>,
 
-    /// Label(s) the alerts are grouped by, comma-separated (one alert per scope).
-    #[arg(long, value_name = "LABELS", default_value = "model_name")]
-    pub group_by: String,
+    /// Label(s) the alerts are grouped by, comma-separated (one alert per scope) [default: the
+    /// configuration file's group_by, else model_name].
+    #[arg(long, value_name = "LABELS")]
+    pub group_by: Option<String>,
 
-    /// The label that tells one model's replicas apart (per-replica signals).
-    #[arg(long, value_name = "LABEL", default_value = "instance")]
-    pub replica_label: String,
+    /// The label that tells one model's replicas apart (per-replica signals) [default: the
+    /// configuration file's replica_label, else instance].
+    #[arg(long, value_name = "LABEL")]
+    pub replica_label: Option<String>,
 
     /// The range each signal is read over, as explain's --window.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30m")]
@@ -351,6 +354,23 @@ pub struct RulesArgs {
     /// Directory of extra *.toml rule files; a rule or signal with an existing id replaces it.
     #[arg(long, value_name = "DIR")]
     pub rules: Option<PathBuf>,
+}
+
+impl RulesArgs {
+    /// The settings the rules commands take from the command line: the rules directory, and the
+    /// profile (`rules export --profile`); the configuration file fills in the rest.
+    pub fn into_settings(self, profile: Option<String>) -> Settings {
+        fn opt<T>(v: Option<T>, flag: &'static str) -> Setting<Option<T>> {
+            match v {
+                Some(v) => Setting::flag(Some(v), flag),
+                None => Setting::default_value(None),
+            }
+        }
+        Settings {
+            rules: settings::RuleSettings { dir: opt(self.rules, "--rules"), profile: opt(profile, "--profile"), ..settings::RuleSettings::default() },
+            ..Settings::default()
+        }
+    }
 }
 
 /// `--fail-on`.

@@ -232,11 +232,75 @@ fn config_show_masks_every_secret() {
 fn a_broken_config_file_does_not_stop_the_commands_it_does_not_apply_to() {
     let s = Sandbox::new();
     s.write("vllm-diag.toml", "this is not toml\n");
-    let r = s.run(&["rules", "list"], &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("kv-cache-pressure"));
+    // Documentation still works, and says the file was left out and where it is broken ...
+    for args in [&["rules", "list"][..], &["rules", "show", "kv-cache-pressure"]] {
+        let r = s.run(args, &[]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.contains("kv-cache-pressure"));
+        assert!(r.stderr.contains("warning: config file error: ./vllm-diag.toml:1:") && r.stderr.contains("without the configuration file"), "{}", r.stderr);
+    }
+    // ... while what a pipeline acts on stops, as explain does.
+    let r = s.run(&["rules", "export"], &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stdout.is_empty() && r.stderr.contains("./vllm-diag.toml:1:"), "{}", r.stderr);
     let r = s.run(&["config", "show"], &[]);
     assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("./vllm-diag.toml:1:"), "{}", r.stderr);
+}
+
+/// `rules list`, `show`, `export` and `test` describe the pack explain would run: the file's
+/// profile and thresholds in force, its turned-off rules marked (and not exported), each with
+/// where; `--no-config` leaves the file out.
+#[test]
+fn the_rules_commands_take_what_the_configuration_file_says_about_the_rules() {
+    let s = Sandbox::new();
+    s.write(
+        "vllm-diag.toml",
+        "profile = \"batch\"\nselector = 'namespace=\"prod\"'\ngroup_by = \"model_name,cluster\"\n\n[thresholds]\nkv_usage_high = \"85%\"\n\n[rules]\ndisabled = [\"slow-decode\"]\n",
+    );
+    let r = s.run(&["rules", "list"], &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let line = r.stdout.lines().find(|l| l.starts_with("slow-decode ")).unwrap();
+    assert!(line.ends_with("[off: file ./vllm-diag.toml:9]"), "{line}");
+
+    let r = s.run(&["rules", "show", "kv-cache-pressure"], &[]);
+    assert!(r.stdout.contains("$kv_usage_high = 85% (compared with kv_usage_max, set by file ./vllm-diag.toml:6)"), "{}", r.stdout);
+    assert!(r.stdout.contains("$itl_p95_high = 200 ms (compared with itl_p95, set by profile batch (file ./vllm-diag.toml:1))"), "{}", r.stdout);
+
+    let r = s.run(&["rules", "export"], &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("not exported: slow-decode: turned off by the configuration (file ./vllm-diag.toml:9)"), "{}", r.stderr);
+    assert!(!r.stdout.contains("alert: VllmSlowDecode") && !r.stdout.contains("vllm_diag_rule: slow-decode"), "{}", r.stdout);
+    assert!(r.stdout.contains("Thresholds: profile batch."), "{}", r.stdout);
+    assert!(r.stdout.contains("kv_usage_high = 85% (file ./vllm-diag.toml:6)"), "{}", r.stdout);
+    assert!(r.stdout.contains(">= 0.85"), "the file's threshold is not in the alerts");
+    assert!(r.stdout.contains("by (model_name, cluster)") && r.stdout.contains("namespace=\\\"prod\\\""), "{}", r.stdout);
+    // A flag still beats the file.
+    let r = s.run(&["rules", "export", "--group-by", "model_name", "--profile", "chat"], &[]);
+    assert!(!r.stdout.contains("cluster") && r.stdout.contains("Thresholds: profile chat."), "{}", r.stdout);
+
+    // Without the file: nothing off, the defaults.
+    let r = s.run(&["--no-config", "rules", "list"], &[]);
+    assert!(!r.stdout.contains("[off:"), "{}", r.stdout);
+    let r = s.run(&["--no-config", "rules", "show", "kv-cache-pressure"], &[]);
+    assert!(r.stdout.contains("$kv_usage_high = 90% (compared with kv_usage_max)\n"), "{}", r.stdout);
+
+    // `rules test` reads a file only when --config names it, so a test gives the same result on
+    // every machine. Named, its thresholds judge: at 85% a built-in test's cache at 88% is under
+    // pressure, so the test that expects it is not fails. A rule the file turns off can still be
+    // tested: a test names the rules it runs.
+    let tests = concat!(env!("CARGO_MANIFEST_DIR"), "/rules/tests/capacity.toml");
+    s.write("vllm-diag.toml", "[thresholds]\nkv_usage_high = \"85%\"\n[rules]\ndisabled = [\"kv-cache-pressure\"]\n");
+    let r = s.run(&["rules", "test", tests], &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let r = s.run(&["--config", "vllm-diag.toml", "rules", "test", tests], &[]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("FAIL"), "{}", r.stdout);
+
+    // A file's selector that does not parse is named at its line by export.
+    s.write("vllm-diag.toml", "selector = 'namespace=prod'\n");
+    let r = s.run(&["rules", "export"], &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("./vllm-diag.toml:1:"), "{}", r.stderr);
 }
 

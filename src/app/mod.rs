@@ -11,20 +11,20 @@
 mod check;
 mod connect;
 mod explain;
+mod rules;
 mod serve;
 
 use std::io::Write;
 
-use crate::cli::{Cli, Command, ConfigCommand, RulesCommand};
+use crate::cli::{Cli, Command, ConfigCommand};
 use crate::error::{exit, Failure};
 use crate::report::{Report, Severity};
-use crate::rules::load_with_overrides;
 use crate::settings::{build, Mode, Settings};
 
 /// Run the parsed command line; returns the exit code.
 pub fn run(cli: Cli) -> Result<u8, Failure> {
     // The configuration file is read only by the commands it applies to, so a broken one never
-    // stops `man` or `rules`.
+    // stops `man`; the rules commands read what it says about the rules (see `rules.rs`).
     let lookup = cli.lookup();
     match cli.command {
         Command::Explain(args) => {
@@ -63,71 +63,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             write_stdout(&String::from_utf8_lossy(&buf))?;
             Ok(exit::OK)
         }
-        Command::Rules(RulesCommand::List(a)) => {
-            let set = load_with_overrides(a.rules.as_deref())?;
-            write_stdout(&crate::rules::doc::list(&set))?;
-            Ok(exit::OK)
-        }
-        Command::Rules(RulesCommand::Test { files, rules }) => {
-            let set = load_with_overrides(rules.rules.as_deref())?;
-            let summary = crate::rules_test::run_files(&files, &set).map_err(|e| Failure::Usage(format!("test file error: {e}")))?;
-            write_stdout(&summary.text)?;
-            Ok(if summary.failed > 0 { exit::FINDINGS } else { exit::OK })
-        }
-        Command::Rules(RulesCommand::Export(a)) => {
-            use crate::rules::export;
-            let mut set = load_with_overrides(a.rules.rules.as_deref())?;
-            if let Some(p) = &a.profile {
-                set.apply_profile(p).map_err(Failure::Usage)?;
-            }
-            let selector = match &a.selector {
-                Some(s) => crate::prom::Selector::parse(s).map_err(|e| Failure::Usage(e.to_string()))?,
-                None => crate::prom::Selector::default(),
-            };
-            let group_by: Vec<String> = a.group_by.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
-            if let Some(bad) = group_by.iter().chain([&a.replica_label]).find(|l| !crate::prom::is_label_name(l)) {
-                return Err(Failure::Usage(format!("--group-by/--replica-label: {bad:?} is not a label name (letters, digits and '_')")));
-            }
-            if group_by.is_empty() {
-                return Err(Failure::Usage("--group-by needs at least one label, e.g. model_name".into()));
-            }
-            let opts = export::Options {
-                selector,
-                group_by,
-                replica_label: a.replica_label,
-                window: a.window,
-                baseline: a.baseline.unwrap_or(a.window),
-                hold: a.hold,
-                runbook_url_base: a.runbook_url_base,
-                profile: a.profile,
-            };
-            let out = export::export(&set, &opts);
-            for s in &out.skipped {
-                eprintln!("vllm-diag: not exported: {}: {}", s.rule, s.reason);
-            }
-            for a in &out.alerts {
-                for n in &a.notes {
-                    eprintln!("vllm-diag: note: {}: {n}", a.rule);
-                }
-            }
-            if out.alerts.is_empty() {
-                return Err(Failure::Usage("no rule could be expressed in PromQL, so there is nothing to export (reasons above)".into()));
-            }
-            write_stdout(&export::to_yaml(&out, &set, &opts))?;
-            Ok(exit::OK)
-        }
-        Command::Rules(RulesCommand::Show { id, rules }) => {
-            let set = load_with_overrides(rules.rules.as_deref())?;
-            let text = crate::rules::doc::show(&set, &id).ok_or_else(|| {
-                Failure::Usage(format!(
-                    "no rule {id:?}.{} Known rules: {}",
-                    crate::text::did_you_mean(&id, set.rules.iter().map(|r| r.id.as_str())),
-                    set.rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")
-                ))
-            })?;
-            write_stdout(&text)?;
-            Ok(exit::OK)
-        }
+        Command::Rules(command) => rules::run_rules(command, &lookup),
     }
 }
 

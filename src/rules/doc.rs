@@ -1,24 +1,44 @@
 //! Rule documentation generated from the rule files themselves: `rules list` and `rules show ID`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::RuleSet;
 
-/// One line per rule: id, severity, title.
-pub fn list(set: &RuleSet) -> String {
+/// What the configuration changed about the pack, for the listing to say: the rules it turns off
+/// and the thresholds it (or a profile) sets, each with where, e.g. `./vllm-diag.toml:7`.
+#[derive(Debug, Clone, Default)]
+pub struct Notes {
+    /// Rule id -> where it is turned off.
+    pub off: BTreeMap<String, String>,
+    /// Threshold name -> who set it: `./vllm-diag.toml:3`, `profile batch (--profile)`.
+    pub thresholds: BTreeMap<String, String>,
+}
+
+/// One line per rule: id, severity, title; and `off` with where, for a rule the configuration
+/// turns off.
+pub fn list(set: &RuleSet, notes: &Notes) -> String {
     let w = set.rules.iter().map(|r| r.id.len()).max().unwrap_or(0);
     let mut out = String::new();
     for r in &set.rules {
-        let _ = writeln!(out, "{:<w$}  {:<8}  {}", r.id, r.severity.as_str(), crate::text::one_line(&r.title));
+        let _ = write!(out, "{:<w$}  {:<8}  {}", r.id, r.severity.as_str(), crate::text::one_line(&r.title));
+        if let Some(place) = notes.off.get(&r.id) {
+            let _ = write!(out, "  [off: {}]", crate::text::one_line(place));
+        }
+        out.push('\n');
     }
     out
 }
 
-/// Everything about one rule.
-pub fn show(set: &RuleSet, id: &str) -> Option<String> {
+/// Everything about one rule, its thresholds as in force (in their signal's unit, and who set
+/// them when not the rule files).
+pub fn show(set: &RuleSet, id: &str, notes: &Notes) -> Option<String> {
     let r = set.rule(id)?;
     let mut o = String::new();
     let _ = writeln!(o, "{} ({})\n{}\n", r.id, r.severity, r.title);
+    if let Some(place) = notes.off.get(&r.id) {
+        let _ = writeln!(o, "Turned off by the configuration ({place}): explain does not run it.\n");
+    }
     let _ = writeln!(o, "What it detects\n  {}\n", r.description.trim().replace('\n', "\n  "));
     if !r.why.is_empty() {
         let _ = writeln!(o, "Why it matters\n  {}\n", r.why.trim());
@@ -53,21 +73,24 @@ pub fn show(set: &RuleSet, id: &str) -> Option<String> {
     if r.core {
         let _ = writeln!(o, "\nA core runbook check: a run that cannot evaluate it is not an all-clear (exit code 3).");
     }
-    let mut names: Vec<&String> = Vec::new();
+    // Each threshold with the signal this rule compares with it, for its unit.
+    let mut names: Vec<(&String, &String)> = Vec::new();
     for c in r.when.iter().chain(r.stand_in.iter().flat_map(|s| &s.when)) {
         for cmp in c.expr.comparisons() {
             if let super::expr::Rhs::Named { name } = &cmp.rhs {
-                if !names.contains(&name) {
-                    names.push(name);
+                if !names.iter().any(|(n, _)| *n == name) {
+                    names.push((name, &cmp.signal));
                 }
             }
         }
     }
     if !names.is_empty() {
         let _ = writeln!(o, "\nThresholds");
-        for n in names {
-            let v = set.thresholds.get(n.as_str()).map(|v| crate::units::sig(*v)).unwrap_or_else(|| "undefined".into());
-            let _ = writeln!(o, "  ${n} = {v}");
+        for (n, signal) in names {
+            let unit = set.signals.get(signal.as_str()).map_or("", |d| d.unit.as_str());
+            let v = set.thresholds.get(n.as_str()).map(|v| crate::units::format_value(*v, unit)).unwrap_or_else(|| "undefined".into());
+            let by = notes.thresholds.get(n.as_str()).map(|w| format!(", set by {w}")).unwrap_or_default();
+            let _ = writeln!(o, "  ${n} = {v} (compared with {signal}{by})");
         }
     }
     let _ = writeln!(o, "\nSignals");
@@ -102,12 +125,31 @@ mod tests {
     #[test]
     fn show_prints_what_the_rule_file_says() {
         let set = crate::rules::load_builtin().unwrap();
-        let text = super::show(&set, "kv-cache-pressure").unwrap();
+        let none = super::Notes::default();
+        let text = super::show(&set, "kv-cache-pressure", &none).unwrap();
         assert!(text.contains("kv_usage_max >= $kv_usage_high"));
-        assert!(text.contains("$kv_usage_high = 0.9"));
+        assert!(text.contains("$kv_usage_high = 90% (compared with kv_usage_max)"), "{text}");
+        assert!(text.contains("$ttft_p95_high = 3 s (compared with ttft_p95)"), "{text}");
         assert!(text.contains("rules/capacity.toml:"));
-        assert!(super::show(&set, "nope").is_none());
-        assert_eq!(super::list(&set).lines().count(), set.rules.len());
+        assert!(super::show(&set, "nope", &none).is_none());
+        assert_eq!(super::list(&set, &none).lines().count(), set.rules.len());
+    }
+
+    #[test]
+    fn what_the_configuration_changed_is_said_with_where() {
+        let set = crate::rules::load_builtin().unwrap();
+        let notes = super::Notes {
+            off: [("slow-decode".to_string(), "./vllm-diag.toml:7".to_string())].into(),
+            thresholds: [("kv_usage_high".to_string(), "./vllm-diag.toml:3".to_string())].into(),
+        };
+        let list = super::list(&set, &notes);
+        let line = list.lines().find(|l| l.starts_with("slow-decode ")).unwrap();
+        assert!(line.ends_with("[off: ./vllm-diag.toml:7]"), "{line}");
+        assert_eq!(list.matches("[off:").count(), 1, "{list}");
+        let text = super::show(&set, "slow-decode", &notes).unwrap();
+        assert!(text.contains("Turned off by the configuration (./vllm-diag.toml:7)"), "{text}");
+        let text = super::show(&set, "kv-cache-pressure", &notes).unwrap();
+        assert!(text.contains("$kv_usage_high = 90% (compared with kv_usage_max, set by ./vllm-diag.toml:3)"), "{text}");
     }
 
     #[test]
@@ -115,7 +157,8 @@ mod tests {
         let mut set = crate::rules::load_builtin().unwrap();
         let rule = "[[rule]]\nid = \"odd\"\ntitle = \"T\\u001b[31mRED\\r\"\nseverity = \"info\"\nsummary = \"s\"\nsteps = [\"\\u001b]8;;http://x\\u0007click\"]\nwhen = [\"itl_p95 > 1s\"]\n";
         crate::rules::load::load_str(&mut set, "odd.toml", rule).unwrap();
-        for text in [super::list(&set), super::show(&set, "odd").unwrap()] {
+        let none = super::Notes::default();
+        for text in [super::list(&set, &none), super::show(&set, "odd", &none).unwrap()] {
             assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
             assert!(text.contains("T\u{FFFD}[31mRED"), "{text:?}");
         }

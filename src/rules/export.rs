@@ -51,6 +51,9 @@ pub struct Options {
     pub runbook_url_base: Option<String>,
     /// The profile whose thresholds the set carries (for the header), `None` for the defaults.
     pub profile: Option<String>,
+    /// What the configuration file changed in the set, for the header: `thresholds kv_usage_high
+    /// (file ./vllm-diag.toml:6)`, `rules turned off: slow-decode (...)`.
+    pub configured: Vec<String>,
 }
 
 impl Default for Options {
@@ -64,6 +67,7 @@ impl Default for Options {
             hold: Duration::from_secs(300),
             runbook_url_base: None,
             profile: None,
+            configured: Vec::new(),
         }
     }
 }
@@ -463,6 +467,9 @@ pub fn to_yaml(export: &Export, set: &RuleSet, opts: &Options) -> String {
             None => "the defaults (chat profile)".into(),
         }
     ));
+    if !opts.configured.is_empty() {
+        y.push_str(&format!("# From the configuration file: {}.\n", oneline(&opts.configured.join("; "))));
+    }
     y.push_str(&format!("# Grouped by: {}.", opts.group_by.join(", ")));
     if !opts.selector.matchers.is_empty() {
         y.push_str(&format!(" Selector: {}.", oneline(&opts.selector.to_promql())));

@@ -37,7 +37,7 @@ use crate::source::prometheus::Secret;
 
 pub use file::{candidates, expand, ConfigFile};
 pub use merge::{merge, missing_path};
-pub use show::show;
+pub use show::{origin_text, show};
 
 /// The file name looked for in the current directory and the user's configuration directory.
 pub const FILE_NAME: &str = "vllm-diag.toml";
