@@ -208,6 +208,9 @@ fn lex(src: &str) -> Result<Vec<(usize, Tok)>, ExprError> {
                 };
                 out.push((start, tok));
             }
+            '%' if matches!(out.last(), Some((_, Tok::Number(_, n))) if n.ends_with(|c: char| c.is_ascii_digit())) => {
+                return Err(err(start, "a unit goes right after its number, without a space: write e.g. 90%".into()));
+            }
             other => return Err(err(start, format!("unexpected character {other:?}"))),
         }
     }
@@ -220,6 +223,18 @@ pub fn parse(src: &str) -> Result<Expr, ExprError> {
     let mut p = P { toks, pos: 0, len: src.chars().count() };
     let e = p.or()?;
     if p.pos < p.toks.len() {
+        // `3 s`, `3 parsecs`: a word right after a bare number is meant as its unit.
+        let previous = p.pos.checked_sub(1).and_then(|i| p.toks.get(i));
+        if let (Some((_, Tok::Number(_, number))), Some((_, Tok::Ident(word)))) = (previous, p.toks.get(p.pos)) {
+            if number.ends_with(|c: char| c.is_ascii_digit() || c == '.') {
+                let message = if word == "x" || crate::units::scale_quantity(1.0, word).is_some() {
+                    format!("a unit goes right after its number, without a space: write {number}{word}")
+                } else {
+                    format!("unknown unit {word:?} after {number} (use ms, s, m, h or %, right after the number, or Nx baseline)")
+                };
+                return Err(p.err_here(&message));
+            }
+        }
         return Err(p.err_here("expected 'and', 'or' or the end of the condition"));
     }
     Ok(e)
@@ -572,6 +587,12 @@ mod tests {
     fn syntax_errors_point_at_the_offending_character() {
         let e = parse("ttft > 3 parsecs").unwrap_err();
         assert_eq!(e.offset, 9);
+        assert_eq!(e.message, "unknown unit \"parsecs\" after 3 (use ms, s, m, h or %, right after the number, or Nx baseline)");
+        assert_eq!(parse("ttft > 3 s").unwrap_err().message, "a unit goes right after its number, without a space: write 3s");
+        assert!(parse("ttft > 2 x baseline").unwrap_err().message.ends_with("write 2x"));
+        assert!(parse("kv > 90 %").unwrap_err().message.contains("write e.g. 90%"));
+        // A word after a complete comparison is still a plain syntax error.
+        assert!(parse("ttft > 3s foo").unwrap_err().message.contains("expected 'and', 'or'"));
         let e = parse("ttft > 3q").unwrap_err();
         assert_eq!(e.offset, 8);
         assert!(e.message.contains("unknown unit"));
