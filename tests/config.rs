@@ -297,6 +297,17 @@ fn the_rules_commands_take_what_the_configuration_file_says_about_the_rules() {
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("FAIL"), "{}", r.stdout);
 
+    // A rules directory the file names and that is missing is said at the file's line, with or
+    // without the thresholds that are checked against its rules (a warning for the listing).
+    for text in ["[rules]\ndir = \"no-such-rules\"\n", "[thresholds]\nkv_usage_high = \"85%\"\n[rules]\ndir = \"no-such-rules\"\n"] {
+        s.write("vllm-diag.toml", text);
+        for (args, code) in [(&["rules", "list"][..], 0), (&["rules", "export"], 2), (&["explain", "--replay", "none.json"], 2)] {
+            let r = s.run(args, &[]);
+            assert_eq!(r.code, code, "{args:?} {text}: {}", r.stderr);
+            assert!(r.stderr.contains("./vllm-diag.toml:") && r.stderr.contains("no-such-rules") && !r.stderr.contains("--rules takes"), "{args:?} {text}: {}", r.stderr);
+        }
+    }
+
     // A file's selector that does not parse is named at its line by export.
     s.write("vllm-diag.toml", "selector = 'namespace=prod'\n");
     let r = s.run(&["rules", "export"], &[]);

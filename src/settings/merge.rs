@@ -157,9 +157,16 @@ fn merge_rules(s: &mut Settings, file: Option<&ConfigFile>) -> Result<(), Config
     if !needs_rules {
         return Ok(());
     }
-    let set = crate::rules::load_with_overrides(r.dir.as_deref())?;
     let shown = f.path.display().to_string();
     let invalid = |line: usize, column: usize, message: String| ConfigError::Invalid { path: shown.clone(), line, column, message };
+    // The rules the file's names are checked against come from its rules directory: a missing
+    // one is said at its line, not as a --rules error.
+    if let (Some(dir), Origin::File { line, column, .. }) = (r.dir.as_ref(), &r.dir.origin) {
+        if !dir.is_dir() {
+            return Err(invalid(*line, *column, format!("rules.dir: {} is not a directory (relative paths are read from the file's directory)", dir.display())));
+        }
+    }
+    let set = crate::rules::load_with_overrides(r.dir.as_deref())?;
 
     if let (Some(p), false) = (&f.profile, r.profile.origin.is_given()) {
         if !set.profiles.contains_key(&p.value) {
