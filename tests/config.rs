@@ -272,6 +272,8 @@ fn the_rules_commands_take_what_the_configuration_file_says_about_the_rules() {
     assert!(r.stderr.contains("not exported: slow-decode: turned off by the configuration (file ./vllm-diag.toml:9)"), "{}", r.stderr);
     assert!(!r.stdout.contains("alert: VllmSlowDecode") && !r.stdout.contains("vllm_diag_rule: slow-decode"), "{}", r.stdout);
     assert!(r.stdout.contains("Thresholds: profile batch."), "{}", r.stdout);
+    let all = s.run(&["--no-config", "rules", "list"], &[]).stdout.lines().count();
+    assert!(r.stdout.contains(&format!(" of {all} rules exported; turned off by the configuration file: 1")), "{}", r.stdout);
     assert!(r.stdout.contains("kv_usage_high = 85% (file ./vllm-diag.toml:6)"), "{}", r.stdout);
     assert!(r.stdout.contains(">= 0.85"), "the file's threshold is not in the alerts");
     assert!(r.stdout.contains("by (model_name, cluster)") && r.stdout.contains("namespace=\\\"prod\\\""), "{}", r.stdout);

@@ -75,6 +75,7 @@ pub fn run_rules(command: RulesCommand, lookup: &Lookup) -> Result<u8, Failure> 
                 runbook_url_base: a.runbook_url_base,
                 profile: pack.settings.rules.profile.value.clone(),
                 configured: pack.configured(),
+                turned_off: pack.notes.off.len(),
             };
             let out = export::export(&set, &opts);
             for s in &out.skipped {

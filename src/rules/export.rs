@@ -54,6 +54,8 @@ pub struct Options {
     /// What the configuration file changed in the set, for the header: `thresholds kv_usage_high
     /// (file ./vllm-diag.toml:6)`, `rules turned off: slow-decode (...)`.
     pub configured: Vec<String>,
+    /// The rules the configuration file turns off (left out of the set), for the header's count.
+    pub turned_off: usize,
 }
 
 impl Default for Options {
@@ -68,6 +70,7 @@ impl Default for Options {
             runbook_url_base: None,
             profile: None,
             configured: Vec::new(),
+            turned_off: 0,
         }
     }
 }
@@ -475,7 +478,10 @@ pub fn to_yaml(export: &Export, set: &RuleSet, opts: &Options) -> String {
         y.push_str(&format!(" Selector: {}.", oneline(&opts.selector.to_promql())));
     }
     y.push('\n');
-    y.push_str(&format!("# {} of {} rules exported", export.alerts.len(), set.rules.len()));
+    y.push_str(&format!("# {} of {} rules exported", export.alerts.len(), set.rules.len() + opts.turned_off));
+    if opts.turned_off > 0 {
+        y.push_str(&format!("; turned off by the configuration file: {}", opts.turned_off));
+    }
     if !export.skipped.is_empty() {
         let ids = export.skipped.iter().map(|s| s.rule.as_str()).collect::<Vec<_>>().join(", ");
         y.push_str(&format!("; not expressible in PromQL (reasons on stderr): {ids}"));
