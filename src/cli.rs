@@ -356,20 +356,39 @@ pub struct RulesArgs {
     pub rules: Option<PathBuf>,
 }
 
+/// An optional flag's value: given on the command line, or nobody's.
+fn opt<T>(value: Option<T>, flag: &'static str) -> Setting<Option<T>> {
+    match value {
+        Some(v) => Setting::flag(Some(v), flag),
+        None => Setting::default_value(None),
+    }
+}
+
 impl RulesArgs {
     /// The settings the rules commands take from the command line: the rules directory, and the
     /// profile (`rules export --profile`); the configuration file fills in the rest.
     pub fn into_settings(self, profile: Option<String>) -> Settings {
-        fn opt<T>(v: Option<T>, flag: &'static str) -> Setting<Option<T>> {
-            match v {
-                Some(v) => Setting::flag(Some(v), flag),
-                None => Setting::default_value(None),
-            }
-        }
         Settings {
             rules: settings::RuleSettings { dir: opt(self.rules, "--rules"), profile: opt(profile, "--profile"), ..settings::RuleSettings::default() },
             ..Settings::default()
         }
+    }
+}
+
+impl ExportArgs {
+    /// The settings `rules export` takes from its flags: the rules directory, the profile and the
+    /// scope (selector, grouping, replica label); the configuration file fills in what they leave,
+    /// then the defaults (model_name, instance).
+    pub fn settings(&mut self) -> Settings {
+        let given_or = |v: Option<String>, flag: &'static str, default: &str| match v {
+            Some(v) => Setting::flag(v, flag),
+            None => Setting::default_value(default.to_string()),
+        };
+        let mut s = RulesArgs { rules: self.rules.rules.take() }.into_settings(self.profile.take());
+        s.scope.selector = opt(self.selector.take(), "--selector");
+        s.scope.group_by = given_or(self.group_by.take(), "--group-by", "model_name");
+        s.scope.replica_label = given_or(self.replica_label.take(), "--replica-label", "instance");
+        s
     }
 }
 
@@ -513,12 +532,6 @@ impl ExplainArgs {
         let g = &self.given;
         let set = |id: &str, flag: &'static str| g.origin(id, flag, None);
         // An optional value: its flag when given, else unset (the default).
-        fn opt<T>(value: Option<T>, flag: &'static str) -> Setting<Option<T>> {
-            match value {
-                Some(v) => Setting::flag(Some(v), flag),
-                None => Setting::default_value(None),
-            }
-        }
         let c = self.connection;
         let scrape_origin = if self.scrape.is_empty() { Origin::Default } else { Origin::Flag("--scrape") };
         Settings {

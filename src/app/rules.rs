@@ -11,7 +11,7 @@
 use crate::cli::RulesCommand;
 use crate::error::{exit, Failure};
 use crate::rules::{doc, load_with_overrides, RuleSet};
-use crate::settings::{build, origin_text, ConfigError, Lookup, Mode, Origin, Settings};
+use crate::settings::{build, origin_text, rules_dir_exists, ConfigError, Lookup, Mode, Settings};
 
 use super::write_stdout;
 
@@ -32,30 +32,24 @@ pub fn run_rules(command: RulesCommand, lookup: &Lookup) -> Result<u8, Failure> 
             write_stdout(&summary.text)?;
             Ok(if summary.failed > 0 { exit::FINDINGS } else { exit::OK })
         }
-        RulesCommand::Export(a) => {
+        RulesCommand::Export(mut a) => {
             use crate::rules::export;
-            let pack = pack(a.rules.into_settings(a.profile.clone()), lookup, Lenient::No)?;
+            let pack = pack(a.settings(), lookup, Lenient::No)?;
             for (id, place) in &pack.notes.off {
                 eprintln!("vllm-diag: not exported: {id}: turned off by the configuration ({place})");
             }
             let set = pack.in_force();
-            // The scope flags, else the configuration file's, each error naming where it was set.
-            let file = &pack.settings.scope;
-            let from_file = |flag: Option<String>, origin: &crate::settings::Origin, value: Option<String>, name: &'static str| match flag {
-                Some(v) => (Some(v), name.to_string()),
-                None if origin.is_file() => (value, origin.place(name, name.trim_start_matches("--").replace('-', "_").as_str())),
-                None => (None, name.to_string()),
-            };
-            let (selector, sp) = from_file(a.selector, &file.selector.origin, file.selector.value.clone(), "--selector");
-            let (group_by, gp) = from_file(a.group_by, &file.group_by.origin, Some(file.group_by.value.clone()), "--group-by");
-            let (replica_label, rp) = from_file(a.replica_label, &file.replica_label.origin, Some(file.replica_label.value.clone()), "--replica-label");
-            let selector = match &selector {
+            // The scope: the flags, else the configuration file's, else the defaults; each error
+            // names where its value was given.
+            let scope = &pack.settings.scope;
+            let (sp, gp) = (scope.selector.origin.place("--selector", "selector"), scope.group_by.origin.place("--group-by", "group_by"));
+            let rp = scope.replica_label.origin.place("--replica-label", "replica_label");
+            let selector = match scope.selector.as_deref() {
                 Some(s) => crate::prom::Selector::parse(s).map_err(|e| Failure::Usage(format!("{sp}: {e}")))?,
                 None => crate::prom::Selector::default(),
             };
-            let group_by = group_by.unwrap_or_else(|| "model_name".to_string());
-            let replica_label = replica_label.unwrap_or_else(|| "instance".to_string());
-            let group_by: Vec<String> = group_by.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+            let replica_label = scope.replica_label.value.clone();
+            let group_by: Vec<String> = scope.group_by.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
             if let Some(bad) = group_by.iter().find(|l| !crate::prom::is_label_name(l)) {
                 return Err(Failure::Usage(format!("{gp}: {bad:?} is not a label name (letters, digits and '_')")));
             }
@@ -154,7 +148,7 @@ impl Pack {
 
 /// The rule pack the command line and the configuration file describe (see the module's text).
 fn pack(command_line: Settings, lookup: &Lookup, lenient: Lenient) -> Result<Pack, Failure> {
-    let settings = match build(command_line.clone(), lookup, Mode::Show).and_then(rules_dir_exists) {
+    let settings = match build(command_line.clone(), lookup, Mode::Show).and_then(|s| rules_dir_exists(&s.rules.dir).map(|()| s)) {
         Ok(s) => s,
         // A rule file that does not load is an error whoever names it.
         Err(ConfigError::Rules(e)) => return Err(Failure::Rules(e)),
@@ -182,17 +176,4 @@ fn pack(command_line: Settings, lookup: &Lookup, lenient: Lenient) -> Result<Pac
         notes.off.extend(off.iter().map(|id| (id.clone(), place.clone())));
     }
     Ok(Pack { set, notes, settings })
-}
-
-/// A rules directory the configuration file names must exist, and is said at the file's line when
-/// it does not (`config show` lists it as missing instead; explain checks every path the file
-/// names).
-fn rules_dir_exists(settings: Settings) -> Result<Settings, ConfigError> {
-    if let (Some(dir), Origin::File { path, line, column, .. }) = (settings.rules.dir.as_ref(), &settings.rules.dir.origin) {
-        if !dir.is_dir() {
-            let message = format!("rules.dir: {} is not a directory (relative paths are read from the file's directory)", dir.display());
-            return Err(ConfigError::Invalid { path: path.display().to_string(), line: *line, column: *column, message });
-        }
-    }
-    Ok(settings)
 }

@@ -159,13 +159,8 @@ fn merge_rules(s: &mut Settings, file: Option<&ConfigFile>) -> Result<(), Config
     }
     let shown = f.path.display().to_string();
     let invalid = |line: usize, column: usize, message: String| ConfigError::Invalid { path: shown.clone(), line, column, message };
-    // The rules the file's names are checked against come from its rules directory: a missing
-    // one is said at its line, not as a --rules error.
-    if let (Some(dir), Origin::File { line, column, .. }) = (r.dir.as_ref(), &r.dir.origin) {
-        if !dir.is_dir() {
-            return Err(invalid(*line, *column, format!("rules.dir: {} is not a directory (relative paths are read from the file's directory)", dir.display())));
-        }
-    }
+    // The rules the file's names are checked against come from its rules directory.
+    rules_dir_exists(&r.dir)?;
     let set = crate::rules::load_with_overrides(r.dir.as_deref())?;
 
     if let (Some(p), false) = (&f.profile, r.profile.origin.is_given()) {
@@ -227,6 +222,19 @@ fn check_paths(s: &Settings, file: Option<&ConfigFile>, mode: Mode) -> Result<()
         return Ok(());
     }
     missing_path(s)
+}
+
+/// A rules directory the configuration file names must exist; a missing one is said at the
+/// file's line, not as a `--rules` error (explain checks every path the file names later, `config
+/// show` lists it as missing).
+pub fn rules_dir_exists(dir: &Setting<Option<std::path::PathBuf>>) -> Result<(), ConfigError> {
+    if let (Some(d), Origin::File { path, line, column, .. }) = (dir.value.as_ref(), &dir.origin) {
+        if !d.is_dir() {
+            let message = format!("rules.dir: {} is not a directory (relative paths are read from the file's directory)", d.display());
+            return Err(ConfigError::Invalid { path: path.display().to_string(), line: *line, column: *column, message });
+        }
+    }
+    Ok(())
 }
 
 /// The first file the configuration file names that does not exist, as an error at its line.

@@ -36,7 +36,7 @@ use crate::rules::{RuleError, RuleSet};
 use crate::source::prometheus::Secret;
 
 pub use file::{candidates, expand, ConfigFile};
-pub use merge::{merge, missing_path};
+pub use merge::{merge, missing_path, rules_dir_exists};
 pub use show::{origin_text, show};
 
 /// The file name looked for in the current directory and the user's configuration directory.
