@@ -352,11 +352,13 @@ pub struct Finding {
     /// The evidence signal whose trend dated the onset; absent when none could.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub onset_signal: Option<String>,
-    /// When a problem that began in the window was over: `onset_signal`'s trend came back to its
-    /// baseline level and stayed there to the window's end (for at least a fifth of the window);
-    /// this is the first point back less the trend's range, which each point aggregates. Absent
-    /// while the problem goes on at the window's end, for a problem there before the window, or
-    /// when the onset could not be dated.
+    /// When the problem was over: for one that began in the window, `onset_signal`'s trend came
+    /// back to its baseline level and stayed there to the window's end (for at least a fifth of the
+    /// window); for one already there at the window's start (whose baseline may hold the same
+    /// problem), the trend came back within every line its limits draw, by a tenth of the line, and
+    /// stayed there as long. This is the first point back less the trend's range, which each point
+    /// aggregates (not before the window's first point). Absent while the problem goes on at the
+    /// window's end, or when no trend could date the problem.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<DateTime<Utc>>,
     /// The change this finding began shortly after, on its scope (see [`PrecededBy`]).

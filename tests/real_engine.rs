@@ -342,6 +342,22 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
             wrong.push(format!("10m to {at}: the KV pressure earlier in the window is not listed as over: {}", summary(&report)));
         }
     }
+    // Two minutes after the slow-decode phase, ten minutes that begin in the KV-pressure phase's
+    // last minute: the saturation that phase caused (TTFT P95 19 s) is there at the window's start
+    // and back within its limits from 20:46, and the whole-window P95 still names it. It was
+    // headlined, critical and "present since before the window", above the slow decode that came
+    // after it. It is listed as over, with its end, after the problem that came later.
+    let report = common::run::run(&common::run::explain_args(&prom.url, "2026-11-23T20:55:00Z", &["--no-config", "--window", "10m", "--format", "json"]), &[]).json();
+    if report["findings"][0]["rule"] != "slow-decode" {
+        wrong.push(format!("10m to 20:55:00: expected slow-decode first, got {}", summary(&report)));
+    }
+    let before: Vec<&Value> = report["findings"].as_array().into_iter().flatten().filter(|f| f["onset"].is_null() && f["onset_signal"].is_string()).collect();
+    let over_at_kv_end = |f: &&Value| {
+        f["ended"].as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).is_some_and(|t| (t.with_timezone(&chrono::Utc) - kv.end).num_seconds().abs() <= 60)
+    };
+    if before.is_empty() || !before.iter().all(over_at_kv_end) {
+        wrong.push(format!("10m to 20:55:00: the saturation present at the window's start is not listed as over by the KV-pressure phase's end ({}): {}", kv.end, summary(&report)));
+    }
     let report = common::run::run(&common::run::explain_args(&prom.url, "2026-11-23T21:16:26Z", &["--no-config", "--window", "10m", "--format", "json"]), &[]).json();
     if report["findings"][0]["rule"] != "requests-rejected" {
         wrong.push(format!("10m to 21:16:26: expected requests-rejected first, got {}", summary(&report)));

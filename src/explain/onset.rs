@@ -16,6 +16,11 @@
 //! at the window's start ([`Onset::BeforeWindow`]); when nothing departs for long enough, or the
 //! trend is too thin, the onset is unknown (`None`).
 //!
+//! A problem that began in the window is over when its series comes back to the baseline level
+//! and stays there ([`detect_span`]); one already there at the window's start, whose baseline may
+//! hold the same problem, is over when its series comes back within every line it crossed
+//! ([`over_before_window`]).
+//!
 //! Trend points are sub-range aggregates (a rate over the last few minutes at every step), so a
 //! change shows from the first step after it: the onset found is within about one step of the truth.
 
@@ -31,6 +36,9 @@ pub const LEVEL_K: f64 = 2.0;
 pub const MIN_RUN: usize = 3;
 /// ... or this share of the window's points, when that is more.
 pub const RUN_SHARE: f64 = 0.2;
+/// How far back on the healthy side of every line it crossed, as a share of the line, a signal
+/// must be for a problem present before the window to count as over (see [`over_before_window`]).
+pub const BACK_MARGIN: f64 = 0.1;
 /// The spread's floor relative to the baseline level ...
 const FLOOR_OF_LEVEL: f64 = 0.02;
 /// ... and relative to the distance from the level to the limit.
@@ -157,6 +165,45 @@ pub fn detect_span(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Di
     Some((Onset::At(w[j - 1].0), ended))
 }
 
+/// When a problem already there at the window's start was over: the time (unix seconds) of the
+/// first point of the run at the window's end that is back on the healthy side of every line in
+/// `lines` (those the signal's limits draw in `direction`) by at least [`BACK_MARGIN`] of the line,
+/// on the raw points and the 3-point running median alike, when that run lasts as long as a
+/// departure must ([`MIN_RUN`] points or a fifth of the window) and the window began past a line.
+/// The baseline's level is no help here (it may hold the same problem), so only the lines say
+/// where the problem ends; the margin keeps a signal hovering at its line from being called over.
+pub fn over_before_window(window: &[(f64, f64)], direction: Direction, lines: &[Crossed]) -> Option<f64> {
+    let w = clean(window);
+    let n = w.len();
+    if n < 2 || lines.is_empty() {
+        return None;
+    }
+    let s = direction.sign();
+    let back = |v: f64| lines.iter().all(|c| s * (c.value - v) >= BACK_MARGIN * c.value.abs() && !(c.inclusive && v == c.value));
+    let raw: Vec<f64> = w.iter().map(|p| p.1).collect();
+    let smooth: Vec<f64> = (0..n)
+        .map(|i| {
+            let (a, b) = (raw[i.saturating_sub(1)], raw[(i + 1).min(n - 1)]);
+            median(vec![a, raw[i], b]).unwrap_or(raw[i])
+        })
+        .collect();
+    let run = (0..n).rev().take_while(|&i| back(raw[i]) && back(smooth[i])).count();
+    let need = MIN_RUN.max((RUN_SHARE * n as f64).ceil() as usize);
+    (run >= need && run < n && !back(raw[0])).then(|| w[n - run].0)
+}
+
+/// Every finite line `e`'s limits draw in `direction` (`>= 2x baseline` and `> 3 s` for TTFT).
+fn lines_in(e: &Evidence, direction: Direction) -> Vec<Crossed> {
+    e.limits
+        .iter()
+        .filter(|l| informative(e, l) && parse_label(&l.label).0 == direction)
+        .map(|l| {
+            let (_, inclusive) = parse_label(&l.label);
+            Crossed { value: l.value, inclusive, baseline_past: crosses(e.baseline, &l.label, l.value) }
+        })
+        .collect()
+}
+
 /// The evidence the onset is read from, among those with a trend in the window, in the rule's
 /// order: the first whose window value is past one of its limits while its baseline value was not
 /// (the signal that changed), else the first past a limit at all (a problem the baseline had too).
@@ -235,8 +282,14 @@ pub fn apply(findings: &mut [Finding]) {
             // A trend point aggregates the range before it, so the first point back at the level
             // is one range after the problem stopped (a change that starts shows at once).
             let range = series.range_seconds as f64;
-            detect_span(&series.baseline, &series.window, direction, limit)
-                .map(|(onset, ended)| (onset, ended.map(|t| t - range), e.signal.clone()))
+            let start = series.window.iter().map(|p| p.0).filter(|t| t.is_finite()).fold(f64::INFINITY, f64::min);
+            detect_span(&series.baseline, &series.window, direction, limit).map(|(onset, ended)| {
+                let ended = match onset {
+                    Onset::At(_) => ended.map(|t| t - range),
+                    Onset::BeforeWindow => over_before_window(&series.window, direction, &lines_in(e, direction)).map(|t| (t - range).max(start)),
+                };
+                (onset, ended, e.signal.clone())
+            })
         });
         let Some((found, ended, signal)) = found else { continue };
         match found {
@@ -248,6 +301,7 @@ pub fn apply(findings: &mut [Finding]) {
             Onset::BeforeWindow => {
                 f.onset = None;
                 f.onset_signal = Some(signal);
+                f.ended = ended.and_then(time);
             }
         }
     }
@@ -516,6 +570,72 @@ mod tests {
         let mut fs = vec![finding_with(&w, "> 90%", 0.9, 0.95)];
         apply(&mut fs);
         assert_eq!((fs[0].onset.is_some(), fs[0].ended), (true, None));
+    }
+
+    #[test]
+    fn a_problem_there_before_the_window_is_over_once_back_within_its_lines_for_long_enough() {
+        let line = [Crossed { value: 0.9, inclusive: false, baseline_past: true }];
+        // Past the line for 10 points, then well back for 21 (a fifth of 31 is 7).
+        let mut w = vec![0.97; 31];
+        w[10..].fill(0.5);
+        assert_eq!(over_before_window(&series(W0, &w), Direction::Up, &line), Some(W0 + 10.0 * 60.0));
+        // Back under the line but within a tenth of it: hovering there is not over.
+        w[10..].fill(0.85);
+        assert_eq!(over_before_window(&series(W0, &w), Direction::Up, &line), None);
+        // Back for 6 points only, or not at all: going on.
+        w[10..].fill(0.97);
+        w[25..].fill(0.5);
+        assert_eq!(over_before_window(&series(W0, &w), Direction::Up, &line), None);
+        assert_eq!(over_before_window(&series(W0, &[0.97; 31]), Direction::Up, &line), None);
+        // One dip back in the run at the end breaks it at that point (raw and smoothed alike).
+        w[20..].fill(0.5);
+        w[27] = 0.97;
+        assert_eq!(over_before_window(&series(W0, &w), Direction::Up, &line), None);
+        // Never past a line in the window: nothing was there to end.
+        assert_eq!(over_before_window(&series(W0, &[0.5; 31]), Direction::Up, &line), None);
+        // No line: nothing says where the problem ends.
+        let mut w = vec![0.97; 31];
+        w[10..].fill(0.5);
+        assert_eq!(over_before_window(&series(W0, &w), Direction::Up, &[]), None);
+    }
+
+    #[test]
+    fn over_before_the_window_means_back_within_every_line_going_the_problems_way() {
+        // TTFT's `>= 2x baseline` (4.87 s) and `> 3 s`: back under the first but still over 3 s is
+        // still the problem.
+        let lines = [
+            Crossed { value: 4.87, inclusive: true, baseline_past: false },
+            Crossed { value: 3.0, inclusive: false, baseline_past: false },
+        ];
+        let mut w = vec![19.0; 31];
+        w[10..].fill(3.5);
+        assert_eq!(over_before_window(&series(W0, &w), Direction::Up, &lines), None);
+        w[10..].fill(0.04);
+        assert_eq!(over_before_window(&series(W0, &w), Direction::Up, &lines), Some(W0 + 600.0));
+        // Going down (a hit rate under 50%): back means a tenth above the line.
+        let line = [Crossed { value: 0.5, inclusive: false, baseline_past: false }];
+        let mut w = vec![0.1; 31];
+        w[10..].fill(0.52);
+        assert_eq!(over_before_window(&series(W0, &w), Direction::Down, &line), None);
+        w[10..].fill(0.8);
+        assert_eq!(over_before_window(&series(W0, &w), Direction::Down, &line), Some(W0 + 600.0));
+    }
+
+    #[test]
+    fn apply_marks_a_finding_present_before_the_window_as_over_when_its_signal_came_back() {
+        // As on the real engine at 20:55 in a ten-minute window: the saturation of the KV-pressure
+        // phase fills the window's first minutes, then TTFT is back under its lines to the end.
+        let mut w = vec![0.97; 31];
+        w[10..].fill(0.5);
+        let mut fs = vec![finding_with(&w, "> 90%", 0.9, 0.95)];
+        apply(&mut fs);
+        assert_eq!((fs[0].onset, fs[0].onset_signal.as_deref()), (None, Some("kv")));
+        // Back from point 10, less the trend's 3-minute range.
+        assert_eq!(fs[0].ended.map(|t| t.timestamp()), Some(W0 as i64 + 7 * 60));
+        // Still past at the end: going on.
+        let mut fs = vec![finding_with(&[0.97; 31], "> 90%", 0.9, 0.97)];
+        apply(&mut fs);
+        assert_eq!((fs[0].onset_signal.as_deref(), fs[0].ended), (Some("kv"), None));
     }
 
     #[test]

@@ -491,22 +491,26 @@ fn onset_clock(window: &TimeRange, t: &DateTime<Utc>) -> String {
 
 /// `Started 09:03 UTC (17 min ago)`, `Present since before the window (09:00 UTC)`, or `None`;
 /// with `; over since 09:15 UTC (5 min ago): P95 time to first token back at its baseline level`
-/// when the problem was over before the window's end.
+/// (`back within its limits` for a problem present before the window) when the problem was over
+/// before the window's end.
 fn onset_line(report: &Report, f: &Finding, now: Option<&DateTime<Utc>>) -> Option<String> {
     let at = |t: &DateTime<Utc>| match now {
         Some(now) => format!("{} UTC ({})", onset_clock(&report.window, t), ago(t, now)),
         None => format!("{} UTC", onset_clock(&report.window, t)),
     };
+    let title = f.evidence.iter().find(|e| Some(&e.signal) == f.onset_signal.as_ref()).map_or("its leading signal", |e| e.title.as_str());
     match f.onset {
         Some(t) => Some(match &f.ended {
-            Some(end) => {
-                let title = f.evidence.iter().find(|e| Some(&e.signal) == f.onset_signal.as_ref()).map_or("its leading signal", |e| e.title.as_str());
-                format!("Started {}; over since {}: {title} back at its baseline level", at(&t), at(end))
-            }
+            Some(end) => format!("Started {}; over since {}: {title} back at its baseline level", at(&t), at(end)),
             None => format!("Started {}", at(&t)),
         }),
         None if f.present_before_window() => {
-            Some(format!("Present since before the window ({} UTC)", onset_clock(&report.window, &report.window.start)))
+            let since = format!("Present since before the window ({} UTC)", onset_clock(&report.window, &report.window.start));
+            Some(match &f.ended {
+                // The baseline may hold the same problem, so only the limits say it is over.
+                Some(end) => format!("{since}; over since {}: {title} back within its limits", at(end)),
+                None => since,
+            })
         }
         None => None,
     }
@@ -735,6 +739,21 @@ mod tests {
         assert_eq!(
             v.findings[0].onset.as_deref(),
             Some(format!("Started 09:03 UTC (39 min ago); over since 09:21 UTC (21 min ago): {title} back at its baseline level").as_str())
+        );
+    }
+
+    #[test]
+    fn a_problem_present_before_the_window_and_over_in_it_says_since_when_by_its_limits() {
+        let mut r = sample_report();
+        let f = &mut r.findings[1];
+        f.onset_signal = Some(f.evidence[0].signal.clone());
+        assert!(f.present_before_window());
+        f.ended = Some(Utc.with_ymd_and_hms(2026, 1, 15, 9, 6, 0).unwrap());
+        let title = f.evidence[0].title.clone();
+        let v = ReportView::new(&r, &RenderOptions::default());
+        assert_eq!(
+            v.findings[1].onset.as_deref(),
+            Some(format!("Present since before the window (09:00 UTC); over since 09:06 UTC: {title} back within its limits").as_str())
         );
     }
 
