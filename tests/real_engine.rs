@@ -323,6 +323,12 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
         if !kv.expect_first.contains(&first) {
             wrong.push(format!("10m to {at}, the KV-pressure phase's last minutes: expected one of {:?} first, got {}", kv.expect_first, summary(&report)));
         }
+        // The overload seven minutes earlier filled the cache too (60% against 100% now) and it
+        // emptied in between: the episode the window ends with is the one dated.
+        let onset = report["findings"][0]["onset"].as_str().and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc));
+        if onset.is_none_or(|t| (t - kv.start).num_seconds().abs() > 40) {
+            wrong.push(format!("10m to {at}: the KV pressure is dated {onset:?}, not at the phase's start ({})", kv.start));
+        }
     }
     // The slow-decode phase at the end of a ten-minute window that began with the KV-pressure
     // phase: over the whole window the queue was long (the earlier episode) and ITL rose 1.28x, and

@@ -150,7 +150,29 @@ pub fn detect_span(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Di
         let end = (i + need).min(n);
         departed[i..end].iter().all(|d| *d) && (i + need <= n || n - i >= 2)
     };
-    let first = (0..n).find(|&i| lasts(i))?;
+    let mut first = (0..n).find(|&i| lasts(i))?;
+    // When the series came back to the level (raw and smoothed, for at least [`MIN_RUN`] points)
+    // and then left it again in a departure that lasts, the problem the window ends with is the
+    // later episode: date that one (the earlier one would put a KV-pressure episode's start at the
+    // overload's KV rise minutes before).
+    let at_level = |i: usize| !beyond(raw[i], LEVEL_K) && !beyond(smooth[i], LEVEL_K);
+    let mut i = first;
+    while i < n {
+        while i < n && !at_level(i) {
+            i += 1;
+        }
+        let run = (i..n).take_while(|&k| at_level(k)).count();
+        i += run;
+        if run >= MIN_RUN && i < n {
+            match (i..n).find(|&k| lasts(k)) {
+                Some(k) => {
+                    first = k;
+                    i = k;
+                }
+                None => break,
+            }
+        }
+    }
     let mut j = first;
     while j > 0 && beyond(raw[j - 1], LEVEL_K) {
         j -= 1;
@@ -369,6 +391,33 @@ mod tests {
         let mut w = vec![0.97; 31];
         w[15..].copy_from_slice(&noisy(0.5, 0.02, 16));
         assert_eq!(detect_span(&base, &series(W0, &w), Direction::Up, up(0.9)), Some((Onset::BeforeWindow, None)));
+    }
+
+    #[test]
+    fn a_second_episode_after_a_lasting_return_is_the_one_dated() {
+        let base = series(B0, &noisy(0.5, 0.02, 31));
+        // Away at points 3-9 (as the overload filled the cache), back at 10-19, away again from 20
+        // to the end: the problem the window ends with began at 20.
+        let mut w = noisy(0.5, 0.02, 31);
+        w[3..10].fill(0.97);
+        w[20..].fill(0.97);
+        assert_eq!(detect_span(&base, &series(W0, &w), Direction::Up, up(0.9)), Some((Onset::At(W0 + 19.0 * 60.0), None)));
+        // A return of two points is a dip inside one episode.
+        let mut w = noisy(0.5, 0.02, 31);
+        w[3..].fill(0.97);
+        w[12..14].fill(0.5);
+        assert_eq!(detect_span(&base, &series(W0, &w), Direction::Up, up(0.9)), Some((Onset::At(W0 + 2.0 * 60.0), None)));
+        // Already there at the start, back for a while, then again: the later episode, dated.
+        let mut w = noisy(0.5, 0.02, 31);
+        w[..8].fill(0.97);
+        w[20..].fill(0.97);
+        assert_eq!(detect_span(&base, &series(W0, &w), Direction::Up, up(0.9)), Some((Onset::At(W0 + 19.0 * 60.0), None)));
+        // Two episodes of seven points, both over: the later one's start, and its end.
+        let mut w = noisy(0.5, 0.02, 31);
+        w[1..8].fill(0.97);
+        w[15..22].fill(0.97);
+        let got = detect_span(&base, &series(W0, &w), Direction::Up, up(0.9));
+        assert_eq!(got, Some((Onset::At(W0 + 14.0 * 60.0), Some(W0 + 22.0 * 60.0))));
     }
 
     #[test]
