@@ -416,10 +416,11 @@ fn header(report: &Report, scopes: &ScopeStyle, now: Option<&DateTime<Utc>>) -> 
 fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts: &RenderOptions) -> FindingView {
     let now = opts.now.as_ref();
     let mut evidence: Vec<EvidenceView> = f.evidence.iter().map(|e| evidence(report, e, opts.links.as_ref())).collect();
-    if let (Some(t), Some(signal)) = (f.onset, &f.onset_signal) {
+    if let Some(signal) = &f.onset_signal {
         if let Some(trend) = evidence.iter_mut().find(|e| &e.signal == signal).and_then(|e| e.trend.as_mut()) {
             let mark = |t: &DateTime<Utc>| (t.timestamp_millis() as f64 / 1000.0, onset_clock(&report.window, t));
-            trend.onset = Some(mark(&t));
+            // A problem there before the window has no onset to mark, but may have an end.
+            trend.onset = f.onset.as_ref().map(mark);
             trend.ended = f.ended.as_ref().map(mark);
         }
     }
@@ -755,6 +756,13 @@ mod tests {
             v.findings[1].onset.as_deref(),
             Some(format!("Present since before the window (09:00 UTC); over since 09:06 UTC: {title} back within its limits").as_str())
         );
+        // Its chart marks the end, and no onset.
+        let points = vec![(r.window.start.timestamp() as f64, 0.99), (r.window.end.timestamp() as f64, 0.4)];
+        r.findings[1].evidence[0].series =
+            Some(crate::report::Trend { step_seconds: 60, range_seconds: 180, query: "q".into(), baseline: points.clone(), window: points });
+        let v = ReportView::new(&r, &RenderOptions::default());
+        let trend = v.findings[1].evidence[0].trend.clone().expect("a trend");
+        assert_eq!((trend.onset, trend.ended.map(|m| m.1)), (None, Some("09:06".to_string())));
     }
 
     #[test]
