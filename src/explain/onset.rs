@@ -88,6 +88,18 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
+/// `raw` through a 3-point running median (the first and last points stay as they are): single
+/// spikes and dips smoothed away.
+fn smoothed(raw: &[f64]) -> Vec<f64> {
+    let n = raw.len();
+    (0..n)
+        .map(|i| {
+            let (a, b) = (raw[i.saturating_sub(1)], raw[(i + 1).min(n - 1)]);
+            median(vec![a, raw[i], b]).unwrap_or(raw[i])
+        })
+        .collect()
+}
+
 /// The finite points, in time order, one per timestamp.
 fn clean(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     let mut p: Vec<(f64, f64)> = points.iter().copied().filter(|(t, v)| t.is_finite() && v.is_finite()).collect();
@@ -138,12 +150,7 @@ pub fn detect_span(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Di
     };
     let raw: Vec<f64> = w.iter().map(|p| p.1).collect();
     let n = raw.len();
-    let smooth: Vec<f64> = (0..n)
-        .map(|i| {
-            let (a, b) = (raw[i.saturating_sub(1)], raw[(i + 1).min(n - 1)]);
-            median(vec![a, raw[i], b]).unwrap_or(raw[i])
-        })
-        .collect();
+    let smooth = smoothed(&raw);
     let departed: Vec<bool> = smooth.iter().map(|v| beyond(*v, DEPART_K)).collect();
     let need = MIN_RUN.max((RUN_SHARE * n as f64).ceil() as usize);
     let lasts = |i: usize| {
@@ -203,12 +210,7 @@ pub fn over_before_window(window: &[(f64, f64)], direction: Direction, lines: &[
     let s = direction.sign();
     let back = |v: f64| lines.iter().all(|c| s * (c.value - v) >= BACK_MARGIN * c.value.abs() && !(c.inclusive && v == c.value));
     let raw: Vec<f64> = w.iter().map(|p| p.1).collect();
-    let smooth: Vec<f64> = (0..n)
-        .map(|i| {
-            let (a, b) = (raw[i.saturating_sub(1)], raw[(i + 1).min(n - 1)]);
-            median(vec![a, raw[i], b]).unwrap_or(raw[i])
-        })
-        .collect();
+    let smooth = smoothed(&raw);
     let run = (0..n).rev().take_while(|&i| back(raw[i]) && back(smooth[i])).count();
     let need = MIN_RUN.max((RUN_SHARE * n as f64).ceil() as usize);
     (run >= need && run < n && !back(raw[0])).then(|| w[n - run].0)
