@@ -124,6 +124,11 @@ fn rules_named(report: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A report's time (`onset`, `ended`), when it holds one.
+fn time_in(v: &Value) -> Option<DateTime<Utc>> {
+    v.as_str().and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc))
+}
+
 fn summary(report: &Value) -> String {
     report["findings"]
         .as_array()
@@ -325,7 +330,7 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
         }
         // The overload seven minutes earlier filled the cache too (60% against 100% now) and it
         // emptied in between: the episode the window ends with is the one dated.
-        let onset = report["findings"][0]["onset"].as_str().and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc));
+        let onset = time_in(&report["findings"][0]["onset"]);
         if onset.is_none_or(|t| (t - kv.start).num_seconds().abs() > 40) {
             wrong.push(format!("10m to {at}: the KV pressure is dated {onset:?}, not at the phase's start ({})", kv.start));
         }
@@ -358,9 +363,7 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
         wrong.push(format!("10m to 20:55:00: expected slow-decode first, got {}", summary(&report)));
     }
     let before: Vec<&Value> = report["findings"].as_array().into_iter().flatten().filter(|f| f["onset"].is_null() && f["onset_signal"].is_string()).collect();
-    let over_at_kv_end = |f: &&Value| {
-        f["ended"].as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).is_some_and(|t| (t.with_timezone(&chrono::Utc) - kv.end).num_seconds().abs() <= 60)
-    };
+    let over_at_kv_end = |f: &&Value| time_in(&f["ended"]).is_some_and(|t| (t - kv.end).num_seconds().abs() <= 60);
     if before.is_empty() || !before.iter().all(over_at_kv_end) {
         wrong.push(format!("10m to 20:55:00: the saturation present at the window's start is not listed as over by the KV-pressure phase's end ({}): {}", kv.end, summary(&report)));
     }

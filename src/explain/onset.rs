@@ -88,6 +88,11 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
+/// The shortest run that counts in a window of `n` points: [`MIN_RUN`] or a fifth of the window.
+fn lasting(n: usize) -> usize {
+    MIN_RUN.max((RUN_SHARE * n as f64).ceil() as usize)
+}
+
 /// `raw` through a 3-point running median (the first and last points stay as they are): single
 /// spikes and dips smoothed away.
 fn smoothed(raw: &[f64]) -> Vec<f64> {
@@ -152,7 +157,7 @@ pub fn detect_span(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Di
     let n = raw.len();
     let smooth = smoothed(&raw);
     let departed: Vec<bool> = smooth.iter().map(|v| beyond(*v, DEPART_K)).collect();
-    let need = MIN_RUN.max((RUN_SHARE * n as f64).ceil() as usize);
+    let need = lasting(n);
     let lasts = |i: usize| {
         let end = (i + need).min(n);
         departed[i..end].iter().all(|d| *d) && (i + need <= n || n - i >= 2)
@@ -189,7 +194,7 @@ pub fn detect_span(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Di
     }
     // The run back at the level that reaches the window's end, on the raw points and the smoothed
     // alike (a single dip back is no recovery).
-    let back = (0..n).rev().take_while(|&i| !beyond(raw[i], LEVEL_K) && !beyond(smooth[i], LEVEL_K)).count();
+    let back = (0..n).rev().take_while(|&i| at_level(i)).count();
     let ended = (level.is_some() && back >= need && n - back > first).then(|| w[n - back].0);
     Some((Onset::At(w[j - 1].0), ended))
 }
@@ -212,20 +217,20 @@ pub fn over_before_window(window: &[(f64, f64)], direction: Direction, lines: &[
     let raw: Vec<f64> = w.iter().map(|p| p.1).collect();
     let smooth = smoothed(&raw);
     let run = (0..n).rev().take_while(|&i| back(raw[i]) && back(smooth[i])).count();
-    let need = MIN_RUN.max((RUN_SHARE * n as f64).ceil() as usize);
+    let need = lasting(n);
     (run >= need && run < n && !back(raw[0])).then(|| w[n - run].0)
 }
 
 /// Every finite line `e`'s limits draw in `direction` (`>= 2x baseline` and `> 3 s` for TTFT).
 fn lines_in(e: &Evidence, direction: Direction) -> Vec<Crossed> {
-    e.limits
-        .iter()
-        .filter(|l| informative(e, l) && parse_label(&l.label).0 == direction)
-        .map(|l| {
-            let (_, inclusive) = parse_label(&l.label);
-            Crossed { value: l.value, inclusive, baseline_past: crosses(e.baseline, &l.label, l.value) }
-        })
-        .collect()
+    e.limits.iter().filter(|l| informative(e, l)).map(|l| line(e, l)).filter(|(dir, _)| *dir == direction).map(|(_, c)| c).collect()
+}
+
+/// The limit `l` of `e` as a line: which way its problem goes, where, and whether `e`'s baseline
+/// value was past it too.
+fn line(e: &Evidence, l: &Limit) -> (Direction, Crossed) {
+    let (dir, inclusive) = parse_label(&l.label);
+    (dir, Crossed { value: l.value, inclusive, baseline_past: crosses(e.baseline, &l.label, l.value) })
 }
 
 /// The evidence the onset is read from, among those with a trend in the window, in the rule's
@@ -287,9 +292,8 @@ fn direction_and_limit(e: &Evidence) -> (Direction, Option<Crossed>) {
         .or_else(|| lines.next());
     match chosen {
         Some(l) => {
-            let (dir, inclusive) = parse_label(&l.label);
-            let baseline_past = crosses(e.baseline, &l.label, l.value);
-            (dir, l.value.is_finite().then_some(Crossed { value: l.value, inclusive, baseline_past }))
+            let (dir, crossed) = line(e, l);
+            (dir, l.value.is_finite().then_some(crossed))
         }
         None => (Direction::Up, None),
     }
