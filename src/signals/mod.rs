@@ -103,8 +103,10 @@ pub enum SignalKind {
     /// How close a gauge stays to its own peak: mean over the window divided by the maximum, per
     /// replica, averaged (1.0 = pinned at its ceiling the whole time).
     Fill { gauge: Vec<String> },
-    /// One replica against its peers: the worst replica's value over the median of the others. The
-    /// replica is named in the finding.
+    /// One replica against its peers: the worst replica's value over the median of the others (or,
+    /// with `measure = "gap"`, minus it: how far apart they are in the signal's own unit). The
+    /// replica is named in the finding. Over a histogram, a replica with fewer than
+    /// `min_observations` in the window has no quantile worth comparing and is left out.
     Outlier {
         #[serde(default)]
         histogram: Vec<String>,
@@ -114,6 +116,10 @@ pub enum SignalKind {
         quantile: f64,
         #[serde(default = "default_replica_label")]
         replica_label: String,
+        #[serde(default)]
+        measure: OutlierMeasure,
+        #[serde(default = "default_replica_observations")]
+        min_observations: u32,
     },
     /// Error-budget burn rate of a latency objective: the share of observations above `target` (read
     /// from the histogram bucket at the target, or interpolated between the two around it when the
@@ -146,14 +152,37 @@ pub enum SignalKind {
     },
 }
 
+/// What an outlier signal says of the worst replica against the median of the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutlierMeasure {
+    /// How many times the median it is (a factor).
+    #[default]
+    Ratio,
+    /// How far above the median it is, in the signal's unit: a ratio of two near-empty gauges or
+    /// of two fast latencies is large while the difference means nothing.
+    Gap,
+}
+
+/// How an outlier's per-replica answer is reduced (see [`Reduction::Outlier`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutlierReading {
+    pub measure: OutlierMeasure,
+    /// Over a histogram: the fewest observations a replica needs in the window for its quantile to
+    /// be compared (0 for a gauge), and the window's length in seconds to count them over.
+    pub min_observations: u32,
+    pub range_seconds: u64,
+}
+
 /// How per-replica answers become one value per scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reduction {
-    /// The worst replica over the median of the others, per scope; the replica it names is the
-    /// culprit. The query ([`SignalQueries::value`]) computes it in PromQL; explain sends
+    /// The worst replica over (or minus) the median of the others, per scope; the replica it names
+    /// is the culprit. The query ([`SignalQueries::value`]) computes it in PromQL; explain sends
     /// [`SignalQueries::fetch`] instead (one series per replica, read once) and reduces it itself,
-    /// exactly as the PromQL would (`topk`, then `quantile(0.5, ...)` of the others).
-    Outlier,
+    /// as the PromQL would (`topk`, then `quantile(0.5, ...)` of the others), except that over a
+    /// histogram it leaves out replicas with too few observations to estimate a quantile.
+    Outlier(OutlierReading),
     /// How many replicas came back; a lone one is named. A scope with none is 0.
     Count,
 }
@@ -175,6 +204,11 @@ fn default_replica_label() -> String {
 
 fn default_quantile() -> f64 {
     0.95
+}
+
+/// A P95 from fewer than 20 observations is one of the few slowest requests, not a quantile.
+fn default_replica_observations() -> u32 {
+    20
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

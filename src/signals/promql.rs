@@ -311,7 +311,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             let m = sel.series(&resolved.names[0], &[]);
             plain(format!("avg by ({by}) (avg_over_time({m}[{r}]) / max_over_time({m}[{r}]))"))
         }
-        SignalKind::Outlier { histogram, quantile, replica_label, .. } => {
+        SignalKind::Outlier { histogram, quantile, replica_label, measure, min_observations, .. } => {
             let replica_label = &replica(replica_label)?;
             let per = if histogram.is_empty() {
                 format!("max by ({by}, {replica_label}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]))
@@ -325,13 +325,22 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             // The worst replica over the median of the others. In PromQL the per-replica expression
             // is evaluated three times; explain fetches it once and reduces it (Reduction::Outlier).
             let top = format!("topk by ({by}) (1, {per})");
+            let op = match measure {
+                OutlierMeasure::Ratio => "/",
+                OutlierMeasure::Gap => "-",
+            };
+            let reading = OutlierReading {
+                measure: *measure,
+                min_observations: if histogram.is_empty() { 0 } else { *min_observations },
+                range_seconds: ctx.range.as_secs(),
+            };
             SignalQueries {
                 value: format!(
-                    "{top} / on ({by}) group_left quantile by ({by}) (0.5, {per} unless on ({by}, {replica_label}) {top})"
+                    "{top} {op} on ({by}) group_left quantile by ({by}) (0.5, {per} unless on ({by}, {replica_label}) {top})"
                 ),
                 fetch: Some(per),
                 count: None,
-                per_replica: Some((replica_label.clone(), Reduction::Outlier)),
+                per_replica: Some((replica_label.clone(), Reduction::Outlier(reading))),
                 parts: None,
                 sums: Vec::new(),
             }

@@ -387,6 +387,35 @@ fn backfill(openmetrics: &Path, data: &Path) {
     }
 }
 
+/// A real-engine lab's exported samples (`samples.om.gz`) as plain OpenMetrics in `dir`, ready for
+/// [`PromServer::start_with_openmetrics`], with every histogram family dropped when
+/// `histograms` is false (a family is a histogram when it has `_bucket` series).
+pub fn unpack_lab_samples(samples: &Path, dir: &Path, histograms: bool) -> PathBuf {
+    use std::io::BufRead;
+    let file = std::fs::File::open(samples).unwrap_or_else(|e| panic!("{}: {e}", samples.display()));
+    let lines: Vec<String> = std::io::BufReader::new(flate2::read::GzDecoder::new(file))
+        .lines()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("{}: {e}", samples.display()));
+    let name = |l: &str| l.split(['{', ' ']).next().unwrap_or_default().to_string();
+    let histogram_families: std::collections::BTreeSet<String> =
+        lines.iter().map(|l| name(l)).filter_map(|n| n.strip_suffix("_bucket").map(String::from)).collect();
+    let is_histogram = |n: &str| {
+        ["_bucket", "_sum", "_count", "_created"]
+            .iter()
+            .any(|s| n.strip_suffix(s).is_some_and(|f| histogram_families.contains(f)))
+    };
+    let out = dir.join(if histograms { "samples.om" } else { "gauges-and-counters.om" });
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display())));
+    for l in &lines {
+        if histograms || l.starts_with('#') || !is_histogram(&name(l)) {
+            writeln!(w, "{l}").unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+        }
+    }
+    w.flush().unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    out
+}
+
 /// A port nothing listens on right now (another process may still take it before a server does).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
