@@ -67,7 +67,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     if let (Verdict::Findings, Some(sentence)) = (view.verdict, &view.conclusion) {
         notes.extend(wrap(sentence, w, "", INDENT));
     }
-    if view.nothing_evaluated && !view.not_evaluated.is_empty() {
+    if view.verdict == Verdict::NothingEvaluated && !view.not_evaluated.is_empty() {
         notes.extend(wrap(&view.not_evaluated_heading, w, "", INDENT));
         for n in &view.not_evaluated {
             notes.extend(wrap(&format!("{} ({}): {}", n.rule, n.scope, n.reason), w, "  - ", "    "));
@@ -145,7 +145,7 @@ fn finding_lines(out: &mut Vec<String>, f: &FindingView, width: usize) {
     for e in &rows {
         let mut line = format!("{INDENT}{:<tw$}  {:>vw$} vs {:<bw$}  held: {}", e.title, e.value, e.baseline, e.condition_own);
         if let Some(c) = &e.confidence {
-            line.push_str(&format!(" ({c})"));
+            line.push_str(&format!(" · {c}"));
         }
         if line.chars().count() <= width {
             out.push(line);
@@ -176,12 +176,12 @@ fn footer(view: &ReportView) -> String {
         parts.push(first.split(" by ").next().unwrap_or_default().to_string());
     }
     let r = &view.rules;
-    if r.total > 0 && !view.nothing_evaluated {
+    if r.total > 0 && view.verdict != Verdict::NothingEvaluated {
         parts.push(format!("{} of {} rules evaluated, {} healthy", r.evaluated, r.total, r.healthy));
     }
     // The clean verdict names them already; nothing evaluated lists them.
     let named_above = (view.verdict == Verdict::Clean || view.findings.iter().all(|f| f.severity < Severity::Warning)) && view.verdict != Verdict::Incomplete;
-    if let (Some(brief), false) = (&view.not_evaluated_brief, named_above || view.nothing_evaluated) {
+    if let (Some(brief), false) = (&view.not_evaluated_brief, named_above || view.verdict == Verdict::NothingEvaluated) {
         parts.push(format!("not evaluated: {brief}"));
     }
     if !view.disabled.is_empty() {
@@ -218,4 +218,157 @@ fn painted(text: &str, width: usize, badge: &str, code: &str, color: bool) -> Ve
         }
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::*;
+    use crate::report::Report;
+
+    fn render(report: &Report, opts: &RenderOptions) -> String {
+        super::render(&ReportView::new(report, opts), opts)
+    }
+
+    fn piped() -> RenderOptions {
+        RenderOptions::default()
+    }
+
+    /// The verdict, its wrapped lines joined: up to the first line that is not its continuation.
+    fn verdict_line(text: &str) -> String {
+        let mut lines = text.lines();
+        let mut out = lines.next().unwrap_or_default().to_string();
+        for l in lines {
+            match l.strip_prefix(INDENT) {
+                Some(rest) if !rest.starts_with(' ') && !out.ends_with('\n') && looks_continued(rest) => out.push_str(&format!(" {rest}")),
+                _ => break,
+            }
+        }
+        out
+    }
+
+    /// A verdict's continuation, not a finding's first evidence row (which pads with two spaces).
+    fn looks_continued(rest: &str) -> bool {
+        !rest.contains("  ")
+    }
+
+    #[test]
+    fn text_snapshot_of_the_sample_report() {
+        insta::assert_snapshot!(render(&sample_report(), &piped()));
+    }
+
+    #[test]
+    fn text_snapshot_of_the_sample_report_with_events() {
+        insta::assert_snapshot!(render(&sample_report_with_events(), &piped()));
+    }
+
+    #[test]
+    fn text_snapshot_of_a_clean_report() {
+        insta::assert_snapshot!(render(&clean_report(), &piped()));
+    }
+
+    #[test]
+    fn text_snapshot_when_nothing_was_evaluated() {
+        insta::assert_snapshot!(render(&nothing_evaluated_report(), &piped()));
+    }
+
+    #[test]
+    fn the_first_line_names_the_top_finding_its_scope_since_when_and_the_change_it_followed() {
+        let text = render(&sample_report_with_events(), &piped());
+        let first = verdict_line(&text);
+        assert!(first.starts_with("CRITICAL kv-cache-exhausted: "), "{text}");
+        assert!(first.contains(" · llama-3.1-70b-instruct · since 09:03 UTC · after a configuration change at 09:01 UTC"), "{text}");
+        // The second finding has its own heading, ranked.
+        assert!(text.lines().any(|l| l.starts_with("#2 WARNING ")), "{text}");
+    }
+
+    #[test]
+    fn piped_lines_fit_100_columns_and_a_terminal_narrower_than_that() {
+        for r in [sample_report(), sample_report_with_events(), clean_report(), nothing_evaluated_report()] {
+            for (opts, max) in [(piped(), 100), (RenderOptions { width: Some(60), ..piped() }, 60), (RenderOptions { width: Some(300), ..piped() }, 100)] {
+                let text = render(&r, &opts);
+                for line in text.lines() {
+                    // A single word longer than the line is kept whole; the samples have none.
+                    assert!(line.chars().count() <= max, "wider than {max}: {line:?}\n{text}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_finding_shows_its_deciding_numbers_advice_and_first_two_steps_only() {
+        let v = ReportView::new(&sample_report(), &piped());
+        let text = super::render(&v, &piped());
+        let kv = &v.findings[0];
+        assert!((1..=DECIDING_MAX).contains(&kv.deciding.len()), "{:?}", kv.deciding);
+        for &i in &kv.deciding {
+            let e = &kv.evidence[i];
+            assert!(text.contains(&e.title) && text.contains(&e.value), "{} missing\n{text}", e.title);
+        }
+        assert!(text.contains("Suggested max_num_seqs = 37"), "{text}");
+        assert!(text.contains(&format!("Next: 1. {}", kv.steps[0].split(' ').next().unwrap_or_default())), "{text}");
+        assert!(!text.contains(&kv.steps[2]), "only the first two steps\n{text}");
+        assert!(!text.contains("PromQL at") && !text.contains("Checked and healthy"), "{text}");
+    }
+
+    const DECIDING_MAX: usize = crate::render::view::DECIDING;
+
+    #[test]
+    fn nothing_evaluated_is_never_ok_and_lists_what_could_not_be_checked() {
+        let text = render(&nothing_evaluated_report(), &piped());
+        assert!(text.starts_with("NOTHING EVALUATED: Nothing was evaluated"), "{text}");
+        assert!(text.contains("not an all-clear"), "{text}");
+        assert!(!text.to_lowercase().contains("healthy") && !text.contains("OK:"), "{text}");
+        for n in &nothing_evaluated_report().not_evaluated {
+            assert!(text.contains(&n.rule), "{} missing\n{text}", n.rule);
+        }
+    }
+
+    #[test]
+    fn without_the_core_checks_the_first_line_says_not_an_all_clear() {
+        let mut r = clean_report();
+        r.coverage = crate::report::Coverage { rules: 8, evaluated: 5, stood_in: 0, core_not_evaluated: vec!["slow-decode".into()], unread_targets: vec![] };
+        let text = render(&r, &piped());
+        assert!(text.lines().next().unwrap_or_default().starts_with("NOT AN ALL-CLEAR: core checks not evaluated"), "{text}");
+        assert!(text.contains("slow-decode") && !text.contains("OK:"), "{text}");
+        // With a warning or critical finding, the finding leads and the gap is still said.
+        let mut with_finding = sample_report();
+        with_finding.coverage.core_not_evaluated = vec!["slow-decode".into()];
+        let text = render(&with_finding, &piped());
+        assert!(text.starts_with("CRITICAL "), "{text}");
+        assert!(text.contains("Core runbook checks not evaluated: slow-decode"), "{text}");
+    }
+
+    #[test]
+    fn a_clean_run_says_ok_in_how_many_rules_and_names_what_was_not_evaluated() {
+        let mut r = clean_report();
+        r.coverage = crate::report::Coverage { rules: 25, evaluated: 24, ..Default::default() };
+        r.not_evaluated.push(crate::report::NotEvaluated {
+            rule: "gpu-throttling".into(),
+            scope: Default::default(),
+            reason: "metric missing in the window: DCGM_FI_DEV_SM_CLOCK".into(),
+        });
+        let text = render(&r, &piped());
+        assert_eq!(verdict_line(&text), "OK: no problem found in 24 of 25 rules · not evaluated: gpu-throttling (metric missing in the window)", "{text}");
+    }
+
+    #[test]
+    fn colour_only_when_asked_and_only_on_the_badge() {
+        for r in [sample_report(), clean_report(), nothing_evaluated_report()] {
+            assert!(!render(&r, &piped()).contains('\x1b'));
+        }
+        let text = render(&sample_report(), &RenderOptions { color: true, ..piped() });
+        assert!(text.starts_with("\x1b[1;31mCRITICAL\x1b[0m kv-cache-exhausted"), "{text}");
+        assert!(text.contains("\x1b[1;33m#2 WARNING\x1b[0m "), "{text}");
+        let clean = render(&clean_report(), &RenderOptions { color: true, ..piped() });
+        assert!(clean.starts_with("\x1b[1;32mOK\x1b[0m: "), "{clean}");
+    }
+
+    #[test]
+    fn checks_verdict_comes_first_wrapped() {
+        let opts = RenderOptions { verdict: Some("FAIL: 1 critical finding since the deploy at 2026-01-15 09:00:00 UTC (kv-cache-exhausted on llama-3.1-70b-instruct, and more words to wrap)".into()), ..piped() };
+        let text = render(&sample_report(), &opts);
+        assert!(text.starts_with("FAIL: 1 critical finding"), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= MAX_WIDTH), "{text}");
+    }
 }

@@ -1601,6 +1601,53 @@ mod tests {
         assert_eq!(headline(&r), "no problems found");
     }
 
+    fn named(rows: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+        rows.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect()
+    }
+
+    #[test]
+    fn a_condition_names_the_other_signals_it_reads_in_words() {
+        let ev = named(&[
+            ("preemption_active", "Share of window with preemptions", ">= 50% or (see preemption_recent)"),
+            ("preemption_recent", "Share of the last 5 min with preemptions", ">= 50% or (see preemption_active)"),
+        ]);
+        assert_eq!(condition_in_words(&ev[0].2, "preemption_active", &ev), ">= 50% or share of the last 5 min with preemptions >= 50%");
+        assert_eq!(own_condition(&ev[0].2), ">= 50%");
+        assert_eq!(alternatives(&ev[0].2), ["preemption_recent"]);
+        // A flat `or` of three signals: each spelt out with its own condition, compound ones in parentheses.
+        let ev = named(&[
+            ("ttft_p95", "P95 time to first token", ">= 2x baseline or > 3 s or (see queue_p95, itl_p95)"),
+            ("queue_p95", "P95 queue time", "> 1 s or (>= 2x baseline and > 300 ms) or (see ttft_p95, itl_p95)"),
+            ("itl_p95", "P95 inter-token latency", ">= 1.5x baseline or > 100 ms or (see ttft_p95, queue_p95)"),
+        ]);
+        assert_eq!(
+            condition_in_words(&ev[0].2, "ttft_p95", &ev),
+            ">= 2x baseline or > 3 s or (P95 queue time > 1 s or (>= 2x baseline and > 300 ms)) or (P95 inter-token latency >= 1.5x baseline or > 100 ms)"
+        );
+        assert_eq!(own_condition(&ev[1].2), "> 1 s or (>= 2x baseline and > 300 ms)");
+    }
+
+    #[test]
+    fn a_group_whose_shape_the_text_does_not_show_is_named_not_guessed() {
+        // itl_p95 <= 100 ms and (itl_p95 < 1.5x baseline or (running_avg >= 2x baseline and gen >= 1.2x baseline))
+        let ev = named(&[
+            ("itl_p95", "P95 inter-token latency", "<= 100 ms and (< 1.5x baseline or (see running_avg, gen_rate))"),
+            ("running_avg", "Running requests (avg)", "((>= 2x baseline and (see gen_rate)) or (see itl_p95)) and (see itl_p95)"),
+            ("gen_rate", "Generation throughput", "((>= 1.2x baseline and (see running_avg)) or (see itl_p95)) and (see itl_p95)"),
+        ]);
+        assert_eq!(
+            condition_in_words(&ev[0].2, "itl_p95", &ev),
+            "<= 100 ms and (< 1.5x baseline or a condition on running requests (avg) and generation throughput)"
+        );
+        assert_eq!(own_condition(&ev[0].2), "<= 100 ms and < 1.5x baseline");
+        assert_eq!(own_condition(&ev[1].2), ">= 2x baseline");
+        assert!(alternatives(&ev[0].2).contains(&"running_avg".to_string()));
+        // A signal the evidence does not carry is named by its id; several lines are joined by `and`.
+        assert_eq!(condition_in_words("> 3 s or (see nowhere)", "x", &ev), "> 3 s or a condition on nowhere");
+        assert_eq!(own_condition(">= 1.5x baseline or > 100 ms; > 100 ms"), "(>= 1.5x baseline or > 100 ms) and > 100 ms");
+        assert_eq!(own_condition("not (> 3 s)"), "not (> 3 s)");
+    }
+
     #[test]
     fn an_all_clear_without_the_core_checks_is_not_an_all_clear() {
         let mut r = clean_report();
