@@ -33,8 +33,9 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     let w = Some(width);
     let mut out: Vec<String> = Vec::new();
 
+    // check's verdict stays one line whatever its length: CI reads the first line (`check --help`).
     if let Some(v) = &opts.verdict {
-        out.extend(wrap(&super::one_line(v), w, "", "  "));
+        out.push(super::one_line(v));
         out.push(String::new());
     }
     let serious: Vec<&FindingView> = view.findings.iter().filter(|f| f.severity >= Severity::Warning).collect();
@@ -365,10 +366,11 @@ mod tests {
     }
 
     #[test]
-    fn checks_verdict_comes_first_wrapped() {
-        let opts = RenderOptions { verdict: Some("FAIL: 1 critical finding since the deploy at 2026-01-15 09:00:00 UTC (kv-cache-exhausted on llama-3.1-70b-instruct, and more words to wrap)".into()), ..piped() };
+    fn checks_verdict_comes_first_on_one_line_and_the_rest_fits() {
+        let verdict = "FAIL: 1 critical finding since the deploy at 2026-01-15 09:00:00 UTC (kv-cache-exhausted on llama-3.1-70b-instruct, and more words)";
+        let opts = RenderOptions { verdict: Some(verdict.into()), ..piped() };
         let text = render(&sample_report(), &opts);
-        assert!(text.starts_with("FAIL: 1 critical finding"), "{text}");
-        assert!(text.lines().all(|l| l.chars().count() <= MAX_WIDTH), "{text}");
+        assert_eq!(text.lines().next(), Some(verdict), "{text}");
+        assert!(text.lines().skip(1).all(|l| l.chars().count() <= MAX_WIDTH), "{text}");
     }
 }
