@@ -157,7 +157,8 @@ pub enum Command {
         mut_arg("interval", |a| a.hide(true)),
         mut_arg("baseline_from", |a| a.hide(true)),
         mut_arg("save_samples", |a| a.hide(true)),
-        mut_arg("quiet", |a| a.hide(true))
+        mut_arg("quiet", |a| a.hide(true)),
+        mut_arg("verbose", |a| a.hide(true))
     )]
     Serve(ServeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
@@ -445,9 +446,16 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "LABEL", default_value = "instance")]
     pub replica_label: String,
 
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
+    /// Output format. The default, text, opens with the verdict and shows each warning or critical
+    /// finding in a few lines; -v shows the full evidence instead.
+    #[arg(long, value_enum, default_value = "text")]
     pub format: crate::render::Format,
+
+    /// Show the full evidence: every signal with its condition in words, the PromQL, what was
+    /// healthy and what could not be evaluated (the table format). The other formats always carry
+    /// it.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 
     /// Exit 1 when a finding at or above this severity exists.
     #[arg(long, value_enum, default_value = "never")]
@@ -579,7 +587,11 @@ impl ExplainArgs {
                 concurrency: Setting::new(self.concurrency, set("concurrency", "--concurrency")),
             },
             output: settings::Output {
-                format: Setting::new(self.format, set("format", "--format")),
+                // -v is the text format at full length: the table.
+                format: match (self.verbose, self.format) {
+                    (true, crate::render::Format::Text) => Setting::flag(crate::render::Format::Table, "--verbose"),
+                    (_, format) => Setting::new(format, set("format", "--format")),
+                },
                 fail_on: Setting::new(self.fail_on.into(), set("fail_on", "--fail-on")),
                 quiet: Setting::new(self.quiet, set("quiet", "--quiet")),
                 watch: opt(self.watch, "--watch"),
@@ -700,6 +712,20 @@ mod tests {
         assert_eq!(s.scope.window, Setting::default_value(None));
         assert!(!s.source.prometheus.origin.is_flag());
         assert_eq!(*s.output.fail_on, None);
+    }
+
+    #[test]
+    fn verbose_turns_the_default_text_into_the_full_table_and_leaves_other_formats_alone() {
+        use crate::render::Format;
+        assert_eq!(explain_settings(&[]).output.format, Setting::default_value(Format::Text));
+        assert_eq!(explain_settings(&["-v"]).output.format, Setting::flag(Format::Table, "--verbose"));
+        assert_eq!(explain_settings(&["--verbose", "--format", "text"]).output.format, Setting::flag(Format::Table, "--verbose"));
+        assert_eq!(explain_settings(&["-v", "--format", "markdown"]).output.format, Setting::flag(Format::Markdown, "--format"));
+        assert_eq!(explain_settings(&["--format", "table"]).output.format, Setting::flag(Format::Table, "--format"));
+        match parse_from(["vllm-diag", "check", "--since", "20m", "-v"]).command {
+            Command::Check(a) => assert_eq!(*a.explain.into_settings().output.format, Format::Table),
+            other => panic!("not check: {other:?}"),
+        }
     }
 
     #[test]

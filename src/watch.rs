@@ -119,7 +119,7 @@ pub fn validate(w: &Watch, stdout_is_terminal: bool) -> Result<(), Failure> {
         return Err(Failure::Usage("--watch follows the present: drop --at (each run's window ends when it runs)".into()));
     }
     if !w.format.is_text() {
-        return Err(Failure::Usage("--watch redraws a terminal: use --format table, markdown or slack".into()));
+        return Err(Failure::Usage("--watch redraws a terminal: use --format text, table, markdown or slack".into()));
     }
     if w.annotations {
         return Err(Failure::Usage("--annotations is for CI logs, --watch for a terminal: drop one of them".into()));
@@ -169,7 +169,7 @@ pub fn run(
                 }
                 screen.push_str("\n\n");
                 let width = terminal_size::terminal_size().map(|(w, _)| w.0);
-                let opts = RenderOptions { color: color && w.format == render::Format::Table, width, now: Some(chrono::Utc::now()), fail_on: None, links: None , verdict: None };
+                let opts = RenderOptions { color: color && w.format.is_terminal(), width, now: Some(chrono::Utc::now()), fail_on: None, links: None , verdict: None };
                 screen.push_str(&render::render(&report, w.format, &opts));
                 previous = Some(now);
             }
@@ -272,7 +272,7 @@ mod tests {
     fn args(extra: &[&str]) -> Watch {
         let mut w = Watch {
             every: Duration::from_secs(60),
-            format: render::Format::Table,
+            format: render::Format::Text,
             progress: false,
             replay: false,
             record: false,

@@ -76,8 +76,9 @@ fn check_fails_a_deploy_that_caused_kv_cache_pressure_and_passes_a_healthy_one()
                 && first.contains("(kv-cache-pressure on meta-llama/Llama-3.1-8B-Instruct"),
             "{first}"
         );
-        // The report follows the verdict, without colour.
-        assert!(out.contains("#1 CRITICAL") && !out.contains('\x1b'), "{out}");
+        // The report follows the verdict, without colour: the default text, whose own first line
+        // names the cause.
+        assert!(out.contains("\n\nCRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions · ") && !out.contains('\x1b'), "{out}");
     }
     // The same deploy held to critical only is still a failure; to never, it passes and says why.
     let (code, out, _) = run(&["check", "--prometheus", &prom.url, "--at", &at, "--since", "30m", "--fail-on", "never"]);
@@ -442,7 +443,7 @@ fn watch_redraws_on_a_terminal_shows_changes_and_stops_cleanly_on_ctrl_c() {
     assert!(seen.contains("Watching every 1s · run 1 at"), "{seen}");
     assert!(seen.contains("\x1b[2J"), "the screen is redrawn");
     assert!(seen.contains("First run: changes are shown from the next run on."), "{seen}");
-    assert!(seen.contains("CRITICAL  kv-cache-pressure · "), "{seen}");
+    assert!(seen.contains("CRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions"), "{seen}");
     assert!(seen.contains("No change in findings since the last run.") || seen.contains("New: ") || seen.contains("Resolved: "), "{seen}");
     assert!(!seen.contains("panicked"), "{seen}");
 }

@@ -40,6 +40,71 @@ fn every_format_of_a_healthy_recording_matches_its_snapshot() {
     }
 }
 
+/// Every shipped recording (fixtures/incidents/*.json), by file stem.
+fn shipped_recordings() -> Vec<String> {
+    let dir = format!("{}/fixtures/incidents", env!("CARGO_MANIFEST_DIR"));
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.unwrap().path().file_stem().and_then(|s| s.to_str()).map(str::to_string))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 3, "the shipped recordings are missing: {names:?}");
+    names
+}
+
+#[test]
+fn the_default_text_of_every_shipped_recording_matches_its_snapshot_within_100_columns() {
+    for name in shipped_recordings() {
+        let (code, out, err) = run(&["explain", "--replay", &fixture(&name)]);
+        assert_eq!(code, 0, "{name}: {err}");
+        for line in out.lines() {
+            assert!(line.chars().count() <= 100, "{name}: wider than 100 columns when piped: {line:?}\n{out}");
+        }
+        let findings = run(&["explain", "--replay", &fixture(&name), "--format", "json"]).1;
+        let report: serde_json::Value = serde_json::from_str(&findings).unwrap();
+        if report["findings"].as_array().map(Vec::len) == Some(1) {
+            assert!(out.lines().count() <= 25, "{name}: a one-finding incident takes {} lines\n{out}", out.lines().count());
+        }
+        snapshot(&format!("{}_text", name.replace('-', "_")), &out);
+    }
+}
+
+#[test]
+fn the_default_text_opens_with_the_verdict_and_closes_with_one_footer() {
+    let (_, kv, _) = run(&["explain", "--replay", &fixture("kv-cache-pressure")]);
+    let first = kv.lines().next().unwrap_or_default();
+    assert!(first.starts_with("CRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions · Llama-3.1-8B-Instruct"), "{kv}");
+    // The verdict wraps under 100 columns; joined, it says since when.
+    let verdict = kv.split("\n   ").take(2).collect::<Vec<_>>().join(" ");
+    assert!(verdict.starts_with(first) && verdict.ends_with("· since 08:50 UTC"), "{kv}");
+    assert!(kv.contains("Suggested max_num_seqs = 15: 17 running sequences per replica"), "{kv}");
+    assert!(kv.contains("Next: 1. Stabilise the admitted load first"), "{kv}");
+    // The evidence stays behind -v: no table, no PromQL, no healthy list.
+    for absent in ["┌", "PromQL at", "Checked and healthy", "max_over_time(", "(see "] {
+        assert!(!kv.contains(absent), "{absent:?} in the default text\n{kv}");
+    }
+    let footer: String = kv.trim_end().rsplit("\n\n").next().unwrap_or_default().replace('\n', " ");
+    assert!(footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · 24 of 25 rules evaluated"), "{footer}");
+    assert!(footer.ends_with("run with -v for evidence and PromQL"), "{footer}");
+    let (_, healthy, _) = run(&["explain", "--replay", &fixture("healthy-steady")]);
+    assert!(healthy.starts_with("OK: no problem found in 24 of 25 rules · not evaluated: gpu-throttling (metric missing"), "{healthy}");
+}
+
+#[test]
+fn verbose_gives_the_full_table_with_conditions_in_words() {
+    for flag in ["-v", "--verbose"] {
+        let (code, out, err) = run(&["explain", "--replay", &fixture("kv-cache-pressure"), flag]);
+        assert_eq!(code, 0, "{err}");
+        let (_, table, _) = run(&["explain", "--replay", &fixture("kv-cache-pressure"), "--format", "table"]);
+        assert_eq!(out, table, "{flag} is the table format");
+        for present in ["vllm-diag: 1 finding (1 critical)", "Checked and healthy", "Next steps", "PromQL at", "Not evaluated (1 rule/scope pair"] {
+            assert!(out.contains(present), "{flag}: {present:?} missing\n{out}");
+        }
+        assert!(out.contains(">= 50% or share of the last 5 min with preemptions >= 50%"), "{out}");
+        assert!(!out.contains("(see "), "{out}");
+    }
+}
+
 #[test]
 fn fail_on_decides_exit_code_1() {
     let kv = fixture("kv-cache-pressure");

@@ -61,7 +61,7 @@ pub(super) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 pub(super) fn check_annotations(s: &Settings) -> Result<(), Failure> {
     if s.output.annotations.is_some() && !s.output.format.is_text() {
         return Err(Failure::Usage(format!(
-            "--annotations prints workflow commands on stdout, which would corrupt --format {}: use --format table, markdown or slack with --annotations",
+            "--annotations prints workflow commands on stdout, which would corrupt --format {}: use --format text, table, markdown or slack with --annotations",
             s.output.format.name()
         )));
     }
@@ -91,11 +91,12 @@ pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> 
     let format = *s.output.format;
     let fail_on = *s.output.fail_on;
     let color = verdict.is_none()
-        && format == render::Format::Table
+        && format.is_terminal()
         && std::io::stdout().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
         && std::env::var("TERM").map_or(true, |t| t != "dumb");
-    // Wrap tables to the terminal; a pipe or a file gets unwrapped lines (easier to paste and grep).
+    // Wrap to the terminal; in a pipe or a file, tables get unwrapped lines (easier to paste and
+    // grep) and the text format its 100 columns.
     let width = std::io::stdout()
         .is_terminal()
         .then(|| terminal_size::terminal_size().map(|(w, _)| w.0))

@@ -27,6 +27,7 @@ use chrono::{DateTime, Utc};
 use crate::report::{Evidence, Finding, NotEvaluated, Report, Scope, Severity, TimeRange};
 use crate::units;
 
+pub mod compact;
 pub mod github;
 pub mod html;
 pub mod json;
@@ -43,8 +44,11 @@ pub use view::ReportView;
 /// Output format chosen with `--format`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Format {
-    /// Boxed tables for a terminal.
+    /// The verdict first, each warning or critical finding in a few lines, then one footer line
+    /// (the default; `-v` gives [`Format::Table`]).
     #[default]
+    Text,
+    /// Boxed tables for a terminal: the full evidence, its conditions, the PromQL, what was healthy.
     Table,
     /// Compact Markdown to paste into an incident channel or a GitHub issue.
     Markdown,
@@ -77,13 +81,14 @@ enum Renderer {
 impl Format {
     /// Every format, in the order `--help` lists them.
     pub const ALL: &'static [Format] =
-        &[Format::Table, Format::Markdown, Format::Json, Format::Slack, Format::Junit, Format::Html];
+        &[Format::Text, Format::Table, Format::Markdown, Format::Json, Format::Slack, Format::Junit, Format::Html];
 
     /// The one place a format is described.
     fn spec(self) -> Spec {
         use Renderer::{Report as R, View as V};
         let (name, about, text, renderer) = match self {
-            Format::Table => ("table", "Boxed tables for a terminal", true, V(table::render)),
+            Format::Text => ("text", "The verdict first, each warning or critical finding in a few lines, a footer (-v: table)", true, V(compact::render)),
+            Format::Table => ("table", "Boxed tables for a terminal: the full evidence and its PromQL (what -v gives)", true, V(table::render)),
             Format::Markdown => ("markdown", "Compact Markdown to paste into an incident channel or a GitHub issue", true, V(markdown::render)),
             Format::Json => ("json", "The report as JSON (schema in `report.rs`), for scripts and CI", false, R(json::render)),
             Format::Slack => ("slack", "Slack mrkdwn: no tables, within one message, the most important finding first", true, V(slack::render)),
@@ -93,7 +98,7 @@ impl Format {
         Spec { name, about, text, renderer }
     }
 
-    /// The `--format` value: `table`, `markdown`, `json`, `slack`, `junit`, `html`.
+    /// The `--format` value: `text`, `table`, `markdown`, `json`, `slack`, `junit`, `html`.
     pub fn name(self) -> &'static str {
         self.spec().name
     }
@@ -107,6 +112,11 @@ impl Format {
     /// the others are documents a program parses, which nothing may be added to.
     pub fn is_text(self) -> bool {
         self.spec().text
+    }
+
+    /// Formats laid out for a terminal, which may be coloured and are wrapped to its width.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Format::Text | Format::Table)
     }
 }
 
@@ -145,9 +155,10 @@ impl std::str::FromStr for Format {
 /// Presentation knobs that do not change what is said.
 #[derive(Debug, Clone, Default)]
 pub struct RenderOptions {
-    /// Colour severities with ANSI escapes (table only). The caller decides (tty, `NO_COLOR`, flag).
+    /// Colour severities with ANSI escapes (text and table only). The caller decides (tty, `NO_COLOR`, flag).
     pub color: bool,
-    /// Wrap the table format to this many columns. `None` means no wrapping at all.
+    /// The terminal's width: the table format wraps to it, the text format to it or 100 columns,
+    /// whichever is less. `None` (no terminal): the table does not wrap, the text wraps to 100.
     pub width: Option<u16>,
     /// The time of rendering, for relative hints such as "ended 12 min ago". Set for live runs
     /// only: a replay or a snapshot leaves it `None` and so renders the same bytes every time.
@@ -429,6 +440,8 @@ pub(crate) fn evidence_words(e: &Evidence) -> view::EvidenceView {
         baseline: fmt(e.baseline, e.baseline_bound),
         change,
         condition: one_line(&e.threshold),
+        condition_own: own_condition(&one_line(&e.threshold)),
+        condition_words: one_line(&e.threshold),
         held: e.passed,
         confidence,
         sparkline: None,
@@ -578,7 +591,7 @@ pub(crate) fn headline(report: &Report) -> String {
 
 /// What kept the run from passing, for the headline: `core checks not evaluated`, `a scrape target
 /// answered nothing`, or both.
-fn gap_phrase(report: &Report) -> String {
+pub(crate) fn gap_phrase(report: &Report) -> String {
     let mut parts = Vec::new();
     if report.core_missing() {
         parts.push("core checks not evaluated".to_string());
@@ -888,6 +901,164 @@ pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
     } else {
         format!("{n} {many}")
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conditions in words. A rule's condition, as it bears on one signal, names the other signals it
+// is combined with as `(see a, b)` (the JSON keeps that form); the terminal formats spell them out
+// from the finding's own evidence.
+// ---------------------------------------------------------------------------------------------
+
+/// One `(see a, b)` in a condition: its byte span (with the ` or ` / ` and ` before it), the word
+/// joining it to the rest, and the signals it names.
+struct SeeGroup {
+    start: usize,
+    end: usize,
+    sep: &'static str,
+    ids: Vec<String>,
+}
+
+fn see_groups(cond: &str) -> Vec<SeeGroup> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = cond[from..].find("(see ").map(|i| from + i) {
+        let Some(close) = cond[i..].find(')').map(|j| i + j + 1) else { break };
+        let ids = cond[i + "(see ".len()..close - 1].split(", ").map(str::to_string).collect();
+        let (start, sep) = if cond[..i].ends_with(" or ") {
+            (i - " or ".len(), " or ")
+        } else if cond[..i].ends_with(" and ") {
+            (i - " and ".len(), " and ")
+        } else {
+            (i, "")
+        };
+        out.push(SeeGroup { start, end: close, sep, ids });
+        from = close;
+    }
+    out
+}
+
+/// `(x)` around a part left alone once the `(see ...)` beside it is gone becomes `x`.
+fn unwrap_lone_parens(s: &str) -> String {
+    let mut s = s.to_string();
+    loop {
+        let bytes: Vec<(usize, char)> = s.char_indices().collect();
+        let mut found = None;
+        let mut stack: Vec<usize> = Vec::new();
+        for &(i, c) in &bytes {
+            match c {
+                '(' => stack.push(i),
+                ')' => {
+                    if let Some(open) = stack.pop() {
+                        let inner = &s[open + 1..i];
+                        let whole = open == 0 && i == s.len() - 1;
+                        let lone = !inner.contains(" or ") && !inner.contains(" and ") && !inner.contains('(');
+                        if (lone || whole && !inner.contains('(')) && !s[..open].ends_with("not ") {
+                            found = Some((open, i));
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        match found {
+            Some((open, close)) => s = format!("{}{}{}", &s[..open], &s[open + 1..close], &s[close + 1..]),
+            None => return s,
+        }
+    }
+}
+
+/// A signal's condition without the other signals it is combined with: `>= 50% or (see
+/// preemption_recent)` -> `>= 50%`. The conditions of several lines of a rule (`a; b`), which
+/// must all hold, are joined by `and`: `(>= 1.5x baseline or > 100 ms) and > 100 ms`.
+pub(crate) fn own_condition(cond: &str) -> String {
+    let parts: Vec<String> = cond
+        .split("; ")
+        .map(|part| {
+            let mut s = part.to_string();
+            for g in see_groups(part).iter().rev() {
+                s.replace_range(g.start..g.end, "");
+            }
+            unwrap_lone_parens(s.trim())
+        })
+        .filter(|p| !p.is_empty())
+        .collect();
+    let compound = |p: &String| p.contains(" or ") || p.contains(" and ");
+    match parts.as_slice() {
+        [one] => one.clone(),
+        _ => parts.iter().map(|p| if compound(p) { format!("({p})") } else { p.clone() }).collect::<Vec<_>>().join(" and "),
+    }
+}
+
+/// The signals a condition holds as alternatives (`... or (see a, b)`): when one of them is shown
+/// as deciding a finding, the others say nothing more.
+pub(crate) fn alternatives(cond: &str) -> Vec<String> {
+    see_groups(cond).into_iter().filter(|g| g.sep == " or ").flat_map(|g| g.ids).collect()
+}
+
+/// `Share of the last 5 min` -> `share of the last 5 min`; `P95 queue time` and `KV-cache usage`
+/// keep their capitals.
+fn lowercase_first(title: &str) -> String {
+    let mut chars = title.chars();
+    match (chars.next(), chars.next()) {
+        (Some(a), Some(b)) if a.is_uppercase() && b.is_lowercase() => a.to_lowercase().chain(title.chars().skip(1)).collect(),
+        _ => title.to_string(),
+    }
+}
+
+/// A condition with each `(see a, b)` written out from the finding's evidence (`signal`, `title`,
+/// `condition`): `>= 50% or share of the last 5 min with preemptions >= 50%`. Signals joined by
+/// the same word on every side (`a or b or c`) are spelt out with their own conditions; a group
+/// whose inner shape the text does not show (`a and (b or c)` seen from `b`) is named, not
+/// guessed: `or a condition on running requests and generation throughput`.
+pub(crate) fn condition_in_words(cond: &str, signal: &str, evidence: &[(String, String, String)]) -> String {
+    let find = |id: &str| evidence.iter().find(|(s, _, _)| s == id);
+    let title = |id: &str| find(id).map_or_else(|| id.to_string(), |(_, t, _)| lowercase_first(t));
+    cond.split("; ")
+        .map(|part| {
+            let mut s = part.to_string();
+            for g in see_groups(part).iter().rev() {
+                // Spelt out only when every other signal of the group sees this one and the rest of
+                // the group, by the same word: a flat `a or b or c`.
+                let flat = g.ids.iter().all(|id| {
+                    find(id).is_some_and(|(_, _, c)| {
+                        !c.contains("; ")
+                            && see_groups(c).iter().any(|h| {
+                                let mut want: Vec<&str> = g.ids.iter().filter(|x| *x != id).map(String::as_str).chain([signal]).collect();
+                                let mut got: Vec<&str> = h.ids.iter().map(String::as_str).collect();
+                                want.sort_unstable();
+                                got.sort_unstable();
+                                h.sep == g.sep && want == got
+                            })
+                    })
+                });
+                let words = if flat && !g.sep.is_empty() {
+                    g.ids
+                        .iter()
+                        .map(|id| {
+                            let own = find(id).map(|(_, _, c)| own_condition(c)).unwrap_or_default();
+                            if own.contains(" or ") || own.contains(" and ") {
+                                format!("({} {own})", title(id))
+                            } else {
+                                format!("{} {own}", title(id))
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join(g.sep)
+                } else {
+                    let names: Vec<String> = g.ids.iter().map(|id| title(id)).collect();
+                    let list = match names.split_last() {
+                        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+                        _ => names.join(""),
+                    };
+                    format!("a condition on {list}")
+                };
+                s.replace_range(g.start..g.end, &format!("{}{words}", g.sep));
+            }
+            s
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 pub(crate) use crate::text::{is_bidi_control, one_line};
@@ -1430,6 +1601,53 @@ mod tests {
         assert_eq!(headline(&r), "no problems found");
     }
 
+    fn named(rows: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+        rows.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect()
+    }
+
+    #[test]
+    fn a_condition_names_the_other_signals_it_reads_in_words() {
+        let ev = named(&[
+            ("preemption_active", "Share of window with preemptions", ">= 50% or (see preemption_recent)"),
+            ("preemption_recent", "Share of the last 5 min with preemptions", ">= 50% or (see preemption_active)"),
+        ]);
+        assert_eq!(condition_in_words(&ev[0].2, "preemption_active", &ev), ">= 50% or share of the last 5 min with preemptions >= 50%");
+        assert_eq!(own_condition(&ev[0].2), ">= 50%");
+        assert_eq!(alternatives(&ev[0].2), ["preemption_recent"]);
+        // A flat `or` of three signals: each spelt out with its own condition, compound ones in parentheses.
+        let ev = named(&[
+            ("ttft_p95", "P95 time to first token", ">= 2x baseline or > 3 s or (see queue_p95, itl_p95)"),
+            ("queue_p95", "P95 queue time", "> 1 s or (>= 2x baseline and > 300 ms) or (see ttft_p95, itl_p95)"),
+            ("itl_p95", "P95 inter-token latency", ">= 1.5x baseline or > 100 ms or (see ttft_p95, queue_p95)"),
+        ]);
+        assert_eq!(
+            condition_in_words(&ev[0].2, "ttft_p95", &ev),
+            ">= 2x baseline or > 3 s or (P95 queue time > 1 s or (>= 2x baseline and > 300 ms)) or (P95 inter-token latency >= 1.5x baseline or > 100 ms)"
+        );
+        assert_eq!(own_condition(&ev[1].2), "> 1 s or (>= 2x baseline and > 300 ms)");
+    }
+
+    #[test]
+    fn a_group_whose_shape_the_text_does_not_show_is_named_not_guessed() {
+        // itl_p95 <= 100 ms and (itl_p95 < 1.5x baseline or (running_avg >= 2x baseline and gen >= 1.2x baseline))
+        let ev = named(&[
+            ("itl_p95", "P95 inter-token latency", "<= 100 ms and (< 1.5x baseline or (see running_avg, gen_rate))"),
+            ("running_avg", "Running requests (avg)", "((>= 2x baseline and (see gen_rate)) or (see itl_p95)) and (see itl_p95)"),
+            ("gen_rate", "Generation throughput", "((>= 1.2x baseline and (see running_avg)) or (see itl_p95)) and (see itl_p95)"),
+        ]);
+        assert_eq!(
+            condition_in_words(&ev[0].2, "itl_p95", &ev),
+            "<= 100 ms and (< 1.5x baseline or a condition on running requests (avg) and generation throughput)"
+        );
+        assert_eq!(own_condition(&ev[0].2), "<= 100 ms and < 1.5x baseline");
+        assert_eq!(own_condition(&ev[1].2), ">= 2x baseline");
+        assert!(alternatives(&ev[0].2).contains(&"running_avg".to_string()));
+        // A signal the evidence does not carry is named by its id; several lines are joined by `and`.
+        assert_eq!(condition_in_words("> 3 s or (see nowhere)", "x", &ev), "> 3 s or a condition on nowhere");
+        assert_eq!(own_condition(">= 1.5x baseline or > 100 ms; > 100 ms"), "(>= 1.5x baseline or > 100 ms) and > 100 ms");
+        assert_eq!(own_condition("not (> 3 s)"), "not (> 3 s)");
+    }
+
     #[test]
     fn an_all_clear_without_the_core_checks_is_not_an_all_clear() {
         let mut r = clean_report();
@@ -1459,17 +1677,19 @@ mod tests {
     fn every_format_has_a_unique_name_that_parses_back() {
         let names: BTreeSet<&str> = Format::ALL.iter().map(|f| f.name()).collect();
         assert_eq!(names.len(), Format::ALL.len());
-        assert_eq!(names, BTreeSet::from(["table", "markdown", "json", "slack", "junit", "html"]));
+        assert_eq!(names, BTreeSet::from(["text", "table", "markdown", "json", "slack", "junit", "html"]));
         for &f in Format::ALL {
             assert_eq!(f.name().parse::<Format>(), Ok(f));
             assert_eq!(f.to_string(), f.name());
             assert!(!f.about().is_empty() && !f.about().ends_with('.'), "{}", f.about());
         }
         let err = "yaml".parse::<Format>().unwrap_err().to_string();
-        assert!(err.contains("\"yaml\"") && err.contains("table, markdown, json, slack, junit, html"), "{err}");
-        assert_eq!(Format::default(), Format::Table);
+        assert!(err.contains("\"yaml\"") && err.contains("text, table, markdown, json, slack, junit, html"), "{err}");
+        assert_eq!(Format::default(), Format::Text);
         let text: Vec<&str> = Format::ALL.iter().filter(|f| f.is_text()).map(|f| f.name()).collect();
-        assert_eq!(text, ["table", "markdown", "slack"]);
+        assert_eq!(text, ["text", "table", "markdown", "slack"]);
+        let terminal: Vec<&str> = Format::ALL.iter().filter(|f| f.is_terminal()).map(|f| f.name()).collect();
+        assert_eq!(terminal, ["text", "table"]);
     }
 
     #[test]

@@ -230,7 +230,7 @@ fn evidence_table(f: &FindingView, width: Option<usize>, trend_column: bool) -> 
             Cell::new(&e.value),
             Cell::new(&e.baseline),
             Cell::new(e.change.as_deref().unwrap_or("—")),
-            Cell::new(if e.condition.is_empty() { "(context)" } else { &e.condition }),
+            Cell::new(if e.condition.is_empty() { "(context)" } else { &e.condition_words }),
             Cell::new(match (e.condition.is_empty(), e.held) {
                 (true, _) => "",
                 (false, true) => "yes",
@@ -255,7 +255,7 @@ fn evidence_table(f: &FindingView, width: Option<usize>, trend_column: bool) -> 
 
 /// Greedy word wrap with a first-line prefix and a hanging prefix. `None` width: one line.
 /// Words longer than the line are kept whole rather than split.
-fn wrap(text: &str, width: Option<usize>, first: &str, rest: &str) -> Vec<String> {
+pub(crate) fn wrap(text: &str, width: Option<usize>, first: &str, rest: &str) -> Vec<String> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let Some(width) = width else {
         return vec![format!("{first}{}", words.join(" "))];

@@ -23,7 +23,7 @@ use super::{
     ago, coverage_phrase, core_sentence, describe_duration, describe_fleet, describe_generation,
     describe_instant, describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline,
     finding_queries, healthy_summary, headline, no_findings_sentence, not_evaluated_heading,
-    not_evaluated_lines, one_line, plural, query_timing, recommendation_lines, replicas_line,
+    not_evaluated_lines, one_line, plural, query_timing, alternatives, condition_in_words, gap_phrase, recommendation_lines, replicas_line,
     stood_in_line, recent_line, verdict, warning_lines, evidence_words, RenderOptions, ScopeStyle, Verdict,
 };
 use crate::report::{Event, EventKind, Evidence, Finding, Report, Scope, Severity, TimeRange};
@@ -84,6 +84,25 @@ pub struct ReportView {
     pub timeline_heading: Option<String>,
     /// `... and 7 more (see --format json)` when the text formats do not list every event.
     pub timeline_more: Option<String>,
+    /// How many rules the pack has, gave a verdict, and found nothing in any scope.
+    pub rules: RuleCounts,
+    /// `core checks not evaluated`, `a scrape target answered nothing`: why the run cannot pass,
+    /// or `None`.
+    pub gaps: Option<String>,
+    /// `gpu-throttling (metric missing in the window)`, `a, b and 3 more`: the rules with a
+    /// scope that could not be evaluated, for one line; `None` when every pair was.
+    pub not_evaluated_brief: Option<String>,
+}
+
+/// The rule pack's coverage in rules (not rule/scope pairs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RuleCounts {
+    /// Rules in the pack, without those disabled in the configuration.
+    pub total: usize,
+    /// Rules that gave a verdict for at least one scope.
+    pub evaluated: usize,
+    /// Of those, rules that found nothing in any scope (neither a finding nor part of one).
+    pub healthy: usize,
 }
 
 /// Where the numbers come from and what was compared, in UTC.
@@ -145,7 +164,19 @@ pub struct FindingView {
     pub raised_from: Option<Severity>,
     /// The PromQL behind the evidence, as (signal, query), for signals that have a query.
     pub queries: Vec<(String, String)>,
+    /// The evidence that decided it, by index, at most [`DECIDING`]: the signals whose condition
+    /// held, in order, leaving out an alternative (`a or b`) to one already there.
+    pub deciding: Vec<usize>,
+    /// `since 08:50 UTC`, `since before the window (08:50 UTC)`, `08:50 to 09:05 UTC, now over`.
+    pub since: Option<String>,
+    /// `after a configuration change at 09:01 UTC`: the change it began after.
+    pub after: Option<String>,
+    /// `3 of 3 replicas`, when the finding was broken down per replica.
+    pub replicas_count: Option<String>,
 }
+
+/// How many evidence rows the text format shows for a finding at most.
+pub const DECIDING: usize = 4;
 
 /// One evidence signal: its numbers as text, its condition, and its course when recorded.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +189,11 @@ pub struct EvidenceView {
     pub change: Option<String>,
     /// The condition as written; empty for a signal shown for context only.
     pub condition: String,
+    /// The part of the condition on this signal alone: `>= 50%` of `>= 50% or (see preemption_recent)`.
+    pub condition_own: String,
+    /// The condition with the other signals it names written out: `>= 50% or share of the last 5
+    /// min with preemptions >= 50%`.
+    pub condition_words: String,
     pub held: bool,
     /// `low confidence (14 obs)`.
     pub confidence: Option<String>,
@@ -261,6 +297,10 @@ pub struct EventView {
 pub struct RecommendationView {
     pub head: String,
     pub how: String,
+    /// `Suggested max_num_seqs = 15: 17 running sequences per replica used 96.7% of the KV cache
+    /// on average: 17 x 90% headroom / 96.7% = 15 sequences per replica`: the head and the first
+    /// sentence of how, without the cross-checks and the caveat.
+    pub brief: String,
 }
 
 /// A rule that also matched the finding's scope.
@@ -330,6 +370,9 @@ impl ReportView {
             timeline_heading: timeline_heading(report),
             timeline_more: (report.events.len() > TIMELINE_LISTED)
                 .then(|| format!("... and {} more (see --format json)", report.events.len() - TIMELINE_LISTED)),
+            rules: rule_counts(report),
+            gaps: report.gaps().then(|| gap_phrase(report)),
+            not_evaluated_brief: not_evaluated_brief(report),
         }
     }
 
@@ -428,6 +471,11 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
     for trend in evidence.iter_mut().filter_map(|e| e.trend.as_mut()) {
         trend.events = markers.clone();
     }
+    let named: Vec<(String, String, String)> = evidence.iter().map(|e| (e.signal.clone(), e.title.clone(), e.condition.clone())).collect();
+    for e in &mut evidence {
+        e.condition_words = condition_in_words(&e.condition, &e.signal, &named);
+    }
+    let deciding = deciding(&evidence);
     FindingView {
         rank,
         severity: f.severity,
@@ -444,7 +492,13 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         preceded_by: f.preceded_by.as_ref().map(|p| capitalised(&one_line(&p.text))).filter(|s| !s.is_empty()),
         recommendations: recommendation_lines(f)
             .into_iter()
-            .map(|(head, how)| RecommendationView { head, how })
+            .zip(&f.recommendations)
+            .map(|((head, how), r)| {
+                let first = one_line(&r.arithmetic);
+                let first = first.split(". ").next().unwrap_or_default().trim_end_matches('.').to_string();
+                let brief = if first.is_empty() { head.clone() } else { format!("{head}: {first}") };
+                RecommendationView { head, how, brief }
+            })
             .collect(),
         steps: f.steps.iter().map(|s| one_line(s)).collect(),
         references: f.references.iter().map(|r| one_line(r)).collect(),
@@ -455,6 +509,87 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
             .collect(),
         raised_from: f.raised_from,
         queries: finding_queries(f),
+        deciding,
+        since: since(report, f),
+        after: f.preceded_by.as_ref().map(after),
+        replicas_count: f.replicas.as_ref().filter(|r| r.total > 0).map(|r| format!("{} of {} replicas", r.affected.len(), r.total)),
+    }
+}
+
+/// The evidence rows that decided a finding (see [`FindingView::deciding`]).
+fn deciding(evidence: &[EvidenceView]) -> Vec<usize> {
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut covered: Vec<String> = Vec::new();
+    for (i, e) in evidence.iter().enumerate().filter(|(_, e)| e.held_condition()) {
+        if chosen.len() == DECIDING {
+            break;
+        }
+        if covered.contains(&e.signal) {
+            continue;
+        }
+        covered.extend(alternatives(&e.condition));
+        chosen.push(i);
+    }
+    chosen
+}
+
+/// `since 08:50 UTC` (see [`FindingView::since`]).
+fn since(report: &Report, f: &Finding) -> Option<String> {
+    let clock = |t: &DateTime<Utc>| format!("{} UTC", onset_clock(&report.window, t));
+    match (f.onset, f.ended) {
+        (Some(t), None) => Some(format!("since {}", clock(&t))),
+        (Some(t), Some(end)) => Some(format!("{} to {}, now over", clock(&t), clock(&end))),
+        (None, None) if f.present_before_window() => Some(format!("since before the window ({})", clock(&report.window.start))),
+        (None, Some(end)) if f.present_before_window() => Some(format!("from before the window to {}, now over", clock(&end))),
+        _ => None,
+    }
+}
+
+/// `after a configuration change at 09:01 UTC` from `began 2 min after a configuration change at
+/// 09:01 UTC: num_gpu_blocks 2000 -> 900`; the event's kind and time when the sentence is worded
+/// otherwise.
+fn after(p: &crate::report::PrecededBy) -> String {
+    let text = one_line(&p.text);
+    match text.find("after ") {
+        Some(i) => text[i..].split(": ").next().unwrap_or_default().to_string(),
+        None => format!("after the {} at {}", p.event.kind, p.event.time.format("%H:%M UTC")),
+    }
+}
+
+/// See [`RuleCounts`].
+fn rule_counts(report: &Report) -> RuleCounts {
+    let c = &report.coverage;
+    let found: std::collections::BTreeSet<&str> = report
+        .findings
+        .iter()
+        .flat_map(|f| std::iter::once(f.rule.as_str()).chain(f.also_consistent.iter().map(|a| a.rule.as_str())))
+        .collect();
+    RuleCounts { total: c.rules, evaluated: c.evaluated, healthy: c.evaluated.saturating_sub(found.len()) }
+}
+
+/// See [`ReportView::not_evaluated_brief`]: at most three rules by name; the reason (up to its
+/// first `: `) when they all share one.
+fn not_evaluated_brief(report: &Report) -> Option<String> {
+    const NAMED: usize = 3;
+    let mut rules: Vec<String> = Vec::new();
+    let mut reasons: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut items: Vec<&crate::report::NotEvaluated> = report.not_evaluated.iter().collect();
+    items.sort();
+    for n in items {
+        let rule = one_line(&n.rule);
+        if !rules.contains(&rule) {
+            rules.push(rule);
+        }
+        reasons.insert(one_line(&n.reason).split(": ").next().unwrap_or_default().to_string());
+    }
+    let mut names = rules.iter().take(NAMED).cloned().collect::<Vec<_>>().join(", ");
+    if rules.len() > NAMED {
+        names.push_str(&format!(" and {} more", rules.len() - NAMED));
+    }
+    match (rules.len(), reasons.len()) {
+        (0, _) => None,
+        (_, 1) => Some(format!("{names} ({})", reasons.into_iter().next().unwrap_or_default())),
+        _ => Some(names),
     }
 }
 
@@ -897,7 +1032,7 @@ mod tests {
             assert!(!text.contains("\nsecond line"), "{name}: a newline in an event reached the output\n{text}");
             // Markup (not the terminal table, not the JSON's data) must not carry the tags.
             // (Markdown escapes with a backslash, which leaves the characters in place.)
-            if ![Format::Table, Format::Json].contains(&format) {
+            if ![Format::Text, Format::Table, Format::Json].contains(&format) {
                 let live = text.replace("\\<", "");
                 assert!(!live.contains("<script>") && !live.contains("<!channel>") && !live.contains("<b>"), "{name}\n{text}");
             }
@@ -923,7 +1058,10 @@ mod tests {
             assert!(text.contains("gpu-throttling"), "{name}: disabled rule missing\n{text}");
             assert!(text.contains("10.0.3.7:10901 unavailable"), "{name}: warning missing\n{text}");
             assert!(text.contains("spec-decode-acceptance-drop"), "{name}: not-evaluated pair missing\n{text}");
-            assert!(text.contains("prometheus.monitoring:9090"), "{name}: source missing\n{text}");
+            // The compact text leaves the source to -v (the table); every document names it.
+            if format != Format::Text {
+                assert!(text.contains("prometheus.monitoring:9090"), "{name}: source missing\n{text}");
+            }
         }
     }
 
