@@ -2,7 +2,7 @@
 //!
 //! - README.md stays a README: at most 400 lines, and it still holds the two newcomer commands.
 //! - Every relative link in README.md, BENCHMARKS.md, CHANGELOG.md and docs/*.md points to a file
-//!   that exists, and a `#fragment` to a heading of that file.
+//!   that exists, and a `#fragment` to a heading of that file; every fenced block is closed.
 //! - Every command a page tells users to run (each line of a ```sh block, and `run:` lines of
 //!   ```yaml blocks) is one the project has. A `vllm-diag ...` or `cargo run -- ...` line is
 //!   parsed by the binary's own argument parser (`vllm_diag::cli::Cli`): an invented flag, a
@@ -50,12 +50,23 @@ fn read(page: &Path) -> String {
     std::fs::read_to_string(root().join(page)).unwrap_or_else(|e| panic!("{}: {e}", page.display()))
 }
 
+/// Whether a line opens a fenced block (when outside one) or closes it (when inside: only a bare
+/// fence closes, as in CommonMark; "```text" inside a block is text).
+fn is_fence(line: &str, inside: bool) -> bool {
+    let t = line.trim();
+    if inside {
+        t.len() >= 3 && t.chars().all(|c| c == '`')
+    } else {
+        t.starts_with("```")
+    }
+}
+
 /// The lines outside fenced code blocks, with their line numbers (1-based).
 fn prose(text: &str) -> Vec<(usize, &str)> {
     let mut fenced = false;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with("```") {
+        if is_fence(line, fenced) {
             fenced = !fenced;
             continue;
         }
@@ -73,7 +84,8 @@ fn blocks<'a>(text: &'a str, langs: &[&str]) -> Vec<(usize, Vec<&'a str>)> {
     let mut in_other = false;
     for (i, line) in text.lines().enumerate() {
         let t = line.trim_start();
-        if let Some(info) = t.strip_prefix("```") {
+        if is_fence(line, current.is_some() || in_other) {
+            let info = t.trim_start_matches('`');
             if let Some(block) = current.take() {
                 out.push(block);
             } else if in_other {
@@ -148,6 +160,10 @@ fn the_readme_is_short_and_keeps_the_two_newcomer_commands() {
     for wanted in ["cargo run --release -- explain --replay fixtures/incidents/kv-cache-pressure.json", "./scripts/test.sh"] {
         assert!(commands.iter().any(|c| c == wanted), "README.md no longer tells a newcomer to run `{wanted}`; found {commands:#?}");
     }
+    // One example each of the commands people use.
+    for wanted in ["vllm-diag explain ", "vllm-diag check ", "vllm-diag serve ", "vllm-diag rules ", "--scrape ", "--record ", "--replay ", "--watch "] {
+        assert!(commands.iter().any(|c| c.contains(wanted)), "README.md has no example with `{wanted}`; found {commands:#?}");
+    }
     let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
     assert!(ci.lines().any(|l| l.trim() == "exec ./scripts/test.sh"), ".ci/run must run exactly the README's test command");
 }
@@ -158,6 +174,15 @@ fn every_relative_link_points_to_a_file_and_heading_that_exist() {
     let mut checked = 0;
     for page in pages() {
         let text = read(&page);
+        let mut inside = false;
+        for line in text.lines() {
+            if is_fence(line, inside) {
+                inside = !inside;
+            }
+        }
+        if inside {
+            broken.push(format!("{}: a fenced block is never closed", page.display()));
+        }
         let dir = page.parent().unwrap_or(Path::new(""));
         for (line, target) in links(&text) {
             if target.starts_with("http://") || target.starts_with("https://") || target.starts_with("mailto:") {
@@ -467,9 +492,10 @@ fn offline(args: &[String]) -> bool {
         ["explain", ..] | ["check", ..] => args.iter().any(|a| a == "--replay"),
         _ => false,
     };
-    // Every other path it names must be a file here (an example's `my-rules/` is not).
+    // Every file it names must be here (an example's `my-rules/` or `incident.json` is not).
     let names_missing_file = args.iter().any(|a| {
-        !a.starts_with('-') && a.contains('/') && !a.contains("://") && !a.contains('=') && expand(a).is_empty()
+        let file_like = a.contains('/') || [".json", ".toml", ".om", ".yml"].iter().any(|x| a.ends_with(x));
+        !a.starts_with('-') && file_like && !a.contains("://") && !a.contains('=') && expand(a).is_empty()
     });
     reads_files_only && !names_missing_file
 }
@@ -552,4 +578,5 @@ fn the_command_reader_catches_what_it_is_meant_to() {
     assert!(offline(&["rules".into(), "test".into(), "rules/tests/*.toml".into()]));
     assert!(!offline(&["rules".into(), "test".into(), "--rules".into(), "my-rules/".into()]));
     assert!(!offline(&["explain".into(), "--prometheus".into(), "http://prometheus:9090".into()]));
+    assert!(!offline(&["explain".into(), "--replay".into(), "incident.json".into()]));
 }
