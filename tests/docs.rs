@@ -353,7 +353,8 @@ fn doc_line(line: usize, text: &str) -> Doc {
     let words = shell_words(text).unwrap_or_else(|e| panic!("line {line}: {e}"));
     let words: Vec<String> = words.into_iter().skip_while(|w| is_assignment(w)).collect();
     let shown = match text.find(" #") {
-        Some(at) if !text[..at].contains('\'') || text[..at].matches('\'').count() % 2 == 0 => &text[..at],
+        // A ` #` outside single quotes starts the comment.
+        Some(at) if text[..at].matches('\'').count().is_multiple_of(2) => &text[..at],
         _ => text,
     };
     let text = shown.split_whitespace().collect::<Vec<_>>().join(" ");
