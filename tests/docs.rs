@@ -3,15 +3,20 @@
 //! - README.md stays a README: at most 400 lines, and it still holds the two newcomer commands.
 //! - Every relative link in README.md, BENCHMARKS.md, CHANGELOG.md and docs/*.md points to a file
 //!   that exists, and a `#fragment` to a heading of that file; every fenced block is closed.
-//! - Every command a page tells users to run (each line of a ```sh block, and `run:` lines of
-//!   ```yaml blocks) is one the project has. A `vllm-diag ...` or `cargo run -- ...` line is
-//!   parsed by the binary's own argument parser (`vllm_diag::cli::Cli`): an invented flag, a
-//!   missing value or a bad duration fails here. The lines that need no server (`--replay` of a
-//!   file that exists, `rules`, `config show`, `completions`, `man`) are also run, and must exit 0
-//!   or 1. The others (a live Prometheus, a scrape target, `serve`) are parsed only: running them
-//!   here would need the servers they name. A script a page runs must exist and know every flag the
-//!   page gives it; `cargo test --test NAME` and `cargo run --example NAME` name files that exist;
-//!   a repository path an argument names (`fixtures/...`, `rules/...`) exists.
+//! - Every command a page tells users to run is one the project has: each line of a ```sh block,
+//!   the `run:` lines of ```yaml blocks and the `$ ` lines of transcripts.
+//!   - A `vllm-diag ...` or `cargo run -- ...` line is parsed by the binary's own argument parser
+//!     (`vllm_diag::cli::Cli`): an invented flag, a missing value or a bad duration fails here.
+//!   - The lines that need no server (`--replay` of a file that exists, `rules`, `config show`,
+//!     `completions`, `man`) are also run, and must exit 0 or 1 and print something. The others (a
+//!     live Prometheus, a scrape target, `serve`) are parsed only: running them here would need
+//!     the servers they name.
+//!   - A script a page runs must exist and know every flag the page gives it; `cargo test --test
+//!     NAME` and `cargo run --example NAME` name files that exist; a repository path an argument
+//!     names (`fixtures/...`, `rules/...`) exists.
+//!
+//! The systemd unit and the Kubernetes manifest in docs/serve.md are not read: they are
+//! configuration, not commands typed by a user.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -337,6 +342,14 @@ fn page_commands(text: &str) -> Vec<Doc> {
                 continue;
             }
             out.push(doc_line(start + first, &joined));
+        }
+    }
+    // Transcripts: the `$ ` lines of ```text and ```console blocks are commands too.
+    for (start, lines) in blocks(text, &["text", "console", ""]) {
+        for (k, l) in lines.iter().enumerate() {
+            if let Some(cmd) = l.strip_prefix("$ ") {
+                out.push(doc_line(start + k, cmd));
+            }
         }
     }
     for (start, lines) in blocks(text, &["yaml", "yml"]) {
