@@ -1,4 +1,4 @@
-//! What can stop a run, and the exit code each maps to (documented in `--help` and the README).
+//! What can stop a run, and the exit code each maps to (documented in `--help` and docs/output.md).
 
 /// Exit codes: a public contract for CI.
 pub mod exit {

@@ -574,7 +574,7 @@ impl Report {
         self.findings.iter().map(|f| f.severity).max()
     }
 
-    /// The exit code this report gives (README, "Exit codes"): [`EXIT_FINDINGS`] with a finding at
+    /// The exit code this report gives (docs/output.md, "Exit codes"): [`EXIT_FINDINGS`] with a finding at
     /// or above `fail_on`; else [`EXIT_NO_DATA`] when nothing was judged, core checks could not be
     /// made or scrape targets answered nothing (no pass, whatever else was or was not found); else
     /// [`EXIT_OK`].

@@ -1,6 +1,6 @@
 //! explain against a real Prometheus holding generated scenarios: the right cause ranks first for the
 //! right model, healthy fleets stay quiet, V0 and V1 names give the same diagnosis, and every exit
-//! code is what the README promises.
+//! code is what docs/output.md promises.
 
 mod common;
 

@@ -2,7 +2,7 @@
 //! ([`common::proxy`]): error statuses, HTML and cut-off bodies, resets, a flood past the size cap,
 //! answers slower than `--query-timeout` and `--timeout`, and the server dying mid-run.
 //!
-//! The promise under test (README, "What vllm-diag promises"): a fault that hits some queries leaves a
+//! The promise under test (docs/how-it-decides.md, "What vllm-diag promises"): a fault that hits some queries leaves a
 //! partial diagnosis in which exactly the affected rules are "not evaluated" with the reason; a fault
 //! that hits every query, or discovery, ends with exit code 3 and a message that says what happened
 //! where; a transient fault (503, 429, reset) is retried and leaves no trace; a query the server

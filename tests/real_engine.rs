@@ -345,7 +345,7 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
     assert!(wrong.is_empty(), "windows across phase edges diagnosed wrong:\n  {}", wrong.join("\n  "));
 }
 
-/// `--selector 'model_name="tiny-llama"'` (README's `check --since deploy` advice, and what `serve`
+/// `--selector 'model_name="tiny-llama"'` (docs/serve.md's `check --since deploy` advice, and what `serve`
 /// adds to every diagnosis) still sees the HTTP layer and the targets: their series carry no
 /// `model_name`, and discovery once looked for them with it, found them "missing", and left
 /// http-errors and target-down unjudged while `check` passed.

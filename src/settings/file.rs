@@ -245,7 +245,7 @@ pub fn parse(path: &Path, found: &str, text: &str, env: Env) -> Result<ConfigFil
         let start = e.span().map_or(0, |s| s.start);
         let mut message = e.message().trim().to_string();
         if message.starts_with("unknown field") {
-            message.push_str(". See the README's \"Configuration file\" section for every key");
+            message.push_str(". See docs/configuration.md for every key");
         } else if let Some(key) = key_on_line(text, start) {
             // toml names the type it wanted, not the key: add it.
             message = format!("{key}: {message}");
