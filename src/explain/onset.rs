@@ -12,9 +12,14 @@
 //! smoothed away with a 3-point running median, and a departure counts only when it lasts:
 //! [`MIN_RUN`] points or a fifth of the window, whichever is more, or every point to the window's
 //! end (at least two). The onset is then walked back, on the raw points, to the last point still
-//! at the baseline level (within [`LEVEL_K`] spreads): the series left its baseline after that time. When no such point exists in the window the problem was there
-//! at the window's start ([`Onset::BeforeWindow`]); when nothing departs for long enough, or the
-//! trend is too thin, the onset is unknown (`None`).
+//! at the baseline level (within [`LEVEL_K`] spreads): the series left its baseline after that time. When no such point exists in the window, the
+//! baseline's own points decide: when the baseline ends where the window begins (its last point
+//! shares the window's first instant; its own last point is one step before) and its own last
+//! points are at the level, the problem began with the window and is dated at the window's first
+//! point (a window taken from an alert's start, as `serve` takes it, begins with its incident);
+//! when the baseline held the problem too, ends long before the window or has no points, the
+//! problem was there at the window's start ([`Onset::BeforeWindow`]). When nothing departs for
+//! long enough, or the trend is too thin, the onset is unknown (`None`).
 //!
 //! A problem that began in the window is over when its series comes back to the baseline level
 //! and stays there ([`detect_span`]); one already there at the window's start, whose baseline may
@@ -189,14 +194,37 @@ pub fn detect_span(baseline: &[(f64, f64)], window: &[(f64, f64)], direction: Di
     while j > 0 && beyond(raw[j - 1], LEVEL_K) {
         j -= 1;
     }
-    if j == 0 {
+    let chronic = limit.is_some_and(|c| c.baseline_past);
+    let onset = if j > 0 {
+        w[j - 1].0
+    } else if !chronic && fresh_at_window_start(baseline, w[0].0, w.get(1).map(|p| p.0 - w[0].0), |v| beyond(v, LEVEL_K)) {
+        // Away from the window's first point, and not in the baseline just before it: it started
+        // there (a window taken from an alert's start begins with its incident).
+        w[0].0
+    } else {
         return Some((Onset::BeforeWindow, None));
-    }
+    };
     // The run back at the level that reaches the window's end, on the raw points and the smoothed
     // alike (a single dip back is no recovery).
     let back = (0..n).rev().take_while(|&i| at_level(i)).count();
     let ended = (level.is_some() && back >= need && n - back > first).then(|| w[n - back].0);
-    Some((Onset::At(w[j - 1].0), ended))
+    Some((Onset::At(onset), ended))
+}
+
+/// Whether a series away from its level at the window's first point (at `start`) was at its level
+/// in the baseline just before: the baseline's own last point (the last one before `start`; the
+/// point at `start` itself, which a baseline ending where the window begins shares with the window,
+/// is the window's) lies within one window step (`step`, 1.5x for jitter) of `start` and is not
+/// `away`. A baseline that held the problem, ends long before the window (`--baseline 1d`) or has
+/// no point of its own cannot say the problem began with the window.
+fn fresh_at_window_start(baseline: &[(f64, f64)], start: f64, step: Option<f64>, away: impl Fn(f64) -> bool) -> bool {
+    let Some(step) = step.filter(|s| *s > 0.0) else { return false };
+    let own: Vec<(f64, f64)> = clean(baseline).into_iter().filter(|p| p.0 < start).collect();
+    let Some(&(t, v)) = own.last() else { return false };
+    // A single dip of a problem the baseline held is no healthy baseline: its last three points'
+    // median must be at the level too.
+    let tail = median(own.iter().rev().take(3).map(|p| p.1).collect()).unwrap_or(v);
+    start - t <= 1.5 * step && !away(v) && !away(tail)
 }
 
 /// When a problem already there at the window's start was over: the time (unix seconds) of the
@@ -393,10 +421,13 @@ mod tests {
         w[10..21].fill(0.97);
         w[21..].fill(0.7);
         assert_eq!(detect_span(&base, &series(W0, &w), Direction::Up, up(0.9)), Some((Onset::At(W0 + 9.0 * 60.0), None)));
-        // A problem there before the window is never called over by its own baseline's level.
+        // A problem there before the window (its baseline's last minutes held it) is never called
+        // over by its own baseline's level.
+        let mut held = noisy(0.5, 0.02, 31);
+        held[25..].fill(0.97);
         let mut w = vec![0.97; 31];
         w[15..].copy_from_slice(&noisy(0.5, 0.02, 16));
-        assert_eq!(detect_span(&base, &series(W0, &w), Direction::Up, up(0.9)), Some((Onset::BeforeWindow, None)));
+        assert_eq!(detect_span(&series(B0, &held), &series(W0, &w), Direction::Up, up(0.9)), Some((Onset::BeforeWindow, None)));
     }
 
     #[test]
@@ -444,12 +475,46 @@ mod tests {
     }
 
     #[test]
-    fn a_series_already_high_at_the_window_start_was_there_before_the_window() {
-        let base = series(B0, &noisy(0.5, 0.02, 31));
+    fn a_problem_away_from_the_windows_first_point_that_the_baseline_did_not_hold_started_with_the_window() {
+        // The baseline ends where the window begins (its last point, at W0, is the window's first):
+        // healthy to its last point of its own, one step before, then away from the window's first
+        // point on, as when the window is taken from an alert's start.
+        let mut base = noisy(0.5, 0.02, 31);
+        base[30] = 0.96;
+        let got = detect_span(&series(B0, &base), &series(W0, &[0.96; 31]), Direction::Up, up(0.9));
+        assert_eq!(got, Some((Onset::At(W0), None)));
+        // Going down as well (a hit rate that fell with the window's first point).
+        let base = series(B0, &noisy(0.8, 0.02, 31));
+        let got = detect(&base, &series(W0, &[0.2; 31]), Direction::Down, Some(Crossed { value: 0.5, inclusive: false, baseline_past: false }));
+        assert_eq!(got, Some(Onset::At(W0)));
+    }
+
+    #[test]
+    fn a_problem_the_baseline_held_at_its_end_was_there_before_the_window() {
         let w = series(W0, &[0.96; 31]);
-        assert_eq!(detect(&base, &w, Direction::Up, up(0.9)), Some(Onset::BeforeWindow));
-        // And a baseline just as bad: the limit alone tells.
-        assert_eq!(detect(&w, &w, Direction::Up, up(0.9)), Some(Onset::BeforeWindow));
+        // The baseline's last ten minutes were away already.
+        let mut held = noisy(0.5, 0.02, 31);
+        held[20..].fill(0.96);
+        assert_eq!(detect(&series(B0, &held), &w, Direction::Up, up(0.9)), Some(Onset::BeforeWindow));
+        // A single dip back at the baseline's last point of its own does not make it healthy.
+        held[29] = 0.5;
+        assert_eq!(detect(&series(B0, &held), &w, Direction::Up, up(0.9)), Some(Onset::BeforeWindow));
+        // A baseline just as bad throughout: the limit alone tells.
+        assert_eq!(detect(&series(B0, &[0.96; 31]), &w, Direction::Up, up(0.9)), Some(Onset::BeforeWindow));
+        // A baseline whose evaluated value was past the line (chronic) held it, whatever its last points.
+        let chronic = Some(Crossed { value: 0.9, inclusive: false, baseline_past: true });
+        assert_eq!(detect(&series(B0, &noisy(0.5, 0.02, 31)), &w, Direction::Up, chronic), Some(Onset::BeforeWindow));
+    }
+
+    #[test]
+    fn a_baseline_that_ends_long_before_the_window_or_has_no_points_of_its_own_cannot_date_a_problem_at_the_window_start() {
+        let w = series(W0, &[0.96; 31]);
+        // A day before (`--baseline 1d`): healthy then says nothing about the minute before the window.
+        let day_before = series(W0 - 86_400.0, &noisy(0.5, 0.02, 31));
+        assert_eq!(detect(&day_before, &w, Direction::Up, up(0.9)), Some(Onset::BeforeWindow));
+        // Only the shared instant: no point of its own.
+        assert_eq!(detect(&series(W0, &[0.5]), &w, Direction::Up, up(0.9)), Some(Onset::BeforeWindow));
+        assert_eq!(detect(&[], &w, Direction::Up, up(0.9)), Some(Onset::BeforeWindow));
     }
 
     #[test]
@@ -534,6 +599,17 @@ mod tests {
     }
 
     fn finding_with(values: &[f64], limit_label: &str, limit: f64, value: f64) -> Finding {
+        finding_over(&noisy(0.5, 0.02, 31), values, limit_label, limit, value)
+    }
+
+    /// A baseline whose last ten points are at 0.97: the problem was there before the window.
+    fn held_at_its_end() -> Vec<f64> {
+        let mut b = noisy(0.5, 0.02, 31);
+        b[21..].fill(0.97);
+        b
+    }
+
+    fn finding_over(baseline: &[f64], values: &[f64], limit_label: &str, limit: f64, value: f64) -> Finding {
         let json = serde_json::json!({
             "rule": "r", "title": "t", "severity": "warning", "score": 1.0, "scope": {}, "summary": "",
             "evidence": [
@@ -542,7 +618,7 @@ mod tests {
                 {"signal": "kv", "title": "KV", "unit": "ratio", "value": value, "baseline": 0.5, "threshold": limit_label,
                  "passed": true, "query": "q", "metric": "m", "limits": [{"label": limit_label, "value": limit}],
                  "series": {"step_seconds": 60, "range_seconds": 180, "query": "q",
-                            "baseline": series(B0, &noisy(0.5, 0.02, 31)), "window": series(W0, values)}}
+                            "baseline": series(B0, baseline), "window": series(W0, values)}}
             ],
             "steps": [], "also_consistent": []
         });
@@ -553,11 +629,17 @@ mod tests {
     fn apply_dates_a_finding_from_its_leading_signal_and_marks_one_present_before_the_window() {
         let mut w = vec![0.5; 31];
         w[20..].fill(0.97);
-        let mut fs = vec![finding_with(&w, "> 90%", 0.9, 0.95), finding_with(&[0.97; 31], ">= 90%", 0.9, 0.97)];
+        let mut fs = vec![
+            finding_with(&w, "> 90%", 0.9, 0.95),
+            finding_over(&held_at_its_end(), &[0.97; 31], ">= 90%", 0.9, 0.97),
+            finding_with(&[0.97; 31], ">= 90%", 0.9, 0.97),
+        ];
         apply(&mut fs);
         assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 19 * 60));
         assert_eq!(fs[0].onset_signal.as_deref(), Some("kv"));
         assert_eq!((fs[1].onset, fs[1].onset_signal.as_deref()), (None, Some("kv")));
+        // Away from the window's first point after a healthy baseline: it started there.
+        assert_eq!((fs[2].onset.map(|t| t.timestamp()), fs[2].onset_signal.as_deref()), (Some(W0 as i64), Some("kv")));
     }
 
     #[test]
@@ -682,13 +764,13 @@ mod tests {
         // phase fills the window's first minutes, then TTFT is back under its lines to the end.
         let mut w = vec![0.97; 31];
         w[10..].fill(0.5);
-        let mut fs = vec![finding_with(&w, "> 90%", 0.9, 0.95)];
+        let mut fs = vec![finding_over(&held_at_its_end(), &w, "> 90%", 0.9, 0.95)];
         apply(&mut fs);
         assert_eq!((fs[0].onset, fs[0].onset_signal.as_deref()), (None, Some("kv")));
         // Back from point 10, less the trend's 3-minute range.
         assert_eq!(fs[0].ended.map(|t| t.timestamp()), Some(W0 as i64 + 7 * 60));
         // Still past at the end: going on.
-        let mut fs = vec![finding_with(&[0.97; 31], "> 90%", 0.9, 0.97)];
+        let mut fs = vec![finding_over(&held_at_its_end(), &[0.97; 31], "> 90%", 0.9, 0.97)];
         apply(&mut fs);
         assert_eq!((fs[0].onset_signal.as_deref(), fs[0].ended), (Some("kv"), None));
     }
