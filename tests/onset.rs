@@ -92,7 +92,7 @@ fn a_problem_older_than_the_window_is_present_since_before_it() {
     assert!(f["onset"].is_null(), "an onset inside the window: {f:#}");
     assert!(f["onset_signal"].is_string(), "no signal: the onset reads as unknown: {f:#}");
     let table = common::run::run(&common::run::explain_args(&prom.url, &at_window_end(&spec), &["--window", "30m"]), &[]).stdout;
-    assert!(table.contains("Present since before the window ("), "{table}");
+    assert!(table.contains("since before the window ("), "{table}");
 }
 
 #[test]

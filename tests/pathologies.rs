@@ -134,6 +134,39 @@ scenarios! {
     gauge_only_load_exceeds_capacity_near_miss => "gauge-only-load-exceeds-capacity-near",
     gauge_only_chronic_kv_cache_pressure => "gauge-only-chronic-kv-cache-pressure",
     target_down_before_the_window => "target-down-before-window",
+    slow_input_processing_near_miss => "slow-input-processing-near",
+}
+
+/// The value of `signal` in `f`'s evidence, window and baseline.
+fn evidence_of(f: &Value, signal: &str) -> (f64, f64) {
+    let e = f["evidence"].as_array().unwrap().iter().find(|e| e["signal"] == signal).unwrap_or_else(|| panic!("no {signal} in {f:#}"));
+    (e["value"].as_f64().unwrap(), e["baseline"].as_f64().unwrap())
+}
+
+#[test]
+fn a_ttft_rise_before_the_engine_is_slow_input_processing_with_the_split_in_its_evidence_and_not_slow_prefill() {
+    let report = check("slow-input-processing");
+    let f = &report["findings"][0];
+    // TTFT up 1.5 s, all of it before the engine: the split says so.
+    let (rest, rest_base) = evidence_of(f, "input_processing_mean");
+    assert!((1.3..1.8).contains(&rest) && rest_base.abs() < 0.05, "input processing {rest} s against {rest_base} s");
+    let (prefill, prefill_base) = evidence_of(f, "prefill_mean");
+    assert!((0.8..1.25).contains(&(prefill / prefill_base)), "prefill {prefill} against {prefill_base}");
+    let (ttft, ttft_base) = evidence_of(f, "ttft_mean");
+    let (queue, queue_base) = evidence_of(f, "queue_mean");
+    assert!((ttft - ttft_base - 1.5).abs() < 0.25 && (queue - queue_base).abs() < 0.05, "TTFT {ttft_base} -> {ttft}, queue {queue_base} -> {queue}");
+}
+
+#[test]
+fn slow_prefill_still_blames_prefill_when_its_own_histogram_moved_and_says_how_little_came_before_the_engine() {
+    let report = check("slow-prefill");
+    let f = &report["findings"][0];
+    let (prefill, prefill_base) = evidence_of(f, "prefill_mean");
+    assert!(prefill >= 1.5 * prefill_base, "prefill {prefill_base} -> {prefill}");
+    let (rest, _) = evidence_of(f, "input_processing_mean");
+    assert!(rest.abs() < 0.05, "input processing {rest}");
+    let absent = report["findings"].as_array().unwrap().iter().all(|f| f["rule"] != "slow-input-processing");
+    assert!(absent, "{:#?}", summary(&report));
 }
 
 #[test]
@@ -145,6 +178,7 @@ fn every_scenario_file_is_checked_somewhere() {
         "healthy-ramp",
         "load-exceeds-capacity",
         "slow-prefill",
+        "slow-input-processing",
         "slow-decode",
         "severe-saturation",
         "kv-cache-pressure",

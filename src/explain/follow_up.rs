@@ -89,7 +89,7 @@ pub fn only_scopes(selector: &Selector, group_by: &[String], scopes: &BTreeSet<S
 fn replica_breakdown_supported(kind: &SignalKind) -> bool {
     use SignalKind as K;
     match kind {
-        K::Quantile { .. } | K::Mean { .. } | K::ActiveShare { .. } | K::Fill { .. } | K::Slope { .. } => true,
+        K::Quantile { .. } | K::Mean { .. } | K::Remainder { .. } | K::ActiveShare { .. } | K::Fill { .. } | K::Slope { .. } => true,
         K::Rate { attribute_via, .. } | K::Ratio { attribute_via, .. } | K::Gauge { attribute_via, .. } => attribute_via.is_empty(),
         _ => false,
     }

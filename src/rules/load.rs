@@ -582,6 +582,13 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
             nonempty(histogram, "histogram")
         }
         SignalKind::Mean { histogram } => nonempty(histogram, "histogram"),
+        SignalKind::Remainder { histogram, minus } => {
+            nonempty(histogram, "histogram")?;
+            if minus.is_empty() {
+                return Err("`minus` needs at least one histogram to subtract".into());
+            }
+            minus.iter().try_for_each(|m| nonempty(m, "minus"))
+        }
         SignalKind::Rate { counter, r#match, .. } => {
             crate::signals::parse_match(r#match).map_err(|e| format!("match: {e}"))?;
             nonempty(counter, "counter")

@@ -65,6 +65,10 @@ pub enum SignalKind {
     },
     /// Mean of a histogram (`_sum` over `_count`): e.g. mean prompt length.
     Mean { histogram: Vec<String> },
+    /// The mean of one histogram less the means of others, each `_sum` over `_count`: what of a
+    /// duration the others do not account for (TTFT less queue time less prefill time is input
+    /// processing and the API server). Each of `minus` is one family's list of alternatives.
+    Remainder { histogram: Vec<String>, minus: Vec<Vec<String>> },
     /// A gauge reduced over time (`max`, `avg`, `min`, `last`) then across the scope's series.
     Gauge {
         gauge: Vec<String>,
@@ -292,6 +296,7 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
     match kind {
         SignalKind::Quantile { histogram, .. } | SignalKind::SloBurn { histogram, .. } => vec![hist(histogram, "_bucket")],
         SignalKind::Mean { histogram } => vec![hist(histogram, "_sum")],
+        SignalKind::Remainder { histogram, minus } => std::iter::once(histogram).chain(minus).map(|h| hist(h, "_sum")).collect(),
         SignalKind::Rate { counter, attribute_via, .. } => with_anchor(vec![counter.clone()], attribute_via),
         SignalKind::Ratio { numerator, denominator, attribute_via, .. } => {
             let mut v = vec![numerator.counter.clone()];

@@ -245,6 +245,17 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sel.series(&format!("{fam}_count"), &[])
             ))
         }
+        SignalKind::Remainder { .. } => {
+            let mean = |name: &String| {
+                let fam = family_of(name);
+                format!(
+                    "(sum by ({by}) (rate({}[{r}])) / sum by ({by}) (rate({}[{r}])))",
+                    sel.series(&format!("{fam}_sum"), &[]),
+                    sel.series(&format!("{fam}_count"), &[])
+                )
+            };
+            plain(resolved.names.iter().map(mean).collect::<Vec<_>>().join(" - "))
+        }
         SignalKind::Rate { r#match, attribute_via, join_on, .. } => {
             let extra = parse(r#match)?;
             let anchor = (!attribute_via.is_empty()).then(|| resolved.names[1].as_str());

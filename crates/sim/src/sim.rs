@@ -1071,7 +1071,9 @@ impl<'a> Replica<'a> {
             let queue = lognormal(rng, queue_median, st.queue_sigma);
             let prefill = wl.prefill_per_token_s * prompt * st.prefill * lognormal(rng, 1.0, wl.prefill_sigma)
                 + lognormal(rng, wl.first_step_s * st.itl, 0.3);
-            let ttft = queue + prefill;
+            // Drawn only when the state has it, so other states' random streams stay as they were.
+            let input = if st.input_s > 0.0 { lognormal(rng, st.input_s, 0.2) } else { 0.0 };
+            let ttft = input + queue + prefill;
             let req_itl = lognormal(rng, itl_median, wl.itl_request_sigma);
             let tokens_after_first = (out - 1.0).max(0.0) as u64;
             let mut decode = 0.0;

@@ -25,6 +25,11 @@ pub enum IncidentKind {
     SlowPrefill,
     /// Decode steps got slower: inter-token latency up, queue and TTFT fine.
     SlowDecode,
+    /// Requests take 1.5 s longer to reach the engine (a slow tokenizer, a starved API server):
+    /// TTFT up, queue, prefill and decode unchanged.
+    SlowInputProcessing,
+    /// 0.1 s longer before the engine: TTFT barely moves.
+    SlowInputProcessingNear,
     /// Overload plus degraded steps: queue, TTFT and ITL all up, no preemption, and the engine
     /// completes barely more than before (a larger batch alone would turn out more tokens).
     SevereSaturation,
@@ -121,7 +126,7 @@ pub struct Needs {
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 44] = [
+    pub const ALL: [IncidentKind; 46] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -166,6 +171,8 @@ impl IncidentKind {
         IncidentKind::GpuErrorsNear,
         IncidentKind::SloBurn,
         IncidentKind::SloBurnNear,
+        IncidentKind::SlowInputProcessing,
+        IncidentKind::SlowInputProcessingNear,
     ];
 
     /// The name used in scenario files, e.g. `kv-cache-pressure`.
@@ -215,6 +222,8 @@ impl IncidentKind {
             IncidentKind::GpuErrorsNear => "gpu-errors-near",
             IncidentKind::SloBurn => "slo-burn",
             IncidentKind::SloBurnNear => "slo-burn-near",
+            IncidentKind::SlowInputProcessing => "slow-input-processing",
+            IncidentKind::SlowInputProcessingNear => "slow-input-processing-near",
         }
     }
 
@@ -278,6 +287,9 @@ impl IncidentKind {
                 ..h
             },
             K::SlowPrefill => StateParams { prefill: 6.0, ..h },
+            // Time before the engine queues the request, in TTFT (and E2E) only.
+            K::SlowInputProcessing => StateParams { input_s: 1.5, ..h },
+            K::SlowInputProcessingNear => StateParams { input_s: 0.1, ..h },
             // Clients with a fixed concurrency send fewer requests when each one streams slower,
             // which is why generation throughput falls instead of the queue growing.
             K::SlowDecode => StateParams { arrivals: 0.75, arrivals_at_end: 0.75, itl: 2.5, ..h },
@@ -636,6 +648,10 @@ pub struct StateParams {
     pub max_tokens: f64,
     /// Prefill-time multiplier, on top of what the prompt length implies.
     pub prefill: f64,
+    /// Median seconds a request spends before the engine queues it (tokenization, the API server),
+    /// counted in TTFT and E2E only. Healthy: 0 (TTFT is queue plus prefill, as the generated
+    /// data always had it, so no other scenario's bytes change).
+    pub input_s: f64,
     /// Inter-token-latency multiplier (also the first decode step).
     pub itl: f64,
     /// Whether the engine completes anything. When not, requests neither finish nor observe
@@ -695,6 +711,7 @@ impl StateParams {
         output: 1.0,
         max_tokens: 1.0,
         prefill: 1.0,
+        input_s: 0.0,
         itl: 1.0,
         serving: true,
         scraped: true,
@@ -844,7 +861,7 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 18);
+        assert_eq!(nears.len(), 19);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());

@@ -702,6 +702,29 @@ fn slow_prefill_raises_ttft_but_not_queue_or_itl() {
 }
 
 #[test]
+fn slow_input_processing_raises_ttft_by_its_delay_with_queue_prefill_and_decode_flat() {
+    let spec = small_spec(Some("slow-input-processing"), "v1");
+    let s = generate(&spec);
+    let (w, b) = (window(&s, &spec, MODEL_B), baseline(&s, &spec, MODEL_B));
+    // The time before the engine: mean TTFT less mean queue less mean prefill.
+    let rest = |x: &View| x.mean(TTFT) - x.mean(QUEUE) - x.mean("vllm:request_prefill_time_seconds");
+    assert!(rest(&b).abs() < 0.01, "healthy rest {}", rest(&b));
+    assert!((1.4..1.7).contains(&rest(&w)), "rest {}", rest(&w));
+    for family in [QUEUE, "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds", ITL] {
+        let r = w.mean(family) / b.mean(family);
+        assert!((0.85..1.15).contains(&r), "{family} x{r}");
+    }
+    assert!(p95_ratio(&s, &spec, TTFT) >= 2.0, "TTFT x{}", p95_ratio(&s, &spec, TTFT));
+    assert_untouched(&s, &spec);
+    // The near miss: 0.1 s more.
+    let spec = small_spec(Some("slow-input-processing-near"), "v1");
+    let s = generate(&spec);
+    let w = window(&s, &spec, MODEL_B);
+    assert!((0.07..0.14).contains(&rest(&w)), "near rest {}", rest(&w));
+    assert!(p95_ratio(&s, &spec, TTFT) < 2.0, "near TTFT x{}", p95_ratio(&s, &spec, TTFT));
+}
+
+#[test]
 fn slow_decode_raises_itl_and_lowers_generation_throughput_only() {
     let spec = small_spec(Some("slow-decode"), "v1");
     let s = generate(&spec);
