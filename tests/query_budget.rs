@@ -314,9 +314,15 @@ fn the_queries_and_the_reads_of_each_family_stay_within_budget() {
 /// against 1.6 ms for the window's with `--baseline 1d`): 79 queries, 87 family reads. Saying when
 /// the data ends before the window does (a fleet that stopped reporting under five minutes before
 /// its end was judged healthy, its last minutes empty) asks the newest sample of the waiting gauge
-/// at the window's end with the signals: 80 queries, 88 family reads.
-const QUERY_BUDGET: u64 = 80;
-const FAMILY_READ_BUDGET: usize = 88;
+/// at the window's end with the signals: 80 queries, 88 family reads. The replica-gap signals
+/// (merged from h3) brought it to 81 queries and 89 family reads without changing the budget.
+/// Splitting TTFT into queue, prefill and the time before the engine (`slow-input-processing`, and
+/// `slow-prefill` needing prefill itself to have moved) reads four means from `_sum` and `_count`,
+/// each one query for the window and the baseline whatever the fleet's size: `ttft_mean`,
+/// `queue_mean`, `prefill_mean` (2 family reads each) and `input_processing_mean` (6): 85 queries,
+/// 101 family reads.
+const QUERY_BUDGET: u64 = 85;
+const FAMILY_READ_BUDGET: usize = 101;
 const MOST_READS_OF_ONE_FAMILY: usize = 10;
 const BUCKET_READS: usize = 6;
 
