@@ -170,6 +170,29 @@ fn slow_prefill_still_blames_prefill_when_its_own_histogram_moved_and_says_how_l
 }
 
 #[test]
+fn a_quantile_past_the_largest_custom_bucket_reads_as_at_least_that_bound_and_still_decides() {
+    let report = check("custom-buckets-slow-prefill");
+    let f = &report["findings"][0];
+    let e = f["evidence"].as_array().unwrap().iter().find(|e| e["signal"] == "ttft_p95").expect("ttft_p95 evidence");
+    // histogram_quantile returns 0.5 s, the largest finite bound: only a lower bound.
+    assert_eq!(e["value_bound"]["above"].as_f64(), Some(0.5), "{e:#}");
+    assert!(e["baseline_bound"].is_null() && e["baseline"].as_f64().unwrap() < 0.25, "{e:#}");
+    let (spec, prom) = common::start_scenario("custom-buckets-slow-prefill");
+    let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let out = Command::cargo_bin("vllm-diag").unwrap().args(["explain", "--prometheus", &prom.url, "--at", &at, "-v"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("P95 time to first token")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("≥ 500 ms") && line.contains("≥ 2"), "{line}");
+}
+
+#[test]
+fn an_slo_target_under_the_first_custom_bucket_is_not_read_as_a_burn_and_names_the_flag() {
+    let report = check("custom-buckets-near");
+    let text = report["not_evaluated"].to_string() + &report["warnings"].to_string();
+    assert!(text.contains("under the histogram's first bucket (1 s)") && text.contains("--custom-histogram-buckets"), "{text}");
+}
+
+#[test]
 fn every_scenario_file_is_checked_somewhere() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
     // The issue-2 scenarios are checked in tests/explain.rs.
@@ -179,6 +202,8 @@ fn every_scenario_file_is_checked_somewhere() {
         "load-exceeds-capacity",
         "slow-prefill",
         "slow-input-processing",
+        "custom-buckets-slow-prefill",
+        "custom-buckets-near",
         "slow-decode",
         "severe-saturation",
         "kv-cache-pressure",

@@ -404,13 +404,14 @@ impl ScopeStyle {
     }
 }
 
-/// One evidence item worded for people: title, numbers (bounds as `< x` / `> x`), change,
+/// One evidence item worded for people: title, numbers (bounds as `< x` / `≥ x`: a quantile
+/// `histogram_quantile` put at the largest finite bound is at least that), change,
 /// condition and confidence. The view adds the sparkline and the trend.
 pub(crate) fn evidence_words(e: &Evidence) -> view::EvidenceView {
     use crate::report::Bound;
     let fmt = |v: Option<f64>, bound: Option<Bound>| match (v, bound) {
         (_, Some(Bound::Below(b))) => format!("< {}", units::format_value(b, &e.unit)),
-        (_, Some(Bound::Above(b))) => format!("> {}", units::format_value(b, &e.unit)),
+        (_, Some(Bound::Above(b))) => format!("≥ {}", units::format_value(b, &e.unit)),
         (Some(x), None) => units::format_value(x, &e.unit),
         (None, None) => "no data".to_string(),
     };
@@ -426,10 +427,10 @@ pub(crate) fn evidence_words(e: &Evidence) -> view::EvidenceView {
     // Values only known as bounds are never divided as if they were measurements.
     let change = match (e.same_bucket, e.value_bound, e.baseline_bound, e.value, e.baseline) {
         (true, _, _, _, _) => Some("same bucket".to_string()),
-        (false, Some(Bound::Above(v)), None, _, Some(b)) if b > 0.0 => Some(format!("> {}x", units::sig(v / b))),
+        (false, Some(Bound::Above(v)), None, _, Some(b)) if b > 0.0 => Some(format!("≥ {}x", units::sig(v / b))),
         (false, None, Some(Bound::Below(b)), Some(v), _) if b > 0.0 => Some(format!("> {}x", units::sig(v / b))),
         (false, Some(Bound::Below(v)), None, _, Some(b)) if b > 0.0 => Some(format!("< {}x", units::sig(v / b))),
-        (false, None, Some(Bound::Above(b)), Some(v), _) if b > 0.0 => Some(format!("< {}x", units::sig(v / b))),
+        (false, None, Some(Bound::Above(b)), Some(v), _) if b > 0.0 => Some(format!("≤ {}x", units::sig(v / b))),
         (false, None, None, v, b) => units::format_ratio(v, b),
         _ => None,
     };

@@ -493,8 +493,9 @@ fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
                     Some(true) => return (Truth::True, margin_score(c.op, v, t)),
                     Some(false) => return (Truth::False, 0.0),
                     None => {
-                        let where_ = if lo == 0.0 { format!("is under its first bucket's bound ({hi})") } else { format!("is over its largest bucket bound ({lo})") };
-                        return (coarse(&where_, format!("whether it is {} {t}", c.op.as_str())), 0.0);
+                        let where_ = if lo == 0.0 { format!("is under its first bucket's bound ({hi})") } else { format!("is at or over its largest bucket bound ({lo})") };
+                        let detail = format!("whether it is {} {t}", c.op.as_str());
+                        return (Truth::Unknown(vec![format!("{} {where_}: {detail} cannot be told from its histogram's buckets ({})", c.signal, crate::signals::CUSTOM_BUCKETS_HINT)]), 0.0);
                     }
                 }
             }

@@ -34,12 +34,17 @@ pub enum AtTarget<'a> {
     Exact(&'a Bound),
     /// Between two bounds: the share at or under the target is interpolated linearly between them.
     Between(&'a Bound, &'a Bound),
-    /// Under the first bound: interpolated between zero and it (histogram_quantile's assumption).
-    BelowFirst(&'a Bound),
 }
 
+/// Where operators set bucket bounds: vLLM's flag, named in every message about a target the
+/// buckets cannot read.
+pub const CUSTOM_BUCKETS_HINT: &str = "vLLM's --custom-histogram-buckets can add a bucket at it";
+
 /// Locate `target` among `bounds` (ascending, finite). Above the last finite bound nothing can be
-/// read: every observation past it sits in the +Inf bucket.
+/// read: every observation past it sits in the +Inf bucket. Under the first bound nothing can be
+/// read either: any share of the first bucket's observations may lie over the target (a first
+/// bucket of 1 s under a 500 ms target, as coarse custom buckets give, would read a healthy fleet's
+/// sub-second requests as half of them too slow).
 pub fn bucket_at(bounds: &[Bound], target: f64) -> Result<AtTarget<'_>, String> {
     let close = |b: &Bound| (b.value - target).abs() <= 1e-9 * target.abs().max(1e-12);
     if let Some(b) = bounds.iter().find(|b| close(b)) {
@@ -50,14 +55,18 @@ pub fn bucket_at(bounds: &[Bound], target: f64) -> Result<AtTarget<'_>, String> 
     };
     if target > last.value {
         return Err(format!(
-            "the target {} is above the histogram's largest finite bucket ({}): the share of observations over it cannot be read",
+            "the target {} is above the histogram's largest finite bucket ({}): the share of observations over it cannot be read; {CUSTOM_BUCKETS_HINT}",
             crate::units::format_seconds(target),
             crate::units::format_seconds(last.value)
         ));
     }
     match bounds.iter().position(|b| b.value > target) {
-        Some(0) if target > 0.0 && bounds[0].value > 0.0 => Ok(AtTarget::BelowFirst(&bounds[0])),
-        Some(0) | None => Err(format!("the target {} is outside the histogram's buckets", crate::units::format_seconds(target))),
+        Some(0) => Err(format!(
+            "the target {} is under the histogram's first bucket ({}): the share of observations over it cannot be read; {CUSTOM_BUCKETS_HINT}",
+            crate::units::format_seconds(target),
+            crate::units::format_seconds(bounds[0].value)
+        )),
+        None => Err(format!("the target {} is outside the histogram's buckets", crate::units::format_seconds(target))),
         Some(i) => Ok(AtTarget::Between(&bounds[i - 1], &bounds[i])),
     }
 }
@@ -80,14 +89,9 @@ pub fn bucket_note(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -
     match bucket_at(bounds, t).ok()? {
         AtTarget::Exact(_) => None,
         AtTarget::Between(lo, hi) => Some(format!(
-            "{fam} has no bucket at the SLO target {}: burn rates interpolate between its {} and {} buckets (an estimate; a bucket at the target makes them exact)",
+            "{fam} has no bucket at the SLO target {}: burn rates interpolate between its {} and {} buckets (an estimate; a bucket at the target makes them exact: {CUSTOM_BUCKETS_HINT})",
             s(t),
             s(lo.value),
-            s(hi.value)
-        )),
-        AtTarget::BelowFirst(hi) => Some(format!(
-            "{fam} has no bucket at the SLO target {}: burn rates interpolate between 0 and its first bucket, {} (an estimate; a bucket at the target makes them exact)",
-            s(t),
             s(hi.value)
         )),
     }
@@ -180,7 +184,6 @@ pub fn burn_from_buckets(kind: &SignalKind, resolved: &Resolved, ctx: &QueryCont
                 let f = (t - lo.value) / (hi.value - lo.value);
                 vec![(lo.written.clone(), num(weight(1.0 - f))?), (hi.written.clone(), num(weight(f))?)]
             }
-            AtTarget::BelowFirst(hi) => vec![(hi.written.clone(), num(weight(t / hi.value))?)],
         },
     };
     Ok(Some(BurnFromBuckets { good, budget }))

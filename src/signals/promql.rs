@@ -417,7 +417,6 @@ pub(super) fn slo_burn_query(target: &str, objective: &str, resolved: &Resolved,
                 let f = (t - lo.value) / (hi.value - lo.value);
                 format!("({} * {} + {} * {})", at(lo), weight(1.0 - f), at(hi), weight(f))
             }
-            AtTarget::BelowFirst(hi) => format!("({} * {})", at(hi), weight(t / hi.value)),
         },
     };
     // Every observation is in the +Inf bucket: the total is read from the same family as the good

@@ -35,6 +35,9 @@
 //! spec_decode = true                # optional (false): V1 speculative-decoding counters
 //! kv_connector = "nixl"             # optional (none): NIXL transfer metrics (V1)
 //! dcgm = true                       # optional (false): an NVIDIA DCGM exporter per replica's GPU
+//! custom_buckets = { time_to_first_token = [1, 5, 60] }  # optional: vLLM's --custom-histogram-buckets
+//!                                   #   (families time_to_first_token, inter_token_latency and
+//!                                   #   request_latency: queue, prefill, decode, E2E), ascending bounds
 //!
 //! [incident]                        # optional: at most one
 //! kind = "kv-cache-pressure"        # see IncidentKind (every pathology and its "-near" miss)
@@ -139,7 +142,13 @@ pub struct ModelSpec {
     pub spec_decode: bool,
     pub kv_connector: Option<KvConnector>,
     pub dcgm: bool,
+    /// vLLM's `--custom-histogram-buckets`: bucket bounds by family key (`time_to_first_token`,
+    /// `inter_token_latency`, `request_latency`), replacing the defaults.
+    pub custom_buckets: std::collections::BTreeMap<String, Vec<f64>>,
 }
+
+/// The bucket families `custom_buckets` may set (vLLM's keys for the latency histograms).
+pub const CUSTOM_BUCKET_FAMILIES: [&str; 3] = ["time_to_first_token", "inter_token_latency", "request_latency"];
 
 impl ModelSpec {
     /// A model with every option at its default.
@@ -154,6 +163,7 @@ impl ModelSpec {
             spec_decode: false,
             kv_connector: None,
             dcgm: false,
+            custom_buckets: Default::default(),
         }
     }
 
@@ -312,6 +322,8 @@ struct RawModel {
     kv_connector: Option<KvConnector>,
     #[serde(default)]
     dcgm: bool,
+    #[serde(default)]
+    custom_buckets: std::collections::BTreeMap<String, Vec<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -479,6 +491,14 @@ impl ScenarioSpec {
                     "spec_decode and kv_connector are generated with V1 names only; use metrics = \"v1\"".into(),
                 ));
             }
+            for (family, bounds) in &m.custom_buckets {
+                if !CUSTOM_BUCKET_FAMILIES.contains(&family.as_str()) {
+                    return Err(invalid(&field, format!("custom_buckets: unknown family {family:?}; use one of {CUSTOM_BUCKET_FAMILIES:?}")));
+                }
+                if bounds.is_empty() || bounds.iter().any(|b| !(b.is_finite() && *b > 0.0)) || bounds.windows(2).any(|w| w[0] >= w[1]) {
+                    return Err(invalid(&field, format!("custom_buckets.{family}: give positive bounds in ascending order")));
+                }
+            }
             models.push(ModelSpec {
                 name: m.name,
                 replicas: m.replicas,
@@ -489,6 +509,7 @@ impl ScenarioSpec {
                 spec_decode: m.spec_decode,
                 kv_connector: m.kv_connector,
                 dcgm: m.dcgm,
+                custom_buckets: m.custom_buckets,
             });
         }
 

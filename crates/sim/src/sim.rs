@@ -799,12 +799,13 @@ impl<'a> Replica<'a> {
         dcgm_target.insert("pod".into(), format!("nvidia-dcgm-exporter-{}", &names.pod[names.pod.len() - 5..]));
 
         let token_buckets = one_two_five(f64::from(model.max_model_len));
+        let custom = |family: &str, default: &'static [f64]| model.custom_buckets.get(family).map_or(default, Vec::as_slice);
         let hists = HIST_FAMS
             .iter()
             .map(|f| match f {
-                Fam::Ttft => Hist::new(TTFT_BUCKETS),
-                Fam::Itl => Hist::new(ITL_BUCKETS),
-                Fam::Queue | Fam::Prefill | Fam::Decode | Fam::E2e => Hist::new(LATENCY_BUCKETS),
+                Fam::Ttft => Hist::new(custom("time_to_first_token", TTFT_BUCKETS)),
+                Fam::Itl => Hist::new(custom("inter_token_latency", ITL_BUCKETS)),
+                Fam::Queue | Fam::Prefill | Fam::Decode | Fam::E2e => Hist::new(custom("request_latency", LATENCY_BUCKETS)),
                 Fam::ParamsN => Hist::new(N_BUCKETS),
                 Fam::IterationTokens => Hist::new(ITERATION_BUCKETS),
                 Fam::NixlXfer => Hist::new(NIXL_BUCKETS),
