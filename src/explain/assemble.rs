@@ -641,7 +641,14 @@ mod tests {
         let per_replica = answer("sum by (le, model_name, instance) (rate(h_bucket[120s]))");
         let bounds = crate::signals::parse_bounds(&["0.1", "0.25", "1", "2.5", "+Inf"].map(String::from));
         let names: BTreeSet<String> = ["h_bucket".to_string(), "h_count".to_string()].into();
-        for (target, listed) in [("250ms", true), ("500ms", true), ("50ms", true), ("250ms", false), ("2s", true)] {
+        // A target under the first bucket (50 ms) cannot be read from the buckets at all: refused
+        // by both ways of reading it.
+        let under = SignalKind::SloBurn { histogram: vec!["h".into()], target: "50ms".into(), objective: "0.99".into() };
+        let mut ctx = test_ctx(120);
+        std::sync::Arc::make_mut(&mut ctx.buckets).insert("h_bucket".into(), bounds.clone());
+        let resolved = resolve(&under, &names).unwrap();
+        assert!(build(&under, &resolved, &ctx).is_err() && crate::signals::burn_from_buckets(&under, &resolved, &ctx).is_err());
+        for (target, listed) in [("250ms", true), ("500ms", true), ("250ms", false), ("2s", true)] {
             let kind = SignalKind::SloBurn { histogram: vec!["h".into()], target: target.into(), objective: "0.99".into() };
             let resolved = resolve(&kind, &names).unwrap();
             let mut ctx = test_ctx(120);
