@@ -209,6 +209,25 @@ pub fn histogram_of(kind: &SignalKind, resolved: &Resolved) -> Option<String> {
     }
 }
 
+/// The mean of the histogram whose stored series is `series` (`_sum` over `_count`), per scope.
+fn mean_query(series: &str, ctx: &QueryContext) -> String {
+    let (by, r, fam) = (ctx.group_by.join(", "), promql_duration(ctx.range), family_of(series));
+    format!(
+        "sum by ({by}) (rate({}[{r}])) / sum by ({by}) (rate({}[{r}]))",
+        ctx.selector.series(&format!("{fam}_sum"), &[]),
+        ctx.selector.series(&format!("{fam}_count"), &[])
+    )
+}
+
+/// The mean of the first histogram of `series` less the means of the others (a [`SignalKind::Mean`]
+/// has only the first): `(mean a) - (mean b) - ...`.
+fn mean_less_means(series: &[String], ctx: &QueryContext) -> String {
+    match series {
+        [one] => mean_query(one, ctx),
+        many => many.iter().map(|n| format!("({})", mean_query(n, ctx))).collect::<Vec<_>>().join(" - "),
+    }
+}
+
 /// Build the PromQL for a resolved signal.
 pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Result<SignalQueries, String> {
     let by = ctx.group_by.join(", ");
@@ -237,25 +256,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sums: Vec::new(),
             }
         }
-        SignalKind::Mean { .. } => {
-            let fam = family_of(&resolved.names[0]);
-            plain(format!(
-                "sum by ({by}) (rate({}[{r}])) / sum by ({by}) (rate({}[{r}]))",
-                sel.series(&format!("{fam}_sum"), &[]),
-                sel.series(&format!("{fam}_count"), &[])
-            ))
-        }
-        SignalKind::Remainder { .. } => {
-            let mean = |name: &String| {
-                let fam = family_of(name);
-                format!(
-                    "(sum by ({by}) (rate({}[{r}])) / sum by ({by}) (rate({}[{r}])))",
-                    sel.series(&format!("{fam}_sum"), &[]),
-                    sel.series(&format!("{fam}_count"), &[])
-                )
-            };
-            plain(resolved.names.iter().map(mean).collect::<Vec<_>>().join(" - "))
-        }
+        SignalKind::Mean { .. } | SignalKind::Remainder { .. } => plain(mean_less_means(&resolved.names, ctx)),
         SignalKind::Rate { r#match, attribute_via, join_on, .. } => {
             let extra = parse(r#match)?;
             let anchor = (!attribute_via.is_empty()).then(|| resolved.names[1].as_str());

@@ -319,3 +319,20 @@ fn subquery_ranges_are_read_past_quoted_text() {
     assert!(subquery_ranges(r#"rate(x{model_name="a[5m:1m]\"[7m:1m]"}[5m])"#).is_empty());
     assert!(subquery_ranges("rate(x[5m]").is_empty());
 }
+
+#[test]
+fn a_remainder_is_the_first_histograms_mean_less_the_others_each_from_sum_over_count() {
+    let k: SignalKind = toml::from_str(
+        r#"kind = "remainder"
+histogram = ["vllm:time_to_first_token_seconds"]
+minus = [["vllm:request_queue_time_seconds"], ["vllm:request_prefill_time_seconds"]]"#,
+    )
+    .unwrap();
+    let names = ["vllm:time_to_first_token_seconds_sum", "vllm:request_queue_time_seconds_sum", "vllm:request_prefill_time_seconds_sum"];
+    let r = resolve(&k, &present(&names)).unwrap();
+    let q = build(&k, &r, &ctx("")).unwrap().value;
+    let mean = |f: &str| format!("(sum by (model_name) (rate({f}_sum[1800s])) / sum by (model_name) (rate({f}_count[1800s])))");
+    assert_eq!(q, format!("{} - {} - {}", mean("vllm:time_to_first_token_seconds"), mean("vllm:request_queue_time_seconds"), mean("vllm:request_prefill_time_seconds")));
+    // Any family missing: the remainder cannot be taken.
+    assert!(resolve(&k, &present(&names[..2])).is_err());
+}
