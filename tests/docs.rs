@@ -173,6 +173,31 @@ fn the_readme_is_short_and_keeps_the_two_newcomer_commands() {
     assert!(ci.lines().any(|l| l.trim() == "exec ./scripts/test.sh"), ".ci/run must run exactly the README's test command");
 }
 
+/// The README shows what the newcomer's first command prints, as it prints it: the block under
+/// "What it prints" is the replay's output, piped (so wrapped at 100 columns, without colour).
+#[test]
+fn the_readmes_sample_output_is_what_the_replay_prints() {
+    let readme = read(Path::new("README.md"));
+    let section = readme.split("## What it prints").nth(1).expect("README.md has a \"What it prints\" section");
+    let block: Vec<&str> = section
+        .lines()
+        .skip_while(|l| l.trim() != "```text")
+        .skip(1)
+        .take_while(|l| l.trim() != "```")
+        .collect();
+    assert!(block.len() > 3, "no ```text block under \"What it prints\"");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vllm-diag"))
+        .args(["explain", "--replay", "fixtures/incidents/kv-cache-pressure.json", "--no-config"])
+        .current_dir(root())
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("run vllm-diag");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let printed: Vec<&str> = printed.trim_end().lines().collect();
+    assert_eq!(block, printed, "README.md's sample output differs from what the replay prints now: paste the new output");
+}
+
 #[test]
 fn every_relative_link_points_to_a_file_and_heading_that_exist() {
     let mut broken = Vec::new();
