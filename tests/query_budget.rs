@@ -246,8 +246,9 @@ fn only_outlier_reads_and_breakdowns_list_replicas() {
     }
 }
 
-/// The outlier signals of the built-in rules (itl, ttft, kv).
-const OUTLIER_SIGNALS: usize = 3;
+/// The per-replica reads of the built-in outlier signals (itl, ttft, kv, running; the gap signals
+/// share the ratio signals' reads).
+const OUTLIER_SIGNALS: usize = 4;
 /// The finish reasons the generator writes (stop, length, abort, error).
 const FINISHED_REASONS: usize = 4;
 /// Buckets of a histogram the generator writes, at most.
@@ -314,9 +315,12 @@ fn the_queries_and_the_reads_of_each_family_stay_within_budget() {
 /// against 1.6 ms for the window's with `--baseline 1d`): 79 queries, 87 family reads. Saying when
 /// the data ends before the window does (a fleet that stopped reporting under five minutes before
 /// its end was judged healthy, its last minutes empty) asks the newest sample of the waiting gauge
-/// at the window's end with the signals: 80 queries, 88 family reads.
-const QUERY_BUDGET: u64 = 80;
-const FAMILY_READ_BUDGET: usize = 88;
+/// at the window's end with the signals: 80 queries, 88 family reads. Issue 36 asked the replica
+/// comparisons for a difference that matters: the latency and KV gaps reduce the outliers' own
+/// per-replica reads, and replica-imbalance reads each replica's running batch once (one query,
+/// one series per replica): 81 queries, 89 family reads.
+const QUERY_BUDGET: u64 = 81;
+const FAMILY_READ_BUDGET: usize = 89;
 const MOST_READS_OF_ONE_FAMILY: usize = 10;
 const BUCKET_READS: usize = 6;
 

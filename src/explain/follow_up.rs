@@ -85,12 +85,14 @@ pub fn only_scopes(selector: &Selector, group_by: &[String], scopes: &BTreeSet<S
     sel
 }
 
-/// Signal kinds whose query can simply be grouped by replica as well.
+/// Signal kinds whose query can simply be grouped by replica as well. A gauge attributed through
+/// another series (`up` through the engine's gauges) can: the join carries the replica label from
+/// the gauge's own side (target-down then names the target that went down).
 fn replica_breakdown_supported(kind: &SignalKind) -> bool {
     use SignalKind as K;
     match kind {
-        K::Quantile { .. } | K::Mean { .. } | K::ActiveShare { .. } | K::Fill { .. } | K::Slope { .. } => true,
-        K::Rate { attribute_via, .. } | K::Ratio { attribute_via, .. } | K::Gauge { attribute_via, .. } => attribute_via.is_empty(),
+        K::Quantile { .. } | K::Mean { .. } | K::ActiveShare { .. } | K::Fill { .. } | K::Slope { .. } | K::Gauge { .. } => true,
+        K::Rate { attribute_via, .. } | K::Ratio { attribute_via, .. } => attribute_via.is_empty(),
         _ => false,
     }
 }
