@@ -26,7 +26,7 @@
 #
 # --fleet: the fleet programme (scripts/lab/fleet.py), about 50 minutes, written to
 # fixtures/real-engine-fleet/ and replayed by tests/real_engine_fleet.rs. Two replicas of one model,
-# each pinned to its own core in its own session, behind a round-robin load balancer that skips a
+# each pinned to its own core in its own session, behind a load balancer (a random choice, as a Kubernetes Service makes) that skips a
 # replica whose /health fails, scraped by one Prometheus every 15 s (Prometheus' own default and the
 # usual interval of a production ServiceMonitor, where the other programmes scrape every 5 s):
 # healthy stretches at light load between an uneven split, a replica starved of CPU, a replica killed

@@ -1,7 +1,7 @@
 //! Diagnosis judged on a real two-replica fleet's samples.
 //!
 //! `scripts/real-engine.sh --fleet` ran two vLLM CPU replicas of one model (each pinned to its own
-//! core, in its own session) behind a round-robin load balancer that skips a replica whose /health
+//! core, in its own session) behind a load balancer choosing at random (as a Kubernetes Service does) that skips a replica whose /health
 //! fails, scraped every 15 s by a real Prometheus, through healthy stretches at light load and four
 //! incidents that touch one replica: an uneven split, a replica starved of CPU, a replica killed and
 //! restarted, KV pressure on one replica. It exported every raw sample and a manifest into
@@ -172,7 +172,15 @@ fn windows_an_engineer_picks_inside_healthy_stretches_stay_quiet() {
     let mut wrong = Vec::new();
     let mut inside = 0;
     let mut judged = 0;
-    for (minutes, step) in [(2, 60), (3, 60), (5, 90), (10, 90)] {
+    // Healthy phases back to back (a couple of seconds apart) are one healthy stretch.
+    let mut stretches: Vec<(DateTime<Utc>, DateTime<Utc>)> = Vec::new();
+    for p in phases.iter().filter(|p| p.healthy()) {
+        match stretches.last_mut() {
+            Some(last) if (p.start - last.1).num_seconds() <= 5 => last.1 = p.end,
+            _ => stretches.push((p.start, p.end)),
+        }
+    }
+    for (minutes, step) in [(2, 30), (3, 30), (5, 90), (10, 90)] {
         let window = Duration::minutes(minutes);
         let mut end = first + window * 2;
         while end <= last {
@@ -180,7 +188,7 @@ fn windows_an_engineer_picks_inside_healthy_stretches_stay_quiet() {
             let r = report(&prom.url, end, window, window);
             judged += 1;
             let label = format!("{minutes}m to {}", at(end));
-            let healthy = phases.iter().any(|p| p.healthy() && p.start <= start && end <= p.end);
+            let healthy = stretches.iter().any(|(from, to)| *from <= start && end <= *to);
             let baseline_overlaps_incident = incidents.iter().any(|p| p.overlaps(start - window, start));
             if healthy {
                 inside += 1;
@@ -206,6 +214,6 @@ fn windows_an_engineer_picks_inside_healthy_stretches_stay_quiet() {
             end += Duration::seconds(step);
         }
     }
-    assert!(inside >= 20, "only {inside} windows inside healthy stretches (of {judged})");
+    assert!(inside >= 30, "only {inside} windows inside healthy stretches (of {judged})");
     assert!(wrong.is_empty(), "{} of {judged} windows went wrong:\n  {}", wrong.len(), wrong.join("\n  "));
 }
