@@ -5,7 +5,7 @@
 #
 # Usage: scripts/real-engine.sh [--phase-seconds N] [--only PHASE,PHASE] [--out DIR]
 #        scripts/real-engine.sh --events [--phase-seconds N] [--pressure-blocks N] [--out DIR]
-#        scripts/real-engine.sh --fleet [--phase-seconds N] [--healthy-seconds N] [--only PHASE,PHASE] [--out DIR]
+#        scripts/real-engine.sh --fleet [--phase-seconds N] [--healthy-seconds N] [--balance round-robin|random] [--only PHASE,PHASE] [--out DIR]
 #
 # Needs about 7 GB of disk and 40-50 minutes (15 of them the first time, installing vLLM into a
 # cached venv). Nothing is downloaded but packages from PyPI and Debian; the model is built offline.
@@ -26,7 +26,8 @@
 #
 # --fleet: the fleet programme (scripts/lab/fleet.py), about 50 minutes, written to
 # fixtures/real-engine-fleet/ and replayed by tests/real_engine_fleet.rs. Two replicas of one model,
-# each pinned to its own core in its own session, behind a load balancer (a random choice, as a Kubernetes Service makes) that skips a
+# each pinned to its own core in its own session, behind a load balancer (round robin; --balance random
+# picks at random, as a Kubernetes Service in iptables mode does) that skips a
 # replica whose /health fails, scraped by one Prometheus every 15 s (Prometheus' own default and the
 # usual interval of a production ServiceMonitor, where the other programmes scrape every 5 s):
 # healthy stretches at light load between an uneven split, a replica starved of CPU, a replica killed
@@ -42,6 +43,7 @@ out=""
 events=0
 fleet=0
 healthy_seconds=""
+balance=round-robin
 pressure_blocks=40
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -52,8 +54,9 @@ while [ $# -gt 0 ]; do
     --events) events=1; shift ;;
     --fleet) fleet=1; shift ;;
     --healthy-seconds) healthy_seconds=$2; shift 2 ;;
+    --balance) balance=$2; shift 2 ;;
     --pressure-blocks) pressure_blocks=$2; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "real-engine.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -144,7 +147,7 @@ if [ "$fleet" = 1 ]; then
   rc=0
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_CPU_KVCACHE_SPACE=1 \
     "$py" scripts/lab/fleet.py --ports "$port0,$port1" --cores 0,1 --phase-seconds "$phase_seconds" \
-      --healthy-seconds "$healthy_seconds" ${only:+--only "$only"} --log-dir "$run" --manifest "$run/manifest.json" \
+      --healthy-seconds "$healthy_seconds" --balance "$balance" ${only:+--only "$only"} --log-dir "$run" --manifest "$run/manifest.json" \
       --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
       --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
       --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${fleet_flags[@]}")" || rc=$?

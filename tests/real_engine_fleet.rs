@@ -1,7 +1,7 @@
 //! Diagnosis judged on a real two-replica fleet's samples.
 //!
 //! `scripts/real-engine.sh --fleet` ran two vLLM CPU replicas of one model (each pinned to its own
-//! core, in its own session) behind a load balancer choosing at random (as a Kubernetes Service does) that skips a replica whose /health
+//! core, in its own session) behind a round-robin load balancer that skips a replica whose /health
 //! fails, scraped every 15 s by a real Prometheus, through healthy stretches at light load and four
 //! incidents that touch one replica: an uneven split, a replica starved of CPU, a replica killed and
 //! restarted, KV pressure on one replica. It exported every raw sample and a manifest into

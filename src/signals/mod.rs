@@ -120,6 +120,11 @@ pub enum SignalKind {
         measure: OutlierMeasure,
         #[serde(default = "default_replica_observations")]
         min_observations: u32,
+        /// Compare the data-parallel ranks (`engine`) inside each replica instead of the replicas:
+        /// the worst rank against the median of its replica's other ranks, the replica where that
+        /// is largest named with its rank. Gauges only.
+        #[serde(default)]
+        ranks: bool,
     },
     /// Error-budget burn rate of a latency objective: the share of observations above `target` (read
     /// from the histogram bucket at the target, or interpolated between the two around it when the
@@ -172,7 +177,12 @@ pub struct OutlierReading {
     /// be compared (0 for a gauge), and the window's length in seconds to count them over.
     pub min_observations: u32,
     pub range_seconds: u64,
+    /// Ranks inside each replica are compared (see [`SignalKind::Outlier`]'s `ranks`).
+    pub ranks: bool,
 }
+
+/// The label vLLM gives each data-parallel rank (engine core) of one server.
+pub const RANK_LABEL: &str = "engine";
 
 /// How per-replica answers become one value per scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -311,8 +311,14 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             let m = sel.series(&resolved.names[0], &[]);
             plain(format!("avg by ({by}) (avg_over_time({m}[{r}]) / max_over_time({m}[{r}]))"))
         }
-        SignalKind::Outlier { histogram, quantile, replica_label, measure, min_observations, .. } => {
+        SignalKind::Outlier { histogram, quantile, replica_label, measure, min_observations, ranks, .. } => {
             let replica_label = &replica(replica_label)?;
+            if *ranks {
+                if !histogram.is_empty() {
+                    return Err("ranks are compared on gauges only".into());
+                }
+                return Ok(rank_outlier(*measure, replica_label, resolved, ctx));
+            }
             let per = if histogram.is_empty() {
                 format!("max by ({by}, {replica_label}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]))
             } else {
@@ -333,6 +339,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 measure: *measure,
                 min_observations: if histogram.is_empty() { 0 } else { *min_observations },
                 range_seconds: ctx.range.as_secs(),
+                ranks: false,
             };
             SignalQueries {
                 value: format!(
@@ -536,6 +543,34 @@ pub fn series_count_query(selector: &Selector, metric: &str) -> String {
 /// (`X * on (J) group_left (L) group by (A) (anchor)`): J the join's labels, L the grouping labels
 /// the join is not already on (PromQL refuses a label in both `on` and `group_left`, as with
 /// `--group-by model_name,namespace` and a join on namespace and pod), and A both, each once.
+/// A gauge's data-parallel ranks compared inside each replica: per (scope, replica), the worst rank
+/// over (or minus) the median of the replica's other ranks; the scope's value is the largest of
+/// those. explain fetches the per-rank expression once and reduces it itself.
+fn rank_outlier(measure: OutlierMeasure, replica_label: &str, resolved: &Resolved, ctx: &QueryContext) -> SignalQueries {
+    let by = ctx.group_by.join(", ");
+    let r = promql_duration(ctx.range);
+    let per = format!(
+        "max by ({by}, {replica_label}, {RANK_LABEL}) (avg_over_time({}[{r}]))",
+        ctx.selector.series(&resolved.names[0], &[])
+    );
+    let top = format!("topk by ({by}, {replica_label}) (1, {per})");
+    let op = match measure {
+        OutlierMeasure::Ratio => "/",
+        OutlierMeasure::Gap => "-",
+    };
+    let reading = OutlierReading { measure, min_observations: 0, range_seconds: ctx.range.as_secs(), ranks: true };
+    SignalQueries {
+        value: format!(
+            "max by ({by}) ({top} {op} on ({by}, {replica_label}) group_left quantile by ({by}, {replica_label}) (0.5, {per} unless on ({by}, {replica_label}, {RANK_LABEL}) {top}))"
+        ),
+        fetch: Some(per),
+        count: None,
+        per_replica: Some((replica_label.to_string(), Reduction::Outlier(reading))),
+        parts: None,
+        sums: Vec::new(),
+    }
+}
+
 fn join_labels(join_on: &[String], carry: &[String]) -> (String, String, String) {
     let mut left: Vec<&str> = Vec::new();
     for l in carry {
