@@ -1,6 +1,6 @@
 //! Direct scrape against real HTTP endpoints on loopback: each endpoint (a tokio TcpListener)
 //! serves a sequence of expositions, one per request, built from the real vLLM captures in
-//! shared/real-metrics and from the scenario generator. Short windows (3 s at 0.5 s) keep it quick;
+//! fixtures/real-metrics and from the scenario generator. Short windows (3 s at 0.5 s) keep it quick;
 //! nothing here asserts on timing.
 
 mod common;
@@ -63,7 +63,7 @@ fn serve(bodies: Vec<String>) -> Endpoint {
 }
 
 fn real(name: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/real-metrics").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-metrics").join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
