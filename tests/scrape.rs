@@ -198,9 +198,16 @@ fn scenario_endpoints(
     (spec, endpoints)
 }
 
+/// The diagnosis of what was scraped is evaluated in the (debug) binary itself: on a busy machine one
+/// run with a baseline file took 52 s of wall time, against a default deadline of 30 s for all
+/// queries (20 s for one), past which signals are reported "timed out" instead of evaluated. How fast
+/// it is is not what these tests check, so the deadline is out of the way.
+const UNHURRIED: [&str; 4] = ["--timeout", "10m", "--query-timeout", "10m"];
+
 fn explain_scrape(endpoints: &[Endpoint], extra: &[&str]) -> (i32, Value, String) {
     let mut cmd = Command::cargo_bin("vllm-diag").unwrap();
     cmd.args(["explain", "--window", "3s", "--interval", "500ms", "--format", "json"])
+        .args(UNHURRIED)
         .env_remove("VLLM_DIAG_PROMETHEUS_URL");
     for e in endpoints {
         cmd.args(["--scrape", &format!("127.0.0.1:{}", e.addr.port())]);
@@ -378,6 +385,7 @@ fn the_first_scrape_is_not_a_model_coming_up() {
     let out = Command::cargo_bin("vllm-diag")
         .unwrap()
         .args(["explain", "--window", "10s", "--interval", "2s", "--format", "json", "--scrape", &format!("127.0.0.1:{}", e.addr.port())])
+        .args(UNHURRIED)
         .env_remove("VLLM_DIAG_PROMETHEUS_URL")
         .output()
         .unwrap();
@@ -420,6 +428,7 @@ fn a_scrape_target_that_answers_nothing_makes_the_run_no_pass_and_is_named_in_th
     let out = Command::cargo_bin("vllm-diag")
         .unwrap()
         .args(["explain", "--window", "3s", "--interval", "500ms", "--scrape", &dead.to_string()])
+        .args(UNHURRIED)
         .args(endpoints.iter().flat_map(|e| ["--scrape".to_string(), format!("127.0.0.1:{}", e.addr.port())]))
         .env_remove("VLLM_DIAG_PROMETHEUS_URL")
         .output()
