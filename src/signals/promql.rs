@@ -319,38 +319,8 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 }
                 return Ok(rank_outlier(*measure, replica_label, resolved, ctx));
             }
-            let per = if histogram.is_empty() {
-                format!("max by ({by}, {replica_label}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]))
-            } else {
-                let fam = family_of(&resolved.names[0]);
-                format!(
-                    "histogram_quantile({quantile}, sum by (le, {by}, {replica_label}) (rate({}[{r}])))",
-                    sel.series(&format!("{fam}_bucket"), &[])
-                )
-            };
-            // The worst replica over the median of the others. In PromQL the per-replica expression
-            // is evaluated three times; explain fetches it once and reduces it (Reduction::Outlier).
-            let top = format!("topk by ({by}) (1, {per})");
-            let op = match measure {
-                OutlierMeasure::Ratio => "/",
-                OutlierMeasure::Gap => "-",
-            };
-            let reading = OutlierReading {
-                measure: *measure,
-                min_observations: if histogram.is_empty() { 0 } else { *min_observations },
-                range_seconds: ctx.range.as_secs(),
-                ranks: false,
-            };
-            SignalQueries {
-                value: format!(
-                    "{top} {op} on ({by}) group_left quantile by ({by}) (0.5, {per} unless on ({by}, {replica_label}) {top})"
-                ),
-                fetch: Some(per),
-                count: None,
-                per_replica: Some((replica_label.clone(), Reduction::Outlier(reading))),
-                parts: None,
-                sums: Vec::new(),
-            }
+            let min_observations = if histogram.is_empty() { 0 } else { *min_observations };
+            replica_outlier(!histogram.is_empty(), *quantile, *measure, min_observations, replica_label, resolved, ctx)
         }
         SignalKind::SloBurn { target, objective, .. } => plain(slo_burn_query(target, objective, resolved, ctx)?),
         SignalKind::Vanished { replica_label, .. } => {
@@ -543,6 +513,40 @@ pub fn series_count_query(selector: &Selector, metric: &str) -> String {
 /// (`X * on (J) group_left (L) group by (A) (anchor)`): J the join's labels, L the grouping labels
 /// the join is not already on (PromQL refuses a label in both `on` and `group_left`, as with
 /// `--group-by model_name,namespace` and a join on namespace and pod), and A both, each once.
+/// The worst replica over (or minus) the median of the others. In PromQL the per-replica expression
+/// is evaluated three times; explain fetches it once and reduces it (Reduction::Outlier).
+fn replica_outlier(
+    histogram: bool,
+    quantile: f64,
+    measure: OutlierMeasure,
+    min_observations: u32,
+    replica_label: &str,
+    resolved: &Resolved,
+    ctx: &QueryContext,
+) -> SignalQueries {
+    let (by, r, sel) = (ctx.group_by.join(", "), promql_duration(ctx.range), &ctx.selector);
+    let per = if histogram {
+        let fam = family_of(&resolved.names[0]);
+        format!("histogram_quantile({quantile}, sum by (le, {by}, {replica_label}) (rate({}[{r}])))", sel.series(&format!("{fam}_bucket"), &[]))
+    } else {
+        format!("max by ({by}, {replica_label}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]))
+    };
+    let top = format!("topk by ({by}) (1, {per})");
+    let op = match measure {
+        OutlierMeasure::Ratio => "/",
+        OutlierMeasure::Gap => "-",
+    };
+    let reading = OutlierReading { measure, min_observations, range_seconds: ctx.range.as_secs(), ranks: false };
+    SignalQueries {
+        value: format!("{top} {op} on ({by}) group_left quantile by ({by}) (0.5, {per} unless on ({by}, {replica_label}) {top})"),
+        fetch: Some(per),
+        count: None,
+        per_replica: Some((replica_label.to_string(), Reduction::Outlier(reading))),
+        parts: None,
+        sums: Vec::new(),
+    }
+}
+
 /// A gauge's data-parallel ranks compared inside each replica: per (scope, replica), the worst rank
 /// over (or minus) the median of the replica's other ranks; the scope's value is the largest of
 /// those. explain fetches the per-rank expression once and reduces it itself.
