@@ -127,7 +127,11 @@ fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) 
         blocks.push(format!("Affected: {}", text(line)));
     }
     for r in &f.recommendations {
-        blocks.push(format!("**{}**  \n{}", text(&r.head), text(&r.how)));
+        let card = r.card.as_ref().map(|c| format!("  \n{}", text(c))).unwrap_or_default();
+        blocks.push(format!("**{}**  \n{}{card}", text(&r.head), text(&r.how)));
+    }
+    for line in &f.wont_help {
+        blocks.push(text(line));
     }
     if !f.steps.is_empty() {
         let items: Vec<String> = f

@@ -311,6 +311,12 @@ fn finding_full(f: &FindingView) -> String {
     }
     for r in &f.recommendations {
         lines.push(format!("*{}*: {}", plain(&r.head), plain(&r.how)));
+        if let Some(card) = &r.card {
+            lines.push(plain(card));
+        }
+    }
+    for line in &f.wont_help {
+        lines.push(plain(line));
     }
     if !f.steps.is_empty() {
         lines.push("*Next steps*".to_string());
