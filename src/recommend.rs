@@ -481,6 +481,7 @@ mod tests {
                 output_len_mean: Some(210.0),
                 running_per_replica: None,
                 kv_usage_avg: None,
+                ..Inputs::default()
             },
         )
         .unwrap();
@@ -500,6 +501,7 @@ mod tests {
                 output_len_mean: Some(210.0),
                 running_per_replica: Some(40.0),
                 kv_usage_avg: Some(0.96),
+                ..Inputs::default()
             },
         )
         .unwrap();
@@ -522,6 +524,7 @@ mod tests {
                 output_len_mean: Some(400.0),
                 running_per_replica: Some(7.0),
                 kv_usage_avg: Some(0.892),
+                ..Inputs::default()
             },
         )
         .unwrap();
@@ -543,5 +546,193 @@ mod tests {
         assert!(recommend("max_num_seqs", &Inputs { prompt_len_mean: Some(1.0), ..Inputs::default() }).is_none());
         assert!(recommend("chunked_prefill", &Inputs::default()).is_none());
         assert!(recommend("nonsense", &Inputs::default()).is_none());
+    }
+
+    /// The KV-pressure incident's numbers (fixtures/incidents/kv-cache-pressure.json): 3 replicas,
+    /// 17 running sequences each using 96.7% of 1578 blocks of 16 tokens, 41.6 requests waiting.
+    fn kv_pressure() -> Inputs {
+        Inputs {
+            num_gpu_blocks: Some(1578.0),
+            block_size: Some(16.0),
+            prompt_len_mean: Some(776.0),
+            output_len_mean: Some(212.0),
+            running_per_replica: Some(17.0),
+            kv_usage_avg: Some(0.967),
+            kv_usage_max: Some(1.0),
+            running_avg: Some(50.9),
+            waiting_avg: Some(41.6),
+            waiting_recent: Some(40.0),
+            running_fill: Some(0.8),
+            preemption_active: Some(0.968),
+            preemption_recent: Some(1.0),
+            replicas: Some(3.0),
+            ..Inputs::default()
+        }
+    }
+
+    /// The lab's seq-cap phase: --max-num-seqs 4 pinned, a queue of about 20, KV at 10%.
+    fn seq_cap() -> Inputs {
+        Inputs {
+            running_per_replica: Some(3.9),
+            running_avg: Some(3.9),
+            running_fill: Some(0.975),
+            kv_usage_max: Some(0.1),
+            kv_usage_avg: Some(0.09),
+            waiting_avg: Some(20.0),
+            waiting_recent: Some(20.0),
+            ..Inputs::default()
+        }
+    }
+
+    fn card<'a>(cards: &'a [Recommendation], flag: &str) -> Option<&'a Recommendation> {
+        cards.iter().find(|c| c.flag == flag)
+    }
+
+    #[test]
+    fn kv_pressure_gets_three_cards_each_with_flag_from_to_tradeoff_and_confidence() {
+        let cards = cards("kv-cache-pressure", Some("max_num_seqs"), &kv_pressure());
+        let flags: Vec<&str> = cards.iter().map(|c| c.flag.as_str()).collect();
+        assert_eq!(flags, ["--max-num-seqs", "--gpu-memory-utilization / --kv-cache-memory-bytes", "replicas"]);
+        for c in &cards {
+            assert!(!c.from.is_empty() && !c.to.is_empty() && !c.tradeoff.is_empty() && !c.confidence.basis.is_empty(), "{c:#?}");
+            assert_eq!(c.confidence.level, ConfidenceLevel::High, "{c:#?}");
+        }
+        // The cap is not exported, and a batch squeezed by the KV cache runs below it.
+        assert_eq!((cards[0].from.as_str(), cards[0].to.as_str()), ("unknown", "15"));
+    }
+
+    #[test]
+    fn the_kv_cache_card_sizes_blocks_for_every_request_in_flight_from_the_cache_config() {
+        let c = kv_size(&kv_pressure()).unwrap();
+        // 96.7% x 1578 / 17 = 89.8 blocks each (more than 62 at the mean length); 41.6 / 3 = 13.9
+        // waiting per replica; (17 + 13.87) x 89.76 / 0.9 = 3078.4 -> 3079.
+        assert_eq!(c.from, "1578 blocks");
+        assert!(c.to.starts_with(&format!("{} blocks", c.value)), "{c:#?}");
+        let v: f64 = c.value.parse().unwrap();
+        assert!((3070.0..=3090.0).contains(&v), "{c:#?}");
+        assert!(c.arithmetic.contains("13.9 waiting") && c.arithmetic.contains("as measured"), "{}", c.arithmetic);
+    }
+
+    #[test]
+    fn the_kv_cache_card_uses_the_full_length_footprint_when_it_is_larger_than_the_measured_one() {
+        // The lab's KV phase: 160 blocks of 32 tokens, 400 + 400-token requests (25 blocks at full
+        // length), 7 running using 89.2% (20.4 blocks each as measured).
+        let inp = Inputs {
+            num_gpu_blocks: Some(160.0),
+            block_size: Some(32.0),
+            prompt_len_mean: Some(400.0),
+            output_len_mean: Some(400.0),
+            running_per_replica: Some(7.0),
+            running_avg: Some(7.0),
+            kv_usage_avg: Some(0.892),
+            waiting_avg: Some(23.0),
+            ..Inputs::default()
+        };
+        let c = kv_size(&inp).unwrap();
+        // (7 + 23) x 25 / 0.9 = 833.3 -> 834
+        assert_eq!(c.value, "834", "{}", c.arithmetic);
+        assert!(c.arithmetic.contains("25 blocks each at full length"), "{}", c.arithmetic);
+    }
+
+    #[test]
+    fn no_kv_cache_card_when_the_blocks_already_hold_every_request_in_flight() {
+        let inp = Inputs { waiting_avg: Some(0.0), kv_usage_avg: Some(0.3), ..kv_pressure() };
+        assert!(kv_size(&inp).is_none());
+        assert!(kv_size(&Inputs { num_gpu_blocks: None, ..kv_pressure() }).is_none(), "no configuration, no card");
+    }
+
+    #[test]
+    fn the_replicas_card_weighs_requests_in_flight_against_what_one_replica_held_at_its_limit() {
+        let c = replicas(&kv_pressure(), kv_confidence(&kv_pressure())).unwrap();
+        // (50.9 + 41.6) / (17 x 0.9) = 6.05 -> 7
+        assert_eq!((c.from.as_str(), c.to.as_str()), ("3", "7"));
+        assert!(c.arithmetic.contains("92.5 requests in flight"), "{}", c.arithmetic);
+        // Without a queue there is nothing to add replicas for.
+        assert!(replicas(&Inputs { waiting_avg: Some(0.2), ..kv_pressure() }, Confidence::default()).is_none());
+    }
+
+    #[test]
+    fn a_pinned_sequence_cap_with_kv_room_gets_a_higher_max_num_seqs_from_its_plateau() {
+        let cards = cards("load-exceeds-capacity", None, &seq_cap());
+        let c = card(&cards, "--max-num-seqs").expect("a max_num_seqs card");
+        // 3.9 / 0.975 = 4 (the plateau); 4 x 0.9 / 0.1 = 36
+        assert_eq!((c.from.as_str(), c.to.as_str()), ("4 (the running plateau)", "36"));
+        assert_eq!(c.confidence.level, ConfidenceLevel::High);
+        assert!(card(&cards, "replicas").is_some(), "{cards:#?}");
+    }
+
+    #[test]
+    fn no_higher_max_num_seqs_when_the_kv_cache_is_full_or_the_batch_was_not_pinned() {
+        assert!(raise_max_num_seqs(&Inputs { kv_usage_max: Some(0.95), ..seq_cap() }).is_none());
+        assert!(raise_max_num_seqs(&Inputs { running_fill: Some(0.6), ..seq_cap() }).is_none());
+        // The configuration caps it: 160 x 0.9 / ceil(128 / 32) = 36 -> 36; 40 blocks -> 9.
+        let inp = Inputs { num_gpu_blocks: Some(40.0), block_size: Some(32.0), prompt_len_mean: Some(64.0), output_len_mean: Some(64.0), ..seq_cap() };
+        assert_eq!(raise_max_num_seqs(&inp).unwrap().to, "9");
+    }
+
+    #[test]
+    fn prefill_interfering_with_decode_gets_a_smaller_step_budget() {
+        let inp = Inputs {
+            itl_p95: Some(0.1),
+            itl_p95_baseline: Some(0.05),
+            itl_p95_recent: Some(0.11),
+            prompt_tokens_rate: Some(20000.0),
+            prompt_tokens_rate_baseline: Some(8000.0),
+            kv_usage_max: Some(0.5),
+            running_per_replica: Some(40.0),
+            ..Inputs::default()
+        };
+        let c = card(&cards("slow-decode", None, &inp), "--max-num-batched-tokens").cloned().expect("a budget card");
+        // 40 + 512 = 552 -> 1024
+        assert_eq!((c.from.as_str(), c.value.as_str()), ("unknown", "1024"));
+        assert_eq!(c.confidence.level, ConfidenceLevel::High);
+        // Prompt throughput flat: decode is slow for another reason.
+        assert!(prefill_interference(&Inputs { prompt_tokens_rate: Some(8000.0), ..inp.clone() }).is_none());
+        // The KV cache full: that is the lever, not the budget.
+        assert!(prefill_interference(&Inputs { kv_usage_max: Some(0.95), ..inp }).is_none());
+    }
+
+    #[test]
+    fn confidence_is_high_when_the_last_minutes_agree_low_when_they_no_longer_show_it_and_medium_unread() {
+        assert_eq!(kv_confidence(&kv_pressure()).level, ConfidenceLevel::High);
+        let over = Inputs { preemption_recent: Some(0.0), ..kv_pressure() };
+        assert_eq!(kv_confidence(&over).level, ConfidenceLevel::Low);
+        let unread = Inputs { preemption_recent: None, ..kv_pressure() };
+        let c = kv_confidence(&unread);
+        assert_eq!(c.level, ConfidenceLevel::Medium);
+        assert!(c.basis.contains("not read"), "{}", c.basis);
+        let late = Inputs { waiting_avg: Some(0.5), waiting_recent: Some(12.0), ..seq_cap() };
+        assert_eq!(queue_confidence(&late).level, ConfidenceLevel::Medium);
+    }
+
+    #[test]
+    fn more_kv_memory_wont_help_when_the_cache_never_passed_sixty_percent() {
+        let lines = wont_help("load-exceeds-capacity", &seq_cap());
+        assert!(lines.iter().any(|w| w.lever == "more KV memory" && w.why.contains("peaked at 10%")), "{lines:#?}");
+        let lines = wont_help("load-exceeds-capacity", &Inputs { kv_usage_max: Some(0.7), ..seq_cap() });
+        assert!(!lines.iter().any(|w| w.lever == "more KV memory"), "{lines:#?}");
+    }
+
+    #[test]
+    fn a_lower_max_num_seqs_wont_help_when_the_sequence_cap_did_not_bind() {
+        let loose = Inputs { running_fill: Some(0.6), kv_usage_max: Some(0.5), ..Inputs::default() };
+        assert!(wont_help("slow-decode", &loose).iter().any(|w| w.lever == "a lower max_num_seqs"));
+        // Pinned at the cap, or the KV cache preempting: the cap is a lever.
+        assert!(!wont_help("slow-decode", &Inputs { running_fill: Some(0.95), ..loose.clone() }).iter().any(|w| w.lever == "a lower max_num_seqs"));
+        assert!(!wont_help("kv-cache-pressure", &kv_pressure()).iter().any(|w| w.lever == "a lower max_num_seqs"));
+    }
+
+    #[test]
+    fn a_quantised_kv_cache_wont_help_when_the_queue_had_kv_headroom() {
+        let lines = wont_help("load-exceeds-capacity", &seq_cap());
+        assert!(lines.iter().any(|w| w.flag == "--kv-cache-dtype fp8" && w.why.starts_with("20 requests waited")), "{lines:#?}");
+        // A full cache with a queue: fewer bytes per block is a lever there.
+        assert!(wont_help("kv-cache-pressure", &kv_pressure()).is_empty());
+    }
+
+    #[test]
+    fn rules_without_a_lever_get_no_cards_and_no_wont_help_lines() {
+        assert!(cards("http-errors", None, &seq_cap()).is_empty());
+        assert!(wont_help("http-errors", &seq_cap()).is_empty());
     }
 }

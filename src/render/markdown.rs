@@ -127,8 +127,8 @@ fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) 
         blocks.push(format!("Affected: {}", text(line)));
     }
     for r in &f.recommendations {
-        let card = r.card.as_ref().map(|c| format!("  \n{}", text(c))).unwrap_or_default();
-        blocks.push(format!("**{}**  \n{}{card}", text(&r.head), text(&r.how)));
+        blocks.push(format!("**{}**  \n{}", text(&r.head), text(&r.how)));
+        blocks.extend(r.card.as_ref().map(|c| text(c)));
     }
     for line in &f.wont_help {
         blocks.push(text(line));

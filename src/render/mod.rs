@@ -1247,7 +1247,7 @@ pub(crate) mod fixtures {
                 tradeoff: "fewer sequences at once: no preemptions, but each replica admits less".to_string(),
                 confidence: crate::report::Confidence {
                     level: crate::report::ConfidenceLevel::High,
-                    basis: "preempting in 90% over the window and 100% over its last 5 min".to_string(),
+                    basis: "share of time preempting: 90% over the window and 100% over its last 5 min".to_string(),
                 },
             }],
             wont_help: vec![],

@@ -311,7 +311,8 @@ fn finding_full(f: &FindingView) -> String {
     }
     for r in &f.recommendations {
         lines.push(format!("*{}*: {}", plain(&r.head), plain(&r.how)));
-        if let Some(card) = &r.card {
+        // The brief card: Slack's 3,000 characters go to the evidence and next steps first.
+        if let Some(card) = &r.card_brief {
             lines.push(plain(card));
         }
     }
