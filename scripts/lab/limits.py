@@ -269,10 +269,13 @@ async def phase(args, state, session, engine, p):
         pids, cmds = engine_core_pids(engine.proc.pid)
         if not pids:
             raise RuntimeError(f"no engine-core process found under the API server (pid {engine.proc.pid})")
-        stopped_before = await asyncio.to_thread(page, args.url)
         signal_all(pids, signal.SIGSTOP)
         stopped = time.time()
         log(f"SIGSTOP to {pids} ({cmds})")
+        # The API server may still be taking in outputs the engine core sent just before it stopped:
+        # the counters are read for the "while stopped" deltas once those are in.
+        await asyncio.sleep(3)
+        stopped_before = await asyncio.to_thread(page, args.url)
         await asyncio.sleep(max(0, start + args.phase_seconds - time.time()))
         stopped_after = await asyncio.to_thread(page, args.url)  # the API server still answers
         signal_all(list(reversed(pids)), signal.SIGCONT)
@@ -281,6 +284,8 @@ async def phase(args, state, session, engine, p):
         extra["stall"] = {"pids": pids, "commands": {str(k): v for k, v in cmds.items()},
                           "stopped": utc(stopped), "resumed": utc(resumed),
                           "api_server_answered": stopped_after is not None,
+                          "frozen_gauges": {k: (stopped_after or {}).get(k) for k in
+                                            ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")},
                           "generation_tokens_while_stopped": delta(stopped_before, stopped_after, "vllm:generation_tokens_total"),
                           "requests_finished_while_stopped": delta(stopped_before, stopped_after, "vllm:request_success_total")}
     else:
@@ -395,6 +400,8 @@ def checks(phases):
                 failed.append("stalled: the API server did not answer /metrics while the engine core was stopped")
             if s.get("generation_tokens_while_stopped") != 0:
                 failed.append(f"stalled: {s.get('generation_tokens_while_stopped')} tokens generated while stopped")
+            if ((s.get("frozen_gauges") or {}).get("vllm:num_requests_running") or 0) < 1:
+                failed.append("stalled: nothing was running when the engine core stopped (no stall to see)")
         if k == "idle" and (v["generation_tokens"] or 0) > 0:
             failed.append(f"idle: {v['generation_tokens']:.0f} tokens generated")
     return failed
