@@ -333,6 +333,9 @@ pub struct Finding {
     /// Settings computed from the data, with their arithmetic.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recommendations: Vec<Recommendation>,
+    /// Levers the evidence rules out (more KV memory when the cache never passed 60%, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wont_help: Vec<WontHelp>,
     /// Which replicas show the problem, when it could be told per replica.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<Replicas>,
@@ -383,6 +386,7 @@ impl Finding {
             also_consistent: vec![],
             raised_from: None,
             recommendations: vec![],
+            wont_help: vec![],
             replicas: None,
             stood_in: None,
             recent: None,
@@ -420,7 +424,9 @@ pub struct StoodIn {
     pub signals: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// An experiment card: a setting that is the lever, from what to what, computed from the window
+/// with its arithmetic, its trade-off and how far the window's last minutes bear it out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Recommendation {
     /// The engine setting, e.g. `max_num_seqs`.
     pub setting: String,
@@ -428,6 +434,60 @@ pub struct Recommendation {
     /// How the value was computed, with the numbers used.
     pub arithmetic: String,
     pub caveat: String,
+    /// The command-line flag (or `replicas`), e.g. `--max-num-seqs`.
+    #[serde(default)]
+    pub flag: String,
+    /// Its current value as the data shows it, or `unknown` (vLLM does not export every setting).
+    #[serde(default)]
+    pub from: String,
+    /// The value to try (`value`, with its unit where it has one).
+    #[serde(default)]
+    pub to: String,
+    /// What the change costs, in one line.
+    #[serde(default)]
+    pub tradeoff: String,
+    #[serde(default)]
+    pub confidence: Confidence,
+}
+
+/// Whether the whole window and its last minutes agree on what the card is sized from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confidence {
+    /// `high` (both agree), `medium` (only one of them could be read or showed it, the last minutes
+    /// being the one that did), `low` (the whole window showed it, its last minutes no longer did).
+    pub level: ConfidenceLevel,
+    /// The reads behind the level, e.g. `preemptions in 96.8% of the window and 100% of its last 5 min`.
+    pub basis: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConfidenceLevel {
+    High,
+    #[default]
+    Medium,
+    Low,
+}
+
+impl ConfidenceLevel {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ConfidenceLevel::High => "high",
+            ConfidenceLevel::Medium => "medium",
+            ConfidenceLevel::Low => "low",
+        }
+    }
+}
+
+/// A lever the evidence rules out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WontHelp {
+    /// What would not help, e.g. `more KV memory`.
+    pub lever: String,
+    /// The flag it would be, e.g. `--gpu-memory-utilization`.
+    pub flag: String,
+    /// The reading that rules it out, with its numbers.
+    pub why: String,
 }
 
 /// "3 of 8 replicas": which of the scope's replicas cross the finding's first threshold.

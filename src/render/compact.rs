@@ -159,6 +159,12 @@ fn finding_lines(out: &mut Vec<String>, f: &FindingView, width: usize) {
     }
     for r in &f.recommendations {
         out.extend(wrap(&r.brief, w, INDENT, &format!("{INDENT}  ")));
+        if let Some(card) = &r.card_brief {
+            out.extend(wrap(card, w, &format!("{INDENT}  "), &format!("{INDENT}    ")));
+        }
+    }
+    for line in &f.wont_help {
+        out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
     for (n, step) in f.steps.iter().take(STEPS).enumerate() {
         let first = if n == 0 { format!("{INDENT}Next: 1. ") } else { format!("{INDENT}      {}. ", n + 1) };

@@ -159,6 +159,12 @@ fn finding(out: &mut String, view: &ReportView, f: &FindingView) {
     }
     for r in &f.recommendations {
         let _ = writeln!(out, "<h3>{}</h3>\n<p>{}</p>", esc(&r.head), esc(&r.how));
+        if let Some(card) = &r.card {
+            let _ = writeln!(out, "<p class=\"card\">{}</p>", esc(card));
+        }
+    }
+    for line in &f.wont_help {
+        let _ = writeln!(out, "<p class=\"wont-help\">{}</p>", esc(line));
     }
     if !f.steps.is_empty() {
         out.push_str("<h3>Next steps</h3>\n<ol>\n");

@@ -128,6 +128,10 @@ fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) 
     }
     for r in &f.recommendations {
         blocks.push(format!("**{}**  \n{}", text(&r.head), text(&r.how)));
+        blocks.extend(r.card.as_ref().map(|c| text(c)));
+    }
+    for line in &f.wont_help {
+        blocks.push(text(line));
     }
     if !f.steps.is_empty() {
         let items: Vec<String> = f

@@ -158,6 +158,12 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
     for r in &f.recommendations {
         out.extend(wrap(&r.head, width, INDENT, &format!("{INDENT}  ")));
         out.extend(wrap(&r.how, width, &format!("{INDENT}  "), &format!("{INDENT}  ")));
+        if let Some(card) = &r.card {
+            out.extend(wrap(card, width, &format!("{INDENT}  "), &format!("{INDENT}    ")));
+        }
+    }
+    for line in &f.wont_help {
+        out.extend(wrap(line, width, INDENT, &format!("{INDENT}  ")));
     }
     if !f.steps.is_empty() {
         out.push(format!("{INDENT}Next steps"));

@@ -23,7 +23,7 @@ use super::{
     ago, coverage_phrase, core_sentence, describe_duration, describe_fleet, describe_generation,
     describe_instant, describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline,
     finding_queries, healthy_summary, headline, no_findings_sentence, not_evaluated_heading,
-    not_evaluated_lines, one_line, plural, query_timing, alternatives, condition_in_words, gap_phrase, recommendation_lines, replicas_line,
+    not_evaluated_lines, one_line, plural, query_timing, alternatives, condition_in_words, gap_phrase, recommendation_lines, card_lines, wont_help_lines, replicas_line,
     stood_in_line, recent_line, verdict, warning_lines, evidence_words, RenderOptions, ScopeStyle, Verdict,
 };
 use crate::report::{Event, EventKind, Evidence, Finding, Report, Scope, Severity, TimeRange};
@@ -155,6 +155,8 @@ pub struct FindingView {
     /// num_gpu_blocks 2000 -> 900 on 2 of 3 replicas`. Every format prints it right under the onset.
     pub preceded_by: Option<String>,
     pub recommendations: Vec<RecommendationView>,
+    /// The levers the evidence rules out: `Won't help: more KV memory (...): ...`.
+    pub wont_help: Vec<String>,
     /// The runbook's next steps, in order.
     pub steps: Vec<String>,
     pub references: Vec<String>,
@@ -301,6 +303,10 @@ pub struct RecommendationView {
     /// on average: 17 x 90% headroom / 96.7% = 15 sequences per replica`: the head and the first
     /// sentence of how, without the cross-checks and the caveat.
     pub brief: String,
+    /// The experiment card: `--max-num-seqs: unknown → 15 · trade-off: ... · confidence high: ...`.
+    pub card: Option<String>,
+    /// The card without trade-off and basis, for the compact text: `--max-num-seqs: unknown → 15 · confidence high`.
+    pub card_brief: Option<String>,
 }
 
 /// A rule that also matched the finding's scope.
@@ -497,9 +503,11 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
                 let first = one_line(&r.arithmetic);
                 let first = first.split(". ").next().unwrap_or_default().trim_end_matches('.').to_string();
                 let brief = if first.is_empty() { head.clone() } else { format!("{head}: {first}") };
-                RecommendationView { head, how, brief }
+                let (card, card_brief) = card_lines(r).unzip();
+                RecommendationView { head, how, brief, card, card_brief }
             })
             .collect(),
+        wont_help: wont_help_lines(f),
         steps: f.steps.iter().map(|s| one_line(s)).collect(),
         references: f.references.iter().map(|r| one_line(r)).collect(),
         also_consistent: f
