@@ -71,6 +71,12 @@ fn check(name: &str) -> Value {
             assert!(elsewhere.is_empty(), "{name}: findings for healthy models: {elsewhere:#?}");
         }
     }
+    if let Some(limit) = &ex.binding {
+        let model = ex.model.as_deref().expect("expect.binding needs expect.model");
+        let b = report["binding"].as_array().into_iter().flatten().find(|b| b["scope"]["model_name"] == model && b["scope"].as_object().is_some_and(|s| s.len() == 1));
+        let b = b.unwrap_or_else(|| panic!("{name}: no binding for {model}: {:#}", report["binding"]));
+        assert_eq!(b["limit"], limit.as_str(), "{name}: {b:#}");
+    }
     if let Some(exit) = ex.exit {
         assert_eq!(code, Some(exit), "{name}: exit code; stderr: {stderr}; coverage: {:#}", report["coverage"]);
     }
@@ -103,6 +109,8 @@ scenarios! {
     gpu_underutilized => "gpu-underutilized",
     gpu_underutilized_near_miss => "gpu-underutilized-near",
     throughput_stall => "throughput-stall",
+    binding_max_num_seqs => "binding-max-num-seqs",
+    binding_max_num_seqs_near_miss => "binding-max-num-seqs-near",
     throughput_stall_near_miss => "throughput-stall-near",
     requests_rejected => "requests-rejected",
     requests_rejected_near_miss => "requests-rejected-near",

@@ -200,6 +200,7 @@ fn only_outlier_reads_and_breakdowns_list_replicas() {
     for (run, replicas) in [(small, SMALL), (large, LARGE)] {
         let mut listings = 0;
         let mut outlier_reads = 0;
+        let mut binding_reads = 0;
         for (req, a) in &run.answers {
             if a.per_replica.is_empty() {
                 continue;
@@ -219,7 +220,15 @@ fn only_outlier_reads_and_breakdowns_list_replicas() {
                 1
             };
             assert!(a.per_replica.values().all(|n| *n <= per * replicas as usize), "{}: more series than replicas {:?}", req.describe(), a.per_replica);
-            if let Request::Range { step_seconds, .. } = req {
+            if let Request::Range { step_seconds, start, end, .. } = req {
+                if *step_seconds != 1800 && (req.describe().starts_with("sum by (model_name, instance)") || req.describe().starts_with("max by (model_name, instance)")) {
+                    // Which limit binds (src/explain/binding.rs): a gauge or counter per replica at
+                    // every trend step of the window, one series per replica.
+                    assert_eq!(a.series, a.per_replica.values().sum::<usize>(), "{}", req.describe());
+                    assert!(a.points <= a.series * ((*end - *start).num_seconds() as usize / *step_seconds as usize + 1), "{}", req.describe());
+                    binding_reads += 1;
+                    continue;
+                }
                 // An outlier signal's per-replica read, for the baseline and the window at once:
                 // one series per replica (per bucket of a histogram), two points each.
                 assert_eq!(*step_seconds, 1800, "{}: a trend that lists replicas", req.describe());
@@ -243,9 +252,13 @@ fn only_outlier_reads_and_breakdowns_list_replicas() {
             run.findings.len()
         );
         assert_eq!(outlier_reads, OUTLIER_SIGNALS + 1, "one per-replica read per outlier signal, and the spread's");
+        assert_eq!(binding_reads, BINDING_PER_REPLICA_READS, "the binding's per-replica reads: running, waiting, KV, generated tokens, preemptions");
     }
 }
 
+/// The binding's reads per replica (the generator writes no waiting-by-reason gauge; the
+/// iteration-token histogram is read per model).
+const BINDING_PER_REPLICA_READS: usize = 5;
 /// The outlier signals of the built-in rules (itl, ttft, kv).
 const OUTLIER_SIGNALS: usize = 3;
 /// The finish reasons the generator writes (stop, length, abort, error).

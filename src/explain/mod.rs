@@ -338,7 +338,7 @@ mod tests {
         // With no data at all in the window nothing counts as evaluated, and every core rule is missing.
         let none = judge::coverage(&rules, &table, &judgements, false, &by);
         assert_eq!(none.evaluated, 0);
-        assert_eq!(none.core_not_evaluated.len(), 5);
+        assert_eq!(none.core_not_evaluated.len(), 6);
     }
 
     #[test]

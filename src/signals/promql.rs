@@ -291,6 +291,19 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sel.series(&resolved.names[0], &[])
             ))
         }
+        SignalKind::StallShare { below, replica_label, .. } => {
+            let replica_label = &replica(replica_label)?;
+            let step = (ctx.range.as_secs() / 30).max(15);
+            let inner = (step * 2).max(60);
+            let per = if ctx.group_by.contains(replica_label) { by.clone() } else { format!("{by}, {replica_label}") };
+            let gauge = |n: &str| format!("sum by ({per}) (max_over_time({}[{step}s]))", sel.series(n, &[]));
+            plain(format!(
+                "max by ({by}) (avg_over_time(((sum by ({per}) (rate({}[{inner}s])) < bool {below}) * ({} + {} >= bool 1))[{r}:{step}s]))",
+                sel.series(&resolved.names[0], &[]),
+                gauge(&resolved.names[1]),
+                gauge(&resolved.names[2])
+            ))
+        }
         SignalKind::QueueWait { .. } => {
             let waiting = format!("sum by ({by}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]));
             let (done, done_read) = summed(rate_read(&resolved.names[1], &[], None, &[], ctx));

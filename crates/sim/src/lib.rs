@@ -60,6 +60,7 @@
 //! healthy = false                   # true: no warning or critical finding at all
 //! caused_by = "config-change"       # the first finding is tied to an event of this kind
 //! no_cause = false                  # true: no finding is tied to any event
+//! binding = "max-num-seqs"          # the limit the report's `binding` names for `model`
 //! ```
 //!
 //! Every vLLM series carries `job="vllm"`, `instance`, `pod`, `namespace="inference"` and
@@ -201,6 +202,9 @@ pub struct Expectation {
     pub caused_by: Option<String>,
     /// No finding may be tied to any event (a change that changed nothing: a near miss).
     pub no_cause: bool,
+    /// The limit the report's `binding` must name for `model` (kv-cache, max-num-seqs,
+    /// max-num-batched-tokens, deferred, stalled, none).
+    pub binding: Option<String>,
 }
 
 /// A parsed, validated scenario file.
@@ -346,6 +350,8 @@ struct RawExpect {
     caused_by: Option<String>,
     #[serde(default)]
     no_cause: bool,
+    #[serde(default)]
+    binding: Option<String>,
 }
 
 fn yes() -> bool {
@@ -691,6 +697,7 @@ impl ScenarioSpec {
                 healthy: e.healthy,
                 caused_by: e.caused_by,
                 no_cause: e.no_cause,
+                binding: e.binding,
             };
         }
         Ok(spec)
