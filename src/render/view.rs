@@ -549,7 +549,8 @@ pub fn binding_sentence(b: &crate::report::Binding) -> String {
     let join = |parts: Vec<Option<String>>| parts.into_iter().flatten().collect::<Vec<_>>().join(", ");
     match b.limit {
         L::MaxNumSeqs => format!("Bound by max_num_seqs for {share} of the window: {}", join(vec![Some(running), kv, Some(waiting)])),
-        L::KvCache => format!("Bound by the KV cache for {share} of the window: {}", join(vec![kv, Some(running), Some(waiting)])),
+        // The batch's plateau under KV pressure is the cache's doing, not a cap: the count alone.
+        L::KvCache => format!("Bound by the KV cache for {share} of the window: {}", join(vec![kv, Some(format!("{} running", n(t.running))), Some(waiting)])),
         L::MaxNumBatchedTokens => format!("Bound by max_num_batched_tokens for {share} of the window: engine steps at the token budget, {}", join(vec![Some(running), kv, Some(waiting)])),
         L::Deferred => format!("Requests deferred (waiting, not for capacity) for {share} of the window: {}", join(vec![Some(running), kv, Some(waiting)])),
         L::Stalled => format!("Stalled for {share} of the window: {}, no tokens generated", join(vec![Some(running), Some(waiting)])),
