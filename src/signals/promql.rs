@@ -291,19 +291,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sel.series(&resolved.names[0], &[])
             ))
         }
-        SignalKind::StallShare { below, replica_label, .. } => {
-            let replica_label = &replica(replica_label)?;
-            let step = (ctx.range.as_secs() / 30).max(15);
-            let inner = (step * 2).max(60);
-            let per = if ctx.group_by.contains(replica_label) { by.clone() } else { format!("{by}, {replica_label}") };
-            let gauge = |n: &str| format!("sum by ({per}) (max_over_time({}[{step}s]))", sel.series(n, &[]));
-            plain(format!(
-                "max by ({by}) (avg_over_time(((sum by ({per}) (rate({}[{inner}s])) < bool {below}) * ({} + {} >= bool 1))[{r}:{step}s]))",
-                sel.series(&resolved.names[0], &[]),
-                gauge(&resolved.names[1]),
-                gauge(&resolved.names[2])
-            ))
-        }
+        SignalKind::StallShare { below, replica_label, .. } => plain(stall_share_query(*below, &replica(replica_label)?, resolved, ctx)),
         SignalKind::QueueWait { .. } => {
             let waiting = format!("sum by ({by}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]));
             let (done, done_read) = summed(rate_read(&resolved.names[1], &[], None, &[], ctx));
@@ -325,38 +313,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             plain(format!("avg by ({by}) (avg_over_time({m}[{r}]) / max_over_time({m}[{r}]))"))
         }
         SignalKind::Outlier { histogram, quantile, replica_label, measure, min_observations, .. } => {
-            let replica_label = &replica(replica_label)?;
-            let per = if histogram.is_empty() {
-                format!("max by ({by}, {replica_label}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]))
-            } else {
-                let fam = family_of(&resolved.names[0]);
-                format!(
-                    "histogram_quantile({quantile}, sum by (le, {by}, {replica_label}) (rate({}[{r}])))",
-                    sel.series(&format!("{fam}_bucket"), &[])
-                )
-            };
-            // The worst replica over the median of the others. In PromQL the per-replica expression
-            // is evaluated three times; explain fetches it once and reduces it (Reduction::Outlier).
-            let top = format!("topk by ({by}) (1, {per})");
-            let op = match measure {
-                OutlierMeasure::Ratio => "/",
-                OutlierMeasure::Gap => "-",
-            };
-            let reading = OutlierReading {
-                measure: *measure,
-                min_observations: if histogram.is_empty() { 0 } else { *min_observations },
-                range_seconds: ctx.range.as_secs(),
-            };
-            SignalQueries {
-                value: format!(
-                    "{top} {op} on ({by}) group_left quantile by ({by}) (0.5, {per} unless on ({by}, {replica_label}) {top})"
-                ),
-                fetch: Some(per),
-                count: None,
-                per_replica: Some((replica_label.clone(), Reduction::Outlier(reading))),
-                parts: None,
-                sums: Vec::new(),
-            }
+            outlier_queries(histogram, *quantile, &replica(replica_label)?, *measure, *min_observations, resolved, ctx)
         }
         SignalKind::SloBurn { target, objective, .. } => plain(slo_burn_query(target, objective, resolved, ctx)?),
         SignalKind::Vanished { replica_label, .. } => {
@@ -379,6 +336,69 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             SignalQueries { value, fetch: None, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)), parts: None, sums: Vec::new() }
         }
     })
+}
+
+/// The worst replica's share of the window holding requests (running or waiting) while generating
+/// fewer than `below` tokens per second, at the trends' step.
+fn stall_share_query(below: f64, replica_label: &str, resolved: &Resolved, ctx: &QueryContext) -> String {
+    let by = ctx.group_by.join(", ");
+    let r = promql_duration(ctx.range);
+    let sel = &ctx.selector;
+    let step = (ctx.range.as_secs() / 30).max(15);
+    let inner = (step * 2).max(60);
+    let per = if ctx.group_by.iter().any(|l| l == replica_label) { by.clone() } else { format!("{by}, {replica_label}") };
+    let gauge = |n: &str| format!("sum by ({per}) (max_over_time({}[{step}s]))", sel.series(n, &[]));
+    format!(
+        "max by ({by}) (avg_over_time(((sum by ({per}) (rate({}[{inner}s])) < bool {below}) * ({} + {} >= bool 1))[{r}:{step}s]))",
+        sel.series(&resolved.names[0], &[]),
+        gauge(&resolved.names[1]),
+        gauge(&resolved.names[2])
+    )
+}
+
+/// One replica against its peers: the per-replica expression (fetched once) and the worst replica
+/// over (or minus) the median of the others.
+fn outlier_queries(
+    histogram: &[String],
+    quantile: f64,
+    replica_label: &str,
+    measure: OutlierMeasure,
+    min_observations: u32,
+    resolved: &Resolved,
+    ctx: &QueryContext,
+) -> SignalQueries {
+    let by = ctx.group_by.join(", ");
+    let r = promql_duration(ctx.range);
+    let sel = &ctx.selector;
+    let per = if histogram.is_empty() {
+        format!("max by ({by}, {replica_label}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]))
+    } else {
+        let fam = family_of(&resolved.names[0]);
+        format!(
+            "histogram_quantile({quantile}, sum by (le, {by}, {replica_label}) (rate({}[{r}])))",
+            sel.series(&format!("{fam}_bucket"), &[])
+        )
+    };
+    // The worst replica over the median of the others. In PromQL the per-replica expression
+    // is evaluated three times; explain fetches it once and reduces it (Reduction::Outlier).
+    let top = format!("topk by ({by}) (1, {per})");
+    let op = match measure {
+        OutlierMeasure::Ratio => "/",
+        OutlierMeasure::Gap => "-",
+    };
+    let reading = OutlierReading {
+        measure,
+        min_observations: if histogram.is_empty() { 0 } else { min_observations },
+        range_seconds: ctx.range.as_secs(),
+    };
+    SignalQueries {
+        value: format!("{top} {op} on ({by}) group_left quantile by ({by}) (0.5, {per} unless on ({by}, {replica_label}) {top})"),
+        fetch: Some(per),
+        count: None,
+        per_replica: Some((replica_label.to_string(), Reduction::Outlier(reading))),
+        parts: None,
+        sums: Vec::new(),
+    }
 }
 
 /// The burn rate of an SLO "`objective` of requests under `target`": the share of observations over
