@@ -340,7 +340,8 @@ fn a_label_no_series_carries_is_warned_about_and_the_fleet_is_sized() {
     assert!(warnings.contains("--replica-label node: no vLLM series in the window carries this label"), "{warnings}");
     assert_eq!(report["metrics"]["labels"]["cluster"], 0);
 
-    let (_, table) = run(&[]);
+    // The table (-v; the default text format leads with the verdict and has no header block).
+    let (_, table) = run(&["-v"]);
     let replicas: usize = spec.models.iter().map(|m| m.replicas as usize).sum();
     let fleet = format!("Fleet     {replicas} replicas by instance · {replicas} pods · 1 namespace");
     assert!(table.contains(&fleet), "no `{fleet}` in:\n{table}");
