@@ -132,6 +132,23 @@ install_fixtures() {
   echo "real-engine lab: check them with: cargo test --test $1" >&2
 }
 
+# The end of a programme that wrote its manifest to $run ($1: its exit code, 0 or 3 when it ran to
+# the end; $2: its name; $3: the test that replays its export): every raw sample of the manifest's
+# window exported, and copied into $out only when the phases came out as intended.
+finish_programme() {
+  local rc=$1
+  [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "real-engine lab: the $2 programme failed ($rc); logs in $run" >&2; exit 1; }
+  window() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["window"][sys.argv[2]])' "$run/manifest.json" "$1"; }
+  python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$(window start)" \
+    --end "$(window end)" --out "$run/samples.om.gz"
+  if [ "$rc" = 3 ]; then
+    echo "real-engine lab: the phases did not come out as intended (see \"checks\" in $run/manifest.json); $out left as it was" >&2
+    exit 3
+  fi
+  install_fixtures "$3"
+  exit 0
+}
+
 # $1: the scrape interval (default 5s); $2: the targets as a YAML list (default the engine's port).
 start_prometheus() {
   prom_port=$(free_port)
@@ -167,16 +184,7 @@ if [ "$fleet" = 1 ]; then
       --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
       --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
       --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${fleet_flags[@]}")" || rc=$?
-  [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "real-engine lab: the fleet programme failed ($rc); logs in $run" >&2; exit 1; }
-  window() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["window"][sys.argv[2]])' "$run/manifest.json" "$1"; }
-  python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$(window start)" \
-    --end "$(window end)" --out "$run/samples.om.gz"
-  if [ "$rc" = 3 ]; then
-    echo "real-engine lab: the phases did not come out as intended (see \"checks\" in $run/manifest.json); $out left as it was" >&2
-    exit 3
-  fi
-  install_fixtures real_engine_fleet
-  exit 0
+  finish_programme "$rc" fleet real_engine_fleet
 fi
 
 if [ "$limits" = 1 ]; then
@@ -194,16 +202,7 @@ if [ "$limits" = 1 ]; then
       --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
       --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
       --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${engine_flags[@]}")" || rc=$?
-  [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "real-engine lab: the limits programme failed ($rc); logs in $run" >&2; exit 1; }
-  window() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["window"][sys.argv[2]])' "$run/manifest.json" "$1"; }
-  python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$(window start)" \
-    --end "$(window end)" --out "$run/samples.om.gz"
-  if [ "$rc" = 3 ]; then
-    echo "real-engine lab: the phases did not come out as intended (see \"checks\" in $run/manifest.json); $out left as it was" >&2
-    exit 3
-  fi
-  install_fixtures real_engine_limits
-  exit 0
+  finish_programme "$rc" limits real_engine_limits
 fi
 
 if [ "$events" = 1 ]; then
@@ -221,16 +220,7 @@ if [ "$events" = 1 ]; then
       --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
       --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
       --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${engine_flags[@]}")" || rc=$?
-  [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "real-engine lab: the events programme failed ($rc); logs in $run" >&2; exit 1; }
-  window() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["window"][sys.argv[2]])' "$run/manifest.json" "$1"; }
-  python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$(window start)" \
-    --end "$(window end)" --out "$run/samples.om.gz"
-  if [ "$rc" = 3 ]; then
-    echo "real-engine lab: the phases did not come out as intended (see \"checks\" in $run/manifest.json); $out left as it was" >&2
-    exit 3
-  fi
-  install_fixtures real_engine_events_fixture
-  exit 0
+  finish_programme "$rc" events real_engine_events_fixture
 fi
 echo "real-engine lab: starting vLLM on 127.0.0.1:$port (log: $run/vllm.log)" >&2
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_CPU_KVCACHE_SPACE=1 \

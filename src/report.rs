@@ -130,6 +130,81 @@ pub struct Report {
     /// restart or configuration-change wave in the selected scope). Omitted otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deploy: Option<Event>,
+    /// Which limit bound each model's scheduler over the window (and each replica's, where one
+    /// differs from its model), read from its running, waiting and KV gauges at every trend step
+    /// (docs/how-it-decides.md, "Which limit binds"). Omitted when the gauges were not read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binding: Vec<Binding>,
+}
+
+/// What held a scope's requests back at one step of the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LimitKind {
+    /// KV-cache usage at its ceiling with requests waiting or preempted.
+    KvCache,
+    /// The running batch held at its plateau with requests waiting and KV headroom.
+    MaxNumSeqs,
+    /// Engine steps at the token budget with requests waiting.
+    MaxNumBatchedTokens,
+    /// Requests waiting for a reason other than capacity.
+    Deferred,
+    /// Requests waiting or running while no token is produced.
+    Stalled,
+    /// No queue.
+    None,
+}
+
+impl LimitKind {
+    pub const ALL: [LimitKind; 6] = [LimitKind::KvCache, LimitKind::MaxNumSeqs, LimitKind::MaxNumBatchedTokens, LimitKind::Deferred, LimitKind::Stalled, LimitKind::None];
+
+    /// The name used in JSON (`kv-cache`, `max-num-seqs`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitKind::KvCache => "kv-cache",
+            LimitKind::MaxNumSeqs => "max-num-seqs",
+            LimitKind::MaxNumBatchedTokens => "max-num-batched-tokens",
+            LimitKind::Deferred => "deferred",
+            LimitKind::Stalled => "stalled",
+            LimitKind::None => "none",
+        }
+    }
+}
+
+/// Which limit bound one scope over the window (see [`Report::binding`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Binding {
+    /// The model (its grouping labels), with the replica label added for a replica that differs.
+    pub scope: Scope,
+    /// The limit that held longest among the steps where any limit held; `none` only when none did.
+    pub limit: LimitKind,
+    /// The share of the window's steps (those with data) during which `limit` held.
+    pub share: f64,
+    /// Every limit's share of the steps, `none` included (they add up to 1).
+    pub shares: BTreeMap<LimitKind, f64>,
+    /// How each limit that held was recognised, and each cap inferred (an observed plateau, a
+    /// reading of the metrics), keyed by limit.
+    pub basis: BTreeMap<LimitKind, String>,
+    /// Steps of the window with data, of `step_seconds` each.
+    pub steps: usize,
+    pub step_seconds: u64,
+    /// The scope's state in the steps `limit` held (medians), for the sentence that says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typical: Option<BindingState>,
+}
+
+/// Medians over the steps one limit held.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BindingState {
+    pub running: f64,
+    /// The running batch's plateau (inferred max_num_seqs), when one was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_cap: Option<f64>,
+    pub waiting: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_usage: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_tokens_per_second: Option<f64>,
 }
 
 /// What kind of change an [`Event`] is.

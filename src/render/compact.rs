@@ -157,6 +157,9 @@ fn finding_lines(out: &mut Vec<String>, f: &FindingView, width: usize) {
     if let Some(line) = &f.stood_in {
         out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
+    if let Some(line) = &f.binding {
+        out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
+    }
     for r in &f.recommendations {
         out.extend(wrap(&r.brief, w, INDENT, &format!("{INDENT}  ")));
         if let Some(card) = &r.card_brief {

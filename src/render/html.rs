@@ -154,6 +154,9 @@ fn finding(out: &mut String, view: &ReportView, f: &FindingView) {
     if let Some(line) = &f.recent {
         let _ = writeln!(out, "<p class=\"recent\">{}</p>", esc(line));
     }
+    if let Some(line) = &f.binding {
+        let _ = writeln!(out, "<p class=\"binding\">{}</p>", esc(line));
+    }
     if let Some(line) = &f.replicas {
         let _ = writeln!(out, "<p class=\"replicas\">Affected: {}</p>", esc(line));
     }

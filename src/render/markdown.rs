@@ -126,6 +126,9 @@ fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) 
     if let Some(line) = &f.replicas {
         blocks.push(format!("Affected: {}", text(line)));
     }
+    if let Some(line) = &f.binding {
+        blocks.push(text(line));
+    }
     for r in &f.recommendations {
         blocks.push(format!("**{}**  \n{}", text(&r.head), text(&r.how)));
         blocks.extend(r.card.as_ref().map(|c| text(c)));

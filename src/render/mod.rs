@@ -1174,6 +1174,7 @@ pub(crate) mod fixtures {
             coverage: crate::report::Coverage { rules: 8, evaluated: 6, stood_in: 0, core_not_evaluated: vec![], unread_targets: vec![] },
             events: vec![],
             deploy: None,
+            binding: Vec::new(),
         }
     }
 

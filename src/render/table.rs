@@ -149,7 +149,7 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
         }
     }
 
-    for line in f.stood_in.iter().chain(&f.recent) {
+    for line in f.stood_in.iter().chain(&f.recent).chain(&f.binding) {
         out.extend(wrap(line, width, INDENT, &format!("{INDENT}  ")));
     }
     if let Some(line) = &f.replicas {

@@ -175,6 +175,9 @@ pub struct FindingView {
     pub after: Option<String>,
     /// `3 of 3 replicas`, when the finding was broken down per replica.
     pub replicas_count: Option<String>,
+    /// Which limit bound the finding's model over the window, in one sentence (the first finding
+    /// of a model carries it; see [`binding_sentence`]).
+    pub binding: Option<String>,
 }
 
 /// How many evidence rows the text format shows for a finding at most.
@@ -521,6 +524,45 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         since: since(report, f),
         after: f.preceded_by.as_ref().map(after),
         replicas_count: f.replicas.as_ref().filter(|r| r.total > 0).map(|r| format!("{} of {} replicas", r.affected.len(), r.total)),
+        binding: binding_of(report, f).filter(|_| first_of_its_model(report, f, rank)).map(binding_sentence),
+    }
+}
+
+/// The model-level binding of a finding's scope (its grouping labels; a replica label the finding
+/// names is left aside).
+fn binding_of<'a>(report: &'a Report, f: &Finding) -> Option<&'a crate::report::Binding> {
+    let replica = &report.metrics.replica_label;
+    report.binding.iter().find(|b| !b.scope.contains_key(replica) && b.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v)))
+}
+
+/// Whether no finding ranked before `rank` has the same model-level binding.
+fn first_of_its_model(report: &Report, f: &Finding, rank: usize) -> bool {
+    let mine = binding_of(report, f).map(|b| &b.scope);
+    report.findings.iter().take(rank - 1).all(|g| binding_of(report, g).map(|b| &b.scope) != mine)
+}
+
+/// "Bound by max_num_seqs for 82% of the window: 32 of 32 running, KV at 41%, 45 waiting".
+pub fn binding_sentence(b: &crate::report::Binding) -> String {
+    use crate::report::LimitKind as L;
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let n = |x: f64| if (x - x.round()).abs() < 0.05 { format!("{}", x.round()) } else { format!("{x:.1}") };
+    let share = pct(b.share);
+    let Some(t) = &b.typical else { return format!("Bound by {} for {share} of the window", b.limit.name()) };
+    let kv = t.kv_usage.map(|k| format!("KV at {}", pct(k)));
+    let running = match t.running_cap {
+        Some(cap) => format!("{} of {} running", n(t.running), n(cap)),
+        None => format!("{} running", n(t.running)),
+    };
+    let waiting = format!("{} waiting", n(t.waiting));
+    let join = |parts: Vec<Option<String>>| parts.into_iter().flatten().collect::<Vec<_>>().join(", ");
+    match b.limit {
+        L::MaxNumSeqs => format!("Bound by max_num_seqs for {share} of the window: {}", join(vec![Some(running), kv, Some(waiting)])),
+        // The batch's plateau under KV pressure is the cache's doing, not a cap: the count alone.
+        L::KvCache => format!("Bound by the KV cache for {share} of the window: {}", join(vec![kv, Some(format!("{} running", n(t.running))), Some(waiting)])),
+        L::MaxNumBatchedTokens => format!("Bound by max_num_batched_tokens for {share} of the window: engine steps at the token budget, {}", join(vec![Some(running), kv, Some(waiting)])),
+        L::Deferred => format!("Requests deferred (waiting, not for capacity) for {share} of the window: {}", join(vec![Some(running), kv, Some(waiting)])),
+        L::Stalled => format!("Stalled for {share} of the window: {}, no tokens generated", join(vec![Some(running), Some(waiting)])),
+        L::None => "No limit bound: no request waited in the window".to_string(),
     }
 }
 

@@ -601,6 +601,11 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
             nonempty(gauge, "gauge")?;
             nonempty(counter, "counter")
         }
+        SignalKind::StallShare { counter, running, waiting, .. } => {
+            nonempty(counter, "counter")?;
+            nonempty(running, "running")?;
+            nonempty(waiting, "waiting")
+        }
         SignalKind::Fill { gauge } | SignalKind::Vanished { gauge, .. } | SignalKind::ReplicasOver { gauge, .. } => {
             nonempty(gauge, "gauge")
         }

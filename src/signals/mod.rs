@@ -84,6 +84,18 @@ pub enum SignalKind {
     },
     /// The share of the window during which a counter was increasing (0..1): "sustained" preemptions.
     ActiveShare { counter: Vec<String> },
+    /// The share of the window during which a replica held requests (running or waiting) while its
+    /// counter (generated tokens) rose by less than `below` per second: a stalled engine. The worst
+    /// replica's share. A target down has no series, so its steps do not count.
+    StallShare {
+        counter: Vec<String>,
+        running: Vec<String>,
+        waiting: Vec<String>,
+        #[serde(default = "default_stall_below")]
+        below: f64,
+        #[serde(default = "default_replica_label")]
+        replica_label: String,
+    },
     /// The mean time a request waits, by Little's law: requests waiting (a gauge, averaged over the
     /// window and summed over the scope) divided by requests completed per second (a counter). It
     /// stands in for queue-time histograms where only gauges and counters are kept.
@@ -313,6 +325,7 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
         SignalKind::Gauge { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),
         SignalKind::ActiveShare { counter } | SignalKind::Spread { counter, .. } => vec![counter.clone()],
         SignalKind::QueueWait { gauge, counter } => vec![gauge.clone(), counter.clone()],
+        SignalKind::StallShare { counter, running, waiting, .. } => vec![counter.clone(), running.clone(), waiting.clone()],
         SignalKind::Slope { gauge, .. } | SignalKind::Fill { gauge } | SignalKind::Vanished { gauge, .. } => vec![gauge.clone()],
         SignalKind::ReplicasOver { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),
         SignalKind::Outlier { histogram, gauge, .. } => {
@@ -323,6 +336,12 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
 
 /// Every spelling a declared name may have in storage: as declared, with `vllm_` for `vllm:`
 /// (OpenTelemetry pipelines), and counters without `_total`.
+/// Generated tokens per second under which an engine holding requests counts as stalled: what
+/// `throughput-stall` calls stalled (`stall_tokens_per_second`).
+fn default_stall_below() -> f64 {
+    1.0
+}
+
 pub fn spellings(name: &str) -> Vec<String> {
     let mut out = vec![name.to_string()];
     if let Some(rest) = name.strip_prefix("vllm:") {

@@ -291,6 +291,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sel.series(&resolved.names[0], &[])
             ))
         }
+        SignalKind::StallShare { below, replica_label, .. } => plain(stall_share_query(*below, &replica(replica_label)?, resolved, ctx)),
         SignalKind::QueueWait { .. } => {
             let waiting = format!("sum by ({by}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]));
             let (done, done_read) = summed(rate_read(&resolved.names[1], &[], None, &[], ctx));
@@ -344,6 +345,25 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
         }
     })
 }
+
+/// The worst replica's share of the window holding requests (running or waiting) while generating
+/// fewer than `below` tokens per second, at the trends' step.
+fn stall_share_query(below: f64, replica_label: &str, resolved: &Resolved, ctx: &QueryContext) -> String {
+    let by = ctx.group_by.join(", ");
+    let r = promql_duration(ctx.range);
+    let sel = &ctx.selector;
+    let step = (ctx.range.as_secs() / 30).max(15);
+    let inner = (step * 2).max(60);
+    let per = if ctx.group_by.iter().any(|l| l == replica_label) { by.clone() } else { format!("{by}, {replica_label}") };
+    let gauge = |n: &str| format!("sum by ({per}) (max_over_time({}[{step}s]))", sel.series(n, &[]));
+    format!(
+        "max by ({by}) (avg_over_time(((sum by ({per}) (rate({}[{inner}s])) < bool {below}) * ({} + {} >= bool 1))[{r}:{step}s]))",
+        sel.series(&resolved.names[0], &[]),
+        gauge(&resolved.names[1]),
+        gauge(&resolved.names[2])
+    )
+}
+
 
 /// The burn rate of an SLO "`objective` of requests under `target`": the share of observations over
 /// the target (the buckets at or under it over the `+Inf` bucket), as a multiple of the error

@@ -60,6 +60,7 @@
 //! healthy = false                   # true: no warning or critical finding at all
 //! caused_by = "config-change"       # the first finding is tied to an event of this kind
 //! no_cause = false                  # true: no finding is tied to any event
+//! binding = "max-num-seqs"          # the limit the report's `binding` names for `model`
 //! ```
 //!
 //! Every vLLM series carries `job="vllm"`, `instance`, `pod`, `namespace="inference"` and
@@ -201,7 +202,13 @@ pub struct Expectation {
     pub caused_by: Option<String>,
     /// No finding may be tied to any event (a change that changed nothing: a near miss).
     pub no_cause: bool,
+    /// The limit the report's `binding` must name for `model` (one of [`BINDING_LIMITS`]). With
+    /// `healthy = true` and no `first`, `model` only names whose binding is checked.
+    pub binding: Option<String>,
 }
+
+/// The limits a report's `binding` names (vllm-diag's `LimitKind`).
+pub const BINDING_LIMITS: [&str; 6] = ["kv-cache", "max-num-seqs", "max-num-batched-tokens", "deferred", "stalled", "none"];
 
 /// A parsed, validated scenario file.
 #[derive(Debug, Clone, PartialEq)]
@@ -346,6 +353,8 @@ struct RawExpect {
     caused_by: Option<String>,
     #[serde(default)]
     no_cause: bool,
+    #[serde(default)]
+    binding: Option<String>,
 }
 
 fn yes() -> bool {
@@ -623,11 +632,22 @@ impl ScenarioSpec {
         };
 
         if let Some(e) = raw.expect {
-            if e.healthy && (e.first.is_some() || e.model.is_some() || e.replica.is_some()) {
-                return Err(invalid("expect", "healthy = true cannot be combined with first, model or replica".into()));
+            // A model without a first finding only names whose binding is checked (a near miss
+            // whose limit must read `none`, say).
+            let model_for_binding = e.first.is_none() && e.binding.is_some();
+            if e.healthy && (e.first.is_some() || (e.model.is_some() && !model_for_binding) || e.replica.is_some()) {
+                return Err(invalid("expect", "healthy = true cannot be combined with first, model or replica (model only with binding)".into()));
             }
-            if e.first.is_some() != e.model.is_some() {
+            if e.first.is_some() != e.model.is_some() && !(model_for_binding && e.model.is_some()) {
                 return Err(invalid("expect", "first and model go together".into()));
+            }
+            if let Some(limit) = &e.binding {
+                if !BINDING_LIMITS.contains(&limit.as_str()) {
+                    return Err(invalid("expect.binding", format!("{limit:?} is not a limit ({})", BINDING_LIMITS.join(", "))));
+                }
+                if e.model.is_none() {
+                    return Err(invalid("expect.binding", "names the limit for a model: it needs model".into()));
+                }
             }
             if e.stood_in && e.first.is_none() {
                 return Err(invalid("expect.stood_in", "says how the first finding was reached: it needs first and model".into()));
@@ -691,6 +711,7 @@ impl ScenarioSpec {
                 healthy: e.healthy,
                 caused_by: e.caused_by,
                 no_cause: e.no_cause,
+                binding: e.binding,
             };
         }
         Ok(spec)
