@@ -133,6 +133,8 @@ scenarios! {
     gauge_only_load_exceeds_capacity => "gauge-only-load-exceeds-capacity",
     gauge_only_load_exceeds_capacity_near_miss => "gauge-only-load-exceeds-capacity-near",
     gauge_only_chronic_kv_cache_pressure => "gauge-only-chronic-kv-cache-pressure",
+    binding_max_num_seqs => "binding-max-num-seqs",
+    binding_max_num_seqs_near_miss => "binding-max-num-seqs-near",
     target_down_before_the_window => "target-down-before-window",
 }
 
