@@ -110,6 +110,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                 onset_signal: None,
                 ended: None,
                 preceded_by: None,
+            cold_start: None,
             }),
         }
     }

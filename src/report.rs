@@ -442,6 +442,32 @@ pub struct Finding {
     /// The change this finding began shortly after, on its scope (see [`PrecededBy`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preceded_by: Option<PrecededBy>,
+    /// Present when the finding is a replica's cold start: slow for its first minutes after it
+    /// (re)started, then as fast as its peers. Such a finding is info, not a regression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_start: Option<ColdStart>,
+}
+
+/// A replica slow for its first minutes after a (re)start and then as fast as its peers (or still
+/// in its first minutes at the window's end).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ColdStart {
+    /// The replica, by the replica label.
+    pub replica: String,
+    /// When it (re)started: the event's time.
+    pub started: DateTime<Utc>,
+    /// When it was as fast as its peers again; absent while it was still slow at the window's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm: Option<DateTime<Utc>>,
+    /// Seconds from `started` to `warm` (to the window's end while still warming up).
+    pub warm_up_seconds: i64,
+    /// The longest a slowdown after a start may last and still be a cold start (`cold_start_warm_up`).
+    pub limit_seconds: i64,
+    /// Its largest mean TTFT and ITL over its peers' (or over its own before the start) while slow.
+    pub peak_ttft_ratio: f64,
+    pub peak_itl_ratio: f64,
+    /// One line for the reports.
+    pub text: String,
 }
 
 #[cfg(test)]
@@ -469,6 +495,7 @@ impl Finding {
             onset_signal: None,
             ended: None,
             preceded_by: None,
+            cold_start: None,
         }
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod assemble;
 pub mod binding;
+pub mod cold_start;
 pub mod correlate;
 pub mod discover;
 pub mod fetch;
@@ -204,6 +205,8 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     onset::apply(&mut ranked.findings);
     crate::rank::ongoing_first(&mut ranked.findings);
     correlate::apply(&mut ranked.findings, &events, follow_ups.step.max(event_plan.step()), p.window.start);
+    let latency = events::replica_latency(&event_plan, &[&answers, &more]);
+    cold_start::apply(&mut ranked.findings, &events, &latency, &p.window, &rules.thresholds);
 
     let mut seen = BTreeSet::new();
     warnings.retain(|w| seen.insert(w.clone()));

@@ -58,7 +58,10 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         .findings
         .iter()
         .filter(|f| f.severity < Severity::Warning)
-        .map(|f| format!("{} ({})", f.rule, f.scope_short))
+        .map(|f| match &f.cold_start {
+            Some(c) => format!("{} ({}): {c}", f.rule, f.scope_short),
+            None => format!("{} ({})", f.rule, f.scope_short),
+        })
         .collect();
     let mut notes: Vec<String> = Vec::new();
     if !info.is_empty() {

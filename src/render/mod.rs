@@ -1265,6 +1265,7 @@ pub(crate) mod fixtures {
             onset_signal: Some("kv_cache_usage".to_string()),
             ended: None,
             preceded_by: None,
+            cold_start: None,
             also_consistent: vec![
                 AlsoConsistent {
                     rule: "queue-backlog".to_string(),
@@ -1369,6 +1370,7 @@ pub(crate) mod fixtures {
             onset_signal: Some("ttft_p95".to_string()),
             ended: None,
             preceded_by: None,
+            cold_start: None,
             also_consistent: vec![],
             raised_from: None,
         };

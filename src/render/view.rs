@@ -154,6 +154,9 @@ pub struct FindingView {
     /// The change it began after: `Began 2 min after a configuration change at 09:01 UTC:
     /// num_gpu_blocks 2000 -> 900 on 2 of 3 replicas`. Every format prints it right under the onset.
     pub preceded_by: Option<String>,
+    /// A replica's cold start that turned the finding into info: `Cold start: ... (re)started at
+    /// 08:54:00 UTC and was slow for its first 5 min (...), then as fast as its peers`.
+    pub cold_start: Option<String>,
     pub recommendations: Vec<RecommendationView>,
     /// The levers the evidence rules out: `Won't help: more KV memory (...): ...`.
     pub wont_help: Vec<String>,
@@ -499,6 +502,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         replicas: replicas_line(f),
         onset: onset_line(report, f, now),
         preceded_by: f.preceded_by.as_ref().map(|p| capitalised(&one_line(&p.text))).filter(|s| !s.is_empty()),
+        cold_start: f.cold_start.as_ref().map(|c| capitalised(&one_line(&c.text))),
         recommendations: recommendation_lines(f)
             .into_iter()
             .zip(&f.recommendations)

@@ -51,6 +51,8 @@
 //! num_gpu_blocks = 900              # config-change only (required there): the new KV-cache size
 //! image = "vllm/vllm-openai:v0.9.1" # rollout only (optional): the new pods' image
 //! stagger = "60s"                   # rollout only (1 interval): one replica after the other
+//! warm_up = "4m"                    # restart/config-change/rollout (0s): the new process is slow this long
+//! warm_up_slowdown = 3.0            # ... and this many times slower when it first answers (3; falls to 1)
 //!
 //! [expect]                          # what the diagnosis must conclude; the generator ignores it
 //! first = "kv-cache-pressure"       # the rule ranked first ...
@@ -60,6 +62,7 @@
 //! healthy = false                   # true: no warning or critical finding at all
 //! caused_by = "config-change"       # the first finding is tied to an event of this kind
 //! no_cause = false                  # true: no finding is tied to any event
+//! cold_start = false                # true: the first finding is a replica's cold start (info)
 //! binding = "max-num-seqs"          # the limit the report's `binding` names for `model`
 //! ```
 //!
@@ -205,6 +208,8 @@ pub struct Expectation {
     /// The limit the report's `binding` must name for `model` (one of [`BINDING_LIMITS`]). With
     /// `healthy = true` and no `first`, `model` only names whose binding is checked.
     pub binding: Option<String>,
+    /// The first finding is a replica's cold start: info, with its `cold_start` note.
+    pub cold_start: bool,
 }
 
 /// The limits a report's `binding` names (vllm-diag's `LimitKind`).
@@ -355,6 +360,8 @@ struct RawExpect {
     no_cause: bool,
     #[serde(default)]
     binding: Option<String>,
+    #[serde(default)]
+    cold_start: bool,
 }
 
 fn yes() -> bool {
@@ -712,6 +719,7 @@ impl ScenarioSpec {
                 caused_by: e.caused_by,
                 no_cause: e.no_cause,
                 binding: e.binding,
+                cold_start: e.cold_start,
             };
         }
         Ok(spec)
