@@ -29,7 +29,7 @@ use crate::events::ReplicaLatency;
 use crate::report::{ColdStart, Event, EventKind, Finding, PrecededBy, Severity, TimeRange};
 
 /// The threshold naming the longest warm-up, seconds.
-pub const THRESHOLD: &str = "cold_start_warm_up";
+pub const THRESHOLD: &str = crate::rules::COLD_START_WARM_UP;
 /// Its value when the rule pack does not set it: 10 minutes.
 pub const DEFAULT_LIMIT_SECONDS: f64 = 600.0;
 /// The model-wide findings a cold start can explain.
@@ -279,5 +279,124 @@ fn upper_first(s: &str) -> String {
     match c.next() {
         Some(first) => first.to_uppercase().chain(c).collect(),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Scope;
+
+    const T0: f64 = 1_768_464_000.0; // the baseline's start
+    const STEP: f64 = 60.0;
+
+    fn scope() -> Scope {
+        [("model_name".to_string(), "llama".to_string())].into_iter().collect()
+    }
+
+    /// 60 one-minute points: 30 of baseline, 30 of window; `slow(minute)` gives the factor.
+    fn replica(name: &str, ttft: f64, slow: impl Fn(usize) -> f64) -> ReplicaLatency {
+        let pts = |base: f64| (0..60).map(|i| (T0 + i as f64 * STEP, base * slow(i))).collect::<Vec<_>>();
+        ReplicaLatency { scope: scope(), replica: name.into(), ttft: pts(ttft), itl: pts(0.03), range_seconds: 120 }
+    }
+
+    fn window() -> TimeRange {
+        TimeRange { start: time(T0 + 30.0 * STEP), end: time(T0 + 59.0 * STEP) }
+    }
+
+    fn restart(at_minute: usize, who: &str) -> Event {
+        Event {
+            time: time(T0 + at_minute as f64 * STEP),
+            kind: EventKind::Restart,
+            scope: scope(),
+            detail: "1 of 3 replicas restarted".into(),
+            replicas: vec![who.into()],
+            of: Some(3),
+            until: None,
+            before: Default::default(),
+            after: Default::default(),
+        }
+    }
+
+    fn outlier(who: &str) -> Finding {
+        let mut s = scope();
+        s.insert("instance".into(), who.into());
+        Finding::bare("replica-outlier", Severity::Warning, s)
+    }
+
+    fn fleet(slow_from: usize, slow_for: usize, factor: f64) -> Vec<ReplicaLatency> {
+        vec![
+            replica("a", 0.2, |_| 1.0),
+            replica("b", 0.2, move |i| if (slow_from..slow_from + slow_for).contains(&i) { factor } else { 1.0 }),
+            replica("c", 0.2, |_| 1.0),
+        ]
+    }
+
+    #[test]
+    fn a_replica_slow_for_its_first_minutes_then_like_its_peers_is_a_cold_start() {
+        let events = [restart(40, "b")];
+        let mut fs = vec![outlier("b"), Finding::bare("kv-cache-pressure", Severity::Warning, scope())];
+        apply(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &BTreeMap::new());
+        let cold = fs.iter().find(|f| f.rule == "replica-outlier").unwrap();
+        assert_eq!(cold.severity, Severity::Info);
+        let note = cold.cold_start.as_ref().expect("a cold start note");
+        assert_eq!(note.replica, "b");
+        assert!(note.warm.is_some() && note.warm_up_seconds <= 360, "{note:?}");
+        assert!(note.text.starts_with("cold start: b (re)started at"), "{}", note.text);
+        assert_eq!(cold.preceded_by.as_ref().unwrap().event.kind, EventKind::Restart);
+        // What a cold start does not explain keeps its severity, and comes first.
+        assert_eq!(fs[0].rule, "kv-cache-pressure");
+        assert_eq!(fs[0].severity, Severity::Warning);
+    }
+
+    #[test]
+    fn a_slowdown_that_outlasts_the_warm_up_stays_a_warning_tied_to_the_restart() {
+        let events = [restart(40, "b")];
+        let mut fs = vec![outlier("b")];
+        apply(&mut fs, &events, &fleet(41, 14, 5.0), &window(), &BTreeMap::new());
+        assert_eq!(fs[0].severity, Severity::Warning);
+        assert!(fs[0].cold_start.is_none());
+        assert!(fs[0].steps[0].starts_with("Not a cold start: b (re)started"), "{:?}", fs[0].steps);
+        assert_eq!(fs[0].preceded_by.as_ref().unwrap().event.kind, EventKind::Restart);
+        // The threshold is the rule pack's: a longer allowance makes it a cold start.
+        let mut fs = vec![outlier("b")];
+        let th: BTreeMap<String, f64> = [(THRESHOLD.to_string(), 1200.0)].into_iter().collect();
+        apply(&mut fs, &events, &fleet(41, 14, 5.0), &window(), &th);
+        assert_eq!(fs[0].severity, Severity::Info);
+    }
+
+    #[test]
+    fn another_replica_named_or_a_slowdown_long_after_the_start_is_not_the_start() {
+        let events = [restart(40, "b")];
+        let mut fs = vec![outlier("c")];
+        apply(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &BTreeMap::new());
+        assert_eq!((fs[0].severity, fs[0].preceded_by.is_none()), (Severity::Warning, true));
+        let mut fs = vec![outlier("b")];
+        apply(&mut fs, &events, &fleet(50, 4, 5.0), &window(), &BTreeMap::new());
+        assert_eq!((fs[0].severity, fs[0].cold_start.is_none()), (Severity::Warning, true));
+    }
+
+    #[test]
+    fn a_model_wide_slowdown_is_a_cold_start_only_when_the_other_replicas_stayed_at_baseline() {
+        let events = [restart(40, "b")];
+        let mut fs = vec![Finding::bare("slow-prefill", Severity::Warning, scope())];
+        apply(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &BTreeMap::new());
+        assert_eq!(fs[0].severity, Severity::Info);
+        // The peers slowed too: the model has a problem of its own.
+        let mut series = fleet(41, 4, 5.0);
+        series[0] = replica("a", 0.2, |i| if i >= 30 { 1.5 } else { 1.0 });
+        let mut fs = vec![Finding::bare("slow-prefill", Severity::Warning, scope())];
+        apply(&mut fs, &events, &series, &window(), &BTreeMap::new());
+        assert_eq!(fs[0].severity, Severity::Warning);
+    }
+
+    #[test]
+    fn still_slow_at_the_window_end_inside_the_limit_is_a_cold_start_under_way() {
+        let events = [restart(55, "b")];
+        let mut fs = vec![outlier("b")];
+        apply(&mut fs, &events, &fleet(56, 10, 5.0), &window(), &BTreeMap::new());
+        assert_eq!(fs[0].severity, Severity::Info);
+        let note = fs[0].cold_start.as_ref().unwrap();
+        assert!(note.warm.is_none() && note.text.starts_with("cold start under way"), "{note:?}");
     }
 }
