@@ -38,6 +38,11 @@ pub const AT_BUDGET: f64 = 0.5;
 /// budget: the highest bucket that many iterations reach, not one stray large step.
 pub const BUDGET_BUCKET_SHARE: f64 = 0.1;
 
+/// The share of the window's steps a limit must hold to count as binding: a queue seen in fewer
+/// steps is a blip (a real CPU fleet at light load showed one in 3-7% of its steps), not a limit
+/// anyone should change. Its share is still reported.
+pub const HELD_FLOOR: f64 = 0.1;
+
 /// How close to its plateau the running batch counts as held at it: one request, or 5% of a large
 /// cap (a batch turning over reads one below its cap now and then).
 pub fn cap_slack(cap: f64) -> f64 {
@@ -130,7 +135,8 @@ pub fn infer_caps(steps: &[Step], budget: Option<(f64, f64)>) -> Caps {
 }
 
 /// Each limit's share of the classified steps, and the limit that held longest among those where
-/// any did (`none` only when none did). `None` when no step was classified.
+/// any did (`none` only when none held at least [`HELD_FLOOR`] of the steps). `None` when no step
+/// was classified.
 pub fn attribute(limits: &[LimitKind]) -> Option<(LimitKind, BTreeMap<LimitKind, f64>)> {
     if limits.is_empty() {
         return None;
@@ -144,7 +150,7 @@ pub fn attribute(limits: &[LimitKind]) -> Option<(LimitKind, BTreeMap<LimitKind,
     // Ties go to the first in LimitKind::ALL's order (the declaration order: kv-cache first).
     let top = LimitKind::ALL
         .iter()
-        .filter(|l| **l != LimitKind::None && counts[*l] > 0)
+        .filter(|l| **l != LimitKind::None && counts[*l] > 0 && shares[*l] >= HELD_FLOOR)
         .fold(None::<LimitKind>, |best, l| match best {
             Some(b) if counts[&b] >= counts[l] => Some(b),
             _ => Some(*l),
@@ -530,6 +536,13 @@ mod tests {
         assert!((shares.values().sum::<f64>() - 1.0).abs() < 1e-9);
         assert_eq!(attribute(&[L::None, L::None]).unwrap().0, L::None);
         assert!(attribute(&[]).is_none());
+        // A queue in one step of twenty is a blip: none binds, and its share is still said.
+        let mut blip = vec![L::None; 19];
+        blip.push(L::Deferred);
+        let (l, shares) = attribute(&blip).unwrap();
+        assert_eq!((l, shares[&L::Deferred]), (L::None, 0.05));
+        blip[0] = L::Deferred;
+        assert_eq!(attribute(&blip).unwrap().0, L::Deferred);
     }
 
     #[test]
