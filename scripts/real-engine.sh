@@ -5,7 +5,8 @@
 #
 # Usage: scripts/real-engine.sh [--phase-seconds N] [--only PHASE,PHASE] [--out DIR]
 #        scripts/real-engine.sh --events [--phase-seconds N] [--pressure-blocks N] [--out DIR]
-#        scripts/real-engine.sh --fleet [--phase-seconds N] [--healthy-seconds N] [--only PHASE,PHASE] [--out DIR]
+#        scripts/real-engine.sh --fleet [--phase-seconds N] [--healthy-seconds N] [--balance round-robin|random] [--only PHASE,PHASE] [--out DIR]
+#        scripts/real-engine.sh --limits [--phase-seconds N] [--out DIR]
 #
 # Needs about 7 GB of disk and 40-50 minutes (15 of them the first time, installing vLLM into a
 # cached venv). Nothing is downloaded but packages from PyPI and Debian; the model is built offline.
@@ -26,11 +27,21 @@
 #
 # --fleet: the fleet programme (scripts/lab/fleet.py), about 50 minutes, written to
 # fixtures/real-engine-fleet/ and replayed by tests/real_engine_fleet.rs. Two replicas of one model,
-# each pinned to its own core in its own session, behind a round-robin load balancer that skips a
+# each pinned to its own core in its own session, behind a load balancer (round robin; --balance random
+# picks at random, as a Kubernetes Service in iptables mode does) that skips a
 # replica whose /health fails, scraped by one Prometheus every 15 s (Prometheus' own default and the
 # usual interval of a production ServiceMonitor, where the other programmes scrape every 5 s):
 # healthy stretches at light load between an uneven split, a replica starved of CPU, a replica killed
 # and restarted, and KV pressure on one replica only.
+#
+# --limits: the limits programme (scripts/lab/limits.py), about 50 minutes with 3-minute phases,
+# written to fixtures/real-engine-limits/ and replayed by tests/real_engine_limits.rs. One engine on
+# one port, scraped every 5 s, restarted with the flags that make each limit bind on purpose, each
+# limit phase after a healthy stretch on the same engine: seq-cap (--max-num-seqs 4, 24 clients of
+# short requests), token-budget (--max-num-batched-tokens 256 with chunked prefill, 900-token
+# prompts), kv-cache (160 blocks, 400-token prompts and outputs), stalled (the engine-core process
+# SIGSTOPped for the phase, then SIGCONT), idle (no clients). The manifest says per phase which limit
+# bound (expect_binding), the flags in force and what the engine's /metrics said.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -41,7 +52,9 @@ only=""
 out=""
 events=0
 fleet=0
+limits=0
 healthy_seconds=""
+balance=round-robin
 pressure_blocks=40
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -51,15 +64,21 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --events) events=1; shift ;;
     --fleet) fleet=1; shift ;;
+    --limits) limits=1; shift ;;
     --healthy-seconds) healthy_seconds=$2; shift 2 ;;
+    --balance) balance=$2; shift 2 ;;
     --pressure-blocks) pressure_blocks=$2; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
     *) echo "real-engine.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 
-[ "$events" = 1 ] && [ "$fleet" = 1 ] && { echo "real-engine.sh: --events and --fleet are two programmes; run one" >&2; exit 2; }
-if [ "$events" = 1 ]; then
+[ $((events + fleet + limits)) -gt 1 ] && { echo "real-engine.sh: --events, --fleet and --limits are separate programmes; run one" >&2; exit 2; }
+if [ "$limits" = 1 ]; then
+  [ -z "$only" ] || { echo "real-engine.sh: --only is for the plain and fleet runs, not --limits" >&2; exit 2; }
+  phase_seconds=${phase_seconds:-180}
+  out=${out:-$repo/fixtures/real-engine-limits}
+elif [ "$events" = 1 ]; then
   [ -z "$only" ] || { echo "real-engine.sh: --only is for the plain run, not --events" >&2; exit 2; }
   phase_seconds=${phase_seconds:-240}
   out=${out:-$repo/fixtures/real-engine-events}
@@ -113,6 +132,23 @@ install_fixtures() {
   echo "real-engine lab: check them with: cargo test --test $1" >&2
 }
 
+# The end of a programme that wrote its manifest to $run ($1: its exit code, 0 or 3 when it ran to
+# the end; $2: its name; $3: the test that replays its export): every raw sample of the manifest's
+# window exported, and copied into $out only when the phases came out as intended.
+finish_programme() {
+  local rc=$1
+  [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "real-engine lab: the $2 programme failed ($rc); logs in $run" >&2; exit 1; }
+  window() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["window"][sys.argv[2]])' "$run/manifest.json" "$1"; }
+  python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$(window start)" \
+    --end "$(window end)" --out "$run/samples.om.gz"
+  if [ "$rc" = 3 ]; then
+    echo "real-engine lab: the phases did not come out as intended (see \"checks\" in $run/manifest.json); $out left as it was" >&2
+    exit 3
+  fi
+  install_fixtures "$3"
+  exit 0
+}
+
 # $1: the scrape interval (default 5s); $2: the targets as a YAML list (default the engine's port).
 start_prometheus() {
   prom_port=$(free_port)
@@ -144,20 +180,29 @@ if [ "$fleet" = 1 ]; then
   rc=0
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_CPU_KVCACHE_SPACE=1 \
     "$py" scripts/lab/fleet.py --ports "$port0,$port1" --cores 0,1 --phase-seconds "$phase_seconds" \
-      --healthy-seconds "$healthy_seconds" ${only:+--only "$only"} --log-dir "$run" --manifest "$run/manifest.json" \
+      --healthy-seconds "$healthy_seconds" --balance "$balance" ${only:+--only "$only"} --log-dir "$run" --manifest "$run/manifest.json" \
       --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
       --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
       --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${fleet_flags[@]}")" || rc=$?
-  [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "real-engine lab: the fleet programme failed ($rc); logs in $run" >&2; exit 1; }
-  window() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["window"][sys.argv[2]])' "$run/manifest.json" "$1"; }
-  python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$(window start)" \
-    --end "$(window end)" --out "$run/samples.om.gz"
-  if [ "$rc" = 3 ]; then
-    echo "real-engine lab: the phases did not come out as intended (see \"checks\" in $run/manifest.json); $out left as it was" >&2
-    exit 3
-  fi
-  install_fixtures real_engine_fleet
-  exit 0
+  finish_programme "$rc" fleet real_engine_fleet
+fi
+
+if [ "$limits" = 1 ]; then
+  # The limits programme: Prometheus first (one port throughout, so one job and instance), then
+  # scripts/lab/limits.py, which starts, restarts, stops (SIGSTOP) and stops the engine itself.
+  start_prometheus
+  engine_json=$(printf '{"vllm": "%s", "build": "vllm-cpu (CPU)", "model": "tiny-llama (random-weight Llama: hidden 256, 4 layers, vocab 4096)", "base_flags": "%s", "scrape_interval": "5s", "job": "vllm", "cores": %s}' \
+    "$vllm_version" "${engine_flags[*]}" "$(nproc)")
+  echo "real-engine lab: the limits programme on 127.0.0.1:$port, Prometheus on 127.0.0.1:$prom_port (logs: $run)" >&2
+  rc=0
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_CPU_KVCACHE_SPACE=1 \
+    VLLM_CPU_OMP_THREADS_BIND=0-1 \
+    "$py" scripts/lab/limits.py --port "$port" --phase-seconds "$phase_seconds" \
+      --log-dir "$run" --manifest "$run/manifest.json" \
+      --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
+      --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
+      --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${engine_flags[@]}")" || rc=$?
+  finish_programme "$rc" limits real_engine_limits
 fi
 
 if [ "$events" = 1 ]; then
@@ -175,16 +220,7 @@ if [ "$events" = 1 ]; then
       --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
       --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
       --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${engine_flags[@]}")" || rc=$?
-  [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "real-engine lab: the events programme failed ($rc); logs in $run" >&2; exit 1; }
-  window() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["window"][sys.argv[2]])' "$run/manifest.json" "$1"; }
-  python3 scripts/lab/export.py --prometheus "http://127.0.0.1:$prom_port" --start "$(window start)" \
-    --end "$(window end)" --out "$run/samples.om.gz"
-  if [ "$rc" = 3 ]; then
-    echo "real-engine lab: the phases did not come out as intended (see \"checks\" in $run/manifest.json); $out left as it was" >&2
-    exit 3
-  fi
-  install_fixtures real_engine_events_fixture
-  exit 0
+  finish_programme "$rc" events real_engine_events_fixture
 fi
 echo "real-engine lab: starting vLLM on 127.0.0.1:$port (log: $run/vllm.log)" >&2
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_CPU_KVCACHE_SPACE=1 \

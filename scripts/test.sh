@@ -29,6 +29,17 @@ unset GITHUB_STEP_SUMMARY VLLM_DIAG_PROMETHEUS_URL VLLM_DIAG_BEARER_TOKEN VLLM_D
 # --no-fail-fast: one failing test binary must not hide the others' results.
 cargo test --workspace --locked --all-targets --no-fail-fast
 
+# Opt-in: VLLM_DIAG_INSTALL_CHECK=release (or debug) also installs the tool the way docs/install.md
+# says, `cargo install --locked --path .`, into a temporary root and runs the installed binary
+# (scripts/install-check.sh). Opt-in because neither build is one the tests made: the release one
+# takes several minutes on 2 cores, and even the dev profile rebuilds much of the dependency tree.
+case "${VLLM_DIAG_INSTALL_CHECK:-}" in
+  "") ;;
+  release) ./scripts/install-check.sh ;;
+  debug) ./scripts/install-check.sh --debug ;;
+  *) echo "VLLM_DIAG_INSTALL_CHECK must be release or debug, not '${VLLM_DIAG_INSTALL_CHECK}'" >&2; exit 2 ;;
+esac
+
 # Opt-in: VLLM_DIAG_REAL_ENGINE=1 also runs the real-engine lab live (scripts/real-engine.sh: a real
 # vLLM engine for about 45 minutes, 6 GB the first time) and judges the fresh run. CI replays the
 # exported samples instead (tests/real_engine.rs, above).

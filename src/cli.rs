@@ -276,7 +276,7 @@ pub enum RulesCommand {
     ///
     /// Each FILE is TOML with [[test]] tables. Input series use promtool's expanding notation
     /// (`0+10x60`, `1x30`, `_x3`, `stale`); the first sample is at time 0, one every `interval`.
-    /// See the README ("Testing rules") for the format. Exit 0 when every test passes, 1 when one
+    /// See docs/rules.md ("Testing rules") for the format. Exit 0 when every test passes, 1 when one
     /// fails (expected against got is printed as a diff), 2 for a malformed test file.
     Test {
         /// Test files (e.g. rules/tests/*.toml).

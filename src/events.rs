@@ -113,6 +113,10 @@ pub enum Probe {
     ImageStart,
     ImageAppear,
     Xid,
+    /// Second round, only for models with a replica that (re)started: every replica's mean time to
+    /// first token and inter-token latency, step by step, for telling a cold start from a regression.
+    WarmTtft,
+    WarmItl,
 }
 
 /// One time span's requests.
@@ -136,6 +140,8 @@ pub struct SpanPlan {
     resets: Option<(String, String, String)>,
     /// The range over which a target counts as present ([`PRESENCE`], a step at least).
     presence: String,
+    /// The latency histograms read per replica after a (re)start: (probe, `_sum` and `_count` names).
+    warm: Vec<(Probe, String, String)>,
 }
 
 /// The event requests of a run and how to read them.
@@ -278,7 +284,79 @@ fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
         config: present("vllm:cache_config_info", ctx.names),
         resets,
         presence,
+        warm: warm_histograms(ctx.names),
     }
+}
+
+/// The latency histograms present, for [`Probe::WarmTtft`] and [`Probe::WarmItl`].
+fn warm_histograms(names: &BTreeSet<String>) -> Vec<(Probe, String, String)> {
+    let families: [(Probe, &[&str]); 2] = [
+        (Probe::WarmTtft, &["vllm:time_to_first_token_seconds"]),
+        (Probe::WarmItl, &["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"]),
+    ];
+    families
+        .iter()
+        .filter_map(|(probe, alts)| {
+            alts.iter().find_map(|family| {
+                let sum = present(&format!("{family}_sum"), names)?;
+                let count = present(&format!("{family}_count"), names)?;
+                Some((*probe, sum, count))
+            })
+        })
+        .collect()
+}
+
+/// One replica's mean latencies step by step over a span ([`Probe::WarmTtft`], [`Probe::WarmItl`]):
+/// (unix seconds, seconds) points, read only for the models where a replica (re)started.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplicaLatency {
+    pub scope: Scope,
+    pub replica: String,
+    pub ttft: Vec<(f64, f64)>,
+    pub itl: Vec<(f64, f64)>,
+    /// The range each point's rate covers, seconds.
+    pub range_seconds: u64,
+}
+
+/// The per-replica latencies the second round read (empty when no replica started in the spans).
+pub fn replica_latency(plan: &EventPlan, answers: &[&BTreeMap<Request, Result<Response, SourceError>>]) -> Vec<ReplicaLatency> {
+    let mut out: BTreeMap<(Scope, String), ReplicaLatency> = BTreeMap::new();
+    for sp in &plan.spans {
+        for (probe, req) in sp.requests.iter().filter(|(p, _)| matches!(p, Probe::WarmTtft | Probe::WarmItl)) {
+            let Some(Ok(resp)) = answers.iter().find_map(|a| a.get(req)) else { continue };
+            for (labels, t, v) in points(resp) {
+                let replica = label(labels, &plan.replica_label).to_string();
+                if replica.is_empty() || !v.is_finite() || v < 0.0 {
+                    continue;
+                }
+                let scope: Scope = plan.group_by.iter().map(|g| (g.clone(), label(labels, g).to_string())).collect();
+                let entry = out.entry((scope.clone(), replica.clone())).or_insert_with(|| ReplicaLatency {
+                    scope,
+                    replica,
+                    range_seconds: warm_range(sp.step),
+                    ..Default::default()
+                });
+                match probe {
+                    Probe::WarmTtft => entry.ttft.push((t, v)),
+                    _ => entry.itl.push((t, v)),
+                }
+            }
+        }
+    }
+    let mut out: Vec<ReplicaLatency> = out.into_values().collect();
+    for r in &mut out {
+        for s in [&mut r.ttft, &mut r.itl] {
+            s.sort_by(|a, b| a.0.total_cmp(&b.0));
+            s.dedup_by(|a, b| a.0 == b.0);
+        }
+    }
+    out
+}
+
+/// The range of the per-replica latency rates: two steps, two minutes at least (four samples at
+/// a 30 s scrape interval), so each point holds a few requests.
+fn warm_range(step: u64) -> u64 {
+    (2 * step).max(120)
 }
 
 /// The second round, sent with the findings' follow-ups and only when the first saw a change: the
@@ -337,6 +415,23 @@ pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Respon
             let c = sp.target.series(info, &[only(&changed)]);
             new.push((Probe::ConfigAppear, range(format!("{c} unless {c} offset {s}"))));
             new.push((Probe::ConfigStart, Request::Instant { query: c, time: sp.span.start }));
+        }
+        // A replica that (re)started or appeared: every replica of its model, mean latency step by
+        // step, so its first minutes can be compared with its peers' (a cold start or not).
+        let started = values(&rows(&[Probe::ProcessStart, Probe::ResetAny, Probe::PresenceAny]), "instance");
+        if !started.is_empty() {
+            let keep = label_list(&sp.by.split(", ").chain([sp.replica_label.as_str()]).collect::<Vec<_>>());
+            let r = promql_duration(Duration::from_secs(warm_range(sp.step)));
+            for (probe, sum, count) in &sp.warm {
+                let mean = format!(
+                    "sum by ({keep}) (rate({}[{r}])) / sum by ({keep}) (rate({}[{r}]))",
+                    sp.selector.series(sum, &[]),
+                    sp.selector.series(count, &[])
+                );
+                // Present through an outage of up to GAP: the peers' points stay while it is down.
+                let models = format!("group by ({}) (last_over_time({}[{}]))", sp.by, sp.selector.series(count, &[only(&started)]), promql_duration(GAP));
+                new.push((*probe, range(format!("({mean}) and on ({}) {models}", sp.by))));
+            }
         }
         added.extend(new.iter().map(|(_, r)| r.clone()));
         sp.requests.extend(new);

@@ -102,6 +102,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                 also_consistent: Vec::new(),
                 raised_from: None,
                 recommendations: Vec::new(),
+                wont_help: Vec::new(),
                 replicas: None,
                 stood_in,
                 recent,
@@ -109,6 +110,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                 onset_signal: None,
                 ended: None,
                 preceded_by: None,
+            cold_start: None,
             }),
         }
     }

@@ -130,6 +130,81 @@ pub struct Report {
     /// restart or configuration-change wave in the selected scope). Omitted otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deploy: Option<Event>,
+    /// Which limit bound each model's scheduler over the window (and each replica's, where one
+    /// differs from its model), read from its running, waiting and KV gauges at every trend step
+    /// (docs/how-it-decides.md, "Which limit binds"). Omitted when the gauges were not read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binding: Vec<Binding>,
+}
+
+/// What held a scope's requests back at one step of the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LimitKind {
+    /// KV-cache usage at its ceiling with requests waiting or preempted.
+    KvCache,
+    /// The running batch held at its plateau with requests waiting and KV headroom.
+    MaxNumSeqs,
+    /// Engine steps at the token budget with requests waiting.
+    MaxNumBatchedTokens,
+    /// Requests waiting for a reason other than capacity.
+    Deferred,
+    /// Requests waiting or running while no token is produced.
+    Stalled,
+    /// No queue.
+    None,
+}
+
+impl LimitKind {
+    pub const ALL: [LimitKind; 6] = [LimitKind::KvCache, LimitKind::MaxNumSeqs, LimitKind::MaxNumBatchedTokens, LimitKind::Deferred, LimitKind::Stalled, LimitKind::None];
+
+    /// The name used in JSON (`kv-cache`, `max-num-seqs`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitKind::KvCache => "kv-cache",
+            LimitKind::MaxNumSeqs => "max-num-seqs",
+            LimitKind::MaxNumBatchedTokens => "max-num-batched-tokens",
+            LimitKind::Deferred => "deferred",
+            LimitKind::Stalled => "stalled",
+            LimitKind::None => "none",
+        }
+    }
+}
+
+/// Which limit bound one scope over the window (see [`Report::binding`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Binding {
+    /// The model (its grouping labels), with the replica label added for a replica that differs.
+    pub scope: Scope,
+    /// The limit that held longest among the steps where any limit held; `none` only when none did.
+    pub limit: LimitKind,
+    /// The share of the window's steps (those with data) during which `limit` held.
+    pub share: f64,
+    /// Every limit's share of the steps, `none` included (they add up to 1).
+    pub shares: BTreeMap<LimitKind, f64>,
+    /// How each limit that held was recognised, and each cap inferred (an observed plateau, a
+    /// reading of the metrics), keyed by limit.
+    pub basis: BTreeMap<LimitKind, String>,
+    /// Steps of the window with data, of `step_seconds` each.
+    pub steps: usize,
+    pub step_seconds: u64,
+    /// The scope's state in the steps `limit` held (medians), for the sentence that says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typical: Option<BindingState>,
+}
+
+/// Medians over the steps one limit held.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BindingState {
+    pub running: f64,
+    /// The running batch's plateau (inferred max_num_seqs), when one was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_cap: Option<f64>,
+    pub waiting: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_usage: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_tokens_per_second: Option<f64>,
 }
 
 /// What kind of change an [`Event`] is.
@@ -333,6 +408,9 @@ pub struct Finding {
     /// Settings computed from the data, with their arithmetic.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recommendations: Vec<Recommendation>,
+    /// Levers the evidence rules out (more KV memory when the cache never passed 60%, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wont_help: Vec<WontHelp>,
     /// Which replicas show the problem, when it could be told per replica.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<Replicas>,
@@ -364,6 +442,32 @@ pub struct Finding {
     /// The change this finding began shortly after, on its scope (see [`PrecededBy`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preceded_by: Option<PrecededBy>,
+    /// Present when the finding is a replica's cold start: slow for its first minutes after it
+    /// (re)started, then as fast as its peers. Such a finding is info, not a regression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_start: Option<ColdStart>,
+}
+
+/// A replica slow for its first minutes after a (re)start and then as fast as its peers (or still
+/// in its first minutes at the window's end).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ColdStart {
+    /// The replica, by the replica label.
+    pub replica: String,
+    /// When it (re)started: the event's time.
+    pub started: DateTime<Utc>,
+    /// When it was as fast as its peers again; absent while it was still slow at the window's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm: Option<DateTime<Utc>>,
+    /// Seconds from `started` to `warm` (to the window's end while still warming up).
+    pub warm_up_seconds: i64,
+    /// The longest a slowdown after a start may last and still be a cold start (`cold_start_warm_up`).
+    pub limit_seconds: i64,
+    /// Its largest mean TTFT and ITL over its peers' (or over its own before the start) while slow.
+    pub peak_ttft_ratio: f64,
+    pub peak_itl_ratio: f64,
+    /// One line for the reports.
+    pub text: String,
 }
 
 #[cfg(test)]
@@ -383,6 +487,7 @@ impl Finding {
             also_consistent: vec![],
             raised_from: None,
             recommendations: vec![],
+            wont_help: vec![],
             replicas: None,
             stood_in: None,
             recent: None,
@@ -390,6 +495,7 @@ impl Finding {
             onset_signal: None,
             ended: None,
             preceded_by: None,
+            cold_start: None,
         }
     }
 }
@@ -420,7 +526,9 @@ pub struct StoodIn {
     pub signals: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// An experiment card: a setting that is the lever, from what to what, computed from the window
+/// with its arithmetic, its trade-off and how far the window's last minutes bear it out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Recommendation {
     /// The engine setting, e.g. `max_num_seqs`.
     pub setting: String,
@@ -428,6 +536,60 @@ pub struct Recommendation {
     /// How the value was computed, with the numbers used.
     pub arithmetic: String,
     pub caveat: String,
+    /// The command-line flag (or `replicas`), e.g. `--max-num-seqs`.
+    #[serde(default)]
+    pub flag: String,
+    /// Its current value as the data shows it, or `unknown` (vLLM does not export every setting).
+    #[serde(default)]
+    pub from: String,
+    /// The value to try (`value`, with its unit where it has one).
+    #[serde(default)]
+    pub to: String,
+    /// What the change costs, in one line.
+    #[serde(default)]
+    pub tradeoff: String,
+    #[serde(default)]
+    pub confidence: Confidence,
+}
+
+/// Whether the whole window and its last minutes agree on what the card is sized from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confidence {
+    /// `high` (both agree), `medium` (only one of them could be read or showed it, the last minutes
+    /// being the one that did), `low` (the whole window showed it, its last minutes no longer did).
+    pub level: ConfidenceLevel,
+    /// The reads behind the level, e.g. `preemptions in 96.8% of the window and 100% of its last 5 min`.
+    pub basis: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConfidenceLevel {
+    High,
+    #[default]
+    Medium,
+    Low,
+}
+
+impl ConfidenceLevel {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ConfidenceLevel::High => "high",
+            ConfidenceLevel::Medium => "medium",
+            ConfidenceLevel::Low => "low",
+        }
+    }
+}
+
+/// A lever the evidence rules out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WontHelp {
+    /// What would not help, e.g. `more KV memory`.
+    pub lever: String,
+    /// The flag it would be, e.g. `--gpu-memory-utilization`.
+    pub flag: String,
+    /// The reading that rules it out, with its numbers.
+    pub why: String,
 }
 
 /// "3 of 8 replicas": which of the scope's replicas cross the finding's first threshold.

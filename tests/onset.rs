@@ -91,8 +91,8 @@ fn a_problem_older_than_the_window_is_present_since_before_it() {
     assert_eq!(f["rule"], "slo-burn", "{report:#}");
     assert!(f["onset"].is_null(), "an onset inside the window: {f:#}");
     assert!(f["onset_signal"].is_string(), "no signal: the onset reads as unknown: {f:#}");
-    let table = common::run::run(&common::run::explain_args(&prom.url, &at_window_end(&spec), &["--window", "30m"]), &[]).stdout;
-    assert!(table.contains("since before the window ("), "{table}");
+    let table = common::run::run(&common::run::explain_args(&prom.url, &at_window_end(&spec), &["--window", "30m", "-v"]), &[]).stdout;
+    assert!(table.contains("Present since before the window ("), "{table}");
 }
 
 #[test]

@@ -32,6 +32,9 @@ fn summary(report: &Value) -> Vec<String> {
 
 fn check(name: &str) -> Value {
     let (spec, report, stderr, code) = explain(name, &[]);
+    if std::env::var_os("VLLM_DIAG_SHOW").is_some() {
+        eprintln!("{name}: {}", serde_json::to_string_pretty(&report["findings"]).unwrap());
+    }
     let findings = report["findings"].as_array().unwrap();
     let ex = &spec.expect;
     for rule in &ex.absent {
@@ -70,6 +73,12 @@ fn check(name: &str) -> Value {
                 findings.iter().filter(|f| f["scope"]["model_name"] != model.as_str() && f["severity"] != "info").collect();
             assert!(elsewhere.is_empty(), "{name}: findings for healthy models: {elsewhere:#?}");
         }
+    }
+    if ex.cold_start {
+        let f = findings.first().unwrap_or_else(|| panic!("{name}: no finding, expected a cold start"));
+        assert_eq!(f["severity"], "info", "{name}: a cold start is info: {:#?}", summary(&report));
+        assert!(f["cold_start"]["warm"].is_string(), "{name}: no cold start with its end on {}: {:#}", f["rule"], f["cold_start"]);
+        assert!(f["preceded_by"]["event"]["kind"] == "restart", "{name}: the cold start is not tied to the restart: {:#}", f["preceded_by"]);
     }
     if let Some(exit) = ex.exit {
         assert_eq!(code, Some(exit), "{name}: exit code; stderr: {stderr}; coverage: {:#}", report["coverage"]);
@@ -133,7 +142,11 @@ scenarios! {
     gauge_only_load_exceeds_capacity => "gauge-only-load-exceeds-capacity",
     gauge_only_load_exceeds_capacity_near_miss => "gauge-only-load-exceeds-capacity-near",
     gauge_only_chronic_kv_cache_pressure => "gauge-only-chronic-kv-cache-pressure",
+    binding_max_num_seqs => "binding-max-num-seqs",
+    binding_max_num_seqs_near_miss => "binding-max-num-seqs-near",
     target_down_before_the_window => "target-down-before-window",
+    cold_start => "cold-start",
+    cold_start_near_miss => "cold-start-near",
     slow_input_processing_near_miss => "slow-input-processing-near",
 }
 
@@ -391,7 +404,8 @@ fn a_label_no_series_carries_is_warned_about_and_the_fleet_is_sized() {
     assert!(warnings.contains("--replica-label node: no vLLM series in the window carries this label"), "{warnings}");
     assert_eq!(report["metrics"]["labels"]["cluster"], 0);
 
-    let (_, table) = run(&[]);
+    // The fleet line is part of the full evidence (`-v`); the default text's footer counts replicas.
+    let (_, table) = run(&["-v"]);
     let replicas: usize = spec.models.iter().map(|m| m.replicas as usize).sum();
     let fleet = format!("Fleet     {replicas} replicas by instance · {replicas} pods · 1 namespace");
     assert!(table.contains(&fleet), "no `{fleet}` in:\n{table}");

@@ -1,4 +1,4 @@
-//! Every real /metrics capture in ../shared/real-metrics, loaded into a real Prometheus: each gives a
+//! Every real /metrics capture in fixtures/real-metrics, loaded into a real Prometheus: each gives a
 //! report, says which generation of vLLM metrics it found, and its "not evaluated" list names only
 //! metrics the capture really lacks. The captures are single snapshots, so each is replayed as a
 //! short history: counters (and histogram buckets, sums and counts) grow linearly up to the captured
@@ -100,7 +100,7 @@ fn openmetrics(samples: &[(String, Labels, f64)]) -> String {
 }
 
 fn check(file: &str) -> Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/real-metrics").join(file);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-metrics").join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let samples = samples(&text);
     let names: BTreeSet<String> = samples.iter().map(|s| s.0.clone()).collect();

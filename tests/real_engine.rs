@@ -184,6 +184,42 @@ fn the_real_engines_queue_time_is_read_as_a_bound_under_its_first_bucket() {
     assert!(loud(&report).is_empty(), "{}", summary(&report));
 }
 
+/// The limit that held each phase, as the report's `binding` says it for the engine's model.
+fn binding_of(report: &Value) -> (String, f64, Value) {
+    let b = report["binding"].as_array().into_iter().flatten().find(|b| b["scope"]["model_name"] == MODEL).unwrap_or_else(|| panic!("no binding for {MODEL}: {}", report["binding"]));
+    (b["limit"].as_str().unwrap_or_default().to_string(), b["share"].as_f64().unwrap_or_default(), b.clone())
+}
+
+#[test]
+fn the_real_engine_is_bound_by_its_sequence_cap_in_overload_by_its_kv_cache_under_kv_pressure_and_by_nothing_when_healthy() {
+    let (phases, _tmp, prom) = served(&fixtures(), true);
+    let phase = |name: &str| phases.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("no {name} phase"));
+    let (report, _) = diagnose(&prom.url, &phases, phase("overload"), &[]);
+    let (limit, share, b) = binding_of(&report);
+    eprintln!("overload: {b:#}");
+    // --max-num-seqs 32: 32 of 32 running (16-18 as a batch turns over), 88 waiting, KV under 61%.
+    assert_eq!(limit, "max-num-seqs", "{b:#}");
+    assert!(share >= 0.5, "{b:#}");
+    assert_eq!(b["typical"]["running_cap"], serde_json::json!(32.0), "{b:#}");
+    assert!(b["typical"]["kv_usage"].as_f64().unwrap() < 0.9, "{b:#}");
+    let text = explain_phase(&prom.url, &phases, phase("overload"), &[]).stdout;
+    assert!(text.contains("Bound by max_num_seqs for") && text.contains("32 of 32 running"), "{text}");
+
+    let (report, _) = diagnose(&prom.url, &phases, phase("kv-pressure"), &[]);
+    let (limit, share, b) = binding_of(&report);
+    eprintln!("kv-pressure: {b:#}");
+    // 160 blocks of 32 tokens, 800-token requests: 6-10 running, KV 0.87-0.99, preemptions throughout.
+    assert_eq!(limit, "kv-cache", "{b:#}");
+    assert!(share >= 0.5, "{b:#}");
+
+    for name in ["healthy-2", "healthy-3", "healthy-4"] {
+        let (report, _) = diagnose(&prom.url, &phases, phase(name), &[]);
+        let (limit, _, b) = binding_of(&report);
+        eprintln!("{name}: {b:#}");
+        assert_eq!(limit, "none", "{name}: {b:#}");
+    }
+}
+
 #[test]
 fn gauges_and_counters_alone_still_name_overload_and_kv_pressure_and_never_give_an_all_clear() {
     let (phases, _tmp, prom) = served(&fixtures(), false);

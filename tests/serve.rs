@@ -495,7 +495,13 @@ fn a_full_queue_is_answered_503_until_a_worker_is_free() {
     let serve = Serve::start(&backend, &receiver, &["--timeout", "8s", "--max-concurrent", "1", "--queue", "1"]);
     let send = |model: &str| serve.notify(notification("firing", model, Utc::now(), None).to_string().as_bytes(), Some(&bearer()));
     assert_eq!(send("model-a").0, 202, "the first runs");
-    std::thread::sleep(Duration::from_millis(500));
+    // The first has left the queue once its diagnosis reaches the backend (on a busy machine that
+    // took longer than the half second this test used to wait, and the second found the queue full).
+    let started = Instant::now();
+    while held.lock().unwrap().is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(30), "the first diagnosis never reached the backend:\n{}", serve.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert_eq!(send("model-b").0, 202, "the second waits in the queue");
     let (status, answer) = send("model-c");
     assert_eq!(status, 503, "the third finds the queue full: {answer}");

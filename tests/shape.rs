@@ -1,6 +1,8 @@
 //! The crate's shape, checked: the layer order written in `src/lib.rs` ([`vllm_diag::LAYERS`]) holds
-//! for every `crate::` path in the sources, and no function of the product is longer than about 150
-//! lines. Both read the source text, so they need nothing but the tree.
+//! for every `crate::` path in the sources, no function of the product is longer than about 150
+//! lines, and nothing in src, tests, scripts, benches, crates or .ci names a path outside the
+//! repository (a fresh clone is the whole project). All read the source text, so they need nothing
+//! but the tree.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -253,4 +255,194 @@ fn the_length_check_counts_a_long_function_and_skips_tests() {
     let text = format!("fn short() {{\n{body}}}\n\npub async fn long() {{\n{}}}\n#[cfg(test)]\nmod tests {{\n    fn in_tests() {{\n{}    }}\n}}\n", body.repeat(3), body.repeat(9));
     let long = long_functions("x.rs", &text, 20);
     assert_eq!(long, vec!["x.rs:14 fn long is 32 lines".to_string()]);
+}
+
+// ---- The repository is the whole project ----
+
+/// The folders whose files may reach nothing outside the repository: the issue's six, and the
+/// example and the rule pack, which the tests build and read as well.
+const SELF_CONTAINED: &[&str] = &["src", "tests", "scripts", "benches", "crates", ".ci", "examples", "rules"];
+
+/// Paths outside the repository that are not ours to judge: (file, path as written, why it is fine).
+const ALLOWED_UP_PATHS: &[(&str, &str, &str)] = &[(
+    "tests/config.rs",
+    concat!("..", "/team-ca.pem"),
+    "written into a config file in the test's temporary directory, and resolved against that file",
+)];
+
+/// The folder of real captures that used to sit beside the checkout, by name: written in two
+/// pieces so that this file does not name it itself.
+const OLD_CAPTURES: &str = concat!("shared", "/real-metrics");
+/// Cargo's variable for a crate's folder, and the call that leaves a folder, also in pieces (the
+/// examples below go up with them).
+const MANIFEST_DIR: &str = concat!("CARGO_", "MANIFEST_DIR");
+const PARENT: &str = concat!(".parent", "()");
+
+/// Every file under `dir` (any kind: Rust, shell, Python, snapshots), build output left out.
+fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for p in entries {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if p.is_dir() {
+            if !matches!(name, "target" | "__pycache__") {
+                all_files(&p, out);
+            }
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+/// The lowest level a relative path reaches below where it starts: up twice then into `a` is -2,
+/// into `a`, up and into `b` is 0; a leading separator counts for nothing (`concat!(dir, "/x")`).
+fn lowest_level(path: &str) -> i64 {
+    let (mut level, mut lowest) = (0i64, 0i64);
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                level -= 1;
+                lowest = lowest.min(level);
+            }
+            _ => level += 1,
+        }
+    }
+    lowest
+}
+
+/// The path-like words of a line that go up a directory: a `..` component in a word holding a path
+/// separator (up then into `x`; a script's `dirname "$0"` then up), or `..` quoted alone as a call's
+/// argument (`Path::new` of it). Rust's `..` (ranges, `{ a, .. }`, `[..]`) is neither.
+fn up_paths(line: &str) -> Vec<&str> {
+    let is_delim = |c: char| c.is_whitespace() || "\"'`(),;=<>[]{}|\\".contains(c);
+    let alone = concat!("(\"", "..", "\")");
+    let mut out = Vec::new();
+    for word in line.split(is_delim) {
+        let has_up = word.split('/').any(|p| p == "..");
+        if has_up && (word.contains('/') || (word == ".." && line.contains(alone))) {
+            out.push(word);
+        }
+    }
+    out
+}
+
+/// Where a relative path on this line starts from, as a folder relative to the repository root:
+/// the file's own folder for `include_str!`, `#[path]` and a script's `dirname "$0"`; a Rust file's
+/// crate root otherwise (`CARGO_MANIFEST_DIR`, and a test's working directory); a manifest's own
+/// folder; the repository root for anything else (the scripts `cd` there first).
+fn anchor(root: &Path, file: &Path, line: &str) -> PathBuf {
+    let dir = file.parent().unwrap_or(Path::new("")).to_path_buf();
+    let file_relative = ["include_str!", "include_bytes!", "include!(", "#[path", "dirname", "BASH_SOURCE", "__file__"];
+    if file_relative.iter().any(|m| line.contains(m)) || file.file_name().is_some_and(|n| n == "Cargo.toml") {
+        return dir;
+    }
+    if file.extension().is_some_and(|e| e == "rs") {
+        return dir.ancestors().find(|d| root.join(d).join("Cargo.toml").is_file()).unwrap_or(Path::new("")).to_path_buf();
+    }
+    PathBuf::new()
+}
+
+/// Every place in `text` (the file `file`, relative to the repository `root`) that names something
+/// outside the repository, and how many paths going up it found that stay inside.
+fn outside_paths(root: &Path, file: &Path, text: &str) -> (Vec<String>, usize) {
+    let (mut bad, mut inside) = (Vec::new(), 0);
+    for (i, line) in text.lines().enumerate() {
+        let at = format!("{}:{}", file.display(), i + 1);
+        if line.contains(OLD_CAPTURES) {
+            bad.push(format!("{at}: names the captures folder outside the repository: {}", line.trim()));
+        }
+        // The crate's folder (its manifest's), then its parent: each is one level up.
+        let parents = if line.contains(MANIFEST_DIR) { line.matches(PARENT).count() as i64 } else { 0 };
+        let ups = up_paths(line);
+        if parents == 0 && ups.is_empty() {
+            continue;
+        }
+        let depth = anchor(root, file, line).components().count() as i64;
+        if parents > 0 {
+            if depth - parents < 0 {
+                bad.push(format!("{at}: CARGO_MANIFEST_DIR's parent is outside the repository: {}", line.trim()));
+            } else {
+                inside += 1;
+            }
+        }
+        for path in ups {
+            let allowed = ALLOWED_UP_PATHS.iter().any(|(f, p, _)| file == Path::new(f) && path == *p);
+            if depth + lowest_level(path) - parents < 0 && !allowed {
+                bad.push(format!("{at}: `{path}` leads outside the repository: {}", line.trim()));
+            } else {
+                inside += 1;
+            }
+        }
+    }
+    (bad, inside)
+}
+
+#[test]
+fn nothing_in_the_project_reaches_outside_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (mut bad, mut inside, mut scanned) = (Vec::new(), 0, 0);
+    for top in SELF_CONTAINED {
+        let mut files = Vec::new();
+        all_files(&root.join(top), &mut files);
+        assert!(!files.is_empty(), "{top}/ holds no files: the check would pass without reading anything");
+        for p in files {
+            let bytes = std::fs::read(&p).unwrap();
+            let (b, n) = outside_paths(root, p.strip_prefix(root).unwrap(), &String::from_utf8_lossy(&bytes));
+            bad.extend(b);
+            inside += n;
+            scanned += 1;
+        }
+    }
+    assert!(scanned >= 150, "only {scanned} files scanned");
+    // The paths that go up and stay inside (the rule files' include_str!, the sim crate's fixtures,
+    // the scripts' `cd` to their parent folder) are found, so the patterns do match.
+    assert!(inside >= 15, "only {inside} paths going up found: the patterns no longer match anything");
+    assert!(bad.is_empty(), "the repository must be the whole project; copy what these need into it:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn the_outside_check_catches_the_old_capture_paths_and_keeps_paths_inside() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // In the examples `@` stands for the parent folder's `..` and `~` for a call of `PARENT`, so
+    // that this file names no path outside the repository itself.
+    let check = |file: &str, line: &str| outside_paths(root, Path::new(file), &line.replace('@', "..").replace('~', PARENT));
+    let sibling = "@/shared";
+    for (file, line) in [
+        ("src/prom/exposition.rs", format!(r#"let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("{sibling}/real-metrics").join(name);"#)),
+        ("tests/x.rs", r#"let d = concat!(env!("CARGO_MANIFEST_DIR"), "/@/data");"#.to_string()),
+        ("tests/x.rs", r#"let d = Path::new(env!("CARGO_MANIFEST_DIR"))~.unwrap().join("data");"#.to_string()),
+        ("tests/x.rs", r#"let d = Path::new("@").join("data");"#.to_string()),
+        ("tests/x.rs", format!("//! Every capture in {sibling}, loaded")),
+        ("tests/x.rs", format!("let f = \"/work/{OLD_CAPTURES}/a.txt\";")),
+        ("crates/sim/src/tests.rs", r#"Path::new(env!("CARGO_MANIFEST_DIR")).join("@/@/@/fixtures")"#.to_string()),
+        ("crates/sim/src/tests.rs", r#"Path::new(env!("CARGO_MANIFEST_DIR"))~.unwrap()~.unwrap()~"#.to_string()),
+        ("src/rules/load.rs", r#"include_str!("@/@/@/rules/signals.toml")"#.to_string()),
+        ("scripts/x.sh", format!("cat {sibling}/x")),
+        ("scripts/x.sh", r#"cd "$(dirname "$0")/@/@""#.to_string()),
+        (".ci/run", "exec @/other/run".to_string()),
+    ] {
+        let (bad, _) = check(file, &line);
+        assert!(!bad.is_empty(), "{file}: {line}: not caught");
+    }
+    for (file, line) in [
+        ("crates/sim/src/tests.rs", r#"Path::new(env!("CARGO_MANIFEST_DIR")).join("@/@/fixtures/scenarios")"#),
+        ("crates/sim/src/tests/events.rs", r#"Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("@/@/fixtures/scenarios/{name}.toml"))"#),
+        ("src/rules/load.rs", r#"("rules/signals.toml", include_str!("@/@/rules/signals.toml")),"#),
+        ("scripts/test.sh", r#"cd "$(dirname "$0")/@""#),
+        ("crates/sim/Cargo.toml", r#"vllm-diag = { path = "@/@" }"#),
+    ] {
+        let (bad, inside) = check(file, line);
+        assert!(bad.is_empty(), "{file}: {line}: {bad:#?}");
+        assert_eq!(inside, 1, "{file}: {line}");
+    }
+    // A path inside the repository does not go up, and Rust's own `..` is no path.
+    for (file, line) in [
+        ("tests/x.rs", r#"Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-metrics")"#),
+        ("src/a.rs", r#"let Foo { a, .. } = x; let y = &s[..]; for i in 0..=3 {} g(..); "a...b"; Foo { ..Default::default() }"#),
+        ("src/a.rs", r#"match part { "" | "." => {} ".." => up(), _ => down() }"#),
+    ] {
+        let (bad, inside) = check(file, line);
+        assert!(bad.is_empty() && inside == 0, "{file}: {line}: {bad:#?} {inside}");
+    }
 }

@@ -8,12 +8,13 @@ Usage: python fleet.py --engine-cmd JSON --flags JSON --ports P0,P1 --cores 0,1
 scripts/real-engine.sh --fleet starts a Prometheus scraping every port every 15 s first, then runs
 this. Each replica runs in its own session (setsid), its whole process tree pinned to its own core
 (taskset, and VLLM_CPU_OMP_THREADS_BIND for vLLM's own threads), on its own port, under the same
---served-model-name. The load balancer sends each request to the next replica in turn among those
-that answer /health (checked every second, and marked down at once when a request cannot connect),
-as a Kubernetes Service with readiness probes does; uneven phases weight the choice instead.
+--served-model-name. The load balancer sends each request to the next replica in turn (or, with
+--balance random, to one chosen at random) among those that answer /health (checked every second,
+and marked down at once when a request cannot connect), as a Kubernetes Service with readiness
+probes does; the uneven phase weights the choice instead.
 
 Phases, each after a healthy stretch and each with the truth in the manifest:
-  healthy-1, healthy-2  light load, round robin: the false-alarm test (KV usage of 1-3 %);
+  healthy-1, healthy-2  light load: the false-alarm test (KV usage of 1-3 %);
   uneven        16 clients, 90 % of requests to replica 0: the hot replica nears its limit;
   starved       light load while three busy loops, each in its own session, share replica 1's core;
   restart       replica 1 is killed (SIGKILL to its session), stays down 60 s, and is started again
@@ -47,7 +48,7 @@ from drive import VOCAB_LOW, VOCAB_HIGH, Load, Stats, log, utc  # noqa: E402
 from events import http_ok, parse_metrics  # noqa: E402
 
 LIGHT = Load(clients=6, prompt_tokens=64, max_tokens=32, think=0.5)
-LIGHT_WHAT = "6 clients, random 64-token prompts, 32 output tokens, ~0.5 s think time, round robin"
+LIGHT_WHAT = "6 clients, random 64-token prompts, 32 output tokens, ~0.5 s think time"
 HEAVY = Load(clients=24, prompt_tokens=400, max_tokens=400, think=0.0)
 UNEVEN = Load(clients=16, prompt_tokens=64, max_tokens=32, think=0.2)
 AUTOGROUP_NICE = -5
@@ -134,7 +135,8 @@ class Replica:
 
 class Group:
     """Clients that send one kind of request, to replicas chosen by one policy: None for round robin
-    over the replicas that are up, a list of weights, or one replica's index."""
+    over the replicas that are up, "random" for a uniform choice among them (what a Kubernetes
+    Service in kube-proxy's iptables mode does), a list of weights, or one replica's index."""
 
     def __init__(self, name, load, policy=None):
         self.name, self.load, self.policy = name, load, policy
@@ -155,6 +157,8 @@ class Balancer:
         if isinstance(policy, list):
             weights = [policy[r.index] for r in up]
             return rng.choices(up, weights=weights)[0]
+        if policy == "random":
+            return rng.choice(up)
         self.turn += 1
         return up[self.turn % len(up)]
 
@@ -375,7 +379,10 @@ async def programme(args, replicas, manifest):
     manifest["window"] = {"start": utc(time.time())}
     conn = aiohttp.TCPConnector(limit=0)
     H, P = args.healthy_seconds, args.phase_seconds
-    light = [Group("light", LIGHT)]
+    # --balance random sends light load where a Kubernetes Service in iptables mode would: to a replica
+    # chosen at random. A strict round robin keeps two replicas' KV usage equal to the block; chance
+    # makes them differ 2-3x at 1-3% usage, as fleets at night do.
+    light = [Group("light", LIGHT, None if args.balance == "round-robin" else "random")]
     r0, r1 = replicas[0], replicas[1]
     bg = [asyncio.create_task(health(replicas, state)), asyncio.create_task(sampler(replicas, state))]
     async with aiohttp.ClientSession(connector=conn) as session:
@@ -454,6 +461,8 @@ def main():
     ap.add_argument("--warmup-seconds", type=int, default=45)
     ap.add_argument("--tail-seconds", type=int, default=35)
     ap.add_argument("--only", default="", help="comma-separated phase names (for trying the lab out)")
+    ap.add_argument("--balance", choices=["round-robin", "random"], default="round-robin",
+                    help="how the light load picks a replica (the uneven phase weights the choice either way)")
     ap.add_argument("--manifest", required=True)
     ap.add_argument("--last-scrape", required=True)
     ap.add_argument("--log-dir", required=True)
@@ -471,7 +480,8 @@ def main():
     replicas = [Replica(args, i, p, c) for i, (p, c) in enumerate(zip(ports, cores))]
     manifest = {
         "description": "The fleet run of scripts/real-engine.sh --fleet: replicas of one model, each a vLLM "
-                       "engine pinned to its own core, behind a round-robin load balancer that skips a replica "
+                       "engine pinned to its own core, behind a load balancer (round robin, random or weighted: see each "
+                       "phase's load policy) that skips a replica "
                        "whose /health fails, scraped by one Prometheus every 15 s; times are UTC. "
                        "`expect_replica` is the instance an incident touches.",
         "engine": json.loads(args.engine) | {"replicas": [{"instance": r.instance, "core": r.core, "processes": r.processes} for r in replicas]},

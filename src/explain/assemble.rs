@@ -216,6 +216,30 @@ pub fn outliers(resp: &Response, group_by: &[String], label: &str, gap: bool) ->
     (values, culprits)
 }
 
+/// Rank answers: one series per (replica, data-parallel rank). Per replica, the worst rank over (or
+/// minus) the median of the replica's other ranks, as [`outliers`] compares replicas; per scope, the
+/// replica where that is largest, named with its rank. A replica with one rank has nothing to compare.
+pub fn rank_outliers(resp: &Response, group_by: &[String], label: &str, gap: bool) -> (BTreeMap<Scope, f64>, Culprits) {
+    let mut values: BTreeMap<Scope, f64> = BTreeMap::new();
+    let mut culprits: Culprits = BTreeMap::new();
+    let Data::Vector(samples) = &resp.data else { return (values, culprits) };
+    let mut per: BTreeMap<(Scope, String), Vec<&Sample>> = BTreeMap::new();
+    for s in samples {
+        let replica = s.labels.get(label).cloned().unwrap_or_default();
+        per.entry((scope_of(s, group_by), replica)).or_default().push(s);
+    }
+    for ((scope, replica), ranks) in per {
+        let one = Response { data: Data::Vector(ranks.into_iter().cloned().collect()), warnings: Vec::new(), infos: Vec::new() };
+        let (v, c) = outliers(&one, group_by, signals::RANK_LABEL, gap);
+        let (Some(v), Some(rank)) = (v.get(&scope).copied(), c.get(&scope).and_then(|c| c.get(signals::RANK_LABEL))) else { continue };
+        if values.get(&scope).is_none_or(|best| v > *best) {
+            values.insert(scope.clone(), v);
+            culprits.insert(scope, [(label.to_string(), replica.clone()), (signals::RANK_LABEL.to_string(), rank.clone())].into_iter().collect());
+        }
+    }
+    (values, culprits)
+}
+
 /// PromQL's order for `topk` and `quantile`: NaN below every number.
 fn nan_lowest(a: f64, b: f64) -> std::cmp::Ordering {
     match (a.is_nan(), b.is_nan()) {
@@ -361,6 +385,9 @@ fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Optio
                         }
                     }
                     (None, _) => wv.values = by_scope(resp, group_by),
+                    (Some((label, signals::Reduction::Outlier(how))), _) if how.ranks => {
+                        (wv.values, wv.culprits) = rank_outliers(resp, group_by, label, how.measure == signals::OutlierMeasure::Gap)
+                    }
                     (Some((label, signals::Reduction::Outlier(how))), _) => {
                         (wv.values, wv.culprits) = outliers(resp, group_by, label, how.measure == signals::OutlierMeasure::Gap)
                     }
@@ -526,7 +553,7 @@ mod tests {
     type Reduced = (BTreeMap<Scope, f64>, Culprits);
 
     fn both(models: &[Vec<f64>]) -> (Reduced, Reduced) {
-        let kind = SignalKind::Outlier { histogram: vec![], gauge: vec!["g".into()], quantile: 0.95, replica_label: "$replica".into(), measure: Default::default(), min_observations: 20 };
+        let kind = SignalKind::Outlier { histogram: vec![], gauge: vec!["g".into()], quantile: 0.95, replica_label: "$replica".into(), measure: Default::default(), min_observations: 20, ranks: false };
         let resolved = resolve(&kind, &["g".to_string()].into_iter().collect()).unwrap();
         let ctx = test_ctx(60);
         let q = build(&kind, &resolved, &ctx).unwrap();

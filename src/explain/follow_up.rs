@@ -85,12 +85,14 @@ pub fn only_scopes(selector: &Selector, group_by: &[String], scopes: &BTreeSet<S
     sel
 }
 
-/// Signal kinds whose query can simply be grouped by replica as well.
+/// Signal kinds whose query can simply be grouped by replica as well. A gauge attributed through
+/// another series (`up` through the engine's gauges) can: the join carries the replica label from
+/// the gauge's own side (target-down then names the target that went down).
 fn replica_breakdown_supported(kind: &SignalKind) -> bool {
     use SignalKind as K;
     match kind {
-        K::Quantile { .. } | K::Mean { .. } | K::Remainder { .. } | K::ActiveShare { .. } | K::Fill { .. } | K::Slope { .. } => true,
-        K::Rate { attribute_via, .. } | K::Ratio { attribute_via, .. } | K::Gauge { attribute_via, .. } => attribute_via.is_empty(),
+        K::Quantile { .. } | K::Mean { .. } | K::Remainder { .. } | K::ActiveShare { .. } | K::Fill { .. } | K::Slope { .. } | K::Gauge { .. } => true,
+        K::Rate { attribute_via, .. } | K::Ratio { attribute_via, .. } => attribute_via.is_empty(),
         _ => false,
     }
 }
@@ -257,18 +259,41 @@ pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules:
                 }
             }
         }
-        if let Some(kind) = rules.rule(&f.rule).and_then(|r| r.recommend.clone()) {
+        let kind = rules.rule(&f.rule).and_then(|r| r.recommend.clone());
+        if kind.is_some() || crate::recommend::LEVER_RULES.contains(&f.rule.as_str()) {
             let base: Scope = f.scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-            let val = |sig: &str| table.get(sig).and_then(|t| t.window.values.get(&base).copied());
-            let inputs = crate::recommend::Inputs {
-                num_gpu_blocks: cache.get(&base).map(|c| c.0),
-                block_size: cache.get(&base).map(|c| c.1),
-                prompt_len_mean: val("prompt_len_mean"),
-                output_len_mean: val("output_len_mean"),
-                running_per_replica: val("running_per_replica"),
-                kv_usage_avg: val("kv_usage_avg"),
-            };
-            f.recommendations.extend(crate::recommend::recommend(&kind, &inputs));
+            let inputs = recommend_inputs(table, &base, cache.get(&base).copied(), f.replicas.as_ref().map(|r| r.total as f64));
+            f.recommendations.extend(crate::recommend::cards(&f.rule, kind.as_deref(), &inputs));
+            f.wont_help = crate::recommend::wont_help(&f.rule, &inputs);
         }
+    }
+}
+
+/// What the recommenders read for one scope: its signals' values (window, and baseline where a card
+/// compares), the cache configuration and the replica count the finding's breakdown found.
+fn recommend_inputs(table: &SignalTable, base: &Scope, cache: Option<(f64, f64)>, replicas: Option<f64>) -> crate::recommend::Inputs {
+    let val = |sig: &str| table.get(sig).and_then(|t| t.window.values.get(base).copied());
+    let before = |sig: &str| table.get(sig).and_then(|t| t.baseline.values.get(base).copied());
+    crate::recommend::Inputs {
+        num_gpu_blocks: cache.map(|c| c.0),
+        block_size: cache.map(|c| c.1),
+        prompt_len_mean: val("prompt_len_mean"),
+        output_len_mean: val("output_len_mean"),
+        running_per_replica: val("running_per_replica"),
+        kv_usage_avg: val("kv_usage_avg"),
+        kv_usage_max: val("kv_usage_max"),
+        running_avg: val("running_avg"),
+        waiting_avg: val("waiting_avg"),
+        waiting_recent: val("waiting_recent"),
+        running_fill: val("running_fill"),
+        preemption_active: val("preemption_active"),
+        preemption_recent: val("preemption_recent"),
+        itl_p95: val("itl_p95"),
+        itl_p95_baseline: before("itl_p95"),
+        itl_p95_recent: val("itl_p95_recent"),
+        prompt_tokens_rate: val("prompt_tokens_rate"),
+        prompt_tokens_rate_baseline: before("prompt_tokens_rate"),
+        batch_tokens_mean: val("batch_tokens_mean"),
+        replicas,
     }
 }

@@ -7,10 +7,13 @@
 //! [`fetch::ReadPlan`]) -> [`fetch`] (the only network code: the read plan carried out) -> [`assemble`] (answers -> signal values) -> [`judge`] (rules,
 //! rank, coverage) -> [`follow_up`] (trends, per-replica breakdowns, recommendations) -> [`onset`]
 //! (when each finding began, read from its trend) -> [`correlate`] (the change each finding began
-//! after). The change events ([`crate::events`]) are asked with the signals. [`explain`] strings them together. A query that fails or times out does not stop the run: the signals that
+//! after). Beside them, [`binding`] reads which limit held each model's requests back at every
+//! step of the window (its reads go with the signals'). The change events ([`crate::events`]) are asked with the signals. [`explain`] strings them together. A query that fails or times out does not stop the run: the signals that
 //! needed it become "not evaluated" with the reason, and the rest of the diagnosis still comes out.
 
 pub mod assemble;
+pub mod binding;
+pub mod cold_start;
 pub mod correlate;
 pub mod discover;
 pub mod fetch;
@@ -140,8 +143,11 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // Whether the data reaches the window's end, in the same round trip (a scrape's does, by
     // construction: its last round closes the window).
     let data_end = if source.info().kind == "prometheus" { discover::data_end_request(&opts.selector, &disc.window_names, &p.window) } else { None };
+    // Which limit binds, from a fixed handful of range reads in the same round trip.
+    let binding_plan = binding::plan(&opts.selector, p, &disc.window_names);
     let mut reads = std::mem::take(&mut signal_plan.reads);
-    reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests()).chain(data_end.clone())));
+    let binding_reads = binding_plan.iter().flat_map(binding::BindingPlan::requests);
+    reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests()).chain(data_end.clone()).chain(binding_reads)));
     let (answers, sent) = fetch::read(&source, &reads, opts.concurrency, opts.deadline, started).await;
     queries += sent;
     for resp in answers.values().flatten() {
@@ -199,6 +205,8 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     onset::apply(&mut ranked.findings);
     crate::rank::ongoing_first(&mut ranked.findings);
     correlate::apply(&mut ranked.findings, &events, follow_ups.step.max(event_plan.step()), p.window.start);
+    let latency = events::replica_latency(&event_plan, &[&answers, &more]);
+    cold_start::apply(&mut ranked.findings, &events, &latency, &p.window, &rules.thresholds);
 
     let mut seen = BTreeSet::new();
     warnings.retain(|w| seen.insert(w.clone()));
@@ -226,6 +234,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         coverage,
         events,
         deploy: None,
+        binding: binding_plan.map(|b| binding::read(&b, &answers, p)).unwrap_or_default(),
     })
 }
 
@@ -332,7 +341,7 @@ mod tests {
         // With no data at all in the window nothing counts as evaluated, and every core rule is missing.
         let none = judge::coverage(&rules, &table, &judgements, false, &by);
         assert_eq!(none.evaluated, 0);
-        assert_eq!(none.core_not_evaluated.len(), 5);
+        assert_eq!(none.core_not_evaluated.len(), 6);
     }
 
     #[test]

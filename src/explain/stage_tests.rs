@@ -470,7 +470,7 @@ fn a_bound_some_replicas_lack_leaves_that_histograms_burn_rates_not_evaluated_an
     let at = |q: &str| Request::Instant { query: q.into(), time: p.window.end };
     let planned = |q: &str, histogram: (&str, bool), outlier: bool| plan::Planned {
         resolved: None,
-        per_replica: outlier.then(|| ("instance".to_string(), crate::signals::Reduction::Outlier(crate::signals::OutlierReading { measure: crate::signals::OutlierMeasure::Ratio, min_observations: 0, range_seconds: 1800 }))),
+        per_replica: outlier.then(|| ("instance".to_string(), crate::signals::Reduction::Outlier(crate::signals::OutlierReading { measure: crate::signals::OutlierMeasure::Ratio, min_observations: 0, range_seconds: 1800, ranks: false }))),
         availability: Availability::Ok,
         value: Some(at(q)),
         count: None,
@@ -539,7 +539,7 @@ fn every_reader_of_a_shared_bucket_answer_gets_what_it_gets_alone() {
         sums: vec![],
         burn: None,
     };
-    let outlier = |label: &str| plan::Planned { per_replica: Some((label.into(), crate::signals::Reduction::Outlier(crate::signals::OutlierReading { measure: crate::signals::OutlierMeasure::Ratio, min_observations: 0, range_seconds: 1800 }))), quantile: Some(0.95), ..base.clone() };
+    let outlier = |label: &str| plan::Planned { per_replica: Some((label.into(), crate::signals::Reduction::Outlier(crate::signals::OutlierReading { measure: crate::signals::OutlierMeasure::Ratio, min_observations: 0, range_seconds: 1800, ranks: false }))), quantile: Some(0.95), ..base.clone() };
     let readers: Vec<(&str, plan::Planned)> = vec![
         ("p95", plan::Planned { quantile: Some(0.95), counts_from_buckets: Some(1800.0), ..base.clone() }),
         ("p50", plan::Planned { quantile: Some(0.5), ..base.clone() }),

@@ -335,15 +335,15 @@ mod tests {
     }
 
     fn real(name: &str) -> String {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/real-metrics").join(name);
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-metrics").join(name);
         std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
     }
 
     #[test]
     fn every_real_vllm_capture_parses() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/real-metrics");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-metrics");
         let mut n = 0;
-        for entry in std::fs::read_dir(&dir).expect("shared/real-metrics exists beside the repository") {
+        for entry in std::fs::read_dir(&dir).expect("fixtures/real-metrics is in the repository") {
             let path = entry.expect("a directory entry").path();
             if path.file_name().is_some_and(|f| f == "README.md") {
                 continue;

@@ -58,7 +58,10 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         .findings
         .iter()
         .filter(|f| f.severity < Severity::Warning)
-        .map(|f| format!("{} ({})", f.rule, f.scope_short))
+        .map(|f| match &f.cold_start {
+            Some(c) => format!("{} ({}): {c}", f.rule, f.scope_short),
+            None => format!("{} ({})", f.rule, f.scope_short),
+        })
         .collect();
     let mut notes: Vec<String> = Vec::new();
     if !info.is_empty() {
@@ -157,8 +160,17 @@ fn finding_lines(out: &mut Vec<String>, f: &FindingView, width: usize) {
     if let Some(line) = &f.stood_in {
         out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
+    if let Some(line) = &f.binding {
+        out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
+    }
     for r in &f.recommendations {
         out.extend(wrap(&r.brief, w, INDENT, &format!("{INDENT}  ")));
+        if let Some(card) = &r.card_brief {
+            out.extend(wrap(card, w, &format!("{INDENT}  "), &format!("{INDENT}    ")));
+        }
+    }
+    for line in &f.wont_help {
+        out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
     for (n, step) in f.steps.iter().take(STEPS).enumerate() {
         let first = if n == 0 { format!("{INDENT}Next: 1. ") } else { format!("{INDENT}      {}. ", n + 1) };

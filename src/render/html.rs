@@ -154,11 +154,20 @@ fn finding(out: &mut String, view: &ReportView, f: &FindingView) {
     if let Some(line) = &f.recent {
         let _ = writeln!(out, "<p class=\"recent\">{}</p>", esc(line));
     }
+    if let Some(line) = &f.binding {
+        let _ = writeln!(out, "<p class=\"binding\">{}</p>", esc(line));
+    }
     if let Some(line) = &f.replicas {
         let _ = writeln!(out, "<p class=\"replicas\">Affected: {}</p>", esc(line));
     }
     for r in &f.recommendations {
         let _ = writeln!(out, "<h3>{}</h3>\n<p>{}</p>", esc(&r.head), esc(&r.how));
+        if let Some(card) = &r.card {
+            let _ = writeln!(out, "<p class=\"card\">{}</p>", esc(card));
+        }
+    }
+    for line in &f.wont_help {
+        let _ = writeln!(out, "<p class=\"wont-help\">{}</p>", esc(line));
     }
     if !f.steps.is_empty() {
         out.push_str("<h3>Next steps</h3>\n<ol>\n");

@@ -235,6 +235,8 @@ fn detail(view: &ReportView, f: &FindingView) -> String {
     notes.extend(f.recent.clone());
     notes.extend(f.replicas.as_ref().map(|r| format!("Affected: {r}")));
     notes.extend(f.recommendations.iter().map(|r| format!("{}: {}", r.head, r.how)));
+    notes.extend(f.recommendations.iter().filter_map(|r| r.card.clone()));
+    notes.extend(f.wont_help.iter().cloned());
     if !notes.is_empty() {
         let _ = write!(detail, "\n{}\n", notes.join("\n"));
     }

@@ -126,8 +126,15 @@ fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) 
     if let Some(line) = &f.replicas {
         blocks.push(format!("Affected: {}", text(line)));
     }
+    if let Some(line) = &f.binding {
+        blocks.push(text(line));
+    }
     for r in &f.recommendations {
         blocks.push(format!("**{}**  \n{}", text(&r.head), text(&r.how)));
+        blocks.extend(r.card.as_ref().map(|c| text(c)));
+    }
+    for line in &f.wont_help {
+        blocks.push(text(line));
     }
     if !f.steps.is_empty() {
         let items: Vec<String> = f

@@ -749,6 +749,24 @@ pub(crate) fn recommendation_lines(f: &Finding) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The experiment card of a recommendation, whole and brief: `--max-num-seqs: unknown → 15 ·
+/// trade-off: ... · confidence high: preempting in ...` and `--max-num-seqs: unknown → 15 ·
+/// confidence high`. `None` for a recommendation without a flag (a report from before cards).
+pub(crate) fn card_lines(r: &crate::report::Recommendation) -> Option<(String, String)> {
+    if r.flag.trim().is_empty() {
+        return None;
+    }
+    let change = format!("{}: {} → {}", one_line(&r.flag), one_line(&r.from), one_line(&r.to));
+    let level = r.confidence.level.as_str();
+    let whole = format!("{change} · trade-off: {} · confidence {level}: {}", one_line(&r.tradeoff), one_line(&r.confidence.basis));
+    Some((whole, format!("{change} · confidence {level}")))
+}
+
+/// `Won't help: more KV memory (--gpu-memory-utilization): KV-cache usage peaked at 42%, never past 60%`.
+pub(crate) fn wont_help_lines(f: &Finding) -> Vec<String> {
+    f.wont_help.iter().map(|w| format!("Won't help: {} ({}): {}", one_line(&w.lever), one_line(&w.flag), one_line(&w.why))).collect()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Human touches: relative times, short names, sparklines, the check verdict.
 // ---------------------------------------------------------------------------------------------
@@ -1157,6 +1175,7 @@ pub(crate) mod fixtures {
             coverage: crate::report::Coverage { rules: 8, evaluated: 6, stood_in: 0, core_not_evaluated: vec![], unread_targets: vec![] },
             events: vec![],
             deploy: None,
+            binding: Vec::new(),
         }
     }
 
@@ -1224,7 +1243,16 @@ pub(crate) mod fixtures {
                 value: "37".to_string(),
                 arithmetic: "40 running sequences per replica used 96% of the KV cache on average: 40 x 90% headroom / 96% = 37 sequences per replica".to_string(),
                 caveat: "a starting point for a load test".to_string(),
+                flag: "--max-num-seqs".to_string(),
+                from: "unknown".to_string(),
+                to: "37".to_string(),
+                tradeoff: "fewer sequences at once: no preemptions, but each replica admits less".to_string(),
+                confidence: crate::report::Confidence {
+                    level: crate::report::ConfidenceLevel::High,
+                    basis: "share of time preempting: 90% over the window and 100% over its last 5 min".to_string(),
+                },
             }],
+            wont_help: vec![],
             replicas: Some(Replicas {
                 label: "instance".to_string(),
                 affected: vec!["10.0.0.1:8000".to_string(), "10.0.0.2:8000".to_string()],
@@ -1238,6 +1266,7 @@ pub(crate) mod fixtures {
             onset_signal: Some("kv_cache_usage".to_string()),
             ended: None,
             preceded_by: None,
+            cold_start: None,
             also_consistent: vec![
                 AlsoConsistent {
                     rule: "queue-backlog".to_string(),
@@ -1329,6 +1358,11 @@ pub(crate) mod fixtures {
             ],
             references: vec![],
             recommendations: vec![],
+            wont_help: vec![crate::report::WontHelp {
+                lever: "more KV memory".to_string(),
+                flag: "--gpu-memory-utilization / --kv-cache-memory-bytes".to_string(),
+                why: "KV-cache usage peaked at 41%, never past 60%".to_string(),
+            }],
             replicas: None,
             stood_in: None,
             recent: None,
@@ -1337,6 +1371,7 @@ pub(crate) mod fixtures {
             onset_signal: Some("ttft_p95".to_string()),
             ended: None,
             preceded_by: None,
+            cold_start: None,
             also_consistent: vec![],
             raised_from: None,
         };

@@ -45,6 +45,8 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     let tail_text = tail_lines.join("\n");
 
     let full: Vec<String> = view.findings.iter().map(finding_full).collect();
+    let lean_all: Vec<String> = view.findings.iter().map(|f| finding_full_with(f, false)).collect();
+    let lean = lean_all.first().cloned().unwrap_or_default();
     let brief: Vec<String> = view.findings.iter().map(finding_brief).collect();
 
     let len = |s: &str| s.chars().count();
@@ -66,14 +68,25 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     let total_full: usize = full.iter().map(|b| len(b) + 2).sum();
     let mut blocks: Vec<String> = Vec::new();
     let mut omitted = 0;
+    let total_lean: usize = lean_all.iter().map(|b| len(b) + 2).sum();
     if total_full <= budget(0) {
         blocks = full;
+    } else if total_lean <= budget(0) {
+        // Every finding in full fits once the cards beyond the first recommendation give way.
+        blocks = lean_all;
     } else {
         let reserve = len(&more_line(view.findings.len())) + 2;
         let mut used = 0;
         for (i, (f, b)) in full.iter().zip(&brief).enumerate() {
-            // The first finding is shown in full when it fits; the others one line each.
-            let candidate = if i == 0 && len(f) + 2 <= budget(reserve) { f } else { b };
+            // The first finding is shown in full when it fits (without its cards when only that fits);
+            // the others one line each.
+            let candidate = if i == 0 && len(f) + 2 <= budget(reserve) {
+                f
+            } else if i == 0 && len(&lean) + 2 <= budget(reserve) {
+                &lean
+            } else {
+                b
+            };
             if used + len(candidate) + 2 <= budget(reserve) {
                 used += len(candidate) + 2;
                 blocks.push(candidate.clone());
@@ -271,6 +284,12 @@ fn cut_line(s: &str, max: usize) -> String {
 
 /// Heading, summary, the evidence held to a condition (with its trend), and the next steps.
 fn finding_full(f: &FindingView) -> String {
+    finding_full_with(f, true)
+}
+
+/// A finding in full; `cards` false leaves out the cards beyond the first recommendation and the
+/// won't-help lines (what a finding gives up before its evidence and next steps when room is short).
+fn finding_full_with(f: &FindingView, cards: bool) -> String {
     let mut lines = vec![heading(f)];
     if let Some(summary) = &f.summary {
         lines.push(plain(summary));
@@ -309,8 +328,20 @@ fn finding_full(f: &FindingView) -> String {
     if let Some(line) = &f.replicas {
         lines.push(format!("Affected: {}", plain(line)));
     }
-    for r in &f.recommendations {
-        lines.push(format!("*{}*: {}", plain(&r.head), plain(&r.how)));
+    for (i, r) in f.recommendations.iter().enumerate() {
+        // The first recommendation in full; the other cards by their first sentence, so the
+        // finding's evidence and next steps keep their room in Slack's 3,000 characters.
+        if i == 0 {
+            lines.push(format!("*{}*: {}", plain(&r.head), plain(&r.how)));
+        } else if cards {
+            lines.push(plain(&r.brief));
+        }
+        if let Some(card) = r.card_brief.as_ref().filter(|_| cards) {
+            lines.push(plain(card));
+        }
+    }
+    if cards {
+        lines.extend(f.wont_help.iter().map(|l| plain(l)));
     }
     if !f.steps.is_empty() {
         lines.push("*Next steps*".to_string());

@@ -149,7 +149,7 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
         }
     }
 
-    for line in f.stood_in.iter().chain(&f.recent) {
+    for line in f.stood_in.iter().chain(&f.recent).chain(&f.binding) {
         out.extend(wrap(line, width, INDENT, &format!("{INDENT}  ")));
     }
     if let Some(line) = &f.replicas {
@@ -158,6 +158,12 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
     for r in &f.recommendations {
         out.extend(wrap(&r.head, width, INDENT, &format!("{INDENT}  ")));
         out.extend(wrap(&r.how, width, &format!("{INDENT}  "), &format!("{INDENT}  ")));
+        if let Some(card) = &r.card {
+            out.extend(wrap(card, width, &format!("{INDENT}  "), &format!("{INDENT}    ")));
+        }
+    }
+    for line in &f.wont_help {
+        out.extend(wrap(line, width, INDENT, &format!("{INDENT}  ")));
     }
     if !f.steps.is_empty() {
         out.push(format!("{INDENT}Next steps"));

@@ -23,7 +23,7 @@ use super::{
     ago, coverage_phrase, core_sentence, describe_duration, describe_fleet, describe_generation,
     describe_instant, describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline,
     finding_queries, healthy_summary, headline, no_findings_sentence, not_evaluated_heading,
-    not_evaluated_lines, one_line, plural, query_timing, alternatives, condition_in_words, gap_phrase, recommendation_lines, replicas_line,
+    not_evaluated_lines, one_line, plural, query_timing, alternatives, condition_in_words, gap_phrase, recommendation_lines, card_lines, wont_help_lines, replicas_line,
     stood_in_line, recent_line, verdict, warning_lines, evidence_words, RenderOptions, ScopeStyle, Verdict,
 };
 use crate::report::{Event, EventKind, Evidence, Finding, Report, Scope, Severity, TimeRange};
@@ -154,7 +154,12 @@ pub struct FindingView {
     /// The change it began after: `Began 2 min after a configuration change at 09:01 UTC:
     /// num_gpu_blocks 2000 -> 900 on 2 of 3 replicas`. Every format prints it right under the onset.
     pub preceded_by: Option<String>,
+    /// A replica's cold start that turned the finding into info: `Cold start: ... (re)started at
+    /// 08:54:00 UTC and was slow for its first 5 min (...), then as fast as its peers`.
+    pub cold_start: Option<String>,
     pub recommendations: Vec<RecommendationView>,
+    /// The levers the evidence rules out: `Won't help: more KV memory (...): ...`.
+    pub wont_help: Vec<String>,
     /// The runbook's next steps, in order.
     pub steps: Vec<String>,
     pub references: Vec<String>,
@@ -173,6 +178,9 @@ pub struct FindingView {
     pub after: Option<String>,
     /// `3 of 3 replicas`, when the finding was broken down per replica.
     pub replicas_count: Option<String>,
+    /// Which limit bound the finding's model over the window, in one sentence (the first finding
+    /// of a model carries it; see [`binding_sentence`]).
+    pub binding: Option<String>,
 }
 
 /// How many evidence rows the text format shows for a finding at most.
@@ -301,6 +309,10 @@ pub struct RecommendationView {
     /// on average: 17 x 90% headroom / 96.7% = 15 sequences per replica`: the head and the first
     /// sentence of how, without the cross-checks and the caveat.
     pub brief: String,
+    /// The experiment card: `--max-num-seqs: unknown → 15 · trade-off: ... · confidence high: ...`.
+    pub card: Option<String>,
+    /// The card without trade-off and basis, for the compact text: `--max-num-seqs: unknown → 15 · confidence high`.
+    pub card_brief: Option<String>,
 }
 
 /// A rule that also matched the finding's scope.
@@ -490,6 +502,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         replicas: replicas_line(f),
         onset: onset_line(report, f, now),
         preceded_by: f.preceded_by.as_ref().map(|p| capitalised(&one_line(&p.text))).filter(|s| !s.is_empty()),
+        cold_start: f.cold_start.as_ref().map(|c| capitalised(&one_line(&c.text))),
         recommendations: recommendation_lines(f)
             .into_iter()
             .zip(&f.recommendations)
@@ -497,9 +510,11 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
                 let first = one_line(&r.arithmetic);
                 let first = first.split(". ").next().unwrap_or_default().trim_end_matches('.').to_string();
                 let brief = if first.is_empty() { head.clone() } else { format!("{head}: {first}") };
-                RecommendationView { head, how, brief }
+                let (card, card_brief) = card_lines(r).unzip();
+                RecommendationView { head, how, brief, card, card_brief }
             })
             .collect(),
+        wont_help: wont_help_lines(f),
         steps: f.steps.iter().map(|s| one_line(s)).collect(),
         references: f.references.iter().map(|r| one_line(r)).collect(),
         also_consistent: f
@@ -513,6 +528,45 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         since: since(report, f),
         after: f.preceded_by.as_ref().map(after),
         replicas_count: f.replicas.as_ref().filter(|r| r.total > 0).map(|r| format!("{} of {} replicas", r.affected.len(), r.total)),
+        binding: binding_of(report, f).filter(|_| first_of_its_model(report, f, rank)).map(binding_sentence),
+    }
+}
+
+/// The model-level binding of a finding's scope (its grouping labels; a replica label the finding
+/// names is left aside).
+fn binding_of<'a>(report: &'a Report, f: &Finding) -> Option<&'a crate::report::Binding> {
+    let replica = &report.metrics.replica_label;
+    report.binding.iter().find(|b| !b.scope.contains_key(replica) && b.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v)))
+}
+
+/// Whether no finding ranked before `rank` has the same model-level binding.
+fn first_of_its_model(report: &Report, f: &Finding, rank: usize) -> bool {
+    let mine = binding_of(report, f).map(|b| &b.scope);
+    report.findings.iter().take(rank - 1).all(|g| binding_of(report, g).map(|b| &b.scope) != mine)
+}
+
+/// "Bound by max_num_seqs for 82% of the window: 32 of 32 running, KV at 41%, 45 waiting".
+pub fn binding_sentence(b: &crate::report::Binding) -> String {
+    use crate::report::LimitKind as L;
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let n = |x: f64| if (x - x.round()).abs() < 0.05 { format!("{}", x.round()) } else { format!("{x:.1}") };
+    let share = pct(b.share);
+    let Some(t) = &b.typical else { return format!("Bound by {} for {share} of the window", b.limit.name()) };
+    let kv = t.kv_usage.map(|k| format!("KV at {}", pct(k)));
+    let running = match t.running_cap {
+        Some(cap) => format!("{} of {} running", n(t.running), n(cap)),
+        None => format!("{} running", n(t.running)),
+    };
+    let waiting = format!("{} waiting", n(t.waiting));
+    let join = |parts: Vec<Option<String>>| parts.into_iter().flatten().collect::<Vec<_>>().join(", ");
+    match b.limit {
+        L::MaxNumSeqs => format!("Bound by max_num_seqs for {share} of the window: {}", join(vec![Some(running), kv, Some(waiting)])),
+        // The batch's plateau under KV pressure is the cache's doing, not a cap: the count alone.
+        L::KvCache => format!("Bound by the KV cache for {share} of the window: {}", join(vec![kv, Some(format!("{} running", n(t.running))), Some(waiting)])),
+        L::MaxNumBatchedTokens => format!("Bound by max_num_batched_tokens for {share} of the window: engine steps at the token budget, {}", join(vec![Some(running), kv, Some(waiting)])),
+        L::Deferred => format!("Requests deferred (waiting, not for capacity) for {share} of the window: {}", join(vec![Some(running), kv, Some(waiting)])),
+        L::Stalled => format!("Stalled for {share} of the window: {}, no tokens generated", join(vec![Some(running), Some(waiting)])),
+        L::None => "No limit bound: no request waited in the window".to_string(),
     }
 }
 

@@ -608,6 +608,11 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
             nonempty(gauge, "gauge")?;
             nonempty(counter, "counter")
         }
+        SignalKind::StallShare { counter, running, waiting, .. } => {
+            nonempty(counter, "counter")?;
+            nonempty(running, "running")?;
+            nonempty(waiting, "waiting")
+        }
         SignalKind::Fill { gauge } | SignalKind::Vanished { gauge, .. } | SignalKind::ReplicasOver { gauge, .. } => {
             nonempty(gauge, "gauge")
         }
@@ -646,10 +651,17 @@ pub struct ThresholdUse {
     pub unit: String,
 }
 
+/// Thresholds read by a stage of the diagnosis rather than by a condition: (name, who uses it, unit).
+pub const STAGE_THRESHOLDS: &[(&str, &str, &str)] =
+    &[(super::COLD_START_WARM_UP, "the cold-start stage takes it as the longest slowdown after a replica (re)starts that is still warm-up", "seconds")];
+
 /// Where each threshold is used: the conditions that compare a signal with `$name`, and the SLO
 /// burn-rate signals that take it as their latency target or objective.
 pub fn threshold_uses(set: &RuleSet) -> BTreeMap<String, Vec<ThresholdUse>> {
     let mut out: BTreeMap<String, Vec<ThresholdUse>> = BTreeMap::new();
+    for (name, by, unit) in STAGE_THRESHOLDS {
+        out.entry(name.to_string()).or_default().push(ThresholdUse { by: by.to_string(), unit: unit.to_string() });
+    }
     for r in &set.rules {
         for c in r.all_conditions() {
             for cmp in c.expr.comparisons() {

@@ -6,4 +6,6 @@ pub mod export;
 pub mod expr;
 pub mod load;
 
+/// The threshold naming the longest warm-up after a replica (re)starts (`explain::cold_start`).
+pub const COLD_START_WARM_UP: &str = "cold_start_warm_up";
 pub use load::{load_builtin, load_with_overrides, preload, threshold_uses, unit_misfit, RuleDef, RuleError, RuleSet};

@@ -88,6 +88,18 @@ pub enum SignalKind {
     },
     /// The share of the window during which a counter was increasing (0..1): "sustained" preemptions.
     ActiveShare { counter: Vec<String> },
+    /// The share of the window during which a replica held requests (running or waiting) while its
+    /// counter (generated tokens) rose by less than `below` per second: a stalled engine. The worst
+    /// replica's share. A target down has no series, so its steps do not count.
+    StallShare {
+        counter: Vec<String>,
+        running: Vec<String>,
+        waiting: Vec<String>,
+        #[serde(default = "default_stall_below")]
+        below: f64,
+        #[serde(default = "default_replica_label")]
+        replica_label: String,
+    },
     /// The mean time a request waits, by Little's law: requests waiting (a gauge, averaged over the
     /// window and summed over the scope) divided by requests completed per second (a counter). It
     /// stands in for queue-time histograms where only gauges and counters are kept.
@@ -124,6 +136,11 @@ pub enum SignalKind {
         measure: OutlierMeasure,
         #[serde(default = "default_replica_observations")]
         min_observations: u32,
+        /// Compare the data-parallel ranks (`engine`) inside each replica instead of the replicas:
+        /// the worst rank against the median of its replica's other ranks, the replica where that
+        /// is largest named with its rank. Gauges only.
+        #[serde(default)]
+        ranks: bool,
     },
     /// Error-budget burn rate of a latency objective: the share of observations above `target` (read
     /// from the histogram bucket at the target, or interpolated between the two around it when the
@@ -176,7 +193,12 @@ pub struct OutlierReading {
     /// be compared (0 for a gauge), and the window's length in seconds to count them over.
     pub min_observations: u32,
     pub range_seconds: u64,
+    /// Ranks inside each replica are compared (see [`SignalKind::Outlier`]'s `ranks`).
+    pub ranks: bool,
 }
+
+/// The label vLLM gives each data-parallel rank (engine core) of one server.
+pub const RANK_LABEL: &str = "engine";
 
 /// How per-replica answers become one value per scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -308,6 +330,7 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
         SignalKind::Gauge { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),
         SignalKind::ActiveShare { counter } | SignalKind::Spread { counter, .. } => vec![counter.clone()],
         SignalKind::QueueWait { gauge, counter } => vec![gauge.clone(), counter.clone()],
+        SignalKind::StallShare { counter, running, waiting, .. } => vec![counter.clone(), running.clone(), waiting.clone()],
         SignalKind::Slope { gauge, .. } | SignalKind::Fill { gauge } | SignalKind::Vanished { gauge, .. } => vec![gauge.clone()],
         SignalKind::ReplicasOver { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),
         SignalKind::Outlier { histogram, gauge, .. } => {
@@ -318,6 +341,12 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
 
 /// Every spelling a declared name may have in storage: as declared, with `vllm_` for `vllm:`
 /// (OpenTelemetry pipelines), and counters without `_total`.
+/// Generated tokens per second under which an engine holding requests counts as stalled: what
+/// `throughput-stall` calls stalled (`stall_tokens_per_second`).
+fn default_stall_below() -> f64 {
+    1.0
+}
+
 pub fn spellings(name: &str) -> Vec<String> {
     let mut out = vec![name.to_string()];
     if let Some(rest) = name.strip_prefix("vllm:") {

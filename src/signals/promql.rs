@@ -303,6 +303,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sel.series(&resolved.names[0], &[])
             ))
         }
+        SignalKind::StallShare { below, replica_label, .. } => plain(stall_share_query(*below, &replica(replica_label)?, resolved, ctx)),
         SignalKind::QueueWait { .. } => {
             let waiting = format!("sum by ({by}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]));
             let (done, done_read) = summed(rate_read(&resolved.names[1], &[], None, &[], ctx));
@@ -323,39 +324,16 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             let m = sel.series(&resolved.names[0], &[]);
             plain(format!("avg by ({by}) (avg_over_time({m}[{r}]) / max_over_time({m}[{r}]))"))
         }
-        SignalKind::Outlier { histogram, quantile, replica_label, measure, min_observations, .. } => {
+        SignalKind::Outlier { histogram, quantile, replica_label, measure, min_observations, ranks, .. } => {
             let replica_label = &replica(replica_label)?;
-            let per = if histogram.is_empty() {
-                format!("max by ({by}, {replica_label}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]))
-            } else {
-                let fam = family_of(&resolved.names[0]);
-                format!(
-                    "histogram_quantile({quantile}, sum by (le, {by}, {replica_label}) (rate({}[{r}])))",
-                    sel.series(&format!("{fam}_bucket"), &[])
-                )
-            };
-            // The worst replica over the median of the others. In PromQL the per-replica expression
-            // is evaluated three times; explain fetches it once and reduces it (Reduction::Outlier).
-            let top = format!("topk by ({by}) (1, {per})");
-            let op = match measure {
-                OutlierMeasure::Ratio => "/",
-                OutlierMeasure::Gap => "-",
-            };
-            let reading = OutlierReading {
-                measure: *measure,
-                min_observations: if histogram.is_empty() { 0 } else { *min_observations },
-                range_seconds: ctx.range.as_secs(),
-            };
-            SignalQueries {
-                value: format!(
-                    "{top} {op} on ({by}) group_left quantile by ({by}) (0.5, {per} unless on ({by}, {replica_label}) {top})"
-                ),
-                fetch: Some(per),
-                count: None,
-                per_replica: Some((replica_label.clone(), Reduction::Outlier(reading))),
-                parts: None,
-                sums: Vec::new(),
+            if *ranks {
+                if !histogram.is_empty() {
+                    return Err("ranks are compared on gauges only".into());
+                }
+                return Ok(rank_outlier(*measure, replica_label, resolved, ctx));
             }
+            let min_observations = if histogram.is_empty() { 0 } else { *min_observations };
+            replica_outlier(!histogram.is_empty(), *quantile, *measure, min_observations, replica_label, resolved, ctx)
         }
         SignalKind::SloBurn { target, objective, .. } => plain(slo_burn_query(target, objective, resolved, ctx)?),
         SignalKind::Vanished { replica_label, .. } => {
@@ -379,6 +357,25 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
         }
     })
 }
+
+/// The worst replica's share of the window holding requests (running or waiting) while generating
+/// fewer than `below` tokens per second, at the trends' step.
+fn stall_share_query(below: f64, replica_label: &str, resolved: &Resolved, ctx: &QueryContext) -> String {
+    let by = ctx.group_by.join(", ");
+    let r = promql_duration(ctx.range);
+    let sel = &ctx.selector;
+    let step = (ctx.range.as_secs() / 30).max(15);
+    let inner = (step * 2).max(60);
+    let per = if ctx.group_by.iter().any(|l| l == replica_label) { by.clone() } else { format!("{by}, {replica_label}") };
+    let gauge = |n: &str| format!("sum by ({per}) (max_over_time({}[{step}s]))", sel.series(n, &[]));
+    format!(
+        "max by ({by}) (avg_over_time(((sum by ({per}) (rate({}[{inner}s])) < bool {below}) * ({} + {} >= bool 1))[{r}:{step}s]))",
+        sel.series(&resolved.names[0], &[]),
+        gauge(&resolved.names[1]),
+        gauge(&resolved.names[2])
+    )
+}
+
 
 /// The burn rate of an SLO "`objective` of requests under `target`": the share of observations over
 /// the target (the buckets at or under it over the `+Inf` bucket), as a multiple of the error
@@ -547,6 +544,68 @@ pub fn series_count_query(selector: &Selector, metric: &str) -> String {
 /// (`X * on (J) group_left (L) group by (A) (anchor)`): J the join's labels, L the grouping labels
 /// the join is not already on (PromQL refuses a label in both `on` and `group_left`, as with
 /// `--group-by model_name,namespace` and a join on namespace and pod), and A both, each once.
+/// The worst replica over (or minus) the median of the others. In PromQL the per-replica expression
+/// is evaluated three times; explain fetches it once and reduces it (Reduction::Outlier).
+fn replica_outlier(
+    histogram: bool,
+    quantile: f64,
+    measure: OutlierMeasure,
+    min_observations: u32,
+    replica_label: &str,
+    resolved: &Resolved,
+    ctx: &QueryContext,
+) -> SignalQueries {
+    let (by, r, sel) = (ctx.group_by.join(", "), promql_duration(ctx.range), &ctx.selector);
+    let per = if histogram {
+        let fam = family_of(&resolved.names[0]);
+        format!("histogram_quantile({quantile}, sum by (le, {by}, {replica_label}) (rate({}[{r}])))", sel.series(&format!("{fam}_bucket"), &[]))
+    } else {
+        format!("max by ({by}, {replica_label}) (avg_over_time({}[{r}]))", sel.series(&resolved.names[0], &[]))
+    };
+    let top = format!("topk by ({by}) (1, {per})");
+    let op = match measure {
+        OutlierMeasure::Ratio => "/",
+        OutlierMeasure::Gap => "-",
+    };
+    let reading = OutlierReading { measure, min_observations, range_seconds: ctx.range.as_secs(), ranks: false };
+    SignalQueries {
+        value: format!("{top} {op} on ({by}) group_left quantile by ({by}) (0.5, {per} unless on ({by}, {replica_label}) {top})"),
+        fetch: Some(per),
+        count: None,
+        per_replica: Some((replica_label.to_string(), Reduction::Outlier(reading))),
+        parts: None,
+        sums: Vec::new(),
+    }
+}
+
+/// A gauge's data-parallel ranks compared inside each replica: per (scope, replica), the worst rank
+/// over (or minus) the median of the replica's other ranks; the scope's value is the largest of
+/// those. explain fetches the per-rank expression once and reduces it itself.
+fn rank_outlier(measure: OutlierMeasure, replica_label: &str, resolved: &Resolved, ctx: &QueryContext) -> SignalQueries {
+    let by = ctx.group_by.join(", ");
+    let r = promql_duration(ctx.range);
+    let per = format!(
+        "max by ({by}, {replica_label}, {RANK_LABEL}) (avg_over_time({}[{r}]))",
+        ctx.selector.series(&resolved.names[0], &[])
+    );
+    let top = format!("topk by ({by}, {replica_label}) (1, {per})");
+    let op = match measure {
+        OutlierMeasure::Ratio => "/",
+        OutlierMeasure::Gap => "-",
+    };
+    let reading = OutlierReading { measure, min_observations: 0, range_seconds: ctx.range.as_secs(), ranks: true };
+    SignalQueries {
+        value: format!(
+            "max by ({by}) ({top} {op} on ({by}, {replica_label}) group_left quantile by ({by}, {replica_label}) (0.5, {per} unless on ({by}, {replica_label}, {RANK_LABEL}) {top}))"
+        ),
+        fetch: Some(per),
+        count: None,
+        per_replica: Some((replica_label.to_string(), Reduction::Outlier(reading))),
+        parts: None,
+        sums: Vec::new(),
+    }
+}
+
 fn join_labels(join_on: &[String], carry: &[String]) -> (String, String, String) {
     let mut left: Vec<&str> = Vec::new();
     for l in carry {

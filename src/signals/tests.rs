@@ -278,13 +278,14 @@ fn outliers_ask_for_one_value_per_replica() {
         replica_label: "instance".into(),
         measure: OutlierMeasure::Ratio,
         min_observations: 20,
+        ranks: false,
     };
     let r = resolve(&k, &present(&["vllm:inter_token_latency_seconds_bucket"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
     assert!(q.value.contains("sum by (le, model_name, instance)"), "{}", q.value);
     assert!(q.value.starts_with("topk by (model_name) (1, "), "{}", q.value);
     assert!(q.value.contains("/ on (model_name) group_left quantile by (model_name) (0.5, "), "{}", q.value);
-    let reading = OutlierReading { measure: OutlierMeasure::Ratio, min_observations: 20, range_seconds: 1800 };
+    let reading = OutlierReading { measure: OutlierMeasure::Ratio, min_observations: 20, range_seconds: 1800, ranks: false };
     assert_eq!(q.per_replica, Some(("instance".to_string(), Reduction::Outlier(reading))));
     // explain fetches the per-replica expression once and reduces it itself.
     let fetch = q.fetch.unwrap();

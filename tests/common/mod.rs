@@ -32,8 +32,11 @@ use chrono::{DateTime, Utc};
 use tempfile::TempDir;
 use vllm_diag_sim::{generate_openmetrics, ScenarioSpec};
 
-/// How long a server may take to become ready before the test fails.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a server may take to become ready before the test fails: only a guard against a server
+/// that never comes up (the wait ends as soon as it is ready), so long enough for a busy machine
+/// where several tests start Prometheus at once (30 s left little room; found by reading, not seen
+/// failing).
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// How many ports to try when another process takes ours between choosing it and binding it.
 const BIND_ATTEMPTS: usize = 5;
 

@@ -85,6 +85,12 @@ pub struct EventSpec {
     pub image: Option<String>,
     /// rollout: time between one replica going down and the next.
     pub stagger: Duration,
+    /// restart, config-change, rollout: how long the new process stays slow after it first
+    /// answers (a cold start: compilation, CUDA graphs, empty caches); zero: none.
+    pub warm_up: Duration,
+    /// ... and how much slower its prefill and decode steps are when it first answers (falling
+    /// linearly to 1 over `warm_up`).
+    pub warm_up_slowdown: f64,
 }
 
 /// The image every pod runs until a rollout changes it.
@@ -136,6 +142,10 @@ pub(crate) struct RawEvent {
     image: Option<String>,
     #[serde(default)]
     stagger: Option<String>,
+    #[serde(default)]
+    warm_up: Option<String>,
+    #[serde(default)]
+    warm_up_slowdown: Option<f64>,
 }
 
 /// The parser's context: how to build an error, read a duration, and the timeline's bounds.
@@ -250,6 +260,28 @@ pub(crate) fn parse(raw: Vec<RawEvent>, models: &[(String, u32)], cx: &Ctx) -> R
             only("stagger", e.stagger.is_some(), "rollout")?;
             (None, Duration::ZERO)
         };
+        let (warm_up, warm_up_slowdown) = if e.kind.restarts() {
+            let warm_up = match &e.warm_up {
+                Some(text) => cx.intervals(&field("warm_up"), text)?,
+                None => Duration::ZERO,
+            };
+            let slowdown = match (e.warm_up_slowdown, warm_up.is_zero()) {
+                (Some(f), false) if !(1.0..=100.0).contains(&f) => {
+                    return Err((cx.invalid)(&field("warm_up_slowdown"), format!("{f} must be between 1 and 100 (times slower)")));
+                }
+                (Some(_), true) => {
+                    return Err((cx.invalid)(&field("warm_up_slowdown"), "needs warm_up, how long the new process stays slow (like warm_up = \"4m\")".into()));
+                }
+                (Some(f), false) => f,
+                (None, false) => 3.0,
+                (None, true) => 1.0,
+            };
+            (warm_up, slowdown)
+        } else {
+            only("warm_up", e.warm_up.is_some(), "restart, config-change and rollout")?;
+            only("warm_up_slowdown", e.warm_up_slowdown.is_some(), "restart, config-change and rollout")?;
+            (Duration::ZERO, 1.0)
+        };
         out.push(EventSpec {
             kind: e.kind,
             model: e.model,
@@ -259,6 +291,8 @@ pub(crate) fn parse(raw: Vec<RawEvent>, models: &[(String, u32)], cx: &Ctx) -> R
             num_gpu_blocks,
             image,
             stagger,
+            warm_up,
+            warm_up_slowdown,
         });
     }
     check_lives(&out, models, cx)?;
@@ -276,6 +310,9 @@ pub(crate) struct Outage {
     pub blocks: Option<u64>,
     /// The rollout that replaces the pod (index into the rollouts of the model, counted from 0).
     pub rollout: Option<usize>,
+    /// The new process's cold start: how long (ms) and how much slower at first.
+    pub warm_up_ms: i64,
+    pub warm_up_slowdown: f64,
 }
 
 /// When a replica exists and when its process is down, from the events.
@@ -318,6 +355,18 @@ impl Life {
         Phase::Up
     }
 
+    /// How much slower the replica's steps are at `t_ms` while a new process warms up (1: warm).
+    pub fn slowdown(&self, t_ms: i64) -> f64 {
+        self.outages
+            .iter()
+            .filter(|o| o.warm_up_ms > 0 && o.up_ms <= t_ms && t_ms < o.up_ms + o.warm_up_ms)
+            .map(|o| {
+                let left = 1.0 - (t_ms - o.up_ms) as f64 / o.warm_up_ms as f64;
+                1.0 + (o.warm_up_slowdown - 1.0) * left
+            })
+            .fold(1.0, f64::max)
+    }
+
     /// Whether the replica serves traffic during the interval ending at `t_ms`.
     pub fn serving(&self, t_ms: i64) -> bool {
         self.phase(t_ms) == Phase::Up
@@ -358,6 +407,8 @@ fn plan(events: &[EventSpec], models: &[(String, u32)], end_ms: i64) -> Vec<Vec<
                         up_ms: down_ms + e.down.as_millis() as i64,
                         blocks: e.num_gpu_blocks,
                         rollout,
+                        warm_up_ms: e.warm_up.as_millis() as i64,
+                        warm_up_slowdown: e.warm_up_slowdown,
                     });
                 }
             }

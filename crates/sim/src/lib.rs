@@ -54,6 +54,8 @@
 //! num_gpu_blocks = 900              # config-change only (required there): the new KV-cache size
 //! image = "vllm/vllm-openai:v0.9.1" # rollout only (optional): the new pods' image
 //! stagger = "60s"                   # rollout only (1 interval): one replica after the other
+//! warm_up = "4m"                    # restart/config-change/rollout (0s): the new process is slow this long
+//! warm_up_slowdown = 3.0            # ... and this many times slower when it first answers (3; falls to 1)
 //!
 //! [expect]                          # what the diagnosis must conclude; the generator ignores it
 //! first = "kv-cache-pressure"       # the rule ranked first ...
@@ -63,6 +65,8 @@
 //! healthy = false                   # true: no warning or critical finding at all
 //! caused_by = "config-change"       # the first finding is tied to an event of this kind
 //! no_cause = false                  # true: no finding is tied to any event
+//! cold_start = false                # true: the first finding is a replica's cold start (info)
+//! binding = "max-num-seqs"          # the limit the report's `binding` names for `model`
 //! ```
 //!
 //! Every vLLM series carries `job="vllm"`, `instance`, `pod`, `namespace="inference"` and
@@ -211,7 +215,15 @@ pub struct Expectation {
     pub caused_by: Option<String>,
     /// No finding may be tied to any event (a change that changed nothing: a near miss).
     pub no_cause: bool,
+    /// The limit the report's `binding` must name for `model` (one of [`BINDING_LIMITS`]). With
+    /// `healthy = true` and no `first`, `model` only names whose binding is checked.
+    pub binding: Option<String>,
+    /// The first finding is a replica's cold start: info, with its `cold_start` note.
+    pub cold_start: bool,
 }
+
+/// The limits a report's `binding` names (vllm-diag's `LimitKind`).
+pub const BINDING_LIMITS: [&str; 6] = ["kv-cache", "max-num-seqs", "max-num-batched-tokens", "deferred", "stalled", "none"];
 
 /// A parsed, validated scenario file.
 #[derive(Debug, Clone, PartialEq)]
@@ -358,6 +370,10 @@ struct RawExpect {
     caused_by: Option<String>,
     #[serde(default)]
     no_cause: bool,
+    #[serde(default)]
+    binding: Option<String>,
+    #[serde(default)]
+    cold_start: bool,
 }
 
 fn yes() -> bool {
@@ -644,11 +660,22 @@ impl ScenarioSpec {
         };
 
         if let Some(e) = raw.expect {
-            if e.healthy && (e.first.is_some() || e.model.is_some() || e.replica.is_some()) {
-                return Err(invalid("expect", "healthy = true cannot be combined with first, model or replica".into()));
+            // A model without a first finding only names whose binding is checked (a near miss
+            // whose limit must read `none`, say).
+            let model_for_binding = e.first.is_none() && e.binding.is_some();
+            if e.healthy && (e.first.is_some() || (e.model.is_some() && !model_for_binding) || e.replica.is_some()) {
+                return Err(invalid("expect", "healthy = true cannot be combined with first, model or replica (model only with binding)".into()));
             }
-            if e.first.is_some() != e.model.is_some() {
+            if e.first.is_some() != e.model.is_some() && !(model_for_binding && e.model.is_some()) {
                 return Err(invalid("expect", "first and model go together".into()));
+            }
+            if let Some(limit) = &e.binding {
+                if !BINDING_LIMITS.contains(&limit.as_str()) {
+                    return Err(invalid("expect.binding", format!("{limit:?} is not a limit ({})", BINDING_LIMITS.join(", "))));
+                }
+                if e.model.is_none() {
+                    return Err(invalid("expect.binding", "names the limit for a model: it needs model".into()));
+                }
             }
             if e.stood_in && e.first.is_none() {
                 return Err(invalid("expect.stood_in", "says how the first finding was reached: it needs first and model".into()));
@@ -712,6 +739,8 @@ impl ScenarioSpec {
                 healthy: e.healthy,
                 caused_by: e.caused_by,
                 no_cause: e.no_cause,
+                binding: e.binding,
+                cold_start: e.cold_start,
             };
         }
         Ok(spec)

@@ -1346,7 +1346,12 @@ pub(crate) fn simulate(spec: &ScenarioSpec) -> Generated {
                 let mut moment = state_at(spec, model, ri, w[0], w[1]);
                 let phase = life.phase(w[1]);
                 match phase {
-                    Phase::Up => moment.mult *= factors[k + 1],
+                    Phase::Up => {
+                        moment.mult *= factors[k + 1];
+                        let slow = life.slowdown(w[1]);
+                        moment.st.itl *= slow;
+                        moment.st.prefill *= slow;
+                    }
                     // not answering, or a process that only now starts: nothing to simulate
                     Phase::Absent | Phase::Down | Phase::Fresh(_) => moment.st.scraped = false,
                 }
