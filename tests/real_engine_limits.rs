@@ -9,8 +9,6 @@
 //! diagnosed against the baseline phase the manifest names: the report's `binding` for the
 //! engine's model must be the phase's `expect_binding` (`none` for healthy and idle stretches), and
 //! in the stalled phase the stalled engine must be the first finding.
-//!
-//! Ignored until both exist: the fixture (the lab run) and the report's `binding` field.
 
 mod common;
 
@@ -115,7 +113,6 @@ fn judge(dir: &Path) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "needs fixtures/real-engine-limits and the binding field"]
 fn every_phase_of_the_limits_run_names_the_limit_that_bound() {
     let wrong = judge(&fixtures());
     assert!(wrong.is_empty(), "phases judged wrong:\n  {}", wrong.join("\n  "));

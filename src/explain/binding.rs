@@ -31,12 +31,13 @@ pub const STALL_TOKENS: f64 = 1.0;
 /// Steps at the running batch's peak (within [`cap_slack`]) for the peak to count as a plateau (a
 /// cap) rather than a passing high.
 pub const PLATEAU_STEPS: usize = 3;
-/// Share of a step's engine iterations in the token budget's bucket for the budget to bind: most
-/// iterations full.
-pub const AT_BUDGET: f64 = 0.5;
-/// Share of the window's engine iterations the budget's bucket must hold to be taken as the
-/// budget: the highest bucket that many iterations reach, not one stray large step.
-pub const BUDGET_BUCKET_SHARE: f64 = 0.1;
+/// Tokens per engine step within this share of their plateau count as at the token budget (a
+/// step's mean wobbles by a few tokens as prefill chunks and decode tokens mix).
+pub const BUDGET_SLACK: f64 = 0.05;
+/// The share of a step's tokens that must be prompt tokens for the token budget to be what fills
+/// the step: decode alone adds one token per running request, so a step filled by decode is the
+/// running batch's, not the budget's.
+pub const PREFILL_FILLED: f64 = 0.75;
 
 /// The share of the window's steps a limit must hold to count as binding: a queue seen in fewer
 /// steps is a blip (a real CPU fleet at light load showed one in 3-7% of its steps), not a limit
@@ -64,8 +65,13 @@ pub struct Step {
     pub generation: Option<f64>,
     /// Preemptions per second.
     pub preemptions: Option<f64>,
-    /// Share of the step's engine iterations in the token budget's bucket.
-    pub at_budget: Option<f64>,
+    /// Tokens per engine step, the step's mean (`vllm:iteration_tokens_total` sum over count). vLLM
+    /// V1 records a chunked prompt's tokens in the step that finishes it, so the histogram's
+    /// buckets do not show steps at the budget: a real engine at a 256-token budget had 72% of its
+    /// steps under 128 tokens and 28% over 512, its mean 256.
+    pub tokens_per_step: Option<f64>,
+    /// The share of those tokens that were prompt tokens: 1 - generated tokens over all tokens.
+    pub prefill_share: Option<f64>,
 }
 
 /// A scope's caps, inferred from its whole window.
@@ -73,8 +79,20 @@ pub struct Step {
 pub struct Caps {
     /// The running batch's plateau: its peak, held at least [`PLATEAU_STEPS`] steps.
     pub running: Option<f64>,
-    /// The token budget's bucket (lower and upper bound, tokens per engine step).
-    pub budget: Option<(f64, f64)>,
+    /// The token budget: the plateau of tokens per engine step, held with a queue while prompt
+    /// tokens filled the steps.
+    pub budget: Option<f64>,
+    /// The share of the queued steps at each plateau, to tell which binds where both seem to.
+    pub running_held: f64,
+    pub budget_held: f64,
+}
+
+fn seq_full(s: &Step, caps: &Caps) -> bool {
+    caps.running.is_some_and(|cap| s.running.unwrap_or(0.0) >= cap - cap_slack(cap))
+}
+
+fn budget_full(s: &Step, budget: Option<f64>) -> bool {
+    budget.is_some_and(|b| s.tokens_per_step.is_some_and(|t| t >= b * (1.0 - BUDGET_SLACK)) && s.prefill_share.is_some_and(|p| p >= PREFILL_FILLED))
 }
 
 /// The limit that held at one step; `None` when the step has no gauge to read.
@@ -103,18 +121,18 @@ pub fn classify(s: &Step, caps: &Caps) -> Option<LimitKind> {
     if s.deferred.is_some_and(|d| d * 2.0 >= waiting) {
         return Some(LimitKind::Deferred);
     }
-    if caps.running.is_some_and(|cap| running >= cap - cap_slack(cap)) {
-        return Some(LimitKind::MaxNumSeqs);
+    let _ = running;
+    match (seq_full(s, caps), budget_full(s, caps.budget)) {
+        (true, false) => Some(LimitKind::MaxNumSeqs),
+        (false, true) => Some(LimitKind::MaxNumBatchedTokens),
+        // Both at their plateaus: the one held at more of the queued steps is the cap met; a tie
+        // goes to the budget, the more specific evidence (a running count held level is also what
+        // a step filled to its token budget leaves room for).
+        (true, true) if caps.budget_held >= caps.running_held => Some(LimitKind::MaxNumBatchedTokens),
+        (true, true) => Some(LimitKind::MaxNumSeqs),
+        // Waiting with every cap below its line: held by something other than capacity.
+        (false, false) => Some(LimitKind::Deferred),
     }
-    if let (Some((low, _)), Some(share)) = (caps.budget, s.at_budget) {
-        // Full iterations that carry more tokens than there are running requests hold prefill
-        // chunks: the budget, not decode, fills them.
-        if share >= AT_BUDGET && low >= running {
-            return Some(LimitKind::MaxNumBatchedTokens);
-        }
-    }
-    // Waiting with every cap below its line: held by something other than capacity.
-    Some(LimitKind::Deferred)
 }
 
 /// The running batch's plateau over a window of steps: its peak, when held at least
@@ -129,9 +147,32 @@ pub fn running_plateau(steps: &[Step]) -> Option<f64> {
     (held >= PLATEAU_STEPS).then_some(peak)
 }
 
-/// A scope's caps from its steps and the token budget's bucket read for its model.
-pub fn infer_caps(steps: &[Step], budget: Option<(f64, f64)>) -> Caps {
-    Caps { running: running_plateau(steps), budget }
+/// The token budget over a window of steps: the highest tokens-per-step level that at least
+/// [`PLATEAU_STEPS`] queued, prompt-filled steps reach (within [`BUDGET_SLACK`] of it).
+pub fn token_plateau(steps: &[Step]) -> Option<f64> {
+    let filled: Vec<f64> = steps
+        .iter()
+        .filter(|s| s.waiting.is_some_and(|w| w >= QUEUED) && s.prefill_share.is_some_and(|p| p >= PREFILL_FILLED))
+        .filter_map(|s| s.tokens_per_step)
+        .filter(|t| t.is_finite() && *t >= 1.0)
+        .collect();
+    let mut levels = filled.clone();
+    levels.sort_by(|a, b| b.total_cmp(a));
+    levels.into_iter().find(|v| filled.iter().filter(|t| (**t - v).abs() <= v * BUDGET_SLACK).count() >= PLATEAU_STEPS)
+}
+
+/// A scope's caps from its steps. The shares of queued steps held at each plateau leave out the
+/// first `settle` steps, whose counter rates still reach back before the window (a token rate then
+/// lags the running gauge, which is read within its step).
+pub fn infer_caps(steps: &[Step], settle: usize) -> Caps {
+    let mut caps = Caps { running: running_plateau(steps), budget: token_plateau(steps), ..Caps::default() };
+    let queued: Vec<&Step> = steps.iter().skip(settle.min(steps.len().saturating_sub(1))).filter(|s| s.waiting.is_some_and(|w| w >= QUEUED)).collect();
+    if !queued.is_empty() {
+        let n = queued.len() as f64;
+        caps.running_held = queued.iter().filter(|s| seq_full(s, &caps)).count() as f64 / n;
+        caps.budget_held = queued.iter().filter(|s| budget_full(s, caps.budget)).count() as f64 / n;
+    }
+    caps
 }
 
 /// Each limit's share of the classified steps, and the limit that held longest among those where
@@ -168,38 +209,6 @@ pub fn model_step(replicas: &[LimitKind]) -> Option<LimitKind> {
     attribute(replicas).map(|(l, _)| l)
 }
 
-/// The share of a step's engine iterations above `low`, from the histogram's cumulative bucket
-/// rates at that step (`le`'s bits -> iterations per second: for bounds >= 0 the bits sort as the
-/// bounds do, `+Inf` last).
-pub fn share_at_budget(buckets: &BTreeMap<u64, f64>, low: f64) -> Option<f64> {
-    let total = buckets.iter().next_back().map(|(_, v)| *v)?;
-    if total <= 0.0 {
-        return None;
-    }
-    let below = buckets.iter().filter(|(le, _)| f64::from_bits(**le) <= low).map(|(_, v)| *v).fold(0.0, f64::max);
-    Some(((total - below) / total).clamp(0.0, 1.0))
-}
-
-/// The token budget's bucket from a model's whole window: the highest finite bucket holding at
-/// least [`BUDGET_BUCKET_SHARE`] of its iterations (`totals`: cumulative iterations per `le`).
-pub fn budget_bucket(totals: &BTreeMap<u64, f64>) -> Option<(f64, f64)> {
-    let mut bounds: Vec<(f64, f64)> = totals.iter().map(|(le, v)| (f64::from_bits(*le), *v)).collect();
-    bounds.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let all = bounds.last().map(|(_, v)| *v)?;
-    if all <= 0.0 {
-        return None;
-    }
-    let mut best = None;
-    let mut prev = (0.0, 0.0);
-    for (le, cum) in bounds.iter().copied().filter(|(le, _)| le.is_finite()) {
-        if (cum - prev.1) / all >= BUDGET_BUCKET_SHARE {
-            best = Some((prev.0, le));
-        }
-        prev = (le, cum);
-    }
-    best
-}
-
 /// The range queries of the stage, in the order [`read`] expects them.
 #[derive(Debug, Clone)]
 pub struct BindingPlan {
@@ -209,13 +218,17 @@ pub struct BindingPlan {
     pub generation: Option<Request>,
     pub preemptions: Option<Request>,
     pub reasons: Option<Request>,
-    pub iterations: Option<Request>,
+    /// Tokens and engine steps per second, per replica (the iteration-token histogram's sum and count).
+    pub tokens: Option<Request>,
+    pub steps: Option<Request>,
     pub step: u64,
+    /// The leading steps whose counter rates reach back before the window.
+    pub settle: usize,
 }
 
 impl BindingPlan {
     pub fn requests(&self) -> Vec<Request> {
-        [Some(&self.running), Some(&self.waiting), self.kv.as_ref(), self.generation.as_ref(), self.preemptions.as_ref(), self.reasons.as_ref(), self.iterations.as_ref()]
+        [Some(&self.running), Some(&self.waiting), self.kv.as_ref(), self.generation.as_ref(), self.preemptions.as_ref(), self.reasons.as_ref(), self.tokens.as_ref(), self.steps.as_ref()]
             .into_iter()
             .flatten()
             .cloned()
@@ -235,7 +248,6 @@ pub fn plan(selector: &Selector, p: &RunParams, names: &BTreeSet<String>) -> Opt
     let pick = |alternatives: &[&str]| signals::pick(&alternatives.iter().map(|s| s.to_string()).collect::<Vec<_>>(), names).cloned();
     let group: Vec<String> = p.group_by.iter().cloned().chain((!p.group_by.contains(&p.replica_label)).then(|| p.replica_label.clone())).collect();
     let by = group.join(", ");
-    let models = p.group_by.join(", ");
     let range = |query: String| Request::Range { query, start: p.window.start + chrono::Duration::seconds(step as i64), end: p.window.end, step_seconds: step };
     let sel = |m: &str| selector.series(m, &[]);
     let running = pick(&["vllm:num_requests_running"])?;
@@ -247,8 +259,10 @@ pub fn plan(selector: &Selector, p: &RunParams, names: &BTreeSet<String>) -> Opt
         generation: pick(&["vllm:generation_tokens_total"]).map(|m| range(format!("sum by ({by}) (rate({}[{counter_range}s]))", sel(&m)))),
         preemptions: pick(&["vllm:num_preemptions_total"]).map(|m| range(format!("sum by ({by}) (rate({}[{counter_range}s]))", sel(&m)))),
         reasons: pick(&["vllm:num_requests_waiting_by_reason"]).map(|m| range(format!("sum by ({by}, reason) (avg_over_time({}[{step}s]))", sel(&m)))),
-        iterations: pick(&["vllm:iteration_tokens_total_bucket"]).map(|m| range(format!("sum by ({models}, le) (rate({}[{counter_range}s]))", sel(&m)))),
+        tokens: pick(&["vllm:iteration_tokens_total_sum"]).map(|m| range(format!("sum by ({by}) (rate({}[{counter_range}s]))", sel(&m)))),
+        steps: pick(&["vllm:iteration_tokens_total_count"]).map(|m| range(format!("sum by ({by}) (rate({}[{counter_range}s]))", sel(&m)))),
         step,
+        settle: (counter_range / step).saturating_sub(1) as usize,
     })
 }
 
@@ -278,31 +292,6 @@ fn fill(grid: &mut Grid, series: &[Series], keys: &[String], set: impl Fn(&mut S
     }
 }
 
-/// The models' token-budget buckets and, per step, the share of iterations in them.
-fn budgets(series: &[Series], group_by: &[String]) -> BTreeMap<Scope, ((f64, f64), BTreeMap<i64, f64>)> {
-    let mut per: BTreeMap<Scope, BTreeMap<i64, BTreeMap<u64, f64>>> = BTreeMap::new();
-    for s in series {
-        let Some(le) = s.labels.get("le").and_then(|l| if l == "+Inf" { Some(f64::INFINITY) } else { l.parse::<f64>().ok() }) else { continue };
-        let steps = per.entry(scope_of(&s.labels, group_by)).or_default();
-        for (t, v) in s.points.iter().filter(|(_, v)| v.is_finite()) {
-            *steps.entry(t.round() as i64).or_default().entry(le.to_bits()).or_insert(0.0) += v;
-        }
-    }
-    let mut out = BTreeMap::new();
-    for (scope, steps) in per {
-        let mut totals: BTreeMap<u64, f64> = BTreeMap::new();
-        for buckets in steps.values() {
-            for (le, v) in buckets {
-                *totals.entry(*le).or_insert(0.0) += v;
-            }
-        }
-        let Some(bucket) = budget_bucket(&totals) else { continue };
-        let shares = steps.iter().filter_map(|(t, b)| share_at_budget(b, bucket.0).map(|s| (*t, s))).collect();
-        out.insert(scope, (bucket, shares));
-    }
-    out
-}
-
 /// Read the answers into each replica's steps.
 fn grid(plan: &BindingPlan, answers: &Answers, keys: &[String]) -> Grid {
     let mut g = Grid::new();
@@ -316,6 +305,24 @@ fn grid(plan: &BindingPlan, answers: &Answers, keys: &[String]) -> Grid {
             s.deferred = Some(s.deferred.unwrap_or(0.0) + v);
         }
     });
+    // Tokens per second into tokens per engine step, and the prompt tokens' share of them.
+    let mut tokens = Grid::new();
+    fill(&mut tokens, matrix(answers, plan.tokens.as_ref()), keys, |s, v, _| s.tokens_per_step = Some(v));
+    fill(&mut g, matrix(answers, plan.steps.as_ref()), keys, |s, v, _| s.prefill_share = Some(v));
+    for (scope, steps) in g.iter_mut() {
+        for (t, s) in steps.iter_mut() {
+            let per_second = tokens.get(scope).and_then(|m| m.get(t)).and_then(|x| x.tokens_per_step);
+            let engine_steps = s.prefill_share.take();
+            s.tokens_per_step = match (per_second, engine_steps) {
+                (Some(tok), Some(n)) if n > 0.0 => Some(tok / n),
+                _ => None,
+            };
+            s.prefill_share = match (per_second, s.generation) {
+                (Some(tok), Some(gen)) if tok > 0.0 => Some((1.0 - gen / tok).clamp(0.0, 1.0)),
+                _ => None,
+            };
+        }
+    }
     g
 }
 
@@ -342,7 +349,10 @@ fn basis(shares: &BTreeMap<LimitKind, f64>, caps: &Caps, reasons: bool) -> BTree
                 None => "the running batch's observed plateau".to_string(),
             },
             LimitKind::MaxNumBatchedTokens => match caps.budget {
-                Some((low, high)) => format!("max_num_batched_tokens inferred in ({low}, {high}] tokens: the highest bucket of vllm:iteration_tokens_total most engine steps reached, above the running batch"),
+                Some(b) => format!(
+                    "max_num_batched_tokens inferred as about {b:.0} tokens per engine step: the plateau of vllm:iteration_tokens_total's mean per step (sum over count), held with requests waiting while prompt tokens filled at least {:.0}% of each step",
+                    PREFILL_FILLED * 100.0
+                ),
                 None => "engine steps at the token budget".to_string(),
             },
             LimitKind::Deferred if reasons => "requests waiting with reason=\"deferred\" (vllm:num_requests_waiting_by_reason), or waiting while every cap had room".to_string(),
@@ -384,20 +394,12 @@ pub fn read(plan: &BindingPlan, answers: &Answers, p: &RunParams) -> Vec<Binding
     let keys: Vec<String> = p.group_by.iter().cloned().chain((!p.group_by.contains(&p.replica_label)).then(|| p.replica_label.clone())).collect();
     let reasons = !matrix(answers, plan.reasons.as_ref()).is_empty();
     let mut grid = grid(plan, answers, &keys);
-    let budgets = budgets(matrix(answers, plan.iterations.as_ref()), &p.group_by);
     // Per replica: caps, then each step's limit.
     let mut replicas: BTreeMap<Scope, BTreeMap<Scope, (Caps, BTreeMap<i64, (Step, LimitKind)>)>> = BTreeMap::new();
     for (scope, steps) in std::mem::take(&mut grid) {
         let model: Scope = scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-        let budget = budgets.get(&model);
-        let mut steps = steps;
-        if let Some((_, shares)) = budget {
-            for (t, s) in steps.iter_mut() {
-                s.at_budget = shares.get(t).copied();
-            }
-        }
         let list: Vec<Step> = steps.values().cloned().collect();
-        let caps = infer_caps(&list, budget.map(|(b, _)| *b));
+        let caps = infer_caps(&list, plan.settle);
         let classified = steps.into_iter().filter_map(|(t, s)| classify(&s, &caps).map(|l| (t, (s, l)))).collect();
         replicas.entry(model).or_default().insert(scope, (caps, classified));
     }
@@ -437,13 +439,15 @@ fn model_binding(model: Scope, reps: &BTreeMap<Scope, (Caps, BTreeMap<i64, (Step
             kv: at.iter().filter_map(|(s, _)| s.kv).reduce(f64::max),
             generation: sum(|s| s.generation),
             preemptions: sum(|s| s.preemptions),
-            at_budget: at.iter().filter_map(|(s, _)| s.at_budget).reduce(f64::max),
+            tokens_per_step: at.iter().filter_map(|(s, _)| s.tokens_per_step).reduce(f64::max),
+            prefill_share: at.iter().filter_map(|(s, _)| s.prefill_share).reduce(f64::max),
         };
         steps.insert(t, (step, limit));
     }
     let caps = Caps {
         running: reps.values().map(|(c, _)| c.running).sum::<Option<f64>>(),
-        budget: reps.values().find_map(|(c, _)| c.budget),
+        budget: reps.values().filter_map(|(c, _)| c.budget).reduce(f64::max),
+        ..Caps::default()
     };
     bind(model, &steps, &caps, reasons, step_seconds)
 }
@@ -457,7 +461,7 @@ mod tests {
     }
 
     fn caps(running: f64) -> Caps {
-        Caps { running: Some(running), budget: None }
+        Caps { running: Some(running), ..Caps::default() }
     }
 
     #[test]
@@ -503,16 +507,36 @@ mod tests {
     }
 
     #[test]
-    fn full_iterations_above_the_running_batch_are_the_token_budget() {
-        let c = Caps { running: Some(64.0), budget: Some((1024.0, 2048.0)) };
-        let s = Step { at_budget: Some(0.8), ..step(12.0, 30.0, 0.5, 300.0) };
-        assert_eq!(classify(&s, &c), Some(LimitKind::MaxNumBatchedTokens));
-        // Few iterations at the budget: not it.
-        assert_eq!(classify(&Step { at_budget: Some(0.2), ..s.clone() }, &c), Some(LimitKind::Deferred));
-        // Decode alone fills iterations as large as the batch: the "budget" bucket under the
-        // running count is no budget.
-        let small = Caps { running: None, budget: Some((16.0, 32.0)) };
-        assert_eq!(classify(&Step { at_budget: Some(0.9), ..step(32.0, 30.0, 0.5, 300.0) }, &small), Some(LimitKind::Deferred));
+    fn steps_held_at_a_token_plateau_by_prompt_chunks_are_the_token_budget() {
+        // The real engine at --max-num-batched-tokens 256: about 256 tokens a step, 97% of them
+        // prompt tokens, running 6 to 10 of 32, a queue.
+        let budget = |running: f64, tokens: f64| Step { tokens_per_step: Some(tokens), prefill_share: Some(0.97), ..step(running, 14.0, 0.12, 8.0) };
+        let steps: Vec<Step> = [(6.0, 255.0), (10.0, 256.0), (8.0, 251.0), (9.0, 256.5), (7.0, 254.0)].iter().map(|(r, t)| budget(*r, *t)).collect();
+        let caps = infer_caps(&steps, 0);
+        assert_eq!(caps.budget, Some(256.5));
+        for s in &steps {
+            assert_eq!(classify(s, &caps), Some(LimitKind::MaxNumBatchedTokens), "{s:?}");
+        }
+        // A step well under the plateau is not at the budget.
+        assert_eq!(classify(&budget(6.0, 120.0), &caps), Some(LimitKind::Deferred));
+        // The sequence cap at 4 with 64-token prompts and 64-token outputs: 8 tokens a step, half
+        // of them prompt tokens. Decode fills those steps: no budget, the running batch's plateau.
+        let seq = |tokens: f64| Step { tokens_per_step: Some(tokens), prefill_share: Some(0.5), ..step(4.0, 18.0, 0.08, 30.0) };
+        let steps: Vec<Step> = [8.0, 8.1, 7.9, 8.0].iter().map(|t| seq(*t)).collect();
+        let caps = infer_caps(&steps, 0);
+        assert_eq!((caps.budget, caps.running), (None, Some(4.0)));
+        assert_eq!(classify(&steps[0], &caps), Some(LimitKind::MaxNumSeqs));
+    }
+
+    #[test]
+    fn where_both_plateaus_seem_to_hold_the_one_held_longer_binds() {
+        // Long prompts under a sequence cap of 32: running pinned at 32 at every queued step,
+        // prompt tokens most of each step, but the tokens per step vary with arrivals.
+        let s = |tokens: f64| Step { tokens_per_step: Some(tokens), prefill_share: Some(0.85), ..step(32.0, 20.0, 0.5, 200.0) };
+        let steps: Vec<Step> = [190.0, 192.0, 191.0, 150.0, 120.0, 170.0, 140.0].iter().map(|t| s(*t)).collect();
+        let caps = infer_caps(&steps, 0);
+        assert!(caps.budget.is_some() && caps.running_held > caps.budget_held, "{caps:?}");
+        assert_eq!(classify(&steps[0], &caps), Some(LimitKind::MaxNumSeqs));
     }
 
     #[test]
@@ -543,16 +567,6 @@ mod tests {
         assert_eq!((l, shares[&L::Deferred]), (L::None, 0.05));
         blip[0] = L::Deferred;
         assert_eq!(attribute(&blip).unwrap().0, L::Deferred);
-    }
-
-    #[test]
-    fn the_budget_bucket_is_the_highest_many_iterations_reach() {
-        let b = |pairs: &[(f64, f64)]| -> BTreeMap<u64, f64> { pairs.iter().map(|(le, v)| (le.to_bits(), *v)).collect() };
-        // 60% of iterations in (1024, 2048], one stray in (2048, 4096].
-        let totals = b(&[(32.0, 40.0), (1024.0, 40.0), (2048.0, 99.0), (4096.0, 100.0), (f64::INFINITY, 100.0)]);
-        assert_eq!(budget_bucket(&totals), Some((1024.0, 2048.0)));
-        assert!((share_at_budget(&totals, 1024.0).unwrap() - 0.6).abs() < 1e-9);
-        assert_eq!(budget_bucket(&b(&[(32.0, 0.0), (f64::INFINITY, 0.0)])), None);
     }
 
     #[test]
