@@ -452,3 +452,48 @@ fn live_lab_run() {
     let wrong = judge_full(out.path());
     assert!(wrong.is_empty(), "phases diagnosed wrong on the live run:\n  {}", wrong.join("\n  "));
 }
+
+/// Windows an engineer picks inside a healthy stretch of the single engine (2 and 3 minutes,
+/// ending every 30 s, each against the window before it, which may hold the incident before):
+/// no warning or critical finding, but the truthful one, the workload going back to the light
+/// load when the baseline overlaps an incident (issue 36's zero-false-alarm bar, on this export).
+#[test]
+fn windows_inside_healthy_stretches_of_the_single_engine_stay_quiet() {
+    let (phases, _tmp, prom) = served(&fixtures(), true);
+    let first = phases.iter().map(|p| p.start).min().expect("phases");
+    let incidents: Vec<&Phase> = phases.iter().filter(|p| p.kind != "healthy").collect();
+    let mut wrong = Vec::new();
+    let mut inside = 0;
+    for p in phases.iter().filter(|p| p.kind == "healthy") {
+        for minutes in [2, 3] {
+            let window = chrono::Duration::minutes(minutes);
+            let mut end = p.start + window;
+            while end <= p.end {
+                if end - window * 2 < first {
+                    end += chrono::Duration::seconds(30);
+                    continue;
+                }
+                let at = end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                let w = format!("{minutes}m");
+                let report = common::run::run(&common::run::explain_args(&prom.url, &at, &["--no-config", "--window", &w, "--format", "json"]), &[]).json();
+                inside += 1;
+                let baseline_start = end - window * 2;
+                let baseline_overlaps_incident = incidents.iter().any(|i| i.start < end - window && i.end > baseline_start);
+                let stray: Vec<String> = report["findings"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|f| f["severity"] != "info")
+                    .filter(|f| !(baseline_overlaps_incident && ["workload-shift", "workload-lighter"].contains(&f["rule"].as_str().unwrap_or_default())))
+                    .map(|f| format!("{} {}", f["severity"].as_str().unwrap_or("?"), f["rule"].as_str().unwrap_or("?")))
+                    .collect();
+                if !stray.is_empty() {
+                    wrong.push(format!("{w} to {at} (inside {}): {}", p.name, stray.join(", ")));
+                }
+                end += chrono::Duration::seconds(30);
+            }
+        }
+    }
+    assert!(inside >= 20, "only {inside} windows inside healthy stretches");
+    assert!(wrong.is_empty(), "{} windows inside healthy stretches warned:\n  {}", wrong.len(), wrong.join("\n  "));
+}
