@@ -27,6 +27,7 @@
 //! findings = [{ rule = "slow-decode", scope = { model_name = "m" } }]
 //! # healthy = [...]          # when given, exactly these rule/scope pairs must be healthy
 //! # not_evaluated = [...]    # likewise; an entry may add reason = "text the reason contains"
+//! # binding = [{ scope = { model_name = "m" }, limit = "max-num-seqs" }]  # the limit that bound
 //! ```
 //!
 //! Values: `1 2 3` plain samples; `a+bxn` is `a, a+b, ..., a+n*b` (n+1 samples), `a-bxn` counts
@@ -96,6 +97,8 @@ pub struct RuleTest {
     pub findings: Vec<Expected>,
     pub healthy: Option<Vec<Expected>>,
     pub not_evaluated: Option<Vec<Expected>>,
+    /// The limit each scope's `binding` must name (`kv-cache`, `max-num-seqs`, ...).
+    pub binding: Vec<(Scope, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -169,6 +172,16 @@ struct RawExpect {
     healthy: Option<Vec<RawScoped>>,
     #[serde(default)]
     not_evaluated: Option<Vec<RawScoped>>,
+    #[serde(default)]
+    binding: Vec<RawBinding>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBinding {
+    #[serde(default)]
+    scope: BTreeMap<String, String>,
+    limit: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -310,6 +323,18 @@ pub fn parse_file(file: &str, src: &str, rules: &RuleSet) -> Result<TestFile, Te
             findings: scoped(expect.map_or(&[][..], |e| &e.findings))?,
             healthy: expect.and_then(|e| e.healthy.as_deref()).map(scoped).transpose()?,
             not_evaluated: expect.and_then(|e| e.not_evaluated.as_deref()).map(scoped).transpose()?,
+            binding: expect
+                .map_or(&[][..], |e| &e.binding)
+                .iter()
+                .map(|b| {
+                    let limit = b.limit.get_ref();
+                    if !crate::report::LimitKind::ALL.iter().any(|l| l.name() == limit) {
+                        let names: Vec<&str> = crate::report::LimitKind::ALL.iter().map(|l| l.name()).collect();
+                        return Err(err(b.limit.span().start, format!("limit {limit:?} is not one of {}", names.join(", "))));
+                    }
+                    Ok((b.scope.clone(), limit.clone()))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
         });
     }
     Ok(TestFile { path: file.to_string(), tests })
@@ -493,6 +518,16 @@ pub fn compare(t: &RuleTest, report: &Report) -> Outcome {
             n,
             report.not_evaluated.iter().map(|c| (c.rule.clone(), c.scope.clone(), c.reason.clone())).collect(),
         );
+    }
+    for (scope, limit) in &t.binding {
+        match report.binding.iter().find(|b| &b.scope == scope) {
+            Some(b) if b.limit.name() == limit => {}
+            Some(b) => {
+                let shares: Vec<String> = b.shares.iter().filter(|(_, v)| **v > 0.0).map(|(l, v)| format!("{} {:.0}%", l.name(), v * 100.0)).collect();
+                lines.push(format!("binding of {}: expected {limit}, got {} ({})", show("", scope).trim(), b.limit.name(), shares.join(", ")));
+            }
+            None => lines.push(format!("binding of {}: expected {limit}, got no binding for that scope", show("", scope).trim())),
+        }
     }
     if lines.is_empty() {
         Outcome::Pass
@@ -679,6 +714,7 @@ mod tests {
                 },
             ]),
             not_evaluated: None,
+            binding: Vec::new(),
         };
         match compare(&t, &report_with_healthy(&[("slow-decode", "m"), ("http-errors", "m")])) {
             Outcome::Fail(lines) => assert_eq!(
