@@ -25,37 +25,10 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-engine")
 }
 
-struct Phase {
-    name: String,
-    kind: String,
-    start: DateTime<Utc>,
-    end: DateTime<Utc>,
-    expect_first: Vec<String>,
-    baseline: Option<String>,
-}
+type Phase = common::LabPhase;
 
 fn manifest(dir: &Path) -> Vec<Phase> {
-    let path = dir.join("manifest.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let m: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let time = |v: &Value| -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default())
-            .unwrap_or_else(|e| panic!("{}: bad time {v}: {e}", path.display()))
-            .with_timezone(&Utc)
-    };
-    m["phases"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{}: no phases", path.display()))
-        .iter()
-        .map(|p| Phase {
-            name: p["name"].as_str().unwrap_or_default().to_string(),
-            kind: p["kind"].as_str().unwrap_or_default().to_string(),
-            start: time(&p["start"]),
-            end: time(&p["end"]),
-            expect_first: p["expect_first"].as_array().into_iter().flatten().filter_map(|r| r.as_str().map(String::from)).collect(),
-            baseline: p["baseline_phase"].as_str().map(String::from),
-        })
-        .collect()
+    common::lab_manifest(dir)
 }
 
 /// The lab run in `dir` served by a Prometheus of the test's own (with or without histograms).

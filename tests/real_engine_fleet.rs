@@ -29,15 +29,7 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-engine-fleet")
 }
 
-struct Phase {
-    name: String,
-    kind: String,
-    start: DateTime<Utc>,
-    end: DateTime<Utc>,
-    expect_first: Vec<String>,
-    expect_replica: Option<String>,
-    baseline: Option<String>,
-}
+type Phase = common::LabPhase;
 
 impl Phase {
     fn healthy(&self) -> bool {
@@ -49,29 +41,9 @@ impl Phase {
     }
 }
 
-fn time(v: &Value) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default()).unwrap_or_else(|e| panic!("bad time {v}: {e}")).with_timezone(&Utc)
-}
-
 fn manifest(dir: &Path) -> Vec<Phase> {
-    let path = dir.join("manifest.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let m: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(m["checks"]["failed"], serde_json::json!([]), "{}: the lab's own checks failed", path.display());
-    m["phases"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{}: no phases", path.display()))
-        .iter()
-        .map(|p| Phase {
-            name: p["name"].as_str().unwrap_or_default().to_string(),
-            kind: p["kind"].as_str().unwrap_or_default().to_string(),
-            start: time(&p["start"]),
-            end: time(&p["end"]),
-            expect_first: p["expect_first"].as_array().into_iter().flatten().filter_map(|r| r.as_str().map(String::from)).collect(),
-            expect_replica: p["expect_replica"].as_str().map(String::from),
-            baseline: p["baseline_phase"].as_str().map(String::from),
-        })
-        .collect()
+    assert_eq!(common::lab_checks_failed(dir), Vec::<String>::new(), "{}: the lab's own checks failed", dir.display());
+    common::lab_manifest(dir)
 }
 
 fn served() -> (Vec<Phase>, tempfile::TempDir, common::PromServer) {

@@ -14,7 +14,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 const MODEL: &str = "tiny-llama";
@@ -23,37 +22,14 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-engine-limits")
 }
 
-struct Phase {
-    name: String,
-    kind: String,
-    start: DateTime<Utc>,
-    end: DateTime<Utc>,
-    expect_binding: String,
-    baseline: Option<String>,
-}
+type Phase = common::LabPhase;
 
 fn manifest(dir: &Path) -> Vec<Phase> {
-    let path = dir.join("manifest.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let m: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let time = |v: &Value| -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default())
-            .unwrap_or_else(|e| panic!("{}: bad time {v}: {e}", path.display()))
-            .with_timezone(&Utc)
-    };
-    m["phases"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{}: no phases", path.display()))
-        .iter()
-        .map(|p| Phase {
-            name: p["name"].as_str().unwrap_or_default().to_string(),
-            kind: p["kind"].as_str().unwrap_or_default().to_string(),
-            start: time(&p["start"]),
-            end: time(&p["end"]),
-            expect_binding: p["expect_binding"].as_str().unwrap_or_else(|| panic!("{}: no expect_binding", path.display())).to_string(),
-            baseline: p["baseline_phase"].as_str().map(String::from),
-        })
-        .collect()
+    let phases = common::lab_manifest(dir);
+    for p in &phases {
+        assert!(p.expect_binding.is_some(), "{}: phase {} has no expect_binding", dir.display(), p.name);
+    }
+    phases
 }
 
 /// One phase diagnosed against its baseline phase, as JSON.
@@ -97,8 +73,9 @@ fn judge(dir: &Path) -> Vec<String> {
         judged.push(p.kind.clone());
         let report = diagnose(&prom.url, &phases, p);
         let bound = binding_of(&report);
-        if bound != p.expect_binding {
-            wrong.push(format!("{} ({}): expected binding {}, got {bound}: {}", p.name, p.kind, p.expect_binding, summary(&report)));
+        let expected = p.expect_binding.as_deref().unwrap_or_default();
+        if bound != expected {
+            wrong.push(format!("{} ({}): expected binding {expected}, got {bound}: {}", p.name, p.kind, summary(&report)));
         }
         if p.kind == "stalled" && report["findings"][0]["rule"] != "stalled-engine" {
             wrong.push(format!("{}: expected stalled-engine first: {}", p.name, summary(&report)));

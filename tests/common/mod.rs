@@ -469,3 +469,58 @@ pub fn quoted(v: &str) -> String {
     out.push('"');
     out
 }
+
+/// One phase of a real-engine lab run, as its `manifest.json` records it (scripts/lab/).
+#[derive(Debug, Clone)]
+pub struct LabPhase {
+    pub name: String,
+    pub kind: String,
+    pub start: chrono::DateTime<chrono::Utc>,
+    pub end: chrono::DateTime<chrono::Utc>,
+    /// Rules that must rank first (any of them).
+    pub expect_first: Vec<String>,
+    /// The replica the incident is about (fleet runs).
+    pub expect_replica: Option<String>,
+    /// The limit the report's `binding` must name (limits runs).
+    pub expect_binding: Option<String>,
+    /// The phase it is diagnosed against.
+    pub baseline: Option<String>,
+}
+
+/// The phases of the lab run whose export is in `dir`. Panics, naming the file, on a manifest that
+/// cannot be read.
+pub fn lab_manifest(dir: &Path) -> Vec<LabPhase> {
+    let path = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let m: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let time = |v: &serde_json::Value| -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{}: bad time {v}: {e}", path.display()))
+            .with_timezone(&chrono::Utc)
+    };
+    let text_of = |v: &serde_json::Value| v.as_str().map(String::from);
+    m["phases"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}: no phases", path.display()))
+        .iter()
+        .map(|p| LabPhase {
+            name: text_of(&p["name"]).unwrap_or_default(),
+            kind: text_of(&p["kind"]).unwrap_or_default(),
+            start: time(&p["start"]),
+            end: time(&p["end"]),
+            expect_first: p["expect_first"].as_array().into_iter().flatten().filter_map(text_of).collect(),
+            expect_replica: text_of(&p["expect_replica"]),
+            expect_binding: text_of(&p["expect_binding"]),
+            baseline: text_of(&p["baseline_phase"]),
+        })
+        .collect()
+}
+
+/// The lab checks a manifest recorded as failed (`"checks": {"failed": [...]}`), if any.
+pub fn lab_checks_failed(dir: &Path) -> Vec<String> {
+    let path = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let m: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    m["checks"]["failed"].as_array().into_iter().flatten().map(|c| c.to_string()).collect()
+}
+
