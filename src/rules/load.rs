@@ -608,6 +608,11 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
             nonempty(gauge, "gauge")?;
             nonempty(counter, "counter")
         }
+        SignalKind::GiveUps { started, finished, running, .. } => {
+            nonempty(started, "started")?;
+            nonempty(finished, "finished")?;
+            nonempty(running, "running")
+        }
         SignalKind::StallShare { counter, running, waiting, .. } => {
             nonempty(counter, "counter")?;
             nonempty(running, "running")?;

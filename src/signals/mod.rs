@@ -104,6 +104,21 @@ pub enum SignalKind {
     /// window and summed over the scope) divided by requests completed per second (a counter). It
     /// stands in for queue-time histograms where only gauges and counters are kept.
     QueueWait { gauge: Vec<String>, counter: Vec<String> },
+    /// Requests the clients gave up on that the engine counted nowhere, estimated: requests that got
+    /// their first token (`started`, a histogram's `_count`: TTFT) less requests that finished
+    /// (`finished`, a counter), less the most that could still be under way at the window's end
+    /// (`running`, a gauge: its highest level in the window, summed over the scope), per second and
+    /// never below 0. vLLM V1 records a request's TTFT when its first token leaves the engine, and
+    /// a stream the client closes ends as no finished request at all in some versions (no
+    /// `finished_reason="abort"`, HTTP 200). With `share`, that rate over itself plus the finished
+    /// rate: the share of requests given up.
+    GiveUps {
+        started: Vec<String>,
+        finished: Vec<String>,
+        running: Vec<String>,
+        #[serde(default)]
+        share: bool,
+    },
     /// How fast a gauge climbs, per hour (linear regression over the window), averaged over replicas.
     Slope {
         gauge: Vec<String>,
@@ -330,6 +345,7 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
         SignalKind::Gauge { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),
         SignalKind::ActiveShare { counter } | SignalKind::Spread { counter, .. } => vec![counter.clone()],
         SignalKind::QueueWait { gauge, counter } => vec![gauge.clone(), counter.clone()],
+        SignalKind::GiveUps { started, finished, running, .. } => vec![hist(started, "_count"), finished.clone(), running.clone()],
         SignalKind::StallShare { counter, running, waiting, .. } => vec![counter.clone(), running.clone(), waiting.clone()],
         SignalKind::Slope { gauge, .. } | SignalKind::Fill { gauge } | SignalKind::Vanished { gauge, .. } => vec![gauge.clone()],
         SignalKind::ReplicasOver { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),

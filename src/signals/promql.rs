@@ -309,6 +309,17 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             let (done, done_read) = summed(rate_read(&resolved.names[1], &[], None, &[], ctx));
             SignalQueries { sums: vec![(done.clone(), done_read)], ..parts(format!("{waiting} / {done}"), Combine::Divide, vec![waiting, done]) }
         }
+        SignalKind::GiveUps { share, .. } => {
+            let rate = |name: &String| format!("sum by ({by}) (rate({}[{r}]))", sel.series(name, &[]));
+            let (started, finished) = (rate(&resolved.names[0]), rate(&resolved.names[1]));
+            let under_way = format!(
+                "sum by ({by}) (max_over_time({}[{r}])) / {}",
+                sel.series(&resolved.names[2], &[]),
+                ctx.range.as_secs().max(1)
+            );
+            let gave_up = format!("clamp_min({started} - {finished} - {under_way}, 0)");
+            plain(if *share { format!("{gave_up} / ({gave_up} + {finished})") } else { gave_up })
+        }
         SignalKind::Slope { r#match, .. } => {
             let extra = parse(r#match)?;
             plain(format!("avg by ({by}) (deriv({}[{r}])) * 3600", sel.series(&resolved.names[0], &extra)))

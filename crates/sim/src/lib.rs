@@ -24,6 +24,12 @@
 //! window = "30m"                    # ... the diagnosed window, which ends at the last sample
 //! metrics = "v1"                    # optional: "v1" (default), "v0", or "v1-otel" (V1 with `vllm_` for `vllm:`)
 //! histograms = false                # optional (true): false keeps only gauges and counters
+//! drop = ["vllm:request_success"]   # optional: families (as vLLM names them, without _total) the
+//!                                   #   collector does not keep
+//! counts_aborts = false             # optional (true): false is a vLLM that counts a stream its client
+//!                                   #   closed as nothing (0.32: no finished_reason="abort", no
+//!                                   #   finished-request histograms, HTTP 200); its first token is
+//!                                   #   still in TTFT and its tokens in the token counters
 //!
 //! [[model]]                         # one or more
 //! name = "meta-llama/Llama-3.1-8B-Instruct"   # the model_name label
@@ -35,6 +41,8 @@
 //! spec_decode = true                # optional (false): V1 speculative-decoding counters
 //! kv_connector = "nixl"             # optional (none): NIXL transfer metrics (V1)
 //! dcgm = true                       # optional (false): an NVIDIA DCGM exporter per replica's GPU
+//! preemption_detail = true          # optional (false): vllm:num_preemptions_by_reason{reason} and
+//!                                   #   the per-request histogram vllm:request_num_preemptions (V1)
 //! custom_buckets = { time_to_first_token = [1, 5, 60] }  # optional: vLLM's --custom-histogram-buckets
 //!                                   #   (families time_to_first_token, inter_token_latency and
 //!                                   #   request_latency: queue, prefill, decode, E2E), ascending bounds
@@ -144,6 +152,9 @@ pub struct ModelSpec {
     /// Share of the model's arrivals per replica (one weight per replica; empty means even).
     pub weights: Vec<f64>,
     pub spec_decode: bool,
+    /// V1: why requests were preempted (`num_preemptions_by_reason`) and how often each finished
+    /// request was (`request_num_preemptions`).
+    pub preemption_detail: bool,
     pub kv_connector: Option<KvConnector>,
     pub dcgm: bool,
     /// vLLM's `--custom-histogram-buckets`: bucket bounds by family key (`time_to_first_token`,
@@ -165,6 +176,7 @@ impl ModelSpec {
             max_num_seqs: 64,
             weights: Vec::new(),
             spec_decode: false,
+            preemption_detail: false,
             kv_connector: None,
             dcgm: false,
             custom_buckets: Default::default(),
@@ -244,6 +256,10 @@ pub struct ScenarioSpec {
     /// False: the collector keeps no histogram (relabelled away, gauge-only collectors): only
     /// gauges and counters are written.
     pub histograms: bool,
+    /// Families the collector does not keep (`vllm:request_success`), as vLLM names them.
+    pub drop: Vec<String>,
+    /// False: client aborts are counted nowhere but in TTFT, the token counters and HTTP 200s.
+    pub counts_aborts: bool,
     pub models: Vec<ModelSpec>,
     pub incident: Option<IncidentSpec>,
     /// Restarts, configuration changes, rollouts and scaling, in file order.
@@ -307,6 +323,10 @@ struct RawSpec {
     #[serde(default = "yes")]
     histograms: bool,
     #[serde(default)]
+    drop: Vec<String>,
+    #[serde(default = "yes")]
+    counts_aborts: bool,
+    #[serde(default)]
     model: Vec<RawModel>,
     #[serde(default)]
     incident: Option<RawIncident>,
@@ -330,6 +350,8 @@ struct RawModel {
     weights: Option<Vec<f64>>,
     #[serde(default)]
     spec_decode: bool,
+    #[serde(default)]
+    preemption_detail: bool,
     #[serde(default)]
     kv_connector: Option<KvConnector>,
     #[serde(default)]
@@ -501,10 +523,10 @@ impl ScenarioSpec {
                     ),
                 ));
             }
-            if raw.metrics == MetricsGeneration::V0 && (m.spec_decode || m.kv_connector.is_some()) {
+            if raw.metrics == MetricsGeneration::V0 && (m.spec_decode || m.kv_connector.is_some() || m.preemption_detail) {
                 return Err(invalid(
                     &field,
-                    "spec_decode and kv_connector are generated with V1 names only; use metrics = \"v1\"".into(),
+                    "spec_decode, kv_connector and preemption_detail are generated with V1 names only; use metrics = \"v1\"".into(),
                 ));
             }
             for (family, bounds) in &m.custom_buckets {
@@ -523,6 +545,7 @@ impl ScenarioSpec {
                 max_num_seqs,
                 weights,
                 spec_decode: m.spec_decode,
+                preemption_detail: m.preemption_detail,
                 kv_connector: m.kv_connector,
                 dcgm: m.dcgm,
                 custom_buckets: m.custom_buckets,
@@ -653,6 +676,8 @@ impl ScenarioSpec {
             window,
             metrics: raw.metrics,
             histograms: raw.histograms,
+            drop: raw.drop,
+            counts_aborts: raw.counts_aborts,
             models,
             incident,
             events,
@@ -828,12 +853,13 @@ pub fn generate_series(spec: &ScenarioSpec) -> Vec<GeneratedSeries> {
 }
 
 /// The simulation, less what the scenario's collector does not keep (histograms, with
-/// `histograms = false`).
+/// `histograms = false`; the families `drop` names).
 fn simulate_kept(spec: &ScenarioSpec) -> sim::Generated {
     let mut generated = sim::simulate(spec);
     if !spec.histograms {
         generated.families.retain(|f| f.kind != sim::Kind::Histogram);
     }
+    generated.families.retain(|f| !spec.drop.contains(&f.name));
     generated
 }
 

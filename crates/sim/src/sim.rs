@@ -126,6 +126,7 @@ enum Fam {
     PromptTokens,
     GenerationTokens,
     Preemptions,
+    PreemptionsByReason,
     RequestSuccess,
     PrefixQueries,
     PrefixHits,
@@ -147,6 +148,7 @@ enum Fam {
     ParamsMaxTokens,
     ParamsN,
     IterationTokens,
+    ReqPreemptions,
     NixlXfer,
     GpuUtil,
     SmClock,
@@ -178,6 +180,8 @@ impl Fam {
             Fam::PromptTokens => "vllm:prompt_tokens",
             Fam::GenerationTokens => "vllm:generation_tokens",
             Fam::Preemptions => "vllm:num_preemptions",
+            Fam::PreemptionsByReason => "vllm:num_preemptions_by_reason",
+            Fam::ReqPreemptions => "vllm:request_num_preemptions",
             Fam::RequestSuccess => "vllm:request_success",
             Fam::PrefixQueries => "vllm:prefix_cache_queries",
             Fam::PrefixHits => "vllm:prefix_cache_hits",
@@ -231,6 +235,7 @@ impl Fam {
             Fam::PromptTokens
             | Fam::GenerationTokens
             | Fam::Preemptions
+            | Fam::PreemptionsByReason
             | Fam::RequestSuccess
             | Fam::PrefixQueries
             | Fam::PrefixHits
@@ -253,7 +258,8 @@ impl Fam {
             | Fam::ParamsMaxTokens
             | Fam::ParamsN
             | Fam::IterationTokens
-            | Fam::NixlXfer => Kind::Histogram,
+            | Fam::NixlXfer
+            | Fam::ReqPreemptions => Kind::Histogram,
             _ => Kind::Gauge,
         }
     }
@@ -269,6 +275,8 @@ impl Fam {
             Fam::PromptTokens => "Prompt tokens processed.",
             Fam::GenerationTokens => "Tokens generated.",
             Fam::Preemptions => "Requests preempted by the scheduler.",
+            Fam::PreemptionsByReason => "Requests preempted by the scheduler, by reason.",
+            Fam::ReqPreemptions => "How many times each finished request was preempted.",
             Fam::RequestSuccess => "Finished requests by reason.",
             Fam::PrefixQueries => "Prompt tokens looked up in the prefix cache.",
             Fam::PrefixHits => "Prompt tokens found in the prefix cache.",
@@ -403,7 +411,9 @@ const H_N: usize = 9;
 const H_ITERATION: usize = 10;
 /// Only for models with a NIXL connector.
 const H_NIXL: usize = 11;
-const HIST_FAMS: [Fam; 12] = [
+/// Only for models with `preemption_detail`.
+const H_PREEMPTIONS: usize = 12;
+const HIST_FAMS: [Fam; 13] = [
     Fam::Ttft,
     Fam::Itl,
     Fam::Queue,
@@ -416,7 +426,12 @@ const HIST_FAMS: [Fam; 12] = [
     Fam::ParamsN,
     Fam::IterationTokens,
     Fam::NixlXfer,
+    Fam::ReqPreemptions,
 ];
+/// vLLM's buckets for `request_num_preemptions`.
+const PREEMPTION_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0];
+/// `num_preemptions_by_reason`'s reasons, in the order `preempt_reasons` counts them.
+const PREEMPTION_REASONS: [&str; 2] = ["kv_full", "priority"];
 
 const REASONS_V1: &[&str] = &["stop", "length", "abort", "error"];
 const REASONS_V0: &[&str] = &["stop", "length", "abort"];
@@ -691,6 +706,9 @@ struct Gpu {
 /// One vLLM server (and, with DCGM, its GPU).
 struct Replica<'a> {
     generation: MetricsGeneration,
+    /// False: a stream the client closed is counted nowhere but in TTFT, ITL, the token counters
+    /// and HTTP 200s (vLLM 0.32).
+    counts_aborts: bool,
     wl: Workload,
     model: &'a ModelSpec,
     /// job, instance, pod, namespace, model_name (and engine in V1).
@@ -713,6 +731,8 @@ struct Replica<'a> {
     prompt_tokens: f64,
     generation_tokens: f64,
     preemptions: f64,
+    /// By reason (PREEMPTION_REASONS).
+    preempt_reasons: [f64; 2],
     success: [f64; 4],
     prefix_queries: f64,
     prefix_hits: f64,
@@ -809,6 +829,7 @@ impl<'a> Replica<'a> {
                 Fam::ParamsN => Hist::new(N_BUCKETS),
                 Fam::IterationTokens => Hist::new(ITERATION_BUCKETS),
                 Fam::NixlXfer => Hist::new(NIXL_BUCKETS),
+                Fam::ReqPreemptions => Hist::new(PREEMPTION_BUCKETS),
                 _ => Hist::new(&token_buckets),
             })
             .collect();
@@ -817,6 +838,7 @@ impl<'a> Replica<'a> {
         let fb_used = (FB_TOTAL_MIB * 0.9).round() + f64::from(rng.gen_range(-40i32..=40));
         Replica {
             generation,
+            counts_aborts: spec.counts_aborts,
             wl,
             model,
             labels,
@@ -832,6 +854,7 @@ impl<'a> Replica<'a> {
             prompt_tokens: 0.0,
             generation_tokens: 0.0,
             preemptions: 0.0,
+            preempt_reasons: [0.0; 2],
             success: [0.0; 4],
             prefix_queries: 0.0,
             prefix_hits: 0.0,
@@ -1016,6 +1039,9 @@ impl<'a> Replica<'a> {
         self.http[2] += n5xx as f64;
 
         let previous_waiting = self.waiting;
+        if !st.waiting_bursts.is_empty() && !st.waiting_bursts.iter().any(|(a, b)| m.frac_prev < *b && m.frac > *a) {
+            st.waiting = StateParams::HEALTHY.waiting;
+        }
         self.waiting = self.level(st.waiting, 0, m.frac, previous_waiting, engine as f64).max(0.0).round();
 
         if !st.serving {
@@ -1099,6 +1125,16 @@ impl<'a> Replica<'a> {
             }
             let h = &mut self.hists;
             h[H_TTFT].observe(ttft, 1);
+            if reason == R_ABORT && !self.counts_aborts {
+                // Its first token and tokens were counted; it never finishes in the metrics.
+                interval_prompt += prompt;
+                interval_output += out;
+                self.prefix_queries += prompt;
+                self.prefix_hits += (prompt * hit_share).round();
+                busy += prefill + decode;
+                self.prompts.push(prompt);
+                continue;
+            }
             h[H_QUEUE].observe(queue, 1);
             h[H_PREFILL].observe(prefill, 1);
             h[H_DECODE].observe(decode, 1);
@@ -1133,6 +1169,7 @@ impl<'a> Replica<'a> {
         .clamp(0.0, self.cap);
         self.kv = if kv_full { in_range((0.955, 1.0), self.noise[1]) } else { kv_demand.clamp(0.0, 1.0) };
 
+        let preempted_before = self.preemptions;
         let (lo, hi) = st.preemptions_per_s;
         let in_burst = st.preemption_bursts.is_empty()
             || st.preemption_bursts.iter().any(|(a, b)| m.frac_prev < *b && m.frac > *a);
@@ -1144,6 +1181,17 @@ impl<'a> Replica<'a> {
         if kv_full {
             let rate = (0.4 + 0.6 * (kv_demand - 1.0)).min(1.5);
             self.preemptions += poisson(&mut self.rng, rate * secs) as f64;
+        }
+        if self.model.preemption_detail {
+            // Split without drawing, so the other states' random streams stay as they were.
+            let new = self.preemptions - preempted_before;
+            let priority = (new * st.preemption_priority_share).round();
+            self.preempt_reasons[0] += new - priority;
+            self.preempt_reasons[1] += priority;
+            let each = st.preemptions_each.max(1.0);
+            let preempted = ((new / each).round() as u64).min(engine);
+            self.hists[H_PREEMPTIONS].observe(each.round(), preempted);
+            self.hists[H_PREEMPTIONS].observe(0.0, engine - preempted);
         }
 
         if self.model.spec_decode {
@@ -1213,6 +1261,11 @@ impl<'a> Replica<'a> {
         t.scalar(Fam::PromptTokens, l, &[], self.prompt_tokens);
         t.scalar(Fam::GenerationTokens, l, &[], self.generation_tokens);
         t.scalar(Fam::Preemptions, l, &[], self.preemptions);
+        if v1 && self.model.preemption_detail {
+            for (r, v) in PREEMPTION_REASONS.iter().zip(self.preempt_reasons) {
+                t.scalar(Fam::PreemptionsByReason, l, &[("reason", r)], v);
+            }
+        }
         let reasons = if v1 { REASONS_V1 } else { REASONS_V0 };
         for (i, r) in reasons.iter().enumerate() {
             t.scalar(Fam::RequestSuccess, l, &[("finished_reason", r)], self.success[i]);
@@ -1241,6 +1294,9 @@ impl<'a> Replica<'a> {
         }
         for (i, fam) in HIST_FAMS.iter().enumerate() {
             if *fam == Fam::NixlXfer && self.model.kv_connector != Some(KvConnector::Nixl) {
+                continue;
+            }
+            if *fam == Fam::ReqPreemptions && !(v1 && self.model.preemption_detail) {
                 continue;
             }
             t.hist(*fam, l, &self.hists[i]);

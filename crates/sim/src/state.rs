@@ -30,6 +30,9 @@ pub enum IncidentKind {
     SlowInputProcessing,
     /// 0.1 s longer before the engine: TTFT barely moves.
     SlowInputProcessingNear,
+    /// A queue blip: about 30 requests wait per replica for two minutes in the middle of the
+    /// window, then drain; arrivals unchanged.
+    LoadExceedsCapacityNear,
     /// Overload plus degraded steps: queue, TTFT and ITL all up, no preemption, and the engine
     /// completes barely more than before (a larger batch alone would turn out more tokens).
     SevereSaturation,
@@ -69,6 +72,22 @@ pub enum IncidentKind {
     RequestErrors,
     /// Aborts rise from 1% to 2%; no errors.
     RequestErrorsNear,
+    /// Clients close 15% of their streams early (1% before); no errors. With `counts_aborts =
+    /// false` the engine counts none of them (vLLM 0.32).
+    GiveUps,
+    /// Clients close 2.5% of their streams early.
+    GiveUpsNear,
+    /// Requests preempted for higher-priority ones (`--scheduling-policy priority`): preemptions as
+    /// often as under KV pressure, 95% of them for priority, the cache at 60-75%.
+    PriorityPreemption,
+    /// A few priority preemptions (0.03/s), the cache at 60-75%.
+    PriorityPreemptionNear,
+    /// A full cache preempts about one request in seven, each four times before it completes: 0.6
+    /// preemptions per finished request, but the same requests evicted again and again.
+    RepeatedPreemption,
+    /// A full cache preempts 60% of the requests once each: the same 0.6 preemptions per finished
+    /// request, none of them twice.
+    RepeatedPreemptionNear,
     /// For the last 15 minutes every engine sleeps (weights offloaded) while requests keep arriving.
     EngineAsleep,
     /// Asleep the same way, but nothing arrives.
@@ -126,10 +145,11 @@ pub struct Needs {
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 46] = [
+    pub const ALL: [IncidentKind; 53] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
+        IncidentKind::LoadExceedsCapacityNear,
         IncidentKind::SlowPrefill,
         IncidentKind::SlowDecode,
         IncidentKind::SevereSaturation,
@@ -151,6 +171,12 @@ impl IncidentKind {
         IncidentKind::RequestsRejectedNear,
         IncidentKind::RequestErrors,
         IncidentKind::RequestErrorsNear,
+        IncidentKind::GiveUps,
+        IncidentKind::GiveUpsNear,
+        IncidentKind::PriorityPreemption,
+        IncidentKind::PriorityPreemptionNear,
+        IncidentKind::RepeatedPreemption,
+        IncidentKind::RepeatedPreemptionNear,
         IncidentKind::EngineAsleep,
         IncidentKind::EngineAsleepNear,
         IncidentKind::SpecDecodeInefficient,
@@ -181,6 +207,7 @@ impl IncidentKind {
             IncidentKind::Healthy => "healthy",
             IncidentKind::Ramp => "ramp",
             IncidentKind::LoadExceedsCapacity => "load-exceeds-capacity",
+            IncidentKind::LoadExceedsCapacityNear => "load-exceeds-capacity-near",
             IncidentKind::SlowPrefill => "slow-prefill",
             IncidentKind::SlowDecode => "slow-decode",
             IncidentKind::SevereSaturation => "severe-saturation",
@@ -202,6 +229,12 @@ impl IncidentKind {
             IncidentKind::RequestsRejectedNear => "requests-rejected-near",
             IncidentKind::RequestErrors => "request-errors",
             IncidentKind::RequestErrorsNear => "request-errors-near",
+            IncidentKind::GiveUps => "give-ups",
+            IncidentKind::GiveUpsNear => "give-ups-near",
+            IncidentKind::PriorityPreemption => "priority-preemption",
+            IncidentKind::PriorityPreemptionNear => "priority-preemption-near",
+            IncidentKind::RepeatedPreemption => "repeated-preemption",
+            IncidentKind::RepeatedPreemptionNear => "repeated-preemption-near",
             IncidentKind::EngineAsleep => "engine-asleep",
             IncidentKind::EngineAsleepNear => "engine-asleep-near",
             IncidentKind::SpecDecodeInefficient => "spec-decode-inefficient",
@@ -239,7 +272,14 @@ impl IncidentKind {
         let base = self.near_miss_of().unwrap_or(self);
         let mut n = Needs::default();
         match base {
-            K::PrefixCacheMiss | K::RecomputeThrashing | K::RequestsRejected | K::RequestErrors | K::EngineAsleep => {
+            K::PrefixCacheMiss
+            | K::RecomputeThrashing
+            | K::RequestsRejected
+            | K::RequestErrors
+            | K::GiveUps
+            | K::PriorityPreemption
+            | K::RepeatedPreemption
+            | K::EngineAsleep => {
                 n.v1 = true;
             }
             K::SpecDecodeInefficient => {
@@ -289,6 +329,11 @@ impl IncidentKind {
             K::SlowPrefill => StateParams { prefill: 6.0, ..h },
             // Time before the engine queues the request, in TTFT (and E2E) only.
             K::SlowInputProcessing => StateParams { input_s: 1.5, ..h },
+            K::LoadExceedsCapacityNear => StateParams {
+                waiting: Level::Wander(25.0, 35.0),
+                waiting_bursts: &[(0.45, 0.52)],
+                ..h
+            },
             K::SlowInputProcessingNear => StateParams { input_s: 0.1, ..h },
             // Clients with a fixed concurrency send fewer requests when each one streams slower,
             // which is why generation throughput falls instead of the queue growing.
@@ -430,6 +475,46 @@ impl IncidentKind {
             K::RequestsRejectedNear => StateParams { reject_burst: 3, ..h },
             K::RequestErrors => StateParams { abort_share: 0.15, error_share: 0.03, ..h },
             K::RequestErrorsNear => StateParams { abort_share: 0.02, ..h },
+            K::GiveUps => StateParams { abort_share: 0.15, ..h },
+            K::GiveUpsNear => StateParams { abort_share: 0.025, ..h },
+            // The scheduler evicts low-priority requests for high-priority arrivals: as many
+            // preemptions as KV pressure brings, with room left in the cache.
+            K::PriorityPreemption => StateParams {
+                queue_median_s: 0.4,
+                queue_sigma: 0.6,
+                waiting: Level::Wander(2.0, 8.0),
+                kv_usage: Level::Wander(0.6, 0.75),
+                preemptions_per_s: (0.8, 2.5),
+                preemption_priority_share: 0.95,
+                ..h
+            },
+            K::PriorityPreemptionNear => StateParams {
+                kv_usage: Level::Wander(0.6, 0.75),
+                preemptions_per_s: (0.03, 0.03),
+                preemption_priority_share: 1.0,
+                ..h
+            },
+            K::RepeatedPreemption => StateParams {
+                queue_median_s: 0.8,
+                queue_sigma: 0.6,
+                prefill: 1.4,
+                itl: 1.3,
+                waiting: Level::Wander(5.0, 20.0),
+                kv_usage: Level::Wander(0.955, 1.0),
+                preemptions_per_request: 0.6,
+                preemptions_each: 4.0,
+                ..h
+            },
+            K::RepeatedPreemptionNear => StateParams {
+                queue_median_s: 0.8,
+                queue_sigma: 0.6,
+                prefill: 1.4,
+                itl: 1.3,
+                waiting: Level::Wander(5.0, 20.0),
+                kv_usage: Level::Wander(0.955, 1.0),
+                preemptions_per_request: 0.6,
+                ..h
+            },
             // A model put to sleep gets little traffic, but what arrives waits for an engine that never steps.
             K::EngineAsleep => StateParams {
                 onset: Onset::BeforeEnd { secs: 900 },
@@ -671,8 +756,17 @@ pub struct StateParams {
     pub preemptions_per_request: f64,
     /// When not empty, preemptions happen only inside these fractions of the state's span.
     pub preemption_bursts: &'static [(f64, f64)],
+    /// When not empty, `waiting` holds only inside these fractions of the state's span (the
+    /// healthy level outside them).
+    pub waiting_bursts: &'static [(f64, f64)],
     /// `prompt_tokens_recomputed_total` as a share of the prompt tokens.
     pub recomputed_share: f64,
+    /// Share of preemptions made for higher-priority requests (`reason="priority"` of
+    /// `num_preemptions_by_reason`); the rest are for want of KV cache (`kv_full`).
+    pub preemption_priority_share: f64,
+    /// How many times each preempted request is preempted before it finishes
+    /// (`request_num_preemptions`).
+    pub preemptions_each: f64,
     /// Share of HTTP requests answered 5xx (they never reach the engine).
     pub http_5xx_share: f64,
     /// Share of engine requests the client aborts.
@@ -722,7 +816,10 @@ impl StateParams {
         preemptions_per_s: (0.0, 0.0),
         preemptions_per_request: 0.0,
         preemption_bursts: &[],
+        waiting_bursts: &[],
         recomputed_share: 0.0,
+        preemption_priority_share: 0.0,
+        preemptions_each: 1.0,
         http_5xx_share: 0.001,
         abort_share: 0.01,
         error_share: 0.0,
