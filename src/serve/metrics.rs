@@ -3,6 +3,11 @@
 //! Counters of notifications (by outcome), diagnosis runs, failed runs and deliveries (by target
 //! and result), and a histogram of run durations. Series are written with the prom module's
 //! writer, which escapes label values as the format says.
+//!
+//! And the findings themselves, so that Prometheus can scrape them and alert on them: the latest
+//! diagnosis of every firing alert group as `vllm_diag_finding{rule,severity,<scope labels>} 1`
+//! and `vllm_diag_not_evaluated{rule,<scope labels>} 1`, until the group resolves (or is diagnosed
+//! again, which replaces its series).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +16,7 @@ use std::time::Duration;
 
 use crate::prom::openmetrics::series;
 use crate::prom::{escape::escape_help, format_go_float};
+use crate::report::{Report, Scope};
 
 /// The upper bounds of the run duration histogram, in seconds.
 const BUCKETS: [f64; 9] = [0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0];
@@ -30,6 +36,33 @@ pub struct Metrics {
     deliveries: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     /// By outcome (`accepted`, `duplicate`, `resolved`, `queue_full`, `unauthorized`, ...).
     notifications: Mutex<BTreeMap<&'static str, u64>>,
+    /// The latest diagnosis of each firing group, by group key.
+    findings: Mutex<BTreeMap<String, Shown>>,
+}
+
+/// What one diagnosis puts on the page: its findings' and its not-evaluated rules' label sets, and
+/// when it ran.
+#[derive(Debug, Default)]
+struct Shown {
+    findings: Vec<Vec<(String, String)>>,
+    not_evaluated: Vec<Vec<(String, String)>>,
+    at: f64,
+}
+
+/// `rule` (and `severity`) then the scope's labels; a scope label that would clash with those is
+/// written as `scope_<name>`.
+fn labels(rule: &str, severity: Option<&str>, scope: &Scope) -> Vec<(String, String)> {
+    let mut out = vec![("rule".to_string(), rule.to_string())];
+    if let Some(s) = severity {
+        out.push(("severity".to_string(), s.to_string()));
+    }
+    for (k, v) in scope {
+        let name = if k == "rule" || k == "severity" { format!("scope_{k}") } else { k.clone() };
+        if crate::prom::is_label_name(&name) {
+            out.push((name, v.clone()));
+        }
+    }
+    out
 }
 
 #[derive(Debug, Default)]
@@ -86,6 +119,25 @@ impl Metrics {
     /// A delivery handed to the outbox ended (every target tried).
     pub fn delivery_ended(&self) {
         let _ = self.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_sub(1)));
+    }
+
+    /// The diagnosis of group `group` (run at `at`, seconds since the epoch) is now `report`'s.
+    pub fn diagnosed(&self, group: &str, report: &Report, at: f64) {
+        let shown = Shown {
+            findings: report.findings.iter().map(|f| labels(&f.rule, Some(f.severity.as_str()), &f.scope)).collect(),
+            not_evaluated: report.not_evaluated.iter().map(|n| labels(&n.rule, None, &n.scope)).collect(),
+            at,
+        };
+        if let Ok(mut m) = self.findings.lock() {
+            m.insert(group.to_string(), shown);
+        }
+    }
+
+    /// Group `group` resolved: its findings leave the page.
+    pub fn resolved(&self, group: &str) {
+        if let Ok(mut m) = self.findings.lock() {
+            m.remove(group);
+        }
     }
 
     /// One notification was answered with `outcome`.
@@ -147,6 +199,50 @@ impl Metrics {
             "Diagnoses and follow-ups made and not yet delivered (a slow receiver makes them wait).",
             vec![("vllm_diag_serve_deliveries_pending".into(), pending)],
         );
+        let (mut findings, mut not_evaluated, mut groups, mut last) = (Vec::new(), Vec::new(), 0.0, None::<f64>);
+        if let Ok(m) = self.findings.lock() {
+            let set = |rows: &mut Vec<(String, f64)>, name: &str, of: &dyn Fn(&Shown) -> &Vec<Vec<(String, String)>>| {
+                let mut seen = std::collections::BTreeSet::new();
+                for shown in m.values() {
+                    for l in of(shown) {
+                        let s = series(name, l.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                        if seen.insert(s.clone()) {
+                            rows.push((s, 1.0));
+                        }
+                    }
+                }
+            };
+            set(&mut findings, "vllm_diag_finding", &|s| &s.findings);
+            set(&mut not_evaluated, "vllm_diag_not_evaluated", &|s| &s.not_evaluated);
+            groups = m.len() as f64;
+            last = m.values().map(|s| s.at).reduce(f64::max);
+        }
+        family(
+            "vllm_diag_finding",
+            "gauge",
+            "A finding of the latest diagnosis of a firing alert group, 1 per rule, severity and scope; gone once the group resolves.",
+            findings,
+        );
+        family(
+            "vllm_diag_not_evaluated",
+            "gauge",
+            "A rule the latest diagnosis of a firing alert group could not evaluate for a scope (its metrics missing, no data, a timeout): 1 per rule and scope.",
+            not_evaluated,
+        );
+        family(
+            "vllm_diag_diagnosed_groups",
+            "gauge",
+            "Firing alert groups whose latest diagnosis the finding series show.",
+            vec![("vllm_diag_diagnosed_groups".into(), groups)],
+        );
+        if let Some(at) = last {
+            family(
+                "vllm_diag_last_diagnosis_timestamp_seconds",
+                "gauge",
+                "When the latest diagnosis shown by the finding series ran, in seconds since the epoch.",
+                vec![("vllm_diag_last_diagnosis_timestamp_seconds".into(), at)],
+            );
+        }
         out
     }
 }
@@ -178,5 +274,29 @@ mod tests {
         assert!(text.contains("vllm_diag_serve_deliveries_total{target=\"webhook\",result=\"failed\"} 0\n"), "{text}");
         assert!(text.contains("vllm_diag_serve_notifications_total{outcome=\"accepted\"} 1\n"), "{text}");
         assert!(text.contains("vllm_diag_serve_deliveries_pending 1\n"), "{text}");
+        assert!(text.contains("vllm_diag_diagnosed_groups 0\n"), "{text}");
+    }
+
+    #[test]
+    fn findings_show_per_rule_severity_and_scope_until_their_group_resolves() {
+        let m = Metrics::new(&[]);
+        let report = crate::render::fixtures::sample_report();
+        assert!(!report.findings.is_empty() && !report.not_evaluated.is_empty(), "the sample has both");
+        m.diagnosed("{}:{alertname=\"X\"}", &report, 1_768_467_000.0);
+        m.diagnosed("{}:{alertname=\"Y\"}", &report, 1_768_467_060.0);
+        let text = m.render();
+        let families = crate::prom::exposition::parse(&text, crate::prom::exposition::Format::Text);
+        assert!(families.is_ok(), "{families:?}\n{text}");
+        let first = &report.findings[0];
+        let want = format!("vllm_diag_finding{{rule=\"{}\",severity=\"{}\",model_name=\"{}\"}} 1\n", first.rule, first.severity.as_str(), first.scope["model_name"]);
+        assert_eq!(text.matches(&want).count(), 1, "one series for the two groups with the same finding\n{text}");
+        assert!(text.contains("vllm_diag_not_evaluated{rule=\""), "{text}");
+        assert!(text.contains("vllm_diag_diagnosed_groups 2\n"), "{text}");
+        assert!(text.contains("vllm_diag_last_diagnosis_timestamp_seconds 1768467060\n"), "{text}");
+        m.resolved("{}:{alertname=\"X\"}");
+        assert!(m.render().contains(&want));
+        m.resolved("{}:{alertname=\"Y\"}");
+        let text = m.render();
+        assert!(!text.contains("vllm_diag_finding{") && text.contains("vllm_diag_diagnosed_groups 0\n"), "{text}");
     }
 }
