@@ -148,14 +148,14 @@ scenarios! {
     cold_start => "cold-start",
     cold_start_near_miss => "cold-start-near",
     slow_input_processing_near_miss => "slow-input-processing-near",
-    give_ups_uncounted => "give-ups-uncounted",
-    give_ups_uncounted_near_miss => "give-ups-uncounted-near",
+    give_ups => "give-ups",
+    give_ups_near_miss => "give-ups-near",
     priority_preemption => "priority-preemption",
     priority_preemption_near_miss => "priority-preemption-near",
     repeated_preemption => "repeated-preemption",
     repeated_preemption_near_miss => "repeated-preemption-near",
-    gauge_only_no_counters => "gauge-only-no-counters",
-    gauge_only_no_counters_near_miss => "gauge-only-no-counters-near",
+    gauge_only_load_exceeds_capacity_no_counters => "gauge-only-load-exceeds-capacity-no-counters",
+    gauge_only_load_exceeds_capacity_no_counters_near_miss => "gauge-only-load-exceeds-capacity-no-counters-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

@@ -44,7 +44,7 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
         "the same lookback: for five minutes after two replicas are removed Prometheus still counts their last samples, so target-down also absorbs replica-imbalance there; VictoriaMetrics does not. The first finding, target-down tied to the removal, is the same",
     ),
     (
-        "gauge-only-no-counters",
+        "gauge-only-load-exceeds-capacity-no-counters",
         "the waiting gauge's slope over a queue that holds level: Prometheus' deriv reads a small rise, VictoriaMetrics' does not, so prefill-starvation (whose TTFT and output length cannot be read without histograms) is undecided on one and healthy on the other. The first finding, load-exceeds-capacity from the waiting gauge, is the same",
     ),
 ];

@@ -599,6 +599,12 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
             nonempty(&numerator.counter, "numerator.counter")?;
             nonempty(&denominator.counter, "denominator.counter")
         }
+        SignalKind::Gauge { less: Some(l), attribute_via, .. } if l.gauge.trim().is_empty() || !attribute_via.is_empty() => {
+            Err("`less` names one gauge, and is not combined with `attribute_via`".into())
+        }
+        SignalKind::Gauge { less: Some(l), .. } if crate::signals::parse_match(&l.r#match).is_err() => {
+            crate::signals::parse_match(&l.r#match).map(|_| ()).map_err(|e| format!("less.match: {e}"))
+        }
         SignalKind::Gauge { gauge, r#match, .. } | SignalKind::Slope { gauge, r#match } => {
             crate::signals::parse_match(r#match).map_err(|e| format!("match: {e}"))?;
             nonempty(gauge, "gauge")

@@ -6,7 +6,8 @@
 //! labels over a window ending now that covers the alerts, and delivers the report ([`deliver`]):
 //! to a generic webhook as the `--format json` report with the triggering alerts under `trigger`,
 //! and to Slack in the slack format. A resolved group gets a short follow-up. `GET /healthz`
-//! answers `ok`; `GET /metrics` tells what the service has done ([`metrics`]).
+//! answers `ok`; `GET /metrics` tells what the service has done and the findings of the latest
+//! diagnosis of every firing group ([`metrics`]).
 //!
 //! What a service is expected to do with bad input and load: with a token configured, a request
 //! without `Authorization: Bearer <token>` gets 401 (compared in constant time); a body over the
@@ -487,6 +488,12 @@ impl Worker {
             .await
             .unwrap_or_else(|e| Err(Failure::Output(format!("the diagnosis stopped unexpectedly: {e}"))));
         self.metrics.run(started.elapsed(), outcome.is_err());
+        match &outcome {
+            // The group's findings on /metrics are this diagnosis's now.
+            Ok(d) => self.metrics.diagnosed(&n.group_key, &d.report, Utc::now().timestamp() as f64),
+            // No report: the group's earlier findings are not shown as if they still held.
+            Err(_) => self.metrics.resolved(&n.group_key),
+        }
         if outcome.is_err() {
             self.seen.lock().unwrap_or_else(|e| e.into_inner()).remove(&n.group_key);
         }
@@ -504,6 +511,7 @@ impl Worker {
     }
 
     async fn follow_up(self: &Arc<Self>, n: Notification) {
+        self.metrics.resolved(&n.group_key);
         let text = deliver::resolved_text(&n);
         eprintln!("vllm-diag serve: group {} resolved", logged(&n.group_key));
         let webhook = deliver::resolved_envelope(&n, &text);

@@ -85,6 +85,12 @@ pub enum SignalKind {
         /// failed its scrapes since (`up` 0, no vLLM series left) is still its model's.
         #[serde(default)]
         attribute_before: bool,
+        /// Another gauge taken off this one per scope where it exists (nothing where it does not):
+        /// the requests of `num_requests_waiting` that `num_requests_waiting_by_reason` says were
+        /// deferred for something other than capacity. Named as declared (its `vllm_` spelling is
+        /// not tried) and not required: a fleet without it reads the gauge whole.
+        #[serde(default)]
+        less: Option<GaugeRef>,
     },
     /// The share of the window during which a counter was increasing (0..1): "sustained" preemptions.
     ActiveShare { counter: Vec<String> },
@@ -250,6 +256,15 @@ fn default_quantile() -> f64 {
 /// A P95 from fewer than 20 observations is one of the few slowest requests, not a quantile.
 fn default_replica_observations() -> u32 {
     20
+}
+
+/// One gauge and the series of it to read (`Gauge::less`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GaugeRef {
+    pub gauge: String,
+    #[serde(default)]
+    pub r#match: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -279,11 +279,19 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 ..parts(format!("({num} or {den} * 0) / {den}"), Combine::Share, vec![num, den])
             }
         }
-        SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, attribute_before, .. } => {
+        SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, attribute_before, less, .. } => {
             let extra = parse(r#match)?;
             let (ot, ac) = (over_time_fn(*over_time), across_fn(*across));
             if attribute_via.is_empty() {
-                plain(format!("{ac} by ({by}) ({ot}({}[{r}]))", sel.series(&resolved.names[0], &extra)))
+                let whole = format!("{ac} by ({by}) ({ot}({}[{r}]))", sel.series(&resolved.names[0], &extra));
+                match less {
+                    None => plain(whole),
+                    // Where the other gauge has no series for a scope, `or` takes 0 off.
+                    Some(l) => {
+                        let part = format!("{ac} by ({by}) ({ot}({}[{r}]))", sel.series(&l.gauge, &parse(&l.r#match)?));
+                        plain(format!("{whole} - ({part} or {whole} * 0)"))
+                    }
+                }
             } else {
                 let own = sel.without(&ctx.group_by);
                 let (j, left, anchor_by) = join_labels(join_on, &ctx.group_by);

@@ -111,6 +111,7 @@ fn missing_families_are_named() {
         attribute_via: vec![],
         join_on: default_join(),
         attribute_before: false,
+        less: None,
     };
     let err = resolve(&k, &present(&[])).unwrap_err();
     assert_eq!(err, vec!["vllm:kv_cache_usage_perc / vllm:gpu_cache_usage_perc".to_string()]);
@@ -303,6 +304,7 @@ fn gauges_without_the_grouping_label_join_on_the_declared_labels() {
         attribute_via: vec!["vllm:num_requests_running".into()],
         join_on: vec!["namespace".into(), "pod".into()],
         attribute_before: false,
+        less: None,
     };
     let r = resolve(&k, &present(&["DCGM_FI_DEV_SM_CLOCK", "vllm:num_requests_running"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();

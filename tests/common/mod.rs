@@ -93,6 +93,14 @@ impl PromServer {
         PromServer::start_in(temp_dir("vllm-diag-prom-"), None, None)
     }
 
+    /// A Prometheus with no data of its own that scrapes `target` (`host:port`) every `interval`.
+    pub fn start_scraping(target: &str, interval: &str) -> PromServer {
+        let jobs = format!(
+            "scrape_configs:\n  - job_name: vllm-diag\n    scrape_interval: {interval}\n    static_configs:\n      - targets: ['{target}']\n"
+        );
+        PromServer::start_in_with(temp_dir("vllm-diag-prom-"), None, None, &jobs)
+    }
+
     /// A Prometheus holding the samples of an OpenMetrics file (timestamps on every sample, `# EOF` last).
     pub fn start_with_openmetrics(path: impl AsRef<Path>) -> PromServer {
         PromServer::start_in(temp_dir("vllm-diag-prom-"), Some(path.as_ref()), None)
@@ -144,7 +152,9 @@ impl PromServer {
             backfill(om, &data);
         }
         let config = dir.path().join("prometheus.yml");
-        std::fs::write(&config, format!("{CONFIG}{extra_config}")).unwrap_or_else(|e| panic!("cannot write {}: {e}", config.display()));
+        // An extra configuration with scrape jobs of its own replaces the empty list.
+        let base = if extra_config.contains("scrape_configs:") { CONFIG.replace("scrape_configs: []\n", "") } else { CONFIG.to_string() };
+        std::fs::write(&config, format!("{base}{extra_config}")).unwrap_or_else(|e| panic!("cannot write {}: {e}", config.display()));
 
         let ready = if web.is_some() {
             Ready::LogLine("Server is ready to receive web requests")

@@ -260,6 +260,17 @@ impl IncidentKind {
         }
     }
 
+    /// The rule that tells this kind's story (the kind's own name, but where the story is another
+    /// rule's: give-ups are `request-errors`', requests preempted again and again
+    /// `recompute-thrashing`'s). A near miss names its kind's.
+    pub fn rule(self) -> &'static str {
+        match self.near_miss_of().unwrap_or(self) {
+            IncidentKind::GiveUps => "request-errors",
+            IncidentKind::RepeatedPreemption => "recompute-thrashing",
+            base => base.as_str(),
+        }
+    }
+
     /// For a near miss, the kind it nearly is (`prefill-starvation-near` -> `prefill-starvation`).
     pub fn near_miss_of(self) -> Option<IncidentKind> {
         let name = self.as_str().strip_suffix("-near")?;
