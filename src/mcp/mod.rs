@@ -140,7 +140,10 @@ impl Server {
         let lead = if code == exit::NO_DATA {
             format!("NOT EVALUATED: {tool} gives no verdict (exit code 3); this is not a healthy result.")
         } else {
-            format!("{tool} could not run (exit code {code}).")
+            // A usage error names its argument, and says what to do, itself.
+            let text = failure.to_string();
+            let text = if text.starts_with(tool) { text } else { format!("{tool}: {text}") };
+            return self.tool_error(&text, code);
         };
         self.tool_error(&format!("{lead} {failure}"), code)
     }
