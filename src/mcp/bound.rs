@@ -215,9 +215,14 @@ mod tests {
     fn even_a_tiny_cap_keeps_the_top_finding_and_the_outcome() {
         let doc = bound_to(big_report(5), 2000);
         assert_eq!(doc["findings"].as_array().unwrap().len(), 1);
+        assert_eq!(doc["findings"][0]["steps"].as_array().unwrap().len(), 1);
+        assert!(serde_json::to_string(&doc).unwrap().len() <= 2000);
+        // Smaller than even that: the last resort.
+        let doc = bound_to(big_report(5), 900);
+        assert_eq!(doc["findings"].as_array().unwrap().len(), 1);
         assert_eq!(doc["findings"][0]["rule"], "rule-0");
         assert_eq!(doc["outcome"]["exit_code"], 1);
-        assert!(doc.get("healthy").is_none());
+        assert!(doc["healthy"].as_array().is_none_or(Vec::is_empty), "{doc}");
         let last = doc["mcp"]["trimmed"].as_array().unwrap().last().unwrap().as_str().unwrap().to_string();
         assert!(last.starts_with("everything but the top finding"), "{last}");
     }

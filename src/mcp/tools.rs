@@ -227,8 +227,12 @@ impl Args<'_> {
 
     fn selector(&self, name: &str) -> Result<Option<String>, Option<String>> {
         let Some(s) = self.string(name)? else { return Ok(None) };
-        crate::prom::Selector::parse(&s)
-            .map_err(|e| self.bad(name, format!("{s:?} is not a list of label matchers: {e}. Give e.g. namespace=\"prod\",job=\"vllm\"")))?;
+        crate::prom::Selector::parse(&s).map_err(|e| {
+            // The parser's message starts with the flag it was written for.
+            let text = e.to_string();
+            let text = text.strip_prefix(&format!("--selector {s:?}: ")).unwrap_or(&text).to_string();
+            self.bad(name, format!("{s:?} is not a list of label matchers: {text}"))
+        })?;
         Ok(Some(s))
     }
 
@@ -329,7 +333,7 @@ mod tests {
         let e = error("explain", json!({"windw": "30m"}));
         assert!(e.contains("unknown argument \"windw\"") && e.contains("window"), "{e}");
         let e = error("explain", json!({"selector": "job=vllm"}));
-        assert!(e.contains("argument \"selector\"") && e.contains("namespace=\\\"prod\\\""), "{e}");
+        assert!(e.contains("argument \"selector\"") && e.contains("namespace=\"prod\"") && !e.contains("--selector"), "{e}");
         let e = error("explain", json!({"group_by": "model-name"}));
         assert!(e.contains("\"model-name\" is not a label name"), "{e}");
         let e = error("explain", json!({"at": "yesterday"}));
