@@ -104,6 +104,12 @@ fn assert_explain_found(s: &Session, i: usize, expected: &str) {
     assert_eq!(&second, doc);
     assert_eq!(doc["mcp"]["size_cap_bytes"], 65536);
     assert!(doc.to_string().len() <= 65536);
+    eprintln!(
+        "explain over MCP: JSON {} bytes (complete: {}), summary {} lines",
+        doc.to_string().len(),
+        doc["mcp"]["complete"],
+        first.lines().count()
+    );
     // Only the deciding evidence, without the chart series.
     for e in doc["findings"][0]["evidence"].as_array().unwrap() {
         assert_eq!(e["passed"], true, "{e}");

@@ -191,6 +191,9 @@ fn answer(s: &Settings, report: &Report, verdict: Option<String>) -> Answer {
         summary.push_str(&format!("\n... ({cut} more lines: the JSON report below has everything)"));
     }
     let code = report.exit_code(fail_on);
+    if code == exit::NO_DATA && !summary.starts_with("NOT EVALUATED") {
+        summary = format!("NOT EVALUATED (exit code 3): this run gives no verdict and is not a healthy result; the report says what could not be judged and why.\n{summary}");
+    }
     summary.push_str(&format!("\n\nexit code {code}: {}", exit_meaning(code)));
     let json = render::render(report, Format::Json, &opts);
     let document = serde_json::from_str(&json).unwrap_or_else(|e| serde_json::json!({ "error": { "message": format!("cannot encode the report: {e}"), "exit_code": code } }));
