@@ -144,6 +144,9 @@ fn a_real_client_lists_the_tools_gets_the_incident_and_reads_what_to_fix() {
     assert!(explain["inputSchema"]["properties"]["window"].is_object(), "{explain}");
 
     assert_explain_found(&s, 0, &expected);
+    // The incident is critical: with the server's default bar (warning) the verdict is exit code 1.
+    assert_eq!(s.result(0)["structuredContent"]["outcome"]["exit_code"], 1);
+    assert!(s.text(0).contains("exit code 1 (fail_on warning)"), "{}", s.text(0));
     assert_eq!(s.result(0)["structuredContent"]["findings"][0]["scope"]["model_name"], spec.expect.model.clone().unwrap_or_default().as_str());
 
     // A bad argument: a tool error naming the argument, the value and what to give instead.

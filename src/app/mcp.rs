@@ -22,8 +22,14 @@ const EVENTS_WINDOW: std::time::Duration = crate::app::check::DEPLOY_LOOKBACK;
 /// The longest text summary, in lines (the JSON that follows has the rest).
 const SUMMARY_LINES: usize = 40;
 
-pub(super) fn run_mcp(s: Settings, command_line: &Settings, lookup: &Lookup, args: McpServerArgs) -> Result<u8, Failure> {
+pub(super) fn run_mcp(mut s: Settings, command_line: &Settings, lookup: &Lookup, args: McpServerArgs) -> Result<u8, Failure> {
     refuse_what_does_not_apply(&s, &args)?;
+    // An agent reads the exit code as the verdict: a warning or worse is exit code 1 unless
+    // --fail-on (or the file) says otherwise, as for check; explain's own default, never, would
+    // give 0 beside a critical finding.
+    if !s.output.fail_on.origin.is_given() {
+        s.output.fail_on = Setting::default_value(Some(crate::report::Severity::Warning));
+    }
     // Checked once before serving, as serve does: a bad selector, rule file, profile or connection
     // setting stops here rather than failing every call.
     s.run_params(chrono::Utc::now())?;
@@ -159,11 +165,9 @@ fn check(base: &Settings, c: &CheckCall, rt: &tokio::runtime::Runtime) -> Result
     // The window comes from `since`: the server's own --window and --baseline are explain's.
     s.scope.window = Setting::default_value(None);
     s.scope.baseline = Setting::default_value(None);
-    s.output.fail_on = match c.fail_on {
-        Some(f) => arg(f, "fail_on"),
-        None if s.output.fail_on.origin.is_given() => s.output.fail_on.clone(),
-        None => Setting::default_value(Some(crate::report::Severity::Warning)),
-    };
+    if let Some(f) = c.fail_on {
+        s.output.fail_on = arg(f, "fail_on");
+    }
     let deploy = check_scope(&mut s, Some(&c.since)).map_err(|e| match e {
         Failure::Usage(m) => Failure::Usage(format!("check: argument \"since\": {}", m.trim_start_matches("--since "))),
         other => other,
@@ -194,7 +198,8 @@ fn answer(s: &Settings, report: &Report, verdict: Option<String>) -> Answer {
     if code == exit::NO_DATA && !summary.starts_with("NOT EVALUATED") {
         summary = format!("NOT EVALUATED (exit code 3): this run gives no verdict and is not a healthy result; the report says what could not be judged and why.\n{summary}");
     }
-    summary.push_str(&format!("\n\nexit code {code}: {}", exit_meaning(code)));
+    let bar = fail_on.map_or("never".to_string(), |f| f.to_string());
+    summary.push_str(&format!("\n\nexit code {code} (fail_on {bar}): {}", exit_meaning(code)));
     let json = render::render(report, Format::Json, &opts);
     let document = serde_json::from_str(&json).unwrap_or_else(|e| serde_json::json!({ "error": { "message": format!("cannot encode the report: {e}"), "exit_code": code } }));
     Answer { summary, document }
