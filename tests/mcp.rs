@@ -105,7 +105,8 @@ fn assert_explain_found(s: &Session, i: usize, expected: &str) {
     assert_eq!(doc["mcp"]["size_cap_bytes"], 65536);
     assert!(doc.to_string().len() <= 65536);
     eprintln!(
-        "explain over MCP: JSON {} bytes (complete: {}), summary {} lines",
+        "explain over MCP: {} s, JSON {} bytes (complete: {}), summary {} lines",
+        s.call(i)["seconds"],
         doc.to_string().len(),
         doc["mcp"]["complete"],
         first.lines().count()
@@ -144,6 +145,12 @@ fn a_real_client_lists_the_tools_gets_the_incident_and_reads_what_to_fix() {
     assert!(explain["inputSchema"]["properties"]["window"].is_object(), "{explain}");
 
     assert_explain_found(&s, 0, &expected);
+    // The same diagnosis from the command line, for the measurement beside it.
+    let started = std::time::Instant::now();
+    let cli = Command::new(binary()).args(["explain", "--no-config", "--prometheus", &prom.url, "--at", &at, "--window", "30m", "--format", "json"]).output().unwrap();
+    let full: Value = serde_json::from_slice(&cli.stdout).expect("explain --format json");
+    eprintln!("explain on the command line: {:.3} s, JSON {} bytes", started.elapsed().as_secs_f64(), full.to_string().len());
+    assert_eq!(full["findings"][0]["rule"], s.result(0)["structuredContent"]["findings"][0]["rule"]);
     // The incident is critical: with the server's default bar (warning) the verdict is exit code 1.
     assert_eq!(s.result(0)["structuredContent"]["outcome"]["exit_code"], 1);
     assert!(s.text(0).contains("exit code 1 (fail_on warning)"), "{}", s.text(0));

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -33,11 +34,14 @@ async def session_work(read, write, calls):
         out["tools"] = [dump(t) for t in tools.tools]
         out["calls"] = []
         for call in calls:
+            started = time.monotonic()
             try:
                 result = await session.call_tool(call["tool"], call.get("arguments"), read_timeout_seconds=120)
-                out["calls"].append({"tool": call["tool"], "result": dump(result)})
+                entry = {"tool": call["tool"], "result": dump(result)}
             except Exception as e:  # the SDK raises on a JSON-RPC error
-                out["calls"].append({"tool": call["tool"], "protocol_error": f"{type(e).__name__}: {e}"})
+                entry = {"tool": call["tool"], "protocol_error": f"{type(e).__name__}: {e}"}
+            entry["seconds"] = round(time.monotonic() - started, 3)
+            out["calls"].append(entry)
     return out
 
 
