@@ -220,6 +220,22 @@ impl HttpServer {
     fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
+
+    /// SIGTERM, then the exit code; fails the test when the server has not stopped within 30 s.
+    fn stop(&mut self) -> Option<i32> {
+        // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for vllm-diag mcp") {
+                return status.code();
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                panic!("vllm-diag mcp did not stop within 30 s of SIGTERM:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 impl Drop for HttpServer {
@@ -270,6 +286,8 @@ fn over_streamable_http_the_client_gets_the_same_diagnosis_and_needs_the_token()
     assert_eq!(s.result(1)["isError"], true);
     assert!(s.text(1).contains("argument \"group_by\"") && s.text(1).contains("label name"), "{}", s.text(1));
     assert!(!server.log().contains(SERVICE_TOKEN), "{}", server.log());
+    let mut server = server;
+    assert_eq!(server.stop(), Some(0), "{}", server.log());
 }
 
 #[test]
