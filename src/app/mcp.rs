@@ -133,6 +133,27 @@ fn arg<T>(value: T, name: &'static str) -> Setting<T> {
     Setting::new(value, Origin::Flag(name))
 }
 
+/// A message written for the command line, with the flags that are tool arguments here named as
+/// arguments (`--window 15s` becomes `window 15s`), so that the agent knows what to change.
+fn as_arguments(failure: Failure) -> Failure {
+    const FLAGS: [(&str, &str); 8] = [
+        ("--since", "since"),
+        ("--at", "at"),
+        ("--window", "window"),
+        ("--baseline", "baseline"),
+        ("--selector", "selector"),
+        ("--group-by", "group_by"),
+        ("--profile", "profile"),
+        ("--fail-on", "fail_on"),
+    ];
+    let rewrite = |m: String| FLAGS.iter().fold(m, |m, (flag, arg)| m.replace(flag, arg));
+    match failure {
+        Failure::Usage(m) => Failure::Usage(rewrite(m)),
+        Failure::NoData(m) => Failure::NoData(rewrite(m)),
+        other => other,
+    }
+}
+
 fn explain(base: &Settings, c: &ExplainCall, rt: &tokio::runtime::Runtime) -> Result<Answer, Failure> {
     let mut s = base.clone();
     if let Some(w) = c.window {
@@ -153,7 +174,7 @@ fn explain(base: &Settings, c: &ExplainCall, rt: &tokio::runtime::Runtime) -> Re
     if let Some(p) = &c.profile {
         s.rules.profile = arg(Some(p.clone()), "profile");
     }
-    let report = diagnose(&s, false, rt).map_err(|e| match e {
+    let report = diagnose(&s, false, rt).map_err(|e| match as_arguments(e) {
         Failure::Usage(m) if c.profile.is_some() && m.contains("profile") => Failure::Usage(format!("explain: argument \"profile\": {m}")),
         other => other,
     })?;
@@ -170,9 +191,9 @@ fn check(base: &Settings, c: &CheckCall, rt: &tokio::runtime::Runtime) -> Result
     }
     let deploy = check_scope(&mut s, Some(&c.since)).map_err(|e| match e {
         Failure::Usage(m) => Failure::Usage(format!("check: argument \"since\": {}", m.trim_start_matches("--since "))),
-        other => other,
+        other => as_arguments(other),
     })?;
-    let mut report = diagnose(&s, false, rt).map_err(|e| match since_not_window(e) {
+    let mut report = diagnose(&s, false, rt).map_err(|e| match as_arguments(since_not_window(e)) {
         Failure::NoData(m) => Failure::NoData(format!("{NOT_EVALUATED}: {m}")),
         Failure::Source(m) => Failure::Source(format!("{NOT_EVALUATED}: {m}")),
         other => other,
@@ -237,4 +258,19 @@ fn events(s: &Settings, window: std::time::Duration, rt: &tokio::runtime::Runtim
         "warnings": warnings,
     });
     Ok(Answer { summary, document })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_in_a_message_become_the_tool_arguments() {
+        let f = as_arguments(Failure::NoData("no vLLM data in the window. Check --at and --since, or widen --window".into()));
+        assert_eq!(f.to_string(), "no vLLM data in the window. Check at and since, or widen window");
+        let f = as_arguments(Failure::Usage("--group-by: \"a-b\" is not a label name".into()));
+        assert_eq!(f.to_string(), "group_by: \"a-b\" is not a label name");
+        // A source error names no flag of ours, and is left as it is.
+        assert_eq!(as_arguments(Failure::Source("cannot reach --x".into())).to_string(), "cannot reach --x");
+    }
 }
