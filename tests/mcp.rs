@@ -100,6 +100,7 @@ fn assert_explain_found(s: &Session, i: usize, expected: &str) {
     let first = r["content"][0]["text"].as_str().unwrap_or_default();
     assert!(first.contains(expected), "{first}");
     assert!(first.contains("exit code"), "{first}");
+    assert!(!first.contains("-v for"), "{first}");
     let second: Value = serde_json::from_str(r["content"][1]["text"].as_str().unwrap_or_default()).expect("the second block is the JSON");
     assert_eq!(&second, doc);
     assert_eq!(doc["mcp"]["size_cap_bytes"], 65536);

@@ -212,6 +212,10 @@ fn answer(s: &Settings, report: &Report, verdict: Option<String>) -> Answer {
     let cut = lines.len().saturating_sub(SUMMARY_LINES);
     lines.truncate(SUMMARY_LINES);
     let mut summary = lines.join("\n");
+    // The footer's advice is the command line's; here the JSON that follows has it all.
+    if let Ok(re) = regex::Regex::new(r"run with -v\s+for\s+evidence\s+and\s+PromQL") {
+        summary = re.replace(&summary, "the JSON report below has the evidence and PromQL").into_owned();
+    }
     if cut > 0 {
         summary.push_str(&format!("\n... ({cut} more lines: the JSON report below has everything)"));
     }
