@@ -23,6 +23,7 @@ use common::{free_port, start_scenario};
 
 const TOKEN: &str = "tok-MCPPLANTED-8c21e7";
 const HEADER_VALUE: &str = "hdr-MCPPLANTED-40fd";
+const URL_PASSWORD: &str = "url-MCPPLANTED-77b1";
 const SERVICE_TOKEN: &str = "svc-token-51aa90";
 
 /// The virtual environment's python, with the SDK importable; panics saying how to get it.
@@ -305,19 +306,27 @@ fn credentials_given_to_mcp_appear_in_no_result_error_or_log() {
         {"tool": "events"},
         {"tool": "rules_show", "arguments": {"id": TOKEN}},
     ]);
-    // A server that answers, and a port where nothing listens (the error paths).
-    let down = format!("http://127.0.0.1:{}", free_port());
-    for url in [prom.url.as_str(), down.as_str()] {
-        let s = client(
-            calls.clone(),
-            None,
-            &["stdio", binary(), "mcp", "--no-config", "--prometheus", url, "--bearer-token-file", path_arg(&token_file), "--header", &header, "--debug"],
-        );
+    // A server that answers, and a port where nothing listens (the error paths); then a password
+    // in the URL itself.
+    let port = free_port();
+    let down = format!("http://127.0.0.1:{port}");
+    let down_with_password = format!("http://bob:{URL_PASSWORD}@127.0.0.1:{port}");
+    let credentials = ["--bearer-token-file", path_arg(&token_file), "--header", &header];
+    for (url, extra) in [(prom.url.as_str(), &credentials[..]), (down.as_str(), &credentials[..]), (down_with_password.as_str(), &[][..])] {
+        let args = [&["stdio", binary(), "mcp", "--no-config", "--prometheus", url, "--debug"][..], extra].concat();
+        let s = client(calls.clone(), None, &args);
         let everything = format!("{}\n{}", s.transcript, s.stderr);
-        for (what, secret) in [("bearer token", TOKEN), ("header value", HEADER_VALUE), ("a fragment", "MCPPLANTED")] {
+        // Without credentials given, the token is only the (unknown) rule id the last call names:
+        // nothing to mask then.
+        let given: &[(&str, &str)] = if extra.is_empty() {
+            &[("URL password", URL_PASSWORD), ("a fragment of it", "url-MCPPLANTED")]
+        } else {
+            &[("bearer token", TOKEN), ("header value", HEADER_VALUE), ("a fragment", "MCPPLANTED")]
+        };
+        for (what, secret) in given {
             assert!(!everything.contains(secret), "the {what} leaked against {url}:\n{everything}");
         }
-        if url == down {
+        if url != prom.url {
             // Unreachable: not evaluated, never healthy.
             assert_eq!(s.result(0)["isError"], true);
             assert!(s.text(0).starts_with("NOT EVALUATED"), "{}", s.text(0));

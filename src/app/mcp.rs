@@ -119,6 +119,11 @@ fn secrets(s: &Settings) -> Vec<String> {
             out.push(value.trim().to_string());
         }
     }
+    // A password in the URL (http://user:password@host), as written and decoded.
+    if let Some(password) = url::Url::parse(&s.source.prometheus).ok().and_then(|u| u.password().map(str::to_string)) {
+        out.push(percent_encoding::percent_decode_str(&password).decode_utf8_lossy().into_owned());
+        out.push(password);
+    }
     for var in [crate::source::auth::ENV_BEARER_TOKEN, crate::source::auth::ENV_BASIC_AUTH_PASSWORD] {
         if let Ok(v) = std::env::var(var) {
             out.push(v);
