@@ -15,12 +15,19 @@ command -v chromium   >/dev/null 2>&1 || need+=(chromium)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 # `script` gives `--watch` a terminal in tests/check.rs (util-linux; present on most systems).
 command -v script     >/dev/null 2>&1 || need+=(bsdutils)
+# The real MCP client of tests/mcp.rs is the Python SDK, in a virtual environment (below).
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]} (Debian packages)" >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+
+# `vllm-diag mcp` is tested with a client nobody here wrote: the official Python MCP SDK, installed
+# once into ~/.cache/vllm-diag-test/mcp-venv (tests/mcp.rs finds it there, or at $VLLM_DIAG_MCP_PYTHON).
+VLLM_DIAG_MCP_PYTHON="$(./scripts/mcp-client-venv.sh)"
+export VLLM_DIAG_MCP_PYTHON
 
 # The tests start vllm-diag hundreds of times: none of them may append to the CI job's own step
 # summary (tests that check the summary set their own file), nor pick up a developer's connection.

@@ -46,10 +46,10 @@ pub fn parse() -> Cli {
 }
 
 /// Whether the process's arguments name a command that reads the rule pack (explain, check,
-/// serve, rules), looked at before they are parsed so that the pack can be read meanwhile
+/// serve, mcp, rules), looked at before they are parsed so that the pack can be read meanwhile
 /// ([`crate::rules::preload`]). A wrong guess costs a millisecond either way, never a behaviour.
 pub fn reads_rules<I: IntoIterator<Item = std::ffi::OsString>>(argv: I) -> bool {
-    argv.into_iter().skip(1).any(|a| matches!(a.to_str(), Some("explain" | "check" | "serve" | "rules")))
+    argv.into_iter().skip(1).any(|a| matches!(a.to_str(), Some("explain" | "check" | "serve" | "mcp" | "rules")))
 }
 
 /// [`parse`] over given arguments; exits with clap's message on a usage error, like `Cli::parse_from`.
@@ -67,6 +67,7 @@ where
         Command::Explain(a) => a.given = given(sub("explain")),
         Command::Check(a) => a.explain.given = given(sub("check")),
         Command::Serve(a) => a.explain.given = given(sub("serve")),
+        Command::Mcp(a) => a.explain.given = given(sub("mcp")),
         Command::Config(ConfigCommand::Show(a)) => a.given = given(sub("config").and_then(|m| m.subcommand_matches("show"))),
         _ => {}
     }
@@ -161,6 +162,30 @@ pub enum Command {
         mut_arg("verbose", |a| a.hide(true))
     )]
     Serve(ServeArgs),
+    /// Serve read-only diagnoses to AI agents over the Model Context Protocol (MCP).
+    ///
+    /// Tools: explain, check, rules_list, rules_show, events. Each result is a short text summary
+    /// followed by the JSON report (at most 64 KiB: docs/agents.md). Connection, authentication
+    /// and the configuration file work as for explain; no credential is ever part of a result, an
+    /// error or a log line. Over stdio (the default) the client starts this process and talks on
+    /// its stdin and stdout; logs go to stderr. Over http, the MCP streamable HTTP endpoint is
+    /// POST /mcp on --listen.
+    #[command(
+        after_help = "Exit codes:\n  0  the client closed the connection (stdio) or SIGTERM or Ctrl-C (http)\n  2  usage, configuration or rule-file error (nothing served)\n\nEach tool result carries the exit code explain or check would have ended with.",
+        mut_arg("at", |a| a.hide(true)),
+        mut_arg("format", |a| a.hide(true)),
+        mut_arg("watch", |a| a.hide(true)),
+        mut_arg("annotations", |a| a.hide(true)),
+        mut_arg("record", |a| a.hide(true)),
+        mut_arg("replay", |a| a.hide(true)),
+        mut_arg("scrape", |a| a.hide(true)),
+        mut_arg("interval", |a| a.hide(true)),
+        mut_arg("baseline_from", |a| a.hide(true)),
+        mut_arg("save_samples", |a| a.hide(true)),
+        mut_arg("quiet", |a| a.hide(true)),
+        mut_arg("verbose", |a| a.hide(true))
+    )]
+    Mcp(McpArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions {
         /// The shell to complete for.
@@ -202,6 +227,50 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub explain: ExplainArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub server: McpServerArgs,
+
+    #[command(flatten)]
+    pub explain: ExplainArgs,
+}
+
+/// How `mcp` talks to its client.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "MCP server")]
+pub struct McpServerArgs {
+    /// stdio: the client starts vllm-diag and speaks on its stdin and stdout; http: the MCP
+    /// streamable HTTP transport, POST /mcp on --listen.
+    #[arg(long, value_enum, default_value = "stdio")]
+    pub transport: McpTransport,
+
+    /// With --transport http: the address to listen on, host:port. Port 0 picks a free port (stderr
+    /// says which). Only loopback Host headers are accepted unless --allowed-host names others.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9096")]
+    pub listen: String,
+
+    /// With --transport http: a Host header value (name or name:port) to accept besides localhost,
+    /// 127.0.0.1 and ::1, when clients reach the server by another name. Repeat for several.
+    #[arg(long, value_name = "HOST")]
+    pub allowed_host: Vec<String>,
+
+    /// With --transport http: file holding the token every request must carry as
+    /// `Authorization: Bearer <token>`. Without it, anyone who can reach the address can run
+    /// diagnoses (with the credentials given here).
+    #[arg(long, value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+}
+
+/// `mcp --transport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum McpTransport {
+    /// Newline-delimited JSON-RPC on stdin and stdout.
+    Stdio,
+    /// MCP streamable HTTP.
+    Http,
 }
 
 /// What `serve` is told beyond the diagnosis' own settings.
@@ -674,6 +743,7 @@ mod tests {
         assert!(reads(&["--no-config", "check", "--since", "1h"]));
         assert!(reads(&["rules", "list"]));
         assert!(reads(&["serve"]));
+        assert!(reads(&["mcp", "--transport", "http"]));
         assert!(!reads(&["--version"]));
         assert!(!reads(&["completions", "bash"]));
         assert!(!reads(&["config", "show"]));

@@ -28,7 +28,7 @@
 //!   stages), [`rules_test`] (`rules test`, which runs the pipeline over test series).
 //! - Output: [`render`], [`progress`].
 //! - The program: [`error`], [`check`], [`watch`], the settings, [`serve`] (diagnoses for
-//!   Alertmanager notifications), [`cli`] and [`app`].
+//!   Alertmanager notifications), [`mcp`] (the diagnosis as tools for AI agents), [`cli`] and [`app`].
 //!
 //! Only fetching is async; everything after it is plain functions over data.
 
@@ -55,6 +55,7 @@ pub const LAYERS: &[&str] = &[
     "watch",
     "settings",
     "serve",
+    "mcp",
     "cli",
     "app",
 ];
@@ -66,6 +67,7 @@ pub mod error;
 pub mod events;
 pub mod explain;
 pub mod local;
+pub mod mcp;
 pub mod progress;
 pub mod prom;
 pub mod rank;

@@ -34,6 +34,51 @@ fn find_deploy(s: &Settings, end: chrono::DateTime<chrono::Utc>) -> Result<Event
 /// `check`: explain over the time since the deploy (`--since`), with the same length before it as
 /// baseline.
 pub(super) fn run_check(mut s: Settings, since: Option<&str>) -> Result<u8, Failure> {
+    let deploy_event = check_scope(&mut s, since)?;
+    let runtime = one_shot_runtime()?;
+    let report = match diagnose(&s, false, &runtime) {
+        Ok(mut r) => {
+            r.deploy = deploy_event.clone();
+            r
+        }
+        Err(e @ (Failure::Source(_) | Failure::NoData(_))) => {
+            // The verdict line comes first even when there is no report to follow it.
+            if s.output.format.is_text() {
+                write_stdout(&format!("{NOT_EVALUATED}\n"))?;
+            } else {
+                eprintln!("{NOT_EVALUATED}");
+            }
+            return Err(since_not_window(e));
+        }
+        Err(e) => return Err(e),
+    };
+    let verdict = verdict(&s, &report);
+    output(&s, &report, Some(verdict))
+}
+
+/// The verdict of a check that got no report.
+pub(super) const NOT_EVALUATED: &str = "NOT EVALUATED: the deploy could not be checked (no data or no answer from the source; the reason follows); this is not a pass";
+
+/// check sets the window with --since, and refuses --window: a no-data message says so.
+pub(super) fn since_not_window(e: Failure) -> Failure {
+    match e {
+        Failure::NoData(m) => Failure::NoData(m.replace("Check --at and --window", "Check --at and --since")),
+        other => other,
+    }
+}
+
+/// The verdict line of a checked report: FAIL, PASS or NOT EVALUATED, with the deploy it measured from.
+pub(super) fn verdict(s: &Settings, report: &crate::report::Report) -> String {
+    let mut verdict = render::check_verdict(report, &RenderOptions { now: live_now(s), fail_on: *s.output.fail_on, ..RenderOptions::default() });
+    if let Some(e) = &report.deploy {
+        verdict.push_str(&format!(" (deploy taken from the metrics: {})", crate::check::deploy_phrase(e)));
+    }
+    verdict
+}
+
+/// Check's settings, then its window: from the deploy (`--since`, or the deploy event read from
+/// the metrics, which is returned) to `--at`, the same length before it as baseline.
+pub(super) fn check_scope(s: &mut Settings, since: Option<&str>) -> Result<Option<Event>, Failure> {
     if s.scope.window.is_some() || s.scope.baseline.is_some() {
         return Err(Failure::Usage(
             "check measures from the deploy: give --since (and --at for a past check) instead of --window or --baseline".into(),
@@ -42,7 +87,7 @@ pub(super) fn run_check(mut s: Settings, since: Option<&str>) -> Result<u8, Fail
     if s.output.watch.is_some() {
         return Err(Failure::Usage("--watch is for explain on a terminal; check runs once, for CI".into()));
     }
-    check_annotations(&s)?;
+    check_annotations(s)?;
     let mut deploy_event: Option<Event> = None;
     if !s.source.scrape.is_empty() {
         return Err(Failure::Usage(
@@ -58,7 +103,7 @@ pub(super) fn run_check(mut s: Settings, since: Option<&str>) -> Result<u8, Fail
         let now = chrono::Utc::now();
         let end = crate::settings::parse_at(s.scope.at.as_deref().unwrap_or("now"), now)?;
         let deploy = if since.trim() == "deploy" {
-            let event = find_deploy(&s, end)?;
+            let event = find_deploy(s, end)?;
             let t = event.time;
             deploy_event = Some(event);
             crate::check::deploy_window_ok(t, end, "deploy")?
@@ -70,31 +115,5 @@ pub(super) fn run_check(mut s: Settings, since: Option<&str>) -> Result<u8, Fail
         let at_origin = if s.scope.at.origin.is_given() { s.scope.at.origin.clone() } else { crate::settings::Origin::Flag("--since") };
         s.scope.at = Setting::new(Some(end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)), at_origin);
     }
-    let runtime = one_shot_runtime()?;
-    let report = match diagnose(&s, false, &runtime) {
-        Ok(mut r) => {
-            r.deploy = deploy_event.clone();
-            r
-        }
-        Err(e @ (Failure::Source(_) | Failure::NoData(_))) => {
-            // The verdict line comes first even when there is no report to follow it.
-            let verdict = "NOT EVALUATED: the deploy could not be checked (no data or no answer from the source; the reason follows); this is not a pass";
-            if s.output.format.is_text() {
-                write_stdout(&format!("{verdict}\n"))?;
-            } else {
-                eprintln!("{verdict}");
-            }
-            // check sets the window with --since, and refuses --window.
-            return Err(match e {
-                Failure::NoData(m) => Failure::NoData(m.replace("Check --at and --window", "Check --at and --since")),
-                other => other,
-            });
-        }
-        Err(e) => return Err(e),
-    };
-    let mut verdict = render::check_verdict(&report, &RenderOptions { now: live_now(&s), fail_on: *s.output.fail_on, ..RenderOptions::default() });
-    if let Some(e) = &report.deploy {
-        verdict.push_str(&format!(" (deploy taken from the metrics: {})", crate::check::deploy_phrase(e)));
-    }
-    output(&s, &report, Some(verdict))
+    Ok(deploy_event)
 }

@@ -2,7 +2,7 @@
 //!
 //! This file dispatches the commands and holds what they share; the commands with more to them have
 //! a file each: `explain.rs` (explain, and the diagnosis and output that check and --watch reuse),
-//! `check.rs` (the post-deploy check), `serve.rs` (the service for Alertmanager) and `connect.rs` (the data source built from the settings).
+//! `check.rs` (the post-deploy check), `serve.rs` (the service for Alertmanager), `mcp.rs` (the tools for AI agents) and `connect.rs` (the data source built from the settings).
 //!
 //! The command line becomes typed [`Settings`] here, once ([`crate::cli`] types them,
 //! [`crate::settings::build`] merges the environment and the configuration file in); nothing the
@@ -11,6 +11,7 @@
 mod check;
 mod connect;
 mod explain;
+mod mcp;
 mod rules;
 mod serve;
 
@@ -40,6 +41,11 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Serve(args) => {
             let settings = build(args.explain.into_settings(), &lookup, Mode::Explain)?;
             serve::run_serve(settings, args.service)
+        }
+        Command::Mcp(args) => {
+            let command_line = args.explain.into_settings();
+            let settings = build(command_line.clone(), &lookup, Mode::Explain)?;
+            mcp::run_mcp(settings, &command_line, &lookup, args.server)
         }
         Command::Config(ConfigCommand::Show(args)) => {
             let settings: Settings = build(args.into_settings(), &lookup, Mode::Show)?;

@@ -102,6 +102,32 @@ pub fn run_rules(command: RulesCommand, lookup: &Lookup) -> Result<u8, Failure> 
     }
 }
 
+/// `rules list` for `mcp`: the text, and each rule's id, severity, title and whether the
+/// configuration turns it off.
+pub(super) fn list_for_agents(command_line: Settings, lookup: &Lookup) -> Result<(String, serde_json::Value), Failure> {
+    let pack = pack(command_line, lookup, Lenient::Yes)?;
+    let rules: Vec<serde_json::Value> = pack
+        .set
+        .rules
+        .iter()
+        .map(|r| serde_json::json!({ "id": r.id, "severity": r.severity.as_str(), "title": r.title, "off": pack.notes.off.contains_key(&r.id) }))
+        .collect();
+    Ok((doc::list(&pack.set, &pack.notes), serde_json::json!({ "rules": rules })))
+}
+
+/// `rules show ID` for `mcp`.
+pub(super) fn show_for_agents(command_line: Settings, lookup: &Lookup, id: &str) -> Result<String, Failure> {
+    let pack = pack(command_line, lookup, Lenient::Yes)?;
+    let set = &pack.set;
+    doc::show(set, id, &pack.notes).ok_or_else(|| {
+        Failure::Usage(format!(
+            "rules_show: argument \"id\": no rule {id:?}.{} Known rules: {}",
+            crate::text::did_you_mean(id, set.rules.iter().map(|r| r.id.as_str())),
+            set.rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")
+        ))
+    })
+}
+
 /// Whether a configuration file that cannot be used is warned about (and left out) or an error.
 #[derive(Clone, Copy, PartialEq)]
 enum Lenient {

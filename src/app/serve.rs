@@ -114,7 +114,7 @@ fn slack_target(path: &Path) -> Result<Target, Failure> {
 
 /// A secret from a file: its content without the trailing line break. Errors name the flag and the
 /// file, never the content.
-fn read_secret(flag: &str, path: &Path) -> Result<Secret, Failure> {
+pub(super) fn read_secret(flag: &str, path: &Path) -> Result<Secret, Failure> {
     let bytes = std::fs::read(path).map_err(|e| {
         let reason = e.to_string();
         let reason = reason.split(" (os error").next().unwrap_or(&reason).to_string();

@@ -298,7 +298,7 @@ fn answer(status: StatusCode, body: Value) -> Response {
 
 /// Whether the request carries `Authorization: Bearer <token>`: the scheme in any case (RFC 7235;
 /// Alertmanager sends `authorization.type` as written), the token compared in constant time.
-fn authorized(headers: &HeaderMap, token: &Secret) -> bool {
+pub fn authorized(headers: &HeaderMap, token: &Secret) -> bool {
     use subtle::ConstantTimeEq;
     headers.get_all(header::AUTHORIZATION).iter().any(|v| {
         let v = v.as_bytes();
