@@ -54,6 +54,18 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         _ => out.extend(no_problem_lines(view, width, opts.color)),
     }
 
+    // What else moved, after the findings: bounded, the rest in -v and JSON.
+    if !view.unexplained.is_empty() && view.verdict != Verdict::NothingEvaluated {
+        out.push(String::new());
+        out.push("Also changed, not explained by any rule:".to_string());
+        for u in view.unexplained.iter().take(super::view::UNEXPLAINED_LISTED) {
+            out.extend(wrap(&u.line, w, "  - ", "    "));
+        }
+        if view.unexplained.len() > super::view::UNEXPLAINED_LISTED {
+            out.push(format!("  ({} more in -v and --format json)", view.unexplained.len() - super::view::UNEXPLAINED_LISTED));
+        }
+    }
+
     let info: Vec<String> = view
         .findings
         .iter()
@@ -124,6 +136,12 @@ fn no_problem_lines(view: &ReportView, width: usize, color: bool) -> Vec<String>
                 out.extend(wrap(sentence, w, "", INDENT));
             }
         }
+        // No rule fired (or only info), but signals moved that no rule explains: not an all-clear.
+        _ if !view.unexplained.is_empty() => {
+            let moved = super::plural(view.unexplained.len(), "signal moved", "signals moved");
+            let line = format!("NOT AN ALL-CLEAR: no warning or critical finding in {in_rules}, but {moved} that no rule explains");
+            out.extend(painted(&line, width, "NOT AN ALL-CLEAR", "1;33", color));
+        }
         // Clean, or findings of info severity only.
         _ => {
             let mut line = if view.findings.is_empty() {
@@ -161,6 +179,9 @@ fn finding_lines(out: &mut Vec<String>, f: &FindingView, width: usize) {
         out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
     if let Some(line) = &f.binding {
+        out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
+    }
+    for line in &f.correlations {
         out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
     for r in &f.recommendations {

@@ -558,6 +558,34 @@ pub(crate) fn recent_line(report: &Report, f: &Finding) -> Option<String> {
     ))
 }
 
+/// One change no rule explains: `P95 time to first token up 2.4x (robust z 31) on llama since
+/// 09:12:00 UTC, for 18 min, still so at the window's end: 1.9 s vs 800 ms`.
+pub(crate) fn unexplained_line(report: &Report, u: &crate::report::Unexplained, scopes: &ScopeStyle) -> String {
+    let size = match (u.ratio, u.robust_z) {
+        (Some(r), Some(z)) => format!("{:.1}x (robust z {z:.0})", r),
+        (Some(r), None) => format!("{:.1}x (its baseline did not vary)", r),
+        (None, _) => "from 0".to_string(),
+    };
+    let scope = scopes.compact(&u.scope);
+    let on = if scope.is_empty() || scope == scopes.format(&Scope::new()) { String::new() } else { format!(" on {scope}") };
+    let since = if u.from_start {
+        format!("already at the window's start ({})", describe_instant(&report.window.start, &report.window.start))
+    } else {
+        format!("since {}", describe_instant(&u.onset, &report.window.start))
+    };
+    let minutes = (u.duration_seconds as f64 / 60.0).round() as u64;
+    let lasting = if u.ongoing { format!("for {minutes} min, still so at the window's end") } else { format!("for {minutes} min, then back") };
+    let value = |v: Option<f64>| v.map_or_else(|| "?".to_string(), |v| crate::units::format_value(v, &u.unit));
+    format!(
+        "{} {} {size}{on} {since}, {lasting}: {} vs {}{}",
+        one_line(&u.title),
+        u.direction,
+        value(u.value),
+        value(u.baseline),
+        if u.spare { " (read for this list only: no rule reads it)" } else { "" }
+    )
+}
+
 /// First line of every text format: `2 findings (1 critical, 1 warning) · 2 not evaluated`.
 pub(crate) fn headline(report: &Report) -> String {
     let main = match verdict(report) {
@@ -565,6 +593,10 @@ pub(crate) fn headline(report: &Report) -> String {
             "{} ({})",
             plural(report.findings.len(), "finding", "findings"),
             severity_counts(&report.findings)
+        ),
+        Verdict::Clean if !report.unexplained.is_empty() => format!(
+            "no rule fired, but {} no rule explains",
+            plural(report.unexplained.len(), "signal moved that", "signals moved that")
         ),
         Verdict::Clean => "no problems found".to_string(),
         Verdict::NothingEvaluated => "nothing evaluated".to_string(),
@@ -629,6 +661,13 @@ pub(crate) fn no_findings_sentence(report: &Report) -> Option<String> {
                 s.push_str(", 0 not evaluated");
             }
             s.push('.');
+            if !report.unexplained.is_empty() {
+                s = format!(
+                    "No rule fired ({} checked), but this is not an all-clear: {} that no rule explains, listed under \"Also changed\".",
+                    plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs"),
+                    plural(report.unexplained.len(), "signal moved", "signals moved")
+                );
+            }
             Some(s)
         }
         Verdict::NothingEvaluated => {
@@ -1176,6 +1215,7 @@ pub(crate) mod fixtures {
             events: vec![],
             deploy: None,
             binding: Vec::new(),
+            unexplained: Vec::new(),
         }
     }
 
@@ -1267,6 +1307,7 @@ pub(crate) mod fixtures {
             ended: None,
             preceded_by: None,
             cold_start: None,
+            correlations: Vec::new(),
             also_consistent: vec![
                 AlsoConsistent {
                     rule: "queue-backlog".to_string(),
@@ -1372,6 +1413,7 @@ pub(crate) mod fixtures {
             ended: None,
             preceded_by: None,
             cold_start: None,
+            correlations: Vec::new(),
             also_consistent: vec![],
             raised_from: None,
         };

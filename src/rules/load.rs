@@ -277,6 +277,14 @@ struct RawSignal {
     within_window: bool,
     #[serde(default)]
     recent: Option<String>,
+    #[serde(default)]
+    worse: Option<String>,
+    #[serde(default)]
+    moved_floor: Option<String>,
+    #[serde(default)]
+    symptom: bool,
+    #[serde(default)]
+    spare: bool,
     #[serde(flatten)]
     kind: toml::Table,
 }
@@ -463,6 +471,25 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
                     .ok_or_else(|| err_at(at, format!("signal {}: range {r:?} is not a duration such as \"5m\"", s.id)))?,
             ),
         };
+        let worse = match s.worse.as_deref() {
+            None => None,
+            Some("up") => Some(crate::signals::Worse::Up),
+            Some("down") => Some(crate::signals::Worse::Down),
+            Some(other) => return Err(err_at(at, format!("signal {}: worse = {other:?} must be \"up\" or \"down\" (the direction in which a change hurts)", s.id))),
+        };
+        let moved_floor = match &s.moved_floor {
+            None => 0.0,
+            Some(f) => expr::parse_quantity(f)
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| err_at(at, format!("signal {}: moved_floor {f:?} is not a quantity of at least 0 in the signal's unit", s.id)))?,
+        };
+        if let Some(why) = s.moved_floor.as_deref().and_then(|f| crate::units::unit_mismatch(f, &s.unit)) {
+            return Err(err_at(at, format!("signal {}: moved_floor {why}", s.id)));
+        }
+        if worse.is_none() && (s.moved_floor.is_some() || s.symptom || s.spare) {
+            return Err(err_at(at, format!("signal {}: moved_floor, symptom and spare only apply to a signal with `worse`", s.id)));
+        }
         let (line, _) = lines.line_col(at);
         if let Some(twice) = set.signals.get(&s.id).and_then(|d| defined_in(&d.origin, file)) {
             return Err(err_at(at, format!("signal {} is defined twice in this file (first at line {twice}): give one of them another id", s.id)));
@@ -479,6 +506,10 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
                 optional: s.optional,
                 within_window: s.within_window,
                 recent: s.recent,
+                worse,
+                moved_floor,
+                symptom: s.symptom,
+                spare: s.spare,
                 origin: format!("{file}:{line}"),
             },
         );
@@ -652,8 +683,12 @@ pub struct ThresholdUse {
 }
 
 /// Thresholds read by a stage of the diagnosis rather than by a condition: (name, who uses it, unit).
-pub const STAGE_THRESHOLDS: &[(&str, &str, &str)] =
-    &[(super::COLD_START_WARM_UP, "the cold-start stage takes it as the longest slowdown after a replica (re)starts that is still warm-up", "seconds")];
+pub const STAGE_THRESHOLDS: &[(&str, &str, &str)] = &[
+    (super::COLD_START_WARM_UP, "the cold-start stage takes it as the longest slowdown after a replica (re)starts that is still warm-up", "seconds"),
+    (super::MOVED_RATIO, "what else moved takes it as the smallest factor past a signal's baseline median that is a change", "factor"),
+    (super::MOVED_Z, "what else moved takes it as the fewest robust standard deviations past a signal's baseline median that are a change", "factor"),
+    (super::MOVED_DURATION, "what else moved takes it as the shortest stretch a signal must stay moved", "seconds"),
+];
 
 /// Where each threshold is used: the conditions that compare a signal with `$name`, and the SLO
 /// burn-rate signals that take it as their latency target or objective.
