@@ -715,7 +715,6 @@ mod tests {
             ]),
             not_evaluated: None,
             binding: Vec::new(),
-            unexplained: Vec::new(),
         };
         match compare(&t, &report_with_healthy(&[("slow-decode", "m"), ("http-errors", "m")])) {
             Outcome::Fail(lines) => assert_eq!(

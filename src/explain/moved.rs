@@ -31,7 +31,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use chrono::{TimeZone, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 
 use super::fetch::Answers;
 use super::plan::SignalPlan;
@@ -110,6 +110,12 @@ pub struct Bars {
 }
 
 impl Bars {
+    /// The shortest stretch fits the window: at most a third of it (a three-minute window of a
+    /// lab run asks a minute).
+    pub fn within(self, window: Duration) -> Bars {
+        Bars { seconds: self.seconds.min(window.as_secs_f64() / 3.0), ..self }
+    }
+
     pub fn from(thresholds: &BTreeMap<String, f64>) -> Bars {
         let get = |name: &str, default: f64| thresholds.get(name).copied().filter(|v| v.is_finite() && *v > 0.0).unwrap_or(default);
         Bars { ratio: get(RATIO, DEFAULT_RATIO).max(1.0), z: get(Z, DEFAULT_Z), seconds: get(DURATION, DEFAULT_DURATION_SECONDS) }
@@ -173,13 +179,27 @@ pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, 
 /// One signal's points on one scope, baseline and window.
 type Points = (Vec<(f64, f64)>, Vec<(f64, f64)>);
 
-/// The answers cut into per-signal, per-scope baseline and window points. The baseline's first
-/// points aggregate what came before it, so they start once the trend range lies inside it.
-fn read_points(plan: &MovedPlan, answers: &Answers, p: &RunParams, warnings: &mut Vec<String>) -> BTreeMap<(String, Scope), Points> {
+/// Where the baseline's and the window's points start (unix seconds). A trend point aggregates the
+/// trend range before it, so a point within that range of a window's start still measures what came
+/// before it (the tail of an incident before a healthy stretch, the baseline's own predecessor):
+/// each window's points start once the range lies inside it. A window too short for that keeps a
+/// third of its own length from the start instead (the baseline, enough points for a median; the
+/// window, the shortest stretch a change must last).
+pub fn starts(trend_range: f64, step: f64, baseline: (f64, f64), window: (f64, f64), seconds: f64) -> (f64, f64) {
+    let b_len = baseline.1 - baseline.0;
+    let w_len = window.1 - window.0;
+    let b_lead = if b_len - trend_range >= step * MIN_BASELINE_POINTS as f64 { trend_range } else { trend_range.min(b_len / 3.0) };
+    let w_lead = if w_len - trend_range >= seconds { trend_range } else { trend_range.min(w_len / 3.0) };
+    (baseline.0 + b_lead, window.0 + w_lead)
+}
+
+/// The answers cut into per-signal, per-scope baseline and window points (see [`starts`]).
+fn read_points(plan: &MovedPlan, answers: &Answers, p: &RunParams, seconds: f64, warnings: &mut Vec<String>) -> BTreeMap<(String, Scope), Points> {
     let mut out: BTreeMap<(String, Scope), Points> = BTreeMap::new();
-    let b_from = p.baseline.start.timestamp() as f64 + plan.trend_range.as_secs_f64();
-    let b_end = p.baseline.end.timestamp() as f64;
-    let w_start = p.window.start.timestamp() as f64;
+    let ts = |t: &DateTime<Utc>| t.timestamp() as f64;
+    let (b_from, w_from) = starts(plan.trend_range.as_secs_f64(), plan.step as f64, (ts(&p.baseline.start), ts(&p.baseline.end)), (ts(&p.window.start), ts(&p.window.end)), seconds);
+    let b_end = ts(&p.baseline.end);
+    let w_start = ts(&p.window.start);
     let mut failed = 0;
     for req in &plan.requests {
         match answers.get(req) {
@@ -196,7 +216,9 @@ fn read_points(plan: &MovedPlan, answers: &Answers, p: &RunParams, warnings: &mu
                             continue;
                         }
                         if t > w_start {
-                            entry.1.push((t, v));
+                            if t >= w_from {
+                                entry.1.push((t, v));
+                            }
                         } else if t >= b_from && t <= b_end {
                             entry.0.push((t, v));
                         }
@@ -301,7 +323,8 @@ pub fn detect(baseline: &[(f64, f64)], window: &[(f64, f64)], worse: Worse, floo
         let seconds = (j - i + 1) as f64 * step;
         if seconds >= bars.seconds {
             let value = median(window[i..=j].iter().map(|p| p.1))?;
-            let from_start = i == 0 && window[0].0 - window_start <= step * 1.5;
+            // Moved from the first point read (the window's first whose range lies inside it).
+            let from_start = i == 0;
             let onset = if i == 0 { window_start } else { window[i - 1].0 };
             let harm = match worse {
                 Worse::Up => value - base,
@@ -324,6 +347,62 @@ pub fn detect(baseline: &[(f64, f64)], window: &[(f64, f64)], worse: Worse, floo
     None
 }
 
+/// How close a trend came to a change: over every stretch of consecutive window points spanning
+/// `seconds`, the factor and the robust z it held throughout (its least point), the largest of
+/// each over the window. What the thresholds were picked from (docs/how-it-decides.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Margin {
+    /// The largest factor past the baseline median held for `seconds` (1 when never past it).
+    pub ratio: f64,
+    /// The largest robust z held for `seconds` (infinite when the baseline did not vary and the
+    /// trend moved; 0 when it never did).
+    pub z: f64,
+    /// The largest change in the signal's unit held for `seconds`.
+    pub change: f64,
+    /// How near the stretch that came nearest got to every bar at once: over the stretch, the least
+    /// of its factor's excess over the bar's (`(factor - 1) / (moved_ratio - 1)`), its robust z over
+    /// `moved_z` and its change over the signal's floor. 1 or more: listed, unless a finding explains it.
+    pub nearness: f64,
+}
+
+pub fn margin(baseline: &[(f64, f64)], window: &[(f64, f64)], worse: Worse, floor: f64, bars: &Bars) -> Option<Margin> {
+    let (step, seconds) = (window.windows(2).map(|w| w[1].0 - w[0].0).fold(f64::INFINITY, f64::min), bars.seconds);
+    let step = if step.is_finite() { step } else { seconds };
+    if baseline.len() < MIN_BASELINE_POINTS || window.is_empty() || step <= 0.0 {
+        return None;
+    }
+    let (base, spread) = level(baseline)?;
+    let k = ((seconds / step).ceil() as usize).max(1);
+    if window.len() < k {
+        return None;
+    }
+    let per_point: Vec<(f64, f64, f64)> = window
+        .iter()
+        .map(|&(_, x)| {
+            let harm = match worse {
+                Worse::Up => x - base,
+                Worse::Down => base - x,
+            };
+            let ratio = if harm <= 0.0 { 1.0 } else { factor(x, base, worse).unwrap_or(f64::INFINITY) };
+            let z = if harm <= 0.0 { 0.0 } else if spread > 0.0 { harm / spread } else { f64::INFINITY };
+            (ratio, z, harm.max(0.0))
+        })
+        .collect();
+    let near = |&(ratio, z, change): &(f64, f64, f64)| {
+        let r = if bars.ratio > 1.0 { (ratio - 1.0) / (bars.ratio - 1.0) } else { f64::INFINITY };
+        let f = if floor > 0.0 { change / floor } else { f64::INFINITY };
+        r.min(z / bars.z).min(f)
+    };
+    let mut m = Margin { ratio: 1.0, z: 0.0, change: 0.0, nearness: 0.0 };
+    for run in per_point.windows(k) {
+        m.ratio = m.ratio.max(run.iter().map(|p| p.0).fold(f64::INFINITY, f64::min));
+        m.z = m.z.max(run.iter().map(|p| p.1).fold(f64::INFINITY, f64::min));
+        m.change = m.change.max(run.iter().map(|p| p.2).fold(f64::INFINITY, f64::min));
+        m.nearness = m.nearness.max(run.iter().map(near).fold(f64::INFINITY, f64::min));
+    }
+    Some(m)
+}
+
 /// The family a metric name belongs to: `x_bucket`, `x_sum`, `x_count`, `x_total` are `x`.
 fn family(metric: &str) -> &str {
     ["_bucket", "_sum", "_count", "_total"].iter().find_map(|s| metric.strip_suffix(s)).unwrap_or(metric)
@@ -334,10 +413,14 @@ fn base_scope(scope: &Scope, group_by: &[String]) -> Scope {
     group_by.iter().map(|l| (l.clone(), scope.get(l).cloned().unwrap_or_default())).collect()
 }
 
-/// Whether a warning or critical finding explains `signal`'s change on `scope`.
+/// Whether a warning or critical finding explains `signal`'s change on `scope`. A replica's cold
+/// start (an info finding with its note) explains the symptoms on its model too: the latency of its
+/// first minutes is the start's.
 pub fn explained(signal: &str, metric: &str, symptom: bool, scope: &Scope, findings: &[Finding], group_by: &[String]) -> bool {
-    findings.iter().filter(|f| f.severity >= Severity::Warning && &base_scope(&f.scope, group_by) == scope).any(|f| {
-        symptom || f.evidence.iter().any(|e| e.signal == signal || (!e.metric.is_empty() && family(&e.metric) == family(metric)))
+    findings.iter().filter(|f| &base_scope(&f.scope, group_by) == scope).any(|f| {
+        let serious = f.severity >= Severity::Warning;
+        (symptom && (serious || f.cold_start.is_some()))
+            || (serious && f.evidence.iter().any(|e| e.signal == signal || (!e.metric.is_empty() && family(&e.metric) == family(metric))))
     })
 }
 
@@ -346,9 +429,9 @@ pub fn apply(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding], rule
     if plan.requests.is_empty() {
         return Vec::new();
     }
-    let points = read_points(plan, answers, p, warnings);
+    let bars = Bars::from(&rules.thresholds).within(p.window.duration());
+    let points = read_points(plan, answers, p, bars.seconds, warnings);
     correlations(&points, findings, &p.group_by);
-    let bars = Bars::from(&rules.thresholds);
     let w_start = p.window.start.timestamp() as f64;
     let mut out = Vec::new();
     for ((id, scope), (b, w)) in &points {
@@ -601,6 +684,22 @@ mod tests {
         assert!(!explained("queue_p95", "vllm:request_queue_time_seconds_bucket", true, &scope("b"), &fs, &by), "another model");
         let info = vec![finding("gpu-underutilized", Severity::Info, "a", &[("kv_usage_avg", "vllm:kv_cache_usage_perc")])];
         assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &info, &by), "info explains nothing");
+        assert!(!explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &info, &by), "info explains nothing");
+        let mut cold = finding("replica-outlier", Severity::Info, "a", &[("itl_replica_gap", "vllm:inter_token_latency_seconds_bucket")]);
+        cold.scope.insert("instance".into(), "a-0:8000".into());
+        cold.cold_start = Some(crate::report::ColdStart {
+            replica: "a-0:8000".into(),
+            started: Utc.timestamp_opt(0, 0).unwrap(),
+            warm: None,
+            warm_up_seconds: 60,
+            limit_seconds: 600,
+            peak_ttft_ratio: 2.0,
+            peak_itl_ratio: 3.0,
+            text: String::new(),
+        });
+        let cold = vec![cold];
+        assert!(explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &cold, &by), "a replica's cold start explains its model's latency");
+        assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &cold, &by), "but not what is not a symptom");
     }
 
     #[test]

@@ -280,7 +280,7 @@ struct RawSignal {
     #[serde(default)]
     worse: Option<String>,
     #[serde(default)]
-    moved_floor: Option<String>,
+    moved_floor: Option<toml::Value>,
     #[serde(default)]
     symptom: bool,
     #[serde(default)]
@@ -477,14 +477,18 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             Some("down") => Some(crate::signals::Worse::Down),
             Some(other) => return Err(err_at(at, format!("signal {}: worse = {other:?} must be \"up\" or \"down\" (the direction in which a change hurts)", s.id))),
         };
-        let moved_floor = match &s.moved_floor {
+        let floor_text = s.moved_floor.as_ref().map(|v| match v {
+            toml::Value::String(t) => t.clone(),
+            other => other.to_string(),
+        });
+        let moved_floor = match &floor_text {
             None => 0.0,
             Some(f) => expr::parse_quantity(f)
                 .ok()
                 .filter(|v| v.is_finite() && *v >= 0.0)
                 .ok_or_else(|| err_at(at, format!("signal {}: moved_floor {f:?} is not a quantity of at least 0 in the signal's unit", s.id)))?,
         };
-        if let Some(why) = s.moved_floor.as_deref().and_then(|f| crate::units::unit_mismatch(f, &s.unit)) {
+        if let Some(why) = floor_text.as_deref().and_then(|f| crate::units::unit_mismatch(f, &s.unit)) {
             return Err(err_at(at, format!("signal {}: moved_floor {why}", s.id)));
         }
         if worse.is_none() && (s.moved_floor.is_some() || s.symptom || s.spare) {

@@ -33,7 +33,7 @@
 //! max_num_seqs = 64                 # optional (64): running requests never exceed it
 //! weights = [3, 1, 1]               # optional (even): share of the model's arrivals per replica
 //! spec_decode = true                # optional (false): V1 speculative-decoding counters
-//! kv_connector = "nixl"             # optional (none): NIXL transfer metrics (V1)
+//! kv_connector = "nixl"             # optional (none): NIXL transfer metrics (V1), or "lmcache": external prefix-cache lookups and hits (V1)
 //! dcgm = true                       # optional (false): an NVIDIA DCGM exporter per replica's GPU
 //! custom_buckets = { time_to_first_token = [1, 5, 60] }  # optional: vLLM's --custom-histogram-buckets
 //!                                   #   (families time_to_first_token, inter_token_latency and
@@ -129,6 +129,9 @@ impl MetricsGeneration {
 #[serde(rename_all = "lowercase")]
 pub enum KvConnector {
     Nixl,
+    /// An external prefix cache behind a KV connector (LMCache, Mooncake): vLLM counts its lookups
+    /// and hits as `vllm:external_prefix_cache_queries` / `_hits`.
+    Lmcache,
 }
 
 /// One served model: `replicas` servers, each receiving `rate` requests per second when healthy.
@@ -220,6 +223,9 @@ pub struct Expectation {
     pub binding: Option<String>,
     /// The first finding is a replica's cold start: info, with its `cold_start` note.
     pub cold_start: bool,
+    /// Signals the report must list as changed and unexplained for `model` (what else moved),
+    /// beginning where the incident does (within two trend steps).
+    pub unexplained: Vec<String>,
 }
 
 /// The limits a report's `binding` names (vllm-diag's `LimitKind`).
@@ -374,6 +380,8 @@ struct RawExpect {
     binding: Option<String>,
     #[serde(default)]
     cold_start: bool,
+    #[serde(default)]
+    unexplained: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -560,6 +568,9 @@ impl ScenarioSpec {
                 if needs.nixl && model.kv_connector != Some(KvConnector::Nixl) {
                     return Err(lacks("kv_connector = \"nixl\""));
                 }
+                if needs.external_cache && model.kv_connector != Some(KvConnector::Lmcache) {
+                    return Err(lacks("kv_connector = \"lmcache\""));
+                }
                 if needs.dcgm && !model.dcgm {
                     return Err(lacks("dcgm = true"));
                 }
@@ -741,6 +752,8 @@ impl ScenarioSpec {
                 no_cause: e.no_cause,
                 binding: e.binding,
                 cold_start: e.cold_start,
+                unexplained: e.unexplained,
+
             };
         }
         Ok(spec)

@@ -30,6 +30,11 @@ pub enum IncidentKind {
     SlowInputProcessing,
     /// 0.1 s longer before the engine: TTFT barely moves.
     SlowInputProcessingNear,
+    /// The external prefix cache behind the KV connector stops hitting (0.6 -> 0.03 of what the
+    /// local cache missed); nothing else moves: no rule reads it (what else moved lists it).
+    ExternalPrefixCacheMiss,
+    /// Its hit ratio dips to 0.5.
+    ExternalPrefixCacheMissNear,
     /// Overload plus degraded steps: queue, TTFT and ITL all up, no preemption, and the engine
     /// completes barely more than before (a larger batch alone would turn out more tokens).
     SevereSaturation,
@@ -118,6 +123,8 @@ pub struct Needs {
     pub v1: bool,
     pub spec_decode: bool,
     pub nixl: bool,
+    /// A model with `kv_connector = "lmcache"` (its external prefix-cache counters).
+    pub external_cache: bool,
     pub dcgm: bool,
     /// Fewest replicas for the story to make sense (peers to compare with).
     pub min_replicas: u32,
@@ -126,7 +133,7 @@ pub struct Needs {
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 46] = [
+    pub const ALL: [IncidentKind; 48] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -173,6 +180,8 @@ impl IncidentKind {
         IncidentKind::SloBurnNear,
         IncidentKind::SlowInputProcessing,
         IncidentKind::SlowInputProcessingNear,
+        IncidentKind::ExternalPrefixCacheMiss,
+        IncidentKind::ExternalPrefixCacheMissNear,
     ];
 
     /// The name used in scenario files, e.g. `kv-cache-pressure`.
@@ -224,6 +233,8 @@ impl IncidentKind {
             IncidentKind::SloBurnNear => "slo-burn-near",
             IncidentKind::SlowInputProcessing => "slow-input-processing",
             IncidentKind::SlowInputProcessingNear => "slow-input-processing-near",
+            IncidentKind::ExternalPrefixCacheMiss => "external-prefix-cache-miss",
+            IncidentKind::ExternalPrefixCacheMissNear => "external-prefix-cache-miss-near",
         }
     }
 
@@ -249,6 +260,10 @@ impl IncidentKind {
             K::KvTransferFailures => {
                 n.v1 = true;
                 n.nixl = true;
+            }
+            K::ExternalPrefixCacheMiss => {
+                n.v1 = true;
+                n.external_cache = true;
             }
             K::GpuThrottling | K::GpuErrors => n.dcgm = true,
             _ => {}
@@ -457,6 +472,8 @@ impl IncidentKind {
             },
             K::SpecDecodeInefficient => StateParams { spec_acceptance: 0.15, ..h },
             K::SpecDecodeInefficientNear => StateParams { spec_acceptance: 0.45, ..h },
+            K::ExternalPrefixCacheMiss => StateParams { external_hit_ratio: 0.03, ..h },
+            K::ExternalPrefixCacheMissNear => StateParams { external_hit_ratio: 0.5, ..h },
             K::KvTransferFailures => StateParams { nixl_failures_per_s: 0.5, nixl_xfer: 5.0, ..h },
             // x1.3 underneath reads as x1.2 through the histogram's buckets
             K::KvTransferFailuresNear => StateParams { nixl_xfer: 1.3, ..h },
@@ -681,6 +698,9 @@ pub struct StateParams {
     pub error_share: f64,
     /// Share of prompt tokens served from the prefix cache.
     pub prefix_hit_ratio: f64,
+    /// Share of the prompt tokens the local prefix cache missed that the external one (behind a
+    /// `kv_connector = "lmcache"`) served.
+    pub external_hit_ratio: f64,
     /// Share of arrivals the engine's admission control rejects (`admission_rejections_total`,
     /// answered 429 at the HTTP layer).
     pub reject_share: f64,
@@ -727,6 +747,7 @@ impl StateParams {
         abort_share: 0.01,
         error_share: 0.0,
         prefix_hit_ratio: 0.5,
+        external_hit_ratio: 0.6,
         reject_share: 0.0,
         reject_burst: 0,
         sleep: SleepState::Awake,
@@ -901,6 +922,7 @@ mod tests {
                 p.abort_share,
                 p.error_share,
                 p.prefix_hit_ratio,
+                p.external_hit_ratio,
                 p.recomputed_share,
                 p.reject_share,
                 p.spec_acceptance,
