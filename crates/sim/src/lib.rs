@@ -673,9 +673,10 @@ impl ScenarioSpec {
         if let Some(e) = raw.expect {
             // A model without a first finding only names whose binding is checked (a near miss
             // whose limit must read `none`, say).
-            let model_for_binding = e.first.is_none() && e.binding.is_some();
+            // So does a model with unexplained changes: the model they must be listed for.
+            let model_for_binding = e.first.is_none() && (e.binding.is_some() || !e.unexplained.is_empty());
             if e.healthy && (e.first.is_some() || (e.model.is_some() && !model_for_binding) || e.replica.is_some()) {
-                return Err(invalid("expect", "healthy = true cannot be combined with first, model or replica (model only with binding)".into()));
+                return Err(invalid("expect", "healthy = true cannot be combined with first, model or replica (model only with binding or unexplained)".into()));
             }
             if e.first.is_some() != e.model.is_some() && !(model_for_binding && e.model.is_some()) {
                 return Err(invalid("expect", "first and model go together".into()));
