@@ -301,6 +301,63 @@ mod tests {
         insta::assert_snapshot!(render(&clean_report(), &piped()));
     }
 
+    /// `n` changes no rule explains on Qwen, P95 TTFT first.
+    fn with_unexplained(mut r: Report, n: usize) -> Report {
+        let start = r.window.start;
+        r.unexplained = (0..n)
+            .map(|i| crate::report::Unexplained {
+                signal: if i == 0 { "ttft_p95".into() } else { format!("signal_{i}") },
+                title: if i == 0 { "P95 time to first token".into() } else { format!("Signal {i}") },
+                unit: "seconds".into(),
+                scope: model(QWEN),
+                direction: "up".into(),
+                value: Some(1.9),
+                baseline: Some(0.8),
+                ratio: Some(2.375),
+                robust_z: Some(31.0),
+                onset: start + chrono::Duration::minutes(12),
+                from_start: false,
+                duration_seconds: 1080,
+                ongoing: true,
+                query: "histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket[3m])))".into(),
+                metric: "vllm:time_to_first_token_seconds_bucket".into(),
+                spare: false,
+                series: crate::report::Trend { step_seconds: 60, range_seconds: 180, query: String::new(), baseline: vec![], window: vec![] },
+            })
+            .collect();
+        r
+    }
+
+    #[test]
+    fn a_clean_run_with_changes_no_rule_explains_is_not_an_all_clear_and_lists_three_of_them() {
+        let text = render(&with_unexplained(clean_report(), 4), &piped());
+        let first = verdict_line(&text);
+        assert!(first.starts_with("NOT AN ALL-CLEAR: no warning or critical finding in "), "{text}");
+        assert!(first.ends_with("but 4 signals moved that no rule explains"), "{text}");
+        let listed: Vec<&str> = text.lines().skip_while(|l| *l != "Also changed, not explained by any rule:").skip(1).take_while(|l| l.starts_with("  ")).collect();
+        assert_eq!(listed.iter().filter(|l| l.starts_with("  - ")).count(), 3, "{text}");
+        assert!(listed[0].starts_with("  - P95 time to first token up 2.4x (robust z 31) on "), "{text}");
+        let joined = text.replace("\n    ", " ");
+        assert!(joined.contains("on qwen2.5-coder-32b since 09:12:00 UTC (18 min, ongoing): 1.9 s vs 800 ms"), "{text}");
+        assert!(listed.last().unwrap().contains("(1 more in -v and --format json)"), "{text}");
+        // Without them, the same report is an all-clear.
+        assert!(render(&clean_report(), &piped()).starts_with("OK: no problem found"));
+        // The other formats' first line says it too.
+        let rest = crate::render::headline(&clean_report()).strip_prefix("no problems found").unwrap().to_string();
+        assert_eq!(crate::render::headline(&with_unexplained(clean_report(), 1)), format!("no rule fired, but 1 signal moved that no rule explains{rest}"));
+    }
+
+    #[test]
+    fn changes_no_rule_explains_come_after_the_findings_and_leave_the_verdict_to_them() {
+        let text = render(&with_unexplained(sample_report(), 1), &piped());
+        assert!(!text.starts_with("NOT AN ALL-CLEAR"), "{text}");
+        let also = text.find("Also changed, not explained by any rule:").expect("the list");
+        assert!(text.find("Next: 1.").unwrap() < also, "{text}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= 100, "{line:?}");
+        }
+    }
+
     #[test]
     fn text_snapshot_when_nothing_was_evaluated() {
         insta::assert_snapshot!(render(&nothing_evaluated_report(), &piped()));

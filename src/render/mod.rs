@@ -559,7 +559,7 @@ pub(crate) fn recent_line(report: &Report, f: &Finding) -> Option<String> {
 }
 
 /// One change no rule explains: `P95 time to first token up 2.4x (robust z 31) on llama since
-/// 09:12:00 UTC, for 18 min, still so at the window's end: 1.9 s vs 800 ms`.
+/// 09:12:00 UTC (18 min, ongoing): 1.9 s vs 800 ms`.
 pub(crate) fn unexplained_line(report: &Report, u: &crate::report::Unexplained, scopes: &ScopeStyle) -> String {
     let size = match (u.ratio, u.robust_z) {
         (Some(r), Some(z)) => format!("{:.1}x (robust z {z:.0})", r),
@@ -574,10 +574,10 @@ pub(crate) fn unexplained_line(report: &Report, u: &crate::report::Unexplained, 
         format!("since {}", describe_instant(&u.onset, &report.window.start))
     };
     let minutes = (u.duration_seconds as f64 / 60.0).round() as u64;
-    let lasting = if u.ongoing { format!("for {minutes} min, still so at the window's end") } else { format!("for {minutes} min, then back") };
+    let lasting = if u.ongoing { format!("{minutes} min, ongoing") } else { format!("{minutes} min, then back") };
     let value = |v: Option<f64>| v.map_or_else(|| "?".to_string(), |v| crate::units::format_value(v, &u.unit));
     format!(
-        "{} {} {size}{on} {since}, {lasting}: {} vs {}{}",
+        "{} {} {size}{on} {since} ({lasting}): {} vs {}{}",
         one_line(&u.title),
         u.direction,
         value(u.value),
@@ -1153,12 +1153,12 @@ pub(crate) mod fixtures {
             .expect("valid fixed timestamp")
     }
 
-    fn model(name: &str) -> Scope {
+    pub(crate) fn model(name: &str) -> Scope {
         BTreeMap::from([("model_name".to_string(), name.to_string())])
     }
 
     const LLAMA: &str = "llama-3.1-70b-instruct";
-    const QWEN: &str = "qwen2.5-coder-32b";
+    pub(crate) const QWEN: &str = "qwen2.5-coder-32b";
 
     fn base(
         findings: Vec<Finding>,

@@ -99,8 +99,8 @@ pub struct ReportView {
 /// A change no rule explains, worded once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnexplainedView {
-    /// `P95 time to first token up 2.4x (robust z 31) on Qwen2.5-7B-Instruct since 09:12:00 UTC,
-    /// for 18 min, still so at the window's end: 1.9 s vs 800 ms`.
+    /// `P95 time to first token up 2.4x (robust z 31) on Qwen2.5-7B-Instruct since 09:12:00 UTC
+    /// (18 min, ongoing): 1.9 s vs 800 ms`.
     pub line: String,
     /// The PromQL at every step.
     pub query: String,
