@@ -513,13 +513,10 @@ pub fn correlations(points: &BTreeMap<(String, Scope), Points>, findings: &mut [
                 continue;
             }
             let supports = read.contains(*cause);
-            let text = if supports {
-                format!("{sentence} (r = {r:.2} over {n} points of the baseline and the window)")
-            } else {
-                format!("{sentence} (r = {r:.2} over {n} points of the baseline and the window): a reason to doubt that {} is the cause", f.rule)
-            };
+            let text = if supports { format!("{sentence} (r = {r:.2})") } else { format!("{sentence} (r = {r:.2}): a reason to doubt that {} is the cause", f.rule) };
             f.correlations.push(Correlation { cause: cause.to_string(), effect: effect.to_string(), coefficient: r, points: n, supports, text });
         }
+        f.correlations.sort_by(|a, b| b.coefficient.total_cmp(&a.coefficient));
     }
 }
 

@@ -181,7 +181,9 @@ fn finding_lines(out: &mut Vec<String>, f: &FindingView, width: usize) {
     if let Some(line) = &f.binding {
         out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
-    for line in &f.correlations {
+    // A correlation that points elsewhere is a reason to doubt the finding; those that support it
+    // are in -v, Markdown and JSON.
+    for line in &f.doubts {
         out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
     for r in &f.recommendations {

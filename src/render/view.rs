@@ -175,6 +175,8 @@ pub struct FindingView {
     /// Seed 001's correlations on the finding's scope, one line each (`KV-cache usage and P95 TTFT
     /// moved together ... (r = 0.93 over 58 points ...)`).
     pub correlations: Vec<String>,
+    /// Those that point away from the finding's cause (the compact text shows only these).
+    pub doubts: Vec<String>,
     pub recommendations: Vec<RecommendationView>,
     /// The levers the evidence rules out: `Won't help: more KV memory (...): ...`.
     pub wont_help: Vec<String>,
@@ -523,6 +525,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         preceded_by: f.preceded_by.as_ref().map(|p| capitalised(&one_line(&p.text))).filter(|s| !s.is_empty()),
         cold_start: f.cold_start.as_ref().map(|c| capitalised(&one_line(&c.text))),
         correlations: f.correlations.iter().map(|c| capitalised(&one_line(&c.text))).collect(),
+        doubts: f.correlations.iter().filter(|c| !c.supports).map(|c| capitalised(&one_line(&c.text))).collect(),
         recommendations: recommendation_lines(f)
             .into_iter()
             .zip(&f.recommendations)
