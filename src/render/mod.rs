@@ -934,6 +934,10 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
         None => "nothing fails with --fail-on never".to_string(),
     };
     let mut notes: Vec<String> = Vec::new();
+    // Changes no rule explains never fail the run, but the verdict says them first.
+    if !report.unexplained.is_empty() {
+        notes.push(format!("but {} that no rule explains", plural(report.unexplained.len(), "signal moved", "signals moved")));
+    }
     if !report.findings.is_empty() {
         let below = if opts.fail_on.is_some() { " below the bar" } else { "" };
         notes.push(format!(
@@ -1749,6 +1753,36 @@ mod tests {
         warning_only.findings.retain(|f| f.severity == Severity::Warning);
         let v = check_verdict(&warning_only, &critical_only);
         assert!(v.starts_with("NOT EVALUATED") && v.contains("1 finding (1 warning), none failing"), "{v}");
+    }
+
+    #[test]
+    fn checks_verdict_still_passes_with_changes_no_rule_explains_and_says_them_first() {
+        let opts = RenderOptions { fail_on: Some(Severity::Warning), ..RenderOptions::default() };
+        let clean = clean_report();
+        assert!(!check_verdict(&clean, &opts).contains("moved"));
+        let mut moved = clean.clone();
+        moved.unexplained.push(crate::report::Unexplained {
+            signal: "prefix_hit_ratio".into(),
+            title: "Prefix-cache hit ratio".into(),
+            unit: "ratio".into(),
+            scope: Scope::new(),
+            direction: "down".into(),
+            value: Some(0.1),
+            baseline: Some(0.5),
+            ratio: Some(0.2),
+            robust_z: None,
+            onset: moved.window.start,
+            from_start: true,
+            duration_seconds: 1800,
+            ongoing: true,
+            query: String::new(),
+            metric: String::new(),
+            spare: false,
+            series: crate::report::Trend { step_seconds: 60, range_seconds: 180, query: String::new(), baseline: vec![], window: vec![] },
+        });
+        let v = check_verdict(&moved, &opts);
+        assert!(v.starts_with("PASS: ") && v.contains("; but 1 signal moved that no rule explains, "), "{v}");
+        assert_eq!(moved.exit_code(opts.fail_on), clean.exit_code(opts.fail_on));
     }
 
     #[test]
