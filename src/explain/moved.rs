@@ -618,6 +618,34 @@ mod tests {
     }
 
     #[test]
+    fn the_margin_says_how_near_a_trend_came_to_every_bar_and_reaches_1_exactly_where_detect_lists() {
+        let b = series(0.0, &steady(0.4, 0.02));
+        let flat = detect_and_margin(&b, &[0.41; 30]);
+        assert!(flat.1.nearness < 0.1, "{:?}", flat.1);
+        assert_eq!(detect_and_margin(&b, &[0.3; 30]).1.nearness, 0.0, "below the baseline: no harm at all");
+        assert!(flat.0.is_none());
+        // 1.2x for the whole window: a fifth of the way to 1.5x... and well past six spreads.
+        let (listed, m) = detect_and_margin(&b, &[0.48; 30]);
+        assert!(listed.is_none() && (m.nearness - 0.32).abs() < 0.01 && (m.ratio - 1.2).abs() < 1e-9, "{m:?}");
+        // 2x, 0.4 more than the 0.25 floor, for 5 minutes: listed, and nearness past 1.
+        let mut w = vec![0.41; 30];
+        for x in &mut w[20..25] {
+            *x = 0.8;
+        }
+        let (listed, m) = detect_and_margin(&b, &w);
+        assert!(listed.is_some() && m.nearness >= 1.0, "{m:?}");
+        // The same for 4 minutes: neither.
+        w[24] = 0.41;
+        let (listed, m) = detect_and_margin(&b, &w);
+        assert!(listed.is_none() && m.nearness < 1.0, "{m:?}");
+    }
+
+    fn detect_and_margin(b: &[(f64, f64)], w: &[f64]) -> (Option<Change>, Margin) {
+        let w = series(W0, w);
+        (detect(b, &w, Worse::Up, 0.25, &bars(), STEP, W0), margin(b, &w, Worse::Up, 0.25, &bars()).unwrap())
+    }
+
+    #[test]
     fn too_few_baseline_points_decide_nothing() {
         let b = series(0.0, &[0.4; 5]);
         assert_eq!(detect(&b, &series(W0, &[5.0; 30]), Worse::Up, 0.0, &bars(), STEP, W0), None);
