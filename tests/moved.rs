@@ -208,3 +208,27 @@ fn no_healthy_phase_of_the_real_engines_lists_a_change() {
     assert!(!rows.is_empty(), "no trend measured");
     assert!(wrong.is_empty(), "healthy real phases listed changes no rule explains:\n  {}", wrong.join("\n  "));
 }
+
+/// An incident no rule names reads as what it is: not an all-clear, the change named with its
+/// size and onset, exit code 0 (docs/output.md). One a rule names lists nothing beside it: TTFT up
+/// with queue and prefill flat is `slow-input-processing` (issue 39), which explains it.
+#[test]
+fn an_incident_no_rule_names_is_not_an_all_clear_and_one_a_rule_names_lists_nothing_more() {
+    let (spec, prom) = common::start_scenario("external-prefix-cache-miss");
+    let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let run = common::run::run(&common::run::explain_args(&prom.url, &at, &["--no-config"]), &[]);
+    eprintln!("{}", run.stdout);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let first = run.stdout.lines().next().unwrap_or_default();
+    assert!(first.starts_with("NOT AN ALL-CLEAR: no warning or critical finding in "), "{}", run.stdout);
+    let joined = run.stdout.replace("\n    ", " ");
+    assert!(joined.contains("Also changed, not explained by any rule:\n  - External prefix-cache hit ratio down "), "{}", run.stdout);
+    assert!(joined.contains(" down 0.05x (robust z > 100) on Qwen2.5-7B-Instruct since 09:0"), "{}", run.stdout);
+
+    let (spec, prom) = common::start_scenario("slow-input-processing");
+    let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let report = common::run::run(&common::run::explain_args(&prom.url, &at, &["--no-config", "--format", "json"]), &[]).json();
+    assert_eq!(report["findings"][0]["rule"], "slow-input-processing");
+    let listed = unexplained(&report);
+    assert!(listed.is_empty(), "slow-input-processing explains its TTFT, yet: {listed:?}");
+}

@@ -561,9 +561,12 @@ pub(crate) fn recent_line(report: &Report, f: &Finding) -> Option<String> {
 /// One change no rule explains: `P95 time to first token up 2.4x (robust z 31) on llama since
 /// 09:12:00 UTC (18 min, ongoing): 1.9 s vs 800 ms`.
 pub(crate) fn unexplained_line(report: &Report, u: &crate::report::Unexplained, scopes: &ScopeStyle) -> String {
+    // A fall reads as the share left (0.05x), a rise with one decimal; a z past 100 only as that.
+    let factor = |r: f64| if r < 1.0 { format!("{r:.2}x") } else { format!("{r:.1}x") };
     let size = match (u.ratio, u.robust_z) {
-        (Some(r), Some(z)) => format!("{:.1}x (robust z {z:.0})", r),
-        (Some(r), None) => format!("{:.1}x (its baseline did not vary)", r),
+        (Some(r), Some(z)) if z > 100.0 => format!("{} (robust z > 100)", factor(r)),
+        (Some(r), Some(z)) => format!("{} (robust z {z:.0})", factor(r)),
+        (Some(r), None) => format!("{} (its baseline did not vary)", factor(r)),
         (None, _) => "from 0".to_string(),
     };
     let scope = scopes.compact(&u.scope);
