@@ -135,6 +135,55 @@ pub struct Report {
     /// (docs/how-it-decides.md, "Which limit binds"). Omitted when the gauges were not read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub binding: Vec<Binding>,
+    /// What moved beyond the rules: signals whose trend left their baseline's range in the
+    /// direction that hurts, for long enough, and that no warning or critical finding explains
+    /// (docs/how-it-decides.md, "What else moved"). Largest change first; always present.
+    #[serde(default)]
+    pub unexplained: Vec<Unexplained>,
+}
+
+/// A signal that moved in the direction that hurts, against its baseline's median and spread, for
+/// long enough, with no warning or critical finding explaining it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unexplained {
+    pub signal: String,
+    /// Human name of the signal, e.g. "P95 time to first token".
+    pub title: String,
+    pub unit: String,
+    pub scope: Scope,
+    /// `up` or `down`: the direction it moved in, the one that hurts.
+    pub direction: String,
+    /// The median of its trend points over the stretch that moved.
+    #[serde(with = "crate::report::opt_f64")]
+    pub value: Option<f64>,
+    /// The median of its baseline's trend points.
+    #[serde(with = "crate::report::opt_f64")]
+    pub baseline: Option<f64>,
+    /// `value` over `baseline`; absent when the baseline is 0.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::report::opt_f64")]
+    pub ratio: Option<f64>,
+    /// The change over the baseline's spread (its median absolute deviation, scaled to a standard
+    /// deviation); absent when the baseline did not vary at all.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::report::opt_f64")]
+    pub robust_z: Option<f64>,
+    /// The last trend point still at the baseline level before the stretch that moved (the
+    /// window's start when it moved from there).
+    pub onset: DateTime<Utc>,
+    /// It had already moved at the window's first point.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_start: bool,
+    /// How long it stayed moved, seconds.
+    pub duration_seconds: u64,
+    /// Still moved at the window's last point.
+    pub ongoing: bool,
+    /// The PromQL evaluated at every step (over `range_seconds` each).
+    pub query: String,
+    /// The metric family read.
+    pub metric: String,
+    /// Read only for this list: no rule reads its family (external prefix-cache hits, ...).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spare: bool,
+    pub series: Trend,
 }
 
 /// What held a scope's requests back at one step of the window.
@@ -446,6 +495,28 @@ pub struct Finding {
     /// (re)started, then as fast as its peers. Such a finding is info, not a regression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold_start: Option<ColdStart>,
+    /// Seed 001's correlations: pairs of signals whose trends moved together on this scope (KV
+    /// usage and TTFT, waiting requests and TTFT, prompt throughput and ITL), for a finding whose
+    /// evidence reads either of them. Omitted when none did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub correlations: Vec<Correlation>,
+}
+
+/// Two signals' trends moving together over the baseline and the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Correlation {
+    /// The signal taken as the cause (`kv_usage_avg`) ...
+    pub cause: String,
+    /// ... and the one it would raise (`ttft_p95`).
+    pub effect: String,
+    /// Pearson's coefficient over the points both trends have.
+    pub coefficient: f64,
+    pub points: usize,
+    /// The finding reads the cause: the correlation supports it. False: the finding reads only the
+    /// effect, and the correlation points at another cause.
+    pub supports: bool,
+    /// One line for the reports.
+    pub text: String,
 }
 
 /// A replica slow for its first minutes after a (re)start and then as fast as its peers (or still
@@ -496,6 +567,7 @@ impl Finding {
             ended: None,
             preceded_by: None,
             cold_start: None,
+            correlations: Vec::new(),
         }
     }
 }

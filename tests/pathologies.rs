@@ -48,6 +48,22 @@ fn check(name: &str) -> Value {
         let loud: Vec<_> = findings.iter().filter(|f| f["severity"] != "info").collect();
         assert!(loud.is_empty(), "{name}: expected no warning or critical finding: {:#?}", summary(&report));
     }
+    // What else moved: a healthy fleet or near miss lists nothing; an incident no rule names is
+    // listed for its model, from the incident's onset (within two trend steps).
+    let listed = report["unexplained"].as_array().unwrap_or_else(|| panic!("{name}: no unexplained list"));
+    if ex.healthy && ex.unexplained.is_empty() {
+        assert!(listed.is_empty(), "{name}: a healthy fleet lists changes no rule explains: {listed:#?}");
+    }
+    for signal in &ex.unexplained {
+        let Some(u) = listed.iter().find(|u| u["signal"] == signal.as_str() && ex.model.as_ref().is_none_or(|m| u["scope"]["model_name"] == m.as_str())) else {
+            panic!("{name}: {signal} not listed as unexplained: {listed:#?}")
+        };
+        let onset = chrono::DateTime::parse_from_rfc3339(u["onset"].as_str().unwrap()).unwrap().with_timezone(&chrono::Utc);
+        let expected = spec.incident_onset().expect("an incident");
+        let step = (spec.window_end() - spec.window_start()).num_seconds() / 30;
+        assert!((onset - expected).num_seconds().abs() <= 2 * step, "{name}: {signal} listed from {onset}, the incident began at {expected}");
+        assert!(u["ongoing"] == true, "{name}: {signal} no longer moved at the window's end: {u:#}");
+    }
     if let Some(first) = &ex.first {
         assert!(!findings.is_empty(), "{name}: no findings; not evaluated: {:#}", report["not_evaluated"]);
         let f = &findings[0];
@@ -156,6 +172,8 @@ scenarios! {
     repeated_preemption_near_miss => "repeated-preemption-near",
     gauge_only_load_exceeds_capacity_no_counters => "gauge-only-load-exceeds-capacity-no-counters",
     gauge_only_load_exceeds_capacity_no_counters_near_miss => "gauge-only-load-exceeds-capacity-no-counters-near",
+    external_prefix_cache_miss => "external-prefix-cache-miss",
+    external_prefix_cache_miss_near_miss => "external-prefix-cache-miss-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

@@ -168,6 +168,11 @@ fn windows_an_engineer_picks_inside_healthy_stretches_stay_quiet() {
                 if !stray.is_empty() {
                     wrong.push(format!("{label} (inside a healthy stretch): {}", summary(&r)));
                 }
+                // Nor a change no rule explains (issue 40).
+                let moved: Vec<String> = r["unexplained"].as_array().into_iter().flatten().map(|u| format!("{} {} since {}", u["signal"], u["direction"], u["onset"])).collect();
+                if !moved.is_empty() {
+                    wrong.push(format!("{label} (inside a healthy stretch): unexplained {}", moved.join(", ")));
+                }
             }
             for f in findings(&r) {
                 let rule = f["rule"].as_str().unwrap_or_default();

@@ -7,7 +7,8 @@
 //! [`fetch::ReadPlan`]) -> [`fetch`] (the only network code: the read plan carried out) -> [`assemble`] (answers -> signal values) -> [`judge`] (rules,
 //! rank, coverage) -> [`follow_up`] (trends, per-replica breakdowns, recommendations) -> [`onset`]
 //! (when each finding began, read from its trend) -> [`correlate`] (the change each finding began
-//! after). Beside them, [`binding`] reads which limit held each model's requests back at every
+//! after) -> [`cold_start`] -> [`moved`] (what else moved that no finding explains, and the
+//! correlations between signals that moved together). Beside them, [`binding`] reads which limit held each model's requests back at every
 //! step of the window (its reads go with the signals'). The change events ([`crate::events`]) are asked with the signals. [`explain`] strings them together. A query that fails or times out does not stop the run: the signals that
 //! needed it become "not evaluated" with the reason, and the rest of the diagnosis still comes out.
 
@@ -19,6 +20,7 @@ pub mod discover;
 pub mod fetch;
 pub mod follow_up;
 pub mod judge;
+pub mod moved;
 pub mod onset;
 pub mod plan;
 #[cfg(test)]
@@ -190,8 +192,14 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let follow_ups = follow_up::plan(&ranked.findings, rules, &signal_plan, &opts.selector, p, &disc.window_names);
     // With them, the changes' second round: which models the changed replicas serve.
     let event_more = events::follow_up(&mut event_plan, &answers);
+    // With them, what else moved: every watched signal's trend over both windows, a fixed handful
+    // of queries (the spare families only where discovery found them).
+    let spare: BTreeSet<String> = rules.signals.values().filter(|d| d.spare).map(|d| d.id.clone()).collect();
+    let spare_plan = plan::plan_signals(rules, &spare, signal_plan.ctx.clone(), p, &disc, &mut Vec::new());
+    let moved_plan = moved::plan(rules, &signal_plan, &spare_plan, &opts.selector, p, &mut warnings);
     let mut follow_up_reads = follow_ups.reads();
     follow_up_reads.extend(fetch::ReadPlan::whole(event_more));
+    follow_up_reads.extend(fetch::ReadPlan::whole(moved_plan.requests()));
     let more = if follow_up_reads.wants.is_empty() {
         Answers::new()
     } else {
@@ -207,6 +215,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     correlate::apply(&mut ranked.findings, &events, follow_ups.step.max(event_plan.step()), p.window.start);
     let latency = events::replica_latency(&event_plan, &[&answers, &more]);
     cold_start::apply(&mut ranked.findings, &events, &latency, &p.window, &rules.thresholds);
+    let unexplained = moved::apply(&moved_plan, &more, &mut ranked.findings, rules, p, &mut warnings);
 
     let mut seen = BTreeSet::new();
     warnings.retain(|w| seen.insert(w.clone()));
@@ -235,6 +244,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         events,
         deploy: None,
         binding: binding_plan.map(|b| binding::read(&b, &answers, p)).unwrap_or_default(),
+        unexplained,
     })
 }
 

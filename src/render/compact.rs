@@ -54,6 +54,18 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         _ => out.extend(no_problem_lines(view, width, opts.color)),
     }
 
+    // What else moved, after the findings: bounded, the rest in -v and JSON.
+    if !view.unexplained.is_empty() && view.verdict != Verdict::NothingEvaluated {
+        out.push(String::new());
+        out.push("Also changed, not explained by any rule:".to_string());
+        for u in view.unexplained.iter().take(super::view::UNEXPLAINED_LISTED) {
+            out.extend(wrap(&u.line, w, "  - ", "    "));
+        }
+        if view.unexplained.len() > super::view::UNEXPLAINED_LISTED {
+            out.push(format!("  ({} more in -v and --format json)", view.unexplained.len() - super::view::UNEXPLAINED_LISTED));
+        }
+    }
+
     let info: Vec<String> = view
         .findings
         .iter()
@@ -124,6 +136,12 @@ fn no_problem_lines(view: &ReportView, width: usize, color: bool) -> Vec<String>
                 out.extend(wrap(sentence, w, "", INDENT));
             }
         }
+        // No rule fired (or only info), but signals moved that no rule explains: not an all-clear.
+        _ if !view.unexplained.is_empty() => {
+            let moved = super::plural(view.unexplained.len(), "signal moved", "signals moved");
+            let line = format!("NOT AN ALL-CLEAR: no warning or critical finding in {in_rules}, but {moved} that no rule explains");
+            out.extend(painted(&line, width, "NOT AN ALL-CLEAR", "1;33", color));
+        }
         // Clean, or findings of info severity only.
         _ => {
             let mut line = if view.findings.is_empty() {
@@ -161,6 +179,11 @@ fn finding_lines(out: &mut Vec<String>, f: &FindingView, width: usize) {
         out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
     if let Some(line) = &f.binding {
+        out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
+    }
+    // A correlation that points elsewhere is a reason to doubt the finding; those that support it
+    // are in -v, Markdown and JSON.
+    for line in &f.doubts {
         out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
     for r in &f.recommendations {
@@ -278,6 +301,63 @@ mod tests {
     #[test]
     fn text_snapshot_of_a_clean_report() {
         insta::assert_snapshot!(render(&clean_report(), &piped()));
+    }
+
+    /// `n` changes no rule explains on Qwen, P95 TTFT first.
+    fn with_unexplained(mut r: Report, n: usize) -> Report {
+        let start = r.window.start;
+        r.unexplained = (0..n)
+            .map(|i| crate::report::Unexplained {
+                signal: if i == 0 { "ttft_p95".into() } else { format!("signal_{i}") },
+                title: if i == 0 { "P95 time to first token".into() } else { format!("Signal {i}") },
+                unit: "seconds".into(),
+                scope: model(QWEN),
+                direction: "up".into(),
+                value: Some(1.9),
+                baseline: Some(0.8),
+                ratio: Some(2.375),
+                robust_z: Some(31.0),
+                onset: start + chrono::Duration::minutes(12),
+                from_start: false,
+                duration_seconds: 1080,
+                ongoing: true,
+                query: "histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket[3m])))".into(),
+                metric: "vllm:time_to_first_token_seconds_bucket".into(),
+                spare: false,
+                series: crate::report::Trend { step_seconds: 60, range_seconds: 180, query: String::new(), baseline: vec![], window: vec![] },
+            })
+            .collect();
+        r
+    }
+
+    #[test]
+    fn a_clean_run_with_changes_no_rule_explains_is_not_an_all_clear_and_lists_three_of_them() {
+        let text = render(&with_unexplained(clean_report(), 4), &piped());
+        let first = verdict_line(&text);
+        assert!(first.starts_with("NOT AN ALL-CLEAR: no warning or critical finding in "), "{text}");
+        assert!(first.ends_with("but 4 signals moved that no rule explains"), "{text}");
+        let listed: Vec<&str> = text.lines().skip_while(|l| *l != "Also changed, not explained by any rule:").skip(1).take_while(|l| l.starts_with("  ")).collect();
+        assert_eq!(listed.iter().filter(|l| l.starts_with("  - ")).count(), 3, "{text}");
+        assert!(listed[0].starts_with("  - P95 time to first token up 2.4x (robust z 31) on "), "{text}");
+        let joined = text.replace("\n    ", " ");
+        assert!(joined.contains("on qwen2.5-coder-32b since 09:12:00 UTC (18 min, ongoing): 1.9 s vs 800 ms"), "{text}");
+        assert!(listed.last().unwrap().contains("(1 more in -v and --format json)"), "{text}");
+        // Without them, the same report is an all-clear.
+        assert!(render(&clean_report(), &piped()).starts_with("OK: no problem found"));
+        // The other formats' first line says it too.
+        let rest = crate::render::headline(&clean_report()).strip_prefix("no problems found").unwrap().to_string();
+        assert_eq!(crate::render::headline(&with_unexplained(clean_report(), 1)), format!("no rule fired, but 1 signal moved that no rule explains{rest}"));
+    }
+
+    #[test]
+    fn changes_no_rule_explains_come_after_the_findings_and_leave_the_verdict_to_them() {
+        let text = render(&with_unexplained(sample_report(), 1), &piped());
+        assert!(!text.starts_with("NOT AN ALL-CLEAR"), "{text}");
+        let also = text.find("Also changed, not explained by any rule:").expect("the list");
+        assert!(text.find("Next: 1.").unwrap() < also, "{text}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= 100, "{line:?}");
+        }
     }
 
     #[test]

@@ -38,11 +38,19 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
 
     if let Some(sentence) = &view.conclusion {
         // Only a real all-clear is drawn as one: a run missing its core checks is not.
-        let class = if view.verdict == Verdict::Clean { "verdict clean" } else { "verdict unknown" };
+        // Nor is one where signals moved that no rule explains.
+        let class = if view.verdict == Verdict::Clean && view.unexplained.is_empty() { "verdict clean" } else { "verdict unknown" };
         let _ = writeln!(body, "<p class=\"{class}\">{}</p>", esc(sentence));
     }
     for f in &view.findings {
         finding(&mut body, view, f);
+    }
+    if !view.unexplained.is_empty() {
+        body.push_str("<section class=\"unexplained\">\n<h2>Also changed, not explained by any rule</h2>\n<ul>\n");
+        for u in &view.unexplained {
+            let _ = writeln!(body, "<li>{}<br><code>{}</code></li>", esc(&u.line), esc(&u.query));
+        }
+        body.push_str("</ul>\n</section>\n");
     }
     timeline(&mut body, view);
 
@@ -650,6 +658,35 @@ mod tests {
         r.coverage.core_not_evaluated = vec!["slow-decode".to_string()];
         let page = render(&r, &RenderOptions::default());
         assert!(!page.contains("verdict clean") && page.contains("not an all-clear"), "{page}");
+    }
+
+    #[test]
+    fn a_run_where_signals_moved_that_no_rule_explains_is_not_drawn_as_clean_and_lists_them() {
+        let mut r = clean_report();
+        let start = r.window.start;
+        r.unexplained.push(crate::report::Unexplained {
+            signal: "external_prefix_hit_ratio".into(),
+            title: "External prefix-cache hit ratio <b>".into(),
+            unit: "ratio".into(),
+            scope: crate::report::Scope::new(),
+            direction: "down".into(),
+            value: Some(0.03),
+            baseline: Some(0.6),
+            ratio: Some(0.05),
+            robust_z: None,
+            onset: start,
+            from_start: true,
+            duration_seconds: 1800,
+            ongoing: true,
+            query: "sum(rate(x[3m])) > 0".into(),
+            metric: String::new(),
+            spare: true,
+            series: crate::report::Trend { step_seconds: 60, range_seconds: 180, query: String::new(), baseline: vec![], window: vec![] },
+        });
+        let page = render(&r, &RenderOptions::default());
+        assert!(!page.contains("verdict clean") && page.contains("not an all-clear"), "{page}");
+        assert!(page.contains("<h2>Also changed, not explained by any rule</h2>"), "{page}");
+        assert!(page.contains("External prefix-cache hit ratio &lt;b&gt; down 0.05x") && page.contains("&gt; 0</code>"), "{page}");
     }
 
     #[test]

@@ -41,6 +41,13 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     if let Some(sentence) = &view.conclusion {
         blocks.push(format!("**{}**", text(sentence)));
     }
+    if !view.unexplained.is_empty() {
+        let mut b = "**Also changed, not explained by any rule:**".to_string();
+        for u in &view.unexplained {
+            b.push_str(&format!("\n- {}", text(&u.line)));
+        }
+        blocks.push(b);
+    }
     if let Some(heading) = &view.timeline_heading {
         let mut b = format!("**{}**", text(heading));
         for e in view.timeline_listed() {
@@ -127,6 +134,9 @@ fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) 
         blocks.push(format!("Affected: {}", text(line)));
     }
     if let Some(line) = &f.binding {
+        blocks.push(text(line));
+    }
+    for line in &f.correlations {
         blocks.push(text(line));
     }
     for r in &f.recommendations {

@@ -558,6 +558,37 @@ pub(crate) fn recent_line(report: &Report, f: &Finding) -> Option<String> {
     ))
 }
 
+/// One change no rule explains: `P95 time to first token up 2.4x (robust z 31) on llama since
+/// 09:12:00 UTC (18 min, ongoing): 1.9 s vs 800 ms`.
+pub(crate) fn unexplained_line(report: &Report, u: &crate::report::Unexplained, scopes: &ScopeStyle) -> String {
+    // A fall reads as the share left (0.05x), a rise with one decimal; a z past 100 only as that.
+    let factor = |r: f64| if r < 1.0 { format!("{r:.2}x") } else { format!("{r:.1}x") };
+    let size = match (u.ratio, u.robust_z) {
+        (Some(r), Some(z)) if z > 100.0 => format!("{} (robust z > 100)", factor(r)),
+        (Some(r), Some(z)) => format!("{} (robust z {z:.0})", factor(r)),
+        (Some(r), None) => format!("{} (its baseline did not vary)", factor(r)),
+        (None, _) => "from 0".to_string(),
+    };
+    let scope = scopes.compact(&u.scope);
+    let on = if scope.is_empty() || scope == scopes.format(&Scope::new()) { String::new() } else { format!(" on {scope}") };
+    let since = if u.from_start {
+        format!("already at the window's start ({})", describe_instant(&report.window.start, &report.window.start))
+    } else {
+        format!("since {}", describe_instant(&u.onset, &report.window.start))
+    };
+    let minutes = (u.duration_seconds as f64 / 60.0).round() as u64;
+    let lasting = if u.ongoing { format!("{minutes} min, ongoing") } else { format!("{minutes} min, then back") };
+    let value = |v: Option<f64>| v.map_or_else(|| "?".to_string(), |v| crate::units::format_value(v, &u.unit));
+    format!(
+        "{} {} {size}{on} {since} ({lasting}): {} vs {}{}",
+        one_line(&u.title),
+        u.direction,
+        value(u.value),
+        value(u.baseline),
+        if u.spare { " (read for this list only: no rule reads it)" } else { "" }
+    )
+}
+
 /// First line of every text format: `2 findings (1 critical, 1 warning) · 2 not evaluated`.
 pub(crate) fn headline(report: &Report) -> String {
     let main = match verdict(report) {
@@ -565,6 +596,10 @@ pub(crate) fn headline(report: &Report) -> String {
             "{} ({})",
             plural(report.findings.len(), "finding", "findings"),
             severity_counts(&report.findings)
+        ),
+        Verdict::Clean if !report.unexplained.is_empty() => format!(
+            "no rule fired, but {} no rule explains",
+            plural(report.unexplained.len(), "signal moved that", "signals moved that")
         ),
         Verdict::Clean => "no problems found".to_string(),
         Verdict::NothingEvaluated => "nothing evaluated".to_string(),
@@ -629,6 +664,13 @@ pub(crate) fn no_findings_sentence(report: &Report) -> Option<String> {
                 s.push_str(", 0 not evaluated");
             }
             s.push('.');
+            if !report.unexplained.is_empty() {
+                s = format!(
+                    "No rule fired ({} checked), but this is not an all-clear: {} that no rule explains, listed under \"Also changed\".",
+                    plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs"),
+                    plural(report.unexplained.len(), "signal moved", "signals moved")
+                );
+            }
             Some(s)
         }
         Verdict::NothingEvaluated => {
@@ -895,6 +937,10 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
         None => "nothing fails with --fail-on never".to_string(),
     };
     let mut notes: Vec<String> = Vec::new();
+    // Changes no rule explains never fail the run, but the verdict says them first.
+    if !report.unexplained.is_empty() {
+        notes.push(format!("but {} that no rule explains", plural(report.unexplained.len(), "signal moved", "signals moved")));
+    }
     if !report.findings.is_empty() {
         let below = if opts.fail_on.is_some() { " below the bar" } else { "" };
         notes.push(format!(
@@ -1114,12 +1160,12 @@ pub(crate) mod fixtures {
             .expect("valid fixed timestamp")
     }
 
-    fn model(name: &str) -> Scope {
+    pub(crate) fn model(name: &str) -> Scope {
         BTreeMap::from([("model_name".to_string(), name.to_string())])
     }
 
     const LLAMA: &str = "llama-3.1-70b-instruct";
-    const QWEN: &str = "qwen2.5-coder-32b";
+    pub(crate) const QWEN: &str = "qwen2.5-coder-32b";
 
     fn base(
         findings: Vec<Finding>,
@@ -1176,6 +1222,7 @@ pub(crate) mod fixtures {
             events: vec![],
             deploy: None,
             binding: Vec::new(),
+            unexplained: Vec::new(),
         }
     }
 
@@ -1267,6 +1314,7 @@ pub(crate) mod fixtures {
             ended: None,
             preceded_by: None,
             cold_start: None,
+            correlations: Vec::new(),
             also_consistent: vec![
                 AlsoConsistent {
                     rule: "queue-backlog".to_string(),
@@ -1372,6 +1420,7 @@ pub(crate) mod fixtures {
             ended: None,
             preceded_by: None,
             cold_start: None,
+            correlations: Vec::new(),
             also_consistent: vec![],
             raised_from: None,
         };
@@ -1707,6 +1756,36 @@ mod tests {
         warning_only.findings.retain(|f| f.severity == Severity::Warning);
         let v = check_verdict(&warning_only, &critical_only);
         assert!(v.starts_with("NOT EVALUATED") && v.contains("1 finding (1 warning), none failing"), "{v}");
+    }
+
+    #[test]
+    fn checks_verdict_still_passes_with_changes_no_rule_explains_and_says_them_first() {
+        let opts = RenderOptions { fail_on: Some(Severity::Warning), ..RenderOptions::default() };
+        let clean = clean_report();
+        assert!(!check_verdict(&clean, &opts).contains("moved"));
+        let mut moved = clean.clone();
+        moved.unexplained.push(crate::report::Unexplained {
+            signal: "prefix_hit_ratio".into(),
+            title: "Prefix-cache hit ratio".into(),
+            unit: "ratio".into(),
+            scope: Scope::new(),
+            direction: "down".into(),
+            value: Some(0.1),
+            baseline: Some(0.5),
+            ratio: Some(0.2),
+            robust_z: None,
+            onset: moved.window.start,
+            from_start: true,
+            duration_seconds: 1800,
+            ongoing: true,
+            query: String::new(),
+            metric: String::new(),
+            spare: false,
+            series: crate::report::Trend { step_seconds: 60, range_seconds: 180, query: String::new(), baseline: vec![], window: vec![] },
+        });
+        let v = check_verdict(&moved, &opts);
+        assert!(v.starts_with("PASS: ") && v.contains("; but 1 signal moved that no rule explains, "), "{v}");
+        assert_eq!(moved.exit_code(opts.fail_on), clean.exit_code(opts.fail_on));
     }
 
     #[test]

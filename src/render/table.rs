@@ -53,6 +53,14 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         out.push(String::new());
         out.extend(wrap(sentence, width, "", ""));
     }
+    if !view.unexplained.is_empty() {
+        out.push(String::new());
+        out.push(paint_bold(&format!("Also changed, not explained by any rule ({}):", view.unexplained.len()), opts.color));
+        for u in &view.unexplained {
+            out.extend(wrap(&u.line, width, "  - ", "    "));
+            out.extend(wrap(&format!("PromQL: {}", u.query), width, "    ", "      "));
+        }
+    }
     if let Some(heading) = &view.timeline_heading {
         out.push(String::new());
         let head = wrap(heading, width, "", INDENT);
@@ -149,7 +157,7 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
         }
     }
 
-    for line in f.stood_in.iter().chain(&f.recent).chain(&f.binding) {
+    for line in f.stood_in.iter().chain(&f.recent).chain(&f.binding).chain(&f.correlations) {
         out.extend(wrap(line, width, INDENT, &format!("{INDENT}  ")));
     }
     if let Some(line) = &f.replicas {

@@ -92,7 +92,22 @@ pub struct ReportView {
     /// `gpu-throttling (metric missing in the window)`, `a, b and 3 more`: the rules with a
     /// scope that could not be evaluated, for one line; `None` when every pair was.
     pub not_evaluated_brief: Option<String>,
+    /// What else moved, largest first: signals no warning or critical finding explains.
+    pub unexplained: Vec<UnexplainedView>,
 }
+
+/// A change no rule explains, worded once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnexplainedView {
+    /// `P95 time to first token up 2.4x (robust z 31) on Qwen2.5-7B-Instruct since 09:12:00 UTC
+    /// (18 min, ongoing): 1.9 s vs 800 ms`.
+    pub line: String,
+    /// The PromQL at every step.
+    pub query: String,
+}
+
+/// How many changes no rule explains the compact text lists (the rest: `-v`, JSON).
+pub const UNEXPLAINED_LISTED: usize = 3;
 
 /// The rule pack's coverage in rules (not rule/scope pairs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -157,6 +172,11 @@ pub struct FindingView {
     /// A replica's cold start that turned the finding into info: `Cold start: ... (re)started at
     /// 08:54:00 UTC and was slow for its first 5 min (...), then as fast as its peers`.
     pub cold_start: Option<String>,
+    /// Seed 001's correlations on the finding's scope, one line each (`KV-cache usage and P95 TTFT
+    /// moved together ... (r = 0.93 over 58 points ...)`).
+    pub correlations: Vec<String>,
+    /// Those that point away from the finding's cause (the compact text shows only these).
+    pub doubts: Vec<String>,
     pub recommendations: Vec<RecommendationView>,
     /// The levers the evidence rules out: `Won't help: more KV memory (...): ...`.
     pub wont_help: Vec<String>,
@@ -385,6 +405,7 @@ impl ReportView {
             rules: rule_counts(report),
             gaps: report.gaps().then(|| gap_phrase(report)),
             not_evaluated_brief: not_evaluated_brief(report),
+            unexplained: report.unexplained.iter().map(|u| UnexplainedView { line: super::unexplained_line(report, u, &scopes), query: one_line(&u.query) }).collect(),
         }
     }
 
@@ -503,6 +524,8 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         onset: onset_line(report, f, now),
         preceded_by: f.preceded_by.as_ref().map(|p| capitalised(&one_line(&p.text))).filter(|s| !s.is_empty()),
         cold_start: f.cold_start.as_ref().map(|c| capitalised(&one_line(&c.text))),
+        correlations: f.correlations.iter().map(|c| capitalised(&one_line(&c.text))).collect(),
+        doubts: f.correlations.iter().filter(|c| !c.supports).map(|c| capitalised(&one_line(&c.text))).collect(),
         recommendations: recommendation_lines(f)
             .into_iter()
             .zip(&f.recommendations)

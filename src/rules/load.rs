@@ -277,6 +277,14 @@ struct RawSignal {
     within_window: bool,
     #[serde(default)]
     recent: Option<String>,
+    #[serde(default)]
+    worse: Option<String>,
+    #[serde(default)]
+    moved_floor: Option<toml::Value>,
+    #[serde(default)]
+    symptom: bool,
+    #[serde(default)]
+    spare: bool,
     #[serde(flatten)]
     kind: toml::Table,
 }
@@ -427,6 +435,35 @@ fn load_thresholds(set: &mut RuleSet, raw: &RawFile, file: &str, lines: &crate::
     Ok(())
 }
 
+/// A signal's watch fields (what else moved): the direction that hurts and the smallest change, or
+/// why they do not parse.
+fn watch_fields(s: &RawSignal) -> Result<(Option<crate::signals::Worse>, f64), String> {
+    let worse = match s.worse.as_deref() {
+        None => None,
+        Some("up") => Some(crate::signals::Worse::Up),
+        Some("down") => Some(crate::signals::Worse::Down),
+        Some(other) => return Err(format!("worse = {other:?} must be \"up\" or \"down\" (the direction in which a change hurts)")),
+    };
+    let floor_text = s.moved_floor.as_ref().map(|v| match v {
+        toml::Value::String(t) => t.clone(),
+        other => other.to_string(),
+    });
+    let moved_floor = match &floor_text {
+        None => 0.0,
+        Some(f) => expr::parse_quantity(f)
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| format!("moved_floor {f:?} is not a quantity of at least 0 in the signal's unit"))?,
+    };
+    if let Some(why) = floor_text.as_deref().and_then(|f| crate::units::unit_mismatch(f, &s.unit)) {
+        return Err(format!("moved_floor {why}"));
+    }
+    if worse.is_none() && (s.moved_floor.is_some() || s.symptom || s.spare) {
+        return Err("moved_floor, symptom and spare only apply to a signal with `worse`".to_string());
+    }
+    Ok((worse, moved_floor))
+}
+
 /// Parse one file's text into the set (adding or overriding by id; twice in one file is an error).
 pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleError> {
     let lines = crate::text::LineIndex::new(src);
@@ -450,6 +487,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
         if !UNITS.contains(&s.unit.as_str()) {
             return Err(err_at(at, format!("signal {}: unknown unit {:?} (one of {})", s.id, s.unit, UNITS.join(", "))));
         }
+        let (worse, moved_floor) = watch_fields(&s).map_err(|m| err_at(at, format!("signal {}: {m}", s.id)))?;
         let kind: SignalKind = toml::Value::Table(s.kind)
             .try_into()
             .map_err(|e: toml::de::Error| err_at(at, format!("signal {}: {}", s.id, e.message().trim())))?;
@@ -479,6 +517,10 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
                 optional: s.optional,
                 within_window: s.within_window,
                 recent: s.recent,
+                worse,
+                moved_floor,
+                symptom: s.symptom,
+                spare: s.spare,
                 origin: format!("{file}:{line}"),
             },
         );
@@ -663,8 +705,12 @@ pub struct ThresholdUse {
 }
 
 /// Thresholds read by a stage of the diagnosis rather than by a condition: (name, who uses it, unit).
-pub const STAGE_THRESHOLDS: &[(&str, &str, &str)] =
-    &[(super::COLD_START_WARM_UP, "the cold-start stage takes it as the longest slowdown after a replica (re)starts that is still warm-up", "seconds")];
+pub const STAGE_THRESHOLDS: &[(&str, &str, &str)] = &[
+    (super::COLD_START_WARM_UP, "the cold-start stage takes it as the longest slowdown after a replica (re)starts that is still warm-up", "seconds"),
+    (super::MOVED_RATIO, "what else moved takes it as the smallest factor past a signal's baseline median that is a change", "factor"),
+    (super::MOVED_Z, "what else moved takes it as the fewest robust standard deviations past a signal's baseline median that are a change", "factor"),
+    (super::MOVED_DURATION, "what else moved takes it as the shortest stretch a signal must stay moved", "seconds"),
+];
 
 /// Where each threshold is used: the conditions that compare a signal with `$name`, and the SLO
 /// burn-rate signals that take it as their latency target or objective.
@@ -1033,6 +1079,28 @@ mod tests {
     fn an_error_about_a_whole_file_or_directory_shows_no_position() {
         let e = |line, column| RuleError { file: "rd".into(), line, column, message: "m".into() }.to_string();
         assert_eq!((e(0, 0), e(3, 0), e(3, 7)), ("rd: m".into(), "rd:3: m".into(), "rd:3:7: m".into()));
+    }
+
+    #[test]
+    fn a_watched_signal_says_which_way_hurts_and_its_floor_fits_its_unit() {
+        let sig = |extra: &str| format!("[[signal]]\nid = \"w\"\ntitle = \"T\"\nunit = \"seconds\"\nkind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]\n{extra}\n");
+        let load = |extra: &str| load_str(&mut load_builtin().unwrap(), "mine.toml", &sig(extra)).map(|()| ());
+        let mut set = load_builtin().unwrap();
+        load_str(&mut set, "mine.toml", &sig("worse = \"up\"\nsymptom = true\nmoved_floor = \"250ms\"")).unwrap();
+        let d = &set.signals["w"];
+        assert_eq!((d.worse, d.moved_floor, d.symptom, d.spare), (Some(crate::signals::Worse::Up), 0.25, true, false));
+        load("worse = \"down\"\nmoved_floor = 2").unwrap();
+        let e = load("worse = \"sideways\"").unwrap_err();
+        assert!(e.message.contains("must be \"up\" or \"down\""), "{e}");
+        let e = load("worse = \"up\"\nmoved_floor = \"10%\"").unwrap_err();
+        assert!(e.message.contains("moved_floor \"10%\" is a percentage, but it is compared with values in seconds"), "{e}");
+        let e = load("moved_floor = \"1s\"").unwrap_err();
+        assert!(e.message.contains("only apply to a signal with `worse`"), "{e}");
+        // The built-in pack watches latency up and the prefix-cache hit ratio down.
+        let set = load_builtin().unwrap();
+        assert_eq!(set.signals["ttft_p95"].worse, Some(crate::signals::Worse::Up));
+        assert_eq!(set.signals["prefix_hit_ratio"].worse, Some(crate::signals::Worse::Down));
+        assert!(set.signals["external_prefix_hit_ratio"].spare);
     }
 
     #[test]

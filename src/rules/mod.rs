@@ -8,4 +8,9 @@ pub mod load;
 
 /// The threshold naming the longest warm-up after a replica (re)starts (`explain::cold_start`).
 pub const COLD_START_WARM_UP: &str = "cold_start_warm_up";
+/// The thresholds of what else moved (`explain::moved`): the smallest factor past the baseline's
+/// median, the fewest robust standard deviations, the shortest stretch.
+pub const MOVED_RATIO: &str = "moved_ratio";
+pub const MOVED_Z: &str = "moved_z";
+pub const MOVED_DURATION: &str = "moved_duration";
 pub use load::{load_builtin, load_with_overrides, preload, threshold_uses, unit_misfit, RuleDef, RuleError, RuleSet};

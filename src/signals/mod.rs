@@ -315,8 +315,28 @@ pub struct SignalDef {
     /// a fixed `range` inside the window. A rule with `recent = true` is also decided with this
     /// reading in place of the whole window's, against the same baseline.
     pub recent: Option<String>,
+    /// The direction in which a change of this signal hurts (latency up, a hit ratio down). Set,
+    /// the signal is watched for changes no rule explains (`src/explain/moved.rs`).
+    pub worse: Option<Worse>,
+    /// The smallest change, in the signal's unit, that counts as one (a queue of less than one
+    /// request, a tenth of a second more TTFT, is not a change worth listing). 0 when not set.
+    pub moved_floor: f64,
+    /// A symptom users feel (latency, queueing): any warning or critical finding on its scope
+    /// explains its change. Other signals are explained only by a finding whose evidence reads the
+    /// same metric family.
+    pub symptom: bool,
+    /// Read only for the changes no rule explains (no rule reads it): its family is asked only
+    /// where discovery found it.
+    pub spare: bool,
     /// Where it was declared (`rules/signals.toml:12`), for errors.
     pub origin: String,
+}
+
+/// The direction in which a signal's change hurts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Worse {
+    Up,
+    Down,
 }
 
 impl SignalDef {

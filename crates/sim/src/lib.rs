@@ -39,7 +39,7 @@
 //! max_num_seqs = 64                 # optional (64): running requests never exceed it
 //! weights = [3, 1, 1]               # optional (even): share of the model's arrivals per replica
 //! spec_decode = true                # optional (false): V1 speculative-decoding counters
-//! kv_connector = "nixl"             # optional (none): NIXL transfer metrics (V1)
+//! kv_connector = "nixl"             # optional (none): NIXL transfer metrics (V1), or "lmcache": external prefix-cache lookups and hits (V1)
 //! dcgm = true                       # optional (false): an NVIDIA DCGM exporter per replica's GPU
 //! preemption_detail = true          # optional (false): vllm:num_preemptions_by_reason{reason} and
 //!                                   #   the per-request histogram vllm:request_num_preemptions (V1)
@@ -137,6 +137,9 @@ impl MetricsGeneration {
 #[serde(rename_all = "lowercase")]
 pub enum KvConnector {
     Nixl,
+    /// An external prefix cache behind a KV connector (LMCache, Mooncake): vLLM counts its lookups
+    /// and hits as `vllm:external_prefix_cache_queries` / `_hits`.
+    Lmcache,
 }
 
 /// One served model: `replicas` servers, each receiving `rate` requests per second when healthy.
@@ -232,6 +235,9 @@ pub struct Expectation {
     pub binding: Option<String>,
     /// The first finding is a replica's cold start: info, with its `cold_start` note.
     pub cold_start: bool,
+    /// Signals the report must list as changed and unexplained for `model` (what else moved),
+    /// beginning where the incident does (within two trend steps).
+    pub unexplained: Vec<String>,
 }
 
 /// The limits a report's `binding` names (vllm-diag's `LimitKind`).
@@ -396,6 +402,8 @@ struct RawExpect {
     binding: Option<String>,
     #[serde(default)]
     cold_start: bool,
+    #[serde(default)]
+    unexplained: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -583,6 +591,9 @@ impl ScenarioSpec {
                 if needs.nixl && model.kv_connector != Some(KvConnector::Nixl) {
                     return Err(lacks("kv_connector = \"nixl\""));
                 }
+                if needs.external_cache && model.kv_connector != Some(KvConnector::Lmcache) {
+                    return Err(lacks("kv_connector = \"lmcache\""));
+                }
                 if needs.dcgm && !model.dcgm {
                     return Err(lacks("dcgm = true"));
                 }
@@ -687,9 +698,10 @@ impl ScenarioSpec {
         if let Some(e) = raw.expect {
             // A model without a first finding only names whose binding is checked (a near miss
             // whose limit must read `none`, say).
-            let model_for_binding = e.first.is_none() && e.binding.is_some();
+            // So does a model with unexplained changes: the model they must be listed for.
+            let model_for_binding = e.first.is_none() && (e.binding.is_some() || !e.unexplained.is_empty());
             if e.healthy && (e.first.is_some() || (e.model.is_some() && !model_for_binding) || e.replica.is_some()) {
-                return Err(invalid("expect", "healthy = true cannot be combined with first, model or replica (model only with binding)".into()));
+                return Err(invalid("expect", "healthy = true cannot be combined with first, model or replica (model only with binding or unexplained)".into()));
             }
             if e.first.is_some() != e.model.is_some() && !(model_for_binding && e.model.is_some()) {
                 return Err(invalid("expect", "first and model go together".into()));
@@ -766,6 +778,8 @@ impl ScenarioSpec {
                 no_cause: e.no_cause,
                 binding: e.binding,
                 cold_start: e.cold_start,
+                unexplained: e.unexplained,
+
             };
         }
         Ok(spec)

@@ -130,6 +130,8 @@ enum Fam {
     RequestSuccess,
     PrefixQueries,
     PrefixHits,
+    ExternalPrefixQueries,
+    ExternalPrefixHits,
     Recomputed,
     AdmissionRejections,
     SpecDrafts,
@@ -185,6 +187,8 @@ impl Fam {
             Fam::RequestSuccess => "vllm:request_success",
             Fam::PrefixQueries => "vllm:prefix_cache_queries",
             Fam::PrefixHits => "vllm:prefix_cache_hits",
+            Fam::ExternalPrefixQueries => "vllm:external_prefix_cache_queries",
+            Fam::ExternalPrefixHits => "vllm:external_prefix_cache_hits",
             Fam::Recomputed => "vllm:prompt_tokens_recomputed",
             Fam::AdmissionRejections => "vllm:admission_rejections",
             Fam::SpecDrafts => "vllm:spec_decode_num_drafts",
@@ -239,6 +243,8 @@ impl Fam {
             | Fam::RequestSuccess
             | Fam::PrefixQueries
             | Fam::PrefixHits
+            | Fam::ExternalPrefixQueries
+            | Fam::ExternalPrefixHits
             | Fam::Recomputed
             | Fam::AdmissionRejections
             | Fam::SpecDrafts
@@ -280,6 +286,8 @@ impl Fam {
             Fam::RequestSuccess => "Finished requests by reason.",
             Fam::PrefixQueries => "Prompt tokens looked up in the prefix cache.",
             Fam::PrefixHits => "Prompt tokens found in the prefix cache.",
+            Fam::ExternalPrefixQueries => "Prompt tokens looked up in the external (KV connector) prefix cache.",
+            Fam::ExternalPrefixHits => "Prompt tokens found in the external (KV connector) prefix cache.",
             Fam::Recomputed => "Cached prompt tokens computed again in a forward pass.",
             Fam::AdmissionRejections => "Requests rejected by admission control, by reason.",
             Fam::SpecDrafts => "Speculative-decoding drafts.",
@@ -736,6 +744,9 @@ struct Replica<'a> {
     success: [f64; 4],
     prefix_queries: f64,
     prefix_hits: f64,
+    /// The external prefix cache's lookups and hits (a model with `kv_connector = "lmcache"`).
+    external_queries: f64,
+    external_hits: f64,
     recomputed: f64,
     rejections: f64,
     spec: [f64; 3],
@@ -858,6 +869,8 @@ impl<'a> Replica<'a> {
             success: [0.0; 4],
             prefix_queries: 0.0,
             prefix_hits: 0.0,
+            external_queries: 0.0,
+            external_hits: 0.0,
             recomputed: 0.0,
             rejections: 0.0,
             spec: [0.0; 3],
@@ -896,6 +909,8 @@ impl<'a> Replica<'a> {
             &mut self.generation_tokens,
             &mut self.prefix_queries,
             &mut self.prefix_hits,
+            &mut self.external_queries,
+            &mut self.external_hits,
             &mut self.recomputed,
         ] {
             *c *= kf;
@@ -924,6 +939,8 @@ impl<'a> Replica<'a> {
             &mut self.preemptions,
             &mut self.prefix_queries,
             &mut self.prefix_hits,
+            &mut self.external_queries,
+            &mut self.external_hits,
             &mut self.recomputed,
             &mut self.rejections,
             &mut self.nixl_failed,
@@ -1148,6 +1165,13 @@ impl<'a> Replica<'a> {
             self.success[reason] += 1.0;
             self.prefix_queries += prompt;
             self.prefix_hits += (prompt * hit_share).round();
+            if self.model.kv_connector == Some(KvConnector::Lmcache) {
+                // What the local cache missed, looked up outside; no random draw, so no other
+                // scenario's data changes.
+                let missed = (prompt - (prompt * hit_share).round()).max(0.0);
+                self.external_queries += missed;
+                self.external_hits += (missed * st.external_hit_ratio).round();
+            }
             busy += prefill + decode;
             self.prompts.push(prompt);
         }
@@ -1282,6 +1306,10 @@ impl<'a> Replica<'a> {
             }
             if self.model.kv_connector == Some(KvConnector::Nixl) {
                 t.scalar(Fam::NixlFailed, l, &[], self.nixl_failed);
+            }
+            if self.model.kv_connector == Some(KvConnector::Lmcache) {
+                t.scalar(Fam::ExternalPrefixQueries, l, &[], self.external_queries);
+                t.scalar(Fam::ExternalPrefixHits, l, &[], self.external_hits);
             }
             for (i, s) in HTTP_STATUSES.iter().enumerate() {
                 t.scalar(

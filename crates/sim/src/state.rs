@@ -30,9 +30,14 @@ pub enum IncidentKind {
     SlowInputProcessing,
     /// 0.1 s longer before the engine: TTFT barely moves.
     SlowInputProcessingNear,
-    /// A queue blip: about 30 requests wait per replica for two minutes in the middle of the
-    /// window, then drain; arrivals unchanged.
+    /// A queue blip: about 30 requests wait per replica for a minute in the middle of the window,
+    /// then drain; arrivals unchanged.
     LoadExceedsCapacityNear,
+    /// The external prefix cache behind the KV connector stops hitting (0.6 -> 0.03 of what the
+    /// local cache missed); nothing else moves: no rule reads it (what else moved lists it).
+    ExternalPrefixCacheMiss,
+    /// Its hit ratio dips to 0.5.
+    ExternalPrefixCacheMissNear,
     /// Overload plus degraded steps: queue, TTFT and ITL all up, no preemption, and the engine
     /// completes barely more than before (a larger batch alone would turn out more tokens).
     SevereSaturation,
@@ -137,6 +142,8 @@ pub struct Needs {
     pub v1: bool,
     pub spec_decode: bool,
     pub nixl: bool,
+    /// A model with `kv_connector = "lmcache"` (its external prefix-cache counters).
+    pub external_cache: bool,
     pub dcgm: bool,
     /// Fewest replicas for the story to make sense (peers to compare with).
     pub min_replicas: u32,
@@ -145,7 +152,7 @@ pub struct Needs {
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 53] = [
+    pub const ALL: [IncidentKind; 55] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -199,6 +206,8 @@ impl IncidentKind {
         IncidentKind::SloBurnNear,
         IncidentKind::SlowInputProcessing,
         IncidentKind::SlowInputProcessingNear,
+        IncidentKind::ExternalPrefixCacheMiss,
+        IncidentKind::ExternalPrefixCacheMissNear,
     ];
 
     /// The name used in scenario files, e.g. `kv-cache-pressure`.
@@ -257,6 +266,8 @@ impl IncidentKind {
             IncidentKind::SloBurnNear => "slo-burn-near",
             IncidentKind::SlowInputProcessing => "slow-input-processing",
             IncidentKind::SlowInputProcessingNear => "slow-input-processing-near",
+            IncidentKind::ExternalPrefixCacheMiss => "external-prefix-cache-miss",
+            IncidentKind::ExternalPrefixCacheMissNear => "external-prefix-cache-miss-near",
         }
     }
 
@@ -275,6 +286,12 @@ impl IncidentKind {
     pub fn near_miss_of(self) -> Option<IncidentKind> {
         let name = self.as_str().strip_suffix("-near")?;
         IncidentKind::ALL.iter().copied().find(|k| k.as_str() == name)
+    }
+
+    /// Whether a rule of the built-in pack names this incident (its id is the kind's name). Those
+    /// no rule names are for what else moved to list (`expect.unexplained`).
+    pub fn named_by_a_rule(self) -> bool {
+        !matches!(self.near_miss_of().unwrap_or(self), IncidentKind::ExternalPrefixCacheMiss)
     }
 
     /// What the fleet must offer for this kind.
@@ -300,6 +317,10 @@ impl IncidentKind {
             K::KvTransferFailures => {
                 n.v1 = true;
                 n.nixl = true;
+            }
+            K::ExternalPrefixCacheMiss => {
+                n.v1 = true;
+                n.external_cache = true;
             }
             K::GpuThrottling | K::GpuErrors => n.dcgm = true,
             _ => {}
@@ -342,7 +363,7 @@ impl IncidentKind {
             K::SlowInputProcessing => StateParams { input_s: 1.5, ..h },
             K::LoadExceedsCapacityNear => StateParams {
                 waiting: Level::Wander(25.0, 35.0),
-                waiting_bursts: &[(0.45, 0.52)],
+                waiting_bursts: &[(0.45, 0.483)],
                 ..h
             },
             K::SlowInputProcessingNear => StateParams { input_s: 0.1, ..h },
@@ -553,6 +574,8 @@ impl IncidentKind {
             },
             K::SpecDecodeInefficient => StateParams { spec_acceptance: 0.15, ..h },
             K::SpecDecodeInefficientNear => StateParams { spec_acceptance: 0.45, ..h },
+            K::ExternalPrefixCacheMiss => StateParams { external_hit_ratio: 0.03, ..h },
+            K::ExternalPrefixCacheMissNear => StateParams { external_hit_ratio: 0.5, ..h },
             K::KvTransferFailures => StateParams { nixl_failures_per_s: 0.5, nixl_xfer: 5.0, ..h },
             // x1.3 underneath reads as x1.2 through the histogram's buckets
             K::KvTransferFailuresNear => StateParams { nixl_xfer: 1.3, ..h },
@@ -786,6 +809,9 @@ pub struct StateParams {
     pub error_share: f64,
     /// Share of prompt tokens served from the prefix cache.
     pub prefix_hit_ratio: f64,
+    /// Share of the prompt tokens the local prefix cache missed that the external one (behind a
+    /// `kv_connector = "lmcache"`) served.
+    pub external_hit_ratio: f64,
     /// Share of arrivals the engine's admission control rejects (`admission_rejections_total`,
     /// answered 429 at the HTTP layer).
     pub reject_share: f64,
@@ -835,6 +861,7 @@ impl StateParams {
         abort_share: 0.01,
         error_share: 0.0,
         prefix_hit_ratio: 0.5,
+        external_hit_ratio: 0.6,
         reject_share: 0.0,
         reject_burst: 0,
         sleep: SleepState::Awake,
@@ -969,7 +996,7 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 23);
+        assert_eq!(nears.len(), 24);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());
@@ -1009,6 +1036,7 @@ mod tests {
                 p.abort_share,
                 p.error_share,
                 p.prefix_hit_ratio,
+                p.external_hit_ratio,
                 p.recomputed_share,
                 p.reject_share,
                 p.spec_acceptance,

@@ -1,0 +1,756 @@
+//! Stage: what else moved. After judging, every watched signal (a signal with `worse`, the
+//! direction in which its change hurts, in `rules/signals.toml`) is compared with its own baseline
+//! per scope, robustly, and the changes no warning or critical finding explains are listed
+//! ("Also changed, not explained by any rule"; JSON `unexplained`).
+//!
+//! Reads: every watched signal's trend over the baseline and the window at the trends' step, a
+//! handful of signals to one range query (each tagged with a [`LABEL`] by `label_replace` and
+//! joined with `or`). The number of queries depends on the rule pack, never on the fleet: a fixed
+//! [`MAX_QUERIES`] at most, sent in the follow-ups' round trip. Signals no rule reads (`spare`:
+//! external prefix-cache hits) are read only where discovery found their family.
+//!
+//! A change, for one signal on one scope:
+//! - the baseline level is the median of the baseline's trend points and its spread their median
+//!   absolute deviation (scaled by 1.4826 to read as a standard deviation): one spike in the
+//!   baseline moves neither, where a mean and a standard deviation would both follow it;
+//! - a window point has moved when it is past the baseline level, in the direction that hurts, by
+//!   at least `moved_z` spreads, by at least the signal's own `moved_floor` (a queue of less than
+//!   one request is no queue), and by a factor of at least `moved_ratio` (a tiny but steady
+//!   signal is not "20 sigma");
+//! - it counts when consecutive moved points span at least `moved_duration`: one bucket jump of a
+//!   quantile, one scrape's spike, is not a change. Its onset is the last point before that run.
+//!
+//! Explained: a warning or critical finding on the same scope (its grouping labels) whose evidence
+//! reads the same metric family explains a change; a `symptom` (latency, queueing) is explained by
+//! any warning or critical finding on its scope, since the finding is what users feel.
+//!
+//! Beside it, [`correlations`]: where two signals' trends move together over the window (KV usage
+//! and TTFT, waiting requests and TTFT, prompt throughput and ITL), the finding whose evidence
+//! holds either says so with the coefficient.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+
+use super::fetch::Answers;
+use super::plan::SignalPlan;
+use crate::prom::{escape_label_value, Selector};
+use crate::report::{Correlation, Finding, RunParams, Scope, Severity, Trend, Unexplained};
+use crate::rules::RuleSet;
+use crate::signals::{self, QueryContext, Worse};
+use crate::source::{Data, Request, Response};
+
+/// The label each signal's series carries in the combined answers.
+pub const LABEL: &str = "vllm_diag_signal";
+/// Signals per query: a handful, so one failing query loses a few, and no query grows long.
+pub const PER_QUERY: usize = 6;
+/// Queries at most, whatever the rule pack declares (signals past them are not watched, said in a
+/// warning).
+pub const MAX_QUERIES: usize = 4;
+/// Baseline points at most: a baseline much longer than the window is read at a coarser step.
+const MAX_BASELINE_POINTS: u64 = 120;
+/// Fewest baseline points to take a median and a spread from.
+const MIN_BASELINE_POINTS: usize = 6;
+
+/// The named thresholds (rules/thresholds.toml) and their defaults.
+pub const RATIO: &str = crate::rules::MOVED_RATIO;
+pub const Z: &str = crate::rules::MOVED_Z;
+pub const DURATION: &str = crate::rules::MOVED_DURATION;
+pub const DEFAULT_RATIO: f64 = 1.5;
+pub const DEFAULT_Z: f64 = 6.0;
+pub const DEFAULT_DURATION_SECONDS: f64 = 300.0;
+
+/// Signal pairs whose trends moving together is seed 001's correlation: (cause, effect, what it
+/// says when they do).
+pub const PAIRS: &[(&str, &str, &str)] = &[
+    ("kv_usage_avg", "ttft_p95", "KV-cache usage and P95 TTFT moved together: KV pressure is raising TTFT"),
+    ("waiting_avg", "ttft_p95", "waiting requests and P95 TTFT moved together: queueing is raising TTFT"),
+    ("prompt_tokens_rate", "itl_p95", "prompt throughput and P95 ITL moved together: prefills interleaved with decode are slowing it"),
+];
+/// The coefficient from which two trends count as moving together.
+pub const CORRELATED: f64 = 0.7;
+
+/// One watched signal.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    pub id: String,
+    /// None: read only for a correlation.
+    pub worse: Option<Worse>,
+    /// Its PromQL at every step, as the report shows it.
+    pub query: String,
+    pub metric: String,
+    pub spare: bool,
+}
+
+/// The stage's reads.
+#[derive(Debug, Clone, Default)]
+pub struct MovedPlan {
+    pub watched: BTreeMap<String, Watched>,
+    /// Each query's requests: one range over the baseline and the window when they touch on the
+    /// step's grid, else the baseline's and the window's.
+    pub requests: Vec<Request>,
+    pub step: u64,
+    pub baseline_step: u64,
+    pub trend_range: Duration,
+}
+
+impl MovedPlan {
+    pub fn requests(&self) -> Vec<Request> {
+        self.requests.clone()
+    }
+}
+
+/// The bars a change must pass.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bars {
+    pub ratio: f64,
+    pub z: f64,
+    pub seconds: f64,
+}
+
+impl Bars {
+    /// The shortest stretch fits the window: at most a third of it (a three-minute window of a
+    /// lab run asks a minute).
+    pub fn within(self, window: Duration) -> Bars {
+        Bars { seconds: self.seconds.min(window.as_secs_f64() / 3.0), ..self }
+    }
+
+    pub fn from(thresholds: &BTreeMap<String, f64>) -> Bars {
+        let get = |name: &str, default: f64| thresholds.get(name).copied().filter(|v| v.is_finite() && *v > 0.0).unwrap_or(default);
+        Bars { ratio: get(RATIO, DEFAULT_RATIO).max(1.0), z: get(Z, DEFAULT_Z), seconds: get(DURATION, DEFAULT_DURATION_SECONDS) }
+    }
+}
+
+/// Plan the reads: the watched signals the plan resolved (and the spare ones discovery found),
+/// per scope, over the baseline and the window.
+pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, selector: &Selector, p: &RunParams, warnings: &mut Vec<String>) -> MovedPlan {
+    let window = p.window.duration().as_secs();
+    let step = (window / 30).max(15);
+    let trend_range = Duration::from_secs((window / 10).clamp(120, 600));
+    let baseline_secs = p.baseline.duration().as_secs();
+    let baseline_step = if baseline_secs / step > MAX_BASELINE_POINTS { baseline_secs.div_ceil(MAX_BASELINE_POINTS).div_ceil(step) * step } else { step };
+    let ctx = QueryContext { selector: selector.clone(), range: trend_range, ..signal_plan.ctx.clone() };
+    let correlated: BTreeSet<&str> = PAIRS.iter().flat_map(|(a, b, _)| [*a, *b]).collect();
+    let mut watched = BTreeMap::new();
+    for (id, def) in &rules.signals {
+        if def.worse.is_none() && !correlated.contains(id.as_str()) {
+            continue;
+        }
+        if def.range.is_some() {
+            continue;
+        }
+        let planned = if def.spare { spare_plan.signals.get(id) } else { signal_plan.signals.get(id) };
+        let Some((w, b)) = planned else { continue };
+        // Read where the family is in both windows, as one signal across both.
+        let (Some(resolved), Some(_)) = (&w.resolved, &b.resolved) else { continue };
+        if w.per_replica.is_some() {
+            continue;
+        }
+        let Ok(q) = signals::build(&def.kind, resolved, &ctx) else { continue };
+        watched.insert(id.clone(), Watched { id: id.clone(), worse: def.worse, query: q.value, metric: w.metric.clone(), spare: def.spare });
+    }
+    let ids: Vec<&String> = watched.keys().collect();
+    let chunks: Vec<&[&String]> = ids.chunks(PER_QUERY).collect();
+    if chunks.len() > MAX_QUERIES {
+        let left: Vec<String> = chunks[MAX_QUERIES..].iter().flat_map(|c| c.iter().map(|s| s.to_string())).collect();
+        warnings.push(format!("what else moved: {} not watched (at most {} signals are read for it): {}", left.len(), MAX_QUERIES * PER_QUERY, left.join(", ")));
+    }
+    let mut requests = Vec::new();
+    for chunk in chunks.iter().take(MAX_QUERIES) {
+        let query = chunk
+            .iter()
+            .map(|id| format!("label_replace({}, \"{LABEL}\", \"{}\", \"\", \"\")", watched[*id].query, escape_label_value(id)))
+            .collect::<Vec<_>>()
+            .join(" or ");
+        let aligned = (p.window.start - p.baseline.start).num_seconds() % step as i64 == 0;
+        if p.baseline.end == p.window.start && baseline_step == step && aligned {
+            requests.push(Request::Range { query, start: p.baseline.start, end: p.window.end, step_seconds: step });
+        } else {
+            requests.push(Request::Range { query: query.clone(), start: p.baseline.start, end: p.baseline.end, step_seconds: baseline_step });
+            requests.push(Request::Range { query, start: p.window.start, end: p.window.end, step_seconds: step });
+        }
+    }
+    let kept: BTreeSet<String> = chunks.iter().take(MAX_QUERIES).flat_map(|c| c.iter().map(|s| s.to_string())).collect();
+    watched.retain(|id, _| kept.contains(id));
+    MovedPlan { watched, requests, step, baseline_step, trend_range }
+}
+
+/// One signal's points on one scope, baseline and window.
+type Points = (Vec<(f64, f64)>, Vec<(f64, f64)>);
+
+/// Where the baseline's and the window's points start (unix seconds). A trend point aggregates the
+/// trend range before it, so a point within that range of a window's start still measures what came
+/// before it (the tail of an incident before a healthy stretch, the baseline's own predecessor):
+/// each window's points start once the range lies inside it. A window too short for that keeps a
+/// third of its own length from the start instead (the baseline, enough points for a median; the
+/// window, the shortest stretch a change must last).
+pub fn starts(trend_range: f64, step: f64, baseline: (f64, f64), window: (f64, f64), seconds: f64) -> (f64, f64) {
+    let b_len = baseline.1 - baseline.0;
+    let w_len = window.1 - window.0;
+    let b_lead = if b_len - trend_range >= step * MIN_BASELINE_POINTS as f64 { trend_range } else { trend_range.min(b_len / 3.0) };
+    let w_lead = if w_len - trend_range >= seconds { trend_range } else { trend_range.min(w_len / 3.0) };
+    (baseline.0 + b_lead, window.0 + w_lead)
+}
+
+/// The answers cut into per-signal, per-scope baseline and window points (see [`starts`]).
+fn read_points(plan: &MovedPlan, answers: &Answers, p: &RunParams, seconds: f64, warnings: &mut Vec<String>) -> BTreeMap<(String, Scope), Points> {
+    let mut out: BTreeMap<(String, Scope), Points> = BTreeMap::new();
+    let ts = |t: &DateTime<Utc>| t.timestamp() as f64;
+    let (b_from, w_from) = starts(plan.trend_range.as_secs_f64(), plan.step as f64, (ts(&p.baseline.start), ts(&p.baseline.end)), (ts(&p.window.start), ts(&p.window.end)), seconds);
+    let b_end = ts(&p.baseline.end);
+    let w_start = ts(&p.window.start);
+    let mut failed = 0;
+    for req in &plan.requests {
+        match answers.get(req) {
+            Some(Ok(Response { data: Data::Matrix(series), .. })) => {
+                for s in series {
+                    let Some(id) = s.labels.get(LABEL) else { continue };
+                    if !plan.watched.contains_key(id) {
+                        continue;
+                    }
+                    let scope: Scope = p.group_by.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect();
+                    let entry = out.entry((id.clone(), scope)).or_default();
+                    for &(t, v) in &s.points {
+                        if !v.is_finite() {
+                            continue;
+                        }
+                        if t > w_start {
+                            if t >= w_from {
+                                entry.1.push((t, v));
+                            }
+                        } else if t >= b_from && t <= b_end {
+                            entry.0.push((t, v));
+                        }
+                    }
+                }
+            }
+            Some(Ok(_)) => failed += 1,
+            Some(Err(_)) => failed += 1,
+            None => {}
+        }
+    }
+    if failed > 0 {
+        warnings.push(format!("what else moved: {failed} of its {} queries failed, so changes outside the rules may be missing", plan.requests.len()));
+    }
+    for (b, w) in out.values_mut() {
+        b.sort_by(|x, y| x.0.total_cmp(&y.0));
+        w.sort_by(|x, y| x.0.total_cmp(&y.0));
+    }
+    out
+}
+
+pub fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+/// A signal's baseline level and spread: the median of its points and their median absolute
+/// deviation scaled to read as a standard deviation (x 1.4826).
+pub fn level(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let med = median(points.iter().map(|p| p.1))?;
+    let mad = median(points.iter().map(|p| (p.1 - med).abs()))? * 1.4826;
+    Some((med, mad))
+}
+
+/// A change found in one trend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub baseline: f64,
+    pub spread: f64,
+    /// The median of the moved run's points.
+    pub value: f64,
+    pub ratio: Option<f64>,
+    pub z: Option<f64>,
+    /// Unix seconds: the last point before the run (the window's start when the run begins there).
+    pub onset: f64,
+    pub from_start: bool,
+    pub seconds: f64,
+    pub ongoing: bool,
+}
+
+/// How far `x` is past `base` in the direction that hurts, as a factor (`None`: the baseline is 0
+/// and `x` past it, any factor).
+fn factor(x: f64, base: f64, worse: Worse) -> Option<f64> {
+    match worse {
+        Worse::Up if base > 0.0 => Some(x / base),
+        Worse::Down if x > 0.0 => Some(base / x),
+        _ => None,
+    }
+}
+
+/// Whether one window point moved past the bars.
+fn moved(x: f64, base: f64, spread: f64, worse: Worse, floor: f64, bars: &Bars) -> bool {
+    let harm = match worse {
+        Worse::Up => x - base,
+        Worse::Down => base - x,
+    };
+    if harm <= 0.0 || harm < floor || harm < bars.z * spread {
+        return false;
+    }
+    match worse {
+        Worse::Up => base <= 0.0 || x >= bars.ratio * base,
+        // A signal at 0 cannot fall.
+        Worse::Down => base > 0.0 && x * bars.ratio <= base,
+    }
+}
+
+/// The first stretch of the window in which the trend stayed past the bars for at least
+/// `bars.seconds`, measured against the baseline's median and spread.
+pub fn detect(baseline: &[(f64, f64)], window: &[(f64, f64)], worse: Worse, floor: f64, bars: &Bars, step: f64, window_start: f64) -> Option<Change> {
+    if baseline.len() < MIN_BASELINE_POINTS || window.is_empty() || step <= 0.0 {
+        return None;
+    }
+    let (base, spread) = level(baseline)?;
+    let flags: Vec<bool> = window.iter().map(|&(_, x)| moved(x, base, spread, worse, floor, bars)).collect();
+    let mut i = 0;
+    while i < flags.len() {
+        if !flags[i] {
+            i += 1;
+            continue;
+        }
+        // A run of consecutive points (no step missing between them).
+        let mut j = i;
+        while j + 1 < flags.len() && flags[j + 1] && window[j + 1].0 - window[j].0 <= step * 1.5 {
+            j += 1;
+        }
+        // Each point stands for the step up to it: n points span n steps.
+        let seconds = (j - i + 1) as f64 * step;
+        if seconds >= bars.seconds {
+            let value = median(window[i..=j].iter().map(|p| p.1))?;
+            // Moved from the first point read (the window's first whose range lies inside it).
+            let from_start = i == 0;
+            let onset = if i == 0 { window_start } else { window[i - 1].0 };
+            let harm = match worse {
+                Worse::Up => value - base,
+                Worse::Down => base - value,
+            };
+            return Some(Change {
+                baseline: base,
+                spread,
+                value,
+                ratio: factor(value, base, worse).map(|f| if worse == Worse::Up { f } else { 1.0 / f }),
+                z: (spread > 0.0).then(|| harm / spread),
+                onset,
+                from_start,
+                seconds,
+                ongoing: j + 1 == flags.len(),
+            });
+        }
+        i = j + 1;
+    }
+    None
+}
+
+/// How close a trend came to a change: over every stretch of consecutive window points spanning
+/// `seconds`, the factor and the robust z it held throughout (its least point), the largest of
+/// each over the window. What the thresholds were picked from (docs/how-it-decides.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Margin {
+    /// The largest factor past the baseline median held for `seconds` (1 when never past it).
+    pub ratio: f64,
+    /// The largest robust z held for `seconds` (infinite when the baseline did not vary and the
+    /// trend moved; 0 when it never did).
+    pub z: f64,
+    /// The largest change in the signal's unit held for `seconds`.
+    pub change: f64,
+    /// How near the stretch that came nearest got to every bar at once: over the stretch, the least
+    /// of its factor's excess over the bar's (`(factor - 1) / (moved_ratio - 1)`), its robust z over
+    /// `moved_z` and its change over the signal's floor. 1 or more: listed, unless a finding explains it.
+    pub nearness: f64,
+}
+
+pub fn margin(baseline: &[(f64, f64)], window: &[(f64, f64)], worse: Worse, floor: f64, bars: &Bars) -> Option<Margin> {
+    let (step, seconds) = (window.windows(2).map(|w| w[1].0 - w[0].0).fold(f64::INFINITY, f64::min), bars.seconds);
+    let step = if step.is_finite() { step } else { seconds };
+    if baseline.len() < MIN_BASELINE_POINTS || window.is_empty() || step <= 0.0 {
+        return None;
+    }
+    let (base, spread) = level(baseline)?;
+    let k = ((seconds / step).ceil() as usize).max(1);
+    if window.len() < k {
+        return None;
+    }
+    let per_point: Vec<(f64, f64, f64)> = window
+        .iter()
+        .map(|&(_, x)| {
+            let harm = match worse {
+                Worse::Up => x - base,
+                Worse::Down => base - x,
+            };
+            let ratio = if harm <= 0.0 { 1.0 } else { factor(x, base, worse).unwrap_or(f64::INFINITY) };
+            let z = if harm <= 0.0 { 0.0 } else if spread > 0.0 { harm / spread } else { f64::INFINITY };
+            (ratio, z, harm.max(0.0))
+        })
+        .collect();
+    let near = |&(ratio, z, change): &(f64, f64, f64)| {
+        let r = if bars.ratio > 1.0 { (ratio - 1.0) / (bars.ratio - 1.0) } else { f64::INFINITY };
+        let f = if floor > 0.0 { change / floor } else { f64::INFINITY };
+        r.min(z / bars.z).min(f)
+    };
+    let mut m = Margin { ratio: 1.0, z: 0.0, change: 0.0, nearness: 0.0 };
+    for run in per_point.windows(k) {
+        m.ratio = m.ratio.max(run.iter().map(|p| p.0).fold(f64::INFINITY, f64::min));
+        m.z = m.z.max(run.iter().map(|p| p.1).fold(f64::INFINITY, f64::min));
+        m.change = m.change.max(run.iter().map(|p| p.2).fold(f64::INFINITY, f64::min));
+        m.nearness = m.nearness.max(run.iter().map(near).fold(f64::INFINITY, f64::min));
+    }
+    Some(m)
+}
+
+/// The family a metric name belongs to: `x_bucket`, `x_sum`, `x_count`, `x_total` are `x`.
+fn family(metric: &str) -> &str {
+    ["_bucket", "_sum", "_count", "_total"].iter().find_map(|s| metric.strip_suffix(s)).unwrap_or(metric)
+}
+
+/// The scope a finding is about, cut to the grouping labels.
+fn base_scope(scope: &Scope, group_by: &[String]) -> Scope {
+    group_by.iter().map(|l| (l.clone(), scope.get(l).cloned().unwrap_or_default())).collect()
+}
+
+/// Whether a warning or critical finding explains `signal`'s change on `scope`. A replica's cold
+/// start (an info finding with its note) explains the symptoms on its model too: the latency of its
+/// first minutes is the start's.
+pub fn explained(signal: &str, metric: &str, symptom: bool, scope: &Scope, findings: &[Finding], group_by: &[String]) -> bool {
+    findings.iter().filter(|f| &base_scope(&f.scope, group_by) == scope).any(|f| {
+        let serious = f.severity >= Severity::Warning;
+        (symptom && (serious || f.cold_start.is_some()))
+            || (serious && f.evidence.iter().any(|e| e.signal == signal || (!e.metric.is_empty() && family(&e.metric) == family(metric))))
+    })
+}
+
+/// The unexplained changes, largest first.
+pub fn apply(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, p: &RunParams, warnings: &mut Vec<String>) -> Vec<Unexplained> {
+    if plan.requests.is_empty() {
+        return Vec::new();
+    }
+    let bars = Bars::from(&rules.thresholds).within(p.window.duration());
+    let points = read_points(plan, answers, p, bars.seconds, warnings);
+    correlations(&points, findings, &p.group_by);
+    let w_start = p.window.start.timestamp() as f64;
+    let mut out = Vec::new();
+    for ((id, scope), (b, w)) in &points {
+        let (Some(watched), Some(def)) = (plan.watched.get(id), rules.signals.get(id)) else { continue };
+        let Some(worse) = watched.worse else { continue };
+        let Some(change) = detect(b, w, worse, def.moved_floor, &bars, plan.step as f64, w_start) else { continue };
+        if explained(id, &watched.metric, def.symptom, scope, findings, &p.group_by) {
+            continue;
+        }
+        out.push(Unexplained {
+            signal: id.clone(),
+            title: def.title.clone(),
+            unit: def.unit.clone(),
+            scope: scope.clone(),
+            direction: if worse == Worse::Up { "up" } else { "down" }.to_string(),
+            value: Some(change.value),
+            baseline: Some(change.baseline),
+            ratio: change.ratio,
+            robust_z: change.z,
+            onset: Utc.timestamp_opt(change.onset as i64, 0).single().unwrap_or(p.window.start),
+            from_start: change.from_start,
+            duration_seconds: change.seconds as u64,
+            ongoing: change.ongoing,
+            query: watched.query.clone(),
+            metric: watched.metric.clone(),
+            spare: watched.spare,
+            series: Trend { step_seconds: plan.step, range_seconds: plan.trend_range.as_secs(), query: watched.query.clone(), baseline: b.clone(), window: w.clone() },
+        });
+    }
+    out.sort_by(|a, b| size(b).total_cmp(&size(a)).then_with(|| a.signal.cmp(&b.signal)).then_with(|| a.scope.cmp(&b.scope)));
+    out
+}
+
+/// How large a change is, for ordering: its robust z, else its factor.
+fn size(u: &Unexplained) -> f64 {
+    u.robust_z.or(u.ratio).unwrap_or(f64::INFINITY)
+}
+
+/// Pearson's coefficient over the points two trends share (by time), with at least 6 of them.
+pub fn pearson(a: &[(f64, f64)], b: &[(f64, f64)]) -> Option<(f64, usize)> {
+    let by_t: BTreeMap<i64, f64> = b.iter().map(|(t, v)| (t.round() as i64, *v)).collect();
+    let pairs: Vec<(f64, f64)> = a.iter().filter_map(|(t, x)| by_t.get(&(t.round() as i64)).map(|y| (*x, *y))).collect();
+    let n = pairs.len();
+    if n < 6 {
+        return None;
+    }
+    let mx = pairs.iter().map(|p| p.0).sum::<f64>() / n as f64;
+    let my = pairs.iter().map(|p| p.1).sum::<f64>() / n as f64;
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (x, y) in &pairs {
+        sxy += (x - mx) * (y - my);
+        sxx += (x - mx).powi(2);
+        syy += (y - my).powi(2);
+    }
+    if sxx <= 0.0 || syy <= 0.0 {
+        return None;
+    }
+    let r = sxy / (sxx * syy).sqrt();
+    r.is_finite().then_some((r, n))
+}
+
+/// Seed 001's correlations as evidence: for each warning or critical finding, each pair whose
+/// trends over the window (baseline and window together, so a step between them counts) move
+/// together on its scope, when the finding's evidence holds either signal of the pair. It supports
+/// the finding when the finding reads the pair's cause; when the finding reads only the effect, it
+/// points elsewhere and says so.
+pub fn correlations(points: &BTreeMap<(String, Scope), Points>, findings: &mut [Finding], group_by: &[String]) {
+    for f in findings.iter_mut().filter(|f| f.severity >= Severity::Warning) {
+        let scope = base_scope(&f.scope, group_by);
+        let read: BTreeSet<String> = f.evidence.iter().map(|e| e.signal.clone()).collect();
+        for (cause, effect, sentence) in PAIRS {
+            if !read.contains(*cause) && !read.contains(*effect) {
+                continue;
+            }
+            let (Some((cb, cw)), Some((eb, ew))) = (points.get(&(cause.to_string(), scope.clone())), points.get(&(effect.to_string(), scope.clone()))) else { continue };
+            let joined = |b: &[(f64, f64)], w: &[(f64, f64)]| b.iter().chain(w).copied().collect::<Vec<_>>();
+            let Some((r, n)) = pearson(&joined(cb, cw), &joined(eb, ew)) else { continue };
+            if r < CORRELATED {
+                continue;
+            }
+            let supports = read.contains(*cause);
+            let text = if supports { format!("{sentence} (r = {r:.2})") } else { format!("{sentence} (r = {r:.2}): a reason to doubt that {} is the cause", f.rule) };
+            f.correlations.push(Correlation { cause: cause.to_string(), effect: effect.to_string(), coefficient: r, points: n, supports, text });
+        }
+        f.correlations.sort_by(|a, b| b.coefficient.total_cmp(&a.coefficient));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STEP: f64 = 60.0;
+
+    fn bars() -> Bars {
+        Bars { ratio: DEFAULT_RATIO, z: DEFAULT_Z, seconds: DEFAULT_DURATION_SECONDS }
+    }
+
+    fn series(start: f64, values: &[f64]) -> Vec<(f64, f64)> {
+        values.iter().enumerate().map(|(i, v)| (start + STEP * (i as f64 + 1.0), *v)).collect()
+    }
+
+    /// 27 baseline points around `level` with a small deterministic wiggle.
+    fn steady(level: f64, wiggle: f64) -> Vec<f64> {
+        (0..27).map(|i| level + wiggle * (((i * 7) % 5) as f64 - 2.0) / 2.0).collect()
+    }
+
+    const W0: f64 = 1800.0;
+
+    #[test]
+    fn a_step_up_that_lasts_is_a_change_with_its_onset_at_the_last_point_before_it() {
+        let b = series(0.0, &steady(0.4, 0.02));
+        let mut w = vec![0.41; 12];
+        w.extend(vec![1.2; 18]);
+        let c = detect(&b, &series(W0, &w), Worse::Up, 0.25, &bars(), STEP, W0).expect("a 3x step for 18 minutes");
+        assert_eq!(c.onset, W0 + 12.0 * STEP);
+        assert!(!c.from_start && c.ongoing);
+        assert!((c.ratio.unwrap() - 3.0).abs() < 0.01, "{c:?}");
+        assert!(c.z.unwrap() > 20.0, "{c:?}");
+        assert_eq!(c.seconds, 18.0 * STEP);
+    }
+
+    #[test]
+    fn one_spike_in_the_baseline_does_not_hide_a_change_and_one_in_the_window_is_none() {
+        let mut base = steady(0.4, 0.02);
+        base[10] = 30.0;
+        let b = series(0.0, &base);
+        let w: Vec<f64> = vec![1.2; 30];
+        assert!(detect(&b, &series(W0, &w), Worse::Up, 0.25, &bars(), STEP, W0).is_some(), "a mean and standard deviation would follow the spike");
+        let mut spike = vec![0.41; 30];
+        spike[5] = 9.0;
+        spike[6] = 9.0;
+        assert_eq!(detect(&b, &series(W0, &spike), Worse::Up, 0.25, &bars(), STEP, W0), None);
+    }
+
+    #[test]
+    fn a_change_shorter_than_the_duration_is_none_and_one_just_long_enough_counts() {
+        let b = series(0.0, &steady(0.4, 0.02));
+        let mut w = vec![0.41; 30];
+        for x in &mut w[10..14] {
+            *x = 1.5;
+        }
+        assert_eq!(detect(&b, &series(W0, &w), Worse::Up, 0.25, &bars(), STEP, W0), None, "4 minutes");
+        w[14] = 1.5;
+        let c = detect(&b, &series(W0, &w), Worse::Up, 0.25, &bars(), STEP, W0).expect("5 minutes");
+        assert!(!c.ongoing);
+    }
+
+    #[test]
+    fn a_nearly_constant_signal_needs_the_relative_and_absolute_floors_not_just_sigmas() {
+        // A constant baseline: any wiggle is infinitely many deviations.
+        let b = series(0.0, &[0.05; 27]);
+        let w = vec![0.06; 30];
+        assert_eq!(detect(&b, &series(W0, &w), Worse::Up, 0.0, &bars(), STEP, W0), None, "1.2x is under the ratio");
+        let w = vec![0.09; 30];
+        assert!(detect(&b, &series(W0, &w), Worse::Up, 0.0, &bars(), STEP, W0).unwrap().z.is_none(), "no spread: no z");
+        assert_eq!(detect(&b, &series(W0, &w), Worse::Up, 0.25, &bars(), STEP, W0), None, "40 ms more is under the floor");
+    }
+
+    #[test]
+    fn a_noisy_baseline_raises_the_bar_by_its_spread() {
+        let b = series(0.0, &steady(1.0, 0.8));
+        let w = vec![2.0; 30];
+        assert_eq!(detect(&b, &series(W0, &w), Worse::Up, 0.0, &bars(), STEP, W0), None, "2x, but within six spreads");
+        let w = vec![8.0; 30];
+        assert!(detect(&b, &series(W0, &w), Worse::Up, 0.0, &bars(), STEP, W0).is_some());
+    }
+
+    #[test]
+    fn a_fall_counts_only_for_signals_that_hurt_going_down_and_a_rise_only_for_those_going_up() {
+        let b = series(0.0, &steady(0.6, 0.01));
+        let w = vec![0.1; 30];
+        let c = detect(&b, &series(W0, &w), Worse::Down, 0.1, &bars(), STEP, W0).expect("a hit ratio collapsing");
+        assert!(c.from_start);
+        assert!((c.ratio.unwrap() - 1.0 / 6.0).abs() < 0.01);
+        assert_eq!(detect(&b, &series(W0, &w), Worse::Up, 0.1, &bars(), STEP, W0), None);
+        assert_eq!(detect(&b, &series(W0, &vec![0.95; 30]), Worse::Down, 0.1, &bars(), STEP, W0), None);
+        // From zero nothing can fall; up from zero, only the floor bars it.
+        let zero = series(0.0, &[0.0; 27]);
+        assert_eq!(detect(&zero, &series(W0, &[0.0; 30]), Worse::Down, 0.1, &bars(), STEP, W0), None);
+        assert_eq!(detect(&zero, &series(W0, &[0.5; 30]), Worse::Up, 1.0, &bars(), STEP, W0), None);
+        let c = detect(&zero, &series(W0, &[3.0; 30]), Worse::Up, 1.0, &bars(), STEP, W0).unwrap();
+        assert_eq!((c.ratio, c.z), (None, None));
+    }
+
+    #[test]
+    fn the_margin_says_how_near_a_trend_came_to_every_bar_and_reaches_1_exactly_where_detect_lists() {
+        let b = series(0.0, &steady(0.4, 0.02));
+        let flat = detect_and_margin(&b, &[0.41; 30]);
+        assert!(flat.1.nearness < 0.1, "{:?}", flat.1);
+        assert_eq!(detect_and_margin(&b, &[0.3; 30]).1.nearness, 0.0, "below the baseline: no harm at all");
+        assert!(flat.0.is_none());
+        // 1.2x for the whole window: a fifth of the way to 1.5x... and well past six spreads.
+        let (listed, m) = detect_and_margin(&b, &[0.48; 30]);
+        assert!(listed.is_none() && (m.nearness - 0.32).abs() < 0.01 && (m.ratio - 1.2).abs() < 1e-9, "{m:?}");
+        // 2x, 0.4 more than the 0.25 floor, for 5 minutes: listed, and nearness past 1.
+        let mut w = vec![0.41; 30];
+        for x in &mut w[20..25] {
+            *x = 0.8;
+        }
+        let (listed, m) = detect_and_margin(&b, &w);
+        assert!(listed.is_some() && m.nearness >= 1.0, "{m:?}");
+        // The same for 4 minutes: neither.
+        w[24] = 0.41;
+        let (listed, m) = detect_and_margin(&b, &w);
+        assert!(listed.is_none() && m.nearness < 1.0, "{m:?}");
+    }
+
+    fn detect_and_margin(b: &[(f64, f64)], w: &[f64]) -> (Option<Change>, Margin) {
+        let w = series(W0, w);
+        (detect(b, &w, Worse::Up, 0.25, &bars(), STEP, W0), margin(b, &w, Worse::Up, 0.25, &bars()).unwrap())
+    }
+
+    #[test]
+    fn too_few_baseline_points_decide_nothing() {
+        let b = series(0.0, &[0.4; 5]);
+        assert_eq!(detect(&b, &series(W0, &[5.0; 30]), Worse::Up, 0.0, &bars(), STEP, W0), None);
+    }
+
+    #[test]
+    fn a_quantile_flipping_between_two_buckets_is_not_a_change() {
+        // Interpolated P95 alternating between two neighbouring bucket values, more often the
+        // higher one in the window: never a sustained run past 1.5x.
+        let base: Vec<f64> = (0..27).map(|i| if i % 3 == 0 { 0.75 } else { 0.45 }).collect();
+        let win: Vec<f64> = (0..30).map(|i| if i % 2 == 0 { 0.75 } else { 0.45 }).collect();
+        assert_eq!(detect(&series(0.0, &base), &series(W0, &win), Worse::Up, 0.25, &bars(), STEP, W0), None);
+    }
+
+    #[test]
+    fn pearson_reads_moving_together_and_needs_six_shared_points() {
+        let a = series(0.0, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+        let b = series(0.0, &[2.0, 4.1, 6.0, 8.2, 10.0, 12.1, 14.0]);
+        assert!(pearson(&a, &b).unwrap().0 > 0.99);
+        let c = series(0.0, &[7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0]);
+        assert!(pearson(&a, &c).unwrap().0 < -0.99);
+        assert_eq!(pearson(&a[..5], &b[..5]), None);
+        assert_eq!(pearson(&a, &series(0.0, &[1.0; 7])), None, "a flat line correlates with nothing");
+    }
+
+    fn finding(rule: &str, severity: Severity, model: &str, signals: &[(&str, &str)]) -> Finding {
+        let mut f = Finding::bare(rule, severity, [("model_name".to_string(), model.to_string())].into_iter().collect());
+        f.evidence = signals
+            .iter()
+            .map(|(s, m)| crate::report::Evidence {
+                signal: s.to_string(),
+                title: String::new(),
+                unit: String::new(),
+                value: None,
+                baseline: None,
+                threshold: String::new(),
+                passed: true,
+                query: String::new(),
+                metric: m.to_string(),
+                low_confidence: false,
+                observations: None,
+                limits: vec![],
+                series: None,
+                value_bound: None,
+                baseline_bound: None,
+                same_bucket: false,
+            })
+            .collect();
+        f
+    }
+
+    #[test]
+    fn a_finding_explains_its_own_family_on_its_scope_and_symptoms_there_but_not_elsewhere() {
+        let by = vec!["model_name".to_string()];
+        let scope = |m: &str| -> Scope { [("model_name".to_string(), m.to_string())].into_iter().collect() };
+        let kv = finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "vllm:kv_cache_usage_perc"), ("ttft_p95", "vllm:time_to_first_token_seconds_bucket")]);
+        let fs = vec![kv];
+        assert!(explained("ttft_mean", "vllm:time_to_first_token_seconds_sum", false, &scope("a"), &fs, &by), "same family");
+        assert!(explained("queue_p95", "vllm:request_queue_time_seconds_bucket", true, &scope("a"), &fs, &by), "a symptom on its scope");
+        assert!(!explained("prefix_hit_ratio", "vllm:prefix_cache_hits_total", false, &scope("a"), &fs, &by), "another family");
+        assert!(!explained("queue_p95", "vllm:request_queue_time_seconds_bucket", true, &scope("b"), &fs, &by), "another model");
+        let info = vec![finding("gpu-underutilized", Severity::Info, "a", &[("kv_usage_avg", "vllm:kv_cache_usage_perc")])];
+        assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &info, &by), "info explains nothing");
+        assert!(!explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &info, &by), "info explains nothing");
+        let mut cold = finding("replica-outlier", Severity::Info, "a", &[("itl_replica_gap", "vllm:inter_token_latency_seconds_bucket")]);
+        cold.scope.insert("instance".into(), "a-0:8000".into());
+        cold.cold_start = Some(crate::report::ColdStart {
+            replica: "a-0:8000".into(),
+            started: Utc.timestamp_opt(0, 0).unwrap(),
+            warm: None,
+            warm_up_seconds: 60,
+            limit_seconds: 600,
+            peak_ttft_ratio: 2.0,
+            peak_itl_ratio: 3.0,
+            text: String::new(),
+        });
+        let cold = vec![cold];
+        assert!(explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &cold, &by), "a replica's cold start explains its model's latency");
+        assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &cold, &by), "but not what is not a symptom");
+    }
+
+    #[test]
+    fn correlation_supports_a_finding_reading_the_cause_and_doubts_one_reading_only_the_effect() {
+        let by = vec!["model_name".to_string()];
+        let scope: Scope = [("model_name".to_string(), "a".to_string())].into_iter().collect();
+        let rising: Vec<f64> = (0..30).map(|i| 0.3 + 0.02 * i as f64).collect();
+        let ttft: Vec<f64> = rising.iter().map(|k| 0.2 + 3.0 * k).collect();
+        let mut points = BTreeMap::new();
+        points.insert(("kv_usage_avg".to_string(), scope.clone()), (series(0.0, &rising[..15]), series(900.0, &rising[15..])));
+        points.insert(("ttft_p95".to_string(), scope.clone()), (series(0.0, &ttft[..15]), series(900.0, &ttft[15..])));
+        let mut fs = vec![
+            finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "")]),
+            finding("slow-input-processing", Severity::Warning, "a", &[("ttft_p95", "")]),
+            finding("gpu-underutilized", Severity::Info, "a", &[("kv_usage_avg", "")]),
+        ];
+        correlations(&points, &mut fs, &by);
+        assert_eq!(fs[0].correlations.len(), 1);
+        assert!(fs[0].correlations[0].supports && fs[0].correlations[0].coefficient > 0.99);
+        assert!(!fs[1].correlations[0].supports && fs[1].correlations[0].text.contains("doubt"), "{:?}", fs[1].correlations);
+        assert!(fs[2].correlations.is_empty());
+        // Unrelated trends say nothing.
+        let flat: Vec<f64> = (0..30).map(|i| 0.5 + 0.01 * ((i * 13) % 7) as f64).collect();
+        points.insert(("ttft_p95".to_string(), scope.clone()), (series(0.0, &flat[..15]), series(900.0, &flat[15..])));
+        let mut fs = vec![finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "")])];
+        correlations(&points, &mut fs, &by);
+        assert!(fs[0].correlations.is_empty(), "{:?}", fs[0].correlations);
+    }
+}

@@ -1,0 +1,234 @@
+//! What else moved (issue 40), against a real Prometheus: no healthy stretch of any shipped data,
+//! generated or real, lists a change no rule explains, and how close each came is measured (the
+//! distribution the thresholds in rules/thresholds.toml were picked from, docs/how-it-decides.md).
+//! Incidents no rule names are listed with their onset, and their near misses stay quiet.
+//!
+//! Each run is recorded (`--record`), and the trends the stage read are read back from the
+//! recording: for every watched signal and scope, the factor and the robust z it held for the
+//! shortest stretch (`explain::moved::margin`), printed as a table with `--nocapture`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use vllm_diag::explain::moved::{self, Bars, Margin};
+use vllm_diag::source::Request;
+
+/// One signal on one scope of one run: how close it came.
+#[derive(Debug, Clone)]
+struct Row {
+    dataset: String,
+    signal: String,
+    scope: String,
+    m: Margin,
+}
+
+fn time(v: &Value) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default()).unwrap_or_else(|e| panic!("bad time {v}: {e}")).with_timezone(&Utc)
+}
+
+/// The margins of every watched signal in a recorded run, its trends split as the stage splits them.
+fn margins(dataset: &str, report: &Value, recording: &Path) -> Vec<Row> {
+    let rules = vllm_diag::rules::load_builtin().unwrap();
+    let (w_start, w_end) = (time(&report["window"]["start"]), time(&report["window"]["end"]));
+    let (b_start, b_end) = (time(&report["baseline"]["start"]), time(&report["baseline"]["end"]));
+    let window = (w_end - w_start).to_std().unwrap();
+    let bars = Bars::from(&rules.thresholds).within(window);
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(recording).unwrap()).unwrap();
+    let mut points: BTreeMap<(String, String), BTreeMap<i64, f64>> = BTreeMap::new();
+    let mut step = 0;
+    for ex in file["exchanges"].as_array().unwrap() {
+        let req: Request = serde_json::from_value(ex["request"].clone()).unwrap();
+        let Request::Range { query, step_seconds, end, .. } = &req else { continue };
+        if !query.contains(moved::LABEL) {
+            continue;
+        }
+        if *end == w_end {
+            step = *step_seconds;
+        }
+        let body: Value = serde_json::from_str(ex["response"]["body"].as_str().unwrap_or("{}")).unwrap_or_default();
+        for s in body["data"]["result"].as_array().into_iter().flatten() {
+            let signal = s["metric"][moved::LABEL].as_str().unwrap_or_default().to_string();
+            let scope = s["metric"]["model_name"].as_str().unwrap_or_default().to_string();
+            let entry = points.entry((signal, scope)).or_default();
+            for p in s["values"].as_array().into_iter().flatten() {
+                let t = p[0].as_f64().unwrap_or_default() as i64;
+                if let Ok(v) = p[1].as_str().unwrap_or_default().parse::<f64>() {
+                    entry.insert(t, v);
+                }
+            }
+        }
+    }
+    assert!(step > 0, "{dataset}: the run read no trend for what else moved");
+    let trend_range = (window.as_secs() / 10).clamp(120, 600) as f64;
+    let ts = |t: &DateTime<Utc>| t.timestamp() as f64;
+    let (b_from, w_from) = moved::starts(trend_range, step as f64, (ts(&b_start), ts(&b_end)), (ts(&w_start), ts(&w_end)), bars.seconds);
+    let mut rows = Vec::new();
+    for ((signal, scope), pts) in points {
+        let Some(def) = rules.signals.get(&signal) else { continue };
+        let Some(worse) = def.worse else { continue };
+        let finite = pts.iter().map(|(t, v)| (*t as f64, *v)).filter(|(_, v)| v.is_finite());
+        let (b, w): (Vec<_>, Vec<_>) = finite.partition(|(t, _)| *t <= w_start.timestamp() as f64);
+        let b: Vec<(f64, f64)> = b.into_iter().filter(|(t, _)| *t >= b_from && *t <= b_end.timestamp() as f64).collect();
+        let w: Vec<(f64, f64)> = w.into_iter().filter(|(t, _)| *t >= w_from).collect();
+        if let Some(m) = moved::margin(&b, &w, worse, def.moved_floor, &bars) {
+            rows.push(Row { dataset: dataset.to_string(), signal, scope, m });
+        }
+    }
+    rows
+}
+
+/// `explain --format json --record` with `args`; the report and the recording's margins.
+fn recorded(dataset: &str, url: &str, at: &str, args: &[&str]) -> (Value, Vec<Row>) {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("run.json");
+    let rec_s = rec.to_string_lossy().to_string();
+    let extra = [args, &["--format", "json", "--no-config", "--record", &rec_s][..]].concat();
+    let run = common::run::run(&common::run::explain_args(url, at, &extra), &[]);
+    let report = run.json();
+    let rows = margins(dataset, &report, &rec);
+    (report, rows)
+}
+
+fn unexplained(report: &Value) -> Vec<String> {
+    report["unexplained"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no unexplained list in the report"))
+        .iter()
+        .map(|u| format!("{} {} on {} ({}x, z {}) since {}", u["signal"], u["direction"], u["scope"]["model_name"], u["ratio"], u["robust_z"], u["onset"]))
+        .collect()
+}
+
+/// A trend past every bar that was not listed was explained by a finding: which (printed).
+fn explaining(dataset: &str, report: &Value, rows: &[Row]) {
+    let past: Vec<&str> = rows.iter().filter(|r| r.m.nearness >= 1.0).map(|r| r.signal.as_str()).collect();
+    if !past.is_empty() {
+        let findings: Vec<String> = report["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|f| format!("{} {}{}", f["severity"].as_str().unwrap_or("?"), f["rule"].as_str().unwrap_or("?"), if f["cold_start"].is_object() { " (cold start)" } else { "" }))
+            .collect();
+        eprintln!("{dataset}: {} past every bar, explained by: {}", past.join(", "), findings.join(", "));
+    }
+}
+
+/// The largest margins per signal over `rows`, as a table for the docs.
+fn table(title: &str, rows: &[Row]) -> String {
+    let mut by: BTreeMap<&str, (f64, f64, f64, f64, usize, String)> = BTreeMap::new();
+    for r in rows {
+        let e = by.entry(&r.signal).or_insert((1.0, 0.0, 0.0, 0.0, 0, String::new()));
+        if r.m.nearness > e.3 {
+            e.3 = r.m.nearness;
+            e.5 = format!("{} {}", r.dataset, r.scope);
+        }
+        e.0 = e.0.max(r.m.ratio);
+        e.1 = e.1.max(r.m.z);
+        e.2 = e.2.max(r.m.change);
+        e.4 += 1;
+    }
+    let mut out = format!("{title}\n| signal | trends | largest sustained factor | largest sustained robust z | largest sustained change | nearest to every bar at once | where |\n|---|---|---|---|---|---|---|\n");
+    for (s, (ratio, z, change, near, n, at)) in by {
+        out.push_str(&format!("| {s} | {n} | {ratio:.2} | {z:.1} | {change:.3} | {near:.2} | {at} |\n"));
+    }
+    out
+}
+
+
+fn healthy_scenarios() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(String::from))
+        .filter(|n| dir.join(format!("{n}.toml")).exists())
+        .filter(|n| {
+            let ex = common::load_scenario(n).expect;
+            ex.healthy && ex.unexplained.is_empty()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn no_healthy_generated_fleet_lists_a_change_and_none_comes_near_every_bar() {
+    let names = healthy_scenarios();
+    assert!(names.len() >= 20, "only {} healthy scenarios", names.len());
+    let mut rows = Vec::new();
+    let mut wrong = Vec::new();
+    for name in &names {
+        let (spec, prom) = common::start_scenario(name);
+        let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let (report, r) = recorded(name, &prom.url, &at, &[]);
+        let listed = unexplained(&report);
+        if !listed.is_empty() {
+            wrong.push(format!("{name}: {}", listed.join("; ")));
+        }
+        explaining(name, &report, &r);
+        rows.extend(r);
+    }
+    eprintln!("{}", table("Healthy generated fleets (near misses included)", &rows));
+    assert!(rows.len() > names.len() * 5, "only {} signal trends measured", rows.len());
+    assert!(wrong.is_empty(), "healthy fleets listed changes no rule explains:\n  {}", wrong.join("\n  "));
+}
+
+/// Every healthy phase of every real engine export, against the phase before it as the lab chose.
+#[test]
+fn no_healthy_phase_of_the_real_engines_lists_a_change() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let mut rows = Vec::new();
+    let mut wrong = Vec::new();
+    let mut judged = 0;
+    for export in ["real-engine", "real-engine-fleet", "real-engine-limits", "real-engine-events"] {
+        let dir: PathBuf = root.join(export);
+        let tmp = tempfile::tempdir().unwrap();
+        let prom = common::PromServer::start_with_openmetrics(common::unpack_lab_samples(&dir.join("samples.om.gz"), tmp.path(), true));
+        let phases = common::lab_manifest(&dir);
+        for p in phases.iter().filter(|p| p.kind == "healthy") {
+            let Some(b) = phases.iter().find(|b| Some(&b.name) == p.baseline.as_ref()) else { continue };
+            let window = format!("{}s", (p.end - p.start).num_seconds());
+            let offset = format!("{}s", (p.start - b.start).num_seconds());
+            let at = p.end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            let dataset = format!("{export}/{}", p.name);
+            let (report, r) = recorded(&dataset, &prom.url, &at, &["--window", &window, "--baseline", &offset]);
+            judged += 1;
+            let listed = unexplained(&report);
+            if !listed.is_empty() {
+                wrong.push(format!("{dataset}: {}", listed.join("; ")));
+            }
+            explaining(&dataset, &report, &r);
+            rows.extend(r);
+        }
+    }
+    eprintln!("{}", table("Healthy phases of the real engines", &rows));
+    assert!(judged >= 12, "only {judged} healthy phases judged");
+    assert!(!rows.is_empty(), "no trend measured");
+    assert!(wrong.is_empty(), "healthy real phases listed changes no rule explains:\n  {}", wrong.join("\n  "));
+}
+
+/// An incident no rule names reads as what it is: not an all-clear, the change named with its
+/// size and onset, exit code 0 (docs/output.md). One a rule names lists nothing beside it: TTFT up
+/// with queue and prefill flat is `slow-input-processing` (issue 39), which explains it.
+#[test]
+fn an_incident_no_rule_names_is_not_an_all_clear_and_one_a_rule_names_lists_nothing_more() {
+    let (spec, prom) = common::start_scenario("external-prefix-cache-miss");
+    let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let run = common::run::run(&common::run::explain_args(&prom.url, &at, &["--no-config"]), &[]);
+    eprintln!("{}", run.stdout);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let first = run.stdout.lines().next().unwrap_or_default();
+    assert!(first.starts_with("NOT AN ALL-CLEAR: no warning or critical finding in "), "{}", run.stdout);
+    let joined = run.stdout.replace("\n    ", " ");
+    assert!(joined.contains("Also changed, not explained by any rule:\n  - External prefix-cache hit ratio down "), "{}", run.stdout);
+    assert!(joined.contains(" down 0.05x (robust z > 100) on Qwen2.5-7B-Instruct since 09:0"), "{}", run.stdout);
+
+    let (spec, prom) = common::start_scenario("slow-input-processing");
+    let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let report = common::run::run(&common::run::explain_args(&prom.url, &at, &["--no-config", "--format", "json"]), &[]).json();
+    assert_eq!(report["findings"][0]["rule"], "slow-input-processing");
+    let listed = unexplained(&report);
+    assert!(listed.is_empty(), "slow-input-processing explains its TTFT, yet: {listed:?}");
+}
