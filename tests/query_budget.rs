@@ -356,9 +356,9 @@ fn the_queries_and_the_reads_of_each_family_stay_within_budget() {
 /// that no rule explains, and seed 001's correlations) reads the watched signals six to a range
 /// query, with the follow-ups: three queries whatever the fleet's size or findings, each reading
 /// the families of its six signals (its own measurement, before the give-ups: 98 queries, 133
-/// family reads, from 95 and 113). Both together: QUERY_BUDGET and FAMILY_READ_BUDGET below.
+/// family reads, from 95 and 113). Both together: 102 queries, 145 family reads.
 const QUERY_BUDGET: u64 = 102;
-const FAMILY_READ_BUDGET: usize = 144;
+const FAMILY_READ_BUDGET: usize = 145;
 const MOST_READS_OF_ONE_FAMILY: usize = 16;
 const BUCKET_READS: usize = 6;
 
@@ -402,8 +402,9 @@ fn answers_stay_within_their_size_bounds() {
 /// with 20 (81 KB and 801 KB list replicas, 20 KB more per replica and model). What else moved
 /// reads 14 signals' trends per model over the baseline and the window (61 points each, one series
 /// per model and signal: three answers of 25 KB at most): 49 KB more that do not grow with the
-/// fleet, 191 KB with 2 replicas per model.
-const FIXED_BYTES: usize = 110_000;
+/// fleet, 191 KB with 2 replicas per model. With issue 39's give-ups and queue signals beside it:
+/// 192 KB.
+const FIXED_BYTES: usize = 112_000;
 const LARGEST_FIXED: usize = 8_000;
 const PER_REPLICA_BYTES: usize = 20_500;
 /// The envelopes of the answers that list replicas.
