@@ -38,19 +38,10 @@ fn served(dir: &Path, histograms: bool) -> (Vec<Phase>, tempfile::TempDir, commo
     (manifest(dir), tmp, prom)
 }
 
-/// `explain` of one phase against its baseline phase, with `extra` arguments.
-fn explain_phase(url: &str, phases: &[Phase], p: &Phase, extra: &[&str]) -> common::run::Run {
-    let b = phases.iter().find(|b| Some(&b.name) == p.baseline.as_ref()).unwrap_or_else(|| panic!("{}: no baseline phase", p.name));
-    let window = format!("{}s", (p.end - p.start).num_seconds());
-    let offset = format!("{}s", (p.start - b.start).num_seconds());
-    let at = p.end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let args = [&["--window", &window, "--baseline", &offset, "--no-config"][..], extra].concat();
-    common::run::run(&common::run::explain_args(url, &at, &args), &[])
-}
 
 /// One phase diagnosed against its baseline phase: the report and the exit code.
 fn diagnose(url: &str, phases: &[Phase], p: &Phase, extra: &[&str]) -> (Value, i32) {
-    let run = explain_phase(url, phases, p, &[&["--format", "json"][..], extra].concat());
+    let run = common::explain_lab_phase(url, phases, p, &[&["--format", "json"][..], extra].concat());
     (run.json(), run.code)
 }
 
@@ -147,7 +138,7 @@ fn the_real_engines_queue_time_is_read_as_a_bound_under_its_first_bucket() {
     // vLLM's queue-time histogram starts at 0.3 s: a healthy engine's queue time is only known to be under it.
     assert_eq!(queue["baseline_bound"], serde_json::json!({"below": 0.3}), "{queue:#}");
     assert!(queue["value_bound"].is_null(), "the overload's queue time is measured: {queue:#}");
-    let table = explain_phase(&prom.url, &phases, overload, &[]).stdout;
+    let table = common::explain_lab_phase(&prom.url, &phases, overload, &[]).stdout;
     let row = table.lines().find(|l| l.contains("P95 queue time")).unwrap_or_else(|| panic!("no queue row:\n{table}"));
     assert!(row.contains("< 300 ms") && !row.contains("285 ms"), "{row}");
 
@@ -175,7 +166,7 @@ fn the_real_engine_is_bound_by_its_sequence_cap_in_overload_by_its_kv_cache_unde
     assert!(share >= 0.5, "{b:#}");
     assert_eq!(b["typical"]["running_cap"], serde_json::json!(32.0), "{b:#}");
     assert!(b["typical"]["kv_usage"].as_f64().unwrap() < 0.9, "{b:#}");
-    let text = explain_phase(&prom.url, &phases, phase("overload"), &[]).stdout;
+    let text = common::explain_lab_phase(&prom.url, &phases, phase("overload"), &[]).stdout;
     assert!(text.contains("Bound by max_num_seqs for") && text.contains("32 of 32 running"), "{text}");
 
     let (report, _) = diagnose(&prom.url, &phases, phase("kv-pressure"), &[]);

@@ -34,12 +34,7 @@ fn manifest(dir: &Path) -> Vec<Phase> {
 
 /// One phase diagnosed against its baseline phase, as JSON.
 fn diagnose(url: &str, phases: &[Phase], p: &Phase) -> Value {
-    let b = phases.iter().find(|b| Some(&b.name) == p.baseline.as_ref()).unwrap_or_else(|| panic!("{}: no baseline phase", p.name));
-    let window = format!("{}s", (p.end - p.start).num_seconds());
-    let offset = format!("{}s", (p.start - b.start).num_seconds());
-    let at = p.end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let args = ["--window", &window, "--baseline", &offset, "--no-config", "--format", "json"];
-    common::run::run(&common::run::explain_args(url, &at, &args), &[]).json()
+    common::explain_lab_phase(url, phases, p, &["--format", "json"]).json()
 }
 
 /// The limit the report says bound for the engine's model, or what it said instead.

@@ -497,6 +497,16 @@ pub struct LabPhase {
     pub baseline: Option<String>,
 }
 
+/// `explain` of one phase of a lab run against its baseline phase, with `extra` arguments.
+pub fn explain_lab_phase(url: &str, phases: &[LabPhase], p: &LabPhase, extra: &[&str]) -> run::Run {
+    let b = phases.iter().find(|b| Some(&b.name) == p.baseline.as_ref()).unwrap_or_else(|| panic!("{}: no baseline phase", p.name));
+    let window = format!("{}s", (p.end - p.start).num_seconds());
+    let offset = format!("{}s", (p.start - b.start).num_seconds());
+    let at = p.end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let args = [&["--window", &window, "--baseline", &offset, "--no-config"][..], extra].concat();
+    run::run(&run::explain_args(url, &at, &args), &[])
+}
+
 /// The phases of the lab run whose export is in `dir`. Panics, naming the file, on a manifest that
 /// cannot be read.
 pub fn lab_manifest(dir: &Path) -> Vec<LabPhase> {
