@@ -145,7 +145,7 @@ pub enum Command {
     /// the labels Alertmanager grouped them by, except alertname, severity and vllm_diag_rule),
     /// over a window ending now that covers the earliest alert's start (at least --window). A
     /// resolved group gets a short follow-up. GET /healthz answers ok; GET /metrics gives the
-    /// service's counters. SIGTERM or Ctrl-C stops it after the accepted diagnoses (exit 0).
+    /// service's counters and each firing group's findings (vllm_diag_finding). SIGTERM or Ctrl-C stops it after the accepted diagnoses (exit 0).
     #[command(
         after_help = "Exit codes:\n  0  stopped by SIGTERM or Ctrl-C\n  2  usage, configuration or rule-file error (nothing served)\n\nEach delivery carries the exit code explain would have ended with (run.exit_code).",
         mut_arg("at", |a| a.hide(true)),

@@ -93,6 +93,22 @@ fn with_failure_document(format: crate::render::Format, result: Result<u8, Failu
 }
 
 /// Write to stdout; a closed pipe (`| head`) is not an error.
+/// The explain flags given that only make sense for one run (a recording, a replay, a fixed end,
+/// a watch loop, CI annotations): what `serve` and `mcp`, which answer calls over live data, refuse.
+pub(crate) fn one_run_flags(s: &Settings) -> Vec<&'static str> {
+    [
+        (s.source.replay.is_some(), "--replay"),
+        (s.source.record.is_some(), "--record"),
+        (!s.source.scrape.is_empty(), "--scrape"),
+        (s.scope.at.is_some(), "--at"),
+        (s.output.watch.is_some(), "--watch"),
+        (s.output.annotations.is_some(), "--annotations"),
+    ]
+    .into_iter()
+    .filter_map(|(on, flag)| on.then_some(flag))
+    .collect()
+}
+
 pub(crate) fn write_stdout(text: &str) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {

@@ -69,17 +69,7 @@ pub(super) fn run_serve(s: Settings, args: ServiceArgs) -> Result<u8, Failure> {
 
 /// The explain settings that make no sense for a service, refused with the reason.
 fn refuse_what_does_not_apply(s: &Settings) -> Result<(), Failure> {
-    let given: Vec<&str> = [
-        (s.source.replay.is_some(), "--replay"),
-        (s.source.record.is_some(), "--record"),
-        (!s.source.scrape.is_empty(), "--scrape"),
-        (s.scope.at.is_some(), "--at"),
-        (s.output.watch.is_some(), "--watch"),
-        (s.output.annotations.is_some(), "--annotations"),
-    ]
-    .into_iter()
-    .filter_map(|(on, flag)| on.then_some(flag))
-    .collect();
+    let given = super::one_run_flags(s);
     if given.is_empty() {
         return Ok(());
     }
