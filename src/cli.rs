@@ -68,6 +68,7 @@ where
         Command::Check(a) => a.explain.given = given(sub("check")),
         Command::Serve(a) => a.explain.given = given(sub("serve")),
         Command::Mcp(a) => a.explain.given = given(sub("mcp")),
+        Command::Rules(RulesCommand::Export(a)) => a.given = given(sub("rules").and_then(|m| m.subcommand_matches("export"))),
         Command::Config(ConfigCommand::Show(a)) => a.given = given(sub("config").and_then(|m| m.subcommand_matches("show"))),
         _ => {}
     }
@@ -354,13 +355,19 @@ pub enum RulesCommand {
         #[command(flatten)]
         rules: RulesArgs,
     },
-    /// Write the rules as Prometheus alerting rules (a rule file) on stdout.
+    /// Write the rules as Prometheus alerting rules (a rule file) on stdout, or backtest them.
     ///
     /// One alert per rule whose conditions PromQL can express, returning one series per scope
     /// (--group-by) while the rule's conditions hold over --window; `Nx baseline` compares with the
     /// same query --baseline earlier (`offset`). Labels: severity, vllm_diag_rule. The file targets
     /// vLLM V1 metric names. Rules that cannot be expressed are listed on stderr with the reason.
     /// Exit 0 when at least one rule was exported, 2 otherwise.
+    ///
+    /// With --backtest DUR, nothing is written: each alert is evaluated over the DUR before --at on
+    /// --prometheus (one range query per alert, every --step, honouring --for) and the report says
+    /// how often, when and for how long each would have fired. Exit 0 when every alert was
+    /// evaluated, 3 when the range holds no vLLM data or an alert's query failed.
+    #[command(after_help = BACKTEST_EXIT_CODES)]
     Export(ExportArgs),
 }
 
@@ -410,7 +417,59 @@ pub struct ExportArgs {
 
     #[command(flatten)]
     pub rules: RulesArgs,
+
+    #[command(flatten)]
+    pub backtest: BacktestArgs,
+
+    /// Which of these values the command line or the environment gave (see [`parse`]).
+    #[arg(skip)]
+    pub given: Given,
 }
+
+/// `rules export --backtest`: where and how the exported alerts are evaluated over past data.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Backtest (evaluate the alerts over past data instead of writing them)")]
+pub struct BacktestArgs {
+    /// Evaluate every exported alert over this much time before --at (e.g. 7d) and report when
+    /// each would have fired, instead of writing the rule file.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub backtest: Option<Duration>,
+
+    /// With --backtest: base URL of the Prometheus-compatible API holding the past data.
+    #[arg(long, value_name = "URL", env = "VLLM_DIAG_PROMETHEUS_URL", hide_env_values = true, default_value = settings::DEFAULT_PROMETHEUS)]
+    pub prometheus: String,
+
+    /// With --backtest: the end of the range, as explain's --at [default: now].
+    #[arg(long, value_name = "TIME", requires = "backtest")]
+    pub at: Option<String>,
+
+    /// With --backtest: how often the alerts are evaluated, as Prometheus' evaluation_interval;
+    /// raised when the range would need more than 11,000 points per series (a note says so).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "1m", requires = "backtest")]
+    pub step: Duration,
+
+    /// With --backtest: print the report as JSON (the contract is in docs/rules.md, "Backtesting the alerts").
+    #[arg(long, requires = "backtest")]
+    pub json: bool,
+
+    /// With --backtest: overall deadline for the range queries.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5m", requires = "backtest")]
+    pub timeout: Duration,
+
+    /// With --backtest: timeout for one range query.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "2m", requires = "backtest")]
+    pub query_timeout: Duration,
+
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+/// The exit codes of `rules export`.
+pub const BACKTEST_EXIT_CODES: &str = "\
+Exit codes:
+  0  the file was written, or every alert was backtested (whether or not any fired)
+  2  usage, configuration or rule-file error, or no rule could be exported
+  3  --backtest: the source is unreachable, the range holds no vLLM data, or an alert's query failed";
 
 /// `rules export --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -458,7 +517,30 @@ impl ExportArgs {
         s.scope.selector = opt(self.selector.take(), "--selector");
         s.scope.group_by = given_or(self.group_by.take(), "--group-by", "model_name");
         s.scope.replica_label = given_or(self.replica_label.take(), "--replica-label", "instance");
+        if self.backtest.backtest.is_some() {
+            let g = &self.given;
+            let b = &mut self.backtest;
+            let set = |id: &str, flag: &'static str| g.origin(id, flag, None);
+            s.source.prometheus = Setting::new(std::mem::take(&mut b.prometheus), g.origin("prometheus", "--prometheus", Some(settings::ENV_PROMETHEUS_URL)));
+            s.scope.at = opt(b.at.take(), "--at");
+            s.limits.timeout = Setting::new(b.timeout, set("timeout", "--timeout"));
+            s.limits.query_timeout = Setting::new(b.query_timeout, set("query_timeout", "--query-timeout"));
+            s.connection = b.connection.clone().into_settings(g);
+        }
         s
+    }
+
+    /// The flags typed that only a backtest reads, when there is no --backtest: they would be
+    /// ignored, so the command stops and says so.
+    pub fn backtest_flags_without_backtest(&self) -> Vec<String> {
+        if self.backtest.backtest.is_some() {
+            return Vec::new();
+        }
+        const ONLY: &[&str] = &[
+            "prometheus", "bearer_token_file", "basic_auth_user", "basic_auth_password_file", "headers", "tenant", "ca_file",
+            "cert_file", "key_file", "insecure_skip_verify", "debug",
+        ];
+        ONLY.iter().filter(|id| self.given.flags.contains(**id)).map(|id| format!("--{}", if *id == "headers" { "header".to_string() } else { id.replace('_', "-") })).collect()
     }
 }
 
@@ -609,7 +691,7 @@ impl ExplainArgs {
         let g = &self.given;
         let set = |id: &str, flag: &'static str| g.origin(id, flag, None);
         // An optional value: its flag when given, else unset (the default).
-        let c = self.connection;
+        let connection = self.connection.into_settings(g);
         let scrape_origin = if self.scrape.is_empty() { Origin::Default } else { Origin::Flag("--scrape") };
         Settings {
             file: settings::FileInfo::default(),
@@ -622,21 +704,7 @@ impl ExplainArgs {
                 baseline_from: opt(self.baseline_from, "--baseline-from"),
                 save_samples: opt(self.save_samples, "--save-samples"),
             },
-            connection: settings::Connection {
-                headers: c.headers.into_iter().map(|h| Setting::flag(crate::source::prometheus::Secret::new(h), "--header")).collect(),
-                tenant: opt(c.tenant, "--tenant"),
-                ca_file: opt(c.ca_file, "--ca-file"),
-                cert_file: opt(c.cert_file, "--cert-file"),
-                key_file: opt(c.key_file, "--key-file"),
-                insecure_skip_verify: Setting::new(c.insecure_skip_verify, set("insecure_skip_verify", "--insecure-skip-verify")),
-                bearer_token_file: opt(c.bearer_token_file, "--bearer-token-file"),
-                bearer_token: Setting::default_value(None),
-                basic_auth_user: opt(c.basic_auth_user, "--basic-auth-user"),
-                basic_auth_password_file: opt(c.basic_auth_password_file, "--basic-auth-password-file"),
-                basic_auth_password: Setting::default_value(None),
-                withheld: None,
-                debug: Setting::new(c.debug, set("debug", "--debug")),
-            },
+            connection,
             scope: settings::Scope {
                 window: opt(self.window, "--window"),
                 at: opt(self.at, "--at"),
@@ -719,6 +787,28 @@ pub struct ConnectionArgs {
     /// credentials masked; and at the end what the run transferred.
     #[arg(long)]
     pub debug: bool,
+}
+
+impl ConnectionArgs {
+    /// The connection settings this command line gives; `g` tells which values it typed.
+    fn into_settings(self, g: &Given) -> settings::Connection {
+        let set = |id: &str, flag: &'static str| g.origin(id, flag, None);
+        settings::Connection {
+            headers: self.headers.into_iter().map(|h| Setting::flag(crate::source::prometheus::Secret::new(h), "--header")).collect(),
+            tenant: opt(self.tenant, "--tenant"),
+            ca_file: opt(self.ca_file, "--ca-file"),
+            cert_file: opt(self.cert_file, "--cert-file"),
+            key_file: opt(self.key_file, "--key-file"),
+            insecure_skip_verify: Setting::new(self.insecure_skip_verify, set("insecure_skip_verify", "--insecure-skip-verify")),
+            bearer_token_file: opt(self.bearer_token_file, "--bearer-token-file"),
+            bearer_token: Setting::default_value(None),
+            basic_auth_user: opt(self.basic_auth_user, "--basic-auth-user"),
+            basic_auth_password_file: opt(self.basic_auth_password_file, "--basic-auth-password-file"),
+            basic_auth_password: Setting::default_value(None),
+            withheld: None,
+            debug: Setting::new(self.debug, set("debug", "--debug")),
+        }
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

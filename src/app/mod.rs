@@ -8,6 +8,7 @@
 //! [`crate::settings::build`] merges the environment and the configuration file in); nothing the
 //! app calls sees a flag.
 
+mod backtest;
 mod check;
 mod connect;
 mod explain;

@@ -34,6 +34,14 @@ pub fn run_rules(command: RulesCommand, lookup: &Lookup) -> Result<u8, Failure> 
         }
         RulesCommand::Export(mut a) => {
             use crate::rules::export;
+            let stray = a.backtest_flags_without_backtest();
+            if !stray.is_empty() {
+                return Err(Failure::Usage(format!(
+                    "{} only applies with --backtest (the file itself names no server); add --backtest 7d to evaluate the alerts over past data, or drop {}",
+                    stray.join(", "),
+                    if stray.len() == 1 { "it" } else { "them" }
+                )));
+            }
             let pack = pack(a.settings(), lookup, Lenient::No)?;
             for (id, place) in &pack.notes.off {
                 eprintln!("vllm-diag: not exported: {id}: turned off by the configuration ({place})");
@@ -60,7 +68,7 @@ pub fn run_rules(command: RulesCommand, lookup: &Lookup) -> Result<u8, Failure> 
                 return Err(Failure::Usage(format!("{gp} needs at least one label, e.g. model_name")));
             }
             let opts = export::Options {
-                selector,
+                selector: selector.clone(),
                 group_by,
                 replica_label,
                 window: a.window,
@@ -82,6 +90,10 @@ pub fn run_rules(command: RulesCommand, lookup: &Lookup) -> Result<u8, Failure> 
             }
             if out.alerts.is_empty() {
                 return Err(Failure::Usage("no rule could be expressed in PromQL, so there is nothing to export (reasons above)".into()));
+            }
+            if let Some(range) = a.backtest.backtest {
+                let ask = super::backtest::Ask { range, step: a.backtest.step, hold: a.hold, json: a.backtest.json };
+                return super::backtest::run(&pack.settings, &out.alerts, &selector, &ask);
             }
             write_stdout(&export::to_yaml(&out, &set, &opts))?;
             Ok(exit::OK)

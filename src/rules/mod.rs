@@ -1,5 +1,6 @@
 //! Rules: declarative runbook knowledge, loaded from TOML and evaluated over signals.
 
+pub mod backtest;
 pub mod doc;
 pub mod eval;
 pub mod export;
