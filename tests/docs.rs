@@ -529,6 +529,8 @@ fn expand(path: &str) -> Vec<String> {
 fn offline(args: &[String]) -> bool {
     let sub: Vec<&str> = args.iter().map(String::as_str).filter(|a| !a.starts_with('-')).take(2).collect();
     let reads_files_only = match sub.as_slice() {
+        // A backtest asks a server.
+        ["rules", "export"] if args.iter().any(|a| a == "--backtest") => false,
         ["rules", ..] | ["completions", ..] | ["man", ..] | ["config", "show"] => true,
         ["explain", ..] | ["check", ..] => args.iter().any(|a| a == "--replay"),
         _ => false,
