@@ -135,6 +135,7 @@ pub enum Command {
         mut_arg("window", |a| a.hide(true)),
         mut_arg("baseline", |a| a.hide(true)),
         mut_arg("watch", |a| a.hide(true)),
+        mut_arg("metrics_listen", |a| a.hide(true)),
         mut_arg("fail_on", |a| a.default_value("warning"))
     )]
     Check(CheckArgs),
@@ -152,6 +153,7 @@ pub enum Command {
         mut_arg("at", |a| a.hide(true)),
         mut_arg("format", |a| a.hide(true)),
         mut_arg("watch", |a| a.hide(true)),
+        mut_arg("metrics_listen", |a| a.hide(true)),
         mut_arg("annotations", |a| a.hide(true)),
         mut_arg("record", |a| a.hide(true)),
         mut_arg("replay", |a| a.hide(true)),
@@ -176,6 +178,7 @@ pub enum Command {
         mut_arg("at", |a| a.hide(true)),
         mut_arg("format", |a| a.hide(true)),
         mut_arg("watch", |a| a.hide(true)),
+        mut_arg("metrics_listen", |a| a.hide(true)),
         mut_arg("annotations", |a| a.hide(true)),
         mut_arg("record", |a| a.hide(true)),
         mut_arg("replay", |a| a.hide(true)),
@@ -673,6 +676,12 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     pub watch: Option<Duration>,
 
+    /// With --watch: also serve the latest run's findings on http://ADDR/metrics (host:port; port
+    /// 0 picks a free one, said on stderr), as serve does: vllm_diag_finding{rule,severity,<scope>}
+    /// 1 and vllm_diag_not_evaluated{rule,<scope>} 1, for Prometheus to scrape and alert on.
+    #[arg(long, value_name = "ADDR", requires = "watch")]
+    pub metrics_listen: Option<String>,
+
     /// Also print the findings as CI annotations after the report (critical: error, warning:
     /// warning, info: notice). Text formats only, since the lines go to stdout.
     #[arg(long, value_enum, value_name = "KIND")]
@@ -732,6 +741,7 @@ impl ExplainArgs {
                 fail_on: Setting::new(self.fail_on.into(), set("fail_on", "--fail-on")),
                 quiet: Setting::new(self.quiet, set("quiet", "--quiet")),
                 watch: opt(self.watch, "--watch"),
+                metrics_listen: opt(self.metrics_listen, "--metrics-listen"),
                 annotations: opt(self.annotations.map(|Annotations::Github| settings::Annotations::Github), "--annotations"),
                 links: Setting::default(),
             },

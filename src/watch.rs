@@ -105,6 +105,8 @@ pub struct Watch {
     pub at: Option<String>,
     /// The run prints CI annotations.
     pub annotations: bool,
+    /// Where the latest run's findings are served as metrics, said in each screen's first line.
+    pub serving: Option<String>,
 }
 
 /// Refuse what cannot be watched, with the reason and the fix.
@@ -156,8 +158,9 @@ pub fn run(
         let started = chrono::Utc::now();
         let result = diagnose(progress);
         let mut screen = clear_screen();
+        let serving = w.serving.as_deref().map(|url| format!(" · findings on {url}")).unwrap_or_default();
         screen.push_str(&format!(
-            "Watching every {every_text} · run {run} at {} · Ctrl-C to stop\n",
+            "Watching every {every_text} · run {run} at {}{serving} · Ctrl-C to stop\n",
             started.format("%H:%M:%S UTC")
         ));
         match result {
@@ -278,6 +281,7 @@ mod tests {
             record: false,
             at: None,
             annotations: false,
+            serving: None,
         };
         for pair in extra.chunks(2) {
             match pair {

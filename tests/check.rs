@@ -377,68 +377,92 @@ fn scenario_ending_now(name: &str) -> PromServer {
     PromServer::start_with_openmetrics(&om)
 }
 
-#[test]
-fn watch_redraws_on_a_terminal_shows_changes_and_stops_cleanly_on_ctrl_c() {
-    if StdCommand::new("script").arg("--version").output().is_err() {
-        panic!("`script` (util-linux) is needed to give vllm-diag a terminal in this test");
+/// `vllm-diag explain --prometheus <url> --watch 1s --quiet <extra>` on a pseudo-terminal, what it
+/// prints read in the background.
+struct OnTerminal {
+    child: std::process::Child,
+    chunks: std::sync::mpsc::Receiver<Vec<u8>>,
+    seen: String,
+}
+
+impl OnTerminal {
+    fn start(url: &str, extra: &str) -> OnTerminal {
+        if StdCommand::new("script").arg("--version").output().is_err() {
+            panic!("`script` (util-linux) is needed to give vllm-diag a terminal in this test");
+        }
+        let bin = assert_cmd::cargo::cargo_bin("vllm-diag");
+        // `script` runs the command through $SHELL on a pseudo-terminal; what we write to its stdin is
+        // typed there. `exec` makes vllm-diag the terminal's foreground process itself: a shell that
+        // stays in between (dash, /bin/sh on Debian) would be killed by the Ctrl-C and report 130
+        // whatever vllm-diag did. SHELL is pinned so the test runs the same way on every machine.
+        let inner = format!("exec {} explain --prometheus {url} --watch 1s --quiet {extra}", bin.display());
+        let mut child = StdCommand::new("script")
+            .args(["-qfec", &inner, "/dev/null"])
+            .env("SHELL", "/bin/sh")
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "120")
+            .env_remove("GITHUB_STEP_SUMMARY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let (tx, chunks) = std::sync::mpsc::channel::<Vec<u8>>();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        OnTerminal { child, chunks, seen: String::new() }
     }
-    let prom = scenario_ending_now("kv-cache-pressure");
-    let bin = assert_cmd::cargo::cargo_bin("vllm-diag");
-    // `script` runs the command through $SHELL on a pseudo-terminal; what we write to its stdin is
-    // typed there. `exec` makes vllm-diag the terminal's foreground process itself: a shell that
-    // stays in between (dash, /bin/sh on Debian) would be killed by the Ctrl-C and report 130
-    // whatever vllm-diag did. SHELL is pinned so the test runs the same way on every machine.
-    let inner = format!("exec {} explain --prometheus {} --watch 1s --quiet", bin.display(), prom.url);
-    let mut child = StdCommand::new("script")
-        .args(["-qfec", &inner, "/dev/null"])
-        .env("SHELL", "/bin/sh")
-        .env("NO_COLOR", "1")
-        .env("COLUMNS", "120")
-        .env_remove("GITHUB_STEP_SUMMARY")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 8192];
-        while let Ok(n) = stdout.read(&mut buf) {
-            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                break;
+
+    /// Read until the output holds `text`, for at most 90 s.
+    fn wait_for(&mut self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !self.seen.contains(text) {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("watch did not print {text:?} within 90 s; it printed:\n{}", self.seen);
+            }
+            if let Ok(chunk) = self.chunks.recv_timeout(Duration::from_millis(200)) {
+                self.seen.push_str(&String::from_utf8_lossy(&chunk));
             }
         }
-    });
-    let mut seen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(90);
+    }
+
+    /// Ctrl-C, typed on the terminal; the exit status and everything printed.
+    fn ctrl_c(mut self) -> (std::process::ExitStatus, String) {
+        self.child.stdin.as_mut().unwrap().write_all(b"\x03").unwrap();
+        self.child.stdin.as_mut().unwrap().flush().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("watch did not stop on Ctrl-C; it printed:\n{}", self.seen);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        while let Ok(chunk) = self.chunks.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        (status, self.seen)
+    }
+}
+
+#[test]
+fn watch_redraws_on_a_terminal_shows_changes_and_stops_cleanly_on_ctrl_c() {
+    let prom = scenario_ending_now("kv-cache-pressure");
+    let mut term = OnTerminal::start(&prom.url, "");
     // Run 3 starting means run 2, the first one with something to compare, is fully drawn.
-    while !seen.contains("run 3 at") {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("watch did not redraw a second time within 90 s; it printed:\n{seen}");
-        }
-        if let Ok(chunk) = rx.recv_timeout(Duration::from_millis(200)) {
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
-    // Ctrl-C, typed on the terminal.
-    child.stdin.as_mut().unwrap().write_all(b"\x03").unwrap();
-    child.stdin.as_mut().unwrap().flush().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("watch did not stop on Ctrl-C; it printed:\n{seen}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    while let Ok(chunk) = rx.recv_timeout(Duration::from_millis(200)) {
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    term.wait_for("run 3 at");
+    let (status, seen) = term.ctrl_c();
     assert!(status.success(), "exit status {status:?}; output:\n{seen}");
     assert!(seen.contains("Watching every 1s · run 1 at"), "{seen}");
     assert!(seen.contains("\x1b[2J"), "the screen is redrawn");
@@ -446,4 +470,35 @@ fn watch_redraws_on_a_terminal_shows_changes_and_stops_cleanly_on_ctrl_c() {
     assert!(seen.contains("CRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions"), "{seen}");
     assert!(seen.contains("No change in findings since the last run.") || seen.contains("New: ") || seen.contains("Resolved: "), "{seen}");
     assert!(!seen.contains("panicked"), "{seen}");
+}
+
+#[test]
+fn watch_serves_its_findings_as_metrics_that_a_real_prometheus_scrapes() {
+    let prom = scenario_ending_now("kv-cache-pressure");
+    let mut term = OnTerminal::start(&prom.url, "--metrics-listen 127.0.0.1:0");
+    term.wait_for("/metrics · Ctrl-C");
+    // The header names the address the page was bound to.
+    let after = term.seen.split("findings on http://").nth(1).unwrap_or_default();
+    let addr = after.split("/metrics").next().unwrap_or_default().to_string();
+    assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "{addr:?} in\n{}", term.seen);
+    let scraper = PromServer::start_scraping(&addr, "1s");
+    let model = "meta-llama/Llama-3.1-8B-Instruct";
+    let finding = scraper.wait_for_series(&format!("vllm_diag_finding{{rule=\"kv-cache-pressure\",model_name=\"{model}\"}}"), true);
+    assert_eq!(finding.len(), 1, "{finding:?}");
+    assert_eq!((finding[0].0.get("severity").map(String::as_str), finding[0].1), (Some("critical"), 1.0), "{finding:?}");
+    let runs = scraper.wait_for_series("vllm_diag_watch_runs_total > 0", true);
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(scraper.wait_for_series("vllm_diag_last_diagnosis_timestamp_seconds", true).len() == 1);
+    // The healthy model has no warning or critical finding on the page.
+    let others = scraper.query(&format!("vllm_diag_finding{{model_name!=\"{model}\",severity=~\"warning|critical\"}}"), chrono::Utc::now());
+    assert!(others.is_empty(), "{others:?}");
+    let (status, seen) = term.ctrl_c();
+    assert!(status.success(), "exit status {status:?}; output:\n{seen}");
+}
+
+#[test]
+fn metrics_listen_needs_watch() {
+    let (code, _, err) = run(&["explain", "--metrics-listen", "127.0.0.1:0", "--prometheus", "http://127.0.0.1:9"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--metrics-listen") && err.contains("--watch"), "{err}");
 }

@@ -283,18 +283,6 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
 // The tests.
 // ---------------------------------------------------------------------------------------------
 
-/// Query `scraper` until `promql` has series (`present`) or has none (not `present`), at most 60 s.
-fn wait_for_series(scraper: &common::PromServer, promql: &str, present: bool) -> Vec<(std::collections::BTreeMap<String, String>, f64)> {
-    let started = Instant::now();
-    loop {
-        let rows = scraper.query(promql, Utc::now());
-        if rows.is_empty() != present || started.elapsed() > Duration::from_secs(60) {
-            return rows;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
 #[test]
 fn a_firing_alert_brings_the_ranked_diagnosis_to_the_webhook_and_slack_once() {
     let prom = incident_now();
@@ -347,7 +335,7 @@ fn a_firing_alert_brings_the_ranked_diagnosis_to_the_webhook_and_slack_once() {
     assert!(metrics.contains(&finding), "{metrics}");
     assert_eq!(sample(&metrics, "vllm_diag_diagnosed_groups"), Some(1.0), "{metrics}");
     let scraper = common::PromServer::start_scraping(&serve.addr.to_string(), "1s");
-    let scraped = wait_for_series(&scraper, &format!("vllm_diag_finding{{rule=\"kv-cache-pressure\",model_name=\"{MODEL}\"}}"), true);
+    let scraped = scraper.wait_for_series(&format!("vllm_diag_finding{{rule=\"kv-cache-pressure\",model_name=\"{MODEL}\"}}"), true);
     assert_eq!(scraped.len(), 1, "{scraped:?}");
     assert_eq!((scraped[0].0.get("severity").map(String::as_str), scraped[0].1), (Some("critical"), 1.0), "{scraped:?}");
 
@@ -365,7 +353,7 @@ fn a_firing_alert_brings_the_ranked_diagnosis_to_the_webhook_and_slack_once() {
     assert_eq!(sample(&metrics, "vllm_diag_serve_runs_total"), Some(1.0), "{metrics}");
     // Its findings left the page, and Prometheus sees them go (a stale series).
     assert!(!metrics.contains("vllm_diag_finding{"), "{metrics}");
-    assert!(wait_for_series(&scraper, "vllm_diag_finding", false).is_empty());
+    assert!(scraper.wait_for_series("vllm_diag_finding", false).is_empty());
 
     let (code, log) = serve.stop();
     assert_eq!(code, 0, "{log}");

@@ -26,8 +26,28 @@ pub(super) fn run_explain(s: Settings) -> Result<u8, Failure> {
             record: s.source.record.is_some(),
             at: s.scope.at.value.clone(),
             annotations: s.output.annotations.is_some(),
+            serving: None,
         };
-        return crate::watch::run(&watch, runtime.handle(), |progress| diagnose(&s, progress, &runtime), super::write_stdout);
+        let Some(listen) = s.output.metrics_listen.as_deref() else {
+            return crate::watch::run(&watch, runtime.handle(), |progress| diagnose(&s, progress, &runtime), super::write_stdout);
+        };
+        // The latest run's findings on /metrics, under one group; a failed run takes them off
+        // (they would be stale) and counts as a failure.
+        crate::watch::validate(&watch, std::io::stdout().is_terminal())?;
+        let metrics = Arc::new(crate::serve::metrics::Metrics::new(&[]));
+        let addr = crate::serve::start_findings_page(listen, metrics.clone(), runtime.handle())?;
+        let watch = crate::watch::Watch { serving: Some(format!("http://{addr}/metrics")), ..watch };
+        let diagnose_and_show = |progress| {
+            let started = std::time::Instant::now();
+            let result = diagnose(&s, progress, &runtime);
+            metrics.run(started.elapsed(), result.is_err());
+            match &result {
+                Ok(report) => metrics.diagnosed("watch", report, chrono::Utc::now().timestamp_millis() as f64 / 1000.0),
+                Err(_) => metrics.resolved("watch"),
+            }
+            result
+        };
+        return crate::watch::run(&watch, runtime.handle(), diagnose_and_show, super::write_stdout);
     }
     check_annotations(&s)?;
     let progress = !*s.output.quiet && std::io::stderr().is_terminal();

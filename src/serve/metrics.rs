@@ -147,15 +147,28 @@ impl Metrics {
         }
     }
 
+    /// The page of `explain --watch --metrics-listen`: the watch's runs and failed runs, and the
+    /// latest run's findings (kept under the one group `watch`).
+    pub fn render_watch(&self) -> String {
+        let mut out = String::new();
+        let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>| write_family(&mut out, name, kind, help, samples);
+        let runs = self.runs.load(Ordering::Relaxed) as f64;
+        family("vllm_diag_watch_runs_total", "counter", "Diagnoses the watch has run.", vec![("vllm_diag_watch_runs_total".into(), runs)]);
+        let failures = self.failures.load(Ordering::Relaxed) as f64;
+        family(
+            "vllm_diag_watch_failures_total",
+            "counter",
+            "Watch runs that gave no report (data source unreachable, no data); the finding series are gone until a run succeeds.",
+            vec![("vllm_diag_watch_failures_total".into(), failures)],
+        );
+        self.findings_families(&mut family, "The latest watch run");
+        out
+    }
+
     /// The exposition text.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>| {
-            out.push_str(&format!("# HELP {name} {}\n# TYPE {name} {kind}\n", escape_help(help, false)));
-            for (s, v) in samples {
-                out.push_str(&format!("{s} {}\n", format_go_float(v)));
-            }
-        };
+        let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>| write_family(&mut out, name, kind, help, samples);
         let notifications: Vec<(String, f64)> = self
             .notifications
             .lock()
@@ -199,7 +212,21 @@ impl Metrics {
             "Diagnoses and follow-ups made and not yet delivered (a slow receiver makes them wait).",
             vec![("vllm_diag_serve_deliveries_pending".into(), pending)],
         );
-        let (mut findings, mut not_evaluated, mut groups, mut last) = (Vec::new(), Vec::new(), 0.0, None::<f64>);
+        self.findings_families(&mut family, "The latest diagnosis of a firing alert group");
+        let groups = self.findings.lock().map(|m| m.len() as f64).unwrap_or_default();
+        family(
+            "vllm_diag_diagnosed_groups",
+            "gauge",
+            "Firing alert groups whose latest diagnosis the finding series show.",
+            vec![("vllm_diag_diagnosed_groups".into(), groups)],
+        );
+        out
+    }
+
+    /// `vllm_diag_finding`, `vllm_diag_not_evaluated` and the latest run's time, each series once
+    /// however many groups show it; `whose` starts their help text.
+    fn findings_families(&self, family: &mut impl FnMut(&str, &str, &str, Vec<(String, f64)>), whose: &str) {
+        let (mut findings, mut not_evaluated, mut last) = (Vec::new(), Vec::new(), None::<f64>);
         if let Ok(m) = self.findings.lock() {
             let set = |rows: &mut Vec<(String, f64)>, name: &str, of: &dyn Fn(&Shown) -> &Vec<Vec<(String, String)>>| {
                 let mut seen = std::collections::BTreeSet::new();
@@ -214,26 +241,19 @@ impl Metrics {
             };
             set(&mut findings, "vllm_diag_finding", &|s| &s.findings);
             set(&mut not_evaluated, "vllm_diag_not_evaluated", &|s| &s.not_evaluated);
-            groups = m.len() as f64;
             last = m.values().map(|s| s.at).reduce(f64::max);
         }
         family(
             "vllm_diag_finding",
             "gauge",
-            "A finding of the latest diagnosis of a firing alert group, 1 per rule, severity and scope; gone once the group resolves.",
+            &format!("A finding of {}, 1 per rule, severity and scope; gone once it resolves or a run fails.", whose.to_lowercase()),
             findings,
         );
         family(
             "vllm_diag_not_evaluated",
             "gauge",
-            "A rule the latest diagnosis of a firing alert group could not evaluate for a scope (its metrics missing, no data, a timeout): 1 per rule and scope.",
+            &format!("A rule {} could not evaluate for a scope (its metrics missing, no data, a timeout): 1 per rule and scope.", whose.to_lowercase()),
             not_evaluated,
-        );
-        family(
-            "vllm_diag_diagnosed_groups",
-            "gauge",
-            "Firing alert groups whose latest diagnosis the finding series show.",
-            vec![("vllm_diag_diagnosed_groups".into(), groups)],
         );
         if let Some(at) = last {
             family(
@@ -243,7 +263,14 @@ impl Metrics {
                 vec![("vllm_diag_last_diagnosis_timestamp_seconds".into(), at)],
             );
         }
-        out
+    }
+}
+
+/// One metric family: its HELP and TYPE lines, then its samples.
+fn write_family(out: &mut String, name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>) {
+    out.push_str(&format!("# HELP {name} {}\n# TYPE {name} {kind}\n", escape_help(help, false)));
+    for (s, v) in samples {
+        out.push_str(&format!("{s} {}\n", format_go_float(v)));
     }
 }
 

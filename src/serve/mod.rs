@@ -225,6 +225,23 @@ pub async fn run(config: Config, diagnose: Arc<Diagnose>, shutdown: impl std::fu
     Ok(())
 }
 
+/// `explain --watch --metrics-listen`: GET /metrics (the watch's page, [`Metrics::render_watch`])
+/// and GET /healthz on `listen`, served on `runtime` for as long as the process runs. Returns the
+/// address bound (port 0 picks a free one).
+pub fn start_findings_page(listen: &str, metrics: Arc<Metrics>, runtime: &tokio::runtime::Handle) -> Result<std::net::SocketAddr, Failure> {
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(listen))
+        .map_err(|e| Failure::Usage(format!("--metrics-listen {listen}: cannot listen there: {e}. Give a free host:port, e.g. 127.0.0.1:9464")))?;
+    let addr = listener.local_addr().map_err(|e| Failure::Output(format!("--metrics-listen {listen}: {e}")))?;
+    let page = move || {
+        let metrics = metrics.clone();
+        async move { ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], metrics.render_watch()).into_response() }
+    };
+    let app = Router::new().route("/metrics", get(page)).route("/healthz", get(|| async { "ok\n" }));
+    runtime.spawn(serve_connections(listener, app, std::future::pending::<()>()));
+    Ok(addr)
+}
+
 /// Accept connections until `shutdown` completes, each served by hyper with [`REQUEST_TIMEOUT`]
 /// for its headers; then close them, giving requests in progress [`CLOSE_GRACE`]. (axum::serve
 /// has no header timeout and waits for every connection to end on its own.)

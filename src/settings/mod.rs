@@ -268,6 +268,8 @@ pub struct Output {
     pub quiet: Setting<bool>,
     /// Re-run every so often on a terminal.
     pub watch: Setting<Option<Duration>>,
+    /// With a watch: where to serve the latest run's findings as metrics.
+    pub metrics_listen: Setting<Option<String>>,
     /// Also print the findings as CI annotations.
     pub annotations: Setting<Option<Annotations>>,
     /// The chart-link template of the file's `[links] graph` (`none`: no links); unset, a live

@@ -235,6 +235,19 @@ impl PromServer {
     }
 
     /// The single value of a query that must return exactly one sample.
+    /// Ask `promql` now, every half second for up to a minute, until it returns series
+    /// (`present`) or none (not `present`); returns the last answer.
+    pub fn wait_for_series(&self, promql: &str, present: bool) -> Vec<(BTreeMap<String, String>, f64)> {
+        let started = std::time::Instant::now();
+        loop {
+            let rows = self.query(promql, Utc::now());
+            if rows.is_empty() != present || started.elapsed() > std::time::Duration::from_secs(60) {
+                return rows;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    }
+
     pub fn query_one(&self, promql: &str, at: DateTime<Utc>) -> f64 {
         let result = self.query(promql, at);
         match result.as_slice() {
