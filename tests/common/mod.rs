@@ -1,7 +1,8 @@
 //! A real Prometheus per test, holding generated scenario data.
 //!
 //! Integration tests run vllm-diag against the server operators actually run, not a mock: each
-//! [`PromServer`] backfills its own TSDB with `promtool` in its own temporary directory, listens on
+//! [`PromServer`] backfills its own TSDB with `promtool` (or copies the blocks of the same text
+//! backfilled before, see [`backfill`]) in its own temporary directory, listens on
 //! its own free port and is killed when dropped, so tests can run in parallel without sharing
 //! anything. The small HTTP client below speaks HTTP/1.0 over `std::net` on purpose: it works
 //! the same from plain `#[test]`s and from inside `#[tokio::test]`s, where starting a second
@@ -394,8 +395,52 @@ fn runs(tool: &str, version_flag: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// Turn an OpenMetrics file into TSDB blocks in `data` with `promtool`; panics with its output on failure.
+/// Turn an OpenMetrics file into TSDB blocks in `data` with `promtool`; panics with its output on
+/// failure. The blocks of a text backfilled before (by any test binary of this build) are copied
+/// from a cache under the target directory instead: promtool takes about a second a scenario, most
+/// of a scenario test's time, and the suite backfills the same scenarios many times.
 fn backfill(openmetrics: &Path, data: &Path) {
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("promtool-blocks");
+    let key = std::fs::read(openmetrics).ok().map(|bytes| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        bytes.hash(&mut h);
+        format!("{}-{:016x}", bytes.len(), h.finish())
+    });
+    if let Some(cached) = key.as_ref().map(|k| cache.join(k)).filter(|c| c.is_dir()) {
+        copy_tree(&cached, data);
+        return;
+    }
+    run_promtool(openmetrics, data);
+    // Keep a copy for the next time: built beside, then renamed into place in one step, so that
+    // another process sees a whole cache entry or none (when two race, the second rename fails
+    // and its copy is dropped).
+    if let Some(k) = key {
+        let building = cache.join(format!(".{k}.{}", std::process::id()));
+        if std::fs::create_dir_all(&building).is_ok() {
+            copy_tree(data, &building);
+            if std::fs::rename(&building, cache.join(&k)).is_err() {
+                let _ = std::fs::remove_dir_all(&building);
+            }
+        }
+    }
+}
+
+/// Copy the directory tree `from` into `to` (created when missing); panics naming the file.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("cannot create {}: {e}", to.display()));
+    for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("cannot read {}: {e}", from.display())) {
+        let entry = entry.unwrap_or_else(|e| panic!("cannot read {}: {e}", from.display()));
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("cannot copy {} to {}: {e}", src.display(), dst.display()));
+        }
+    }
+}
+
+fn run_promtool(openmetrics: &Path, data: &Path) {
     let output = Command::new("promtool")
         .args(["tsdb", "create-blocks-from", "openmetrics"])
         .arg(openmetrics)
