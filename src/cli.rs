@@ -367,7 +367,7 @@ pub enum RulesCommand {
     /// Exit 0 when at least one rule was exported, 2 otherwise.
     ///
     /// With --backtest DUR, nothing is written: each alert is evaluated over the DUR before --at on
-    /// --prometheus (one range query per alert, every --step, honouring --for) and the report says
+    /// --prometheus (range queries a day at a time, every --step, honouring --for) and the report says
     /// how often, when and for how long each would have fired. Exit 0 when every alert was
     /// evaluated, 3 when the range holds no vLLM data or an alert's query failed.
     #[command(after_help = BACKTEST_EXIT_CODES)]

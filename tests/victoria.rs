@@ -361,3 +361,25 @@ fn a_window_after_the_data_on_the_same_day_gives_no_verdict_as_with_prometheus()
     assert_eq!(pcode, 3, "{perr}");
     assert!(perr.contains("no vLLM metrics"), "{perr}");
 }
+
+/// `rules export --backtest` asks range queries, which VictoriaMetrics answers with its own
+/// lookback and step handling: the incident's alert still fires once, on its model, after it began.
+#[test]
+fn the_alert_backtest_from_victoriametrics_fires_the_incident_alert_once_on_its_model() {
+    let (spec, vm) = start_vm_scenario("kv-cache-pressure");
+    let out = Command::cargo_bin("vllm-diag")
+        .unwrap()
+        .args(["--no-config", "rules", "export", "--backtest", "7d", "--at", &at_of(&spec), "--prometheus", &vm.url, "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}{}", String::from_utf8_lossy(&out.stdout));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let alert = json["alerts"].as_array().unwrap().iter().find(|a| a["rule"] == "kv-cache-pressure").cloned().expect("exported");
+    assert_eq!(alert["status"], "fired", "{alert:#}");
+    let episodes = alert["episodes"].as_array().unwrap();
+    assert_eq!(episodes.len(), 1, "{alert:#}");
+    assert_eq!(episodes[0]["labels"]["model_name"], spec.expect.model.clone().unwrap().as_str());
+    let fired = chrono::DateTime::parse_from_rfc3339(episodes[0]["firing_since"].as_str().unwrap()).unwrap();
+    assert!(fired > spec.incident_onset().unwrap(), "{alert:#}");
+}

@@ -1,4 +1,4 @@
-//! `rules export --backtest`: send each exported alert as one range query, then let
+//! `rules export --backtest`: send each exported alert as range queries (a day at a time), then let
 //! [`crate::rules::backtest`] say when it would have fired.
 
 use std::sync::Arc;
@@ -37,12 +37,19 @@ pub(super) fn run(s: &Settings, alerts: &[Alert], selector: &Selector, ask: &Ask
     let plan = backtest::plan(end, ask.range, ask.step, ask.hold);
     let client: Arc<dyn Source> = Arc::new(super::connect::connect(s)?);
     let source = client.info().url;
-    let range = |query: String| Request::Range { query, start: plan.start, end: plan.end, step_seconds: plan.step.as_secs() };
-    let mut requests = vec![range(backtest::coverage_query(selector))];
-    requests.extend(alerts.iter().map(|a| range(a.expr.clone())));
+    // Each query is asked a day at a time: a subquery over a week at its own resolution is more
+    // points than VictoriaMetrics answers (30,000 a series), and a day is a query a server answers
+    // within its timeout. The pieces meet on the step grid, so stretches run on across them.
+    let chunks = backtest::chunks(&plan);
+    let pieces = |query: &str| chunks.iter().map(|(start, end)| Request::Range { query: query.to_string(), start: *start, end: *end, step_seconds: plan.step.as_secs() }).collect::<Vec<_>>();
+    let mut requests = pieces(&backtest::coverage_query(selector));
+    for a in alerts {
+        requests.extend(pieces(&a.expr));
+    }
     let deadline = *s.limits.timeout;
     let runtime = one_shot_runtime()?;
-    let mut answers = runtime.block_on(ask_all(client.clone(), requests, deadline)).into_iter();
+    let answers = runtime.block_on(ask_all(client.clone(), requests, deadline));
+    let mut answers = answers.chunks(chunks.len().max(1)).map(joined);
     let coverage = match answers.next() {
         Some(Ok(series)) => Ok(backtest::coverage(&series)),
         // Nothing else would be answered either: say so as explain does, exit 3.
@@ -58,7 +65,7 @@ pub(super) fn run(s: &Settings, alerts: &[Alert], selector: &Selector, ask: &Ask
             alert: a.name.clone(),
             severity: a.severity,
             expr: a.expr.clone(),
-            outcome: answer.map(|series| backtest::episodes(&series, &plan)).map_err(|e| e.short_reason()),
+            outcome: answer.map(|series| backtest::episodes(&series, &plan)).map_err(|e| backtest::shorten(&e.to_string())),
         })
         .collect();
     let report = Backtest { plan, range: ask.range, source, coverage, alerts: results };
@@ -69,6 +76,18 @@ pub(super) fn run(s: &Settings, alerts: &[Alert], selector: &Selector, ask: &Ask
         write_stdout(&backtest::to_text(&report))?;
     }
     Ok(if report.complete() { exit::OK } else { exit::NO_DATA })
+}
+
+/// The pieces of one query's answer as one: each label set's points from every piece, or the
+/// first piece's error.
+fn joined(pieces: &[Result<Vec<Series>, SourceError>]) -> Result<Vec<Series>, SourceError> {
+    let mut by_labels: std::collections::BTreeMap<crate::prom::Labels, Vec<(f64, f64)>> = std::collections::BTreeMap::new();
+    for piece in pieces {
+        for series in piece.as_ref().map_err(Clone::clone)? {
+            by_labels.entry(series.labels.clone()).or_default().extend(series.points.iter().copied());
+        }
+    }
+    Ok(by_labels.into_iter().map(|(labels, points)| Series { labels, points }).collect())
 }
 
 /// Every request's series, in order; none outlives `deadline` from now.

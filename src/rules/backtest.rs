@@ -1,7 +1,7 @@
 //! `rules export --backtest`: when the exported alerts would have fired over past data.
 //!
-//! Each alert's expression is asked as one range query, evaluated every `step` as Prometheus'
-//! rule manager evaluates it every `evaluation_interval`. A point in the answer is an evaluation at
+//! Each alert's expression is asked as range queries (a day at a time, [`chunks`]), evaluated
+//! every `step` as Prometheus' rule manager evaluates it every `evaluation_interval`. A point in the answer is an evaluation at
 //! which the expression returned that series; this module turns those points into what the rule
 //! manager would have done with them ([`episodes`]): a series that appears is pending, fires once
 //! it has been returned at every evaluation for `for:`, and resolves at the first evaluation that
@@ -70,6 +70,31 @@ impl Plan {
     pub fn evaluations(&self) -> u64 {
         ((self.end - self.start).num_seconds().max(0) as u64) / self.step.as_secs().max(1) + 1
     }
+}
+
+/// How long one range query of a backtest covers at most.
+pub const CHUNK: Duration = Duration::from_secs(86_400);
+
+/// The plan's evaluations cut into pieces of at most [`CHUNK`], as (first, last) evaluation: each
+/// piece starts one step after the last one ended, on the plan's step grid.
+pub fn chunks(plan: &Plan) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+    let step = plan.step.as_secs().max(1) as i64;
+    let per = (CHUNK.as_secs() as i64 / step).max(1);
+    let total = plan.evaluations() as i64;
+    let at = |i: i64| plan.start + chrono::Duration::seconds(i * step);
+    (0..total).step_by(per as usize).map(|first| (at(first), at((first + per).min(total) - 1))).collect()
+}
+
+/// An error for the report: whole when short; else its start and its end (where the server's
+/// reason usually is), the query in between left out.
+pub fn shorten(error: &str) -> String {
+    let chars: Vec<char> = error.chars().collect();
+    if chars.len() <= 400 {
+        return error.to_string();
+    }
+    let head: String = chars[..120].iter().collect();
+    let tail: String = chars[chars.len() - 240..].iter().collect();
+    format!("{head} ... {tail}")
 }
 
 /// The query that says at which evaluations the selected replicas exported vLLM data at all:
@@ -389,6 +414,28 @@ mod tests {
         assert_eq!(p.step, Duration::from_secs(110));
         assert!(p.evaluations() <= MAX_POINTS + 1, "{}", p.evaluations());
         assert!(p.notes[0].contains("11000 points"), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn a_week_is_asked_a_day_at_a_time_on_one_grid() {
+        let p = plan(t(1_000_020), Duration::from_secs(7 * 86400), Duration::from_secs(60), Duration::ZERO);
+        let c = chunks(&p);
+        assert_eq!(c.len(), 8, "{c:?}");
+        assert_eq!(c[0].0, p.start);
+        assert_eq!(c[c.len() - 1].1, p.end);
+        for pair in c.windows(2) {
+            assert_eq!(pair[1].0 - pair[0].1, chrono::Duration::seconds(60), "{pair:?}");
+        }
+        let short = plan(t(1_000_020), Duration::from_secs(3600), Duration::from_secs(60), Duration::ZERO);
+        assert_eq!(chunks(&short), vec![(short.start, short.end)]);
+    }
+
+    #[test]
+    fn a_long_error_keeps_its_start_and_its_end() {
+        let long = format!("http://x rejected the query: {} cannot exceed 30000", "q".repeat(1000));
+        let s = shorten(&long);
+        assert!(s.len() < 400 && s.starts_with("http://x rejected") && s.ends_with("cannot exceed 30000"), "{s}");
+        assert_eq!(shorten("short"), "short");
     }
 
     #[test]
