@@ -174,6 +174,12 @@ scenarios! {
     gauge_only_load_exceeds_capacity_no_counters_near_miss => "gauge-only-load-exceeds-capacity-no-counters-near",
     external_prefix_cache_miss => "external-prefix-cache-miss",
     external_prefix_cache_miss_near_miss => "external-prefix-cache-miss-near",
+    process_memory_growth => "process-memory-growth",
+    process_memory_growth_near_miss => "process-memory-growth-near",
+    iteration_tokens_collapse => "iteration-tokens-collapse",
+    iteration_tokens_collapse_near_miss => "iteration-tokens-collapse-near",
+    ttft_unattributed => "ttft-unattributed",
+    ttft_unattributed_near_miss => "ttft-unattributed-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

@@ -382,6 +382,7 @@ const UNITS: &[&str] = &[
     "megahertz",
     "celsius",
     "percent",
+    "bytes",
 ];
 
 fn valid_id(id: &str, allow_underscore: bool) -> bool {
@@ -623,7 +624,7 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
             }
             nonempty(histogram, "histogram")
         }
-        SignalKind::Mean { histogram } => nonempty(histogram, "histogram"),
+        SignalKind::Mean { histogram, .. } => nonempty(histogram, "histogram"),
         SignalKind::Remainder { histogram, minus } => {
             nonempty(histogram, "histogram")?;
             if minus.is_empty() {

@@ -63,8 +63,14 @@ pub enum SignalKind {
         #[serde(default = "default_join")]
         join_on: Vec<String>,
     },
-    /// Mean of a histogram (`_sum` over `_count`): e.g. mean prompt length.
-    Mean { histogram: Vec<String> },
+    /// Mean of a histogram (`_sum` over `_count`): e.g. mean prompt length. With `per`, that mean
+    /// divided by a gauge averaged over time and across the scope's series (tokens per engine step
+    /// per running request: a per-replica mean over a per-replica level).
+    Mean {
+        histogram: Vec<String>,
+        #[serde(default)]
+        per: Vec<String>,
+    },
     /// The mean of one histogram less the means of others, each `_sum` over `_count`: what of a
     /// duration the others do not account for (TTFT less queue time less prefill time is input
     /// processing and the API server). Each of `minus` is one family's list of alternatives.
@@ -367,7 +373,13 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
     };
     match kind {
         SignalKind::Quantile { histogram, .. } | SignalKind::SloBurn { histogram, .. } => vec![hist(histogram, "_bucket")],
-        SignalKind::Mean { histogram } => vec![hist(histogram, "_sum")],
+        SignalKind::Mean { histogram, per } => {
+            let mut v = vec![hist(histogram, "_sum")];
+            if !per.is_empty() {
+                v.push(per.clone());
+            }
+            v
+        }
         SignalKind::Remainder { histogram, minus } => std::iter::once(histogram).chain(minus).map(|h| hist(h, "_sum")).collect(),
         SignalKind::Rate { counter, attribute_via, .. } => with_anchor(vec![counter.clone()], attribute_via),
         SignalKind::Ratio { numerator, denominator, attribute_via, .. } => {

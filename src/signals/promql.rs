@@ -256,6 +256,14 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sums: Vec::new(),
             }
         }
+        SignalKind::Mean { per, .. } if !per.is_empty() => match resolved.names.as_slice() {
+            [hist, gauge] => plain(format!(
+                "({}) / avg by ({by}) (avg_over_time({}[{r}]))",
+                mean_query(hist, ctx),
+                sel.series(gauge, &[])
+            )),
+            _ => return Err("a mean per gauge needs the histogram and the gauge".to_string()),
+        },
         SignalKind::Mean { .. } | SignalKind::Remainder { .. } => plain(mean_less_means(&resolved.names, ctx)),
         SignalKind::Rate { r#match, attribute_via, join_on, .. } => {
             let extra = parse(r#match)?;
