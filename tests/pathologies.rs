@@ -34,6 +34,13 @@ fn check(name: &str) -> Value {
     let (spec, report, stderr, code) = explain(name, &[]);
     if std::env::var_os("VLLM_DIAG_SHOW").is_some() {
         eprintln!("{name}: {}", serde_json::to_string_pretty(&report["findings"]).unwrap());
+        let listed: Vec<String> = report["unexplained"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|u| format!("{} {} {} vs {} from {} ({})", u["signal"], u["scope"], u["value"], u["baseline"], u["onset"], u["ratio"]))
+            .collect();
+        eprintln!("{name}: unexplained {listed:#?}; not evaluated {}", report["not_evaluated"]);
     }
     let findings = report["findings"].as_array().unwrap();
     let ex = &spec.expect;

@@ -50,8 +50,8 @@ pub enum IncidentKind {
     /// 1.3 times as many steps: tokens per step per running request fall to three quarters.
     IterationTokensCollapseNear,
     /// Requests take 0.3 s longer to reach the engine, on a fleet whose collector does not keep
-    /// the prefill histogram (the scenario drops it): TTFT up, queue flat, and neither
-    /// slow-input-processing nor slow-prefill can be judged (what else moved lists TTFT).
+    /// the queue-time histogram (the scenario drops it): TTFT up, queue and prefill flat, and
+    /// slow-input-processing cannot split TTFT (what else moved lists it).
     TtftUnattributed,
     /// 0.1 s longer: TTFT rises by under 250 ms.
     TtftUnattributedNear,
