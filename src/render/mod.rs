@@ -166,6 +166,8 @@ pub struct RenderOptions {
     /// The severity at or above which a finding fails the run (`--fail-on`); `None` when nothing
     /// fails. JUnit turns it into failed test cases; `check` into its verdict.
     pub fail_on: Option<Severity>,
+    /// Changes no rule explains fail the run too (`--fail-on unexplained`, or `info`).
+    pub fail_on_unexplained: bool,
     /// Deep links from evidence queries to charts (markdown, slack, html); `None` for none.
     pub links: Option<links::GraphLinks>,
     /// `check`'s verdict line (`FAIL: ...`), which the text formats print first, escaped for
@@ -909,6 +911,24 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
         }
         return format!("FAIL: {count} {since} ({})", named.join(", "));
     }
+    if opts.fail_on_unexplained && !report.unexplained.is_empty() {
+        const NAMED: usize = 3;
+        let mut named: Vec<String> = report
+            .unexplained
+            .iter()
+            .take(NAMED)
+            .map(|u| format!("{} {} on {}", u.title, u.direction, scopes.format(&u.scope)))
+            .collect();
+        if report.unexplained.len() > NAMED {
+            named.push(format!("and {} more", report.unexplained.len() - NAMED));
+        }
+        return format!(
+            "FAIL: {} that no rule explains {since} ({}; --fail-on {})",
+            plural(report.unexplained.len(), "signal moved", "signals moved"),
+            named.join(", "),
+            crate::report::fail_on_name(opts.fail_on, true)
+        );
+    }
     if report.core_missing() && report.stats.rules_evaluated > 0 {
         let core: Vec<String> = report.coverage.core_not_evaluated.iter().map(|r| one_line(r)).collect();
         let rest = if report.findings.is_empty() {
@@ -937,7 +957,8 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
         None => "nothing fails with --fail-on never".to_string(),
     };
     let mut notes: Vec<String> = Vec::new();
-    // Changes no rule explains never fail the run, but the verdict says them first.
+    // Changes no rule explains fail the run only with --fail-on unexplained (or info); the verdict
+    // says them first either way.
     if !report.unexplained.is_empty() {
         notes.push(format!("but {} that no rule explains", plural(report.unexplained.len(), "signal moved", "signals moved")));
     }

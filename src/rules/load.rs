@@ -624,7 +624,12 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
             }
             nonempty(histogram, "histogram")
         }
-        SignalKind::Mean { histogram, .. } => nonempty(histogram, "histogram"),
+        SignalKind::Mean { histogram, per_at_least, .. } => {
+            if !per_at_least.is_finite() || *per_at_least < 0.0 {
+                return Err(format!("per_at_least {per_at_least} must be a number of at least 0"));
+            }
+            nonempty(histogram, "histogram")
+        }
         SignalKind::Remainder { histogram, minus } => {
             nonempty(histogram, "histogram")?;
             if minus.is_empty() {

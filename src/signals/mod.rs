@@ -65,11 +65,14 @@ pub enum SignalKind {
     },
     /// Mean of a histogram (`_sum` over `_count`): e.g. mean prompt length. With `per`, that mean
     /// divided by a gauge averaged over time and across the scope's series (tokens per engine step
-    /// per running request: a per-replica mean over a per-replica level).
+    /// per running request: a per-replica mean over a per-replica level), where that average is at
+    /// least `per_at_least` (below it, no value: a gauge sampled at 0, 1 or 2 measures no level).
     Mean {
         histogram: Vec<String>,
         #[serde(default)]
         per: Vec<String>,
+        #[serde(default)]
+        per_at_least: f64,
     },
     /// The mean of one histogram less the means of others, each `_sum` over `_count`: what of a
     /// duration the others do not account for (TTFT less queue time less prefill time is input
@@ -373,7 +376,7 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
     };
     match kind {
         SignalKind::Quantile { histogram, .. } | SignalKind::SloBurn { histogram, .. } => vec![hist(histogram, "_bucket")],
-        SignalKind::Mean { histogram, per } => {
+        SignalKind::Mean { histogram, per, .. } => {
             let mut v = vec![hist(histogram, "_sum")];
             if !per.is_empty() {
                 v.push(per.clone());

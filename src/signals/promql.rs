@@ -256,9 +256,9 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sums: Vec::new(),
             }
         }
-        SignalKind::Mean { per, .. } if !per.is_empty() => match resolved.names.as_slice() {
+        SignalKind::Mean { per, per_at_least, .. } if !per.is_empty() => match resolved.names.as_slice() {
             [hist, gauge] => plain(format!(
-                "({}) / avg by ({by}) (avg_over_time({}[{r}]))",
+                "({}) / (avg by ({by}) (avg_over_time({}[{r}])) >= {per_at_least})",
                 mean_query(hist, ctx),
                 sel.series(gauge, &[])
             )),
