@@ -1807,6 +1807,20 @@ mod tests {
         let v = check_verdict(&moved, &opts);
         assert!(v.starts_with("PASS: ") && v.contains("; but 1 signal moved that no rule explains, "), "{v}");
         assert_eq!(moved.exit_code(opts.fail_on), clean.exit_code(opts.fail_on));
+        // --fail-on unexplained: the same report fails, and says on what; a clean one still passes.
+        let unexplained = RenderOptions { fail_on_unexplained: true, ..opts };
+        let v = check_verdict(&moved, &unexplained);
+        assert!(v.starts_with("FAIL: 1 signal moved that no rule explains since the deploy at ") && v.contains("(Prefix-cache hit ratio down on ") && v.ends_with("; --fail-on unexplained)"), "{v}");
+        assert_eq!(moved.exit_code_with(unexplained.fail_on, true), crate::report::EXIT_FINDINGS);
+        assert!(check_verdict(&clean, &unexplained).starts_with("PASS: "));
+        assert_eq!(clean.exit_code_with(unexplained.fail_on, true), clean.exit_code(opts.fail_on));
+        // A failing finding comes first and names the findings.
+        let mut both = sample_report();
+        both.unexplained = moved.unexplained.clone();
+        assert!(check_verdict(&both, &unexplained).contains("critical"), "{}", check_verdict(&both, &unexplained));
+        assert_eq!(crate::report::fail_on_name(Some(Severity::Warning), true), "unexplained");
+        assert_eq!(crate::report::fail_on_name(Some(Severity::Info), true), "info");
+        assert_eq!(crate::report::fail_on_name(None, false), "never");
     }
 
     #[test]
