@@ -52,10 +52,18 @@ pub enum SignalKind {
         #[serde(default = "default_join")]
         join_on: Vec<String>,
     },
-    /// Rate of one counter over another (a share: 5xx over all, aborted over finished).
+    /// Rate of one counter over another (a share: 5xx over all, aborted over finished). With `per`,
+    /// that ratio divided by a gauge averaged over time, engine by engine (replica and `engine`
+    /// label) where that average is at least `per_at_least` (below it, no value: a gauge sampled at
+    /// 0, 1 or 2 measures no level), then averaged over the scope: generated tokens per engine step
+    /// per running request.
     Ratio {
         numerator: CounterRef,
         denominator: CounterRef,
+        #[serde(default)]
+        per: Vec<String>,
+        #[serde(default)]
+        per_at_least: f64,
         /// For counters that lack the grouping label (http_requests_total, DCGM): a vLLM gauge whose
         /// series map the `join_on` labels to the grouping label.
         #[serde(default)]
@@ -63,17 +71,8 @@ pub enum SignalKind {
         #[serde(default = "default_join")]
         join_on: Vec<String>,
     },
-    /// Mean of a histogram (`_sum` over `_count`): e.g. mean prompt length. With `per`, that mean
-    /// divided by a gauge averaged over time and across the scope's series (tokens per engine step
-    /// per running request: a per-replica mean over a per-replica level), where that average is at
-    /// least `per_at_least` (below it, no value: a gauge sampled at 0, 1 or 2 measures no level).
-    Mean {
-        histogram: Vec<String>,
-        #[serde(default)]
-        per: Vec<String>,
-        #[serde(default)]
-        per_at_least: f64,
-    },
+    /// Mean of a histogram (`_sum` over `_count`): e.g. mean prompt length.
+    Mean { histogram: Vec<String> },
     /// The mean of one histogram less the means of others, each `_sum` over `_count`: what of a
     /// duration the others do not account for (TTFT less queue time less prefill time is input
     /// processing and the API server). Each of `minus` is one family's list of alternatives.
@@ -376,19 +375,16 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
     };
     match kind {
         SignalKind::Quantile { histogram, .. } | SignalKind::SloBurn { histogram, .. } => vec![hist(histogram, "_bucket")],
-        SignalKind::Mean { histogram, per, .. } => {
-            let mut v = vec![hist(histogram, "_sum")];
-            if !per.is_empty() {
-                v.push(per.clone());
-            }
-            v
-        }
+        SignalKind::Mean { histogram } => vec![hist(histogram, "_sum")],
         SignalKind::Remainder { histogram, minus } => std::iter::once(histogram).chain(minus).map(|h| hist(h, "_sum")).collect(),
         SignalKind::Rate { counter, attribute_via, .. } => with_anchor(vec![counter.clone()], attribute_via),
-        SignalKind::Ratio { numerator, denominator, attribute_via, .. } => {
+        SignalKind::Ratio { numerator, denominator, attribute_via, per, .. } => {
             let mut v = vec![numerator.counter.clone()];
             if denominator.counter != numerator.counter {
                 v.push(denominator.counter.clone());
+            }
+            if !per.is_empty() {
+                v.push(per.clone());
             }
             with_anchor(v, attribute_via)
         }

@@ -256,14 +256,6 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sums: Vec::new(),
             }
         }
-        SignalKind::Mean { per, per_at_least, .. } if !per.is_empty() => match resolved.names.as_slice() {
-            [hist, gauge] => plain(format!(
-                "({}) / (avg by ({by}) (avg_over_time({}[{r}])) >= {per_at_least})",
-                mean_query(hist, ctx),
-                sel.series(gauge, &[])
-            )),
-            _ => return Err("a mean per gauge needs the histogram and the gauge".to_string()),
-        },
         SignalKind::Mean { .. } | SignalKind::Remainder { .. } => plain(mean_less_means(&resolved.names, ctx)),
         SignalKind::Rate { r#match, attribute_via, join_on, .. } => {
             let extra = parse(r#match)?;
@@ -271,7 +263,32 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             let (value, read) = summed(rate_read(&resolved.names[0], &extra, anchor, join_on, ctx));
             SignalQueries { sums: vec![(value.clone(), read)], ..plain(value) }
         }
-        SignalKind::Ratio { numerator, denominator, attribute_via, join_on } => {
+        SignalKind::Ratio { numerator, denominator, per, per_at_least, .. } if !per.is_empty() => {
+            // Per a gauge's level, engine by engine (the replica and vLLM's data-parallel `engine`
+            // label): a busy replica's steps beside an idle one's would otherwise read as a batch
+            // twice the average. Then averaged over the scope's engines: one series per scope, one
+            // expression read whole (no anchor: the loader refuses one).
+            let (num_name, gauge) = (&resolved.names[0], resolved.names.last().ok_or("no gauge")?);
+            let den_name = if denominator.counter != numerator.counter { &resolved.names[1] } else { num_name };
+            let replica = ctx.replica_label.as_str();
+            if !crate::prom::is_label_name(replica) {
+                return Err(format!("replica label {replica:?} is not a label name"));
+            }
+            let mut each: Vec<&str> = ctx.group_by.iter().map(String::as_str).collect();
+            for l in [replica, "engine"] {
+                if !each.contains(&l) {
+                    each.push(l);
+                }
+            }
+            let each = each.join(", ");
+            plain(format!(
+                "avg by ({by}) (sum by ({each}) (rate({}[{r}])) / sum by ({each}) (rate({}[{r}])) / (sum by ({each}) (avg_over_time({}[{r}])) >= {per_at_least}))",
+                sel.series(num_name, &parse(&numerator.r#match)?),
+                sel.series(den_name, &parse(&denominator.r#match)?),
+                sel.series(gauge, &[])
+            ))
+        }
+        SignalKind::Ratio { numerator, denominator, attribute_via, join_on, .. } => {
             let num_extra = parse(&numerator.r#match)?;
             let den_extra = parse(&denominator.r#match)?;
             let num_name = &resolved.names[0];
