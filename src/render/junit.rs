@@ -34,13 +34,15 @@ enum Outcome {
     /// Matched; `fails` when at or above the bar. `detail` is the body text.
     Matched { severity: Severity, title: String, detail: String, fails: bool },
     Skipped { reason: String },
+    /// A change no rule explains (what else moved); `fails` under `--fail-on unexplained` or `info`.
+    Moved { line: String, fails: bool },
 }
 
 impl Outcome {
     /// Matched beats skipped beats passed if a pair appears twice.
     fn rank(&self) -> u8 {
         match self {
-            Outcome::Matched { .. } => 2,
+            Outcome::Matched { .. } | Outcome::Moved { .. } => 2,
             Outcome::Skipped { .. } => 1,
             Outcome::Passed => 0,
         }
@@ -50,10 +52,13 @@ impl Outcome {
 /// rule -> scope -> outcome.
 type Cases = BTreeMap<String, BTreeMap<String, Outcome>>;
 
+/// The suite of the changes no rule explains.
+const UNEXPLAINED_SUITE: &str = "what_else_moved";
+
 pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     let cases = cases(view);
     let count = |cases: &BTreeMap<String, Outcome>| {
-        let failures = cases.values().filter(|o| matches!(o, Outcome::Matched { fails: true, .. })).count();
+        let failures = cases.values().filter(|o| matches!(o, Outcome::Matched { fails: true, .. } | Outcome::Moved { fails: true, .. })).count();
         let skipped = cases.values().filter(|o| matches!(o, Outcome::Skipped { .. })).count();
         (cases.len(), failures, skipped)
     };
@@ -65,7 +70,7 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     tests += errors;
 
     let timestamp = view.window_range.end.format("%Y-%m-%dT%H:%M:%S").to_string();
-    let bar = view.fail_on.map_or("never".to_string(), |s| s.to_string());
+    let bar = crate::report::fail_on_name(view.fail_on, view.fail_on_unexplained);
     let properties = properties(view, &bar);
 
     let mut out = String::new();
@@ -156,6 +161,11 @@ fn cases(view: &ReportView) -> Cases {
             );
             put(&a.rule, &f.scope, Outcome::Matched { severity: a.severity, title: a.title.clone(), detail, fails: view.fails(a.severity) });
         }
+    }
+    // What else moved: one suite, `what_else_moved` (a rule's id has no underscore, so none can
+    // take its name), a case per signal and scope.
+    for u in &view.unexplained {
+        put(UNEXPLAINED_SUITE, &format!("{} on {}", u.signal, u.scope), Outcome::Moved { line: u.line.clone(), fails: view.fail_on_unexplained });
     }
     cases
 }
@@ -283,6 +293,16 @@ fn testcase(out: &mut String, rule: &str, scope: &str, outcome: &Outcome, bar: &
                 attr(&format!("{}: {title}", severity.as_str().to_uppercase())),
                 text(detail)
             );
+            out.push_str("    </testcase>\n");
+        }
+        Outcome::Moved { line, fails: true } => {
+            let _ = writeln!(out, "{open}>");
+            let _ = writeln!(out, "      <failure message=\"{}\" type=\"unexplained\">{}</failure>", attr(&format!("UNEXPLAINED: {line}")), text(&format!("Changed, not explained by any rule: {line}\n")));
+            out.push_str("    </testcase>\n");
+        }
+        Outcome::Moved { line, fails: false } => {
+            let _ = writeln!(out, "{open}>");
+            let _ = writeln!(out, "      <system-out>{}</system-out>", text(&format!("Changed, not explained by any rule (fails with --fail-on unexplained; --fail-on {bar} here): {line}\n")));
             out.push_str("    </testcase>\n");
         }
         Outcome::Matched { severity, title, detail, fails: false } => {

@@ -60,9 +60,13 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     // The timeline keeps a little room whatever the findings take: its heading, its most relevant
     // events and the count of the rest (nothing at all without events).
     let timeline_reserve = timeline(view, TIMELINE_RESERVE).map_or(0, |t| len(&t) + 2);
+    // What else moved: a few lines at most, after the findings, always shown (on a run where no
+    // rule fired it is the news).
+    let moved = unexplained(view);
+    let moved_len = moved.as_ref().map_or(0, |m| len(m) + 2);
     // The tail counts for at most its reserve: the findings come first, and it is shortened to
     // what they and the timeline leave.
-    let fixed = len(&head_text) + 2 + len(&tail_text).min(TAIL_RESERVE) + 2 + timeline_reserve;
+    let fixed = len(&head_text) + 2 + len(&tail_text).min(TAIL_RESERVE) + 2 + timeline_reserve + moved_len;
     let budget = |reserve: usize| LIMIT.saturating_sub(fixed + reserve);
 
     let total_full: usize = full.iter().map(|b| len(b) + 2).sum();
@@ -102,6 +106,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
 
     let mut parts = vec![head_text];
     parts.extend(blocks);
+    parts.extend(moved);
     // The timeline takes the room the findings and the tail leave, one line per event.
     // It keeps the room reserved for it whatever the tail would take.
     let taken: usize = parts.iter().map(|p| len(p) + 2).sum::<usize>() + len(&tail_text) + 2;
@@ -146,6 +151,24 @@ fn head(view: &ReportView) -> Vec<String> {
         head.push(plain(sentence));
     }
     head
+}
+
+/// "Also changed, not explained by any rule": the first [`super::view::UNEXPLAINED_LISTED`] changes
+/// (each line cut to [`TAIL_LINE`]) and how many more the JSON has. `None` when nothing moved.
+fn unexplained(view: &ReportView) -> Option<String> {
+    if view.unexplained.is_empty() {
+        return None;
+    }
+    let mut lines = vec!["*Also changed, not explained by any rule:*".to_string()];
+    for u in view.unexplained.iter().take(super::view::UNEXPLAINED_LISTED) {
+        let line = format!("• {}", plain(&u.line));
+        lines.push(if line.chars().count() > TAIL_LINE { format!("{}…", line.chars().take(TAIL_LINE - 1).collect::<String>()) } else { line });
+    }
+    let more = view.unexplained.len().saturating_sub(super::view::UNEXPLAINED_LISTED);
+    if more > 0 {
+        lines.push(format!("_… and {more} more (see `--format json`)_"));
+    }
+    Some(lines.join("\n"))
 }
 
 /// The timeline in at most `room` characters: its heading, then one line per listed event, oldest

@@ -54,9 +54,9 @@ pub enum SignalKind {
     },
     /// Rate of one counter over another (a share: 5xx over all, aborted over finished). With `per`,
     /// that ratio divided by a gauge averaged over time, engine by engine (replica and `engine`
-    /// label) where that average is at least `per_at_least` (below it, no value: a gauge sampled at
-    /// 0, 1 or 2 measures no level), then averaged over the scope: generated tokens per engine step
-    /// per running request.
+    /// label) where the gauge stayed at `per_at_least` or more throughout (below it, no value: a
+    /// gauge sampled at 0, 1 or 2 measures no level; a range across a change of load mixes two),
+    /// then averaged over the scope: generated tokens per engine step per running request.
     Ratio {
         numerator: CounterRef,
         denominator: CounterRef,

@@ -266,8 +266,10 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
         SignalKind::Ratio { numerator, denominator, per, per_at_least, .. } if !per.is_empty() => {
             // Per a gauge's level, engine by engine (the replica and vLLM's data-parallel `engine`
             // label): a busy replica's steps beside an idle one's would otherwise read as a batch
-            // twice the average. Then averaged over the scope's engines: one series per scope, one
-            // expression read whole (no anchor: the loader refuses one).
+            // twice the average. Only where the gauge stayed at `per_at_least` or more throughout
+            // the range: a range across a change of load (a busy stretch ending) weighs the steps
+            // and the gauge's time differently. Then averaged over the scope's engines: one series
+            // per scope, one expression read whole (no anchor: the loader refuses one).
             let (num_name, gauge) = (&resolved.names[0], resolved.names.last().ok_or("no gauge")?);
             let den_name = if denominator.counter != numerator.counter { &resolved.names[1] } else { num_name };
             let replica = ctx.replica_label.as_str();
@@ -282,10 +284,10 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             }
             let each = each.join(", ");
             plain(format!(
-                "avg by ({by}) (sum by ({each}) (rate({}[{r}])) / sum by ({each}) (rate({}[{r}])) / (sum by ({each}) (avg_over_time({}[{r}])) >= {per_at_least}))",
+                "avg by ({by}) (sum by ({each}) (rate({}[{r}])) / sum by ({each}) (rate({}[{r}])) / (sum by ({each}) (avg_over_time({g}[{r}])) and (sum by ({each}) (min_over_time({g}[{r}])) >= {per_at_least})))",
                 sel.series(num_name, &parse(&numerator.r#match)?),
                 sel.series(den_name, &parse(&denominator.r#match)?),
-                sel.series(gauge, &[])
+                g = sel.series(gauge, &[])
             ))
         }
         SignalKind::Ratio { numerator, denominator, attribute_via, join_on, .. } => {

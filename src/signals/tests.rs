@@ -103,7 +103,7 @@ fn a_ratio_per_a_gauge_divides_by_its_average_only_where_that_is_high_enough() {
     let q = build(&k, &r, &ctx("")).unwrap();
     assert_eq!(
         q.value,
-        "avg by (model_name) (sum by (model_name, instance, engine) (rate(vllm:generation_tokens_total[1800s])) / sum by (model_name, instance, engine) (rate(vllm:iteration_tokens_total_count[1800s])) / (sum by (model_name, instance, engine) (avg_over_time(vllm:num_requests_running[1800s])) >= 4))"
+        "avg by (model_name) (sum by (model_name, instance, engine) (rate(vllm:generation_tokens_total[1800s])) / sum by (model_name, instance, engine) (rate(vllm:iteration_tokens_total_count[1800s])) / (sum by (model_name, instance, engine) (avg_over_time(vllm:num_requests_running[1800s])) and (sum by (model_name, instance, engine) (min_over_time(vllm:num_requests_running[1800s])) >= 4)))"
     );
     assert!(q.parts.is_none() && q.sums.is_empty(), "read whole");
 }
