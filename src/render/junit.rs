@@ -416,6 +416,27 @@ mod tests {
         assert!(failure.contains("Started 09:03 UTC\nBegan 2 min after a configuration change at 09:01 UTC"), "{failure}");
     }
 
+    #[test]
+    fn changes_no_rule_explains_are_test_cases_that_fail_only_under_fail_on_unexplained() {
+        let r = with_unexplained(clean_report(), 2);
+        let key = |signal: &str| ("what_else_moved".to_string(), format!("{signal} on qwen2.5-coder-32b"));
+        let got = outcomes(&render(&r, &warning()));
+        assert_eq!(got.get(&key("ttft_p95")).map(String::as_str), Some("system-out"), "{got:?}");
+        assert_eq!(got.get(&key("signal_1")).map(String::as_str), Some("system-out"), "{got:?}");
+        let strict = RenderOptions { fail_on_unexplained: true, ..warning() };
+        let xml = render(&r, &strict);
+        let got = outcomes(&xml);
+        assert_eq!(got.get(&key("ttft_p95")).map(String::as_str), Some("failure"), "{got:?}");
+        let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
+        assert_eq!(doc.root_element().attribute("failures"), Some("2"));
+        let fail_on: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("property") && n.attribute("name") == Some("fail_on")).filter_map(|n| n.attribute("value")).collect();
+        assert!(!fail_on.is_empty() && fail_on.iter().all(|v| *v == "unexplained"), "{fail_on:?}");
+        let messages: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("failure")).filter_map(|n| n.attribute("message")).collect();
+        assert!(messages.iter().any(|m| m.starts_with("UNEXPLAINED: P95 time to first token up 2.4x (robust z 31) on qwen2.5-coder-32b since 09:12:00 UTC")), "{messages:?}");
+        // Nothing moved: no such suite.
+        assert!(!render(&clean_report(), &strict).contains("what_else_moved"));
+    }
+
     /// (suite, case) -> "failure" | "skipped" | "passed" | "system-out", from the parsed document.
     fn outcomes(xml: &str) -> BTreeMap<(String, String), String> {
         let doc = roxmltree::Document::parse(xml).expect("well-formed XML");

@@ -134,6 +134,8 @@ fn head(view: &ReportView) -> Vec<String> {
         (Verdict::Findings, Some(Severity::Critical)) => ":red_circle:",
         (Verdict::Findings, Some(Severity::Warning)) => ":warning:",
         (Verdict::Findings, _) => ":information_source:",
+        // No rule fired, but signals moved that none explains: not an all-clear.
+        (Verdict::Clean, _) if !view.unexplained.is_empty() => ":large_yellow_circle:",
         (Verdict::Clean, _) => ":white_check_mark:",
         (Verdict::NothingEvaluated | Verdict::Incomplete, _) => ":grey_question:",
     };
@@ -487,6 +489,27 @@ mod tests {
     #[test]
     fn slack_snapshot_of_the_sample_report() {
         insta::assert_snapshot!(render(&sample_report(), &opts()));
+    }
+
+    #[test]
+    fn changes_no_rule_explains_are_listed_after_the_findings_three_at_most_and_within_the_limit() {
+        let text = render(&with_unexplained(clean_report(), 4), &opts());
+        let heading = text.find("*Also changed, not explained by any rule:*").unwrap_or_else(|| panic!("{text}"));
+        let listed: Vec<&str> = text[heading..].lines().skip(1).take_while(|l| l.starts_with("• ")).collect();
+        assert_eq!(listed.len(), 3, "{text}");
+        assert!(listed[0].starts_with("• P95 time to first token up 2.4x (robust z 31) on "), "{text}");
+        assert!(text.contains("_… and 1 more (see `--format json`)_"), "{text}");
+        assert!(!text.contains(":white_check_mark:") && text.starts_with(":large_yellow_circle: *vllm-diag: no rule fired, but 4 signals moved"), "not an all-clear: {text}");
+        // After the findings, and nothing at all when nothing moved.
+        let text = render(&with_unexplained(sample_report(), 1), &opts());
+        let first_finding = text.find("kv-cache").unwrap_or_else(|| panic!("{text}"));
+        assert!(text.find("*Also changed, not explained by any rule:*").is_some_and(|i| i > first_finding), "{text}");
+        assert!(!render(&sample_report(), &opts()).contains("Also changed"));
+        // Many findings beside them: still one section block.
+        let mut r = with_unexplained(sample_report(), 9);
+        more_findings(&mut r, 30);
+        let text = render(&r, &opts());
+        assert!(text.chars().count() <= LIMIT && text.contains("Also changed, not explained by any rule"), "{} chars", text.chars().count());
     }
 
     #[test]
