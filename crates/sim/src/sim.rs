@@ -939,7 +939,7 @@ impl<'a> Replica<'a> {
     /// pod. Returns whether the series' labels changed.
     fn restart(&mut self, now_ms: i64, blocks: Option<u64>, pod: Option<&str>) -> bool {
         self.process_start = now_ms as f64 / 1000.0;
-        self.rss = healthy_rss(&self.target["instance"]);
+        self.rss = healthy_rss(self.target.get("instance").map_or("", String::as_str));
         for h in &mut self.hists {
             h.counts.iter_mut().for_each(|c| *c = 0);
             h.sum = 0.0;
