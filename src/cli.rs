@@ -12,7 +12,8 @@ use crate::settings::{self, Origin, Setting, Settings};
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0  ran; nothing at or above --fail-on
-  1  a finding at or above --fail-on
+  1  a finding at or above --fail-on (with --fail-on unexplained or info, also a change no rule
+     explains)
   2  usage, configuration or rule-file error
   3  data source unreachable, no vLLM data in the window, or nothing could be evaluated";
 
@@ -552,8 +553,16 @@ impl ExportArgs {
 pub enum FailOn {
     Never,
     Info,
+    Unexplained,
     Warning,
     Critical,
+}
+
+impl FailOn {
+    /// Whether changes no rule explains fail the run: at `unexplained` and below it.
+    pub fn fails_unexplained(self) -> bool {
+        matches!(self, FailOn::Info | FailOn::Unexplained)
+    }
 }
 
 impl From<FailOn> for Option<crate::report::Severity> {
@@ -562,7 +571,7 @@ impl From<FailOn> for Option<crate::report::Severity> {
         match f {
             FailOn::Never => None,
             FailOn::Info => Some(Severity::Info),
-            FailOn::Warning => Some(Severity::Warning),
+            FailOn::Unexplained | FailOn::Warning => Some(Severity::Warning),
             FailOn::Critical => Some(Severity::Critical),
         }
     }
@@ -611,7 +620,8 @@ pub struct ExplainArgs {
     #[arg(long, short = 'v')]
     pub verbose: bool,
 
-    /// Exit 1 when a finding at or above this severity exists.
+    /// Exit 1 when a finding at or above this severity exists. `unexplained`: a warning or
+    /// critical finding, or a signal that moved that no rule explains (so does `info`, below it).
     #[arg(long, value_enum, default_value = "never")]
     pub fail_on: FailOn,
 
@@ -739,6 +749,7 @@ impl ExplainArgs {
                     (_, format) => Setting::new(format, set("format", "--format")),
                 },
                 fail_on: Setting::new(self.fail_on.into(), set("fail_on", "--fail-on")),
+                fail_on_unexplained: Setting::new(self.fail_on.fails_unexplained(), set("fail_on", "--fail-on")),
                 quiet: Setting::new(self.quiet, set("quiet", "--quiet")),
                 watch: opt(self.watch, "--watch"),
                 metrics_listen: opt(self.metrics_listen, "--metrics-listen"),

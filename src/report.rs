@@ -813,10 +813,19 @@ impl Report {
     /// made or scrape targets answered nothing (no pass, whatever else was or was not found); else
     /// [`EXIT_OK`].
     pub fn exit_code(&self, fail_on: Option<Severity>) -> u8 {
+        self.exit_code_with(fail_on, false)
+    }
+
+    /// The exit code where changes no rule explains may fail the run too (`--fail-on unexplained`,
+    /// and `info` below it): 1 when `unexplained` and the report lists any.
+    pub fn exit_code_with(&self, fail_on: Option<Severity>, unexplained: bool) -> u8 {
         if let (Some(t), Some(worst)) = (fail_on, self.worst_severity()) {
             if worst >= t {
                 return EXIT_FINDINGS;
             }
+        }
+        if unexplained && !self.unexplained.is_empty() {
+            return EXIT_FINDINGS;
         }
         if self.stats.rules_evaluated == 0 || self.gaps() {
             return EXIT_NO_DATA;
@@ -828,7 +837,8 @@ impl Report {
 /// Exit codes of a finished diagnosis (a public contract for CI; `error::exit` adds the usage
 /// error): no finding at or above `--fail-on` and everything judged.
 pub const EXIT_OK: u8 = 0;
-/// A finding at or above `--fail-on`.
+/// A finding at or above `--fail-on` (or, with `--fail-on unexplained` or `info`, a change no
+/// rule explains).
 pub const EXIT_FINDINGS: u8 = 1;
 /// No verdict: no data, core checks not judged, or scrape targets that answered nothing.
 pub const EXIT_NO_DATA: u8 = 3;
@@ -843,7 +853,23 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn of(report: &Report, fail_on: Option<Severity>) -> Outcome {
-        Outcome { exit_code: report.exit_code(fail_on), fail_on: fail_on.map_or("never".to_string(), |s| s.to_string()) }
+        Outcome::with(report, fail_on, false)
+    }
+
+    /// With changes no rule explains failing the run when `unexplained` (see [`fail_on_name`]).
+    pub fn with(report: &Report, fail_on: Option<Severity>, unexplained: bool) -> Outcome {
+        Outcome { exit_code: report.exit_code_with(fail_on, unexplained), fail_on: fail_on_name(fail_on, unexplained) }
+    }
+}
+
+/// The `--fail-on` level as given: `never`, `info`, `unexplained`, `warning`, `critical`.
+/// `unexplained` is a warning bar that changes no rule explains fail too; `info`, below it, fails
+/// on them as well.
+pub fn fail_on_name(fail_on: Option<Severity>, unexplained: bool) -> String {
+    match (fail_on, unexplained) {
+        (Some(Severity::Warning), true) => "unexplained".to_string(),
+        (Some(s), _) => s.to_string(),
+        (None, _) => "never".to_string(),
     }
 }
 

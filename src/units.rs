@@ -137,8 +137,26 @@ pub fn format_value(v: f64, unit: &str) -> String {
         "megahertz" => format!("{} MHz", sig(v)),
         "celsius" => format!("{} °C", sig(v)),
         "percent" => format!("{}%", sig(v)),
+        "bytes" => format_bytes(v),
         _ => sig(v),
     }
+}
+
+/// Bytes in decimal units (`950 MB`, `2.6 GB`), as `free` and `ps` users read them.
+pub fn format_bytes(v: f64) -> String {
+    let a = v.abs();
+    let (scale, unit) = if a >= 1e12 {
+        (1e12, "TB")
+    } else if a >= 1e9 {
+        (1e9, "GB")
+    } else if a >= 1e6 {
+        (1e6, "MB")
+    } else if a >= 1e3 {
+        (1e3, "kB")
+    } else {
+        (1.0, "B")
+    };
+    format!("{} {unit}", sig(v / scale))
 }
 
 /// Seconds as `ms` below one second, `s` below ten minutes, then minutes.

@@ -182,7 +182,7 @@ fn no_healthy_phase_of_the_real_engines_lists_a_change() {
     let mut rows = Vec::new();
     let mut wrong = Vec::new();
     let mut judged = 0;
-    for export in ["real-engine", "real-engine-fleet", "real-engine-limits", "real-engine-events"] {
+    for export in ["real-engine", "real-engine-fleet", "real-engine-limits", "real-engine-events", "real-engine-users"] {
         let dir: PathBuf = root.join(export);
         let tmp = tempfile::tempdir().unwrap();
         let prom = common::PromServer::start_with_openmetrics(common::unpack_lab_samples(&dir.join("samples.om.gz"), tmp.path(), true));
@@ -204,14 +204,15 @@ fn no_healthy_phase_of_the_real_engines_lists_a_change() {
         }
     }
     eprintln!("{}", table("Healthy phases of the real engines", &rows));
-    assert!(judged >= 12, "only {judged} healthy phases judged");
+    assert!(judged >= 16, "only {judged} healthy phases judged");
     assert!(!rows.is_empty(), "no trend measured");
     assert!(wrong.is_empty(), "healthy real phases listed changes no rule explains:\n  {}", wrong.join("\n  "));
 }
 
 /// An incident no rule names reads as what it is: not an all-clear, the change named with its
-/// size and onset, exit code 0 (docs/output.md). One a rule names lists nothing beside it: TTFT up
-/// with queue and prefill flat is `slow-input-processing` (issue 39), which explains it.
+/// size and onset, exit code 0 unless `--fail-on unexplained` (docs/output.md). One a rule names
+/// lists nothing beside it: TTFT up with queue and prefill flat is `slow-input-processing` (issue
+/// 39), which explains it.
 #[test]
 fn an_incident_no_rule_names_is_not_an_all_clear_and_one_a_rule_names_lists_nothing_more() {
     let (spec, prom) = common::start_scenario("external-prefix-cache-miss");
@@ -219,6 +220,31 @@ fn an_incident_no_rule_names_is_not_an_all_clear_and_one_a_rule_names_lists_noth
     let run = common::run::run(&common::run::explain_args(&prom.url, &at, &["--no-config"]), &[]);
     eprintln!("{}", run.stdout);
     assert_eq!(run.code, 0, "{}", run.stderr);
+    // The exit code: 1 with --fail-on unexplained (and info below it), 0 with warning; the JSON
+    // outcome says the same; check's verdict fails with the level and passes without it.
+    for (level, code) in [("unexplained", 1), ("info", 1), ("warning", 0), ("never", 0)] {
+        let r = common::run::run(&common::run::explain_args(&prom.url, &at, &["--no-config", "--format", "json", "--fail-on", level]), &[]);
+        assert_eq!(r.code, code, "--fail-on {level}: {}", r.stderr);
+        assert_eq!(r.json()["outcome"], serde_json::json!({"exit_code": code, "fail_on": level}), "--fail-on {level}");
+    }
+    let since = spec.window_start().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let check = |extra: &[&str]| common::run::run(&[&["check", "--no-config", "--prometheus", &prom.url, "--since", &since, "--at", &at][..], extra].concat(), &[]);
+    let failed = check(&["--fail-on", "unexplained"]);
+    assert_eq!(failed.code, 1, "{}\n{}", failed.stdout, failed.stderr);
+    assert!(
+        failed.stdout.starts_with("FAIL: 1 signal moved that no rule explains since the deploy at ") && failed.stdout.lines().next().unwrap_or_default().contains("External prefix-cache hit ratio down on "),
+        "{}",
+        failed.stdout
+    );
+    let passed = check(&[]);
+    assert_eq!(passed.code, 0, "{}\n{}", passed.stdout, passed.stderr);
+    assert!(passed.stdout.starts_with("PASS: ") && passed.stdout.lines().next().unwrap_or_default().contains("but 1 signal moved that no rule explains"), "{}", passed.stdout);
+
+    // A healthy fleet does not fail --fail-on unexplained.
+    let (spec, prom) = common::start_scenario("healthy-ramp");
+    let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let quiet = common::run::run(&common::run::explain_args(&prom.url, &at, &["--no-config", "--fail-on", "unexplained"]), &[]);
+    assert_eq!(quiet.code, 0, "{}\n{}", quiet.stdout, quiet.stderr);
     let first = run.stdout.lines().next().unwrap_or_default();
     assert!(first.starts_with("NOT AN ALL-CLEAR: no warning or critical finding in "), "{}", run.stdout);
     let joined = run.stdout.replace("\n    ", " ");

@@ -34,6 +34,13 @@ fn check(name: &str) -> Value {
     let (spec, report, stderr, code) = explain(name, &[]);
     if std::env::var_os("VLLM_DIAG_SHOW").is_some() {
         eprintln!("{name}: {}", serde_json::to_string_pretty(&report["findings"]).unwrap());
+        let listed: Vec<String> = report["unexplained"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|u| format!("{} {} {} vs {} from {} ({})", u["signal"], u["scope"], u["value"], u["baseline"], u["onset"], u["ratio"]))
+            .collect();
+        eprintln!("{name}: unexplained {listed:#?}; not evaluated {}", report["not_evaluated"]);
     }
     let findings = report["findings"].as_array().unwrap();
     let ex = &spec.expect;
@@ -174,6 +181,12 @@ scenarios! {
     gauge_only_load_exceeds_capacity_no_counters_near_miss => "gauge-only-load-exceeds-capacity-no-counters-near",
     external_prefix_cache_miss => "external-prefix-cache-miss",
     external_prefix_cache_miss_near_miss => "external-prefix-cache-miss-near",
+    process_memory_growth => "process-memory-growth",
+    process_memory_growth_near_miss => "process-memory-growth-near",
+    iteration_tokens_collapse => "iteration-tokens-collapse",
+    iteration_tokens_collapse_near_miss => "iteration-tokens-collapse-near",
+    ttft_unattributed => "ttft-unattributed",
+    ttft_unattributed_near_miss => "ttft-unattributed-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

@@ -69,7 +69,7 @@ pub(super) fn since_not_window(e: Failure) -> Failure {
 
 /// The verdict line of a checked report: FAIL, PASS or NOT EVALUATED, with the deploy it measured from.
 pub(super) fn verdict(s: &Settings, report: &crate::report::Report) -> String {
-    let mut verdict = render::check_verdict(report, &RenderOptions { now: live_now(s), fail_on: *s.output.fail_on, ..RenderOptions::default() });
+    let mut verdict = render::check_verdict(report, &RenderOptions { now: live_now(s), fail_on: *s.output.fail_on, fail_on_unexplained: *s.output.fail_on_unexplained, ..RenderOptions::default() });
     if let Some(e) = &report.deploy {
         verdict.push_str(&format!(" (deploy taken from the metrics: {})", crate::check::deploy_phrase(e)));
     }

@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
 use super::connect::{connect, scrape_prepare};
-use super::{exit_code, write_stdout};
+use super::write_stdout;
 use crate::error::Failure;
 use crate::explain::{explain, ExplainError, ExplainOptions};
 use crate::render::{self, RenderOptions};
@@ -110,6 +110,7 @@ pub(super) fn live_now(s: &Settings) -> Option<chrono::DateTime<chrono::Utc>> {
 pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> Result<u8, Failure> {
     let format = *s.output.format;
     let fail_on = *s.output.fail_on;
+    let fail_on_unexplained = *s.output.fail_on_unexplained;
     let color = verdict.is_none()
         && format.is_terminal()
         && std::io::stdout().is_terminal()
@@ -123,7 +124,7 @@ pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> 
         .flatten();
     // The text formats print check's verdict first, escaped for their reader; a document format
     // stays parseable, and the verdict goes to stderr.
-    let opts = RenderOptions { color, width, now: live_now(s), fail_on, links: graph_links(s), verdict: verdict.clone().filter(|_| format.is_text()) };
+    let opts = RenderOptions { color, width, now: live_now(s), fail_on, fail_on_unexplained, links: graph_links(s), verdict: verdict.clone().filter(|_| format.is_text()) };
     if let (Some(v), false) = (&verdict, format.is_text()) {
         eprintln!("{}", render::one_line(v));
     }
@@ -141,7 +142,7 @@ pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> 
         text.push_str(&render::github::annotations(report));
     }
     write_stdout(&text)?;
-    Ok(exit_code(report, fail_on))
+    Ok(report.exit_code_with(fail_on, fail_on_unexplained))
 }
 
 /// Append to the step summary file, separated from what other steps wrote by a blank line.

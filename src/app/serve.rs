@@ -4,7 +4,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::exit_code;
 use super::explain::{diagnose, graph_links, runtime};
 use crate::cli::ServiceArgs;
 use crate::error::{exit, Failure};
@@ -56,7 +55,7 @@ pub(super) fn run_serve(s: Settings, args: ServiceArgs) -> Result<u8, Failure> {
         run.scope.at = Setting::default_value(Some(end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
         run.scope.window = Setting::default_value(Some(window));
         let report = diagnose(&run, false, &rt)?;
-        let exit_code = exit_code(&report, *run.output.fail_on);
+        let exit_code = report.exit_code_with(*run.output.fail_on, *run.output.fail_on_unexplained);
         Ok(Diagnosis { report, exit_code })
     });
     let service = runtime()?;

@@ -616,7 +616,7 @@ mod tests {
         let ctx = test_ctx(120);
         let counter_ref = |m: &str| crate::signals::CounterRef { counter: vec!["done_total".into()], r#match: m.into() };
         let kinds = [
-            SignalKind::Ratio { numerator: counter_ref(r#"finished_reason="abort""#), denominator: counter_ref(""), attribute_via: vec![], join_on: vec!["instance".into()] },
+            SignalKind::Ratio { numerator: counter_ref(r#"finished_reason="abort""#), denominator: counter_ref(""), per: vec![], per_at_least: 0.0, attribute_via: vec![], join_on: vec!["instance".into()] },
             SignalKind::QueueWait { gauge: vec!["waiting".into()], counter: vec!["done_total".into()] },
             SignalKind::Spread { counter: vec!["done_total".into()], replica_label: "$replica".into() },
         ];

@@ -18,7 +18,10 @@
 //!   one request is no queue), and by a factor of at least `moved_ratio` (a tiny but steady
 //!   signal is not "20 sigma");
 //! - it counts when consecutive moved points span at least `moved_duration`: one bucket jump of a
-//!   quantile, one scrape's spike, is not a change. Its onset is the last point before that run.
+//!   quantile, one scrape's spike, is not a change. Its onset is the last point before that run,
+//!   or, for a change that built up (a leak, a trend's range filling after a step), before the
+//!   rising points that led up to it (each past the baseline by `moved_z` spreads and a tenth of
+//!   the floor, each below the next).
 //!
 //! Explained: a warning or critical finding on the same scope (its grouping labels) whose evidence
 //! reads the same metric family explains a change; a `symptom` (latency, queueing) is explained by
@@ -323,13 +326,26 @@ pub fn detect(baseline: &[(f64, f64)], window: &[(f64, f64)], worse: Worse, floo
         let seconds = (j - i + 1) as f64 * step;
         if seconds >= bars.seconds {
             let value = median(window[i..=j].iter().map(|p| p.1))?;
-            // Moved from the first point read (the window's first whose range lies inside it).
-            let from_start = i == 0;
-            let onset = if i == 0 { window_start } else { window[i - 1].0 };
-            let harm = match worse {
-                Worse::Up => value - base,
-                Worse::Down => base - value,
+            let harm_at = |x: f64| match worse {
+                Worse::Up => x - base,
+                Worse::Down => base - x,
             };
+            // A change that built up (a leak, a trend's range filling) began before it passed every
+            // bar: walk back over the points leading up to the run that were already past the
+            // baseline by `moved_z` spreads and a tenth of the floor, each less than the next.
+            let mut first = i;
+            while first > 0 {
+                let (prev, next) = (harm_at(window[first - 1].1), harm_at(window[first].1));
+                let departed = prev > 0.0 && prev >= bars.z * spread && prev >= floor / 10.0 && prev < next && window[first].0 - window[first - 1].0 <= step * 1.5;
+                if !departed {
+                    break;
+                }
+                first -= 1;
+            }
+            // Moved from the first point read (the window's first whose range lies inside it).
+            let from_start = first == 0;
+            let onset = if first == 0 { window_start } else { window[first - 1].0 };
+            let harm = harm_at(value);
             return Some(Change {
                 baseline: base,
                 spread,
@@ -552,6 +568,24 @@ mod tests {
         assert!((c.ratio.unwrap() - 3.0).abs() < 0.01, "{c:?}");
         assert!(c.z.unwrap() > 20.0, "{c:?}");
         assert_eq!(c.seconds, 18.0 * STEP);
+    }
+
+    #[test]
+    fn a_change_that_builds_up_dates_from_where_it_left_the_baseline_not_where_it_passed_the_bars() {
+        // A leak: flat for 10 minutes, then 0.08 more each minute; it passes 1.5x (0.6) after
+        // about 3 minutes, but began at minute 10.
+        let b = series(0.0, &steady(0.4, 0.002));
+        let mut w = vec![0.4; 10];
+        w.extend((1..=20).map(|k| 0.4 + 0.08 * k as f64));
+        let c = detect(&b, &series(W0, &w), Worse::Up, 0.1, &bars(), STEP, W0).expect("a leak");
+        assert_eq!(c.onset, W0 + 10.0 * STEP);
+        assert!(!c.from_start);
+        // A step stays dated at its last point before the run; a wiggle before it does not move it.
+        let mut w = vec![0.4; 10];
+        w[9] = 0.41;
+        w.extend(vec![1.2; 20]);
+        let c = detect(&b, &series(W0, &w), Worse::Up, 0.1, &bars(), STEP, W0).expect("a step");
+        assert_eq!(c.onset, W0 + 10.0 * STEP);
     }
 
     #[test]

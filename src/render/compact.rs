@@ -304,31 +304,6 @@ mod tests {
     }
 
     /// `n` changes no rule explains on Qwen, P95 TTFT first.
-    fn with_unexplained(mut r: Report, n: usize) -> Report {
-        let start = r.window.start;
-        r.unexplained = (0..n)
-            .map(|i| crate::report::Unexplained {
-                signal: if i == 0 { "ttft_p95".into() } else { format!("signal_{i}") },
-                title: if i == 0 { "P95 time to first token".into() } else { format!("Signal {i}") },
-                unit: "seconds".into(),
-                scope: model(QWEN),
-                direction: "up".into(),
-                value: Some(1.9),
-                baseline: Some(0.8),
-                ratio: Some(2.375),
-                robust_z: Some(31.0),
-                onset: start + chrono::Duration::minutes(12),
-                from_start: false,
-                duration_seconds: 1080,
-                ongoing: true,
-                query: "histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket[3m])))".into(),
-                metric: "vllm:time_to_first_token_seconds_bucket".into(),
-                spare: false,
-                series: crate::report::Trend { step_seconds: 60, range_seconds: 180, query: String::new(), baseline: vec![], window: vec![] },
-            })
-            .collect();
-        r
-    }
 
     #[test]
     fn a_clean_run_with_changes_no_rule_explains_is_not_an_all_clear_and_lists_three_of_them() {

@@ -17,7 +17,7 @@ struct Document<'a> {
 
 /// Pretty-printed JSON with a trailing newline.
 pub fn render(report: &Report, opts: &RenderOptions) -> String {
-    match serde_json::to_string_pretty(&Document { report, outcome: Outcome::of(report, opts.fail_on) }) {
+    match serde_json::to_string_pretty(&Document { report, outcome: Outcome::with(report, opts.fail_on, opts.fail_on_unexplained) }) {
         Ok(mut s) => {
             s.push('\n');
             s

@@ -34,13 +34,15 @@ enum Outcome {
     /// Matched; `fails` when at or above the bar. `detail` is the body text.
     Matched { severity: Severity, title: String, detail: String, fails: bool },
     Skipped { reason: String },
+    /// A change no rule explains (what else moved); `fails` under `--fail-on unexplained` or `info`.
+    Moved { line: String, fails: bool },
 }
 
 impl Outcome {
     /// Matched beats skipped beats passed if a pair appears twice.
     fn rank(&self) -> u8 {
         match self {
-            Outcome::Matched { .. } => 2,
+            Outcome::Matched { .. } | Outcome::Moved { .. } => 2,
             Outcome::Skipped { .. } => 1,
             Outcome::Passed => 0,
         }
@@ -50,10 +52,13 @@ impl Outcome {
 /// rule -> scope -> outcome.
 type Cases = BTreeMap<String, BTreeMap<String, Outcome>>;
 
+/// The suite of the changes no rule explains.
+const UNEXPLAINED_SUITE: &str = "what_else_moved";
+
 pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     let cases = cases(view);
     let count = |cases: &BTreeMap<String, Outcome>| {
-        let failures = cases.values().filter(|o| matches!(o, Outcome::Matched { fails: true, .. })).count();
+        let failures = cases.values().filter(|o| matches!(o, Outcome::Matched { fails: true, .. } | Outcome::Moved { fails: true, .. })).count();
         let skipped = cases.values().filter(|o| matches!(o, Outcome::Skipped { .. })).count();
         (cases.len(), failures, skipped)
     };
@@ -65,7 +70,7 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     tests += errors;
 
     let timestamp = view.window_range.end.format("%Y-%m-%dT%H:%M:%S").to_string();
-    let bar = view.fail_on.map_or("never".to_string(), |s| s.to_string());
+    let bar = crate::report::fail_on_name(view.fail_on, view.fail_on_unexplained);
     let properties = properties(view, &bar);
 
     let mut out = String::new();
@@ -156,6 +161,11 @@ fn cases(view: &ReportView) -> Cases {
             );
             put(&a.rule, &f.scope, Outcome::Matched { severity: a.severity, title: a.title.clone(), detail, fails: view.fails(a.severity) });
         }
+    }
+    // What else moved: one suite, `what_else_moved` (a rule's id has no underscore, so none can
+    // take its name), a case per signal and scope.
+    for u in &view.unexplained {
+        put(UNEXPLAINED_SUITE, &format!("{} on {}", u.signal, u.scope), Outcome::Moved { line: u.line.clone(), fails: view.fail_on_unexplained });
     }
     cases
 }
@@ -285,6 +295,16 @@ fn testcase(out: &mut String, rule: &str, scope: &str, outcome: &Outcome, bar: &
             );
             out.push_str("    </testcase>\n");
         }
+        Outcome::Moved { line, fails: true } => {
+            let _ = writeln!(out, "{open}>");
+            let _ = writeln!(out, "      <failure message=\"{}\" type=\"unexplained\">{}</failure>", attr(&format!("UNEXPLAINED: {line}")), text(&format!("Changed, not explained by any rule: {line}\n")));
+            out.push_str("    </testcase>\n");
+        }
+        Outcome::Moved { line, fails: false } => {
+            let _ = writeln!(out, "{open}>");
+            let _ = writeln!(out, "      <system-out>{}</system-out>", text(&format!("Changed, not explained by any rule (fails with --fail-on unexplained; --fail-on {bar} here): {line}\n")));
+            out.push_str("    </testcase>\n");
+        }
         Outcome::Matched { severity, title, detail, fails: false } => {
             let _ = writeln!(out, "{open}>");
             let _ = writeln!(
@@ -394,6 +414,27 @@ mod tests {
         }
         let failure = doc.descendants().find(|n| n.has_tag_name("failure")).unwrap().text().unwrap_or_default();
         assert!(failure.contains("Started 09:03 UTC\nBegan 2 min after a configuration change at 09:01 UTC"), "{failure}");
+    }
+
+    #[test]
+    fn changes_no_rule_explains_are_test_cases_that_fail_only_under_fail_on_unexplained() {
+        let r = with_unexplained(clean_report(), 2);
+        let key = |signal: &str| ("what_else_moved".to_string(), format!("{signal} on qwen2.5-coder-32b"));
+        let got = outcomes(&render(&r, &warning()));
+        assert_eq!(got.get(&key("ttft_p95")).map(String::as_str), Some("system-out"), "{got:?}");
+        assert_eq!(got.get(&key("signal_1")).map(String::as_str), Some("system-out"), "{got:?}");
+        let strict = RenderOptions { fail_on_unexplained: true, ..warning() };
+        let xml = render(&r, &strict);
+        let got = outcomes(&xml);
+        assert_eq!(got.get(&key("ttft_p95")).map(String::as_str), Some("failure"), "{got:?}");
+        let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
+        assert_eq!(doc.root_element().attribute("failures"), Some("2"));
+        let fail_on: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("property") && n.attribute("name") == Some("fail_on")).filter_map(|n| n.attribute("value")).collect();
+        assert!(!fail_on.is_empty() && fail_on.iter().all(|v| *v == "unexplained"), "{fail_on:?}");
+        let messages: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("failure")).filter_map(|n| n.attribute("message")).collect();
+        assert!(messages.iter().any(|m| m.starts_with("UNEXPLAINED: P95 time to first token up 2.4x (robust z 31) on qwen2.5-coder-32b since 09:12:00 UTC")), "{messages:?}");
+        // Nothing moved: no such suite.
+        assert!(!render(&clean_report(), &strict).contains("what_else_moved"));
     }
 
     /// (suite, case) -> "failure" | "skipped" | "passed" | "system-out", from the parsed document.

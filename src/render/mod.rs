@@ -166,6 +166,8 @@ pub struct RenderOptions {
     /// The severity at or above which a finding fails the run (`--fail-on`); `None` when nothing
     /// fails. JUnit turns it into failed test cases; `check` into its verdict.
     pub fail_on: Option<Severity>,
+    /// Changes no rule explains fail the run too (`--fail-on unexplained`, or `info`).
+    pub fail_on_unexplained: bool,
     /// Deep links from evidence queries to charts (markdown, slack, html); `None` for none.
     pub links: Option<links::GraphLinks>,
     /// `check`'s verdict line (`FAIL: ...`), which the text formats print first, escaped for
@@ -909,6 +911,24 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
         }
         return format!("FAIL: {count} {since} ({})", named.join(", "));
     }
+    if opts.fail_on_unexplained && !report.unexplained.is_empty() {
+        const NAMED: usize = 3;
+        let mut named: Vec<String> = report
+            .unexplained
+            .iter()
+            .take(NAMED)
+            .map(|u| format!("{} {} on {}", u.title, u.direction, scopes.format(&u.scope)))
+            .collect();
+        if report.unexplained.len() > NAMED {
+            named.push(format!("and {} more", report.unexplained.len() - NAMED));
+        }
+        return format!(
+            "FAIL: {} that no rule explains {since} ({}; --fail-on {})",
+            plural(report.unexplained.len(), "signal moved", "signals moved"),
+            named.join(", "),
+            crate::report::fail_on_name(opts.fail_on, true)
+        );
+    }
     if report.core_missing() && report.stats.rules_evaluated > 0 {
         let core: Vec<String> = report.coverage.core_not_evaluated.iter().map(|r| one_line(r)).collect();
         let rest = if report.findings.is_empty() {
@@ -937,7 +957,8 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
         None => "nothing fails with --fail-on never".to_string(),
     };
     let mut notes: Vec<String> = Vec::new();
-    // Changes no rule explains never fail the run, but the verdict says them first.
+    // Changes no rule explains fail the run only with --fail-on unexplained (or info); the verdict
+    // says them first either way.
     if !report.unexplained.is_empty() {
         notes.push(format!("but {} that no rule explains", plural(report.unexplained.len(), "signal moved", "signals moved")));
     }
@@ -1158,6 +1179,33 @@ pub(crate) mod fixtures {
         Utc.with_ymd_and_hms(2026, 1, 15, h, m, 0)
             .single()
             .expect("valid fixed timestamp")
+    }
+
+    /// `r` with `n` changes no rule explains on Qwen (the first a TTFT rise).
+    pub(crate) fn with_unexplained(mut r: Report, n: usize) -> Report {
+        let start = r.window.start;
+        r.unexplained = (0..n)
+            .map(|i| Unexplained {
+                signal: if i == 0 { "ttft_p95".into() } else { format!("signal_{i}") },
+                title: if i == 0 { "P95 time to first token".into() } else { format!("Signal {i}") },
+                unit: "seconds".into(),
+                scope: model(QWEN),
+                direction: "up".into(),
+                value: Some(1.9),
+                baseline: Some(0.8),
+                ratio: Some(2.375),
+                robust_z: Some(31.0),
+                onset: start + chrono::Duration::minutes(12),
+                from_start: false,
+                duration_seconds: 1080,
+                ongoing: true,
+                query: "histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket[3m])))".into(),
+                metric: "vllm:time_to_first_token_seconds_bucket".into(),
+                spare: false,
+                series: Trend { step_seconds: 60, range_seconds: 180, query: String::new(), baseline: vec![], window: vec![] },
+            })
+            .collect();
+        r
     }
 
     pub(crate) fn model(name: &str) -> Scope {
@@ -1786,6 +1834,20 @@ mod tests {
         let v = check_verdict(&moved, &opts);
         assert!(v.starts_with("PASS: ") && v.contains("; but 1 signal moved that no rule explains, "), "{v}");
         assert_eq!(moved.exit_code(opts.fail_on), clean.exit_code(opts.fail_on));
+        // --fail-on unexplained: the same report fails, and says on what; a clean one still passes.
+        let unexplained = RenderOptions { fail_on_unexplained: true, ..opts };
+        let v = check_verdict(&moved, &unexplained);
+        assert!(v.starts_with("FAIL: 1 signal moved that no rule explains since the deploy at ") && v.contains("(Prefix-cache hit ratio down on ") && v.ends_with("; --fail-on unexplained)"), "{v}");
+        assert_eq!(moved.exit_code_with(unexplained.fail_on, true), crate::report::EXIT_FINDINGS);
+        assert!(check_verdict(&clean, &unexplained).starts_with("PASS: "));
+        assert_eq!(clean.exit_code_with(unexplained.fail_on, true), clean.exit_code(opts.fail_on));
+        // A failing finding comes first and names the findings.
+        let mut both = sample_report();
+        both.unexplained = moved.unexplained.clone();
+        assert!(check_verdict(&both, &unexplained).contains("critical"), "{}", check_verdict(&both, &unexplained));
+        assert_eq!(crate::report::fail_on_name(Some(Severity::Warning), true), "unexplained");
+        assert_eq!(crate::report::fail_on_name(Some(Severity::Info), true), "info");
+        assert_eq!(crate::report::fail_on_name(None, false), "never");
     }
 
     #[test]

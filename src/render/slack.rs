@@ -60,9 +60,13 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     // The timeline keeps a little room whatever the findings take: its heading, its most relevant
     // events and the count of the rest (nothing at all without events).
     let timeline_reserve = timeline(view, TIMELINE_RESERVE).map_or(0, |t| len(&t) + 2);
+    // What else moved: a few lines at most, after the findings, always shown (on a run where no
+    // rule fired it is the news).
+    let moved = unexplained(view);
+    let moved_len = moved.as_ref().map_or(0, |m| len(m) + 2);
     // The tail counts for at most its reserve: the findings come first, and it is shortened to
     // what they and the timeline leave.
-    let fixed = len(&head_text) + 2 + len(&tail_text).min(TAIL_RESERVE) + 2 + timeline_reserve;
+    let fixed = len(&head_text) + 2 + len(&tail_text).min(TAIL_RESERVE) + 2 + timeline_reserve + moved_len;
     let budget = |reserve: usize| LIMIT.saturating_sub(fixed + reserve);
 
     let total_full: usize = full.iter().map(|b| len(b) + 2).sum();
@@ -102,6 +106,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
 
     let mut parts = vec![head_text];
     parts.extend(blocks);
+    parts.extend(moved);
     // The timeline takes the room the findings and the tail leave, one line per event.
     // It keeps the room reserved for it whatever the tail would take.
     let taken: usize = parts.iter().map(|p| len(p) + 2).sum::<usize>() + len(&tail_text) + 2;
@@ -129,6 +134,8 @@ fn head(view: &ReportView) -> Vec<String> {
         (Verdict::Findings, Some(Severity::Critical)) => ":red_circle:",
         (Verdict::Findings, Some(Severity::Warning)) => ":warning:",
         (Verdict::Findings, _) => ":information_source:",
+        // No rule fired, but signals moved that none explains: not an all-clear.
+        (Verdict::Clean, _) if !view.unexplained.is_empty() => ":large_yellow_circle:",
         (Verdict::Clean, _) => ":white_check_mark:",
         (Verdict::NothingEvaluated | Verdict::Incomplete, _) => ":grey_question:",
     };
@@ -146,6 +153,24 @@ fn head(view: &ReportView) -> Vec<String> {
         head.push(plain(sentence));
     }
     head
+}
+
+/// "Also changed, not explained by any rule": the first [`super::view::UNEXPLAINED_LISTED`] changes
+/// (each line cut to [`TAIL_LINE`]) and how many more the JSON has. `None` when nothing moved.
+fn unexplained(view: &ReportView) -> Option<String> {
+    if view.unexplained.is_empty() {
+        return None;
+    }
+    let mut lines = vec!["*Also changed, not explained by any rule:*".to_string()];
+    for u in view.unexplained.iter().take(super::view::UNEXPLAINED_LISTED) {
+        let line = format!("• {}", plain(&u.line));
+        lines.push(if line.chars().count() > TAIL_LINE { format!("{}…", line.chars().take(TAIL_LINE - 1).collect::<String>()) } else { line });
+    }
+    let more = view.unexplained.len().saturating_sub(super::view::UNEXPLAINED_LISTED);
+    if more > 0 {
+        lines.push(format!("_… and {more} more (see `--format json`)_"));
+    }
+    Some(lines.join("\n"))
 }
 
 /// The timeline in at most `room` characters: its heading, then one line per listed event, oldest
@@ -464,6 +489,27 @@ mod tests {
     #[test]
     fn slack_snapshot_of_the_sample_report() {
         insta::assert_snapshot!(render(&sample_report(), &opts()));
+    }
+
+    #[test]
+    fn changes_no_rule_explains_are_listed_after_the_findings_three_at_most_and_within_the_limit() {
+        let text = render(&with_unexplained(clean_report(), 4), &opts());
+        let heading = text.find("*Also changed, not explained by any rule:*").unwrap_or_else(|| panic!("{text}"));
+        let listed: Vec<&str> = text[heading..].lines().skip(1).take_while(|l| l.starts_with("• ")).collect();
+        assert_eq!(listed.len(), 3, "{text}");
+        assert!(listed[0].starts_with("• P95 time to first token up 2.4x (robust z 31) on "), "{text}");
+        assert!(text.contains("_… and 1 more (see `--format json`)_"), "{text}");
+        assert!(!text.contains(":white_check_mark:") && text.starts_with(":large_yellow_circle: *vllm-diag: no rule fired, but 4 signals moved"), "not an all-clear: {text}");
+        // After the findings, and nothing at all when nothing moved.
+        let text = render(&with_unexplained(sample_report(), 1), &opts());
+        let first_finding = text.find("kv-cache").unwrap_or_else(|| panic!("{text}"));
+        assert!(text.find("*Also changed, not explained by any rule:*").is_some_and(|i| i > first_finding), "{text}");
+        assert!(!render(&sample_report(), &opts()).contains("Also changed"));
+        // Many findings beside them: still one section block.
+        let mut r = with_unexplained(sample_report(), 9);
+        more_findings(&mut r, 30);
+        let text = render(&r, &opts());
+        assert!(text.chars().count() <= LIMIT && text.contains("Also changed, not explained by any rule"), "{} chars", text.chars().count());
     }
 
     #[test]

@@ -74,6 +74,8 @@ pub struct ReportView {
     pub scope_all: String,
     /// The severity at or above which a finding fails the run (`--fail-on`).
     pub fail_on: Option<Severity>,
+    /// Changes no rule explains fail the run too (`--fail-on unexplained`, or `info`).
+    pub fail_on_unexplained: bool,
     /// The compared ranges themselves, for charts and machine-readable timestamps.
     pub window_range: TimeRange,
     pub baseline_range: TimeRange,
@@ -102,6 +104,9 @@ pub struct UnexplainedView {
     /// `P95 time to first token up 2.4x (robust z 31) on Qwen2.5-7B-Instruct since 09:12:00 UTC
     /// (18 min, ongoing): 1.9 s vs 800 ms`.
     pub line: String,
+    /// The signal's id and its scope as findings write it (JUnit names a test case with them).
+    pub signal: String,
+    pub scope: String,
     /// The PromQL at every step.
     pub query: String,
 }
@@ -396,6 +401,7 @@ impl ReportView {
             query_timing: query_timing(report),
             scope_all: scopes.format(&Scope::new()),
             fail_on: opts.fail_on,
+            fail_on_unexplained: opts.fail_on_unexplained,
             window_range: report.window,
             baseline_range: report.baseline,
             timeline: timeline(report, &scopes, opts.now.as_ref()),
@@ -405,7 +411,11 @@ impl ReportView {
             rules: rule_counts(report),
             gaps: report.gaps().then(|| gap_phrase(report)),
             not_evaluated_brief: not_evaluated_brief(report),
-            unexplained: report.unexplained.iter().map(|u| UnexplainedView { line: super::unexplained_line(report, u, &scopes), query: one_line(&u.query) }).collect(),
+            unexplained: report
+                .unexplained
+                .iter()
+                .map(|u| UnexplainedView { line: super::unexplained_line(report, u, &scopes), signal: one_line(&u.signal), scope: scopes.format(&u.scope), query: one_line(&u.query) })
+                .collect(),
         }
     }
 

@@ -382,6 +382,7 @@ const UNITS: &[&str] = &[
     "megahertz",
     "celsius",
     "percent",
+    "bytes",
 ];
 
 fn valid_id(id: &str, allow_underscore: bool) -> bool {
@@ -635,7 +636,13 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
             crate::signals::parse_match(r#match).map_err(|e| format!("match: {e}"))?;
             nonempty(counter, "counter")
         }
-        SignalKind::Ratio { numerator, denominator, .. } => {
+        SignalKind::Ratio { numerator, denominator, attribute_via, per, per_at_least, .. } => {
+            if !per_at_least.is_finite() || *per_at_least < 0.0 {
+                return Err(format!("per_at_least {per_at_least} must be a number of at least 0"));
+            }
+            if !per.is_empty() && !attribute_via.is_empty() {
+                return Err("`per` is not combined with `attribute_via`".into());
+            }
             crate::signals::parse_match(&numerator.r#match).map_err(|e| format!("numerator match: {e}"))?;
             crate::signals::parse_match(&denominator.r#match).map_err(|e| format!("denominator match: {e}"))?;
             nonempty(&numerator.counter, "numerator.counter")?;

@@ -264,6 +264,8 @@ pub struct Output {
     pub format: Setting<Format>,
     /// Exit 1 at or above this severity (`None`: never).
     pub fail_on: Setting<Option<Severity>>,
+    /// Exit 1 on a change no rule explains too (`--fail-on unexplained`, or `info` below it).
+    pub fail_on_unexplained: Setting<bool>,
     /// No progress display.
     pub quiet: Setting<bool>,
     /// Re-run every so often on a terminal.

@@ -52,10 +52,18 @@ pub enum SignalKind {
         #[serde(default = "default_join")]
         join_on: Vec<String>,
     },
-    /// Rate of one counter over another (a share: 5xx over all, aborted over finished).
+    /// Rate of one counter over another (a share: 5xx over all, aborted over finished). With `per`,
+    /// that ratio divided by a gauge averaged over time, engine by engine (replica and `engine`
+    /// label) where the gauge stayed at `per_at_least` or more throughout (below it, no value: a
+    /// gauge sampled at 0, 1 or 2 measures no level; a range across a change of load mixes two),
+    /// then averaged over the scope: generated tokens per engine step per running request.
     Ratio {
         numerator: CounterRef,
         denominator: CounterRef,
+        #[serde(default)]
+        per: Vec<String>,
+        #[serde(default)]
+        per_at_least: f64,
         /// For counters that lack the grouping label (http_requests_total, DCGM): a vLLM gauge whose
         /// series map the `join_on` labels to the grouping label.
         #[serde(default)]
@@ -370,10 +378,13 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
         SignalKind::Mean { histogram } => vec![hist(histogram, "_sum")],
         SignalKind::Remainder { histogram, minus } => std::iter::once(histogram).chain(minus).map(|h| hist(h, "_sum")).collect(),
         SignalKind::Rate { counter, attribute_via, .. } => with_anchor(vec![counter.clone()], attribute_via),
-        SignalKind::Ratio { numerator, denominator, attribute_via, .. } => {
+        SignalKind::Ratio { numerator, denominator, attribute_via, per, .. } => {
             let mut v = vec![numerator.counter.clone()];
             if denominator.counter != numerator.counter {
                 v.push(denominator.counter.clone());
+            }
+            if !per.is_empty() {
+                v.push(per.clone());
             }
             with_anchor(v, attribute_via)
         }

@@ -228,6 +228,36 @@ fn mean_less_means(series: &[String], ctx: &QueryContext) -> String {
     }
 }
 
+/// A ratio per a gauge's level ([`SignalKind::Ratio`] with `per`), engine by engine (the replica
+/// and vLLM's data-parallel `engine` label): a busy replica's steps beside an idle one's would
+/// otherwise read as a batch twice the average. Only where the gauge stayed at `at_least` or more
+/// throughout the range: a range across a change of load (a busy stretch ending) weighs the steps
+/// and the gauge's time differently. Then averaged over the scope's engines: one series per scope,
+/// one expression read whole (no anchor: the loader refuses one).
+fn ratio_per_gauge_query(numerator: &CounterRef, denominator: &CounterRef, at_least: f64, resolved: &Resolved, ctx: &QueryContext) -> Result<String, String> {
+    let (by, r, sel) = (ctx.group_by.join(", "), promql_duration(ctx.range), &ctx.selector);
+    let parse = |m: &str| parse_match(m).map_err(|e| e.to_string());
+    let (num_name, gauge) = (&resolved.names[0], resolved.names.last().ok_or("no gauge")?);
+    let den_name = if denominator.counter != numerator.counter { &resolved.names[1] } else { num_name };
+    let replica = ctx.replica_label.as_str();
+    if !crate::prom::is_label_name(replica) {
+        return Err(format!("replica label {replica:?} is not a label name"));
+    }
+    let mut each: Vec<&str> = ctx.group_by.iter().map(String::as_str).collect();
+    for l in [replica, "engine"] {
+        if !each.contains(&l) {
+            each.push(l);
+        }
+    }
+    let each = each.join(", ");
+    Ok(format!(
+        "avg by ({by}) (sum by ({each}) (rate({}[{r}])) / sum by ({each}) (rate({}[{r}])) / (sum by ({each}) (avg_over_time({g}[{r}])) and (sum by ({each}) (min_over_time({g}[{r}])) >= {at_least})))",
+        sel.series(num_name, &parse(&numerator.r#match)?),
+        sel.series(den_name, &parse(&denominator.r#match)?),
+        g = sel.series(gauge, &[])
+    ))
+}
+
 /// Build the PromQL for a resolved signal.
 pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Result<SignalQueries, String> {
     let by = ctx.group_by.join(", ");
@@ -263,7 +293,8 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             let (value, read) = summed(rate_read(&resolved.names[0], &extra, anchor, join_on, ctx));
             SignalQueries { sums: vec![(value.clone(), read)], ..plain(value) }
         }
-        SignalKind::Ratio { numerator, denominator, attribute_via, join_on } => {
+        SignalKind::Ratio { numerator, denominator, per, per_at_least, .. } if !per.is_empty() => plain(ratio_per_gauge_query(numerator, denominator, *per_at_least, resolved, ctx)?),
+        SignalKind::Ratio { numerator, denominator, attribute_via, join_on, .. } => {
             let num_extra = parse(&numerator.r#match)?;
             let den_extra = parse(&denominator.r#match)?;
             let num_name = &resolved.names[0];

@@ -58,6 +58,8 @@ fn ratio_of_a_labelled_subset_defaults_to_zero() {
     let k = SignalKind::Ratio {
         numerator: CounterRef { counter: vec!["vllm:request_success_total".into()], r#match: r#"finished_reason="abort""#.into() },
         denominator: CounterRef { counter: vec!["vllm:request_success_total".into()], r#match: String::new() },
+        per: vec![],
+        per_at_least: 0.0,
         attribute_via: vec![],
         join_on: default_join(),
     };
@@ -74,6 +76,8 @@ fn http_counters_are_attributed_through_the_anchor_gauge() {
     let k = SignalKind::Ratio {
         numerator: CounterRef { counter: vec!["http_requests_total".into()], r#match: r#"status="5xx""#.into() },
         denominator: CounterRef { counter: vec!["http_requests_total".into()], r#match: String::new() },
+        per: vec![],
+        per_at_least: 0.0,
         attribute_via: vec!["vllm:num_requests_running".into()],
         join_on: default_join(),
     };
@@ -82,6 +86,26 @@ fn http_counters_are_attributed_through_the_anchor_gauge() {
     // The model matcher applies to the anchor only: http_requests_total has no model_name.
     assert!(q.value.contains(r#"rate(http_requests_total{job="vllm",status="5xx"}[1800s])"#), "{}", q.value);
     assert!(q.value.contains(r#"last_over_time(vllm:num_requests_running{model_name="m",job="vllm"}[1800s])"#));
+}
+
+#[test]
+fn a_ratio_per_a_gauge_divides_by_its_average_only_where_that_is_high_enough() {
+    let k = SignalKind::Ratio {
+        numerator: CounterRef { counter: vec!["vllm:generation_tokens_total".into()], r#match: String::new() },
+        denominator: CounterRef { counter: vec!["vllm:iteration_tokens_total_count".into()], r#match: String::new() },
+        per: vec!["vllm:num_requests_running".into()],
+        per_at_least: 4.0,
+        attribute_via: vec![],
+        join_on: default_join(),
+    };
+    assert!(resolve(&k, &present(&["vllm:generation_tokens_total", "vllm:iteration_tokens_total_count"])).is_err(), "the gauge is required");
+    let r = resolve(&k, &present(&["vllm:generation_tokens_total", "vllm:iteration_tokens_total_count", "vllm:num_requests_running"])).unwrap();
+    let q = build(&k, &r, &ctx("")).unwrap();
+    assert_eq!(
+        q.value,
+        "avg by (model_name) (sum by (model_name, instance, engine) (rate(vllm:generation_tokens_total[1800s])) / sum by (model_name, instance, engine) (rate(vllm:iteration_tokens_total_count[1800s])) / (sum by (model_name, instance, engine) (avg_over_time(vllm:num_requests_running[1800s])) and (sum by (model_name, instance, engine) (min_over_time(vllm:num_requests_running[1800s])) >= 4)))"
+    );
+    assert!(q.parts.is_none() && q.sums.is_empty(), "read whole");
 }
 
 /// Matchers on a grouping label (`model_name`) would hide `up`, `http_requests_total` and DCGM's

@@ -38,6 +38,23 @@ pub enum IncidentKind {
     ExternalPrefixCacheMiss,
     /// Its hit ratio dips to 0.5.
     ExternalPrefixCacheMissNear,
+    /// The server process leaks memory: its resident memory grows by 80 MB a minute from the
+    /// onset; nothing else moves. No rule reads `process_resident_memory_bytes` (what else moved
+    /// lists it).
+    ProcessMemoryGrowth,
+    /// It grows by 4 MB a minute: 80 MB over twenty minutes, a twelfth of the process.
+    ProcessMemoryGrowthNear,
+    /// The engine takes four times as many decode steps for the same work at the same load: the
+    /// tokens per step per running request collapse; nothing else moves.
+    IterationTokensCollapse,
+    /// 1.3 times as many steps: tokens per step per running request fall to three quarters.
+    IterationTokensCollapseNear,
+    /// Requests take 0.3 s longer to reach the engine, on a fleet whose collector does not keep
+    /// the queue-time histogram (the scenario drops it): TTFT up, queue and prefill flat, and
+    /// slow-input-processing cannot split TTFT (what else moved lists it).
+    TtftUnattributed,
+    /// 0.1 s longer: TTFT rises by under 250 ms.
+    TtftUnattributedNear,
     /// Overload plus degraded steps: queue, TTFT and ITL all up, no preemption, and the engine
     /// completes barely more than before (a larger batch alone would turn out more tokens).
     SevereSaturation,
@@ -153,7 +170,7 @@ pub struct Needs {
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 55] = [
+    pub const ALL: [IncidentKind; 61] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -209,6 +226,12 @@ impl IncidentKind {
         IncidentKind::SlowInputProcessingNear,
         IncidentKind::ExternalPrefixCacheMiss,
         IncidentKind::ExternalPrefixCacheMissNear,
+        IncidentKind::ProcessMemoryGrowth,
+        IncidentKind::ProcessMemoryGrowthNear,
+        IncidentKind::IterationTokensCollapse,
+        IncidentKind::IterationTokensCollapseNear,
+        IncidentKind::TtftUnattributed,
+        IncidentKind::TtftUnattributedNear,
     ];
 
     /// The name used in scenario files, e.g. `kv-cache-pressure`.
@@ -269,6 +292,12 @@ impl IncidentKind {
             IncidentKind::SlowInputProcessingNear => "slow-input-processing-near",
             IncidentKind::ExternalPrefixCacheMiss => "external-prefix-cache-miss",
             IncidentKind::ExternalPrefixCacheMissNear => "external-prefix-cache-miss-near",
+            IncidentKind::ProcessMemoryGrowth => "process-memory-growth",
+            IncidentKind::ProcessMemoryGrowthNear => "process-memory-growth-near",
+            IncidentKind::IterationTokensCollapse => "iteration-tokens-collapse",
+            IncidentKind::IterationTokensCollapseNear => "iteration-tokens-collapse-near",
+            IncidentKind::TtftUnattributed => "ttft-unattributed",
+            IncidentKind::TtftUnattributedNear => "ttft-unattributed-near",
         }
     }
 
@@ -292,7 +321,13 @@ impl IncidentKind {
     /// Whether a rule of the built-in pack names this incident (its id is the kind's name). Those
     /// no rule names are for what else moved to list (`expect.unexplained`).
     pub fn named_by_a_rule(self) -> bool {
-        !matches!(self.near_miss_of().unwrap_or(self), IncidentKind::ExternalPrefixCacheMiss)
+        !matches!(
+            self.near_miss_of().unwrap_or(self),
+            IncidentKind::ExternalPrefixCacheMiss
+                | IncidentKind::ProcessMemoryGrowth
+                | IncidentKind::IterationTokensCollapse
+                | IncidentKind::TtftUnattributed
+        )
     }
 
     /// What the fleet must offer for this kind.
@@ -578,6 +613,14 @@ impl IncidentKind {
             K::SpecDecodeInefficientNear => StateParams { spec_acceptance: 0.45, ..h },
             K::ExternalPrefixCacheMiss => StateParams { external_hit_ratio: 0.03, ..h },
             K::ExternalPrefixCacheMissNear => StateParams { external_hit_ratio: 0.5, ..h },
+            K::ProcessMemoryGrowth => StateParams { memory_growth_per_s: 80e6 / 60.0, ..h },
+            K::ProcessMemoryGrowthNear => StateParams { memory_growth_per_s: 4e6 / 60.0, ..h },
+            K::IterationTokensCollapse => StateParams { step_split: 4.0, ..h },
+            K::IterationTokensCollapseNear => StateParams { step_split: 1.3, ..h },
+            // slow-input-processing's story, smaller: TTFT P95 about doubles (0.3 s more) without
+            // burning the 500 ms objective's budget fast enough for slo-burn.
+            K::TtftUnattributed => StateParams { input_s: 0.3, ..h },
+            K::TtftUnattributedNear => StateParams { input_s: 0.1, ..h },
             K::KvTransferFailures => StateParams { nixl_failures_per_s: 0.5, nixl_xfer: 5.0, ..h },
             // x1.3 underneath reads as x1.2 through the histogram's buckets
             K::KvTransferFailuresNear => StateParams { nixl_xfer: 1.3, ..h },
@@ -826,6 +869,11 @@ pub struct StateParams {
     pub nixl_failures_per_s: f64,
     /// NIXL transfer-time multiplier.
     pub nixl_xfer: f64,
+    /// Bytes a second by which the server process's resident memory grows (a leak).
+    pub memory_growth_per_s: f64,
+    /// Decode steps taken for the same work, as a multiple of the healthy number (1): more steps,
+    /// fewer tokens each.
+    pub step_split: f64,
     pub gpu: GpuParams,
 }
 
@@ -870,6 +918,8 @@ impl StateParams {
         spec_acceptance: 0.6,
         nixl_failures_per_s: 0.0,
         nixl_xfer: 1.0,
+        memory_growth_per_s: 0.0,
+        step_split: 1.0,
         gpu: GpuParams::HEALTHY,
     };
 }
@@ -998,7 +1048,7 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 24);
+        assert_eq!(nears.len(), 27);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());
@@ -1047,7 +1097,7 @@ mod tests {
             }
             assert!(p.abort_share + p.error_share < 1.0, "{kind}");
             assert!(p.arrivals >= 0.0 && p.arrivals_at_end >= 0.0, "{kind}");
-            for m in [p.prompt, p.output, p.max_tokens, p.prefill, p.itl, p.replica_weight, p.nixl_xfer] {
+            for m in [p.prompt, p.output, p.max_tokens, p.prefill, p.itl, p.replica_weight, p.nixl_xfer, p.step_split] {
                 assert!(m > 0.0, "{kind}");
             }
             for (a, b) in p.preemption_bursts {
