@@ -181,8 +181,9 @@ fn check(base: &Settings, c: &CheckCall, rt: &tokio::runtime::Runtime) -> Result
     // The window comes from `since`: the server's own --window and --baseline are explain's.
     s.scope.window = Setting::default_value(None);
     s.scope.baseline = Setting::default_value(None);
-    if let Some(f) = c.fail_on {
-        s.output.fail_on = arg(f, "fail_on");
+    if let Some((severity, unexplained)) = c.fail_on {
+        s.output.fail_on = arg(severity, "fail_on");
+        s.output.fail_on_unexplained = arg(unexplained, "fail_on");
     }
     let deploy = check_scope(&mut s, Some(&c.since)).map_err(|e| match e {
         Failure::Usage(m) => Failure::Usage(format!("check: argument \"since\": {}", m.trim_start_matches("--since "))),

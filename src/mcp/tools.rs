@@ -37,8 +37,10 @@ pub struct ExplainCall {
 pub struct CheckCall {
     /// An RFC 3339 time, a duration back from now, or `deploy`.
     pub since: String,
-    /// `None`: the server's own (warning unless configured); `Some(None)`: never.
-    pub fail_on: Option<Option<Severity>>,
+    /// `None`: the server's own (warning unless configured); else the severity at or above which
+    /// it fails (`None`: never), and whether changes no rule explains fail it too (`unexplained`
+    /// and `info`, as `--fail-on`).
+    pub fail_on: Option<(Option<Severity>, bool)>,
 }
 
 /// The tool names, in the order they are listed.
@@ -87,7 +89,7 @@ pub fn specs() -> Vec<ToolSpec> {
             schema: object_schema(
                 json!({
                     "since": string_property("When the deploy happened: an RFC 3339 time, a duration back from now (\"20m\"), or \"deploy\" (the last rollout or restart wave read from the metrics)."),
-                    "fail_on": { "type": "string", "enum": ["never", "info", "warning", "critical"], "description": "The severity at or above which the check fails (default warning)." },
+                    "fail_on": { "type": "string", "enum": ["never", "info", "unexplained", "warning", "critical"], "description": "The severity at or above which the check fails (default warning); unexplained also fails on changes no rule explains." },
                 }),
                 &["since"],
             ),
@@ -257,14 +259,15 @@ impl Args<'_> {
         Ok(Some(s))
     }
 
-    fn fail_on(&self, name: &str) -> Result<Option<Option<Severity>>, Option<String>> {
+    fn fail_on(&self, name: &str) -> Result<Option<(Option<Severity>, bool)>, Option<String>> {
         let Some(s) = self.string(name)? else { return Ok(None) };
         match s.as_str() {
-            "never" => Ok(Some(None)),
-            "info" => Ok(Some(Some(Severity::Info))),
-            "warning" => Ok(Some(Some(Severity::Warning))),
-            "critical" => Ok(Some(Some(Severity::Critical))),
-            _ => Err(self.bad(name, format!("{s:?} is not a severity: give never, info, warning or critical"))),
+            "never" => Ok(Some((None, false))),
+            "info" => Ok(Some((Some(Severity::Info), true))),
+            "unexplained" => Ok(Some((Some(Severity::Warning), true))),
+            "warning" => Ok(Some((Some(Severity::Warning), false))),
+            "critical" => Ok(Some((Some(Severity::Critical), false))),
+            _ => Err(self.bad(name, format!("{s:?} is not a level: give never, info, unexplained, warning or critical"))),
         }
     }
 }
@@ -341,7 +344,9 @@ mod tests {
         let e = error("check", json!({}));
         assert!(e.contains("\"since\" is required"), "{e}");
         let e = error("check", json!({"since": "20m", "fail_on": "high"}));
-        assert!(e.contains("never, info, warning or critical"), "{e}");
+        assert!(e.contains("never, info, unexplained, warning or critical"), "{e}");
+        let Ok(Call::Check(c)) = parse("check", json!({"since": "20m", "fail_on": "unexplained"}).as_object()) else { panic!("unexplained is a level") };
+        assert_eq!(c.fail_on, Some((Some(Severity::Warning), true)));
         let e = error("check", json!({"since": "soon"}));
         assert!(e.contains("argument \"since\""), "{e}");
         let e = error("rules_list", json!({"x": 1}));
