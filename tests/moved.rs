@@ -258,3 +258,35 @@ fn an_incident_no_rule_names_is_not_an_all_clear_and_one_a_rule_names_lists_noth
     let listed = unexplained(&report);
     assert!(listed.is_empty(), "slow-input-processing explains its TTFT, yet: {listed:?}");
 }
+
+/// One replica's change is diluted in its model's value: TTFT, ITL and KV usage are also watched
+/// replica by replica. The replica-outlier scenario's slow, nearly full replica is explained by
+/// replica-outlier; with that rule turned off, slow-decode names the model's latency, and the
+/// replica's KV usage, which neither reads, is listed for the replica, with its instance.
+#[test]
+fn one_replica_moving_is_listed_for_that_replica_unless_a_rule_explains_it() {
+    let (spec, prom) = common::start_scenario("replica-outlier");
+    let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let report = common::run::run(&common::run::explain_args(&prom.url, &at, &["--no-config", "--format", "json"]), &[]).json();
+    assert_eq!(report["findings"][0]["rule"], "replica-outlier", "{report:#}");
+    assert!(unexplained(&report).is_empty(), "replica-outlier explains its replica, yet: {:?}", unexplained(&report));
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::run::write_file(dir.path(), "vllm-diag.toml", "[rules]\ndisabled = [\"replica-outlier\"]\n");
+    let args = ["--config", common::run::path_arg(&config), "--format", "json"];
+    let report = common::run::run(&common::run::explain_args(&prom.url, &at, &args), &[]).json();
+    let listed = report["unexplained"].as_array().cloned().unwrap_or_default();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    let u = &listed[0];
+    assert_eq!((u["signal"].as_str(), u["direction"].as_str()), (Some("kv_usage_avg"), Some("up")), "{u:#}");
+    assert_eq!(u["scope"]["model_name"], spec.expect.model.clone().unwrap().as_str(), "{u:#}");
+    assert_eq!(u["scope"]["instance"], spec.expect.replica.clone().unwrap().as_str(), "{u:#}");
+    assert!(u["query"].as_str().unwrap_or_default().contains("by (model_name, instance)"), "{u:#}");
+
+    // Its near miss, the same way, lists nothing.
+    let (spec, prom) = common::start_scenario("replica-outlier-near");
+    let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let report = common::run::run(&common::run::explain_args(&prom.url, &at, &args), &[]).json();
+    assert!(unexplained(&report).is_empty(), "{:?}", unexplained(&report));
+}
+

@@ -84,6 +84,13 @@ pub struct Watched {
     pub query: String,
     pub metric: String,
     pub spare: bool,
+    /// Read replica by replica (`watch_replicas`): its scope also holds the replica label.
+    pub per_replica: bool,
+}
+
+/// The key of a signal's per-replica reading among the watched ones (and in the [`LABEL`]).
+fn replica_key(id: &str) -> String {
+    format!("{id}@replica")
 }
 
 /// The stage's reads.
@@ -151,10 +158,21 @@ pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, 
             continue;
         }
         let Ok(q) = signals::build(&def.kind, resolved, &ctx) else { continue };
-        watched.insert(id.clone(), Watched { id: id.clone(), worse: def.worse, query: q.value, metric: w.metric.clone(), spare: def.spare });
+        watched.insert(id.clone(), Watched { id: id.clone(), worse: def.worse, query: q.value, metric: w.metric.clone(), spare: def.spare, per_replica: false });
+        // The same, replica by replica, where the rules compare replicas on it (a grouping that
+        // already tells replicas apart needs no second reading).
+        if def.watch_replicas && def.worse.is_some() && !p.group_by.contains(&p.replica_label) {
+            let by_replica = QueryContext { group_by: p.group_by.iter().cloned().chain([p.replica_label.clone()]).collect(), ..ctx.clone() };
+            if let Ok(q) = signals::build(&def.kind, resolved, &by_replica) {
+                let watch = Watched { id: id.clone(), worse: def.worse, query: q.value, metric: w.metric.clone(), spare: def.spare, per_replica: true };
+                watched.insert(replica_key(id), watch);
+            }
+        }
     }
-    let ids: Vec<&String> = watched.keys().collect();
-    let chunks: Vec<&[&String]> = ids.chunks(PER_QUERY).collect();
+    // The model-level readings first, the per-replica ones in queries of their own: an answer that
+    // lists replicas grows with the fleet, the others do not (tests/query_budget.rs).
+    let (model_ids, replica_ids): (Vec<&String>, Vec<&String>) = watched.keys().partition(|k| !watched[*k].per_replica);
+    let chunks: Vec<&[&String]> = model_ids.chunks(PER_QUERY).chain(replica_ids.chunks(PER_QUERY)).collect();
     if chunks.len() > MAX_QUERIES {
         let left: Vec<String> = chunks[MAX_QUERIES..].iter().flat_map(|c| c.iter().map(|s| s.to_string())).collect();
         warnings.push(format!("what else moved: {} not watched (at most {} signals are read for it): {}", left.len(), MAX_QUERIES * PER_QUERY, left.join(", ")));
@@ -209,10 +227,9 @@ fn read_points(plan: &MovedPlan, answers: &Answers, p: &RunParams, seconds: f64,
             Some(Ok(Response { data: Data::Matrix(series), .. })) => {
                 for s in series {
                     let Some(id) = s.labels.get(LABEL) else { continue };
-                    if !plan.watched.contains_key(id) {
-                        continue;
-                    }
-                    let scope: Scope = p.group_by.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect();
+                    let Some(watched) = plan.watched.get(id) else { continue };
+                    let replica = watched.per_replica.then_some(&p.replica_label);
+                    let scope: Scope = p.group_by.iter().chain(replica).map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect();
                     let entry = out.entry((id.clone(), scope)).or_default();
                     for &(t, v) in &s.points {
                         if !v.is_finite() {
@@ -450,13 +467,22 @@ pub fn apply(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding], rule
     correlations(&points, findings, &p.group_by);
     let w_start = p.window.start.timestamp() as f64;
     let mut out = Vec::new();
-    for ((id, scope), (b, w)) in &points {
-        let (Some(watched), Some(def)) = (plan.watched.get(id), rules.signals.get(id)) else { continue };
+    // The model's own readings first, so that a replica's change its model's reading already
+    // lists is not said twice.
+    let mut ordered: Vec<(&(String, Scope), &Points)> = points.iter().collect();
+    ordered.sort_by_key(|((key, _), _)| plan.watched.get(key).is_some_and(|w| w.per_replica));
+    let mut listed: BTreeSet<(String, Scope)> = BTreeSet::new();
+    for ((key, scope), (b, w)) in ordered {
+        let Some(watched) = plan.watched.get(key) else { continue };
+        let id = &watched.id;
+        let Some(def) = rules.signals.get(id) else { continue };
         let Some(worse) = watched.worse else { continue };
         let Some(change) = detect(b, w, worse, def.moved_floor, &bars, plan.step as f64, w_start) else { continue };
-        if explained(id, &watched.metric, def.symptom, scope, findings, &p.group_by) {
+        let model = base_scope(scope, &p.group_by);
+        if explained(id, &watched.metric, def.symptom, &model, findings, &p.group_by) || (watched.per_replica && listed.contains(&(id.clone(), model.clone()))) {
             continue;
         }
+        listed.insert((id.clone(), model));
         out.push(Unexplained {
             signal: id.clone(),
             title: def.title.clone(),

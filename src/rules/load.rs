@@ -285,6 +285,8 @@ struct RawSignal {
     symptom: bool,
     #[serde(default)]
     spare: bool,
+    #[serde(default)]
+    watch_replicas: bool,
     #[serde(flatten)]
     kind: toml::Table,
 }
@@ -459,8 +461,8 @@ fn watch_fields(s: &RawSignal) -> Result<(Option<crate::signals::Worse>, f64), S
     if let Some(why) = floor_text.as_deref().and_then(|f| crate::units::unit_mismatch(f, &s.unit)) {
         return Err(format!("moved_floor {why}"));
     }
-    if worse.is_none() && (s.moved_floor.is_some() || s.symptom || s.spare) {
-        return Err("moved_floor, symptom and spare only apply to a signal with `worse`".to_string());
+    if worse.is_none() && (s.moved_floor.is_some() || s.symptom || s.spare || s.watch_replicas) {
+        return Err("moved_floor, symptom, spare and watch_replicas only apply to a signal with `worse`".to_string());
     }
     Ok((worse, moved_floor))
 }
@@ -522,6 +524,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
                 moved_floor,
                 symptom: s.symptom,
                 spare: s.spare,
+                watch_replicas: s.watch_replicas,
                 origin: format!("{file}:{line}"),
             },
         );

@@ -336,6 +336,9 @@ pub struct SignalDef {
     /// Read only for the changes no rule explains (no rule reads it): its family is asked only
     /// where discovery found it.
     pub spare: bool,
+    /// Also watched replica by replica (each replica against its own baseline), as the rules
+    /// compare replicas on it: one replica's change is diluted in its model's value.
+    pub watch_replicas: bool,
     /// Where it was declared (`rules/signals.toml:12`), for errors.
     pub origin: String,
 }
