@@ -196,7 +196,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // of queries (the spare families only where discovery found them).
     let spare: BTreeSet<String> = rules.signals.values().filter(|d| d.spare).map(|d| d.id.clone()).collect();
     let spare_plan = plan::plan_signals(rules, &spare, signal_plan.ctx.clone(), p, &disc, &mut Vec::new());
-    let moved_plan = moved::plan(rules, &signal_plan, &spare_plan, &opts.selector, p, &mut warnings);
+    let moved_plan = moved::plan(rules, &signal_plan, &spare_plan, &opts.selector, p, labels.get(&p.replica_label).copied(), &mut warnings);
     let mut follow_up_reads = follow_ups.reads();
     follow_up_reads.extend(fetch::ReadPlan::whole(event_more));
     follow_up_reads.extend(fetch::ReadPlan::whole(moved_plan.requests()));

@@ -53,6 +53,10 @@ pub const PER_QUERY: usize = 6;
 pub const MAX_QUERIES: usize = 4;
 /// Baseline points at most: a baseline much longer than the window is read at a coarser step.
 const MAX_BASELINE_POINTS: u64 = 120;
+/// Replicas at most (the fleet's values of the replica label) for the per-replica readings: their
+/// answer grows by three series a replica (6.7 KB), so past this the signals are watched per model
+/// only, and a warning says so.
+pub const MAX_REPLICAS_WATCHED: usize = 256;
 /// Fewest baseline points to take a median and a spread from.
 const MIN_BASELINE_POINTS: usize = 6;
 
@@ -134,7 +138,7 @@ impl Bars {
 
 /// Plan the reads: the watched signals the plan resolved (and the spare ones discovery found),
 /// per scope, over the baseline and the window.
-pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, selector: &Selector, p: &RunParams, warnings: &mut Vec<String>) -> MovedPlan {
+pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, selector: &Selector, p: &RunParams, replicas: Option<usize>, warnings: &mut Vec<String>) -> MovedPlan {
     let window = p.window.duration().as_secs();
     let step = (window / 30).max(15);
     let trend_range = Duration::from_secs((window / 10).clamp(120, 600));
@@ -143,6 +147,14 @@ pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, 
     let ctx = QueryContext { selector: selector.clone(), range: trend_range, ..signal_plan.ctx.clone() };
     let correlated: BTreeSet<&str> = PAIRS.iter().flat_map(|(a, b, _)| [*a, *b]).collect();
     let mut watched = BTreeMap::new();
+    // How many replicas the answer would list: unknown (no running gauge to count them on) is
+    // not read one by one either, since its cost could not be bounded.
+    let too_many = match replicas {
+        Some(n) if n > MAX_REPLICAS_WATCHED => Some(n),
+        Some(_) => None,
+        None => Some(0),
+    };
+    let mut not_per_replica = Vec::new();
     for (id, def) in &rules.signals {
         if def.worse.is_none() && !correlated.contains(id.as_str()) {
             continue;
@@ -161,13 +173,22 @@ pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, 
         watched.insert(id.clone(), Watched { id: id.clone(), worse: def.worse, query: q.value, metric: w.metric.clone(), spare: def.spare, per_replica: false });
         // The same, replica by replica, where the rules compare replicas on it (a grouping that
         // already tells replicas apart needs no second reading).
-        if def.watch_replicas && def.worse.is_some() && !p.group_by.contains(&p.replica_label) {
+        if def.watch_replicas && too_many.is_some() {
+            not_per_replica.push(id.clone());
+        } else if def.watch_replicas && def.worse.is_some() && !p.group_by.contains(&p.replica_label) {
             let by_replica = QueryContext { group_by: p.group_by.iter().cloned().chain([p.replica_label.clone()]).collect(), ..ctx.clone() };
             if let Ok(q) = signals::build(&def.kind, resolved, &by_replica) {
                 let watch = Watched { id: id.clone(), worse: def.worse, query: q.value, metric: w.metric.clone(), spare: def.spare, per_replica: true };
                 watched.insert(replica_key(id), watch);
             }
         }
+    }
+    if let Some(n) = too_many.filter(|n| *n > 0 && !not_per_replica.is_empty()) {
+        warnings.push(format!(
+            "what else moved: {} watched per model only, not replica by replica: the fleet has {n} values of {} (at most {MAX_REPLICAS_WATCHED} are read one by one)",
+            not_per_replica.join(", "),
+            p.replica_label
+        ));
     }
     // The model-level readings first, the per-replica ones in queries of their own: an answer that
     // lists replicas grows with the fleet, the others do not (tests/query_budget.rs).

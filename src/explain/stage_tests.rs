@@ -886,3 +886,31 @@ fn a_last_minutes_reading_over_a_shorter_window_is_titled_as_the_whole_window() 
     judge::retitle_clipped(&mut long, &rules, std::time::Duration::from_secs(1800));
     assert_eq!(long, all(), "a window longer than the reading keeps its titles");
 }
+
+#[test]
+fn what_else_moved_reads_replica_by_replica_only_where_the_fleet_is_counted_and_small() {
+    let p = params();
+    let rules = crate::rules::load_builtin().unwrap();
+    let names: BTreeSet<String> = ["vllm:num_requests_running", "vllm:kv_cache_usage_perc"].into_iter().map(String::from).collect();
+    let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
+    let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
+    let signal_plan = plan::plan_signals(&rules, &plan::needed_signals(&rules), ctx, &p, &disc, &mut vec![]);
+    let none = plan::SignalPlan { signals: BTreeMap::new(), ..signal_plan.clone() };
+    let per_replica = |replicas: Option<usize>| {
+        let mut warnings = Vec::new();
+        let m = moved::plan(&rules, &signal_plan, &none, &Selector::default(), &p, replicas, &mut warnings);
+        let keys: Vec<String> = m.watched.iter().filter(|(_, w)| w.per_replica).map(|(k, _)| k.clone()).collect();
+        (keys, m.requests.len(), warnings)
+    };
+    let (keys, requests, warnings) = per_replica(Some(4));
+    assert_eq!(keys, vec!["kv_usage_avg@replica".to_string()], "{warnings:?}");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    // Past the cap: per model only, one query fewer, and a warning that says why.
+    let (keys, fewer, warnings) = per_replica(Some(moved::MAX_REPLICAS_WATCHED + 1));
+    assert!(keys.is_empty());
+    assert!(fewer < requests, "{fewer} requests, {requests} with the replicas");
+    assert!(warnings.iter().any(|w| w.contains("kv_usage_avg watched per model only") && w.contains("257 values of instance")), "{warnings:?}");
+    // Uncounted (no running gauge to count replicas on): per model only, without a warning.
+    let (keys, _, warnings) = per_replica(None);
+    assert!(keys.is_empty() && warnings.is_empty(), "{keys:?} {warnings:?}");
+}
