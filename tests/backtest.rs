@@ -42,8 +42,8 @@ fn each_incident_fires_its_alert_once_on_its_model_after_it_began_and_nothing_el
         let rule = spec.expect.first.clone().unwrap();
         let model = spec.expect.model.clone().unwrap();
         let onset = spec.incident_onset().expect("an incident scenario has an onset");
-        // Over the whole generated stretch, asked as a week: the rest of the week has no data.
-        let r = backtest(&prom.url, "7d", &common::run::at_window_end(&spec), &[]);
+        // Over the whole generated stretch (80 minutes); the healthy test below asks a week.
+        let r = backtest(&prom.url, "90m", &common::run::at_window_end(&spec), &[]);
         assert_eq!(r.code, 0, "{name}: {}", r.stderr);
         let json = r.json();
         assert_eq!(json["complete"], true, "{name}: {json}");
@@ -72,7 +72,7 @@ fn healthy_fleets_fire_nothing_at_warning_or_critical_and_the_text_says_so() {
     for name in ["healthy-steady", "healthy-ramp"] {
         let (spec, prom) = common::start_scenario(name);
         let at = common::run::at_window_end(&spec);
-        let r = backtest(&prom.url, "7d", &at, &[]);
+        let r = backtest(&prom.url, "90m", &at, &[]);
         assert_eq!(r.code, 0, "{name}: {}", r.stderr);
         let serious: Vec<_> = fired(&r.json()).into_iter().filter(|(_, _, s, _)| s != "info").collect();
         assert!(serious.is_empty(), "{name}: {serious:?}");
