@@ -77,16 +77,6 @@ fn summary(report: &Value) -> String {
         .join("; ")
 }
 
-fn loud(report: &Value) -> Vec<String> {
-    report["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|f| f["severity"] != "info")
-        .map(|f| f["rule"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 /// Judge every phase of a lab run with histograms: returns one line per phase that went wrong.
 fn judge_full(dir: &Path) -> Vec<String> {
     let (phases, _tmp, prom) = served(dir, true);
@@ -97,7 +87,7 @@ fn judge_full(dir: &Path) -> Vec<String> {
         let (report, _) = diagnose(&prom.url, &phases, p, &[]);
         let named = rules_named(&report);
         if p.kind == "healthy" {
-            if !loud(&report).is_empty() {
+            if !common::loud(&report).is_empty() {
                 wrong.push(format!("{} (healthy): warning or critical findings: {}", p.name, summary(&report)));
             }
         } else {
@@ -145,7 +135,7 @@ fn the_real_engines_queue_time_is_read_as_a_bound_under_its_first_bucket() {
     // Two healthy stretches: both under the first bucket, so no change between them is claimed.
     let healthy = phases.iter().find(|p| p.name == "healthy-4").expect("a healthy-4 phase");
     let (report, _) = diagnose(&prom.url, &phases, healthy, &[]);
-    assert!(loud(&report).is_empty(), "{}", summary(&report));
+    assert!(common::loud(&report).is_empty(), "{}", summary(&report));
 }
 
 /// The limit that held each phase, as the report's `binding` says it for the engine's model.
@@ -200,7 +190,7 @@ fn gauges_and_counters_alone_still_name_overload_and_kv_pressure_and_never_give_
             }
             _ => {
                 // What gauges cannot show is not invented: no loud finding but the phase's own cause.
-                let stray: Vec<String> = loud(&report).into_iter().filter(|r| !p.expect_first.contains(r)).collect();
+                let stray: Vec<String> = common::loud(&report).into_iter().filter(|r| !p.expect_first.contains(r)).collect();
                 if !stray.is_empty() {
                     wrong.push(format!("{}: false alarm from gauges alone: {}", p.name, summary(&report)));
                 }
@@ -212,7 +202,7 @@ fn gauges_and_counters_alone_still_name_overload_and_kv_pressure_and_never_give_
         if !core.iter().any(|r| r == "slow-decode") {
             wrong.push(format!("{}: slow-decode not listed among the core checks not evaluated: {:#}", p.name, report["coverage"]));
         }
-        if loud(&report).is_empty() && code != 3 {
+        if common::loud(&report).is_empty() && code != 3 {
             wrong.push(format!("{}: no finding and core checks missing, yet exit code {code}", p.name));
         }
     }

@@ -37,16 +37,6 @@ fn summary(report: &Value) -> String {
         .join(", ")
 }
 
-fn loud(report: &Value) -> Vec<String> {
-    report["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|f| f["severity"] != "info")
-        .map(|f| f["rule"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 /// The window value of `signal` in any finding's evidence.
 fn evidence(report: &Value, signal: &str) -> Option<f64> {
     report["findings"].as_array()?.iter().flat_map(|f| f["evidence"].as_array().into_iter().flatten()).find(|e| e["signal"] == signal)?["value"].as_f64()
@@ -80,7 +70,7 @@ fn judge(dir: &Path) -> Vec<String> {
             eprintln!("{}: {} | giveup_rate {:?} giveup_share {:?} input_processing_mean {:?}", p.name, summary(&report), evidence(&report, "giveup_rate"), evidence(&report, "giveup_share"), evidence(&report, "input_processing_mean"));
         }
         if p.expect_first.is_empty() {
-            if !loud(&report).is_empty() {
+            if !common::loud(&report).is_empty() {
                 wrong.push(format!("{} ({}): warning or critical findings: {}", p.name, p.kind, summary(&report)));
             }
         } else {
@@ -97,7 +87,7 @@ fn judge(dir: &Path) -> Vec<String> {
                 other => wrong.push(format!("give-ups: estimated {other:?}/s over {seconds} s against {truth} streams closed by clients: {}", summary(&report))),
             }
         }
-        if p.kind == "api-hog" && loud(&report).iter().any(|r| r == "slow-prefill" || r == "slow-decode") {
+        if p.kind == "api-hog" && common::loud(&report).iter().any(|r| r == "slow-prefill" || r == "slow-decode") {
             wrong.push(format!("api-hog: the engine blamed for time spent before it: {}", summary(&report)));
         }
     }

@@ -602,3 +602,13 @@ pub fn lab_checks_failed(dir: &Path) -> Vec<String> {
     m["checks"]["failed"].as_array().into_iter().flatten().map(|c| c.to_string()).collect()
 }
 
+/// The rules of a report's warning and critical findings, in order.
+pub fn loud(report: &serde_json::Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["severity"] != "info")
+        .map(|f| f["rule"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
