@@ -136,6 +136,7 @@ pub fn format_value(v: f64, unit: &str) -> String {
         "ratio_per_hour" => format!("{}{}%/h", if v > 0.0 { "+" } else { "" }, sig(v * 100.0)),
         "megahertz" => format!("{} MHz", sig(v)),
         "celsius" => format!("{} °C", sig(v)),
+        "watts" => format!("{} W", sig(v)),
         "percent" => format!("{}%", sig(v)),
         "bytes" => format_bytes(v),
         _ => sig(v),

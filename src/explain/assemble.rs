@@ -253,22 +253,28 @@ fn nan_lowest(a: f64, b: f64) -> std::cmp::Ordering {
 /// Per-replica answers listing replicas: the value is how many per scope, and a lone replica is
 /// named (by the replica label, and by `instance` too when the answer carries it).
 pub fn listed(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope, f64>, Culprits) {
-    let mut per: BTreeMap<Scope, BTreeMap<String, Option<String>>> = BTreeMap::new();
+    // Per scope, per replica: every other label its series carry (`instance` beside a pod, a GPU's
+    // `UUID` and `Hostname` where the query keeps them), each with the values seen.
+    let mut per: BTreeMap<Scope, BTreeMap<String, BTreeMap<String, BTreeSet<String>>>> = BTreeMap::new();
     if let Data::Vector(samples) = &resp.data {
         for s in samples {
             let name = s.labels.get(label).cloned().unwrap_or_default();
-            let instance = (label != "instance").then(|| s.labels.get("instance").cloned()).flatten();
-            per.entry(scope_of(s, group_by)).or_default().insert(name, instance);
+            let others = per.entry(scope_of(s, group_by)).or_default().entry(name).or_default();
+            for (k, v) in s.labels.iter() {
+                if k != label && k != "__name__" && !group_by.iter().any(|g| g == k) && !v.is_empty() {
+                    others.entry(k.to_string()).or_default().insert(v.to_string());
+                }
+            }
         }
     }
     let mut values = BTreeMap::new();
     let mut culprits = BTreeMap::new();
     for (scope, names) in per {
         values.insert(scope.clone(), names.len() as f64);
-        if let (1, Some((name, instance))) = (names.len(), names.iter().next()) {
+        if let (1, Some((name, others))) = (names.len(), names.iter().next()) {
             let mut c: BTreeMap<String, String> = [(label.to_string(), name.clone())].into_iter().collect();
-            if let Some(i) = instance {
-                c.insert("instance".into(), i.clone());
+            for (k, vs) in others {
+                c.insert(k.clone(), vs.iter().cloned().collect::<Vec<_>>().join(", "));
             }
             culprits.insert(scope, c);
         }

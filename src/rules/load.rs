@@ -383,6 +383,7 @@ const UNITS: &[&str] = &[
     "ratio_per_hour",
     "megahertz",
     "celsius",
+    "watts",
     "percent",
     "bytes",
 ];
@@ -656,6 +657,17 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
         }
         SignalKind::Gauge { less: Some(l), .. } if crate::signals::parse_match(&l.r#match).is_err() => {
             crate::signals::parse_match(&l.r#match).map(|_| ()).map_err(|e| format!("less.match: {e}"))
+        }
+        SignalKind::Gauge { bits, over, less, .. } if !bits.is_empty() && (over.is_some() || less.is_some()) => {
+            Err("`bits` reads a bitmask, and is not combined with `over` or `less`".into())
+        }
+        SignalKind::Gauge { scale: Some(k), .. } if !k.is_finite() || *k <= 0.0 => Err(format!("scale {k} must be a number above 0")),
+        SignalKind::Gauge { over: Some(o), less, .. } if o.trim().is_empty() || less.is_some() => {
+            Err("`over` names one gauge, and is not combined with `less`".into())
+        }
+        SignalKind::Gauge { bits, .. } | SignalKind::ReplicasOver { bits, .. } if bits.iter().any(|b| !b.is_power_of_two()) => {
+            let bad = bits.iter().find(|b| !b.is_power_of_two()).copied().unwrap_or_default();
+            Err(format!("bits: {bad} is not a single bit (a power of two: 1, 2, 4, 8, ...)"))
         }
         SignalKind::Gauge { gauge, r#match, .. } | SignalKind::Slope { gauge, r#match } => {
             crate::signals::parse_match(r#match).map_err(|e| format!("match: {e}"))?;

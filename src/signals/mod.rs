@@ -99,6 +99,20 @@ pub enum SignalKind {
         /// not tried) and not required: a fleet without it reads the gauge whole.
         #[serde(default)]
         less: Option<GaugeRef>,
+        /// The gauge is a bitmask (DCGM's clocks-event reasons): each sample reads 1 where any of
+        /// these bits is set and 0 where none is, before `over_time` (so `avg` is the share of the
+        /// window with one of them set, `max` whether any sample had one). Read through a subquery
+        /// at the trend step: a maximum of raw bitmasks would lose bits (0x100 hides 0x8).
+        #[serde(default)]
+        bits: Vec<u32>,
+        /// Another gauge of the same exporter (the same labels) that this one is divided by, series
+        /// by series, before reducing across the scope: power draw over its limit.
+        #[serde(default)]
+        over: Option<String>,
+        /// Each series multiplied by this before reducing across the scope (a counter of
+        /// microseconds read as a share of time: 0.000001).
+        #[serde(default)]
+        scale: Option<f64>,
     },
     /// The share of the window during which a counter was increasing (0..1): "sustained" preemptions.
     ActiveShare { counter: Vec<String> },
@@ -199,6 +213,13 @@ pub enum SignalKind {
         attribute_via: Vec<String>,
         #[serde(default = "default_join")]
         join_on: Vec<String>,
+        /// As a gauge's `bits`: the bitmask's samples read 1 where one of these bits is set.
+        #[serde(default)]
+        bits: Vec<u32>,
+        /// Labels of the gauge's own series that the finding also names (a GPU's `UUID` and
+        /// `Hostname`), where the series carry them.
+        #[serde(default)]
+        name_by: Vec<String>,
     },
 }
 
@@ -290,6 +311,9 @@ pub enum OverTime {
     Avg,
     Min,
     Last,
+    /// A counter's per-second rate, series by series (DCGM's violation counters: microseconds
+    /// spent throttled per second), before reducing across the scope.
+    Rate,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -391,7 +415,11 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
             }
             with_anchor(v, attribute_via)
         }
-        SignalKind::Gauge { gauge, attribute_via, .. } => with_anchor(vec![gauge.clone()], attribute_via),
+        SignalKind::Gauge { gauge, attribute_via, over, .. } => {
+            let mut v = vec![gauge.clone()];
+            v.extend(over.iter().map(|o| vec![o.clone()]));
+            with_anchor(v, attribute_via)
+        }
         SignalKind::ActiveShare { counter } | SignalKind::Spread { counter, .. } => vec![counter.clone()],
         SignalKind::QueueWait { gauge, counter } => vec![gauge.clone(), counter.clone()],
         SignalKind::GiveUps { started, finished, running, .. } => vec![hist(started, "_count"), finished.clone(), running.clone()],

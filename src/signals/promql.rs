@@ -156,6 +156,7 @@ pub(super) fn over_time_fn(o: OverTime) -> &'static str {
         OverTime::Avg => "avg_over_time",
         OverTime::Min => "min_over_time",
         OverTime::Last => "last_over_time",
+        OverTime::Rate => "rate",
     }
 }
 
@@ -310,11 +311,12 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 ..parts(format!("({num} or {den} * 0) / {den}"), Combine::Share, vec![num, den])
             }
         }
-        SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, attribute_before, less, .. } => {
+        SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, attribute_before, less, bits, over, scale, .. } => {
             let extra = parse(r#match)?;
             let (ot, ac) = (over_time_fn(*over_time), across_fn(*across));
+            let over_name = over.as_ref().map(|_| resolved.names[1].as_str());
             if attribute_via.is_empty() {
-                let whole = format!("{ac} by ({by}) ({ot}({}[{r}]))", sel.series(&resolved.names[0], &extra));
+                let whole = format!("{ac} by ({by}) ({})", scaled(reduced_gauge(ot, &sel.series(&resolved.names[0], &extra), bits, over_name.map(|o| sel.series(o, &extra)), ctx), *scale));
                 match less {
                     None => plain(whole),
                     // Where the other gauge has no series for a scope, `or` takes 0 off.
@@ -327,10 +329,11 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 let own = sel.without(&ctx.group_by);
                 let (j, left, anchor_by) = join_labels(join_on, &ctx.group_by);
                 let anchor_range = if *attribute_before { promql_duration(ctx.range * 2) } else { r.clone() };
+                let anchor = resolved.names.last().map(String::as_str).unwrap_or_default();
                 plain(format!(
-                    "{ac} by ({by}) ({ot}({}[{r}]) * on ({j}) group_left ({left}) group by ({anchor_by}) (last_over_time({}[{anchor_range}])))",
-                    own.series(&resolved.names[0], &extra),
-                    sel.series(&resolved.names[1], &[])
+                    "{ac} by ({by}) ({} * on ({j}) group_left ({left}) group by ({anchor_by}) (last_over_time({}[{anchor_range}])))",
+                    scaled(reduced_gauge(ot, &own.series(&resolved.names[0], &extra), bits, over_name.map(|o| own.series(o, &extra)), ctx), *scale),
+                    sel.series(anchor, &[])
                 ))
             }
         }
@@ -400,12 +403,56 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sums: Vec::new(),
             }
         }
-        SignalKind::ReplicasOver { above, replica_label, attribute_via, join_on, .. } => {
+        SignalKind::ReplicasOver { above, replica_label, attribute_via, join_on, bits, name_by, .. } => {
             let replica_label = &replica(replica_label)?;
-            let value = replicas_over_query(*above, replica_label, !attribute_via.is_empty(), join_on, resolved, ctx);
+            if let Some(bad) = name_by.iter().find(|l| !crate::prom::is_label_name(l)) {
+                return Err(format!("name_by {bad:?} is not a label name"));
+            }
+            let over = OverGauge { above: *above, bits, name_by };
+            let value = replicas_over_query(&over, replica_label, !attribute_via.is_empty(), join_on, resolved, ctx);
             SignalQueries { value, fetch: None, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)), parts: None, sums: Vec::new() }
         }
     })
+}
+
+/// The step a subquery over the window is read at: the trends' step (a thirtieth of the range,
+/// 15 s at least).
+fn subquery_step(ctx: &QueryContext) -> u64 {
+    (ctx.range.as_secs() / 30).max(15)
+}
+
+/// A bitmask's series as 1 where any of `bits` is set and 0 where none is. PromQL has no bitwise
+/// operators: bit b of x is `floor(x / b) % 2`.
+pub fn bits_set(series: &str, bits: &[u32]) -> String {
+    let one = |b: &u32| format!("floor({series} / {b}) % 2");
+    match bits {
+        [b] => one(b),
+        many => format!("clamp_max({}, 1)", many.iter().map(one).collect::<Vec<_>>().join(" + ")),
+    }
+}
+
+/// One gauge's series reduced over the window, series by series: `over_time(series[range])`; a
+/// bitmask's bits first (through a subquery at the trends' step), or divided by another gauge of
+/// the same labels (`over`).
+fn reduced_gauge(ot: &str, series: &str, bits: &[u32], over: Option<String>, ctx: &QueryContext) -> String {
+    let r = promql_duration(ctx.range);
+    let own = if bits.is_empty() {
+        format!("{ot}({series}[{r}])")
+    } else {
+        format!("{ot}(({})[{r}:{}s])", bits_set(series, bits), subquery_step(ctx))
+    };
+    match over {
+        None => own,
+        Some(o) => format!("({own} / {ot}({o}[{r}]))"),
+    }
+}
+
+/// A reduced series multiplied by `scale`, where there is one.
+fn scaled(reduced: String, scale: Option<f64>) -> String {
+    match scale {
+        None => reduced,
+        Some(k) => format!("({reduced} * {k})"),
+    }
 }
 
 /// The worst replica's share of the window holding requests (running or waiting) while generating
@@ -473,16 +520,33 @@ pub(super) fn slo_burn_query(target: &str, objective: &str, resolved: &Resolved,
     Ok(format!("(1 - {good} / sum by ({by}) (rate({}[{r}]))) / {budget}", sel.series(&bucket, &[all])))
 }
 
+/// What [`replicas_over_query`] counts: series over `above`, a bitmask's `bits` read first, the
+/// series' own `name_by` labels carried to the finding.
+pub(super) struct OverGauge<'a> {
+    pub above: f64,
+    pub bits: &'a [u32],
+    pub name_by: &'a [String],
+}
+
 /// Replicas whose gauge went over `above` in the window, one series each. An `attributed` gauge
 /// (an exporter's, without the model label) is joined to the scope through the anchor gauge; the
 /// anchor's `instance` then replaces the exporter's own, so the finding can name the vLLM server
 /// as well as the pod.
-pub(super) fn replicas_over_query(above: f64, replica_label: &str, attributed: bool, join_on: &[String], resolved: &Resolved, ctx: &QueryContext) -> String {
+pub(super) fn replicas_over_query(g: &OverGauge, replica_label: &str, attributed: bool, join_on: &[String], resolved: &Resolved, ctx: &QueryContext) -> String {
     let by = ctx.group_by.join(", ");
     let r = promql_duration(ctx.range);
     let sel = &ctx.selector;
+    let above = g.above;
+    let peak = |series: String| {
+        if g.bits.is_empty() {
+            format!("max_over_time({series}[{r}])")
+        } else {
+            format!("max_over_time(({})[{r}:{}s])", bits_set(&series, g.bits), subquery_step(ctx))
+        }
+    };
+    let named: String = g.name_by.iter().filter(|l| *l != replica_label && !ctx.group_by.contains(l)).map(|l| format!(", {l}")).collect();
     if !attributed {
-        format!("max by ({by}, {replica_label}) (max_over_time({}[{r}])) > {above}", sel.series(&resolved.names[0], &[]))
+        format!("max by ({by}, {replica_label}{named}) ({}) > {above}", peak(sel.series(&resolved.names[0], &[])))
     } else {
         let own = sel.without(&ctx.group_by);
         let mut carry = ctx.group_by.clone();
@@ -491,9 +555,9 @@ pub(super) fn replicas_over_query(above: f64, replica_label: &str, attributed: b
         }
         let (j, left, anchor_by) = join_labels(join_on, &carry);
         format!(
-            "max by ({by}, {replica_label}{}) (max_over_time({}[{r}]) * on ({j}) group_left ({left}) group by ({anchor_by}) (last_over_time({}[{r}]))) > {above}",
+            "max by ({by}, {replica_label}{}{named}) ({} * on ({j}) group_left ({left}) group by ({anchor_by}) (last_over_time({}[{r}]))) > {above}",
             if replica_label == "instance" { "" } else { ", instance" },
-            own.series(&resolved.names[0], &[]),
+            peak(own.series(&resolved.names[0], &[])),
             sel.series(&resolved.names[1], &[])
         )
     }

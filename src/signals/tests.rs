@@ -136,6 +136,9 @@ fn missing_families_are_named() {
         join_on: default_join(),
         attribute_before: false,
         less: None,
+        bits: vec![],
+        over: None,
+        scale: None,
     };
     let err = resolve(&k, &present(&[])).unwrap_err();
     assert_eq!(err, vec!["vllm:kv_cache_usage_perc / vllm:gpu_cache_usage_perc".to_string()]);
@@ -329,6 +332,9 @@ fn gauges_without_the_grouping_label_join_on_the_declared_labels() {
         join_on: vec!["namespace".into(), "pod".into()],
         attribute_before: false,
         less: None,
+        bits: vec![],
+        over: None,
+        scale: None,
     };
     let r = resolve(&k, &present(&["DCGM_FI_DEV_SM_CLOCK", "vllm:num_requests_running"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
@@ -362,4 +368,36 @@ minus = [["vllm:request_queue_time_seconds"], ["vllm:request_prefill_time_second
     assert_eq!(q, format!("{} - {} - {}", mean("vllm:time_to_first_token_seconds"), mean("vllm:request_queue_time_seconds"), mean("vllm:request_prefill_time_seconds")));
     // Any family missing: the remainder cannot be taken.
     assert!(resolve(&k, &present(&names[..2])).is_err());
+}
+
+#[test]
+fn a_bitmask_gauge_reads_its_bits_sample_by_sample_through_a_subquery() {
+    let gauge = |bits: Vec<u32>, over: Option<String>| SignalKind::Gauge {
+        gauge: vec!["DCGM_FI_DEV_CLOCKS_EVENT_REASONS".into()],
+        over_time: OverTime::Avg,
+        across: Across::Max,
+        r#match: String::new(),
+        attribute_via: vec!["vllm:num_requests_running".into()],
+        join_on: vec!["namespace".into(), "pod".into()],
+        attribute_before: false,
+        less: None,
+        bits,
+        over,
+        scale: None,
+    };
+    let k = gauge(vec![8, 64], None);
+    let r = resolve(&k, &present(&["DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "vllm:num_requests_running"])).unwrap();
+    let q = build(&k, &r, &ctx("")).unwrap();
+    assert_eq!(
+        q.value,
+        "max by (model_name) (avg_over_time((clamp_max(floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 8) % 2 + floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 64) % 2, 1))[1800s:60s]) * on (namespace, pod) group_left (model_name) group by (namespace, pod, model_name) (last_over_time(vllm:num_requests_running[1800s])))"
+    );
+    // One bit needs no clamp; a gauge over another is divided series by series.
+    let one = build(&gauge(vec![4], None), &r, &ctx("")).unwrap().value;
+    assert!(one.contains("avg_over_time((floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 4) % 2)[1800s:60s])"), "{one}");
+    let k = SignalKind::Gauge { gauge: vec!["DCGM_FI_DEV_POWER_USAGE".into()], bits: vec![], ..gauge(vec![], Some("DCGM_FI_DEV_POWER_MGMT_LIMIT".into())) };
+    let r = resolve(&k, &present(&["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_POWER_MGMT_LIMIT", "vllm:num_requests_running"])).unwrap();
+    let v = build(&k, &r, &ctx("")).unwrap().value;
+    assert!(v.contains("(avg_over_time(DCGM_FI_DEV_POWER_USAGE[1800s]) / avg_over_time(DCGM_FI_DEV_POWER_MGMT_LIMIT[1800s])) * on (namespace, pod)"), "{v}");
+    assert!(v.ends_with("group by (namespace, pod, model_name) (last_over_time(vllm:num_requests_running[1800s])))"), "{v}");
 }
