@@ -41,6 +41,9 @@
 //! spec_decode = true                # optional (false): V1 speculative-decoding counters
 //! kv_connector = "nixl"             # optional (none): NIXL transfer metrics (V1), or "lmcache": external prefix-cache lookups and hits (V1)
 //! dcgm = true                       # optional (false): an NVIDIA DCGM exporter per replica's GPU
+//! gpu = "h200"                      # optional: the DCGM series replay a real H200's samples
+//!                                   #   (fixtures/real-gpu/; implies dcgm): idle, decode-shaped or
+//!                                   #   compute-bound at the power cap as the state's work asks
 //! preemption_detail = true          # optional (false): vllm:num_preemptions_by_reason{reason} and
 //!                                   #   the per-request histogram vllm:request_num_preemptions (V1)
 //! custom_buckets = { time_to_first_token = [1, 5, 60] }  # optional: vLLM's --custom-histogram-buckets
@@ -92,6 +95,7 @@ use serde::Deserialize;
 
 mod events;
 mod openmetrics;
+pub mod real_gpu;
 mod sim;
 mod state;
 
@@ -142,6 +146,14 @@ pub enum KvConnector {
     Lmcache,
 }
 
+/// A real GPU whose recorded samples a model's DCGM series replay (see `real_gpu.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum RealGpu {
+    /// One NVIDIA H200, sampled once a second under serving-shaped load (fixtures/real-gpu/).
+    #[serde(rename = "h200")]
+    H200,
+}
+
 /// One served model: `replicas` servers, each receiving `rate` requests per second when healthy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSpec {
@@ -160,6 +172,9 @@ pub struct ModelSpec {
     pub preemption_detail: bool,
     pub kv_connector: Option<KvConnector>,
     pub dcgm: bool,
+    /// The GPU whose real samples the DCGM series replay (`gpu = "h200"`; implies `dcgm`). None:
+    /// readings drawn from each state's ranges.
+    pub gpu: Option<RealGpu>,
     /// vLLM's `--custom-histogram-buckets`: bucket bounds by family key (`time_to_first_token`,
     /// `inter_token_latency`, `request_latency`), replacing the defaults.
     pub custom_buckets: std::collections::BTreeMap<String, Vec<f64>>,
@@ -182,6 +197,7 @@ impl ModelSpec {
             preemption_detail: false,
             kv_connector: None,
             dcgm: false,
+            gpu: None,
             custom_buckets: Default::default(),
         }
     }
@@ -362,6 +378,8 @@ struct RawModel {
     kv_connector: Option<KvConnector>,
     #[serde(default)]
     dcgm: bool,
+    #[serde(default)]
+    gpu: Option<RealGpu>,
     #[serde(default)]
     custom_buckets: std::collections::BTreeMap<String, Vec<f64>>,
 }
@@ -555,7 +573,8 @@ impl ScenarioSpec {
                 spec_decode: m.spec_decode,
                 preemption_detail: m.preemption_detail,
                 kv_connector: m.kv_connector,
-                dcgm: m.dcgm,
+                dcgm: m.dcgm || m.gpu.is_some(),
+                gpu: m.gpu,
                 custom_buckets: m.custom_buckets,
             });
         }
@@ -596,6 +615,9 @@ impl ScenarioSpec {
                 }
                 if needs.dcgm && !model.dcgm {
                     return Err(lacks("dcgm = true"));
+                }
+                if needs.real_gpu && model.gpu.is_none() {
+                    return Err(lacks("gpu = \"h200\" (its story is the real board's power cap and clocks)"));
                 }
                 if model.replicas < needs.min_replicas {
                     return Err(invalid(

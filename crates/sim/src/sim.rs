@@ -168,6 +168,15 @@ enum Fam {
     KsmRestarts,
     // Added for what else moved, after the others for the same reason.
     ProcessMemory,
+    // A real GPU's exporter (`gpu = "h200"`): the newer name of the reasons bitmask, the
+    // violation counters (microseconds, published as the exporter's untyped counters without
+    // `_total`: gauges here), the power limits and the memory clock.
+    ClocksEventReasons,
+    PowerViolation,
+    ThermalViolation,
+    PowerLimit,
+    PowerLimitDefault,
+    MemClock,
 }
 
 impl Fam {
@@ -225,6 +234,12 @@ impl Fam {
             Fam::KsmContainerInfo => "kube_pod_container_info",
             Fam::KsmRestarts => "kube_pod_container_status_restarts",
             Fam::ProcessMemory => "process_resident_memory_bytes",
+            Fam::ClocksEventReasons => "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+            Fam::PowerViolation => "DCGM_FI_DEV_POWER_VIOLATION",
+            Fam::ThermalViolation => "DCGM_FI_DEV_THERMAL_VIOLATION",
+            Fam::PowerLimit => "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+            Fam::PowerLimitDefault => "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF",
+            Fam::MemClock => "DCGM_FI_DEV_MEM_CLOCK",
         }
     }
 
@@ -318,6 +333,12 @@ impl Fam {
             Fam::Xid => "Value of the last XID error encountered.",
             Fam::FbUsed => "Framebuffer memory used (in MiB).",
             Fam::FbFree => "Framebuffer memory free (in MiB).",
+            Fam::ClocksEventReasons => "Current clock event reasons (bitmask).",
+            Fam::PowerViolation => "Throttling duration due to power constraints (in us).",
+            Fam::ThermalViolation => "Throttling duration due to thermal constraints (in us).",
+            Fam::PowerLimit => "Power management limit (in W).",
+            Fam::PowerLimitDefault => "Default power management limit (in W).",
+            Fam::MemClock => "Memory clock frequency (in MHz).",
             Fam::ProcessStart => "Start time of the process since unix epoch in seconds.",
             Fam::KsmGeneration => "Sequence number representing a specific generation of the desired state.",
             Fam::KsmObservedGeneration => "The generation observed by the deployment controller.",
@@ -713,6 +734,11 @@ struct Gpu {
     throttle: f64,
     xid: f64,
     fb_used: f64,
+    // A real GPU's (`gpu = "h200"`) further fields.
+    mem_clock: f64,
+    power_violation_us: f64,
+    thermal_violation_us: f64,
+    power_limit: f64,
 }
 
 /// One vLLM server (and, with DCGM, its GPU).
@@ -831,6 +857,10 @@ impl<'a> Replica<'a> {
         dcgm.insert("Hostname".into(), names.node.clone());
         dcgm.insert("UUID".into(), names.gpu_uuid.clone());
         dcgm.insert("pod".into(), names.pod.clone());
+        if model.gpu.is_some() {
+            dcgm.insert("modelName".into(), crate::real_gpu::H200_MODEL_NAME.into());
+            dcgm.insert("DCGM_FI_DRIVER_VERSION".into(), crate::real_gpu::H200_DRIVER.into());
+        }
         let mut dcgm_target = Labels::new();
         dcgm_target.insert("job".into(), "dcgm".into());
         dcgm_target.insert("instance".into(), format!("{}:9400", names.node));
@@ -1013,7 +1043,7 @@ impl<'a> Replica<'a> {
         self.steps += 1;
         self.rss += (HEALTHY_RSS_CREEP + st.memory_growth_per_s) * secs;
         self.drift();
-        self.update_gpu(&st);
+        self.update_gpu(&st, secs);
         if !st.scraped {
             // Nobody reads this server any more; what it does is invisible.
             return;
@@ -1268,14 +1298,66 @@ impl<'a> Replica<'a> {
     }
 
     /// DCGM's view of the GPU for the interval.
-    fn update_gpu(&mut self, st: &StateParams) {
+    fn update_gpu(&mut self, st: &StateParams, secs: f64) {
         let g = st.gpu;
+        if self.model.gpu.is_some() {
+            return self.replay_gpu(st, secs);
+        }
         self.gpu.util = in_range(g.util, self.noise[3]).round();
         self.gpu.sm_clock = (in_range(g.sm_clock_mhz, self.noise[4]) / 15.0).round() * 15.0;
         self.gpu.temp = in_range(g.temp_c, self.noise[5]).round();
         self.gpu.power = (in_range(g.power_w, self.noise[6]) * 1000.0).round() / 1000.0;
         self.gpu.throttle = f64::from(g.throttle_reasons);
         self.gpu.xid = f64::from(g.xid);
+    }
+
+    /// A real GPU's reading for the interval: one recorded sample from the pool the state's work
+    /// puts it in (idle when it serves nothing, compute-bound at the power cap for `compute_share`
+    /// of the scrapes, decode-shaped otherwise), then what the state lays over it: a lowered power
+    /// limit (the draw held at it, the cap set, the clock cut in proportion), fault reasons (their
+    /// bits, the state's clock and temperature), an XID. The violation counters grow by the
+    /// interval's share spent capped or throttled.
+    fn replay_gpu(&mut self, st: &StateParams, secs: f64) {
+        use crate::real_gpu::{pools, Pool, REASON_SW_POWER_CAP};
+        let g = st.gpu;
+        let idle = !st.serving || g.util.1 <= 0.0 || self.sleep != SleepState::Awake;
+        let capped_share = if idle { 0.0 } else { g.compute_share.clamp(0.0, 1.0) };
+        let pool = if idle {
+            Pool::Idle
+        } else if self.rng.gen::<f64>() < capped_share {
+            Pool::Compute
+        } else {
+            Pool::Decode
+        };
+        let samples = &pools()[pool as usize];
+        let s = samples[self.rng.gen_range(0..samples.len())];
+        let mut reasons = s.clocks_event_reasons;
+        let (mut clock, mut power, mut temp) = (s.sm_clock_mhz, s.power_w, s.temp_c);
+        let mut capped = capped_share;
+        if power > g.power_limit_w {
+            clock = (clock * g.power_limit_w / power / 15.0).round() * 15.0;
+            power = g.power_limit_w - self.rng.gen_range(0.0..4.0);
+            reasons |= REASON_SW_POWER_CAP;
+            capped = if idle { 0.0 } else { 1.0 };
+        }
+        let faults = g.throttle_reasons & !REASON_SW_POWER_CAP;
+        if faults != 0 {
+            reasons |= faults;
+            clock = (in_range(g.sm_clock_mhz, self.noise[4]) / 15.0).round() * 15.0;
+            self.gpu.thermal_violation_us += (secs * 1e6).round();
+        }
+        if g.temp_c != crate::GpuParams::HEALTHY.temp_c {
+            temp = in_range(g.temp_c, self.noise[5]).round();
+        }
+        self.gpu.util = if g.util.1 <= 0.0 { 0.0 } else { s.gpu_util_pct };
+        self.gpu.sm_clock = clock;
+        self.gpu.mem_clock = s.mem_clock_mhz;
+        self.gpu.temp = temp;
+        self.gpu.power = (power * 1000.0).round() / 1000.0;
+        self.gpu.throttle = f64::from(reasons);
+        self.gpu.xid = f64::from(g.xid);
+        self.gpu.power_limit = g.power_limit_w;
+        self.gpu.power_violation_us += (capped * secs * 1e6).round();
     }
 
     fn emit(&self, t: &mut Trace) {
@@ -1354,10 +1436,20 @@ impl<'a> Replica<'a> {
             t.scalar(Fam::SmClock, d, &[], g.sm_clock);
             t.scalar(Fam::GpuTemp, d, &[], g.temp);
             t.scalar(Fam::Power, d, &[], g.power);
-            t.scalar(Fam::ThrottleReasons, d, &[], g.throttle);
+            if self.model.gpu.is_none() {
+                t.scalar(Fam::ThrottleReasons, d, &[], g.throttle);
+            }
             t.scalar(Fam::Xid, d, &[], g.xid);
             t.scalar(Fam::FbUsed, d, &[], fb_used);
             t.scalar(Fam::FbFree, d, &[], FB_TOTAL_MIB - FB_RESERVED_MIB - fb_used);
+            if self.model.gpu.is_some() {
+                t.scalar(Fam::ClocksEventReasons, d, &[], g.throttle);
+                t.scalar(Fam::PowerViolation, d, &[], g.power_violation_us);
+                t.scalar(Fam::ThermalViolation, d, &[], g.thermal_violation_us);
+                t.scalar(Fam::PowerLimit, d, &[], g.power_limit);
+                t.scalar(Fam::PowerLimitDefault, d, &[], crate::real_gpu::H200_POWER_LIMIT_W);
+                t.scalar(Fam::MemClock, d, &[], g.mem_clock);
+            }
         }
         t.end_step();
     }

@@ -147,6 +147,24 @@ pub enum IncidentKind {
     GpuErrors,
     /// XID stays 0.
     GpuErrorsNear,
+    /// Prompts four times longer on a model whose GPUs replay the real H200: compute-bound most of
+    /// the time, at the power cap (0x4) with the clock 25% down, no fault reason.
+    GpuPromptShift,
+    /// Prompts 1.3x, the GPUs at the cap a seventh of the time.
+    GpuPromptShiftNear,
+    /// Prefill bursts among decode, as the real H200 ran them (a third of the time compute-bound
+    /// at the power cap), against an all-decode baseline: busy, not faulty.
+    GpuPrefillBursts,
+    /// One replica's GPU too hot: hardware thermal slowdown (0x40) laid over its real samples,
+    /// SM clock about 1200 MHz, 86-90 °C, its ITL x1.95.
+    GpuThermalSlowdown,
+    /// One replica's GPU runs hot (80-83 °C) with no reason set and its clock intact.
+    GpuThermalSlowdownNear,
+    /// The model's GPUs capped at 450 W of the board's 700 W: decode-shaped load hits the cap too,
+    /// clocks cut; ITL x1.2.
+    GpuPowerLimitLowered,
+    /// Capped at 680 W: the real draw stays under it while decoding.
+    GpuPowerLimitLoweredNear,
     /// From 60 minutes before the window's end, 30% of requests miss a 500 ms TTFT target.
     SloBurn,
     /// About 0.5% of requests miss it.
@@ -167,10 +185,13 @@ pub struct Needs {
     pub min_replicas: u32,
     /// `incident.replica` picks the replica the story is about.
     pub uses_replica: bool,
+    /// The model's GPUs replay real samples (`gpu = "h200"`): the power cap and its clocks are
+    /// the real board's.
+    pub real_gpu: bool,
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 61] = [
+    pub const ALL: [IncidentKind; 68] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -220,6 +241,13 @@ impl IncidentKind {
         IncidentKind::GpuThrottlingNear,
         IncidentKind::GpuErrors,
         IncidentKind::GpuErrorsNear,
+        IncidentKind::GpuPromptShift,
+        IncidentKind::GpuPromptShiftNear,
+        IncidentKind::GpuPrefillBursts,
+        IncidentKind::GpuThermalSlowdown,
+        IncidentKind::GpuThermalSlowdownNear,
+        IncidentKind::GpuPowerLimitLowered,
+        IncidentKind::GpuPowerLimitLoweredNear,
         IncidentKind::SloBurn,
         IncidentKind::SloBurnNear,
         IncidentKind::SlowInputProcessing,
@@ -286,6 +314,13 @@ impl IncidentKind {
             IncidentKind::GpuThrottlingNear => "gpu-throttling-near",
             IncidentKind::GpuErrors => "gpu-errors",
             IncidentKind::GpuErrorsNear => "gpu-errors-near",
+            IncidentKind::GpuPromptShift => "gpu-prompt-shift",
+            IncidentKind::GpuPromptShiftNear => "gpu-prompt-shift-near",
+            IncidentKind::GpuPrefillBursts => "gpu-prefill-bursts",
+            IncidentKind::GpuThermalSlowdown => "gpu-thermal-slowdown",
+            IncidentKind::GpuThermalSlowdownNear => "gpu-thermal-slowdown-near",
+            IncidentKind::GpuPowerLimitLowered => "gpu-power-limit-lowered",
+            IncidentKind::GpuPowerLimitLoweredNear => "gpu-power-limit-lowered-near",
             IncidentKind::SloBurn => "slo-burn",
             IncidentKind::SloBurnNear => "slo-burn-near",
             IncidentKind::SlowInputProcessing => "slow-input-processing",
@@ -308,6 +343,9 @@ impl IncidentKind {
         match self.near_miss_of().unwrap_or(self) {
             IncidentKind::GiveUps => "request-errors",
             IncidentKind::RepeatedPreemption => "recompute-thrashing",
+            IncidentKind::GpuPromptShift => "workload-shift",
+            IncidentKind::GpuPrefillBursts => "gpu-power-capped",
+            IncidentKind::GpuThermalSlowdown => "gpu-throttling",
             base => base.as_str(),
         }
     }
@@ -359,6 +397,7 @@ impl IncidentKind {
                 n.external_cache = true;
             }
             K::GpuThrottling | K::GpuErrors => n.dcgm = true,
+            K::GpuPromptShift | K::GpuPrefillBursts | K::GpuThermalSlowdown | K::GpuPowerLimitLowered => n.real_gpu = true,
             _ => {}
         }
         match base {
@@ -366,7 +405,7 @@ impl IncidentKind {
                 n.min_replicas = 3;
                 n.uses_replica = true;
             }
-            K::TargetDown | K::GpuErrors => n.uses_replica = true,
+            K::TargetDown | K::GpuErrors | K::GpuThermalSlowdown => n.uses_replica = true,
             _ => {}
         }
         if self == K::RequestsRejectedNear {
@@ -675,6 +714,27 @@ impl IncidentKind {
                 ..h
             },
             K::GpuErrorsNear => StateParams { scope: Scope::Replica, ..h },
+            // Four times the prompt: prefill dominates, the GPUs sit at their power cap.
+            K::GpuPromptShift => StateParams {
+                prompt: 4.0,
+                kv_usage: Level::Wander(0.45, 0.75),
+                gpu: GpuParams { compute_share: 0.85, ..GpuParams::HEALTHY },
+                ..h
+            },
+            K::GpuPromptShiftNear => StateParams { prompt: 1.3, gpu: GpuParams { compute_share: 0.15, ..GpuParams::HEALTHY }, ..h },
+            K::GpuPrefillBursts => StateParams { gpu: GpuParams { compute_share: 0.33, ..GpuParams::HEALTHY }, ..h },
+            K::GpuThermalSlowdown => StateParams {
+                scope: Scope::Replica,
+                itl: 1.95,
+                prefill: 1.5,
+                gpu: GpuParams { sm_clock_mhz: (1185.0, 1215.0), temp_c: (86.0, 90.0), throttle_reasons: 0x40, ..GpuParams::HEALTHY },
+                ..h
+            },
+            K::GpuThermalSlowdownNear => {
+                StateParams { scope: Scope::Replica, gpu: GpuParams { temp_c: (80.0, 83.0), ..GpuParams::HEALTHY }, ..h }
+            }
+            K::GpuPowerLimitLowered => StateParams { itl: 1.2, gpu: GpuParams { power_limit_w: 450.0, ..GpuParams::HEALTHY }, ..h },
+            K::GpuPowerLimitLoweredNear => StateParams { gpu: GpuParams { power_limit_w: 680.0, ..GpuParams::HEALTHY }, ..h },
             // A slower prefill that has been there long before the window: 70% of first tokens
             // inside 500 ms, so a comparison with the baseline sees nothing.
             K::SloBurn => StateParams { onset: Onset::BeforeEnd { secs: 3600 }, prefill: 6.5, ..h },
@@ -771,6 +831,12 @@ pub struct GpuParams {
     pub throttle_reasons: u32,
     /// DCGM_FI_DEV_XID_ERRORS: the last XID seen (0: none).
     pub xid: u32,
+    /// With a real GPU's samples (`gpu = "h200"`): the share of scrapes that find the GPU
+    /// compute-bound at its power cap rather than decoding (prefill-heavy work).
+    pub compute_share: f64,
+    /// With a real GPU's samples: the enforced power limit, watts (the board's default is 700 W).
+    /// A sample that drew more is held at it, the power cap set and the clock cut in proportion.
+    pub power_limit_w: f64,
 }
 
 impl GpuParams {
@@ -781,6 +847,10 @@ impl GpuParams {
         power_w: (520.0, 580.0),
         throttle_reasons: 0,
         xid: 0,
+        // Chat serving is decode: a real H200 decoding at full batch stays under its cap, and a
+        // long prompt now and then puts a scrape at it.
+        compute_share: 0.02,
+        power_limit_w: 700.0,
     };
 }
 
