@@ -267,6 +267,12 @@ pub struct McpServerArgs {
     /// diagnoses (with the credentials given here).
     #[arg(long, value_name = "FILE")]
     pub auth_token_file: Option<PathBuf>,
+
+    /// With --transport http: listen on an address other machines can reach (0.0.0.0, a host's
+    /// address) without --auth-token-file. Refused otherwise: the server holds the metrics
+    /// backend's credentials.
+    #[arg(long)]
+    pub allow_unauthenticated_remote: bool,
 }
 
 /// `mcp --transport`.
@@ -301,6 +307,11 @@ pub struct ServiceArgs {
     /// the address can trigger diagnoses.
     #[arg(long, value_name = "FILE")]
     pub auth_token_file: Option<PathBuf>,
+
+    /// Listen on an address other machines can reach (0.0.0.0, a host's address) without
+    /// --auth-token-file. Refused otherwise: the service holds the metrics backend's credentials.
+    #[arg(long)]
+    pub allow_unauthenticated_remote: bool,
 
     /// A group (Alertmanager's groupKey) diagnosed this recently is not diagnosed again.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5m", allow_hyphen_values = true)]

@@ -228,3 +228,18 @@ fn a_bad_replica_label_and_regrouping_a_replay_are_usage_errors() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn servers_refuse_a_reachable_address_without_a_token_unless_told() {
+    // Nothing listens on port 1: the refusal comes before any connection or bind.
+    for (who, args) in [
+        ("serve", vec!["--no-config", "serve", "--prometheus", "http://127.0.0.1:1", "--listen", "0.0.0.0:0"]),
+        ("mcp", vec!["--no-config", "mcp", "--prometheus", "http://127.0.0.1:1", "--transport", "http", "--listen", "0.0.0.0:0"]),
+    ] {
+        let (code, _, stderr) = run(&args);
+        assert_eq!(code, 2, "{who}: {stderr}");
+        assert!(stderr.contains(&format!("vllm-diag {who}: --listen 0.0.0.0:0 can be reached from other machines")), "{who}: {stderr}");
+        assert!(stderr.contains("--allow-unauthenticated-remote"), "{stderr}");
+        assert!(!stderr.contains("listening on"), "{who} listened anyway: {stderr}");
+    }
+}

@@ -67,8 +67,9 @@ pub(super) fn run_mcp(mut s: Settings, command_line: &Settings, lookup: &Lookup,
     let result = match args.transport {
         McpTransport::Stdio => service.block_on(crate::mcp::run_stdio(server)),
         McpTransport::Http => {
+            crate::serve::check_exposure("mcp", &args.listen, auth_token.is_some(), args.allow_unauthenticated_remote).map_err(Failure::Usage)?;
             let config = HttpConfig { listen: args.listen.clone(), allowed_hosts: args.allowed_host.clone(), auth_token };
-            service.block_on(crate::mcp::run_http(server, config, crate::serve::stop_signal()))
+            service.block_on(crate::mcp::run_http(server, config, crate::serve::stop_signal("mcp")))
         }
     };
     // A call still running is bounded by --timeout; the process need not wait for it.

@@ -39,6 +39,7 @@ pub(super) fn run_serve(s: Settings, args: ServiceArgs) -> Result<u8, Failure> {
         retry: Retry::default(),
         links: graph_links(&s),
     };
+    serve::check_exposure("serve", &config.listen, config.auth_token.is_some(), args.allow_unauthenticated_remote).map_err(Failure::Usage)?;
     if config.auth_token.is_none() {
         eprintln!("vllm-diag serve: warning: no --auth-token-file: anyone who can reach {} can trigger diagnoses", config.listen);
     }
@@ -59,7 +60,7 @@ pub(super) fn run_serve(s: Settings, args: ServiceArgs) -> Result<u8, Failure> {
         Ok(Diagnosis { report, exit_code })
     });
     let service = runtime()?;
-    let result = service.block_on(serve::run(config, run_one, serve::stop_signal()));
+    let result = service.block_on(serve::run(config, run_one, serve::stop_signal("serve")));
     // A diagnosis still running after the drain is bounded by --timeout; the process need not wait.
     service.shutdown_timeout(std::time::Duration::from_secs(5));
     drop(diagnoses);

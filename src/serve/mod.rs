@@ -286,7 +286,8 @@ async fn serve_connections(listener: tokio::net::TcpListener, app: Router, shutd
 }
 
 /// Wait for Ctrl-C or SIGTERM.
-pub async fn stop_signal() {
+/// Waits for Ctrl-C or SIGTERM, then says so as `vllm-diag <who>` (`serve`, `mcp`).
+pub async fn stop_signal(who: &'static str) {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -305,7 +306,29 @@ pub async fn stop_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
-    eprintln!("vllm-diag serve: stopping (signal received)");
+    eprintln!("vllm-diag {who}: stopping (signal received)");
+}
+
+/// Whether `listen` (host:port) can only be reached from this machine: a loopback address or
+/// `localhost`. Anything else (0.0.0.0, a host's address, a name that may resolve elsewhere) is
+/// reachable from outside.
+pub fn loopback_only(listen: &str) -> bool {
+    if let Ok(addr) = listen.parse::<std::net::SocketAddr>() {
+        return addr.ip().is_loopback();
+    }
+    let host = listen.rsplit_once(':').map_or(listen, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A server that holds the metrics backend's credentials refuses an address reachable from
+/// outside without a token, unless told `--allow-unauthenticated-remote`: the error says what to do.
+pub fn check_exposure(who: &str, listen: &str, has_token: bool, allowed: bool) -> Result<(), String> {
+    if has_token || allowed || loopback_only(listen) {
+        return Ok(());
+    }
+    Err(format!(
+        "vllm-diag {who}: --listen {listen} can be reached from other machines and no --auth-token-file is given: anyone who reaches it could run diagnoses with this server's metrics credentials. Give --auth-token-file FILE, listen on a loopback address (127.0.0.1:PORT), or pass --allow-unauthenticated-remote to accept that"
+    ))
 }
 
 /// A JSON answer.
@@ -581,6 +604,22 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_loopback_addresses_serve_without_a_token_unless_told() {
+        for ok in ["127.0.0.1:9095", "127.0.0.1:0", "[::1]:9095", "localhost:9095", "LOCALHOST:1"] {
+            assert!(loopback_only(ok), "{ok}");
+            assert!(check_exposure("serve", ok, false, false).is_ok());
+        }
+        for exposed in ["0.0.0.0:9095", "0.0.0.0:0", "[::]:9095", "10.0.0.5:9095", "myhost:9095", ":9095"] {
+            assert!(!loopback_only(exposed), "{exposed}");
+            let err = check_exposure("mcp", exposed, false, false).unwrap_err();
+            assert!(err.starts_with("vllm-diag mcp: --listen "), "{err}");
+            assert!(err.contains("--auth-token-file") && err.contains("--allow-unauthenticated-remote"), "{err}");
+            assert!(check_exposure("mcp", exposed, true, false).is_ok(), "a token makes it safe");
+            assert!(check_exposure("mcp", exposed, false, true).is_ok(), "told explicitly");
+        }
+    }
 
     #[test]
     fn a_group_key_cannot_forge_a_log_line() {

@@ -395,7 +395,10 @@ fn a_bitmask_gauge_reads_its_bits_sample_by_sample_through_a_subquery() {
     // One bit needs no clamp; a gauge over another is divided series by series.
     let one = build(&gauge(vec![4], None), &r, &ctx("")).unwrap().value;
     assert!(one.contains("avg_over_time((floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 4) % 2)[1800s:60s])"), "{one}");
-    let k = SignalKind::Gauge { gauge: vec!["DCGM_FI_DEV_POWER_USAGE".into()], bits: vec![], ..gauge(vec![], Some("DCGM_FI_DEV_POWER_MGMT_LIMIT".into())) };
+    let SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, attribute_before, less, bits, over, scale, .. } = gauge(vec![], Some("DCGM_FI_DEV_POWER_MGMT_LIMIT".into())) else {
+        unreachable!()
+    };
+    let k = SignalKind::Gauge { gauge: vec!["DCGM_FI_DEV_POWER_USAGE".into()], over_time, across, r#match, attribute_via, join_on, attribute_before, less, bits, over, scale };
     let r = resolve(&k, &present(&["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_POWER_MGMT_LIMIT", "vllm:num_requests_running"])).unwrap();
     let v = build(&k, &r, &ctx("")).unwrap().value;
     assert!(v.contains("(avg_over_time(DCGM_FI_DEV_POWER_USAGE[1800s]) / avg_over_time(DCGM_FI_DEV_POWER_MGMT_LIMIT[1800s])) * on (namespace, pod)"), "{v}");
