@@ -84,10 +84,10 @@ fn the_default_text_opens_with_the_verdict_and_closes_with_one_footer() {
         assert!(!kv.contains(absent), "{absent:?} in the default text\n{kv}");
     }
     let footer: String = kv.trim_end().rsplit("\n\n").next().unwrap_or_default().replace('\n', " ");
-    assert!(footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · 28 of 30 rules evaluated"), "{footer}");
+    assert!(footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · 28 of 32 rules evaluated"), "{footer}");
     assert!(footer.ends_with("run with -v for evidence and PromQL"), "{footer}");
     let (_, healthy, _) = run(&["explain", "--replay", &fixture("healthy-steady")]);
-    assert!(healthy.starts_with("OK: no problem found in 28 of 30 rules · not evaluated: deferred-waiting, gpu-throttling (metric"), "{healthy}");
+    assert!(healthy.starts_with("OK: no problem found in 28 of 32 rules · not evaluated: deferred-waiting, gpu-power-capped,\n   gpu-power-limit-lowered and 1 more (metric"), "{healthy}");
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn verbose_gives_the_full_table_with_conditions_in_words() {
         assert_eq!(code, 0, "{err}");
         let (_, table, _) = run(&["explain", "--replay", &fixture("kv-cache-pressure"), "--format", "table"]);
         assert_eq!(out, table, "{flag} is the table format");
-        for present in ["vllm-diag: 1 finding (1 critical)", "Checked and healthy", "Next steps", "PromQL at", "Not evaluated (3 rule/scope pairs"] {
+        for present in ["vllm-diag: 1 finding (1 critical)", "Checked and healthy", "Next steps", "PromQL at", "Not evaluated (5 rule/scope pairs"] {
             assert!(out.contains(present), "{flag}: {present:?} missing\n{out}");
         }
         assert!(out.contains(">= 50% or share of the last 5 min with preemptions >= 50%"), "{out}");
