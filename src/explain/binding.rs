@@ -416,6 +416,9 @@ pub struct ReplicaRead {
     pub peak: f64,
     /// Requests waiting, the median over the steps.
     pub waiting: f64,
+    /// Generated tokens per second, the median over the steps: what it serves (a replica slow per
+    /// token holds each request longer, a larger batch at the same throughput; a loaded one serves more).
+    pub generation: Option<f64>,
     /// The running batch's plateau held with a queue (inferred max_num_seqs), when one was seen.
     pub cap: Option<f64>,
     /// The limit that held longest, and its share of the steps.
@@ -438,6 +441,7 @@ pub fn replicas(plan: &BindingPlan, answers: &Answers, p: &RunParams) -> BTreeMa
                 running: median_running,
                 peak: running.iter().copied().fold(0.0, f64::max),
                 waiting: median(steps.values().filter_map(|(s, _)| s.waiting).collect()).unwrap_or(0.0),
+                generation: median(steps.values().filter_map(|(s, _)| s.generation).collect()),
                 cap: caps.running,
                 limit,
                 share: shares.get(&limit).copied().unwrap_or(0.0),

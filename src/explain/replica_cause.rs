@@ -20,7 +20,10 @@ use crate::rules::eval::SignalTable;
 /// The findings about one replica this stage explains.
 pub const ABOUT_A_REPLICA: &[&str] = &["replica-outlier", "slow-decode"];
 /// A running batch at least this many times its peers' median is a larger batch (and at least
-/// `replica_running_gap` requests more: a ratio of near-idle batches is chance).
+/// `replica_running_gap` requests more: a ratio of near-idle batches is chance); it is their load
+/// only when the replica also generates at least this many times their tokens per second. A replica
+/// slow per token holds each request longer, so at the same traffic it runs a larger batch too,
+/// but serves no more.
 pub const LOAD_BATCH_RATIO: f64 = 1.5;
 /// The threshold for the smallest gap in running requests that counts, and its value when the
 /// pack does not set it.
@@ -68,7 +71,12 @@ pub fn classify(named: &ReplicaRead, peers: &[&ReplicaRead], itl_factor: Option<
     }
     // Load: a larger batch, and decode slower by no more than the batch is larger.
     let peers_running = median(peers.iter().map(|r| r.running).collect()).unwrap_or(0.0);
-    let larger = named.running - peers_running >= running_gap && named.running >= LOAD_BATCH_RATIO * peers_running;
+    let peers_generation = median(peers.iter().filter_map(|r| r.generation).collect());
+    let serves_more = match (named.generation, peers_generation) {
+        (Some(g), Some(p)) => g >= LOAD_BATCH_RATIO * p && g > 0.0,
+        _ => false,
+    };
+    let larger = serves_more && named.running - peers_running >= running_gap && named.running >= LOAD_BATCH_RATIO * peers_running;
     if let Some(f) = itl_factor.filter(|f| f.is_finite() && *f > 0.0) {
         let batch_factor = named.running / peers_running.max(1.0);
         if larger && f <= batch_factor {
@@ -240,7 +248,8 @@ mod tests {
     fn read(instance: &str, running: f64, peak: f64, waiting: f64, cap: Option<f64>, limit: LimitKind) -> ReplicaRead {
         let mut scope = model();
         scope.insert("instance".into(), instance.into());
-        ReplicaRead { scope, running, peak, waiting, cap, limit, share: 0.9 }
+        // Tokens served in proportion to the batch: what a busier replica does.
+        ReplicaRead { scope, running, peak, waiting, generation: Some(running * 30.0), cap, limit, share: 0.9 }
     }
 
     fn params() -> RunParams {
@@ -316,6 +325,12 @@ mod tests {
         assert_eq!(f.severity, Severity::Info);
         assert!(f.steps.iter().any(|s| s.starts_with("Balance")) && f.steps.iter().any(|s| s.starts_with("Or scale")), "{:?}", f.steps);
         assert!(!f.steps.iter().any(|s| s.to_lowercase().contains("drain")), "{:?}", f.steps);
+        // The same batch and ITL, serving no more tokens than its peers: each request stays longer
+        // on a slow replica (replica-outlier's scenario: 46 running against 15, ITL 2.9x).
+        let mut slow = reads.clone();
+        slow[0].generation = Some(270.0);
+        let f = run(finding("big"), slow, &itl_table("big", 2.4));
+        assert_eq!(f.replica_cause.unwrap().kind, ReplicaCauseKind::Hardware);
         // ITL 4x on a batch 2.9x larger: slower than its batch explains, the replica itself.
         let f = run(finding("big"), reads.clone(), &itl_table("big", 4.0));
         assert_eq!(f.replica_cause.unwrap().kind, ReplicaCauseKind::Hardware);
