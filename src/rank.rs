@@ -111,6 +111,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                 ended: None,
                 preceded_by: None,
             cold_start: None,
+            replica_cause: None,
             correlations: Vec::new(),
             }),
         }

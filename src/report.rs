@@ -500,6 +500,62 @@ pub struct Finding {
     /// evidence reads either of them. Omitted when none did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub correlations: Vec<Correlation>,
+    /// For a finding that names one replica (`replica-outlier`, `slow-decode` on one replica): why
+    /// that replica differs from its peers, its load, its configuration or (otherwise) its hardware.
+    /// Absent where the replica's and its peers' running batches could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_cause: Option<ReplicaCause>,
+}
+
+/// Why the replica a finding names differs from its peers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaCause {
+    pub kind: ReplicaCauseKind,
+    /// The replica, by the replica label.
+    pub replica: String,
+    /// Its running batch (the median over the window's steps) and its peers' median of theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peers_running: Option<f64>,
+    /// Its P95 inter-token latency over its peers' median, when the replica comparison read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_factor: Option<f64>,
+    /// `config`: the setting that differs, its value on this replica and on its peers (inferred from
+    /// the running batch's plateau; the peers' as the most they ran at once when they never met a cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setting: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peers_value: Option<f64>,
+    /// Whether `peers_value` is a cap the peers were held at (true) or only the most they ran at
+    /// once, a floor under their cap (false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub peers_capped: bool,
+    /// One line for the reports.
+    pub text: String,
+}
+
+/// `load`: it runs a larger batch than its peers and decodes slower with it (balance or scale);
+/// `config`: its own limit holds it while its peers' do not (align the setting); `hardware`:
+/// neither explains it (check and replace the replica).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplicaCauseKind {
+    Load,
+    Config,
+    Hardware,
+}
+
+impl ReplicaCauseKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplicaCauseKind::Load => "load",
+            ReplicaCauseKind::Config => "config",
+            ReplicaCauseKind::Hardware => "hardware",
+        }
+    }
 }
 
 /// Two signals' trends moving together over the baseline and the window.
@@ -567,6 +623,7 @@ impl Finding {
             ended: None,
             preceded_by: None,
             cold_start: None,
+            replica_cause: None,
             correlations: Vec::new(),
         }
     }

@@ -97,6 +97,25 @@ fn check(name: &str) -> Value {
             assert!(elsewhere.is_empty(), "{name}: findings for healthy models: {elsewhere:#?}");
         }
     }
+    if let Some(cause) = &ex.replica_cause {
+        let f = findings.first().unwrap_or_else(|| panic!("{name}: no finding, expected a replica cause"));
+        assert_eq!(f["replica_cause"]["kind"], cause.as_str(), "{name}: the replica's cause: {:#}", f["replica_cause"]);
+        let replica = ex.replica.as_deref().unwrap_or_default();
+        match cause.as_str() {
+            "load" => {
+                assert_eq!(f["severity"], "info", "{name}: a replica that carries more load is not a bad replica: {:#?}", summary(&report));
+                let loud: Vec<_> = findings.iter().filter(|f| f["severity"] != "info" && f["scope"].as_object().unwrap().values().any(|v| v == replica)).collect();
+                assert!(loud.is_empty(), "{name}: a warning or critical finding names the loaded replica: {loud:#?}");
+                assert!(!f["steps"].to_string().to_lowercase().contains("drain"), "{name}: load is not drained: {:#}", f["steps"]);
+            }
+            "config" => {
+                assert_eq!(f["severity"], "warning", "{name}: {:#?}", summary(&report));
+                let cards = f["recommendations"].as_array().cloned().unwrap_or_default();
+                assert!(cards.iter().any(|c| c["flag"] == "--max-num-seqs"), "{name}: no card aligning --max-num-seqs: {cards:#?}");
+            }
+            _ => {}
+        }
+    }
     if ex.cold_start {
         let f = findings.first().unwrap_or_else(|| panic!("{name}: no finding, expected a cold start"));
         assert_eq!(f["severity"], "info", "{name}: a cold start is info: {:#?}", summary(&report));
@@ -172,6 +191,10 @@ scenarios! {
     gauge_only_load_exceeds_capacity => "gauge-only-load-exceeds-capacity",
     gauge_only_load_exceeds_capacity_near_miss => "gauge-only-load-exceeds-capacity-near",
     gauge_only_chronic_kv_cache_pressure => "gauge-only-chronic-kv-cache-pressure",
+    replica_config_cap => "replica-config-cap",
+    replica_config_cap_near_miss => "replica-config-cap-near",
+    replica_batch_load => "replica-batch-load",
+    replica_batch_load_near_miss => "replica-batch-load-near",
     binding_max_num_seqs => "binding-max-num-seqs",
     binding_max_num_seqs_near_miss => "binding-max-num-seqs-near",
     target_down_before_the_window => "target-down-before-window",

@@ -389,20 +389,72 @@ fn bind(scope: Scope, steps: &BTreeMap<i64, (Step, LimitKind)>, caps: &Caps, rea
     })
 }
 
-/// Every model's binding, and each replica's whose limit differs from its model's.
-pub fn read(plan: &BindingPlan, answers: &Answers, p: &RunParams) -> Vec<Binding> {
+/// A replica's caps and its classified steps (time -> step and the limit that held there).
+type Classified = (Caps, BTreeMap<i64, (Step, LimitKind)>);
+
+/// Per model, per replica: caps, then each step's limit.
+fn per_replica(plan: &BindingPlan, answers: &Answers, p: &RunParams) -> BTreeMap<Scope, BTreeMap<Scope, Classified>> {
     let keys: Vec<String> = p.group_by.iter().cloned().chain((!p.group_by.contains(&p.replica_label)).then(|| p.replica_label.clone())).collect();
-    let reasons = !matrix(answers, plan.reasons.as_ref()).is_empty();
-    let mut grid = grid(plan, answers, &keys);
-    // Per replica: caps, then each step's limit.
-    let mut replicas: BTreeMap<Scope, BTreeMap<Scope, (Caps, BTreeMap<i64, (Step, LimitKind)>)>> = BTreeMap::new();
-    for (scope, steps) in std::mem::take(&mut grid) {
+    let mut replicas: BTreeMap<Scope, BTreeMap<Scope, Classified>> = BTreeMap::new();
+    for (scope, steps) in grid(plan, answers, &keys) {
         let model: Scope = scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
         let list: Vec<Step> = steps.values().cloned().collect();
         let caps = infer_caps(&list, plan.settle);
         let classified = steps.into_iter().filter_map(|(t, s)| classify(&s, &caps).map(|l| (t, (s, l)))).collect();
         replicas.entry(model).or_default().insert(scope, (caps, classified));
     }
+    replicas
+}
+
+/// One replica over the window, from the stage's own reads, for comparing it with its peers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplicaRead {
+    /// The model's grouping labels and the replica label.
+    pub scope: Scope,
+    /// The running batch: its median over the window's steps, and its highest.
+    pub running: f64,
+    pub peak: f64,
+    /// Requests waiting, the median over the steps.
+    pub waiting: f64,
+    /// Generated tokens per second, the median over the steps: what it serves (a replica slow per
+    /// token holds each request longer, a larger batch at the same throughput; a loaded one serves more).
+    pub generation: Option<f64>,
+    /// The running batch's plateau held with a queue (inferred max_num_seqs), when one was seen.
+    pub cap: Option<f64>,
+    /// The limit that held longest, and its share of the steps.
+    pub limit: LimitKind,
+    pub share: f64,
+}
+
+/// Every replica of every model (keyed by the model's grouping labels), read from the stage's
+/// answers: no query of its own, whatever the fleet's size.
+pub fn replicas(plan: &BindingPlan, answers: &Answers, p: &RunParams) -> BTreeMap<Scope, Vec<ReplicaRead>> {
+    let mut out: BTreeMap<Scope, Vec<ReplicaRead>> = BTreeMap::new();
+    for (model, reps) in per_replica(plan, answers, p) {
+        for (scope, (caps, steps)) in reps {
+            let limits: Vec<LimitKind> = steps.values().map(|(_, l)| *l).collect();
+            let Some((limit, shares)) = attribute(&limits) else { continue };
+            let running: Vec<f64> = steps.values().filter_map(|(s, _)| s.running).collect();
+            let Some(median_running) = median(running.clone()) else { continue };
+            out.entry(model.clone()).or_default().push(ReplicaRead {
+                scope,
+                running: median_running,
+                peak: running.iter().copied().fold(0.0, f64::max),
+                waiting: median(steps.values().filter_map(|(s, _)| s.waiting).collect()).unwrap_or(0.0),
+                generation: median(steps.values().filter_map(|(s, _)| s.generation).collect()),
+                cap: caps.running,
+                limit,
+                share: shares.get(&limit).copied().unwrap_or(0.0),
+            });
+        }
+    }
+    out
+}
+
+/// Every model's binding, and each replica's whose limit differs from its model's.
+pub fn read(plan: &BindingPlan, answers: &Answers, p: &RunParams) -> Vec<Binding> {
+    let reasons = !matrix(answers, plan.reasons.as_ref()).is_empty();
+    let replicas = per_replica(plan, answers, p);
     let mut out = Vec::new();
     for (model, reps) in replicas {
         let Some(model_binding) = model_binding(model, &reps, reasons, plan.step) else { continue };
@@ -421,7 +473,7 @@ pub fn read(plan: &BindingPlan, answers: &Answers, p: &RunParams) -> Vec<Binding
 
 /// A model's binding from its replicas' classified steps: at each step the limit most of its bound
 /// replicas hit ([`model_step`]); its state there summed over replicas (KV: the fullest).
-fn model_binding(model: Scope, reps: &BTreeMap<Scope, (Caps, BTreeMap<i64, (Step, LimitKind)>)>, reasons: bool, step_seconds: u64) -> Option<Binding> {
+fn model_binding(model: Scope, reps: &BTreeMap<Scope, Classified>, reasons: bool, step_seconds: u64) -> Option<Binding> {
     if reps.len() == 1 {
         let (caps, steps) = reps.values().next()?;
         return bind(model, steps, caps, reasons, step_seconds);

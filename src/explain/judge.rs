@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use crate::rank::{rank, Judgement, Ranked};
 use crate::report::{Coverage, RunParams, Scope};
-use crate::rules::eval::{evaluate_in, holds_late, recent_gate_holds, recent_view, Availability, Outcome, RecentView, SignalTable};
+use crate::rules::eval::{deciding_signals, evaluate_in, holds_late, recent_gate_holds, recent_view, Availability, Outcome, RecentView, SignalTable};
 use crate::rules::{RuleDef, RuleSet};
 
 /// The verdicts of a run.
@@ -43,17 +43,14 @@ fn judge_one(rule: &RuleDef, rules: &RuleSet, table: &SignalTable, recent: Optio
         };
     }
     let mut named = scope.clone();
-    if let Outcome::Matched { recent: read, .. } = &outcome {
+    if let Outcome::Matched { recent: read, stood_in, .. } = &outcome {
         let table = match (read, recent) {
             (Some(_), Some(view)) => &view.table,
             _ => table,
         };
-        for sig in rule.signals() {
-            if let Some(culprit) = table.get(&sig).and_then(|sv| sv.window.culprits.get(scope)) {
-                for (k, v) in culprit {
-                    named.entry(k.clone()).or_insert_with(|| v.clone());
-                }
-            }
+        let deciding = deciding_signals(rule, rules, table, scope, stood_in.is_some());
+        for (k, v) in culprit_of(&deciding, table, scope) {
+            named.entry(k).or_insert(v);
         }
     }
     let late = match (&outcome, recent) {
@@ -61,6 +58,28 @@ fn judge_one(rule: &RuleDef, rules: &RuleSet, table: &SignalTable, recent: Optio
         _ => true,
     };
     Judgement { rule: rule.id.clone(), scope: named, outcome, late }
+}
+
+/// The replica the deciding signals point at: each label their culprits agree on. A label two of
+/// them name differently is left out (naming either would put one replica's number on another).
+pub fn culprit_of(deciding: &[String], table: &SignalTable, scope: &Scope) -> std::collections::BTreeMap<String, String> {
+    let mut named = std::collections::BTreeMap::new();
+    let mut split = BTreeSet::new();
+    for culprit in deciding.iter().filter_map(|sig| table.get(sig).and_then(|sv| sv.window.culprits.get(scope))) {
+        for (k, v) in culprit {
+            match named.get(k) {
+                Some(have) if have != v => {
+                    split.insert(k.clone());
+                }
+                Some(_) => {}
+                None => {
+                    named.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+    named.retain(|k, _| !split.contains(k));
+    named
 }
 
 /// The scopes where a rule with a second reading of the window's last minutes (`recent`) did not

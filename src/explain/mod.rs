@@ -23,6 +23,7 @@ pub mod judge;
 pub mod moved;
 pub mod onset;
 pub mod plan;
+pub mod replica_cause;
 #[cfg(test)]
 mod stage_tests;
 
@@ -175,18 +176,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         judge::merge_late(&mut table, part);
     }
     let judge::Judged { mut ranked, scopes, evaluated, coverage, caveats } = judge::judge_late(rules, &table, p, &late);
-    let unread = judge::unread(rules, &table);
-    if !unread.is_empty() {
-        // rate() needs two samples of a series. A short window is the likely reason; over a longer
-        // one the series stopped reporting, or the data ends before the window does.
-        let window = p.window.duration();
-        let why = if window < std::time::Duration::from_secs(300) {
-            format!("the {} window (or the baseline) probably holds fewer than two samples of each series, and rate() needs two. Widen --window to at least four scrape intervals", humantime::format_duration(window))
-        } else {
-            "their series have fewer than two samples in the window or the baseline, and rate() needs two: they stopped reporting, or the data ends before the window does (check --at)".to_string()
-        };
-        warnings.push(format!("no rate could be taken for {} although the metrics are in the data and the queries succeeded: {why}", unread.join(", ")));
-    }
+    warnings.extend(unread_warning(&judge::unread(rules, &table), p));
 
     // Follow up on the findings in one more round trip.
     let follow_ups = follow_up::plan(&ranked.findings, rules, &signal_plan, &opts.selector, p, &disc.window_names);
@@ -215,6 +205,9 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     correlate::apply(&mut ranked.findings, &events, follow_ups.step.max(event_plan.step()), p.window.start);
     let latency = events::replica_latency(&event_plan, &[&answers, &more]);
     cold_start::apply(&mut ranked.findings, &events, &latency, &p.window, &rules.thresholds);
+    // Why a replica a finding names differs (load, config or hardware), from the binding reads.
+    let replicas = binding_plan.as_ref().map(|b| binding::replicas(b, &answers, p)).unwrap_or_default();
+    replica_cause::apply(&mut ranked.findings, &replicas, &table, &rules.thresholds, p);
     let unexplained = moved::apply(&moved_plan, &more, &mut ranked.findings, rules, p, &mut warnings);
 
     let mut seen = BTreeSet::new();
@@ -246,6 +239,22 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         binding: binding_plan.map(|b| binding::read(&b, &answers, p)).unwrap_or_default(),
         unexplained,
     })
+}
+
+/// The warning for signals no rate could be taken for ([`judge::unread`]), if any. rate() needs two
+/// samples of a series. A short window is the likely reason; over a longer one the series stopped
+/// reporting, or the data ends before the window does.
+fn unread_warning(unread: &[String], p: &RunParams) -> Option<String> {
+    if unread.is_empty() {
+        return None;
+    }
+    let window = p.window.duration();
+    let why = if window < std::time::Duration::from_secs(300) {
+        format!("the {} window (or the baseline) probably holds fewer than two samples of each series, and rate() needs two. Widen --window to at least four scrape intervals", humantime::format_duration(window))
+    } else {
+        "their series have fewer than two samples in the window or the baseline, and rate() needs two: they stopped reporting, or the data ends before the window does (check --at)".to_string()
+    };
+    Some(format!("no rate could be taken for {} although the metrics are in the data and the queries succeeded: {why}", unread.join(", ")))
 }
 
 /// The change events of `range` alone, without a diagnosis (`check --since deploy` looks for the

@@ -914,3 +914,52 @@ fn what_else_moved_reads_replica_by_replica_only_where_the_fleet_is_counted_and_
     let (keys, _, warnings) = per_replica(None);
     assert!(keys.is_empty() && warnings.is_empty(), "{keys:?} {warnings:?}");
 }
+
+/// The two-replica fleet of issue 47: the replica capped at 8 queues (TTFT P95 0.74 s against
+/// 0.07 s: 14x), the one running 32 decodes a batch of 25 (ITL P95 2.4x). Both branches of
+/// replica-outlier hold, each about another replica.
+fn two_outliers(itl_high: f64) -> SignalTable {
+    let with = |v: f64, base: f64, culprit: Option<&str>| SignalValues {
+        window: WindowValues {
+            culprits: culprit.map(|c| (scope("a"), [("instance".to_string(), c.to_string())].into_iter().collect())).into_iter().collect(),
+            ..values(v)
+        },
+        baseline: values(base),
+    };
+    [
+        ("itl_replica_outlier", with(itl_high, 1.0, Some("big:8000"))),
+        ("itl_replica_gap", with(0.05, 0.0, Some("big:8000"))),
+        ("ttft_replica_outlier", with(14.0, 1.0, Some("capped:8000"))),
+        ("ttft_replica_gap", with(0.67, 0.0, Some("capped:8000"))),
+        ("kv_replica_outlier", with(1.1, 1.0, Some("big:8000"))),
+        ("kv_replica_gap", with(0.02, 0.0, Some("big:8000"))),
+    ]
+    .into_iter()
+    .map(|(s, v)| (s.to_string(), v))
+    .collect()
+}
+
+#[test]
+fn a_finding_names_the_replica_of_the_branch_that_decided_it() {
+    let rules = crate::rules::load_builtin().unwrap();
+    let p = params();
+    let named = |table: &SignalTable| {
+        let judged = judge::judge(&rules, table, &p);
+        let f = judged.ranked.findings.iter().find(|f| f.rule == "replica-outlier").cloned();
+        f.map(|f| f.scope.get("instance").cloned())
+    };
+    // Both branches held: the TTFT outlier (14x) is further past its line than the ITL one
+    // (2.4x), so the capped replica is named, not the first signal's (ITL's) replica.
+    assert_eq!(named(&two_outliers(2.4)), Some(Some("capped:8000".to_string())));
+    // The ITL branch alone holds (TTFT's does not): the replica it is about.
+    let mut itl_only = two_outliers(2.4);
+    itl_only.get_mut("ttft_replica_gap").unwrap().window.values.insert(scope("a"), 0.1);
+    assert_eq!(named(&itl_only), Some(Some("big:8000".to_string())));
+    // The ITL branch does not hold (1.4x): its replica is never named although it comes first.
+    assert_eq!(named(&two_outliers(1.4)), Some(Some("capped:8000".to_string())));
+    // Two deciding signals naming different replicas name neither.
+    let split = vec!["itl_replica_outlier".to_string(), "ttft_replica_outlier".to_string()];
+    assert!(judge::culprit_of(&split, &two_outliers(2.4), &scope("a")).is_empty());
+    let one = vec!["ttft_replica_outlier".to_string(), "ttft_replica_gap".to_string()];
+    assert_eq!(judge::culprit_of(&one, &two_outliers(2.4), &scope("a")).get("instance").map(String::as_str), Some("capped:8000"));
+}

@@ -70,9 +70,9 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         .findings
         .iter()
         .filter(|f| f.severity < Severity::Warning)
-        .map(|f| match &f.cold_start {
-            Some(c) => format!("{} ({}): {c}", f.rule, f.scope_short),
-            None => format!("{} ({})", f.rule, f.scope_short),
+        .map(|f| match (&f.cold_start, &f.replica_cause) {
+            (Some(c), _) | (None, Some(c)) => format!("{} ({}): {c}", f.rule, f.scope_short),
+            (None, None) => format!("{} ({})", f.rule, f.scope_short),
         })
         .collect();
     let mut notes: Vec<String> = Vec::new();
@@ -179,6 +179,9 @@ fn finding_lines(out: &mut Vec<String>, f: &FindingView, width: usize) {
         out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
     if let Some(line) = &f.binding {
+        out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
+    }
+    if let Some(line) = &f.replica_cause {
         out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
     // A correlation that points elsewhere is a reason to doubt the finding; those that support it

@@ -113,6 +113,9 @@ fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) 
         (Some(line), None) | (None, Some(line)) => blocks.push(text(line)),
         (None, None) => {}
     }
+    if let Some(line) = &f.replica_cause {
+        blocks.push(text(line));
+    }
     if !f.evidence.is_empty() {
         let items: Vec<String> = f
             .evidence

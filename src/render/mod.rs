@@ -1362,6 +1362,7 @@ pub(crate) mod fixtures {
             ended: None,
             preceded_by: None,
             cold_start: None,
+            replica_cause: None,
             correlations: Vec::new(),
             also_consistent: vec![
                 AlsoConsistent {
@@ -1468,6 +1469,7 @@ pub(crate) mod fixtures {
             ended: None,
             preceded_by: None,
             cold_start: None,
+            replica_cause: None,
             correlations: Vec::new(),
             also_consistent: vec![],
             raised_from: None,

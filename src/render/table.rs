@@ -134,6 +134,9 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
     if let Some(line) = &f.preceded_by {
         out.extend(wrap(line, width, INDENT, &format!("{INDENT}  ")));
     }
+    if let Some(line) = &f.replica_cause {
+        out.extend(wrap(line, width, INDENT, &format!("{INDENT}  ")));
+    }
 
     if !f.evidence.is_empty() {
         let inner = width.map(|w| w.saturating_sub(INDENT.len()));

@@ -177,6 +177,9 @@ pub struct FindingView {
     /// A replica's cold start that turned the finding into info: `Cold start: ... (re)started at
     /// 08:54:00 UTC and was slow for its first 5 min (...), then as fast as its peers`.
     pub cold_start: Option<String>,
+    /// Why the replica a finding names differs: `Why this replica: config: max_num_seqs 8 on a:8000,
+    /// at least 27 on its peers: ...` (load, config or hardware).
+    pub replica_cause: Option<String>,
     /// Seed 001's correlations on the finding's scope, one line each (`KV-cache usage and P95 TTFT
     /// moved together ... (r = 0.93 over 58 points ...)`).
     pub correlations: Vec<String>,
@@ -534,6 +537,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         onset: onset_line(report, f, now),
         preceded_by: f.preceded_by.as_ref().map(|p| capitalised(&one_line(&p.text))).filter(|s| !s.is_empty()),
         cold_start: f.cold_start.as_ref().map(|c| capitalised(&one_line(&c.text))),
+        replica_cause: f.replica_cause.as_ref().map(|c| format!("Why this replica: {}", one_line(&c.text))),
         correlations: f.correlations.iter().map(|c| capitalised(&one_line(&c.text))).collect(),
         doubts: f.correlations.iter().filter(|c| !c.supports).map(|c| capitalised(&one_line(&c.text))).collect(),
         recommendations: recommendation_lines(f)

@@ -268,6 +268,48 @@ pub fn holds_late(rule: &RuleDef, set: &RuleSet, view: &RecentView, scope: &Scop
     !matches!(conditions(&rule.when, &facts).0, Truth::False)
 }
 
+/// The signals whose comparisons decided a match for `scope`: every held condition's, and of an
+/// `or` only the branch that held with the highest score (the first of equals), never the branches
+/// that did not hold, nor what a `not` negates. `stood_in` reads the stand-in conditions. A finding
+/// names the replica these signals point at, so that the instance named is the one its deciding
+/// numbers are about (a TTFT outlier on one replica is not named after another's ITL).
+pub fn deciding_signals(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope, stood_in: bool) -> Vec<String> {
+    let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
+    let when = if stood_in { rule.stand_in.as_ref().map_or(&[][..], |s| &s.when[..]) } else { &rule.when[..] };
+    let mut out = Vec::new();
+    for c in when {
+        held_signals(&c.expr, &facts, &mut out);
+    }
+    out
+}
+
+fn held_signals(e: &Expr, facts: &ScopeFacts, out: &mut Vec<String>) {
+    match e {
+        Expr::Cmp(c) => {
+            if expr::eval(e, facts).0 == Truth::True && !out.contains(&c.signal) {
+                out.push(c.signal.clone());
+            }
+        }
+        Expr::And(v) => v.iter().for_each(|x| held_signals(x, facts, out)),
+        Expr::Or(v) => {
+            let best = v
+                .iter()
+                .filter_map(|x| match expr::eval(x, facts) {
+                    (Truth::True, s) => Some((x, s)),
+                    _ => None,
+                })
+                .fold(None::<(&Expr, f64)>, |best, (x, s)| match best {
+                    Some((_, b)) if b >= s => best,
+                    _ => Some((x, s)),
+                });
+            if let Some((x, _)) = best {
+                held_signals(x, facts, out);
+            }
+        }
+        Expr::Not(_) => {}
+    }
+}
+
 /// A finding's score as reported: two decimals.
 fn rounded(s: f64) -> f64 {
     (s * 100.0).round() / 100.0

@@ -37,6 +37,8 @@
 //! rate = 2.0                        # healthy requests per second per replica (0 < rate <= 500)
 //! max_model_len = 32768             # optional (32768): last bound of the token histograms
 //! max_num_seqs = 64                 # optional (64): running requests never exceed it
+//! max_num_seqs_per_replica = [8, 32] # optional: one cap per replica instead (a replica deployed
+//!                                   #   with another --max-num-seqs than its peers)
 //! weights = [3, 1, 1]               # optional (even): share of the model's arrivals per replica
 //! spec_decode = true                # optional (false): V1 speculative-decoding counters
 //! kv_connector = "nixl"             # optional (none): NIXL transfer metrics (V1), or "lmcache": external prefix-cache lookups and hits (V1)
@@ -77,6 +79,7 @@
 //! caused_by = "config-change"       # the first finding is tied to an event of this kind
 //! no_cause = false                  # true: no finding is tied to any event
 //! cold_start = false                # true: the first finding is a replica's cold start (info)
+//! replica_cause = "config"          # why the named replica differs: load, config or hardware
 //! binding = "max-num-seqs"          # the limit the report's `binding` names for `model`
 //! ```
 //!
@@ -164,6 +167,8 @@ pub struct ModelSpec {
     pub max_model_len: u32,
     /// `--max-num-seqs`: the cap on running requests per replica.
     pub max_num_seqs: u32,
+    /// One cap per replica instead of `max_num_seqs` (empty: every replica has `max_num_seqs`).
+    pub max_num_seqs_per_replica: Vec<u32>,
     /// Share of the model's arrivals per replica (one weight per replica; empty means even).
     pub weights: Vec<f64>,
     pub spec_decode: bool,
@@ -192,6 +197,7 @@ impl ModelSpec {
             rate,
             max_model_len: 32_768,
             max_num_seqs: 64,
+            max_num_seqs_per_replica: Vec::new(),
             weights: Vec::new(),
             spec_decode: false,
             preemption_detail: false,
@@ -200,6 +206,11 @@ impl ModelSpec {
             gpu: None,
             custom_buckets: Default::default(),
         }
+    }
+
+    /// Replica `ri`'s cap on running requests.
+    pub fn max_num_seqs_of(&self, ri: u32) -> u32 {
+        self.max_num_seqs_per_replica.get(ri as usize).copied().unwrap_or(self.max_num_seqs)
     }
 
     /// Each replica's arrival multiplier from the weights: 1 for every replica when even, and
@@ -251,10 +262,17 @@ pub struct Expectation {
     pub binding: Option<String>,
     /// The first finding is a replica's cold start: info, with its `cold_start` note.
     pub cold_start: bool,
+    /// Why the replica the first finding names differs (`load`, `config` or `hardware`, one of
+    /// [`REPLICA_CAUSES`]): its `replica_cause.kind`. `load` is info and no warning or critical
+    /// finding may name that replica; `config` carries a `--max-num-seqs` card.
+    pub replica_cause: Option<String>,
     /// Signals the report must list as changed and unexplained for `model` (what else moved),
     /// beginning where the incident does (within two trend steps).
     pub unexplained: Vec<String>,
 }
+
+/// The causes a finding's `replica_cause` names (vllm-diag's `ReplicaCauseKind`).
+pub const REPLICA_CAUSES: [&str; 3] = ["load", "config", "hardware"];
 
 /// The limits a report's `binding` names (vllm-diag's `LimitKind`).
 pub const BINDING_LIMITS: [&str; 6] = ["kv-cache", "max-num-seqs", "max-num-batched-tokens", "deferred", "stalled", "none"];
@@ -369,6 +387,8 @@ struct RawModel {
     #[serde(default)]
     max_num_seqs: Option<u32>,
     #[serde(default)]
+    max_num_seqs_per_replica: Option<Vec<u32>>,
+    #[serde(default)]
     weights: Option<Vec<f64>>,
     #[serde(default)]
     spec_decode: bool,
@@ -420,6 +440,8 @@ struct RawExpect {
     binding: Option<String>,
     #[serde(default)]
     cold_start: bool,
+    #[serde(default)]
+    replica_cause: Option<String>,
     #[serde(default)]
     unexplained: Vec<String>,
 }
@@ -521,6 +543,18 @@ impl ScenarioSpec {
             if !(1..=MAX_NUM_SEQS).contains(&max_num_seqs) {
                 return Err(invalid(&field, format!("max_num_seqs must be between 1 and {MAX_NUM_SEQS}")));
             }
+            let per_replica = m.max_num_seqs_per_replica.unwrap_or_default();
+            if !per_replica.is_empty() {
+                if per_replica.len() != m.replicas as usize {
+                    return Err(invalid(
+                        &field,
+                        format!("max_num_seqs_per_replica has {} values; give one per replica ({})", per_replica.len(), m.replicas),
+                    ));
+                }
+                if per_replica.iter().any(|c| !(1..=MAX_NUM_SEQS).contains(c)) {
+                    return Err(invalid(&field, format!("max_num_seqs_per_replica: each cap must be between 1 and {MAX_NUM_SEQS}")));
+                }
+            }
             let weights = m.weights.unwrap_or_default();
             if !weights.is_empty() {
                 if weights.len() != m.replicas as usize {
@@ -569,6 +603,7 @@ impl ScenarioSpec {
                 rate: m.rate,
                 max_model_len,
                 max_num_seqs,
+                max_num_seqs_per_replica: per_replica,
                 weights,
                 spec_decode: m.spec_decode,
                 preemption_detail: m.preemption_detail,
@@ -736,6 +771,14 @@ impl ScenarioSpec {
                     return Err(invalid("expect.binding", "names the limit for a model: it needs model".into()));
                 }
             }
+            if let Some(cause) = &e.replica_cause {
+                if !REPLICA_CAUSES.contains(&cause.as_str()) {
+                    return Err(invalid("expect.replica_cause", format!("{cause:?} is not a cause ({})", REPLICA_CAUSES.join(", "))));
+                }
+                if e.replica.is_none() {
+                    return Err(invalid("expect.replica_cause", "says why the named replica differs: it needs first, model and replica".into()));
+                }
+            }
             if e.stood_in && e.first.is_none() {
                 return Err(invalid("expect.stood_in", "says how the first finding was reached: it needs first and model".into()));
             }
@@ -800,6 +843,7 @@ impl ScenarioSpec {
                 no_cause: e.no_cause,
                 binding: e.binding,
                 cold_start: e.cold_start,
+                replica_cause: e.replica_cause,
                 unexplained: e.unexplained,
 
             };

@@ -1034,6 +1034,20 @@ impl<'a> Replica<'a> {
         }
     }
 
+    /// How much slower each decode step is for the batch the arrivals offer than for the healthy
+    /// one, under a state whose decode follows the batch (`itl_batch_k` > 0): a step costs
+    /// `1 + batch / k` (a fixed part and a part per sequence). The batch is the one the arrivals
+    /// offer at the healthy speed (rate times the healthy service time), so that a slower step does
+    /// not feed back into a larger batch. 1 otherwise.
+    fn batch_slowdown(&self, st: &StateParams, mult: f64) -> f64 {
+        if st.itl_batch_k <= 0.0 {
+            return 1.0;
+        }
+        let healthy = self.model.rate * self.wl.mean_service_s(&StateParams::HEALTHY);
+        let offered = (healthy * mult).min(self.cap);
+        (1.0 + offered / st.itl_batch_k) / (1.0 + healthy / st.itl_batch_k)
+    }
+
     /// Simulate one scrape interval of `secs` seconds.
     fn step(&mut self, secs: f64, m: &Moment) {
         let mut st = m.st;
@@ -1116,7 +1130,7 @@ impl<'a> Replica<'a> {
         }
 
         let max_len = f64::from(self.model.max_model_len);
-        let itl_median = wl.itl_median_s * st.itl;
+        let itl_median = wl.itl_median_s * st.itl * self.batch_slowdown(&st, m.mult);
         let total_weight: u32 = wl.max_tokens.iter().map(|(_, w)| *w).sum();
         let queue_median = if st.queue_follows_waiting && engine > 0 {
             st.queue_median_s.max(self.waiting / (engine as f64 / secs))
@@ -1549,6 +1563,7 @@ pub(crate) fn simulate(spec: &ScenarioSpec) -> Generated {
             let started = (start_ms / 1000 - 7200 - i64::from(fleet_index) * 37) as f64;
             fleet_index += 1;
             let mut replica = Replica::new(spec, model, replica_names, rng, blocks, started);
+            replica.cap = f64::from(model.max_num_seqs_of(ri));
             let life = &lives[mi][ri as usize];
             let mut trace = Trace::default();
             replica.prime(secs);

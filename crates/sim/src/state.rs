@@ -135,6 +135,16 @@ pub enum IncidentKind {
     ReplicaOutlier,
     /// One replica 1.2x slower.
     ReplicaOutlierNear,
+    /// Arrivals x2.5 on a model whose replicas have different caps (`max_num_seqs_per_replica`):
+    /// the one with the lower cap pins its batch there and queues, its peers run the rest.
+    ReplicaConfigCap,
+    /// Arrivals x1.3: the lower cap is never reached, nothing queues.
+    ReplicaConfigCapNear,
+    /// One replica receives 2.7x the arrivals of its peer, and decode follows the batch (each step
+    /// costs 1 + batch/2): it runs a larger batch and its ITL rises with it.
+    ReplicaBatchLoad,
+    /// 1.5x.
+    ReplicaBatchLoadNear,
     /// One replica stops being scraped 12 minutes before the window's end.
     TargetDown,
     /// Every target stays up.
@@ -191,7 +201,7 @@ pub struct Needs {
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 68] = [
+    pub const ALL: [IncidentKind; 72] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -235,6 +245,10 @@ impl IncidentKind {
         IncidentKind::ReplicaImbalanceNear,
         IncidentKind::ReplicaOutlier,
         IncidentKind::ReplicaOutlierNear,
+        IncidentKind::ReplicaConfigCap,
+        IncidentKind::ReplicaConfigCapNear,
+        IncidentKind::ReplicaBatchLoad,
+        IncidentKind::ReplicaBatchLoadNear,
         IncidentKind::TargetDown,
         IncidentKind::TargetDownNear,
         IncidentKind::GpuThrottling,
@@ -308,6 +322,10 @@ impl IncidentKind {
             IncidentKind::ReplicaImbalanceNear => "replica-imbalance-near",
             IncidentKind::ReplicaOutlier => "replica-outlier",
             IncidentKind::ReplicaOutlierNear => "replica-outlier-near",
+            IncidentKind::ReplicaConfigCap => "replica-config-cap",
+            IncidentKind::ReplicaConfigCapNear => "replica-config-cap-near",
+            IncidentKind::ReplicaBatchLoad => "replica-batch-load",
+            IncidentKind::ReplicaBatchLoadNear => "replica-batch-load-near",
             IncidentKind::TargetDown => "target-down",
             IncidentKind::TargetDownNear => "target-down-near",
             IncidentKind::GpuThrottling => "gpu-throttling",
@@ -346,6 +364,8 @@ impl IncidentKind {
             IncidentKind::GpuPromptShift => "workload-shift",
             IncidentKind::GpuPrefillBursts => "gpu-power-capped",
             IncidentKind::GpuThermalSlowdown => "gpu-throttling",
+            // A replica that differs by its configuration or its load: the replica comparison's.
+            IncidentKind::ReplicaConfigCap | IncidentKind::ReplicaBatchLoad => "replica-outlier",
             base => base.as_str(),
         }
     }
@@ -403,6 +423,11 @@ impl IncidentKind {
         match base {
             K::ReplicaImbalance | K::ReplicaOutlier => {
                 n.min_replicas = 3;
+                n.uses_replica = true;
+            }
+            K::ReplicaConfigCap => n.min_replicas = 2,
+            K::ReplicaBatchLoad => {
+                n.min_replicas = 2;
                 n.uses_replica = true;
             }
             K::TargetDown | K::GpuErrors | K::GpuThermalSlowdown => n.uses_replica = true,
@@ -674,6 +699,12 @@ impl IncidentKind {
             }
             // ITL x1.25 underneath reads as about x1.2 through the buckets (the healthy P95 sits just under 50 ms)
             K::ReplicaOutlierNear => StateParams { scope: Scope::Replica, itl: 1.25, prefill: 1.2, ..h },
+            // Little's law does the rest: the replica whose own cap is under the offered batch
+            // pins it there and queues the excess.
+            K::ReplicaConfigCap => StateParams { arrivals: 2.5, arrivals_at_end: 2.5, ..h },
+            K::ReplicaConfigCapNear => StateParams { arrivals: 1.3, arrivals_at_end: 1.3, ..h },
+            K::ReplicaBatchLoad => StateParams { replica_weight: 2.7, itl_batch_k: 2.0, ..h },
+            K::ReplicaBatchLoadNear => StateParams { replica_weight: 1.5, itl_batch_k: 2.0, ..h },
             K::TargetDown => {
                 StateParams { onset: Onset::BeforeEnd { secs: 720 }, scope: Scope::Replica, scraped: false, ..h }
             }
@@ -944,6 +975,9 @@ pub struct StateParams {
     /// Decode steps taken for the same work, as a multiple of the healthy number (1): more steps,
     /// fewer tokens each.
     pub step_split: f64,
+    /// Decode follows the running batch: each step costs `1 + batch / k` against the healthy
+    /// batch's (0: the healthy ITL whatever the batch, as every older state has it).
+    pub itl_batch_k: f64,
     pub gpu: GpuParams,
 }
 
@@ -990,6 +1024,7 @@ impl StateParams {
         nixl_xfer: 1.0,
         memory_growth_per_s: 0.0,
         step_split: 1.0,
+        itl_batch_k: 0.0,
         gpu: GpuParams::HEALTHY,
     };
 }
@@ -1118,7 +1153,7 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 27);
+        assert_eq!(nears.len(), 29);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());

@@ -856,7 +856,11 @@ fn every_scenario_fixture_parses_and_names_a_real_expectation() {
             assert_eq!(e.model.as_deref(), Some(incident.model.as_str()), "{stem}");
             let replica_level = matches!(
                 incident.kind,
-                IncidentKind::ReplicaOutlier | IncidentKind::TargetDown | IncidentKind::GpuErrors
+                IncidentKind::ReplicaOutlier
+                    | IncidentKind::ReplicaConfigCap
+                    | IncidentKind::ReplicaBatchLoad
+                    | IncidentKind::TargetDown
+                    | IncidentKind::GpuErrors
             );
             // A target down since before the window has no series left in it but `up`: the
             // diagnosis ties it to its model through its past, and does not name it.
