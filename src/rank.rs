@@ -112,6 +112,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                 preceded_by: None,
             cold_start: None,
             replica_cause: None,
+            gpu_reasons: Vec::new(),
             correlations: Vec::new(),
             }),
         }

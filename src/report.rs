@@ -505,6 +505,36 @@ pub struct Finding {
     /// Absent where the replica's and its peers' running batches could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_cause: Option<ReplicaCause>,
+    /// For a GPU finding: the DCGM clocks-event reasons its GPUs reported in the window, decoded
+    /// from the bitmask, each with the share of the window's samples it was set in (absent when
+    /// none was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_reasons: Vec<GpuReason>,
+}
+
+/// One DCGM clocks-event reason a GPU reported (NVML's `nvmlClocksEventReason*` bits).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuReason {
+    pub reason: GpuReasonKind,
+    /// The bit, as DCGM's bitmask carries it (`0x40`).
+    pub bit: String,
+    /// Whether the tool counts it as a fault (thermal, hardware slowdown, power brake) rather than
+    /// the GPU working at its limit (the power cap).
+    pub fault: bool,
+    /// Share of the window's samples with the bit set, on the model's worst GPU (0..1).
+    pub share: f64,
+}
+
+/// The clocks-event reasons vllm-diag reads (the settings 0x2, 0x10 and 0x100 are never faults and
+/// are not reported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuReasonKind {
+    SwPowerCap,
+    HwSlowdown,
+    SwThermalSlowdown,
+    HwThermalSlowdown,
+    HwPowerBrake,
 }
 
 /// Why the replica a finding names differs from its peers.
@@ -624,6 +654,7 @@ impl Finding {
             preceded_by: None,
             cold_start: None,
             replica_cause: None,
+            gpu_reasons: Vec::new(),
             correlations: Vec::new(),
         }
     }

@@ -48,8 +48,14 @@ fn judge_one(rule: &RuleDef, rules: &RuleSet, table: &SignalTable, recent: Optio
             (Some(_), Some(view)) => &view.table,
             _ => table,
         };
-        let deciding = deciding_signals(rule, rules, table, scope, stood_in.is_some());
-        for (k, v) in culprit_of(&deciding, table, scope) {
+        let deciding = deciding_signals(rule, rules, table, scope, stood_in.is_some(), false);
+        let mut culprit = culprit_of(&deciding, table, scope);
+        if culprit.is_empty() {
+            // The deciding branch names no replica (`up` fell, a scope-wide reading): one that
+            // held beside it may (the replica whose series vanished), when the held ones agree.
+            culprit = culprit_of(&deciding_signals(rule, rules, table, scope, stood_in.is_some(), true), table, scope);
+        }
+        for (k, v) in culprit {
             named.entry(k).or_insert(v);
         }
     }

@@ -19,6 +19,7 @@ pub mod correlate;
 pub mod discover;
 pub mod fetch;
 pub mod follow_up;
+pub mod gpu_reasons;
 pub mod judge;
 pub mod moved;
 pub mod onset;
@@ -208,6 +209,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // Why a replica a finding names differs (load, config or hardware), from the binding reads.
     let replicas = binding_plan.as_ref().map(|b| binding::replicas(b, &answers, p)).unwrap_or_default();
     replica_cause::apply(&mut ranked.findings, &replicas, &table, &rules.thresholds, p);
+    gpu_reasons::apply(&mut ranked.findings);
     let unexplained = moved::apply(&moved_plan, &more, &mut ranked.findings, rules, p, &mut warnings);
 
     let mut seen = BTreeSet::new();

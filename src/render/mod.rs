@@ -1363,6 +1363,7 @@ pub(crate) mod fixtures {
             preceded_by: None,
             cold_start: None,
             replica_cause: None,
+            gpu_reasons: Vec::new(),
             correlations: Vec::new(),
             also_consistent: vec![
                 AlsoConsistent {
@@ -1470,6 +1471,7 @@ pub(crate) mod fixtures {
             preceded_by: None,
             cold_start: None,
             replica_cause: None,
+            gpu_reasons: Vec::new(),
             correlations: Vec::new(),
             also_consistent: vec![],
             raised_from: None,

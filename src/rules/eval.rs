@@ -273,24 +273,26 @@ pub fn holds_late(rule: &RuleDef, set: &RuleSet, view: &RecentView, scope: &Scop
 /// that did not hold, nor what a `not` negates. `stood_in` reads the stand-in conditions. A finding
 /// names the replica these signals point at, so that the instance named is the one its deciding
 /// numbers are about (a TTFT outlier on one replica is not named after another's ITL).
-pub fn deciding_signals(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope, stood_in: bool) -> Vec<String> {
+/// With `every_branch`, the signals of every alternative that held, not only the best one.
+pub fn deciding_signals(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope, stood_in: bool, every_branch: bool) -> Vec<String> {
     let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
     let when = if stood_in { rule.stand_in.as_ref().map_or(&[][..], |s| &s.when[..]) } else { &rule.when[..] };
     let mut out = Vec::new();
     for c in when {
-        held_signals(&c.expr, &facts, &mut out);
+        held_signals(&c.expr, &facts, every_branch, &mut out);
     }
     out
 }
 
-fn held_signals(e: &Expr, facts: &ScopeFacts, out: &mut Vec<String>) {
+fn held_signals(e: &Expr, facts: &ScopeFacts, every_branch: bool, out: &mut Vec<String>) {
     match e {
         Expr::Cmp(c) => {
             if expr::eval(e, facts).0 == Truth::True && !out.contains(&c.signal) {
                 out.push(c.signal.clone());
             }
         }
-        Expr::And(v) => v.iter().for_each(|x| held_signals(x, facts, out)),
+        Expr::And(v) => v.iter().for_each(|x| held_signals(x, facts, every_branch, out)),
+        Expr::Or(v) if every_branch => v.iter().filter(|x| expr::eval(x, facts).0 == Truth::True).for_each(|x| held_signals(x, facts, true, out)),
         Expr::Or(v) => {
             let best = v
                 .iter()
@@ -303,7 +305,7 @@ fn held_signals(e: &Expr, facts: &ScopeFacts, out: &mut Vec<String>) {
                     _ => Some((x, s)),
                 });
             if let Some((x, _)) = best {
-                held_signals(x, facts, out);
+                held_signals(x, facts, false, out);
             }
         }
         Expr::Not(_) => {}

@@ -311,32 +311,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 ..parts(format!("({num} or {den} * 0) / {den}"), Combine::Share, vec![num, den])
             }
         }
-        SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, attribute_before, less, bits, over, scale, .. } => {
-            let extra = parse(r#match)?;
-            let (ot, ac) = (over_time_fn(*over_time), across_fn(*across));
-            let over_name = over.as_ref().map(|_| resolved.names[1].as_str());
-            if attribute_via.is_empty() {
-                let whole = format!("{ac} by ({by}) ({})", scaled(reduced_gauge(ot, &sel.series(&resolved.names[0], &extra), bits, over_name.map(|o| sel.series(o, &extra)), ctx), *scale));
-                match less {
-                    None => plain(whole),
-                    // Where the other gauge has no series for a scope, `or` takes 0 off.
-                    Some(l) => {
-                        let part = format!("{ac} by ({by}) ({ot}({}[{r}]))", sel.series(&l.gauge, &parse(&l.r#match)?));
-                        plain(format!("{whole} - ({part} or {whole} * 0)"))
-                    }
-                }
-            } else {
-                let own = sel.without(&ctx.group_by);
-                let (j, left, anchor_by) = join_labels(join_on, &ctx.group_by);
-                let anchor_range = if *attribute_before { promql_duration(ctx.range * 2) } else { r.clone() };
-                let anchor = resolved.names.last().map(String::as_str).unwrap_or_default();
-                plain(format!(
-                    "{ac} by ({by}) ({} * on ({j}) group_left ({left}) group by ({anchor_by}) (last_over_time({}[{anchor_range}])))",
-                    scaled(reduced_gauge(ot, &own.series(&resolved.names[0], &extra), bits, over_name.map(|o| own.series(o, &extra)), ctx), *scale),
-                    sel.series(anchor, &[])
-                ))
-            }
-        }
+        SignalKind::Gauge { .. } => plain(gauge_query(kind, resolved, ctx)?),
         SignalKind::ActiveShare { .. } => {
             let step = (ctx.range.as_secs() / 30).max(15);
             let inner = (step * 2).max(120);
@@ -413,6 +388,43 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             SignalQueries { value, fetch: None, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)), parts: None, sums: Vec::new() }
         }
     })
+}
+
+/// A gauge signal's PromQL: each series reduced over the window (its bits decoded, divided by
+/// another gauge, scaled), then across the scope, joined to it through an anchor gauge where the
+/// series lack the grouping labels (exporters: DCGM).
+fn gauge_query(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Result<String, String> {
+    let SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, attribute_before, less, bits, over, scale, .. } = kind else {
+        return Err("not a gauge".into());
+    };
+    let by = ctx.group_by.join(", ");
+    let r = promql_duration(ctx.range);
+    let sel = &ctx.selector;
+    let parse = |m: &str| parse_match(m).map_err(|e| e.to_string());
+    let extra = parse(r#match)?;
+    let (ot, ac) = (over_time_fn(*over_time), across_fn(*across));
+    let over_name = over.as_ref().map(|_| resolved.names[1].as_str());
+    if attribute_via.is_empty() {
+        let whole = format!("{ac} by ({by}) ({})", scaled(reduced_gauge(ot, &sel.series(&resolved.names[0], &extra), bits, over_name.map(|o| sel.series(o, &extra)), ctx), *scale));
+        match less {
+            None => Ok(whole),
+            // Where the other gauge has no series for a scope, `or` takes 0 off.
+            Some(l) => {
+                let part = format!("{ac} by ({by}) ({ot}({}[{r}]))", sel.series(&l.gauge, &parse(&l.r#match)?));
+                Ok(format!("{whole} - ({part} or {whole} * 0)"))
+            }
+        }
+    } else {
+        let own = sel.without(&ctx.group_by);
+        let (j, left, anchor_by) = join_labels(join_on, &ctx.group_by);
+        let anchor_range = if *attribute_before { promql_duration(ctx.range * 2) } else { r.clone() };
+        let anchor = resolved.names.last().map(String::as_str).unwrap_or_default();
+        Ok(format!(
+            "{ac} by ({by}) ({} * on ({j}) group_left ({left}) group by ({anchor_by}) (last_over_time({}[{anchor_range}])))",
+            scaled(reduced_gauge(ot, &own.series(&resolved.names[0], &extra), bits, over_name.map(|o| own.series(o, &extra)), ctx), *scale),
+            sel.series(anchor, &[])
+        ))
+    }
 }
 
 /// The step a subquery over the window is read at: the trends' step (a thirtieth of the range,

@@ -556,6 +556,10 @@ impl PrometheusClient {
         // TLS 1.3 servers check a client certificate after the handshake and may just hang up.
         let mtls_hint = if self.base.scheme() == "https" && !self.client_cert {
             "; if the server requires a client certificate (mutual TLS), pass --cert-file and --key-file"
+        } else if self.base.scheme() == "http" {
+            // A TLS port answers plain HTTP with a 400 and hangs up; the hang-up can reach the
+            // client before the answer does.
+            "; if the server speaks TLS, use https:// in the URL"
         } else {
             ""
         };

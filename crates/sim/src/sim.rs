@@ -156,6 +156,9 @@ enum Fam {
     SmClock,
     GpuTemp,
     Power,
+    // The reasons' older name; no longer written (ClocksEventReasons is), kept so the families
+    // keep their place in the output.
+    #[allow(dead_code)]
     ThrottleReasons,
     Xid,
     FbUsed,
@@ -1450,14 +1453,13 @@ impl<'a> Replica<'a> {
             t.scalar(Fam::SmClock, d, &[], g.sm_clock);
             t.scalar(Fam::GpuTemp, d, &[], g.temp);
             t.scalar(Fam::Power, d, &[], g.power);
-            if self.model.gpu.is_none() {
-                t.scalar(Fam::ThrottleReasons, d, &[], g.throttle);
-            }
+            // Current exporters publish the reasons as DCGM_FI_DEV_CLOCKS_EVENT_REASONS (the rule
+            // tests cover the older DCGM_FI_DEV_CLOCK_THROTTLE_REASONS).
+            t.scalar(Fam::ClocksEventReasons, d, &[], g.throttle);
             t.scalar(Fam::Xid, d, &[], g.xid);
             t.scalar(Fam::FbUsed, d, &[], fb_used);
             t.scalar(Fam::FbFree, d, &[], FB_TOTAL_MIB - FB_RESERVED_MIB - fb_used);
             if self.model.gpu.is_some() {
-                t.scalar(Fam::ClocksEventReasons, d, &[], g.throttle);
                 t.scalar(Fam::PowerViolation, d, &[], g.power_violation_us);
                 t.scalar(Fam::ThermalViolation, d, &[], g.thermal_violation_us);
                 t.scalar(Fam::PowerLimit, d, &[], g.power_limit);

@@ -861,6 +861,7 @@ fn every_scenario_fixture_parses_and_names_a_real_expectation() {
                     | IncidentKind::ReplicaBatchLoad
                     | IncidentKind::TargetDown
                     | IncidentKind::GpuErrors
+                    | IncidentKind::GpuThermalSlowdown
             );
             // A target down since before the window has no series left in it but `up`: the
             // diagnosis ties it to its model through its past, and does not name it.
