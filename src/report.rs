@@ -817,6 +817,31 @@ pub struct Evidence {
     pub same_bucket: bool,
 }
 
+#[cfg(test)]
+impl Evidence {
+    /// For tests: evidence of `signal` (a ratio) that held, with `value`, and nothing else.
+    pub fn held(signal: &str, value: Option<f64>) -> Evidence {
+        Evidence {
+            signal: signal.into(),
+            title: String::new(),
+            unit: "ratio".into(),
+            value,
+            baseline: None,
+            threshold: String::new(),
+            passed: true,
+            query: String::new(),
+            metric: String::new(),
+            low_confidence: false,
+            observations: None,
+            limits: vec![],
+            series: None,
+            value_bound: None,
+            baseline_bound: None,
+            same_bucket: false,
+        }
+    }
+}
+
 /// What is known of a quantile that lies in the first or the last (`+Inf`) histogram bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -35,24 +35,7 @@ mod tests {
     use crate::report::{Evidence, Scope, Severity};
 
     fn ev(signal: &str, value: Option<f64>) -> Evidence {
-        Evidence {
-            signal: signal.into(),
-            title: signal.into(),
-            unit: "ratio".into(),
-            value,
-            baseline: None,
-            threshold: String::new(),
-            passed: true,
-            query: String::new(),
-            metric: String::new(),
-            low_confidence: false,
-            observations: None,
-            limits: vec![],
-            series: None,
-            value_bound: None,
-            baseline_bound: None,
-            same_bucket: false,
-        }
+        Evidence::held(signal, value)
     }
 
     #[test]

@@ -365,24 +365,7 @@ fn with_no_data_in_the_window_nothing_counts_as_evaluated() {
 
 /// Evidence of `signal` (a ratio) that held, with `value` and no baseline, limits or trend.
 fn evidence(signal: &str, value: f64) -> Evidence {
-    Evidence {
-        signal: signal.into(),
-        title: String::new(),
-        unit: "ratio".into(),
-        value: Some(value),
-        baseline: None,
-        threshold: String::new(),
-        passed: true,
-        query: String::new(),
-        metric: String::new(),
-        low_confidence: false,
-        observations: None,
-        limits: vec![],
-        series: None,
-        value_bound: None,
-        baseline_bound: None,
-        same_bucket: false,
-    }
+    Evidence::held(signal, Some(value))
 }
 
 #[test]
