@@ -34,8 +34,35 @@ const SPAN_SECONDS: i64 = 3600;
 /// At most this many times the samples the window and the baseline hold (measured 7.81; see above).
 const MAX_TIMES_THE_DATA: f64 = 10.0;
 
-/// The fleet of tests/query_budget.rs with 20 replicas per model (the same spec, the same seed).
+/// The fleet measured: the budget's (below), or with `VLLM_DIAG_SAMPLES_FLEET=REPLICASxMODELS`
+/// the benchmark's fleet of that size (`scripts/bench.sh`'s spec for a fleet of one chunk: models
+/// `bench/model-NN`, seed 1, metrics v1), to measure what each query reads there (BENCHMARKS.md,
+/// "Samples read"); the budget is asserted on either.
 fn spec() -> ScenarioSpec {
+    match std::env::var("VLLM_DIAG_SAMPLES_FLEET") {
+        Ok(size) => bench_spec(&size),
+        Err(_) => budget_spec(),
+    }
+}
+
+fn bench_spec(size: &str) -> ScenarioSpec {
+    let (r, m) = size.split_once('x').unwrap_or_else(|| panic!("VLLM_DIAG_SAMPLES_FLEET={size}: write REPLICASxMODELS"));
+    let (replicas, models): (u32, u32) = (r.parse().expect("replicas"), m.parse().expect("models"));
+    assert!(models > 0 && replicas >= models && replicas / models <= 50, "VLLM_DIAG_SAMPLES_FLEET={size}: up to 50 replicas per model");
+    let mut toml = format!(
+        "name = \"bench-{size}-c0\"\nseed = 1\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"60s\"\n\
+         warmup = \"5m\"\nbaseline = \"30m\"\nwindow = \"30m\"\nmetrics = \"v1\"\n"
+    );
+    for i in 0..models {
+        let share = replicas / models + u32::from(i < replicas % models);
+        toml.push_str(&format!("\n[[model]]\nname = \"bench/model-{i:02}\"\nreplicas = {share}\nrate = 2.0\n"));
+    }
+    toml.push_str("\n[incident]\nkind = \"kv-cache-pressure\"\nmodel = \"bench/model-00\"\n");
+    ScenarioSpec::from_toml_str(&toml).unwrap_or_else(|e| panic!("bench spec {size}: {e}"))
+}
+
+/// The fleet of tests/query_budget.rs with 20 replicas per model (the same spec, the same seed).
+fn budget_spec() -> ScenarioSpec {
     let mut toml = format!(
         "name = \"budget-{REPLICAS}\"\nseed = 11\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"60s\"\nwarmup = \"5m\"\n\
          baseline = \"30m\"\nwindow = \"30m\"\n"
@@ -126,7 +153,7 @@ fn a_run_reads_its_data_a_bounded_number_of_times() {
     per_query.sort_by(|a, b| b.0.cmp(&a.0));
     eprintln!("{queries} queries loaded {loaded} samples; the window and the baseline hold {held} for {} families: {ratio:.2} times", families.len());
     for (n, q) in per_query.iter().take(10) {
-        eprintln!("{n:>10} {q}");
+        eprintln!("{n:>10} {:.1}% {q}", 100.0 * *n as f64 / loaded as f64);
     }
     assert!(ratio <= MAX_TIMES_THE_DATA, "the run loaded {loaded} samples, {ratio:.2} times the {held} the window and the baseline hold (budget {MAX_TIMES_THE_DATA})");
     // The count is real: the run read at least its data once.
