@@ -150,7 +150,7 @@ fn a_run_reads_its_data_a_bounded_number_of_times() {
         .sum();
     assert!(held > 0.0, "the families the run read hold no samples");
     let ratio = loaded as f64 / held;
-    per_query.sort_by(|a, b| b.0.cmp(&a.0));
+    per_query.sort_by_key(|q| std::cmp::Reverse(q.0));
     eprintln!("{queries} queries loaded {loaded} samples; the window and the baseline hold {held} for {} families: {ratio:.2} times", families.len());
     for (n, q) in per_query.iter().take(10) {
         eprintln!("{n:>10} {:.1}% {q}", 100.0 * *n as f64 / loaded as f64);
