@@ -2,7 +2,8 @@
 //! Prometheus holds a generated incident that ends now, and a loopback HTTP receiver stands in for
 //! the generic webhook and for Slack. A notification in Alertmanager's webhook format (written here
 //! by hand, or sent by a real Alertmanager) must bring the ranked diagnosis to the receiver; bad
-//! requests, duplicates and a backend that is down must be answered as a service should.
+//! requests, duplicates and a backend that is down must be answered as a service should; under a
+//! storm of 100 groups, every group's diagnosis must reach the receiver exactly once.
 
 mod common;
 
@@ -772,4 +773,118 @@ fn an_exported_rule_firing_in_prometheus_reaches_the_receiver_as_a_diagnosis_thr
         let r: Value = serde_json::from_str(&h.body).expect("JSON");
         assert_eq!(r["trigger"]["groupLabels"]["model_name"], MODEL, "an alert fired for another model: {r:#}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// An alert storm (issue 50, item 4).
+// ---------------------------------------------------------------------------------------------
+
+/// The storm's fleet: four models of three replicas, the first out of KV cache, ending now.
+const STORM_MODELS: [&str; 4] = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3", "google/gemma-2-9b-it"];
+/// Groups in the storm, and how the service is bounded while it lasts.
+const STORM_GROUPS: usize = 100;
+
+fn storm_fleet() -> PromServer {
+    let mut toml = "name = \"storm\"\nseed = 50\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"60s\"\nwarmup = \"5m\"\nbaseline = \"30m\"\nwindow = \"30m\"\n".to_string();
+    for m in STORM_MODELS {
+        toml.push_str(&format!("\n[[model]]\nname = \"{m}\"\nreplicas = 3\nrate = 2.0\n"));
+    }
+    toml.push_str(&format!("\n[incident]\nkind = \"kv-cache-pressure\"\nmodel = \"{}\"\n", STORM_MODELS[0]));
+    let mut spec = vllm_diag_sim::ScenarioSpec::from_toml_str(&toml).unwrap_or_else(|e| panic!("storm spec: {e}"));
+    let total = chrono::Duration::from_std(spec.warmup + spec.baseline + spec.window).expect("scenario length");
+    let now = Utc::now().timestamp();
+    spec.start = DateTime::from_timestamp(now - now % 60, 0).expect("now") - total;
+    PromServer::start_generated(&spec)
+}
+
+/// Group `i` of the storm: its own alert name (so its own group key), one of the fleet's models,
+/// firing since 5 to 24 minutes ago (the groups' windows overlap).
+fn storm_notification(i: usize, now: DateTime<Utc>) -> Value {
+    let model = STORM_MODELS[i % STORM_MODELS.len()];
+    let mut n = notification("firing", model, now - chrono::Duration::minutes(5 + (i % 20) as i64), None);
+    let alertname = format!("VllmStorm{i:03}");
+    n["groupKey"] = Value::from(format!("{{}}:{{alertname=\"{alertname}\", model_name=\"{model}\"}}"));
+    n["groupLabels"]["alertname"] = Value::from(alertname.clone());
+    n["commonLabels"]["alertname"] = Value::from(alertname.clone());
+    n["alerts"][0]["labels"]["alertname"] = Value::from(alertname);
+    n
+}
+
+/// Prometheus' own evaluation time and query count so far (its /metrics, the `inner_eval` slice).
+fn prometheus_work(prom: &PromServer) -> (f64, f64) {
+    let (_, text) = prom.get("/metrics").expect("Prometheus' /metrics");
+    let read = |name: &str| sample(&text, &format!("{name}{{slice=\"inner_eval\"}}")).unwrap_or(0.0);
+    (read("prometheus_engine_query_duration_seconds_sum"), read("prometheus_engine_query_duration_seconds_count"))
+}
+
+/// 100 groups fire within a second, each sent by its own thread as Alertmanager sends groups; a
+/// 503 (the queue full) is sent again after a pause, as Alertmanager retries a 5xx. Every group's
+/// diagnosis reaches the webhook exactly once, none failed, and a group sent again once accepted is
+/// a duplicate, not a second diagnosis. Wall time and Prometheus' own work are printed (the storm's
+/// benchmark, BENCHMARKS.md), never asserted.
+#[test]
+fn an_alert_storm_delivers_every_groups_diagnosis_exactly_once() {
+    let prom = storm_fleet();
+    let receiver = Receiver::start();
+    let serve = Arc::new(Serve::start(&prom.url, &receiver, &["--timeout", "120s", "--max-concurrent", "2", "--queue", "16"]));
+    let now = Utc::now();
+    let before = prometheus_work(&prom);
+    let started = Instant::now();
+    let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let senders: Vec<_> = (0..STORM_GROUPS)
+        .map(|i| {
+            let (serve, refused) = (serve.clone(), refused.clone());
+            let body = storm_notification(i, now).to_string();
+            std::thread::spawn(move || {
+                for _ in 0..600 {
+                    let (status, answer) = serve.notify(body.as_bytes(), Some(&bearer()));
+                    match status {
+                        202 => return answer["group_key"].as_str().unwrap_or_default().to_string(),
+                        503 => {
+                            refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            std::thread::sleep(Duration::from_millis(500));
+                        }
+                        _ => panic!("group {i} answered {status}: {answer}"),
+                    }
+                }
+                panic!("group {i} was refused for five minutes");
+            })
+        })
+        .collect();
+    let mut accepted: Vec<String> = senders.into_iter().map(|s| s.join().expect("a sender")).collect();
+    accepted.sort();
+    accepted.dedup();
+    assert_eq!(accepted.len(), STORM_GROUPS, "accepted group keys");
+    let hooks = receiver.wait_for("/hook", STORM_GROUPS, Duration::from_secs(600), &serve);
+    let wall = started.elapsed();
+    let after = prometheus_work(&prom);
+    // Alertmanager sends an accepted group again (its group_interval, or a retry after a lost
+    // answer): a duplicate, not a second diagnosis.
+    for i in 0..5 {
+        let (status, answer) = serve.notify(storm_notification(i, now).to_string().as_bytes(), Some(&bearer()));
+        assert_eq!((status, answer["status"].as_str()), (200, Some("duplicate")), "group {i} sent again: {answer}");
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let hooks_then = receiver.hits("/hook");
+    assert_eq!(hooks_then.len(), hooks.len(), "deliveries after the storm was over");
+    let mut delivered: Vec<String> = Vec::new();
+    for h in &hooks_then {
+        let doc: Value = serde_json::from_str(&h.body).unwrap_or_else(|e| panic!("a delivery that is not JSON ({e}): {}", h.body));
+        assert_eq!(doc["run"]["status"], "diagnosed", "a failed diagnosis: {}", doc["run"]);
+        assert!(doc["findings"].is_array(), "a delivery without the report: {}", doc["run"]);
+        delivered.push(doc["trigger"]["groupKey"].as_str().unwrap_or_default().to_string());
+    }
+    delivered.sort();
+    let n = delivered.len();
+    delivered.dedup();
+    assert_eq!(n, delivered.len(), "a group's diagnosis was delivered more than once");
+    assert_eq!(delivered, accepted, "the groups delivered are not the groups sent");
+    let refused = refused.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(refused > 0, "the storm never filled the queue: the test did not exercise the 503s");
+    eprintln!(
+        "storm: {STORM_GROUPS} groups, {refused} answers 503 (sent again), delivered in {:.1}s; Prometheus: {} queries, {:.2}s of its own evaluation",
+        wall.as_secs_f64(),
+        after.1 - before.1,
+        after.0 - before.0
+    );
 }
