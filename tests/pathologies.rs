@@ -97,6 +97,13 @@ fn check(name: &str) -> Value {
             assert!(elsewhere.is_empty(), "{name}: findings for healthy models: {elsewhere:#?}");
         }
     }
+    // Time by hop: the hop that grew is named for the incident's model.
+    if let Some(hop) = &ex.grew {
+        let model = ex.model.as_deref().expect("grew needs a model");
+        let split = report["hops"].as_array().and_then(|h| h.iter().find(|s| s["scope"]["model_name"] == model));
+        let split = split.unwrap_or_else(|| panic!("{name}: no time by hop for {model}: {:#}", report["hops"]));
+        assert_eq!(split["grew"], hop.as_str(), "{name}: time by hop {split:#}");
+    }
     if ex.cold_start {
         let f = findings.first().unwrap_or_else(|| panic!("{name}: no finding, expected a cold start"));
         assert_eq!(f["severity"], "info", "{name}: a cold start is info: {:#?}", summary(&report));
@@ -249,6 +256,18 @@ fn an_slo_target_under_the_first_custom_bucket_is_not_read_as_a_burn_and_names_t
     let report = check("custom-buckets-near");
     let text = report["not_evaluated"].to_string() + &report["warnings"].to_string();
     assert!(text.contains("under the histogram's first bucket (1 s)") && text.contains("--custom-histogram-buckets"), "{text}");
+}
+
+#[test]
+fn the_time_by_hop_names_the_queue_under_load_and_decode_when_decode_slowed() {
+    // Their expectations' `grew` (explain.rs checks the rest of these scenarios).
+    for name in ["load-exceeds-capacity", "slow-decode"] {
+        let report = check(name);
+        let quiet = report["hops"].as_array().unwrap().iter().filter(|s| s["scope"]["model_name"] != "meta-llama/Llama-3.1-8B-Instruct");
+        for s in quiet {
+            assert!(s["grew"].is_null(), "{name}: a healthy model's hop grew: {s:#}");
+        }
+    }
 }
 
 #[test]

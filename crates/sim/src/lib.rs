@@ -78,6 +78,7 @@
 //! no_cause = false                  # true: no finding is tied to any event
 //! cold_start = false                # true: the first finding is a replica's cold start (info)
 //! binding = "max-num-seqs"          # the limit the report's `binding` names for `model`
+//! grew = "input-processing"         # the hop the report's time by hop names as grown for `model`
 //! ```
 //!
 //! Every vLLM series carries `job="vllm"`, `instance`, `pod`, `namespace="inference"` and
@@ -254,7 +255,12 @@ pub struct Expectation {
     /// Signals the report must list as changed and unexplained for `model` (what else moved),
     /// beginning where the incident does (within two trend steps).
     pub unexplained: Vec<String>,
+    /// The hop the report's time by hop must name as grown for `model` (one of [`HOPS`]).
+    pub grew: Option<String>,
 }
+
+/// The hops of a request's path the report's `hops` names (vllm-diag's explain::hops).
+pub const HOPS: [&str; 6] = ["router", "input-processing", "engine-queue", "kv-transfer", "prefill", "decode"];
 
 /// The limits a report's `binding` names (vllm-diag's `LimitKind`).
 pub const BINDING_LIMITS: [&str; 6] = ["kv-cache", "max-num-seqs", "max-num-batched-tokens", "deferred", "stalled", "none"];
@@ -422,6 +428,8 @@ struct RawExpect {
     cold_start: bool,
     #[serde(default)]
     unexplained: Vec<String>,
+    #[serde(default)]
+    grew: Option<String>,
 }
 
 fn yes() -> bool {
@@ -736,6 +744,14 @@ impl ScenarioSpec {
                     return Err(invalid("expect.binding", "names the limit for a model: it needs model".into()));
                 }
             }
+            if let Some(hop) = &e.grew {
+                if !HOPS.contains(&hop.as_str()) {
+                    return Err(invalid("expect.grew", format!("{hop:?} is not a hop ({})", HOPS.join(", "))));
+                }
+                if e.model.is_none() {
+                    return Err(invalid("expect.grew", "names the hop that grew for a model: it needs first and model".into()));
+                }
+            }
             if e.stood_in && e.first.is_none() {
                 return Err(invalid("expect.stood_in", "says how the first finding was reached: it needs first and model".into()));
             }
@@ -801,7 +817,7 @@ impl ScenarioSpec {
                 binding: e.binding,
                 cold_start: e.cold_start,
                 unexplained: e.unexplained,
-
+                grew: e.grew,
             };
         }
         Ok(spec)
