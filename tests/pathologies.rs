@@ -201,6 +201,14 @@ scenarios! {
     iteration_tokens_collapse_near_miss => "iteration-tokens-collapse-near",
     ttft_unattributed => "ttft-unattributed",
     ttft_unattributed_near_miss => "ttft-unattributed-near",
+    router_saturated => "router-saturated",
+    router_saturated_near_miss => "router-saturated-near",
+    routing_skew => "routing-skew",
+    routing_skew_near_miss => "routing-skew-near",
+    backend_cut_off => "backend-cut-off",
+    backend_cut_off_near_miss => "backend-cut-off-near",
+    router_retries => "router-retries",
+    router_retries_near_miss => "router-retries-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.
@@ -256,6 +264,22 @@ fn an_slo_target_under_the_first_custom_bucket_is_not_read_as_a_burn_and_names_t
     let report = check("custom-buckets-near");
     let text = report["not_evaluated"].to_string() + &report["warnings"].to_string();
     assert!(text.contains("under the histogram's first bucket (1 s)") && text.contains("--custom-histogram-buckets"), "{text}");
+}
+
+#[test]
+fn a_saturated_router_in_front_of_healthy_engines_is_found_under_a_selector_on_the_model_and_its_wait_is_the_routers_hop() {
+    // The router's series carry no model label: discovery and its queries look for them without
+    // the selector's model matcher, and attribute them through the workers' engines.
+    let (_, report, stderr, _) = explain("router-saturated", &["--selector", r#"model_name="meta-llama/Llama-3.1-8B-Instruct""#]);
+    let f = &report["findings"][0];
+    assert_eq!(f["rule"], "router-saturated", "{stderr}: {:#?}", summary(&report));
+    let (router, base) = evidence_of(f, "router_duration_mean");
+    assert!(router > 1.5 && base < 0.01, "router {base} -> {router}");
+    let split = &report["hops"][0];
+    assert_eq!(split["grew"], "router", "{split:#}");
+    let hops = split["hops"].as_array().unwrap();
+    assert!(hops.iter().filter(|h| h["hop"] != "router" && h["hop"] != "decode").all(|h| h["window"].as_f64().unwrap_or(0.0) < 0.15), "{split:#}");
+    assert!(split["text"].as_str().unwrap().contains("at the router, engine hops unchanged"), "{split:#}");
 }
 
 #[test]

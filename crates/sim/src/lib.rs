@@ -46,6 +46,9 @@
 //!                                   #   compute-bound at the power cap as the state's work asks
 //! preemption_detail = true          # optional (false): vllm:num_preemptions_by_reason{reason} and
 //!                                   #   the per-request histogram vllm:request_num_preemptions (V1)
+//! router = "vllm-router"           # optional: vLLM's router in front of the model (its own target,
+//!                                   #   families read from vllm-router 0.1.17, see router.rs)
+//! router_policy = "consistent_hash" # optional (round_robin): the router's --policy (a label)
 //! custom_buckets = { time_to_first_token = [1, 5, 60] }  # optional: vLLM's --custom-histogram-buckets
 //!                                   #   (families time_to_first_token, inter_token_latency and
 //!                                   #   request_latency: queue, prefill, decode, E2E), ascending bounds
@@ -97,6 +100,7 @@ use serde::Deserialize;
 mod events;
 mod openmetrics;
 pub mod real_gpu;
+mod router;
 mod sim;
 mod state;
 
@@ -147,6 +151,17 @@ pub enum KvConnector {
     Lmcache,
 }
 
+/// A router in front of a model's replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum RouterKind {
+    /// vLLM's router (`vllm-router` on PyPI): its own target, exporting `vllm_router_*`.
+    #[serde(rename = "vllm-router")]
+    VllmRouter,
+}
+
+/// The routing policies vLLM's router 0.1.17 takes (`--policy`), as its decisions' `policy` label.
+pub const ROUTER_POLICIES: [&str; 7] = ["random", "round_robin", "cache_aware", "kv_aware", "power_of_two", "consistent_hash", "sticky_least_loaded"];
+
 /// A real GPU whose recorded samples a model's DCGM series replay (see `real_gpu.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub enum RealGpu {
@@ -179,6 +194,9 @@ pub struct ModelSpec {
     /// vLLM's `--custom-histogram-buckets`: bucket bounds by family key (`time_to_first_token`,
     /// `inter_token_latency`, `request_latency`), replacing the defaults.
     pub custom_buckets: std::collections::BTreeMap<String, Vec<f64>>,
+    /// A router in front of the replicas, and its policy (one of [`ROUTER_POLICIES`]).
+    pub router: Option<RouterKind>,
+    pub router_policy: String,
 }
 
 /// The bucket families `custom_buckets` may set (vLLM's keys for the latency histograms).
@@ -200,6 +218,8 @@ impl ModelSpec {
             dcgm: false,
             gpu: None,
             custom_buckets: Default::default(),
+            router: None,
+            router_policy: "round_robin".to_string(),
         }
     }
 
@@ -388,6 +408,10 @@ struct RawModel {
     gpu: Option<RealGpu>,
     #[serde(default)]
     custom_buckets: std::collections::BTreeMap<String, Vec<f64>>,
+    #[serde(default)]
+    router: Option<RouterKind>,
+    #[serde(default)]
+    router_policy: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -571,6 +595,10 @@ impl ScenarioSpec {
                     return Err(invalid(&field, format!("custom_buckets.{family}: give positive bounds in ascending order")));
                 }
             }
+            let router_policy = m.router_policy.unwrap_or_else(|| "round_robin".to_string());
+            if !ROUTER_POLICIES.contains(&router_policy.as_str()) {
+                return Err(invalid(&field, format!("router_policy {router_policy:?} is not one of vllm-router's policies ({})", ROUTER_POLICIES.join(", "))));
+            }
             models.push(ModelSpec {
                 name: m.name,
                 replicas: m.replicas,
@@ -584,6 +612,8 @@ impl ScenarioSpec {
                 dcgm: m.dcgm || m.gpu.is_some(),
                 gpu: m.gpu,
                 custom_buckets: m.custom_buckets,
+                router: m.router,
+                router_policy,
             });
         }
 
@@ -623,6 +653,9 @@ impl ScenarioSpec {
                 }
                 if needs.dcgm && !model.dcgm {
                     return Err(lacks("dcgm = true"));
+                }
+                if needs.router && model.router.is_none() {
+                    return Err(lacks("router = \"vllm-router\""));
                 }
                 if needs.real_gpu && model.gpu.is_none() {
                     return Err(lacks("gpu = \"h200\" (its story is the real board's power cap and clocks)"));

@@ -116,7 +116,7 @@ impl Generated {
 
 /// Every family a replica exports, in output order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Fam {
+pub(crate) enum Fam {
     Up,
     CacheConfig,
     Running,
@@ -177,6 +177,16 @@ enum Fam {
     PowerLimit,
     PowerLimitDefault,
     MemClock,
+    // vLLM's router in front of a model (router.rs), after the others for the same reason.
+    RouterRequests,
+    RouterProcessed,
+    RouterDecisions,
+    RouterCbState,
+    RouterCbOutcomes,
+    RouterWorkerHealth,
+    RouterActiveWorkers,
+    RouterGenerateDuration,
+    RouterRetries,
 }
 
 impl Fam {
@@ -240,11 +250,20 @@ impl Fam {
             Fam::PowerLimit => "DCGM_FI_DEV_POWER_MGMT_LIMIT",
             Fam::PowerLimitDefault => "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF",
             Fam::MemClock => "DCGM_FI_DEV_MEM_CLOCK",
+            Fam::RouterRequests => "vllm_router_requests",
+            Fam::RouterProcessed => "vllm_router_processed_requests",
+            Fam::RouterDecisions => "vllm_router_policy_decisions",
+            Fam::RouterCbState => "vllm_router_cb_state",
+            Fam::RouterCbOutcomes => "vllm_router_cb_outcomes",
+            Fam::RouterWorkerHealth => "vllm_router_worker_health",
+            Fam::RouterActiveWorkers => "vllm_router_active_workers",
+            Fam::RouterGenerateDuration => "vllm_router_generate_duration_seconds",
+            Fam::RouterRetries => "vllm_router_retries",
         }
     }
 
     /// The stored family name: OpenTelemetry pipelines rewrite `vllm:` to `vllm_`.
-    fn name(self, generation: MetricsGeneration) -> String {
+    pub(crate) fn name(self, generation: MetricsGeneration) -> String {
         let base = self.base_name(generation);
         match base.strip_prefix("vllm:") {
             Some(rest) if generation == MetricsGeneration::V1Otel => format!("vllm_{rest}"),
@@ -252,8 +271,12 @@ impl Fam {
         }
     }
 
-    fn kind(self) -> Kind {
+    pub(crate) fn kind(self) -> Kind {
         match self {
+            Fam::RouterRequests | Fam::RouterProcessed | Fam::RouterDecisions | Fam::RouterCbOutcomes | Fam::RouterRetries => {
+                Kind::Counter
+            }
+            Fam::RouterGenerateDuration => Kind::Histogram,
             Fam::PromptTokens
             | Fam::GenerationTokens
             | Fam::Preemptions
@@ -345,6 +368,16 @@ impl Fam {
             Fam::KsmContainerInfo => "Information about a container in a pod.",
             Fam::KsmRestarts => "The number of container restarts per container.",
             Fam::ProcessMemory => "Resident memory size in bytes.",
+            // vllm-router 0.1.17's own HELP texts.
+            Fam::RouterRequests => "Total number of requests by route and method",
+            Fam::RouterProcessed => "Total requests processed by each worker",
+            Fam::RouterDecisions => "Total routing policy decisions by policy and worker",
+            Fam::RouterCbState => "Circuit breaker state per worker (0=closed, 1=open, 2=half_open)",
+            Fam::RouterCbOutcomes => "Total number of circuit breaker outcomes by worker and outcome type (success/failure)",
+            Fam::RouterWorkerHealth => "Worker health status (1=healthy, 0=unhealthy)",
+            Fam::RouterActiveWorkers => "Number of currently active workers",
+            Fam::RouterGenerateDuration => "Generate request duration",
+            Fam::RouterRetries => "Total number of request retries by route",
         }
     }
 }
@@ -402,19 +435,19 @@ pub(crate) fn format_le(bound: f64) -> String {
 
 /// A histogram being filled: per-bucket counts (the last is `+Inf`) and the sum.
 #[derive(Debug, Clone)]
-struct Hist {
-    bounds: Vec<f64>,
-    counts: Vec<u64>,
-    sum: f64,
+pub(crate) struct Hist {
+    pub(crate) bounds: Vec<f64>,
+    pub(crate) counts: Vec<u64>,
+    pub(crate) sum: f64,
 }
 
 impl Hist {
-    fn new(bounds: &[f64]) -> Hist {
+    pub(crate) fn new(bounds: &[f64]) -> Hist {
         Hist { bounds: bounds.to_vec(), counts: vec![0; bounds.len() + 1], sum: 0.0 }
     }
 
     /// Record `n` observations of `v`.
-    fn observe(&mut self, v: f64, n: u64) {
+    pub(crate) fn observe(&mut self, v: f64, n: u64) {
         if n == 0 || !v.is_finite() {
             return;
         }
@@ -475,7 +508,7 @@ const R_ERROR: usize = 3;
 const HTTP_STATUSES: [&str; 3] = ["2xx", "4xx", "5xx"];
 const ADMISSION_REASON: &str = "max_num_queued_reqs";
 
-fn lognormal(rng: &mut ChaCha8Rng, median: f64, sigma: f64) -> f64 {
+pub(crate) fn lognormal(rng: &mut ChaCha8Rng, median: f64, sigma: f64) -> f64 {
     let z: f64 = StandardNormal.sample(rng);
     median * (sigma * z).exp()
 }
@@ -493,7 +526,7 @@ fn poisson(rng: &mut ChaCha8Rng, lambda: f64) -> u64 {
     }
 }
 
-fn binomial(rng: &mut ChaCha8Rng, n: u64, p: f64) -> u64 {
+pub(crate) fn binomial(rng: &mut ChaCha8Rng, n: u64, p: f64) -> u64 {
     if n == 0 || p.is_nan() || p <= 0.0 {
         return 0;
     }
@@ -527,7 +560,7 @@ fn slug(text: &str) -> String {
 }
 
 /// One host-name stem per model, unique across the fleet.
-fn host_stems(models: &[ModelSpec]) -> Vec<String> {
+pub(crate) fn host_stems(models: &[ModelSpec]) -> Vec<String> {
     let short: Vec<String> = models.iter().map(|m| slug(m.name.rsplit('/').next().unwrap_or(&m.name))).collect();
     let unique = |v: &[String]| {
         let mut s = v.to_vec();
@@ -713,15 +746,15 @@ impl Trace {
 
 /// The state a replica is in during one interval.
 #[derive(Debug, Clone, Copy)]
-struct Moment {
-    st: StateParams,
+pub(crate) struct Moment {
+    pub(crate) st: StateParams,
     /// Arrival multiplier of this replica (state, ramp and weights together).
     mult: f64,
     /// How far through the state's span the interval starts and ends, 0..1.
-    frac_prev: f64,
-    frac: f64,
+    pub(crate) frac_prev: f64,
+    pub(crate) frac: f64,
     /// Whether this replica is the one `incident.replica` names.
-    singled: bool,
+    pub(crate) singled: bool,
 }
 
 /// The GPU as DCGM sees it.
@@ -804,6 +837,8 @@ struct Replica<'a> {
     /// AR(1) noise states: waiting, KV usage, running, GPU utilisation, clock, temperature, power.
     noise: [f64; 7],
     prompts: Vec<f64>,
+    /// The last interval's arrivals and their seconds of input processing (for a router in front).
+    pub(crate) interval: (f64, f64),
 }
 
 impl<'a> Replica<'a> {
@@ -928,6 +963,7 @@ impl<'a> Replica<'a> {
             blocks: gpu_blocks as f64,
             noise: [0.0; 7],
             prompts: Vec::new(),
+            interval: (0.0, 0.0),
         }
     }
 
@@ -1041,6 +1077,7 @@ impl<'a> Replica<'a> {
         self.scraped = st.scraped;
         self.sleep = st.sleep;
         self.steps += 1;
+        self.interval = (0.0, 0.0);
         self.rss += (HEALTHY_RSS_CREEP + st.memory_growth_per_s) * secs;
         self.drift();
         self.update_gpu(&st, secs);
@@ -1085,6 +1122,7 @@ impl<'a> Replica<'a> {
         let base_rate =
             if st.arrivals_at_capacity { self.cap / wl.mean_service_s(&st).max(1e-3) } else { self.model.rate };
         let arrivals = poisson(&mut self.rng, base_rate * m.mult * secs);
+        self.interval.0 = arrivals as f64;
         let n5xx = binomial(&mut self.rng, arrivals, st.http_5xx_share);
         let n4xx = binomial(&mut self.rng, arrivals - n5xx, wl.http_4xx_share);
         let admitted = arrivals - n5xx - n4xx;
@@ -1161,6 +1199,7 @@ impl<'a> Replica<'a> {
             // Drawn only when the state has it, so other states' random streams stay as they were.
             let input = if st.input_s > 0.0 { lognormal(rng, st.input_s, 0.2) } else { 0.0 };
             let ttft = input + queue + prefill;
+            self.interval.1 += input;
             let req_itl = lognormal(rng, itl_median, wl.itl_request_sigma);
             let tokens_after_first = (out - 1.0).max(0.0) as u64;
             let mut decode = 0.0;
@@ -1478,7 +1517,7 @@ impl Replica<'_> {
 }
 
 /// The state replica `ri` of `model` is in during the interval `(prev_ms, now_ms]`.
-fn state_at(spec: &ScenarioSpec, model: &ModelSpec, ri: u32, prev_ms: i64, now_ms: i64) -> Moment {
+pub(crate) fn state_at(spec: &ScenarioSpec, model: &ModelSpec, ri: u32, prev_ms: i64, now_ms: i64) -> Moment {
     let shares = model.arrival_shares();
     let base_share = shares.get(ri as usize).copied().unwrap_or(1.0);
     let healthy = Moment { st: StateParams::HEALTHY, mult: base_share, frac_prev: 0.0, frac: 0.0, singled: false };
@@ -1512,7 +1551,18 @@ fn state_at(spec: &ScenarioSpec, model: &ModelSpec, ri: u32, prev_ms: i64, now_m
         base_share
     };
     let mult = p.arrivals + (p.arrivals_at_end - p.arrivals) * frac;
+    // A circuit the router holds open: that replica gets nothing, its peers its share.
+    let share = match (circuit_open(&p, frac_prev, frac), singled) {
+        (true, true) => 0.0,
+        (true, false) if shares.len() > 1 => share * shares.len() as f64 / (shares.len() - 1) as f64,
+        _ => share,
+    };
     Moment { st: p, mult: mult * share, frac_prev, frac, singled }
+}
+
+/// Whether the router holds the singled replica's circuit open during `(frac_prev, frac]`.
+pub(crate) fn circuit_open(p: &StateParams, frac_prev: f64, frac: f64) -> bool {
+    p.router_open.iter().any(|(a, b)| frac_prev < *b && frac > *a)
 }
 
 /// KV-cache blocks sized so the healthy working set fills [`HEALTHY_KV`] of them: expected
@@ -1542,6 +1592,8 @@ pub(crate) fn simulate(spec: &ScenarioSpec) -> Generated {
     for (mi, model) in spec.models.iter().enumerate() {
         let blocks = gpu_blocks(model);
         let factors = serving_factors(model, &lives[mi], &times_ms);
+        // Each replica's arrivals and input seconds per sample, for a router in front.
+        let mut trails: Vec<Vec<(f64, f64)>> = Vec::new();
         for (ri, replica_names) in (0..model.replicas).zip(&names[mi]) {
             let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
             rng.set_stream(((mi as u64) << 32) | u64::from(ri));
@@ -1554,6 +1606,7 @@ pub(crate) fn simulate(spec: &ScenarioSpec) -> Generated {
             replica.prime(secs);
             replica.present = life.phase(times_ms[0]) != Phase::Absent;
             replica.emit(&mut trace);
+            let mut trail = vec![(0.0, 0.0)];
             for (k, w) in times_ms.windows(2).enumerate() {
                 let mut moment = state_at(spec, model, ri, w[0], w[1]);
                 let phase = life.phase(w[1]);
@@ -1577,8 +1630,15 @@ pub(crate) fn simulate(spec: &ScenarioSpec) -> Generated {
                     }
                 }
                 replica.emit(&mut trace);
+                trail.push(replica.interval);
             }
+            trails.push(trail);
             for (fam, metric) in trace.finish() {
+                by_family.entry(fam).or_default().push(metric);
+            }
+        }
+        if model.router.is_some() {
+            for (fam, metric) in super::router::series(spec, mi, &names[mi], &trails, &times_ms) {
                 by_family.entry(fam).or_default().push(metric);
             }
         }
