@@ -209,6 +209,10 @@ scenarios! {
     backend_cut_off_near_miss => "backend-cut-off-near",
     router_retries => "router-retries",
     router_retries_near_miss => "router-retries-near",
+    kv_transfer_slow => "kv-transfer-slow",
+    kv_transfer_slow_near_miss => "kv-transfer-slow-near",
+    kv_transfer_rate_impossible => "kv-transfer-rate-impossible",
+    kv_transfer_rate_impossible_near_miss => "kv-transfer-rate-impossible-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

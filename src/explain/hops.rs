@@ -9,10 +9,10 @@
 //! - `router`: a router's own time before the engine answered, less what the engine accounts for
 //!   before it answers (vllm-router: `router_duration_mean` less `input_processing_mean`); or a
 //!   gateway's time to first token less the engine's (`gateway_ttft_mean` less `ttft_mean`);
-//! - `input-processing`: `input_processing_mean` (TTFT less queue, prefill and, where exported, the
-//!   KV transfer);
-//! - `engine-queue`: `queue_mean`; `kv-transfer`: `kv_transfer_mean`; `prefill`: `prefill_mean`;
-//!   `decode`: `decode_mean`.
+//! - `input-processing`: `input_processing_mean` (TTFT less queue and prefill);
+//! - `engine-queue`: `queue_mean`, less `kv_transfer_mean` where NIXL exports it (vLLM records a
+//!   disaggregated request scheduled once its KV has arrived: the transfer is in its queue time);
+//! - `kv-transfer`: `kv_transfer_mean`; `prefill`: `prefill_mean`; `decode`: `decode_mean`.
 //!
 //! A hop grew when its mean rose at least [`GREW_FLOOR_S`] and at least [`GREW_RATIO`] times its
 //! baseline; the one that rose most is named. A hop whose metrics are not in the data for a scope
@@ -91,17 +91,18 @@ fn split_one(table: &SignalTable, scope: &Scope) -> Option<HopSplit> {
             hop("router", (None, None), "a router's or gateway's own duration (vllm_router_generate_duration_seconds, a gateway's time to first token)")
         }
     };
-    let mut hops = vec![
-        router,
-        hop("input-processing", input, "input_processing_mean"),
-        hop("engine-queue", read(table, "queue_mean", scope), "queue_mean"),
-    ];
+    // A disaggregated request waits for its KV in the decode instance's queue: vLLM records it
+    // scheduled once the transfer is done, so its queue time holds the transfer's.
+    let queue = read(table, "queue_mean", scope);
     let transfer = read(table, "kv_transfer_mean", scope);
-    hops.push(if transfer.0.is_some() {
-        hop("kv-transfer", transfer, "kv_transfer_mean")
+    let mut hops = vec![router, hop("input-processing", input, "input_processing_mean")];
+    if transfer.0.is_some() {
+        hops.push(hop("engine-queue", less(queue, transfer), "queue_mean less kv_transfer_mean"));
+        hops.push(hop("kv-transfer", transfer, "kv_transfer_mean"));
     } else {
-        hop("kv-transfer", (None, None), "vllm:nixl_xfer_time_seconds (NIXL only: without disaggregated prefill there is no transfer; another connector's stays in input processing)")
-    });
+        hops.push(hop("engine-queue", queue, "queue_mean"));
+        hops.push(hop("kv-transfer", (None, None), "vllm:nixl_xfer_time_seconds (NIXL only: without disaggregated prefill there is no transfer; another connector's stays in the queue time)"));
+    }
     hops.push(hop("prefill", read(table, "prefill_mean", scope), "prefill_mean"));
     hops.push(hop("decode", read(table, "decode_mean", scope), "decode_mean"));
     let router_w = hops[0].window.unwrap_or(0.0);
@@ -197,11 +198,17 @@ mod tests {
 
     #[test]
     fn without_router_metrics_the_router_is_not_seen_and_a_transfer_that_grew_is_named() {
+        // The transfer is in the queue time (vLLM schedules the request once its KV came): the
+        // queue hop is what is left of it.
         let mut rows = ENGINE.to_vec();
+        rows[1] = ("queue_mean", 0.33, 0.059);
         rows.push(("kv_transfer_mean", 0.28, 0.009));
         let s = &split(&table(&rows))[0];
         assert_eq!(s.grew.as_deref(), Some("kv-transfer"));
         assert!(!s.hops[0].seen && s.hops[0].window.is_none());
+        let queue = &s.hops[2];
+        assert_eq!(queue.hop, "engine-queue");
+        assert!((queue.window.unwrap() - 0.05).abs() < 1e-9 && (queue.baseline.unwrap() - 0.05).abs() < 1e-9, "{queue:?}");
         assert!(s.text.contains("in the KV transfer, other hops unchanged; not seen: router"), "{}", s.text);
     }
 

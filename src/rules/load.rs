@@ -387,6 +387,7 @@ const UNITS: &[&str] = &[
     "watts",
     "percent",
     "bytes",
+    "bytes_per_second",
 ];
 
 fn valid_id(id: &str, allow_underscore: bool) -> bool {

@@ -187,6 +187,8 @@ pub(crate) enum Fam {
     RouterActiveWorkers,
     RouterGenerateDuration,
     RouterRetries,
+    // NIXL's bytes per transfer (issue 48, item 5), after the others for the same reason.
+    NixlBytes,
 }
 
 impl Fam {
@@ -259,6 +261,7 @@ impl Fam {
             Fam::RouterActiveWorkers => "vllm_router_active_workers",
             Fam::RouterGenerateDuration => "vllm_router_generate_duration_seconds",
             Fam::RouterRetries => "vllm_router_retries",
+            Fam::NixlBytes => "vllm:nixl_bytes_transferred",
         }
     }
 
@@ -306,6 +309,7 @@ impl Fam {
             | Fam::ParamsN
             | Fam::IterationTokens
             | Fam::NixlXfer
+            | Fam::NixlBytes
             | Fam::ReqPreemptions => Kind::Histogram,
             _ => Kind::Gauge,
         }
@@ -378,6 +382,7 @@ impl Fam {
             Fam::RouterActiveWorkers => "Number of currently active workers",
             Fam::RouterGenerateDuration => "Generate request duration",
             Fam::RouterRetries => "Total number of request retries by route",
+            Fam::NixlBytes => "Bytes one NIXL KV transfer moved.",
         }
     }
 }
@@ -396,6 +401,11 @@ const ITERATION_BUCKETS: &[f64] =
     &[1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0];
 const N_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0];
 const NIXL_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// Bounds for bytes per NIXL transfer (1 MB to 10 GB; the tool reads only its `_sum`).
+const NIXL_BYTES_BUCKETS: &[f64] = &[1e6, 1e7, 1e8, 1e9, 1e10];
+/// KV-cache bytes one prompt token takes (an 8B Llama: 32 layers x 8 KV heads x 128 x K and V x
+/// 2 bytes): what a transfer moves per prompt token.
+const KV_BYTES_PER_TOKEN: f64 = 131_072.0;
 
 /// An H100 80GB HBM3's framebuffer, MiB, and what the driver reserves of it.
 const FB_TOTAL_MIB: f64 = 81_559.0;
@@ -479,7 +489,9 @@ const H_ITERATION: usize = 10;
 const H_NIXL: usize = 11;
 /// Only for models with `preemption_detail`.
 const H_PREEMPTIONS: usize = 12;
-const HIST_FAMS: [Fam; 13] = [
+/// Only for models with a NIXL connector.
+const H_NIXL_BYTES: usize = 13;
+const HIST_FAMS: [Fam; 14] = [
     Fam::Ttft,
     Fam::Itl,
     Fam::Queue,
@@ -493,6 +505,7 @@ const HIST_FAMS: [Fam; 13] = [
     Fam::IterationTokens,
     Fam::NixlXfer,
     Fam::ReqPreemptions,
+    Fam::NixlBytes,
 ];
 /// vLLM's buckets for `request_num_preemptions`.
 const PREEMPTION_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0];
@@ -913,6 +926,7 @@ impl<'a> Replica<'a> {
                 Fam::ParamsN => Hist::new(N_BUCKETS),
                 Fam::IterationTokens => Hist::new(ITERATION_BUCKETS),
                 Fam::NixlXfer => Hist::new(NIXL_BUCKETS),
+                Fam::NixlBytes => Hist::new(NIXL_BYTES_BUCKETS),
                 Fam::ReqPreemptions => Hist::new(PREEMPTION_BUCKETS),
                 _ => Hist::new(&token_buckets),
             })
@@ -1218,10 +1232,17 @@ impl<'a> Replica<'a> {
                 let z: f64 = StandardNormal.sample(&mut self.rng);
                 (st.prefix_hit_ratio * (1.0 + 0.3 * z)).clamp(0.0, 1.0)
             };
-            if nixl {
+            // A disaggregated request waits in the decode instance's queue for its KV: vLLM
+            // records it scheduled only once the transfer is done (WAITING_FOR_REMOTE_KVS comes
+            // before the SCHEDULED event), so the transfer is in its queue time and its TTFT.
+            let (queue, ttft) = if nixl {
                 let x = lognormal(&mut self.rng, wl.nixl_median_s * st.nixl_xfer, wl.nixl_sigma);
-                self.hists[H_NIXL].observe(x, 1);
-            }
+                self.hists[H_NIXL].observe(x * st.nixl_time_scale, 1);
+                self.hists[H_NIXL_BYTES].observe(prompt * KV_BYTES_PER_TOKEN, 1);
+                (queue + x, ttft + x)
+            } else {
+                (queue, ttft)
+            };
             let h = &mut self.hists;
             h[H_TTFT].observe(ttft, 1);
             if reason == R_ABORT && !self.counts_aborts {
@@ -1456,7 +1477,7 @@ impl<'a> Replica<'a> {
             }
         }
         for (i, fam) in HIST_FAMS.iter().enumerate() {
-            if *fam == Fam::NixlXfer && self.model.kv_connector != Some(KvConnector::Nixl) {
+            if matches!(fam, Fam::NixlXfer | Fam::NixlBytes) && self.model.kv_connector != Some(KvConnector::Nixl) {
                 continue;
             }
             if *fam == Fam::ReqPreemptions && !(v1 && self.model.preemption_detail) {

@@ -119,6 +119,16 @@ pub enum IncidentKind {
     SpecDecodeInefficient,
     /// Acceptance falls to 0.45.
     SpecDecodeInefficientNear,
+    /// NIXL KV transfers take 30 times longer (a congested or misrouted link): each request waits
+    /// for its KV in the decode instance's queue, as vLLM records it (scheduled once its KV came).
+    KvTransferSlow,
+    /// Transfers twice as long.
+    KvTransferSlowNear,
+    /// The transfer-time histogram records a thousandth of each transfer's time (a unit slip):
+    /// bytes over time read 1,000 times any link's rate. Nothing else changes.
+    KvTransferRateImpossible,
+    /// Transfers ten times faster, and recorded as such: a fast link, about 100 GB/s.
+    KvTransferRateImpossibleNear,
     /// NIXL KV transfers fail 0.5/s per replica and take 5x longer.
     KvTransferFailures,
     /// No failures; transfers 20% slower.
@@ -214,7 +224,7 @@ pub struct Needs {
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 76] = [
+    pub const ALL: [IncidentKind; 80] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -289,6 +299,10 @@ impl IncidentKind {
         IncidentKind::BackendCutOffNear,
         IncidentKind::RouterRetries,
         IncidentKind::RouterRetriesNear,
+        IncidentKind::KvTransferSlow,
+        IncidentKind::KvTransferSlowNear,
+        IncidentKind::KvTransferRateImpossible,
+        IncidentKind::KvTransferRateImpossibleNear,
         IncidentKind::TtftUnattributed,
         IncidentKind::TtftUnattributedNear,
     ];
@@ -370,6 +384,10 @@ impl IncidentKind {
             IncidentKind::RoutingSkewNear => "routing-skew-near",
             IncidentKind::BackendCutOff => "backend-cut-off",
             IncidentKind::BackendCutOffNear => "backend-cut-off-near",
+            IncidentKind::KvTransferSlow => "kv-transfer-slow",
+            IncidentKind::KvTransferSlowNear => "kv-transfer-slow-near",
+            IncidentKind::KvTransferRateImpossible => "kv-transfer-rate-impossible",
+            IncidentKind::KvTransferRateImpossibleNear => "kv-transfer-rate-impossible-near",
             IncidentKind::RouterRetries => "router-retries",
             IncidentKind::RouterRetriesNear => "router-retries-near",
         }
@@ -427,7 +445,7 @@ impl IncidentKind {
                 n.v1 = true;
                 n.spec_decode = true;
             }
-            K::KvTransferFailures => {
+            K::KvTransferFailures | K::KvTransferSlow | K::KvTransferRateImpossible => {
                 n.v1 = true;
                 n.nixl = true;
             }
@@ -706,6 +724,10 @@ impl IncidentKind {
             K::TtftUnattributed => StateParams { input_s: 0.3, ..h },
             K::TtftUnattributedNear => StateParams { input_s: 0.1, ..h },
             K::KvTransferFailures => StateParams { nixl_failures_per_s: 0.5, nixl_xfer: 5.0, ..h },
+            K::KvTransferSlow => StateParams { nixl_xfer: 30.0, ..h },
+            K::KvTransferSlowNear => StateParams { nixl_xfer: 2.0, ..h },
+            K::KvTransferRateImpossible => StateParams { nixl_time_scale: 0.001, ..h },
+            K::KvTransferRateImpossibleNear => StateParams { nixl_xfer: 0.1, ..h },
             // x1.3 underneath reads as x1.2 through the histogram's buckets
             K::KvTransferFailuresNear => StateParams { nixl_xfer: 1.3, ..h },
             K::KvCacheLeak => StateParams { kv_usage: Level::Ramp(0.45, 0.9), ..h },
@@ -992,6 +1014,8 @@ pub struct StateParams {
     pub nixl_failures_per_s: f64,
     /// NIXL transfer-time multiplier.
     pub nixl_xfer: f64,
+    /// What the transfer-time histogram records of each transfer's real time (1: all of it).
+    pub nixl_time_scale: f64,
     /// Bytes a second by which the server process's resident memory grows (a leak).
     pub memory_growth_per_s: f64,
     /// Decode steps taken for the same work, as a multiple of the healthy number (1): more steps,
@@ -1049,6 +1073,7 @@ impl StateParams {
         spec_acceptance: 0.6,
         nixl_failures_per_s: 0.0,
         nixl_xfer: 1.0,
+        nixl_time_scale: 1.0,
         memory_growth_per_s: 0.0,
         step_split: 1.0,
         gpu: GpuParams::HEALTHY,
@@ -1182,7 +1207,7 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 34);
+        assert_eq!(nears.len(), 36);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());
@@ -1231,7 +1256,7 @@ mod tests {
             }
             assert!(p.abort_share + p.error_share < 1.0, "{kind}");
             assert!(p.arrivals >= 0.0 && p.arrivals_at_end >= 0.0, "{kind}");
-            for m in [p.prompt, p.output, p.max_tokens, p.prefill, p.itl, p.replica_weight, p.nixl_xfer, p.step_split] {
+            for m in [p.prompt, p.output, p.max_tokens, p.prefill, p.itl, p.replica_weight, p.nixl_xfer, p.nixl_time_scale, p.step_split] {
                 assert!(m > 0.0, "{kind}");
             }
             assert!((0.0..=1.0).contains(&p.router_retry_share) && p.router_wait_s > 0.0, "{kind}");
