@@ -1091,11 +1091,11 @@ mod tests {
         assert_eq!(asked.len(), 4, "the map, the counts, the arrival and the departure: {asked:#?}");
         assert_eq!(
             more[0].describe(),
-            r#"group by (instance, job, namespace, pod, model_name) (last_over_time(vllm:num_requests_running{namespace="prod",instance=~"llama-1:8000"}[7200s]))"#
+            r#"group by (instance, job, namespace, pod, model_name) (last_over_time(vllm:num_requests_running{namespace="prod",instance=~"llama-1:8000",server=""}[7200s]))"#
         );
         assert_eq!(
             more[1].describe(),
-            r#"count by (model_name) (group by (model_name, instance) (last_over_time(vllm:num_requests_running{namespace="prod"}[7200s])))"#
+            r#"count by (model_name) (group by (model_name, instance) (last_over_time(vllm:num_requests_running{namespace="prod",server=""}[7200s])))"#
         );
     }
 

@@ -140,6 +140,55 @@ pub struct Report {
     /// (docs/how-it-decides.md, "What else moved"). Largest change first; always present.
     #[serde(default)]
     pub unexplained: Vec<Unexplained>,
+    /// Where the time users wait went, hop by hop, per scope: the router, input processing, the
+    /// engine's queue, the KV transfer, prefill and decode, each as a mean per request in the window
+    /// and the baseline, which hop grew and which could not be seen (docs/hops.md). Always present
+    /// (empty when no scope had a first-token histogram).
+    #[serde(default)]
+    pub hops: Vec<HopSplit>,
+}
+
+/// The time a scope's requests spent in each hop of their path (docs/hops.md), from the means the
+/// signals read: the window against the baseline, which hop grew, and which could not be seen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HopSplit {
+    pub scope: Scope,
+    /// The time to the first token as far as the hops seen reach: the router's own wait (where it
+    /// is seen) plus the engine's mean time to first token, per request.
+    pub first_token: HopValues,
+    /// In the order a request goes through them.
+    pub hops: Vec<Hop>,
+    /// The hop that grew most against the baseline, when one grew past the bar (100 ms and 1.5x).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grew: Option<String>,
+    /// One sentence: what grew where, what stayed, what could not be seen.
+    pub text: String,
+}
+
+/// A mean per request in the window and in the baseline, seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HopValues {
+    #[serde(with = "crate::report::opt_f64")]
+    pub window: Option<f64>,
+    #[serde(with = "crate::report::opt_f64")]
+    pub baseline: Option<f64>,
+}
+
+/// One hop of a request's path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hop {
+    /// `router`, `input-processing`, `engine-queue`, `kv-transfer`, `prefill` or `decode`.
+    pub hop: String,
+    /// Mean seconds per request in the window and the baseline; null where not seen.
+    #[serde(with = "crate::report::opt_f64")]
+    pub window: Option<f64>,
+    #[serde(with = "crate::report::opt_f64")]
+    pub baseline: Option<f64>,
+    /// Whether the metrics that measure it were in the data for this scope.
+    pub seen: bool,
+    /// The signals it was read from (`input_processing_mean`, `router_duration_mean` less
+    /// `input_processing_mean`, ...), or what it would need when not seen.
+    pub from: String,
 }
 
 /// A signal that moved in the direction that hurts, against its baseline's median and spread, for

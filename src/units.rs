@@ -139,6 +139,7 @@ pub fn format_value(v: f64, unit: &str) -> String {
         "watts" => format!("{} W", sig(v)),
         "percent" => format!("{}%", sig(v)),
         "bytes" => format_bytes(v),
+        "bytes_per_second" => format!("{}/s", format_bytes(v)),
         _ => sig(v),
     }
 }

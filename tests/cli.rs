@@ -84,10 +84,10 @@ fn the_default_text_opens_with_the_verdict_and_closes_with_one_footer() {
         assert!(!kv.contains(absent), "{absent:?} in the default text\n{kv}");
     }
     let footer: String = kv.trim_end().rsplit("\n\n").next().unwrap_or_default().replace('\n', " ");
-    assert!(footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · 28 of 32 rules evaluated"), "{footer}");
+    assert!(footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · 34 of 38 rules evaluated"), "{footer}");
     assert!(footer.ends_with("run with -v for evidence and PromQL"), "{footer}");
     let (_, healthy, _) = run(&["explain", "--replay", &fixture("healthy-steady")]);
-    assert!(healthy.starts_with("OK: no problem found in 28 of 32 rules · not evaluated: deferred-waiting, gpu-power-capped,\n   gpu-power-limit-lowered and 1 more (metric"), "{healthy}");
+    assert!(healthy.starts_with("OK: no problem found in 34 of 38 rules · not evaluated: deferred-waiting, gpu-power-capped,\n   gpu-power-limit-lowered and 1 more (metric"), "{healthy}");
 }
 
 #[test]

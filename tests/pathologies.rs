@@ -116,6 +116,13 @@ fn check(name: &str) -> Value {
             _ => {}
         }
     }
+    // Time by hop: the hop that grew is named for the incident's model.
+    if let Some(hop) = &ex.grew {
+        let model = ex.model.as_deref().expect("grew needs a model");
+        let split = report["hops"].as_array().and_then(|h| h.iter().find(|s| s["scope"]["model_name"] == model));
+        let split = split.unwrap_or_else(|| panic!("{name}: no time by hop for {model}: {:#}", report["hops"]));
+        assert_eq!(split["grew"], hop.as_str(), "{name}: time by hop {split:#}");
+    }
     if ex.cold_start {
         let f = findings.first().unwrap_or_else(|| panic!("{name}: no finding, expected a cold start"));
         assert_eq!(f["severity"], "info", "{name}: a cold start is info: {:#?}", summary(&report));
@@ -217,6 +224,18 @@ scenarios! {
     iteration_tokens_collapse_near_miss => "iteration-tokens-collapse-near",
     ttft_unattributed => "ttft-unattributed",
     ttft_unattributed_near_miss => "ttft-unattributed-near",
+    router_saturated => "router-saturated",
+    router_saturated_near_miss => "router-saturated-near",
+    routing_skew => "routing-skew",
+    routing_skew_near_miss => "routing-skew-near",
+    backend_cut_off => "backend-cut-off",
+    backend_cut_off_near_miss => "backend-cut-off-near",
+    router_retries => "router-retries",
+    router_retries_near_miss => "router-retries-near",
+    kv_transfer_slow => "kv-transfer-slow",
+    kv_transfer_slow_near_miss => "kv-transfer-slow-near",
+    kv_transfer_rate_impossible => "kv-transfer-rate-impossible",
+    kv_transfer_rate_impossible_near_miss => "kv-transfer-rate-impossible-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.
@@ -272,6 +291,34 @@ fn an_slo_target_under_the_first_custom_bucket_is_not_read_as_a_burn_and_names_t
     let report = check("custom-buckets-near");
     let text = report["not_evaluated"].to_string() + &report["warnings"].to_string();
     assert!(text.contains("under the histogram's first bucket (1 s)") && text.contains("--custom-histogram-buckets"), "{text}");
+}
+
+#[test]
+fn a_saturated_router_in_front_of_healthy_engines_is_found_under_a_selector_on_the_model_and_its_wait_is_the_routers_hop() {
+    // The router's series carry no model label: discovery and its queries look for them without
+    // the selector's model matcher, and attribute them through the workers' engines.
+    let (_, report, stderr, _) = explain("router-saturated", &["--selector", r#"model_name="meta-llama/Llama-3.1-8B-Instruct""#]);
+    let f = &report["findings"][0];
+    assert_eq!(f["rule"], "router-saturated", "{stderr}: {:#?}", summary(&report));
+    let (router, base) = evidence_of(f, "router_duration_mean");
+    assert!(router > 1.5 && base < 0.01, "router {base} -> {router}");
+    let split = &report["hops"][0];
+    assert_eq!(split["grew"], "router", "{split:#}");
+    let hops = split["hops"].as_array().unwrap();
+    assert!(hops.iter().filter(|h| h["hop"] != "router" && h["hop"] != "decode").all(|h| h["window"].as_f64().unwrap_or(0.0) < 0.15), "{split:#}");
+    assert!(split["text"].as_str().unwrap().contains("at the router, engine hops unchanged"), "{split:#}");
+}
+
+#[test]
+fn the_time_by_hop_names_the_queue_under_load_and_decode_when_decode_slowed() {
+    // Their expectations' `grew` (explain.rs checks the rest of these scenarios).
+    for name in ["load-exceeds-capacity", "slow-decode"] {
+        let report = check(name);
+        let quiet = report["hops"].as_array().unwrap().iter().filter(|s| s["scope"]["model_name"] != "meta-llama/Llama-3.1-8B-Instruct");
+        for s in quiet {
+            assert!(s["grew"].is_null(), "{name}: a healthy model's hop grew: {s:#}");
+        }
+    }
 }
 
 #[test]

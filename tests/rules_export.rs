@@ -106,7 +106,9 @@ fn the_exported_file_passes_promtool_check_rules_with_every_option() {
             // Comparisons match on both grouping labels; the joins that bring them to the GPU
             // exporter's and the HTTP layer's series are on their own labels (namespace, pod;
             // instance, job), which once clashed with namespace and dropped the GPU rules.
-            let joins = ["on (namespace, model_name)", "on (namespace, pod)", "on (instance, job)"];
+            // A router's series join its workers' engines on the engine's instance, and the
+            // router's own series its workers on the router's target (`router_instance`).
+            let joins = ["on (namespace, model_name)", "on (namespace, pod)", "on (instance, job)", "on (instance)", "on (router_instance, router_job)"];
             for a in &found {
                 let rest = a.expr.split(" on (").skip(1).map(|r| format!("on ({}", r.split(')').next().unwrap_or_default())).collect::<Vec<_>>();
                 assert!(rest.iter().all(|on| joins.iter().any(|j| on.starts_with(&j[..j.len() - 1]))), "{}: {rest:?}", a.rule);

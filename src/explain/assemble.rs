@@ -295,18 +295,20 @@ pub fn combine(how: signals::Combine, parts: &[&Response], group_by: &[String]) 
             let b = by_scope(b, group_by);
             by_scope(a, group_by).into_iter().filter_map(|(scope, a)| Some((scope.clone(), a / b.get(&scope)?))).collect()
         }
-        (signals::Combine::Spread, [per]) => {
+        (signals::Combine::Spread | signals::Combine::Least, [per]) => {
             let Data::Vector(samples) = &per.data else { return BTreeMap::new() };
             let mut per: BTreeMap<Scope, Vec<f64>> = BTreeMap::new();
             for s in samples {
                 per.entry(scope_of(s, group_by)).or_default().push(s.v);
             }
+            let least = how == signals::Combine::Least;
             per.into_iter()
                 .map(|(scope, vs)| {
-                    // PromQL's max passes over NaN (unless every value is NaN); avg does not.
-                    let max = vs.iter().copied().fold(f64::NAN, |m, v| if m.is_nan() || v > m { v } else { m });
+                    // PromQL's max and min pass over NaN (unless every value is NaN); avg does not.
+                    let better = |v: f64, m: f64| if least { v < m } else { v > m };
+                    let pick = vs.iter().copied().fold(f64::NAN, |m, v| if m.is_nan() || better(v, m) { v } else { m });
                     let avg = vs.iter().sum::<f64>() / vs.len() as f64;
-                    (scope, max / avg)
+                    (scope, pick / avg)
                 })
                 .collect()
         }
@@ -624,7 +626,7 @@ mod tests {
         let kinds = [
             SignalKind::Ratio { numerator: counter_ref(r#"finished_reason="abort""#), denominator: counter_ref(""), per: vec![], per_at_least: 0.0, attribute_via: vec![], join_on: vec!["instance".into()] },
             SignalKind::QueueWait { gauge: vec!["waiting".into()], counter: vec!["done_total".into()] },
-            SignalKind::Spread { counter: vec!["done_total".into()], replica_label: "$replica".into() },
+            SignalKind::Spread { counter: vec!["done_total".into()], replica_label: "$replica".into(), least: false },
         ];
         let names: BTreeSet<String> = ["done_total", "waiting"].into_iter().map(String::from).collect();
         let by = vec!["model_name".to_string()];

@@ -54,14 +54,16 @@ pub fn names_request(selector: &Selector, extras: &[String], group_by: &[String]
 /// Plan discovery for the signals `needed`.
 pub fn plan(rules: &RuleSet, needed: &BTreeSet<String>, selector: &Selector, p: &RunParams) -> DiscoveryPlan {
     let defs = || needed.iter().filter_map(|s| rules.signals.get(s));
-    // Names outside vLLM's prefixes the signals read (the HTTP layer's), so discovery sees them;
+    // Names outside vLLM's prefixes the signals read (the HTTP layer's, a router's), so discovery sees them;
     // with them those of the spare signals what else moved reads (the process's memory).
     let spare = rules.signals.values().filter(|d| d.spare && !needed.contains(&d.id));
     let extras: Vec<String> = defs()
         .chain(spare)
         .flat_map(|d| signals::required_series(&d.kind))
         .flatten()
-        .filter(|n| !n.starts_with("vllm"))
+        // A router's families (`vllm_router_*`) carry no model label either: under a selector on
+        // the grouping labels they are looked for without it, like the HTTP layer's.
+        .filter(|n| !n.starts_with("vllm") || n.starts_with("vllm_router_"))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();

@@ -8,7 +8,7 @@
 //! rank, coverage) -> [`follow_up`] (trends, per-replica breakdowns, recommendations) -> [`onset`]
 //! (when each finding began, read from its trend) -> [`correlate`] (the change each finding began
 //! after) -> [`cold_start`] -> [`moved`] (what else moved that no finding explains, and the
-//! correlations between signals that moved together). Beside them, [`binding`] reads which limit held each model's requests back at every
+//! correlations between signals that moved together). Beside them, [`hops`] splits each model's wait into the hops of its path from the means the signals read, and [`binding`] reads which limit held each model's requests back at every
 //! step of the window (its reads go with the signals'). The change events ([`crate::events`]) are asked with the signals. [`explain`] strings them together. A query that fails or times out does not stop the run: the signals that
 //! needed it become "not evaluated" with the reason, and the rest of the diagnosis still comes out.
 
@@ -20,6 +20,7 @@ pub mod discover;
 pub mod fetch;
 pub mod follow_up;
 pub mod gpu_reasons;
+pub mod hops;
 pub mod judge;
 pub mod moved;
 pub mod onset;
@@ -177,6 +178,8 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         judge::merge_late(&mut table, part);
     }
     let judge::Judged { mut ranked, scopes, evaluated, coverage, caveats } = judge::judge_late(rules, &table, p, &late);
+    // Time by hop, from the means just read.
+    let hops = hops::split(&table);
     warnings.extend(unread_warning(&judge::unread(rules, &table), p));
 
     // Follow up on the findings in one more round trip.
@@ -240,6 +243,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         deploy: None,
         binding: binding_plan.map(|b| binding::read(&b, &answers, p)).unwrap_or_default(),
         unexplained,
+        hops,
     })
 }
 

@@ -194,6 +194,8 @@ pub fn needed_signals(rules: &RuleSet) -> BTreeSet<String> {
     if rules.rules.iter().any(|r| r.recommend.is_some()) {
         needed.extend(RECOMMENDATION_INPUTS.iter().filter(|s| rules.signals.contains_key(**s)).map(|s| s.to_string()));
     }
+    // The time by hop reads its means whatever the rules read (src/explain/hops.rs).
+    needed.extend(super::hops::SIGNALS.iter().filter(|s| rules.signals.contains_key(**s)).map(|s| s.to_string()));
     needed
 }
 

@@ -76,7 +76,7 @@ fn a_window_longer_than_its_data_is_detected_from_the_first_point() {
     let p = params();
     let names: BTreeSet<String> = ["vllm:num_requests_running".to_string()].into();
     let req = discover::data_start_request(&Selector::default(), &names, &p.window).unwrap();
-    assert!(matches!(&req, Request::Range { query, step_seconds: 30, .. } if query == "count(vllm:num_requests_running)"), "{req:?}");
+    assert!(matches!(&req, Request::Range { query, step_seconds: 30, .. } if query == "count(vllm:num_requests_running{server=\"\"})"), "{req:?}");
     let late = p.window.start.timestamp() as f64 + 600.0;
     let mut answers = Answers::new();
     let series = Series { labels: labels(&[]), points: vec![(late, 2.0), (late + 30.0, 2.0)] };
@@ -93,7 +93,7 @@ fn a_window_that_outlasts_its_data_is_detected_from_the_newest_sample() {
     let p = params();
     let names: BTreeSet<String> = ["vllm:num_requests_running".to_string(), "vllm:num_requests_waiting".to_string()].into();
     let req = discover::data_end_request(&Selector::default(), &names, &p.window).unwrap();
-    assert!(matches!(&req, Request::Instant { query, time } if query == "max(timestamp(vllm:num_requests_waiting))" && *time == p.window.end), "{req:?}");
+    assert!(matches!(&req, Request::Instant { query, time } if query == "max(timestamp(vllm:num_requests_waiting{server=\"\"}))" && *time == p.window.end), "{req:?}");
     let end = p.window.end.timestamp() as f64;
     let answer = |newest: f64| {
         let mut answers = Answers::new();

@@ -83,6 +83,36 @@ impl CompiledMatcher {
     }
 }
 
+/// vLLM production-stack's router (vllm-project/production-stack,
+/// `src/vllm_router/services/metrics_service/__init__.py`) exports gauges under the engine's own
+/// names, one series per engine it routes to, labelled `server` (the engine's URL) and without
+/// `model_name`: read as engine series they would count each engine's requests twice, under a scope
+/// of their own. Every selector of these names reads only series without `server` (`server=""`),
+/// unless the matchers already say something of `server`. An engine relabelled with a `server`
+/// label of its own loses these families (docs/hops.md).
+pub const SHADOWED: [(&str, &str); 6] = [
+    ("vllm:num_requests_running", "gauge"),
+    ("vllm:num_requests_waiting", "gauge"),
+    ("vllm:num_requests_swapped", "gauge"),
+    ("vllm:gpu_prefix_cache_hit_rate", "gauge"),
+    ("vllm:gpu_prefix_cache_hits_total", "gauge (a counter in the engine)"),
+    ("vllm:gpu_prefix_cache_queries_total", "gauge (a counter in the engine)"),
+];
+
+/// Whether `metric` is one of [`SHADOWED`], in any spelling (`vllm_` for `vllm:`, a counter stored
+/// without `_total`).
+pub fn is_shadowed(metric: &str) -> bool {
+    let norm = |n: &str| {
+        let n = n.strip_prefix("vllm_").map_or_else(|| n.to_string(), |rest| format!("vllm:{rest}"));
+        n.strip_suffix("_total").map_or(n.clone(), str::to_string)
+    };
+    let m = norm(metric);
+    SHADOWED.iter().any(|(name, _)| norm(name) == m)
+}
+
+/// The label production-stack's router puts on the series it exports under engine names.
+pub const SHADOW_LABEL: &str = "server";
+
 /// A list of matchers, in the order given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selector {
@@ -130,8 +160,15 @@ impl Selector {
 
     /// Full series selector: `metric{matchers}` (or `metric` alone).
     pub fn series(&self, metric: &str, extra: &[Matcher]) -> String {
-        let all: Vec<String> =
-            self.matchers.iter().chain(extra.iter()).map(|m| m.to_string()).collect();
+        // The names another exporter reuses for series of its own (see SHADOWED) read without them.
+        let unshadow = is_shadowed(metric) && !self.matchers.iter().chain(extra.iter()).any(|m| m.name == SHADOW_LABEL);
+        let all: Vec<String> = self
+            .matchers
+            .iter()
+            .chain(extra.iter())
+            .map(|m| m.to_string())
+            .chain(unshadow.then(|| Matcher::eq(SHADOW_LABEL, "").to_string()))
+            .collect();
         if all.is_empty() {
             metric.to_string()
         } else {
@@ -319,6 +356,24 @@ impl Scanner<'_> {
             return Err(self.err_at(span.start, "the metric name (__name__) cannot be chosen here: these matchers join every query, each of which names its own metrics. Select by labels, e.g. namespace=\"prod\""));
         }
         Ok(Matcher { name: read.name.clone(), op, value: read.value.clone() })
+    }
+}
+
+#[cfg(test)]
+mod shadow_tests {
+    use super::*;
+
+    #[test]
+    fn production_stack_router_names_read_only_series_without_server_in_every_spelling() {
+        let sel = Selector::parse(r#"namespace="prod""#).unwrap();
+        assert_eq!(sel.series("vllm:num_requests_running", &[]), r#"vllm:num_requests_running{namespace="prod",server=""}"#);
+        assert_eq!(Selector::default().series("vllm_num_requests_waiting", &[]), r#"vllm_num_requests_waiting{server=""}"#);
+        assert_eq!(Selector::default().series("vllm:gpu_prefix_cache_hits", &[]), r#"vllm:gpu_prefix_cache_hits{server=""}"#);
+        // Other names, and a selector that names `server` itself, are left alone.
+        assert_eq!(sel.series("vllm:kv_cache_usage_perc", &[]), r#"vllm:kv_cache_usage_perc{namespace="prod"}"#);
+        assert_eq!(Selector::default().series("vllm_router_worker_health", &[]), "vllm_router_worker_health");
+        let own = Selector::parse(r#"server="a""#).unwrap();
+        assert_eq!(own.series("vllm:num_requests_running", &[]), r#"vllm:num_requests_running{server="a"}"#);
     }
 }
 

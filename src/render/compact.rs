@@ -39,19 +39,37 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         out.push(String::new());
     }
     let serious: Vec<&FindingView> = view.findings.iter().filter(|f| f.severity >= Severity::Warning).collect();
+    // Time by hop (render/hops.rs): a model's sentence under its first finding, where a hop grew;
+    // the models without a finding get a block of their own below.
+    let mut hops_told: Vec<&str> = Vec::new();
+    let mut hop_of = |f: &FindingView| -> Option<String> {
+        let h = view.hops.iter().find(|h| h.grew.is_some() && h.scope == f.scope_short)?;
+        (!hops_told.contains(&h.scope.as_str())).then(|| {
+            hops_told.push(&h.scope);
+            format!("Time by hop: {}", h.sentence)
+        })
+    };
     match (view.verdict, serious.first()) {
         (Verdict::Findings, Some(top)) => {
             out.extend(painted(&verdict_of(top), width, top.severity.as_str().to_uppercase().as_str(), code(top.severity), opts.color));
-            finding_lines(&mut out, top, width);
+            finding_lines(&mut out, top, hop_of(top).as_deref(), width);
             for f in &serious[1..] {
                 out.push(String::new());
                 let head = format!("#{} {} {}", f.rank, f.severity.as_str().to_uppercase(), verdict_of(f).split_once(' ').map_or("", |(_, rest)| rest));
                 let badge = format!("#{} {}", f.rank, f.severity.as_str().to_uppercase());
                 out.extend(painted(&head, width, &badge, code(f.severity), opts.color));
-                finding_lines(&mut out, f, width);
+                finding_lines(&mut out, f, hop_of(f).as_deref(), width);
             }
         }
         _ => out.extend(no_problem_lines(view, width, opts.color)),
+    }
+    let rest: Vec<super::hops::HopView> = view.hops.iter().filter(|h| !hops_told.contains(&h.scope.as_str())).cloned().collect();
+    if let Some((head, lines)) = super::hops::compact_lines(&rest).split_first() {
+        out.push(String::new());
+        out.push(head.clone());
+        for l in lines {
+            out.extend(wrap(l, w, "  - ", "    "));
+        }
     }
 
     // What else moved, after the findings: bounded, the rest in -v and JSON.
@@ -159,7 +177,7 @@ fn no_problem_lines(view: &ReportView, width: usize, color: bool) -> Vec<String>
 }
 
 /// A finding's lines under its heading: the deciding numbers, the advice, the first next steps.
-fn finding_lines(out: &mut Vec<String>, f: &FindingView, width: usize) {
+fn finding_lines(out: &mut Vec<String>, f: &FindingView, hop: Option<&str>, width: usize) {
     let w = Some(width);
     let rows: Vec<_> = f.deciding.iter().filter_map(|&i| f.evidence.get(i)).collect();
     let col = |get: &dyn Fn(&super::view::EvidenceView) -> usize| rows.iter().map(|e| get(e)).max().unwrap_or(0);
@@ -182,6 +200,9 @@ fn finding_lines(out: &mut Vec<String>, f: &FindingView, width: usize) {
         out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
     if let Some(line) = &f.replica_cause {
+        out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
+    }
+    if let Some(line) = hop {
         out.extend(wrap(line, w, INDENT, &format!("{INDENT}  ")));
     }
     // A correlation that points elsewhere is a reason to doubt the finding; those that support it

@@ -29,6 +29,7 @@ use crate::units;
 
 pub mod compact;
 pub mod github;
+pub mod hops;
 pub mod html;
 pub mod json;
 pub mod junit;
@@ -1271,6 +1272,7 @@ pub(crate) mod fixtures {
             deploy: None,
             binding: Vec::new(),
             unexplained: Vec::new(),
+            hops: Vec::new(),
         }
     }
 

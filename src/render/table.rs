@@ -53,6 +53,15 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         out.push(String::new());
         out.extend(wrap(sentence, width, "", ""));
     }
+    // Time by hop, every scope's whole split (render/hops.rs).
+    if let Some((head, scopes)) = super::hops::table_lines(&view.hops) {
+        out.push(String::new());
+        out.push(paint_bold(&head, opts.color));
+        for (split, sentence) in scopes {
+            out.extend(wrap(&split, width, "  - ", "    "));
+            out.extend(wrap(&sentence, width, "    ", "    "));
+        }
+    }
     if !view.unexplained.is_empty() {
         out.push(String::new());
         out.push(paint_bold(&format!("Also changed, not explained by any rule ({}):", view.unexplained.len()), opts.color));

@@ -96,6 +96,8 @@ pub struct ReportView {
     pub not_evaluated_brief: Option<String>,
     /// What else moved, largest first: signals no warning or critical finding explains.
     pub unexplained: Vec<UnexplainedView>,
+    /// The time by hop, one entry per scope (render/hops.rs).
+    pub hops: Vec<super::hops::HopView>,
 }
 
 /// A change no rule explains, worded once.
@@ -419,6 +421,7 @@ impl ReportView {
                 .iter()
                 .map(|u| UnexplainedView { line: super::unexplained_line(report, u, &scopes), signal: one_line(&u.signal), scope: scopes.format(&u.scope), query: one_line(&u.query) })
                 .collect(),
+            hops: super::hops::views(report, &scopes),
         }
     }
 

@@ -567,7 +567,7 @@ gauge = ["vllm:num_requests_running"]
     const TTFT: &str = "histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket[1800s])))";
     const TTFT_BEFORE: &str =
         "histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket[1800s] offset 1800s)))";
-    const WAITING: &str = "sum by (model_name) (avg_over_time(vllm:num_requests_waiting[1800s]))";
+    const WAITING: &str = "sum by (model_name) (avg_over_time(vllm:num_requests_waiting{server=\"\"}[1800s]))";
 
     #[test]
     fn an_absolute_threshold_compares_the_signal_query() {

@@ -27,6 +27,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("rules/workload.toml", include_str!("../../rules/workload.toml")),
     ("rules/fleet.toml", include_str!("../../rules/fleet.toml")),
     ("rules/gpu.toml", include_str!("../../rules/gpu.toml")),
+    ("rules/router.toml", include_str!("../../rules/router.toml")),
     ("rules/slo.toml", include_str!("../../rules/slo.toml")),
 ];
 
@@ -386,6 +387,7 @@ const UNITS: &[&str] = &[
     "watts",
     "percent",
     "bytes",
+    "bytes_per_second",
 ];
 
 fn valid_id(id: &str, allow_underscore: bool) -> bool {
@@ -628,7 +630,32 @@ fn validate_kind(kind: &SignalKind) -> Result<(), String> {
             }
             nonempty(histogram, "histogram")
         }
-        SignalKind::Mean { histogram } => nonempty(histogram, "histogram"),
+        SignalKind::Mean { histogram, model_label } => {
+            if !model_label.is_empty() && !crate::prom::is_label_name(model_label) {
+                return Err(format!("model_label {model_label:?} is not a label name"));
+            }
+            nonempty(histogram, "histogram")
+        }
+        SignalKind::Router { measure, family, denominator, r#match, worker_label, equals, workers, engines } => {
+            use crate::signals::RouterMeasure as M;
+            crate::signals::parse_match(r#match).map_err(|e| format!("match: {e}"))?;
+            let worker_level = matches!(measure, M::Rate | M::Spread | M::HeldOut);
+            if worker_level == worker_label.is_empty() {
+                return Err("a router signal's rate, spread and held_out read a worker-level family (`worker_label`); its mean and ratio a router-level one (none)".into());
+            }
+            if !worker_label.is_empty() && !crate::prom::is_label_name(worker_label) {
+                return Err(format!("worker_label {worker_label:?} is not a label name"));
+            }
+            if (*measure == M::Ratio) == denominator.is_empty() {
+                return Err("`denominator` goes with the ratio measure, and only with it".into());
+            }
+            if !equals.is_finite() {
+                return Err("`equals` must be a number".into());
+            }
+            nonempty(family, "family")?;
+            nonempty(workers, "workers")?;
+            nonempty(engines, "engines")
+        }
         SignalKind::Remainder { histogram, minus } => {
             nonempty(histogram, "histogram")?;
             if minus.is_empty() {

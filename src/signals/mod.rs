@@ -71,8 +71,14 @@ pub enum SignalKind {
         #[serde(default = "default_join")]
         join_on: Vec<String>,
     },
-    /// Mean of a histogram (`_sum` over `_count`): e.g. mean prompt length.
-    Mean { histogram: Vec<String> },
+    /// Mean of a histogram (`_sum` over `_count`): e.g. mean prompt length. `model_label`: a
+    /// gateway's label that names the model where vLLM's says `model_name` (Dynamo's frontend says
+    /// `model`), copied into `model_name` when the run groups by it.
+    Mean {
+        histogram: Vec<String>,
+        #[serde(default)]
+        model_label: String,
+    },
     /// The mean of one histogram less the means of others, each `_sum` over `_count`: what of a
     /// duration the others do not account for (TTFT less queue time less prefill time is input
     /// processing and the API server). Each of `minus` is one family's list of alternatives.
@@ -153,11 +159,14 @@ pub enum SignalKind {
         #[serde(default)]
         r#match: String,
     },
-    /// How uneven a counter's rate is across replicas: the busiest replica over the mean of all.
+    /// How uneven a counter's rate is across replicas: the busiest replica over the mean of all
+    /// (with `least`, the least served one over the mean: a replica that gets nothing reads 0).
     Spread {
         counter: Vec<String>,
         #[serde(default = "default_replica_label")]
         replica_label: String,
+        #[serde(default)]
+        least: bool,
     },
     /// How close a gauge stays to its own peak: mean over the window divided by the maximum, per
     /// replica, averaged (1.0 = pinned at its ceiling the whole time).
@@ -195,6 +204,30 @@ pub enum SignalKind {
         /// A fraction (`0.99`, `99%`) or a named threshold.
         objective: String,
     },
+    /// A router's family, attributed to the models its workers serve. vllm-router's series carry
+    /// no model label: a worker-level family names the worker by its URL (`worker_label`,
+    /// `http://host:port`), joined to the engines' `instance` (`engines`, a vLLM gauge) through its
+    /// host:port; a router-level family (no `worker_label`) goes to every model the router's workers
+    /// (`workers`, a worker-level gauge every router exports) serve. See `router_query`.
+    Router {
+        measure: RouterMeasure,
+        family: Vec<String>,
+        /// The denominator's family of a `ratio` (router-level).
+        #[serde(default)]
+        denominator: Vec<String>,
+        /// Matchers on `family` (`outcome="failure"`).
+        #[serde(default)]
+        r#match: String,
+        #[serde(default)]
+        worker_label: String,
+        /// The value `held_out` counts (`vllm_router_cb_state` 1: open; `vllm_router_worker_health` 0).
+        #[serde(default)]
+        equals: f64,
+        #[serde(default = "default_router_workers")]
+        workers: Vec<String>,
+        #[serde(default = "default_router_engines")]
+        engines: Vec<String>,
+    },
     /// Replicas (series of a gauge) that reported during the window but no longer at its end: the
     /// value is how many, and a lone one is named in the finding.
     Vanished {
@@ -221,6 +254,32 @@ pub enum SignalKind {
         #[serde(default)]
         name_by: Vec<String>,
     },
+}
+
+/// What a [`SignalKind::Router`] signal reads of its family, per model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterMeasure {
+    /// A router-level histogram's mean (`_sum` over `_count`).
+    Mean,
+    /// A router-level counter's rate over `denominator`'s (0 where the counter has no series).
+    Ratio,
+    /// A worker-level counter's rate, summed over the model's workers.
+    Rate,
+    /// A worker-level counter's busiest worker over the mean of the model's workers.
+    Spread,
+    /// The largest share of the window one of the model's workers read `equals` (a circuit held
+    /// open, a worker marked unhealthy), read at the trends' step; only workers whose engine
+    /// reported in the window count (an engine that is down is `target-down`'s).
+    HeldOut,
+}
+
+fn default_router_workers() -> Vec<String> {
+    vec!["vllm_router_worker_health".to_string()]
+}
+
+fn default_router_engines() -> Vec<String> {
+    vec!["vllm:num_requests_running".to_string()]
 }
 
 /// What an outlier signal says of the worst replica against the median of the others.
@@ -402,7 +461,21 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
     };
     match kind {
         SignalKind::Quantile { histogram, .. } | SignalKind::SloBurn { histogram, .. } => vec![hist(histogram, "_bucket")],
-        SignalKind::Mean { histogram } => vec![hist(histogram, "_sum")],
+        SignalKind::Mean { histogram, .. } => vec![hist(histogram, "_sum")],
+        SignalKind::Router { measure, family, denominator, worker_label, workers, engines, .. } => {
+            // A ratio needs only its denominator: vLLM's router creates a counter's series at its
+            // first event (no retry yet: no `vllm_router_retries_total`), which reads as 0.
+            let mut v = vec![match measure {
+                RouterMeasure::Mean => hist(family, "_sum"),
+                RouterMeasure::Ratio => denominator.clone(),
+                _ => family.clone(),
+            }];
+            if worker_label.is_empty() {
+                v.push(workers.clone());
+            }
+            v.push(engines.clone());
+            v
+        }
         SignalKind::Remainder { histogram, minus } => std::iter::once(histogram).chain(minus).map(|h| hist(h, "_sum")).collect(),
         SignalKind::Rate { counter, attribute_via, .. } => with_anchor(vec![counter.clone()], attribute_via),
         SignalKind::Ratio { numerator, denominator, attribute_via, per, .. } => {

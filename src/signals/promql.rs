@@ -23,6 +23,10 @@ pub fn fleet_labels_query(selector: &Selector, labels: &[String], range: Duratio
         .join("|");
     let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names }];
     m.extend(selector.matchers.iter().cloned());
+    // Not production-stack's router's gauges of the same name (crate::prom::SHADOWED).
+    if !m.iter().any(|m| m.name == crate::prom::selector::SHADOW_LABEL) {
+        m.push(Matcher::eq(crate::prom::selector::SHADOW_LABEL, ""));
+    }
     let series = format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","));
     format!("group by ({}) (last_over_time({series}[{}]))", labels.join(", "), promql_duration(range))
 }
@@ -131,6 +135,8 @@ pub enum Combine {
     Divide,
     /// `max by (G) (per) / avg by (G) (per)` over one per-replica read.
     Spread,
+    /// `min by (G) (per) / avg by (G) (per)` over one per-replica read.
+    Least,
 }
 
 /// `le` values as clients write a bound: `0.5`, `1.0`, `1` and the like.
@@ -220,6 +226,85 @@ fn mean_query(series: &str, ctx: &QueryContext) -> String {
     )
 }
 
+/// A gateway histogram's mean whose model label is `model_label` (Dynamo's frontend: `model`):
+/// that label copied into `model_name` first when the run groups by `model_name`, so its scopes
+/// are the engines'. A series that already carries `model_name` keeps it (the copy needs a value).
+fn relabelled_mean(series: &str, model_label: &str, ctx: &QueryContext) -> String {
+    if !ctx.group_by.iter().any(|g| g == "model_name") {
+        return mean_query(series, ctx);
+    }
+    let (by, r, fam) = (ctx.group_by.join(", "), promql_duration(ctx.range), family_of(series));
+    let part = |suffix: &str| {
+        format!(
+            "sum by ({by}) (label_replace(rate({}[{r}]), \"model_name\", \"$1\", \"{model_label}\", \"(.+)\"))",
+            ctx.selector.without(&ctx.group_by).series(&format!("{fam}{suffix}"), &[])
+        )
+    };
+    format!("{} / {}", part("_sum"), part("_count"))
+}
+
+/// A worker's URL as vLLM's router writes it (`http://10.0.0.7:8000`, `grpc://...`): its host:port,
+/// which is the engine target's `instance`.
+const WORKER_URL: &str = "[a-z+]+://([^/]+).*";
+
+/// A [`SignalKind::Router`] signal's PromQL. The router's own `instance` and `job` are kept as
+/// `router_instance` and `router_job`, and a worker-level series' `instance` becomes its worker's
+/// host:port, then joins the engines' `instance` to take their grouping labels (`engines` read
+/// over the range: an engine that reported in it). A router-level series goes to every scope its
+/// router's workers serve (`workers` joined the same way), all of it to each: a router in front
+/// of two models times both.
+fn router_query(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Result<String, String> {
+    let SignalKind::Router { measure, r#match, worker_label, equals, family, .. } = kind else {
+        return Err("not a router signal".into());
+    };
+    let (by, r) = (ctx.group_by.join(", "), promql_duration(ctx.range));
+    let own = ctx.selector.without(&ctx.group_by);
+    let extra = parse_match(r#match).map_err(|e| e.to_string())?;
+    let engines = resolved.names.last().ok_or("no engine gauge")?;
+    // `instance` is the join's: not also in group_left when the run groups by it.
+    let (_, left, engine_by) = join_labels(&["instance".to_string()], &ctx.group_by);
+    let engine_map = format!("group by ({engine_by}) (last_over_time({}[{r}]))", ctx.selector.series(engines, &[]));
+    let as_router = |x: String| format!("label_replace(label_replace({x}, \"router_instance\", \"$1\", \"instance\", \"(.*)\"), \"router_job\", \"$1\", \"job\", \"(.*)\")");
+    let as_engine = |x: String, label: &str| format!("label_replace({x}, \"instance\", \"$1\", \"{label}\", \"{WORKER_URL}\")");
+    // Per engine instance, with the scope's labels: `reduce` over the worker-level series `x`.
+    let per_engine = |x: String, reduce: &str| {
+        format!("{reduce} by ({engine_by}) ({reduce} by (instance) ({}) * on (instance) group_left ({left}) {engine_map})", as_engine(as_router(x), worker_label))
+    };
+    // Per scope: a router-level expression `x`, to every scope its router's workers serve.
+    let per_router = |x: String| -> String {
+        let workers = &resolved.names[resolved.names.len() - 2];
+        let routed = format!(
+            "group by (router_instance, router_job, {by}) ({} * on (instance) group_left ({left}) {engine_map})",
+            as_engine(as_router(format!("last_over_time({}[{r}])", own.series(workers, &[]))), "worker")
+        );
+        format!("sum by ({by}) (sum by (router_instance, router_job) ({}) * on (router_instance, router_job) group_right {routed})", as_router(x))
+    };
+    let name = &resolved.names[0];
+    Ok(match measure {
+        RouterMeasure::Mean => {
+            let fam = family_of(name);
+            let rate = |suffix: &str| per_router(format!("rate({}[{r}])", own.series(&format!("{fam}{suffix}"), &extra)));
+            format!("{} / {}", rate("_sum"), rate("_count"))
+        }
+        RouterMeasure::Ratio => {
+            // The numerator as declared, present or not (see required_series): none is 0.
+            let num = per_router(format!("rate({}[{r}])", own.series(family.first().ok_or("no family")?, &extra)));
+            let den = per_router(format!("rate({}[{r}])", own.series(name, &[])));
+            format!("({num} or {den} * 0) / {den}")
+        }
+        RouterMeasure::Rate => format!("sum by ({by}) ({})", per_engine(format!("rate({}[{r}])", own.series(name, &extra)), "sum")),
+        RouterMeasure::Spread => {
+            let per = per_engine(format!("rate({}[{r}])", own.series(name, &extra)), "sum");
+            format!("max by ({by}) ({per}) / avg by ({by}) ({per})")
+        }
+        RouterMeasure::HeldOut => {
+            let step = subquery_step(ctx);
+            let share = format!("avg_over_time(({} == bool {})[{r}:{step}s])", own.series(name, &extra), crate::prom::format_go_float(*equals));
+            format!("max by ({by}) ({})", per_engine(share, "max"))
+        }
+    })
+}
+
 /// The mean of the first histogram of `series` less the means of the others (a [`SignalKind::Mean`]
 /// has only the first): `(mean a) - (mean b) - ...`.
 fn mean_less_means(series: &[String], ctx: &QueryContext) -> String {
@@ -287,7 +372,9 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
                 sums: Vec::new(),
             }
         }
+        SignalKind::Mean { model_label, .. } if !model_label.is_empty() => plain(relabelled_mean(&resolved.names[0], model_label, ctx)),
         SignalKind::Mean { .. } | SignalKind::Remainder { .. } => plain(mean_less_means(&resolved.names, ctx)),
+        SignalKind::Router { .. } => plain(router_query(kind, resolved, ctx)?),
         SignalKind::Rate { r#match, attribute_via, join_on, .. } => {
             let extra = parse(r#match)?;
             let anchor = (!attribute_via.is_empty()).then(|| resolved.names[1].as_str());
@@ -341,12 +428,13 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             let extra = parse(r#match)?;
             plain(format!("avg by ({by}) (deriv({}[{r}])) * 3600", sel.series(&resolved.names[0], &extra)))
         }
-        SignalKind::Spread { replica_label, .. } => {
+        SignalKind::Spread { replica_label, least, .. } => {
             let replica_label = &replica(replica_label)?;
             let mut read = rate_read(&resolved.names[0], &[], None, &[], ctx);
             read.by.push(replica_label.clone());
             let (per, read) = summed(read);
-            SignalQueries { sums: vec![(per.clone(), read)], ..parts(format!("max by ({by}) ({per}) / avg by ({by}) ({per})"), Combine::Spread, vec![per]) }
+            let (pick, how) = if *least { ("min", Combine::Least) } else { ("max", Combine::Spread) };
+            SignalQueries { sums: vec![(per.clone(), read)], ..parts(format!("{pick} by ({by}) ({per}) / avg by ({by}) ({per})"), how, vec![per]) }
         }
         SignalKind::Fill { .. } => {
             let m = sel.series(&resolved.names[0], &[]);
@@ -367,16 +455,8 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
         SignalKind::Vanished { replica_label, .. } => {
             let replica_label = &replica(replica_label)?;
             let m = sel.series(&resolved.names[0], &[]);
-            SignalQueries {
-                value: format!(
-                    "group by ({by}, {replica_label}) (last_over_time({m}[{r}])) unless group by ({by}, {replica_label}) (last_over_time({m}[5m]))"
-                ),
-                fetch: None,
-                count: None,
-                per_replica: Some((replica_label.clone(), Reduction::Count)),
-                parts: None,
-                sums: Vec::new(),
-            }
+            let value = format!("group by ({by}, {replica_label}) (last_over_time({m}[{r}])) unless group by ({by}, {replica_label}) (last_over_time({m}[5m]))");
+            SignalQueries { value, per_replica: Some((replica_label.clone(), Reduction::Count)), ..plain(String::new()) }
         }
         SignalKind::ReplicasOver { above, replica_label, attribute_via, join_on, bits, name_by, .. } => {
             let replica_label = &replica(replica_label)?;
@@ -385,7 +465,7 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
             }
             let over = OverGauge { above: *above, bits, name_by };
             let value = replicas_over_query(&over, replica_label, !attribute_via.is_empty(), join_on, resolved, ctx);
-            SignalQueries { value, fetch: None, count: None, per_replica: Some((replica_label.clone(), Reduction::Count)), parts: None, sums: Vec::new() }
+            SignalQueries { value, per_replica: Some((replica_label.clone(), Reduction::Count)), ..plain(String::new()) }
         }
     })
 }

@@ -85,7 +85,7 @@ fn http_counters_are_attributed_through_the_anchor_gauge() {
     let q = build(&k, &r, &ctx(r#"model_name="m",job="vllm""#)).unwrap();
     // The model matcher applies to the anchor only: http_requests_total has no model_name.
     assert!(q.value.contains(r#"rate(http_requests_total{job="vllm",status="5xx"}[1800s])"#), "{}", q.value);
-    assert!(q.value.contains(r#"last_over_time(vllm:num_requests_running{model_name="m",job="vllm"}[1800s])"#));
+    assert!(q.value.contains(r#"last_over_time(vllm:num_requests_running{model_name="m",job="vllm",server=""}[1800s])"#));
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn a_ratio_per_a_gauge_divides_by_its_average_only_where_that_is_high_enough() {
     let q = build(&k, &r, &ctx("")).unwrap();
     assert_eq!(
         q.value,
-        "avg by (model_name) (sum by (model_name, instance, engine) (rate(vllm:generation_tokens_total[1800s])) / sum by (model_name, instance, engine) (rate(vllm:iteration_tokens_total_count[1800s])) / (sum by (model_name, instance, engine) (avg_over_time(vllm:num_requests_running[1800s])) and (sum by (model_name, instance, engine) (min_over_time(vllm:num_requests_running[1800s])) >= 4)))"
+        "avg by (model_name) (sum by (model_name, instance, engine) (rate(vllm:generation_tokens_total[1800s])) / sum by (model_name, instance, engine) (rate(vllm:iteration_tokens_total_count[1800s])) / (sum by (model_name, instance, engine) (avg_over_time(vllm:num_requests_running{server=\"\"}[1800s])) and (sum by (model_name, instance, engine) (min_over_time(vllm:num_requests_running{server=\"\"}[1800s])) >= 4)))"
     );
     assert!(q.parts.is_none() && q.sums.is_empty(), "read whole");
 }
@@ -267,7 +267,7 @@ fn the_fleet_labels_are_read_once_from_the_running_gauge() {
     let q = fleet_labels_query(&Selector::parse(r#"job="vllm""#).unwrap(), &["model_name".into(), "pod".into()], Duration::from_secs(1800));
     assert_eq!(
         q,
-        r#"group by (model_name, pod) (last_over_time({__name__=~"vllm:num_requests_running|vllm_num_requests_running",job="vllm"}[1800s]))"#
+        r#"group by (model_name, pod) (last_over_time({__name__=~"vllm:num_requests_running|vllm_num_requests_running",job="vllm",server=""}[1800s]))"#
     );
 }
 
@@ -340,7 +340,7 @@ fn gauges_without_the_grouping_label_join_on_the_declared_labels() {
     let q = build(&k, &r, &ctx("")).unwrap();
     assert_eq!(
         q.value,
-        "min by (model_name) (avg_over_time(DCGM_FI_DEV_SM_CLOCK[1800s]) * on (namespace, pod) group_left (model_name) group by (namespace, pod, model_name) (last_over_time(vllm:num_requests_running[1800s])))"
+        "min by (model_name) (avg_over_time(DCGM_FI_DEV_SM_CLOCK[1800s]) * on (namespace, pod) group_left (model_name) group by (namespace, pod, model_name) (last_over_time(vllm:num_requests_running{server=\"\"}[1800s])))"
     );
 }
 
@@ -390,7 +390,7 @@ fn a_bitmask_gauge_reads_its_bits_sample_by_sample_through_a_subquery() {
     let q = build(&k, &r, &ctx("")).unwrap();
     assert_eq!(
         q.value,
-        "max by (model_name) (avg_over_time((clamp_max(floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 8) % 2 + floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 64) % 2, 1))[1800s:60s]) * on (namespace, pod) group_left (model_name) group by (namespace, pod, model_name) (last_over_time(vllm:num_requests_running[1800s])))"
+        "max by (model_name) (avg_over_time((clamp_max(floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 8) % 2 + floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 64) % 2, 1))[1800s:60s]) * on (namespace, pod) group_left (model_name) group by (namespace, pod, model_name) (last_over_time(vllm:num_requests_running{server=\"\"}[1800s])))"
     );
     // One bit needs no clamp; a gauge over another is divided series by series.
     let one = build(&gauge(vec![4], None), &r, &ctx("")).unwrap().value;
@@ -402,5 +402,53 @@ fn a_bitmask_gauge_reads_its_bits_sample_by_sample_through_a_subquery() {
     let r = resolve(&k, &present(&["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_POWER_MGMT_LIMIT", "vllm:num_requests_running"])).unwrap();
     let v = build(&k, &r, &ctx("")).unwrap().value;
     assert!(v.contains("(avg_over_time(DCGM_FI_DEV_POWER_USAGE[1800s]) / avg_over_time(DCGM_FI_DEV_POWER_MGMT_LIMIT[1800s])) * on (namespace, pod)"), "{v}");
-    assert!(v.ends_with("group by (namespace, pod, model_name) (last_over_time(vllm:num_requests_running[1800s])))"), "{v}");
+    assert!(v.ends_with("group by (namespace, pod, model_name) (last_over_time(vllm:num_requests_running{server=\"\"}[1800s])))"), "{v}");
+}
+
+fn router_kind(measure: RouterMeasure, family: &str, worker_label: &str) -> SignalKind {
+    SignalKind::Router {
+        measure,
+        family: vec![family.into()],
+        denominator: if measure == RouterMeasure::Ratio { vec!["vllm_router_requests_total".into()] } else { vec![] },
+        r#match: String::new(),
+        worker_label: worker_label.into(),
+        equals: 1.0,
+        workers: vec!["vllm_router_worker_health".into()],
+        engines: vec!["vllm:num_requests_running".into()],
+    }
+}
+
+#[test]
+fn a_routers_worker_series_join_the_engines_through_the_workers_host_and_port_without_the_model_matcher() {
+    let k = router_kind(RouterMeasure::Rate, "vllm_router_processed_requests_total", "worker");
+    let r = resolve(&k, &present(&["vllm_router_processed_requests_total", "vllm:num_requests_running"])).unwrap();
+    let q = build(&k, &r, &ctx(r#"model_name="m",namespace="prod""#)).unwrap().value;
+    assert_eq!(
+        q,
+        r#"sum by (model_name) (sum by (instance, model_name) (sum by (instance) (label_replace(label_replace(label_replace(rate(vllm_router_processed_requests_total{namespace="prod"}[1800s]), "router_instance", "$1", "instance", "(.*)"), "router_job", "$1", "job", "(.*)"), "instance", "$1", "worker", "[a-z+]+://([^/]+).*")) * on (instance) group_left (model_name) group by (instance, model_name) (last_over_time(vllm:num_requests_running{model_name="m",namespace="prod",server=""}[1800s]))))"#
+    );
+    promql_parser::parser::parse(&q).unwrap();
+}
+
+#[test]
+fn a_routers_own_series_go_to_every_model_its_workers_serve_and_a_missing_retry_counter_reads_zero() {
+    // The retries counter is not required: the router creates it at the first retry.
+    let k = router_kind(RouterMeasure::Ratio, "vllm_router_retries_total", "");
+    let r = resolve(&k, &present(&["vllm_router_requests_total", "vllm_router_worker_health", "vllm:num_requests_running"])).unwrap();
+    let q = build(&k, &r, &ctx("")).unwrap().value;
+    assert!(q.starts_with("(sum by (model_name) (sum by (router_instance, router_job) (") && q.contains("rate(vllm_router_retries_total[1800s])"), "{q}");
+    assert!(q.contains(r#"* on (router_instance, router_job) group_right group by (router_instance, router_job, model_name) ("#), "{q}");
+    assert!(q.contains(" or ") && q.contains(" * 0) / "), "{q}");
+    promql_parser::parser::parse(&q).unwrap();
+    // Without the workers' gauge there is nothing to attribute the router to.
+    assert!(resolve(&k, &present(&["vllm_router_requests_total", "vllm:num_requests_running"])).is_err());
+    // A held-out share reads the gauge's value at the trends' step.
+    let k = router_kind(RouterMeasure::HeldOut, "vllm_router_cb_state", "worker");
+    let r = resolve(&k, &present(&["vllm_router_cb_state", "vllm:num_requests_running"])).unwrap();
+    let q = build(&k, &r, &ctx("")).unwrap().value;
+    assert!(q.starts_with("max by (model_name) (max by (instance, model_name) (max by (instance) (") && q.contains("avg_over_time((vllm_router_cb_state == bool 1)[1800s:60s])"), "{q}");
+    // Grouped by instance, the join's label is not also in group_left (PromQL refuses that).
+    let by_instance = QueryContext { group_by: vec!["instance".into()], ..ctx("") };
+    let q = build(&k, &r, &by_instance).unwrap().value;
+    promql_parser::parser::parse(&q).unwrap_or_else(|e| panic!("{e}: {q}"));
 }

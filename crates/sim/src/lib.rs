@@ -48,6 +48,9 @@
 //!                                   #   compute-bound at the power cap as the state's work asks
 //! preemption_detail = true          # optional (false): vllm:num_preemptions_by_reason{reason} and
 //!                                   #   the per-request histogram vllm:request_num_preemptions (V1)
+//! router = "vllm-router"           # optional: vLLM's router in front of the model (its own target,
+//!                                   #   families read from vllm-router 0.1.17, see router.rs)
+//! router_policy = "consistent_hash" # optional (round_robin): the router's --policy (a label)
 //! custom_buckets = { time_to_first_token = [1, 5, 60] }  # optional: vLLM's --custom-histogram-buckets
 //!                                   #   (families time_to_first_token, inter_token_latency and
 //!                                   #   request_latency: queue, prefill, decode, E2E), ascending bounds
@@ -81,6 +84,7 @@
 //! cold_start = false                # true: the first finding is a replica's cold start (info)
 //! replica_cause = "config"          # why the named replica differs: load, config or hardware
 //! binding = "max-num-seqs"          # the limit the report's `binding` names for `model`
+//! grew = "input-processing"         # the hop the report's time by hop names as grown for `model`
 //! ```
 //!
 //! Every vLLM series carries `job="vllm"`, `instance`, `pod`, `namespace="inference"` and
@@ -99,6 +103,7 @@ use serde::Deserialize;
 mod events;
 mod openmetrics;
 pub mod real_gpu;
+mod router;
 mod sim;
 mod state;
 
@@ -149,6 +154,17 @@ pub enum KvConnector {
     Lmcache,
 }
 
+/// A router in front of a model's replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum RouterKind {
+    /// vLLM's router (`vllm-router` on PyPI): its own target, exporting `vllm_router_*`.
+    #[serde(rename = "vllm-router")]
+    VllmRouter,
+}
+
+/// The routing policies vLLM's router 0.1.17 takes (`--policy`), as its decisions' `policy` label.
+pub const ROUTER_POLICIES: [&str; 7] = ["random", "round_robin", "cache_aware", "kv_aware", "power_of_two", "consistent_hash", "sticky_least_loaded"];
+
 /// A real GPU whose recorded samples a model's DCGM series replay (see `real_gpu.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub enum RealGpu {
@@ -183,6 +199,9 @@ pub struct ModelSpec {
     /// vLLM's `--custom-histogram-buckets`: bucket bounds by family key (`time_to_first_token`,
     /// `inter_token_latency`, `request_latency`), replacing the defaults.
     pub custom_buckets: std::collections::BTreeMap<String, Vec<f64>>,
+    /// A router in front of the replicas, and its policy (one of [`ROUTER_POLICIES`]).
+    pub router: Option<RouterKind>,
+    pub router_policy: String,
 }
 
 /// The bucket families `custom_buckets` may set (vLLM's keys for the latency histograms).
@@ -205,6 +224,8 @@ impl ModelSpec {
             dcgm: false,
             gpu: None,
             custom_buckets: Default::default(),
+            router: None,
+            router_policy: "round_robin".to_string(),
         }
     }
 
@@ -269,10 +290,14 @@ pub struct Expectation {
     /// Signals the report must list as changed and unexplained for `model` (what else moved),
     /// beginning where the incident does (within two trend steps).
     pub unexplained: Vec<String>,
+    /// The hop the report's time by hop must name as grown for `model` (one of [`HOPS`]).
+    pub grew: Option<String>,
 }
 
 /// The causes a finding's `replica_cause` names (vllm-diag's `ReplicaCauseKind`).
 pub const REPLICA_CAUSES: [&str; 3] = ["load", "config", "hardware"];
+/// The hops of a request's path the report's `hops` names (vllm-diag's explain::hops).
+pub const HOPS: [&str; 6] = ["router", "input-processing", "engine-queue", "kv-transfer", "prefill", "decode"];
 
 /// The limits a report's `binding` names (vllm-diag's `LimitKind`).
 pub const BINDING_LIMITS: [&str; 6] = ["kv-cache", "max-num-seqs", "max-num-batched-tokens", "deferred", "stalled", "none"];
@@ -402,6 +427,10 @@ struct RawModel {
     gpu: Option<RealGpu>,
     #[serde(default)]
     custom_buckets: std::collections::BTreeMap<String, Vec<f64>>,
+    #[serde(default)]
+    router: Option<RouterKind>,
+    #[serde(default)]
+    router_policy: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -444,6 +473,8 @@ struct RawExpect {
     replica_cause: Option<String>,
     #[serde(default)]
     unexplained: Vec<String>,
+    #[serde(default)]
+    grew: Option<String>,
 }
 
 fn yes() -> bool {
@@ -597,6 +628,10 @@ impl ScenarioSpec {
                     return Err(invalid(&field, format!("custom_buckets.{family}: give positive bounds in ascending order")));
                 }
             }
+            let router_policy = m.router_policy.unwrap_or_else(|| "round_robin".to_string());
+            if !ROUTER_POLICIES.contains(&router_policy.as_str()) {
+                return Err(invalid(&field, format!("router_policy {router_policy:?} is not one of vllm-router's policies ({})", ROUTER_POLICIES.join(", "))));
+            }
             models.push(ModelSpec {
                 name: m.name,
                 replicas: m.replicas,
@@ -611,6 +646,8 @@ impl ScenarioSpec {
                 dcgm: m.dcgm || m.gpu.is_some(),
                 gpu: m.gpu,
                 custom_buckets: m.custom_buckets,
+                router: m.router,
+                router_policy,
             });
         }
 
@@ -650,6 +687,9 @@ impl ScenarioSpec {
                 }
                 if needs.dcgm && !model.dcgm {
                     return Err(lacks("dcgm = true"));
+                }
+                if needs.router && model.router.is_none() {
+                    return Err(lacks("router = \"vllm-router\""));
                 }
                 if needs.real_gpu && model.gpu.is_none() {
                     return Err(lacks("gpu = \"h200\" (its story is the real board's power cap and clocks)"));
@@ -777,6 +817,12 @@ impl ScenarioSpec {
                 }
                 if e.replica.is_none() {
                     return Err(invalid("expect.replica_cause", "says why the named replica differs: it needs first, model and replica".into()));
+            if let Some(hop) = &e.grew {
+                if !HOPS.contains(&hop.as_str()) {
+                    return Err(invalid("expect.grew", format!("{hop:?} is not a hop ({})", HOPS.join(", "))));
+                }
+                if e.model.is_none() {
+                    return Err(invalid("expect.grew", "names the hop that grew for a model: it needs first and model".into()));
                 }
             }
             if e.stood_in && e.first.is_none() {
@@ -845,7 +891,7 @@ impl ScenarioSpec {
                 cold_start: e.cold_start,
                 replica_cause: e.replica_cause,
                 unexplained: e.unexplained,
-
+                grew: e.grew,
             };
         }
         Ok(spec)

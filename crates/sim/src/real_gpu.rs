@@ -211,8 +211,8 @@ mod tests {
         }
         assert!(line.ends_with(" 1000.000"), "the first sample lands on the start: {line}");
         let last_violation = om.lines().filter(|l| l.starts_with("DCGM_FI_DEV_POWER_VIOLATION{")).last().unwrap();
-        // `NAME{labels} VALUE TIMESTAMP`: the labels hold spaces (modelName="NVIDIA H200").
-        let us: f64 = last_violation.rsplit(' ').nth(1).unwrap().parse().unwrap();
+        // The value follows the labels (`modelName="NVIDIA H200"` has a space of its own).
+        let us: f64 = last_violation.rsplit_once('}').unwrap().1.split_whitespace().next().unwrap().parse().unwrap();
         // 84.19 s of power capping in the recording (nvidia-smi agrees), in microseconds.
         assert!((84.0e6..84.4e6).contains(&us), "{us}");
     }

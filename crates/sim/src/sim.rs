@@ -116,7 +116,7 @@ impl Generated {
 
 /// Every family a replica exports, in output order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Fam {
+pub(crate) enum Fam {
     Up,
     CacheConfig,
     Running,
@@ -180,6 +180,18 @@ enum Fam {
     PowerLimit,
     PowerLimitDefault,
     MemClock,
+    // vLLM's router in front of a model (router.rs), after the others for the same reason.
+    RouterRequests,
+    RouterProcessed,
+    RouterDecisions,
+    RouterCbState,
+    RouterCbOutcomes,
+    RouterWorkerHealth,
+    RouterActiveWorkers,
+    RouterGenerateDuration,
+    RouterRetries,
+    // NIXL's bytes per transfer (issue 48, item 5), after the others for the same reason.
+    NixlBytes,
 }
 
 impl Fam {
@@ -243,11 +255,21 @@ impl Fam {
             Fam::PowerLimit => "DCGM_FI_DEV_POWER_MGMT_LIMIT",
             Fam::PowerLimitDefault => "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF",
             Fam::MemClock => "DCGM_FI_DEV_MEM_CLOCK",
+            Fam::RouterRequests => "vllm_router_requests",
+            Fam::RouterProcessed => "vllm_router_processed_requests",
+            Fam::RouterDecisions => "vllm_router_policy_decisions",
+            Fam::RouterCbState => "vllm_router_cb_state",
+            Fam::RouterCbOutcomes => "vllm_router_cb_outcomes",
+            Fam::RouterWorkerHealth => "vllm_router_worker_health",
+            Fam::RouterActiveWorkers => "vllm_router_active_workers",
+            Fam::RouterGenerateDuration => "vllm_router_generate_duration_seconds",
+            Fam::RouterRetries => "vllm_router_retries",
+            Fam::NixlBytes => "vllm:nixl_bytes_transferred",
         }
     }
 
     /// The stored family name: OpenTelemetry pipelines rewrite `vllm:` to `vllm_`.
-    fn name(self, generation: MetricsGeneration) -> String {
+    pub(crate) fn name(self, generation: MetricsGeneration) -> String {
         let base = self.base_name(generation);
         match base.strip_prefix("vllm:") {
             Some(rest) if generation == MetricsGeneration::V1Otel => format!("vllm_{rest}"),
@@ -255,8 +277,12 @@ impl Fam {
         }
     }
 
-    fn kind(self) -> Kind {
+    pub(crate) fn kind(self) -> Kind {
         match self {
+            Fam::RouterRequests | Fam::RouterProcessed | Fam::RouterDecisions | Fam::RouterCbOutcomes | Fam::RouterRetries => {
+                Kind::Counter
+            }
+            Fam::RouterGenerateDuration => Kind::Histogram,
             Fam::PromptTokens
             | Fam::GenerationTokens
             | Fam::Preemptions
@@ -286,6 +312,7 @@ impl Fam {
             | Fam::ParamsN
             | Fam::IterationTokens
             | Fam::NixlXfer
+            | Fam::NixlBytes
             | Fam::ReqPreemptions => Kind::Histogram,
             _ => Kind::Gauge,
         }
@@ -348,6 +375,17 @@ impl Fam {
             Fam::KsmContainerInfo => "Information about a container in a pod.",
             Fam::KsmRestarts => "The number of container restarts per container.",
             Fam::ProcessMemory => "Resident memory size in bytes.",
+            // vllm-router 0.1.17's own HELP texts.
+            Fam::RouterRequests => "Total number of requests by route and method",
+            Fam::RouterProcessed => "Total requests processed by each worker",
+            Fam::RouterDecisions => "Total routing policy decisions by policy and worker",
+            Fam::RouterCbState => "Circuit breaker state per worker (0=closed, 1=open, 2=half_open)",
+            Fam::RouterCbOutcomes => "Total number of circuit breaker outcomes by worker and outcome type (success/failure)",
+            Fam::RouterWorkerHealth => "Worker health status (1=healthy, 0=unhealthy)",
+            Fam::RouterActiveWorkers => "Number of currently active workers",
+            Fam::RouterGenerateDuration => "Generate request duration",
+            Fam::RouterRetries => "Total number of request retries by route",
+            Fam::NixlBytes => "Bytes one NIXL KV transfer moved.",
         }
     }
 }
@@ -366,6 +404,11 @@ const ITERATION_BUCKETS: &[f64] =
     &[1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0];
 const N_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0];
 const NIXL_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// Bounds for bytes per NIXL transfer (1 MB to 10 GB; the tool reads only its `_sum`).
+const NIXL_BYTES_BUCKETS: &[f64] = &[1e6, 1e7, 1e8, 1e9, 1e10];
+/// KV-cache bytes one prompt token takes (an 8B Llama: 32 layers x 8 KV heads x 128 x K and V x
+/// 2 bytes): what a transfer moves per prompt token.
+const KV_BYTES_PER_TOKEN: f64 = 131_072.0;
 
 /// An H100 80GB HBM3's framebuffer, MiB, and what the driver reserves of it.
 const FB_TOTAL_MIB: f64 = 81_559.0;
@@ -405,19 +448,19 @@ pub(crate) fn format_le(bound: f64) -> String {
 
 /// A histogram being filled: per-bucket counts (the last is `+Inf`) and the sum.
 #[derive(Debug, Clone)]
-struct Hist {
-    bounds: Vec<f64>,
-    counts: Vec<u64>,
-    sum: f64,
+pub(crate) struct Hist {
+    pub(crate) bounds: Vec<f64>,
+    pub(crate) counts: Vec<u64>,
+    pub(crate) sum: f64,
 }
 
 impl Hist {
-    fn new(bounds: &[f64]) -> Hist {
+    pub(crate) fn new(bounds: &[f64]) -> Hist {
         Hist { bounds: bounds.to_vec(), counts: vec![0; bounds.len() + 1], sum: 0.0 }
     }
 
     /// Record `n` observations of `v`.
-    fn observe(&mut self, v: f64, n: u64) {
+    pub(crate) fn observe(&mut self, v: f64, n: u64) {
         if n == 0 || !v.is_finite() {
             return;
         }
@@ -449,7 +492,9 @@ const H_ITERATION: usize = 10;
 const H_NIXL: usize = 11;
 /// Only for models with `preemption_detail`.
 const H_PREEMPTIONS: usize = 12;
-const HIST_FAMS: [Fam; 13] = [
+/// Only for models with a NIXL connector.
+const H_NIXL_BYTES: usize = 13;
+const HIST_FAMS: [Fam; 14] = [
     Fam::Ttft,
     Fam::Itl,
     Fam::Queue,
@@ -463,6 +508,7 @@ const HIST_FAMS: [Fam; 13] = [
     Fam::IterationTokens,
     Fam::NixlXfer,
     Fam::ReqPreemptions,
+    Fam::NixlBytes,
 ];
 /// vLLM's buckets for `request_num_preemptions`.
 const PREEMPTION_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0];
@@ -478,7 +524,7 @@ const R_ERROR: usize = 3;
 const HTTP_STATUSES: [&str; 3] = ["2xx", "4xx", "5xx"];
 const ADMISSION_REASON: &str = "max_num_queued_reqs";
 
-fn lognormal(rng: &mut ChaCha8Rng, median: f64, sigma: f64) -> f64 {
+pub(crate) fn lognormal(rng: &mut ChaCha8Rng, median: f64, sigma: f64) -> f64 {
     let z: f64 = StandardNormal.sample(rng);
     median * (sigma * z).exp()
 }
@@ -496,7 +542,7 @@ fn poisson(rng: &mut ChaCha8Rng, lambda: f64) -> u64 {
     }
 }
 
-fn binomial(rng: &mut ChaCha8Rng, n: u64, p: f64) -> u64 {
+pub(crate) fn binomial(rng: &mut ChaCha8Rng, n: u64, p: f64) -> u64 {
     if n == 0 || p.is_nan() || p <= 0.0 {
         return 0;
     }
@@ -530,7 +576,7 @@ fn slug(text: &str) -> String {
 }
 
 /// One host-name stem per model, unique across the fleet.
-fn host_stems(models: &[ModelSpec]) -> Vec<String> {
+pub(crate) fn host_stems(models: &[ModelSpec]) -> Vec<String> {
     let short: Vec<String> = models.iter().map(|m| slug(m.name.rsplit('/').next().unwrap_or(&m.name))).collect();
     let unique = |v: &[String]| {
         let mut s = v.to_vec();
@@ -716,15 +762,15 @@ impl Trace {
 
 /// The state a replica is in during one interval.
 #[derive(Debug, Clone, Copy)]
-struct Moment {
-    st: StateParams,
+pub(crate) struct Moment {
+    pub(crate) st: StateParams,
     /// Arrival multiplier of this replica (state, ramp and weights together).
     mult: f64,
     /// How far through the state's span the interval starts and ends, 0..1.
-    frac_prev: f64,
-    frac: f64,
+    pub(crate) frac_prev: f64,
+    pub(crate) frac: f64,
     /// Whether this replica is the one `incident.replica` names.
-    singled: bool,
+    pub(crate) singled: bool,
 }
 
 /// The GPU as DCGM sees it.
@@ -807,6 +853,8 @@ struct Replica<'a> {
     /// AR(1) noise states: waiting, KV usage, running, GPU utilisation, clock, temperature, power.
     noise: [f64; 7],
     prompts: Vec<f64>,
+    /// The last interval's arrivals and their seconds of input processing (for a router in front).
+    pub(crate) interval: (f64, f64),
 }
 
 impl<'a> Replica<'a> {
@@ -881,6 +929,7 @@ impl<'a> Replica<'a> {
                 Fam::ParamsN => Hist::new(N_BUCKETS),
                 Fam::IterationTokens => Hist::new(ITERATION_BUCKETS),
                 Fam::NixlXfer => Hist::new(NIXL_BUCKETS),
+                Fam::NixlBytes => Hist::new(NIXL_BYTES_BUCKETS),
                 Fam::ReqPreemptions => Hist::new(PREEMPTION_BUCKETS),
                 _ => Hist::new(&token_buckets),
             })
@@ -931,6 +980,7 @@ impl<'a> Replica<'a> {
             blocks: gpu_blocks as f64,
             noise: [0.0; 7],
             prompts: Vec::new(),
+            interval: (0.0, 0.0),
         }
     }
 
@@ -1058,6 +1108,7 @@ impl<'a> Replica<'a> {
         self.scraped = st.scraped;
         self.sleep = st.sleep;
         self.steps += 1;
+        self.interval = (0.0, 0.0);
         self.rss += (HEALTHY_RSS_CREEP + st.memory_growth_per_s) * secs;
         self.drift();
         self.update_gpu(&st, secs);
@@ -1102,6 +1153,7 @@ impl<'a> Replica<'a> {
         let base_rate =
             if st.arrivals_at_capacity { self.cap / wl.mean_service_s(&st).max(1e-3) } else { self.model.rate };
         let arrivals = poisson(&mut self.rng, base_rate * m.mult * secs);
+        self.interval.0 = arrivals as f64;
         let n5xx = binomial(&mut self.rng, arrivals, st.http_5xx_share);
         let n4xx = binomial(&mut self.rng, arrivals - n5xx, wl.http_4xx_share);
         let admitted = arrivals - n5xx - n4xx;
@@ -1178,6 +1230,7 @@ impl<'a> Replica<'a> {
             // Drawn only when the state has it, so other states' random streams stay as they were.
             let input = if st.input_s > 0.0 { lognormal(rng, st.input_s, 0.2) } else { 0.0 };
             let ttft = input + queue + prefill;
+            self.interval.1 += input;
             let req_itl = lognormal(rng, itl_median, wl.itl_request_sigma);
             let tokens_after_first = (out - 1.0).max(0.0) as u64;
             let mut decode = 0.0;
@@ -1196,10 +1249,17 @@ impl<'a> Replica<'a> {
                 let z: f64 = StandardNormal.sample(&mut self.rng);
                 (st.prefix_hit_ratio * (1.0 + 0.3 * z)).clamp(0.0, 1.0)
             };
-            if nixl {
+            // A disaggregated request waits in the decode instance's queue for its KV: vLLM
+            // records it scheduled only once the transfer is done (WAITING_FOR_REMOTE_KVS comes
+            // before the SCHEDULED event), so the transfer is in its queue time and its TTFT.
+            let (queue, ttft) = if nixl {
                 let x = lognormal(&mut self.rng, wl.nixl_median_s * st.nixl_xfer, wl.nixl_sigma);
-                self.hists[H_NIXL].observe(x, 1);
-            }
+                self.hists[H_NIXL].observe(x * st.nixl_time_scale, 1);
+                self.hists[H_NIXL_BYTES].observe(prompt * KV_BYTES_PER_TOKEN, 1);
+                (queue + x, ttft + x)
+            } else {
+                (queue, ttft)
+            };
             let h = &mut self.hists;
             h[H_TTFT].observe(ttft, 1);
             if reason == R_ABORT && !self.counts_aborts {
@@ -1434,7 +1494,7 @@ impl<'a> Replica<'a> {
             }
         }
         for (i, fam) in HIST_FAMS.iter().enumerate() {
-            if *fam == Fam::NixlXfer && self.model.kv_connector != Some(KvConnector::Nixl) {
+            if matches!(fam, Fam::NixlXfer | Fam::NixlBytes) && self.model.kv_connector != Some(KvConnector::Nixl) {
                 continue;
             }
             if *fam == Fam::ReqPreemptions && !(v1 && self.model.preemption_detail) {
@@ -1494,7 +1554,7 @@ impl Replica<'_> {
 }
 
 /// The state replica `ri` of `model` is in during the interval `(prev_ms, now_ms]`.
-fn state_at(spec: &ScenarioSpec, model: &ModelSpec, ri: u32, prev_ms: i64, now_ms: i64) -> Moment {
+pub(crate) fn state_at(spec: &ScenarioSpec, model: &ModelSpec, ri: u32, prev_ms: i64, now_ms: i64) -> Moment {
     let shares = model.arrival_shares();
     let base_share = shares.get(ri as usize).copied().unwrap_or(1.0);
     let healthy = Moment { st: StateParams::HEALTHY, mult: base_share, frac_prev: 0.0, frac: 0.0, singled: false };
@@ -1528,7 +1588,18 @@ fn state_at(spec: &ScenarioSpec, model: &ModelSpec, ri: u32, prev_ms: i64, now_m
         base_share
     };
     let mult = p.arrivals + (p.arrivals_at_end - p.arrivals) * frac;
+    // A circuit the router holds open: that replica gets nothing, its peers its share.
+    let share = match (circuit_open(&p, frac_prev, frac), singled) {
+        (true, true) => 0.0,
+        (true, false) if shares.len() > 1 => share * shares.len() as f64 / (shares.len() - 1) as f64,
+        _ => share,
+    };
     Moment { st: p, mult: mult * share, frac_prev, frac, singled }
+}
+
+/// Whether the router holds the singled replica's circuit open during `(frac_prev, frac]`.
+pub(crate) fn circuit_open(p: &StateParams, frac_prev: f64, frac: f64) -> bool {
+    p.router_open.iter().any(|(a, b)| frac_prev < *b && frac > *a)
 }
 
 /// KV-cache blocks sized so the healthy working set fills [`HEALTHY_KV`] of them: expected
@@ -1558,6 +1629,8 @@ pub(crate) fn simulate(spec: &ScenarioSpec) -> Generated {
     for (mi, model) in spec.models.iter().enumerate() {
         let blocks = gpu_blocks(model);
         let factors = serving_factors(model, &lives[mi], &times_ms);
+        // Each replica's arrivals and input seconds per sample, for a router in front.
+        let mut trails: Vec<Vec<(f64, f64)>> = Vec::new();
         for (ri, replica_names) in (0..model.replicas).zip(&names[mi]) {
             let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
             rng.set_stream(((mi as u64) << 32) | u64::from(ri));
@@ -1571,6 +1644,7 @@ pub(crate) fn simulate(spec: &ScenarioSpec) -> Generated {
             replica.prime(secs);
             replica.present = life.phase(times_ms[0]) != Phase::Absent;
             replica.emit(&mut trace);
+            let mut trail = vec![(0.0, 0.0)];
             for (k, w) in times_ms.windows(2).enumerate() {
                 let mut moment = state_at(spec, model, ri, w[0], w[1]);
                 let phase = life.phase(w[1]);
@@ -1594,8 +1668,15 @@ pub(crate) fn simulate(spec: &ScenarioSpec) -> Generated {
                     }
                 }
                 replica.emit(&mut trace);
+                trail.push(replica.interval);
             }
+            trails.push(trail);
             for (fam, metric) in trace.finish() {
+                by_family.entry(fam).or_default().push(metric);
+            }
+        }
+        if model.router.is_some() {
+            for (fam, metric) in super::router::series(spec, mi, &names[mi], &trails, &times_ms) {
                 by_family.entry(fam).or_default().push(metric);
             }
         }

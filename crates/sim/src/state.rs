@@ -119,6 +119,16 @@ pub enum IncidentKind {
     SpecDecodeInefficient,
     /// Acceptance falls to 0.45.
     SpecDecodeInefficientNear,
+    /// NIXL KV transfers take 30 times longer (a congested or misrouted link): each request waits
+    /// for its KV in the decode instance's queue, as vLLM records it (scheduled once its KV came).
+    KvTransferSlow,
+    /// Transfers twice as long.
+    KvTransferSlowNear,
+    /// The transfer-time histogram records a thousandth of each transfer's time (a unit slip):
+    /// bytes over time read 1,000 times any link's rate. Nothing else changes.
+    KvTransferRateImpossible,
+    /// Transfers ten times faster, and recorded as such: a fast link, about 100 GB/s.
+    KvTransferRateImpossibleNear,
     /// NIXL KV transfers fail 0.5/s per replica and take 5x longer.
     KvTransferFailures,
     /// No failures; transfers 20% slower.
@@ -175,6 +185,27 @@ pub enum IncidentKind {
     GpuPowerLimitLowered,
     /// Capped at 680 W: the real draw stays under it while decoding.
     GpuPowerLimitLoweredNear,
+    /// vLLM's router in front of the model (`router = "vllm-router"`) takes 1.5 s (median) of its
+    /// own before an engine answers each request (short of CPU, slow connections to its workers);
+    /// the engines see nothing of it.
+    RouterSaturated,
+    /// The router takes 0.12 s of its own: under what a user notices.
+    RouterSaturatedNear,
+    /// The router's policy sends one worker three times what it sends each of the others (a hot
+    /// key under consistent hashing); the replica is not slower per request.
+    RoutingSkew,
+    /// 1.2 times.
+    RoutingSkewNear,
+    /// The router opens one worker's circuit at the onset and keeps it open: that engine stays
+    /// up, reporting, and gets nothing; its peers take its share.
+    BackendCutOff,
+    /// The circuit opens for two minutes in the middle of the window, then closes.
+    BackendCutOffNear,
+    /// The router retries 10% of the requests it receives (attempts that fail between router and
+    /// engine, which the engines never see); the engines count no error.
+    RouterRetries,
+    /// 1% retried.
+    RouterRetriesNear,
     /// From 60 minutes before the window's end, 30% of requests miss a 500 ms TTFT target.
     SloBurn,
     /// About 0.5% of requests miss it.
@@ -198,10 +229,12 @@ pub struct Needs {
     /// The model's GPUs replay real samples (`gpu = "h200"`): the power cap and its clocks are
     /// the real board's.
     pub real_gpu: bool,
+    /// vLLM's router in front of the model (`router = "vllm-router"`).
+    pub router: bool,
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 72] = [
+    pub const ALL: [IncidentKind; 84] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -272,6 +305,18 @@ impl IncidentKind {
         IncidentKind::ProcessMemoryGrowthNear,
         IncidentKind::IterationTokensCollapse,
         IncidentKind::IterationTokensCollapseNear,
+        IncidentKind::RouterSaturated,
+        IncidentKind::RouterSaturatedNear,
+        IncidentKind::RoutingSkew,
+        IncidentKind::RoutingSkewNear,
+        IncidentKind::BackendCutOff,
+        IncidentKind::BackendCutOffNear,
+        IncidentKind::RouterRetries,
+        IncidentKind::RouterRetriesNear,
+        IncidentKind::KvTransferSlow,
+        IncidentKind::KvTransferSlowNear,
+        IncidentKind::KvTransferRateImpossible,
+        IncidentKind::KvTransferRateImpossibleNear,
         IncidentKind::TtftUnattributed,
         IncidentKind::TtftUnattributedNear,
     ];
@@ -351,6 +396,18 @@ impl IncidentKind {
             IncidentKind::IterationTokensCollapseNear => "iteration-tokens-collapse-near",
             IncidentKind::TtftUnattributed => "ttft-unattributed",
             IncidentKind::TtftUnattributedNear => "ttft-unattributed-near",
+            IncidentKind::RouterSaturated => "router-saturated",
+            IncidentKind::RouterSaturatedNear => "router-saturated-near",
+            IncidentKind::RoutingSkew => "routing-skew",
+            IncidentKind::RoutingSkewNear => "routing-skew-near",
+            IncidentKind::BackendCutOff => "backend-cut-off",
+            IncidentKind::BackendCutOffNear => "backend-cut-off-near",
+            IncidentKind::KvTransferSlow => "kv-transfer-slow",
+            IncidentKind::KvTransferSlowNear => "kv-transfer-slow-near",
+            IncidentKind::KvTransferRateImpossible => "kv-transfer-rate-impossible",
+            IncidentKind::KvTransferRateImpossibleNear => "kv-transfer-rate-impossible-near",
+            IncidentKind::RouterRetries => "router-retries",
+            IncidentKind::RouterRetriesNear => "router-retries-near",
         }
     }
 
@@ -408,7 +465,7 @@ impl IncidentKind {
                 n.v1 = true;
                 n.spec_decode = true;
             }
-            K::KvTransferFailures => {
+            K::KvTransferFailures | K::KvTransferSlow | K::KvTransferRateImpossible => {
                 n.v1 = true;
                 n.nixl = true;
             }
@@ -418,6 +475,12 @@ impl IncidentKind {
             }
             K::GpuThrottling | K::GpuErrors => n.dcgm = true,
             K::GpuPromptShift | K::GpuPrefillBursts | K::GpuThermalSlowdown | K::GpuPowerLimitLowered => n.real_gpu = true,
+            K::RouterSaturated | K::RouterRetries => n.router = true,
+            K::RoutingSkew | K::BackendCutOff => {
+                n.router = true;
+                n.min_replicas = if base == K::RoutingSkew { 3 } else { 2 };
+                n.uses_replica = true;
+            }
             _ => {}
         }
         match base {
@@ -686,6 +749,10 @@ impl IncidentKind {
             K::TtftUnattributed => StateParams { input_s: 0.3, ..h },
             K::TtftUnattributedNear => StateParams { input_s: 0.1, ..h },
             K::KvTransferFailures => StateParams { nixl_failures_per_s: 0.5, nixl_xfer: 5.0, ..h },
+            K::KvTransferSlow => StateParams { nixl_xfer: 30.0, ..h },
+            K::KvTransferSlowNear => StateParams { nixl_xfer: 2.0, ..h },
+            K::KvTransferRateImpossible => StateParams { nixl_time_scale: 0.001, ..h },
+            K::KvTransferRateImpossibleNear => StateParams { nixl_xfer: 0.1, ..h },
             // x1.3 underneath reads as x1.2 through the histogram's buckets
             K::KvTransferFailuresNear => StateParams { nixl_xfer: 1.3, ..h },
             K::KvCacheLeak => StateParams { kv_usage: Level::Ramp(0.45, 0.9), ..h },
@@ -768,6 +835,14 @@ impl IncidentKind {
             K::GpuPowerLimitLoweredNear => StateParams { gpu: GpuParams { power_limit_w: 680.0, ..GpuParams::HEALTHY }, ..h },
             // A slower prefill that has been there long before the window: 70% of first tokens
             // inside 500 ms, so a comparison with the baseline sees nothing.
+            K::RouterSaturated => StateParams { router_wait_s: 1.5, ..h },
+            K::RouterSaturatedNear => StateParams { router_wait_s: 0.12, ..h },
+            K::RoutingSkew => StateParams { replica_weight: 3.0, ..h },
+            K::RoutingSkewNear => StateParams { replica_weight: 1.2, ..h },
+            K::BackendCutOff => StateParams { router_open: &[(0.0, 1.0)], ..h },
+            K::BackendCutOffNear => StateParams { router_open: &[(0.45, 0.52)], ..h },
+            K::RouterRetries => StateParams { router_retry_share: 0.1, ..h },
+            K::RouterRetriesNear => StateParams { router_retry_share: 0.01, ..h },
             K::SloBurn => StateParams { onset: Onset::BeforeEnd { secs: 3600 }, prefill: 6.5, ..h },
             K::SloBurnNear => StateParams { onset: Onset::BeforeEnd { secs: 3600 }, prefill: 1.3, ..h },
         }
@@ -969,6 +1044,8 @@ pub struct StateParams {
     pub nixl_failures_per_s: f64,
     /// NIXL transfer-time multiplier.
     pub nixl_xfer: f64,
+    /// What the transfer-time histogram records of each transfer's real time (1: all of it).
+    pub nixl_time_scale: f64,
     /// Bytes a second by which the server process's resident memory grows (a leak).
     pub memory_growth_per_s: f64,
     /// Decode steps taken for the same work, as a multiple of the healthy number (1): more steps,
@@ -978,6 +1055,14 @@ pub struct StateParams {
     /// batch's (0: the healthy ITL whatever the batch, as every older state has it).
     pub itl_batch_k: f64,
     pub gpu: GpuParams,
+    /// vLLM's router (a model with `router`): its own median time per request before an engine
+    /// answers, seconds (lognormal), on top of the engine's input processing.
+    pub router_wait_s: f64,
+    /// Share of the router's requests it sends again after an attempt failed on the way.
+    pub router_retry_share: f64,
+    /// Fractions of the state's span during which the router holds the circuit of the replica
+    /// `incident.replica` names open: it gets no arrivals, its peers take its share.
+    pub router_open: &'static [(f64, f64)],
 }
 
 impl StateParams {
@@ -1021,10 +1106,14 @@ impl StateParams {
         spec_acceptance: 0.6,
         nixl_failures_per_s: 0.0,
         nixl_xfer: 1.0,
+        nixl_time_scale: 1.0,
         memory_growth_per_s: 0.0,
         step_split: 1.0,
         itl_batch_k: 0.0,
         gpu: GpuParams::HEALTHY,
+        router_wait_s: 0.003,
+        router_retry_share: 0.0,
+        router_open: &[],
     };
 }
 
@@ -1152,15 +1241,15 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 32);
+        assert_eq!(nears.len(), 38);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());
             assert_eq!(base.near_miss_of(), None);
             let (n, b) = (near.needs(), base.needs());
             assert_eq!(
-                (n.v1, n.spec_decode, n.nixl, n.dcgm, n.min_replicas),
-                (b.v1, b.spec_decode, b.nixl, b.dcgm, b.min_replicas),
+                (n.v1, n.spec_decode, n.nixl, n.dcgm, n.min_replicas, n.router),
+                (b.v1, b.spec_decode, b.nixl, b.dcgm, b.min_replicas, b.router),
                 "{near}"
             );
         }
@@ -1201,10 +1290,11 @@ mod tests {
             }
             assert!(p.abort_share + p.error_share < 1.0, "{kind}");
             assert!(p.arrivals >= 0.0 && p.arrivals_at_end >= 0.0, "{kind}");
-            for m in [p.prompt, p.output, p.max_tokens, p.prefill, p.itl, p.replica_weight, p.nixl_xfer, p.step_split] {
+            for m in [p.prompt, p.output, p.max_tokens, p.prefill, p.itl, p.replica_weight, p.nixl_xfer, p.nixl_time_scale, p.step_split] {
                 assert!(m > 0.0, "{kind}");
             }
-            for (a, b) in p.preemption_bursts {
+            assert!((0.0..=1.0).contains(&p.router_retry_share) && p.router_wait_s > 0.0, "{kind}");
+            for (a, b) in p.preemption_bursts.iter().chain(p.router_open) {
                 assert!(0.0 <= *a && a < b && *b <= 1.0, "{kind}");
             }
         }

@@ -842,7 +842,9 @@ fn every_scenario_fixture_parses_and_names_a_real_expectation() {
             // moved must list nothing
             assert!(e.first.is_none(), "{stem}: a near miss expects nothing first");
             if base.named_by_a_rule() {
-                assert_eq!(e.absent, vec![base.rule().to_string()], "{stem}");
+                // Its own rule; a near miss may keep a neighbour quiet too (a lowered power limit
+                // the GPU never hits is no throttling either).
+                assert!(e.absent.iter().any(|r| r == base.rule()), "{stem}: keeps {} quiet: {:?}", base.rule(), e.absent);
             } else {
                 assert!(e.healthy && e.unexplained.is_empty() && e.absent.is_empty(), "{stem}: a quiet near miss of an incident no rule names");
             }
@@ -862,6 +864,7 @@ fn every_scenario_fixture_parses_and_names_a_real_expectation() {
                     | IncidentKind::TargetDown
                     | IncidentKind::GpuErrors
                     | IncidentKind::GpuThermalSlowdown
+                    | IncidentKind::RoutingSkew
             );
             // A target down since before the window has no series left in it but `up`: the
             // diagnosis ties it to its model through its past, and does not name it.
@@ -910,3 +913,4 @@ fn kinds_have_near(kind: IncidentKind) -> bool {
 
 mod events;
 mod kinds;
+mod router;

@@ -504,6 +504,40 @@ fn kv_transfer_failures_near_miss_slows_transfers_a_little_and_fails_none() {
     within("transfer P95 ratio", r.p95_ratio(NIXL), 1.08..=1.35);
 }
 
+#[test]
+fn kv_transfer_slow_waits_thirty_times_longer_for_the_kv_in_the_queue_and_the_first_token() {
+    let r = Run::fixture("kv-transfer-slow");
+    let (w, b) = (r.w(), r.b());
+    let (xw, xb) = (w.mean(NIXL), b.mean(NIXL));
+    within("transfer mean ratio", xw / xb, 25.0..=35.0);
+    // vLLM schedules a disaggregated request once its KV came: the wait is queue time and TTFT,
+    // not input processing (TTFT less queue less prefill stays where it was).
+    within("queue mean rise, s", w.mean(QUEUE) - b.mean(QUEUE), (xw - xb) * 0.9..=(xw - xb) * 1.1);
+    within("TTFT mean rise, s", w.mean(TTFT) - b.mean(TTFT), (xw - xb) * 0.9..=(xw - xb) * 1.1);
+    let prefill = "vllm:request_prefill_time_seconds";
+    let rest = |v: &View| v.mean(TTFT) - v.mean(QUEUE) - v.mean(prefill);
+    within("input processing, s", rest(&w) - rest(&b), -0.02..=0.02);
+    assert_eq!(w.increase("vllm:nixl_num_failed_transfers_total"), 0.0);
+    let near = Run::fixture("kv-transfer-slow-near");
+    within("near miss transfer ratio", near.w().mean(NIXL) / near.b().mean(NIXL), 1.8..=2.2);
+}
+
+#[test]
+fn every_transfer_moves_its_prompts_kv_and_the_impossible_rate_is_the_times_unit_slip() {
+    const BYTES: &str = "vllm:nixl_bytes_transferred";
+    let rate = |v: &View| v.increase(&format!("{BYTES}_sum")) / v.increase(&format!("{NIXL}_sum"));
+    let healthy = Run::fixture("kv-transfer-rate-impossible");
+    // One transfer per request, 128 KiB of KV per prompt token (a 600-token median prompt).
+    assert_eq!(healthy.b().increase(&format!("{BYTES}_count")), healthy.b().increase(&format!("{NIXL}_count")));
+    within("bytes per transfer", healthy.b().mean(BYTES), 7e7..=1.1e8);
+    within("baseline rate, B/s", rate(&healthy.b()), 5e9..=2e10);
+    within("window rate, B/s", rate(&healthy.w()), 5e12..=2e13);
+    // The engines serve as before: the slip is the histogram's only.
+    within("queue mean ratio", healthy.w().mean(QUEUE) / healthy.b().mean(QUEUE), 0.8..=1.25);
+    let near = Run::fixture("kv-transfer-rate-impossible-near");
+    within("near miss rate, B/s", rate(&near.w()), 5e10..=2e11);
+}
+
 // ---- KV-cache leak ----
 
 #[test]
