@@ -140,6 +140,11 @@ pub struct Report {
     /// (docs/how-it-decides.md, "What else moved"). Largest change first; always present.
     #[serde(default)]
     pub unexplained: Vec<Unexplained>,
+    /// The latency profile whose targets and ceilings the rules used (`chat` unless `--profile`
+    /// named another, or the replayed recording was judged with another). Absent from reports of
+    /// runs that did not say (a library caller, an older report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 /// A signal that moved in the direction that hurts, against its baseline's median and spread, for

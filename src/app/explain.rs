@@ -240,6 +240,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
         r.disabled = disabled;
         r.warnings.extend(scrape_notes);
         r.coverage.unread_targets = unread_targets;
+        r.profile = Some(profile.unwrap_or(crate::rules::DEFAULT_PROFILE).to_string());
         r
     });
     spinner.finish();

@@ -245,6 +245,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         deploy: None,
         binding: binding_plan.map(|b| binding::read(&b, &answers, p)).unwrap_or_default(),
         unexplained,
+        profile: None,
     })
 }
 

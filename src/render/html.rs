@@ -36,6 +36,7 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
         esc(&h.metrics),
     );
 
+    answer(&mut body, view);
     if let Some(sentence) = &view.conclusion {
         // Only a real all-clear is drawn as one: a run missing its core checks is not.
         // Nor is one where signals moved that no rule explains.
@@ -66,6 +67,71 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
         esc(&view.headline),
         if view.timeline.is_empty() && view.findings.iter().all(|f| f.preceded_by.is_none()) { "" } else { EVENT_STYLE }
     )
+}
+
+/// The answer every channel format gives, first: the verdict, the scope, the deciding numbers, the
+/// binding limit, the cards one line each, the first steps, what was absorbed, the other findings
+/// and the context. The whole report follows.
+fn answer(out: &mut String, view: &ReportView) {
+    let a = view.answer();
+    let sev = a.severity.map_or("info", |s| s.as_str());
+    let _ = writeln!(out, "<section class=\"answer {sev}\">\n<h2>{}</h2>", esc(&a.headline));
+    let para = |out: &mut String, class: &str, line: &str| {
+        let _ = writeln!(out, "<p class=\"{class}\">{}</p>", esc(line));
+    };
+    let list = |out: &mut String, tag: &str, items: &[String]| {
+        if !items.is_empty() {
+            let _ = writeln!(out, "<{tag}>");
+            for i in items {
+                let _ = writeln!(out, "<li>{}</li>", esc(i));
+            }
+            let _ = writeln!(out, "</{tag}>");
+        }
+    };
+    if let Some(l) = &a.lead {
+        para(out, "scope", &l.scope);
+        out.push_str("<ul class=\"numbers\">\n");
+        for n in &l.numbers {
+            let chart = n.link.as_ref().map(|url| format!(" <a href=\"{}\">chart</a>", esc(url))).unwrap_or_default();
+            let _ = writeln!(out, "<li>{}{chart}</li>", esc(&n.line));
+        }
+        out.push_str("</ul>\n");
+        if let Some(line) = &l.binding {
+            para(out, "binding", line);
+        }
+        for line in &l.notes {
+            para(out, "note", line);
+        }
+        if !l.cards.is_empty() {
+            out.push_str("<h3>Try</h3>\n");
+            list(out, "ul", &l.cards.iter().map(|c| c.line.clone()).collect::<Vec<_>>());
+        }
+        for line in &l.wont_help {
+            para(out, "wont-help", line);
+        }
+        if !l.steps.is_empty() {
+            out.push_str("<h3>Next</h3>\n");
+            list(out, "ol", &l.steps);
+        }
+        for line in l.absorbed.iter().chain(&l.not_evaluated) {
+            para(out, "absorbed", line);
+        }
+    }
+    list(out, "ul", &a.others);
+    for line in a.noted.iter().chain(&a.conclusion).chain(&a.disabled).chain(&a.warnings) {
+        para(out, "note", line);
+    }
+    if !a.moved.is_empty() {
+        out.push_str("<h3>Also changed, not explained by any rule</h3>\n");
+        list(out, "ul", &a.moved);
+    }
+    list(out, "ul", &a.not_evaluated_pairs);
+    let mut context = a.context.clone();
+    if let Some(n) = &a.not_evaluated {
+        context.push_str(&format!(" · {n}"));
+    }
+    para(out, "context", &context);
+    out.push_str("</section>\n");
 }
 
 /// Every event, oldest first, in a small table: when, what kind, where, what; the baseline's rows
@@ -528,7 +594,8 @@ dl.meta{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;margin:0 0 12px
 dl.meta dt{color:var(--muted)}
 dl.meta dd{margin:0;overflow-wrap:anywhere}
 section{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:12px 14px;margin:12px 0}
-section.finding{border-left:6px solid var(--info)}
+section.finding,section.answer{border-left:6px solid var(--info)}
+section.answer .context{color:var(--muted);font-size:.9em}
 section.critical{border-left-color:var(--crit)}
 section.warning{border-left-color:var(--warn)}
 .badge{display:inline-block;color:#fff;background:var(--info);border-radius:4px;padding:1px 7px;font-size:.8em;vertical-align:2px;margin-right:4px}

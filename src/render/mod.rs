@@ -27,6 +27,7 @@ use chrono::{DateTime, Utc};
 use crate::report::{Evidence, Finding, NotEvaluated, Report, Scope, Severity, TimeRange};
 use crate::units;
 
+pub mod answer;
 pub mod compact;
 pub mod github;
 pub mod html;
@@ -35,6 +36,7 @@ pub mod junit;
 pub mod links;
 pub mod markdown;
 pub mod slack;
+pub mod slack_blocks;
 pub mod sparkline;
 pub mod table;
 pub mod view;
@@ -56,6 +58,8 @@ pub enum Format {
     Json,
     /// Slack mrkdwn: no tables, within one message, the most important finding first.
     Slack,
+    /// The Slack message as Block Kit JSON, a payload for an incoming webhook.
+    SlackBlocks,
     /// JUnit XML: a test case per rule and scope, for the test report view of CI systems.
     Junit,
     /// One self-contained HTML page with a chart of every evidence signal, for incident tickets.
@@ -81,7 +85,7 @@ enum Renderer {
 impl Format {
     /// Every format, in the order `--help` lists them.
     pub const ALL: &'static [Format] =
-        &[Format::Text, Format::Table, Format::Markdown, Format::Json, Format::Slack, Format::Junit, Format::Html];
+        &[Format::Text, Format::Table, Format::Markdown, Format::Json, Format::Slack, Format::SlackBlocks, Format::Junit, Format::Html];
 
     /// The one place a format is described.
     fn spec(self) -> Spec {
@@ -91,7 +95,8 @@ impl Format {
             Format::Table => ("table", "Boxed tables for a terminal: the full evidence and its PromQL (what -v gives)", true, V(table::render)),
             Format::Markdown => ("markdown", "Compact Markdown to paste into an incident channel or a GitHub issue", true, V(markdown::render)),
             Format::Json => ("json", "The report as JSON (schema in `report.rs`), for scripts and CI", false, R(json::render)),
-            Format::Slack => ("slack", "Slack mrkdwn: no tables, within one message, the most important finding first", true, V(slack::render)),
+            Format::Slack => ("slack", "Slack mrkdwn: the answer in one message, under 1,500 characters", true, V(slack::render)),
+            Format::SlackBlocks => ("slack-blocks", "The Slack message as Block Kit JSON, a payload for an incoming webhook", false, V(slack_blocks::render)),
             Format::Junit => ("junit", "JUnit XML: a test case per rule and scope, for the test report view of CI systems", false, V(junit::render)),
             Format::Html => ("html", "One self-contained HTML page with a chart of every evidence signal, for incident tickets", false, V(html::render)),
         };
@@ -1271,6 +1276,7 @@ pub(crate) mod fixtures {
             deploy: None,
             binding: Vec::new(),
             unexplained: Vec::new(),
+            profile: Some("chat".to_string()),
         }
     }
 

@@ -96,6 +96,8 @@ pub struct ReportView {
     pub not_evaluated_brief: Option<String>,
     /// What else moved, largest first: signals no warning or critical finding explains.
     pub unexplained: Vec<UnexplainedView>,
+    /// The latency profile the rules used (`chat`), when the report says.
+    pub profile: Option<String>,
 }
 
 /// A change no rule explains, worded once.
@@ -123,6 +125,10 @@ pub struct RuleCounts {
     pub evaluated: usize,
     /// Of those, rules that found nothing in any scope (neither a finding nor part of one).
     pub healthy: usize,
+    /// Rules that gave no verdict in any scope: `total - evaluated`.
+    pub not_evaluated: usize,
+    /// Rules that gave a verdict in some scopes and could not be evaluated in others.
+    pub partly_evaluated: usize,
 }
 
 /// Where the numbers come from and what was compared, in UTC.
@@ -206,6 +212,10 @@ pub struct FindingView {
     /// Which limit bound the finding's model over the window, in one sentence (the first finding
     /// of a model carries it; see [`binding_sentence`]).
     pub binding: Option<String>,
+    /// The rules that could not be evaluated on the finding's model (or for every scope), which
+    /// might have told another story there: `priority-preemption (metric missing in the window:
+    /// vllm:num_preemptions_by_reason_total)`. Rules of no scope are left to the count.
+    pub not_evaluated_here: Vec<String>,
 }
 
 /// How many evidence rows the text format shows for a finding at most.
@@ -416,7 +426,22 @@ impl ReportView {
                 .iter()
                 .map(|u| UnexplainedView { line: super::unexplained_line(report, u, &scopes), signal: one_line(&u.signal), scope: scopes.format(&u.scope), query: one_line(&u.query) })
                 .collect(),
+            profile: report.profile.as_deref().map(one_line).filter(|p| !p.is_empty()),
         }
+    }
+
+    /// `profile chat`: the latency profile whose targets the rules used, or `profile not recorded`
+    /// for a report that does not say.
+    pub fn profile_phrase(&self) -> String {
+        match &self.profile {
+            Some(p) => format!("profile {p}"),
+            None => "profile not recorded".to_string(),
+        }
+    }
+
+    /// The answer every channel format gives (see [`super::answer`]).
+    pub fn answer(&self) -> super::answer::Answer {
+        super::answer::Answer::new(self)
     }
 
     /// The events the text formats list, oldest first.
@@ -562,7 +587,16 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         after: f.preceded_by.as_ref().map(after),
         replicas_count: f.replicas.as_ref().filter(|r| r.total > 0).map(|r| format!("{} of {} replicas", r.affected.len(), r.total)),
         binding: binding_of(report, f).filter(|_| first_of_its_model(report, f, rank)).map(binding_sentence),
+        not_evaluated_here: not_evaluated_here(report, f),
     }
+}
+
+/// See [`FindingView::not_evaluated_here`]: pairs whose scope is part of the finding's, not empty.
+fn not_evaluated_here(report: &Report, f: &Finding) -> Vec<String> {
+    let mut items: Vec<&crate::report::NotEvaluated> =
+        report.not_evaluated.iter().filter(|n| !n.scope.is_empty() && n.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v))).collect();
+    items.sort();
+    items.iter().map(|n| format!("{} ({})", one_line(&n.rule), one_line(&n.reason))).collect()
 }
 
 /// The model-level binding of a finding's scope (its grouping labels; a replica label the finding
@@ -651,7 +685,15 @@ fn rule_counts(report: &Report) -> RuleCounts {
         .iter()
         .flat_map(|f| std::iter::once(f.rule.as_str()).chain(f.also_consistent.iter().map(|a| a.rule.as_str())))
         .collect();
-    RuleCounts { total: c.rules, evaluated: c.evaluated, healthy: c.evaluated.saturating_sub(found.len()) }
+    let judged: std::collections::BTreeSet<&str> = found.iter().copied().chain(report.healthy.iter().map(|h| h.rule.as_str())).collect();
+    let partly = report.not_evaluated.iter().map(|n| n.rule.as_str()).filter(|r| judged.contains(r)).collect::<std::collections::BTreeSet<_>>().len();
+    RuleCounts {
+        total: c.rules,
+        evaluated: c.evaluated,
+        healthy: c.evaluated.saturating_sub(found.len()),
+        not_evaluated: c.rules.saturating_sub(c.evaluated),
+        partly_evaluated: partly,
+    }
 }
 
 /// See [`ReportView::not_evaluated_brief`]: at most three rules by name; the reason (up to its

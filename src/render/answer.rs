@@ -1,0 +1,371 @@
+//! The answer: what every channel format says, decided once from the [`ReportView`].
+//!
+//! An incident channel, an issue, a CI step summary, the top of the HTML page and the default
+//! terminal text all carry the same short answer, in this order:
+//!
+//! - the verdict: the worst finding's severity, rule and title, or `OK`, `NOT AN ALL-CLEAR`,
+//!   `NOTHING EVALUATED` with why;
+//! - the scope: the model, how many of its replicas are affected, since when, after which change;
+//! - the two to four numbers that decided it, each against its baseline and the line it crossed;
+//! - the limit that bound the model;
+//! - each experiment card on one line (flag, from → to, confidence; the arithmetic is kept for
+//!   `-v`), and the levers the evidence rules out;
+//! - the first [`STEPS`] next steps;
+//! - the findings it absorbed, in one line (a severity one of them raised said there);
+//! - the other findings, one line each; what else moved; what could not be evaluated, as a count
+//!   (the rules that bear on the finding by name); the window, the fleet, the profile and the
+//!   rule counts in one line.
+//!
+//! Every fact is one string here, on one line and unescaped; a format escapes it for its markup
+//! and lays it out, but never rewords it, shortens it or leaves it out (Slack's limits are met by
+//! the [`Answer`] being short, not by cutting it). So the formats cannot disagree: the test
+//! `every_channel_format_says_the_same_answer` holds each of them to every fact on every shipped
+//! recording, and tests/channel.rs does so on every generated scenario.
+
+use super::view::{FindingView, ReportView, RuleCounts};
+use super::{plural, Verdict};
+use crate::report::Severity;
+
+/// How many next steps the answer gives.
+pub const STEPS: usize = 2;
+/// How many other findings are named, one line each, before the rest are counted.
+pub const OTHERS: usize = 4;
+/// How many changes no rule explains are named before the rest are counted.
+pub const MOVED: usize = 3;
+/// How many of the data source's warnings are named before the rest are counted.
+pub const WARNINGS: usize = 2;
+/// The longest a warning may be in the answer (a server can send anything): the rest is in `-v`.
+pub const WARNING_CHARS: usize = 240;
+
+/// The answer every channel format renders.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub verdict: Verdict,
+    /// The severity the verdict leads with (the first finding's), `None` when no warning or
+    /// critical finding leads.
+    pub severity: Option<Severity>,
+    /// `CRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions`, `OK: no problem
+    /// found in 28 of 32 rules`, `NOT AN ALL-CLEAR: ...`, `NOTHING EVALUATED: ...`.
+    pub headline: String,
+    /// The leading finding in full: the first warning or critical finding.
+    pub lead: Option<LeadFinding>,
+    /// The other warning and critical findings, one line each (at most [`OTHERS`]), then how many
+    /// more.
+    pub others: Vec<String>,
+    /// `Also noted (info): gpu-underutilized (llama)`.
+    pub noted: Option<String>,
+    /// Why a run without findings is or is not an all-clear, or which core checks a run with
+    /// findings could not make.
+    pub conclusion: Option<String>,
+    /// Changes no rule explains: the first [`MOVED`], then how many more.
+    pub moved: Vec<String>,
+    /// Rule/scope pairs listed because nothing was evaluated at all (the reason of each); empty
+    /// otherwise, when [`Answer::not_evaluated`] counts them.
+    pub not_evaluated_pairs: Vec<String>,
+    /// `4 rules not evaluated, 1 more on some models only: -v lists them`, or `None`.
+    pub not_evaluated: Option<String>,
+    /// `Disabled in the configuration (not evaluated): a, b`.
+    pub disabled: Option<String>,
+    /// The data source's warnings: the first [`WARNINGS`], each at most [`WARNING_CHARS`], then
+    /// how many more.
+    pub warnings: Vec<String>,
+    /// `2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · profile chat · 28 of 32
+    /// rules evaluated, 25 healthy`.
+    pub context: String,
+    /// Where the rest is: `-v or --format html: the evidence, its PromQL and charts`.
+    pub more: String,
+    /// The counts the context line says.
+    pub counts: RuleCounts,
+}
+
+/// The leading finding, as the answer gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeadFinding {
+    pub rank: usize,
+    pub severity: Severity,
+    pub rule: String,
+    /// `meta-llama/Llama-3.1-8B-Instruct · 3 of 3 replicas affected · since 08:50 UTC`.
+    pub scope: String,
+    /// The numbers that decided it.
+    pub numbers: Vec<Number>,
+    /// `Bound by the KV cache for 100% of the window: ...`.
+    pub binding: Option<String>,
+    /// Notes that qualify it: decided through stand-ins or over the last minutes, the change it
+    /// began after, a cold start, a correlation that points elsewhere.
+    pub notes: Vec<String>,
+    pub cards: Vec<Card>,
+    /// `Won't help: a lower max_num_seqs (--max-num-seqs): ...`.
+    pub wont_help: Vec<String>,
+    /// The first [`STEPS`] next steps.
+    pub steps: Vec<String>,
+    /// `Also explains: slo-burn (critical: raises this finding from warning), load-exceeds-capacity (warning)`.
+    pub absorbed: Option<String>,
+    /// `Not evaluated on this model: priority-preemption (metric missing in the window: ...)`.
+    pub not_evaluated: Option<String>,
+}
+
+/// A number that decided the finding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Number {
+    pub signal: String,
+    /// `KV-cache usage (peak): 100%, baseline 59% (held: >= 90%)`.
+    pub line: String,
+    /// The value alone (`100%`), for tests and for formats that emphasise it.
+    pub value: String,
+    /// A chart of its query, when the run has links.
+    pub link: Option<String>,
+}
+
+/// An experiment card on one line, with the arithmetic `-v` shows under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Card {
+    /// `--max-num-seqs: unknown → 15 · confidence high`.
+    pub line: String,
+    /// `Suggested max_num_seqs = 15: 17 running sequences per replica ...`.
+    pub arithmetic: String,
+}
+
+impl Answer {
+    /// The answer of a view (the view's own facts, nothing more).
+    pub fn new(view: &ReportView) -> Answer {
+        let serious: Vec<&FindingView> = view.findings.iter().filter(|f| f.severity >= Severity::Warning).collect();
+        let lead_view = serious.first().copied().filter(|_| view.verdict == Verdict::Findings);
+        let others = others(&serious, lead_view.is_some());
+        let noted: Vec<String> = view
+            .findings
+            .iter()
+            .filter(|f| f.severity < Severity::Warning)
+            .map(|f| match &f.cold_start {
+                Some(c) => format!("{} ({}): {c}", f.rule, f.scope),
+                None => format!("{} ({})", f.rule, f.scope),
+            })
+            .collect();
+        let mut moved: Vec<String> = Vec::new();
+        if view.verdict != Verdict::NothingEvaluated {
+            moved.extend(view.unexplained.iter().take(MOVED).map(|u| u.line.clone()));
+            if view.unexplained.len() > MOVED {
+                moved.push(format!("... and {} more: -v lists them", view.unexplained.len() - MOVED));
+            }
+        }
+        let not_evaluated_pairs = if view.verdict == Verdict::NothingEvaluated {
+            view.not_evaluated.iter().map(|n| format!("{} ({}): {}", n.rule, n.scope, n.reason)).collect()
+        } else {
+            Vec::new()
+        };
+        Answer {
+            verdict: view.verdict,
+            severity: lead_view.map(|f| f.severity),
+            headline: match lead_view {
+                Some(f) => heading(f),
+                None => no_problem_headline(view),
+            },
+            lead: lead_view.map(|f| lead(view, f)),
+            others,
+            noted: (!noted.is_empty()).then(|| format!("Also noted (info): {}", noted.join(", "))),
+            conclusion: conclusion(view),
+            moved,
+            not_evaluated_pairs,
+            not_evaluated: not_evaluated_count(view),
+            disabled: view.disabled_line.clone(),
+            warnings: warnings(&view.warnings),
+            context: context(view),
+            more: "-v or --format html: every signal with its PromQL and charts, what was healthy, what could not be evaluated and why".to_string(),
+            counts: view.rules,
+        }
+    }
+
+    /// Every fact of the answer, in order, each one line: what a format must show, whatever its
+    /// layout (the agreement tests hold every format to this list).
+    pub fn facts(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = vec![&self.headline];
+        if let Some(l) = &self.lead {
+            out.push(&l.scope);
+            out.extend(l.numbers.iter().map(|n| n.line.as_str()));
+            out.extend(l.binding.as_deref());
+            out.extend(l.notes.iter().map(String::as_str));
+            out.extend(l.cards.iter().map(|c| c.line.as_str()));
+            out.extend(l.wont_help.iter().map(String::as_str));
+            out.extend(l.steps.iter().map(String::as_str));
+            out.extend(l.absorbed.as_deref());
+            out.extend(l.not_evaluated.as_deref());
+        }
+        out.extend(self.others.iter().map(String::as_str));
+        out.extend(self.noted.as_deref());
+        out.extend(self.conclusion.as_deref());
+        out.extend(self.moved.iter().map(String::as_str));
+        out.extend(self.not_evaluated_pairs.iter().map(String::as_str));
+        out.extend(self.not_evaluated.as_deref());
+        out.extend(self.disabled.as_deref());
+        out.extend(self.warnings.iter().map(String::as_str));
+        out.push(&self.context);
+        out
+    }
+}
+
+/// `CRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions`.
+fn heading(f: &FindingView) -> String {
+    format!("{} {}: {}", f.severity.as_str().to_uppercase(), f.rule, f.title)
+}
+
+fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
+    let mut scope = vec![f.scope.clone()];
+    scope.extend(f.replicas_count.as_ref().map(|r| format!("{r} affected")));
+    scope.extend(f.since.clone());
+    scope.extend(f.after.clone());
+    let numbers = f
+        .deciding
+        .iter()
+        .filter_map(|&i| f.evidence.get(i))
+        .map(|e| {
+            let mut line = format!("{}: {}, baseline {} (held: {})", e.title, e.value, e.baseline, e.condition_own);
+            if let Some(c) = &e.confidence {
+                line.push_str(&format!(", {c}"));
+            }
+            Number { signal: e.signal.clone(), line, value: e.value.clone(), link: e.link.clone() }
+        })
+        .collect();
+    let mut notes: Vec<String> = Vec::new();
+    notes.extend(f.stood_in.clone());
+    notes.extend(f.recent.clone());
+    notes.extend(f.preceded_by.clone());
+    notes.extend(f.doubts.iter().cloned());
+    let cards = f
+        .recommendations
+        .iter()
+        .map(|r| Card { line: r.card_brief.clone().unwrap_or_else(|| r.head.clone()), arithmetic: r.brief.clone() })
+        .collect();
+    let _ = view;
+    LeadFinding {
+        rank: f.rank,
+        severity: f.severity,
+        rule: f.rule.clone(),
+        scope: scope.join(" · "),
+        numbers,
+        binding: f.binding.clone(),
+        notes,
+        cards,
+        wont_help: f.wont_help.clone(),
+        steps: f.steps.iter().take(STEPS).cloned().collect(),
+        absorbed: f.also_consistent_list(|id| id.to_string()).map(|l| format!("Also explains: {l}")),
+        not_evaluated: (!f.not_evaluated_here.is_empty()).then(|| format!("Not evaluated on this model: {}", f.not_evaluated_here.join("; "))),
+    }
+}
+
+/// The warning and critical findings after the lead, one line each: `#2 WARNING slow-decode:
+/// Decode is slow · qwen · P95 inter-token latency: 112 ms, baseline 48.6 ms`.
+fn others(serious: &[&FindingView], led: bool) -> Vec<String> {
+    let rest: Vec<&&FindingView> = serious.iter().skip(usize::from(led)).collect();
+    let mut out: Vec<String> = rest
+        .iter()
+        .take(OTHERS)
+        .map(|f| {
+            let mut line = format!("#{} {} · {}", f.rank, heading(f), f.scope);
+            if let Some(e) = f.deciding.first().and_then(|&i| f.evidence.get(i)) {
+                line.push_str(&format!(" · {}: {}, baseline {}", e.title, e.value, e.baseline));
+            }
+            line
+        })
+        .collect();
+    if rest.len() > OTHERS {
+        out.push(format!("... and {}: -v lists them", plural(rest.len() - OTHERS, "more finding", "more findings")));
+    }
+    out
+}
+
+/// The first line when no warning or critical finding leads.
+fn no_problem_headline(view: &ReportView) -> String {
+    let r = &view.rules;
+    let in_rules = if r.total > 0 {
+        format!("{} of {} rules", r.evaluated, r.total)
+    } else {
+        view.healthy.as_ref().map_or_else(|| "what was checked".to_string(), |h| h.pairs.clone())
+    };
+    match view.verdict {
+        Verdict::NothingEvaluated => "NOTHING EVALUATED: no rule could be checked against this window, so this is not an all-clear".to_string(),
+        Verdict::Incomplete => {
+            let gaps = view.gaps.clone().unwrap_or_else(|| "core checks not evaluated".into());
+            format!("NOT AN ALL-CLEAR: {gaps} · no warning or critical finding in the {in_rules} evaluated")
+        }
+        _ if !view.unexplained.is_empty() => {
+            let moved = plural(view.unexplained.len(), "signal moved", "signals moved");
+            format!("NOT AN ALL-CLEAR: no warning or critical finding in {in_rules}, but {moved} that no rule explains")
+        }
+        _ if view.findings.is_empty() => format!("OK: no problem found in {in_rules}"),
+        _ => format!("OK: no warning or critical finding in {in_rules}"),
+    }
+}
+
+/// The sentence that qualifies the verdict: which core checks could not be made (with findings,
+/// or without), or why nothing was evaluated. A clean run's is the headline and the counts.
+fn conclusion(view: &ReportView) -> Option<String> {
+    match view.verdict {
+        Verdict::Clean => None,
+        Verdict::NothingEvaluated => view.conclusion.as_ref().map(|c| c.trim_start_matches("Nothing was evaluated: no rule could be checked against this window, so this is not an all-clear.").trim().to_string()).filter(|c| !c.is_empty()),
+        _ => view.core_missing.clone().or_else(|| (view.verdict == Verdict::Incomplete).then(|| view.conclusion.clone()).flatten()),
+    }
+}
+
+/// `4 rules not evaluated, 1 more on some models only: -v lists them`, or `None`: the rules the
+/// lead finding names as not evaluated on its model are counted here too.
+fn not_evaluated_count(view: &ReportView) -> Option<String> {
+    if view.verdict == Verdict::NothingEvaluated {
+        return None;
+    }
+    let r = &view.rules;
+    match (r.not_evaluated, r.partly_evaluated) {
+        (0, 0) => None,
+        (n, 0) => Some(format!("{} not evaluated: -v lists them", plural(n, "rule", "rules"))),
+        (0, p) => Some(format!("{} not evaluated on some models: -v lists them", plural(p, "rule", "rules"))),
+        (n, p) => Some(format!("{} not evaluated, {p} more on some models only: -v lists them", plural(n, "rule", "rules"))),
+    }
+}
+
+/// The first warnings, each kept to [`WARNING_CHARS`] at a word, and how many more.
+fn warnings(all: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = all
+        .iter()
+        .take(WARNINGS)
+        .map(|w| {
+            let line = format!("Warning: {w}");
+            if line.chars().count() <= WARNING_CHARS {
+                return line;
+            }
+            let mut keep: String = line.chars().take(WARNING_CHARS - 1).collect();
+            if let Some(i) = keep.rfind(' ') {
+                keep.truncate(i);
+            }
+            format!("{}… (-v has it whole)", keep.trim_end())
+        })
+        .collect();
+    if all.len() > WARNINGS {
+        out.push(format!("... and {}: -v lists them", plural(all.len() - WARNINGS, "more warning", "more warnings")));
+    }
+    out
+}
+
+/// `2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · profile chat · 28 of 32 rules
+/// evaluated, 25 healthy`.
+fn context(view: &ReportView) -> String {
+    let h = &view.header;
+    // A live run says how long ago the window ended (a replay never does).
+    let ago = h.window.split("ended ").nth(1).map(|rest| format!(" (ended {})", rest.trim_end_matches(')'))).unwrap_or_default();
+    let mut parts = vec![format!("{}{ago} vs {}", window(&view.window_range), h.baseline_brief)];
+    if let Some(fleet) = &h.fleet {
+        let first = fleet.split(" · ").next().unwrap_or_default();
+        parts.push(first.split(" by ").next().unwrap_or_default().to_string());
+    }
+    parts.push(view.profile_phrase());
+    let r = &view.rules;
+    if r.total > 0 && view.verdict != Verdict::NothingEvaluated {
+        parts.push(format!("{} of {} rules evaluated, {} healthy", r.evaluated, r.total, r.healthy));
+    }
+    parts.join(" · ")
+}
+
+/// `2026-01-15 08:50 → 09:20 UTC`: the window in minutes (seconds when it has them), its end's
+/// date only when it differs.
+pub(crate) fn window(r: &crate::report::TimeRange) -> String {
+    let clock = |t: &chrono::DateTime<chrono::Utc>| t.format(if t.timestamp() % 60 == 0 { "%H:%M" } else { "%H:%M:%S" }).to_string();
+    let end = if r.start.date_naive() == r.end.date_naive() { clock(&r.end) } else { format!("{} {}", r.end.format("%Y-%m-%d"), clock(&r.end)) };
+    format!("{} {} → {end} UTC", r.start.format("%Y-%m-%d"), clock(&r.start))
+}
