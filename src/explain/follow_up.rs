@@ -245,7 +245,9 @@ fn apply_trends(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], gro
 
 /// Apply the follow-up answers: trends, affected replicas, and recommendations (which need no
 /// follow-up query when the measured KV footprint is enough).
-pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, table: &SignalTable, p: &RunParams, warnings: &mut Vec<String>) {
+/// `binding` is the binding stage's reading, which the levers ruled out must agree with.
+#[allow(clippy::too_many_arguments)]
+pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, table: &SignalTable, binding: &[crate::report::Binding], p: &RunParams, warnings: &mut Vec<String>) {
     apply_trends(fu, answers, findings, &p.group_by, warnings);
     let cache = match fu.cache.as_ref().and_then(|r| answers.get(r)) {
         Some(Ok(Response { data: Data::Vector(v), .. })) => crate::recommend::cache_config(v, &p.group_by),
@@ -262,7 +264,10 @@ pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules:
         let kind = rules.rule(&f.rule).and_then(|r| r.recommend.clone());
         if kind.is_some() || crate::recommend::LEVER_RULES.contains(&f.rule.as_str()) {
             let base: Scope = f.scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-            let inputs = recommend_inputs(table, &base, cache.get(&base).copied(), f.replicas.as_ref().map(|r| r.total as f64));
+            let mut inputs = recommend_inputs(table, &base, cache.get(&base).copied(), f.replicas.as_ref().map(|r| r.total as f64));
+            inputs.held = binding.iter().find(|b| b.scope == base).map(|b| {
+                b.shares.iter().filter(|(k, share)| **k != crate::report::LimitKind::None && **share >= super::binding::HELD_FLOOR).map(|(k, v)| (*k, *v)).collect()
+            });
             f.recommendations.extend(crate::recommend::cards(&f.rule, kind.as_deref(), &inputs));
             f.wont_help = crate::recommend::wont_help(&f.rule, &inputs);
         }
@@ -295,5 +300,6 @@ fn recommend_inputs(table: &SignalTable, base: &Scope, cache: Option<(f64, f64)>
         prompt_tokens_rate_baseline: before("prompt_tokens_rate"),
         batch_tokens_mean: val("batch_tokens_mean"),
         replicas,
+        held: None,
     }
 }

@@ -207,7 +207,9 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         queries += sent;
         more
     };
-    follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, p, &mut warnings);
+    // Which limit bound each model, read before the follow-ups: the levers they rule out agree with it.
+    let binding = binding_plan.map(|b| binding::read(&b, &answers, p)).unwrap_or_default();
+    follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, &binding, p, &mut warnings);
     let events = events::read(&event_plan, &[&answers, &more], &mut warnings);
     judge::retitle_clipped(&mut ranked.findings, rules, p.window.duration());
     onset::apply(&mut ranked.findings);
@@ -243,7 +245,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         coverage,
         events,
         deploy: None,
-        binding: binding_plan.map(|b| binding::read(&b, &answers, p)).unwrap_or_default(),
+        binding,
         unexplained,
         profile: None,
     })

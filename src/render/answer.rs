@@ -29,13 +29,13 @@ use crate::report::Severity;
 /// How many next steps the answer gives.
 pub const STEPS: usize = 2;
 /// How many other findings are named, one line each, before the rest are counted.
-pub const OTHERS: usize = 4;
+pub const OTHERS: usize = 3;
 /// How many changes no rule explains are named before the rest are counted.
 pub const MOVED: usize = 3;
 /// How many of the data source's warnings are named before the rest are counted.
 pub const WARNINGS: usize = 2;
 /// The longest a warning may be in the answer (a server can send anything): the rest is in `-v`.
-pub const WARNING_CHARS: usize = 240;
+pub const WARNING_CHARS: usize = 160;
 
 /// The answer every channel format renders.
 #[derive(Debug, Clone, PartialEq)]

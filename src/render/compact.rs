@@ -49,9 +49,12 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         for line in l.binding.iter().chain(&l.notes) {
             out.extend(wrap(line, w, INDENT, &more));
         }
-        for (i, c) in l.cards.iter().enumerate() {
-            let first = if i == 0 { format!("{INDENT}Try: ") } else { format!("{INDENT}     ") };
-            out.extend(wrap(&c.line, w, &first, &format!("{INDENT}       ")));
+        // One line per card, under a line that says what they are.
+        if !l.cards.is_empty() {
+            out.push(format!("{INDENT}Try (the arithmetic: -v):"));
+        }
+        for c in &l.cards {
+            out.extend(wrap(&c.line, w, INDENT, &more));
         }
         for line in &l.wont_help {
             out.extend(wrap(line, w, INDENT, &more));
@@ -68,7 +71,10 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     if !a.others.is_empty() {
         out.push(String::new());
         for line in &a.others {
-            out.extend(wrap(line, w, "", INDENT));
+            // `#2 WARNING`: its badge coloured like the headline's.
+            let badge: String = line.split(' ').take(2).collect::<Vec<_>>().join(" ");
+            let colour = [Severity::Critical, Severity::Warning].into_iter().find(|s| badge.ends_with(&s.as_str().to_uppercase())).map_or("1;34", code);
+            out.extend(painted(line, width, &badge, colour, opts.color));
         }
     }
     if !a.moved.is_empty() {
@@ -102,7 +108,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     if let Some(n) = &a.not_evaluated {
         footer.push_str(&format!(" · {n}"));
     }
-    footer.push_str(" · run with -v for evidence and PromQL");
+    footer.push_str(" · -v for evidence and PromQL");
     out.extend(wrap(&footer, w, "", ""));
 
     out.iter().map(|l| format!("{}\n", l.trim_end())).collect()
@@ -198,11 +204,11 @@ mod tests {
         assert!(first.starts_with("NOT AN ALL-CLEAR: no warning or critical finding in "), "{text}");
         assert!(first.ends_with("but 4 signals moved that no rule explains"), "{text}");
         let listed: Vec<&str> = text.lines().skip_while(|l| *l != "Also changed, not explained by any rule:").skip(1).take_while(|l| l.starts_with("  ")).collect();
-        assert_eq!(listed.iter().filter(|l| l.starts_with("  - ")).count(), 3, "{text}");
+        assert_eq!(listed.iter().filter(|l| l.starts_with("  - ")).count(), 4, "three and the count of the rest: {text}");
         assert!(listed[0].starts_with("  - P95 time to first token up 2.4x (robust z 31) on "), "{text}");
         let joined = text.replace("\n    ", " ");
         assert!(joined.contains("on qwen2.5-coder-32b since 09:12:00 UTC (18 min, ongoing): 1.9 s vs 800 ms"), "{text}");
-        assert!(listed.last().unwrap().contains("(1 more in -v and --format json)"), "{text}");
+        assert_eq!(*listed.last().unwrap(), "  - ... and 1 more: -v lists them", "{text}");
         // Without them, the same report is an all-clear.
         assert!(render(&clean_report(), &piped()).starts_with("OK: no problem found"));
         // The other formats' first line says it too.
@@ -229,9 +235,9 @@ mod tests {
     #[test]
     fn the_first_line_names_the_top_finding_its_scope_since_when_and_the_change_it_followed() {
         let text = render(&sample_report_with_events(), &piped());
-        let first = verdict_line(&text);
-        assert!(first.starts_with("CRITICAL kv-cache-exhausted: "), "{text}");
-        assert!(first.contains(" · llama-3.1-70b-instruct · since 09:03 UTC · after a configuration change at 09:01 UTC"), "{text}");
+        assert!(text.starts_with("CRITICAL kv-cache-exhausted: KV cache exhausted: requests are being preempted\n"), "{text}");
+        let scope = text.lines().skip(1).take(2).map(str::trim).collect::<Vec<_>>().join(" ");
+        assert_eq!(scope, "llama-3.1-70b-instruct · 2 of 3 replicas affected · since 09:03 UTC · after a configuration change at 09:01 UTC", "{text}");
         // The second finding has its own heading, ranked.
         assert!(text.lines().any(|l| l.starts_with("#2 WARNING ")), "{text}");
     }
@@ -259,7 +265,9 @@ mod tests {
             let e = &kv.evidence[i];
             assert!(text.contains(&e.title) && text.contains(&e.value), "{} missing\n{text}", e.title);
         }
-        assert!(text.contains("Suggested max_num_seqs = 37"), "{text}");
+        // Each card on one line of its own; its arithmetic is -v's.
+        assert!(text.lines().any(|l| l == "   --max-num-seqs: unknown → 37 · confidence high"), "{text}");
+        assert!(!text.contains("Suggested max_num_seqs = 37"), "{text}");
         assert!(text.contains(&format!("Next: 1. {}", kv.steps[0].split(' ').next().unwrap_or_default())), "{text}");
         assert!(!text.contains(&kv.steps[2]), "only the first two steps\n{text}");
         assert!(!text.contains("PromQL at") && !text.contains("Checked and healthy"), "{text}");
@@ -270,7 +278,7 @@ mod tests {
     #[test]
     fn nothing_evaluated_is_never_ok_and_lists_what_could_not_be_checked() {
         let text = render(&nothing_evaluated_report(), &piped());
-        assert!(text.starts_with("NOTHING EVALUATED: Nothing was evaluated"), "{text}");
+        assert!(text.starts_with("NOTHING EVALUATED: no rule could be checked"), "{text}");
         assert!(text.contains("not an all-clear"), "{text}");
         assert!(!text.to_lowercase().contains("healthy") && !text.contains("OK:"), "{text}");
         for n in &nothing_evaluated_report().not_evaluated {
@@ -303,7 +311,10 @@ mod tests {
             reason: "metric missing in the window: DCGM_FI_DEV_SM_CLOCK".into(),
         });
         let text = render(&r, &piped());
-        assert_eq!(verdict_line(&text), "OK: no problem found in 24 of 25 rules · not evaluated: gpu-throttling (metric missing in the window)", "{text}");
+        assert_eq!(verdict_line(&text), "OK: no problem found in 24 of 25 rules", "{text}");
+        // The footer's counts add up: 24 evaluated and 1 not, of 25.
+        let footer = text.replace("\n", " ");
+        assert!(footer.contains("24 of 25 rules evaluated, 24 healthy · 1 rule not evaluated: -v lists them"), "{text}");
     }
 
     #[test]

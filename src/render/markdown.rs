@@ -230,22 +230,27 @@ mod tests {
     }
 
     #[test]
-    fn the_change_a_finding_began_after_is_in_the_onsets_paragraph_and_each_event_is_one_line() {
+    fn the_change_a_finding_began_after_is_in_its_scope_line_and_its_note() {
         let md = render(&sample_report_with_events(), &RenderOptions::default());
-        assert!(md.contains("Started 09:03 UTC  \nBegan 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900"), "{md}");
-        let (_, timeline) = md.split_once("**Timeline: 6 changes (3 in the baseline, 3 in the window), oldest first**\n").expect("timeline");
-        let items: Vec<&str> = timeline.lines().take_while(|l| l.starts_with("- ")).collect();
-        assert_eq!(items.len(), 6, "{md}");
-        assert_eq!(items[2], "- 08:58:00 UTC `rollout` (all): Deployment inference-prod/vllm-llama generation 7 -> 8");
+        assert!(md.contains("since 09:03 UTC · after a configuration change at 09:01 UTC\n"), "{md}");
+        assert!(md.contains("_Began 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas_"), "{md}");
     }
 
     #[test]
-    fn a_long_timeline_says_how_many_more_the_json_has() {
+    fn the_answer_fits_in_40_lines_however_many_findings_and_events() {
         let mut r = sample_report_with_events();
         let e = r.events[0].clone();
-        r.events.extend(std::iter::repeat_n(e, 10));
-        let md = render(&r, &RenderOptions::default());
-        assert!(md.contains("\n- ... and 4 more (see --format json)\n"), "{md}");
+        r.events.extend(std::iter::repeat_n(e, 40));
+        let template = r.findings.clone();
+        for i in 0..30 {
+            let mut f = template[i % 2].clone();
+            f.scope.insert("model_name".to_string(), format!("model-{i:02}"));
+            r.findings.push(f);
+        }
+        r.warnings = (0..30).map(|i| format!("warning {i}")).collect();
+        let md = render(&with_unexplained(r, 9), &RenderOptions::default());
+        assert!(md.lines().count() <= 40, "{} lines\n{md}", md.lines().count());
+        assert!(md.contains("- ... and 28 more findings: -v lists them"), "{md}");
     }
 
     #[test]

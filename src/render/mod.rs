@@ -805,7 +805,13 @@ pub(crate) fn card_lines(r: &crate::report::Recommendation) -> Option<(String, S
     if r.flag.trim().is_empty() {
         return None;
     }
-    let change = format!("{}: {} → {}", one_line(&r.flag), one_line(&r.from), one_line(&r.to));
+    let (from, to) = (one_line(&r.from), one_line(&r.to));
+    // `1578 blocks → 3083 blocks (1.95x)` reads `1578 → 3083 blocks (1.95x)`: the unit once.
+    let from = match from.rsplit_once(' ') {
+        Some((n, unit)) if to.split(' ').nth(1) == Some(unit) && n.parse::<f64>().is_ok() => n.to_string(),
+        _ => from,
+    };
+    let change = format!("{}: {from} → {to}", one_line(&r.flag));
     let level = r.confidence.level.as_str();
     let whole = format!("{change} · trade-off: {} · confidence {level}: {}", one_line(&r.tradeoff), one_line(&r.confidence.basis));
     Some((whole, format!("{change} · confidence {level}")))
@@ -1860,14 +1866,14 @@ mod tests {
     fn every_format_has_a_unique_name_that_parses_back() {
         let names: BTreeSet<&str> = Format::ALL.iter().map(|f| f.name()).collect();
         assert_eq!(names.len(), Format::ALL.len());
-        assert_eq!(names, BTreeSet::from(["text", "table", "markdown", "json", "slack", "junit", "html"]));
+        assert_eq!(names, BTreeSet::from(["text", "table", "markdown", "json", "slack", "slack-blocks", "junit", "html"]));
         for &f in Format::ALL {
             assert_eq!(f.name().parse::<Format>(), Ok(f));
             assert_eq!(f.to_string(), f.name());
             assert!(!f.about().is_empty() && !f.about().ends_with('.'), "{}", f.about());
         }
         let err = "yaml".parse::<Format>().unwrap_err().to_string();
-        assert!(err.contains("\"yaml\"") && err.contains("text, table, markdown, json, slack, junit, html"), "{err}");
+        assert!(err.contains("\"yaml\"") && err.contains("text, table, markdown, json, slack, slack-blocks, junit, html"), "{err}");
         assert_eq!(Format::default(), Format::Text);
         let text: Vec<&str> = Format::ALL.iter().filter(|f| f.is_text()).map(|f| f.name()).collect();
         assert_eq!(text, ["text", "table", "markdown", "slack"]);
@@ -1881,7 +1887,7 @@ mod tests {
         let json = render(&r, Format::Json, &RenderOptions::default());
         assert!(json.starts_with('{'));
         assert!(
-            render(&r, Format::Markdown, &RenderOptions::default()).contains("No problems found")
+            render(&r, Format::Markdown, &RenderOptions::default()).contains("OK: no problem found")
         );
     }
 }
