@@ -28,8 +28,11 @@ use crate::report::Severity;
 
 /// How many next steps the answer gives.
 pub const STEPS: usize = 2;
+/// How many of the numbers that decided the leading finding the answer gives (the first of its
+/// deciding evidence; `-v` shows every signal).
+pub const NUMBERS: usize = 3;
 /// How many other findings are named, one line each, before the rest are counted.
-pub const OTHERS: usize = 3;
+pub const OTHERS: usize = 2;
 /// How many changes no rule explains are named before the rest are counted.
 pub const MOVED: usize = 3;
 /// How many of the data source's warnings are named before the rest are counted.
@@ -94,13 +97,13 @@ pub struct LeadFinding {
     /// began after, a cold start, a correlation that points elsewhere.
     pub notes: Vec<String>,
     pub cards: Vec<Card>,
-    /// `Won't help: a lower max_num_seqs (--max-num-seqs): ...`.
+    /// `Won't help: a lower max_num_seqs (--max-num-seqs), ...; -v says why`: one line, or none.
     pub wont_help: Vec<String>,
     /// The first [`STEPS`] next steps.
     pub steps: Vec<String>,
     /// `Also explains: slo-burn (critical: raises this finding from warning), load-exceeds-capacity (warning)`.
     pub absorbed: Option<String>,
-    /// `Not evaluated on this model: priority-preemption (metric missing in the window: ...)`.
+    /// `Not evaluated on this model: priority-preemption (metric missing in the window) (-v says why)`.
     pub not_evaluated: Option<String>,
 }
 
@@ -142,7 +145,7 @@ impl Answer {
             .collect();
         let mut moved: Vec<String> = Vec::new();
         if view.verdict != Verdict::NothingEvaluated {
-            moved.extend(view.unexplained.iter().take(MOVED).map(|u| u.line.clone()));
+            moved.extend(view.unexplained.iter().take(MOVED).map(|u| u.brief.clone()));
             if view.unexplained.len() > MOVED {
                 moved.push(format!("... and {} more: -v lists them", view.unexplained.len() - MOVED));
             }
@@ -208,13 +211,17 @@ fn heading(f: &FindingView) -> String {
 }
 
 fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
+    // The change it began after: named in its first step when the runbook starts there, else in a
+    // note of its own; the scope line says when either way.
+    let step_names_it = f.steps.first().is_some_and(|s| s.starts_with("Start with the"));
     let mut scope = vec![f.scope.clone()];
     scope.extend(f.replicas_count.as_ref().map(|r| format!("{r} affected")));
     scope.extend(f.since.clone());
-    scope.extend(f.after.clone());
+    scope.extend(f.after.clone().filter(|_| step_names_it || f.preceded_by.is_none()));
     let numbers = f
         .deciding
         .iter()
+        .take(NUMBERS)
         .filter_map(|&i| f.evidence.get(i))
         .map(|e| {
             let mut line = format!("{}: {}, baseline {} (held: {})", e.title, e.value, e.baseline, e.condition_own);
@@ -224,11 +231,13 @@ fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
             Number { signal: e.signal.clone(), line, value: e.value.clone(), link: e.link.clone() }
         })
         .collect();
+    // The notes' first clause: -v has each whole.
+    let clause = |s: &String, sep: &str| s.split(sep).next().unwrap_or_default().to_string();
     let mut notes: Vec<String> = Vec::new();
-    notes.extend(f.stood_in.clone());
-    notes.extend(f.recent.clone());
-    notes.extend(f.preceded_by.clone());
-    notes.extend(f.doubts.iter().cloned());
+    notes.extend(f.stood_in.as_ref().map(|s| clause(s, "; ")));
+    notes.extend(f.recent.as_ref().map(|s| clause(s, ": the rows")));
+    notes.extend(f.preceded_by.clone().filter(|_| !step_names_it));
+    notes.extend(f.doubts.first().cloned());
     let cards = f
         .recommendations
         .iter()
@@ -244,26 +253,34 @@ fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
         binding: f.binding.clone(),
         notes,
         cards,
-        wont_help: f.wont_help.clone(),
+        wont_help: wont_help(f),
         steps: f.steps.iter().take(STEPS).cloned().collect(),
         absorbed: f.also_consistent_list(|id| id.to_string()).map(|l| format!("Also explains: {l}")),
-        not_evaluated: (!f.not_evaluated_here.is_empty()).then(|| format!("Not evaluated on this model: {}", f.not_evaluated_here.join("; "))),
+        not_evaluated: None,
     }
+}
+
+/// The levers the evidence rules out, in one line: `Won't help: a lower max_num_seqs
+/// (--max-num-seqs), a quantised KV cache (--kv-cache-dtype fp8); -v says why`.
+fn wont_help(f: &FindingView) -> Vec<String> {
+    if f.wont_help_levers.is_empty() {
+        return Vec::new();
+    }
+    vec![format!("Won't help: {}; -v says why", f.wont_help_levers.join(", "))]
 }
 
 /// The warning and critical findings after the lead, one line each: `#2 WARNING slow-decode:
 /// Decode is slow · qwen · P95 inter-token latency: 112 ms, baseline 48.6 ms`.
 fn others(serious: &[&FindingView], led: bool) -> Vec<String> {
+    let lead_scope = serious.first().filter(|_| led).map(|f| f.scope.clone()).unwrap_or_default();
     let rest: Vec<&&FindingView> = serious.iter().skip(usize::from(led)).collect();
     let mut out: Vec<String> = rest
         .iter()
         .take(OTHERS)
-        .map(|f| {
-            let mut line = format!("#{} {} · {}", f.rank, heading(f), f.scope);
-            if let Some(e) = f.deciding.first().and_then(|&i| f.evidence.get(i)) {
-                line.push_str(&format!(" · {}: {}, baseline {}", e.title, e.value, e.baseline));
-            }
-            line
+        .map(|f| match f.scope.strip_prefix(lead_scope.as_str()) {
+            // On the leading finding's model: said once, there.
+            Some("") => format!("#{} {}", f.rank, heading(f)),
+            _ => format!("#{} {} · {}", f.rank, heading(f), f.scope_short),
         })
         .collect();
     if rest.len() > OTHERS {
@@ -301,23 +318,37 @@ fn conclusion(view: &ReportView) -> Option<String> {
     match view.verdict {
         Verdict::Clean => None,
         Verdict::NothingEvaluated => view.conclusion.as_ref().map(|c| c.trim_start_matches("Nothing was evaluated: no rule could be checked against this window, so this is not an all-clear.").trim().to_string()).filter(|c| !c.is_empty()),
-        _ => view.core_missing.clone().or_else(|| (view.verdict == Verdict::Incomplete).then(|| view.conclusion.clone()).flatten()),
+        _ => view.core_brief.clone(),
     }
 }
 
-/// `4 rules not evaluated, 1 more on some models only: -v lists them`, or `None`: the rules the
-/// lead finding names as not evaluated on its model are counted here too.
+/// `4 rules not evaluated, and priority-preemption on this model: -v lists them`, or `None`.
 fn not_evaluated_count(view: &ReportView) -> Option<String> {
     if view.verdict == Verdict::NothingEvaluated {
         return None;
     }
     let r = &view.rules;
-    match (r.not_evaluated, r.partly_evaluated) {
-        (0, 0) => None,
-        (n, 0) => Some(format!("{} not evaluated: -v lists them", plural(n, "rule", "rules"))),
-        (0, p) => Some(format!("{} not evaluated on some models: -v lists them", plural(p, "rule", "rules"))),
-        (n, p) => Some(format!("{} not evaluated, {p} more on some models only: -v lists them", plural(n, "rule", "rules"))),
+    // The rules not evaluated on the leading finding's model are named: they might have told
+    // another story there.
+    let here: Vec<&str> = view
+        .findings
+        .iter()
+        .find(|f| f.severity >= Severity::Warning)
+        .map(|f| f.not_evaluated_here.iter().map(|n| n.split(" (").next().unwrap_or_default()).collect())
+        .unwrap_or_default();
+    let elsewhere = r.partly_evaluated.saturating_sub(here.len());
+    let mut parts: Vec<String> = Vec::new();
+    if r.not_evaluated > 0 {
+        parts.push(format!("{} not evaluated", plural(r.not_evaluated, "rule", "rules")));
     }
+    if !here.is_empty() {
+        let and = if parts.is_empty() { "not evaluated" } else { "and" };
+        parts.push(format!("{and} {} on this model", here.join(", ")));
+    }
+    if elsewhere > 0 {
+        parts.push(format!("{} on some models only", plural(elsewhere, "more", "more")));
+    }
+    (!parts.is_empty()).then(|| format!("{}: -v lists them", parts.join(", ")))
 }
 
 /// The first warnings, each kept to [`WARNING_CHARS`] at a word, and how many more.

@@ -565,7 +565,7 @@ table.timeline tr.lead{font-weight:600}
 "#;
 
 /// Text for HTML element content and attribute values.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -193,6 +193,18 @@ pub fn failure_document(format: Format, message: &str, exit_code: u8) -> Option<
     }
 }
 
+/// A line of text as `format` writes it: its escaping, and nothing else. Every fact of the
+/// [`answer::Answer`] appears in a channel format exactly as `escape(format, fact)` (with its
+/// whitespace laid out as the format wraps it), which is what the agreement tests look for.
+pub fn escape(format: Format, s: &str) -> String {
+    match format {
+        Format::Markdown => markdown::text(s),
+        Format::Slack | Format::SlackBlocks => slack::plain(s),
+        Format::Html => html::esc(s),
+        Format::Text | Format::Table | Format::Json | Format::Junit => one_line(s),
+    }
+}
+
 /// Render `report` in `format`. Never fails: every format can express every report.
 pub fn render(report: &Report, format: Format, opts: &RenderOptions) -> String {
     match format.spec().renderer {
@@ -594,6 +606,21 @@ pub(crate) fn unexplained_line(report: &Report, u: &crate::report::Unexplained, 
         value(u.baseline),
         if u.spare { " (read for this list only: no rule reads it)" } else { "" }
     )
+}
+
+/// The same change in brief, for the answer: `P95 time to first token up 2.4x on llama since
+/// 09:12 UTC: 1.9 s vs 800 ms` (its size against the baseline's spread and how long it lasted: -v).
+pub(crate) fn unexplained_brief(report: &Report, u: &crate::report::Unexplained, scopes: &ScopeStyle) -> String {
+    let factor = match u.ratio {
+        Some(r) if r < 1.0 => format!(" {r:.2}x"),
+        Some(r) => format!(" {r:.1}x"),
+        None => " from 0".to_string(),
+    };
+    let scope = scopes.compact(&u.scope);
+    let on = if scope.is_empty() || scope == scopes.format(&Scope::new()) { String::new() } else { format!(" on {scope}") };
+    let at = if u.from_start { report.window.start } else { u.onset };
+    let value = |v: Option<f64>| v.map_or_else(|| "?".to_string(), |v| crate::units::format_value(v, &u.unit));
+    format!("{} {}{factor}{on} since {}: {} vs {}", one_line(&u.title), u.direction, at.format("%H:%M UTC"), value(u.value), value(u.baseline))
 }
 
 /// First line of every text format: `2 findings (1 critical, 1 warning) · 2 not evaluated`.

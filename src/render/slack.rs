@@ -28,10 +28,6 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         parts.push(plain(v));
     }
     parts.extend(sections(&a));
-    if let Some(last) = parts.last_mut() {
-        // The footer names where the numbers come from (Block Kit keeps it in its context block).
-        last.insert_str(last.len() - 1, &format!(" · source {}", plain(&view.header.source_line())));
-    }
     let mut out = parts.join("\n\n");
     if out.chars().count() > LIMIT {
         // Only reachable with absurdly long text from outside: cut at a line, never mid-markup.
@@ -59,7 +55,7 @@ pub(crate) fn sections(a: &Answer) -> Vec<String> {
     if let Some(l) = &a.lead {
         let mut advice: Vec<String> = Vec::new();
         if !l.cards.is_empty() {
-            advice.push("*Try* (arithmetic: `-v`)".to_string());
+            advice.push("*Try*".to_string());
             advice.extend(l.cards.iter().map(|c| format!("• {}", plain(&c.line))));
         }
         advice.extend(l.wont_help.iter().map(|w| plain(w)));
@@ -213,7 +209,7 @@ mod tests {
         let heading = text.find("*Also changed, not explained by any rule:*").unwrap_or_else(|| panic!("{text}"));
         let listed: Vec<&str> = text[heading..].lines().skip(1).take_while(|l| l.starts_with("• ")).collect();
         assert_eq!(listed.len(), 4, "three and the count of the rest: {text}");
-        assert!(listed[0].starts_with("• P95 time to first token up 2.4x (robust z 31) on "), "{text}");
+        assert!(listed[0].starts_with("• P95 time to first token up 2.4x on "), "{text}");
         assert_eq!(listed[3], "• ... and 1 more: -v lists them", "{text}");
         assert!(!text.contains(":white_check_mark:") && text.starts_with(":large_yellow_circle: *NOT AN ALL-CLEAR: no warning or critical finding in "), "not an all-clear: {text}");
         // After the findings, and nothing at all when nothing moved.
@@ -228,7 +224,13 @@ mod tests {
         let text = render(&sample_report_with_events(), &opts());
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[1].ends_with("since 09:03 UTC · after a configuration change at 09:01 UTC"), "{text}");
+        // The first step names the change; without such a step, a note does.
+        assert!(text.contains("\n1. Start with the configuration change at 09:01 UTC (num_gpu_blocks 2000 -&gt; 900 on 2 of 3 replicas)"), "{text}");
+        let mut r = sample_report_with_events();
+        r.findings[0].steps.remove(0);
+        let text = render(&r, &opts());
         assert!(text.contains("_Began 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -&gt; 900 on 2 of 3 replicas_"), "{text}");
+        assert!(!text.lines().nth(1).unwrap_or_default().contains("after a configuration change"), "said once: {text}");
     }
 
     #[test]

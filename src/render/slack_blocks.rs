@@ -21,9 +21,7 @@ pub const MAX_TEXT: usize = 3000;
 pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     let a = view.answer();
     let mut paragraphs = slack::sections(&a);
-    let mut footer = paragraphs.pop().unwrap_or_default();
-    // Where the numbers come from, as the mrkdwn message says it.
-    footer.insert_str(footer.len().saturating_sub(1), &format!(" · source {}", slack::plain(&view.header.source_line())));
+    let footer = paragraphs.pop().unwrap_or_default();
     let mut blocks: Vec<Value> = Vec::new();
     for p in &paragraphs {
         for text in split(p, MAX_TEXT) {

@@ -35,6 +35,15 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     if let Some(fleet) = &h.fleet {
         rows.push(("Fleet", fleet.clone()));
     }
+    let r = &view.rules;
+    let mut rules = view.profile_phrase();
+    if r.total > 0 && view.verdict != super::Verdict::NothingEvaluated {
+        rules.push_str(&format!(" · {} of {} rules evaluated, {} healthy, {} not evaluated", r.evaluated, r.total, r.healthy, r.not_evaluated));
+        if r.partly_evaluated > 0 {
+            rules.push_str(&format!(" ({} more on some scopes only)", r.partly_evaluated));
+        }
+    }
+    rows.push(("Rules", rules));
     for (label, value) in rows {
         out.extend(wrap(
             &value,

@@ -45,6 +45,9 @@ pub struct ReportView {
     pub coverage: Option<String>,
     /// The sentence naming the core checks that could not be judged, or `None`.
     pub core_missing: Option<String>,
+    /// The same in brief, for the answer: `Core runbook checks not evaluated: slow-decode (metric
+    /// missing in the window); what could not be seen is not known to be healthy`.
+    pub core_brief: Option<String>,
     /// No rule/scope pair was evaluated: the run gives no verdict (exit code 3).
     pub nothing_evaluated: bool,
     /// The closing sentence: the all-clear (or why it is none) when there are no findings, the
@@ -106,6 +109,9 @@ pub struct UnexplainedView {
     /// `P95 time to first token up 2.4x (robust z 31) on Qwen2.5-7B-Instruct since 09:12:00 UTC
     /// (18 min, ongoing): 1.9 s vs 800 ms`.
     pub line: String,
+    /// `P95 time to first token up 2.4x on Qwen2.5-7B-Instruct since 09:12 UTC: 1.9 s vs 800 ms`:
+    /// the answer's form.
+    pub brief: String,
     /// The signal's id and its scope as findings write it (JUnit names a test case with them).
     pub signal: String,
     pub scope: String,
@@ -191,6 +197,8 @@ pub struct FindingView {
     pub recommendations: Vec<RecommendationView>,
     /// The levers the evidence rules out: `Won't help: more KV memory (...): ...`.
     pub wont_help: Vec<String>,
+    /// The same levers without why: `more KV memory (--gpu-memory-utilization / ...)`.
+    pub wont_help_levers: Vec<String>,
     /// The runbook's next steps, in order.
     pub steps: Vec<String>,
     pub references: Vec<String>,
@@ -385,6 +393,7 @@ impl ReportView {
             header: header(report, &scopes, opts.now.as_ref()),
             coverage: coverage_phrase(report),
             core_missing: core_sentence(report),
+            core_brief: core_brief(report),
             nothing_evaluated: report.stats.rules_evaluated == 0,
             conclusion: no_findings_sentence(report),
             findings: report
@@ -424,7 +433,13 @@ impl ReportView {
             unexplained: report
                 .unexplained
                 .iter()
-                .map(|u| UnexplainedView { line: super::unexplained_line(report, u, &scopes), signal: one_line(&u.signal), scope: scopes.format(&u.scope), query: one_line(&u.query) })
+                .map(|u| UnexplainedView {
+                    line: super::unexplained_line(report, u, &scopes),
+                    brief: super::unexplained_brief(report, u, &scopes),
+                    signal: one_line(&u.signal),
+                    scope: scopes.format(&u.scope),
+                    query: one_line(&u.query),
+                })
                 .collect(),
             profile: report.profile.as_deref().map(one_line).filter(|p| !p.is_empty()),
         }
@@ -573,6 +588,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
             })
             .collect(),
         wont_help: wont_help_lines(f),
+        wont_help_levers: f.wont_help.iter().map(|w| format!("{} ({})", one_line(&w.lever), one_line(&w.flag))).collect(),
         steps: f.steps.iter().map(|s| one_line(s)).collect(),
         references: f.references.iter().map(|r| one_line(r)).collect(),
         also_consistent: f
@@ -596,7 +612,40 @@ fn not_evaluated_here(report: &Report, f: &Finding) -> Vec<String> {
     let mut items: Vec<&crate::report::NotEvaluated> =
         report.not_evaluated.iter().filter(|n| !n.scope.is_empty() && n.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v))).collect();
     items.sort();
-    items.iter().map(|n| format!("{} ({})", one_line(&n.rule), one_line(&n.reason))).collect()
+    let mut out: Vec<String> = Vec::new();
+    for n in items {
+        // The reason's kind (`metric missing in the window`), the metrics in -v.
+        let line = format!("{} ({})", one_line(&n.rule), one_line(&n.reason).split(": ").next().unwrap_or_default());
+        if !out.contains(&line) {
+            out.push(line);
+        }
+    }
+    out
+}
+
+/// See [`ReportView::core_brief`]: the core checks and the kinds of their reasons.
+fn core_brief(report: &Report) -> Option<String> {
+    let core = &report.coverage.core_not_evaluated;
+    let unread = &report.coverage.unread_targets;
+    if core.is_empty() && unread.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !core.is_empty() {
+        let kinds: std::collections::BTreeSet<String> = report
+            .not_evaluated
+            .iter()
+            .filter(|n| core.contains(&n.rule))
+            .map(|n| one_line(&n.reason).split(": ").next().unwrap_or_default().to_string())
+            .collect();
+        let ids: Vec<String> = core.iter().map(|r| one_line(r)).collect();
+        let why = if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.into_iter().collect::<Vec<_>>().join("; ")) };
+        parts.push(format!("Core runbook checks not evaluated: {}{why}", ids.join(", ")));
+    }
+    if !unread.is_empty() {
+        parts.push(format!("{} answered nothing", plural(unread.len(), "scrape target", "scrape targets")));
+    }
+    Some(format!("{}; what could not be seen is not known to be healthy", parts.join("; ")))
 }
 
 /// The model-level binding of a finding's scope (its grouping labels; a replica label the finding
@@ -612,7 +661,8 @@ fn first_of_its_model(report: &Report, f: &Finding, rank: usize) -> bool {
     report.findings.iter().take(rank - 1).all(|g| binding_of(report, g).map(|b| &b.scope) != mine)
 }
 
-/// "Bound by max_num_seqs for 82% of the window: 32 of 32 running, KV at 41%, 45 waiting".
+/// "Bound by max_num_seqs for 82% of the window; a typical step: 32 of 32 running, KV at 41%, 45
+/// waiting" (the medians over the steps it held).
 pub fn binding_sentence(b: &crate::report::Binding) -> String {
     use crate::report::LimitKind as L;
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
@@ -627,12 +677,12 @@ pub fn binding_sentence(b: &crate::report::Binding) -> String {
     let waiting = format!("{} waiting", n(t.waiting));
     let join = |parts: Vec<Option<String>>| parts.into_iter().flatten().collect::<Vec<_>>().join(", ");
     match b.limit {
-        L::MaxNumSeqs => format!("Bound by max_num_seqs for {share} of the window: {}", join(vec![Some(running), kv, Some(waiting)])),
+        L::MaxNumSeqs => format!("Bound by max_num_seqs for {share} of the window; a typical step: {}", join(vec![Some(running), kv, Some(waiting)])),
         // The batch's plateau under KV pressure is the cache's doing, not a cap: the count alone.
-        L::KvCache => format!("Bound by the KV cache for {share} of the window: {}", join(vec![kv, Some(format!("{} running", n(t.running))), Some(waiting)])),
-        L::MaxNumBatchedTokens => format!("Bound by max_num_batched_tokens for {share} of the window: engine steps at the token budget, {}", join(vec![Some(running), kv, Some(waiting)])),
-        L::Deferred => format!("Requests deferred (waiting, not for capacity) for {share} of the window: {}", join(vec![Some(running), kv, Some(waiting)])),
-        L::Stalled => format!("Stalled for {share} of the window: {}, no tokens generated", join(vec![Some(running), Some(waiting)])),
+        L::KvCache => format!("Bound by the KV cache for {share} of the window; a typical step: {}", join(vec![kv, Some(format!("{} running", n(t.running))), Some(waiting)])),
+        L::MaxNumBatchedTokens => format!("Bound by max_num_batched_tokens for {share} of the window: engine steps at the token budget; a typical step: {}", join(vec![Some(running), kv, Some(waiting)])),
+        L::Deferred => format!("Requests deferred (waiting, not for capacity) for {share} of the window; a typical step: {}", join(vec![Some(running), kv, Some(waiting)])),
+        L::Stalled => format!("Stalled for {share} of the window; a typical step: {}, no tokens generated", join(vec![Some(running), Some(waiting)])),
         L::None => "No limit bound: no request waited in the window".to_string(),
     }
 }
@@ -1193,8 +1243,8 @@ mod tests {
             } else {
                 assert!(text.contains("spec-decode-acceptance-drop"), "{name}: not-evaluated pair missing\n{text}");
             }
-            // The compact text leaves the source to -v (the table); every document names it.
-            if format != Format::Text {
+            // The compact text and Slack leave the source to -v (the table); every document names it.
+            if ![Format::Text, Format::Slack, Format::SlackBlocks].contains(&format) {
                 assert!(text.contains("prometheus.monitoring:9090"), "{name}: source missing\n{text}");
             }
         }
