@@ -72,22 +72,28 @@ fn the_default_text_of_every_shipped_recording_matches_its_snapshot_within_100_c
 #[test]
 fn the_default_text_opens_with_the_verdict_and_closes_with_one_footer() {
     let (_, kv, _) = run(&["explain", "--replay", &fixture("kv-cache-pressure")]);
-    let first = kv.lines().next().unwrap_or_default();
-    assert!(first.starts_with("CRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions · Llama-3.1-8B-Instruct"), "{kv}");
-    // The verdict wraps under 100 columns; joined, it says since when.
-    let verdict = kv.split("\n   ").take(2).collect::<Vec<_>>().join(" ");
-    assert!(verdict.starts_with(first) && verdict.ends_with("· since 08:50 UTC"), "{kv}");
-    assert!(kv.contains("Suggested max_num_seqs = 15: 17 running sequences per replica"), "{kv}");
+    let mut lines = kv.lines();
+    assert_eq!(lines.next(), Some("CRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions"), "{kv}");
+    assert_eq!(lines.next(), Some("   meta-llama/Llama-3.1-8B-Instruct · 3 of 3 replicas affected · since 08:50 UTC"), "{kv}");
+    // One line per card; the arithmetic is -v's.
+    assert!(kv.lines().any(|l| l == "   --max-num-seqs: unknown → 15 · confidence high"), "{kv}");
+    assert!(!kv.contains("Suggested max_num_seqs = 15: 17 running sequences per replica"), "{kv}");
     assert!(kv.contains("Next: 1. Stabilise the admitted load first"), "{kv}");
+    // What it absorbed, the raise it gave, said in one line.
+    assert!(kv.contains("Also explains: slo-burn (critical), load-exceeds-capacity (warning)"), "{kv}");
     // The evidence stays behind -v: no table, no PromQL, no healthy list.
     for absent in ["┌", "PromQL at", "Checked and healthy", "max_over_time(", "(see "] {
         assert!(!kv.contains(absent), "{absent:?} in the default text\n{kv}");
     }
     let footer: String = kv.trim_end().rsplit("\n\n").next().unwrap_or_default().replace('\n', " ");
-    assert!(footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · 28 of 30 rules evaluated"), "{footer}");
-    assert!(footer.ends_with("run with -v for evidence and PromQL"), "{footer}");
+    assert!(footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · profile chat · 28 of 32 rules evaluated, 25 healthy"), "{footer}");
+    assert!(footer.contains("4 rules not evaluated, and priority-preemption on this model: -v lists them"), "{footer}");
+    assert!(footer.ends_with("-v for evidence and PromQL"), "{footer}");
     let (_, healthy, _) = run(&["explain", "--replay", &fixture("healthy-steady")]);
-    assert!(healthy.starts_with("OK: no problem found in 28 of 30 rules · not evaluated: deferred-waiting, gpu-throttling (metric"), "{healthy}");
+    assert!(healthy.starts_with("OK: no problem found in 28 of 32 rules\n"), "{healthy}");
+    // The profile in force is said: another moves the thresholds.
+    let (_, batch, _) = run(&["explain", "--replay", &fixture("healthy-steady"), "--profile", "batch"]);
+    assert!(batch.replace('\n', " ").contains("· profile batch ·"), "{batch}");
 }
 
 #[test]
@@ -97,7 +103,7 @@ fn verbose_gives_the_full_table_with_conditions_in_words() {
         assert_eq!(code, 0, "{err}");
         let (_, table, _) = run(&["explain", "--replay", &fixture("kv-cache-pressure"), "--format", "table"]);
         assert_eq!(out, table, "{flag} is the table format");
-        for present in ["vllm-diag: 1 finding (1 critical)", "Checked and healthy", "Next steps", "PromQL at", "Not evaluated (3 rule/scope pairs"] {
+        for present in ["vllm-diag: 1 finding (1 critical)", "Checked and healthy", "Next steps", "PromQL at", "Not evaluated (5 rule/scope pairs", "profile chat · 28 of 32 rules evaluated"] {
             assert!(out.contains(present), "{flag}: {present:?} missing\n{out}");
         }
         assert!(out.contains(">= 50% or share of the last 5 min with preemptions >= 50%"), "{out}");
