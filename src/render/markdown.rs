@@ -22,7 +22,8 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     if let Some(v) = &opts.verdict {
         blocks.push(text(v));
     }
-    let mut head = vec![format!("**{}**", text(&a.headline))];
+    // Named, for a summary or an issue that gathers several tools' reports.
+    let mut head = vec![format!("**vllm-diag: {}**", text(&a.headline))];
     if let Some(l) = &a.lead {
         head.push(text(&l.scope));
     }

@@ -41,7 +41,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
 /// Block Kit puts each in a section block of its own.
 pub(crate) fn sections(a: &Answer) -> Vec<String> {
     let mut parts: Vec<String> = Vec::new();
-    let mut head = vec![format!("{} *{}*", icon(a), plain(&a.headline))];
+    let mut head = vec![format!("{} *vllm-diag: {}*", icon(a), plain(&a.headline))];
     if let Some(l) = &a.lead {
         head.push(plain(&l.scope));
         for n in &l.numbers {
@@ -211,7 +211,7 @@ mod tests {
         assert_eq!(listed.len(), 4, "three and the count of the rest: {text}");
         assert!(listed[0].starts_with("• P95 time to first token up 2.4x on "), "{text}");
         assert_eq!(listed[3], "• ... and 1 more: -v lists them", "{text}");
-        assert!(!text.contains(":white_check_mark:") && text.starts_with(":large_yellow_circle: *NOT AN ALL-CLEAR: no warning or critical finding in "), "not an all-clear: {text}");
+        assert!(!text.contains(":white_check_mark:") && text.starts_with(":large_yellow_circle: *vllm-diag: NOT AN ALL-CLEAR: no warning or critical finding in "), "not an all-clear: {text}");
         // After the findings, and nothing at all when nothing moved.
         let text = render(&with_unexplained(sample_report(), 1), &opts());
         let first_finding = text.find("kv-cache").unwrap_or_else(|| panic!("{text}"));
