@@ -145,6 +145,11 @@ pub struct Report {
     /// runs that did not say (a library caller, an older report).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// What the run adjusted to the window without it being a problem (signals whose own range is
+    /// longer than a short window, read over the window instead): `-v` says it, the channel formats
+    /// do not. Left out when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A signal that moved in the direction that hurts, against its baseline's median and spread, for

@@ -69,10 +69,15 @@ fn recording(path: &Path) -> Report {
 
 /// A generated scenario, diagnosed over local evaluation of its series at its window's end.
 fn scenario(path: &Path) -> Report {
+    scenario_over(path, None)
+}
+
+/// The same over the last `window` of the scenario's window.
+fn scenario_over(path: &Path, window: Option<Duration>) -> Report {
     let spec = vllm_diag_sim::ScenarioSpec::load(path).unwrap_or_else(|e| panic!("{e}"));
     let store = Arc::new(vllm_diag::local::Store::from_series(vllm_diag_sim::generate_series(&spec).into_iter().map(|g| (g.name, g.labels, g.points))));
     let end = spec.window_end();
-    let window = chrono::Duration::from_std(spec.window).expect("a window");
+    let window = chrono::Duration::from_std(window.unwrap_or(spec.window)).expect("a window");
     let params = RunParams {
         window: TimeRange { start: end - window, end },
         baseline: TimeRange { start: end - window - window, end: end - window },
@@ -304,4 +309,19 @@ fn every_generated_scenario_gets_one_answer_that_agrees_with_itself() {
     });
     let failures = failures.into_inner().unwrap_or_else(|p| p.into_inner());
     assert!(failures.is_empty(), "{} scenarios disagree:\n{}", failures.len(), failures.join("\n=====\n"));
+}
+
+/// What the run adjusted to a short window is a note for -v, not a warning in the channel.
+#[test]
+fn a_short_windows_adjustment_is_said_under_verbose_only() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios/kv-cache-pressure.toml");
+    let report = scenario_over(&path, Some(Duration::from_secs(240)));
+    assert!(report.notes.iter().any(|n| n.contains("shorter than some signals' own ranges")), "{:?}", report.notes);
+    assert!(!report.warnings.iter().any(|w| w.contains("own ranges")), "{:?}", report.warnings);
+    for format in CHANNEL {
+        let text = shown(&report, format);
+        assert!(!text.contains("own ranges") || format == Format::Html, "{format}: {text}");
+    }
+    let table = render(&report, Format::Table, &RenderOptions::default());
+    assert!(table.contains("Note: the window (240s) is shorter than some signals' own ranges"), "{table}");
 }

@@ -248,6 +248,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         binding,
         unexplained,
         profile: None,
+        notes: signal_plan.notes,
     })
 }
 

@@ -461,6 +461,7 @@ fn plan_of(signals: BTreeMap<String, (plan::Planned, plan::Planned)>) -> plan::S
             buckets: Default::default(),
             replica_label: "instance".into(),
         },
+        notes: Vec::new(),
     }
 }
 

@@ -192,6 +192,13 @@ fn rest(view: &ReportView) -> String {
         }
         rest.push_str("</ul>\n");
     }
+    if !view.notes.is_empty() {
+        rest.push_str("<h2>Notes</h2>\n<ul class=\"notes\">\n");
+        for n in &view.notes {
+            let _ = writeln!(rest, "<li>{}</li>", esc(n));
+        }
+        rest.push_str("</ul>\n");
+    }
     rest
 }
 

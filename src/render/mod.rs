@@ -1310,6 +1310,7 @@ pub(crate) mod fixtures {
             binding: Vec::new(),
             unexplained: Vec::new(),
             profile: Some("chat".to_string()),
+            notes: Vec::new(),
         }
     }
 

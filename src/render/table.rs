@@ -113,6 +113,9 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     for c in &view.caveats {
         out.extend(wrap(&format!("Blind spot: {c}"), width, "", INDENT));
     }
+    for n in &view.notes {
+        out.extend(wrap(&format!("Note: {n}"), width, "", INDENT));
+    }
 
     let mut text: String = out.iter().map(|l| format!("{}\n", l.trim_end())).collect();
     while text.ends_with("\n\n") {

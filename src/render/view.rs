@@ -101,6 +101,8 @@ pub struct ReportView {
     pub unexplained: Vec<UnexplainedView>,
     /// The latency profile the rules used (`chat`), when the report says.
     pub profile: Option<String>,
+    /// What the run adjusted to the window (`-v` only): see [`Report::notes`].
+    pub notes: Vec<String>,
 }
 
 /// A change no rule explains, worded once.
@@ -442,6 +444,7 @@ impl ReportView {
                 })
                 .collect(),
             profile: report.profile.as_deref().map(one_line).filter(|p| !p.is_empty()),
+            notes: report.notes.iter().map(|n| one_line(n)).collect(),
         }
     }
 
