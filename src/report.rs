@@ -150,6 +150,18 @@ pub struct Report {
     /// do not. Left out when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The numbers behind each model's healthy core checks, each against its line: what an OK
+    /// rests on (`-v` prints them). Left out when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub readings: Vec<Readings>,
+}
+
+/// One scope's numbers behind its healthy core checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Readings {
+    pub scope: Scope,
+    /// As a finding's evidence: value, baseline, the condition it was held to and whether it held.
+    pub evidence: Vec<Evidence>,
 }
 
 /// A signal that moved in the direction that hurts, against its baseline's median and spread, for

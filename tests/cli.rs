@@ -96,6 +96,28 @@ fn the_default_text_opens_with_the_verdict_and_closes_with_one_footer() {
     assert!(batch.replace('\n', " ").contains("· profile batch ·"), "{batch}");
 }
 
+/// An OK can be checked: -v gives each model's numbers against the lines its core checks need.
+#[test]
+fn a_healthy_verbose_run_shows_each_models_numbers_against_their_lines() {
+    let (code, out, err) = run(&["explain", "--replay", &fixture("healthy-steady"), "-v"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, json, _) = run(&["explain", "--replay", &fixture("healthy-steady"), "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let models: Vec<&str> = report["metrics"]["scopes"].as_array().unwrap().iter().filter_map(|s| s["model_name"].as_str()).collect();
+    assert_eq!(models.len(), 2, "{json}");
+    let block = out.split("The core checks' numbers, each against the line its rule needs to fire:\n").nth(1).unwrap_or_else(|| panic!("no numbers\n{out}"));
+    for model in models {
+        let own: Vec<&str> = block.lines().skip_while(|l| l.trim() != model).skip(1).take_while(|l| l.starts_with("    ")).collect();
+        for signal in ["KV-cache usage (peak): ", "P95 time to first token: ", "P95 inter-token latency: "] {
+            let line = own.iter().find(|l| l.trim_start().starts_with(signal)).unwrap_or_else(|| panic!("{model}: no {signal}\n{out}"));
+            assert!(line.contains(", baseline ") && line.ends_with(": not met)"), "{line}");
+        }
+        // Each number with the query it came from.
+        assert!(own.iter().any(|l| l.contains("max_over_time(vllm:kv_cache_usage_perc")), "{model}\n{out}");
+    }
+    assert_eq!(report["readings"].as_array().map(Vec::len), Some(2), "the JSON carries them too");
+}
+
 #[test]
 fn verbose_gives_the_full_table_with_conditions_in_words() {
     for flag in ["-v", "--verbose"] {

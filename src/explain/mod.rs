@@ -174,7 +174,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         let (part, _) = assemble::signal_table(&late_plan, &late_answers, &p.group_by, &mut warnings);
         judge::merge_late(&mut table, part);
     }
-    let judge::Judged { mut ranked, scopes, evaluated, coverage, caveats } = judge::judge_late(rules, &table, p, &late);
+    let judge::Judged { mut ranked, scopes, evaluated, coverage, caveats, readings } = judge::judge_late(rules, &table, p, &late);
     let unread = judge::unread(rules, &table);
     if !unread.is_empty() {
         // rate() needs two samples of a series. A short window is the likely reason; over a longer
@@ -249,6 +249,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         unexplained,
         profile: None,
         notes: signal_plan.notes,
+        readings,
     })
 }
 

@@ -168,6 +168,16 @@ fn rest(view: &ReportView) -> String {
     if let Some(healthy) = &view.healthy {
         let _ = writeln!(rest, "<p>Checked and healthy: {} ({})</p>", esc(&healthy.pairs), esc(&healthy.rules.join(", ")));
     }
+    if !view.readings.is_empty() {
+        rest.push_str("<h2>The core checks' numbers</h2>\n<p>Each against the line its rule needs to fire.</p>\n");
+        for r in &view.readings {
+            let _ = writeln!(rest, "<h3>{}</h3>\n<ul class=\"readings\">", esc(&r.scope));
+            for (line, (_, query)) in r.lines.iter().zip(&r.queries) {
+                let _ = writeln!(rest, "<li>{}<br><code>{}</code></li>", esc(line), esc(query));
+            }
+            rest.push_str("</ul>\n");
+        }
+    }
     if let Some(line) = &view.disabled_line {
         let _ = writeln!(rest, "<p class=\"disabled\">{}</p>", esc(line));
     }

@@ -1311,6 +1311,7 @@ pub(crate) mod fixtures {
             unexplained: Vec::new(),
             profile: Some("chat".to_string()),
             notes: Vec::new(),
+            readings: Vec::new(),
         }
     }
 

@@ -86,6 +86,17 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         let text = format!("Checked and healthy: {} ({})", healthy.pairs, healthy.rules.join(", "));
         out.extend(wrap(&text, width, "", INDENT));
     }
+    // What an OK rests on: each model's numbers against the lines its core checks need to fire.
+    if !view.readings.is_empty() {
+        out.push(paint_bold("The core checks' numbers, each against the line its rule needs to fire:", opts.color));
+        for r in &view.readings {
+            out.extend(wrap(&r.scope, width, "  ", "    "));
+            for (line, (_, query)) in r.lines.iter().zip(&r.queries) {
+                out.extend(wrap(line, width, "    ", "      "));
+                out.extend(wrap(query, width, "      ", "        "));
+            }
+        }
+    }
     if let Some(line) = &view.disabled_line {
         out.extend(wrap(line, width, "", INDENT));
     }

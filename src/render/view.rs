@@ -103,6 +103,19 @@ pub struct ReportView {
     pub profile: Option<String>,
     /// What the run adjusted to the window (`-v` only): see [`Report::notes`].
     pub notes: Vec<String>,
+    /// The numbers behind each model's healthy core checks, each against the line its rule needs
+    /// to fire: `KV-cache usage (peak): 59%, baseline 55% (needs >= 90%: not met)`.
+    pub readings: Vec<ReadingsView>,
+}
+
+/// One model's numbers behind its healthy core checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadingsView {
+    pub scope: String,
+    /// One line each: `P95 inter-token latency: 48.6 ms, baseline 48.5 ms (needs >= 1.5x baseline or > 100 ms: not met)`.
+    pub lines: Vec<String>,
+    /// The PromQL behind each, as (signal, query).
+    pub queries: Vec<(String, String)>,
 }
 
 /// A change no rule explains, worded once.
@@ -445,6 +458,15 @@ impl ReportView {
                 .collect(),
             profile: report.profile.as_deref().map(one_line).filter(|p| !p.is_empty()),
             notes: report.notes.iter().map(|n| one_line(n)).collect(),
+            readings: report
+                .readings
+                .iter()
+                .map(|r| ReadingsView {
+                    scope: scopes.format(&r.scope),
+                    lines: r.evidence.iter().map(reading_line).collect(),
+                    queries: r.evidence.iter().filter(|e| !e.query.trim().is_empty()).map(|e| (one_line(&e.signal), one_line(&e.query))).collect(),
+                })
+                .collect(),
         }
     }
 
@@ -608,6 +630,12 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         binding: binding_of(report, f).filter(|_| first_of_its_model(report, f, rank)).map(binding_sentence),
         not_evaluated_here: not_evaluated_here(report, f),
     }
+}
+
+/// `KV-cache usage (peak): 59%, baseline 55% (needs >= 90%: not met)`.
+fn reading_line(e: &Evidence) -> String {
+    let w = evidence_words(e);
+    format!("{}: {}, baseline {} (needs {}: {})", w.title, w.value, w.baseline, w.condition_own, if w.held { "met" } else { "not met" })
 }
 
 /// See [`FindingView::not_evaluated_here`]: pairs whose scope is part of the finding's, not empty.
