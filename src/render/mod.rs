@@ -163,7 +163,8 @@ pub struct RenderOptions {
     /// Colour severities with ANSI escapes (text and table only). The caller decides (tty, `NO_COLOR`, flag).
     pub color: bool,
     /// The terminal's width: the table format wraps to it, the text format to it or 100 columns,
-    /// whichever is less. `None` (no terminal): the table does not wrap, the text wraps to 100.
+    /// whichever is less. `None` (no terminal): both are laid out for 100 columns (PromQL keeps
+    /// lines of its own, broken only where whitespace means nothing to it).
     pub width: Option<u16>,
     /// The time of rendering, for relative hints such as "ended 12 min ago". Set for live runs
     /// only: a replay or a snapshot leaves it `None` and so renders the same bytes every time.
