@@ -140,6 +140,64 @@ pub fn show(set: &RuleSet, id: &str, notes: &Notes) -> Option<String> {
     Some(crate::text::printable(&o))
 }
 
+/// The built-in rules as a Markdown table, one row per rule: its id, severity, when it fires (the
+/// first sentence of its description that says so, thresholds written with their values) and
+/// whether it is a core check. docs/rules.md holds this table; tests/docs.rs checks it is the
+/// pack's, so the page never lists a rule the binary does not have or misses one it has.
+pub fn markdown_table(set: &RuleSet) -> String {
+    let uses = super::threshold_uses(set);
+    let value = |name: &str| -> Option<String> {
+        let v = set.thresholds.get(name)?;
+        let unit = uses.get(name).and_then(|u| u.first()).map_or("", |u| u.unit.as_str());
+        // The sentence names what is counted (`4 requests`, `+20%/h per hour` would say it twice).
+        Some(match unit {
+            "requests" | "tokens" | "count" | "factor" | "requests_per_second" | "per_second" => crate::units::sig(*v),
+            "ratio_per_hour" => format!("{}%", crate::units::sig(v * 100.0)),
+            _ => crate::units::format_value(*v, unit),
+        })
+    };
+    let mut out = String::from("| id | severity | fires | core |\n|---|---|---|---|\n");
+    for r in &set.rules {
+        let text = with_values(&fires_when(&r.description).unwrap_or_else(|| r.summary.clone()), &value);
+        let cell = crate::text::one_line(&text).replace('|', "\\|");
+        let _ = writeln!(out, "| `{}` | {} | {} | {} |", r.id, r.severity.as_str(), cell, if r.core { "core" } else { "" });
+    }
+    out
+}
+
+/// The first sentence of a description that says when the rule fires (`Fires when ...`, `Fires
+/// where ...`), without `Fires`; a sentence ends at a full stop outside parentheses.
+fn fires_when(description: &str) -> Option<String> {
+    let text = description.split_whitespace().collect::<Vec<_>>().join(" ");
+    let start = text.find("Fires ")?;
+    let rest = &text[start + "Fires ".len()..];
+    let mut depth = 0i32;
+    let chars: Vec<(usize, char)> = rest.char_indices().collect();
+    for (k, &(i, c)) in chars.iter().enumerate() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            '.' if depth <= 0 => {
+                let next = chars.get(k + 1).map(|x| x.1);
+                let after = chars.get(k + 2).map(|x| x.1);
+                // The next sentence starts with a capital, a code span or vLLM's name.
+                let starts = after.is_some_and(|a| a.is_uppercase() || a == '`') || rest[i..].starts_with(". vLLM");
+                if next.is_none() || (next == Some(' ') && starts) {
+                    return Some(rest[..i].to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(rest.trim_end_matches('.').to_string())
+}
+
+/// `$name` written as its value (`$kv_usage_high` -> `90%`) where the set holds it.
+fn with_values(text: &str, value: &dyn Fn(&str) -> Option<String>) -> String {
+    let re = regex::Regex::new(r"\$([a-z_][a-z0-9_]*)").expect("a valid pattern");
+    re.replace_all(text, |c: &regex::Captures| value(&c[1]).unwrap_or_else(|| c[0].to_string())).into_owned()
+}
+
 /// Where a reference is read: the runbook and the pathologies are the project's own pages
 /// (docs/rules.md holds the runbook's table, docs/how-it-decides.md how each is told), the rest the
 /// upstream documentation they name (a vLLM pull request by its number, on GitHub). `None` for a reference this table does not know (a rule file
