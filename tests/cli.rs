@@ -295,3 +295,39 @@ fn servers_refuse_a_reachable_address_without_a_token_unless_told() {
         assert!(!stderr.contains("listening on"), "{who} listened anyway: {stderr}");
     }
 }
+
+/// One manual page per command: `man --out DIR` writes them all, and every page another names
+/// (`vllm-diag-explain(1)`) is among them; `man explain` prints one.
+#[test]
+fn every_manual_page_another_names_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man1");
+    let (code, listed, err) = run(&["man", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let pages: std::collections::BTreeSet<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok().and_then(|e| e.file_name().to_str().map(str::to_string)))
+        .collect();
+    assert_eq!(listed.lines().count(), pages.len(), "{listed}");
+    for page in ["vllm-diag.1", "vllm-diag-explain.1", "vllm-diag-check.1", "vllm-diag-rules-show.1", "vllm-diag-config-show.1"] {
+        assert!(pages.contains(page), "{page} missing: {pages:?}");
+    }
+    let named = regex::Regex::new(r"vllm\\-diag[a-z\\-]*\(1\)").unwrap();
+    let mut references = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(out.join(page)).unwrap();
+        for m in named.find_iter(&text) {
+            references += 1;
+            let file = m.as_str().replace("\\-", "-").replace("(1)", ".1");
+            assert!(pages.contains(&file), "{page} names {} but there is no {file}", m.as_str());
+        }
+    }
+    assert!(references >= 10, "only {references} references between the pages");
+    let (code, explain, _) = run(&["man", "explain"]);
+    assert_eq!(code, 0);
+    assert!(explain.contains(".TH vllm-diag-explain 1") && explain.contains("\\-\\-format"), "{explain}");
+    let (_, main, _) = run(&["man"]);
+    assert!(!main.contains("help(1)") && main.contains("vllm\\-diag\\-explain(1)"), "{main}");
+    let (code, _, err) = run(&["man", "nope"]);
+    assert_eq!(code, 2, "{err}");
+}
