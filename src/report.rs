@@ -696,6 +696,10 @@ pub struct Replicas {
     /// The signal and limit used to decide.
     pub signal: String,
     pub limit: String,
+    /// Why the breakdown could not be made (its answer was damaged or missing): then `affected`
+    /// is empty and `total` 0, and which replicas are affected is not evaluated, never left unsaid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_evaluated: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -331,3 +331,59 @@ fn every_manual_page_another_names_exists() {
     let (code, _, err) = run(&["man", "nope"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// A recording whose answer was damaged by hand: `damage` rewrites the exchanges; the replay's JSON.
+fn replay_damaged(damage: impl Fn(&mut Vec<serde_json::Value>)) -> (i32, serde_json::Value, String) {
+    let mut rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture("kv-cache-pressure")).unwrap()).unwrap();
+    damage(rec["exchanges"].as_array_mut().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.json");
+    std::fs::write(&path, serde_json::to_string(&rec).unwrap()).unwrap();
+    let (code, json, err) = run(&["explain", "--replay", path.to_str().unwrap(), "--format", "json"]);
+    let (_, text, _) = run(&["explain", "--replay", path.to_str().unwrap()]);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}\n{err}"));
+    (code, report, text)
+}
+
+/// Whether an exchange is the per-replica breakdown of the KV-cache finding.
+fn is_breakdown(x: &serde_json::Value) -> bool {
+    x["request"]["query"].as_str().is_some_and(|q| q.starts_with("max by (model_name, instance) (max_over_time(vllm:kv_cache_usage_perc{model_name="))
+}
+
+/// Nothing dropped in silence: the per-replica answer cut short by hand, or gone, makes which
+/// replicas are affected "not evaluated" with why, and a warning says which answer; a damaged
+/// signal answer makes its rules not evaluated, with a warning too.
+#[test]
+fn a_damaged_or_missing_answer_in_a_recording_is_never_silent() {
+    let (_, intact, _) = replay_damaged(|_| {});
+    assert_eq!(intact["warnings"], serde_json::json!([]));
+    assert_eq!(intact["findings"][0]["replicas"]["total"], 3, "{:#}", intact["findings"][0]["replicas"]);
+
+    let cut = |exchanges: &mut Vec<serde_json::Value>| {
+        let x = exchanges.iter_mut().find(|x| is_breakdown(x)).expect("the recording holds the breakdown");
+        let body = x["response"]["body"].as_str().unwrap().to_string();
+        x["response"]["body"] = serde_json::Value::from(&body[..body.len() / 2]);
+    };
+    let gone = |exchanges: &mut Vec<serde_json::Value>| exchanges.retain(|x| !is_breakdown(x));
+    for (what, damage) in [("cut short", &cut as &dyn Fn(&mut Vec<serde_json::Value>)), ("missing", &gone)] {
+        let (code, report, text) = replay_damaged(damage);
+        assert_eq!(code, 0, "{what}");
+        let f = &report["findings"][0];
+        assert_eq!(f["rule"], "kv-cache-pressure", "{what}: the finding stands");
+        let why = f["replicas"]["not_evaluated"].as_str().unwrap_or_else(|| panic!("{what}: the breakdown silently gone: {:#}", f["replicas"]));
+        assert!(why.starts_with("the per-replica answer could not be read: "), "{what}: {why}");
+        let warnings = report["warnings"].to_string();
+        assert!(warnings.contains("could not be read, so what needed it is not evaluated") && warnings.contains("kv_cache_usage_perc"), "{what}: {warnings}");
+        assert!(text.contains("which replicas: not evaluated (-v says why)") && text.contains("Warning: 1 answer could not be read"), "{what}: {text}");
+    }
+
+    // A signal's answer damaged: the rules that read it are not evaluated, with why, and said.
+    let (_, report, _) = replay_damaged(|exchanges| {
+        for x in exchanges.iter_mut().filter(|x| x["request"]["query"].as_str().is_some_and(|q| q.starts_with("max by (model_name) (max_over_time(vllm:kv_cache_usage_perc[1800s]))"))) {
+            x["response"]["body"] = serde_json::Value::from("{\"status\":\"succ");
+        }
+    });
+    let not_evaluated = report["not_evaluated"].as_array().unwrap();
+    assert!(not_evaluated.iter().any(|n| n["rule"] == "kv-cache-pressure" && n["reason"].as_str().is_some_and(|r| r.contains("cannot read"))), "{not_evaluated:#?}");
+    assert!(report["warnings"].to_string().contains("could not be read"), "{:#}", report["warnings"]);
+}

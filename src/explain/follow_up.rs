@@ -198,6 +198,7 @@ pub fn affected_replicas(samples: &[Sample], e: &Evidence, replica_label: &str) 
         total: names.len(),
         signal: e.signal.clone(),
         limit: crossed.iter().map(|l| l.label.clone()).collect::<Vec<_>>().join(" or "),
+        not_evaluated: None,
     }
 }
 
@@ -255,10 +256,18 @@ pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules:
     };
     for (f, b) in findings.iter_mut().zip(&fu.breakdowns) {
         if let Some((req, signal)) = b {
-            if let Some(Ok(Response { data: Data::Vector(samples), .. })) = answers.get(req) {
-                if let Some(e) = f.evidence.iter().find(|e| &e.signal == signal) {
-                    f.replicas = Some(affected_replicas(samples, e, &p.replica_label));
+            // A damaged or missing answer leaves which replicas are affected not evaluated, with
+            // why: never a finding quietly without its breakdown (the warning is explain's).
+            let unread = |why: String| Replicas { label: p.replica_label.clone(), affected: Vec::new(), total: 0, signal: signal.clone(), limit: String::new(), not_evaluated: Some(why) };
+            match answers.get(req) {
+                Some(Ok(Response { data: Data::Vector(samples), .. })) => {
+                    if let Some(e) = f.evidence.iter().find(|e| &e.signal == signal) {
+                        f.replicas = Some(affected_replicas(samples, e, &p.replica_label));
+                    }
                 }
+                Some(Ok(_)) => f.replicas = Some(unread("the per-replica answer was not a vector".to_string())),
+                Some(Err(e)) => f.replicas = Some(unread(format!("the per-replica answer could not be read: {}", e.short_reason()))),
+                None => f.replicas = Some(unread("the per-replica query was not answered".to_string())),
             }
         }
         let kind = rules.rule(&f.rule).and_then(|r| r.recommend.clone());

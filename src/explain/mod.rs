@@ -218,6 +218,9 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let latency = events::replica_latency(&event_plan, &[&answers, &more]);
     cold_start::apply(&mut ranked.findings, &events, &latency, &p.window, &rules.thresholds);
     let unexplained = moved::apply(&moved_plan, &more, &mut ranked.findings, rules, p, &mut warnings);
+    // Nothing dropped in silence: an answer that could not be read is said, whatever needed it.
+    let unreadable: Vec<_> = fetch::unreadable(&answers).into_iter().chain(fetch::unreadable(&more)).collect();
+    warnings.extend(fetch::unreadable_warning(&unreadable));
 
     let mut seen = BTreeSet::new();
     warnings.retain(|w| seen.insert(w.clone()));

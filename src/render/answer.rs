@@ -215,7 +215,7 @@ fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
     // note of its own; the scope line says when either way.
     let step_names_it = f.steps.first().is_some_and(|s| s.starts_with("Start with the"));
     let mut scope = vec![f.scope.clone()];
-    scope.extend(f.replicas_count.as_ref().map(|r| format!("{r} affected")));
+    scope.extend(f.replicas_count.as_ref().map(|r| if r.starts_with("which") { format!("{r} (-v says why)") } else { format!("{r} affected") }));
     scope.extend(f.since.clone());
     scope.extend(f.after.clone().filter(|_| step_names_it || f.preceded_by.is_none()));
     let numbers = f

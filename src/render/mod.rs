@@ -799,6 +799,9 @@ pub(crate) fn finding_queries(f: &Finding) -> Vec<(String, String)> {
 /// `3 of 8 replicas (instance): a, b, c`, when the finding was broken down per replica.
 pub(crate) fn replicas_line(f: &Finding) -> Option<String> {
     let r = f.replicas.as_ref()?;
+    if let Some(why) = &r.not_evaluated {
+        return Some(format!("not evaluated ({})", one_line(why)));
+    }
     if r.total == 0 {
         return None;
     }
@@ -1396,6 +1399,7 @@ pub(crate) mod fixtures {
                 total: 3,
                 signal: "kv_usage_max".to_string(),
                 limit: ">= 90%".to_string(),
+                not_evaluated: None,
             }),
             stood_in: None,
             recent: None,

@@ -626,7 +626,10 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         deciding,
         since: since(report, f),
         after: f.preceded_by.as_ref().map(after),
-        replicas_count: f.replicas.as_ref().filter(|r| r.total > 0).map(|r| format!("{} of {} replicas", r.affected.len(), r.total)),
+        replicas_count: f.replicas.as_ref().and_then(|r| match &r.not_evaluated {
+            Some(_) => Some("which replicas: not evaluated".to_string()),
+            None => (r.total > 0).then(|| format!("{} of {} replicas", r.affected.len(), r.total)),
+        }),
         binding: binding_of(report, f).filter(|_| first_of_its_model(report, f, rank)).map(binding_sentence),
         not_evaluated_here: not_evaluated_here(report, f),
     }
