@@ -136,7 +136,15 @@ fn problems(report: &Report) -> Vec<String> {
     out.extend(agreement(report));
     out.extend(counts(report, &a));
     out.extend(correlations(report));
-    // -v says the profile too, and the JSON carries it.
+    // -v says the profile too, JUnit has it as a property, and the JSON carries it.
+    let junit = render(report, Format::Junit, &RenderOptions::default());
+    if !junit.contains(&format!("<property name=\"profile\" value=\"{}\"", report.profile.as_deref().unwrap_or_default())) {
+        out.push("junit: the profile in force is not a property".to_string());
+    }
+    let json = render(report, Format::Json, &RenderOptions::default());
+    if !json.contains(&format!("\"profile\": \"{}\"", report.profile.as_deref().unwrap_or_default())) {
+        out.push("json: no profile".to_string());
+    }
     let table = render(report, Format::Table, &RenderOptions::default());
     if !table.contains(&format!("profile {}", report.profile.as_deref().unwrap_or_default())) {
         out.push("table: the profile in force is not said".to_string());
