@@ -75,8 +75,6 @@ pub struct Answer {
     /// `2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · profile chat · 28 of 32
     /// rules evaluated, 25 healthy`.
     pub context: String,
-    /// Where the rest is: `-v or --format html: the evidence, its PromQL and charts`.
-    pub more: String,
     /// The counts the context line says.
     pub counts: RuleCounts,
 }
@@ -172,7 +170,6 @@ impl Answer {
             disabled: view.disabled_line.clone(),
             warnings: warnings(&view.warnings),
             context: context(view),
-            more: "-v or --format html: every signal with its PromQL and charts, what was healthy, what could not be evaluated and why".to_string(),
             counts: view.rules,
         }
     }
@@ -336,7 +333,7 @@ fn not_evaluated_count(view: &ReportView) -> Option<String> {
         .find(|f| f.severity >= Severity::Warning)
         .map(|f| f.not_evaluated_here.iter().map(|n| n.split(" (").next().unwrap_or_default()).collect())
         .unwrap_or_default();
-    let elsewhere = r.partly_evaluated.saturating_sub(here.len());
+    let elsewhere = view.partly_evaluated.iter().filter(|p| !here.contains(&p.as_str())).count();
     let mut parts: Vec<String> = Vec::new();
     if r.not_evaluated > 0 {
         parts.push(format!("{} not evaluated", plural(r.not_evaluated, "rule", "rules")));
@@ -399,4 +396,57 @@ pub(crate) fn window(r: &crate::report::TimeRange) -> String {
     let clock = |t: &chrono::DateTime<chrono::Utc>| t.format(if t.timestamp() % 60 == 0 { "%H:%M" } else { "%H:%M:%S" }).to_string();
     let end = if r.start.date_naive() == r.end.date_naive() { clock(&r.end) } else { format!("{} {}", r.end.format("%Y-%m-%d"), clock(&r.end)) };
     format!("{} {} → {end} UTC", r.start.format("%Y-%m-%d"), clock(&r.start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::*;
+    use crate::render::RenderOptions;
+
+    fn answer(r: &crate::report::Report) -> Answer {
+        ReportView::new(r, &RenderOptions::default()).answer()
+    }
+
+    #[test]
+    fn the_answer_of_the_sample_report() {
+        let a = answer(&sample_report());
+        assert_eq!(a.headline, "CRITICAL kv-cache-exhausted: KV cache exhausted: requests are being preempted");
+        let l = a.lead.as_ref().expect("a lead finding");
+        assert_eq!(l.scope, "llama-3.1-70b-instruct · 2 of 3 replicas affected · since 09:03 UTC");
+        assert!((1..=NUMBERS).contains(&l.numbers.len()), "{:?}", l.numbers);
+        assert_eq!(l.numbers[0].line, "KV cache usage (max): 99.1%, baseline 62% (held: > 95%)");
+        assert_eq!(l.cards.iter().map(|c| c.line.as_str()).collect::<Vec<_>>(), ["--max-num-seqs: unknown → 37 · confidence high"]);
+        assert!(l.cards[0].arithmetic.starts_with("Suggested max_num_seqs = 37: "), "{}", l.cards[0].arithmetic);
+        assert_eq!(l.steps.len(), STEPS);
+        assert_eq!(l.absorbed.as_deref(), Some("Also explains: queue-backlog (warning), ttft-regression (info)"));
+        assert_eq!(a.others, ["#2 WARNING ttft-regression: Time to first token regressed · qwen2.5-coder-32b"]);
+        // The sample's pack: 8 rules, 6 evaluated, so 2 nowhere; 1 more (on Qwen only).
+        assert_eq!((a.counts.total, a.counts.evaluated, a.counts.not_evaluated, a.counts.partly_evaluated), (8, 6, 2, 1));
+        assert_eq!(a.not_evaluated.as_deref(), Some("2 rules not evaluated, 1 more on some models only: -v lists them"));
+        assert!(a.context.contains(" · profile chat · 6 of 8 rules evaluated, 3 healthy"), "{}", a.context);
+        // Every fact is one line.
+        assert!(a.facts().iter().all(|f| !f.contains('\n') && !f.is_empty()), "{:?}", a.facts());
+    }
+
+    #[test]
+    fn a_rule_not_evaluated_on_the_leads_model_is_named() {
+        let mut r = sample_report();
+        let mut n = r.not_evaluated[0].clone();
+        n.scope = r.findings[0].scope.clone();
+        n.rule = "priority-preemption".into();
+        n.reason = "metric missing in the window: vllm:num_preemptions_by_reason_total".into();
+        r.not_evaluated.push(n);
+        let a = answer(&r);
+        assert_eq!(a.not_evaluated.as_deref(), Some("2 rules not evaluated, and priority-preemption on this model, 1 more on some models only: -v lists them"));
+    }
+
+    #[test]
+    fn without_a_warning_or_critical_finding_there_is_no_lead() {
+        let a = answer(&clean_report());
+        assert!(a.lead.is_none() && a.others.is_empty());
+        assert!(a.headline.starts_with("OK: no problem found in "), "{}", a.headline);
+        let a = answer(&nothing_evaluated_report());
+        assert!(a.headline.starts_with("NOTHING EVALUATED: ") && a.not_evaluated.is_none() && !a.not_evaluated_pairs.is_empty());
+    }
 }

@@ -103,6 +103,9 @@ pub struct ReportView {
     pub profile: Option<String>,
     /// What the run adjusted to the window (`-v` only): see [`Report::notes`].
     pub notes: Vec<String>,
+    /// The rules judged in some scopes and not evaluated in others (counted in
+    /// [`RuleCounts::partly_evaluated`]).
+    pub partly_evaluated: Vec<String>,
     /// The numbers behind each model's healthy core checks, each against the line its rule needs
     /// to fire: `KV-cache usage (peak): 59%, baseline 55% (needs >= 90%: not met)`.
     pub readings: Vec<ReadingsView>,
@@ -458,6 +461,7 @@ impl ReportView {
                 .collect(),
             profile: report.profile.as_deref().map(one_line).filter(|p| !p.is_empty()),
             notes: report.notes.iter().map(|n| one_line(n)).collect(),
+            partly_evaluated: partly_evaluated(report),
             readings: report
                 .readings
                 .iter()
@@ -769,8 +773,7 @@ fn rule_counts(report: &Report) -> RuleCounts {
         .iter()
         .flat_map(|f| std::iter::once(f.rule.as_str()).chain(f.also_consistent.iter().map(|a| a.rule.as_str())))
         .collect();
-    let judged: std::collections::BTreeSet<&str> = found.iter().copied().chain(report.healthy.iter().map(|h| h.rule.as_str())).collect();
-    let partly = report.not_evaluated.iter().map(|n| n.rule.as_str()).filter(|r| judged.contains(r)).collect::<std::collections::BTreeSet<_>>().len();
+    let partly = partly_evaluated(report).len();
     RuleCounts {
         total: c.rules,
         evaluated: c.evaluated,
@@ -778,6 +781,19 @@ fn rule_counts(report: &Report) -> RuleCounts {
         not_evaluated: c.rules.saturating_sub(c.evaluated),
         partly_evaluated: partly,
     }
+}
+
+/// See [`ReportView::partly_evaluated`]: rules with a finding (or absorbed into one) or a healthy
+/// verdict somewhere, and not evaluated somewhere else.
+fn partly_evaluated(report: &Report) -> Vec<String> {
+    let judged: std::collections::BTreeSet<&str> = report
+        .findings
+        .iter()
+        .flat_map(|f| std::iter::once(f.rule.as_str()).chain(f.also_consistent.iter().map(|a| a.rule.as_str())))
+        .chain(report.healthy.iter().map(|h| h.rule.as_str()))
+        .collect();
+    let partly: std::collections::BTreeSet<String> = report.not_evaluated.iter().filter(|n| judged.contains(n.rule.as_str())).map(|n| one_line(&n.rule)).collect();
+    partly.into_iter().collect()
 }
 
 /// See [`ReportView::not_evaluated_brief`]: at most three rules by name; the reason (up to its
