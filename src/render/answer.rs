@@ -208,13 +208,13 @@ fn heading(f: &FindingView) -> String {
 }
 
 fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
-    // The change it began after: named in its first step when the runbook starts there, else in a
-    // note of its own; the scope line says when either way.
+    // The change it began after, said once: by its first step when the runbook starts there
+    // (`Start with the configuration change at 09:01 UTC (...)`), else by a note of its own.
     let step_names_it = f.steps.first().is_some_and(|s| s.starts_with("Start with the"));
     let mut scope = vec![f.scope.clone()];
     scope.extend(f.replicas_count.as_ref().map(|r| if r.starts_with("which") { format!("{r} (-v says why)") } else { format!("{r} affected") }));
     scope.extend(f.since.clone());
-    scope.extend(f.after.clone().filter(|_| step_names_it || f.preceded_by.is_none()));
+    scope.extend(f.after.clone().filter(|_| !step_names_it && f.preceded_by.is_none()));
     let numbers = f
         .deciding
         .iter()

@@ -234,8 +234,9 @@ mod tests {
     fn the_first_line_names_the_top_finding_its_scope_since_when_and_the_change_it_followed() {
         let text = render(&sample_report_with_events(), &piped());
         assert!(text.starts_with("CRITICAL kv-cache-exhausted: KV cache exhausted: requests are being preempted\n"), "{text}");
-        let scope = text.lines().skip(1).take(2).map(str::trim).collect::<Vec<_>>().join(" ");
-        assert_eq!(scope, "llama-3.1-70b-instruct · 2 of 3 replicas affected · since 09:03 UTC · after a configuration change at 09:01 UTC", "{text}");
+        assert_eq!(text.lines().nth(1).map(str::trim), Some("llama-3.1-70b-instruct · 2 of 3 replicas affected · since 09:03 UTC"), "{text}");
+        // The change it followed, in its first step.
+        assert!(text.contains("Next: 1. Start with the configuration change at 09:01 UTC"), "{text}");
         // The second finding has its own heading, ranked.
         assert!(text.lines().any(|l| l.starts_with("#2 WARNING ")), "{text}");
     }

@@ -233,8 +233,8 @@ mod tests {
     #[test]
     fn the_change_a_finding_began_after_is_in_its_scope_line_and_its_note() {
         let md = render(&sample_report_with_events(), &RenderOptions::default());
-        // Its first step starts there, naming the change: the scope line says when, no note repeats it.
-        assert!(md.contains("since 09:03 UTC · after a configuration change at 09:01 UTC\n"), "{md}");
+        // Its first step starts there, naming the change: neither the scope line nor a note repeats it.
+        assert!(md.contains("2 of 3 replicas affected · since 09:03 UTC\n"), "{md}");
         assert!(md.contains("1. Start with the configuration change at 09:01 UTC (num_gpu_blocks 2000 -> 900 on 2 of 3 replicas)"), "{md}");
         assert!(!md.contains("_Began 2 min after"), "{md}");
     }
