@@ -197,8 +197,17 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff) to stdout: `vllm-diag man > vllm-diag.1`.
-    Man,
+    /// Print a manual page (roff): `vllm-diag man > vllm-diag.1`, `vllm-diag man explain`; with
+    /// --out DIR, write one page per command and subcommand into DIR.
+    Man {
+        /// The command whose page to print, e.g. `explain` or `rules show` (default: vllm-diag's).
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+        /// Write every page (vllm-diag.1, vllm-diag-explain.1, vllm-diag-rules-show.1, ...) into
+        /// this directory instead, and list them on stdout.
+        #[arg(long, value_name = "DIR", conflicts_with = "command")]
+        out: Option<PathBuf>,
+    },
     /// The configuration file (vllm-diag.toml).
     #[command(subcommand)]
     Config(ConfigCommand),

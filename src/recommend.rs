@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::{Confidence, ConfidenceLevel, Recommendation, Scope, WontHelp};
+use crate::report::{Confidence, ConfidenceLevel, LimitKind, Recommendation, Scope, WontHelp};
 
 /// Recommendation kinds a rule may ask for with `recommend = "..."`.
 pub const KNOWN: &[&str] = &["max_num_seqs", "chunked_prefill"];
@@ -47,6 +47,10 @@ pub struct Inputs {
     pub batch_tokens_mean: Option<f64>,
     /// Replicas serving the scope.
     pub replicas: Option<f64>,
+    /// The limits that bound the scope's model over the window and the share of the window each
+    /// held (only those past the binding stage's floor), when the binding was read. What the
+    /// levers rule out must agree with it: a cap that bound is never said not to have.
+    pub held: Option<BTreeMap<LimitKind, f64>>,
 }
 
 /// Share of the KV cache a recommendation plans to fill, leaving room for bursts and long tails.
@@ -416,15 +420,20 @@ fn prefill_interference(inp: &Inputs) -> Option<Recommendation> {
 }
 
 /// The levers a finding of `rule` has that its evidence rules out: more KV memory when the cache
-/// never passed 60%; a lower max_num_seqs when neither the sequence cap nor the KV cache bound; a
-/// quantised KV cache when requests queued while the cache had room.
+/// never passed 60%; a lower max_num_seqs when the sequence cap did not bind, the KV cache had
+/// room and nothing was preempted; a quantised KV cache when requests queued while the cache had
+/// room. Where the binding was read ([`Inputs::held`]) it decides whether the sequence cap bound (a
+/// cap that bound is never said not to have), and no KV lever is ruled out for a model the KV
+/// cache bound.
 pub fn wont_help(rule: &str, inp: &Inputs) -> Vec<WontHelp> {
     if !LEVER_RULES.contains(&rule) {
         return Vec::new();
     }
     let mut out = Vec::new();
     let kv = inp.kv_usage_max.filter(|v| v.is_finite());
-    if let Some(kv) = kv.filter(|kv| *kv < KV_ROOM) {
+    let held = |limit: LimitKind| inp.held.as_ref().and_then(|h| h.get(&limit).copied());
+    let kv_bound = held(LimitKind::KvCache).is_some();
+    if let Some(kv) = kv.filter(|kv| *kv < KV_ROOM && !kv_bound) {
         out.push(WontHelp {
             lever: "more KV memory".into(),
             flag: "--gpu-memory-utilization / --kv-cache-memory-bytes".into(),
@@ -432,17 +441,23 @@ pub fn wont_help(rule: &str, inp: &Inputs) -> Vec<WontHelp> {
         });
     }
     let preempting = inp.preemption_active.is_some_and(|p| p >= SUSTAINED);
-    if let (Some(fill), Some(kv)) = (inp.running_fill.filter(|f| f.is_finite()), kv) {
-        if fill < PINNED && kv < KV_FULL && !preempting {
-            out.push(WontHelp {
-                lever: "a lower max_num_seqs".into(),
-                flag: "--max-num-seqs".into(),
-                why: format!("the sequence cap did not bind: running requests averaged {} of their peak, and the KV cache had room (peak {})", pct(fill), pct(kv)),
-            });
-        }
+    if let (Some(kv), false) = (kv.filter(|kv| *kv < KV_FULL), preempting || kv_bound) {
+        let why = match (held(LimitKind::MaxNumSeqs), &inp.held, inp.running_fill.filter(|f| f.is_finite())) {
+            // The cap bound: whether a lower one helps is the runbook's call (prefill starvation
+            // lowers it to make room for prompts), not something the evidence rules out.
+            (Some(_), _, _) => None,
+            // The binding was read and the cap did not bind.
+            (None, Some(_), _) => Some(format!("the sequence cap did not bind, and the KV cache had room (peak {})", pct(kv))),
+            // Without the binding, the running batch against its peak tells.
+            (None, None, Some(fill)) if fill < PINNED => {
+                Some(format!("the sequence cap did not bind: running requests averaged {} of their peak, and the KV cache had room (peak {})", pct(fill), pct(kv)))
+            }
+            _ => None,
+        };
+        out.extend(why.map(|why| WontHelp { lever: "a lower max_num_seqs".into(), flag: "--max-num-seqs".into(), why }));
     }
     if let (Some(wait), Some(kv)) = (inp.waiting_avg.filter(|w| w.is_finite()), kv) {
-        if wait >= QUEUED && kv < KV_FULL {
+        if wait >= QUEUED && kv < KV_FULL && !kv_bound {
             out.push(WontHelp {
                 lever: "a quantised KV cache".into(),
                 flag: "--kv-cache-dtype fp8".into(),
@@ -720,6 +735,13 @@ mod tests {
         // Pinned at the cap, or the KV cache preempting: the cap is a lever.
         assert!(!wont_help("slow-decode", &Inputs { running_fill: Some(0.95), ..loose.clone() }).iter().any(|w| w.lever == "a lower max_num_seqs"));
         assert!(!wont_help("kv-cache-pressure", &kv_pressure()).iter().any(|w| w.lever == "a lower max_num_seqs"));
+        // The binding, where read, decides: a cap that bound is never said not to have, whatever
+        // the running batch's average against its peak (a 200-replica fleet's mean fill read 70%
+        // while the cap bound 87% of the window).
+        let bound = Inputs { held: Some([(LimitKind::MaxNumSeqs, 0.87)].into_iter().collect()), ..loose.clone() };
+        assert!(!wont_help("slow-decode", &bound).iter().any(|w| w.lever == "a lower max_num_seqs"), "{:?}", wont_help("slow-decode", &bound));
+        let unbound = Inputs { held: Some(BTreeMap::new()), running_fill: Some(0.95), ..loose.clone() };
+        assert!(wont_help("slow-decode", &unbound).iter().any(|w| w.why.starts_with("the sequence cap did not bind")));
     }
 
     #[test]
@@ -728,6 +750,9 @@ mod tests {
         assert!(lines.iter().any(|w| w.flag == "--kv-cache-dtype fp8" && w.why.starts_with("20 requests waited")), "{lines:#?}");
         // A full cache with a queue: fewer bytes per block is a lever there.
         assert!(wont_help("kv-cache-pressure", &kv_pressure()).is_empty());
+        // Nothing about the KV cache is ruled out where the binding says it bound.
+        let kv_bound = Inputs { held: Some([(LimitKind::KvCache, 0.4)].into_iter().collect()), ..seq_cap() };
+        assert!(wont_help("load-exceeds-capacity", &kv_bound).iter().all(|w| !w.flag.contains("kv-cache")), "{:?}", wont_help("load-exceeds-capacity", &kv_bound));
     }
 
     #[test]

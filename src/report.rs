@@ -146,6 +146,20 @@ pub struct Report {
     /// (empty when no scope had a first-token histogram).
     #[serde(default)]
     pub hops: Vec<HopSplit>,
+    /// The latency profile whose targets and ceilings the rules used (`chat` unless `--profile`
+    /// named another, or the replayed recording was judged with another). Absent from reports of
+    /// runs that did not say (a library caller, an older report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// What the run adjusted to the window without it being a problem (signals whose own range is
+    /// longer than a short window, read over the window instead): `-v` says it, the channel formats
+    /// do not. Left out when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// The numbers behind each model's healthy core checks, each against its line: what an OK
+    /// rests on (`-v` prints them). Left out when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub readings: Vec<Readings>,
 }
 
 /// The time a scope's requests spent in each hop of their path (docs/hops.md), from the means the
@@ -189,6 +203,14 @@ pub struct Hop {
     /// The signals it was read from (`input_processing_mean`, `router_duration_mean` less
     /// `input_processing_mean`, ...), or what it would need when not seen.
     pub from: String,
+}
+
+/// One scope's numbers behind its healthy core checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Readings {
+    pub scope: Scope,
+    /// As a finding's evidence: value, baseline, the condition it was held to and whether it held.
+    pub evidence: Vec<Evidence>,
 }
 
 /// A signal that moved in the direction that hurts, against its baseline's median and spread, for
@@ -811,6 +833,10 @@ pub struct Replicas {
     /// The signal and limit used to decide.
     pub signal: String,
     pub limit: String,
+    /// Why the breakdown could not be made (its answer was damaged or missing): then `affected`
+    /// is empty and `total` 0, and which replicas are affected is not evaluated, never left unsaid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_evaluated: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

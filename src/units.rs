@@ -116,6 +116,21 @@ pub fn unit_mismatch(text: &str, unit: &str) -> Option<String> {
     Some(format!("{t:?} is {written}, but it is compared with values in {}: write {instead}", unit.replace('_', " ")))
 }
 
+/// A signal's unit in words, for people: `per second`, `a share (shown as %)`, `tokens per
+/// second`. Unknown units have their underscores read as spaces.
+pub fn unit_words(unit: &str) -> String {
+    match unit {
+        "ratio" => "a share, shown as %".to_string(),
+        "ratio_per_hour" => "a share per hour, shown as %/h".to_string(),
+        "factor" => "a factor, shown as Nx".to_string(),
+        "percent" => "percent".to_string(),
+        "count" => "a count".to_string(),
+        "celsius" => "degrees Celsius".to_string(),
+        "" => "no unit".to_string(),
+        other => other.replace('_', " "),
+    }
+}
+
 /// Format a value in its unit with a sensible precision: `1.42 s`, `850 ms`, `97.3%`, `1,204 tok/s`.
 pub fn format_value(v: f64, unit: &str) -> String {
     if v.is_nan() {

@@ -72,22 +72,72 @@ fn the_default_text_of_every_shipped_recording_matches_its_snapshot_within_100_c
 #[test]
 fn the_default_text_opens_with_the_verdict_and_closes_with_one_footer() {
     let (_, kv, _) = run(&["explain", "--replay", &fixture("kv-cache-pressure")]);
-    let first = kv.lines().next().unwrap_or_default();
-    assert!(first.starts_with("CRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions · Llama-3.1-8B-Instruct"), "{kv}");
-    // The verdict wraps under 100 columns; joined, it says since when.
-    let verdict = kv.split("\n   ").take(2).collect::<Vec<_>>().join(" ");
-    assert!(verdict.starts_with(first) && verdict.ends_with("· since 08:50 UTC"), "{kv}");
-    assert!(kv.contains("Suggested max_num_seqs = 15: 17 running sequences per replica"), "{kv}");
+    let mut lines = kv.lines();
+    assert_eq!(lines.next(), Some("CRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions"), "{kv}");
+    assert_eq!(lines.next(), Some("   meta-llama/Llama-3.1-8B-Instruct · 3 of 3 replicas affected · since 08:50 UTC"), "{kv}");
+    // One line per card; the arithmetic is -v's.
+    assert!(kv.lines().any(|l| l == "   --max-num-seqs: unknown → 15 · confidence high"), "{kv}");
+    assert!(!kv.contains("Suggested max_num_seqs = 15: 17 running sequences per replica"), "{kv}");
     assert!(kv.contains("Next: 1. Stabilise the admitted load first"), "{kv}");
+    // What it absorbed, the raise it gave, said in one line.
+    assert!(kv.contains("Also explains: slo-burn (critical), load-exceeds-capacity (warning)"), "{kv}");
     // The evidence stays behind -v: no table, no PromQL, no healthy list.
     for absent in ["┌", "PromQL at", "Checked and healthy", "max_over_time(", "(see "] {
         assert!(!kv.contains(absent), "{absent:?} in the default text\n{kv}");
     }
     let footer: String = kv.trim_end().rsplit("\n\n").next().unwrap_or_default().replace('\n', " ");
-    assert!(footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · 34 of 38 rules evaluated"), "{footer}");
-    assert!(footer.ends_with("run with -v for evidence and PromQL"), "{footer}");
+    assert!(footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · profile chat · 34 of 38 rules evaluated, 25 healthy"), "{footer}");
+    assert!(footer.contains("4 rules not evaluated, and priority-preemption on this model: -v lists them"), "{footer}");
+    assert!(footer.ends_with("-v for evidence and PromQL"), "{footer}");
     let (_, healthy, _) = run(&["explain", "--replay", &fixture("healthy-steady")]);
-    assert!(healthy.starts_with("OK: no problem found in 34 of 38 rules · not evaluated: deferred-waiting, gpu-power-capped,\n   gpu-power-limit-lowered and 1 more (metric"), "{healthy}");
+    assert!(healthy.starts_with("OK: no problem found in 34 of 38 rules\n"), "{healthy}");
+    // The profile in force is said: another moves the thresholds.
+    let (_, batch, _) = run(&["explain", "--replay", &fixture("healthy-steady"), "--profile", "batch"]);
+    assert!(batch.replace('\n', " ").contains("· profile batch ·"), "{batch}");
+}
+
+/// -v piped keeps to 100 columns, and every query is still there whole, on lines of its own.
+#[test]
+fn verbose_piped_fits_100_columns_without_losing_the_promql() {
+    for name in shipped_recordings() {
+        let (code, out, err) = run(&["explain", "--replay", &fixture(&name), "-v"]);
+        assert_eq!(code, 0, "{name}: {err}");
+        for line in out.lines() {
+            // A word longer than the line (a piece of PromQL without spaces) is kept whole.
+            assert!(line.chars().count() <= 100 || !line.trim().contains(' '), "{name}: wider than 100 columns: {line:?}");
+        }
+        let (_, json, _) = run(&["explain", "--replay", &fixture(&name), "--format", "json"]);
+        let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        let queries = report["findings"].as_array().unwrap().iter().flat_map(|f| f["evidence"].as_array().unwrap().iter()).filter_map(|e| e["query"].as_str());
+        for q in queries.filter(|q| !q.is_empty()) {
+            assert!(flat.contains(&q.split_whitespace().collect::<Vec<_>>().join(" ")), "{name}: PromQL lost: {q}");
+        }
+    }
+}
+
+/// An OK can be checked: -v gives each model's numbers against the lines its core checks need.
+#[test]
+fn a_healthy_verbose_run_shows_each_models_numbers_against_their_lines() {
+    let (code, out, err) = run(&["explain", "--replay", &fixture("healthy-steady"), "-v"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, json, _) = run(&["explain", "--replay", &fixture("healthy-steady"), "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let models: Vec<&str> = report["metrics"]["scopes"].as_array().unwrap().iter().filter_map(|s| s["model_name"].as_str()).collect();
+    assert_eq!(models.len(), 2, "{json}");
+    let block = out.split("The core checks' numbers, each against the line its rule needs to fire:\n").nth(1).unwrap_or_else(|| panic!("no numbers\n{out}"));
+    for model in models {
+        let own: Vec<&str> = block.lines().skip_while(|l| l.trim() != model).skip(1).take_while(|l| l.starts_with("    ")).collect();
+        let own = own.join(" ").split_whitespace().collect::<Vec<_>>().join(" ");
+        for signal in ["KV-cache usage (peak): ", "P95 time to first token: ", "P95 inter-token latency: "] {
+            let at = own.find(signal).unwrap_or_else(|| panic!("{model}: no {signal}\n{out}"));
+            let line = own[at..].split(": not met)").next().unwrap_or_default();
+            assert!(line.contains(", baseline ") && line.contains(" (needs "), "{line}");
+        }
+        // Each number with the query it came from.
+        assert!(own.contains("max_over_time(vllm:kv_cache_usage_perc"), "{model}\n{out}");
+    }
+    assert_eq!(report["readings"].as_array().map(Vec::len), Some(2), "the JSON carries them too");
 }
 
 #[test]
@@ -97,10 +147,12 @@ fn verbose_gives_the_full_table_with_conditions_in_words() {
         assert_eq!(code, 0, "{err}");
         let (_, table, _) = run(&["explain", "--replay", &fixture("kv-cache-pressure"), "--format", "table"]);
         assert_eq!(out, table, "{flag} is the table format");
-        for present in ["vllm-diag: 1 finding (1 critical)", "Checked and healthy", "Next steps", "PromQL at", "Not evaluated (5 rule/scope pairs"] {
+        for present in ["vllm-diag: 1 finding (1 critical)", "Checked and healthy", "Next steps", "PromQL at", "Not evaluated (5 rule/scope pairs", "profile chat · 34 of 38 rules evaluated"] {
             assert!(out.contains(present), "{flag}: {present:?} missing\n{out}");
         }
-        assert!(out.contains(">= 50% or share of the last 5 min with preemptions >= 50%"), "{out}");
+        // The condition in words, wrapped in its cell over three rows.
+        let cells: Vec<String> = out.lines().filter(|l| l.contains('┆')).map(|l| l.split('┆').nth(4).unwrap_or_default().trim().to_string()).collect();
+        assert!(cells.join(" ").contains(">= 50% or share of the last 5 min with preemptions >= 50%"), "{out}");
         assert!(!out.contains("(see "), "{out}");
     }
 }
@@ -242,4 +294,96 @@ fn servers_refuse_a_reachable_address_without_a_token_unless_told() {
         assert!(stderr.contains("--allow-unauthenticated-remote"), "{stderr}");
         assert!(!stderr.contains("listening on"), "{who} listened anyway: {stderr}");
     }
+}
+
+/// One manual page per command: `man --out DIR` writes them all, and every page another names
+/// (`vllm-diag-explain(1)`) is among them; `man explain` prints one.
+#[test]
+fn every_manual_page_another_names_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man1");
+    let (code, listed, err) = run(&["man", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let pages: std::collections::BTreeSet<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok().and_then(|e| e.file_name().to_str().map(str::to_string)))
+        .collect();
+    assert_eq!(listed.lines().count(), pages.len(), "{listed}");
+    for page in ["vllm-diag.1", "vllm-diag-explain.1", "vllm-diag-check.1", "vllm-diag-rules-show.1", "vllm-diag-config-show.1"] {
+        assert!(pages.contains(page), "{page} missing: {pages:?}");
+    }
+    let named = regex::Regex::new(r"vllm\\-diag[a-z\\-]*\(1\)").unwrap();
+    let mut references = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(out.join(page)).unwrap();
+        for m in named.find_iter(&text) {
+            references += 1;
+            let file = m.as_str().replace("\\-", "-").replace("(1)", ".1");
+            assert!(pages.contains(&file), "{page} names {} but there is no {file}", m.as_str());
+        }
+    }
+    assert!(references >= 10, "only {references} references between the pages");
+    let (code, explain, _) = run(&["man", "explain"]);
+    assert_eq!(code, 0);
+    assert!(explain.contains(".TH vllm-diag-explain 1") && explain.contains("\\-\\-format"), "{explain}");
+    let (_, main, _) = run(&["man"]);
+    assert!(!main.contains("help(1)") && main.contains("vllm\\-diag\\-explain(1)"), "{main}");
+    let (code, _, err) = run(&["man", "nope"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// A recording whose answer was damaged by hand: `damage` rewrites the exchanges; the replay's JSON.
+fn replay_damaged(damage: impl Fn(&mut Vec<serde_json::Value>)) -> (i32, serde_json::Value, String) {
+    let mut rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture("kv-cache-pressure")).unwrap()).unwrap();
+    damage(rec["exchanges"].as_array_mut().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.json");
+    std::fs::write(&path, serde_json::to_string(&rec).unwrap()).unwrap();
+    let (code, json, err) = run(&["explain", "--replay", path.to_str().unwrap(), "--format", "json"]);
+    let (_, text, _) = run(&["explain", "--replay", path.to_str().unwrap()]);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}\n{err}"));
+    (code, report, text)
+}
+
+/// Whether an exchange is the per-replica breakdown of the KV-cache finding.
+fn is_breakdown(x: &serde_json::Value) -> bool {
+    x["request"]["query"].as_str().is_some_and(|q| q.starts_with("max by (model_name, instance) (max_over_time(vllm:kv_cache_usage_perc{model_name="))
+}
+
+/// Nothing dropped in silence: the per-replica answer cut short by hand, or gone, makes which
+/// replicas are affected "not evaluated" with why, and a warning says which answer; a damaged
+/// signal answer makes its rules not evaluated, with a warning too.
+#[test]
+fn a_damaged_or_missing_answer_in_a_recording_is_never_silent() {
+    let (_, intact, _) = replay_damaged(|_| {});
+    assert_eq!(intact["warnings"], serde_json::json!([]));
+    assert_eq!(intact["findings"][0]["replicas"]["total"], 3, "{:#}", intact["findings"][0]["replicas"]);
+
+    let cut = |exchanges: &mut Vec<serde_json::Value>| {
+        let x = exchanges.iter_mut().find(|x| is_breakdown(x)).expect("the recording holds the breakdown");
+        let body = x["response"]["body"].as_str().unwrap().to_string();
+        x["response"]["body"] = serde_json::Value::from(&body[..body.len() / 2]);
+    };
+    let gone = |exchanges: &mut Vec<serde_json::Value>| exchanges.retain(|x| !is_breakdown(x));
+    for (what, damage) in [("cut short", &cut as &dyn Fn(&mut Vec<serde_json::Value>)), ("missing", &gone)] {
+        let (code, report, text) = replay_damaged(damage);
+        assert_eq!(code, 0, "{what}");
+        let f = &report["findings"][0];
+        assert_eq!(f["rule"], "kv-cache-pressure", "{what}: the finding stands");
+        let why = f["replicas"]["not_evaluated"].as_str().unwrap_or_else(|| panic!("{what}: the breakdown silently gone: {:#}", f["replicas"]));
+        assert!(why.starts_with("the per-replica answer could not be read: "), "{what}: {why}");
+        let warnings = report["warnings"].to_string();
+        assert!(warnings.contains("could not be read, so what needed it is not evaluated") && warnings.contains("kv_cache_usage_perc"), "{what}: {warnings}");
+        assert!(text.contains("which replicas: not evaluated (-v says why)") && text.contains("Warning: 1 answer could not be read"), "{what}: {text}");
+    }
+
+    // A signal's answer damaged: the rules that read it are not evaluated, with why, and said.
+    let (_, report, _) = replay_damaged(|exchanges| {
+        for x in exchanges.iter_mut().filter(|x| x["request"]["query"].as_str().is_some_and(|q| q.starts_with("max by (model_name) (max_over_time(vllm:kv_cache_usage_perc[1800s]))"))) {
+            x["response"]["body"] = serde_json::Value::from("{\"status\":\"succ");
+        }
+    });
+    let not_evaluated = report["not_evaluated"].as_array().unwrap();
+    assert!(not_evaluated.iter().any(|n| n["rule"] == "kv-cache-pressure" && n["reason"].as_str().is_some_and(|r| r.contains("cannot read"))), "{not_evaluated:#?}");
+    assert!(report["warnings"].to_string().contains("could not be read"), "{:#}", report["warnings"]);
 }

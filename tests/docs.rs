@@ -627,3 +627,27 @@ fn the_command_reader_catches_what_it_is_meant_to() {
     assert!(!offline(&["explain".into(), "--prometheus".into(), "http://prometheus:9090".into()]));
     assert!(!offline(&["explain".into(), "--replay".into(), "incident.json".into()]));
 }
+
+/// docs/rules.md's table of the built-in rules is the pack's, generated from the rule files: every
+/// rule in it, each as `rules::doc::markdown_table` writes it (VLLM_DIAG_UPDATE_DOCS=1 writes it).
+#[test]
+fn the_rules_table_is_generated_from_the_rule_files() {
+    let set = vllm_diag::rules::load_builtin().expect("the built-in rules load");
+    let table = vllm_diag::rules::doc::markdown_table(&set);
+    assert_eq!(table.lines().count(), set.rules.len() + 2, "{table}");
+    for r in &set.rules {
+        assert!(table.contains(&format!("| `{}` | {} | ", r.id, r.severity.as_str())), "{} missing from the generated table", r.id);
+        let row = table.lines().find(|l| l.starts_with(&format!("| `{}` |", r.id))).unwrap_or_default();
+        assert!(row.contains("| when") || row.contains("| where ") || row.contains("| on "), "{}: no condition in {row}", r.id);
+    }
+    let path = root().join("docs/rules.md");
+    let page = read(&path);
+    let (open, close) = ("<!-- rules table -->\n", "<!-- end of rules table -->");
+    let start = page.find(open).expect("docs/rules.md marks where its rules table starts") + open.len();
+    let end = page[start..].find(close).expect("and where it ends") + start;
+    if std::env::var_os("VLLM_DIAG_UPDATE_DOCS").is_some() {
+        std::fs::write(&path, format!("{}{table}{}", &page[..start], &page[end..])).expect("docs/rules.md is writable");
+        return;
+    }
+    assert_eq!(&page[start..end], table, "docs/rules.md's rules table is not the pack's: VLLM_DIAG_UPDATE_DOCS=1 cargo test --test docs rewrites it");
+}

@@ -65,11 +65,17 @@ fn a_live_runs_evidence_links_to_the_servers_graph_page_for_the_window() {
         json["findings"][0]["evidence"].as_array().unwrap().iter().map(|e| e["query"].as_str().unwrap_or("").to_string()).filter(|q| !q.is_empty()).collect();
     assert!(!queries.is_empty());
 
+    // Markdown links each number that decided the finding; the HTML page every evidence query.
     let md = run(&prom.url, &at, "markdown", &[]);
     let links = graph_links(&md, &prom.url);
-    assert!(md.contains("Charts: ["), "{md}");
+    assert!(md.contains("([chart](<") && !links.is_empty(), "{md}");
+    for (_, e) in &links {
+        assert!(queries.contains(e), "a chart link carries {e}, no evidence query\n{md}");
+    }
+    let html = run(&prom.url, &at, "html", &[]);
+    let page_links = graph_links(&html, &prom.url);
     for q in &queries {
-        assert!(links.iter().any(|(_, e)| e == q), "no chart link carries {q}\n{md}");
+        assert!(page_links.iter().any(|(_, e)| e == q), "no chart link carries {q} in the HTML page");
     }
     let end_input = spec.window_end().format("%Y-%m-%d%%20%H%%3A%M%%3A%S").to_string();
     for (link, expr) in &links {
@@ -110,7 +116,7 @@ fn a_template_in_the_file_replaces_the_graph_page_and_none_turns_links_off() {
     assert!(md.contains("(<https://grafana.example/d/vllm?var-q="), "{md}");
     assert!(!md.contains("/graph?"), "{md}");
 
-    assert!(!markdown_with(&write("[links]\ngraph = \"none\"\n")).contains("Charts:"));
+    assert!(!markdown_with(&write("[links]\ngraph = \"none\"\n")).contains("[chart]"));
 
     // A bad template is refused at its line.
     let file = write("window = \"30m\"\n[links]\ngraph = \"https://g/x?q={query}\"\n");

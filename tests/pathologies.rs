@@ -282,7 +282,8 @@ fn a_quantile_past_the_largest_custom_bucket_reads_as_at_least_that_bound_and_st
     let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let out = Command::cargo_bin("vllm-diag").unwrap().args(["explain", "--prometheus", &prom.url, "--at", &at, "-v"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().find(|l| l.contains("P95 time to first token")).unwrap_or_else(|| panic!("{text}"));
+    // The evidence row (its title may wrap in its cell; the numbers stay on its first line).
+    let line = text.lines().find(|l| l.contains("│ P95 time to first")).unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains("≥ 500 ms") && line.contains("≥ 2"), "{line}");
 }
 

@@ -116,8 +116,7 @@ pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> 
         && std::io::stdout().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
         && std::env::var("TERM").map_or(true, |t| t != "dumb");
-    // Wrap to the terminal; in a pipe or a file, tables get unwrapped lines (easier to paste and
-    // grep) and the text format its 100 columns.
+    // Wrap to the terminal; in a pipe or a file, to 100 columns.
     let width = std::io::stdout()
         .is_terminal()
         .then(|| terminal_size::terminal_size().map(|(w, _)| w.0))
@@ -240,6 +239,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
         r.disabled = disabled;
         r.warnings.extend(scrape_notes);
         r.coverage.unread_targets = unread_targets;
+        r.profile = Some(profile.unwrap_or(crate::rules::DEFAULT_PROFILE).to_string());
         r
     });
     spinner.finish();

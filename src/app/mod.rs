@@ -62,16 +62,41 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             write_stdout(&String::from_utf8_lossy(&buf))?;
             Ok(exit::OK)
         }
-        Command::Man => {
-            let mut buf: Vec<u8> = Vec::new();
-            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
-                .render(&mut buf)
-                .map_err(|e| Failure::Output(e.to_string()))?;
-            write_stdout(&String::from_utf8_lossy(&buf))?;
-            Ok(exit::OK)
-        }
+        Command::Man { command, out } => man(&command, out.as_deref()),
         Command::Rules(command) => rules::run_rules(command, &lookup),
     }
+}
+
+/// `vllm-diag man`: one command's page on stdout, or every page into a directory. The pages name
+/// each other (`vllm-diag-explain(1)`), so both come from the same command tree, without the
+/// `help` subcommand (it has no page of its own) and without hidden commands.
+fn man(path: &[String], out: Option<&std::path::Path>) -> Result<u8, Failure> {
+    let mut cmd = <Cli as clap::CommandFactory>::command().disable_help_subcommand(true);
+    cmd.build();
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir).map_err(|e| Failure::Output(format!("{}: {e}", dir.display())))?;
+        clap_mangen::generate_to(cmd, dir).map_err(|e| Failure::Output(format!("{}: {e}", dir.display())))?;
+        let mut written: Vec<String> = std::fs::read_dir(dir)
+            .map_err(|e| Failure::Output(format!("{}: {e}", dir.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vllm-diag") && n.to_string_lossy().ends_with(".1")))
+            .map(|p| p.display().to_string())
+            .collect();
+        written.sort();
+        write_stdout(&written.iter().map(|w| format!("{w}\n")).collect::<String>())?;
+        return Ok(exit::OK);
+    }
+    let mut page = &cmd;
+    for name in path {
+        page = page
+            .get_subcommands()
+            .find(|c| c.get_name() == name && !c.is_hide_set())
+            .ok_or_else(|| Failure::Usage(format!("vllm-diag man {}: no such command (`vllm-diag --help` lists them)", path.join(" "))))?;
+    }
+    let mut buf: Vec<u8> = Vec::new();
+    clap_mangen::Man::new(page.clone()).render(&mut buf).map_err(|e| Failure::Output(e.to_string()))?;
+    write_stdout(&String::from_utf8_lossy(&buf))?;
+    Ok(exit::OK)
 }
 
 /// Exit code for a finished report: 1 with a finding at or above `fail_on` ([`Report::exit_code`]).

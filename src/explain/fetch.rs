@@ -295,6 +295,36 @@ pub async fn read(source: &Arc<dyn Source>, plan: &ReadPlan, concurrency: usize,
     (plan.answers(asked), sent)
 }
 
+/// The answers that could not be read at all: damaged (a body that does not decode, an answer of
+/// the wrong shape) or missing from a recording. What needed them is not evaluated; these are
+/// also said as a warning, so a damaged recording or a proxy that mangles answers is never read as
+/// a shorter, quieter diagnosis. (A timeout, a refusal or an unreachable server is the source's
+/// state, said where it leaves a signal not evaluated.)
+pub fn unreadable(answers: &Answers) -> Vec<(&Request, &SourceError)> {
+    answers
+        .iter()
+        .filter_map(|(r, a)| a.as_ref().err().map(|e| (r, e)))
+        .filter(|(_, e)| matches!(e, SourceError::Decode { .. } | SourceError::NotRecorded { .. } | SourceError::Other { .. }))
+        .collect()
+}
+
+/// One warning naming the unreadable answers (the first three, then how many more).
+pub fn unreadable_warning(found: &[(&Request, &SourceError)]) -> Option<String> {
+    const NAMED: usize = 3;
+    if found.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = found.iter().take(NAMED).map(|(r, e)| format!("{} ({})", r.describe(), e.short_reason())).collect();
+    let more = found.len().saturating_sub(NAMED);
+    Some(format!(
+        "{} could not be read, so what needed {} is not evaluated: {}{}",
+        if found.len() == 1 { "1 answer".to_string() } else { format!("{} answers", found.len()) },
+        if found.len() == 1 { "it" } else { "them" },
+        named.join("; "),
+        if more > 0 { format!("; and {more} more") } else { String::new() }
+    ))
+}
+
 /// A range answer cut at each of `times` (unix milliseconds); a failed one fails every cut.
 fn cut_at(ask: &Request, answer: Result<Response, SourceError>, times: &[i64]) -> Vec<Result<Response, SourceError>> {
     match answer {

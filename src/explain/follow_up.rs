@@ -198,6 +198,7 @@ pub fn affected_replicas(samples: &[Sample], e: &Evidence, replica_label: &str) 
         total: names.len(),
         signal: e.signal.clone(),
         limit: crossed.iter().map(|l| l.label.clone()).collect::<Vec<_>>().join(" or "),
+        not_evaluated: None,
     }
 }
 
@@ -245,7 +246,9 @@ fn apply_trends(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], gro
 
 /// Apply the follow-up answers: trends, affected replicas, and recommendations (which need no
 /// follow-up query when the measured KV footprint is enough).
-pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, table: &SignalTable, p: &RunParams, warnings: &mut Vec<String>) {
+/// `binding` is the binding stage's reading, which the levers ruled out must agree with.
+#[allow(clippy::too_many_arguments)]
+pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, table: &SignalTable, binding: &[crate::report::Binding], p: &RunParams, warnings: &mut Vec<String>) {
     apply_trends(fu, answers, findings, &p.group_by, warnings);
     let cache = match fu.cache.as_ref().and_then(|r| answers.get(r)) {
         Some(Ok(Response { data: Data::Vector(v), .. })) => crate::recommend::cache_config(v, &p.group_by),
@@ -253,16 +256,27 @@ pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules:
     };
     for (f, b) in findings.iter_mut().zip(&fu.breakdowns) {
         if let Some((req, signal)) = b {
-            if let Some(Ok(Response { data: Data::Vector(samples), .. })) = answers.get(req) {
-                if let Some(e) = f.evidence.iter().find(|e| &e.signal == signal) {
-                    f.replicas = Some(affected_replicas(samples, e, &p.replica_label));
+            // A damaged or missing answer leaves which replicas are affected not evaluated, with
+            // why: never a finding quietly without its breakdown (the warning is explain's).
+            let unread = |why: String| Replicas { label: p.replica_label.clone(), affected: Vec::new(), total: 0, signal: signal.clone(), limit: String::new(), not_evaluated: Some(why) };
+            match answers.get(req) {
+                Some(Ok(Response { data: Data::Vector(samples), .. })) => {
+                    if let Some(e) = f.evidence.iter().find(|e| &e.signal == signal) {
+                        f.replicas = Some(affected_replicas(samples, e, &p.replica_label));
+                    }
                 }
+                Some(Ok(_)) => f.replicas = Some(unread("the per-replica answer was not a vector".to_string())),
+                Some(Err(e)) => f.replicas = Some(unread(format!("the per-replica answer could not be read: {}", e.short_reason()))),
+                None => f.replicas = Some(unread("the per-replica query was not answered".to_string())),
             }
         }
         let kind = rules.rule(&f.rule).and_then(|r| r.recommend.clone());
         if kind.is_some() || crate::recommend::LEVER_RULES.contains(&f.rule.as_str()) {
             let base: Scope = f.scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-            let inputs = recommend_inputs(table, &base, cache.get(&base).copied(), f.replicas.as_ref().map(|r| r.total as f64));
+            let mut inputs = recommend_inputs(table, &base, cache.get(&base).copied(), f.replicas.as_ref().map(|r| r.total as f64));
+            inputs.held = binding.iter().find(|b| b.scope == base).map(|b| {
+                b.shares.iter().filter(|(k, share)| **k != crate::report::LimitKind::None && **share >= super::binding::HELD_FLOOR).map(|(k, v)| (*k, *v)).collect()
+            });
             f.recommendations.extend(crate::recommend::cards(&f.rule, kind.as_deref(), &inputs));
             f.wont_help = crate::recommend::wont_help(&f.rule, &inputs);
         }
@@ -295,5 +309,6 @@ fn recommend_inputs(table: &SignalTable, base: &Scope, cache: Option<(f64, f64)>
         prompt_tokens_rate_baseline: before("prompt_tokens_rate"),
         batch_tokens_mean: val("batch_tokens_mean"),
         replicas,
+        held: None,
     }
 }

@@ -20,6 +20,36 @@ pub struct Judged {
     /// What the metrics could not show about rules judged healthy (their caveats), one sentence
     /// per rule naming its scopes.
     pub caveats: Vec<String>,
+    /// The numbers behind each model's healthy core checks (see [`readings`]).
+    pub readings: Vec<crate::report::Readings>,
+}
+
+/// Condition signals of each healthy core rule shown for a scope.
+const READ_PER_RULE: usize = 2;
+
+/// For each scope, the numbers its core rules judged healthy read, each against its line (the
+/// first [`READ_PER_RULE`] condition signals of each, each signal once): what makes an OK
+/// checkable. Scopes with data only; a scope whose core rules were all not evaluated has none.
+pub fn readings(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement]) -> Vec<crate::report::Readings> {
+    let mut out: Vec<crate::report::Readings> = Vec::new();
+    for j in judgements.iter().filter(|j| matches!(j.outcome, Outcome::NotMatched) && !j.scope.is_empty()) {
+        let Some(rule) = rules.rules.iter().find(|r| r.id == j.rule && r.core) else { continue };
+        let at = match out.iter().position(|r| r.scope == j.scope) {
+            Some(i) => i,
+            None => {
+                out.push(crate::report::Readings { scope: j.scope.clone(), evidence: Vec::new() });
+                out.len() - 1
+            }
+        };
+        for e in crate::rules::eval::readings(rule, rules, table, &j.scope, READ_PER_RULE) {
+            if e.value.is_some() && !out[at].evidence.iter().any(|x| x.signal == e.signal) {
+                out[at].evidence.push(e);
+            }
+        }
+    }
+    out.retain(|r| !r.evidence.is_empty());
+    out.sort_by(|a, b| a.scope.cmp(&b.scope));
+    out
 }
 
 /// Whether any signal that looks inside the window brought data back. A rule decided without
@@ -157,7 +187,8 @@ pub fn judge_late(rules: &RuleSet, table: &SignalTable, p: &RunParams, late: &BT
     let evaluated = if any_data { judgements.iter().filter(|j| !matches!(j.outcome, Outcome::Unknown { .. })).count() } else { 0 };
     let coverage = coverage(rules, table, &judgements, any_data, &p.group_by);
     let caveats = caveats(rules, table, &judgements);
-    Judged { ranked: rank(rules, &p.group_by, judgements), scopes, evaluated, coverage, caveats }
+    let readings = if any_data { readings(rules, table, &judgements) } else { Vec::new() };
+    Judged { ranked: rank(rules, &p.group_by, judgements), scopes, evaluated, coverage, caveats, readings }
 }
 
 /// For each rule judged healthy somewhere while its caveat's condition held there: the caveat, with

@@ -177,7 +177,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         let (part, _) = assemble::signal_table(&late_plan, &late_answers, &p.group_by, &mut warnings);
         judge::merge_late(&mut table, part);
     }
-    let judge::Judged { mut ranked, scopes, evaluated, coverage, caveats } = judge::judge_late(rules, &table, p, &late);
+    let judge::Judged { mut ranked, scopes, evaluated, coverage, caveats, readings } = judge::judge_late(rules, &table, p, &late);
     // Time by hop, from the means just read.
     let hops = hops::split(&table);
     warnings.extend(unread_warning(&judge::unread(rules, &table), p));
@@ -201,7 +201,9 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         queries += sent;
         more
     };
-    follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, p, &mut warnings);
+    // Which limit bound each model, read before the follow-ups: the levers they rule out agree with it.
+    let binding = binding_plan.as_ref().map(|b| binding::read(b, &answers, p)).unwrap_or_default();
+    follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, &binding, p, &mut warnings);
     let events = events::read(&event_plan, &[&answers, &more], &mut warnings);
     judge::retitle_clipped(&mut ranked.findings, rules, p.window.duration());
     onset::apply(&mut ranked.findings);
@@ -214,6 +216,9 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     replica_cause::apply(&mut ranked.findings, &replicas, &table, &rules.thresholds, p);
     gpu_reasons::apply(&mut ranked.findings);
     let unexplained = moved::apply(&moved_plan, &more, &mut ranked.findings, rules, p, &mut warnings);
+    // Nothing dropped in silence: an answer that could not be read is said, whatever needed it.
+    let unreadable: Vec<_> = fetch::unreadable(&answers).into_iter().chain(fetch::unreadable(&more)).collect();
+    warnings.extend(fetch::unreadable_warning(&unreadable));
 
     let mut seen = BTreeSet::new();
     warnings.retain(|w| seen.insert(w.clone()));
@@ -241,9 +246,12 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         coverage,
         events,
         deploy: None,
-        binding: binding_plan.map(|b| binding::read(&b, &answers, p)).unwrap_or_default(),
+        binding,
         unexplained,
         hops,
+        profile: None,
+        notes: signal_plan.notes,
+        readings,
     })
 }
 

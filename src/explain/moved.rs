@@ -77,6 +77,40 @@ pub const PAIRS: &[(&str, &str, &str)] = &[
 ];
 /// The coefficient from which two trends count as moving together.
 pub const CORRELATED: f64 = 0.7;
+/// The fewest points both trends must share for a coefficient to be said at all: six points make
+/// a coefficient of 0.7 out of noise all too often.
+pub const MIN_CORRELATION_POINTS: usize = 10;
+
+/// The level at or under which a cause is healthy, whatever moved with it: KV-cache usage under 60%
+/// (the level under which more KV memory cannot be what is missing), less than one request
+/// waiting. A cause there raises nothing, and is never blamed. `None`: no such level (prompt
+/// throughput), where the cause must only have risen against its baseline.
+fn healthy_level(cause: &str) -> Option<f64> {
+    match cause {
+        "kv_usage_avg" => Some(0.6),
+        "waiting_avg" => Some(1.0),
+        _ => None,
+    }
+}
+
+/// The rise against its baseline's median under which an effect did not move: a coefficient
+/// over an effect that stayed flat (P95 ITL at 1.004x its baseline) explains nothing.
+const EFFECT_ROSE: f64 = 1.1;
+
+/// Whether an effect's window median rose less than [`EFFECT_ROSE`] against its baseline's.
+fn effect_flat(baseline: &[(f64, f64)], window: &[(f64, f64)]) -> bool {
+    match (median(baseline.iter().map(|p| p.1)), median(window.iter().map(|p| p.1))) {
+        (Some(b), Some(w)) => w < b * EFFECT_ROSE,
+        _ => true,
+    }
+}
+
+/// Whether a cause's trend sat at its healthy level over the window: its window median at or under
+/// [`healthy_level`], or no higher than its baseline's median.
+fn cause_healthy(cause: &str, baseline: &[(f64, f64)], window: &[(f64, f64)]) -> bool {
+    let (Some(b), Some(w)) = (median(baseline.iter().map(|p| p.1)), median(window.iter().map(|p| p.1))) else { return true };
+    healthy_level(cause).is_some_and(|level| w <= level) || w <= b
+}
 
 /// One watched signal.
 #[derive(Debug, Clone)]
@@ -533,7 +567,8 @@ fn size(u: &Unexplained) -> f64 {
     u.robust_z.or(u.ratio).unwrap_or(f64::INFINITY)
 }
 
-/// Pearson's coefficient over the points two trends share (by time), with at least 6 of them.
+/// Pearson's coefficient over the points two trends share (by time), with at least 6 of them (the
+/// correlations say one only over [`MIN_CORRELATION_POINTS`]).
 pub fn pearson(a: &[(f64, f64)], b: &[(f64, f64)]) -> Option<(f64, usize)> {
     let by_t: BTreeMap<i64, f64> = b.iter().map(|(t, v)| (t.round() as i64, *v)).collect();
     let pairs: Vec<(f64, f64)> = a.iter().filter_map(|(t, x)| by_t.get(&(t.round() as i64)).map(|y| (*x, *y))).collect();
@@ -572,11 +607,15 @@ pub fn correlations(points: &BTreeMap<(String, Scope), Points>, findings: &mut [
             let (Some((cb, cw)), Some((eb, ew))) = (points.get(&(cause.to_string(), scope.clone())), points.get(&(effect.to_string(), scope.clone()))) else { continue };
             let joined = |b: &[(f64, f64)], w: &[(f64, f64)]| b.iter().chain(w).copied().collect::<Vec<_>>();
             let Some((r, n)) = pearson(&joined(cb, cw), &joined(eb, ew)) else { continue };
-            if r < CORRELATED {
+            if r < CORRELATED || n < MIN_CORRELATION_POINTS || cause_healthy(cause, cb, cw) || effect_flat(eb, ew) {
                 continue;
             }
             let supports = read.contains(*cause);
-            let text = if supports { format!("{sentence} (r = {r:.2})") } else { format!("{sentence} (r = {r:.2}): a reason to doubt that {} is the cause", f.rule) };
+            let text = if supports {
+                format!("{sentence} (r = {r:.2} over {n} points)")
+            } else {
+                format!("{sentence} (r = {r:.2} over {n} points): a reason to doubt that {} is the cause", f.rule)
+            };
             f.correlations.push(Correlation { cause: cause.to_string(), effect: effect.to_string(), coefficient: r, points: n, supports, text });
         }
         f.correlations.sort_by(|a, b| b.coefficient.total_cmp(&a.coefficient));
@@ -833,5 +872,34 @@ mod tests {
         let mut fs = vec![finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "")])];
         correlations(&points, &mut fs, &by);
         assert!(fs[0].correlations.is_empty(), "{:?}", fs[0].correlations);
+    }
+
+    #[test]
+    fn a_correlation_says_its_points_needs_ten_and_never_blames_a_healthy_cause() {
+        let by = vec!["model_name".to_string()];
+        let scope: Scope = [("model_name".to_string(), "a".to_string())].into_iter().collect();
+        let with = |kv: &[f64], ttft: &[f64], half: usize| {
+            let mut points = BTreeMap::new();
+            points.insert(("kv_usage_avg".to_string(), scope.clone()), (series(0.0, &kv[..half]), series(900.0, &kv[half..])));
+            points.insert(("ttft_p95".to_string(), scope.clone()), (series(0.0, &ttft[..half]), series(900.0, &ttft[half..])));
+            let mut fs = vec![finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "")])];
+            correlations(&points, &mut fs, &by);
+            fs.remove(0).correlations
+        };
+        let rising: Vec<f64> = (0..30).map(|i| 0.3 + 0.02 * i as f64).collect();
+        let ttft: Vec<f64> = rising.iter().map(|k| 0.2 + 3.0 * k).collect();
+        let found = with(&rising, &ttft, 15);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].text.ends_with(&format!("(r = 1.00 over {} points)", found[0].points)), "{}", found[0].text);
+        // Eight shared points: too few to say anything.
+        assert!(with(&rising[..8], &ttft[..8], 4).is_empty());
+        // KV-cache usage moving with TTFT at 5-11%: not pressure, whatever the coefficient.
+        let low: Vec<f64> = (0..30).map(|i| 0.05 + 0.002 * i as f64).collect();
+        let ttft_low: Vec<f64> = low.iter().map(|k| 0.2 + 30.0 * k).collect();
+        assert!(with(&low, &ttft_low, 15).is_empty());
+        // An effect that stayed at its baseline's level (a rise of a few percent, however
+        // correlated) is not raised by anything.
+        let flat_ttft: Vec<f64> = rising.iter().map(|k| 1.0 + 0.01 * k).collect();
+        assert!(with(&rising, &flat_ttft, 15).is_empty());
     }
 }

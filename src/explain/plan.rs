@@ -84,6 +84,9 @@ pub struct SignalPlan {
     /// vllm-diag as it decodes them. Each with the form a recording made before holds, after it.
     pub reads: ReadPlan,
     pub ctx: QueryContext,
+    /// What the plan adjusted to the window, for `-v` (the report's `notes`): signals whose own
+    /// range was longer than the window and were read over the window instead.
+    pub notes: Vec<String>,
 }
 
 /// A sum of a counter's rates (`request`) answered from a read of that counter grouped by more
@@ -372,8 +375,9 @@ fn share_sum_reads(planned: &BTreeMap<String, (Planned, Planned)>, ctx: &QueryCo
     derived
 }
 
-/// Plan every needed signal in both windows. Notes about how a signal will be read (coarse buckets,
-/// a range clamped to a short window) go to `warnings`.
+/// Plan every needed signal in both windows. Notes about how a signal will be read go to
+/// `warnings` (coarse buckets) or, when they only say what was adjusted to a short window, to the
+/// plan's `notes` (shown under `-v`).
 pub fn plan_signals(rules: &RuleSet, needed: &BTreeSet<String>, ctx: QueryContext, p: &RunParams, disc: &Discovery, warnings: &mut Vec<String>) -> SignalPlan {
     let mut planned = BTreeMap::new();
     for id in needed {
@@ -396,8 +400,9 @@ pub fn plan_signals(rules: &RuleSet, needed: &BTreeSet<String>, ctx: QueryContex
         .filter(|d| d.clamped_in(p.window.duration()) && planned.get(&d.id).is_some_and(|(w, _): &(Planned, Planned)| w.resolved.is_some()))
         .map(|d| format!("{} ({} -> {})", d.id, signals::promql_duration(d.range.unwrap_or_default()), signals::promql_duration(p.window.duration())))
         .collect();
+    let mut notes = Vec::new();
     if !clamped.is_empty() {
-        warnings.push(format!(
+        notes.push(format!(
             "the window ({}) is shorter than some signals' own ranges, which must lie inside it (the short window of each SLO burn-rate pair, the 'last 5 minutes' reads): read over the whole window instead: {}",
             signals::promql_duration(p.window.duration()),
             clamped.join(", ")
@@ -406,5 +411,5 @@ pub fn plan_signals(rules: &RuleSet, needed: &BTreeSet<String>, ctx: QueryContex
     let reading = share_bucket_reads(rules, &mut planned, &ctx);
     let derived = share_sum_reads(&planned, &ctx);
     let reads = read_plan(&planned, &derived, reading);
-    SignalPlan { signals: planned, reads, ctx }
+    SignalPlan { signals: planned, reads, ctx, notes }
 }

@@ -36,6 +36,7 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
         esc(&h.metrics),
     );
 
+    answer(&mut body, view);
     if let Some(sentence) = &view.conclusion {
         // Only a real all-clear is drawn as one: a run missing its core checks is not.
         // Nor is one where signals moved that no rule explains.
@@ -66,6 +67,71 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
         esc(&view.headline),
         if view.timeline.is_empty() && view.findings.iter().all(|f| f.preceded_by.is_none()) { "" } else { EVENT_STYLE }
     )
+}
+
+/// The answer every channel format gives, first: the verdict, the scope, the deciding numbers, the
+/// binding limit, the cards one line each, the first steps, what was absorbed, the other findings
+/// and the context. The whole report follows.
+fn answer(out: &mut String, view: &ReportView) {
+    let a = view.answer();
+    let sev = a.severity.map_or("info", |s| s.as_str());
+    let _ = writeln!(out, "<section class=\"answer {sev}\">\n<h2>{}</h2>", esc(&a.headline));
+    let para = |out: &mut String, class: &str, line: &str| {
+        let _ = writeln!(out, "<p class=\"{class}\">{}</p>", esc(line));
+    };
+    let list = |out: &mut String, tag: &str, items: &[String]| {
+        if !items.is_empty() {
+            let _ = writeln!(out, "<{tag}>");
+            for i in items {
+                let _ = writeln!(out, "<li>{}</li>", esc(i));
+            }
+            let _ = writeln!(out, "</{tag}>");
+        }
+    };
+    if let Some(l) = &a.lead {
+        para(out, "scope", &l.scope);
+        out.push_str("<ul class=\"numbers\">\n");
+        for n in &l.numbers {
+            let chart = n.link.as_ref().map(|url| format!(" <a href=\"{}\">chart</a>", esc(url))).unwrap_or_default();
+            let _ = writeln!(out, "<li>{}{chart}</li>", esc(&n.line));
+        }
+        out.push_str("</ul>\n");
+        if let Some(line) = &l.binding {
+            para(out, "binding", line);
+        }
+        for line in &l.notes {
+            para(out, "note", line);
+        }
+        if !l.cards.is_empty() {
+            out.push_str("<h3>Try</h3>\n");
+            list(out, "ul", &l.cards.iter().map(|c| c.line.clone()).collect::<Vec<_>>());
+        }
+        for line in &l.wont_help {
+            para(out, "wont-help", line);
+        }
+        if !l.steps.is_empty() {
+            out.push_str("<h3>Next</h3>\n");
+            list(out, "ol", &l.steps);
+        }
+        for line in l.absorbed.iter().chain(&l.not_evaluated) {
+            para(out, "absorbed", line);
+        }
+    }
+    list(out, "ul", &a.others);
+    for line in a.noted.iter().chain(&a.conclusion).chain(&a.disabled).chain(&a.warnings) {
+        para(out, "note", line);
+    }
+    if !a.moved.is_empty() {
+        out.push_str("<h3>Also changed, not explained by any rule</h3>\n");
+        list(out, "ul", &a.moved);
+    }
+    list(out, "ul", &a.not_evaluated_pairs);
+    let mut context = a.context.clone();
+    if let Some(n) = &a.not_evaluated {
+        context.push_str(&format!(" · {n}"));
+    }
+    para(out, "context", &context);
+    out.push_str("</section>\n");
 }
 
 /// Every event, oldest first, in a small table: when, what kind, where, what; the baseline's rows
@@ -102,6 +168,16 @@ fn rest(view: &ReportView) -> String {
     if let Some(healthy) = &view.healthy {
         let _ = writeln!(rest, "<p>Checked and healthy: {} ({})</p>", esc(&healthy.pairs), esc(&healthy.rules.join(", ")));
     }
+    if !view.readings.is_empty() {
+        rest.push_str("<h2>The core checks' numbers</h2>\n<p>Each against the line its rule needs to fire.</p>\n");
+        for r in &view.readings {
+            let _ = writeln!(rest, "<h3>{}</h3>\n<ul class=\"readings\">", esc(&r.scope));
+            for (line, (_, query)) in r.lines.iter().zip(&r.queries) {
+                let _ = writeln!(rest, "<li>{}<br><code>{}</code></li>", esc(line), esc(query));
+            }
+            rest.push_str("</ul>\n");
+        }
+    }
     if let Some(line) = &view.disabled_line {
         let _ = writeln!(rest, "<p class=\"disabled\">{}</p>", esc(line));
     }
@@ -123,6 +199,13 @@ fn rest(view: &ReportView) -> String {
         rest.push_str("<h2>Blind spots</h2>\n<ul class=\"caveats\">\n");
         for c in &view.caveats {
             let _ = writeln!(rest, "<li>{}</li>", esc(c));
+        }
+        rest.push_str("</ul>\n");
+    }
+    if !view.notes.is_empty() {
+        rest.push_str("<h2>Notes</h2>\n<ul class=\"notes\">\n");
+        for n in &view.notes {
+            let _ = writeln!(rest, "<li>{}</li>", esc(n));
         }
         rest.push_str("</ul>\n");
     }
@@ -499,7 +582,7 @@ table.timeline tr.lead{font-weight:600}
 "#;
 
 /// Text for HTML element content and attribute values.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -528,7 +611,8 @@ dl.meta{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;margin:0 0 12px
 dl.meta dt{color:var(--muted)}
 dl.meta dd{margin:0;overflow-wrap:anywhere}
 section{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:12px 14px;margin:12px 0}
-section.finding{border-left:6px solid var(--info)}
+section.finding,section.answer{border-left:6px solid var(--info)}
+section.answer .context{color:var(--muted);font-size:.9em}
 section.critical{border-left-color:var(--crit)}
 section.warning{border-left-color:var(--warn)}
 .badge{display:inline-block;color:#fff;background:var(--info);border-radius:4px;padding:1px 7px;font-size:.8em;vertical-align:2px;margin-right:4px}

@@ -181,6 +181,9 @@ fn properties(view: &ReportView, bar: &str) -> Vec<(&'static str, String)> {
         ("source", format!("{} {}", h.source_kind, h.source_url)),
         ("fail_on", bar.to_string()),
     ];
+    if let Some(profile) = &view.profile {
+        properties.push(("profile", profile.clone()));
+    }
     if let Some(sel) = &h.selector {
         properties.push(("selector", sel.clone()));
     }

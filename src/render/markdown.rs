@@ -1,229 +1,93 @@
-//! Markdown for pasting into an incident channel or a GitHub issue as is.
+//! Markdown for an issue, a CI step summary or a chat that reads it (GitHub, GitLab, Mattermost).
+//!
+//! It is the [answer](super::answer), whole and nothing more, within 40 lines: the verdict, the
+//! scope, the numbers that decided it (each linked to its chart when the run has links), the
+//! binding limit, each experiment card on one line, the first next steps, the findings it
+//! absorbed, the other findings one line each, and the context in one line. The evidence, its
+//! PromQL, the timeline and what was healthy are in `-v`, `--format html` and `--format json`.
 //!
 //! The lowest common denominator of Slack and GitHub decides the markup: bold lines instead of `#`
-//! headings, lists instead of wide tables, fenced code blocks (no HTML `<details>`, which Slack
-//! shows as raw tags). Label values, server warnings and failure reasons come from outside and
-//! are escaped, so a model called `*prod*` or a warning holding `<html>` cannot reformat the
-//! message; code spans written in rule text are kept, since rule authors use them for flags.
+//! headings, lists instead of tables. Label values, server warnings and failure reasons come from
+//! outside and are escaped, so a model called `*prod*` or a warning holding `<html>` cannot
+//! reformat the message; code spans written in rule text are kept, since rule authors use them for
+//! flags.
 
-use super::view::{EvidenceView, FindingView, ReportView};
+use super::view::ReportView;
 use super::{one_line, RenderOptions};
 
 pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
+    let a = view.answer();
     // Blocks are separated by one blank line; a block may span several lines.
     let mut blocks: Vec<String> = Vec::new();
-
     if let Some(v) = &opts.verdict {
         blocks.push(text(v));
     }
-    blocks.push(format!("**vllm-diag: {}**", text(&view.headline)));
-
-    let h = &view.header;
-    let source = match &h.selector {
-        Some(sel) => format!("{} {}, selector {}", text(&h.source_kind), code(&h.source_url), code(sel)),
-        None => format!("{} {}", text(&h.source_kind), code(&h.source_url)),
-    };
-    let mut header = vec![
-        format!("- **Window:** {}", h.window),
-        format!("- **Baseline:** {}", h.baseline),
-        format!("- **Source:** {source}"),
-        format!("- **Metrics:** {}", text(&h.metrics)),
-    ];
-    if let Some(fleet) = &h.fleet {
-        header.push(format!("- **Fleet:** {}", text(fleet)));
+    // Named, for a summary or an issue that gathers several tools' reports.
+    let mut head = vec![format!("**vllm-diag: {}**", text(&a.headline))];
+    if let Some(l) = &a.lead {
+        head.push(text(&l.scope));
     }
-    blocks.push(header.join("\n"));
-
-    for f in &view.findings {
-        finding_blocks(&mut blocks, view, f);
-    }
-
-    if let Some(sentence) = &view.conclusion {
-        blocks.push(format!("**{}**", text(sentence)));
-    }
-    if !view.unexplained.is_empty() {
-        let mut b = "**Also changed, not explained by any rule:**".to_string();
-        for u in &view.unexplained {
-            b.push_str(&format!("\n- {}", text(&u.line)));
+    blocks.push(head.join("  \n"));
+    if let Some(l) = &a.lead {
+        let numbers: Vec<String> = l
+            .numbers
+            .iter()
+            .map(|n| {
+                let chart = n.link.as_ref().map(|url| format!(" ([chart](<{url}>))")).unwrap_or_default();
+                format!("- {}{chart}", text(&n.line))
+            })
+            .collect();
+        if !numbers.is_empty() {
+            blocks.push(numbers.join("\n"));
         }
-        blocks.push(b);
-    }
-    if let Some(heading) = &view.timeline_heading {
-        let mut b = format!("**{}**", text(heading));
-        for e in view.timeline_listed() {
-            b.push_str(&format!("\n- {}", timeline_item(e)));
+        let mut said: Vec<String> = l.binding.iter().map(|b| text(b)).collect();
+        said.extend(l.notes.iter().map(|n| format!("_{}_", text(n))));
+        if !said.is_empty() {
+            blocks.push(said.join("  \n"));
         }
-        if let Some(more) = &view.timeline_more {
-            b.push_str(&format!("\n- {}", text(more)));
+        if !l.cards.is_empty() {
+            let cards: Vec<String> = l.cards.iter().map(|c| format!("- {}", text(&c.line))).collect();
+            blocks.push(format!("**Try** (the arithmetic: `-v`):\n{}", cards.join("\n")));
         }
-        blocks.push(b);
-    }
-    if let Some(healthy) = &view.healthy {
-        let rules: Vec<String> = healthy.rules.iter().map(|r| text(r)).collect();
-        blocks.push(format!(
-            "Checked and healthy: {} ({})",
-            healthy.pairs,
-            rules.join(", ")
-        ));
-    }
-    if let Some(line) = &view.disabled_line {
-        blocks.push(text(line));
-    }
-    if !view.not_evaluated.is_empty() {
-        let mut b = format!("**{}**", text(&view.not_evaluated_heading));
-        for n in &view.not_evaluated {
-            b.push_str(&format!(
-                "\n- {} ({}): {}",
-                code(&n.rule),
-                text(&n.scope),
-                text(&n.reason)
-            ));
+        if !l.wont_help.is_empty() {
+            blocks.push(l.wont_help.iter().map(|w| text(w)).collect::<Vec<_>>().join("  \n"));
         }
-        blocks.push(b);
+        if !l.steps.is_empty() {
+            let steps: Vec<String> = l.steps.iter().enumerate().map(|(i, s)| format!("{}. {}", i + 1, text(s))).collect();
+            blocks.push(format!("**Next:**\n{}", steps.join("\n")));
+        }
+        let tail: Vec<String> = l.absorbed.iter().chain(&l.not_evaluated).map(|x| text(x)).collect();
+        if !tail.is_empty() {
+            blocks.push(tail.join("  \n"));
+        }
     }
-    if !view.warnings.is_empty() {
-        let lines: Vec<String> = view.warnings.iter().map(|w| format!("- {}", text(w))).collect();
-        blocks.push(format!("**Warnings:**\n{}", lines.join("\n")));
+    if !a.others.is_empty() {
+        blocks.push(a.others.iter().map(|o| format!("- {}", text(o))).collect::<Vec<_>>().join("\n"));
     }
-    if !view.caveats.is_empty() {
-        let lines: Vec<String> = view.caveats.iter().map(|c| format!("- {}", text(c))).collect();
-        blocks.push(format!("**Blind spots:**\n{}", lines.join("\n")));
+    let mut notes: Vec<String> = a.noted.iter().chain(&a.conclusion).map(|x| text(x)).collect();
+    notes.extend(a.disabled.iter().map(|d| text(d)));
+    notes.extend(a.warnings.iter().map(|w| text(w)));
+    if !notes.is_empty() {
+        blocks.push(notes.join("  \n"));
     }
+    if !a.moved.is_empty() {
+        let moved: Vec<String> = a.moved.iter().map(|m| format!("- {}", text(m))).collect();
+        blocks.push(format!("**Also changed, not explained by any rule:**\n{}", moved.join("\n")));
+    }
+    if !a.not_evaluated_pairs.is_empty() {
+        let pairs: Vec<String> = a.not_evaluated_pairs.iter().map(|n| format!("- {}", text(n))).collect();
+        blocks.push(format!("**{}**\n{}", text(&view.not_evaluated_heading), pairs.join("\n")));
+    }
+    let mut footer = text(&a.context);
+    if let Some(n) = &a.not_evaluated {
+        footer.push_str(&format!(" · {}", text(n)));
+    }
+    footer.push_str(&format!(" · source {}", code(&view.header.source_line())));
+    blocks.push(format!("_{footer}_"));
 
     let mut out = blocks.join("\n\n");
     out.push('\n');
     out
-}
-
-fn finding_blocks(blocks: &mut Vec<String>, view: &ReportView, f: &FindingView) {
-    blocks.push(format!(
-        "**#{} {} · {}**\n{} on {}",
-        f.rank,
-        f.severity.as_str().to_uppercase(),
-        text(&f.title),
-        code(&f.rule),
-        code(&f.scope)
-    ));
-    if let Some(summary) = &f.summary {
-        blocks.push(text(summary));
-    }
-    // The change it began after goes right under the onset, in the same paragraph.
-    match (&f.onset, &f.preceded_by) {
-        (Some(onset), Some(after)) => blocks.push(format!("{}  \n{}", text(onset), text(after))),
-        (Some(line), None) | (None, Some(line)) => blocks.push(text(line)),
-        (None, None) => {}
-    }
-    if let Some(line) = &f.replica_cause {
-        blocks.push(text(line));
-    }
-    if !f.evidence.is_empty() {
-        let items: Vec<String> = f
-            .evidence
-            .iter()
-            .map(|e| {
-                let mut item = evidence_item(e);
-                if let Some(trend) = &e.sparkline {
-                    item.push_str(&format!(" · trend {}", code(trend)));
-                }
-                item
-            })
-            .collect();
-        blocks.push(format!("Evidence:\n{}", items.join("\n")));
-    }
-    for line in f.stood_in.iter().chain(&f.recent) {
-        blocks.push(format!("_{}_", text(line)));
-    }
-    if let Some(line) = &f.replicas {
-        blocks.push(format!("Affected: {}", text(line)));
-    }
-    if let Some(line) = &f.binding {
-        blocks.push(text(line));
-    }
-    for line in &f.correlations {
-        blocks.push(text(line));
-    }
-    for r in &f.recommendations {
-        blocks.push(format!("**{}**  \n{}", text(&r.head), text(&r.how)));
-        blocks.extend(r.card.as_ref().map(|c| text(c)));
-    }
-    for line in &f.wont_help {
-        blocks.push(text(line));
-    }
-    if !f.steps.is_empty() {
-        let items: Vec<String> = f
-            .steps
-            .iter()
-            .enumerate()
-            .map(|(n, s)| format!("{}. {}", n + 1, text(s)))
-            .collect();
-        blocks.push(format!("Next steps:\n{}", items.join("\n")));
-    }
-    if !f.references.is_empty() {
-        let items: Vec<String> = f
-            .references
-            .iter()
-            .map(|r| format!("- {}", text(r)))
-            .collect();
-        blocks.push(format!("References:\n{}", items.join("\n")));
-    }
-    if let Some(also) = f.also_consistent_list(code) {
-        blocks.push(format!("Also consistent: {also}"));
-    }
-    if !f.queries.is_empty() {
-        let longest_ticks = f
-            .queries
-            .iter()
-            .map(|(_, q)| longest_run(q, '`'))
-            .max()
-            .unwrap_or(0);
-        let fence = "`".repeat((longest_ticks + 1).max(3));
-        let body: Vec<String> = f.queries.iter().map(|(s, q)| format!("# {s}\n{q}")).collect();
-        blocks.push(format!(
-            "PromQL {}:\n{fence}\n{}\n{fence}",
-            text(&view.query_timing),
-            body.join("\n")
-        ));
-    }
-    let charts: Vec<String> = f.evidence.iter().filter_map(|e| e.link.as_ref().map(|l| format!("[{}](<{l}>)", text(&e.signal)))).collect();
-    if !charts.is_empty() {
-        blocks.push(format!("Charts: {}", charts.join(" · ")));
-    }
-}
-
-/// The event's line with its kind as code, like rule ids elsewhere:
-/// ``09:01:00 UTC `config-change` (llama-3): num_gpu_blocks 2000 -> 900``.
-fn timeline_item(e: &super::view::EventView) -> String {
-    let mut s = format!("{} {} ({})", text(&e.time), code(e.kind.as_str()), text(&e.scope));
-    if !e.detail.is_empty() {
-        s.push_str(&format!(": {}", text(&e.detail)));
-    }
-    s
-}
-
-/// `- P95 time to first token: **4.12 s**, baseline 820 ms (5x) — `> 3s` held; low confidence (14 obs)`
-fn evidence_item(e: &EvidenceView) -> String {
-    let mut s = format!(
-        "- {}: **{}**, baseline {}",
-        text(&e.title),
-        text(&e.value),
-        text(&e.baseline)
-    );
-    if let Some(change) = &e.change {
-        s.push_str(&format!(" ({})", text(change)));
-    }
-    if e.condition.is_empty() {
-        // A signal shown for context: it was not held to any condition.
-    } else {
-        s.push_str(&format!(
-            " — {} {}",
-            code(&e.condition),
-            if e.held { "held" } else { "did not hold" }
-        ));
-    }
-    if let Some(c) = &e.confidence {
-        s.push_str(&format!("; {c}"));
-    }
-    s
 }
 
 /// An inline code span that survives any content: the fence is longer than any backtick run inside.
@@ -367,22 +231,29 @@ mod tests {
     }
 
     #[test]
-    fn the_change_a_finding_began_after_is_in_the_onsets_paragraph_and_each_event_is_one_line() {
+    fn the_change_a_finding_began_after_is_in_its_scope_line_and_its_note() {
         let md = render(&sample_report_with_events(), &RenderOptions::default());
-        assert!(md.contains("Started 09:03 UTC  \nBegan 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900"), "{md}");
-        let (_, timeline) = md.split_once("**Timeline: 6 changes (3 in the baseline, 3 in the window), oldest first**\n").expect("timeline");
-        let items: Vec<&str> = timeline.lines().take_while(|l| l.starts_with("- ")).collect();
-        assert_eq!(items.len(), 6, "{md}");
-        assert_eq!(items[2], "- 08:58:00 UTC `rollout` (all): Deployment inference-prod/vllm-llama generation 7 -> 8");
+        // Its first step starts there, naming the change: neither the scope line nor a note repeats it.
+        assert!(md.contains("2 of 3 replicas affected · since 09:03 UTC\n"), "{md}");
+        assert!(md.contains("1. Start with the configuration change at 09:01 UTC (num_gpu_blocks 2000 -> 900 on 2 of 3 replicas)"), "{md}");
+        assert!(!md.contains("_Began 2 min after"), "{md}");
     }
 
     #[test]
-    fn a_long_timeline_says_how_many_more_the_json_has() {
+    fn the_answer_fits_in_40_lines_however_many_findings_and_events() {
         let mut r = sample_report_with_events();
         let e = r.events[0].clone();
-        r.events.extend(std::iter::repeat_n(e, 10));
-        let md = render(&r, &RenderOptions::default());
-        assert!(md.contains("\n- ... and 4 more (see --format json)\n"), "{md}");
+        r.events.extend(std::iter::repeat_n(e, 40));
+        let template = r.findings.clone();
+        for i in 0..30 {
+            let mut f = template[i % 2].clone();
+            f.scope.insert("model_name".to_string(), format!("model-{i:02}"));
+            r.findings.push(f);
+        }
+        r.warnings = (0..30).map(|i| format!("warning {i}")).collect();
+        let md = render(&with_unexplained(r, 9), &RenderOptions::default());
+        assert!(md.lines().count() <= 40, "{} lines\n{md}", md.lines().count());
+        assert!(md.contains("- ... and 29 more findings: -v lists them"), "{md}");
     }
 
     #[test]

@@ -27,6 +27,7 @@ use chrono::{DateTime, Utc};
 use crate::report::{Evidence, Finding, NotEvaluated, Report, Scope, Severity, TimeRange};
 use crate::units;
 
+pub mod answer;
 pub mod compact;
 pub mod github;
 pub mod hops;
@@ -36,6 +37,7 @@ pub mod junit;
 pub mod links;
 pub mod markdown;
 pub mod slack;
+pub mod slack_blocks;
 pub mod sparkline;
 pub mod table;
 pub mod view;
@@ -57,6 +59,8 @@ pub enum Format {
     Json,
     /// Slack mrkdwn: no tables, within one message, the most important finding first.
     Slack,
+    /// The Slack message as Block Kit JSON, a payload for an incoming webhook.
+    SlackBlocks,
     /// JUnit XML: a test case per rule and scope, for the test report view of CI systems.
     Junit,
     /// One self-contained HTML page with a chart of every evidence signal, for incident tickets.
@@ -82,7 +86,7 @@ enum Renderer {
 impl Format {
     /// Every format, in the order `--help` lists them.
     pub const ALL: &'static [Format] =
-        &[Format::Text, Format::Table, Format::Markdown, Format::Json, Format::Slack, Format::Junit, Format::Html];
+        &[Format::Text, Format::Table, Format::Markdown, Format::Json, Format::Slack, Format::SlackBlocks, Format::Junit, Format::Html];
 
     /// The one place a format is described.
     fn spec(self) -> Spec {
@@ -92,7 +96,8 @@ impl Format {
             Format::Table => ("table", "Boxed tables for a terminal: the full evidence and its PromQL (what -v gives)", true, V(table::render)),
             Format::Markdown => ("markdown", "Compact Markdown to paste into an incident channel or a GitHub issue", true, V(markdown::render)),
             Format::Json => ("json", "The report as JSON (schema in `report.rs`), for scripts and CI", false, R(json::render)),
-            Format::Slack => ("slack", "Slack mrkdwn: no tables, within one message, the most important finding first", true, V(slack::render)),
+            Format::Slack => ("slack", "Slack mrkdwn: the answer in one message, under 1,500 characters", true, V(slack::render)),
+            Format::SlackBlocks => ("slack-blocks", "The Slack message as Block Kit JSON, a payload for an incoming webhook", false, V(slack_blocks::render)),
             Format::Junit => ("junit", "JUnit XML: a test case per rule and scope, for the test report view of CI systems", false, V(junit::render)),
             Format::Html => ("html", "One self-contained HTML page with a chart of every evidence signal, for incident tickets", false, V(html::render)),
         };
@@ -159,7 +164,8 @@ pub struct RenderOptions {
     /// Colour severities with ANSI escapes (text and table only). The caller decides (tty, `NO_COLOR`, flag).
     pub color: bool,
     /// The terminal's width: the table format wraps to it, the text format to it or 100 columns,
-    /// whichever is less. `None` (no terminal): the table does not wrap, the text wraps to 100.
+    /// whichever is less. `None` (no terminal): both are laid out for 100 columns (PromQL keeps
+    /// lines of its own, broken only where whitespace means nothing to it).
     pub width: Option<u16>,
     /// The time of rendering, for relative hints such as "ended 12 min ago". Set for live runs
     /// only: a replay or a snapshot leaves it `None` and so renders the same bytes every time.
@@ -186,6 +192,18 @@ pub fn failure_document(format: Format, message: &str, exit_code: u8) -> Option<
         Format::Json => Some(json::failure(message, exit_code)),
         Format::Junit => Some(junit::failure(message, exit_code)),
         _ => None,
+    }
+}
+
+/// A line of text as `format` writes it: its escaping, and nothing else. Every fact of the
+/// [`answer::Answer`] appears in a channel format exactly as `escape(format, fact)` (with its
+/// whitespace laid out as the format wraps it), which is what the agreement tests look for.
+pub fn escape(format: Format, s: &str) -> String {
+    match format {
+        Format::Markdown => markdown::text(s),
+        Format::Slack | Format::SlackBlocks => slack::plain(s),
+        Format::Html => html::esc(s),
+        Format::Text | Format::Table | Format::Json | Format::Junit => one_line(s),
     }
 }
 
@@ -592,6 +610,21 @@ pub(crate) fn unexplained_line(report: &Report, u: &crate::report::Unexplained, 
     )
 }
 
+/// The same change in brief, for the answer: `P95 time to first token up 2.4x on llama since
+/// 09:12 UTC: 1.9 s vs 800 ms` (its size against the baseline's spread and how long it lasted: -v).
+pub(crate) fn unexplained_brief(report: &Report, u: &crate::report::Unexplained, scopes: &ScopeStyle) -> String {
+    let factor = match u.ratio {
+        Some(r) if r < 1.0 => format!(" {r:.2}x"),
+        Some(r) => format!(" {r:.1}x"),
+        None => " from 0".to_string(),
+    };
+    let scope = scopes.compact(&u.scope);
+    let on = if scope.is_empty() || scope == scopes.format(&Scope::new()) { String::new() } else { format!(" on {scope}") };
+    let at = if u.from_start { report.window.start } else { u.onset };
+    let value = |v: Option<f64>| v.map_or_else(|| "?".to_string(), |v| crate::units::format_value(v, &u.unit));
+    format!("{} {}{factor}{on} since {}: {} vs {}", one_line(&u.title), u.direction, at.format("%H:%M UTC"), value(u.value), value(u.baseline))
+}
+
 /// First line of every text format: `2 findings (1 critical, 1 warning) · 2 not evaluated`.
 pub(crate) fn headline(report: &Report) -> String {
     let main = match verdict(report) {
@@ -767,6 +800,9 @@ pub(crate) fn finding_queries(f: &Finding) -> Vec<(String, String)> {
 /// `3 of 8 replicas (instance): a, b, c`, when the finding was broken down per replica.
 pub(crate) fn replicas_line(f: &Finding) -> Option<String> {
     let r = f.replicas.as_ref()?;
+    if let Some(why) = &r.not_evaluated {
+        return Some(format!("not evaluated ({})", one_line(why)));
+    }
     if r.total == 0 {
         return None;
     }
@@ -801,7 +837,13 @@ pub(crate) fn card_lines(r: &crate::report::Recommendation) -> Option<(String, S
     if r.flag.trim().is_empty() {
         return None;
     }
-    let change = format!("{}: {} → {}", one_line(&r.flag), one_line(&r.from), one_line(&r.to));
+    let (from, to) = (one_line(&r.from), one_line(&r.to));
+    // `1578 blocks → 3083 blocks (1.95x)` reads `1578 → 3083 blocks (1.95x)`: the unit once.
+    let from = match from.rsplit_once(' ') {
+        Some((n, unit)) if to.split(' ').nth(1) == Some(unit) && n.parse::<f64>().is_ok() => n.to_string(),
+        _ => from,
+    };
+    let change = format!("{}: {from} → {to}", one_line(&r.flag));
     let level = r.confidence.level.as_str();
     let whole = format!("{change} · trade-off: {} · confidence {level}: {}", one_line(&r.tradeoff), one_line(&r.confidence.basis));
     Some((whole, format!("{change} · confidence {level}")))
@@ -1273,6 +1315,9 @@ pub(crate) mod fixtures {
             binding: Vec::new(),
             unexplained: Vec::new(),
             hops: Vec::new(),
+            profile: Some("chat".to_string()),
+            notes: Vec::new(),
+            readings: Vec::new(),
         }
     }
 
@@ -1356,6 +1401,7 @@ pub(crate) mod fixtures {
                 total: 3,
                 signal: "kv_usage_max".to_string(),
                 limit: ">= 90%".to_string(),
+                not_evaluated: None,
             }),
             stood_in: None,
             recent: None,
@@ -1860,14 +1906,14 @@ mod tests {
     fn every_format_has_a_unique_name_that_parses_back() {
         let names: BTreeSet<&str> = Format::ALL.iter().map(|f| f.name()).collect();
         assert_eq!(names.len(), Format::ALL.len());
-        assert_eq!(names, BTreeSet::from(["text", "table", "markdown", "json", "slack", "junit", "html"]));
+        assert_eq!(names, BTreeSet::from(["text", "table", "markdown", "json", "slack", "slack-blocks", "junit", "html"]));
         for &f in Format::ALL {
             assert_eq!(f.name().parse::<Format>(), Ok(f));
             assert_eq!(f.to_string(), f.name());
             assert!(!f.about().is_empty() && !f.about().ends_with('.'), "{}", f.about());
         }
         let err = "yaml".parse::<Format>().unwrap_err().to_string();
-        assert!(err.contains("\"yaml\"") && err.contains("text, table, markdown, json, slack, junit, html"), "{err}");
+        assert!(err.contains("\"yaml\"") && err.contains("text, table, markdown, json, slack, slack-blocks, junit, html"), "{err}");
         assert_eq!(Format::default(), Format::Text);
         let text: Vec<&str> = Format::ALL.iter().filter(|f| f.is_text()).map(|f| f.name()).collect();
         assert_eq!(text, ["text", "table", "markdown", "slack"]);
@@ -1881,7 +1927,7 @@ mod tests {
         let json = render(&r, Format::Json, &RenderOptions::default());
         assert!(json.starts_with('{'));
         assert!(
-            render(&r, Format::Markdown, &RenderOptions::default()).contains("No problems found")
+            render(&r, Format::Markdown, &RenderOptions::default()).contains("OK: no problem found")
         );
     }
 }

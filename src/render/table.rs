@@ -15,8 +15,16 @@ use crate::report::Severity;
 /// Indentation of everything inside a finding block.
 const INDENT: &str = "   ";
 
+/// The width when there is no terminal (a pipe, a file): what the text format keeps to.
+pub const PIPED_WIDTH: usize = 100;
+
+/// The width to lay out for: the terminal's, or [`PIPED_WIDTH`] without one.
+fn layout_width(opts: &RenderOptions) -> Option<usize> {
+    Some(opts.width.map_or(PIPED_WIDTH, usize::from))
+}
+
 pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
-    let width = opts.width.map(usize::from);
+    let width = layout_width(opts);
     let mut out: Vec<String> = Vec::new();
 
     if let Some(v) = &opts.verdict {
@@ -35,6 +43,15 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     if let Some(fleet) = &h.fleet {
         rows.push(("Fleet", fleet.clone()));
     }
+    let r = &view.rules;
+    let mut rules = view.profile_phrase();
+    if r.total > 0 && view.verdict != super::Verdict::NothingEvaluated {
+        rules.push_str(&format!(" · {} of {} rules evaluated, {} healthy, {} not evaluated", r.evaluated, r.total, r.healthy, r.not_evaluated));
+        if r.partly_evaluated > 0 {
+            rules.push_str(&format!(" ({} more on some scopes only)", r.partly_evaluated));
+        }
+    }
+    rows.push(("Rules", rules));
     for (label, value) in rows {
         out.extend(wrap(
             &value,
@@ -67,7 +84,8 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         out.push(paint_bold(&format!("Also changed, not explained by any rule ({}):", view.unexplained.len()), opts.color));
         for u in &view.unexplained {
             out.extend(wrap(&u.line, width, "  - ", "    "));
-            out.extend(wrap(&format!("PromQL: {}", u.query), width, "    ", "      "));
+            out.push("    PromQL:".to_string());
+            out.extend(wrap_promql(&u.query, width, "      "));
         }
     }
     if let Some(heading) = &view.timeline_heading {
@@ -85,6 +103,17 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     if let Some(healthy) = &view.healthy {
         let text = format!("Checked and healthy: {} ({})", healthy.pairs, healthy.rules.join(", "));
         out.extend(wrap(&text, width, "", INDENT));
+    }
+    // What an OK rests on: each model's numbers against the lines its core checks need to fire.
+    if !view.readings.is_empty() {
+        out.push(paint_bold("The core checks' numbers, each against the line its rule needs to fire:", opts.color));
+        for r in &view.readings {
+            out.extend(wrap(&r.scope, width, "  ", "    "));
+            for (line, (_, query)) in r.lines.iter().zip(&r.queries) {
+                out.extend(wrap(line, width, "    ", "      "));
+                out.extend(wrap_promql(query, width, "      "));
+            }
+        }
     }
     if let Some(line) = &view.disabled_line {
         out.extend(wrap(line, width, "", INDENT));
@@ -113,6 +142,9 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     for c in &view.caveats {
         out.extend(wrap(&format!("Blind spot: {c}"), width, "", INDENT));
     }
+    for n in &view.notes {
+        out.extend(wrap(&format!("Note: {n}"), width, "", INDENT));
+    }
 
     let mut text: String = out.iter().map(|l| format!("{}\n", l.trim_end())).collect();
     while text.ends_with("\n\n") {
@@ -122,7 +154,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
 }
 
 fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts: &RenderOptions) {
-    let width = opts.width.map(usize::from);
+    let width = layout_width(opts);
     let badge = format!("#{} {}", f.rank, f.severity.as_str().to_uppercase());
     let rest = format!("{} · {} · {}", f.rule, f.title, f.scope_short);
     // Wrap without colour codes (they would count as width), then colour the badge in place.
@@ -215,14 +247,10 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
             INDENT,
             &format!("{INDENT}  "),
         ));
-        let pad = f
-            .queries
-            .iter()
-            .map(|(s, _)| s.chars().count())
-            .max()
-            .unwrap_or(0);
+        // Each query on lines of its own under its signal, wrapped where PromQL allows it.
         for (signal, query) in &f.queries {
-            out.push(format!("{INDENT}  {signal:<pad$}  {query}"));
+            out.push(format!("{INDENT}  {signal}"));
+            out.extend(wrap_promql(query, width, &format!("{INDENT}    ")));
         }
     }
 }
@@ -277,6 +305,61 @@ fn evidence_table(f: &FindingView, width: Option<usize>, trend_column: bool) -> 
         }
     }
     table.to_string()
+}
+
+/// A PromQL query on lines of `indent` within `width`, broken only at spaces outside its string
+/// literals: whitespace, newlines included, means nothing to PromQL, so the lines pasted together
+/// are the same query, while a label value with a space in it is never broken. A piece longer than
+/// the line is kept whole.
+pub(crate) fn wrap_promql(query: &str, width: Option<usize>, indent: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in query.chars() {
+        match quote {
+            Some(q) => {
+                word.push(c);
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None if c == ' ' => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            None => {
+                if matches!(c, '"' | '\'' | '`') {
+                    quote = Some(c);
+                }
+                word.push(c);
+            }
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    let Some(width) = width else {
+        return vec![format!("{indent}{}", words.join(" "))];
+    };
+    let mut lines = Vec::new();
+    let mut line = indent.to_string();
+    for w in words {
+        if line.len() > indent.len() && line.chars().count() + 1 + w.chars().count() > width {
+            lines.push(std::mem::replace(&mut line, indent.to_string()));
+        }
+        if line.len() > indent.len() {
+            line.push(' ');
+        }
+        line.push_str(&w);
+    }
+    lines.push(line);
+    lines
 }
 
 /// Greedy word wrap with a first-line prefix and a hanging prefix. `None` width: one line.
@@ -352,8 +435,22 @@ mod tests {
     }
 
     #[test]
-    fn table_snapshot_without_a_width_does_not_wrap() {
+    fn table_snapshot_piped_is_laid_out_for_100_columns() {
         insta::assert_snapshot!(render(&sample_report(), &RenderOptions::default()));
+    }
+
+    #[test]
+    fn promql_wraps_at_spaces_outside_its_strings_and_pastes_back_whole() {
+        let q = r#"sum by (model_name) (rate(vllm:x_total{namespace="a b c",pod=~"p\" q"}[5m])) / sum by (model_name) (rate(vllm:y_total[5m]))"#;
+        let lines = wrap_promql(q, Some(40), "  ");
+        assert!(lines.len() > 2, "{lines:?}");
+        assert!(lines.iter().all(|l| l.starts_with("  ")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains(r#"namespace="a b c""#)), "a string is never broken: {lines:?}");
+        let joined = lines.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ");
+        assert_eq!(joined, q);
+        for l in &lines {
+            assert!(l.chars().count() <= 40 || !l.trim().contains(' ') || l.contains("a b c"), "{l}");
+        }
     }
 
     #[test]
@@ -431,10 +528,17 @@ mod tests {
     }
 
     #[test]
-    fn lines_fit_the_width_except_promql() {
-        let text = render(&sample_report(), &opts(72));
-        for line in text.lines().filter(|l| !l.contains("vllm:")) {
-            assert!(line.chars().count() <= 72, "too wide: {line}");
+    fn lines_fit_the_width_piped_or_not_and_promql_keeps_its_own_lines() {
+        for (o, max) in [(opts(72), 72), (RenderOptions::default(), 100)] {
+            let text = render(&sample_report(), &o);
+            for line in text.lines() {
+                // A word longer than the line (a PromQL piece, a URL) is kept whole.
+                assert!(line.chars().count() <= max || !line.trim().contains(' '), "too wide for {max}: {line}");
+            }
+            let r = sample_report();
+            for e in r.findings.iter().flat_map(|f| &f.evidence).filter(|e| !e.query.is_empty()) {
+                assert!(text.split_whitespace().collect::<Vec<_>>().join(" ").contains(&e.query), "PromQL lost: {}\n{text}", e.query);
+            }
         }
     }
 

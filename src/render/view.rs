@@ -45,6 +45,9 @@ pub struct ReportView {
     pub coverage: Option<String>,
     /// The sentence naming the core checks that could not be judged, or `None`.
     pub core_missing: Option<String>,
+    /// The same in brief, for the answer: `Core runbook checks not evaluated: slow-decode (metric
+    /// missing in the window); what could not be seen is not known to be healthy`.
+    pub core_brief: Option<String>,
     /// No rule/scope pair was evaluated: the run gives no verdict (exit code 3).
     pub nothing_evaluated: bool,
     /// The closing sentence: the all-clear (or why it is none) when there are no findings, the
@@ -98,6 +101,26 @@ pub struct ReportView {
     pub unexplained: Vec<UnexplainedView>,
     /// The time by hop, one entry per scope (render/hops.rs).
     pub hops: Vec<super::hops::HopView>,
+    /// The latency profile the rules used (`chat`), when the report says.
+    pub profile: Option<String>,
+    /// What the run adjusted to the window (`-v` only): see [`Report::notes`].
+    pub notes: Vec<String>,
+    /// The rules judged in some scopes and not evaluated in others (counted in
+    /// [`RuleCounts::partly_evaluated`]).
+    pub partly_evaluated: Vec<String>,
+    /// The numbers behind each model's healthy core checks, each against the line its rule needs
+    /// to fire: `KV-cache usage (peak): 59%, baseline 55% (needs >= 90%: not met)`.
+    pub readings: Vec<ReadingsView>,
+}
+
+/// One model's numbers behind its healthy core checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadingsView {
+    pub scope: String,
+    /// One line each: `P95 inter-token latency: 48.6 ms, baseline 48.5 ms (needs >= 1.5x baseline or > 100 ms: not met)`.
+    pub lines: Vec<String>,
+    /// The PromQL behind each, as (signal, query).
+    pub queries: Vec<(String, String)>,
 }
 
 /// A change no rule explains, worded once.
@@ -106,6 +129,9 @@ pub struct UnexplainedView {
     /// `P95 time to first token up 2.4x (robust z 31) on Qwen2.5-7B-Instruct since 09:12:00 UTC
     /// (18 min, ongoing): 1.9 s vs 800 ms`.
     pub line: String,
+    /// `P95 time to first token up 2.4x on Qwen2.5-7B-Instruct since 09:12 UTC: 1.9 s vs 800 ms`:
+    /// the answer's form.
+    pub brief: String,
     /// The signal's id and its scope as findings write it (JUnit names a test case with them).
     pub signal: String,
     pub scope: String,
@@ -125,6 +151,10 @@ pub struct RuleCounts {
     pub evaluated: usize,
     /// Of those, rules that found nothing in any scope (neither a finding nor part of one).
     pub healthy: usize,
+    /// Rules that gave no verdict in any scope: `total - evaluated`.
+    pub not_evaluated: usize,
+    /// Rules that gave a verdict in some scopes and could not be evaluated in others.
+    pub partly_evaluated: usize,
 }
 
 /// Where the numbers come from and what was compared, in UTC.
@@ -190,6 +220,8 @@ pub struct FindingView {
     pub recommendations: Vec<RecommendationView>,
     /// The levers the evidence rules out: `Won't help: more KV memory (...): ...`.
     pub wont_help: Vec<String>,
+    /// The same levers without why: `more KV memory (--gpu-memory-utilization / ...)`.
+    pub wont_help_levers: Vec<String>,
     /// The runbook's next steps, in order.
     pub steps: Vec<String>,
     pub references: Vec<String>,
@@ -211,6 +243,10 @@ pub struct FindingView {
     /// Which limit bound the finding's model over the window, in one sentence (the first finding
     /// of a model carries it; see [`binding_sentence`]).
     pub binding: Option<String>,
+    /// The rules that could not be evaluated on the finding's model (or for every scope), which
+    /// might have told another story there: `priority-preemption (metric missing in the window:
+    /// vllm:num_preemptions_by_reason_total)`. Rules of no scope are left to the count.
+    pub not_evaluated_here: Vec<String>,
 }
 
 /// How many evidence rows the text format shows for a finding at most.
@@ -380,6 +416,7 @@ impl ReportView {
             header: header(report, &scopes, opts.now.as_ref()),
             coverage: coverage_phrase(report),
             core_missing: core_sentence(report),
+            core_brief: core_brief(report),
             nothing_evaluated: report.stats.rules_evaluated == 0,
             conclusion: no_findings_sentence(report),
             findings: report
@@ -419,10 +456,42 @@ impl ReportView {
             unexplained: report
                 .unexplained
                 .iter()
-                .map(|u| UnexplainedView { line: super::unexplained_line(report, u, &scopes), signal: one_line(&u.signal), scope: scopes.format(&u.scope), query: one_line(&u.query) })
+                .map(|u| UnexplainedView {
+                    line: super::unexplained_line(report, u, &scopes),
+                    brief: super::unexplained_brief(report, u, &scopes),
+                    signal: one_line(&u.signal),
+                    scope: scopes.format(&u.scope),
+                    query: one_line(&u.query),
+                })
+                .collect(),
+            profile: report.profile.as_deref().map(one_line).filter(|p| !p.is_empty()),
+            notes: report.notes.iter().map(|n| one_line(n)).collect(),
+            partly_evaluated: partly_evaluated(report),
+            readings: report
+                .readings
+                .iter()
+                .map(|r| ReadingsView {
+                    scope: scopes.format(&r.scope),
+                    lines: r.evidence.iter().map(reading_line).collect(),
+                    queries: r.evidence.iter().filter(|e| !e.query.trim().is_empty()).map(|e| (one_line(&e.signal), one_line(&e.query))).collect(),
+                })
                 .collect(),
             hops: super::hops::views(report, &scopes),
         }
+    }
+
+    /// `profile chat`: the latency profile whose targets the rules used, or `profile not recorded`
+    /// for a report that does not say.
+    pub fn profile_phrase(&self) -> String {
+        match &self.profile {
+            Some(p) => format!("profile {p}"),
+            None => "profile not recorded".to_string(),
+        }
+    }
+
+    /// The answer every channel format gives (see [`super::answer`]).
+    pub fn answer(&self) -> super::answer::Answer {
+        super::answer::Answer::new(self)
     }
 
     /// The events the text formats list, oldest first.
@@ -555,6 +624,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
             })
             .collect(),
         wont_help: wont_help_lines(f),
+        wont_help_levers: f.wont_help.iter().map(|w| format!("{} ({})", one_line(&w.lever), one_line(&w.flag))).collect(),
         steps: f.steps.iter().map(|s| one_line(s)).collect(),
         references: f.references.iter().map(|r| one_line(r)).collect(),
         also_consistent: f
@@ -567,9 +637,60 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         deciding,
         since: since(report, f),
         after: f.preceded_by.as_ref().map(after),
-        replicas_count: f.replicas.as_ref().filter(|r| r.total > 0).map(|r| format!("{} of {} replicas", r.affected.len(), r.total)),
+        replicas_count: f.replicas.as_ref().and_then(|r| match &r.not_evaluated {
+            Some(_) => Some("which replicas: not evaluated".to_string()),
+            None => (r.total > 0).then(|| format!("{} of {} replicas", r.affected.len(), r.total)),
+        }),
         binding: binding_of(report, f).filter(|_| first_of_its_model(report, f, rank)).map(binding_sentence),
+        not_evaluated_here: not_evaluated_here(report, f),
     }
+}
+
+/// `KV-cache usage (peak): 59%, baseline 55% (needs >= 90%: not met)`.
+fn reading_line(e: &Evidence) -> String {
+    let w = evidence_words(e);
+    format!("{}: {}, baseline {} (needs {}: {})", w.title, w.value, w.baseline, w.condition_own, if w.held { "met" } else { "not met" })
+}
+
+/// See [`FindingView::not_evaluated_here`]: pairs whose scope is part of the finding's, not empty.
+fn not_evaluated_here(report: &Report, f: &Finding) -> Vec<String> {
+    let mut items: Vec<&crate::report::NotEvaluated> =
+        report.not_evaluated.iter().filter(|n| !n.scope.is_empty() && n.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v))).collect();
+    items.sort();
+    let mut out: Vec<String> = Vec::new();
+    for n in items {
+        // The reason's kind (`metric missing in the window`), the metrics in -v.
+        let line = format!("{} ({})", one_line(&n.rule), one_line(&n.reason).split(": ").next().unwrap_or_default());
+        if !out.contains(&line) {
+            out.push(line);
+        }
+    }
+    out
+}
+
+/// See [`ReportView::core_brief`]: the core checks and the kinds of their reasons.
+fn core_brief(report: &Report) -> Option<String> {
+    let core = &report.coverage.core_not_evaluated;
+    let unread = &report.coverage.unread_targets;
+    if core.is_empty() && unread.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !core.is_empty() {
+        let kinds: std::collections::BTreeSet<String> = report
+            .not_evaluated
+            .iter()
+            .filter(|n| core.contains(&n.rule))
+            .map(|n| one_line(&n.reason).split(": ").next().unwrap_or_default().to_string())
+            .collect();
+        let ids: Vec<String> = core.iter().map(|r| one_line(r)).collect();
+        let why = if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.into_iter().collect::<Vec<_>>().join("; ")) };
+        parts.push(format!("Core runbook checks not evaluated: {}{why}", ids.join(", ")));
+    }
+    if !unread.is_empty() {
+        parts.push(format!("{} answered nothing", plural(unread.len(), "scrape target", "scrape targets")));
+    }
+    Some(format!("{}; what could not be seen is not known to be healthy", parts.join("; ")))
 }
 
 /// The model-level binding of a finding's scope (its grouping labels; a replica label the finding
@@ -585,7 +706,8 @@ fn first_of_its_model(report: &Report, f: &Finding, rank: usize) -> bool {
     report.findings.iter().take(rank - 1).all(|g| binding_of(report, g).map(|b| &b.scope) != mine)
 }
 
-/// "Bound by max_num_seqs for 82% of the window: 32 of 32 running, KV at 41%, 45 waiting".
+/// "Bound by max_num_seqs for 82% of the window; a typical step: 32 of 32 running, KV at 41%, 45
+/// waiting" (the medians over the steps it held).
 pub fn binding_sentence(b: &crate::report::Binding) -> String {
     use crate::report::LimitKind as L;
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
@@ -600,12 +722,12 @@ pub fn binding_sentence(b: &crate::report::Binding) -> String {
     let waiting = format!("{} waiting", n(t.waiting));
     let join = |parts: Vec<Option<String>>| parts.into_iter().flatten().collect::<Vec<_>>().join(", ");
     match b.limit {
-        L::MaxNumSeqs => format!("Bound by max_num_seqs for {share} of the window: {}", join(vec![Some(running), kv, Some(waiting)])),
+        L::MaxNumSeqs => format!("Bound by max_num_seqs for {share} of the window; a typical step: {}", join(vec![Some(running), kv, Some(waiting)])),
         // The batch's plateau under KV pressure is the cache's doing, not a cap: the count alone.
-        L::KvCache => format!("Bound by the KV cache for {share} of the window: {}", join(vec![kv, Some(format!("{} running", n(t.running))), Some(waiting)])),
-        L::MaxNumBatchedTokens => format!("Bound by max_num_batched_tokens for {share} of the window: engine steps at the token budget, {}", join(vec![Some(running), kv, Some(waiting)])),
-        L::Deferred => format!("Requests deferred (waiting, not for capacity) for {share} of the window: {}", join(vec![Some(running), kv, Some(waiting)])),
-        L::Stalled => format!("Stalled for {share} of the window: {}, no tokens generated", join(vec![Some(running), Some(waiting)])),
+        L::KvCache => format!("Bound by the KV cache for {share} of the window; a typical step: {}", join(vec![kv, Some(format!("{} running", n(t.running))), Some(waiting)])),
+        L::MaxNumBatchedTokens => format!("Bound by max_num_batched_tokens for {share} of the window: engine steps at the token budget; a typical step: {}", join(vec![Some(running), kv, Some(waiting)])),
+        L::Deferred => format!("Requests deferred (waiting, not for capacity) for {share} of the window; a typical step: {}", join(vec![Some(running), kv, Some(waiting)])),
+        L::Stalled => format!("Stalled for {share} of the window; a typical step: {}, no tokens generated", join(vec![Some(running), Some(waiting)])),
         L::None => "No limit bound: no request waited in the window".to_string(),
     }
 }
@@ -658,7 +780,27 @@ fn rule_counts(report: &Report) -> RuleCounts {
         .iter()
         .flat_map(|f| std::iter::once(f.rule.as_str()).chain(f.also_consistent.iter().map(|a| a.rule.as_str())))
         .collect();
-    RuleCounts { total: c.rules, evaluated: c.evaluated, healthy: c.evaluated.saturating_sub(found.len()) }
+    let partly = partly_evaluated(report).len();
+    RuleCounts {
+        total: c.rules,
+        evaluated: c.evaluated,
+        healthy: c.evaluated.saturating_sub(found.len()),
+        not_evaluated: c.rules.saturating_sub(c.evaluated),
+        partly_evaluated: partly,
+    }
+}
+
+/// See [`ReportView::partly_evaluated`]: rules with a finding (or absorbed into one) or a healthy
+/// verdict somewhere, and not evaluated somewhere else.
+fn partly_evaluated(report: &Report) -> Vec<String> {
+    let judged: std::collections::BTreeSet<&str> = report
+        .findings
+        .iter()
+        .flat_map(|f| std::iter::once(f.rule.as_str()).chain(f.also_consistent.iter().map(|a| a.rule.as_str())))
+        .chain(report.healthy.iter().map(|h| h.rule.as_str()))
+        .collect();
+    let partly: std::collections::BTreeSet<String> = report.not_evaluated.iter().filter(|n| judged.contains(n.rule.as_str())).map(|n| one_line(&n.rule)).collect();
+    partly.into_iter().collect()
 }
 
 /// See [`ReportView::not_evaluated_brief`]: at most three rules by name; the reason (up to its
@@ -1119,6 +1261,8 @@ mod tests {
         if let Some(p) = r.findings[0].preceded_by.as_mut() {
             p.text = format!("began 2 min after {hostile}");
         }
+        // Without a first step that names the change, the answer says it in a note, hostile text and all.
+        r.findings[0].steps.retain(|s| !s.starts_with("Start with the"));
         for &format in Format::ALL {
             let text = render(&r, format, &RenderOptions::default());
             let name = format.name();
@@ -1151,9 +1295,15 @@ mod tests {
             let name = format.name();
             assert!(text.contains("gpu-throttling"), "{name}: disabled rule missing\n{text}");
             assert!(text.contains("10.0.3.7:10901 unavailable"), "{name}: warning missing\n{text}");
-            assert!(text.contains("spec-decode-acceptance-drop"), "{name}: not-evaluated pair missing\n{text}");
-            // The compact text leaves the source to -v (the table); every document names it.
-            if format != Format::Text {
+            // The channel formats count what could not be evaluated (naming only what bears on the
+            // leading finding); the documents list every pair.
+            if [Format::Text, Format::Markdown, Format::Slack, Format::SlackBlocks].contains(&format) {
+                assert!(text.contains("not evaluated") && text.contains("-v lists them"), "{name}: not-evaluated count missing\n{text}");
+            } else {
+                assert!(text.contains("spec-decode-acceptance-drop"), "{name}: not-evaluated pair missing\n{text}");
+            }
+            // The compact text and Slack leave the source to -v (the table); every document names it.
+            if ![Format::Text, Format::Slack, Format::SlackBlocks].contains(&format) {
                 assert!(text.contains("prometheus.monitoring:9090"), "{name}: source missing\n{text}");
             }
         }

@@ -93,10 +93,22 @@ pub fn show(set: &RuleSet, id: &str, notes: &Notes) -> Option<String> {
             let _ = writeln!(o, "  ${n} = {v} (compared with {signal}{by})");
         }
     }
-    let _ = writeln!(o, "\nSignals");
+    let _ = writeln!(
+        o,
+        "\nSignals (each with the PromQL explain asks for it: vLLM V1 names, by model_name, over a 30m window; explain picks the names the data has)"
+    );
+    let opts = super::export::Options::default();
     for s in r.signals().into_iter().chain(if r.recent { set.recent_pairs(r).into_iter().map(|(_, x)| x).collect() } else { Vec::new() }) {
         if let Some(d) = set.signals.get(&s) {
-            let _ = writeln!(o, "  {:<22} {} ({}). {}", d.id, d.title, d.unit, d.description);
+            let _ = writeln!(o, "  {}: {} ({}). {}", d.id, d.title, crate::units::unit_words(&d.unit), d.description);
+            match super::export::signal_query(set, &d.id, &opts) {
+                Ok(q) => {
+                    let _ = writeln!(o, "    {q}");
+                }
+                Err(why) => {
+                    let _ = writeln!(o, "    (no single PromQL query: {why})");
+                }
+            }
         }
     }
     if !r.supersedes.is_empty() {
@@ -112,12 +124,111 @@ pub fn show(set: &RuleSet, id: &str, notes: &Notes) -> Option<String> {
     if !r.references.is_empty() {
         let _ = writeln!(o, "\nReferences");
         for s in &r.references {
-            let _ = writeln!(o, "  - {s}");
+            let links: Vec<String> = pull_request(s).into_iter().chain(reference_link(s).map(str::to_string)).collect();
+            match links.as_slice() {
+                [] => {
+                    let _ = writeln!(o, "  - {s}");
+                }
+                _ => {
+                    let _ = writeln!(o, "  - {s}: {}", links.join(" "));
+                }
+            }
         }
     }
     let _ = writeln!(o, "\nDefined in {}", r.origin);
     // A rule file's text, printed with its line breaks and nothing that drives a terminal.
     Some(crate::text::printable(&o))
+}
+
+/// The built-in rules as a Markdown table, one row per rule: its id, severity, when it fires (the
+/// first sentence of its description that says so, thresholds written with their values) and
+/// whether it is a core check. docs/rules.md holds this table; tests/docs.rs checks it is the
+/// pack's, so the page never lists a rule the binary does not have or misses one it has.
+pub fn markdown_table(set: &RuleSet) -> String {
+    let uses = super::threshold_uses(set);
+    let value = |name: &str| -> Option<String> {
+        let v = set.thresholds.get(name)?;
+        let unit = uses.get(name).and_then(|u| u.first()).map_or("", |u| u.unit.as_str());
+        // The sentence names what is counted (`4 requests`, `+20%/h per hour` would say it twice).
+        Some(match unit {
+            "requests" | "tokens" | "count" | "factor" | "requests_per_second" | "per_second" => crate::units::sig(*v),
+            "ratio_per_hour" => format!("{}%", crate::units::sig(v * 100.0)),
+            _ => crate::units::format_value(*v, unit),
+        })
+    };
+    let mut out = String::from("| id | severity | fires | core |\n|---|---|---|---|\n");
+    for r in &set.rules {
+        let text = with_values(&fires_when(&r.description).unwrap_or_else(|| r.summary.clone()), &value);
+        let cell = crate::text::one_line(&text).replace('|', "\\|");
+        let _ = writeln!(out, "| `{}` | {} | {} | {} |", r.id, r.severity.as_str(), cell, if r.core { "core" } else { "" });
+    }
+    out
+}
+
+/// The first sentence of a description that says when the rule fires (`Fires when ...`, `Fires
+/// where ...`), without `Fires`; a sentence ends at a full stop outside parentheses.
+fn fires_when(description: &str) -> Option<String> {
+    let text = description.split_whitespace().collect::<Vec<_>>().join(" ");
+    let start = text.find("Fires ")?;
+    let rest = &text[start + "Fires ".len()..];
+    let mut depth = 0i32;
+    let chars: Vec<(usize, char)> = rest.char_indices().collect();
+    for (k, &(i, c)) in chars.iter().enumerate() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            '.' if depth <= 0 => {
+                let next = chars.get(k + 1).map(|x| x.1);
+                let after = chars.get(k + 2).map(|x| x.1);
+                // The next sentence starts with a capital, a code span or vLLM's name.
+                let starts = after.is_some_and(|a| a.is_uppercase() || a == '`') || rest[i..].starts_with(". vLLM");
+                if next.is_none() || (next == Some(' ') && starts) {
+                    return Some(rest[..i].to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(rest.trim_end_matches('.').to_string())
+}
+
+/// `$name` written as its value (`$kv_usage_high` -> `90%`) where the set holds it.
+fn with_values(text: &str, value: &dyn Fn(&str) -> Option<String>) -> String {
+    let re = regex::Regex::new(r"\$([a-z_][a-z0-9_]*)").expect("a valid pattern");
+    re.replace_all(text, |c: &regex::Captures| value(&c[1]).unwrap_or_else(|| c[0].to_string())).into_owned()
+}
+
+/// Where a reference is read: the runbook and the pathologies are the project's own pages
+/// (docs/rules.md holds the runbook's table, docs/how-it-decides.md how each is told), the rest the
+/// upstream documentation they name (a vLLM pull request by its number, on GitHub). `None` for a reference this table does not know (a rule file
+/// of the user's): it is printed as written.
+pub fn reference_link(reference: &str) -> Option<&'static str> {
+    const LINKS: &[(&str, &str)] = &[
+        ("Operator runbook", "docs/rules.md, \"The built-in rules\" (vllm-diag's sources)"),
+        ("Operator guide", "docs/how-it-decides.md (vllm-diag's sources)"),
+        ("Pathology", "docs/how-it-decides.md (vllm-diag's sources)"),
+        ("vLLM metrics design", "https://docs.vllm.ai/en/latest/design/metrics/"),
+        ("vLLM metrics", "https://docs.vllm.ai/en/latest/usage/metrics/"),
+        ("vLLM scheduler", "https://docs.vllm.ai/en/latest/configuration/engine_args/"),
+        ("vLLM speculative decoding", "https://docs.vllm.ai/en/latest/features/spec_decode/"),
+        ("vLLM sleep mode", "https://docs.vllm.ai/en/latest/features/sleep_mode/"),
+        ("vLLM NIXL connector", "https://docs.vllm.ai/en/latest/features/nixl_connector_usage/"),
+        ("vLLM data parallelism", "https://docs.vllm.ai/en/latest/serving/data_parallel_deployment/"),
+        ("vLLM:", "https://docs.vllm.ai/en/latest/usage/metrics/"),
+        ("Prometheus `up` metric", "https://prometheus.io/docs/concepts/jobs_instances/"),
+        ("NVIDIA DCGM field reference", "https://docs.nvidia.com/datacenter/dcgm/latest/dcgm-api/dcgm-api-field-ids.html"),
+        ("NVIDIA NVML", "https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksEventReasons.html"),
+        ("NVIDIA XID errors", "https://docs.nvidia.com/deploy/xid-errors/index.html"),
+        ("Multi-window, multi-burn-rate alerts", "https://sre.google/workbook/alerting-on-slos/"),
+    ];
+    LINKS.iter().find(|(prefix, _)| reference.starts_with(prefix)).map(|(_, url)| *url)
+}
+
+/// A vLLM pull request a reference names (`vllm-project/vllm #38435`), as a link.
+fn pull_request(reference: &str) -> Option<String> {
+    let at = reference.find("vllm-project/vllm #")? + "vllm-project/vllm #".len();
+    let number: String = reference[at..].chars().take_while(char::is_ascii_digit).collect();
+    (!number.is_empty()).then(|| format!("https://github.com/vllm-project/vllm/pull/{number}"))
 }
 
 #[cfg(test)]
@@ -133,6 +244,50 @@ mod tests {
         assert!(text.contains("rules/capacity.toml:"));
         assert!(super::show(&set, "nope", &none).is_none());
         assert_eq!(super::list(&set, &none).lines().count(), set.rules.len());
+    }
+
+    /// What `rules show` prints reads as a product: every signal with its PromQL, units in words,
+    /// every built-in reference with a link, and no rule text telling the project's history.
+    #[test]
+    fn show_gives_each_signals_promql_units_in_words_and_links_every_reference() {
+        let set = crate::rules::load_builtin().unwrap();
+        let none = super::Notes::default();
+        let text = super::show(&set, "kv-cache-pressure", &none).unwrap();
+        assert!(text.contains("  preemption_rate: Preemptions (per second). "), "{text}");
+        assert!(text.contains("\n    sum by (model_name) (rate(vllm:num_preemptions_total[1800s]))\n"), "{text}");
+        assert!(text.contains("kv_usage_max: KV-cache usage (peak) (a share, shown as %)."), "{text}");
+        assert!(text.contains("  - Pathology: KV-cache thrashing: docs/how-it-decides.md"), "{text}");
+        for r in &set.rules {
+            let text = super::show(&set, &r.id, &none).unwrap();
+            assert!(!text.contains("_second)") && !text.contains("(ratio)"), "{}: a unit as an identifier\n{text}", r.id);
+            for reference in &r.references {
+                assert!(super::reference_link(reference).is_some() || super::pull_request(reference).is_some(), "{}: no link for {reference:?}", r.id);
+            }
+            for s in r.signals() {
+                let q = super::super::export::signal_query(&set, &s, &super::super::export::Options::default());
+                assert!(q.is_ok() || text.contains("(no single PromQL query: "), "{}: {s}: {q:?}", r.id);
+            }
+        }
+    }
+
+    #[test]
+    fn no_rule_text_tells_the_projects_history() {
+        let set = crate::rules::load_builtin().unwrap();
+        let history = regex::Regex::new(r"(?i)\breal (engine|vllm|h200|gpu|replicas?)\b|was called|as before|\bpreviously\b|\bissue \d").unwrap();
+        let mut found = Vec::new();
+        for r in &set.rules {
+            for (what, text) in [("title", &r.title), ("summary", &r.summary), ("description", &r.description), ("why", &r.why)].into_iter().chain(r.steps.iter().map(|s| ("step", s))) {
+                if let Some(m) = history.find(text) {
+                    found.push(format!("{} {what}: {:?}", r.id, m.as_str()));
+                }
+            }
+        }
+        for d in set.signals.values() {
+            if let Some(m) = history.find(&d.description).or_else(|| history.find(&d.title)) {
+                found.push(format!("signal {}: {:?}", d.id, m.as_str()));
+            }
+        }
+        assert!(found.is_empty(), "project history belongs in CHANGELOG.md: {found:#?}");
     }
 
     #[test]

@@ -207,6 +207,20 @@ pub fn recent_view(set: &RuleSet, table: &SignalTable, window: std::time::Durati
     (!swapped.is_empty()).then_some(RecentView { table: out, swapped, range_seconds: range.as_secs() })
 }
 
+/// The numbers a rule read for one scope, each against its condition, whatever the verdict: its
+/// first `n` condition signals' evidence. A healthy verdict shows them, so an OK can be checked.
+pub fn readings(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope, n: usize) -> Vec<Evidence> {
+    let mut signals: Vec<String> = Vec::new();
+    for c in &rule.when {
+        for cmp in c.expr.comparisons() {
+            if !signals.contains(&cmp.signal) {
+                signals.push(cmp.signal.clone());
+            }
+        }
+    }
+    signals.iter().take(n).map(|sig| evidence_for(&rule.when, set, table, scope, sig)).collect()
+}
+
 /// Evaluate one rule for one scope: its own conditions, and, when those cannot be decided because
 /// signals its stand-in covers have no metric in the window, the stand-in conditions.
 pub fn evaluate(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Scope) -> Outcome {

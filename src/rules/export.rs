@@ -137,6 +137,14 @@ fn v1_buckets() -> BTreeMap<String, Vec<signals::Bound>> {
         .collect()
 }
 
+/// The PromQL explain asks for one signal, written for vLLM V1 names, grouped by `opts.group_by`
+/// and read over `opts.window`, as this export uses it (reduced to one series per scope): what
+/// `rules show` prints under each signal.
+pub fn signal_query(set: &RuleSet, id: &str, opts: &Options) -> Result<String, String> {
+    let t = Translator { set, opts, by: opts.group_by.join(", ") };
+    t.signal(id).map(|(q, _)| q)
+}
+
 /// Translate every rule of `set` (thresholds as the set holds them: apply a profile first).
 pub fn export(set: &RuleSet, opts: &Options) -> Export {
     let mut alerts = Vec::new();

@@ -14,4 +14,7 @@ pub const COLD_START_WARM_UP: &str = "cold_start_warm_up";
 pub const MOVED_RATIO: &str = "moved_ratio";
 pub const MOVED_Z: &str = "moved_z";
 pub const MOVED_DURATION: &str = "moved_duration";
+/// The latency profile the pack's own thresholds are (rules/thresholds.toml holds its targets):
+/// the one in force when `--profile` names none.
+pub const DEFAULT_PROFILE: &str = "chat";
 pub use load::{load_builtin, load_with_overrides, preload, threshold_uses, unit_misfit, RuleDef, RuleError, RuleSet};

@@ -817,6 +817,8 @@ impl ScenarioSpec {
                 }
                 if e.replica.is_none() {
                     return Err(invalid("expect.replica_cause", "says why the named replica differs: it needs first, model and replica".into()));
+                }
+            }
             if let Some(hop) = &e.grew {
                 if !HOPS.contains(&hop.as_str()) {
                     return Err(invalid("expect.grew", format!("{hop:?} is not a hop ({})", HOPS.join(", "))));
