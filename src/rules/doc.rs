@@ -214,6 +214,7 @@ pub fn reference_link(reference: &str) -> Option<&'static str> {
         ("vLLM sleep mode", "https://docs.vllm.ai/en/latest/features/sleep_mode/"),
         ("vLLM NIXL connector", "https://docs.vllm.ai/en/latest/features/nixl_connector_usage/"),
         ("vLLM data parallelism", "https://docs.vllm.ai/en/latest/serving/data_parallel_deployment/"),
+        ("vLLM router (vllm-router)", "docs/hops.md, \"Routers and gateways\" (vllm-diag's sources)"),
         ("vLLM:", "https://docs.vllm.ai/en/latest/usage/metrics/"),
         ("Prometheus `up` metric", "https://prometheus.io/docs/concepts/jobs_instances/"),
         ("NVIDIA DCGM field reference", "https://docs.nvidia.com/datacenter/dcgm/latest/dcgm-api/dcgm-api-field-ids.html"),

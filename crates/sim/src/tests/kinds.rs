@@ -695,7 +695,7 @@ fn dcgm_series_describe_one_gpu_per_replica_with_kubernetes_labels_and_no_model_
         "DCGM_FI_DEV_SM_CLOCK",
         "DCGM_FI_DEV_GPU_TEMP",
         "DCGM_FI_DEV_POWER_USAGE",
-        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
         "DCGM_FI_DEV_XID_ERRORS",
         "DCGM_FI_DEV_FB_USED",
         "DCGM_FI_DEV_FB_FREE",
