@@ -56,10 +56,12 @@ const ORDER: [(&str, &str); 6] = [
     ("decode", "in decode"),
 ];
 
-/// One signal's window and baseline value for a scope, finite values only.
+/// One signal's window and baseline value for a scope, finite values only, to the nanosecond: a
+/// remainder of means is exact only to floating-point dust (`6.8e-13` s against `6.8e-13` s plus
+/// an ulp from another server's summing order), which says nothing about a request's time.
 fn read(table: &SignalTable, signal: &str, scope: &Scope) -> (Option<f64>, Option<f64>) {
     let Some(v) = table.get(signal) else { return (None, None) };
-    let finite = |x: Option<&f64>| x.copied().filter(|x| x.is_finite());
+    let finite = |x: Option<&f64>| x.copied().filter(|x| x.is_finite()).map(|x| (x * 1e9).round() / 1e9);
     (finite(v.window.values.get(scope)), finite(v.baseline.values.get(scope)))
 }
 
@@ -231,6 +233,14 @@ mod tests {
         let s = &split(&table(&rows))[0];
         assert_eq!(s.grew.as_deref(), Some("prefill"));
         assert!(s.text.contains("in prefill, also +550 ms in the engine's queue"), "{}", s.text);
+    }
+
+    #[test]
+    fn means_are_read_to_the_nanosecond_so_a_remainders_floating_point_dust_is_zero() {
+        let rows = [("ttft_mean", 0.2, 0.2), ("input_processing_mean", 6.818295927857321e-13, 6.818434705735399e-13), ("queue_mean", 0.024802501085341, 0.02)];
+        let s = &split(&table(&rows))[0];
+        assert_eq!((s.hops[1].window, s.hops[1].baseline), (Some(0.0), Some(0.0)));
+        assert_eq!(s.hops[2].window, Some(0.024802501));
     }
 
     #[test]
