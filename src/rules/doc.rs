@@ -210,6 +210,7 @@ pub fn reference_link(reference: &str) -> Option<&'static str> {
         ("vLLM metrics design", "https://docs.vllm.ai/en/latest/design/metrics/"),
         ("vLLM metrics", "https://docs.vllm.ai/en/latest/usage/metrics/"),
         ("vLLM scheduler", "https://docs.vllm.ai/en/latest/configuration/engine_args/"),
+        ("vLLM v1 scheduler", "https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/sched/scheduler.py"),
         ("vLLM speculative decoding", "https://docs.vllm.ai/en/latest/features/spec_decode/"),
         ("vLLM sleep mode", "https://docs.vllm.ai/en/latest/features/sleep_mode/"),
         ("vLLM NIXL connector", "https://docs.vllm.ai/en/latest/features/nixl_connector_usage/"),
