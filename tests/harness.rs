@@ -191,12 +191,12 @@ fn dcgm_series_join_the_vllm_series_on_pod_and_show_the_throttled_model() {
     assert_eq!(clock.len(), 1, "only the model with dcgm = true has GPU series: {clock:?}");
     assert!((1150.0..=1250.0).contains(&clock[incident]), "{clock:?}");
     assert!(prom.query("DCGM_FI_DEV_GPU_UTIL{model_name!=\"\"}", end).is_empty());
-    let throttled = prom.query_one("count(DCGM_FI_DEV_CLOCK_THROTTLE_REASONS == 64)", end);
+    let throttled = prom.query_one("count(DCGM_FI_DEV_CLOCKS_EVENT_REASONS == 64)", end);
     let gpus = spec.models.iter().find(|m| m.name == incident).map(|m| m.replicas).unwrap_or(0);
     assert_eq!(throttled, f64::from(gpus));
     assert_eq!(prom.query_one(r#"count(up{job="dcgm"} == 1)"#, end), f64::from(gpus));
     // an hour before, the same GPUs ran at full clock
-    assert_eq!(prom.query_one("max(DCGM_FI_DEV_CLOCK_THROTTLE_REASONS)", spec.window_start()), 0.0);
+    assert_eq!(prom.query_one("max(DCGM_FI_DEV_CLOCKS_EVENT_REASONS)", spec.window_start()), 0.0);
 }
 
 #[test]

@@ -27,6 +27,8 @@ use super::{plural, Verdict};
 use crate::report::Severity;
 
 /// How many next steps the answer gives.
+/// The most notes the answer carries under its lead finding.
+pub const NOTES: usize = 2;
 pub const STEPS: usize = 2;
 /// How many of the numbers that decided the leading finding the answer gives (the first of its
 /// deciding evidence; `-v` shows every signal).
@@ -94,6 +96,8 @@ pub struct LeadFinding {
     /// Notes that qualify it: decided through stand-ins or over the last minutes, the change it
     /// began after, a cold start, a correlation that points elsewhere.
     pub notes: Vec<String>,
+    /// `Time by hop: engine queue +941 ms (24.9 ms -> 966 ms)`, where a hop grew.
+    pub hop: Option<String>,
     pub cards: Vec<Card>,
     /// `Won't help: a lower max_num_seqs (--max-num-seqs), ...; -v says why`: one line, or none.
     pub wont_help: Vec<String>,
@@ -234,11 +238,16 @@ fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
     notes.extend(f.stood_in.as_ref().map(|s| clause(s, "; ")));
     notes.extend(f.recent.as_ref().map(|s| clause(s, ": the rows")));
     notes.extend(f.preceded_by.clone().filter(|_| !step_names_it));
-    notes.extend(f.doubts.first().cloned());
     // Why the replica it names differs (load, config or hardware), and where the time went hop by
-    // hop where one grew.
+    // hop where one grew; a correlation that points elsewhere last.
     notes.extend(f.replica_cause.clone());
-    notes.extend(view.hops.iter().find(|h| h.grew.is_some() && h.scope == f.scope_short).map(|h| format!("Time by hop: {}", h.sentence)));
+    // Where the time went, where a hop grew: a line of its own, which Slack carries while the
+    // message stays within its budget (-v and the JSON have the whole split).
+    let hop = view.hops.iter().find(|h| h.scope == f.scope_short).and_then(|h| h.brief.as_ref()).map(|b| format!("Time by hop: {b}"));
+    notes.extend(f.doubts.first().cloned());
+    // The answer keeps to a few lines (Slack under 1,500 characters): at most NOTES of them; -v
+    // and the JSON have every one.
+    notes.truncate(NOTES);
     let cards = f
         .recommendations
         .iter()
@@ -253,6 +262,7 @@ fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
         numbers,
         binding: f.binding.clone(),
         notes,
+        hop,
         cards,
         wont_help: wont_help(f),
         steps: f.steps.iter().take(STEPS).cloned().collect(),

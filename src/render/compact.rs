@@ -46,7 +46,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         for n in &l.numbers {
             out.extend(wrap(&n.line, w, INDENT, &more));
         }
-        for line in l.binding.iter().chain(&l.notes) {
+        for line in l.binding.iter().chain(&l.notes).chain(&l.hop) {
             out.extend(wrap(line, w, INDENT, &more));
         }
         // One line per card, under a line that says what they are.

@@ -18,6 +18,9 @@ pub struct HopView {
     pub split: String,
     /// The report's sentence for this scope, without the scope.
     pub sentence: String,
+    /// Where a hop grew, that hop and how much: `engine queue +559 ms (99 ms -> 658 ms)`, for the
+    /// answer's few lines (the whole sentence is in -v and the JSON).
+    pub brief: Option<String>,
     pub scope: String,
 }
 
@@ -42,7 +45,11 @@ fn view(h: &HopSplit, scopes: &ScopeStyle) -> HopView {
     if !unseen.is_empty() {
         split.push_str(&format!("; not seen: {}", unseen.join(", ")));
     }
-    HopView { grew: h.grew.is_some().then(|| format!("{scope}: {text}")), split: one_line(&split), sentence: text, scope }
+    let brief = h.grew.as_ref().and_then(|g| h.hops.iter().find(|x| &x.hop == g)).and_then(|x| {
+        let (w, b) = (x.window?, x.baseline?);
+        Some(format!("{} +{} ({} -> {})", x.hop.replace('-', " "), seconds(w - b), seconds(b), seconds(w)))
+    });
+    HopView { grew: h.grew.is_some().then(|| format!("{scope}: {text}")), split: one_line(&split), sentence: text, scope, brief }
 }
 
 /// The compact format's block: a heading and one line per scope where a hop grew; nothing when none did.
@@ -93,6 +100,8 @@ mod tests {
         let (_, scopes) = table_lines(&all).expect("a block");
         assert_eq!(scopes.len(), 2);
         assert!(scopes[0].0.contains("router 1.8 s (10 ms) · engine queue 50 ms (no baseline); not seen: kv-transfer"), "{:?}", scopes[0]);
+        assert_eq!(all[0].brief.as_deref(), Some("router +1.79 s (10 ms -> 1.8 s)"));
+        assert_eq!(all[1].brief, None);
         report.hops = vec![split("org/b", None)];
         assert!(compact_lines(&views(&report, &ScopeStyle::for_report(&report))).is_empty());
         report.hops.clear();

@@ -99,7 +99,7 @@ fn answer(out: &mut String, view: &ReportView) {
         if let Some(line) = &l.binding {
             para(out, "binding", line);
         }
-        for line in &l.notes {
+        for line in l.notes.iter().chain(&l.hop) {
             para(out, "note", line);
         }
         if !l.cards.is_empty() {

@@ -42,6 +42,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         }
         let mut said: Vec<String> = l.binding.iter().map(|b| text(b)).collect();
         said.extend(l.notes.iter().map(|n| format!("_{}_", text(n))));
+        said.extend(l.hop.iter().map(|n| format!("_{}_", text(n))));
         if !said.is_empty() {
             blocks.push(said.join("  \n"));
         }

@@ -21,13 +21,31 @@ use crate::report::Severity;
 /// Characters (not bytes) a message may take: one Slack section block.
 pub const LIMIT: usize = 3000;
 
+/// What the answer aims to fit in an incident channel, as Slack displays it (`&gt;` one character).
+pub const CHANNEL_BUDGET: usize = 1500;
+
+/// Characters as Slack displays them: its three escapes count as one each.
+fn shown_len(s: &str) -> usize {
+    s.replace("&gt;", ">").replace("&lt;", "<").replace("&amp;", "&").chars().count()
+}
+
 pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     let a = view.answer();
     let mut parts: Vec<String> = Vec::new();
     if let Some(v) = &opts.verdict {
         parts.push(plain(v));
     }
+    let head = parts.len();
     parts.extend(sections(&a));
+    // The time by hop, under the lead's notes, while the message stays within the channel's
+    // budget (-v and the JSON have the whole split).
+    if let Some(hop) = a.lead.as_ref().and_then(|l| l.hop.as_ref()) {
+        let mut with = parts.clone();
+        with[head].push_str(&format!("\n_{}_", plain(hop)));
+        if shown_len(&with.join("\n\n")) <= CHANNEL_BUDGET {
+            parts = with;
+        }
+    }
     let mut out = parts.join("\n\n");
     if out.chars().count() > LIMIT {
         // Only reachable with absurdly long text from outside: cut at a line, never mid-markup.
