@@ -25,21 +25,13 @@ use vllm_diag::source::Request;
 
 use common::PromServer;
 
-const MODELS: [&str; 2] = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct"];
+const MODELS: [&str; 2] = common::BUDGET_MODELS;
 const SMALL: u32 = 2;
 const LARGE: u32 = 20;
 
 /// Two models with `replicas` each, the first one out of KV cache in the window.
 fn spec(replicas: u32) -> ScenarioSpec {
-    let mut toml = format!(
-        "name = \"budget-{replicas}\"\nseed = 11\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"60s\"\nwarmup = \"5m\"\n\
-         baseline = \"30m\"\nwindow = \"30m\"\n"
-    );
-    for m in MODELS {
-        toml.push_str(&format!("\n[[model]]\nname = \"{m}\"\nreplicas = {replicas}\nrate = 2.0\n"));
-    }
-    toml.push_str(&format!("\n[incident]\nkind = \"kv-cache-pressure\"\nmodel = \"{}\"\n", MODELS[0]));
-    ScenarioSpec::from_toml_str(&toml).unwrap_or_else(|e| panic!("budget spec ({replicas} replicas): {e}"))
+    common::budget_fleet(replicas)
 }
 
 /// One answer, reduced to what its size depends on.

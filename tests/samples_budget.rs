@@ -27,7 +27,6 @@ use vllm_diag_sim::{generate_openmetrics, ScenarioSpec};
 
 use common::PromServer;
 
-const MODELS: [&str; 2] = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct"];
 const REPLICAS: u32 = 20;
 /// Window and baseline, in seconds (`--window 30m`, the baseline the same length before it).
 const SPAN_SECONDS: i64 = 3600;
@@ -63,15 +62,7 @@ fn bench_spec(size: &str) -> ScenarioSpec {
 
 /// The fleet of tests/query_budget.rs with 20 replicas per model (the same spec, the same seed).
 fn budget_spec() -> ScenarioSpec {
-    let mut toml = format!(
-        "name = \"budget-{REPLICAS}\"\nseed = 11\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"60s\"\nwarmup = \"5m\"\n\
-         baseline = \"30m\"\nwindow = \"30m\"\n"
-    );
-    for m in MODELS {
-        toml.push_str(&format!("\n[[model]]\nname = \"{m}\"\nreplicas = {REPLICAS}\nrate = 2.0\n"));
-    }
-    toml.push_str(&format!("\n[incident]\nkind = \"kv-cache-pressure\"\nmodel = \"{}\"\n", MODELS[0]));
-    ScenarioSpec::from_toml_str(&toml).unwrap_or_else(|e| panic!("budget spec: {e}"))
+    common::budget_fleet(REPLICAS)
 }
 
 fn enc(s: &str) -> String {

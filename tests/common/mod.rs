@@ -612,3 +612,19 @@ pub fn loud(report: &serde_json::Value) -> Vec<String> {
         .map(|f| f["rule"].as_str().unwrap_or_default().to_string())
         .collect()
 }
+
+/// The models of the query and samples budgets' fleet (tests/query_budget.rs, tests/samples_budget.rs).
+pub const BUDGET_MODELS: [&str; 2] = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct"];
+
+/// The budgets' fleet: two models with `replicas` each, the first one out of KV cache in the window.
+pub fn budget_fleet(replicas: u32) -> ScenarioSpec {
+    let mut toml = format!(
+        "name = \"budget-{replicas}\"\nseed = 11\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"60s\"\nwarmup = \"5m\"\n\
+         baseline = \"30m\"\nwindow = \"30m\"\n"
+    );
+    for m in BUDGET_MODELS {
+        toml.push_str(&format!("\n[[model]]\nname = \"{m}\"\nreplicas = {replicas}\nrate = 2.0\n"));
+    }
+    toml.push_str(&format!("\n[incident]\nkind = \"kv-cache-pressure\"\nmodel = \"{}\"\n", BUDGET_MODELS[0]));
+    ScenarioSpec::from_toml_str(&toml).unwrap_or_else(|e| panic!("budget spec ({replicas} replicas): {e}"))
+}
