@@ -47,7 +47,9 @@ fn kinds_that_start(kind: EventKind) -> bool {
     matches!(kind, EventKind::Restart | EventKind::ReplicaAdded | EventKind::Rollout | EventKind::ConfigChange | EventKind::VersionChange)
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
+/// The median of the finite values (the mean of the middle two for an even count); none when
+/// there are none. Shared with the replica-cause stage.
+pub(super) fn median(mut v: Vec<f64>) -> Option<f64> {
     v.retain(|x| x.is_finite());
     if v.is_empty() {
         return None;

@@ -44,15 +44,7 @@ pub enum Cause {
     Hardware,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
-}
+use super::cold_start::median;
 
 /// Classify one replica against its peers. `itl_factor`: its P95 ITL over its peers' median, when
 /// known for this replica.
