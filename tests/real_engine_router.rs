@@ -102,28 +102,37 @@ fn router_seen(report: &Value) -> bool {
     model_hops(report).and_then(|h| h["hops"].as_array()).into_iter().flatten().any(|h| h["hop"] == "router" && h["seen"] == true)
 }
 
+// One Prometheus per run, serving both judgements.
 #[test]
-fn every_router_phase_is_diagnosed_right() {
-    phases_diagnosed_right(RUN);
+fn every_phase_named_right_and_healthy_windows_quiet() {
+    let (phases, _tmp, prom) = served(RUN);
+    phases_diagnosed_right(RUN, &phases, &prom);
+    healthy_windows_quiet(RUN, &phases, &prom);
 }
 
 #[test]
-fn every_phase_of_the_blind_run_is_diagnosed_right() {
-    phases_diagnosed_right(BLIND_RUN);
+fn the_blind_run_too() {
+    let (phases, _tmp, prom) = served(BLIND_RUN);
+    phases_diagnosed_right(BLIND_RUN, &phases, &prom);
+    healthy_windows_quiet(BLIND_RUN, &phases, &prom);
 }
 
-#[test]
-fn windows_an_engineer_picks_inside_healthy_stretches_stay_quiet() {
-    healthy_windows_quiet(RUN);
+/// `report` of every (end, window) pair, four at a time (each is an explain process waiting on
+/// Prometheus), in their order.
+fn reports(url: &str, asks: &[(DateTime<Utc>, Duration)]) -> Vec<Value> {
+    let mut out: Vec<Option<Value>> = vec![None; asks.len()];
+    for (chunk, slots) in asks.chunks(4).zip(out.chunks_mut(4)) {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = chunk.iter().map(|(end, window)| s.spawn(move || report(url, *end, *window, *window))).collect();
+            for (h, slot) in handles.into_iter().zip(slots.iter_mut()) {
+                *slot = Some(h.join().expect("an explain thread panicked"));
+            }
+        });
+    }
+    out.into_iter().map(|r| r.unwrap_or(Value::Null)).collect()
 }
 
-#[test]
-fn windows_of_the_blind_run_inside_healthy_stretches_stay_quiet() {
-    healthy_windows_quiet(BLIND_RUN);
-}
-
-fn phases_diagnosed_right(run: &str) {
-    let (phases, _tmp, prom) = served(run);
+fn phases_diagnosed_right(run: &str, phases: &[Phase], prom: &common::PromServer) {
     let mut wrong = Vec::new();
     let mut judged = 0;
     for p in phases.iter().filter(|p| p.baseline.is_some()) {
@@ -172,8 +181,27 @@ fn phases_diagnosed_right(run: &str) {
     assert!(wrong.is_empty(), "{run}: phases diagnosed wrong:\n  {}", wrong.join("\n  "));
 }
 
-fn healthy_windows_quiet(run: &str) {
-    let (phases, _tmp, prom) = served(run);
+/// Each phase's span and whether its clients streamed (every group of its load), from the manifest.
+fn streaming(run: &str) -> Vec<(DateTime<Utc>, DateTime<Utc>, bool)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(run).join("manifest.json");
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("manifest")).expect("manifest JSON");
+    let time = |v: &Value| DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default()).expect("phase time").with_timezone(&Utc);
+    m["phases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| (time(&p["start"]), time(&p["end"]), p["load"].as_object().into_iter().flat_map(|l| l.values()).all(|g| g["stream"] == true)))
+        .collect()
+}
+
+fn healthy_windows_quiet(run: &str, phases: &[Phase], prom: &common::PromServer) {
+    let streamed = streaming(run);
+    // Whether the clients streamed throughout [from, to), or not at all.
+    let one_mode = |from: DateTime<Utc>, to: DateTime<Utc>| {
+        let modes: std::collections::BTreeSet<bool> = streamed.iter().filter(|(s, e, _)| *s < to && *e > from).map(|(_, _, m)| *m).collect();
+        modes.len() <= 1
+    };
+    let mut switched = 0;
     let first = phases.iter().map(|p| p.start).min().expect("phases");
     let last = phases.iter().map(|p| p.end).max().expect("phases");
     let mut wrong = Vec::new();
@@ -188,14 +216,20 @@ fn healthy_windows_quiet(run: &str) {
             _ => stretches.push((p.start, p.end)),
         }
     }
+    let mut asks = Vec::new();
     for (minutes, step) in [(2, 60), (3, 60), (5, 120)] {
         let window = Duration::minutes(minutes);
         let mut end = first + window * 2;
         while end <= last {
+            asks.push((end, window));
+            end += Duration::seconds(step);
+        }
+    }
+    for ((end, window), r) in asks.iter().copied().zip(reports(&prom.url, &asks)) {
+        {
             let start = end - window;
-            let r = report(&prom.url, end, window, window);
             judged += 1;
-            let label = format!("{minutes}m to {}", at(end));
+            let label = format!("{}m to {}", window.num_minutes(), at(end));
             if !router_seen(&r) {
                 wrong.push(format!("{label}: the time by hop did not see the router"));
             }
@@ -205,17 +239,27 @@ fn healthy_windows_quiet(run: &str) {
             let baseline_overlaps_incident = phases.iter().any(|p| p.kind != "healthy" && start - window < p.end && start > p.start);
             if healthy {
                 inside += 1;
+                // Where the lab's clients went from streamed to unstreamed requests between the
+                // baseline and the window, the router's duration (a stream's first bytes, an
+                // unstreamed request's whole answer) grows by an answer: router-saturated reads
+                // that as the router's. A known limit (docs/hops.md), counted, not hidden.
+                let mode_switched = !one_mode(start - window, end);
                 let stray: Vec<&Value> = loud(&r)
                     .into_iter()
                     .filter(|f| !(baseline_overlaps_incident && ["workload-shift", "workload-lighter"].contains(&f["rule"].as_str().unwrap_or_default())))
+                    .filter(|f| {
+                        let known = mode_switched && f["rule"] == "router-saturated";
+                        switched += usize::from(known);
+                        !known
+                    })
                     .collect();
                 if !stray.is_empty() {
                     wrong.push(format!("{label} (inside a healthy stretch): {}", summary(&r)));
                 }
             }
-            end += Duration::seconds(step);
         }
     }
     assert!(inside >= 10, "only {inside} windows inside healthy stretches (of {judged})");
+    assert!(switched <= 2, "{run}: router-saturated in {switched} windows across the clients' switch to unstreamed requests");
     assert!(wrong.is_empty(), "{run}: {} of {judged} windows went wrong:\n  {}", wrong.len(), wrong.join("\n  "));
 }
