@@ -14,15 +14,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use assert_cmd::Command;
 use serde_json::Value;
 use vllm_diag::explain::{explain, ExplainOptions};
 use vllm_diag::local::Store;
 use vllm_diag::source::local::LocalSource;
 use vllm_diag::source::record::Replay;
 use vllm_diag::source::{decode, Data, Exchange, Labels, Request, Response};
-
-use common::start_scenario;
 
 const REL_TOL: f64 = 1e-6;
 const ABS_TOL: f64 = 1e-9;
