@@ -76,6 +76,12 @@ fn healthy_fleets_fire_nothing_at_warning_or_critical_and_the_text_says_so() {
         assert_eq!(r.code, 0, "{name}: {}", r.stderr);
         let serious: Vec<_> = fired(&r.json()).into_iter().filter(|(_, _, s, _)| s != "info").collect();
         assert!(serious.is_empty(), "{name}: {serious:?}");
+        // The text report over a week, once: its lines do not depend on the fleet, and a week holds
+        // no other data than the 90 minutes just judged (a week of 1-minute steps is most of this
+        // binary's time).
+        if name != "healthy-steady" {
+            continue;
+        }
         // The text report: what was asked, where the data was, and no alarm at warning or above.
         let text = run(&["--no-config", "rules", "export", "--backtest", "7d", "--at", &at, "--prometheus", &prom.url], &[]);
         assert_eq!(text.code, 0, "{}", text.stderr);

@@ -14,15 +14,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use assert_cmd::Command;
 use serde_json::Value;
 use vllm_diag::explain::{explain, ExplainOptions};
 use vllm_diag::local::Store;
 use vllm_diag::source::local::LocalSource;
 use vllm_diag::source::record::Replay;
 use vllm_diag::source::{decode, Data, Exchange, Labels, Request, Response};
-
-use common::start_scenario;
 
 const REL_TOL: f64 = 1e-6;
 const ABS_TOL: f64 = 1e-9;
@@ -140,20 +137,12 @@ fn json_close(a: &Value, b: &Value) -> bool {
 }
 
 fn check_scenario(name: &str) {
-    let (spec, prom) = start_scenario(name);
-    let dir = tempfile::tempdir().unwrap();
-    let rec = dir.path().join("run.json");
-    let window = format!("{}s", spec.window.as_secs());
-    let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let out = Command::cargo_bin("vllm-diag")
-        .unwrap()
-        .args(["explain", "--prometheus", &prom.url, "--at", &at, "--window", &window, "--format", "json", "--record"])
-        .arg(&rec)
-        .env_remove("VLLM_DIAG_PROMETHEUS_URL")
-        .output()
-        .unwrap();
-    let prom_report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{name}: no JSON report ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    // The run tests/pathologies.rs and tests/victoria.rs judge as well, made once per build.
+    let run = common::scenario_run(name);
+    let spec = run.spec.clone();
+    let rec = run.recording.clone();
+    let prom_report: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("{name}: no JSON report ({e}): {}", run.stderr));
 
     let store = Arc::new(Store::from_series(vllm_diag_sim::generate_series(&spec).into_iter().map(|g| (g.name, g.labels, g.points))));
 

@@ -160,10 +160,12 @@ struct Compared {
 }
 
 fn compare(name: &str) -> Compared {
-    let (spec, prom) = common::start_scenario(name);
-    let at = at_of(&spec);
-    let (pcode, preport, perr) = explain(&prom.url, &at, &[]);
-    drop(prom);
+    // The Prometheus run tests/differential.rs and tests/pathologies.rs judge as well, made once per
+    // build (the same arguments but --quiet and --record, which change neither the report nor the
+    // exit code).
+    let run = common::scenario_run(name);
+    let at = run.at.clone();
+    let (pcode, preport, perr) = (run.code.unwrap_or(-1), run.report(), run.stderr.clone());
     assert!(preport.is_object(), "{name}: Prometheus gave no report (exit {pcode}): {perr}");
     let (_, vm) = start_vm_scenario(name);
     let (vcode, vreport, verr) = explain(&vm.url, &at, &[]);

@@ -628,3 +628,100 @@ pub fn budget_fleet(replicas: u32) -> ScenarioSpec {
     toml.push_str(&format!("\n[incident]\nkind = \"kv-cache-pressure\"\nmodel = \"{}\"\n", BUDGET_MODELS[0]));
     ScenarioSpec::from_toml_str(&toml).unwrap_or_else(|e| panic!("budget spec ({replicas} replicas): {e}"))
 }
+
+/// What one `explain --format json --record` run of a scenario fixture against a real Prometheus
+/// gave back: see [`scenario_run`].
+pub struct ScenarioRun {
+    pub spec: ScenarioSpec,
+    /// The run's `--at`: the end of the scenario's window.
+    pub at: String,
+    /// The exit code, `None` when a signal ended the process.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// The run's recording (`--record`), every request and its answer.
+    pub recording: PathBuf,
+}
+
+impl ScenarioRun {
+    /// The JSON report, or `Null` when stdout is not one.
+    pub fn report(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// `vllm-diag explain --prometheus <url> --at <the window's end> --format json --record <file>` over
+/// the scenario fixture `name` in a real Prometheus (its window is the default half hour, as every
+/// fixture's is; another is passed with `--window`).
+///
+/// Three test binaries judge this same run of every scenario: tests/differential.rs (its recording,
+/// answered again by local evaluation), tests/pathologies.rs (the expected findings) and
+/// tests/victoria.rs (the same diagnosis from VictoriaMetrics). Each started its own Prometheus and
+/// ran explain for it, three times over 106 scenarios. The run is deterministic for a given binary
+/// and data (the same requests, the same answers), so it is made once per build: the first test to
+/// ask runs it and keeps stdout, stderr, the exit code and the recording under the target directory,
+/// keyed by the vllm-diag binary (its size and modification time: a rebuild is a new key), the
+/// generated data and the arguments; the others read them back. Entries of an older binary are
+/// removed when a new one makes its first.
+pub fn scenario_run(name: &str) -> ScenarioRun {
+    use std::hash::{Hash, Hasher};
+    let spec = load_scenario(name);
+    let at = run::at_window_end(&spec);
+    let mut text = Vec::new();
+    generate_openmetrics(&spec, &mut text).unwrap_or_else(|e| panic!("scenario {name}: {e}"));
+    let mut args: Vec<String> = vec!["explain".into(), "--at".into(), at.clone(), "--format".into(), "json".into()];
+    if spec.window != Duration::from_secs(1800) {
+        args.extend(["--window".to_string(), format!("{}s", spec.window.as_secs())]);
+    }
+    let bin = assert_cmd::cargo::cargo_bin("vllm-diag");
+    let meta = std::fs::metadata(&bin).unwrap_or_else(|e| panic!("the vllm-diag binary {}: {e}", bin.display()));
+    let modified = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).unwrap_or_default();
+    let build = format!("{}-{}", meta.len(), modified.as_nanos());
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&text, &args).hash(&mut h);
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scenario-runs");
+    let entry = root.join(&build).join(format!("{name}-{:016x}", h.finish()));
+    if !entry.join("done").exists() {
+        // An older binary's runs can never be asked for again: it was overwritten.
+        if !root.join(&build).is_dir() {
+            for old in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+                if old.file_name() != build.as_str() && !old.file_name().to_string_lossy().starts_with('.') {
+                    let _ = std::fs::remove_dir_all(old.path());
+                }
+            }
+        }
+        std::fs::create_dir_all(root.join(&build)).unwrap_or_else(|e| panic!("cannot create {}: {e}", root.display()));
+        let dir = tempfile::Builder::new()
+            .prefix(".run-")
+            .tempdir_in(root.join(&build))
+            .unwrap_or_else(|e| panic!("cannot create a directory in {}: {e}", root.display()));
+        let om = dir.path().join("scenario.om");
+        std::fs::write(&om, &text).unwrap_or_else(|e| panic!("cannot write {}: {e}", om.display()));
+        drop(text);
+        let prom = PromServer::start_in(temp_dir("vllm-diag-prom-"), Some(&om), None);
+        let _ = std::fs::remove_file(&om);
+        let rec = dir.path().join("run.json");
+        let mut cmd = run::vllm_diag();
+        cmd.args(&args[..1]).args(["--prometheus", &prom.url]).args(&args[1..]).arg("--record").arg(&rec);
+        let out = cmd.output().unwrap_or_else(|e| panic!("run vllm-diag: {e}"));
+        drop(prom);
+        let code = out.status.code().map_or("signal".to_string(), |c| c.to_string());
+        for (file, bytes) in [("stdout", &out.stdout[..]), ("stderr", &out.stderr[..]), ("code", code.as_bytes())] {
+            std::fs::write(dir.path().join(file), bytes).unwrap_or_else(|e| panic!("cannot write {file}: {e}"));
+        }
+        std::fs::write(dir.path().join("done"), b"").unwrap_or_else(|e| panic!("cannot write done: {e}"));
+        // Into place in one step: another process sees a whole entry or none (when two race, the
+        // second rename fails and its copy is dropped).
+        let kept = dir.keep();
+        if std::fs::rename(&kept, &entry).is_err() {
+            if entry.join("done").exists() {
+                let _ = std::fs::remove_dir_all(&kept);
+            } else {
+                panic!("cannot keep the run of {name} at {}", entry.display());
+            }
+        }
+    }
+    let read = |file: &str| std::fs::read_to_string(entry.join(file)).unwrap_or_else(|e| panic!("{}: {e}", entry.join(file).display()));
+    let code = read("code").parse().ok();
+    ScenarioRun { spec, at, code, stdout: read("stdout"), stderr: read("stderr"), recording: entry.join("run.json") }
+}
