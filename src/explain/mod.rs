@@ -142,12 +142,12 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let event_ctx = events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names, steps: events::STEPS };
     let mut event_plan = events::plan(&event_ctx, &p.baseline, &p.window);
     // A scrape's data begins with its first round, the window's start: nothing was stored before.
-    if source.info().kind == "scrape" {
+    if source.info().kind == crate::report::SourceKind::Scrape {
         event_plan.data_start = Some(p.window.start);
     }
     // Whether the data reaches the window's end, in the same round trip (a scrape's does, by
     // construction: its last round closes the window).
-    let data_end = if source.info().kind == "prometheus" { discover::data_end_request(&opts.selector, &disc.window_names, &p.window) } else { None };
+    let data_end = if source.info().kind == crate::report::SourceKind::Prometheus { discover::data_end_request(&opts.selector, &disc.window_names, &p.window) } else { None };
     // Which limit binds, from a fixed handful of range reads in the same round trip.
     let binding_plan = binding::plan(&opts.selector, p, &disc.window_names);
     let mut reads = std::mem::take(&mut signal_plan.reads);

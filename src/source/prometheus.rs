@@ -639,7 +639,7 @@ impl Source for PrometheusClient {
 
     fn info(&self) -> SourceInfo {
         SourceInfo {
-            kind: "prometheus".to_string(),
+            kind: crate::report::SourceKind::Prometheus,
             url: self.shown.clone(),
             selector: String::new(),
         }
@@ -1170,7 +1170,7 @@ mod tests {
         assert_eq!(
             c.info(),
             SourceInfo {
-                kind: "prometheus".into(),
+                kind: crate::report::SourceKind::Prometheus,
                 url: "https://host/prometheus".into(),
                 selector: String::new()
             }
