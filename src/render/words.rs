@@ -90,7 +90,7 @@ pub(crate) fn describe_fleet(m: &crate::report::MetricsInfo) -> Option<String> {
     if m.labels.is_empty() {
         return None;
     }
-    let count = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let count = crate::stats::plural;
     let mut parts = vec![match m.labels.get(&m.replica_label) {
         Some(0) => format!("replicas not told apart (no `{}` label)", m.replica_label),
         None => format!("replica count unknown (the `{}` count did not answer)", m.replica_label),
@@ -719,10 +719,4 @@ pub(crate) fn evidence_sparkline(report: &Report, e: &Evidence) -> Option<String
     sparkline::trend(t, &report.baseline, &report.window, sparkline::CELLS)
 }
 
-pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("{n} {one}")
-    } else {
-        format!("{n} {many}")
-    }
-}
+pub(crate) use crate::stats::plural;
