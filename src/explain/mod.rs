@@ -18,6 +18,7 @@ pub mod cold_start;
 pub mod correlate;
 pub mod discover;
 pub mod fetch;
+pub mod finish;
 pub mod follow_up;
 pub mod gpu_reasons;
 pub mod hops;
@@ -205,16 +206,11 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let binding = binding_plan.as_ref().map(|b| binding::read(b, &answers, p)).unwrap_or_default();
     follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, &binding, p, &mut warnings);
     let events = events::read(&event_plan, &[&answers, &more], &mut warnings);
-    judge::retitle_clipped(&mut ranked.findings, rules, p.window.duration());
-    onset::apply(&mut ranked.findings);
-    crate::rank::ongoing_first(&mut ranked.findings);
-    correlate::apply(&mut ranked.findings, &events, follow_ups.step.max(event_plan.step()), p.window.start);
     let latency = events::replica_latency(&event_plan, &[&answers, &more]);
-    cold_start::apply(&mut ranked.findings, &events, &latency, &p.window, &rules.thresholds);
     // Why a replica a finding names differs (load, config or hardware), from the binding reads.
     let replicas = binding_plan.as_ref().map(|b| binding::replicas(b, &answers, p)).unwrap_or_default();
-    replica_cause::apply(&mut ranked.findings, &replicas, &table, &rules.thresholds, p);
-    gpu_reasons::apply(&mut ranked.findings);
+    let step = follow_ups.step.max(event_plan.step());
+    finish::run(&mut ranked.findings, &finish::Finish { rules, p, table: &table, events: &events, step, latency: &latency, replicas: &replicas });
     let unexplained = moved::apply(&moved_plan, &more, &mut ranked.findings, rules, p, &mut warnings);
     // Nothing dropped in silence: an answer that could not be read is said, whatever needed it.
     let unreadable: Vec<_> = fetch::unreadable(&answers).into_iter().chain(fetch::unreadable(&more)).collect();
