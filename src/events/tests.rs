@@ -1,6 +1,5 @@
 use std::collections::BTreeMap;
 
-
 use super::detect::*;
 use super::plan::*;
 use super::*;
