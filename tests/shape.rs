@@ -523,6 +523,7 @@ const NO_NEAR_MISS_YET: &[&str] = &[
     "rank-imbalance",
     "severe-saturation",
     "slow-decode",
+    "slow-prefill",
     "stalled-engine",
     "workload-lighter",
 ];
@@ -650,7 +651,7 @@ fn the_doc_check_finds_a_missing_file_and_accepts_a_named_one() {
     assert_eq!(undocumented(&entries, &files), vec!["src/rules/expr.rs".to_string(), "src/units.rs".to_string()]);
 }
 
-/// Longest product file, in lines (the "about 800"), without its `#[cfg(test)] mod tests`.
+/// Longest product file, in lines (the "about 800"), without its inline `#[cfg(test)] mod tests { ... }`.
 const MAX_FILE_LINES: usize = 800;
 
 /// Product files allowed over [`MAX_FILE_LINES`], each with why it is not split yet.
@@ -663,7 +664,7 @@ const LONG_FILES: &[(&str, &str)] = &[
 
 fn product_lines(text: &str) -> usize {
     let lines: Vec<&str> = text.lines().collect();
-    let end = lines.windows(2).position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod tests")).unwrap_or(lines.len());
+    let end = lines.windows(2).position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod tests {")).unwrap_or(lines.len());
     end
 }
 
