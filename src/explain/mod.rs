@@ -216,10 +216,8 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let unreadable: Vec<_> = fetch::unreadable(&answers).into_iter().chain(fetch::unreadable(&more)).collect();
     warnings.extend(fetch::unreadable_warning(&unreadable));
 
-    let mut seen = BTreeSet::new();
-    warnings.retain(|w| seen.insert(w.clone()));
-    let mut info: SourceInfo = source.info();
-    info.selector = opts.selector.to_promql();
+    dedup_in_order(&mut warnings);
+    let info = SourceInfo { selector: opts.selector.to_promql(), ..source.info() };
     Ok(Report {
         schema_version: SCHEMA_VERSION,
         window: p.window,
@@ -249,6 +247,12 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         notes: signal_plan.notes,
         readings,
     })
+}
+
+/// Each warning once, where it first appeared.
+fn dedup_in_order(warnings: &mut Vec<String>) {
+    let mut seen = BTreeSet::new();
+    warnings.retain(|w| seen.insert(w.clone()));
 }
 
 /// The warning for signals no rate could be taken for ([`judge::unread`]), if any. rate() needs two
