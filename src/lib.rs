@@ -17,7 +17,7 @@
 //! order, and on a module missing from the list.
 //!
 //! - Foundations: [`text`] (line and column of a position in a file, for errors), [`units`]
-//!   (quantities and numbers for people), [`prom`] (Prometheus concepts:
+//!   (quantities and numbers for people), [`stats`] (medians and counts in words), [`prom`] (Prometheus concepts:
 //!   label sets, label names, matchers, escaping, redaction, number formatting, the /metrics text
 //!   parser and OpenMetrics writer), [`report`] (the data model and JSON contract).
 //! - Data: [`local`] (a PromQL evaluator over series in
@@ -37,6 +37,7 @@
 pub const LAYERS: &[&str] = &[
     "text",
     "units",
+    "stats",
     "prom",
     "report",
     "local",
@@ -80,6 +81,7 @@ pub mod serve;
 pub mod settings;
 pub mod signals;
 pub mod source;
+pub mod stats;
 pub mod text;
 pub mod units;
 pub mod watch;

@@ -119,7 +119,7 @@ mod tests {
             Box::pin(async { Ok(Exchange { http_status: 200, content_type: "application/json".into(), body: "{}".into() }) })
         }
         fn info(&self) -> SourceInfo {
-            SourceInfo { kind: "prometheus".into(), url: "http://fixed".into(), selector: String::new() }
+            SourceInfo { kind: crate::report::SourceKind::Prometheus, url: "http://fixed".into(), selector: String::new() }
         }
     }
 

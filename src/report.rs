@@ -83,10 +83,59 @@ impl TimeRange {
     );
 }
 
+/// Where a run's series came from. It is written as its name in the JSON and in recordings
+/// (`prometheus`, `scrape`, `rules-test`), and a name this build does not know reads back as
+/// [`SourceKind::Other`], unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum SourceKind {
+    /// Any Prometheus-compatible HTTP API (live or replayed from a recording of one).
+    Prometheus,
+    /// `--scrape`: /metrics pages read by the run itself and evaluated locally.
+    Scrape,
+    /// `rules test`: a test file's input series.
+    RulesTest,
+    /// Any other name (series evaluated locally by tests and tools, or a newer recording).
+    Other(String),
+}
+
+impl SourceKind {
+    pub fn as_str(&self) -> &str {
+        match self {
+            SourceKind::Prometheus => "prometheus",
+            SourceKind::Scrape => "scrape",
+            SourceKind::RulesTest => "rules-test",
+            SourceKind::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for SourceKind {
+    fn from(s: String) -> SourceKind {
+        match s.as_str() {
+            "prometheus" => SourceKind::Prometheus,
+            "scrape" => SourceKind::Scrape,
+            "rules-test" => SourceKind::RulesTest,
+            _ => SourceKind::Other(s),
+        }
+    }
+}
+
+impl From<&str> for SourceKind {
+    fn from(s: &str) -> SourceKind {
+        SourceKind::from(s.to_string())
+    }
+}
+
+impl From<SourceKind> for String {
+    fn from(k: SourceKind) -> String {
+        k.as_str().to_string()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SourceInfo {
-    /// `prometheus` (any Prometheus-compatible HTTP API).
-    pub kind: String,
+    pub kind: SourceKind,
     /// Base URL with any credentials removed.
     pub url: String,
     /// The extra label matchers applied to every query, as PromQL (`namespace="prod"`), or empty.
@@ -1007,18 +1056,66 @@ impl Report {
     /// The exit code where changes no rule explains may fail the run too (`--fail-on unexplained`,
     /// and `info` below it): 1 when `unexplained` and the report lists any.
     pub fn exit_code_with(&self, fail_on: Option<Severity>, unexplained: bool) -> u8 {
+        self.decide(fail_on, unexplained).exit_code()
+    }
+
+    /// Whether this run passes, fails, or gives no verdict, for the bar `fail_on` (and changes no
+    /// rule explains failing it when `unexplained`). The one place that decides it: the exit code,
+    /// `check`'s first line and the run's notes on stderr all read this.
+    pub fn decide(&self, fail_on: Option<Severity>, unexplained: bool) -> Decision {
         if let (Some(t), Some(worst)) = (fail_on, self.worst_severity()) {
             if worst >= t {
-                return EXIT_FINDINGS;
+                return Decision::FailFindings;
             }
         }
         if unexplained && !self.unexplained.is_empty() {
-            return EXIT_FINDINGS;
+            return Decision::FailUnexplained;
         }
-        if self.stats.rules_evaluated == 0 || self.gaps() {
-            return EXIT_NO_DATA;
+        if self.stats.rules_evaluated == 0 {
+            return Decision::NoVerdict(NoVerdict::NothingJudged);
         }
-        EXIT_OK
+        if self.core_missing() {
+            return Decision::NoVerdict(NoVerdict::CoreNotJudged);
+        }
+        if self.gaps() {
+            return Decision::NoVerdict(NoVerdict::TargetsUnread);
+        }
+        Decision::Pass
+    }
+}
+
+/// What a run amounts to against its `--fail-on` bar ([`Report::decide`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// A finding at or above the bar.
+    FailFindings,
+    /// Changes no rule explains, with `--fail-on unexplained` (or `info`).
+    FailUnexplained,
+    /// No verdict: see why.
+    NoVerdict(NoVerdict),
+    /// Nothing fails the run and everything asked for was judged.
+    Pass,
+}
+
+/// Why a run gives no verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoVerdict {
+    /// No rule/scope pair could be evaluated.
+    NothingJudged,
+    /// The runbook's core rules could not be judged ([`Coverage::core_not_evaluated`]).
+    CoreNotJudged,
+    /// Scrape targets answered nothing ([`Coverage::unread_targets`]).
+    TargetsUnread,
+}
+
+impl Decision {
+    /// The exit code of this decision (docs/output.md, "Exit codes").
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Decision::FailFindings | Decision::FailUnexplained => EXIT_FINDINGS,
+            Decision::NoVerdict(_) => EXIT_NO_DATA,
+            Decision::Pass => EXIT_OK,
+        }
     }
 }
 

@@ -441,7 +441,7 @@ pub async fn run_test(t: &RuleTest, rules: &RuleSet, origin: &str) -> Outcome {
     if let Some(only) = &t.rules {
         set.rules.retain(|r| only.contains(&r.id));
     }
-    let source = Arc::new(LocalSource::new(Arc::new(store_of(t)), "rules-test", origin));
+    let source = Arc::new(LocalSource::new(Arc::new(store_of(t)), crate::report::SourceKind::RulesTest, origin));
     let params = RunParams {
         window: TimeRange { start: time(t.at_ms - t.window_ms), end: time(t.at_ms) },
         baseline: TimeRange { start: time(t.at_ms - t.baseline_ms - t.window_ms), end: time(t.at_ms - t.baseline_ms) },

@@ -174,8 +174,8 @@ fn long_functions(file: &str, text: &str, max: usize) -> Vec<String> {
     let mut i = 0;
     while i < lines.len() {
         let l = lines[i].trim_start();
-        if l.starts_with("#[cfg(test)]") && lines.get(i + 1).is_some_and(|n| n.trim_start().starts_with("mod ")) {
-            break; // test modules sit at the end of a file
+        if l.starts_with("#[cfg(test)]") && lines.get(i + 1).is_some_and(|n| n.trim_start().starts_with("mod ") && n.trim_end().ends_with('{')) {
+            break; // inline test modules sit at the end of a file (a `mod x;` declared for tests is a file of its own)
         }
         let head = l.trim_start_matches("pub(crate) ").trim_start_matches("pub(super) ").trim_start_matches("pub ").trim_start_matches("async ");
         if let Some(rest) = head.strip_prefix("fn ") {
@@ -242,10 +242,37 @@ fn strip_literals(line: &str) -> String {
     out
 }
 
+/// The files that are test modules of their own: a `mod x;` under `#[cfg(test)]` in its parent
+/// (`src/render/mod.rs` declaring `fixtures` -> `src/render/fixtures.rs`).
+fn test_module_files(files: &[(String, String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (file, _, text) in files {
+        let lines: Vec<&str> = text.lines().collect();
+        for w in lines.windows(2) {
+            if w[0].trim() != "#[cfg(test)]" {
+                continue;
+            }
+            let decl = w[1].trim().trim_start_matches("pub(crate) ").trim_start_matches("pub(super) ").trim_start_matches("pub ");
+            let Some(name) = decl.strip_prefix("mod ").and_then(|r| r.strip_suffix(';')) else { continue };
+            let dir = match file.rsplit_once('/') {
+                Some((dir, "mod.rs" | "lib.rs")) => dir.to_string(),
+                _ => file.trim_end_matches(".rs").to_string(),
+            };
+            out.push(format!("{dir}/{name}.rs"));
+        }
+    }
+    out
+}
+
 #[test]
 fn no_function_of_the_product_is_longer_than_about_150_lines() {
     let (_, files) = sources();
-    let long: Vec<String> = files.iter().flat_map(|(file, _, text)| long_functions(file, text, MAX_FN_LINES)).collect();
+    let tests = test_module_files(&files);
+    let long: Vec<String> = files
+        .iter()
+        .filter(|(file, _, _)| !tests.contains(file))
+        .flat_map(|(file, _, text)| long_functions(file, text, MAX_FN_LINES))
+        .collect();
     assert!(long.is_empty(), "split these into named steps:\n{}", long.join("\n"));
 }
 
@@ -445,4 +472,251 @@ fn the_outside_check_catches_the_old_capture_paths_and_keeps_paths_inside() {
         let (bad, inside) = check(file, line);
         assert!(bad.is_empty() && inside == 0, "{file}: {line}: {bad:#?} {inside}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Completeness: every rule has its test case and its near miss, every module its line in
+// docs/architecture.md, the rules table its rules, and no product file grows past about 800 lines.
+// ---------------------------------------------------------------------------------------------------
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn toml_files(dir: &Path) -> Vec<(String, toml::Value)> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "toml")).collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let value: toml::Value = toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            (p.file_name().unwrap().to_string_lossy().into_owned(), value)
+        })
+        .collect()
+}
+
+/// The built-in pack's rules, from its files: (id, core).
+fn pack_rules() -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for (_, v) in toml_files(&root().join("rules")) {
+        for r in v.get("rule").and_then(|r| r.as_array()).into_iter().flatten() {
+            let id = r.get("id").and_then(|i| i.as_str()).expect("every rule has an id").to_string();
+            out.push((id, r.get("core").and_then(|c| c.as_bool()).unwrap_or(false)));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The rules some `rules test` case (rules/tests/*.toml) expects to fire.
+fn rules_tested_firing() -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (file, v) in toml_files(&root().join("rules/tests")) {
+        for t in v.get("test").and_then(|t| t.as_array()).into_iter().flatten() {
+            let findings = t.get("expect").and_then(|e| e.get("findings")).and_then(|f| f.as_array());
+            for f in findings.into_iter().flatten() {
+                if let Some(rule) = f.get("rule").and_then(|r| r.as_str()) {
+                    out.entry(rule.to_string()).or_default().push(file.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_rule_has_a_rules_test_case_that_expects_it_to_fire() {
+    let tested = rules_tested_firing();
+    let missing: Vec<String> = pack_rules().into_iter().map(|(id, _)| id).filter(|id| !tested.contains_key(id)).collect();
+    assert!(
+        missing.is_empty(),
+        "these rules have no case in rules/tests/*.toml that expects them to fire (a test whose series make the rule fire, \
+         with `findings = [{{ rule = \"ID\", ... }}]`): {}",
+        missing.join(", ")
+    );
+}
+
+/// Rules that have no generated near miss yet: a scenario in fixtures/scenarios/ (a `*-near.toml`)
+/// whose `[expect] absent` names the rule, its incident brought close to the rule's bar and left
+/// under it. Each needs an incident kind in the generator (crates/sim) that can come close to the
+/// rule without crossing it; until one exists it is named here, so the gap is written down, and the
+/// check fails when a listed rule gains a near miss (take it off the list then) or a new rule has
+/// none.
+const NO_NEAR_MISS_YET: &[&str] = &[
+    "deferred-waiting",
+    "gpu-power-capped",
+    "http-errors",
+    "rank-imbalance",
+    "severe-saturation",
+    "slow-decode",
+    "slow-prefill",
+    "stalled-engine",
+    "workload-lighter",
+];
+
+/// For each rule, the near-miss scenarios that name it as absent.
+fn near_misses() -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (file, v) in toml_files(&root().join("fixtures/scenarios")) {
+        if !file.ends_with("-near.toml") {
+            continue;
+        }
+        let absent = v.get("expect").and_then(|e| e.get("absent")).and_then(|a| a.as_array());
+        for rule in absent.into_iter().flatten().filter_map(|r| r.as_str()) {
+            out.entry(rule.to_string()).or_default().push(file.clone());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_rule_has_a_generated_near_miss_or_is_listed_without_one() {
+    let near = near_misses();
+    let rules: Vec<String> = pack_rules().into_iter().map(|(id, _)| id).collect();
+    let unlisted: Vec<&String> = rules.iter().filter(|id| !near.contains_key(*id) && !NO_NEAR_MISS_YET.contains(&id.as_str())).collect();
+    assert!(
+        unlisted.is_empty(),
+        "these rules have no near-miss scenario (fixtures/scenarios/*-near.toml with the rule in `[expect] absent`): {unlisted:?}; \
+         add one, or name the rule in NO_NEAR_MISS_YET with why"
+    );
+    let stale: Vec<&&str> = NO_NEAR_MISS_YET.iter().filter(|id| near.contains_key(**id) || !rules.iter().any(|r| r == *id)).collect();
+    assert!(stale.is_empty(), "NO_NEAR_MISS_YET names rules that have a near miss now, or no longer exist: {stale:?}");
+}
+
+/// docs/rules.md's table lists exactly the pack's rules, and marks exactly its core ones (the
+/// generator and its test, tests/docs.rs, keep the wording; this reads the rule files themselves).
+#[test]
+fn the_rules_table_in_the_docs_lists_every_rule_and_its_core_mark() {
+    let page = std::fs::read_to_string(root().join("docs/rules.md")).unwrap();
+    let start = page.find("<!-- rules table -->").expect("docs/rules.md marks its rules table");
+    let end = page[start..].find("<!-- end of rules table -->").expect("and its end") + start;
+    let mut table: Vec<(String, bool)> = page[start..end]
+        .lines()
+        .filter_map(|l| {
+            let id = l.strip_prefix("| `")?.split('`').next()?.to_string();
+            Some((id, l.trim_end().ends_with("| core |")))
+        })
+        .collect();
+    table.sort();
+    assert_eq!(table, pack_rules(), "docs/rules.md's table (id, core) differs from rules/*.toml: VLLM_DIAG_UPDATE_DOCS=1 cargo test --test docs rewrites it");
+}
+
+/// The layout block of docs/architecture.md: each entry's path (`src/explain/`) and its text.
+fn layout_entries(doc: &str) -> Vec<(String, String)> {
+    let block = doc.split("```").find(|b| b.contains("src/main.rs")).expect("docs/architecture.md has its layout block");
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in block.lines() {
+        if line.starts_with(' ') {
+            if let Some(last) = out.last_mut() {
+                last.1.push(' ');
+                last.1.push_str(line.trim());
+            }
+        } else if let Some((path, rest)) = line.split_once(' ') {
+            out.push((path.to_string(), rest.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// The src files docs/architecture.md does not name: `src/x.rs` and `src/x/` as entries of their
+/// own, and every file under `src/x/` (`y.rs`, or `y/` for a folder, and `z.rs` for its files)
+/// named in the entry of `src/x/` (a `mod.rs` is its folder).
+fn undocumented(entries: &[(String, String)], files: &[String]) -> Vec<String> {
+    let named = |entry: &str, word: &str| {
+        entries.iter().any(|(p, text)| {
+            p == entry
+                && text
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.' || c == '/'))
+                    .any(|w| w.trim_end_matches('.') == word || w == word)
+        })
+    };
+    let mut out = Vec::new();
+    for f in files {
+        let parts: Vec<&str> = f.split('/').collect(); // ["src", "x.rs"] or ["src", "x", ..., "y.rs"]
+        if parts.len() == 2 {
+            if !entries.iter().any(|(p, _)| p == f) && !matches!(parts[1], "lib.rs") {
+                out.push(f.clone());
+            }
+            continue;
+        }
+        let top = format!("src/{}/", parts[1]);
+        if !entries.iter().any(|(p, _)| *p == top) {
+            out.push(format!("{f} (no entry {top})"));
+            continue;
+        }
+        let rest = &parts[2..];
+        let ok = match rest {
+            ["mod.rs"] => true,
+            [file] => named(&top, file),
+            [dir, "mod.rs"] => named(&top, &format!("{dir}/")),
+            [dir, file] => named(&top, &format!("{dir}/")) && named(&top, file),
+            _ => false,
+        };
+        if !ok {
+            out.push(f.clone());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_src_module_is_named_in_the_architecture_doc() {
+    let doc = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
+    let entries = layout_entries(&doc);
+    let mut paths = Vec::new();
+    rust_files(&root().join("src"), &mut paths);
+    let files: Vec<String> = paths.iter().map(|p| p.strip_prefix(root()).unwrap().display().to_string()).collect();
+    let missing = undocumented(&entries, &files);
+    assert!(missing.is_empty(), "docs/architecture.md's layout block does not name these modules:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn the_doc_check_finds_a_missing_file_and_accepts_a_named_one() {
+    let entries = layout_entries("```\nsrc/main.rs  thin\nsrc/rules/   load/ (model.rs, the pack),\n             eval.rs\n```");
+    let files = ["src/main.rs", "src/rules/mod.rs", "src/rules/eval.rs", "src/rules/load/mod.rs", "src/rules/load/model.rs", "src/rules/expr.rs", "src/units.rs"].map(String::from);
+    assert_eq!(undocumented(&entries, &files), vec!["src/rules/expr.rs".to_string(), "src/units.rs".to_string()]);
+}
+
+/// Longest product file, in lines (the issue's "about 800"), without its inline `#[cfg(test)] mod tests { ... }`.
+const MAX_FILE_LINES: usize = 800;
+
+/// Product files allowed over [`MAX_FILE_LINES`], each with why it is not split yet.
+const LONG_FILES: &[(&str, &str)] = &[
+    ("src/report.rs", "the data model and JSON contract: every type of the report in one place, on purpose (the stable contract reads as one file, and its doc comments are the JSON's documentation)"),
+    ("src/render/view.rs", "the one view every format reads: a struct per section and the functions building it, which change together; splitting it waits for item 1 (one module per signal kind), which changes what it reads"),
+    ("src/signals/promql.rs", "the only place the diagnosis' PromQL is written, one function per signal kind: it moves into the signal kinds' own modules with item 1"),
+    ("src/cli.rs", "the clap definition of every command and flag and the settings built from them, kept beside each other so a flag and its setting change together"),
+];
+
+fn product_lines(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines.windows(2).position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod tests {")).unwrap_or(lines.len());
+    end
+}
+
+#[test]
+fn no_product_file_is_longer_than_about_800_lines_without_a_reason() {
+    let (_, files) = sources();
+    let tests = test_module_files(&files);
+    let mut paths = Vec::new();
+    rust_files(&root().join("src"), &mut paths);
+    let mut long = Vec::new();
+    for p in &paths {
+        let rel = p.strip_prefix(root()).unwrap().display().to_string();
+        if tests.contains(&rel) {
+            continue; // test modules in files of their own
+        }
+        let n = product_lines(&std::fs::read_to_string(p).unwrap());
+        if n > MAX_FILE_LINES && !LONG_FILES.iter().any(|(f, _)| *f == rel) {
+            long.push(format!("{rel}: {n} lines"));
+        }
+    }
+    let stale: Vec<&str> = LONG_FILES
+        .iter()
+        .map(|(f, _)| *f)
+        .filter(|f| std::fs::read_to_string(root().join(f)).map_or(true, |t| product_lines(&t) <= MAX_FILE_LINES))
+        .collect();
+    assert!(stale.is_empty(), "LONG_FILES names files that are gone or no longer long: {stale:?}");
+    assert!(long.is_empty(), "product files over {MAX_FILE_LINES} lines: split them along their concerns, or give the reason in LONG_FILES:\n{}", long.join("\n"));
 }

@@ -168,7 +168,7 @@ pub fn phases(requests: &[Request]) -> [Vec<&Request>; 3] {
             Request::Instant { query, .. } if query.starts_with("count by (le) (") => 0,
             Request::Instant { query, .. } if query.starts_with("count(count by (") => 1,
             Request::Instant { query, .. } if query.starts_with("group by (") && query.contains(FLEET_LABELS_READ) => 1,
-            // The change events' whole-span checks, sent with the signals (src/events.rs).
+            // The change events' whole-span checks, sent with the signals (src/events/).
             Request::Instant { query, .. } if EVENT_PROBES.iter().any(|p| query.contains(p)) && !query.contains("=~") => 1,
             Request::Instant { query, .. } if times.get(query.as_str()).copied().unwrap_or(0) > 1 => 1,
             // A signal asked for the baseline and the window at once: two steps, one per window end.

@@ -259,11 +259,12 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
 
     match result {
         Ok(r) => {
-            if r.stats.rules_evaluated == 0 {
+            let decision = r.decide(None, false);
+            if decision == crate::report::Decision::NoVerdict(crate::report::NoVerdict::NothingJudged) {
                 // The report still prints (it lists why), but nobody should read it as a verdict.
                 let why = r.not_evaluated.iter().find(|n| !n.reason.contains("metric missing")).or(r.not_evaluated.first()).map_or("no rule had the data it needs".to_string(), |n| n.reason.clone());
                 eprintln!("vllm-diag: nothing could be evaluated, so this run gives no verdict (exit code 3); for example: {why}");
-            } else if r.core_missing() {
+            } else if decision == crate::report::Decision::NoVerdict(crate::report::NoVerdict::CoreNotJudged) {
                 eprintln!(
                     "vllm-diag: the core checks {} could not be evaluated, so this run cannot pass (exit code 3 unless a finding reaches --fail-on); {}",
                     r.coverage.core_not_evaluated.join(", "),

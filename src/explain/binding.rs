@@ -326,14 +326,7 @@ fn grid(plan: &BindingPlan, answers: &Answers, keys: &[String]) -> Grid {
     g
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(v[v.len() / 2])
-}
+use crate::stats::finite_upper_median as median;
 
 /// The sentence saying how each limit that held was recognised (see [`Binding::basis`]).
 fn basis(shares: &BTreeMap<LimitKind, f64>, caps: &Caps, reasons: bool) -> BTreeMap<LimitKind, String> {

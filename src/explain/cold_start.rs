@@ -47,17 +47,7 @@ fn kinds_that_start(kind: EventKind) -> bool {
     matches!(kind, EventKind::Restart | EventKind::ReplicaAdded | EventKind::Rollout | EventKind::ConfigChange | EventKind::VersionChange)
 }
 
-/// The median of the finite values (the mean of the middle two for an even count); none when
-/// there are none. Shared with the replica-cause stage.
-pub(super) fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
-}
+use crate::stats::finite_median as median;
 
 fn at(points: &[(f64, f64)], t: f64) -> Option<f64> {
     points.iter().find(|(pt, _)| (*pt - t).abs() < 0.5).map(|(_, v)| *v)

@@ -18,6 +18,7 @@ pub mod cold_start;
 pub mod correlate;
 pub mod discover;
 pub mod fetch;
+pub mod finish;
 pub mod follow_up;
 pub mod gpu_reasons;
 pub mod hops;
@@ -142,12 +143,12 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let event_ctx = events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names, steps: events::STEPS };
     let mut event_plan = events::plan(&event_ctx, &p.baseline, &p.window);
     // A scrape's data begins with its first round, the window's start: nothing was stored before.
-    if source.info().kind == "scrape" {
+    if source.info().kind == crate::report::SourceKind::Scrape {
         event_plan.data_start = Some(p.window.start);
     }
     // Whether the data reaches the window's end, in the same round trip (a scrape's does, by
     // construction: its last round closes the window).
-    let data_end = if source.info().kind == "prometheus" { discover::data_end_request(&opts.selector, &disc.window_names, &p.window) } else { None };
+    let data_end = if source.info().kind == crate::report::SourceKind::Prometheus { discover::data_end_request(&opts.selector, &disc.window_names, &p.window) } else { None };
     // Which limit binds, from a fixed handful of range reads in the same round trip.
     let binding_plan = binding::plan(&opts.selector, p, &disc.window_names);
     let mut reads = std::mem::take(&mut signal_plan.reads);
@@ -205,25 +206,18 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let binding = binding_plan.as_ref().map(|b| binding::read(b, &answers, p)).unwrap_or_default();
     follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, &binding, p, &mut warnings);
     let events = events::read(&event_plan, &[&answers, &more], &mut warnings);
-    judge::retitle_clipped(&mut ranked.findings, rules, p.window.duration());
-    onset::apply(&mut ranked.findings);
-    crate::rank::ongoing_first(&mut ranked.findings);
-    correlate::apply(&mut ranked.findings, &events, follow_ups.step.max(event_plan.step()), p.window.start);
     let latency = events::replica_latency(&event_plan, &[&answers, &more]);
-    cold_start::apply(&mut ranked.findings, &events, &latency, &p.window, &rules.thresholds);
     // Why a replica a finding names differs (load, config or hardware), from the binding reads.
     let replicas = binding_plan.as_ref().map(|b| binding::replicas(b, &answers, p)).unwrap_or_default();
-    replica_cause::apply(&mut ranked.findings, &replicas, &table, &rules.thresholds, p);
-    gpu_reasons::apply(&mut ranked.findings);
+    let step = follow_ups.step.max(event_plan.step());
+    finish::run(&mut ranked.findings, &finish::Finish { rules, p, table: &table, events: &events, step, latency: &latency, replicas: &replicas });
     let unexplained = moved::apply(&moved_plan, &more, &mut ranked.findings, rules, p, &mut warnings);
     // Nothing dropped in silence: an answer that could not be read is said, whatever needed it.
     let unreadable: Vec<_> = fetch::unreadable(&answers).into_iter().chain(fetch::unreadable(&more)).collect();
     warnings.extend(fetch::unreadable_warning(&unreadable));
 
-    let mut seen = BTreeSet::new();
-    warnings.retain(|w| seen.insert(w.clone()));
-    let mut info: SourceInfo = source.info();
-    info.selector = opts.selector.to_promql();
+    dedup_in_order(&mut warnings);
+    let info = SourceInfo { selector: opts.selector.to_promql(), ..source.info() };
     Ok(Report {
         schema_version: SCHEMA_VERSION,
         window: p.window,
@@ -253,6 +247,12 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         notes: signal_plan.notes,
         readings,
     })
+}
+
+/// Each warning once, where it first appeared.
+fn dedup_in_order(warnings: &mut Vec<String>) {
+    let mut seen = BTreeSet::new();
+    warnings.retain(|w| seen.insert(w.clone()));
 }
 
 /// The warning for signals no rate could be taken for ([`judge::unread`]), if any. rate() needs two

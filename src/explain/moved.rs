@@ -315,15 +315,7 @@ fn read_points(plan: &MovedPlan, answers: &Answers, p: &RunParams, seconds: f64,
     out
 }
 
-pub fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
-    let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
-}
+pub use crate::stats::finite_median_of as median;
 
 /// A signal's baseline level and spread: the median of its points and their median absolute
 /// deviation scaled to read as a standard deviation (x 1.4826).

@@ -84,14 +84,7 @@ pub enum Onset {
     BeforeWindow,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
-}
+use crate::stats::median_keeping_nan as median;
 
 /// The shortest run that counts in a window of `n` points: [`MIN_RUN`] or a fifth of the window.
 fn lasting(n: usize) -> usize {

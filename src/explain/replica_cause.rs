@@ -44,7 +44,7 @@ pub enum Cause {
     Hardware,
 }
 
-use super::cold_start::median;
+use crate::stats::finite_median as median;
 
 /// Classify one replica against its peers. `itl_factor`: its P95 ITL over its peers' median, when
 /// known for this replica.

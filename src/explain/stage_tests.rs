@@ -789,7 +789,7 @@ impl crate::source::Source for Stalls {
     }
 
     fn info(&self) -> crate::report::SourceInfo {
-        crate::report::SourceInfo { kind: "prometheus".into(), url: "http://prom:9090".into(), selector: String::new() }
+        crate::report::SourceInfo { kind: crate::report::SourceKind::Prometheus, url: "http://prom:9090".into(), selector: String::new() }
     }
 }
 

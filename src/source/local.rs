@@ -24,10 +24,10 @@ pub struct LocalSource {
 impl LocalSource {
     /// `kind` and `url` describe where the series came from, for the report header (e.g. `scrape` and
     /// the endpoints, or `rules-test` and the test file).
-    pub fn new(store: Arc<Store>, kind: &str, url: &str) -> LocalSource {
+    pub fn new(store: Arc<Store>, kind: impl Into<crate::report::SourceKind>, url: &str) -> LocalSource {
         LocalSource {
             store,
-            info: SourceInfo { kind: kind.to_string(), url: url.to_string(), selector: String::new() },
+            info: SourceInfo { kind: kind.into(), url: url.to_string(), selector: String::new() },
         }
     }
 

@@ -463,7 +463,7 @@ mod tests {
 
         fn info(&self) -> SourceInfo {
             SourceInfo {
-                kind: "prometheus".into(),
+                kind: crate::report::SourceKind::Prometheus,
                 url: "http://prom:9090".into(),
                 selector: String::new(),
             }

@@ -477,7 +477,7 @@ pub fn prepare(a: ScrapeArgs<'_>) -> Result<Prepared, ScrapeError> {
         None => TimeRange { start: before_first - length, end: before_first },
     };
     let params = RunParams { window, baseline, selector: a.selector.to_promql(), group_by: a.group_by, replica_label: a.replica_label };
-    let source = Arc::new(LocalSource::new(Arc::new(store), "scrape", &shown.join(", ")));
+    let source = Arc::new(LocalSource::new(Arc::new(store), crate::report::SourceKind::Scrape, &shown.join(", ")));
     Ok(Prepared { source, params, selector: a.selector, notes, unread })
 }
 

@@ -1,0 +1,96 @@
+//! The steps that change the ranked findings after the follow-ups, as one named list in the order
+//! they run. Each reads what the steps before it wrote, so the order is part of the behaviour:
+//!
+//! 1. `retitle clipped`: a finding whose trend shows the window clipped its episode says so in its
+//!    title ([`judge::retitle_clipped`]);
+//! 2. `onset`: when each finding began, from its trend ([`onset::apply`]);
+//! 3. `ongoing first`: with onsets known, findings still going on rank before those that are over
+//!    ([`crate::rank::ongoing_first`]);
+//! 4. `correlate`: a finding whose onset follows a change on its scope is tied to it
+//!    ([`correlate::apply`], which reads the onsets);
+//! 5. `cold start`: a replica slow because it just started ([`cold_start::apply`], which reads the
+//!    changes correlate tied);
+//! 6. `replica cause`: why a replica a finding names differs: load, configuration or hardware
+//!    ([`replica_cause::apply`]);
+//! 7. `gpu reasons`: the DCGM clocks-event reasons a GPU finding's evidence holds ([`gpu_reasons::apply`]).
+//!
+//! The follow-ups themselves come before (`follow_up::apply`, which fills the trends these read),
+//! and what else moved after (`moved::apply`, which reads every finding as finished here).
+
+use std::collections::BTreeMap;
+
+use super::binding::ReplicaRead;
+use super::{cold_start, correlate, gpu_reasons, judge, onset, replica_cause};
+use crate::events::ReplicaLatency;
+use crate::report::{Event, Finding, RunParams, Scope};
+use crate::rules::eval::SignalTable;
+use crate::rules::RuleSet;
+
+/// What the finishing steps read besides the findings.
+pub struct Finish<'a> {
+    pub rules: &'a RuleSet,
+    pub p: &'a RunParams,
+    pub table: &'a SignalTable,
+    pub events: &'a [Event],
+    /// How precisely changes and trends are dated: the coarser of the two steps.
+    pub step: u64,
+    pub latency: &'a [ReplicaLatency],
+    pub replicas: &'a BTreeMap<Scope, Vec<ReplicaRead>>,
+}
+
+type Step = fn(&mut [Finding], &Finish);
+
+/// The steps, named, in the order they run.
+pub const STEPS: &[(&str, Step)] = &[
+    ("retitle clipped", retitle_clipped),
+    ("onset", onset),
+    ("ongoing first", ongoing_first),
+    ("correlate", correlate),
+    ("cold start", cold_start),
+    ("replica cause", replica_cause),
+    ("gpu reasons", gpu_reasons),
+];
+
+/// Run every step of [`STEPS`] over `findings`, in order.
+pub fn run(findings: &mut [Finding], with: &Finish) {
+    for (_, step) in STEPS {
+        step(findings, with);
+    }
+}
+
+fn retitle_clipped(f: &mut [Finding], c: &Finish) {
+    judge::retitle_clipped(f, c.rules, c.p.window.duration());
+}
+
+fn onset(f: &mut [Finding], _: &Finish) {
+    onset::apply(f);
+}
+
+fn ongoing_first(f: &mut [Finding], _: &Finish) {
+    crate::rank::ongoing_first(f);
+}
+
+fn correlate(f: &mut [Finding], c: &Finish) {
+    correlate::apply(f, c.events, c.step, c.p.window.start);
+}
+
+fn cold_start(f: &mut [Finding], c: &Finish) {
+    cold_start::apply(f, c.events, c.latency, &c.p.window, &c.rules.thresholds);
+}
+
+fn replica_cause(f: &mut [Finding], c: &Finish) {
+    replica_cause::apply(f, c.replicas, c.table, &c.rules.thresholds, c.p);
+}
+
+fn gpu_reasons(f: &mut [Finding], _: &Finish) {
+    gpu_reasons::apply(f);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_steps_run_in_their_written_order() {
+        let names: Vec<&str> = super::STEPS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["retitle clipped", "onset", "ongoing first", "correlate", "cold start", "replica cause", "gpu reasons"]);
+    }
+}

@@ -1,0 +1,106 @@
+//! `check`'s verdict line, in words: what [`Report::decide`] decided, with the deploy time and the
+//! findings that decided it.
+
+use super::{coverage_phrase, describe_duration, describe_time_at, one_line, plural, severity_counts, RenderOptions, ScopeStyle};
+use crate::report::{Decision, Finding, NoVerdict, Report};
+
+/// The first line `vllm-diag check` prints: `FAIL: ...`, `PASS: ...` or `NOT EVALUATED: ...`.
+/// It says the same as the exit code (1, 0, 3), in words, with the deploy time it measured from
+/// (the window's start) and the findings that decided it.
+pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
+    let scopes = ScopeStyle::for_report(report);
+    let since = format!(
+        "since the deploy at {}",
+        describe_time_at(&report.window.start, opts.now.as_ref())
+    );
+    let decision = report.decide(opts.fail_on, opts.fail_on_unexplained);
+    if decision == Decision::FailFindings {
+        let bar = opts.fail_on.expect("a finding fails the run only against a bar");
+        let failing: Vec<&Finding> = report.findings.iter().filter(|f| f.severity >= bar).collect();
+        let count = if failing.len() == 1 {
+            format!("1 {} finding", failing[0].severity)
+        } else {
+            format!("{} findings ({})", failing.len(), severity_counts(&failing.iter().map(|f| (*f).clone()).collect::<Vec<_>>()))
+        };
+        const NAMED: usize = 3;
+        let mut named: Vec<String> = failing
+            .iter()
+            .take(NAMED)
+            .map(|f| format!("{} on {}", one_line(&f.rule), scopes.format(&f.scope)))
+            .collect();
+        if failing.len() > NAMED {
+            named.push(format!("and {} more", failing.len() - NAMED));
+        }
+        return format!("FAIL: {count} {since} ({})", named.join(", "));
+    }
+    if decision == Decision::FailUnexplained {
+        const NAMED: usize = 3;
+        let mut named: Vec<String> = report
+            .unexplained
+            .iter()
+            .take(NAMED)
+            .map(|u| format!("{} {} on {}", u.title, u.direction, scopes.format(&u.scope)))
+            .collect();
+        if report.unexplained.len() > NAMED {
+            named.push(format!("and {} more", report.unexplained.len() - NAMED));
+        }
+        return format!(
+            "FAIL: {} that no rule explains {since} ({}; --fail-on {})",
+            plural(report.unexplained.len(), "signal moved", "signals moved"),
+            named.join(", "),
+            crate::report::fail_on_name(opts.fail_on, true)
+        );
+    }
+    // Scrape targets that answered nothing give exit code 3, but `check` has always worded only the
+    // two cases below (the report's coverage names the targets).
+    if decision == Decision::NoVerdict(NoVerdict::CoreNotJudged) {
+        let core: Vec<String> = report.coverage.core_not_evaluated.iter().map(|r| one_line(r)).collect();
+        let rest = if report.findings.is_empty() {
+            "nothing was found in the rest".to_string()
+        } else {
+            format!("the rest found {} ({}), none failing", plural(report.findings.len(), "finding", "findings"), severity_counts(&report.findings))
+        };
+        return format!(
+            "NOT EVALUATED: the core checks {} could not be evaluated in the {} {since}; {rest} ({}), but this is not a pass",
+            core.join(", "),
+            describe_duration(&report.window),
+            coverage_phrase(report).unwrap_or_else(|| format!("{} evaluated", plural(report.stats.rules_evaluated, "rule/scope pair", "rule/scope pairs")))
+        );
+    }
+    if decision == Decision::NoVerdict(NoVerdict::NothingJudged) && report.findings.is_empty() {
+        let n = report.not_evaluated.len();
+        let why = if n == 0 {
+            String::new()
+        } else {
+            format!(" ({} could not be checked)", plural(n, "rule/scope pair", "rule/scope pairs"))
+        };
+        return format!("NOT EVALUATED: no rule could be checked against the {} {since}{why}; this is not a pass", describe_duration(&report.window));
+    }
+    let bar = match opts.fail_on {
+        Some(bar) => format!("no {bar} or worse finding"),
+        None => "nothing fails with --fail-on never".to_string(),
+    };
+    let mut notes: Vec<String> = Vec::new();
+    // Changes no rule explains fail the run only with --fail-on unexplained (or info); the verdict
+    // says them first either way.
+    if !report.unexplained.is_empty() {
+        notes.push(format!("but {} that no rule explains", plural(report.unexplained.len(), "signal moved", "signals moved")));
+    }
+    if !report.findings.is_empty() {
+        let below = if opts.fail_on.is_some() { " below the bar" } else { "" };
+        notes.push(format!(
+            "{} ({}){below}",
+            plural(report.findings.len(), "finding", "findings"),
+            severity_counts(&report.findings)
+        ));
+    }
+    notes.push(format!("{} evaluated", plural(report.stats.rules_evaluated, "rule/scope pair", "rule/scope pairs")));
+    if !report.not_evaluated.is_empty() {
+        notes.push(format!("{} not evaluated", report.not_evaluated.len()));
+    }
+    format!(
+        "PASS: {bar} in the {} {since}; {}",
+        describe_duration(&report.window),
+        notes.join(", ")
+    )
+}

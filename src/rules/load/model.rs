@@ -1,0 +1,240 @@
+//! What a rule pack is once read: rules, their conditions, caveats and stand-ins, signals,
+//! thresholds with where they were written, profiles, and the error that names a file and line.
+
+use std::collections::BTreeMap;
+
+use crate::rules::expr::Expr;
+use crate::report::Severity;
+use crate::signals::SignalDef;
+
+/// A rule file that cannot be used, at its line and column (0 when the problem is the file or
+/// directory as a whole: not shown then).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}{}: {message}", position(*line, *column))]
+pub struct RuleError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+pub(super) fn position(line: usize, column: usize) -> String {
+    match (line, column) {
+        (0, _) => String::new(),
+        (l, 0) => format!(":{l}"),
+        (l, c) => format!(":{l}:{c}"),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    pub text: String,
+    pub expr: Expr,
+    /// Where its text starts in its file (line, column), for errors found once every file is
+    /// merged; (0, 0) when it was not read from a file.
+    pub at: (usize, usize),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleDef {
+    pub id: String,
+    pub title: String,
+    pub severity: Severity,
+    /// One sentence shown with a finding: what it means.
+    pub summary: String,
+    /// What the rule detects and how (for `rules show`).
+    pub description: String,
+    /// Why it matters.
+    pub why: String,
+    /// Conditions that must all hold.
+    pub when: Vec<Condition>,
+    /// Signals shown as context beside the ones the conditions name.
+    pub evidence: Vec<String>,
+    /// Rules this one explains better when both match the same scope.
+    pub supersedes: Vec<String>,
+    pub steps: Vec<String>,
+    pub references: Vec<String>,
+    /// A computed recommendation to attach (`max_num_seqs`, `chunked_prefill`).
+    pub recommend: Option<String>,
+    /// How to decide when the primary signals are missing from the data (histograms relabelled away,
+    /// gauge-only collectors): other conditions over the signals that do exist.
+    pub stand_in: Option<StandIn>,
+    /// One of the runbook's core checks: an all-clear in which a core rule could not be evaluated
+    /// is not an all-clear.
+    pub core: bool,
+    /// Also decided over the window's last minutes: where the whole window does not meet the
+    /// conditions, they are evaluated again with each signal that has a `recent` reading read
+    /// there instead, against the same baseline, so an episode that began late in a long window
+    /// is not averaged away (see [`RuleSet::recent_pairs`]).
+    pub recent: bool,
+    /// Where those minutes are worth reading (`[rule.recent] when`): a condition over the whole
+    /// window, checked for each scope where the rule did not hold there (slow-decode: P95 ITL up a
+    /// tenth). Without one (`recent = true`) they are read for every such scope.
+    pub recent_when: Option<Condition>,
+    /// What the metrics cannot show about this rule's problem, said when the rule is judged healthy
+    /// and the caveat's condition holds (an aborted share of 0 on an engine that counts no client
+    /// disconnect), so that "healthy" is not read as more than the data says.
+    pub caveat: Option<Caveat>,
+    /// `file:line` of the declaration.
+    pub origin: String,
+}
+
+/// A blind spot of a rule: `text` is said (as a warning) for each scope the rule found healthy
+/// while `when` held there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caveat {
+    pub when: Condition,
+    pub text: String,
+}
+
+/// A rule's second way of deciding: used only when one of `missing` has no metric in the window
+/// (never when a query failed or timed out), and then said in the finding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StandIn {
+    /// Primary signals whose absence lets the stand-in decide.
+    pub missing: Vec<String>,
+    /// Conditions that must all hold, over signals that exist where the primary ones do not.
+    pub when: Vec<Condition>,
+}
+
+impl RuleDef {
+    /// Every condition the rule holds: `when`, the stand-in's, the caveat's and `[rule.recent]`'s.
+    pub fn all_conditions(&self) -> impl Iterator<Item = &Condition> {
+        self.when
+            .iter()
+            .chain(self.stand_in.iter().flat_map(|s| &s.when))
+            .chain(self.caveat.iter().map(|c| &c.when))
+            .chain(self.recent_when.iter())
+    }
+
+    /// Every signal the rule reads: the conditions' first, then the extra evidence, without repeats.
+    pub fn signals(&self) -> Vec<String> {
+        let mut out = self.primary_signals();
+        for s in self.stand_in_signals() {
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// The signals the stand-in conditions read (none without a stand-in).
+    pub fn stand_in_signals(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for c in self.stand_in.iter().flat_map(|s| &s.when) {
+            for cmp in c.expr.comparisons() {
+                if !out.contains(&cmp.signal) {
+                    out.push(cmp.signal.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The signals of the conditions and the evidence, without the stand-in's.
+    pub fn primary_signals(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for c in &self.when {
+            for cmp in c.expr.comparisons() {
+                if !out.contains(&cmp.signal) {
+                    out.push(cmp.signal.clone());
+                }
+            }
+        }
+        for e in &self.evidence {
+            if !out.contains(e) {
+                out.push(e.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Signals, thresholds and rules after merging every file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RuleSet {
+    pub signals: BTreeMap<String, SignalDef>,
+    pub thresholds: BTreeMap<String, f64>,
+    /// Where each threshold was last set and how it was written, for errors found once every file
+    /// is in (a unit that does not fit its signals, a name nothing uses).
+    pub threshold_origins: BTreeMap<String, Written>,
+    /// In id order.
+    pub rules: Vec<RuleDef>,
+    /// Latency profiles by name: thresholds that replace the defaults when chosen.
+    pub profiles: BTreeMap<String, Profile>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Profile {
+    pub description: String,
+    pub thresholds: BTreeMap<String, f64>,
+    /// Where each threshold was set and how, for errors found once all files are in.
+    pub origins: BTreeMap<String, Written>,
+}
+
+/// A threshold as written in a rule file: its text (`"3s"`, `0.9`) and where.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Written {
+    pub text: String,
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Written {
+    pub(super) fn error(&self, message: String) -> RuleError {
+        RuleError { file: self.file.clone(), line: self.line, column: self.column, message }
+    }
+}
+
+impl RuleSet {
+    pub fn rule(&self, id: &str) -> Option<&RuleDef> {
+        self.rules.iter().find(|r| r.id == id)
+    }
+
+    /// Each signal the rule reads (conditions and evidence) that has a reading over the window's
+    /// last minutes, with that reading's id.
+    pub fn recent_pairs(&self, rule: &RuleDef) -> Vec<(String, String)> {
+        rule.primary_signals()
+            .into_iter()
+            .filter_map(|sig| {
+                let recent = self.signals.get(&sig)?.recent.clone()?;
+                Some((sig, recent))
+            })
+            .collect()
+    }
+
+    /// True when the rule is decided over the window's last minutes too, or when it explains
+    /// better (supersedes) a rule that is: a finding of the last minutes alone is explained by it
+    /// only if it holds there as well.
+    pub fn reads_recent(&self, rule: &RuleDef) -> bool {
+        rule.recent || rule.supersedes.iter().any(|s| self.rule(s).is_some_and(|r| r.recent))
+    }
+
+    /// The readings over the window's last minutes that a second reading needs: those of every
+    /// rule with `recent = true` and of every rule that would absorb its findings
+    /// ([`RuleSet::reads_recent`]), without the ones the rules read anyway.
+    pub fn late_signals(&self) -> std::collections::BTreeSet<String> {
+        let own: std::collections::BTreeSet<String> = self.rules.iter().flat_map(|r| r.signals()).collect();
+        self.rules
+            .iter()
+            .filter(|r| self.reads_recent(r))
+            .flat_map(|r| self.recent_pairs(r))
+            .map(|(_, recent)| recent)
+            .filter(|s| !own.contains(s))
+            .collect()
+    }
+}
+
+impl RuleSet {
+    /// Replace the default thresholds with a profile's.
+    pub fn apply_profile(&mut self, name: &str) -> Result<(), String> {
+        let p = self.profiles.get(name).ok_or_else(|| {
+            format!("--profile {name:?}: no such profile. Known profiles: {}", self.profiles.keys().cloned().collect::<Vec<_>>().join(", "))
+        })?;
+        for (k, v) in p.thresholds.clone() {
+            self.thresholds.insert(k, v);
+        }
+        Ok(())
+    }
+}
