@@ -547,6 +547,7 @@ const NO_NEAR_MISS_YET: &[&str] = &[
     "deferred-waiting",
     "gpu-power-capped",
     "http-errors",
+    "router-prefix-blind",
     "rank-imbalance",
     "severe-saturation",
     "slow-decode",
