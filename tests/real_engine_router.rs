@@ -22,8 +22,10 @@ mod common;
 
 use std::path::Path;
 
-use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
+
+use common::lab::{at, findings, loud, replicas_named, report};
 
 const MODEL: &str = "tiny-llama";
 
@@ -45,33 +47,6 @@ fn served(run: &str) -> (Vec<Phase>, tempfile::TempDir, common::PromServer) {
     (common::lab_manifest(&dir), tmp, prom)
 }
 
-fn at(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-/// `explain --format json` of the `window` ending at `end`, against `baseline` before its start.
-fn report(url: &str, end: DateTime<Utc>, window: Duration, baseline: Duration) -> Value {
-    let args = [
-        "--no-config".to_string(),
-        "--window".to_string(),
-        format!("{}s", window.num_seconds()),
-        "--baseline".to_string(),
-        format!("{}s", baseline.num_seconds()),
-        "--format".to_string(),
-        "json".to_string(),
-    ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    common::run::run(&common::run::explain_args(url, &at(end), &args), &[]).json()
-}
-
-fn findings(report: &Value) -> impl Iterator<Item = &Value> {
-    report["findings"].as_array().into_iter().flatten()
-}
-
-fn loud(report: &Value) -> Vec<&Value> {
-    findings(report).filter(|f| f["severity"] != "info").collect()
-}
-
 fn summary(report: &Value) -> String {
     let fs: Vec<String> = findings(report)
         .map(|f| {
@@ -84,13 +59,6 @@ fn summary(report: &Value) -> String {
 
 fn hop_text(report: &Value) -> String {
     report["hops"].as_array().into_iter().flatten().filter_map(|h| h["text"].as_str()).collect::<Vec<_>>().join(" | ")
-}
-
-/// The replicas a finding names: the one in its scope, or those its evidence found affected.
-fn replicas_named(f: &Value) -> Vec<String> {
-    let mut named: Vec<String> = f["scope"]["instance"].as_str().map(String::from).into_iter().collect();
-    named.extend(f["replicas"]["affected"].as_array().into_iter().flatten().filter_map(|r| r.as_str().map(String::from)));
-    named
 }
 
 /// The model's split by hop in a report.

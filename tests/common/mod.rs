@@ -14,6 +14,8 @@
 #![allow(dead_code)]
 
 /// A misbehaving proxy in front of a real Prometheus (fault tests).
+/// Reading a lab run's windows (fleet and router runs).
+pub mod lab;
 pub mod proxy;
 /// Running the vllm-diag binary and reading what it gave back.
 pub mod run;
