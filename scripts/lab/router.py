@@ -50,8 +50,8 @@ import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from drive import Stats, log, utc  # noqa: E402
-from events import http_ok, parse_metrics  # noqa: E402
-from fleet import HIST, Replica, hist_totals, mean_of, set_autogroup_nice  # noqa: E402
+from events import http_ok  # noqa: E402
+from fleet import HIST, Replica, hist_totals, mean_of, sampler  # noqa: E402
 from limits import engine_core_pids, signal_all  # noqa: E402
 
 CGROUP = "/sys/fs/cgroup/cpu"
@@ -252,22 +252,6 @@ async def worker(session, args, state, router, name, load, generation, seed, ind
         await send(session, args, router, load, rng, state.stats[name])
         if load.think:
             await asyncio.sleep(rng.uniform(0.5, 1.5) * load.think)
-
-
-async def sampler(replicas, state):
-    while not state.done:
-        views = state.views
-        if views is not None:
-            for r in replicas:
-                ok, text = await asyncio.to_thread(http_ok, f"{r.url}/metrics", 5)
-                if not ok or state.views is not views:
-                    continue
-                m = parse_metrics(text)
-                v = views[r.index]
-                v["kv"].append(m.get("vllm:kv_cache_usage_perc", 0.0))
-                v["waiting_max"] = max(v["waiting_max"], m.get("vllm:num_requests_waiting", 0.0))
-                v["running_max"] = max(v["running_max"], m.get("vllm:num_requests_running", 0.0))
-        await asyncio.sleep(5)
 
 
 def cpu_seconds(pid):
