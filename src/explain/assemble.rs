@@ -240,6 +240,29 @@ pub fn rank_outliers(resp: &Response, group_by: &[String], label: &str, gap: boo
     (values, culprits)
 }
 
+/// Per-replica answers reduced to the largest value per scope, as `max by (G)` would (NaN only
+/// where every replica is NaN); the replica holding it is named where it is above 0 (ties: the
+/// first in label order).
+pub fn largest(resp: &Response, group_by: &[String], label: &str) -> (BTreeMap<Scope, f64>, Culprits) {
+    let mut best: BTreeMap<Scope, &Sample> = BTreeMap::new();
+    let Data::Vector(samples) = &resp.data else { return (BTreeMap::new(), BTreeMap::new()) };
+    let mut sorted: Vec<&Sample> = samples.iter().collect();
+    sorted.sort_by(|a, b| a.labels.cmp(&b.labels));
+    for s in sorted {
+        let e = best.entry(scope_of(s, group_by)).or_insert(s);
+        if nan_lowest(s.v, e.v).is_gt() {
+            *e = s;
+        }
+    }
+    let values = best.iter().map(|(scope, s)| (scope.clone(), s.v)).collect();
+    let culprits = best
+        .into_iter()
+        .filter(|(_, s)| s.v > 0.0)
+        .filter_map(|(scope, s)| Some((scope, [(label.to_string(), s.labels.get(label)?.clone())].into_iter().collect())))
+        .collect();
+    (values, culprits)
+}
+
 /// PromQL's order for `topk` and `quantile`: NaN below every number.
 fn nan_lowest(a: f64, b: f64) -> std::cmp::Ordering {
     match (a.is_nan(), b.is_nan()) {
@@ -400,6 +423,7 @@ fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Optio
                         (wv.values, wv.culprits) = outliers(resp, group_by, label, how.measure == signals::OutlierMeasure::Gap)
                     }
                     (Some((label, signals::Reduction::Count)), _) => (wv.values, wv.culprits) = listed(resp, group_by, label),
+                    (Some((label, signals::Reduction::Max)), _) => (wv.values, wv.culprits) = largest(resp, group_by, label),
                 }
                 if let (Some(range), Some(rows)) = (pl.counts_from_buckets, rows) {
                     let inf = rows.per_scope(group_by, |r| (rows.bound(r) == Some(f64::INFINITY)).then_some(r.v));

@@ -116,7 +116,9 @@ fn plan_trends(findings: &[Finding], rules: &RuleSet, plan: &SignalPlan, selecto
     for (id, scopes) in &wanted {
         let (Some(def), Some((w, _))) = (rules.signals.get(id), plan.signals.get(id)) else { continue };
         let Some(resolved) = &w.resolved else { continue };
-        if w.per_replica.is_some() {
+        // Per-replica answers reduced here have no trend of their own, except a largest value,
+        // whose PromQL (`max by`) is as cheap at every step.
+        if w.per_replica.as_ref().is_some_and(|(_, how)| *how != signals::Reduction::Max) {
             continue;
         }
         let tctx = QueryContext { selector: only_scopes(selector, &p.group_by, scopes), range: def.range.unwrap_or(out.trend_range), ..plan.ctx.clone() };

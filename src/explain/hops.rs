@@ -37,8 +37,15 @@ pub const SIGNALS: &[&str] = &[
     "kv_transfer_mean",
     "decode_mean",
     "router_duration_mean",
+    "router_over_e2e",
     "gateway_ttft_mean",
 ];
+
+/// Where the router's time per request is within this factor of the engines' whole request
+/// (`router_over_e2e`), the clients are taken not to stream: the router timed each request until
+/// its whole answer, and its own wait is what lies beyond the engines' end-to-end time. The same
+/// band as router-saturated's (rules/router.toml).
+pub const WHOLE_ANSWER_BAND: (f64, f64) = (0.85, 1.15);
 
 /// The smallest rise of a hop's mean worth naming: a tenth of a second, a fifth of a chat
 /// first-token target of 500 ms. Healthy means wander by a few milliseconds between windows.
@@ -86,7 +93,17 @@ fn split_one(table: &SignalTable, scope: &Scope) -> Option<HopSplit> {
         let vllm_router = read(table, "router_duration_mean", scope);
         let gateway = read(table, "gateway_ttft_mean", scope);
         if vllm_router.0.is_some() {
-            hop("router", less(vllm_router, input), "router_duration_mean less input_processing_mean")
+            // Per side: whole answers (the ratio in the band) less the engines' end-to-end mean
+            // (the router's mean over the ratio), else less the engine's input processing.
+            let over = read(table, "router_over_e2e", scope);
+            let whole = |r: Option<f64>, o: Option<f64>| o.filter(|o| *o >= WHOLE_ANSWER_BAND.0 && *o <= WHOLE_ANSWER_BAND.1 && *o > 0.0).and_then(|o| Some(r? / o));
+            let engine_part = (whole(vllm_router.0, over.0).or(input.0), whole(vllm_router.1, over.1).or(input.1));
+            let from = if whole(vllm_router.0, over.0).is_some() || whole(vllm_router.1, over.1).is_some() {
+                "router_duration_mean less input_processing_mean (streams), or less the engines' end-to-end mean where router_over_e2e is within 15% of 1 (whole answers)"
+            } else {
+                "router_duration_mean less input_processing_mean"
+            };
+            hop("router", less(vllm_router, engine_part), from)
         } else if gateway.0.is_some() {
             hop("router", less(gateway, ttft), "gateway_ttft_mean less ttft_mean")
         } else {
@@ -196,6 +213,28 @@ mod tests {
         assert!((s.first_token.window.unwrap() - 2.01).abs() < 1e-9);
         assert!(s.text.contains("+1.79 s at the router, engine hops unchanged"), "{}", s.text);
         assert!(!s.text.contains("not seen"), "{}", s.text);
+    }
+
+    #[test]
+    fn a_router_that_came_to_time_whole_answers_did_not_wait_longer() {
+        // The router lab's blind run across the clients' switch to unstreamed requests: the
+        // router's mean 79 ms -> 245 ms, 1.02 times the engines' whole request in the window.
+        let mut rows = ENGINE.to_vec();
+        rows.push(("router_duration_mean", 0.245, 0.079));
+        rows.push(("router_over_e2e", 1.02, 0.3));
+        let s = &split(&table(&rows))[0];
+        assert_eq!(s.grew, None, "{}", s.text);
+        let router = &s.hops[0];
+        assert!((router.window.unwrap() - (0.245 - 0.245 / 1.02)).abs() < 1e-6, "{router:?}");
+        assert!((router.baseline.unwrap() - 0.069).abs() < 1e-9, "{router:?}");
+        assert!(router.from.contains("whole answers"), "{router:?}");
+        // Past the band the router's time is its own again (the router-cpu phase: 3.2 times).
+        let mut rows = ENGINE.to_vec();
+        rows.push(("router_duration_mean", 1.06, 0.007));
+        rows.push(("router_over_e2e", 3.2, 0.02));
+        let s = &split(&table(&rows))[0];
+        assert_eq!(s.grew.as_deref(), Some("router"));
+        assert!((s.hops[0].window.unwrap() - 1.05).abs() < 1e-9);
     }
 
     #[test]

@@ -242,7 +242,7 @@ impl Translator<'_> {
         };
         let q = signals::build(&def.kind, &resolved, &ctx).map_err(|e| format!("signal {id}: {e}"))?;
         Ok(match q.per_replica {
-            None => (q.value, None),
+            None | Some((_, Reduction::Max)) => (q.value, None),
             Some((_, r @ Reduction::Outlier(_))) => (format!("max by ({}) ({})", self.by, q.value), Some(r)),
             Some((_, Reduction::Count)) => (format!("count by ({}) ({})", self.by, q.value), Some(Reduction::Count)),
         })

@@ -262,6 +262,9 @@ pub enum SignalKind {
 pub enum RouterMeasure {
     /// A router-level histogram's mean (`_sum` over `_count`).
     Mean,
+    /// A router-level histogram's mean over the mean of an engine histogram (`denominator`) for
+    /// the same scope: how the router's time per request compares with the engines' own.
+    OverEngineMean,
     /// A router-level counter's rate over `denominator`'s (0 where the counter has no series).
     Ratio,
     /// A worker-level counter's rate, summed over the model's workers.
@@ -320,6 +323,9 @@ pub enum Reduction {
     Outlier(OutlierReading),
     /// How many replicas came back; a lone one is named. A scope with none is 0.
     Count,
+    /// The largest replica's value per scope, as `max by (G)` of the answer computes it; that
+    /// replica is named where its value is above 0 (a router's worker held out longest).
+    Max,
 }
 
 fn default_min_observations() -> f64 {
@@ -466,10 +472,15 @@ pub fn required_series(kind: &SignalKind) -> Vec<Vec<String>> {
             // A ratio needs only its denominator: vLLM's router creates a counter's series at its
             // first event (no retry yet: no `vllm_router_retries_total`), which reads as 0.
             let mut v = vec![match measure {
-                RouterMeasure::Mean => hist(family, "_sum"),
+                RouterMeasure::Mean | RouterMeasure::OverEngineMean => hist(family, "_sum"),
                 RouterMeasure::Ratio => denominator.clone(),
                 _ => family.clone(),
             }];
+            // The engines' histogram an `over_engine_mean` divides by, before the workers and
+            // engines (router_query reads those from the end).
+            if *measure == RouterMeasure::OverEngineMean {
+                v.push(hist(denominator, "_sum"));
+            }
             if worker_label.is_empty() {
                 v.push(workers.clone());
             }

@@ -286,6 +286,13 @@ fn router_query(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> R
             let rate = |suffix: &str| per_router(format!("rate({}[{r}])", own.series(&format!("{fam}{suffix}"), &extra)));
             format!("{} / {}", rate("_sum"), rate("_count"))
         }
+        RouterMeasure::OverEngineMean => {
+            let fam = family_of(name);
+            let rate = |suffix: &str| per_router(format!("rate({}[{r}])", own.series(&format!("{fam}{suffix}"), &extra)));
+            let engine = family_of(resolved.names.get(1).ok_or("no engine histogram")?);
+            let engine_rate = |suffix: &str| format!("sum by ({by}) (rate({}[{r}]))", ctx.selector.series(&format!("{engine}{suffix}"), &[]));
+            format!("({} / {}) / ({} / {})", rate("_sum"), rate("_count"), engine_rate("_sum"), engine_rate("_count"))
+        }
         RouterMeasure::Ratio => {
             // The numerator as declared, present or not (see required_series): none is 0.
             let num = per_router(format!("rate({}[{r}])", own.series(family.first().ok_or("no family")?, &extra)));
@@ -300,7 +307,7 @@ fn router_query(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> R
         RouterMeasure::HeldOut => {
             let step = subquery_step(ctx);
             let share = format!("avg_over_time(({} == bool {})[{r}:{step}s])", own.series(name, &extra), crate::prom::format_go_float(*equals));
-            format!("max by ({by}) ({})", per_engine(share, "max"))
+            per_engine(share, "max")
         }
     })
 }
@@ -374,6 +381,12 @@ pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Resu
         }
         SignalKind::Mean { model_label, .. } if !model_label.is_empty() => plain(relabelled_mean(&resolved.names[0], model_label, ctx)),
         SignalKind::Mean { .. } | SignalKind::Remainder { .. } => plain(mean_less_means(&resolved.names, ctx)),
+        SignalKind::Router { measure: RouterMeasure::HeldOut, .. } => {
+            // Read per engine instance, so that the finding names the worker held out.
+            let per = router_query(kind, resolved, ctx)?;
+            let by = ctx.group_by.join(", ");
+            SignalQueries { value: format!("max by ({by}) ({per})"), fetch: Some(per), per_replica: Some(("instance".to_string(), Reduction::Max)), ..plain(String::new()) }
+        }
         SignalKind::Router { .. } => plain(router_query(kind, resolved, ctx)?),
         SignalKind::Rate { r#match, attribute_via, join_on, .. } => {
             let extra = parse(r#match)?;

@@ -33,8 +33,8 @@ pub(super) fn validate_kind(kind: &SignalKind) -> Result<(), String> {
             if !worker_label.is_empty() && !crate::prom::is_label_name(worker_label) {
                 return Err(format!("worker_label {worker_label:?} is not a label name"));
             }
-            if (*measure == M::Ratio) == denominator.is_empty() {
-                return Err("`denominator` goes with the ratio measure, and only with it".into());
+            if matches!(measure, M::Ratio | M::OverEngineMean) == denominator.is_empty() {
+                return Err("`denominator` goes with the ratio and over_engine_mean measures, and only with them".into());
             }
             if !equals.is_finite() {
                 return Err("`equals` must be a number".into());
