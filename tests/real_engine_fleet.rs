@@ -90,10 +90,22 @@ fn every_fleet_phase_is_diagnosed_right_on_the_right_replica() {
             if named != [replica.clone()] {
                 wrong.push(format!("{}: {rule} names {named:?}, not {replica} alone: {}", p.name, summary(&r)));
             }
+            // The time by hop splits that replica apart (issue 48), except where it restarted: its
+            // peer took its requests, and it is the peer whose hops grew.
+            let split: Vec<&str> = replica_splits(&r);
+            let expected = if p.name == "restart" { split.iter().all(|i| i != replica) && split.len() == 1 } else { split == [replica.as_str()] };
+            if !expected {
+                wrong.push(format!("{}: the time by hop split {split:?} apart, expected {}{replica}", p.name, if p.name == "restart" { "its peer, not " } else { "" }));
+            }
         }
     }
     assert!(judged >= 8, "only {judged} phases judged");
     assert!(wrong.is_empty(), "fleet phases diagnosed wrong:\n  {}", wrong.join("\n  "));
+}
+
+/// The replicas the time by hop split apart from their model (a split whose scope names one).
+fn replica_splits(r: &Value) -> Vec<&str> {
+    r["hops"].as_array().into_iter().flatten().filter_map(|h| h["scope"]["instance"].as_str()).collect()
 }
 
 /// Which loud finding a window may truthfully carry: a workload change when the window before it
@@ -135,6 +147,10 @@ fn windows_an_engineer_picks_inside_healthy_stretches_stay_quiet() {
                 let stray: Vec<&Value> = loud(&r).into_iter().filter(|f| !truthful(f, baseline_overlaps_incident)).collect();
                 if !stray.is_empty() {
                     wrong.push(format!("{label} (inside a healthy stretch): {}", summary(&r)));
+                }
+                // Nor a replica whose hops differ from its peers'.
+                if !replica_splits(&r).is_empty() {
+                    wrong.push(format!("{label} (inside a healthy stretch): the time by hop split {:?} apart", replica_splits(&r)));
                 }
                 // Nor a change no rule explains (issue 40).
                 let moved: Vec<String> = r["unexplained"].as_array().into_iter().flatten().map(|u| format!("{} {} since {}", u["signal"], u["direction"], u["onset"])).collect();

@@ -215,6 +215,11 @@ fn healthy_windows_quiet(run: &str, phases: &[Phase], prom: &common::PromServer)
                 if mode_switched && model_hops(&r).and_then(|h| h["grew"].as_str()) == Some("router") {
                     wrong.push(format!("{label} (across the switch to unstreamed requests): the time by hop says the router grew: {}", hop_text(&r)));
                 }
+                // Nor a replica split apart by the time by hop.
+                let split: Vec<&str> = r["hops"].as_array().into_iter().flatten().filter_map(|h| h["scope"]["instance"].as_str()).collect();
+                if !split.is_empty() {
+                    wrong.push(format!("{label} (inside a healthy stretch): the time by hop split {split:?} apart"));
+                }
                 let stray: Vec<&Value> = loud(&r)
                     .into_iter()
                     .filter(|f| !(baseline_overlaps_incident && ["workload-shift", "workload-lighter"].contains(&f["rule"].as_str().unwrap_or_default())))

@@ -18,10 +18,14 @@
 //! baseline; the one that rose most is named. A hop whose metrics are not in the data for a scope
 //! is listed as not seen, with what it would need. docs/hops.md says what each hop reads.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::report::{Hop, HopSplit, HopValues, Scope};
-use crate::rules::eval::SignalTable;
+use super::fetch::Answers;
+use super::plan::SignalPlan;
+use crate::prom::Selector;
+use crate::report::{Hop, HopSplit, HopValues, RunParams, Scope};
+use crate::rules::eval::{Availability, SignalTable, SignalValues, WindowValues};
+use crate::source::{Data, Request};
 
 /// Seconds as the text says them, floating-point dust (a remainder of `1e-12` s) read as 0.
 pub fn seconds(v: f64) -> String {
@@ -131,6 +135,146 @@ fn split_one(table: &SignalTable, scope: &Scope) -> Option<HopSplit> {
     Some(HopSplit { scope: scope.clone(), first_token, hops, grew, text })
 }
 
+/// The engine's means read per replica, by the signals' own histograms: input processing is what
+/// is left of the first token (as `input_processing_mean`), and the router's duration has no worker
+/// label, so a replica's split starts at the engine.
+const PER_REPLICA: [&str; 5] = ["ttft_mean", "queue_mean", "prefill_mean", "decode_mean", "kv_transfer_mean"];
+/// The label that tags each part of the per-replica answer.
+pub const PART_LABEL: &str = "vllm_diag_hop";
+/// Replicas at most for the per-replica split (as what else moved's per-replica readings: past
+/// this the split is per model only).
+pub const MAX_REPLICAS: usize = super::moved::MAX_REPLICAS_WATCHED;
+
+/// The per-replica reads: one instant query per side, every hop histogram's `_sum` and `_count`
+/// rate per scope and replica, each tagged with [`PART_LABEL`] and joined with `or`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplicaPlan {
+    pub label: String,
+    pub window: Request,
+    pub baseline: Request,
+}
+
+impl ReplicaPlan {
+    pub fn requests(&self) -> Vec<Request> {
+        vec![self.window.clone(), self.baseline.clone()]
+    }
+}
+
+/// The per-replica reads for the hop signals the run planned, where replicas are told apart (the
+/// replica label is not a grouping label) and there are at most [`MAX_REPLICAS`] of them.
+pub fn replica_plan(signal_plan: &SignalPlan, selector: &Selector, p: &RunParams, replicas: Option<usize>) -> Option<ReplicaPlan> {
+    let label = p.replica_label.clone();
+    if p.group_by.contains(&label) || !crate::prom::is_label_name(&label) || replicas.is_none_or(|n| n < 2 || n > MAX_REPLICAS) {
+        return None;
+    }
+    let by = p.group_by.iter().chain(std::iter::once(&label)).cloned().collect::<Vec<_>>().join(", ");
+    let r = crate::signals::promql_duration(p.window.duration());
+    let side = |window: bool, at| -> Option<Request> {
+        let parts: Vec<String> = PER_REPLICA
+            .iter()
+            .filter_map(|id| {
+                let (w, b) = signal_plan.signals.get(*id)?;
+                let name = (if window { w } else { b }).resolved.as_ref()?.names.first()?;
+                let fam = name.strip_suffix("_sum")?;
+                Some(["_sum", "_count"].map(|suffix| {
+                    format!("label_replace(sum by ({by}) (rate({}[{r}])), \"{PART_LABEL}\", \"{id}{suffix}\", \"\", \"\")", selector.series(&format!("{fam}{suffix}"), &[]))
+                }))
+            })
+            .flatten()
+            .collect();
+        (!parts.is_empty()).then(|| Request::Instant { query: parts.join(" or "), time: at })
+    };
+    Some(ReplicaPlan { window: side(true, p.window.end)?, baseline: side(false, p.baseline.end)?, label })
+}
+
+/// Each replica's split where it differs from its model's (see [`differs`]), placed after its
+/// model's in `splits`.
+pub fn with_replicas(splits: Vec<HopSplit>, plan: Option<&ReplicaPlan>, answers: &Answers, group_by: &[String]) -> Vec<HopSplit> {
+    let Some(plan) = plan else { return splits };
+    let table = replica_table(plan, answers, group_by);
+    let mut by_model: BTreeMap<Scope, Vec<HopSplit>> = BTreeMap::new();
+    let scopes: BTreeSet<&Scope> = table.get("ttft_mean").map(|v| v.window.values.keys().collect()).unwrap_or_default();
+    for scope in scopes {
+        let model: Scope = scope.iter().filter(|(k, _)| group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        if let Some(mut one) = split_one(&table, scope) {
+            one.hops.retain(|h| h.hop != "router");
+            one.text = sentence(&one.hops, &one.first_token, one.grew.as_deref());
+            by_model.entry(model).or_default().push(one);
+        }
+    }
+    let mut out = Vec::with_capacity(splits.len());
+    for model in splits {
+        let replicas = by_model.remove(&model.scope).unwrap_or_default();
+        let differing: Vec<HopSplit> = if replicas.len() < 2 {
+            Vec::new()
+        } else {
+            replicas.iter().enumerate().filter(|(i, r)| differs(r, &model, replicas.iter().enumerate().filter(|(j, _)| j != i).map(|(_, x)| x))).map(|(_, r)| r.clone()).collect()
+        };
+        out.push(model);
+        out.extend(differing);
+    }
+    out
+}
+
+/// A replica differs where one of its hops grew that did not grow for its model, or where one of
+/// its hops takes [`GREW_RATIO`] times the median of its peers' and [`GREW_FLOOR_S`] more in the
+/// window (the model's mean weighs replicas by their requests: a replica serving most of them
+/// hides in it, its peers do not).
+pub fn differs<'a>(replica: &HopSplit, model: &HopSplit, peers: impl Iterator<Item = &'a HopSplit>) -> bool {
+    let model_grew: BTreeSet<&str> = grown(&model.hops).into_iter().map(|(h, _)| h).collect();
+    if grown(&replica.hops).iter().any(|(h, _)| !model_grew.contains(h)) {
+        return true;
+    }
+    let peers: Vec<&HopSplit> = peers.collect();
+    replica.hops.iter().any(|h| {
+        let median = crate::stats::finite_median_of(peers.iter().filter_map(|p| p.hops.iter().find(|x| x.hop == h.hop).and_then(|x| x.window)));
+        matches!((h.window, median), (Some(w), Some(m)) if w - m >= GREW_FLOOR_S && w >= GREW_RATIO * m)
+    })
+}
+
+/// The per-replica answers as a signal table whose scopes carry the replica label: each hop's
+/// mean per replica, and input processing as what the first token leaves after queue and prefill.
+fn replica_table(plan: &ReplicaPlan, answers: &Answers, group_by: &[String]) -> SignalTable {
+    let mut sums: [BTreeMap<(String, Scope), (Option<f64>, Option<f64>)>; 2] = Default::default();
+    for (i, req) in [&plan.window, &plan.baseline].into_iter().enumerate() {
+        let Some(Ok(resp)) = answers.get(req) else { continue };
+        let Data::Vector(samples) = &resp.data else { continue };
+        for s in samples {
+            let (Some(part), Some(replica)) = (s.labels.get(PART_LABEL), s.labels.get(&plan.label)) else { continue };
+            let mut scope: Scope = group_by.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect();
+            scope.insert(plan.label.clone(), replica.clone());
+            let (id, is_sum) = match (part.strip_suffix("_sum"), part.strip_suffix("_count")) {
+                (Some(id), _) => (id, true),
+                (_, Some(id)) => (id, false),
+                _ => continue,
+            };
+            let e = sums[i].entry((id.to_string(), scope)).or_default();
+            if is_sum { e.0 = Some(s.v) } else { e.1 = Some(s.v) }
+        }
+    }
+    let mut means: BTreeMap<String, [BTreeMap<Scope, f64>; 2]> = BTreeMap::new();
+    for (i, side) in sums.into_iter().enumerate() {
+        for ((id, scope), (sum, count)) in side {
+            if let (Some(sum), Some(count)) = (sum, count) {
+                means.entry(id).or_default()[i].insert(scope, sum / count);
+            }
+        }
+    }
+    // Input processing: the first token less queue and prefill, where all three were read.
+    let mut input: [BTreeMap<Scope, f64>; 2] = Default::default();
+    for (i, side) in input.iter_mut().enumerate() {
+        let get = |id: &str, scope: &Scope| means.get(id).and_then(|m| m[i].get(scope)).copied();
+        for (scope, ttft) in means.get("ttft_mean").map(|m| m[i].clone()).unwrap_or_default() {
+            if let (Some(q), Some(pf)) = (get("queue_mean", &scope), get("prefill_mean", &scope)) {
+                side.insert(scope, ttft - q - pf);
+            }
+        }
+    }
+    means.insert("input_processing_mean".to_string(), input);
+    let values = |v: BTreeMap<Scope, f64>| WindowValues { values: v, ..WindowValues::unavailable(Availability::Ok) };
+    means.into_iter().map(|(id, [w, b])| (id, SignalValues { window: values(w), baseline: values(b) })).collect()
+}
+
 /// The hops that grew past the bar, with their rise in seconds.
 fn grown(hops: &[Hop]) -> Vec<(&str, f64)> {
     hops.iter()
@@ -235,6 +379,62 @@ mod tests {
         let s = &split(&table(&rows))[0];
         assert_eq!(s.grew.as_deref(), Some("router"));
         assert!((s.hops[0].window.unwrap() - 1.05).abs() < 1e-9);
+    }
+
+    /// The per-replica answer for one side: per replica, (ttft, queue, prefill, decode) means over
+    /// one request a second.
+    fn replica_answer(rows: &[(&str, [f64; 4])]) -> crate::source::Response {
+        let mut samples = Vec::new();
+        for (replica, means) in rows {
+            for (id, mean) in ["ttft_mean", "queue_mean", "prefill_mean", "decode_mean"].into_iter().zip(means) {
+                for (part, v) in [("_sum", *mean), ("_count", 1.0)] {
+                    let labels: crate::prom::Labels = [("model_name".to_string(), "m".to_string()), ("instance".to_string(), replica.to_string()), (PART_LABEL.to_string(), format!("{id}{part}"))].into();
+                    samples.push(crate::source::Sample { labels: std::sync::Arc::new(labels), t: 0.0, v });
+                }
+            }
+        }
+        crate::source::Response { data: Data::Vector(samples), warnings: Vec::new(), infos: Vec::new() }
+    }
+
+    #[test]
+    fn a_replica_whose_hops_differ_from_its_peers_is_split_apart_after_its_model() {
+        // Three replicas; c's queue went from 10 ms to 900 ms, a and b stayed. The model's mean
+        // queue rose too (to 307 ms), so the model's split names the queue, and c alone differs.
+        let plan = ReplicaPlan {
+            label: "instance".into(),
+            window: Request::Instant { query: "w".into(), time: chrono::DateTime::UNIX_EPOCH },
+            baseline: Request::Instant { query: "b".into(), time: chrono::DateTime::UNIX_EPOCH },
+        };
+        let mut answers = Answers::new();
+        answers.insert(plan.window.clone(), Ok(replica_answer(&[("a", [0.2, 0.01, 0.15, 8.0]), ("b", [0.21, 0.01, 0.15, 8.1]), ("c", [1.1, 0.9, 0.15, 8.0])])));
+        answers.insert(plan.baseline.clone(), Ok(replica_answer(&[("a", [0.2, 0.01, 0.15, 8.0]), ("b", [0.2, 0.01, 0.15, 8.0]), ("c", [0.2, 0.01, 0.15, 8.0])])));
+        let model = table(&[("ttft_mean", 0.503, 0.2), ("queue_mean", 0.307, 0.01), ("prefill_mean", 0.15, 0.15), ("input_processing_mean", 0.046, 0.04), ("decode_mean", 8.03, 8.0)]);
+        let splits = with_replicas(split(&model), Some(&plan), &answers, &["model_name".to_string()]);
+        assert_eq!(splits.len(), 2, "{splits:#?}");
+        assert_eq!(splits[0].scope, scope("m"));
+        assert_eq!(splits[1].scope.get("instance").map(String::as_str), Some("c"));
+        assert_eq!(splits[1].grew.as_deref(), Some("engine-queue"));
+        assert!(splits[1].hops.iter().all(|h| h.hop != "router") && !splits[1].text.contains("not seen: router"), "{}", splits[1].text);
+        assert!(splits[1].text.contains("+890 ms in the engine's queue"), "{}", splits[1].text);
+        // No plan (one replica, or too many): the model's split alone.
+        assert_eq!(with_replicas(split(&model), None, &answers, &["model_name".to_string()]).len(), 1);
+    }
+
+    #[test]
+    fn a_replica_carrying_most_requests_differs_from_its_peers_not_from_its_model() {
+        // The fleet lab's uneven phase: one replica took most requests, so the model's means are
+        // its own; the other replica's hops are what it differs from.
+        let split_of = |decode: f64| HopSplit {
+            scope: scope("m"),
+            first_token: HopValues { window: Some(0.2), baseline: Some(0.2) },
+            hops: vec![Hop { hop: "decode".into(), window: Some(decode), baseline: Some(decode), seen: true, from: String::new() }],
+            grew: None,
+            text: String::new(),
+        };
+        let (busy, idle, model) = (split_of(1.92), split_of(0.65), split_of(1.8));
+        assert!(differs(&busy, &model, [&idle].into_iter()));
+        assert!(!differs(&idle, &model, [&busy].into_iter()));
+        assert!(!differs(&split_of(0.7), &model, [&idle].into_iter()), "50 ms above its peer is no difference");
     }
 
     #[test]

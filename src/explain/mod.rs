@@ -179,8 +179,6 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         judge::merge_late(&mut table, part);
     }
     let judge::Judged { mut ranked, scopes, evaluated, coverage, caveats, readings } = judge::judge_late(rules, &table, p, &late);
-    // Time by hop, from the means just read.
-    let hops = hops::split(&table);
     warnings.extend(unread_warning(&judge::unread(rules, &table), p));
 
     // Follow up on the findings in one more round trip.
@@ -192,9 +190,10 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let spare: BTreeSet<String> = rules.signals.values().filter(|d| d.spare).map(|d| d.id.clone()).collect();
     let spare_plan = plan::plan_signals(rules, &spare, signal_plan.ctx.clone(), p, &disc, &mut Vec::new());
     let moved_plan = moved::plan(rules, &signal_plan, &spare_plan, &opts.selector, p, labels.get(&p.replica_label).copied(), &mut warnings);
+    // And each replica's time by hop (two queries, where the fleet has 2 to 256 replicas).
+    let hop_plan = hops::replica_plan(&signal_plan, &opts.selector, p, labels.get(&p.replica_label).copied());
     let mut follow_up_reads = follow_ups.reads();
-    follow_up_reads.extend(fetch::ReadPlan::whole(event_more));
-    follow_up_reads.extend(fetch::ReadPlan::whole(moved_plan.requests()));
+    follow_up_reads.extend(fetch::ReadPlan::whole(event_more.into_iter().chain(moved_plan.requests()).chain(hop_plan.iter().flat_map(hops::ReplicaPlan::requests))));
     let more = if follow_up_reads.wants.is_empty() {
         Answers::new()
     } else {
@@ -212,6 +211,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let step = follow_ups.step.max(event_plan.step());
     finish::run(&mut ranked.findings, &finish::Finish { rules, p, table: &table, events: &events, step, latency: &latency, replicas: &replicas });
     let unexplained = moved::apply(&moved_plan, &more, &mut ranked.findings, rules, p, &mut warnings);
+    let hops = hops::with_replicas(hops::split(&table), hop_plan.as_ref(), &more, &p.group_by);
     // Nothing dropped in silence: an answer that could not be read is said, whatever needed it.
     let unreadable: Vec<_> = fetch::unreadable(&answers).into_iter().chain(fetch::unreadable(&more)).collect();
     warnings.extend(fetch::unreadable_warning(&unreadable));
