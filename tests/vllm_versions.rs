@@ -93,3 +93,33 @@ fn names_vllm_0_33_removed_are_still_read_for_older_engines_after_the_current_na
         assert!(listed, "no signal reads {new} before {old}");
     }
 }
+
+/// The router families a signal reads are vllm-router 0.1.17's: those of its PD mode in
+/// fixtures/router-metrics/vllm-router-0.1.17-pd.txt (captured in front of stub workers), the
+/// others in the router lab's samples (fixtures/real-engine-router/samples.om.gz: its phases ran
+/// round robin and cache_aware).
+#[test]
+fn every_router_family_the_signals_read_is_on_a_real_router_page() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut defined = BTreeSet::new();
+    let mut lab = String::new();
+    let gz = std::fs::File::open(root.join("fixtures/real-engine-router/samples.om.gz")).expect("the router lab's samples");
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(gz), &mut lab).expect("gzip");
+    let pd = std::fs::read_to_string(root.join("fixtures/router-metrics/vllm-router-0.1.17-pd.txt")).expect("the PD page");
+    for text in [pd, lab] {
+        defined.extend(text.lines().filter(|l| l.starts_with("vllm_router_")).filter_map(|l| l.split(['{', ' ']).next()).map(String::from));
+    }
+    assert!(defined.contains("vllm_router_pd_prefill_requests_total") && defined.contains("vllm_router_cb_state"), "{defined:?}");
+    let rules = vllm_diag::rules::load::load_builtin().expect("built-in rules");
+    let mut missing = Vec::new();
+    for (id, def) in &rules.signals {
+        for alternatives in required_series(&def.kind) {
+            for name in alternatives.iter().filter(|n| n.starts_with("vllm_router_")) {
+                if !defined.contains(name) {
+                    missing.push(format!("{id}: {name}"));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "router families on no real router page:\n{}", missing.join("\n"));
+}

@@ -271,6 +271,11 @@ pub enum RouterMeasure {
     Rate,
     /// A worker-level counter's busiest worker over the mean of the model's workers.
     Spread,
+    /// An engine gauge (`engines`) summed per engine instance, averaged over the instances a
+    /// worker-level family lists as its workers in the window (the prefill pool: the workers of
+    /// `vllm_router_pd_prefill_requests_total`). A pool none of whose workers is an engine that
+    /// reported has no value.
+    PoolMean,
     /// The largest share of the window one of the model's workers read `equals` (a circuit held
     /// open, a worker marked unhealthy), read at the trends' step; only workers whose engine
     /// reported in the window count (an engine that is down is `target-down`'s).

@@ -304,6 +304,11 @@ fn router_query(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> R
             let per = per_engine(format!("rate({}[{r}])", own.series(name, &extra)), "sum");
             format!("max by ({by}) ({per}) / avg by ({by}) ({per})")
         }
+        RouterMeasure::PoolMean => {
+            let gauge = resolved.names.last().ok_or("no engine gauge")?;
+            let pool = format!("group by (instance) ({})", as_engine(format!("last_over_time({}[{r}])", own.series(name, &extra)), worker_label));
+            format!("avg by ({by}) (sum by ({engine_by}) (avg_over_time({}[{r}])) and on (instance) {pool})", ctx.selector.series(gauge, &[]))
+        }
         RouterMeasure::HeldOut => {
             let step = subquery_step(ctx);
             let share = format!("avg_over_time(({} == bool {})[{r}:{step}s])", own.series(name, &extra), crate::prom::format_go_float(*equals));

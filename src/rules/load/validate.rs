@@ -26,9 +26,9 @@ pub(super) fn validate_kind(kind: &SignalKind) -> Result<(), String> {
         SignalKind::Router { measure, family, denominator, r#match, worker_label, equals, workers, engines } => {
             use crate::signals::RouterMeasure as M;
             crate::signals::parse_match(r#match).map_err(|e| format!("match: {e}"))?;
-            let worker_level = matches!(measure, M::Rate | M::Spread | M::HeldOut);
+            let worker_level = matches!(measure, M::Rate | M::Spread | M::HeldOut | M::PoolMean);
             if worker_level == worker_label.is_empty() {
-                return Err("a router signal's rate, spread and held_out read a worker-level family (`worker_label`); its mean and ratio a router-level one (none)".into());
+                return Err("a router signal's rate, spread, held_out and pool_mean read a worker-level family (`worker_label`); its mean, ratio and over_engine_mean a router-level one (none)".into());
             }
             if !worker_label.is_empty() && !crate::prom::is_label_name(worker_label) {
                 return Err(format!("worker_label {worker_label:?} is not a label name"));
