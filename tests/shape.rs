@@ -544,14 +544,9 @@ fn every_rule_has_a_rules_test_case_that_expects_it_to_fire() {
 /// check fails when a listed rule gains a near miss (take it off the list then) or a new rule has
 /// none.
 const NO_NEAR_MISS_YET: &[&str] = &[
-    // The simulator gives every replica of a model the same state (or singles one out): pools of
-    // replicas in two roles are not generated yet; their rule tests (rules/tests/pd-pools.toml)
-    // carry the near misses.
-    "decode-pool-saturated",
     "deferred-waiting",
     "gpu-power-capped",
     "http-errors",
-    "prefill-pool-saturated",
     "router-prefix-blind",
     "rank-imbalance",
     "severe-saturation",

@@ -50,6 +50,8 @@
 //!                                   #   the per-request histogram vllm:request_num_preemptions (V1)
 //! router = "vllm-router"           # optional: vLLM's router in front of the model (its own target,
 //!                                   #   families read from vllm-router 0.1.17, see router.rs)
+//!                                   # "vllm-router-pd": the same router in prefill/decode mode
+//!                                   #   (the first half of the replicas prefill, the rest decode)
 //! router_policy = "consistent_hash" # optional (round_robin): the router's --policy (a label)
 //! custom_buckets = { time_to_first_token = [1, 5, 60] }  # optional: vLLM's --custom-histogram-buckets
 //!                                   #   (families time_to_first_token, inter_token_latency and
@@ -160,6 +162,18 @@ pub enum RouterKind {
     /// vLLM's router (`vllm-router` on PyPI): its own target, exporting `vllm_router_*`.
     #[serde(rename = "vllm-router")]
     VllmRouter,
+    /// vLLM's router in prefill/decode mode (`--vllm-pd-disaggregation`): the first half of the
+    /// replicas (rounded up) are its prefill workers, the rest its decode workers; it exports the
+    /// PD mode's families (`vllm_router_pd_*`) and not the plain mode's requests and durations.
+    #[serde(rename = "vllm-router-pd")]
+    VllmRouterPd,
+}
+
+impl RouterKind {
+    /// Replica `ri` of `n` is a prefill worker of a router in PD mode.
+    pub fn prefills(self, ri: u32, n: u32) -> bool {
+        self == RouterKind::VllmRouterPd && ri < n.div_ceil(2)
+    }
 }
 
 /// The routing policies vLLM's router 0.1.17 takes (`--policy`), as its decisions' `policy` label.
@@ -690,6 +704,9 @@ impl ScenarioSpec {
                 }
                 if needs.router && model.router.is_none() {
                     return Err(lacks("router = \"vllm-router\""));
+                }
+                if needs.router_pd && model.router != Some(RouterKind::VllmRouterPd) {
+                    return Err(lacks("router = \"vllm-router-pd\""));
                 }
                 if needs.real_gpu && model.gpu.is_none() {
                     return Err(lacks("gpu = \"h200\" (its story is the real board's power cap and clocks)"));

@@ -86,7 +86,41 @@ pub(crate) fn series(spec: &ScenarioSpec, mi: usize, names: &[ReplicaInfo], trai
         }
         rows.push((requests, (retries > 0.0).then_some(retries), workers.clone(), hist.clone()));
     }
+    if model.router == Some(super::RouterKind::VllmRouterPd) {
+        return emit_pd(&target, names, &model.router_policy, &rows);
+    }
     emit(&target, names, &model.router_policy, &rows)
+}
+
+/// The rows as vllm-router 0.1.17 writes them in prefill/decode mode (its page in
+/// fixtures/router-metrics/): the requests by route, each prefill worker's and each decode
+/// worker's requests (the first half of the replicas prefill, the rest decode), the decisions,
+/// processed requests and health per worker; no plain-mode requests, durations or circuits.
+fn emit_pd(target: &Labels, names: &[ReplicaInfo], policy: &str, rows: &[(f64, Option<f64>, Vec<Worker>, Hist)]) -> Vec<(Fam, Metric)> {
+    let with = |extra: &[(&str, &str)]| {
+        let mut l = target.clone();
+        for (k, v) in extra {
+            l.insert((*k).to_string(), (*v).to_string());
+        }
+        l
+    };
+    let counter = |fam: Fam, labels: Labels, values: Vec<Option<f64>>| (fam, Metric { labels, lines: vec![Line { suffix: "_total", le: None, values }] });
+    let mut out = vec![
+        (Fam::Up, Metric { labels: target.clone(), lines: vec![Line { suffix: "", le: None, values: rows.iter().map(|_| Some(1.0)).collect() }] }),
+        counter(Fam::RouterPdRequests, with(&[("route", ROUTE)]), rows.iter().map(|r| Some(r.0)).collect()),
+    ];
+    let n = names.len() as u32;
+    for (i, r) in names.iter().enumerate() {
+        let url = format!("http://{}", r.instance);
+        let decisions: Vec<Option<f64>> = rows.iter().map(|row| row.2.get(i).map(|w| w.decisions)).collect();
+        let role = if super::RouterKind::VllmRouterPd.prefills(i as u32, n) { Fam::RouterPdPrefillRequests } else { Fam::RouterPdDecodeRequests };
+        out.push(counter(role, with(&[("worker", &url)]), decisions.clone()));
+        out.push(counter(Fam::RouterProcessed, with(&[("worker", &url)]), decisions.clone()));
+        out.push(counter(Fam::RouterDecisions, with(&[("policy", policy), ("worker", &url)]), decisions));
+        let health = rows.iter().map(|_| Some(1.0)).collect();
+        out.push((Fam::RouterWorkerHealth, Metric { labels: with(&[("worker", &url)]), lines: vec![Line { suffix: "", le: None, values: health }] }));
+    }
+    out
 }
 
 /// The rows as series, labelled as vllm-router labels them.

@@ -190,6 +190,10 @@ pub(crate) enum Fam {
     RouterActiveWorkers,
     RouterGenerateDuration,
     RouterRetries,
+    // Its prefill/decode mode (`router = "vllm-router-pd"`).
+    RouterPdRequests,
+    RouterPdPrefillRequests,
+    RouterPdDecodeRequests,
     // NIXL's bytes per transfer (issue 48, item 5), after the others for the same reason.
     NixlBytes,
 }
@@ -264,6 +268,9 @@ impl Fam {
             Fam::RouterActiveWorkers => "vllm_router_active_workers",
             Fam::RouterGenerateDuration => "vllm_router_generate_duration_seconds",
             Fam::RouterRetries => "vllm_router_retries",
+            Fam::RouterPdRequests => "vllm_router_pd_requests",
+            Fam::RouterPdPrefillRequests => "vllm_router_pd_prefill_requests",
+            Fam::RouterPdDecodeRequests => "vllm_router_pd_decode_requests",
             Fam::NixlBytes => "vllm:nixl_bytes_transferred",
         }
     }
@@ -279,7 +286,14 @@ impl Fam {
 
     pub(crate) fn kind(self) -> Kind {
         match self {
-            Fam::RouterRequests | Fam::RouterProcessed | Fam::RouterDecisions | Fam::RouterCbOutcomes | Fam::RouterRetries => {
+            Fam::RouterRequests
+            | Fam::RouterProcessed
+            | Fam::RouterDecisions
+            | Fam::RouterCbOutcomes
+            | Fam::RouterRetries
+            | Fam::RouterPdRequests
+            | Fam::RouterPdPrefillRequests
+            | Fam::RouterPdDecodeRequests => {
                 Kind::Counter
             }
             Fam::RouterGenerateDuration => Kind::Histogram,
@@ -385,6 +399,10 @@ impl Fam {
             Fam::RouterActiveWorkers => "Number of currently active workers",
             Fam::RouterGenerateDuration => "Generate request duration",
             Fam::RouterRetries => "Total number of request retries by route",
+            // 0.1.17's PD-mode page writes no HELP for these (fixtures/router-metrics/): ours.
+            Fam::RouterPdRequests => "Requests the router served in prefill/decode mode, by route",
+            Fam::RouterPdPrefillRequests => "Requests sent to each prefill worker",
+            Fam::RouterPdDecodeRequests => "Requests sent to each decode worker",
             Fam::NixlBytes => "Bytes one NIXL KV transfer moved.",
         }
     }
@@ -1573,6 +1591,11 @@ pub(crate) fn state_at(spec: &ScenarioSpec, model: &ModelSpec, ri: u32, prev_ms:
     let frac_of = |t: i64| if end > onset { ((t - onset) as f64 / (end - onset) as f64).clamp(0.0, 1.0) } else { 1.0 };
     let (frac_prev, frac) = (frac_of(prev_ms), frac_of(now_ms));
     if p.scope == Scope::Replica && !singled {
+        return Moment { frac_prev, frac, ..healthy };
+    }
+    // A pool of a router in PD mode: the other pool's workers stay healthy.
+    let prefills = model.router.is_some_and(|r| r.prefills(ri, model.replicas));
+    if (p.scope == Scope::PrefillPool && !prefills) || (p.scope == Scope::DecodePool && prefills) {
         return Moment { frac_prev, frac, ..healthy };
     }
     let share = if p.replica_weight != 1.0 {

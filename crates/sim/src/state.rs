@@ -191,6 +191,15 @@ pub enum IncidentKind {
     RouterSaturated,
     /// The router takes 0.12 s of its own: under what a user notices.
     RouterSaturatedNear,
+    /// vLLM's router in PD mode (`router = "vllm-router-pd"`): its prefill workers hold 15 to 40
+    /// requests waiting each with a long queue time, while its decode workers stay as they were.
+    PrefillPoolSaturated,
+    /// Both pools queue alike: the model's capacity, not the split between them.
+    PrefillPoolSaturatedNear,
+    /// The reverse: the decode workers queue, the prefill workers stay as they were.
+    DecodePoolSaturated,
+    /// The decode workers hold 3 to 4.5 waiting each: under a backlog.
+    DecodePoolSaturatedNear,
     /// The router's policy sends one worker three times what it sends each of the others (a hot
     /// key under consistent hashing); the replica is not slower per request.
     RoutingSkew,
@@ -231,10 +240,12 @@ pub struct Needs {
     pub real_gpu: bool,
     /// vLLM's router in front of the model (`router = "vllm-router"`).
     pub router: bool,
+    /// The same router in prefill/decode mode (`router = "vllm-router-pd"`).
+    pub router_pd: bool,
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 84] = [
+    pub const ALL: [IncidentKind; 88] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -307,6 +318,10 @@ impl IncidentKind {
         IncidentKind::IterationTokensCollapseNear,
         IncidentKind::RouterSaturated,
         IncidentKind::RouterSaturatedNear,
+        IncidentKind::PrefillPoolSaturated,
+        IncidentKind::PrefillPoolSaturatedNear,
+        IncidentKind::DecodePoolSaturated,
+        IncidentKind::DecodePoolSaturatedNear,
         IncidentKind::RoutingSkew,
         IncidentKind::RoutingSkewNear,
         IncidentKind::BackendCutOff,
@@ -398,6 +413,10 @@ impl IncidentKind {
             IncidentKind::TtftUnattributedNear => "ttft-unattributed-near",
             IncidentKind::RouterSaturated => "router-saturated",
             IncidentKind::RouterSaturatedNear => "router-saturated-near",
+            IncidentKind::PrefillPoolSaturated => "prefill-pool-saturated",
+            IncidentKind::PrefillPoolSaturatedNear => "prefill-pool-saturated-near",
+            IncidentKind::DecodePoolSaturated => "decode-pool-saturated",
+            IncidentKind::DecodePoolSaturatedNear => "decode-pool-saturated-near",
             IncidentKind::RoutingSkew => "routing-skew",
             IncidentKind::RoutingSkewNear => "routing-skew-near",
             IncidentKind::BackendCutOff => "backend-cut-off",
@@ -476,6 +495,11 @@ impl IncidentKind {
             K::GpuThrottling | K::GpuErrors => n.dcgm = true,
             K::GpuPromptShift | K::GpuPrefillBursts | K::GpuThermalSlowdown | K::GpuPowerLimitLowered => n.real_gpu = true,
             K::RouterSaturated | K::RouterRetries => n.router = true,
+            K::PrefillPoolSaturated | K::DecodePoolSaturated => {
+                n.router = true;
+                n.router_pd = true;
+                n.min_replicas = 4;
+            }
             K::RoutingSkew | K::BackendCutOff => {
                 n.router = true;
                 n.min_replicas = if base == K::RoutingSkew { 3 } else { 2 };
@@ -837,6 +861,24 @@ impl IncidentKind {
             // inside 500 ms, so a comparison with the baseline sees nothing.
             K::RouterSaturated => StateParams { router_wait_s: 1.5, ..h },
             K::RouterSaturatedNear => StateParams { router_wait_s: 0.12, ..h },
+            // Prompts queue for a prefill worker; the decode workers get them later and fewer.
+            K::PrefillPoolSaturated | K::PrefillPoolSaturatedNear => StateParams {
+                scope: if self == K::PrefillPoolSaturated { Scope::PrefillPool } else { Scope::Model },
+                queue_median_s: 1.5,
+                queue_sigma: 0.5,
+                running: Running::AtCap,
+                waiting: Level::Wander(15.0, 40.0),
+                ..h
+            },
+            K::DecodePoolSaturated => StateParams {
+                scope: Scope::DecodePool,
+                queue_median_s: 1.5,
+                queue_sigma: 0.5,
+                running: Running::AtCap,
+                waiting: Level::Wander(15.0, 40.0),
+                ..h
+            },
+            K::DecodePoolSaturatedNear => StateParams { scope: Scope::DecodePool, waiting: Level::Wander(3.0, 4.5), ..h },
             K::RoutingSkew => StateParams { replica_weight: 3.0, ..h },
             K::RoutingSkewNear => StateParams { replica_weight: 1.2, ..h },
             K::BackendCutOff => StateParams { router_open: &[(0.0, 1.0)], ..h },
@@ -873,6 +915,10 @@ pub enum Scope {
     Model,
     /// Only the one `incident.replica` names; its peers stay healthy.
     Replica,
+    /// The prefill workers of a router in PD mode (`RouterKind::prefills`); the decode ones stay healthy.
+    PrefillPool,
+    /// Its decode workers; the prefill ones stay healthy.
+    DecodePool,
 }
 
 /// How a gauge moves while the state lasts.
@@ -1241,15 +1287,15 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 38);
+        assert_eq!(nears.len(), 40);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());
             assert_eq!(base.near_miss_of(), None);
             let (n, b) = (near.needs(), base.needs());
             assert_eq!(
-                (n.v1, n.spec_decode, n.nixl, n.dcgm, n.min_replicas, n.router),
-                (b.v1, b.spec_decode, b.nixl, b.dcgm, b.min_replicas, b.router),
+                (n.v1, n.spec_decode, n.nixl, n.dcgm, n.min_replicas, n.router, n.router_pd),
+                (b.v1, b.spec_decode, b.nixl, b.dcgm, b.min_replicas, b.router, b.router_pd),
                 "{near}"
             );
         }
