@@ -908,7 +908,8 @@ pub struct Evidence {
     #[serde(with = "crate::report::opt_f64")]
     pub baseline: Option<f64>,
     /// The condition this signal was held to, as written in the rule (`> 2x baseline or > 3s`).
-    pub threshold: String,
+    /// Kept in structure ([`Threshold`]); the JSON has its text.
+    pub threshold: Threshold,
     /// Whether that condition held.
     pub passed: bool,
     /// The exact PromQL the window value came from (the baseline query is the same text at the baseline's end).
@@ -951,7 +952,7 @@ impl Evidence {
             unit: "ratio".into(),
             value,
             baseline: None,
-            threshold: String::new(),
+            threshold: Threshold::default(),
             passed: true,
             query: String::new(),
             metric: String::new(),
@@ -963,6 +964,97 @@ impl Evidence {
             baseline_bound: None,
             same_bucket: false,
         }
+    }
+}
+
+/// A rule's condition as it bears on one evidence signal, in structure: one [`Term`] per line of
+/// the rule that reads the signal (all of them must hold). `rules::eval` builds it; its text (the
+/// JSON's `threshold`, `Display`) writes the other signals a group reads as `(see a, b)`:
+/// `<= 3 s and (< 1.5x baseline or (see b))`, lines joined by `; `. The renderers spell it out from
+/// the structure (`render::condition`), never from the text. Read back from JSON, a threshold is
+/// its text, kept as one [`Term::Text`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Threshold {
+    pub lines: Vec<Term>,
+}
+
+/// One part of a [`Threshold`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Term {
+    /// A comparison on the signal in its unit (`> 3 s`, `>= 2x baseline`), or a condition kept as
+    /// written (read back from JSON, or set by hand).
+    Text(String),
+    /// `not (...)`.
+    Not(Box<Term>),
+    /// An `and` (`all`) or an `or` of the signal's own parts, with the other signals the same group
+    /// reads (`see`, each once, in the order the rule names them; empty when there are none).
+    Group { all: bool, parts: Vec<Term>, see: Vec<String> },
+}
+
+impl Term {
+    /// The word joining a group's parts: ` and ` or ` or `.
+    pub fn joiner(all: bool) -> &'static str {
+        if all { " and " } else { " or " }
+    }
+
+    /// The term as the JSON writes it; `top` for a whole line or what `not` negates (no parentheses
+    /// around a group there).
+    pub fn text(&self, top: bool) -> String {
+        match self {
+            Term::Text(s) => s.clone(),
+            Term::Not(x) => format!("not ({})", x.text(true)),
+            Term::Group { all, parts, see } => {
+                let mut items: Vec<String> = parts.iter().map(|p| p.text(false)).collect();
+                if !see.is_empty() {
+                    items.push(format!("(see {})", see.join(", ")));
+                }
+                let inner = items.join(Term::joiner(*all));
+                if top || items.len() == 1 { inner } else { format!("({inner})") }
+            }
+        }
+    }
+}
+
+impl Threshold {
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+}
+
+impl std::fmt::Display for Threshold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.lines.iter().map(|t| t.text(true)).collect::<Vec<_>>().join("; "))
+    }
+}
+
+impl From<String> for Threshold {
+    /// A threshold kept as written (empty text: none).
+    fn from(text: String) -> Threshold {
+        Threshold { lines: if text.is_empty() { Vec::new() } else { vec![Term::Text(text)] } }
+    }
+}
+
+impl From<&str> for Threshold {
+    fn from(text: &str) -> Threshold {
+        Threshold::from(text.to_string())
+    }
+}
+
+impl PartialEq<&str> for Threshold {
+    fn eq(&self, other: &&str) -> bool {
+        self.to_string() == *other
+    }
+}
+
+impl Serialize for Threshold {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Threshold {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Threshold, D::Error> {
+        String::deserialize(d).map(Threshold::from)
     }
 }
 

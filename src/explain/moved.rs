@@ -793,7 +793,7 @@ mod tests {
                 unit: String::new(),
                 value: None,
                 baseline: None,
-                threshold: String::new(),
+                threshold: Default::default(),
                 passed: true,
                 query: String::new(),
                 metric: m.to_string(),

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::expr::{self, Expr, Facts, Rhs, Truth};
 use super::load::{Condition, RuleDef, RuleSet};
-use crate::report::{Evidence, RecentRead, Scope, StoodIn};
+use crate::report::{Evidence, RecentRead, Scope, StoodIn, Term, Threshold};
 
 /// Why a signal has no values at all.
 #[derive(Debug, Clone, PartialEq)]
@@ -396,7 +396,7 @@ fn evidence_for(when: &[Condition], set: &RuleSet, table: &SignalTable, scope: &
     let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
     let on_it: Vec<&Condition> = when.iter().filter(|c| c.expr.comparisons().iter().any(|k| k.signal == sig)).collect();
     let projected: Vec<Expr> = on_it.iter().filter_map(|c| project(&c.expr, sig)).collect();
-    let threshold = on_it.iter().map(|c| describe_for(&c.expr, sig, unit, &set.thresholds, true)).collect::<Vec<_>>().join("; ");
+    let threshold = threshold_for(when, sig, unit, &set.thresholds);
     let own: Vec<&Expr> = on_it.iter().filter(|c| c.expr.comparisons().iter().all(|k| k.signal == sig)).map(|c| &c.expr).collect();
     let passed = if own.is_empty() {
         projected.iter().all(|e| expr::eval(e, &facts).0 == Truth::True)
@@ -477,30 +477,32 @@ fn project(e: &Expr, sig: &str) -> Option<Expr> {
     }
 }
 
+/// What `sig` is held to by the conditions `when`: each condition that reads it, as it bears on
+/// it (see [`crate::report::Threshold`]).
+pub fn threshold_for(when: &[Condition], sig: &str, unit: &str, thresholds: &BTreeMap<String, f64>) -> Threshold {
+    let on_it = when.iter().filter(|c| c.expr.comparisons().iter().any(|k| k.signal == sig));
+    Threshold { lines: on_it.map(|c| describe_for(&c.expr, sig, unit, thresholds)).collect() }
+}
+
 /// A condition as it bears on `sig`, for people: its comparisons on `sig` in the signal's unit, then
-/// the other signals the same `and` or `or` reads as `(see a, b)`:
+/// the other signals the same `and` or `or` reads (written `(see a, b)`):
 /// `<= 100 ms and (< 1.5x baseline or (see running_avg, generation_tokens_rate))`.
-fn describe_for(e: &Expr, sig: &str, unit: &str, thresholds: &BTreeMap<String, f64>, top: bool) -> String {
+fn describe_for(e: &Expr, sig: &str, unit: &str, thresholds: &BTreeMap<String, f64>) -> Term {
     let mentions = |x: &Expr| x.comparisons().iter().any(|k| k.signal == sig);
     match e {
-        Expr::Cmp(_) => describe(e, unit, thresholds, top),
-        Expr::Not(x) => format!("not ({})", describe_for(x, sig, unit, thresholds, true)),
+        Expr::Cmp(_) => Term::Text(describe(e, unit, thresholds, true)),
+        Expr::Not(x) => Term::Not(Box::new(describe_for(x, sig, unit, thresholds))),
         Expr::And(v) | Expr::Or(v) => {
-            let sep = if matches!(e, Expr::And(_)) { " and " } else { " or " };
             // `and` and `or` do not depend on their order: this signal's parts first, then the
             // other signals' in one group.
-            let mut parts: Vec<String> = v.iter().filter(|x| mentions(x)).map(|x| describe_for(x, sig, unit, thresholds, false)).collect();
-            let mut others: Vec<String> = Vec::new();
+            let parts: Vec<Term> = v.iter().filter(|x| mentions(x)).map(|x| describe_for(x, sig, unit, thresholds)).collect();
+            let mut see: Vec<String> = Vec::new();
             for k in v.iter().filter(|x| !mentions(x)).flat_map(|x| x.comparisons()) {
-                if !others.contains(&k.signal) {
-                    others.push(k.signal.clone());
+                if !see.contains(&k.signal) {
+                    see.push(k.signal.clone());
                 }
             }
-            if !others.is_empty() {
-                parts.push(format!("(see {})", others.join(", ")));
-            }
-            let inner = parts.join(sep);
-            if top || parts.len() == 1 { inner } else { format!("({inner})") }
+            Term::Group { all: matches!(e, Expr::And(_)), parts, see }
         }
     }
 }
