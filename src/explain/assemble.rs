@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::fetch::Answers;
 use super::plan::{Planned, SignalPlan};
-use crate::report::{RunParams, Scope};
+use crate::report::{FailureKind, QueryFailure, RunParams, Scope};
 use crate::rules::eval::{Availability, SignalTable, SignalValues, WindowValues};
 use crate::signals;
 use crate::source::{Data, Request, Response, Sample};
@@ -406,17 +406,17 @@ fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Optio
                     bucket_counts = Some(inf.into_iter().map(|(scope, vs)| (scope, vs.iter().sum::<f64>() * range)).collect());
                 }
             }
-            Some(Err(e)) => wv.availability = Availability::Failed(e.short_reason()),
-            None => wv.availability = Availability::Failed("not answered".into()),
+            Some(Err(e)) => wv.availability = Availability::Failed(e.failure()),
+            None => wv.availability = Availability::Failed(QueryFailure::new(FailureKind::NotAnswered, "not answered")),
         }
     }
     if let Some((how, reads)) = &pl.parts {
-        let got: Result<Vec<&Response>, String> = reads
+        let got: Result<Vec<&Response>, QueryFailure> = reads
             .iter()
             .map(|r| match answers.get(r) {
                 Some(Ok(resp)) => Ok(resp),
-                Some(Err(e)) => Err(e.short_reason()),
-                None => Err("not answered".into()),
+                Some(Err(e)) => Err(e.failure()),
+                None => Err(QueryFailure::new(FailureKind::NotAnswered, "not answered")),
             })
             .collect();
         match got {
@@ -486,7 +486,7 @@ pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], w
         for (pl, wv, side) in [(w, &mut sv.window, &uncovered[0]), (b, &mut sv.baseline, &uncovered[1])] {
             if let Some((hist, true)) = &pl.histogram {
                 if side.contains_key(hist) {
-                    wv.availability = Availability::Failed(format!("{hist}: bucket bounds differ across replicas"));
+                    wv.availability = Availability::Failed(QueryFailure::new(FailureKind::BucketsDiffer, format!("{hist}: bucket bounds differ across replicas")));
                     wv.values.clear();
                 }
             }

@@ -209,7 +209,7 @@ pub fn plan_one(def: &SignalDef, names: &BTreeSet<String>, at: chrono::DateTime<
         Ok(r) => r,
     };
     match signals::build(&def.kind, &resolved, &QueryContext { range: def.range_in(ctx.range), ..ctx.clone() }) {
-        Err(e) => Planned::unavailable(Availability::Failed(e)),
+        Err(e) => Planned::unavailable(Availability::Failed(crate::report::QueryFailure::new(crate::report::FailureKind::Unplannable, e))),
         Ok(q) => Planned {
             per_replica: q.per_replica.clone(),
             availability: Availability::Ok,

@@ -229,7 +229,7 @@ fn a_failed_query_makes_its_signal_not_evaluated_and_nan_is_no_data() {
     let mut answers = Answers::new();
     answers.insert(req.clone(), Err(SourceError::Other { detail: "bad gateway".into() }));
     let wv = assemble::fill(&planned, &answers, &["model_name".to_string()]);
-    assert!(matches!(&wv.availability, Availability::Failed(r) if r.contains("bad gateway")), "{:?}", wv.availability);
+    assert!(matches!(&wv.availability, Availability::Failed(r) if r.text.contains("bad gateway")), "{:?}", wv.availability);
     answers.insert(req.clone(), Ok(vector(&[(&[("model_name", "a")], f64::NAN), (&[("model_name", "b")], 0.2)])));
     let wv = assemble::fill(&planned, &answers, &["model_name".to_string()]);
     assert_eq!(wv.values, [(scope("b"), 0.2)].into_iter().collect());
@@ -492,7 +492,7 @@ fn a_bound_some_replicas_lack_leaves_that_histograms_burn_rates_not_evaluated_an
     let mut warnings = vec![];
     let (table, _) = assemble::signal_table(&plan, &answers, &["model_name".to_string()], &mut warnings);
     let burn = &table["burn"].window;
-    assert!(matches!(&burn.availability, Availability::Failed(r) if r.contains("bucket bounds differ")), "{:?}", burn.availability);
+    assert!(matches!(&burn.availability, Availability::Failed(r) if r.text.contains("bucket bounds differ")), "{:?}", burn.availability);
     assert!(burn.values.is_empty(), "never a value read at a bound some replicas lack");
     assert_eq!(table["other_burn"].window.values, [(scope("a"), 4.0)].into_iter().collect(), "another histogram is unaffected");
     assert_eq!(warnings.len(), 1, "{warnings:?}");

@@ -339,12 +339,12 @@ pub(crate) fn sample_report() -> Report {
             rule: "spec-decode-acceptance-drop".to_string(),
             scope: model(QWEN),
             reason: "no series for vllm:spec_decode_num_draft_tokens_total in the window"
-                .to_string(),
+                .into(),
         },
         NotEvaluated {
             rule: "kv-cache-exhausted".to_string(),
             scope: model(QWEN),
-            reason: "timed out".to_string(),
+            reason: "timed out".into(),
         },
     ];
     let mut r = base(vec![kv, ttft], healthy, not_evaluated);
@@ -443,7 +443,7 @@ pub(crate) fn nothing_evaluated_report() -> Report {
         .map(|rule| NotEvaluated {
             rule: rule.to_string(),
             scope: Scope::new(),
-            reason: "data source unreachable".to_string(),
+            reason: "data source unreachable".into(),
         })
         .collect();
     let mut r = base(vec![], vec![], not_evaluated);

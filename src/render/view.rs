@@ -662,7 +662,7 @@ fn not_evaluated_here(report: &Report, f: &Finding) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for n in items {
         // The reason's kind (`metric missing in the window`), the metrics in -v.
-        let line = format!("{} ({})", one_line(&n.rule), one_line(&n.reason).split(": ").next().unwrap_or_default());
+        let line = format!("{} ({})", one_line(&n.rule), one_line(&n.reason.brief()));
         if !out.contains(&line) {
             out.push(line);
         }
@@ -683,7 +683,7 @@ fn core_brief(report: &Report) -> Option<String> {
             .not_evaluated
             .iter()
             .filter(|n| core.contains(&n.rule))
-            .map(|n| one_line(&n.reason).split(": ").next().unwrap_or_default().to_string())
+            .map(|n| one_line(&n.reason.brief()))
             .collect();
         let ids: Vec<String> = core.iter().map(|r| one_line(r)).collect();
         let why = if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.into_iter().collect::<Vec<_>>().join("; ")) };
@@ -818,7 +818,7 @@ fn not_evaluated_brief(report: &Report) -> Option<String> {
         if !rules.contains(&rule) {
             rules.push(rule);
         }
-        reasons.insert(one_line(&n.reason).split(": ").next().unwrap_or_default().to_string());
+        reasons.insert(one_line(&n.reason.brief()));
     }
     let mut names = rules.iter().take(NAMED).cloned().collect::<Vec<_>>().join(", ");
     if rules.len() > NAMED {

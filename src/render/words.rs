@@ -333,7 +333,7 @@ pub(crate) fn core_sentence(report: &Report) -> Option<String> {
             .not_evaluated
             .iter()
             .filter(|n| core.contains(&n.rule))
-            .map(|n| one_line(&n.reason))
+            .map(|n| one_line(&n.reason.to_string()))
             .collect();
         let mut s = format!("Core runbook checks not evaluated: {}", ids.join(", "));
         if let Some(first) = why.iter().next() {
@@ -555,7 +555,7 @@ pub(crate) fn not_evaluated_lines(
             (
                 one_line(&n.rule),
                 scopes.format(&n.scope),
-                one_line(&n.reason),
+                one_line(&n.reason.to_string()),
             )
         })
         .collect()
