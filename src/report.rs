@@ -1101,6 +1101,42 @@ pub struct NotEvaluated {
     pub reason: Reasons,
 }
 
+/// The warnings a run collects as its stages find them (from the data source, with HTTP 200, and
+/// from vllm-diag itself), in the order found. The report takes them once, at the end of the run:
+/// [`Warnings::into_report`], each once, where it first appeared.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Warnings(Vec<String>);
+
+impl Warnings {
+    pub fn push(&mut self, warning: String) {
+        self.0.push(warning);
+    }
+
+    /// For [`Report::warnings`]: each warning once, where it first appeared.
+    pub fn into_report(self) -> Vec<String> {
+        let mut seen = std::collections::BTreeSet::new();
+        self.0.into_iter().filter(|w| seen.insert(w.clone())).collect()
+    }
+
+    /// Every warning in the order found, repeats kept.
+    pub fn into_vec(self) -> Vec<String> {
+        self.0
+    }
+}
+
+impl Extend<String> for Warnings {
+    fn extend<I: IntoIterator<Item = String>>(&mut self, iter: I) {
+        self.0.extend(iter);
+    }
+}
+
+impl std::ops::Deref for Warnings {
+    type Target = [String];
+    fn deref(&self) -> &[String] {
+        &self.0
+    }
+}
+
 /// Which of the two windows a reason is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
