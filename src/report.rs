@@ -1589,4 +1589,45 @@ mod tests {
         assert_eq!(scope_text(&scope), "engine=1, model_name=llama");
         assert_eq!(scope_text(&Scope::new()), "all");
     }
+
+    #[test]
+    fn reasons_keep_their_words_in_the_json_and_name_their_kind_in_structure() {
+        let failed = Reason::QueryFailed { signal: "ttft_p95".into(), side: Side::Baseline, failure: QueryFailure::new(FailureKind::TimedOut, "timed out") };
+        let no_data = Reason::NoData { signal: "itl_p95".into(), side: Side::Window };
+        let missing = Reason::MetricMissing { side: Side::Window, families: vec!["vllm:a".into(), "vllm:b".into()] };
+        let n = NotEvaluated { rule: "r".into(), scope: Scope::new(), reason: Reasons(vec![no_data.clone(), Reason::LastMinutes(Box::new(missing.clone()))]) };
+        let json = serde_json::to_value(&n).unwrap();
+        assert_eq!(json["reason"], "no data for itl_p95 in the window; last minutes of the window: metric missing in the window: vllm:a, vllm:b");
+        // The brief: the words up to the first reason's detail, as the text up to its first `: `.
+        assert_eq!(n.reason.brief(), "no data for itl_p95 in the window; last minutes of the window");
+        assert_eq!(Reasons(vec![failed.clone()]).brief(), "ttft_p95 (baseline)");
+        assert!(n.reason.iter().any(|r| r.metric_missing(Some(Side::Window))) && !n.reason.iter().any(|r| r.metric_missing(Some(Side::Baseline))));
+        assert_eq!(failed.failure().map(|f| f.kind), Some(FailureKind::TimedOut));
+        assert!(!failed.baseline_empty() && Reason::NoData { signal: "x".into(), side: Side::Baseline }.baseline_empty());
+        // Read back, the words are kept as written.
+        let back: NotEvaluated = serde_json::from_value(json).unwrap();
+        assert_eq!(back, n);
+    }
+
+    #[test]
+    fn a_threshold_writes_the_other_signals_of_a_group_as_see() {
+        let t = Threshold {
+            lines: vec![
+                Term::Text("> 50%".into()),
+                Term::Group { all: true, parts: vec![Term::Group { all: false, parts: vec![Term::Text(">= 2x baseline".into())], see: vec!["a".into()] }], see: vec!["a".into()] },
+            ],
+        };
+        assert_eq!(serde_json::to_value(&t).unwrap(), "> 50%; (>= 2x baseline or (see a)) and (see a)");
+        assert_eq!(serde_json::from_value::<Threshold>(serde_json::json!("")).unwrap(), Threshold::default());
+    }
+
+    #[test]
+    fn the_report_takes_each_warning_once_where_it_first_appeared() {
+        let mut w = Warnings::default();
+        w.push("b".into());
+        w.extend(["a".to_string(), "b".to_string()]);
+        assert_eq!(w.len(), 3);
+        assert_eq!(w.clone().into_vec(), ["b", "a", "b"]);
+        assert_eq!(w.into_report(), ["b", "a"]);
+    }
 }
