@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::report::{AlsoConsistent, Checked, Finding, NotEvaluated, Scope, Severity};
+use crate::report::{AlsoConsistent, Checked, Finding, NotEvaluated, Reasons, Scope, Severity};
 use crate::rules::eval::Outcome;
 use crate::rules::RuleSet;
 
@@ -78,7 +78,7 @@ pub fn ongoing_first(findings: &mut [Finding]) {
 pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> Ranked {
     let mut out = Ranked::default();
     let mut matched: BTreeMap<Scope, Vec<Finding>> = BTreeMap::new();
-    let mut unknown: BTreeMap<String, Vec<(Scope, String)>> = BTreeMap::new();
+    let mut unknown: BTreeMap<String, Vec<(Scope, Reasons)>> = BTreeMap::new();
     // Matches that do not hold over the window's last minutes.
     let mut early: BTreeSet<(String, Scope)> = BTreeSet::new();
     for j in judgements {
@@ -88,7 +88,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
         }
         match j.outcome {
             Outcome::NotMatched => out.healthy.push(Checked { rule: j.rule, scope: j.scope }),
-            Outcome::Unknown { reasons } => unknown.entry(j.rule).or_default().push((j.scope, reasons.join("; "))),
+            Outcome::Unknown { reasons } => unknown.entry(j.rule).or_default().push((j.scope, Reasons(reasons))),
             Outcome::Matched { score, evidence, stood_in, recent } => matched.entry(base_scope(&j.scope, group_by)).or_default().push(Finding {
                 rule: rule.id.clone(),
                 title: rule.title.clone(),
@@ -157,7 +157,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
 
     // Not evaluated: when a rule failed for the same reason in every scope, say it once for all.
     for (rule, entries) in unknown {
-        let reasons: BTreeSet<&String> = entries.iter().map(|(_, r)| r).collect();
+        let reasons: BTreeSet<&Reasons> = entries.iter().map(|(_, r)| r).collect();
         if entries.len() > 1 && reasons.len() == 1 {
             out.not_evaluated.push(NotEvaluated { rule, scope: Scope::new(), reason: entries[0].1.clone() });
         } else {

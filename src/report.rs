@@ -908,7 +908,8 @@ pub struct Evidence {
     #[serde(with = "crate::report::opt_f64")]
     pub baseline: Option<f64>,
     /// The condition this signal was held to, as written in the rule (`> 2x baseline or > 3s`).
-    pub threshold: String,
+    /// Kept in structure ([`Threshold`]); the JSON has its text.
+    pub threshold: Threshold,
     /// Whether that condition held.
     pub passed: bool,
     /// The exact PromQL the window value came from (the baseline query is the same text at the baseline's end).
@@ -951,7 +952,7 @@ impl Evidence {
             unit: "ratio".into(),
             value,
             baseline: None,
-            threshold: String::new(),
+            threshold: Threshold::default(),
             passed: true,
             query: String::new(),
             metric: String::new(),
@@ -963,6 +964,97 @@ impl Evidence {
             baseline_bound: None,
             same_bucket: false,
         }
+    }
+}
+
+/// A rule's condition as it bears on one evidence signal, in structure: one [`Term`] per line of
+/// the rule that reads the signal (all of them must hold). `rules::eval` builds it; its text (the
+/// JSON's `threshold`, `Display`) writes the other signals a group reads as `(see a, b)`:
+/// `<= 3 s and (< 1.5x baseline or (see b))`, lines joined by `; `. The renderers spell it out from
+/// the structure (`render::condition`), never from the text. Read back from JSON, a threshold is
+/// its text, kept as one [`Term::Text`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Threshold {
+    pub lines: Vec<Term>,
+}
+
+/// One part of a [`Threshold`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Term {
+    /// A comparison on the signal in its unit (`> 3 s`, `>= 2x baseline`), or a condition kept as
+    /// written (read back from JSON, or set by hand).
+    Text(String),
+    /// `not (...)`.
+    Not(Box<Term>),
+    /// An `and` (`all`) or an `or` of the signal's own parts, with the other signals the same group
+    /// reads (`see`, each once, in the order the rule names them; empty when there are none).
+    Group { all: bool, parts: Vec<Term>, see: Vec<String> },
+}
+
+impl Term {
+    /// The word joining a group's parts: ` and ` or ` or `.
+    pub fn joiner(all: bool) -> &'static str {
+        if all { " and " } else { " or " }
+    }
+
+    /// The term as the JSON writes it; `top` for a whole line or what `not` negates (no parentheses
+    /// around a group there).
+    pub fn text(&self, top: bool) -> String {
+        match self {
+            Term::Text(s) => s.clone(),
+            Term::Not(x) => format!("not ({})", x.text(true)),
+            Term::Group { all, parts, see } => {
+                let mut items: Vec<String> = parts.iter().map(|p| p.text(false)).collect();
+                if !see.is_empty() {
+                    items.push(format!("(see {})", see.join(", ")));
+                }
+                let inner = items.join(Term::joiner(*all));
+                if top || items.len() == 1 { inner } else { format!("({inner})") }
+            }
+        }
+    }
+}
+
+impl Threshold {
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+}
+
+impl std::fmt::Display for Threshold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.lines.iter().map(|t| t.text(true)).collect::<Vec<_>>().join("; "))
+    }
+}
+
+impl From<String> for Threshold {
+    /// A threshold kept as written (empty text: none).
+    fn from(text: String) -> Threshold {
+        Threshold { lines: if text.is_empty() { Vec::new() } else { vec![Term::Text(text)] } }
+    }
+}
+
+impl From<&str> for Threshold {
+    fn from(text: &str) -> Threshold {
+        Threshold::from(text.to_string())
+    }
+}
+
+impl PartialEq<&str> for Threshold {
+    fn eq(&self, other: &&str) -> bool {
+        self.to_string() == *other
+    }
+}
+
+impl Serialize for Threshold {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Threshold {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Threshold, D::Error> {
+        String::deserialize(d).map(Threshold::from)
     }
 }
 
@@ -1005,7 +1097,320 @@ pub struct Checked {
 pub struct NotEvaluated {
     pub rule: String,
     pub scope: Scope,
-    pub reason: String,
+    /// Why, in structure ([`Reasons`]); the JSON has its text, the reasons joined by `; `.
+    pub reason: Reasons,
+}
+
+/// The warnings a run collects as its stages find them (from the data source, with HTTP 200, and
+/// from vllm-diag itself), in the order found. The report takes them once, at the end of the run:
+/// [`Warnings::into_report`], each once, where it first appeared.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Warnings(Vec<String>);
+
+impl Warnings {
+    pub fn push(&mut self, warning: String) {
+        self.0.push(warning);
+    }
+
+    /// For [`Report::warnings`]: each warning once, where it first appeared.
+    pub fn into_report(self) -> Vec<String> {
+        let mut seen = std::collections::BTreeSet::new();
+        self.0.into_iter().filter(|w| seen.insert(w.clone())).collect()
+    }
+
+    /// Every warning in the order found, repeats kept.
+    pub fn into_vec(self) -> Vec<String> {
+        self.0
+    }
+}
+
+impl Extend<String> for Warnings {
+    fn extend<I: IntoIterator<Item = String>>(&mut self, iter: I) {
+        self.0.extend(iter);
+    }
+}
+
+impl std::ops::Deref for Warnings {
+    type Target = [String];
+    fn deref(&self) -> &[String] {
+        &self.0
+    }
+}
+
+/// Which of the two windows a reason is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Window,
+    Baseline,
+}
+
+impl Side {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Window => "window",
+            Side::Baseline => "baseline",
+        }
+    }
+}
+
+/// What kind of failure kept a query from answering (its words say the rest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// vllm-diag stopped waiting, or the server gave up on the query.
+    TimedOut,
+    /// The data source could not be reached.
+    Unreachable,
+    /// An HTTP status with a body that is not an API answer (`answered HTTP 503`).
+    Http,
+    /// The server refused the query (`bad_data`, `execution`).
+    Rejected,
+    /// An answer that could not be read.
+    Unreadable,
+    /// A replayed recording holds no answer for the query.
+    NotRecorded,
+    /// No answer came back for it (the run ended first).
+    NotAnswered,
+    /// The replicas' histograms disagree on their bucket bounds, so a bound cannot be read.
+    BucketsDiffer,
+    /// The query could not be written for the data found.
+    Unplannable,
+    /// Anything else: the request itself failed on the way (`request to ... failed`).
+    Other,
+}
+
+/// A query that gave no answer to read: its kind, and its words (`timed out`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryFailure {
+    pub kind: FailureKind,
+    pub text: String,
+}
+
+impl QueryFailure {
+    pub fn new(kind: FailureKind, text: impl Into<String>) -> QueryFailure {
+        QueryFailure { kind, text: text.into() }
+    }
+}
+
+/// One reason a rule could not be decided for a scope. Its words ([`Reason::text`]) are what the
+/// report has always said; what decides anything (the exit's advice, the briefs) reads the kind.
+#[derive(Debug, Clone)]
+pub enum Reason {
+    /// `signal x was not computed`.
+    NotComputed { signal: String },
+    /// None of the metric names the signal can use is in that window:
+    /// `metric missing in the window: vllm:a, vllm:b`.
+    MetricMissing { side: Side, families: Vec<String> },
+    /// The signal's query failed: `ttft_p95 (window): timed out`.
+    QueryFailed { signal: String, side: Side, failure: QueryFailure },
+    /// The query answered, with nothing for this scope: `no data for x in the baseline`.
+    NoData { signal: String, side: Side },
+    /// `x is NaN in the window`.
+    NotANumber { signal: String, side: Side },
+    /// A quantile whose histogram's buckets cannot decide the comparison:
+    /// `x {position}: {detail}` (`queue_p95 is under its first bucket's bound (0.3): whether it is
+    /// > 0.1 cannot be told from its histogram's buckets`).
+    Buckets { signal: String, position: String, detail: String },
+    /// `threshold $name is not defined`.
+    ThresholdUndefined { name: String },
+    /// Only an optional feature's absence decided the rule, and no signal found any vLLM data in
+    /// the window: counts as a metric missing in the window.
+    NothingInWindow,
+    /// Over the window's last minutes: `last minutes of the window: ...`.
+    LastMinutes(Box<Reason>),
+    /// From the rule's stand-in conditions: `stand-in: ...`.
+    StandIn(Box<Reason>),
+    /// Words kept as written (read back from JSON, or given by a caller).
+    Text(String),
+}
+
+impl Reason {
+    /// The words, as the report writes them.
+    pub fn text(&self) -> String {
+        match self {
+            Reason::NotComputed { signal } => format!("signal {signal} was not computed"),
+            Reason::MetricMissing { side, families } => format!("metric missing in the {}: {}", side.as_str(), families.join(", ")),
+            Reason::QueryFailed { signal, side, failure } => format!("{signal} ({}): {}", side.as_str(), failure.text),
+            Reason::NoData { signal, side } => format!("no data for {signal} in the {}", side.as_str()),
+            Reason::NotANumber { signal, side } => format!("{signal} is NaN in the {}", side.as_str()),
+            Reason::Buckets { signal, position, detail } => format!("{signal} {position}: {detail}"),
+            Reason::ThresholdUndefined { name } => format!("threshold ${name} is not defined"),
+            Reason::NothingInWindow => {
+                "metric missing in the window, and no signal found any vLLM data in the window, so its absence proves nothing".to_string()
+            }
+            Reason::LastMinutes(r) => format!("last minutes of the window: {}", r.text()),
+            Reason::StandIn(r) => format!("stand-in: {}", r.text()),
+            Reason::Text(s) => s.clone(),
+        }
+    }
+
+    /// The kind of the reason in words, for the briefs (`metric missing in the window`): its
+    /// words up to its detail, or all of them for a reason without one.
+    pub fn head(&self) -> Option<String> {
+        match self {
+            Reason::MetricMissing { side, .. } => Some(format!("metric missing in the {}", side.as_str())),
+            Reason::QueryFailed { signal, side, .. } => Some(format!("{signal} ({})", side.as_str())),
+            Reason::Buckets { signal, position, .. } => Some(format!("{signal} {position}")),
+            Reason::LastMinutes(_) => Some("last minutes of the window".to_string()),
+            Reason::StandIn(_) => Some("stand-in".to_string()),
+            Reason::NotComputed { .. }
+            | Reason::NoData { .. }
+            | Reason::NotANumber { .. }
+            | Reason::ThresholdUndefined { .. }
+            | Reason::NothingInWindow
+            | Reason::Text(_) => None,
+        }
+    }
+
+    /// The reason itself, and the one it wraps (over the last minutes, from the stand-in).
+    fn inner(&self) -> &Reason {
+        match self {
+            Reason::LastMinutes(r) | Reason::StandIn(r) => r.inner(),
+            r => r,
+        }
+    }
+
+    /// The failed query behind it, if a query failed.
+    pub fn failure(&self) -> Option<&QueryFailure> {
+        match self.inner() {
+            Reason::QueryFailed { failure, .. } => Some(failure),
+            _ => None,
+        }
+    }
+
+    /// A metric missing in `side` (any side when `None`).
+    pub fn metric_missing(&self, side: Option<Side>) -> bool {
+        match self.inner() {
+            Reason::MetricMissing { side: s, .. } => side.is_none_or(|want| *s == want),
+            Reason::NothingInWindow => side.is_none_or(|want| want == Side::Window),
+            _ => false,
+        }
+    }
+
+    /// Nothing to compare with in the baseline: a metric missing there, no data or NaN there.
+    pub fn baseline_empty(&self) -> bool {
+        matches!(
+            self.inner(),
+            Reason::MetricMissing { side: Side::Baseline, .. } | Reason::NoData { side: Side::Baseline, .. } | Reason::NotANumber { side: Side::Baseline, .. }
+        )
+    }
+}
+
+impl From<&str> for Reason {
+    fn from(text: &str) -> Reason {
+        Reason::Text(text.to_string())
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text())
+    }
+}
+
+/// Reasons are the same when they read the same: the report has always told them apart by their
+/// words, and said each once.
+impl PartialEq for Reason {
+    fn eq(&self, other: &Reason) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl Eq for Reason {}
+
+impl PartialOrd for Reason {
+    fn partial_cmp(&self, other: &Reason) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Reason {
+    fn cmp(&self, other: &Reason) -> std::cmp::Ordering {
+        self.text().cmp(&other.text())
+    }
+}
+
+/// Every reason a rule could not be decided for a scope, in the order found. The JSON's `reason`
+/// is their words joined by `; `; read back, that text is one [`Reason::Text`].
+#[derive(Debug, Clone, Default)]
+pub struct Reasons(pub Vec<Reason>);
+
+impl Reasons {
+    /// The words of the reasons up to the first one's detail (`metric missing in the window`):
+    /// what the briefs name a reason by.
+    pub fn brief(&self) -> String {
+        let mut out: Vec<String> = Vec::new();
+        for r in &self.0 {
+            match r.head() {
+                Some(head) => {
+                    out.push(head);
+                    break;
+                }
+                None => out.push(r.text()),
+            }
+        }
+        out.join("; ")
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Reason> {
+        self.0.iter()
+    }
+}
+
+impl std::fmt::Display for Reasons {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.iter().map(Reason::text).collect::<Vec<_>>().join("; "))
+    }
+}
+
+impl From<Vec<Reason>> for Reasons {
+    fn from(v: Vec<Reason>) -> Reasons {
+        Reasons(v)
+    }
+}
+
+impl From<&str> for Reasons {
+    fn from(text: &str) -> Reasons {
+        Reasons(vec![Reason::Text(text.to_string())])
+    }
+}
+
+impl From<String> for Reasons {
+    fn from(text: String) -> Reasons {
+        Reasons(vec![Reason::Text(text)])
+    }
+}
+
+impl PartialEq for Reasons {
+    fn eq(&self, other: &Reasons) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for Reasons {}
+
+impl PartialOrd for Reasons {
+    fn partial_cmp(&self, other: &Reasons) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// In the order of their words, as the report has always sorted them.
+impl Ord for Reasons {
+    fn cmp(&self, other: &Reasons) -> std::cmp::Ordering {
+        self.to_string().cmp(&other.to_string())
+    }
+}
+
+impl Serialize for Reasons {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Reasons {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Reasons, D::Error> {
+        String::deserialize(d).map(Reasons::from)
+    }
 }
 
 /// Serialises `Option<f64>` as a JSON number, `null`, or the strings "NaN", "+Inf", "-Inf".
@@ -1183,5 +1588,46 @@ mod tests {
         let scope: Scope = [("model_name", "llama"), ("engine", "1")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         assert_eq!(scope_text(&scope), "engine=1, model_name=llama");
         assert_eq!(scope_text(&Scope::new()), "all");
+    }
+
+    #[test]
+    fn reasons_keep_their_words_in_the_json_and_name_their_kind_in_structure() {
+        let failed = Reason::QueryFailed { signal: "ttft_p95".into(), side: Side::Baseline, failure: QueryFailure::new(FailureKind::TimedOut, "timed out") };
+        let no_data = Reason::NoData { signal: "itl_p95".into(), side: Side::Window };
+        let missing = Reason::MetricMissing { side: Side::Window, families: vec!["vllm:a".into(), "vllm:b".into()] };
+        let n = NotEvaluated { rule: "r".into(), scope: Scope::new(), reason: Reasons(vec![no_data.clone(), Reason::LastMinutes(Box::new(missing.clone()))]) };
+        let json = serde_json::to_value(&n).unwrap();
+        assert_eq!(json["reason"], "no data for itl_p95 in the window; last minutes of the window: metric missing in the window: vllm:a, vllm:b");
+        // The brief: the words up to the first reason's detail, as the text up to its first `: `.
+        assert_eq!(n.reason.brief(), "no data for itl_p95 in the window; last minutes of the window");
+        assert_eq!(Reasons(vec![failed.clone()]).brief(), "ttft_p95 (baseline)");
+        assert!(n.reason.iter().any(|r| r.metric_missing(Some(Side::Window))) && !n.reason.iter().any(|r| r.metric_missing(Some(Side::Baseline))));
+        assert_eq!(failed.failure().map(|f| f.kind), Some(FailureKind::TimedOut));
+        assert!(!failed.baseline_empty() && Reason::NoData { signal: "x".into(), side: Side::Baseline }.baseline_empty());
+        // Read back, the words are kept as written.
+        let back: NotEvaluated = serde_json::from_value(json).unwrap();
+        assert_eq!(back, n);
+    }
+
+    #[test]
+    fn a_threshold_writes_the_other_signals_of_a_group_as_see() {
+        let t = Threshold {
+            lines: vec![
+                Term::Text("> 50%".into()),
+                Term::Group { all: true, parts: vec![Term::Group { all: false, parts: vec![Term::Text(">= 2x baseline".into())], see: vec!["a".into()] }], see: vec!["a".into()] },
+            ],
+        };
+        assert_eq!(serde_json::to_value(&t).unwrap(), "> 50%; (>= 2x baseline or (see a)) and (see a)");
+        assert_eq!(serde_json::from_value::<Threshold>(serde_json::json!("")).unwrap(), Threshold::default());
+    }
+
+    #[test]
+    fn the_report_takes_each_warning_once_where_it_first_appeared() {
+        let mut w = Warnings::default();
+        w.push("b".into());
+        w.extend(["a".to_string(), "b".to_string()]);
+        assert_eq!(w.len(), 3);
+        assert_eq!(w.clone().into_vec(), ["b", "a", "b"]);
+        assert_eq!(w.into_report(), ["b", "a"]);
     }
 }

@@ -516,7 +516,7 @@ pub fn compare(t: &RuleTest, report: &Report) -> Outcome {
         section(
             "not_evaluated",
             n,
-            report.not_evaluated.iter().map(|c| (c.rule.clone(), c.scope.clone(), c.reason.clone())).collect(),
+            report.not_evaluated.iter().map(|c| (c.rule.clone(), c.scope.clone(), c.reason.to_string())).collect(),
         );
     }
     for (scope, limit) in &t.binding {

@@ -262,7 +262,12 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
             let decision = r.decide(None, false);
             if decision == crate::report::Decision::NoVerdict(crate::report::NoVerdict::NothingJudged) {
                 // The report still prints (it lists why), but nobody should read it as a verdict.
-                let why = r.not_evaluated.iter().find(|n| !n.reason.contains("metric missing")).or(r.not_evaluated.first()).map_or("no rule had the data it needs".to_string(), |n| n.reason.clone());
+                let why = r
+                    .not_evaluated
+                    .iter()
+                    .find(|n| !n.reason.iter().any(|x| x.metric_missing(None)))
+                    .or(r.not_evaluated.first())
+                    .map_or("no rule had the data it needs".to_string(), |n| n.reason.to_string());
                 eprintln!("vllm-diag: nothing could be evaluated, so this run gives no verdict (exit code 3); for example: {why}");
             } else if decision == crate::report::Decision::NoVerdict(crate::report::NoVerdict::CoreNotJudged) {
                 eprintln!(
@@ -282,20 +287,23 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
 /// switch a check off is only for a metric the data does not have, never for a query that failed
 /// or a baseline with nothing in it (switched off, those would pass silently for good).
 fn core_hint(r: &crate::report::Report, check: bool) -> &'static str {
-    let reasons: Vec<&str> = r
+    use crate::report::{FailureKind, Reason, Side};
+    let reasons: Vec<&crate::report::Reasons> = r
         .not_evaluated
         .iter()
         .filter(|n| r.coverage.core_not_evaluated.contains(&n.rule))
-        .map(|n| n.reason.as_str())
+        .map(|n| &n.reason)
         .collect();
-    let any = |needle: &str| reasons.iter().any(|x| x.contains(needle));
-    if any("timed out") || any("answered HTTP") || any("failed") || any("cannot reach") {
+    let any = |test: &dyn Fn(&Reason) -> bool| reasons.iter().any(|x| x.iter().any(test));
+    // A query that timed out, answered an HTTP error or failed on the way: asking again may do.
+    let failed = |x: &Reason| x.failure().is_some_and(|f| matches!(f.kind, FailureKind::TimedOut | FailureKind::Http | FailureKind::Other));
+    if any(&failed) {
         "queries failed or timed out (the report lists them): run it again, or give the server more time with --timeout and --query-timeout"
-    } else if any("in the baseline") && check {
+    } else if any(&Reason::baseline_empty) && check {
         "the baseline (as long before the deploy as the time since it) holds no data to compare with (the report says which): a deploy too soon after the data begins cannot be checked this way; compare by hand with `explain --window ... --baseline ...`"
-    } else if any("in the baseline") {
+    } else if any(&Reason::baseline_empty) {
         "the baseline holds no data to compare with (the report says which): move or widen it with --baseline (with --scrape, give one saved earlier with --save-samples as --baseline-from)"
-    } else if !reasons.is_empty() && reasons.iter().all(|x| x.contains("metric missing in the window")) {
+    } else if !reasons.is_empty() && reasons.iter().all(|x| x.iter().any(|r| r.metric_missing(Some(Side::Window)))) {
         "a metric they need is not in the data (the report names it): if this fleet cannot export it, disable those checks in vllm-diag.toml"
     } else {
         "the report says why"

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, TimeZone, Utc};
 
 use crate::prom::Labels;
-use crate::report::{Event, EventKind, Scope};
+use crate::report::{Event, EventKind, Scope, Warnings};
 use crate::source::{Data, Request, Response, SourceError};
 
 use super::*;
@@ -92,7 +92,7 @@ pub(super) fn points(resp: &Response) -> Vec<(&Labels, f64, f64)> {
 
 /// Read the answers into events, oldest first. Probes that failed are named in one warning: the
 /// events they would have found are then missing, and the report says so.
-pub fn read(plan: &EventPlan, answers: &[&BTreeMap<Request, Result<Response, SourceError>>], warnings: &mut Vec<String>) -> Vec<Event> {
+pub fn read(plan: &EventPlan, answers: &[&BTreeMap<Request, Result<Response, SourceError>>], warnings: &mut Warnings) -> Vec<Event> {
     let mut failed: Vec<String> = Vec::new();
     let mut events = Vec::new();
     for sp in &plan.spans {

@@ -4,7 +4,7 @@ use super::detect::*;
 use super::plan::*;
 use super::*;
 use crate::prom::Labels;
-use crate::report::{EventKind, Scope};
+use crate::report::{EventKind, Scope, Warnings};
 use crate::source::{Data, Response, Sample, Series, SourceError};
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -91,7 +91,7 @@ fn answers(plan: &mut EventPlan, given: Vec<(Probe, Response)>) -> BTreeMap<Requ
 }
 
 /// Read the events of `given` (and a warning list).
-fn read_all(plan: &mut EventPlan, given: Vec<(Probe, Response)>, warnings: &mut Vec<String>) -> Vec<Event> {
+fn read_all(plan: &mut EventPlan, given: Vec<(Probe, Response)>, warnings: &mut Warnings) -> Vec<Event> {
     let a = answers(plan, given);
     read(plan, &[&a], warnings)
 }
@@ -178,7 +178,7 @@ fn counter_resets_are_found_over_the_whole_span_then_dated_only_for_the_replicas
     let step = p.spans[0].requests.iter().find(|(probe, _)| *probe == Probe::CounterReset).map(|(_, r)| r.describe()).expect("asked in the second round");
     // The range is GAP plus a step (two minutes over this two-hour span).
     assert_eq!(step, r#"max by (instance, job, model_name) (resets(vllm:prompt_tokens_total{namespace="prod",instance=~"llama-1:8000"}[720s])) > 0"#);
-    let events = read(&p, &[&a], &mut vec![]);
+    let events = read(&p, &[&a], &mut Warnings::default());
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!((events[0].kind, events[0].time), (EventKind::Restart, t("2026-01-15T09:12:00Z")));
 }
@@ -195,7 +195,7 @@ fn a_restart_wave_is_one_event_with_exact_times_and_a_count_of_the_scope() {
     let mut p = the_plan();
     let start = |i: u32, at: &str| (labels(&[("instance", &format!("llama-{i}:8000")), ("job", "vllm")]), vec![(secs(at) + 30.0, secs(at)), (secs(at) + 60.0, secs(at))]);
     let resp = matrix(vec![start(0, "2026-01-15T09:10:07Z"), start(2, "2026-01-15T09:11:02Z")]);
-    let mut warnings = vec![];
+    let mut warnings = Warnings::default();
     let events = read_all(&mut p, vec![(Probe::ProcessStart, resp)], &mut warnings);
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(events.len(), 1, "{events:?}");
@@ -210,7 +210,7 @@ fn a_restart_wave_is_one_event_with_exact_times_and_a_count_of_the_scope() {
 fn a_process_started_before_the_span_is_not_a_restart_in_it() {
     let mut p = the_plan();
     let resp = matrix(vec![(labels(&[("instance", "llama-0:8000"), ("job", "vllm")]), vec![(secs("2026-01-15T08:00:30Z"), secs("2026-01-15T07:00:00Z"))])]);
-    let events = read_all(&mut p, vec![(Probe::ProcessStart, resp)], &mut vec![]);
+    let events = read_all(&mut p, vec![(Probe::ProcessStart, resp)], &mut Warnings::default());
     assert!(events.is_empty(), "{events:?}");
 }
 
@@ -225,7 +225,7 @@ fn a_config_change_says_what_changed_and_a_restart_with_the_same_config_is_no_ch
         // Replica 2 restarted with the same configuration: its series came back unchanged.
         (cfg(2, "2000"), vec![(secs("2026-01-15T09:22:00Z"), 1.0)]),
     ]);
-    let events = read_all(&mut p, vec![(Probe::ConfigStart, start), (Probe::ConfigAppear, appear)], &mut vec![]);
+    let events = read_all(&mut p, vec![(Probe::ConfigStart, start), (Probe::ConfigAppear, appear)], &mut Warnings::default());
     assert_eq!(events.len(), 1, "{events:?}");
     let e = &events[0];
     assert_eq!(e.kind, EventKind::ConfigChange);
@@ -244,7 +244,7 @@ fn down_then_up_is_two_events_and_a_target_still_down_at_the_end_only_one() {
     let step = p.spans[0].step as f64;
     let run = |from: &str, n: i64| (0..n).map(|k| (secs(from) + step * k as f64, 0.0)).collect::<Vec<_>>();
     let resp = matrix(vec![(l0, run("2026-01-15T09:10:00Z", 4)), (l1, run("2026-01-15T09:54:00Z", 4))]);
-    let events = read_all(&mut p, vec![(Probe::Down, resp)], &mut vec![]);
+    let events = read_all(&mut p, vec![(Probe::Down, resp)], &mut Warnings::default());
     let kinds: Vec<(EventKind, String)> = events.iter().map(|e| (e.kind, e.time.format("%H:%M:%S").to_string())).collect();
     assert_eq!(kinds, vec![(EventKind::TargetDown, "09:08:00".into()), (EventKind::TargetUp, "09:16:00".into()), (EventKind::TargetDown, "09:52:00".into())]);
 }
@@ -255,7 +255,7 @@ fn replicas_that_leave_for_good_are_removed_and_a_whole_model_leaving_is_a_model
     let tl = |i: u32, m: &str| labels(&[("instance", &format!("{m}-{i}:8000")), ("job", "vllm")]);
     let at = secs("2026-01-15T09:30:00Z") + PRESENCE.as_secs() as f64;
     let vanish = matrix(vec![(tl(1, "llama"), vec![(at, 1.0)]), (tl(0, "qwen"), vec![(at, 1.0)])]);
-    let events = read_all(&mut p, vec![(Probe::Vanish, vanish)], &mut vec![]);
+    let events = read_all(&mut p, vec![(Probe::Vanish, vanish)], &mut Warnings::default());
     let got: Vec<(EventKind, String)> = events.iter().map(|e| (e.kind, e.detail.clone())).collect();
     assert_eq!(got, vec![(EventKind::ReplicaRemoved, "1 of 3 replicas removed".into()), (EventKind::ModelRemoved, "model gone (1 replica removed)".into())]);
     assert!(events.iter().all(|e| e.time == t("2026-01-15T09:30:00Z")));
@@ -284,7 +284,7 @@ fn where_every_target_appears_in_the_span_the_data_begins_there_and_first_starts
     let starts = matrix(vec![(tl(0, "llama"), vec![(first, first - 80.0)]), (tl(2, "llama"), vec![(later, later - 60.0)])]);
     let events_with = |starts: &Response, of: &[(&str, f64)]| {
         let mut p = the_plan();
-        read_all(&mut p, vec![(Probe::Appear, appear.clone()), (Probe::ProcessStart, starts.clone()), (Probe::Counts, counts(of))], &mut vec![])
+        read_all(&mut p, vec![(Probe::Appear, appear.clone()), (Probe::ProcessStart, starts.clone()), (Probe::Counts, counts(of))], &mut Warnings::default())
     };
     let events = events_with(&starts, &[("llama", 3.0), ("qwen", 1.0)]);
     let got: Vec<(EventKind, String, String)> = events.iter().map(|e| (e.kind, e.time.format("%H:%M").to_string(), e.detail.clone())).collect();
@@ -307,7 +307,7 @@ fn a_flapping_target_is_neither_added_nor_removed() {
     let l = labels(&[("instance", "llama-1:8000"), ("job", "vllm")]);
     let appear = matrix(vec![(l.clone(), vec![(secs("2026-01-15T09:10:00Z"), 1.0), (secs("2026-01-15T09:20:00Z"), 1.0)])]);
     let vanish = matrix(vec![(l, vec![(secs("2026-01-15T09:15:00Z"), 1.0)])]);
-    let events = read_all(&mut p, vec![(Probe::Appear, appear), (Probe::Vanish, vanish)], &mut vec![]);
+    let events = read_all(&mut p, vec![(Probe::Appear, appear), (Probe::Vanish, vanish)], &mut Warnings::default());
     assert!(events.is_empty(), "{events:?}");
 }
 
@@ -319,7 +319,7 @@ fn a_rollout_and_a_new_image_are_tied_to_the_model_through_the_pod_names() {
     let img = |i: &str| labels(&[("namespace", "prod"), ("deployment", "llama"), ("image", i)]);
     let start = vector(vec![img("vllm/vllm-openai:v0.8.5")], secs("2026-01-15T08:00:00Z"));
     let new = matrix(vec![(img("vllm/vllm-openai:v0.9.1"), vec![(secs("2026-01-15T09:06:00Z"), 1.0)])]);
-    let events = read_all(&mut p, vec![(Probe::Generation, generation), (Probe::ImageStart, start), (Probe::ImageAppear, new)], &mut vec![]);
+    let events = read_all(&mut p, vec![(Probe::Generation, generation), (Probe::ImageStart, start), (Probe::ImageAppear, new)], &mut Warnings::default());
     let got: Vec<(EventKind, String, Option<&str>)> = events.iter().map(|e| (e.kind, e.detail.clone(), e.scope.get("model_name").map(String::as_str))).collect();
     assert_eq!(
         got,
@@ -339,7 +339,7 @@ fn failed_probes_are_named_in_one_warning() {
             a.insert(req.clone(), Err(SourceError::Timeout { url: "http://p".into(), after: Duration::from_secs(1) }));
         }
     }
-    let mut warnings = vec![];
+    let mut warnings = Warnings::default();
     read(&p, &[&a], &mut warnings);
     assert_eq!(warnings.len(), 1);
     assert!(warnings[0].starts_with("change events: 2 of the event queries got no answer"), "{}", warnings[0]);

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::fetch::Answers;
 use super::plan::{Planned, SignalPlan};
-use crate::report::{RunParams, Scope};
+use crate::report::{FailureKind, QueryFailure, RunParams, Scope, Warnings};
 use crate::rules::eval::{Availability, SignalTable, SignalValues, WindowValues};
 use crate::signals;
 use crate::source::{Data, Request, Response, Sample};
@@ -430,17 +430,17 @@ fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Optio
                     bucket_counts = Some(inf.into_iter().map(|(scope, vs)| (scope, vs.iter().sum::<f64>() * range)).collect());
                 }
             }
-            Some(Err(e)) => wv.availability = Availability::Failed(e.short_reason()),
-            None => wv.availability = Availability::Failed("not answered".into()),
+            Some(Err(e)) => wv.availability = Availability::Failed(e.failure()),
+            None => wv.availability = Availability::Failed(QueryFailure::new(FailureKind::NotAnswered, "not answered")),
         }
     }
     if let Some((how, reads)) = &pl.parts {
-        let got: Result<Vec<&Response>, String> = reads
+        let got: Result<Vec<&Response>, QueryFailure> = reads
             .iter()
             .map(|r| match answers.get(r) {
                 Some(Ok(resp)) => Ok(resp),
-                Some(Err(e)) => Err(e.short_reason()),
-                None => Err("not answered".into()),
+                Some(Err(e)) => Err(e.failure()),
+                None => Err(QueryFailure::new(FailureKind::NotAnswered, "not answered")),
             })
             .collect();
         match got {
@@ -464,7 +464,7 @@ fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Optio
 ///
 /// The plans are taken by the answer they read, so each bucket answer's rows are built once for
 /// all its readers and dropped before the next answer's.
-pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], warnings: &mut Vec<String>) -> (SignalTable, BTreeMap<String, String>) {
+pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], warnings: &mut Warnings) -> (SignalTable, BTreeMap<String, String>) {
     let mut table = SignalTable::new();
     let mut names_used = BTreeMap::new();
     let mut by_answer: BTreeMap<Option<&Request>, Vec<(&str, usize, &Planned)>> = BTreeMap::new();
@@ -510,7 +510,7 @@ pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], w
         for (pl, wv, side) in [(w, &mut sv.window, &uncovered[0]), (b, &mut sv.baseline, &uncovered[1])] {
             if let Some((hist, true)) = &pl.histogram {
                 if side.contains_key(hist) {
-                    wv.availability = Availability::Failed(format!("{hist}: bucket bounds differ across replicas"));
+                    wv.availability = Availability::Failed(QueryFailure::new(FailureKind::BucketsDiffer, format!("{hist}: bucket bounds differ across replicas")));
                     wv.values.clear();
                 }
             }
@@ -532,7 +532,7 @@ pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], w
 /// How many values each fleet label takes, from the rows of its one query. A query that did not
 /// answer leaves every label out (the header then says less, nothing more); without the running-requests
 /// gauge the counts say nothing at all. Grouping or replica labels no series carries are warned of.
-pub fn fleet_labels(request: &(Vec<String>, Request), answers: &Answers, window_names: &BTreeSet<String>, p: &RunParams, warnings: &mut Vec<String>) -> BTreeMap<String, usize> {
+pub fn fleet_labels(request: &(Vec<String>, Request), answers: &Answers, window_names: &BTreeSet<String>, p: &RunParams, warnings: &mut Warnings) -> BTreeMap<String, usize> {
     let mut labels = BTreeMap::new();
     if let Some(Ok(Response { data: Data::Vector(rows), .. })) = answers.get(&request.1) {
         for label in &request.0 {

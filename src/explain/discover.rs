@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use super::fetch::Answers;
 use super::ExplainError;
 use crate::prom::Selector;
-use crate::report::{RunParams, TimeRange};
+use crate::report::{RunParams, TimeRange, Warnings};
 use crate::rules::RuleSet;
 use crate::signals;
 use crate::source::{Data, Request, Response, SourceError};
@@ -97,7 +97,7 @@ pub fn plan(rules: &RuleSet, needed: &BTreeSet<String>, selector: &Selector, p: 
 
 /// The bounds each histogram's buckets carry. A histogram whose bounds could not be listed is read
 /// at a target by value (`le="0.5"`), and a warning says so.
-pub fn read_buckets(plan: &DiscoveryPlan, answers: &mut Answers, warnings: &mut Vec<String>) -> BTreeMap<String, Vec<signals::Bound>> {
+pub fn read_buckets(plan: &DiscoveryPlan, answers: &mut Answers, warnings: &mut Warnings) -> BTreeMap<String, Vec<signals::Bound>> {
     let mut buckets = BTreeMap::new();
     for (series, req) in &plan.buckets {
         match answers.remove(req) {
@@ -128,12 +128,12 @@ pub fn read_buckets(plan: &DiscoveryPlan, answers: &mut Answers, warnings: &mut 
 pub fn read_names(
     plan: &DiscoveryPlan,
     answers: &mut Answers,
-    warnings: &mut Vec<String>,
+    warnings: &mut Warnings,
     url: &str,
     selector: &Selector,
     p: &RunParams,
 ) -> Result<(BTreeSet<String>, BTreeSet<String>), ExplainError> {
-    let mut names = |req: &Request, warnings: &mut Vec<String>| -> Result<BTreeSet<String>, SourceError> {
+    let mut names = |req: &Request, warnings: &mut Warnings| -> Result<BTreeSet<String>, SourceError> {
         let resp = answers.remove(req).unwrap_or_else(|| Err(SourceError::Other { detail: "no answer".into() }))?;
         warnings.extend(resp.warnings.iter().cloned());
         Ok(match resp.data {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::fetch::{Answers, Cut, ReadPlan, Way};
 use super::plan::SignalPlan;
 use crate::prom::{escape_regex_literal, MatchOp, Matcher, Selector};
-use crate::report::{Evidence, Finding, Limit, Replicas, RunParams, Scope, TimeRange, Trend};
+use crate::report::{Evidence, Finding, Limit, Replicas, RunParams, Scope, TimeRange, Trend, Warnings};
 use crate::rules::eval::SignalTable;
 use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext, SignalKind};
@@ -205,7 +205,7 @@ pub fn affected_replicas(samples: &[Sample], e: &Evidence, replica_label: &str) 
 }
 
 /// Attach each trend to the evidence it belongs to.
-fn apply_trends(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], group_by: &[String], warnings: &mut Vec<String>) {
+fn apply_trends(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], group_by: &[String], warnings: &mut Warnings) {
     if fu.trends.is_empty() {
         return;
     }
@@ -250,7 +250,7 @@ fn apply_trends(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], gro
 /// follow-up query when the measured KV footprint is enough).
 /// `binding` is the binding stage's reading, which the levers ruled out must agree with.
 #[allow(clippy::too_many_arguments)]
-pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, table: &SignalTable, binding: &[crate::report::Binding], p: &RunParams, warnings: &mut Vec<String>) {
+pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, table: &SignalTable, binding: &[crate::report::Binding], p: &RunParams, warnings: &mut Warnings) {
     apply_trends(fu, answers, findings, &p.group_by, warnings);
     let cache = match fu.cache.as_ref().and_then(|r| answers.get(r)) {
         Some(Ok(Response { data: Data::Vector(v), .. })) => crate::recommend::cache_config(v, &p.group_by),

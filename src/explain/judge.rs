@@ -69,7 +69,7 @@ fn judge_one(rule: &RuleDef, rules: &RuleSet, table: &SignalTable, recent: Optio
         // Only an optional feature's absence decided it, and with no data at all in the window
         // that absence proves nothing: not healthy, not evaluated.
         outcome = Outcome::Unknown {
-            reasons: vec!["metric missing in the window, and no signal found any vLLM data in the window, so its absence proves nothing".into()],
+            reasons: vec![crate::report::Reason::NothingInWindow],
         };
     }
     let mut named = scope.clone();

@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use crate::events;
 use crate::prom::Selector;
-use crate::report::{Event, MetricsInfo, Report, RunParams, RunStats, SourceInfo, TimeRange, SCHEMA_VERSION};
+use crate::report::{Event, MetricsInfo, Report, RunParams, RunStats, SourceInfo, TimeRange, Warnings, SCHEMA_VERSION};
 use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext};
 use crate::source::{Source, SourceError};
@@ -101,7 +101,7 @@ pub fn generation(names: &BTreeSet<String>) -> String {
 pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOptions) -> Result<Report, ExplainError> {
     let p = &opts.params;
     let started = std::time::Instant::now();
-    let mut warnings: Vec<String> = Vec::new();
+    let mut warnings = Warnings::default();
     let needed = plan::needed_signals(rules);
 
     // Discovery, both windows at once; with it the bucket bounds of histograms read at a target
@@ -188,7 +188,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // With them, what else moved: every watched signal's trend over both windows, a fixed handful
     // of queries (the spare families only where discovery found them).
     let spare: BTreeSet<String> = rules.signals.values().filter(|d| d.spare).map(|d| d.id.clone()).collect();
-    let spare_plan = plan::plan_signals(rules, &spare, signal_plan.ctx.clone(), p, &disc, &mut Vec::new());
+    let spare_plan = plan::plan_signals(rules, &spare, signal_plan.ctx.clone(), p, &disc, &mut Warnings::default());
     let moved_plan = moved::plan(rules, &signal_plan, &spare_plan, &opts.selector, p, labels.get(&p.replica_label).copied(), &mut warnings);
     // And each replica's time by hop (two queries, where the fleet has 2 to 256 replicas).
     let hop_plan = hops::replica_plan(&signal_plan, &opts.selector, p, labels.get(&p.replica_label).copied());
@@ -216,7 +216,6 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let unreadable: Vec<_> = fetch::unreadable(&answers).into_iter().chain(fetch::unreadable(&more)).collect();
     warnings.extend(fetch::unreadable_warning(&unreadable));
 
-    dedup_in_order(&mut warnings);
     let info = SourceInfo { selector: opts.selector.to_promql(), ..source.info() };
     Ok(Report {
         schema_version: SCHEMA_VERSION,
@@ -234,7 +233,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         healthy: ranked.healthy,
         not_evaluated: ranked.not_evaluated,
         disabled: Vec::new(),
-        warnings,
+        warnings: warnings.into_report(),
         caveats,
         stats: RunStats { queries, rules_evaluated: evaluated },
         coverage,
@@ -247,12 +246,6 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         notes: signal_plan.notes,
         readings,
     })
-}
-
-/// Each warning once, where it first appeared.
-fn dedup_in_order(warnings: &mut Vec<String>) {
-    let mut seen = BTreeSet::new();
-    warnings.retain(|w| seen.insert(w.clone()));
 }
 
 /// The warning for signals no rate could be taken for ([`judge::unread`]), if any. rate() needs two
@@ -275,7 +268,7 @@ fn unread_warning(unread: &[String], p: &RunParams) -> Option<String> {
 /// deploy with it): one discovery request, then the event queries.
 pub async fn find_events(source: Arc<dyn Source>, selector: &Selector, group_by: &[String], replica_label: &str, range: TimeRange, deadline: Duration) -> (Vec<Event>, Vec<String>) {
     let started = std::time::Instant::now();
-    let mut warnings = Vec::new();
+    let mut warnings = Warnings::default();
     let names_req = discover::names_request(selector, &[], &[], &range);
     let answers = run_queries(&source, vec![names_req.clone()], 1, deadline).await;
     let names: BTreeSet<String> = match answers.get(&names_req) {
@@ -292,7 +285,7 @@ pub async fn find_events(source: Arc<dyn Source>, selector: &Selector, group_by:
     let more_requests = events::follow_up(&mut plan, &answers);
     let more = run_queries(&source, more_requests, 4, fetch::remaining(deadline, started)).await;
     let found = events::read(&plan, &[&answers, &more], &mut warnings);
-    (found, warnings)
+    (found, warnings.into_vec())
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use super::fetch::Answers;
 use super::plan::SignalPlan;
 use crate::prom::{escape_label_value, Selector};
-use crate::report::{Correlation, Finding, RunParams, Scope, Severity, Trend, Unexplained};
+use crate::report::{Correlation, Finding, RunParams, Scope, Severity, Trend, Unexplained, Warnings};
 use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext, Worse};
 use crate::source::{Data, Request, Response};
@@ -172,7 +172,7 @@ impl Bars {
 
 /// Plan the reads: the watched signals the plan resolved (and the spare ones discovery found),
 /// per scope, over the baseline and the window.
-pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, selector: &Selector, p: &RunParams, replicas: Option<usize>, warnings: &mut Vec<String>) -> MovedPlan {
+pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, selector: &Selector, p: &RunParams, replicas: Option<usize>, warnings: &mut Warnings) -> MovedPlan {
     let window = p.window.duration().as_secs();
     let step = (window / 30).max(15);
     let trend_range = Duration::from_secs((window / 10).clamp(120, 600));
@@ -270,7 +270,7 @@ pub fn starts(trend_range: f64, step: f64, baseline: (f64, f64), window: (f64, f
 }
 
 /// The answers cut into per-signal, per-scope baseline and window points (see [`starts`]).
-fn read_points(plan: &MovedPlan, answers: &Answers, p: &RunParams, seconds: f64, warnings: &mut Vec<String>) -> BTreeMap<(String, Scope), Points> {
+fn read_points(plan: &MovedPlan, answers: &Answers, p: &RunParams, seconds: f64, warnings: &mut Warnings) -> BTreeMap<(String, Scope), Points> {
     let mut out: BTreeMap<(String, Scope), Points> = BTreeMap::new();
     let ts = |t: &DateTime<Utc>| t.timestamp() as f64;
     let (b_from, w_from) = starts(plan.trend_range.as_secs_f64(), plan.step as f64, (ts(&p.baseline.start), ts(&p.baseline.end)), (ts(&p.window.start), ts(&p.window.end)), seconds);
@@ -505,7 +505,7 @@ pub fn explained(signal: &str, metric: &str, symptom: bool, scope: &Scope, findi
 }
 
 /// The unexplained changes, largest first.
-pub fn apply(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, p: &RunParams, warnings: &mut Vec<String>) -> Vec<Unexplained> {
+pub fn apply(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, p: &RunParams, warnings: &mut Warnings) -> Vec<Unexplained> {
     if plan.requests.is_empty() {
         return Vec::new();
     }
@@ -793,7 +793,7 @@ mod tests {
                 unit: String::new(),
                 value: None,
                 baseline: None,
-                threshold: String::new(),
+                threshold: Default::default(),
                 passed: true,
                 query: String::new(),
                 metric: m.to_string(),

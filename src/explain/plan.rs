@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::discover::Discovery;
-use crate::report::RunParams;
+use crate::report::{RunParams, Warnings};
 use crate::rules::eval::Availability;
 use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext, SignalDef};
@@ -209,7 +209,7 @@ pub fn plan_one(def: &SignalDef, names: &BTreeSet<String>, at: chrono::DateTime<
         Ok(r) => r,
     };
     match signals::build(&def.kind, &resolved, &QueryContext { range: def.range_in(ctx.range), ..ctx.clone() }) {
-        Err(e) => Planned::unavailable(Availability::Failed(e)),
+        Err(e) => Planned::unavailable(Availability::Failed(crate::report::QueryFailure::new(crate::report::FailureKind::Unplannable, e))),
         Ok(q) => Planned {
             per_replica: q.per_replica.clone(),
             availability: Availability::Ok,
@@ -378,7 +378,7 @@ fn share_sum_reads(planned: &BTreeMap<String, (Planned, Planned)>, ctx: &QueryCo
 /// Plan every needed signal in both windows. Notes about how a signal will be read go to
 /// `warnings` (coarse buckets) or, when they only say what was adjusted to a short window, to the
 /// plan's `notes` (shown under `-v`).
-pub fn plan_signals(rules: &RuleSet, needed: &BTreeSet<String>, ctx: QueryContext, p: &RunParams, disc: &Discovery, warnings: &mut Vec<String>) -> SignalPlan {
+pub fn plan_signals(rules: &RuleSet, needed: &BTreeSet<String>, ctx: QueryContext, p: &RunParams, disc: &Discovery, warnings: &mut Warnings) -> SignalPlan {
     let mut planned = BTreeMap::new();
     for id in needed {
         let Some(def) = rules.signals.get(id) else { continue };

@@ -6,7 +6,7 @@ use chrono::{TimeZone, Utc};
 
 use super::fetch::Answers;
 use super::*;
-use crate::report::{Evidence, Limit, Scope, TimeRange};
+use crate::report::{Evidence, Limit, Scope, TimeRange, Warnings};
 use crate::rules::eval::{Availability, SignalTable, SignalValues, WindowValues};
 use crate::source::{Data, Request, Response, Sample, Series, SourceError};
 
@@ -57,13 +57,13 @@ fn names_without_vllm_data_stop_the_run_and_a_failed_baseline_only_warns() {
     let mut answers = Answers::new();
     answers.insert(plan.window.clone(), names(&["up"]));
     answers.insert(plan.baseline.clone(), names(&["vllm:num_requests_running"]));
-    let e = discover::read_names(&plan, &mut answers, &mut vec![], "http://prom", &sel, &p).unwrap_err();
+    let e = discover::read_names(&plan, &mut answers, &mut Warnings::default(), "http://prom", &sel, &p).unwrap_err();
     assert!(matches!(&e, ExplainError::NoData(m) if m.contains("http://prom") && m.contains("--window")), "{e}");
 
     let mut answers = Answers::new();
     answers.insert(plan.window.clone(), names(&["vllm:num_requests_running"]));
     answers.insert(plan.baseline.clone(), Err(SourceError::Other { detail: "boom".into() }));
-    let mut warnings = vec![];
+    let mut warnings = Warnings::default();
     let (w, b) = discover::read_names(&plan, &mut answers, &mut warnings, "http://prom", &sel, &p).unwrap();
     assert!(w.contains("vllm:num_requests_running") && b.is_empty());
     assert_eq!(warnings[0], "w", "the server's own warnings are kept");
@@ -122,7 +122,7 @@ fn a_signal_whose_metric_is_absent_is_planned_as_missing_and_sends_nothing() {
     let disc = discover::Discovery { window_names: ["vllm:num_requests_running".to_string()].into(), ..Default::default() };
     let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
     let needed: BTreeSet<String> = ["ttft_p95".to_string()].into();
-    let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut vec![]);
+    let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut Warnings::default());
     let (w, b) = &plan.signals["ttft_p95"];
     assert!(matches!(&w.availability, Availability::Missing(m) if !m.is_empty()), "{:?}", w.availability);
     assert!(matches!(b.availability, Availability::Missing(_)));
@@ -141,7 +141,7 @@ fn a_subquery_is_asked_at_each_end_when_the_baseline_is_further_away_than_its_ra
     let needed: BTreeSet<String> = ["preemption_active".to_string(), "preemption_recent".to_string()].into();
     let sent = |p: &RunParams| -> Vec<Request> {
         let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
-        let plan = plan::plan_signals(&rules, &needed, ctx, p, &disc, &mut vec![]);
+        let plan = plan::plan_signals(&rules, &needed, ctx, p, &disc, &mut Warnings::default());
         let first: BTreeSet<Request> = plan.reads.wants.values().map(|ways| ways[0].ask.clone()).collect();
         first.into_iter().collect()
     };
@@ -164,7 +164,7 @@ fn a_subquery_is_asked_at_each_end_when_the_baseline_is_further_away_than_its_ra
     assert_eq!(kinds(&day), vec![false; 4], "{:?}", sent(&day));
     // A recording made when they were paired still answers them: the pair is their second way.
     let ctx = QueryContext { selector: Selector::default(), group_by: adjacent.group_by.clone(), range: adjacent.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
-    let plan = plan::plan_signals(&rules, &needed, ctx, &adjacent, &disc, &mut vec![]);
+    let plan = plan::plan_signals(&rules, &needed, ctx, &adjacent, &disc, &mut Warnings::default());
     let recent = plan.reads.wants.iter().filter(|(w, _)| w.query().is_some_and(|q| q.contains("[300s:15s]"))).collect::<Vec<_>>();
     assert_eq!(recent.len(), 2);
     for (want, ways) in recent {
@@ -229,7 +229,7 @@ fn a_failed_query_makes_its_signal_not_evaluated_and_nan_is_no_data() {
     let mut answers = Answers::new();
     answers.insert(req.clone(), Err(SourceError::Other { detail: "bad gateway".into() }));
     let wv = assemble::fill(&planned, &answers, &["model_name".to_string()]);
-    assert!(matches!(&wv.availability, Availability::Failed(r) if r.contains("bad gateway")), "{:?}", wv.availability);
+    assert!(matches!(&wv.availability, Availability::Failed(r) if r.text.contains("bad gateway")), "{:?}", wv.availability);
     answers.insert(req.clone(), Ok(vector(&[(&[("model_name", "a")], f64::NAN), (&[("model_name", "b")], 0.2)])));
     let wv = assemble::fill(&planned, &answers, &["model_name".to_string()]);
     assert_eq!(wv.values, [(scope("b"), 0.2)].into_iter().collect());
@@ -251,13 +251,13 @@ fn fleet_labels_are_counted_and_a_missing_grouping_label_is_warned_of() {
         infos: vec![],
     }));
     let names: BTreeSet<String> = ["vllm:num_requests_running".to_string()].into();
-    let mut warnings = vec![];
+    let mut warnings = Warnings::default();
     let counts = assemble::fleet_labels(&request, &answers, &names, &p, &mut warnings);
     assert_eq!(counts, [("instance".to_string(), 8), ("model_name".to_string(), 0), ("pod".to_string(), 4)].into_iter().collect());
     assert!(warnings.len() == 1 && warnings[0].starts_with("--group-by model_name") && warnings[0].ends_with("found: instance, pod"), "{warnings:?}");
     // Without the running gauge the counts say nothing; without an answer, nothing either.
-    assert!(assemble::fleet_labels(&request, &answers, &BTreeSet::new(), &p, &mut vec![]).is_empty());
-    assert!(assemble::fleet_labels(&request, &Answers::new(), &names, &p, &mut vec![]).is_empty());
+    assert!(assemble::fleet_labels(&request, &answers, &BTreeSet::new(), &p, &mut Warnings::default()).is_empty());
+    assert!(assemble::fleet_labels(&request, &Answers::new(), &names, &p, &mut Warnings::default()).is_empty());
 }
 
 fn values(v: f64) -> WindowValues {
@@ -489,10 +489,10 @@ fn a_bound_some_replicas_lack_leaves_that_histograms_burn_rates_not_evaluated_an
     answers.insert(at("buckets"), Ok(vector(&rows)));
     answers.insert(at("burn"), Ok(vector(&[(&[("model_name", "a")], 3.0)])));
     answers.insert(at("other"), Ok(vector(&[(&[("model_name", "a")], 4.0)])));
-    let mut warnings = vec![];
+    let mut warnings = Warnings::default();
     let (table, _) = assemble::signal_table(&plan, &answers, &["model_name".to_string()], &mut warnings);
     let burn = &table["burn"].window;
-    assert!(matches!(&burn.availability, Availability::Failed(r) if r.contains("bucket bounds differ")), "{:?}", burn.availability);
+    assert!(matches!(&burn.availability, Availability::Failed(r) if r.text.contains("bucket bounds differ")), "{:?}", burn.availability);
     assert!(burn.values.is_empty(), "never a value read at a bound some replicas lack");
     assert_eq!(table["other_burn"].window.values, [(scope("a"), 4.0)].into_iter().collect(), "another histogram is unaffected");
     assert_eq!(warnings.len(), 1, "{warnings:?}");
@@ -548,7 +548,7 @@ fn every_reader_of_a_shared_bucket_answer_gets_what_it_gets_alone() {
     let mut answers = Answers::new();
     answers.insert(at("buckets"), Ok(vector(&rows)));
     let by = ["model_name".to_string()];
-    let mut warnings = vec![];
+    let mut warnings = Warnings::default();
     let (table, _) = assemble::signal_table(&plan, &answers, &by, &mut warnings);
     assert!(warnings.is_empty(), "{warnings:?}");
     for (id, pl) in &readers {
@@ -598,7 +598,7 @@ async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_giv
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
     let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
     let needed = plan::needed_signals(&rules);
-    let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut vec![]);
+    let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut Warnings::default());
     let sum_of = |w: &fetch::Way| matches!(w.then, Some(fetch::Cut::Sum { .. }));
     let shared: BTreeSet<String> = plan.reads.wants.values().flatten().filter(|w| sum_of(w)).filter_map(|w| if let Request::Instant { query, .. } = &w.ask { Some(query.clone()) } else { None }).collect();
     assert_eq!(shared.len(), 2, "one read of each counter: {shared:#?}");
@@ -715,7 +715,7 @@ async fn per_replica_bucket_reads_summed_by_vllm_diag_are_what_the_servers_sums_
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, buckets: buckets.clone() };
     let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: std::sync::Arc::new(buckets), replica_label: "instance".into() };
     let needed = plan::needed_signals(&rules);
-    let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut vec![]);
+    let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut Warnings::default());
     let raw: Vec<&String> = plan.reads.reading.summed.keys().collect();
     assert_eq!(raw.len(), 2, "one unaggregated read per histogram an outlier reads: {raw:#?}");
     for q in &raw {
@@ -751,7 +751,7 @@ async fn per_replica_bucket_reads_summed_by_vllm_diag_are_what_the_servers_sums_
     // read: the server's sum is asked instead.
     let too_large = SourceError::Decode { url: "http://prom:9090".into(), detail: "response larger than 67108864 bytes".into() };
     let refused = read(std::sync::Arc::new(Earlier { inner: local.clone(), missing, error: too_large })).await;
-    let table = |answers: &Answers| assemble::signal_table(&plan, answers, &p.group_by, &mut vec![]).0;
+    let table = |answers: &Answers| assemble::signal_table(&plan, answers, &p.group_by, &mut Warnings::default()).0;
     let (here, server, older) = (table(&summed_here), table(&by_server), table(&replayed));
     assert_eq!(table(&refused), server, "a refused unaggregated read falls back to the server's sum");
     let mut compared = 0;
@@ -839,7 +839,7 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
         ..crate::report::Finding::bare("r", crate::report::Severity::Warning, scope("a"))
     }];
     let rules = crate::rules::load_builtin().unwrap();
-    follow_up::apply(&fu, &answers, &mut findings, &rules, &SignalTable::new(), &[], &p, &mut vec![]);
+    follow_up::apply(&fu, &answers, &mut findings, &rules, &SignalTable::new(), &[], &p, &mut Warnings::default());
     let own = findings[0].evidence[0].series.as_ref().expect("own trend");
     let (b0, bs) = (p.baseline.start.timestamp() as f64, (p.baseline.end - p.baseline.start).num_seconds() / 60 + 1);
     assert_eq!(own.baseline.first().map(|x| x.0), Some(b0 + 180.0), "{:?}", own.baseline);
@@ -881,10 +881,10 @@ fn what_else_moved_reads_replica_by_replica_only_where_the_fleet_is_counted_and_
     let names: BTreeSet<String> = ["vllm:num_requests_running", "vllm:kv_cache_usage_perc"].into_iter().map(String::from).collect();
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
     let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
-    let signal_plan = plan::plan_signals(&rules, &plan::needed_signals(&rules), ctx, &p, &disc, &mut vec![]);
+    let signal_plan = plan::plan_signals(&rules, &plan::needed_signals(&rules), ctx, &p, &disc, &mut Warnings::default());
     let none = plan::SignalPlan { signals: BTreeMap::new(), ..signal_plan.clone() };
     let per_replica = |replicas: Option<usize>| {
-        let mut warnings = Vec::new();
+        let mut warnings = Warnings::default();
         let m = moved::plan(&rules, &signal_plan, &none, &Selector::default(), &p, replicas, &mut warnings);
         let keys: Vec<String> = m.watched.iter().filter(|(_, w)| w.per_replica).map(|(k, _)| k.clone()).collect();
         (keys, m.requests.len(), warnings)

@@ -449,7 +449,10 @@ mod tests {
         let mut n = r.not_evaluated[0].clone();
         n.scope = r.findings[0].scope.clone();
         n.rule = "priority-preemption".into();
-        n.reason = "metric missing in the window: vllm:num_preemptions_by_reason_total".into();
+        n.reason = crate::report::Reasons(vec![crate::report::Reason::MetricMissing {
+            side: crate::report::Side::Window,
+            families: vec!["vllm:num_preemptions_by_reason_total".into()],
+        }]);
         r.not_evaluated.push(n);
         let a = answer(&r);
         assert_eq!(a.not_evaluated.as_deref(), Some("2 rules not evaluated, and priority-preemption on this model, 1 more on some models only: -v lists them"));

@@ -307,7 +307,10 @@ mod tests {
         r.not_evaluated.push(crate::report::NotEvaluated {
             rule: "gpu-throttling".into(),
             scope: Default::default(),
-            reason: "metric missing in the window: DCGM_FI_DEV_SM_CLOCK".into(),
+            reason: crate::report::Reasons(vec![crate::report::Reason::MetricMissing {
+                side: crate::report::Side::Window,
+                families: vec!["DCGM_FI_DEV_SM_CLOCK".into()],
+            }]),
         });
         let text = render(&r, &piped());
         assert_eq!(verdict_line(&text), "OK: no problem found in 24 of 25 rules", "{text}");

@@ -128,7 +128,7 @@ pub(crate) fn sample_report() -> Report {
                 unit: "ratio".to_string(),
                 value: Some(0.991),
                 baseline: Some(0.62),
-                threshold: "> 95%".to_string(),
+                threshold: "> 95%".into(),
                 passed: true,
                 query: r#"max by (model_name) (max_over_time(vllm:kv_cache_usage_perc{namespace="inference-prod"}[30m]))"#
                     .to_string(),
@@ -147,7 +147,7 @@ pub(crate) fn sample_report() -> Report {
                 unit: "per_second".to_string(),
                 value: Some(4.2),
                 baseline: Some(0.0),
-                threshold: "> 0.1/s".to_string(),
+                threshold: "> 0.1/s".into(),
                 passed: true,
                 query: r#"sum by (model_name) (rate(vllm:num_preemptions_total{namespace="inference-prod"}[30m]))"#
                     .to_string(),
@@ -233,7 +233,7 @@ pub(crate) fn sample_report() -> Report {
                 unit: "seconds".to_string(),
                 value: Some(4.12),
                 baseline: Some(0.82),
-                threshold: "> 2x baseline or > 3s".to_string(),
+                threshold: "> 2x baseline or > 3s".into(),
                 passed: true,
                 query: r#"histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket{namespace="inference-prod"}[30m])))"#
                     .to_string(),
@@ -252,7 +252,7 @@ pub(crate) fn sample_report() -> Report {
                 unit: "seconds".to_string(),
                 value: Some(0.031),
                 baseline: Some(0.024),
-                threshold: "< 0.5s".to_string(),
+                threshold: "< 0.5s".into(),
                 passed: true,
                 query: r#"histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:request_queue_time_seconds_bucket{namespace="inference-prod"}[30m])))"#
                     .to_string(),
@@ -271,7 +271,7 @@ pub(crate) fn sample_report() -> Report {
                 unit: "ratio".to_string(),
                 value: None,
                 baseline: Some(0.41),
-                threshold: "< 50% of baseline".to_string(),
+                threshold: "< 50% of baseline".into(),
                 passed: false,
                 query: r#"sum by (model_name) (rate(vllm:prefix_cache_hits_total{namespace="inference-prod"}[30m])) / sum by (model_name) (rate(vllm:prefix_cache_queries_total{namespace="inference-prod"}[30m]))"#
                     .to_string(),
@@ -339,12 +339,12 @@ pub(crate) fn sample_report() -> Report {
             rule: "spec-decode-acceptance-drop".to_string(),
             scope: model(QWEN),
             reason: "no series for vllm:spec_decode_num_draft_tokens_total in the window"
-                .to_string(),
+                .into(),
         },
         NotEvaluated {
             rule: "kv-cache-exhausted".to_string(),
             scope: model(QWEN),
-            reason: "timed out".to_string(),
+            reason: "timed out".into(),
         },
     ];
     let mut r = base(vec![kv, ttft], healthy, not_evaluated);
@@ -443,7 +443,7 @@ pub(crate) fn nothing_evaluated_report() -> Report {
         .map(|rule| NotEvaluated {
             rule: rule.to_string(),
             scope: Scope::new(),
-            reason: "data source unreachable".to_string(),
+            reason: "data source unreachable".into(),
         })
         .collect();
     let mut r = base(vec![], vec![], not_evaluated);

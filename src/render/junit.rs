@@ -512,7 +512,7 @@ mod tests {
         let mut r = sample_report();
         r.findings[0].scope.insert("model_name".to_string(), "a\"b'<c>&d\u{1}\u{FFFF}]]>".to_string());
         r.findings[0].summary = "</failure><injected/> & \r\n".to_string();
-        r.not_evaluated[0].reason = "line1\nline2 \"quoted\"".to_string();
+        r.not_evaluated[0].reason = "line1\nline2 \"quoted\"".into();
         let xml = render(&r, &warning());
         let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
         assert!(doc.descendants().all(|n| !n.has_tag_name("injected")));

@@ -361,24 +361,56 @@ mod tests {
         assert_eq!(headline(&r), "no problems found");
     }
 
-    fn named(rows: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
-        rows.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect()
+
+    fn t(s: &str) -> Term {
+        Term::Text(s.into())
+    }
+
+    fn group(all: bool, parts: Vec<Term>, see: &[&str]) -> Term {
+        Term::Group { all, parts, see: see.iter().map(|x| x.to_string()).collect() }
+    }
+
+    fn or(parts: Vec<Term>, see: &[&str]) -> Term {
+        group(false, parts, see)
+    }
+
+    fn and(parts: Vec<Term>, see: &[&str]) -> Term {
+        group(true, parts, see)
+    }
+
+    fn line(t: Term) -> Threshold {
+        Threshold { lines: vec![t] }
+    }
+
+    /// The rows, each checked against the text the JSON writes for it.
+    fn named(rows: Vec<(&str, &str, Threshold, &str)>) -> Vec<Named> {
+        rows.into_iter()
+            .map(|(a, b, c, text)| {
+                assert_eq!(c.to_string(), text);
+                (a.to_string(), b.to_string(), c)
+            })
+            .collect()
     }
 
     #[test]
     fn a_condition_names_the_other_signals_it_reads_in_words() {
-        let ev = named(&[
-            ("preemption_active", "Share of window with preemptions", ">= 50% or (see preemption_recent)"),
-            ("preemption_recent", "Share of the last 5 min with preemptions", ">= 50% or (see preemption_active)"),
+        let ev = named(vec![
+            ("preemption_active", "Share of window with preemptions", line(or(vec![t(">= 50%")], &["preemption_recent"])), ">= 50% or (see preemption_recent)"),
+            ("preemption_recent", "Share of the last 5 min with preemptions", line(or(vec![t(">= 50%")], &["preemption_active"])), ">= 50% or (see preemption_active)"),
         ]);
         assert_eq!(condition_in_words(&ev[0].2, "preemption_active", &ev), ">= 50% or share of the last 5 min with preemptions >= 50%");
         assert_eq!(own_condition(&ev[0].2), ">= 50%");
         assert_eq!(alternatives(&ev[0].2), ["preemption_recent"]);
         // A flat `or` of three signals: each spelt out with its own condition, compound ones in parentheses.
-        let ev = named(&[
-            ("ttft_p95", "P95 time to first token", ">= 2x baseline or > 3 s or (see queue_p95, itl_p95)"),
-            ("queue_p95", "P95 queue time", "> 1 s or (>= 2x baseline and > 300 ms) or (see ttft_p95, itl_p95)"),
-            ("itl_p95", "P95 inter-token latency", ">= 1.5x baseline or > 100 ms or (see ttft_p95, queue_p95)"),
+        let ev = named(vec![
+            ("ttft_p95", "P95 time to first token", line(or(vec![t(">= 2x baseline"), t("> 3 s")], &["queue_p95", "itl_p95"])), ">= 2x baseline or > 3 s or (see queue_p95, itl_p95)"),
+            (
+                "queue_p95",
+                "P95 queue time",
+                line(or(vec![t("> 1 s"), and(vec![t(">= 2x baseline"), t("> 300 ms")], &[])], &["ttft_p95", "itl_p95"])),
+                "> 1 s or (>= 2x baseline and > 300 ms) or (see ttft_p95, itl_p95)",
+            ),
+            ("itl_p95", "P95 inter-token latency", line(or(vec![t(">= 1.5x baseline"), t("> 100 ms")], &["ttft_p95", "queue_p95"])), ">= 1.5x baseline or > 100 ms or (see ttft_p95, queue_p95)"),
         ]);
         assert_eq!(
             condition_in_words(&ev[0].2, "ttft_p95", &ev),
@@ -390,10 +422,20 @@ mod tests {
     #[test]
     fn a_group_whose_shape_the_text_does_not_show_is_named_not_guessed() {
         // itl_p95 <= 100 ms and (itl_p95 < 1.5x baseline or (running_avg >= 2x baseline and gen >= 1.2x baseline))
-        let ev = named(&[
-            ("itl_p95", "P95 inter-token latency", "<= 100 ms and (< 1.5x baseline or (see running_avg, gen_rate))"),
-            ("running_avg", "Running requests (avg)", "((>= 2x baseline and (see gen_rate)) or (see itl_p95)) and (see itl_p95)"),
-            ("gen_rate", "Generation throughput", "((>= 1.2x baseline and (see running_avg)) or (see itl_p95)) and (see itl_p95)"),
+        let ev = named(vec![
+            ("itl_p95", "P95 inter-token latency", line(and(vec![t("<= 100 ms"), or(vec![t("< 1.5x baseline")], &["running_avg", "gen_rate"])], &[])), "<= 100 ms and (< 1.5x baseline or (see running_avg, gen_rate))"),
+            (
+                "running_avg",
+                "Running requests (avg)",
+                line(and(vec![or(vec![and(vec![t(">= 2x baseline")], &["gen_rate"])], &["itl_p95"])], &["itl_p95"])),
+                "((>= 2x baseline and (see gen_rate)) or (see itl_p95)) and (see itl_p95)",
+            ),
+            (
+                "gen_rate",
+                "Generation throughput",
+                line(and(vec![or(vec![and(vec![t(">= 1.2x baseline")], &["running_avg"])], &["itl_p95"])], &["itl_p95"])),
+                "((>= 1.2x baseline and (see running_avg)) or (see itl_p95)) and (see itl_p95)",
+            ),
         ]);
         assert_eq!(
             condition_in_words(&ev[0].2, "itl_p95", &ev),
@@ -403,9 +445,13 @@ mod tests {
         assert_eq!(own_condition(&ev[1].2), ">= 2x baseline");
         assert!(alternatives(&ev[0].2).contains(&"running_avg".to_string()));
         // A signal the evidence does not carry is named by its id; several lines are joined by `and`.
-        assert_eq!(condition_in_words("> 3 s or (see nowhere)", "x", &ev), "> 3 s or a condition on nowhere");
-        assert_eq!(own_condition(">= 1.5x baseline or > 100 ms; > 100 ms"), "(>= 1.5x baseline or > 100 ms) and > 100 ms");
-        assert_eq!(own_condition("not (> 3 s)"), "not (> 3 s)");
+        assert_eq!(condition_in_words(&line(or(vec![t("> 3 s")], &["nowhere"])), "x", &ev), "> 3 s or a condition on nowhere");
+        let two = Threshold { lines: vec![or(vec![t(">= 1.5x baseline"), t("> 100 ms")], &[]), t("> 100 ms")] };
+        assert_eq!(two.to_string(), ">= 1.5x baseline or > 100 ms; > 100 ms");
+        assert_eq!(own_condition(&two), "(>= 1.5x baseline or > 100 ms) and > 100 ms");
+        let not = line(Term::Not(Box::new(t("> 3 s"))));
+        assert_eq!(not.to_string(), "not (> 3 s)");
+        assert_eq!(own_condition(&not), "not (> 3 s)");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::{
     ago, coverage_phrase, core_sentence, describe_duration, describe_fleet, describe_generation,
     describe_instant, describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline,
     finding_queries, healthy_summary, headline, no_findings_sentence, not_evaluated_heading,
-    not_evaluated_lines, one_line, plural, query_timing, alternatives, condition_in_words, gap_phrase, recommendation_lines, card_lines, wont_help_lines, replicas_line,
+    not_evaluated_lines, one_line, plural, query_timing, alternatives, condition_in_words, Named, gap_phrase, recommendation_lines, card_lines, wont_help_lines, replicas_line,
     stood_in_line, recent_line, verdict, warning_lines, evidence_words, RenderOptions, ScopeStyle, Verdict,
 };
 use crate::report::{Event, EventKind, Evidence, Finding, Report, Scope, Severity, TimeRange};
@@ -268,6 +268,8 @@ pub struct EvidenceView {
     /// The condition with the other signals it names written out: `>= 50% or share of the last 5
     /// min with preemptions >= 50%`.
     pub condition_words: String,
+    /// The condition in structure, which the words above are made from.
+    pub threshold: crate::report::Threshold,
     pub held: bool,
     /// `low confidence (14 obs)`.
     pub confidence: Option<String>,
@@ -589,9 +591,9 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
     for trend in evidence.iter_mut().filter_map(|e| e.trend.as_mut()) {
         trend.events = markers.clone();
     }
-    let named: Vec<(String, String, String)> = evidence.iter().map(|e| (e.signal.clone(), e.title.clone(), e.condition.clone())).collect();
+    let named: Vec<Named> = evidence.iter().map(|e| (e.signal.clone(), e.title.clone(), e.threshold.clone())).collect();
     for e in &mut evidence {
-        e.condition_words = condition_in_words(&e.condition, &e.signal, &named);
+        e.condition_words = condition_in_words(&e.threshold, &e.signal, &named);
     }
     let deciding = deciding(&evidence);
     FindingView {
@@ -660,7 +662,7 @@ fn not_evaluated_here(report: &Report, f: &Finding) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for n in items {
         // The reason's kind (`metric missing in the window`), the metrics in -v.
-        let line = format!("{} ({})", one_line(&n.rule), one_line(&n.reason).split(": ").next().unwrap_or_default());
+        let line = format!("{} ({})", one_line(&n.rule), one_line(&n.reason.brief()));
         if !out.contains(&line) {
             out.push(line);
         }
@@ -681,7 +683,7 @@ fn core_brief(report: &Report) -> Option<String> {
             .not_evaluated
             .iter()
             .filter(|n| core.contains(&n.rule))
-            .map(|n| one_line(&n.reason).split(": ").next().unwrap_or_default().to_string())
+            .map(|n| one_line(&n.reason.brief()))
             .collect();
         let ids: Vec<String> = core.iter().map(|r| one_line(r)).collect();
         let why = if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.into_iter().collect::<Vec<_>>().join("; ")) };
@@ -743,7 +745,7 @@ fn deciding(evidence: &[EvidenceView]) -> Vec<usize> {
         if covered.contains(&e.signal) {
             continue;
         }
-        covered.extend(alternatives(&e.condition));
+        covered.extend(alternatives(&e.threshold));
         chosen.push(i);
     }
     chosen
@@ -816,7 +818,7 @@ fn not_evaluated_brief(report: &Report) -> Option<String> {
         if !rules.contains(&rule) {
             rules.push(rule);
         }
-        reasons.insert(one_line(&n.reason).split(": ").next().unwrap_or_default().to_string());
+        reasons.insert(one_line(&n.reason.brief()));
     }
     let mut names = rules.iter().take(NAMED).cloned().collect::<Vec<_>>().join(", ");
     if rules.len() > NAMED {

@@ -256,9 +256,10 @@ pub(crate) fn evidence_words(e: &Evidence) -> view::EvidenceView {
         value: fmt(e.value, e.value_bound),
         baseline: fmt(e.baseline, e.baseline_bound),
         change,
-        condition: one_line(&e.threshold),
-        condition_own: own_condition(&one_line(&e.threshold)),
-        condition_words: one_line(&e.threshold),
+        condition: one_line(&e.threshold.to_string()),
+        condition_own: own_condition(&e.threshold),
+        condition_words: one_line(&e.threshold.to_string()),
+        threshold: e.threshold.clone(),
         held: e.passed,
         confidence,
         sparkline: None,
@@ -332,7 +333,7 @@ pub(crate) fn core_sentence(report: &Report) -> Option<String> {
             .not_evaluated
             .iter()
             .filter(|n| core.contains(&n.rule))
-            .map(|n| one_line(&n.reason))
+            .map(|n| one_line(&n.reason.to_string()))
             .collect();
         let mut s = format!("Core runbook checks not evaluated: {}", ids.join(", "));
         if let Some(first) = why.iter().next() {
@@ -554,7 +555,7 @@ pub(crate) fn not_evaluated_lines(
             (
                 one_line(&n.rule),
                 scopes.format(&n.scope),
-                one_line(&n.reason),
+                one_line(&n.reason.to_string()),
             )
         })
         .collect()

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::expr::{self, Expr, Facts, Rhs, Truth};
 use super::load::{Condition, RuleDef, RuleSet};
-use crate::report::{Evidence, RecentRead, Scope, StoodIn};
+use crate::report::{Evidence, QueryFailure, Reason, RecentRead, Scope, Side, StoodIn, Term, Threshold};
 
 /// Why a signal has no values at all.
 #[derive(Debug, Clone, PartialEq)]
@@ -12,8 +12,8 @@ pub enum Availability {
     Ok,
     /// None of the metric names it can use exist in that window.
     Missing(Vec<String>),
-    /// Its query failed (timeout, error); the reason says which.
-    Failed(String),
+    /// Its query failed (timeout, error); the failure says which.
+    Failed(QueryFailure),
 }
 
 /// One signal's values for one window.
@@ -72,7 +72,7 @@ pub enum Outcome {
     /// `recent` says when they held over the window's last minutes only.
     Matched { score: f64, evidence: Vec<Evidence>, stood_in: Option<StoodIn>, recent: Option<RecentRead> },
     NotMatched,
-    Unknown { reasons: Vec<String> },
+    Unknown { reasons: Vec<Reason> },
 }
 
 struct ScopeFacts<'a> {
@@ -88,26 +88,32 @@ impl ScopeFacts<'_> {
     }
 }
 
-fn lookup(w: Option<&WindowValues>, signal: &str, scope: &Scope, which: &str) -> Result<f64, String> {
+fn lookup(w: Option<&WindowValues>, signal: &str, scope: &Scope, side: Side) -> Result<f64, Reason> {
     let Some(w) = w else {
-        return Err(format!("signal {signal} was not computed"));
+        return Err(Reason::NotComputed { signal: signal.to_string() });
     };
     match &w.availability {
-        Availability::Missing(families) => Err(format!("metric missing in the {which}: {}", families.join(", "))),
-        Availability::Failed(reason) => Err(format!("{signal} ({which}): {reason}")),
+        Availability::Missing(families) => Err(Reason::MetricMissing { side, families: families.clone() }),
+        Availability::Failed(failure) => Err(Reason::QueryFailed { signal: signal.to_string(), side, failure: failure.clone() }),
         Availability::Ok => match w.values.get(scope) {
             Some(v) => Ok(*v),
-            None => Err(format!("no data for {signal} in the {which}")),
+            None => Err(Reason::NoData { signal: signal.to_string(), side }),
         },
     }
 }
 
 impl Facts for ScopeFacts<'_> {
     fn value(&self, signal: &str) -> Result<f64, String> {
-        lookup(self.table.get(signal).map(|s| &s.window), signal, self.scope, "window")
+        self.value_or_reason(signal).map_err(|r| r.text())
     }
     fn baseline(&self, signal: &str) -> Result<f64, String> {
-        lookup(self.table.get(signal).map(|s| &s.baseline), signal, self.scope, "baseline")
+        self.baseline_or_reason(signal).map_err(|r| r.text())
+    }
+    fn value_or_reason(&self, signal: &str) -> Result<f64, Reason> {
+        lookup(self.table.get(signal).map(|s| &s.window), signal, self.scope, Side::Window)
+    }
+    fn baseline_or_reason(&self, signal: &str) -> Result<f64, Reason> {
+        lookup(self.table.get(signal).map(|s| &s.baseline), signal, self.scope, Side::Baseline)
     }
     fn threshold(&self, name: &str) -> Option<f64> {
         self.thresholds.get(name).copied()
@@ -266,7 +272,7 @@ pub fn evaluate_in(rule: &RuleDef, set: &RuleSet, table: &SignalTable, recent: O
         (Truth::Unknown(reasons), _) => {
             let failed = swapped.iter().filter_map(|sig| view.table.get(sig)).any(|v| matches!(v.window.availability, Availability::Failed(_)));
             if failed {
-                Outcome::Unknown { reasons: reasons.into_iter().map(|r| format!("last minutes of the window: {r}")).collect() }
+                Outcome::Unknown { reasons: reasons.into_iter().map(|r| Reason::LastMinutes(Box::new(r))).collect() }
             } else {
                 outcome
             }
@@ -366,7 +372,7 @@ fn evaluate_whole(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Sc
         (Truth::False, _) => Outcome::NotMatched,
         (Truth::Unknown(more), _) => {
             let mut all = reasons;
-            all.extend(more.into_iter().map(|r| format!("stand-in: {r}")));
+            all.extend(more.into_iter().map(|r| Reason::StandIn(Box::new(r))));
             Outcome::Unknown { reasons: all }
         }
         (Truth::True, s) => {
@@ -396,7 +402,7 @@ fn evidence_for(when: &[Condition], set: &RuleSet, table: &SignalTable, scope: &
     let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
     let on_it: Vec<&Condition> = when.iter().filter(|c| c.expr.comparisons().iter().any(|k| k.signal == sig)).collect();
     let projected: Vec<Expr> = on_it.iter().filter_map(|c| project(&c.expr, sig)).collect();
-    let threshold = on_it.iter().map(|c| describe_for(&c.expr, sig, unit, &set.thresholds, true)).collect::<Vec<_>>().join("; ");
+    let threshold = threshold_for(when, sig, unit, &set.thresholds);
     let own: Vec<&Expr> = on_it.iter().filter(|c| c.expr.comparisons().iter().all(|k| k.signal == sig)).map(|c| &c.expr).collect();
     let passed = if own.is_empty() {
         projected.iter().all(|e| expr::eval(e, &facts).0 == Truth::True)
@@ -477,30 +483,32 @@ fn project(e: &Expr, sig: &str) -> Option<Expr> {
     }
 }
 
+/// What `sig` is held to by the conditions `when`: each condition that reads it, as it bears on
+/// it (see [`crate::report::Threshold`]).
+pub fn threshold_for(when: &[Condition], sig: &str, unit: &str, thresholds: &BTreeMap<String, f64>) -> Threshold {
+    let on_it = when.iter().filter(|c| c.expr.comparisons().iter().any(|k| k.signal == sig));
+    Threshold { lines: on_it.map(|c| describe_for(&c.expr, sig, unit, thresholds)).collect() }
+}
+
 /// A condition as it bears on `sig`, for people: its comparisons on `sig` in the signal's unit, then
-/// the other signals the same `and` or `or` reads as `(see a, b)`:
+/// the other signals the same `and` or `or` reads (written `(see a, b)`):
 /// `<= 100 ms and (< 1.5x baseline or (see running_avg, generation_tokens_rate))`.
-fn describe_for(e: &Expr, sig: &str, unit: &str, thresholds: &BTreeMap<String, f64>, top: bool) -> String {
+fn describe_for(e: &Expr, sig: &str, unit: &str, thresholds: &BTreeMap<String, f64>) -> Term {
     let mentions = |x: &Expr| x.comparisons().iter().any(|k| k.signal == sig);
     match e {
-        Expr::Cmp(_) => describe(e, unit, thresholds, top),
-        Expr::Not(x) => format!("not ({})", describe_for(x, sig, unit, thresholds, true)),
+        Expr::Cmp(_) => Term::Text(describe(e, unit, thresholds, true)),
+        Expr::Not(x) => Term::Not(Box::new(describe_for(x, sig, unit, thresholds))),
         Expr::And(v) | Expr::Or(v) => {
-            let sep = if matches!(e, Expr::And(_)) { " and " } else { " or " };
             // `and` and `or` do not depend on their order: this signal's parts first, then the
             // other signals' in one group.
-            let mut parts: Vec<String> = v.iter().filter(|x| mentions(x)).map(|x| describe_for(x, sig, unit, thresholds, false)).collect();
-            let mut others: Vec<String> = Vec::new();
+            let parts: Vec<Term> = v.iter().filter(|x| mentions(x)).map(|x| describe_for(x, sig, unit, thresholds)).collect();
+            let mut see: Vec<String> = Vec::new();
             for k in v.iter().filter(|x| !mentions(x)).flat_map(|x| x.comparisons()) {
-                if !others.contains(&k.signal) {
-                    others.push(k.signal.clone());
+                if !see.contains(&k.signal) {
+                    see.push(k.signal.clone());
                 }
             }
-            if !others.is_empty() {
-                parts.push(format!("(see {})", others.join(", ")));
-            }
-            let inner = parts.join(sep);
-            if top || parts.len() == 1 { inner } else { format!("({inner})") }
+            Term::Group { all: matches!(e, Expr::And(_)), parts, see }
         }
     }
 }
@@ -657,7 +665,7 @@ when = ["b > 50%", "a <= $high and (a < 1.5x baseline or b >= 2x baseline)"]
         let missing = WindowValues::unavailable(Availability::Missing(vec!["g".into()]));
         t.insert("b".into(), SignalValues { window: missing.clone(), baseline: missing });
         match evaluate(s.rule("r").unwrap(), &s, &t, &scope("m")) {
-            Outcome::Unknown { reasons } => assert_eq!(reasons, vec!["metric missing in the window: g".to_string()]),
+            Outcome::Unknown { reasons } => assert_eq!(reasons.iter().map(Reason::text).collect::<Vec<_>>(), ["metric missing in the window: g"]),
             other => panic!("{other:?}"),
         }
     }
@@ -667,7 +675,7 @@ when = ["b > 50%", "a <= $high and (a < 1.5x baseline or b >= 2x baseline)"]
         let s = set();
         let mut t = SignalTable::new();
         t.insert("a".into(), SignalValues { window: wv(&[("m", 0.5)]), baseline: wv(&[("m", 0.5)]) });
-        let missing = WindowValues::unavailable(Availability::Failed("timed out".into()));
+        let missing = WindowValues::unavailable(Availability::Failed(QueryFailure::new(crate::report::FailureKind::TimedOut, "timed out")));
         t.insert("b".into(), SignalValues { window: missing.clone(), baseline: missing });
         assert_eq!(evaluate(s.rule("r").unwrap(), &s, &t, &scope("m")), Outcome::NotMatched);
     }
@@ -756,7 +764,7 @@ when = ["b > 50%", "a <= $high and (a < 1.5x baseline or b >= 2x baseline)"]
             ("queue_wait_mean", 40.0, 38.0),
         ]);
         for sig in ["ttft_p95", "queue_p95", "itl_p95"] {
-            let failed = WindowValues::unavailable(Availability::Failed("timed out".into()));
+            let failed = WindowValues::unavailable(Availability::Failed(QueryFailure::new(crate::report::FailureKind::TimedOut, "timed out")));
             t.insert(sig.into(), SignalValues { window: failed.clone(), baseline: failed });
         }
         assert!(matches!(evaluate(set.rule("kv-cache-pressure").unwrap(), &set, &t, &scope("m")), Outcome::Unknown { .. }));
@@ -862,7 +870,7 @@ when = ["b > 50%", "a <= $high and (a < 1.5x baseline or b >= 2x baseline)"]
         let set = crate::rules::load_builtin().unwrap();
         let rule = set.rule("slow-decode").unwrap();
         let mut t = late_slow_decode();
-        let failed = WindowValues::unavailable(Availability::Failed("timed out".into()));
+        let failed = WindowValues::unavailable(Availability::Failed(QueryFailure::new(crate::report::FailureKind::TimedOut, "timed out")));
         t.get_mut("itl_p95_recent").unwrap().window = failed;
         let view = recent_view(&set, &t, std::time::Duration::from_secs(600)).unwrap();
         assert!(matches!(evaluate_in(rule, &set, &t, Some(&view), &scope("m")), Outcome::Unknown { .. }));

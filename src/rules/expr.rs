@@ -16,6 +16,8 @@
 
 use std::fmt;
 
+use crate::report::{Reason, Side};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmpOp {
     Gt,
@@ -340,7 +342,7 @@ pub enum Truth {
     True,
     False,
     /// Could not be decided; the reasons name what was missing.
-    Unknown(Vec<String>),
+    Unknown(Vec<Reason>),
 }
 
 /// What a comparison needs from the data.
@@ -349,6 +351,15 @@ pub trait Facts {
     fn value(&self, signal: &str) -> Result<f64, String>;
     /// The signal's value in the baseline window.
     fn baseline(&self, signal: &str) -> Result<f64, String>;
+    /// [`Facts::value`] with why it is missing in structure (its words kept as written unless the
+    /// facts know more).
+    fn value_or_reason(&self, signal: &str) -> Result<f64, Reason> {
+        self.value(signal).map_err(Reason::Text)
+    }
+    /// [`Facts::baseline`] with why it is missing in structure.
+    fn baseline_or_reason(&self, signal: &str) -> Result<f64, Reason> {
+        self.baseline(signal).map_err(Reason::Text)
+    }
     /// A named threshold.
     fn threshold(&self, name: &str) -> Option<f64>;
     /// True when the signal is optional and has no data: the feature is off or nothing happened, so
@@ -449,7 +460,7 @@ pub fn eval(e: &Expr, f: &dyn Facts) -> (Truth, f64) {
     }
 }
 
-fn dedup(mut v: Vec<String>) -> Vec<String> {
+fn dedup(mut v: Vec<Reason>) -> Vec<Reason> {
     let mut seen = std::collections::BTreeSet::new();
     v.retain(|x| seen.insert(x.clone()));
     v
@@ -467,14 +478,18 @@ fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
     if f.absent(&c.signal) {
         return (Truth::False, 0.0);
     }
-    let v = match f.value(&c.signal) {
-        Ok(v) if v.is_nan() => return (Truth::Unknown(vec![format!("{} is NaN in the window", c.signal)]), 0.0),
+    let v = match f.value_or_reason(&c.signal) {
+        Ok(v) if v.is_nan() => return (Truth::Unknown(vec![Reason::NotANumber { signal: c.signal.clone(), side: Side::Window }]), 0.0),
         Ok(v) => v,
         Err(r) => return (Truth::Unknown(vec![r]), 0.0),
     };
     let here = f.bucket(&c.signal, false);
     let coarse = |what: &str, detail: String| {
-        Truth::Unknown(vec![format!("{} {what}: {detail} cannot be told from its histogram's buckets", c.signal)])
+        Truth::Unknown(vec![Reason::Buckets {
+            signal: c.signal.clone(),
+            position: what.to_string(),
+            detail: format!("{detail} cannot be told from its histogram's buckets"),
+        }])
     };
     let (lhs, rhs) = match &c.rhs {
         Rhs::Value { .. } | Rhs::Named { .. } => {
@@ -482,7 +497,7 @@ fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
                 Rhs::Value { value, .. } => *value,
                 Rhs::Named { name } => match f.threshold(name) {
                     Some(t) => t,
-                    None => return (Truth::Unknown(vec![format!("threshold ${name} is not defined")]), 0.0),
+                    None => return (Truth::Unknown(vec![Reason::ThresholdUndefined { name: name.clone() }]), 0.0),
                 },
                 Rhs::Baseline { .. } => unreachable!(),
             };
@@ -495,16 +510,17 @@ fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
                     None => {
                         let where_ = if lo == 0.0 { format!("is under its first bucket's bound ({hi})") } else { format!("is at or over its largest bucket bound ({lo})") };
                         let detail = format!("whether it is {} {t}", c.op.as_str());
-                        return (Truth::Unknown(vec![format!("{} {where_}: {detail} cannot be told from its histogram's buckets ({})", c.signal, crate::signals::CUSTOM_BUCKETS_HINT)]), 0.0);
+                        let detail = format!("{detail} cannot be told from its histogram's buckets ({})", crate::signals::CUSTOM_BUCKETS_HINT);
+                        return (Truth::Unknown(vec![Reason::Buckets { signal: c.signal.clone(), position: where_, detail }]), 0.0);
                     }
                 }
             }
             (v, t)
         }
         Rhs::Baseline { factor } => {
-            let b = match f.baseline(&c.signal) {
+            let b = match f.baseline_or_reason(&c.signal) {
                 Ok(b) if b.is_nan() => {
-                    return (Truth::Unknown(vec![format!("{} is NaN in the baseline", c.signal)]), 0.0)
+                    return (Truth::Unknown(vec![Reason::NotANumber { signal: c.signal.clone(), side: Side::Baseline }]), 0.0)
                 }
                 Ok(b) => b,
                 Err(r) => return (Truth::Unknown(vec![r]), 0.0),
@@ -624,7 +640,7 @@ mod tests {
         assert_eq!(eval(&parse("kv >= 2x baseline and itl > 1s").unwrap(), &f).0, Truth::False);
         // unknown signal
         match eval(&parse("nothing > 1").unwrap(), &f).0 {
-            Truth::Unknown(r) => assert_eq!(r, vec!["no data for nothing".to_string()]),
+            Truth::Unknown(r) => assert_eq!(r, vec![Reason::from("no data for nothing")]),
             other => panic!("{other:?}"),
         }
     }
@@ -699,7 +715,7 @@ mod bucket_tests {
         assert_eq!(truth("q <= 300ms", 0.285, 0.285), Truth::True);
         // A threshold inside the bucket cannot be decided either way: unknown, never passed.
         match truth("q > 100ms", 0.285, 0.285) {
-            Truth::Unknown(r) => assert!(r[0].contains("first bucket") && r[0].contains("cannot be told"), "{r:?}"),
+            Truth::Unknown(r) => assert!(r[0].text().contains("first bucket") && r[0].text().contains("cannot be told"), "{r:?}"),
             other => panic!("{other:?}"),
         }
         assert!(matches!(truth("q < 100ms", 0.2, 0.2), Truth::Unknown(_)));

@@ -211,6 +211,22 @@ impl SourceError {
         matches!(self, SourceError::Unreachable { .. })
     }
 
+    /// The failure in the report's terms: its kind, and [`SourceError::short_reason`].
+    pub fn failure(&self) -> crate::report::QueryFailure {
+        use crate::report::FailureKind;
+        let kind = match self {
+            SourceError::Timeout { .. } => FailureKind::TimedOut,
+            SourceError::Api { error_type, .. } if error_type == "timeout" => FailureKind::TimedOut,
+            SourceError::Unreachable { .. } => FailureKind::Unreachable,
+            SourceError::NotPrometheus { .. } | SourceError::HttpStatus { .. } => FailureKind::Http,
+            SourceError::Api { .. } => FailureKind::Rejected,
+            SourceError::Decode { .. } => FailureKind::Unreadable,
+            SourceError::NotRecorded { .. } => FailureKind::NotRecorded,
+            SourceError::Other { .. } => FailureKind::Other,
+        };
+        crate::report::QueryFailure::new(kind, self.short_reason())
+    }
+
     /// Short reason for a "not evaluated" entry.
     pub fn short_reason(&self) -> String {
         match self {
