@@ -59,6 +59,28 @@ const MAX_BASELINE_POINTS: u64 = 120;
 pub const MAX_REPLICAS_WATCHED: usize = 256;
 /// Fewest baseline points to take a median and a spread from.
 const MIN_BASELINE_POINTS: usize = 6;
+/// Fewest consecutive moved points a change needs, whatever `moved_duration` asks, where the step is
+/// the trends' range ([`steps`], windows of 20 minutes or more): two points whose ranges do not
+/// overlap can both read one burst that straddles them (a healthy fleet's queue at its window's
+/// end read 1.4 and 1.6 requests against 0.07), where the finer step's overlapping ranges saw it
+/// fall in between. At the finer step, where the ranges overlap, `moved_duration` alone decides.
+pub const MIN_RUN_POINTS: usize = 3;
+/// Fewest window points for the step to be the trend's range (see [`steps`]).
+pub const MIN_WINDOW_POINTS: u64 = 10;
+
+/// The step and the range (seconds) of the stage's trends over a window of `window` seconds. The
+/// range is the trends' (a tenth of the window, 2 to 10 minutes: at least two samples of a series
+/// scraped every minute, four at 30 s). The step is that range wherever the window still holds
+/// [`MIN_WINDOW_POINTS`] of it (windows of 20 minutes and more), so consecutive points' ranges do
+/// not overlap and each sample is read once (Prometheus 2's ranges include both ends, so a sample
+/// exactly on a step is read twice); a shorter window keeps the other trends' step (a thirtieth of
+/// it, 15 s at least), its points' ranges overlapping, so the shortest change still spans points.
+pub fn steps(window: u64) -> (u64, u64) {
+    let range = (window / 10).clamp(120, 600);
+    let fine = (window / 30).max(15);
+    let step = if window / range >= MIN_WINDOW_POINTS { range.max(fine) } else { fine };
+    (step, range)
+}
 
 /// The named thresholds (rules/thresholds.toml) and their defaults.
 pub const RATIO: &str = crate::rules::MOVED_RATIO;
@@ -155,18 +177,22 @@ pub struct Bars {
     pub ratio: f64,
     pub z: f64,
     pub seconds: f64,
+    /// The fewest consecutive points a change needs besides `seconds` (see [`MIN_RUN_POINTS`]).
+    pub points: usize,
 }
 
 impl Bars {
     /// The shortest stretch fits the window: at most a third of it (a three-minute window of a
     /// lab run asks a minute).
     pub fn within(self, window: Duration) -> Bars {
-        Bars { seconds: self.seconds.min(window.as_secs_f64() / 3.0), ..self }
+        let (step, range) = steps(window.as_secs());
+        let points = if step >= range { MIN_RUN_POINTS } else { 1 };
+        Bars { seconds: self.seconds.min(window.as_secs_f64() / 3.0), points, ..self }
     }
 
     pub fn from(thresholds: &BTreeMap<String, f64>) -> Bars {
         let get = |name: &str, default: f64| thresholds.get(name).copied().filter(|v| v.is_finite() && *v > 0.0).unwrap_or(default);
-        Bars { ratio: get(RATIO, DEFAULT_RATIO).max(1.0), z: get(Z, DEFAULT_Z), seconds: get(DURATION, DEFAULT_DURATION_SECONDS) }
+        Bars { ratio: get(RATIO, DEFAULT_RATIO).max(1.0), z: get(Z, DEFAULT_Z), seconds: get(DURATION, DEFAULT_DURATION_SECONDS), points: 1 }
     }
 }
 
@@ -174,8 +200,8 @@ impl Bars {
 /// per scope, over the baseline and the window.
 pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, selector: &Selector, p: &RunParams, replicas: Option<usize>, warnings: &mut Warnings) -> MovedPlan {
     let window = p.window.duration().as_secs();
-    let step = (window / 30).max(15);
-    let trend_range = Duration::from_secs((window / 10).clamp(120, 600));
+    let (step, range) = steps(window);
+    let trend_range = Duration::from_secs(range);
     let baseline_secs = p.baseline.duration().as_secs();
     let baseline_step = if baseline_secs / step > MAX_BASELINE_POINTS { baseline_secs.div_ceil(MAX_BASELINE_POINTS).div_ceil(step) * step } else { step };
     let ctx = QueryContext { selector: selector.clone(), range: trend_range, ..signal_plan.ctx.clone() };
@@ -386,9 +412,10 @@ pub fn detect(baseline: &[(f64, f64)], window: &[(f64, f64)], worse: Worse, floo
         while j + 1 < flags.len() && flags[j + 1] && window[j + 1].0 - window[j].0 <= step * 1.5 {
             j += 1;
         }
-        // Each point stands for the step up to it: n points span n steps.
+        // Each point stands for the step up to it: n points span n steps (and at least
+        // `bars.points` of them, see MIN_RUN_POINTS).
         let seconds = (j - i + 1) as f64 * step;
-        if seconds >= bars.seconds {
+        if seconds >= bars.seconds && j - i + 1 >= bars.points {
             let value = median(window[i..=j].iter().map(|p| p.1))?;
             let harm_at = |x: f64| match worse {
                 Worse::Up => x - base,
@@ -452,7 +479,7 @@ pub fn margin(baseline: &[(f64, f64)], window: &[(f64, f64)], worse: Worse, floo
         return None;
     }
     let (base, spread) = level(baseline)?;
-    let k = ((seconds / step).ceil() as usize).max(1);
+    let k = ((seconds / step).ceil() as usize).max(bars.points).max(1);
     if window.len() < k {
         return None;
     }
@@ -621,7 +648,7 @@ mod tests {
     const STEP: f64 = 60.0;
 
     fn bars() -> Bars {
-        Bars { ratio: DEFAULT_RATIO, z: DEFAULT_Z, seconds: DEFAULT_DURATION_SECONDS }
+        Bars { ratio: DEFAULT_RATIO, z: DEFAULT_Z, seconds: DEFAULT_DURATION_SECONDS, points: 1 }
     }
 
     fn series(start: f64, values: &[f64]) -> Vec<(f64, f64)> {
@@ -755,6 +782,37 @@ mod tests {
     fn detect_and_margin(b: &[(f64, f64)], w: &[f64]) -> (Option<Change>, Margin) {
         let w = series(W0, w);
         (detect(b, &w, Worse::Up, 0.25, &bars(), STEP, W0), margin(b, &w, Worse::Up, 0.25, &bars()).unwrap())
+    }
+
+    #[test]
+    fn the_step_is_the_range_where_the_window_holds_ten_of_it_so_each_sample_is_read_once() {
+        // The default half hour: rates over 3 minutes every 3 minutes, ten points.
+        assert_eq!(steps(1800), (180, 180));
+        assert_eq!(steps(1200), (120, 120));
+        assert_eq!(steps(3600), (360, 360));
+        // Past 100 minutes the range stops at 10 minutes: the step too, more points.
+        assert_eq!(steps(7200), (600, 600));
+        assert_eq!(steps(86400), (2880, 600));
+        // A shorter window keeps the fine step, its ranges overlapping.
+        assert_eq!(steps(900), (30, 120));
+        assert_eq!(steps(180), (15, 120));
+    }
+
+    #[test]
+    fn where_the_ranges_do_not_overlap_a_change_needs_three_points_whatever_its_seconds() {
+        let coarse = Bars::from(&BTreeMap::new()).within(Duration::from_secs(1800));
+        assert_eq!((coarse.seconds, coarse.points), (300.0, MIN_RUN_POINTS));
+        assert_eq!(Bars::from(&BTreeMap::new()).within(Duration::from_secs(900)).points, 1);
+        let b = series(0.0, &steady(0.07, 0.1));
+        let at = |values: &[f64]| values.iter().enumerate().map(|(i, v)| (W0 + 180.0 * (i as f64 + 1.0), *v)).collect::<Vec<_>>();
+        // Two 3-minute points past every bar: 360 s, but one burst can straddle two points.
+        let two = at(&[0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.1, 0.8, 1.4, 1.6]);
+        assert_eq!(detect(&b, &two, Worse::Up, 1.0, &coarse, 180.0, W0), None);
+        assert!(margin(&b, &two, Worse::Up, 1.0, &coarse).unwrap().nearness < 1.0);
+        let three = at(&[0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.1, 1.3, 1.4, 1.6]);
+        let c = detect(&b, &three, Worse::Up, 1.0, &coarse, 180.0, W0).expect("three points, 9 minutes");
+        assert_eq!((c.onset, c.seconds), (W0 + 7.0 * 180.0, 540.0));
+        assert!(margin(&b, &three, Worse::Up, 1.0, &coarse).unwrap().nearness >= 1.0);
     }
 
     #[test]
