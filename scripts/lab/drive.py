@@ -16,6 +16,7 @@ import json
 import multiprocessing
 import os
 import random
+import signal
 import sys
 import time
 import zlib
@@ -31,6 +32,35 @@ def utc(ts):
 
 def log(msg):
     print(f"[{utc(time.time())}] {msg}", file=sys.stderr, flush=True)
+
+
+def run_lab(label, manifest_path, manifest, programme, checks, cleanup):
+    """Run a lab programme (a coroutine function) to its end, then its own checks (a function
+    returning the failed ones); always clean up and write the manifest. Exits 0, 1 when the
+    programme could not run (RuntimeError), 3 when its phases did not come out as intended, 143 on
+    SIGTERM. Shared by the lab scripts (events, limits, users, fleet, router)."""
+
+    def on_term(*_):
+        raise SystemExit(143)
+
+    signal.signal(signal.SIGTERM, on_term)
+    code = 0
+    try:
+        asyncio.run(programme())
+        failed = checks()
+        manifest["checks"] = {"failed": failed}
+        if failed:
+            log("the phases did not come out as intended:\n  " + "\n  ".join(failed))
+            code = 3
+    except RuntimeError as e:
+        log(f"{label}: {e}")
+        code = 1
+    finally:
+        cleanup()
+        with open(manifest_path, "w") as f:
+            json.dump(manifest, f, indent=2)
+            f.write("\n")
+    sys.exit(code)
 
 
 class Load:

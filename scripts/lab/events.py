@@ -39,7 +39,7 @@ import zlib
 import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from drive import VOCAB_LOW, VOCAB_HIGH, Load, Stats, log, utc  # noqa: E402
+from drive import VOCAB_LOW, VOCAB_HIGH, Load, Stats, log, run_lab, utc  # noqa: E402
 
 # Load M: 8 closed-loop clients, random 128-token prompts, 160 output tokens, ~0.2 s think time.
 # A request holds 4 to 9 blocks of 32 tokens, about 50 blocks for the 8 together: under a third of
@@ -414,27 +414,10 @@ def main():
         "restarts": [],
     }
 
-    def on_term(*_):
-        raise SystemExit(143)
-
-    signal.signal(signal.SIGTERM, on_term)
-    code = 0
-    try:
-        asyncio.run(programme(args, engine, manifest))
-        failed = checks(manifest["phases"])
-        manifest["checks"] = {"failed": failed}
-        if failed:
-            log("the phases did not come out as intended:\n  " + "\n  ".join(failed))
-            code = 3
-    except RuntimeError as e:
-        log(f"events: {e}")
-        code = 1
-    finally:
+    def cleanup():
         engine.kill()
-        with open(args.manifest, "w") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
-    sys.exit(code)
+
+    run_lab("events", args.manifest, manifest, lambda: programme(args, engine, manifest), lambda: checks(manifest["phases"]), cleanup)
 
 
 if __name__ == "__main__":

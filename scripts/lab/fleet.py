@@ -44,7 +44,7 @@ import zlib
 import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from drive import VOCAB_LOW, VOCAB_HIGH, Load, Stats, log, utc  # noqa: E402
+from drive import VOCAB_LOW, VOCAB_HIGH, Load, Stats, log, run_lab, utc  # noqa: E402
 from events import http_ok, parse_metrics  # noqa: E402
 
 LIGHT = Load(clients=6, prompt_tokens=64, max_tokens=32, think=0.5)
@@ -490,28 +490,11 @@ def main():
         "phases": [],
     }
 
-    def on_term(*_):
-        raise SystemExit(143)
-
-    signal.signal(signal.SIGTERM, on_term)
-    code = 0
-    try:
-        asyncio.run(programme(args, replicas, manifest))
-        failed = checks(manifest["phases"], replicas) if not args.only else []
-        manifest["checks"] = {"failed": failed}
-        if failed:
-            log("the phases did not come out as intended:\n  " + "\n  ".join(failed))
-            code = 3
-    except RuntimeError as e:
-        log(f"fleet: {e}")
-        code = 1
-    finally:
+    def cleanup():
         for r in replicas:
             r.stop()
-        with open(args.manifest, "w") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
-    sys.exit(code)
+
+    run_lab("fleet", args.manifest, manifest, lambda: programme(args, replicas, manifest), lambda: checks(manifest["phases"], replicas) if not args.only else [], cleanup)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ import zlib
 import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from drive import VOCAB_LOW, VOCAB_HIGH, Load, Stats, log, utc  # noqa: E402
+from drive import VOCAB_LOW, VOCAB_HIGH, Load, Stats, log, run_lab, utc  # noqa: E402
 from events import SAMPLE_RE, Engine, flag_map, http_ok, parse_metrics, post  # noqa: E402
 
 LIGHT = Load(clients=2, prompt_tokens=64, max_tokens=32, think=0.5)
@@ -490,30 +490,13 @@ def main():
         "restarts": [],
     }
 
-    def on_term(*_):
-        raise SystemExit(143)
-
-    signal.signal(signal.SIGTERM, on_term)
-    code = 0
-    try:
-        asyncio.run(programme(args, engine, manifest))
-        failed = checks(manifest["phases"])
-        manifest["checks"] = {"failed": failed}
-        if failed:
-            log("the phases did not come out as intended:\n  " + "\n  ".join(failed))
-            code = 3
-    except RuntimeError as e:
-        log(f"limits: {e}")
-        code = 1
-    finally:
+    def cleanup():
         if engine.proc is not None:
             # Never leave a stopped engine core behind.
             signal_all(engine_core_pids(engine.proc.pid)[0], signal.SIGCONT)
         engine.kill()
-        with open(args.manifest, "w") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
-    sys.exit(code)
+
+    run_lab("limits", args.manifest, manifest, lambda: programme(args, engine, manifest), lambda: checks(manifest["phases"]), cleanup)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ import zlib
 import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from drive import Stats, log, utc  # noqa: E402
+from drive import Stats, log, run_lab, utc  # noqa: E402
 from events import http_ok  # noqa: E402
 from fleet import HIST, Replica, hist_totals, mean_of, sampler  # noqa: E402
 from limits import engine_core_pids, signal_all  # noqa: E402
@@ -531,25 +531,11 @@ def main():
         "healthy_seconds": args.healthy_seconds,
         "phases": [],
     }
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(143)))
-    code = 0
-    try:
-        asyncio.run(programme(args, replicas, manifest))
-        failed = checks(manifest["phases"], replicas) if not args.only else []
-        manifest["checks"] = {"failed": failed}
-        if failed:
-            log("the phases did not come out as intended:\n  " + "\n  ".join(failed))
-            code = 3
-    except RuntimeError as e:
-        log(f"router: {e}")
-        code = 1
-    finally:
+    def cleanup():
         for r in replicas:
             r.stop()
-        with open(args.manifest, "w") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
-    sys.exit(code)
+
+    run_lab("router", args.manifest, manifest, lambda: programme(args, replicas, manifest), lambda: checks(manifest["phases"], replicas) if not args.only else [], cleanup)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ import asyncio
 import json
 import os
 import random
-import signal
 import sys
 import time
 import zlib
@@ -44,7 +43,7 @@ import zlib
 import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from drive import VOCAB_LOW, VOCAB_HIGH, Load, Stats, log, utc  # noqa: E402
+from drive import VOCAB_LOW, VOCAB_HIGH, Load, Stats, log, run_lab, utc  # noqa: E402
 from events import SAMPLE_RE, Engine, http_ok  # noqa: E402
 from fleet import set_autogroup_nice, start_hogs  # noqa: E402
 from limits import engine_core_pids  # noqa: E402
@@ -345,27 +344,10 @@ def main():
         "phases": [],
     }
 
-    def on_term(*_):
-        raise SystemExit(143)
-
-    signal.signal(signal.SIGTERM, on_term)
-    code = 0
-    try:
-        asyncio.run(programme(args, engine, manifest))
-        failed = checks(manifest["phases"])
-        manifest["checks"] = {"failed": failed}
-        if failed:
-            log("the phases did not come out as intended:\n  " + "\n  ".join(failed))
-            code = 3
-    except RuntimeError as e:
-        log(f"users: {e}")
-        code = 1
-    finally:
+    def cleanup():
         engine.kill()
-        with open(args.manifest, "w") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
-    sys.exit(code)
+
+    run_lab("users", args.manifest, manifest, lambda: programme(args, engine, manifest), lambda: checks(manifest["phases"]), cleanup)
 
 
 if __name__ == "__main__":
