@@ -330,6 +330,12 @@ pub struct ServiceArgs {
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub max_concurrent: u16,
 
+    /// A group whose scope and window length match a diagnosis started this recently, or still
+    /// running, gets that diagnosis (its report and window) instead of a run of its own: an alert
+    /// storm of one model's alerts reads the data once. 0s: every group runs its own.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_or_zero, default_value = "60s", allow_hyphen_values = true)]
+    pub share_within: Duration,
+
     /// Notifications waiting for a free diagnosis slot; beyond that the answer is 503 (Alertmanager
     /// retries).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
@@ -855,6 +861,14 @@ impl ConnectionArgs {
 fn parse_duration(s: &str) -> Result<Duration, String> {
     // (The duration flags take hyphen values so that "-5m" lands here rather than being read as a flag.)
     crate::units::parse_duration(s)
+}
+
+/// A duration where zero turns something off (`0`, `0s`).
+fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+    match s.trim().trim_end_matches(['s', 'm', 'h']) {
+        "0" => Ok(Duration::ZERO),
+        _ => parse_duration(s),
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -868,12 +869,23 @@ fn an_alert_storm_delivers_every_groups_diagnosis_exactly_once() {
     let hooks_then = receiver.hits("/hook");
     assert_eq!(hooks_then.len(), hooks.len(), "deliveries after the storm was over");
     let mut delivered: Vec<String> = Vec::new();
+    // The diagnoses the deliveries carry: (selector, window's end).
+    let mut made: BTreeSet<(String, String)> = BTreeSet::new();
     for h in &hooks_then {
         let doc: Value = serde_json::from_str(&h.body).unwrap_or_else(|e| panic!("a delivery that is not JSON ({e}): {}", h.body));
         assert_eq!(doc["run"]["status"], "diagnosed", "a failed diagnosis: {}", doc["run"]);
         assert!(doc["findings"].is_array(), "a delivery without the report: {}", doc["run"]);
         delivered.push(doc["trigger"]["groupKey"].as_str().unwrap_or_default().to_string());
+        let (selector, end) = (doc["run"]["selector"].as_str().unwrap_or_default(), doc["run"]["window_end"].as_str().unwrap_or_default());
+        made.insert((selector.to_string(), end.to_string()));
     }
+    // Overlapping groups of one model share a diagnosis (--share-within, 60s by default): every
+    // group is either a run or a share, and the deliveries carry exactly the runs' windows.
+    let (_, page) = serve.get("/metrics");
+    let (runs, shared) = (sample(&page, "vllm_diag_serve_runs_total").unwrap_or(-1.0), sample(&page, "vllm_diag_serve_shared_total").unwrap_or(-1.0));
+    assert_eq!(runs + shared, STORM_GROUPS as f64, "runs {runs} and shared {shared}:\n{page}");
+    assert!(shared > 0.0, "no group shared another's diagnosis:\n{page}");
+    assert_eq!(made.len() as f64, runs, "deliveries carry {} distinct (selector, window end) for {runs} runs: {made:?}", made.len());
     delivered.sort();
     let n = delivered.len();
     delivered.dedup();
@@ -882,9 +894,26 @@ fn an_alert_storm_delivers_every_groups_diagnosis_exactly_once() {
     let refused = refused.load(std::sync::atomic::Ordering::Relaxed);
     assert!(refused > 0, "the storm never filled the queue: the test did not exercise the 503s");
     eprintln!(
-        "storm: {STORM_GROUPS} groups, {refused} answers 503 (sent again), delivered in {:.1}s; Prometheus: {} queries, {:.2}s of its own evaluation",
+        "storm: {STORM_GROUPS} groups, {runs} diagnoses run and {shared} shared, {refused} answers 503 (sent again), delivered in {:.1}s; Prometheus: {} queries, {:.2}s of its own evaluation",
         wall.as_secs_f64(),
         after.1 - before.1,
         after.0 - before.0
     );
+}
+
+/// `--share-within 0s`: two groups of the same model, sent at once, are two diagnoses of their own.
+#[test]
+fn with_share_within_zero_every_group_runs_its_own_diagnosis() {
+    let prom = storm_fleet();
+    let receiver = Receiver::start();
+    let serve = Serve::start(&prom.url, &receiver, &["--timeout", "120s", "--share-within", "0s"]);
+    let now = Utc::now();
+    for i in [0, 4] {
+        let (status, answer) = serve.notify(storm_notification(i, now).to_string().as_bytes(), Some(&bearer()));
+        assert_eq!(status, 202, "group {i}: {answer}");
+    }
+    receiver.wait_for("/hook", 2, Duration::from_secs(300), &serve);
+    let (_, page) = serve.get("/metrics");
+    assert_eq!(sample(&page, "vllm_diag_serve_runs_total"), Some(2.0), "{page}");
+    assert_eq!(sample(&page, "vllm_diag_serve_shared_total"), Some(0.0), "{page}");
 }

@@ -34,6 +34,7 @@ pub(super) fn run_serve(s: Settings, args: ServiceArgs) -> Result<u8, Failure> {
         max_concurrent: usize::from(args.max_concurrent),
         queue: usize::from(args.queue),
         window: s.window(),
+        share_within: args.share_within,
         group_by: params.group_by,
         body_limit: serve::DEFAULT_BODY_LIMIT,
         retry: Retry::default(),

@@ -29,6 +29,8 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub struct Metrics {
     runs: AtomicU64,
     failures: AtomicU64,
+    /// Groups answered with another group's diagnosis (serve's `--share-within`).
+    shared: AtomicU64,
     /// Deliveries made and not yet ended (waiting for their group's previous one, or being sent).
     pending: AtomicU64,
     durations: Mutex<Histogram>,
@@ -104,6 +106,11 @@ impl Metrics {
         }
     }
 
+    /// A group was answered with the diagnosis of another group of the same scope and window.
+    pub fn shared(&self) {
+        self.shared.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// One delivery to `target` ended (after its retries).
     pub fn delivery(&self, target: &'static str, ok: bool) {
         if let Ok(mut d) = self.deliveries.lock() {
@@ -177,6 +184,13 @@ impl Metrics {
         family("vllm_diag_serve_notifications_total", "counter", "Alertmanager notifications received, by how they were answered.", notifications);
         let runs = self.runs.load(Ordering::Relaxed) as f64;
         family("vllm_diag_serve_runs_total", "counter", "Diagnoses run for firing alert groups.", vec![("vllm_diag_serve_runs_total".into(), runs)]);
+        let shared = self.shared.load(Ordering::Relaxed) as f64;
+        family(
+            "vllm_diag_serve_shared_total",
+            "counter",
+            "Firing groups answered with the diagnosis of another group of the same scope and window (--share-within), not a run of their own.",
+            vec![("vllm_diag_serve_shared_total".into(), shared)],
+        );
         let failures = self.failures.load(Ordering::Relaxed) as f64;
         family(
             "vllm_diag_serve_failures_total",

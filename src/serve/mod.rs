@@ -27,6 +27,7 @@
 pub mod alert;
 pub mod deliver;
 pub mod metrics;
+pub mod share;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -86,6 +87,9 @@ pub struct Config {
     pub queue: usize,
     /// The shortest window diagnosed.
     pub window: Duration,
+    /// A group whose scope and window match a diagnosis started this recently (or still running)
+    /// gets that diagnosis rather than a run of its own ([`share`]); zero shares nothing.
+    pub share_within: Duration,
     /// The diagnosis' grouping labels, which scope it when the alerts carry them.
     pub group_by: Vec<String>,
     pub body_limit: usize,
@@ -128,6 +132,7 @@ struct Worker {
     /// next notification of it is diagnosed rather than answered "duplicate".
     seen: Arc<Mutex<BTreeMap<String, Instant>>>,
     outbox: Outbox,
+    shared: share::Shared,
 }
 
 /// Deliveries in progress. Each runs on its own task, so a receiver that is slow or does not
@@ -187,6 +192,7 @@ pub async fn run(config: Config, diagnose: Arc<Diagnose>, shutdown: impl std::fu
         busy: Mutex::new(BTreeMap::new()),
         seen: seen.clone(),
         outbox: Outbox::new(config.queue),
+        shared: share::Shared::new(config.share_within),
     });
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..config.max_concurrent.max(1) {
@@ -519,15 +525,31 @@ async fn work(worker: Arc<Worker>, rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Job
 
 impl Worker {
     async fn diagnose_and_deliver(self: &Arc<Self>, n: Notification, selector: Selector) {
-        let end = Utc::now();
-        let window = n.window(end, self.window);
-        let scope = RunScope { selector, window, end };
+        let now = Utc::now();
+        let window = n.window(now, self.window);
         let started = Instant::now();
-        let (d, sel) = (self.diagnose.clone(), scope.selector.clone());
-        let outcome = tokio::task::spawn_blocking(move || d(&sel, end, window))
-            .await
-            .unwrap_or_else(|e| Err(Failure::Output(format!("the diagnosis stopped unexpectedly: {e}"))));
-        self.metrics.run(started.elapsed(), outcome.is_err());
+        let claim = self.shared.claim(&selector.to_promql(), window, now);
+        let (outcome, end, shared_from) = match claim {
+            share::Source::Wait(waiter) => {
+                let end = waiter.end;
+                match waiter.wait().await {
+                    Some(d) => (Ok(d), end, true),
+                    // The diagnosis it waited for failed: this group runs its own.
+                    None => (self.run_diagnosis(&selector, now, window).await, now, false),
+                }
+            }
+            share::Source::Make(maker) => {
+                let outcome = self.run_diagnosis(&selector, now, window).await;
+                maker.finish(outcome.as_ref().ok());
+                (outcome, now, false)
+            }
+        };
+        if shared_from {
+            self.metrics.shared();
+        } else {
+            self.metrics.run(started.elapsed(), outcome.is_err());
+        }
+        let scope = RunScope { selector, window, end };
         match &outcome {
             // The group's findings on /metrics are this diagnosis's now.
             Ok(d) => self.metrics.diagnosed(&n.group_key, &d.report, Utc::now().timestamp() as f64),
@@ -544,10 +566,23 @@ impl Worker {
             },
             Err(e) => format!("failed (exit code {}): {}", e.exit_code(), redact_text(&e.to_string())),
         };
-        eprintln!("vllm-diag serve: diagnosed group {} in {:.1}s: {}", logged(&n.group_key), started.elapsed().as_secs_f64(), logged(&what));
+        if shared_from {
+            let end = end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            eprintln!("vllm-diag serve: group {} shares the diagnosis of its scope and window ending {end}: {}", logged(&n.group_key), logged(&what));
+        } else {
+            eprintln!("vllm-diag serve: diagnosed group {} in {:.1}s: {}", logged(&n.group_key), started.elapsed().as_secs_f64(), logged(&what));
+        }
         let webhook = deliver::envelope(&n, &scope, &outcome);
         let slack = json!({ "text": deliver::slack_text(&n, &scope, &outcome, Utc::now(), self.links.as_ref()) });
         self.deliver(&n.group_key, webhook, slack).await;
+    }
+
+    /// One diagnosis of `selector` over `window` ending `end`, on a blocking thread.
+    async fn run_diagnosis(&self, selector: &Selector, end: DateTime<Utc>, window: Duration) -> Result<Diagnosis, Failure> {
+        let (d, sel) = (self.diagnose.clone(), selector.clone());
+        tokio::task::spawn_blocking(move || d(&sel, end, window))
+            .await
+            .unwrap_or_else(|e| Err(Failure::Output(format!("the diagnosis stopped unexpectedly: {e}"))))
     }
 
     async fn follow_up(self: &Arc<Self>, n: Notification) {
