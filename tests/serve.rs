@@ -750,7 +750,6 @@ fn an_exported_rule_firing_in_prometheus_reaches_the_receiver_as_a_diagnosis_thr
     let receiver = Receiver::start();
     let serve = Serve::start(&prom.url, &receiver, &["--timeout", "60s"]);
     let _am = Alertmanager::start_on(&serve, am_addr);
-
     let hooks = receiver.wait_for("/hook", 1, Duration::from_secs(150), &serve);
     let report: Value = hooks
         .iter()

@@ -169,6 +169,9 @@ impl PromServer {
             cmd.arg(format!("--config.file={}", config.display()))
                 .arg(format!("--storage.tsdb.path={}", data.display()))
                 .arg("--storage.tsdb.retention.time=100y")
+                // A firing alert whose first send found no Alertmanager yet (tests start it after
+                // Prometheus) is sent again within seconds, not after the default minute.
+                .arg("--rules.alert.resend-delay=2s")
                 .arg(format!("--web.listen-address={addr}"));
             if let Some(web) = &web {
                 cmd.arg(format!("--web.config.file={}", web.config.display()));
