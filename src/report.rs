@@ -435,6 +435,23 @@ impl EventKind {
         }
     }
 
+    /// The kind as a sentence names it: `a configuration change`, `a restart` (`target-up` and
+    /// `model-removed` by their names).
+    pub fn phrase(self) -> &'static str {
+        match self {
+            EventKind::ConfigChange => "a configuration change",
+            EventKind::VersionChange => "a version change",
+            EventKind::Rollout => "a rollout",
+            EventKind::GpuError => "a GPU error",
+            EventKind::ReplicaRemoved => "a scale-down",
+            EventKind::ReplicaAdded => "a scale-up",
+            EventKind::ModelAdded => "the model's first replicas came up",
+            EventKind::Restart => "a restart",
+            EventKind::TargetDown => "targets going down",
+            EventKind::TargetUp | EventKind::ModelRemoved => self.as_str(),
+        }
+    }
+
     /// Whether this kind marks a deploy (`check --since deploy` starts at the last one).
     pub fn is_deploy(self) -> bool {
         matches!(self, EventKind::Rollout | EventKind::Restart | EventKind::ConfigChange | EventKind::VersionChange)
@@ -1069,10 +1086,69 @@ pub enum Bound {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "LimitDoc", into = "LimitDoc")]
 pub struct Limit {
     /// The comparison as written for this signal, e.g. `> 3 s` or `>= 2x baseline`.
     pub label: String,
     pub value: f64,
+    /// Which side of `value` is past the line (not in the JSON, whose `label` says it in words).
+    pub side: LimitSide,
+}
+
+/// Which side of a [`Limit`] is past it, and whether the line itself is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitSide {
+    Above,
+    AtOrAbove,
+    Below,
+    AtOrBelow,
+}
+
+impl LimitSide {
+    /// Whether the problem lies above the line (a latency up) rather than below it (a hit ratio down).
+    pub fn is_above(self) -> bool {
+        matches!(self, LimitSide::Above | LimitSide::AtOrAbove)
+    }
+
+    pub fn inclusive(self) -> bool {
+        matches!(self, LimitSide::AtOrAbove | LimitSide::AtOrBelow)
+    }
+}
+
+impl Limit {
+    /// Whether `value` is past this line.
+    pub fn crossed_by(&self, value: Option<f64>) -> bool {
+        let sign = if self.side.is_above() { 1.0 } else { -1.0 };
+        value.is_some_and(|v| sign * (v - self.value) > 0.0 || (self.side.inclusive() && v == self.value))
+    }
+}
+
+/// A limit as the JSON contract has it: its words and its value. Read back, the side is the
+/// label's leading operator (`>=`, `<`, ...; `>` when it has none), the one place a limit's words
+/// are read, at the document's edge.
+#[derive(Serialize, Deserialize)]
+struct LimitDoc {
+    label: String,
+    value: f64,
+}
+
+impl From<LimitDoc> for Limit {
+    fn from(d: LimitDoc) -> Limit {
+        let l = d.label.trim_start();
+        let side = match (l.starts_with('<'), l.starts_with(">=") || l.starts_with("<=")) {
+            (true, true) => LimitSide::AtOrBelow,
+            (true, false) => LimitSide::Below,
+            (false, true) => LimitSide::AtOrAbove,
+            (false, false) => LimitSide::Above,
+        };
+        Limit { label: d.label, value: d.value, side }
+    }
+}
+
+impl From<Limit> for LimitDoc {
+    fn from(l: Limit) -> LimitDoc {
+        LimitDoc { label: l.label, value: l.value }
+    }
 }
 
 /// A signal's course over both windows, computed over short sub-ranges (`range_seconds`) every
@@ -1629,5 +1705,17 @@ mod tests {
         assert_eq!(w.len(), 3);
         assert_eq!(w.clone().into_vec(), ["b", "a", "b"]);
         assert_eq!(w.into_report(), ["b", "a"]);
+    }
+
+    #[test]
+    fn a_limit_read_back_from_json_knows_its_side_from_its_operator() {
+        for (label, side, crossed_at_line) in [("> 3 s", LimitSide::Above, false), (">= 2x baseline", LimitSide::AtOrAbove, true), ("< 50%", LimitSide::Below, false), ("<= 300 ms", LimitSide::AtOrBelow, true)] {
+            let back: Limit = serde_json::from_str(&format!("{{\"label\": \"{label}\", \"value\": 1.0}}")).unwrap();
+            assert_eq!(back.side, side, "{label}");
+            assert_eq!(back.crossed_by(Some(1.0)), crossed_at_line, "{label}");
+            assert_eq!(back.crossed_by(Some(2.0)), side.is_above(), "{label}");
+            assert!(!back.crossed_by(None));
+            assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::json!({"label": label, "value": 1.0}), "the side stays out of the JSON");
+        }
     }
 }

@@ -172,7 +172,7 @@ pub fn run(
                 }
                 screen.push_str("\n\n");
                 let width = terminal_size::terminal_size().map(|(w, _)| w.0);
-                let opts = RenderOptions { color: color && w.format.is_terminal(), width, now: Some(chrono::Utc::now()), fail_on: None, fail_on_unexplained: false, links: None, verdict: None };
+                let opts = RenderOptions { color: color && w.format.is_terminal(), width, now: Some(chrono::Utc::now()), fail_on: None, fail_on_unexplained: false, links: None, verdict: None, detail: Default::default() };
                 screen.push_str(&render::render(&report, w.format, &opts));
                 previous = Some(now);
             }

@@ -123,7 +123,7 @@ pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> 
         .flatten();
     // The text formats print check's verdict first, escaped for their reader; a document format
     // stays parseable, and the verdict goes to stderr.
-    let opts = RenderOptions { color, width, now: live_now(s), fail_on, fail_on_unexplained, links: graph_links(s), verdict: verdict.clone().filter(|_| format.is_text()) };
+    let opts = RenderOptions { color, width, now: live_now(s), fail_on, fail_on_unexplained, links: graph_links(s), detail: Default::default(), verdict: verdict.clone().filter(|_| format.is_text()) };
     if let (Some(v), false) = (&verdict, format.is_text()) {
         eprintln!("{}", render::one_line(v));
     }

@@ -203,21 +203,20 @@ fn check(base: &Settings, c: &CheckCall, rt: &tokio::runtime::Runtime) -> Result
 /// The summary (the text format, shortened, the exit code in words) and the JSON report.
 fn answer(s: &Settings, report: &Report, verdict: Option<String>) -> Answer {
     let fail_on = *s.output.fail_on;
-    let opts = RenderOptions { now: live_now(s), fail_on, verdict, ..RenderOptions::default() };
+    // The footer points at the JSON that follows, not at -v.
+    let opts = RenderOptions { now: live_now(s), fail_on, verdict, detail: render::Detail::JsonBelow, ..RenderOptions::default() };
     let text = render::render(report, Format::Text, &opts);
     let mut lines: Vec<&str> = text.lines().collect();
     let cut = lines.len().saturating_sub(SUMMARY_LINES);
     lines.truncate(SUMMARY_LINES);
     let mut summary = lines.join("\n");
-    // The footer's advice is the command line's; here the JSON that follows has it all.
-    if let Ok(re) = regex::Regex::new(r"run with -v\s+for\s+evidence\s+and\s+PromQL") {
-        summary = re.replace(&summary, "the JSON report below has the evidence and PromQL").into_owned();
-    }
     if cut > 0 {
         summary.push_str(&format!("\n... ({cut} more lines: the JSON report below has everything)"));
     }
     let code = report.exit_code(fail_on);
-    if code == exit::NO_DATA && !summary.starts_with("NOT EVALUATED") {
+    // A check's verdict leads the text; where it says NOT EVALUATED already, it is not said twice.
+    let said = opts.verdict.is_some() && render::verdict_says_not_evaluated(report, &RenderOptions { fail_on_unexplained: *s.output.fail_on_unexplained, ..opts.clone() });
+    if code == exit::NO_DATA && !said {
         summary = format!("NOT EVALUATED (exit code 3): this run gives no verdict and is not a healthy result; the report says what could not be judged and why.\n{summary}");
     }
     let bar = fail_on.map_or("never".to_string(), |f| f.to_string());

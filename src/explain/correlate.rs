@@ -114,19 +114,7 @@ fn lead_phrase(lead: i64) -> String {
 
 /// "began 2 min after a configuration change at 09:01:00 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas".
 pub fn sentence(e: &Event, lead: i64) -> String {
-    let what = match e.kind {
-        EventKind::ConfigChange => "a configuration change",
-        EventKind::VersionChange => "a version change",
-        EventKind::Rollout => "a rollout",
-        EventKind::GpuError => "a GPU error",
-        EventKind::ReplicaRemoved => "a scale-down",
-        EventKind::ReplicaAdded => "a scale-up",
-        EventKind::ModelAdded => "the model's first replicas came up",
-        EventKind::Restart => "a restart",
-        EventKind::TargetDown => "targets going down",
-        _ => e.kind.as_str(),
-    };
-    format!("began {} {what} at {}: {}", lead_phrase(lead), clock(&e.time), e.detail)
+    format!("began {} {} at {}: {}", lead_phrase(lead), e.kind.phrase(), clock(&e.time), e.detail)
 }
 
 /// The step to take first, pointing at the change.

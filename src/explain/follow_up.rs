@@ -178,7 +178,7 @@ pub fn plan(findings: &[Finding], rules: &RuleSet, plan: &SignalPlan, selector: 
 
 /// The limits of `e` that its scope's value is past.
 fn crossed_limits(e: &Evidence) -> Vec<&Limit> {
-    e.limits.iter().filter(|l| super::onset::crosses(e.value, &l.label, l.value)).collect()
+    e.limits.iter().filter(|l| l.crossed_by(e.value)).collect()
 }
 
 /// Which replicas cross the limits the scope as a whole crossed.
@@ -189,7 +189,7 @@ pub fn affected_replicas(samples: &[Sample], e: &Evidence, replica_label: &str) 
     names.dedup();
     let mut affected: Vec<String> = samples
         .iter()
-        .filter(|s| s.v.is_finite() && crossed.iter().any(|l| super::onset::crosses(Some(s.v), &l.label, l.value)))
+        .filter(|s| s.v.is_finite() && crossed.iter().any(|l| l.crossed_by(Some(s.v))))
         .map(|s| s.labels.get(replica_label).cloned().unwrap_or_default())
         .collect();
     affected.sort();

@@ -250,8 +250,8 @@ fn lines_in(e: &Evidence, direction: Direction) -> Vec<Crossed> {
 /// The limit `l` of `e` as a line: which way its problem goes, where, and whether `e`'s baseline
 /// value was past it too.
 fn line(e: &Evidence, l: &Limit) -> (Direction, Crossed) {
-    let (dir, inclusive) = parse_label(&l.label);
-    (dir, Crossed { value: l.value, inclusive, baseline_past: crosses(e.baseline, &l.label, l.value) })
+    let dir = if l.side.is_above() { Direction::Up } else { Direction::Down };
+    (dir, Crossed { value: l.value, inclusive: l.side.inclusive(), baseline_past: l.crossed_by(e.baseline) })
 }
 
 /// The evidence the onset is read from, among those with a trend in the window, in the rule's
@@ -268,8 +268,8 @@ pub fn leading(f: &Finding) -> Option<&Evidence> {
 /// When the first cannot date it (a trend too noisy to show a lasting change), the next is asked.
 fn candidates(f: &Finding) -> Vec<&Evidence> {
     let with_trend = || f.evidence.iter().filter(|e| e.series.as_ref().is_some_and(|s| !s.window.is_empty()));
-    let past = |e: &Evidence, l: &Limit| informative(e, l) && crosses(e.value, &l.label, l.value);
-    let changed = |e: &Evidence| e.limits.iter().any(|l| past(e, l) && !crosses(e.baseline, &l.label, l.value));
+    let past = |e: &Evidence, l: &Limit| informative(e, l) && l.crossed_by(e.value);
+    let changed = |e: &Evidence| e.limits.iter().any(|l| past(e, l) && !l.crossed_by(e.baseline));
     let mut out: Vec<&Evidence> = with_trend().filter(|e| changed(e)).collect();
     out.extend(with_trend().filter(|e| !changed(e) && e.limits.iter().any(|l| past(e, l))));
     out
@@ -285,30 +285,18 @@ fn informative(e: &Evidence, l: &Limit) -> bool {
 /// baseline value was not past: the problem is new since the baseline, not a chronic one.
 pub fn new_since_baseline(f: &Finding) -> bool {
     let Some(e) = f.evidence.iter().find(|e| Some(&e.signal) == f.onset_signal.as_ref()) else { return false };
-    e.limits.iter().any(|l| informative(e, l) && crosses(e.value, &l.label, l.value) && !crosses(e.baseline, &l.label, l.value))
+    e.limits.iter().any(|l| informative(e, l) && l.crossed_by(e.value) && !l.crossed_by(e.baseline))
 }
 
-/// `> 0.9` as a direction and whether the line itself counts.
-fn parse_label(label: &str) -> (Direction, bool) {
-    let l = label.trim_start();
-    let dir = if l.starts_with('<') { Direction::Down } else { Direction::Up };
-    (dir, l.starts_with(">=") || l.starts_with("<="))
-}
-
-/// Whether `value` is past the line `label` `limit` (also which replicas a breakdown counts).
-pub(super) fn crosses(value: Option<f64>, label: &str, limit: f64) -> bool {
-    let (dir, inclusive) = parse_label(label);
-    value.is_some_and(|v| dir.sign() * (v - limit) > 0.0 || (inclusive && v == limit))
-}
 
 /// The direction of `e`'s problem and the line it crossed, from its limits (`> 0.9`, `< 0.5`): the
 /// first the window crossed and the baseline did not, else the first the window crossed.
 fn direction_and_limit(e: &Evidence) -> (Direction, Option<Crossed>) {
     let mut lines = e.limits.iter().filter(|l| informative(e, l));
-    let past = |l: &&Limit| crosses(e.value, &l.label, l.value);
+    let past = |l: &&Limit| l.crossed_by(e.value);
     let chosen = lines
         .clone()
-        .find(|l| past(l) && !crosses(e.baseline, &l.label, l.value))
+        .find(|l| past(l) && !l.crossed_by(e.baseline))
         .or_else(|| lines.clone().find(past))
         .or_else(|| lines.next());
     match chosen {
@@ -644,7 +632,7 @@ mod tests {
         let mut f = finding_with(&w, "> 90%", 0.9, 0.95);
         let mut guard = f.evidence[1].clone();
         guard.signal = "queue_guard".into();
-        guard.limits = vec![crate::report::Limit { label: "<= 300 ms".into(), value: 0.3 }];
+        guard.limits = vec![crate::report::Limit { label: "<= 300 ms".into(), value: 0.3, side: crate::report::LimitSide::AtOrBelow }];
         (guard.value, guard.baseline) = (Some(0.285), Some(0.285));
         guard.series = guard.series.map(|s| crate::report::Trend { baseline: series(B0, &[0.285; 31]), window: series(W0, &[0.285; 31]), ..s });
         f.evidence[1].passed = false;
@@ -653,7 +641,7 @@ mod tests {
         // A precondition first (`> 0`, as true in the baseline) does not lead either.
         let mut pre = guard.clone();
         pre.signal = "in_use".into();
-        pre.limits = vec![crate::report::Limit { label: "> 0".into(), value: 0.0 }];
+        pre.limits = vec![crate::report::Limit { label: "> 0".into(), value: 0.0, side: crate::report::LimitSide::Above }];
         (pre.value, pre.baseline) = (Some(2500.0), Some(2600.0));
         f.evidence.insert(0, pre);
         assert_eq!(leading(&f).map(|e| e.signal.as_str()), Some("kv"));
@@ -673,7 +661,7 @@ mod tests {
         w[8..].fill(0.3);
         let mut f = finding_with(&w, ">= 3x baseline", 0.0, 0.37);
         f.evidence[1].baseline = Some(0.0);
-        f.evidence[1].limits.push(crate::report::Limit { label: "> 5%".into(), value: 0.05 });
+        f.evidence[1].limits.push(crate::report::Limit { label: "> 5%".into(), value: 0.05, side: crate::report::LimitSide::Above });
         f.evidence[1].series.as_mut().unwrap().baseline = series(B0, &[0.0; 31]);
         let mut flat = f.evidence[1].clone();
         flat.signal = "flat".into();

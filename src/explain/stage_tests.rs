@@ -370,7 +370,7 @@ fn evidence(signal: &str, value: f64) -> Evidence {
 
 #[test]
 fn affected_replicas_are_those_crossing_the_limit_the_scope_crossed() {
-    let e = Evidence { threshold: ">= 95%".into(), limits: vec![Limit { label: ">= 95%".into(), value: 0.95 }], ..evidence("kv_usage_max", 0.97) };
+    let e = Evidence { threshold: ">= 95%".into(), limits: vec![Limit { label: ">= 95%".into(), value: 0.95, side: crate::report::LimitSide::AtOrAbove }], ..evidence("kv_usage_max", 0.97) };
     let samples: Vec<Sample> = [("i1", 0.99), ("i2", 0.5), ("i3", 0.96), ("i3", 0.97)]
         .iter()
         .map(|(i, v)| Sample { labels: labels(&[("instance", i)]).into(), t: 0.0, v: *v })

@@ -218,7 +218,6 @@ fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
     let mut scope = vec![f.scope.clone()];
     scope.extend(f.replicas_count.as_ref().map(|r| if r.starts_with("which") { format!("{r} (-v says why)") } else { format!("{r} affected") }));
     scope.extend(f.since.clone());
-    scope.extend(f.after.clone().filter(|_| !step_names_it && f.preceded_by.is_none()));
     let numbers = f
         .deciding
         .iter()

@@ -4,6 +4,16 @@
 use super::{coverage_phrase, describe_duration, describe_time_at, one_line, plural, severity_counts, RenderOptions, ScopeStyle};
 use crate::report::{Decision, Finding, NoVerdict, Report};
 
+/// Whether [`check_verdict`] says `NOT EVALUATED` for `report` (the two no-verdict cases it words;
+/// scrape targets that answered nothing also give exit code 3 without it).
+pub fn verdict_says_not_evaluated(report: &Report, opts: &RenderOptions) -> bool {
+    match report.decide(opts.fail_on, opts.fail_on_unexplained) {
+        Decision::NoVerdict(NoVerdict::CoreNotJudged) => true,
+        Decision::NoVerdict(NoVerdict::NothingJudged) => report.findings.is_empty(),
+        _ => false,
+    }
+}
+
 /// The first line `vllm-diag check` prints: `FAIL: ...`, `PASS: ...` or `NOT EVALUATED: ...`.
 /// It says the same as the exit code (1, 0, 3), in words, with the deploy time it measured from
 /// (the window's start) and the findings that decided it.

@@ -108,7 +108,10 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     if let Some(n) = &a.not_evaluated {
         footer.push_str(&format!(" · {n}"));
     }
-    footer.push_str(" · run with -v for evidence and PromQL");
+    footer.push_str(match opts.detail {
+        super::Detail::Verbose => " · run with -v for evidence and PromQL",
+        super::Detail::JsonBelow => " · the JSON report below has the evidence and PromQL",
+    });
     out.extend(wrap(&footer, w, "", ""));
 
     out.iter().map(|l| format!("{}\n", l.trim_end())).collect()

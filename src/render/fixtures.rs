@@ -352,7 +352,7 @@ pub(crate) fn sample_report() -> Report {
     // steady in the baseline, climbing to the ceiling in the window, with a scrape gap.
     let (b0, w0) = (r.baseline.start.timestamp() as f64, r.window.start.timestamp() as f64);
     let kv_usage = &mut r.findings[0].evidence[0];
-    kv_usage.limits = vec![Limit { label: "> 95%".to_string(), value: 0.95 }];
+    kv_usage.limits = vec![Limit { label: "> 95%".to_string(), value: 0.95, side: crate::report::LimitSide::Above }];
     kv_usage.series = Some(Trend {
         step_seconds: 60,
         range_seconds: 180,

@@ -676,7 +676,7 @@ mod tests {
             baseline: (0..=30).map(|i| (b0 + 60.0 * i as f64, 0.55 + 0.002 * i as f64)).collect(),
             window: (0..=30).filter(|i| !(12..15).contains(i)).map(|i| (w0 + 60.0 * i as f64, 0.7 + 0.01 * i as f64)).collect(),
         });
-        e.limits = vec![Limit { label: "> 95%".to_string(), value: 0.95 }];
+        e.limits = vec![Limit { label: "> 95%".to_string(), value: 0.95, side: crate::report::LimitSide::Above }];
         r
     }
 
@@ -820,7 +820,7 @@ mod tests {
         let (w_end, b_end) = (r.window.end.timestamp() as f64, r.baseline.end.timestamp() as f64);
         let e = &mut r.findings[0].evidence[0];
         e.value = Some(f64::INFINITY);
-        e.limits.push(Limit { label: "nan".to_string(), value: f64::NAN });
+        e.limits.push(Limit { label: "nan".to_string(), value: f64::NAN, side: crate::report::LimitSide::Above });
         if let Some(t) = e.series.as_mut() {
             t.window.push((f64::NAN, 1.0));
             t.window.push((1e18, 1e300));

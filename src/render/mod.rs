@@ -178,6 +178,17 @@ pub struct RenderOptions {
     /// their reader (it names scopes, whose label values come from the server); Slack counts it
     /// in its length limit. The document formats leave it out: the caller prints it on stderr.
     pub verdict: Option<String>,
+    /// Where the text format's footer sends the reader for the evidence and PromQL: `-v` on the
+    /// command line, the JSON document that follows in an MCP answer.
+    pub detail: Detail,
+}
+
+/// See [`RenderOptions::detail`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Detail {
+    #[default]
+    Verbose,
+    JsonBelow,
 }
 
 /// What a document format (`json`, `junit`) writes on stdout when a run ends without a report (the
@@ -218,7 +229,7 @@ mod words;
 #[cfg(test)]
 pub(crate) mod fixtures;
 
-pub use check::check_verdict;
+pub use check::{check_verdict, verdict_says_not_evaluated};
 pub(crate) use condition::*;
 pub use words::*;
 

@@ -236,8 +236,6 @@ pub struct FindingView {
     pub deciding: Vec<usize>,
     /// `since 08:50 UTC`, `since before the window (08:50 UTC)`, `08:50 to 09:05 UTC, now over`.
     pub since: Option<String>,
-    /// `after a configuration change at 09:01 UTC`: the change it began after.
-    pub after: Option<String>,
     /// `3 of 3 replicas`, when the finding was broken down per replica.
     pub replicas_count: Option<String>,
     /// Which limit bound the finding's model over the window, in one sentence (the first finding
@@ -638,7 +636,6 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         queries: finding_queries(f),
         deciding,
         since: since(report, f),
-        after: f.preceded_by.as_ref().map(after),
         replicas_count: f.replicas.as_ref().and_then(|r| match &r.not_evaluated {
             Some(_) => Some("which replicas: not evaluated".to_string()),
             None => (r.total > 0).then(|| format!("{} of {} replicas", r.affected.len(), r.total)),
@@ -760,17 +757,6 @@ fn since(report: &Report, f: &Finding) -> Option<String> {
         (None, None) if f.present_before_window() => Some(format!("since before the window ({})", clock(&report.window.start))),
         (None, Some(end)) if f.present_before_window() => Some(format!("from before the window to {}, now over", clock(&end))),
         _ => None,
-    }
-}
-
-/// `after a configuration change at 09:01 UTC` from `began 2 min after a configuration change at
-/// 09:01 UTC: num_gpu_blocks 2000 -> 900`; the event's kind and time when the sentence is worded
-/// otherwise.
-fn after(p: &crate::report::PrecededBy) -> String {
-    let text = one_line(&p.text);
-    match text.find("after ") {
-        Some(i) => text[i..].split(": ").next().unwrap_or_default().to_string(),
-        None => format!("after the {} at {}", p.event.kind, p.event.time.format("%H:%M UTC")),
     }
 }
 

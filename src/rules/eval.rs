@@ -459,7 +459,13 @@ fn limits(projected: &[Expr], unit: &str, thresholds: &BTreeMap<String, f64>, ba
             let label = describe(&Expr::Cmp(c.clone()), unit, thresholds, true);
             if let Some(value) = value.filter(|v| v.is_finite()) {
                 if !out.iter().any(|l| l.label == label) {
-                    out.push(crate::report::Limit { label, value });
+                    let side = match c.op {
+                        expr::CmpOp::Gt => crate::report::LimitSide::Above,
+                        expr::CmpOp::Ge => crate::report::LimitSide::AtOrAbove,
+                        expr::CmpOp::Lt => crate::report::LimitSide::Below,
+                        expr::CmpOp::Le => crate::report::LimitSide::AtOrBelow,
+                    };
+                    out.push(crate::report::Limit { label, value, side });
                 }
             }
         }
