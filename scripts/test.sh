@@ -33,8 +33,10 @@ export VLLM_DIAG_MCP_PYTHON
 # summary (tests that check the summary set their own file), nor pick up a developer's connection.
 unset GITHUB_STEP_SUMMARY VLLM_DIAG_PROMETHEUS_URL VLLM_DIAG_BEARER_TOKEN VLLM_DIAG_BASIC_AUTH_PASSWORD
 
-# --no-fail-fast: one failing test binary must not hide the others' results.
-cargo test --workspace --locked --all-targets --no-fail-fast
+# Every test target of `cargo test --workspace --all-targets`, built once and run two at a time
+# (many wait on servers they start; one after another they left a core idle), each target's output
+# whole when it ends; one failing target does not hide the others' results.
+python3 scripts/run-tests.py --locked
 
 # Opt-in: VLLM_DIAG_INSTALL_CHECK=release (or debug) also installs the tool the way docs/install.md
 # says, `cargo install --locked --path .`, into a temporary root and runs the installed binary

@@ -686,6 +686,12 @@ pub fn scenario_run(name: &str) -> ScenarioRun {
     (&text, &args).hash(&mut h);
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scenario-runs");
     let entry = root.join(&build).join(format!("{name}-{:016x}", h.finish()));
+    // Test binaries run side by side (scripts/run-tests.py): the first to ask for a run makes it
+    // while the others wait for it, holding a lock beside the entry.
+    std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("cannot create {}: {e}", root.display()));
+    let lock = std::fs::File::create(root.join(format!(".{name}.lock"))).unwrap_or_else(|e| panic!("cannot create a lock in {}: {e}", root.display()));
+    // SAFETY: flock(2) on a file descriptor this function owns; released when `lock` is dropped.
+    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
     if !entry.join("done").exists() {
         // An older binary's runs can never be asked for again: it was overwritten.
         if !root.join(&build).is_dir() {
