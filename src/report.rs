@@ -490,6 +490,47 @@ pub struct Event {
     pub after: BTreeMap<String, String>,
 }
 
+impl Event {
+    /// The step a finding that began after this event takes first (explain puts it at the head of
+    /// its steps).
+    pub fn first_step(&self) -> String {
+        self.step_naming_it().unwrap_or_else(|| format!("Start with what changed at {}: {} ({}).", self.clock(), self.kind, self.detail))
+    }
+
+    /// The first step of a kind whose runbook starts at the change itself (a configuration change,
+    /// a rollout, a GPU error, a scale-down, a restart), which names the change so that a report
+    /// need not say it again; `None` for the others.
+    pub fn step_naming_it(&self) -> Option<String> {
+        let (at, d) = (self.clock(), &self.detail);
+        Some(match self.kind {
+            EventKind::ConfigChange => {
+                format!("Start with the configuration change at {at} ({d}): roll it back, or compare it with the last healthy configuration, before tuning anything else.")
+            }
+            EventKind::VersionChange | EventKind::Rollout => format!(
+                "Start with the rollout at {at} ({d}): compare the new release with the previous one (image, engine flags, model revision) and roll back if the regression holds."
+            ),
+            EventKind::GpuError => format!("Start with the GPU error at {at} ({d}): cordon the node and check the driver log for the XID before anything else."),
+            EventKind::ReplicaRemoved => format!("Start with the scale-down at {at} ({d}): restore the capacity, or check what removed it (autoscaler, eviction, failed pods)."),
+            EventKind::Restart => format!(
+                "Start with the restart at {at} ({d}): find out why the replicas restarted (deploy, OOM kill, crash) and whether they came back with the same flags and model."
+            ),
+            _ => return None,
+        })
+    }
+
+    fn clock(&self) -> String {
+        self.time.format("%H:%M:%S UTC").to_string()
+    }
+}
+
+impl Finding {
+    /// Whether the finding's first step is the one that names the change it began after
+    /// ([`Event::step_naming_it`]), so that the change need not be said again.
+    pub fn first_step_names_its_change(&self) -> bool {
+        self.preceded_by.as_ref().and_then(|p| p.event.step_naming_it()).is_some_and(|s| self.steps.first() == Some(&s))
+    }
+}
+
 /// An event a finding began shortly after, on the same scope: the change to look at first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PrecededBy {

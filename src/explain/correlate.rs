@@ -95,7 +95,7 @@ pub fn apply(findings: &mut [Finding], events: &[Event], step: u64, window_start
         date_by_events(f, events, window_start);
         let Some((e, lead)) = preceding(f, events, step, window_start) else { continue };
         let text = if f.onset.is_some() { sentence(e, lead) } else { format!("was there from the window's start at {}, {}", clock(&window_start), sentence(e, lead).trim_start_matches("began ")) };
-        f.steps.insert(0, first_step(e));
+        f.steps.insert(0, e.first_step());
         f.preceded_by = Some(PrecededBy { event: e.clone(), lead_seconds: lead, text });
     }
 }
@@ -115,28 +115,6 @@ fn lead_phrase(lead: i64) -> String {
 /// "began 2 min after a configuration change at 09:01:00 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas".
 pub fn sentence(e: &Event, lead: i64) -> String {
     format!("began {} {} at {}: {}", lead_phrase(lead), e.kind.phrase(), clock(&e.time), e.detail)
-}
-
-/// The step to take first, pointing at the change.
-pub fn first_step(e: &Event) -> String {
-    let at = clock(&e.time);
-    match e.kind {
-        EventKind::ConfigChange => format!(
-            "Start with the configuration change at {at} ({}): roll it back, or compare it with the last healthy configuration, before tuning anything else.",
-            e.detail
-        ),
-        EventKind::VersionChange | EventKind::Rollout => format!(
-            "Start with the rollout at {at} ({}): compare the new release with the previous one (image, engine flags, model revision) and roll back if the regression holds.",
-            e.detail
-        ),
-        EventKind::GpuError => format!("Start with the GPU error at {at} ({}): cordon the node and check the driver log for the XID before anything else.", e.detail),
-        EventKind::ReplicaRemoved => format!("Start with the scale-down at {at} ({}): restore the capacity, or check what removed it (autoscaler, eviction, failed pods).", e.detail),
-        EventKind::Restart => format!(
-            "Start with the restart at {at} ({}): find out why the replicas restarted (deploy, OOM kill, crash) and whether they came back with the same flags and model.",
-            e.detail
-        ),
-        _ => format!("Start with what changed at {at}: {} ({}).", e.kind, e.detail),
-    }
 }
 
 #[cfg(test)]

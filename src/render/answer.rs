@@ -214,7 +214,7 @@ fn heading(f: &FindingView) -> String {
 fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
     // The change it began after, said once: by its first step when the runbook starts there
     // (`Start with the configuration change at 09:01 UTC (...)`), else by a note of its own.
-    let step_names_it = f.steps.first().is_some_and(|s| s.starts_with("Start with the"));
+    let step_names_it = f.first_step_names_change;
     let mut scope = vec![f.scope.clone()];
     scope.extend(f.replicas_count.as_ref().map(|r| if r.starts_with("which") { format!("{r} (-v says why)") } else { format!("{r} affected") }));
     scope.extend(f.since.clone());

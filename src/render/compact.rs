@@ -239,7 +239,7 @@ mod tests {
         assert!(text.starts_with("CRITICAL kv-cache-exhausted: KV cache exhausted: requests are being preempted\n"), "{text}");
         assert_eq!(text.lines().nth(1).map(str::trim), Some("llama-3.1-70b-instruct · 2 of 3 replicas affected · since 09:03 UTC"), "{text}");
         // The change it followed, in its first step.
-        assert!(text.contains("Next: 1. Start with the configuration change at 09:01 UTC"), "{text}");
+        assert!(text.contains("Next: 1. Start with the configuration change at 09:01:00 UTC"), "{text}");
         // The second finding has its own heading, ranked.
         assert!(text.lines().any(|l| l.starts_with("#2 WARNING ")), "{text}");
     }

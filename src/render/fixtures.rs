@@ -411,14 +411,12 @@ pub(crate) fn sample_report_with_events() -> Report {
     r.events.sort_by_key(|e| e.time);
     let kv = &mut r.findings[0];
     kv.preceded_by = Some(PrecededBy {
-        event: config,
+        event: config.clone(),
         lead_seconds: 120,
-        text: "began 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas".to_string(),
+        text: "began 2 min after a configuration change at 09:01:00 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas".to_string(),
     });
-    kv.steps.insert(
-        0,
-        "Start with the configuration change at 09:01 UTC (num_gpu_blocks 2000 -> 900 on 2 of 3 replicas): roll it back, or compare it with the last healthy configuration, before tuning anything else.".to_string(),
-    );
+    // The step explain puts first for a finding that began after a configuration change.
+    kv.steps.insert(0, config.first_step());
     r
 }
 

@@ -416,7 +416,7 @@ mod tests {
             assert_eq!(events[0], "08:44:00 UTC target-down (llama-3.1-70b-instruct): 1 of 3 replicas stopped answering scrapes");
         }
         let failure = doc.descendants().find(|n| n.has_tag_name("failure")).unwrap().text().unwrap_or_default();
-        assert!(failure.contains("Started 09:03 UTC\nBegan 2 min after a configuration change at 09:01 UTC"), "{failure}");
+        assert!(failure.contains("Started 09:03 UTC\nBegan 2 min after a configuration change at 09:01:00 UTC"), "{failure}");
     }
 
     #[test]

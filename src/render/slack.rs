@@ -243,11 +243,11 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         // The first step names the change; without such a step, a note does; said once either way.
         assert!(lines[1].ends_with("since 09:03 UTC"), "{text}");
-        assert!(text.contains("\n1. Start with the configuration change at 09:01 UTC (num_gpu_blocks 2000 -&gt; 900 on 2 of 3 replicas)"), "{text}");
+        assert!(text.contains("\n1. Start with the configuration change at 09:01:00 UTC (num_gpu_blocks 2000 -&gt; 900 on 2 of 3 replicas)"), "{text}");
         let mut r = sample_report_with_events();
         r.findings[0].steps.remove(0);
         let text = render(&r, &opts());
-        assert!(text.contains("_Began 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -&gt; 900 on 2 of 3 replicas_"), "{text}");
+        assert!(text.contains("_Began 2 min after a configuration change at 09:01:00 UTC: num_gpu_blocks 2000 -&gt; 900 on 2 of 3 replicas_"), "{text}");
         assert!(!text.lines().nth(1).unwrap_or_default().contains("after a configuration change"), "said once: {text}");
     }
 

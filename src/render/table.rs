@@ -474,7 +474,7 @@ mod tests {
             let text = render(&sample_report_with_events(), &o);
             let lines: Vec<&str> = text.lines().collect();
             let at = lines.iter().position(|l| l.trim() == "Started 09:03 UTC").expect("onset line");
-            assert!(lines[at + 1].trim_start().starts_with("Began 2 min after a configuration change at 09:01 UTC"), "{text}");
+            assert!(lines[at + 1].trim_start().starts_with("Began 2 min after a configuration change at 09:01:00 UTC"), "{text}");
         }
     }
 

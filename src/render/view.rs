@@ -203,7 +203,7 @@ pub struct FindingView {
     /// When the problem began: `Started 09:03 UTC (17 min ago)` (the relative part on live runs
     /// only) or `Present since before the window (09:00 UTC)`; `None` when no trend could tell.
     pub onset: Option<String>,
-    /// The change it began after: `Began 2 min after a configuration change at 09:01 UTC:
+    /// The change it began after: `Began 2 min after a configuration change at 09:01:00 UTC:
     /// num_gpu_blocks 2000 -> 900 on 2 of 3 replicas`. Every format prints it right under the onset.
     pub preceded_by: Option<String>,
     /// A replica's cold start that turned the finding into info: `Cold start: ... (re)started at
@@ -224,6 +224,8 @@ pub struct FindingView {
     pub wont_help_levers: Vec<String>,
     /// The runbook's next steps, in order.
     pub steps: Vec<String>,
+    /// The first of them names the change the finding began after ([`Finding::first_step_names_its_change`]).
+    pub first_step_names_change: bool,
     pub references: Vec<String>,
     /// Other rules that matched the same scope, explained better by this one.
     pub also_consistent: Vec<AlsoView>,
@@ -626,6 +628,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         wont_help: wont_help_lines(f),
         wont_help_levers: f.wont_help.iter().map(|w| format!("{} ({})", one_line(&w.lever), one_line(&w.flag))).collect(),
         steps: f.steps.iter().map(|s| one_line(s)).collect(),
+        first_step_names_change: f.first_step_names_its_change(),
         references: f.references.iter().map(|r| one_line(r)).collect(),
         also_consistent: f
             .also_consistent
@@ -1182,10 +1185,10 @@ mod tests {
         let v = ReportView::new(&sample_report_with_events(), &RenderOptions::default());
         assert_eq!(
             v.findings[0].preceded_by.as_deref(),
-            Some("Began 2 min after a configuration change at 09:01 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas")
+            Some("Began 2 min after a configuration change at 09:01:00 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas")
         );
         assert_eq!(v.findings[1].preceded_by, None);
-        assert!(v.findings[0].steps[0].starts_with("Start with the configuration change at 09:01 UTC"));
+        assert!(v.findings[0].steps[0].starts_with("Start with the configuration change at 09:01:00 UTC"));
     }
 
     #[test]
