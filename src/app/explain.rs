@@ -131,7 +131,7 @@ pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> 
     if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
         let mut md = render::render(report, render::Format::Markdown, &RenderOptions { now: opts.now, links: opts.links.clone(), ..RenderOptions::default() });
         if let Some(v) = &verdict {
-            md = format!("### {}\n\n{md}", render::github::summary_heading(v));
+            md = format!("### {}\n\n{md}", render::github::summary_heading(v, report, &opts));
         }
         if let Err(e) = append_summary(std::path::Path::new(&path), &md) {
             eprintln!("vllm-diag: warning: cannot append the report to $GITHUB_STEP_SUMMARY ({}): {e}", std::path::Path::new(&path).display());

@@ -22,7 +22,7 @@
 //! `every_channel_format_says_the_same_answer` holds each of them to every fact on every shipped
 //! recording, and tests/channel.rs does so on every generated scenario.
 
-use super::view::{FindingView, ReportView, RuleCounts};
+use super::view::{FindingView, ReplicaCount, ReportView, RuleCounts};
 use super::{plural, Verdict};
 use crate::report::Severity;
 
@@ -216,7 +216,10 @@ fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
     // (`Start with the configuration change at 09:01 UTC (...)`), else by a note of its own.
     let step_names_it = f.first_step_names_change;
     let mut scope = vec![f.scope.clone()];
-    scope.extend(f.replicas_count.as_ref().map(|r| if r.starts_with("which") { format!("{r} (-v says why)") } else { format!("{r} affected") }));
+    scope.extend(f.replicas_count.map(|r| match r {
+        ReplicaCount::NotEvaluated => "which replicas: not evaluated (-v says why)".to_string(),
+        ReplicaCount::Of { affected, total } => format!("{affected} of {total} replicas affected"),
+    }));
     scope.extend(f.since.clone());
     let numbers = f
         .deciding

@@ -48,14 +48,13 @@ pub fn annotations_of(view: &ReportView) -> String {
     out
 }
 
-/// `check`'s verdict as a step-summary heading, with a mark GitHub renders as an emoji.
-pub fn summary_heading(verdict: &str) -> String {
-    let mark = if verdict.starts_with("FAIL") {
-        ":x:"
-    } else if verdict.starts_with("PASS") {
-        ":white_check_mark:"
-    } else {
-        ":grey_question:"
+/// `check`'s verdict as a step-summary heading, with a mark GitHub renders as an emoji: what
+/// [`Report::decide`] decided for `report` under `opts`' bars, as the verdict words it.
+pub fn summary_heading(verdict: &str, report: &Report, opts: &RenderOptions) -> String {
+    let mark = match report.decide(opts.fail_on, opts.fail_on_unexplained) {
+        crate::report::Decision::FailFindings | crate::report::Decision::FailUnexplained => ":x:",
+        _ if super::verdict_says_not_evaluated(report, opts) => ":grey_question:",
+        _ => ":white_check_mark:",
     };
     // Escaped as Markdown: the verdict names scopes, whose label values come from the server.
     format!("{mark} {}", super::markdown::text(&one_line(verdict)))
@@ -113,8 +112,15 @@ mod tests {
 
     #[test]
     fn the_summary_heading_marks_the_verdict() {
-        assert!(summary_heading("FAIL: 1 critical finding").starts_with(":x: FAIL"));
-        assert!(summary_heading("PASS: nothing").starts_with(":white_check_mark:"));
-        assert!(summary_heading("NOT EVALUATED: x").starts_with(":grey_question:"));
+        use crate::render::fixtures::{clean_report, sample_report};
+        let critical = RenderOptions { fail_on: Some(Severity::Warning), ..RenderOptions::default() };
+        let mut core_missing = clean_report();
+        core_missing.coverage.core_not_evaluated = vec!["slow-decode".into()];
+        for (report, mark) in [(sample_report(), ":x: "), (clean_report(), ":white_check_mark: "), (core_missing, ":grey_question: ")] {
+            let verdict = super::super::check_verdict(&report, &critical);
+            let heading = summary_heading(&verdict, &report, &critical);
+            assert!(heading.starts_with(mark), "{heading}");
+            assert!(heading.contains(&verdict[..4]), "the verdict follows the mark: {heading}");
+        }
     }
 }

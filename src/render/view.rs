@@ -238,8 +238,8 @@ pub struct FindingView {
     pub deciding: Vec<usize>,
     /// `since 08:50 UTC`, `since before the window (08:50 UTC)`, `08:50 to 09:05 UTC, now over`.
     pub since: Option<String>,
-    /// `3 of 3 replicas`, when the finding was broken down per replica.
-    pub replicas_count: Option<String>,
+    /// How many replicas it affects, when the finding was broken down per replica.
+    pub replicas_count: Option<ReplicaCount>,
     /// Which limit bound the finding's model over the window, in one sentence (the first finding
     /// of a model carries it; see [`binding_sentence`]).
     pub binding: Option<String>,
@@ -247,6 +247,14 @@ pub struct FindingView {
     /// might have told another story there: `priority-preemption (metric missing in the window:
     /// vllm:num_preemptions_by_reason_total)`. Rules of no scope are left to the count.
     pub not_evaluated_here: Vec<String>,
+}
+
+/// See [`FindingView::replicas_count`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaCount {
+    /// The per-replica breakdown could not be read.
+    NotEvaluated,
+    Of { affected: usize, total: usize },
 }
 
 /// How many evidence rows the text format shows for a finding at most.
@@ -640,8 +648,8 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         deciding,
         since: since(report, f),
         replicas_count: f.replicas.as_ref().and_then(|r| match &r.not_evaluated {
-            Some(_) => Some("which replicas: not evaluated".to_string()),
-            None => (r.total > 0).then(|| format!("{} of {} replicas", r.affected.len(), r.total)),
+            Some(_) => Some(ReplicaCount::NotEvaluated),
+            None => (r.total > 0).then(|| ReplicaCount::Of { affected: r.affected.len(), total: r.total }),
         }),
         binding: binding_of(report, f).filter(|_| first_of_its_model(report, f, rank)).map(binding_sentence),
         not_evaluated_here: not_evaluated_here(report, f),
