@@ -1,14 +1,10 @@
-//! Checks that need every file merged: each signal kind's fields, threshold units against the
-//! signals they are compared with, thresholds nothing uses, and references between rules.
+//! Checks that need every file merged: threshold units against the signals they are compared with,
+//! thresholds nothing uses, and references between rules. (Each signal's own fields are checked as
+//! it is read, by its kind: [`crate::signals::Kind::validate`].)
 
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::signals::SignalKind;
-
-pub(super) fn validate_kind(kind: &SignalKind) -> Result<(), String> {
-    kind.kind().validate()
-}
 
 /// One place where a threshold is compared with a signal's values.
 #[derive(Debug, Clone, PartialEq)]
