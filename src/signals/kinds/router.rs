@@ -6,7 +6,7 @@ use super::*;
 /// no model label: a worker-level family names the worker by its URL (`worker_label`,
 /// `http://host:port`), joined to the engines' `instance` (`engines`, a vLLM gauge) through its
 /// host:port; a router-level family (no `worker_label`) goes to every model the router's workers
-/// (`workers`, a worker-level gauge every router exports) serve. See [`Router::query`].
+/// (`workers`, a worker-level gauge every router exports) serve. See `Router::query`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Router {
