@@ -565,7 +565,7 @@ pub fn fleet_labels(request: &(Vec<String>, Request), answers: &Answers, window_
 mod tests {
     use super::*;
     use crate::local::{instant_query, Store, Value};
-    use crate::signals::{build, resolve, QueryContext, SignalKind};
+    use crate::signals::{build, resolve, Outlier, QueryContext, QueueWait, Ratio, SignalKind, SloBurn, Spread};
 
     /// The context the unit tests build signals in: by model, replicas by instance.
     fn test_ctx(range_secs: u64) -> QueryContext {
@@ -585,7 +585,7 @@ mod tests {
     type Reduced = (BTreeMap<Scope, f64>, Culprits);
 
     fn both(models: &[Vec<f64>]) -> (Reduced, Reduced) {
-        let kind = SignalKind::Outlier { histogram: vec![], gauge: vec!["g".into()], quantile: 0.95, replica_label: "$replica".into(), measure: Default::default(), min_observations: 20, ranks: false };
+        let kind = SignalKind::Outlier(Outlier { histogram: vec![], gauge: vec!["g".into()], quantile: 0.95, replica_label: "$replica".into(), measure: Default::default(), min_observations: 20, ranks: false });
         let resolved = resolve(&kind, &["g".to_string()].into_iter().collect()).unwrap();
         let ctx = test_ctx(60);
         let q = build(&kind, &resolved, &ctx).unwrap();
@@ -648,9 +648,9 @@ mod tests {
         let ctx = test_ctx(120);
         let counter_ref = |m: &str| crate::signals::CounterRef { counter: vec!["done_total".into()], r#match: m.into() };
         let kinds = [
-            SignalKind::Ratio { numerator: counter_ref(r#"finished_reason="abort""#), denominator: counter_ref(""), per: vec![], per_at_least: 0.0, attribute_via: vec![], join_on: vec!["instance".into()] },
-            SignalKind::QueueWait { gauge: vec!["waiting".into()], counter: vec!["done_total".into()] },
-            SignalKind::Spread { counter: vec!["done_total".into()], replica_label: "$replica".into(), least: false },
+            SignalKind::Ratio(Ratio { numerator: counter_ref(r#"finished_reason="abort""#), denominator: counter_ref(""), per: vec![], per_at_least: 0.0, attribute_via: vec![], join_on: vec!["instance".into()] }),
+            SignalKind::QueueWait(QueueWait { gauge: vec!["waiting".into()], counter: vec!["done_total".into()] }),
+            SignalKind::Spread(Spread { counter: vec!["done_total".into()], replica_label: "$replica".into(), least: false }),
         ];
         let names: BTreeSet<String> = ["done_total", "waiting"].into_iter().map(String::from).collect();
         let by = vec!["model_name".to_string()];
@@ -702,13 +702,13 @@ mod tests {
         let names: BTreeSet<String> = ["h_bucket".to_string(), "h_count".to_string()].into();
         // A target under the first bucket (50 ms) cannot be read from the buckets at all: refused
         // by both ways of reading it.
-        let under = SignalKind::SloBurn { histogram: vec!["h".into()], target: "50ms".into(), objective: "0.99".into() };
+        let under = SignalKind::SloBurn(SloBurn { histogram: vec!["h".into()], target: "50ms".into(), objective: "0.99".into() });
         let mut ctx = test_ctx(120);
         std::sync::Arc::make_mut(&mut ctx.buckets).insert("h_bucket".into(), bounds.clone());
         let resolved = resolve(&under, &names).unwrap();
         assert!(build(&under, &resolved, &ctx).is_err() && crate::signals::burn_from_buckets(&under, &resolved, &ctx).is_err());
         for (target, listed) in [("250ms", true), ("500ms", true), ("250ms", false), ("2s", true)] {
-            let kind = SignalKind::SloBurn { histogram: vec!["h".into()], target: target.into(), objective: "0.99".into() };
+            let kind = SignalKind::SloBurn(SloBurn { histogram: vec!["h".into()], target: target.into(), objective: "0.99".into() });
             let resolved = resolve(&kind, &names).unwrap();
             let mut ctx = test_ctx(120);
             if listed {

@@ -89,12 +89,7 @@ pub fn only_scopes(selector: &Selector, group_by: &[String], scopes: &BTreeSet<S
 /// another series (`up` through the engine's gauges) can: the join carries the replica label from
 /// the gauge's own side (target-down then names the target that went down).
 fn replica_breakdown_supported(kind: &SignalKind) -> bool {
-    use SignalKind as K;
-    match kind {
-        K::Quantile { .. } | K::Mean { .. } | K::Remainder { .. } | K::ActiveShare { .. } | K::Fill { .. } | K::Slope { .. } | K::Gauge { .. } => true,
-        K::Rate { attribute_via, .. } | K::Ratio { attribute_via, .. } => attribute_via.is_empty(),
-        _ => false,
-    }
+    kind.kind().replica_breakdown()
 }
 
 /// A scope cut down to its grouping labels (without a replica a finding names).

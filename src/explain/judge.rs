@@ -216,17 +216,16 @@ fn caveats(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement]) -> Ve
 /// scrapes. Means and ratios are left out (0/0 for an idle model is no value either), as are rates
 /// attributed through a join and optional signals, whose absence means "none".
 pub fn unread(rules: &RuleSet, table: &SignalTable) -> Vec<String> {
-    use crate::signals::SignalKind;
+    use crate::signals::WhenEmpty;
     table
         .iter()
         .filter(|(id, v)| {
             let counted = match rules.signals.get(*id) {
                 Some(d) if d.optional => return false,
-                Some(d) => match &d.kind {
-                    SignalKind::Quantile { .. } => true,
-                    // Attributed through a join, a rate can be empty because the join matched nothing.
-                    SignalKind::Rate { attribute_via, .. } if attribute_via.is_empty() => false,
-                    _ => return false,
+                Some(d) => match d.kind.kind().when_empty() {
+                    WhenEmpty::UnreadWithoutCounts => true,
+                    WhenEmpty::Unread => false,
+                    WhenEmpty::MayBe => return false,
                 },
                 None => return false,
             };

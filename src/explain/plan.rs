@@ -12,7 +12,7 @@ use super::discover::Discovery;
 use crate::report::{RunParams, Warnings};
 use crate::rules::eval::Availability;
 use crate::rules::RuleSet;
-use crate::signals::{self, QueryContext, SignalDef};
+use crate::signals::{self, HistogramUse, QueryContext, SignalDef};
 use crate::source::Request;
 
 use super::fetch::{Cut, ReadPlan, Way};
@@ -218,14 +218,14 @@ pub fn plan_one(def: &SignalDef, names: &BTreeSet<String>, at: chrono::DateTime<
             count: q.count.map(|c| Request::Instant { query: c, time: at }),
             query: q.value,
             metric: resolved.names[0].clone(),
-            bounds: match &def.kind {
-                signals::SignalKind::Quantile { .. } => {
+            bounds: match def.kind.kind().histogram_use() {
+                Some(HistogramUse::Quantile(_)) => {
                     ctx.buckets.get(&resolved.names[0]).map(|b| b.iter().map(|b| b.value).collect()).unwrap_or_default()
                 }
                 _ => Vec::new(),
             },
             quantile: None,
-            histogram: signals::histogram_of(&def.kind, &resolved).map(|h| (h, matches!(def.kind, signals::SignalKind::SloBurn { .. }))),
+            histogram: signals::histogram_of(&def.kind, &resolved).map(|h| (h, def.kind.kind().histogram_use() == Some(HistogramUse::Burn))),
             counts_from_buckets: None,
             sums: q.sums.into_iter().map(|(query, read)| (Request::Instant { query, time: at }, read)).collect(),
             burn: None,
@@ -268,12 +268,10 @@ fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, 
             let (Some(def), Some(resolved)) = (rules.signals.get(id), &pl.resolved) else { continue };
             let Some(hist) = signals::histogram_of(&def.kind, resolved) else { continue };
             let key = (hist, def.range_in(ctx.range));
-            let user = match (&def.kind, &pl.per_replica) {
-                (signals::SignalKind::Quantile { quantile, .. }, None) => (id.clone(), BucketUse::Quantile(*quantile), None),
-                (signals::SignalKind::Outlier { histogram, quantile, .. }, Some((label, _))) if !histogram.is_empty() => {
-                    (id.clone(), BucketUse::Quantile(*quantile), Some(label.clone()))
-                }
-                (signals::SignalKind::SloBurn { .. }, None) => {
+            let user = match (def.kind.kind().histogram_use(), &pl.per_replica) {
+                (Some(HistogramUse::Quantile(quantile)), None) => (id.clone(), BucketUse::Quantile(quantile), None),
+                (Some(HistogramUse::ReplicaQuantile(quantile)), Some((label, _))) => (id.clone(), BucketUse::Quantile(quantile), Some(label.clone())),
+                (Some(HistogramUse::Burn), None) => {
                     let rctx = QueryContext { range: key.1, ..ctx.clone() };
                     if let Ok(Some(burn)) = signals::burn_from_buckets(&def.kind, resolved, &rctx) {
                         burns.push((key, id.clone(), burn));

@@ -412,10 +412,7 @@ fn evidence_for(when: &[Condition], set: &RuleSet, table: &SignalTable, scope: &
     let value = values.and_then(|v| v.window.values.get(scope).copied());
     let baseline = values.and_then(|v| v.baseline.values.get(scope).copied());
     let observations = values.and_then(|v| v.window.counts.get(scope).copied());
-    let min_obs = match def.map(|d| &d.kind) {
-        Some(crate::signals::SignalKind::Quantile { min_observations, .. }) => Some(*min_observations),
-        _ => None,
-    };
+    let min_obs = def.and_then(|d| d.kind.kind().min_observations());
     let low_confidence = matches!((observations, min_obs), (Some(n), Some(m)) if n < m);
     Evidence {
         signal: sig.to_string(),

@@ -6,11 +6,11 @@
 //! vLLM V1 metric names (an exported file has no discovered names to pick from); baselines are the
 //! same query shifted back with `offset`.
 //!
-//! This is the one place besides `signals/promql.rs` where PromQL is assembled, and only as glue around
-//! the signal queries: comparisons with thresholds, `Nx baseline` as a comparison with the
-//! offset query, `and on (...)` / `or on (...)` between conditions. What explain decides that this
-//! glue cannot reproduce is refused with a reason (see [`Export::skipped`]) rather than exported
-//! with a different meaning:
+//! This is the one place besides `signals/` (promql.rs and the kinds' modules) where PromQL is
+//! assembled, and only as glue around the signal queries: comparisons with thresholds, `Nx
+//! baseline` as a comparison with the offset query, `and on (...)` / `or on (...)` between
+//! conditions. What explain decides that this glue cannot reproduce is refused with a reason (see
+//! [`Export::skipped`]) rather than exported with a different meaning:
 //! - `not` over an optional signal (explain reads its absence as "no events", so `not` holds;
 //!   PromQL cannot select a series that does not exist);
 //! - counts of replicas (`replicas_over`, `vanished`) compared so that zero would match (a scope

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{family_of, quantity, spellings, QueryContext, Resolved, SignalKind};
+use super::{QueryContext, Resolved, SignalKind};
 
 /// One histogram bucket bound found in the data, with every way the data writes it (`le="0.5"`).
 #[derive(Debug, Clone, PartialEq)]
@@ -80,31 +80,12 @@ pub(super) fn weight(x: f64) -> String {
 
 /// Said once per histogram when a target is read between buckets: the number is an estimate.
 pub fn bucket_note(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Option<String> {
-    let SignalKind::SloBurn { target, .. } = kind else { return None };
-    let t = quantity(target, &ctx.thresholds).ok()?;
-    let series = resolved.names.first()?;
-    let bounds = ctx.buckets.get(series)?;
-    let fam = family_of(series);
-    let s = crate::units::format_seconds;
-    match bucket_at(bounds, t).ok()? {
-        AtTarget::Exact(_) => None,
-        AtTarget::Between(lo, hi) => Some(format!(
-            "{fam} has no bucket at the SLO target {}: burn rates interpolate between its {} and {} buckets (an estimate; a bucket at the target makes them exact: {CUSTOM_BUCKETS_HINT})",
-            s(t),
-            s(lo.value),
-            s(hi.value)
-        )),
-    }
+    kind.kind().bucket_note(resolved, ctx)
 }
 
 /// Stored bucket series a signal needs the bounds of (every spelling of every alternative).
 pub fn bucket_series(kind: &SignalKind) -> Vec<String> {
-    match kind {
-        SignalKind::SloBurn { histogram, .. } | SignalKind::Quantile { histogram, .. } => {
-            histogram.iter().flat_map(|h| spellings(&format!("{h}_bucket"))).collect()
-        }
-        _ => Vec::new(),
-    }
+    kind.kind().bucket_series()
 }
 
 /// The bounds a histogram's buckets carry, from the `le` values listed for it. Without `+Inf`
@@ -167,24 +148,5 @@ pub struct BurnFromBuckets {
 
 /// The bucket reading of an SLO burn signal (see [`BurnFromBuckets`]); `None` for other signals.
 pub fn burn_from_buckets(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Result<Option<BurnFromBuckets>, String> {
-    let SignalKind::SloBurn { target, objective, .. } = kind else { return Ok(None) };
-    let t = quantity(target, &ctx.thresholds)?;
-    let o = quantity(objective, &ctx.thresholds)?;
-    if !(0.0..1.0).contains(&o) {
-        return Err(format!("objective {o} must be between 0 and 1"));
-    }
-    // The numbers as the query writes them, read back: the same weights and budget.
-    let num = |text: String| text.parse::<f64>().map_err(|e| format!("{text}: {e}"));
-    let budget = num(crate::units::sig(1.0 - o))?;
-    let good = match ctx.buckets.get(resolved.names.first().ok_or("no histogram")?) {
-        None => vec![(super::promql::le_forms(t), 1.0)],
-        Some(bounds) => match bucket_at(bounds, t)? {
-            AtTarget::Exact(b) => vec![(b.written.clone(), 1.0)],
-            AtTarget::Between(lo, hi) => {
-                let f = (t - lo.value) / (hi.value - lo.value);
-                vec![(lo.written.clone(), num(weight(1.0 - f))?), (hi.written.clone(), num(weight(f))?)]
-            }
-        },
-    };
-    Ok(Some(BurnFromBuckets { good, budget }))
+    kind.kind().burn_from_buckets(resolved, ctx)
 }

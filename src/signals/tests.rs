@@ -36,11 +36,11 @@ fn counters_may_be_stored_without_total() {
 
 #[test]
 fn quantile_query_aggregates_by_scope_and_keeps_the_selector() {
-    let k = SignalKind::Quantile {
+    let k = SignalKind::Quantile(Quantile {
         quantile: 0.95,
         histogram: vec!["vllm:time_to_first_token_seconds".into()],
         min_observations: 20.0,
-    };
+    });
     let r = resolve(&k, &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
     let q = build(&k, &r, &ctx(r#"job="vllm""#)).unwrap();
     assert_eq!(
@@ -55,14 +55,14 @@ fn quantile_query_aggregates_by_scope_and_keeps_the_selector() {
 
 #[test]
 fn ratio_of_a_labelled_subset_defaults_to_zero() {
-    let k = SignalKind::Ratio {
+    let k = SignalKind::Ratio(Ratio {
         numerator: CounterRef { counter: vec!["vllm:request_success_total".into()], r#match: r#"finished_reason="abort""#.into() },
         denominator: CounterRef { counter: vec!["vllm:request_success_total".into()], r#match: String::new() },
         per: vec![],
         per_at_least: 0.0,
         attribute_via: vec![],
         join_on: default_join(),
-    };
+    });
     let r = resolve(&k, &present(&["vllm:request_success_total"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
     assert_eq!(
@@ -73,14 +73,14 @@ fn ratio_of_a_labelled_subset_defaults_to_zero() {
 
 #[test]
 fn http_counters_are_attributed_through_the_anchor_gauge() {
-    let k = SignalKind::Ratio {
+    let k = SignalKind::Ratio(Ratio {
         numerator: CounterRef { counter: vec!["http_requests_total".into()], r#match: r#"status="5xx""#.into() },
         denominator: CounterRef { counter: vec!["http_requests_total".into()], r#match: String::new() },
         per: vec![],
         per_at_least: 0.0,
         attribute_via: vec!["vllm:num_requests_running".into()],
         join_on: default_join(),
-    };
+    });
     let r = resolve(&k, &present(&["http_requests_total", "vllm:num_requests_running"])).unwrap();
     let q = build(&k, &r, &ctx(r#"model_name="m",job="vllm""#)).unwrap();
     // The model matcher applies to the anchor only: http_requests_total has no model_name.
@@ -90,14 +90,14 @@ fn http_counters_are_attributed_through_the_anchor_gauge() {
 
 #[test]
 fn a_ratio_per_a_gauge_divides_by_its_average_only_where_that_is_high_enough() {
-    let k = SignalKind::Ratio {
+    let k = SignalKind::Ratio(Ratio {
         numerator: CounterRef { counter: vec!["vllm:generation_tokens_total".into()], r#match: String::new() },
         denominator: CounterRef { counter: vec!["vllm:iteration_tokens_total_count".into()], r#match: String::new() },
         per: vec!["vllm:num_requests_running".into()],
         per_at_least: 4.0,
         attribute_via: vec![],
         join_on: default_join(),
-    };
+    });
     assert!(resolve(&k, &present(&["vllm:generation_tokens_total", "vllm:iteration_tokens_total_count"])).is_err(), "the gauge is required");
     let r = resolve(&k, &present(&["vllm:generation_tokens_total", "vllm:iteration_tokens_total_count", "vllm:num_requests_running"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
@@ -127,7 +127,7 @@ fn discovery_looks_for_other_exporters_without_the_grouping_matchers() {
 
 #[test]
 fn missing_families_are_named() {
-    let k = SignalKind::Gauge {
+    let k = SignalKind::Gauge(Gauge {
         gauge: vec!["vllm:kv_cache_usage_perc".into(), "vllm:gpu_cache_usage_perc".into()],
         over_time: OverTime::Max,
         across: Across::Max,
@@ -139,14 +139,14 @@ fn missing_families_are_named() {
         bits: vec![],
         over: None,
         scale: None,
-    };
+    });
     let err = resolve(&k, &present(&[])).unwrap_err();
     assert_eq!(err, vec!["vllm:kv_cache_usage_perc / vllm:gpu_cache_usage_perc".to_string()]);
 }
 
 #[test]
 fn active_share_uses_a_subquery_over_the_window() {
-    let k = SignalKind::ActiveShare { counter: vec!["vllm:num_preemptions_total".into()] };
+    let k = SignalKind::ActiveShare(ActiveShare { counter: vec!["vllm:num_preemptions_total".into()] });
     let r = resolve(&k, &present(&["vllm:num_preemptions_total"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
     assert_eq!(
@@ -163,11 +163,11 @@ fn discovery_matches_vllm_names_and_extras_under_the_selector() {
 
 #[test]
 fn slo_burn_reads_the_bucket_at_the_target_and_divides_by_the_budget() {
-    let k = SignalKind::SloBurn {
+    let k = SignalKind::SloBurn(SloBurn {
         histogram: vec!["vllm:time_to_first_token_seconds".into()],
         target: "$ttft_target".into(),
         objective: "99%".into(),
-    };
+    });
     let r = resolve(&k, &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
     assert_eq!(
@@ -181,11 +181,11 @@ fn bounds(values: &[&str]) -> Vec<Bound> {
 }
 
 fn slo(target: &str) -> SignalKind {
-    SignalKind::SloBurn {
+    SignalKind::SloBurn(SloBurn {
         histogram: vec!["vllm:time_to_first_token_seconds".into()],
         target: target.into(),
         objective: "99%".into(),
-    }
+    })
 }
 
 fn ctx_with_buckets(values: &[&str]) -> QueryContext {
@@ -299,7 +299,7 @@ fn slo_burn_under_the_first_bucket_or_over_the_last_is_refused() {
 
 #[test]
 fn outliers_ask_for_one_value_per_replica() {
-    let k = SignalKind::Outlier {
+    let k = SignalKind::Outlier(Outlier {
         histogram: vec!["vllm:inter_token_latency_seconds".into()],
         gauge: vec![],
         quantile: 0.95,
@@ -307,7 +307,7 @@ fn outliers_ask_for_one_value_per_replica() {
         measure: OutlierMeasure::Ratio,
         min_observations: 20,
         ranks: false,
-    };
+    });
     let r = resolve(&k, &present(&["vllm:inter_token_latency_seconds_bucket"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
     assert!(q.value.contains("sum by (le, model_name, instance)"), "{}", q.value);
@@ -323,7 +323,7 @@ fn outliers_ask_for_one_value_per_replica() {
 
 #[test]
 fn gauges_without_the_grouping_label_join_on_the_declared_labels() {
-    let k = SignalKind::Gauge {
+    let k = SignalKind::Gauge(Gauge {
         gauge: vec!["DCGM_FI_DEV_SM_CLOCK".into()],
         over_time: OverTime::Avg,
         across: Across::Min,
@@ -335,7 +335,7 @@ fn gauges_without_the_grouping_label_join_on_the_declared_labels() {
         bits: vec![],
         over: None,
         scale: None,
-    };
+    });
     let r = resolve(&k, &present(&["DCGM_FI_DEV_SM_CLOCK", "vllm:num_requests_running"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
     assert_eq!(
@@ -372,7 +372,7 @@ minus = [["vllm:request_queue_time_seconds"], ["vllm:request_prefill_time_second
 
 #[test]
 fn a_bitmask_gauge_reads_its_bits_sample_by_sample_through_a_subquery() {
-    let gauge = |bits: Vec<u32>, over: Option<String>| SignalKind::Gauge {
+    let gauge = |bits: Vec<u32>, over: Option<String>| SignalKind::Gauge(Gauge {
         gauge: vec!["DCGM_FI_DEV_CLOCKS_EVENT_REASONS".into()],
         over_time: OverTime::Avg,
         across: Across::Max,
@@ -384,7 +384,7 @@ fn a_bitmask_gauge_reads_its_bits_sample_by_sample_through_a_subquery() {
         bits,
         over,
         scale: None,
-    };
+    });
     let k = gauge(vec![8, 64], None);
     let r = resolve(&k, &present(&["DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "vllm:num_requests_running"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
@@ -395,10 +395,10 @@ fn a_bitmask_gauge_reads_its_bits_sample_by_sample_through_a_subquery() {
     // One bit needs no clamp; a gauge over another is divided series by series.
     let one = build(&gauge(vec![4], None), &r, &ctx("")).unwrap().value;
     assert!(one.contains("avg_over_time((floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 4) % 2)[1800s:60s])"), "{one}");
-    let SignalKind::Gauge { over_time, across, r#match, attribute_via, join_on, attribute_before, less, bits, over, scale, .. } = gauge(vec![], Some("DCGM_FI_DEV_POWER_MGMT_LIMIT".into())) else {
+    let SignalKind::Gauge(Gauge { over_time, across, r#match, attribute_via, join_on, attribute_before, less, bits, over, scale, .. }) = gauge(vec![], Some("DCGM_FI_DEV_POWER_MGMT_LIMIT".into())) else {
         unreachable!()
     };
-    let k = SignalKind::Gauge { gauge: vec!["DCGM_FI_DEV_POWER_USAGE".into()], over_time, across, r#match, attribute_via, join_on, attribute_before, less, bits, over, scale };
+    let k = SignalKind::Gauge(Gauge { gauge: vec!["DCGM_FI_DEV_POWER_USAGE".into()], over_time, across, r#match, attribute_via, join_on, attribute_before, less, bits, over, scale });
     let r = resolve(&k, &present(&["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_POWER_MGMT_LIMIT", "vllm:num_requests_running"])).unwrap();
     let v = build(&k, &r, &ctx("")).unwrap().value;
     assert!(v.contains("(avg_over_time(DCGM_FI_DEV_POWER_USAGE[1800s]) / avg_over_time(DCGM_FI_DEV_POWER_MGMT_LIMIT[1800s])) * on (namespace, pod)"), "{v}");
@@ -406,7 +406,7 @@ fn a_bitmask_gauge_reads_its_bits_sample_by_sample_through_a_subquery() {
 }
 
 fn router_kind(measure: RouterMeasure, family: &str, worker_label: &str) -> SignalKind {
-    SignalKind::Router {
+    SignalKind::Router(Router {
         measure,
         family: vec![family.into()],
         denominator: if measure == RouterMeasure::Ratio { vec!["vllm_router_requests_total".into()] } else { vec![] },
@@ -415,7 +415,7 @@ fn router_kind(measure: RouterMeasure, family: &str, worker_label: &str) -> Sign
         equals: 1.0,
         workers: vec!["vllm_router_worker_health".into()],
         engines: vec!["vllm:num_requests_running".into()],
-    }
+    })
 }
 
 #[test]
@@ -451,4 +451,19 @@ fn a_routers_own_series_go_to_every_model_its_workers_serve_and_a_missing_retry_
     let by_instance = QueryContext { group_by: vec!["instance".into()], ..ctx("") };
     let q = build(&k, &r, &by_instance).unwrap().value;
     promql_parser::parser::parse(&q).unwrap_or_else(|e| panic!("{e}: {q}"));
+}
+
+#[test]
+fn a_kinds_fields_are_read_with_serdes_wording_for_the_declarations_errors() {
+    // The kinds are newtype variants of an internally tagged enum: their errors read as the
+    // struct variants' did (rule-load errors quote them).
+    let err = |text: &str| toml::from_str::<SignalKind>(text).unwrap_err().message().trim().to_string();
+    assert_eq!(err("kind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]\nbogus = 1"), "unknown field `bogus`, expected one of `quantile`, `histogram`, `min_observations`");
+    assert_eq!(err("kind = \"fill\"\ngauge = [\"g\"]\nkind2 = 1"), "unknown field `kind2`, expected `gauge`");
+    assert_eq!(err("kind = \"quantile\"\nhistogram = [\"h\"]"), "missing field `quantile`");
+    assert_eq!(err("gauge = [\"g\"]"), "missing field `kind`");
+    assert_eq!(err("kind = \"ratio\"\nnumerator = {counter = [\"a\"], x = 1}\ndenominator = {counter = [\"a\"]}"), "unknown field `x`, expected `counter` or `match`");
+    assert!(err("kind = \"nope\"").starts_with("unknown variant `nope`, expected one of `quantile`, `rate`, `ratio`, `mean`, `remainder`, `gauge`, "));
+    let k: SignalKind = toml::from_str("kind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]").unwrap();
+    assert_eq!(k.kind().min_observations(), Some(20.0));
 }

@@ -22,7 +22,6 @@ mod validate;
 pub use builtin::{load_builtin, load_with_overrides, preload, BUILTIN};
 pub use model::*;
 pub use validate::{threshold_uses, unit_misfit, validate, ThresholdUse, STAGE_THRESHOLDS};
-use validate::validate_kind;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -271,7 +270,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
         let kind: SignalKind = toml::Value::Table(s.kind)
             .try_into()
             .map_err(|e: toml::de::Error| err_at(at, format!("signal {}: {}", s.id, e.message().trim())))?;
-        validate_kind(&kind).map_err(|m| err_at(at, format!("signal {}: {m}", s.id)))?;
+        kind.kind().validate().map_err(|m| err_at(at, format!("signal {}: {m}", s.id)))?;
         let range = match &s.range {
             None => None,
             Some(r) => Some(

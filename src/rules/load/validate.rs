@@ -1,129 +1,10 @@
-//! Checks that need every file merged: each signal kind's fields, threshold units against the
-//! signals they are compared with, thresholds nothing uses, and references between rules.
+//! Checks that need every file merged: threshold units against the signals they are compared with,
+//! thresholds nothing uses, and references between rules. (Each signal's own fields are checked as
+//! it is read, by its kind: [`crate::signals::Kind::validate`].)
 
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::signals::SignalKind;
-
-pub(super) fn validate_kind(kind: &SignalKind) -> Result<(), String> {
-    let nonempty = |v: &Vec<String>, what: &str| {
-        if v.is_empty() { Err(format!("`{what}` needs at least one metric name")) } else { Ok(()) }
-    };
-    match kind {
-        SignalKind::Quantile { quantile, histogram, .. } => {
-            if !(0.0..=1.0).contains(quantile) {
-                return Err(format!("quantile {quantile} must be between 0 and 1"));
-            }
-            nonempty(histogram, "histogram")
-        }
-        SignalKind::Mean { histogram, model_label } => {
-            if !model_label.is_empty() && !crate::prom::is_label_name(model_label) {
-                return Err(format!("model_label {model_label:?} is not a label name"));
-            }
-            nonempty(histogram, "histogram")
-        }
-        SignalKind::Router { measure, family, denominator, r#match, worker_label, equals, workers, engines } => {
-            use crate::signals::RouterMeasure as M;
-            crate::signals::parse_match(r#match).map_err(|e| format!("match: {e}"))?;
-            let worker_level = matches!(measure, M::Rate | M::Spread | M::HeldOut | M::PoolMean);
-            if worker_level == worker_label.is_empty() {
-                return Err("a router signal's rate, spread, held_out and pool_mean read a worker-level family (`worker_label`); its mean, ratio and over_engine_mean a router-level one (none)".into());
-            }
-            if !worker_label.is_empty() && !crate::prom::is_label_name(worker_label) {
-                return Err(format!("worker_label {worker_label:?} is not a label name"));
-            }
-            if matches!(measure, M::Ratio | M::OverEngineMean) == denominator.is_empty() {
-                return Err("`denominator` goes with the ratio and over_engine_mean measures, and only with them".into());
-            }
-            if !equals.is_finite() {
-                return Err("`equals` must be a number".into());
-            }
-            nonempty(family, "family")?;
-            nonempty(workers, "workers")?;
-            nonempty(engines, "engines")
-        }
-        SignalKind::Remainder { histogram, minus } => {
-            nonempty(histogram, "histogram")?;
-            if minus.is_empty() {
-                return Err("`minus` needs at least one histogram to subtract".into());
-            }
-            minus.iter().try_for_each(|m| nonempty(m, "minus"))
-        }
-        SignalKind::Rate { counter, r#match, .. } => {
-            crate::signals::parse_match(r#match).map_err(|e| format!("match: {e}"))?;
-            nonempty(counter, "counter")
-        }
-        SignalKind::Ratio { numerator, denominator, attribute_via, per, per_at_least, .. } => {
-            if !per_at_least.is_finite() || *per_at_least < 0.0 {
-                return Err(format!("per_at_least {per_at_least} must be a number of at least 0"));
-            }
-            if !per.is_empty() && !attribute_via.is_empty() {
-                return Err("`per` is not combined with `attribute_via`".into());
-            }
-            crate::signals::parse_match(&numerator.r#match).map_err(|e| format!("numerator match: {e}"))?;
-            crate::signals::parse_match(&denominator.r#match).map_err(|e| format!("denominator match: {e}"))?;
-            nonempty(&numerator.counter, "numerator.counter")?;
-            nonempty(&denominator.counter, "denominator.counter")
-        }
-        SignalKind::Gauge { less: Some(l), attribute_via, .. } if l.gauge.trim().is_empty() || !attribute_via.is_empty() => {
-            Err("`less` names one gauge, and is not combined with `attribute_via`".into())
-        }
-        SignalKind::Gauge { less: Some(l), .. } if crate::signals::parse_match(&l.r#match).is_err() => {
-            crate::signals::parse_match(&l.r#match).map(|_| ()).map_err(|e| format!("less.match: {e}"))
-        }
-        SignalKind::Gauge { bits, over, less, .. } if !bits.is_empty() && (over.is_some() || less.is_some()) => {
-            Err("`bits` reads a bitmask, and is not combined with `over` or `less`".into())
-        }
-        SignalKind::Gauge { scale: Some(k), .. } if !k.is_finite() || *k <= 0.0 => Err(format!("scale {k} must be a number above 0")),
-        SignalKind::Gauge { over: Some(o), less, .. } if o.trim().is_empty() || less.is_some() => {
-            Err("`over` names one gauge, and is not combined with `less`".into())
-        }
-        SignalKind::Gauge { bits, .. } | SignalKind::ReplicasOver { bits, .. } if bits.iter().any(|b| !b.is_power_of_two()) => {
-            let bad = bits.iter().find(|b| !b.is_power_of_two()).copied().unwrap_or_default();
-            Err(format!("bits: {bad} is not a single bit (a power of two: 1, 2, 4, 8, ...)"))
-        }
-        SignalKind::Gauge { gauge, r#match, .. } | SignalKind::Slope { gauge, r#match } => {
-            crate::signals::parse_match(r#match).map_err(|e| format!("match: {e}"))?;
-            nonempty(gauge, "gauge")
-        }
-        SignalKind::ActiveShare { counter } | SignalKind::Spread { counter, .. } => nonempty(counter, "counter"),
-        SignalKind::QueueWait { gauge, counter } => {
-            nonempty(gauge, "gauge")?;
-            nonempty(counter, "counter")
-        }
-        SignalKind::GiveUps { started, finished, running, .. } => {
-            nonempty(started, "started")?;
-            nonempty(finished, "finished")?;
-            nonempty(running, "running")
-        }
-        SignalKind::StallShare { counter, running, waiting, .. } => {
-            nonempty(counter, "counter")?;
-            nonempty(running, "running")?;
-            nonempty(waiting, "waiting")
-        }
-        SignalKind::Fill { gauge } | SignalKind::Vanished { gauge, .. } | SignalKind::ReplicasOver { gauge, .. } => {
-            nonempty(gauge, "gauge")
-        }
-        SignalKind::Outlier { histogram, gauge, quantile, .. } => {
-            if histogram.is_empty() == gauge.is_empty() {
-                return Err("an outlier signal names either `histogram` or `gauge`".into());
-            }
-            if !(0.0..=1.0).contains(quantile) {
-                return Err(format!("quantile {quantile} must be between 0 and 1"));
-            }
-            Ok(())
-        }
-        SignalKind::SloBurn { histogram, target, objective } => {
-            for (what, v) in [("target", target), ("objective", objective)] {
-                if !v.trim().starts_with('$') {
-                    expr::parse_quantity(v).map_err(|e| format!("{what}: {}", e.message))?;
-                }
-            }
-            nonempty(histogram, "histogram")
-        }
-    }
-}
 
 /// One place where a threshold is compared with a signal's values.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,12 +40,10 @@ pub fn threshold_uses(set: &RuleSet) -> BTreeMap<String, Vec<ThresholdUse>> {
         }
     }
     for d in set.signals.values() {
-        if let SignalKind::SloBurn { target, objective, .. } = &d.kind {
-            for (v, what, unit) in [(target, "latency target", "seconds"), (objective, "objective", "ratio")] {
-                if let Some(name) = v.trim().strip_prefix('$') {
-                    let by = format!("signal {} takes it as its {what}", d.id);
-                    out.entry(name.to_string()).or_default().push(ThresholdUse { by, unit: unit.into() });
-                }
+        for f in d.kind.kind().threshold_fields() {
+            if let Some(name) = f.text.trim().strip_prefix('$') {
+                let by = format!("signal {} takes it as its {}", d.id, f.what);
+                out.entry(name.to_string()).or_default().push(ThresholdUse { by, unit: f.unit.into() });
             }
         }
     }
@@ -201,12 +80,10 @@ pub(super) fn validate_thresholds(set: &RuleSet, uses: &BTreeMap<String, Vec<Thr
         }
     }
     for d in set.signals.values() {
-        if let SignalKind::SloBurn { target, objective, .. } = &d.kind {
-            for v in [target, objective] {
-                if let Some(name) = v.trim().strip_prefix('$') {
-                    if !set.thresholds.contains_key(name) {
-                        return Err(at_origin(&d.origin, format!("signal {}: ${name} is a threshold no [thresholds] table defines", d.id)));
-                    }
+        for f in d.kind.kind().threshold_fields() {
+            if let Some(name) = f.text.trim().strip_prefix('$') {
+                if !set.thresholds.contains_key(name) {
+                    return Err(at_origin(&d.origin, format!("signal {}: ${name} is a threshold no [thresholds] table defines", d.id)));
                 }
             }
         }
