@@ -243,6 +243,7 @@ scenarios! {
     kv_transfer_slow_near_miss => "kv-transfer-slow-near",
     kv_transfer_rate_impossible => "kv-transfer-rate-impossible",
     kv_transfer_rate_impossible_near_miss => "kv-transfer-rate-impossible-near",
+    slow_decode_near_miss => "slow-decode-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

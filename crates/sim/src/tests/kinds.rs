@@ -749,6 +749,15 @@ fn gpu_throttling_drops_every_sm_clock_to_1200_with_the_thermal_bit_and_slows_de
 }
 
 #[test]
+fn slow_decode_near_miss_slows_decode_by_under_a_third() {
+    let r = Run::fixture("slow-decode-near");
+    within("ITL P95 ratio", r.p95_ratio(ITL), 1.2..=1.4);
+    assert!(r.w().quantile(0.95, ITL) < 0.08, "ITL P95 {}", r.w().quantile(0.95, ITL));
+    within("TTFT P95 ratio", r.p95_ratio(TTFT), 0.8..=1.25);
+    assert!(r.w().quantile(0.95, QUEUE) < 0.3, "queue P95 {}", r.w().quantile(0.95, QUEUE));
+}
+
+#[test]
 fn gpu_throttling_near_miss_dips_the_clock_without_a_reason() {
     let r = Run::fixture("gpu-throttling-near");
     let w = r.w();
