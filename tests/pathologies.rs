@@ -244,6 +244,7 @@ scenarios! {
     kv_transfer_rate_impossible => "kv-transfer-rate-impossible",
     kv_transfer_rate_impossible_near_miss => "kv-transfer-rate-impossible-near",
     slow_decode_near_miss => "slow-decode-near",
+    slow_prefill_near_miss => "slow-prefill-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

@@ -550,7 +550,6 @@ const NO_NEAR_MISS_YET: &[&str] = &[
     "router-prefix-blind",
     "rank-imbalance",
     "severe-saturation",
-    "slow-prefill",
     "stalled-engine",
     "workload-lighter",
 ];

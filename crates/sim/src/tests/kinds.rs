@@ -758,6 +758,16 @@ fn slow_decode_near_miss_slows_decode_by_under_a_third() {
 }
 
 #[test]
+fn slow_prefill_near_miss_slows_prefill_by_under_half() {
+    let r = Run::fixture("slow-prefill-near");
+    const PREFILL: &str = "vllm:request_prefill_time_seconds";
+    within("prefill mean ratio", r.ratio(|v| v.mean(PREFILL)), 1.3..=1.47);
+    within("TTFT P95 ratio", r.p95_ratio(TTFT), 1.2..=1.7);
+    within("ITL P95 ratio", r.p95_ratio(ITL), 0.9..=1.1);
+    assert!(r.w().quantile(0.95, QUEUE) < 0.3, "queue P95 {}", r.w().quantile(0.95, QUEUE));
+}
+
+#[test]
 fn gpu_throttling_near_miss_dips_the_clock_without_a_reason() {
     let r = Run::fixture("gpu-throttling-near");
     let w = r.w();
