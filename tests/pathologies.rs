@@ -245,6 +245,7 @@ scenarios! {
     kv_transfer_rate_impossible_near_miss => "kv-transfer-rate-impossible-near",
     slow_decode_near_miss => "slow-decode-near",
     slow_prefill_near_miss => "slow-prefill-near",
+    severe_saturation_near_miss => "severe-saturation-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

@@ -549,7 +549,6 @@ const NO_NEAR_MISS_YET: &[&str] = &[
     "http-errors",
     "router-prefix-blind",
     "rank-imbalance",
-    "severe-saturation",
     "stalled-engine",
     "workload-lighter",
 ];

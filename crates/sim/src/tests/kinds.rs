@@ -768,6 +768,15 @@ fn slow_prefill_near_miss_slows_prefill_by_under_half() {
 }
 
 #[test]
+fn severe_saturation_near_miss_queues_with_decode_a_third_slower() {
+    let r = Run::fixture("severe-saturation-near");
+    within("ITL P95 ratio", r.p95_ratio(ITL), 1.2..=1.45);
+    assert!(r.w().quantile(0.95, ITL) < 0.1, "ITL P95 {}", r.w().quantile(0.95, ITL));
+    assert!(r.p95_ratio(TTFT) >= 2.0, "TTFT P95 x{}", r.p95_ratio(TTFT));
+    assert!(r.w().quantile(0.95, QUEUE) > 1.0, "queue P95 {}", r.w().quantile(0.95, QUEUE));
+}
+
+#[test]
 fn gpu_throttling_near_miss_dips_the_clock_without_a_reason() {
     let r = Run::fixture("gpu-throttling-near");
     let w = r.w();
