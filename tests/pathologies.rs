@@ -246,6 +246,7 @@ scenarios! {
     slow_decode_near_miss => "slow-decode-near",
     slow_prefill_near_miss => "slow-prefill-near",
     severe_saturation_near_miss => "severe-saturation-near",
+    http_errors_near_miss => "http-errors-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

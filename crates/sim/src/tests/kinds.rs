@@ -777,6 +777,15 @@ fn severe_saturation_near_miss_queues_with_decode_a_third_slower() {
 }
 
 #[test]
+fn http_errors_near_miss_answers_under_one_percent_with_5xx() {
+    let r = Run::fixture("http-errors-near");
+    let share = http_5xx_share(&r.series, &r.spec, &r.sick);
+    within("5xx share", share, 0.006..=0.0095);
+    assert!(http_5xx_share(&r.series, &r.spec, &r.healthy) < 0.003);
+    assert_latency_unchanged(&r);
+}
+
+#[test]
 fn gpu_throttling_near_miss_dips_the_clock_without_a_reason() {
     let r = Run::fixture("gpu-throttling-near");
     let w = r.w();
