@@ -247,6 +247,8 @@ scenarios! {
     slow_prefill_near_miss => "slow-prefill-near",
     severe_saturation_near_miss => "severe-saturation-near",
     http_errors_near_miss => "http-errors-near",
+    workload_lighter => "workload-lighter",
+    workload_lighter_near_miss => "workload-lighter-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

@@ -549,7 +549,6 @@ const NO_NEAR_MISS_YET: &[&str] = &[
     "router-prefix-blind",
     "rank-imbalance",
     "stalled-engine",
-    "workload-lighter",
 ];
 
 /// For each rule, the near-miss scenarios that name it as absent.

@@ -91,6 +91,11 @@ pub enum IncidentKind {
     WorkloadShift,
     /// Prompts 20% longer; latency unchanged.
     WorkloadShiftNear,
+    /// Prompts 0.4 times as long (a shorter system prompt): TTFT falls, nothing gets slower.
+    WorkloadLighter,
+    /// Prompts 0.72 times as long: the mean prompt reads about x0.72 where workload-lighter needs
+    /// x0.67 or less.
+    WorkloadLighterNear,
     /// A tenth of the traffic: tiny batches, an idle GPU, healthy latency.
     GpuUnderutilized,
     /// Half the traffic.
@@ -258,7 +263,7 @@ pub struct Needs {
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 92] = [
+    pub const ALL: [IncidentKind; 94] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -280,6 +285,8 @@ impl IncidentKind {
         IncidentKind::RecomputeThrashingNear,
         IncidentKind::WorkloadShift,
         IncidentKind::WorkloadShiftNear,
+        IncidentKind::WorkloadLighter,
+        IncidentKind::WorkloadLighterNear,
         IncidentKind::GpuUnderutilized,
         IncidentKind::GpuUnderutilizedNear,
         IncidentKind::ThroughputStall,
@@ -377,6 +384,8 @@ impl IncidentKind {
             IncidentKind::RecomputeThrashingNear => "recompute-thrashing-near",
             IncidentKind::WorkloadShift => "workload-shift",
             IncidentKind::WorkloadShiftNear => "workload-shift-near",
+            IncidentKind::WorkloadLighter => "workload-lighter",
+            IncidentKind::WorkloadLighterNear => "workload-lighter-near",
             IncidentKind::GpuUnderutilized => "gpu-underutilized",
             IncidentKind::GpuUnderutilizedNear => "gpu-underutilized-near",
             IncidentKind::ThroughputStall => "throughput-stall",
@@ -663,6 +672,8 @@ impl IncidentKind {
             },
             K::WorkloadShift => StateParams { prompt: 3.0, kv_usage: Level::Wander(0.45, 0.75), ..h },
             K::WorkloadShiftNear => StateParams { prompt: 1.2, ..h },
+            K::WorkloadLighter => StateParams { prompt: 0.4, ..h },
+            K::WorkloadLighterNear => StateParams { prompt: 0.72, ..h },
             K::GpuUnderutilized => StateParams {
                 arrivals: 0.1,
                 arrivals_at_end: 0.1,
@@ -1313,7 +1324,7 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 44);
+        assert_eq!(nears.len(), 45);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());

@@ -281,6 +281,21 @@ fn workload_shift_near_miss_lengthens_prompts_by_a_fifth() {
     assert_latency_unchanged(&r);
 }
 
+#[test]
+fn workload_lighter_shortens_prompts_to_two_fifths_and_slows_nothing() {
+    let r = Run::fixture("workload-lighter");
+    within("mean prompt ratio", r.ratio(|v| v.mean("vllm:request_prompt_tokens")), 0.34..=0.46);
+    assert!(r.p95_ratio(TTFT) < 1.0, "TTFT x{}", r.p95_ratio(TTFT));
+    within("ITL P95 ratio", r.p95_ratio(ITL), 0.9..=1.1);
+}
+
+#[test]
+fn workload_lighter_near_miss_shortens_prompts_by_under_a_third() {
+    let r = Run::fixture("workload-lighter-near");
+    within("mean prompt ratio", r.ratio(|v| v.mean("vllm:request_prompt_tokens")), 0.69..=0.76);
+    within("ITL P95 ratio", r.p95_ratio(ITL), 0.9..=1.1);
+}
+
 // ---- GPU underutilised ----
 
 fn dcgm_values(r: &Run, name: &str, from: f64, to: f64) -> Vec<f64> {
