@@ -249,6 +249,8 @@ scenarios! {
     http_errors_near_miss => "http-errors-near",
     workload_lighter => "workload-lighter",
     workload_lighter_near_miss => "workload-lighter-near",
+    stalled_engine => "stalled-engine",
+    stalled_engine_near_miss => "stalled-engine-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

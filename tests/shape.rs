@@ -548,7 +548,6 @@ const NO_NEAR_MISS_YET: &[&str] = &[
     "gpu-power-capped",
     "router-prefix-blind",
     "rank-imbalance",
-    "stalled-engine",
 ];
 
 /// For each rule, the near-miss scenarios that name it as absent.

@@ -1122,6 +1122,14 @@ impl<'a> Replica<'a> {
     /// Simulate one scrape interval of `secs` seconds.
     fn step(&mut self, secs: f64, m: &Moment) {
         let mut st = m.st;
+        if st.stall_bursts.iter().any(|(a, b)| m.frac_prev < *b && m.frac > *a) {
+            // A stuck engine: nothing served, and its gauges, published from the engine's own
+            // step (vLLM V1), stay where the last step left them.
+            st.serving = false;
+            st.running = Running::Hold;
+            st.waiting = Level::Hold;
+            st.kv_usage = Level::Hold;
+        }
         let wl = self.wl;
         self.scraped = st.scraped;
         self.sleep = st.sleep;

@@ -104,6 +104,15 @@ pub enum IncidentKind {
     ThroughputStall,
     /// For the last 10 minutes nothing arrives and the batch drains: an idle model, not a stall.
     ThroughputStallNear,
+    /// One replica's engine freezes for 10 minutes in the middle of the window with its batch in
+    /// hand, then resumes: no token, no completion, its gauges held where they were (vLLM V1
+    /// publishes them from the engine's step, which no longer runs). Over before the window's
+    /// last five minutes, which throughput-stall reads.
+    StalledEngine,
+    /// The same freeze for 6 minutes: the token rate (over 2 minutes, at 1-minute steps) reads
+    /// zero at 5 of the window's 31 steps, a stall share of 16% where stalled-engine needs 20% (7
+    /// steps; the 10-minute freeze reads 9, 29%).
+    StalledEngineNear,
     /// Twice the traffic; the engine's admission control rejects about 2/s per replica.
     RequestsRejected,
     /// Three rejections in one burst.
@@ -263,7 +272,7 @@ pub struct Needs {
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 94] = [
+    pub const ALL: [IncidentKind; 96] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -291,6 +300,8 @@ impl IncidentKind {
         IncidentKind::GpuUnderutilizedNear,
         IncidentKind::ThroughputStall,
         IncidentKind::ThroughputStallNear,
+        IncidentKind::StalledEngine,
+        IncidentKind::StalledEngineNear,
         IncidentKind::RequestsRejected,
         IncidentKind::RequestsRejectedNear,
         IncidentKind::RequestErrors,
@@ -390,6 +401,8 @@ impl IncidentKind {
             IncidentKind::GpuUnderutilizedNear => "gpu-underutilized-near",
             IncidentKind::ThroughputStall => "throughput-stall",
             IncidentKind::ThroughputStallNear => "throughput-stall-near",
+            IncidentKind::StalledEngine => "stalled-engine",
+            IncidentKind::StalledEngineNear => "stalled-engine-near",
             IncidentKind::RequestsRejected => "requests-rejected",
             IncidentKind::RequestsRejectedNear => "requests-rejected-near",
             IncidentKind::RequestErrors => "request-errors",
@@ -547,7 +560,7 @@ impl IncidentKind {
                 n.min_replicas = 2;
                 n.uses_replica = true;
             }
-            K::TargetDown | K::GpuErrors | K::GpuThermalSlowdown => n.uses_replica = true,
+            K::TargetDown | K::GpuErrors | K::GpuThermalSlowdown | K::StalledEngine => n.uses_replica = true,
             _ => {}
         }
         if self == K::RequestsRejectedNear {
@@ -716,6 +729,8 @@ impl IncidentKind {
                 gpu: GpuParams { util: (0.0, 0.0), power_w: (68.0, 75.0), temp_c: (34.0, 38.0), ..GpuParams::HEALTHY },
                 ..h
             },
+            K::StalledEngine => StateParams { scope: Scope::Replica, stall_bursts: &[(0.3, 0.63)], ..h },
+            K::StalledEngineNear => StateParams { scope: Scope::Replica, stall_bursts: &[(0.3, 0.5)], ..h },
             K::RequestsRejected => StateParams {
                 arrivals: 2.0,
                 arrivals_at_end: 2.0,
@@ -1146,6 +1161,9 @@ pub struct StateParams {
     /// Fractions of the state's span during which the router holds the circuit of the replica
     /// `incident.replica` names open: it gets no arrivals, its peers take its share.
     pub router_open: &'static [(f64, f64)],
+    /// Fractions of the state's span during which the engine is stuck: it serves nothing (as
+    /// `serving = false`) and its running, waiting and KV gauges hold their last values.
+    pub stall_bursts: &'static [(f64, f64)],
 }
 
 impl StateParams {
@@ -1197,6 +1215,7 @@ impl StateParams {
         router_wait_s: 0.003,
         router_retry_share: 0.0,
         router_open: &[],
+        stall_bursts: &[],
     };
 }
 
@@ -1324,7 +1343,7 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 45);
+        assert_eq!(nears.len(), 46);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());
@@ -1377,7 +1396,7 @@ mod tests {
                 assert!(m > 0.0, "{kind}");
             }
             assert!((0.0..=1.0).contains(&p.router_retry_share) && p.router_wait_s > 0.0, "{kind}");
-            for (a, b) in p.preemption_bursts.iter().chain(p.router_open) {
+            for (a, b) in p.preemption_bursts.iter().chain(p.router_open).chain(p.stall_bursts) {
                 assert!(0.0 <= *a && a < b && *b <= 1.0, "{kind}");
             }
         }

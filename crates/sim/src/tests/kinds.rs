@@ -371,6 +371,38 @@ fn tail_start(r: &Run, minutes: i64) -> DateTime<Utc> {
     r.spec.window_end() - chrono::TimeDelta::minutes(minutes)
 }
 
+/// Of the window's last 30 one-minute steps (the rule's subquery reads 31, the window's start too), those at which the singled replica's token rate over
+/// 2 minutes (the samples 90 s apart it spans) is under one a second while it holds requests: what
+/// stalled-engine's stall share counts.
+fn stalled_steps(r: &Run) -> usize {
+    let inst = r.instance(r.singled());
+    let one = |name: &str| {
+        let s = r.series.iter().find(|s| s.name == name && s.labels.get("instance") == Some(&inst));
+        &s.unwrap_or_else(|| panic!("no {name} for {inst}")).points
+    };
+    let (tokens, running, waiting) =
+        (one("vllm:generation_tokens_total"), one("vllm:num_requests_running"), one("vllm:num_requests_waiting"));
+    let end = secs(r.spec.window_end());
+    (0..30)
+        .map(|k| end - 60.0 * f64::from(k))
+        .filter(|t| (at(tokens, *t) - at(tokens, t - 90.0)) / 90.0 < 1.0 && at(running, *t) + at(waiting, *t) >= 1.0)
+        .count()
+}
+
+#[test]
+fn stalled_engine_freezes_one_replica_for_ten_minutes_mid_window() {
+    let r = Run::fixture("stalled-engine");
+    within("stalled steps of 30", stalled_steps(&r) as f64, 7.0..=10.0);
+    // over before throughput-stall's last five minutes
+    assert!(r.tail(6).increase("vllm:generation_tokens_total") > 0.0);
+}
+
+#[test]
+fn stalled_engine_near_miss_freezes_it_for_six_minutes() {
+    let r = Run::fixture("stalled-engine-near");
+    within("stalled steps of 30", stalled_steps(&r) as f64, 3.0..=5.0);
+}
+
 #[test]
 fn throughput_stall_near_miss_goes_idle_instead() {
     let r = Run::fixture("throughput-stall-near");
