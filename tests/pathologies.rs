@@ -251,6 +251,7 @@ scenarios! {
     workload_lighter_near_miss => "workload-lighter-near",
     stalled_engine => "stalled-engine",
     stalled_engine_near_miss => "stalled-engine-near",
+    gpu_prefill_bursts_near_miss => "gpu-prefill-bursts-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

@@ -545,7 +545,6 @@ fn every_rule_has_a_rules_test_case_that_expects_it_to_fire() {
 /// none.
 const NO_NEAR_MISS_YET: &[&str] = &[
     "deferred-waiting",
-    "gpu-power-capped",
     "router-prefix-blind",
     "rank-imbalance",
 ];

@@ -202,6 +202,11 @@ pub enum IncidentKind {
     /// Prefill bursts among decode, as the real H200 ran them (a third of the time compute-bound
     /// at the power cap), against an all-decode baseline: busy, not faulty.
     GpuPrefillBursts,
+    /// Prefill bursts in 3% of the scrapes: the most capped GPU reads the power cap (0x4) in 4 of
+    /// the window's 60 scrapes (6.7%) where gpu-power-capped needs 10% (6). The share is drawn
+    /// scrape by scrape, so a GPU's count spreads (binomial): at 5% or more a third of the seeds
+    /// put some GPU at 10%.
+    GpuPrefillBurstsNear,
     /// One replica's GPU too hot: hardware thermal slowdown (0x40) laid over its real samples,
     /// SM clock about 1200 MHz, 86-90 °C, its ITL x1.95.
     GpuThermalSlowdown,
@@ -272,7 +277,7 @@ pub struct Needs {
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 96] = [
+    pub const ALL: [IncidentKind; 97] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -337,6 +342,7 @@ impl IncidentKind {
         IncidentKind::GpuPromptShift,
         IncidentKind::GpuPromptShiftNear,
         IncidentKind::GpuPrefillBursts,
+        IncidentKind::GpuPrefillBurstsNear,
         IncidentKind::GpuThermalSlowdown,
         IncidentKind::GpuThermalSlowdownNear,
         IncidentKind::GpuPowerLimitLowered,
@@ -438,6 +444,7 @@ impl IncidentKind {
             IncidentKind::GpuPromptShift => "gpu-prompt-shift",
             IncidentKind::GpuPromptShiftNear => "gpu-prompt-shift-near",
             IncidentKind::GpuPrefillBursts => "gpu-prefill-bursts",
+            IncidentKind::GpuPrefillBurstsNear => "gpu-prefill-bursts-near",
             IncidentKind::GpuThermalSlowdown => "gpu-thermal-slowdown",
             IncidentKind::GpuThermalSlowdownNear => "gpu-thermal-slowdown-near",
             IncidentKind::GpuPowerLimitLowered => "gpu-power-limit-lowered",
@@ -897,6 +904,7 @@ impl IncidentKind {
             },
             K::GpuPromptShiftNear => StateParams { prompt: 1.3, gpu: GpuParams { compute_share: 0.15, ..GpuParams::HEALTHY }, ..h },
             K::GpuPrefillBursts => StateParams { gpu: GpuParams { compute_share: 0.33, ..GpuParams::HEALTHY }, ..h },
+            K::GpuPrefillBurstsNear => StateParams { gpu: GpuParams { compute_share: 0.03, ..GpuParams::HEALTHY }, ..h },
             K::GpuThermalSlowdown => StateParams {
                 scope: Scope::Replica,
                 itl: 1.95,
@@ -1343,7 +1351,7 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 46);
+        assert_eq!(nears.len(), 47);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());

@@ -832,6 +832,27 @@ fn http_errors_near_miss_answers_under_one_percent_with_5xx() {
     assert_latency_unchanged(&r);
 }
 
+/// Per GPU of the incident model, the share of the window's scrapes with the power cap (0x4) set.
+fn power_cap_shares(r: &Run) -> Vec<f64> {
+    let w = r.w();
+    let pods: Vec<String> = r.spec.replicas().into_iter().filter(|x| x.model == r.sick).map(|x| x.pod).collect();
+    pods.iter()
+        .map(|pod| {
+            let s = r.series.iter().find(|s| s.name == "DCGM_FI_DEV_CLOCKS_EVENT_REASONS" && s.labels.get("pod") == Some(pod));
+            let v: Vec<f64> = s.expect("a GPU per pod").points.iter().filter(|(t, _)| *t > w.from && *t <= w.to).map(|(_, v)| *v).collect();
+            v.iter().filter(|x| (**x as u32) & 0x4 != 0).count() as f64 / v.len() as f64
+        })
+        .collect()
+}
+
+#[test]
+fn gpu_prefill_bursts_near_miss_caps_every_gpu_under_a_tenth_of_the_window() {
+    let r = Run::fixture("gpu-prefill-bursts-near");
+    let shares = power_cap_shares(&r);
+    let most = shares.iter().copied().fold(0.0, f64::max);
+    within("the most capped GPU's share", most, 0.03..=0.095);
+}
+
 #[test]
 fn gpu_throttling_near_miss_dips_the_clock_without_a_reason() {
     let r = Run::fixture("gpu-throttling-near");
