@@ -252,6 +252,8 @@ scenarios! {
     stalled_engine => "stalled-engine",
     stalled_engine_near_miss => "stalled-engine-near",
     gpu_prefill_bursts_near_miss => "gpu-prefill-bursts-near",
+    deferred_waiting => "deferred-waiting",
+    deferred_waiting_near_miss => "deferred-waiting-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

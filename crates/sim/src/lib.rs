@@ -48,6 +48,8 @@
 //!                                   #   compute-bound at the power cap as the state's work asks
 //! preemption_detail = true          # optional (false): vllm:num_preemptions_by_reason{reason} and
 //!                                   #   the per-request histogram vllm:request_num_preemptions (V1)
+//! waiting_by_reason = true          # optional (false): vllm:num_requests_waiting_by_reason{reason},
+//!                                   #   capacity and deferred, as newer vLLM splits its queue (V1)
 //! router = "vllm-router"           # optional: vLLM's router in front of the model (its own target,
 //!                                   #   families read from vllm-router 0.1.17, see router.rs)
 //!                                   # "vllm-router-pd": the same router in prefill/decode mode
@@ -205,6 +207,9 @@ pub struct ModelSpec {
     /// V1: why requests were preempted (`num_preemptions_by_reason`) and how often each finished
     /// request was (`request_num_preemptions`).
     pub preemption_detail: bool,
+    /// V1: the waiting queue split by reason (`num_requests_waiting_by_reason`, `capacity` and
+    /// `deferred`), as newer vLLM exports it.
+    pub waiting_by_reason: bool,
     pub kv_connector: Option<KvConnector>,
     pub dcgm: bool,
     /// The GPU whose real samples the DCGM series replay (`gpu = "h200"`; implies `dcgm`). None:
@@ -234,6 +239,7 @@ impl ModelSpec {
             weights: Vec::new(),
             spec_decode: false,
             preemption_detail: false,
+            waiting_by_reason: false,
             kv_connector: None,
             dcgm: false,
             gpu: None,
@@ -434,6 +440,8 @@ struct RawModel {
     #[serde(default)]
     preemption_detail: bool,
     #[serde(default)]
+    waiting_by_reason: bool,
+    #[serde(default)]
     kv_connector: Option<KvConnector>,
     #[serde(default)]
     dcgm: bool,
@@ -628,10 +636,10 @@ impl ScenarioSpec {
                     ),
                 ));
             }
-            if raw.metrics == MetricsGeneration::V0 && (m.spec_decode || m.kv_connector.is_some() || m.preemption_detail) {
+            if raw.metrics == MetricsGeneration::V0 && (m.spec_decode || m.kv_connector.is_some() || m.preemption_detail || m.waiting_by_reason) {
                 return Err(invalid(
                     &field,
-                    "spec_decode, kv_connector and preemption_detail are generated with V1 names only; use metrics = \"v1\"".into(),
+                    "spec_decode, kv_connector, preemption_detail and waiting_by_reason are generated with V1 names only; use metrics = \"v1\"".into(),
                 ));
             }
             for (family, bounds) in &m.custom_buckets {
@@ -656,6 +664,7 @@ impl ScenarioSpec {
                 weights,
                 spec_decode: m.spec_decode,
                 preemption_detail: m.preemption_detail,
+                waiting_by_reason: m.waiting_by_reason,
                 kv_connector: m.kv_connector,
                 dcgm: m.dcgm || m.gpu.is_some(),
                 gpu: m.gpu,
@@ -701,6 +710,9 @@ impl ScenarioSpec {
                 }
                 if needs.dcgm && !model.dcgm {
                     return Err(lacks("dcgm = true"));
+                }
+                if needs.waiting_by_reason && !model.waiting_by_reason {
+                    return Err(lacks("waiting_by_reason = true"));
                 }
                 if needs.router && model.router.is_none() {
                     return Err(lacks("router = \"vllm-router\""));

@@ -196,6 +196,8 @@ pub(crate) enum Fam {
     RouterPdDecodeRequests,
     // NIXL's bytes per transfer (issue 48, item 5), after the others for the same reason.
     NixlBytes,
+    // The waiting queue by reason (`waiting_by_reason`), after the others for the same reason.
+    WaitingByReason,
 }
 
 impl Fam {
@@ -272,6 +274,7 @@ impl Fam {
             Fam::RouterPdPrefillRequests => "vllm_router_pd_prefill_requests",
             Fam::RouterPdDecodeRequests => "vllm_router_pd_decode_requests",
             Fam::NixlBytes => "vllm:nixl_bytes_transferred",
+            Fam::WaitingByReason => "vllm:num_requests_waiting_by_reason",
         }
     }
 
@@ -404,6 +407,7 @@ impl Fam {
             Fam::RouterPdPrefillRequests => "Requests sent to each prefill worker",
             Fam::RouterPdDecodeRequests => "Requests sent to each decode worker",
             Fam::NixlBytes => "Bytes one NIXL KV transfer moved.",
+            Fam::WaitingByReason => "Requests waiting, by why they wait: capacity or deferred.",
         }
     }
 }
@@ -851,6 +855,9 @@ struct Replica<'a> {
     http: [f64; 3],
     running: f64,
     waiting: f64,
+    /// Requests waiting for something other than capacity (a state's `deferred`), counted in the
+    /// waiting gauge beside `waiting` (those waiting for capacity).
+    deferred: f64,
     kv: f64,
     sleep: SleepState,
     gpu: Gpu,
@@ -986,6 +993,7 @@ impl<'a> Replica<'a> {
             http: [0.0; 3],
             running: 0.0,
             waiting: 0.0,
+            deferred: 0.0,
             kv: 0.0,
             sleep: SleepState::Awake,
             gpu: Gpu { fb_used, ..Gpu::default() },
@@ -1058,6 +1066,7 @@ impl<'a> Replica<'a> {
             &mut self.nixl_failed,
             &mut self.running,
             &mut self.waiting,
+            &mut self.deferred,
             &mut self.kv,
         ] {
             *c = 0.0;
@@ -1198,6 +1207,7 @@ impl<'a> Replica<'a> {
             st.waiting = StateParams::HEALTHY.waiting;
         }
         self.waiting = self.level(st.waiting, 0, m.frac, previous_waiting, engine as f64).max(0.0).round();
+        self.deferred = if st.deferred.1 > 0.0 { in_range(st.deferred, self.noise[3]).round() } else { 0.0 };
 
         if !st.serving {
             self.running = match st.running {
@@ -1474,7 +1484,7 @@ impl<'a> Replica<'a> {
         t.scalar(Fam::ProcessStart, &self.target, &[], self.process_start);
         t.scalar(Fam::ProcessMemory, &self.target, &[], self.rss_now());
         t.scalar(Fam::Running, l, &[], self.running);
-        t.scalar(Fam::Waiting, l, &[], self.waiting);
+        t.scalar(Fam::Waiting, l, &[], self.waiting + self.deferred);
         t.scalar(Fam::KvUsage, l, &[], self.kv);
         if v1 {
             for s in SleepState::ALL {
@@ -1509,6 +1519,10 @@ impl<'a> Replica<'a> {
             if self.model.kv_connector == Some(KvConnector::Lmcache) {
                 t.scalar(Fam::ExternalPrefixQueries, l, &[], self.external_queries);
                 t.scalar(Fam::ExternalPrefixHits, l, &[], self.external_hits);
+            }
+            if self.model.waiting_by_reason {
+                t.scalar(Fam::WaitingByReason, l, &[("reason", "capacity")], self.waiting);
+                t.scalar(Fam::WaitingByReason, l, &[("reason", "deferred")], self.deferred);
             }
             for (i, s) in HTTP_STATUSES.iter().enumerate() {
                 t.scalar(

@@ -113,6 +113,12 @@ pub enum IncidentKind {
     /// zero at 5 of the window's 31 steps, a stall share of 16% where stalled-engine needs 20% (7
     /// steps; the 10-minute freeze reads 9, 29%).
     StalledEngineNear,
+    /// Every replica holds 1.5 to 3.5 requests deferred (waiting on an adapter slot, a transfer or
+    /// a grammar rather than for capacity): about 7.5 across three replicas, the rule's bar 4.
+    /// Their queue times are not generated: the latency histograms stay healthy.
+    DeferredWaiting,
+    /// 0.5 to 1.5 each: about 3 deferred across three replicas where deferred-waiting needs 4.
+    DeferredWaitingNear,
     /// Twice the traffic; the engine's admission control rejects about 2/s per replica.
     RequestsRejected,
     /// Three rejections in one burst.
@@ -274,10 +280,12 @@ pub struct Needs {
     pub router: bool,
     /// The same router in prefill/decode mode (`router = "vllm-router-pd"`).
     pub router_pd: bool,
+    /// The waiting queue split by reason (`waiting_by_reason = true`).
+    pub waiting_by_reason: bool,
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 97] = [
+    pub const ALL: [IncidentKind; 99] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -307,6 +315,8 @@ impl IncidentKind {
         IncidentKind::ThroughputStallNear,
         IncidentKind::StalledEngine,
         IncidentKind::StalledEngineNear,
+        IncidentKind::DeferredWaiting,
+        IncidentKind::DeferredWaitingNear,
         IncidentKind::RequestsRejected,
         IncidentKind::RequestsRejectedNear,
         IncidentKind::RequestErrors,
@@ -409,6 +419,8 @@ impl IncidentKind {
             IncidentKind::ThroughputStallNear => "throughput-stall-near",
             IncidentKind::StalledEngine => "stalled-engine",
             IncidentKind::StalledEngineNear => "stalled-engine-near",
+            IncidentKind::DeferredWaiting => "deferred-waiting",
+            IncidentKind::DeferredWaitingNear => "deferred-waiting-near",
             IncidentKind::RequestsRejected => "requests-rejected",
             IncidentKind::RequestsRejectedNear => "requests-rejected-near",
             IncidentKind::RequestErrors => "request-errors",
@@ -541,6 +553,10 @@ impl IncidentKind {
             K::ExternalPrefixCacheMiss => {
                 n.v1 = true;
                 n.external_cache = true;
+            }
+            K::DeferredWaiting => {
+                n.v1 = true;
+                n.waiting_by_reason = true;
             }
             K::GpuThrottling | K::GpuErrors => n.dcgm = true,
             K::GpuPromptShift | K::GpuPrefillBursts | K::GpuThermalSlowdown | K::GpuPowerLimitLowered => n.real_gpu = true,
@@ -738,6 +754,8 @@ impl IncidentKind {
             },
             K::StalledEngine => StateParams { scope: Scope::Replica, stall_bursts: &[(0.3, 0.63)], ..h },
             K::StalledEngineNear => StateParams { scope: Scope::Replica, stall_bursts: &[(0.3, 0.5)], ..h },
+            K::DeferredWaiting => StateParams { deferred: (1.5, 3.5), ..h },
+            K::DeferredWaitingNear => StateParams { deferred: (0.5, 1.5), ..h },
             K::RequestsRejected => StateParams {
                 arrivals: 2.0,
                 arrivals_at_end: 2.0,
@@ -1169,6 +1187,10 @@ pub struct StateParams {
     /// Fractions of the state's span during which the router holds the circuit of the replica
     /// `incident.replica` names open: it gets no arrivals, its peers take its share.
     pub router_open: &'static [(f64, f64)],
+    /// Range of requests a replica holds deferred (waiting for something other than capacity: a
+    /// LoRA adapter slot, a KV transfer, a grammar compiling), on top of `waiting`, which counts
+    /// those waiting for capacity. Healthy: none.
+    pub deferred: (f64, f64),
     /// Fractions of the state's span during which the engine is stuck: it serves nothing (as
     /// `serving = false`) and its running, waiting and KV gauges hold their last values.
     pub stall_bursts: &'static [(f64, f64)],
@@ -1224,6 +1246,7 @@ impl StateParams {
         router_retry_share: 0.0,
         router_open: &[],
         stall_bursts: &[],
+        deferred: (0.0, 0.0),
     };
 }
 
@@ -1351,7 +1374,7 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 47);
+        assert_eq!(nears.len(), 48);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());
@@ -1369,7 +1392,7 @@ mod tests {
     fn every_state_keeps_its_ranges_ordered_and_shares_valid() {
         for kind in IncidentKind::ALL {
             let p = kind.params();
-            let mut ranges = vec![p.preemptions_per_s, p.gpu.util, p.gpu.sm_clock_mhz, p.gpu.temp_c, p.gpu.power_w];
+            let mut ranges = vec![p.preemptions_per_s, p.deferred, p.gpu.util, p.gpu.sm_clock_mhz, p.gpu.temp_c, p.gpu.power_w];
             for level in [p.waiting, p.kv_usage] {
                 if let Level::Wander(lo, hi) = level {
                     ranges.push((lo, hi));

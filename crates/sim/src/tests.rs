@@ -892,6 +892,12 @@ fn every_scenario_fixture_parses_and_names_a_real_expectation() {
                 m.name
             );
             assert_eq!(
+                m.waiting_by_reason,
+                needs.waiting_by_reason && m.name == incident.model,
+                "{stem}: waiting_by_reason on {}",
+                m.name
+            );
+            assert_eq!(
                 m.kv_connector.is_some(),
                 (needs.nixl || needs.external_cache) && m.name == incident.model,
                 "{stem}: kv_connector on {}",

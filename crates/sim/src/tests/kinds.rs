@@ -403,6 +403,37 @@ fn stalled_engine_near_miss_freezes_it_for_six_minutes() {
     within("stalled steps of 30", stalled_steps(&r) as f64, 3.0..=5.0);
 }
 
+/// The model's requests waiting by reason, summed over its replicas and averaged over the window.
+fn waiting_by_reason(r: &Run, reason: &str) -> f64 {
+    let w = r.w();
+    let series: Vec<&GeneratedSeries> = r
+        .series
+        .iter()
+        .filter(|s| s.name == "vllm:num_requests_waiting_by_reason" && s.labels["model_name"] == r.sick && s.labels["reason"] == reason)
+        .collect();
+    assert_eq!(series.len() as u32, r.n(), "one {reason} series per replica");
+    series.iter().map(|s| avg(&s.points.iter().filter(|(t, _)| *t > w.from && *t <= w.to).map(|(_, v)| *v).collect::<Vec<_>>())).sum()
+}
+
+#[test]
+fn deferred_waiting_holds_seven_deferred_requests_across_the_model_and_none_for_capacity() {
+    let r = Run::fixture("deferred-waiting");
+    within("deferred", waiting_by_reason(&r, "deferred"), 6.0..=9.0);
+    assert!(waiting_by_reason(&r, "capacity") < 2.0);
+    // the total gauge counts both
+    within("waiting", r.w().gauge_avg("vllm:num_requests_waiting") * f64::from(r.n()), 6.0..=11.0);
+    assert_latency_unchanged(&r);
+    // the healthy neighbour does not split its queue
+    assert!(!r.series.iter().any(|s| s.name == "vllm:num_requests_waiting_by_reason" && s.labels["model_name"] == r.healthy));
+}
+
+#[test]
+fn deferred_waiting_near_miss_holds_three() {
+    let r = Run::fixture("deferred-waiting-near");
+    within("deferred", waiting_by_reason(&r, "deferred"), 2.5..=3.6);
+    assert_latency_unchanged(&r);
+}
+
 #[test]
 fn throughput_stall_near_miss_goes_idle_instead() {
     let r = Run::fixture("throughput-stall-near");
