@@ -254,6 +254,8 @@ scenarios! {
     gpu_prefill_bursts_near_miss => "gpu-prefill-bursts-near",
     deferred_waiting => "deferred-waiting",
     deferred_waiting_near_miss => "deferred-waiting-near",
+    router_prefix_blind => "router-prefix-blind",
+    router_prefix_blind_near_miss => "router-prefix-blind-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

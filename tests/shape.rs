@@ -544,7 +544,6 @@ fn every_rule_has_a_rules_test_case_that_expects_it_to_fire() {
 /// check fails when a listed rule gains a near miss (take it off the list then) or a new rule has
 /// none.
 const NO_NEAR_MISS_YET: &[&str] = &[
-    "router-prefix-blind",
     "rank-imbalance",
 ];
 

@@ -717,6 +717,9 @@ impl ScenarioSpec {
                 if needs.router && model.router.is_none() {
                     return Err(lacks("router = \"vllm-router\""));
                 }
+                if needs.cache_aware && (model.router != Some(RouterKind::VllmRouter) || model.router_policy != "cache_aware") {
+                    return Err(lacks("router = \"vllm-router\" and router_policy = \"cache_aware\""));
+                }
                 if needs.router_pd && model.router != Some(RouterKind::VllmRouterPd) {
                     return Err(lacks("router = \"vllm-router-pd\""));
                 }

@@ -198,6 +198,8 @@ pub(crate) enum Fam {
     NixlBytes,
     // The waiting queue by reason (`waiting_by_reason`), after the others for the same reason.
     WaitingByReason,
+    // The router's cache-aware prefix decisions (`router_policy = "cache_aware"`), after the others.
+    RouterPrefixDecisions,
 }
 
 impl Fam {
@@ -275,6 +277,7 @@ impl Fam {
             Fam::RouterPdDecodeRequests => "vllm_router_pd_decode_requests",
             Fam::NixlBytes => "vllm:nixl_bytes_transferred",
             Fam::WaitingByReason => "vllm:num_requests_waiting_by_reason",
+            Fam::RouterPrefixDecisions => "vllm_router_prefix_routing_decisions",
         }
     }
 
@@ -294,6 +297,7 @@ impl Fam {
             | Fam::RouterDecisions
             | Fam::RouterCbOutcomes
             | Fam::RouterRetries
+            | Fam::RouterPrefixDecisions
             | Fam::RouterPdRequests
             | Fam::RouterPdPrefillRequests
             | Fam::RouterPdDecodeRequests => {
@@ -408,6 +412,7 @@ impl Fam {
             Fam::RouterPdDecodeRequests => "Requests sent to each decode worker",
             Fam::NixlBytes => "Bytes one NIXL KV transfer moved.",
             Fam::WaitingByReason => "Requests waiting, by why they wait: capacity or deferred.",
+            Fam::RouterPrefixDecisions => "Prefix routing decisions by outcome",
         }
     }
 }

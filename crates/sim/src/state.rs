@@ -248,6 +248,13 @@ pub enum IncidentKind {
     BackendCutOff,
     /// The circuit opens for two minutes in the middle of the window, then closes.
     BackendCutOffNear,
+    /// A cache-aware router (`router_policy = "cache_aware"`) gets no prompt tokens from its
+    /// workers (vLLM started without --enable-scale-out answers the render route 403): every
+    /// prefix decision is `missing_tokens`, made by load.
+    RouterPrefixBlind,
+    /// 40% of the decisions lack the tokens (some workers refuse to render, the others do) where
+    /// router-prefix-blind needs over half.
+    RouterPrefixBlindNear,
     /// The router retries 10% of the requests it receives (attempts that fail between router and
     /// engine, which the engines never see); the engines count no error.
     RouterRetries,
@@ -282,10 +289,12 @@ pub struct Needs {
     pub router_pd: bool,
     /// The waiting queue split by reason (`waiting_by_reason = true`).
     pub waiting_by_reason: bool,
+    /// The router's policy is `cache_aware` (its prefix decisions).
+    pub cache_aware: bool,
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 99] = [
+    pub const ALL: [IncidentKind; 101] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -377,6 +386,8 @@ impl IncidentKind {
         IncidentKind::RoutingSkewNear,
         IncidentKind::BackendCutOff,
         IncidentKind::BackendCutOffNear,
+        IncidentKind::RouterPrefixBlind,
+        IncidentKind::RouterPrefixBlindNear,
         IncidentKind::RouterRetries,
         IncidentKind::RouterRetriesNear,
         IncidentKind::KvTransferSlow,
@@ -487,6 +498,8 @@ impl IncidentKind {
             IncidentKind::KvTransferSlowNear => "kv-transfer-slow-near",
             IncidentKind::KvTransferRateImpossible => "kv-transfer-rate-impossible",
             IncidentKind::KvTransferRateImpossibleNear => "kv-transfer-rate-impossible-near",
+            IncidentKind::RouterPrefixBlind => "router-prefix-blind",
+            IncidentKind::RouterPrefixBlindNear => "router-prefix-blind-near",
             IncidentKind::RouterRetries => "router-retries",
             IncidentKind::RouterRetriesNear => "router-retries-near",
         }
@@ -561,6 +574,10 @@ impl IncidentKind {
             K::GpuThrottling | K::GpuErrors => n.dcgm = true,
             K::GpuPromptShift | K::GpuPrefillBursts | K::GpuThermalSlowdown | K::GpuPowerLimitLowered => n.real_gpu = true,
             K::RouterSaturated | K::RouterRetries => n.router = true,
+            K::RouterPrefixBlind => {
+                n.router = true;
+                n.cache_aware = true;
+            }
             K::PrefillPoolSaturated | K::DecodePoolSaturated => {
                 n.router = true;
                 n.router_pd = true;
@@ -961,6 +978,8 @@ impl IncidentKind {
             K::RoutingSkewNear => StateParams { replica_weight: 1.2, ..h },
             K::BackendCutOff => StateParams { router_open: &[(0.0, 1.0)], ..h },
             K::BackendCutOffNear => StateParams { router_open: &[(0.45, 0.52)], ..h },
+            K::RouterPrefixBlind => StateParams { router_blind_share: 1.0, ..h },
+            K::RouterPrefixBlindNear => StateParams { router_blind_share: 0.4, ..h },
             K::RouterRetries => StateParams { router_retry_share: 0.1, ..h },
             K::RouterRetriesNear => StateParams { router_retry_share: 0.01, ..h },
             K::SloBurn => StateParams { onset: Onset::BeforeEnd { secs: 3600 }, prefill: 6.5, ..h },
@@ -1187,6 +1206,10 @@ pub struct StateParams {
     /// Fractions of the state's span during which the router holds the circuit of the replica
     /// `incident.replica` names open: it gets no arrivals, its peers take its share.
     pub router_open: &'static [(f64, f64)],
+    /// Share of a cache-aware router's prefix decisions made without the prompt's tokens
+    /// (`missing_tokens`: the worker asked to render the prompt refused); the rest hit, miss or
+    /// balance load in fixed shares.
+    pub router_blind_share: f64,
     /// Range of requests a replica holds deferred (waiting for something other than capacity: a
     /// LoRA adapter slot, a KV transfer, a grammar compiling), on top of `waiting`, which counts
     /// those waiting for capacity. Healthy: none.
@@ -1247,6 +1270,7 @@ impl StateParams {
         router_open: &[],
         stall_bursts: &[],
         deferred: (0.0, 0.0),
+        router_blind_share: 0.0,
     };
 }
 
@@ -1374,7 +1398,7 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 48);
+        assert_eq!(nears.len(), 49);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());
@@ -1418,6 +1442,7 @@ mod tests {
                 p.recomputed_share,
                 p.reject_share,
                 p.spec_acceptance,
+                p.router_blind_share,
             ] {
                 assert!((0.0..=1.0).contains(&share), "{kind}");
             }
