@@ -256,6 +256,8 @@ scenarios! {
     deferred_waiting_near_miss => "deferred-waiting-near",
     router_prefix_blind => "router-prefix-blind",
     router_prefix_blind_near_miss => "router-prefix-blind-near",
+    rank_imbalance => "rank-imbalance",
+    rank_imbalance_near_miss => "rank-imbalance-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

@@ -863,6 +863,9 @@ struct Replica<'a> {
     /// Requests waiting for something other than capacity (a state's `deferred`), counted in the
     /// waiting gauge beside `waiting` (those waiting for capacity).
     deferred: f64,
+    /// Requests waiting on the server's last data-parallel rank beyond its share (a state's
+    /// `rank_waiting`), counted in the waiting gauge too.
+    rank_extra: f64,
     kv: f64,
     sleep: SleepState,
     gpu: Gpu,
@@ -999,6 +1002,7 @@ impl<'a> Replica<'a> {
             running: 0.0,
             waiting: 0.0,
             deferred: 0.0,
+            rank_extra: 0.0,
             kv: 0.0,
             sleep: SleepState::Awake,
             gpu: Gpu { fb_used, ..Gpu::default() },
@@ -1072,6 +1076,7 @@ impl<'a> Replica<'a> {
             &mut self.running,
             &mut self.waiting,
             &mut self.deferred,
+            &mut self.rank_extra,
             &mut self.kv,
         ] {
             *c = 0.0;
@@ -1213,6 +1218,7 @@ impl<'a> Replica<'a> {
         }
         self.waiting = self.level(st.waiting, 0, m.frac, previous_waiting, engine as f64).max(0.0).round();
         self.deferred = if st.deferred.1 > 0.0 { in_range(st.deferred, self.noise[3]).round() } else { 0.0 };
+        self.rank_extra = if st.rank_waiting.1 > 0.0 { in_range(st.rank_waiting, self.noise[3]).round() } else { 0.0 };
 
         if !st.serving {
             self.running = match st.running {
@@ -1488,9 +1494,31 @@ impl<'a> Replica<'a> {
         t.scalar(Fam::CacheConfig, &self.config, &[], 1.0);
         t.scalar(Fam::ProcessStart, &self.target, &[], self.process_start);
         t.scalar(Fam::ProcessMemory, &self.target, &[], self.rss_now());
-        t.scalar(Fam::Running, l, &[], self.running);
-        t.scalar(Fam::Waiting, l, &[], self.waiting + self.deferred);
-        t.scalar(Fam::KvUsage, l, &[], self.kv);
+        let ranks = if v1 { self.model.dp_ranks.max(1) } else { 1 };
+        if ranks == 1 {
+            t.scalar(Fam::Running, l, &[], self.running);
+            t.scalar(Fam::Waiting, l, &[], self.waiting + self.deferred + self.rank_extra);
+            t.scalar(Fam::KvUsage, l, &[], self.kv);
+        } else {
+            // Data parallelism: the server's requests split between its ranks (the first ones take
+            // what does not divide), the last rank holding `rank_extra` more; each rank's cache as
+            // full as the server's.
+            let split = |total: f64, k: u32| {
+                let (n, total) = (f64::from(ranks), total.max(0.0).round());
+                (total / n).floor() + if f64::from(k) < total % n { 1.0 } else { 0.0 }
+            };
+            let engines: Vec<String> = (0..ranks).map(|k| k.to_string()).collect();
+            for k in 0..ranks {
+                t.scalar(Fam::Running, l, &[("engine", &engines[k as usize])], split(self.running, k));
+            }
+            for k in 0..ranks {
+                let extra = if k == ranks - 1 { self.rank_extra } else { 0.0 };
+                t.scalar(Fam::Waiting, l, &[("engine", &engines[k as usize])], split(self.waiting + self.deferred, k) + extra);
+            }
+            for k in 0..ranks {
+                t.scalar(Fam::KvUsage, l, &[("engine", &engines[k as usize])], self.kv);
+            }
+        }
         if v1 {
             for s in SleepState::ALL {
                 t.scalar(Fam::SleepState, l, &[("sleep_state", s.as_str())], if s == self.sleep { 1.0 } else { 0.0 });

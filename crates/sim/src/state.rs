@@ -113,6 +113,12 @@ pub enum IncidentKind {
     /// zero at 5 of the window's 31 steps, a stall share of 16% where stalled-engine needs 20% (7
     /// steps; the 10-minute freeze reads 9, 29%).
     StalledEngineNear,
+    /// One server's last data-parallel rank holds 6 to 9 requests waiting while its other rank
+    /// has room (the ranks' balancing sends it more than its share): the most-queued rank about 7.5
+    /// above the other, the rule's bar 4. The server's latency histograms are not changed.
+    RankImbalance,
+    /// 2.5 to 3.5 waiting on that rank: about 3 above the other where rank-imbalance needs 4.
+    RankImbalanceNear,
     /// Every replica holds 1.5 to 3.5 requests deferred (waiting on an adapter slot, a transfer or
     /// a grammar rather than for capacity): about 7.5 across three replicas, the rule's bar 4.
     /// Their queue times are not generated: the latency histograms stay healthy.
@@ -291,10 +297,12 @@ pub struct Needs {
     pub waiting_by_reason: bool,
     /// The router's policy is `cache_aware` (its prefix decisions).
     pub cache_aware: bool,
+    /// Servers with several data-parallel ranks (`dp_ranks`).
+    pub data_parallel: bool,
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 101] = [
+    pub const ALL: [IncidentKind; 103] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
@@ -324,6 +332,8 @@ impl IncidentKind {
         IncidentKind::ThroughputStallNear,
         IncidentKind::StalledEngine,
         IncidentKind::StalledEngineNear,
+        IncidentKind::RankImbalance,
+        IncidentKind::RankImbalanceNear,
         IncidentKind::DeferredWaiting,
         IncidentKind::DeferredWaitingNear,
         IncidentKind::RequestsRejected,
@@ -430,6 +440,8 @@ impl IncidentKind {
             IncidentKind::ThroughputStallNear => "throughput-stall-near",
             IncidentKind::StalledEngine => "stalled-engine",
             IncidentKind::StalledEngineNear => "stalled-engine-near",
+            IncidentKind::RankImbalance => "rank-imbalance",
+            IncidentKind::RankImbalanceNear => "rank-imbalance-near",
             IncidentKind::DeferredWaiting => "deferred-waiting",
             IncidentKind::DeferredWaitingNear => "deferred-waiting-near",
             IncidentKind::RequestsRejected => "requests-rejected",
@@ -570,6 +582,11 @@ impl IncidentKind {
             K::DeferredWaiting => {
                 n.v1 = true;
                 n.waiting_by_reason = true;
+            }
+            K::RankImbalance => {
+                n.v1 = true;
+                n.data_parallel = true;
+                n.uses_replica = true;
             }
             K::GpuThrottling | K::GpuErrors => n.dcgm = true,
             K::GpuPromptShift | K::GpuPrefillBursts | K::GpuThermalSlowdown | K::GpuPowerLimitLowered => n.real_gpu = true,
@@ -771,6 +788,8 @@ impl IncidentKind {
             },
             K::StalledEngine => StateParams { scope: Scope::Replica, stall_bursts: &[(0.3, 0.63)], ..h },
             K::StalledEngineNear => StateParams { scope: Scope::Replica, stall_bursts: &[(0.3, 0.5)], ..h },
+            K::RankImbalance => StateParams { scope: Scope::Replica, rank_waiting: (6.0, 9.0), ..h },
+            K::RankImbalanceNear => StateParams { scope: Scope::Replica, rank_waiting: (2.5, 3.5), ..h },
             K::DeferredWaiting => StateParams { deferred: (1.5, 3.5), ..h },
             K::DeferredWaitingNear => StateParams { deferred: (0.5, 1.5), ..h },
             K::RequestsRejected => StateParams {
@@ -1206,6 +1225,9 @@ pub struct StateParams {
     /// Fractions of the state's span during which the router holds the circuit of the replica
     /// `incident.replica` names open: it gets no arrivals, its peers take its share.
     pub router_open: &'static [(f64, f64)],
+    /// Range of requests waiting on the last data-parallel rank of the replica `incident.replica`
+    /// names beyond its share (a model with `dp_ranks`): one rank queues, the others have room.
+    pub rank_waiting: (f64, f64),
     /// Share of a cache-aware router's prefix decisions made without the prompt's tokens
     /// (`missing_tokens`: the worker asked to render the prompt refused); the rest hit, miss or
     /// balance load in fixed shares.
@@ -1271,6 +1293,7 @@ impl StateParams {
         stall_bursts: &[],
         deferred: (0.0, 0.0),
         router_blind_share: 0.0,
+        rank_waiting: (0.0, 0.0),
     };
 }
 
@@ -1398,7 +1421,7 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 49);
+        assert_eq!(nears.len(), 50);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());
@@ -1416,7 +1439,7 @@ mod tests {
     fn every_state_keeps_its_ranges_ordered_and_shares_valid() {
         for kind in IncidentKind::ALL {
             let p = kind.params();
-            let mut ranges = vec![p.preemptions_per_s, p.deferred, p.gpu.util, p.gpu.sm_clock_mhz, p.gpu.temp_c, p.gpu.power_w];
+            let mut ranges = vec![p.preemptions_per_s, p.deferred, p.rank_waiting, p.gpu.util, p.gpu.sm_clock_mhz, p.gpu.temp_c, p.gpu.power_w];
             for level in [p.waiting, p.kv_usage] {
                 if let Level::Wander(lo, hi) = level {
                     ranges.push((lo, hi));

@@ -434,6 +434,41 @@ fn deferred_waiting_near_miss_holds_three() {
     assert_latency_unchanged(&r);
 }
 
+/// Per rank of the singled replica, its average waiting requests over the window.
+fn rank_waiting(r: &Run) -> Vec<f64> {
+    let (w, inst) = (r.w(), r.instance(r.singled()));
+    let mut ranks: Vec<(String, f64)> = r
+        .series
+        .iter()
+        .filter(|s| s.name == "vllm:num_requests_waiting" && s.labels.get("instance") == Some(&inst))
+        .map(|s| (s.labels["engine"].clone(), avg(&s.points.iter().filter(|(t, _)| *t > w.from && *t <= w.to).map(|(_, v)| *v).collect::<Vec<_>>())))
+        .collect();
+    ranks.sort_by(|a, b| a.0.cmp(&b.0));
+    ranks.into_iter().map(|(_, v)| v).collect()
+}
+
+#[test]
+fn rank_imbalance_queues_one_rank_of_one_server() {
+    let r = Run::fixture("rank-imbalance");
+    let ranks = rank_waiting(&r);
+    assert_eq!(ranks.len(), 2);
+    within("the second rank's waiting above the first's", ranks[1] - ranks[0], 6.0..=9.0);
+    // every per-rank gauge of every server, and the counters on engine 0 only
+    for name in ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"] {
+        assert_eq!(r.series.iter().filter(|s| s.name == name && s.labels["model_name"] == r.sick).count() as u32, 2 * r.n(), "{name}");
+    }
+    assert!(r.series.iter().filter(|s| s.name == "vllm:generation_tokens_total" && s.labels["model_name"] == r.sick).all(|s| s.labels["engine"] == "0"));
+    assert_latency_unchanged(&r);
+}
+
+#[test]
+fn rank_imbalance_near_miss_queues_it_by_three() {
+    let r = Run::fixture("rank-imbalance-near");
+    let ranks = rank_waiting(&r);
+    within("the second rank's waiting above the first's", ranks[1] - ranks[0], 2.5..=3.6);
+    assert_latency_unchanged(&r);
+}
+
 #[test]
 fn throughput_stall_near_miss_goes_idle_instead() {
     let r = Run::fixture("throughput-stall-near");
