@@ -349,7 +349,7 @@ fn disabled_rules_are_listed_as_disabled_never_as_healthy_or_not_evaluated() {
     assert_eq!(first["scope"], plain["findings"][0]["scope"]);
     assert!(first["also_consistent"].as_array().into_iter().flatten().any(|a| a["rule"] == "slo-burn"), "{first:#}");
     // gpu-throttling (no DCGM data) is gone from the not-evaluated list once disabled; what is left
-    // there is deferred-waiting (the generator writes no waiting-by-reason gauge),
+    // there is deferred-waiting (this fleet has no waiting-by-reason gauge),
     // priority-preemption for the model that preempts (no preemption reasons without
     // `preemption_detail`) and the other GPU rules (no DCGM data).
     let left: Vec<&str> = report["not_evaluated"].as_array().into_iter().flatten().filter_map(|x| x["rule"].as_str()).collect();

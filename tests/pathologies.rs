@@ -243,6 +243,21 @@ scenarios! {
     kv_transfer_slow_near_miss => "kv-transfer-slow-near",
     kv_transfer_rate_impossible => "kv-transfer-rate-impossible",
     kv_transfer_rate_impossible_near_miss => "kv-transfer-rate-impossible-near",
+    slow_decode_near_miss => "slow-decode-near",
+    slow_prefill_near_miss => "slow-prefill-near",
+    severe_saturation_near_miss => "severe-saturation-near",
+    http_errors_near_miss => "http-errors-near",
+    workload_lighter => "workload-lighter",
+    workload_lighter_near_miss => "workload-lighter-near",
+    stalled_engine => "stalled-engine",
+    stalled_engine_near_miss => "stalled-engine-near",
+    gpu_prefill_bursts_near_miss => "gpu-prefill-bursts-near",
+    deferred_waiting => "deferred-waiting",
+    deferred_waiting_near_miss => "deferred-waiting-near",
+    router_prefix_blind => "router-prefix-blind",
+    router_prefix_blind_near_miss => "router-prefix-blind-near",
+    rank_imbalance => "rank-imbalance",
+    rank_imbalance_near_miss => "rank-imbalance-near",
 }
 
 /// The value of `signal` in `f`'s evidence, window and baseline.

@@ -268,7 +268,7 @@ const WATCHED_PER_REPLICA: usize = 3;
 /// The time by hop per replica: a `_sum` and a `_count` of five histograms.
 const HOP_PARTS_PER_REPLICA: usize = 10;
 
-/// The binding's reads per replica (the generator writes no waiting-by-reason gauge): the five
+/// The binding's reads per replica (this fleet has no waiting-by-reason gauge): the five
 /// gauges and counters, and the iteration-token histogram's sum and count (tokens per engine step:
 /// its buckets cannot show steps at the token budget, src/explain/binding.rs).
 const BINDING_PER_REPLICA_READS: usize = 7;

@@ -48,6 +48,10 @@
 //!                                   #   compute-bound at the power cap as the state's work asks
 //! preemption_detail = true          # optional (false): vllm:num_preemptions_by_reason{reason} and
 //!                                   #   the per-request histogram vllm:request_num_preemptions (V1)
+//! waiting_by_reason = true          # optional (false): vllm:num_requests_waiting_by_reason{reason},
+//!                                   #   capacity and deferred, as newer vLLM splits its queue (V1)
+//! dp_ranks = 2                      # optional (1): data-parallel ranks per server (V1): the running,
+//!                                   #   waiting and KV gauges per `engine`, the rest on engine 0
 //! router = "vllm-router"           # optional: vLLM's router in front of the model (its own target,
 //!                                   #   families read from vllm-router 0.1.17, see router.rs)
 //!                                   # "vllm-router-pd": the same router in prefill/decode mode
@@ -205,6 +209,12 @@ pub struct ModelSpec {
     /// V1: why requests were preempted (`num_preemptions_by_reason`) and how often each finished
     /// request was (`request_num_preemptions`).
     pub preemption_detail: bool,
+    /// V1: the waiting queue split by reason (`num_requests_waiting_by_reason`, `capacity` and
+    /// `deferred`), as newer vLLM exports it.
+    pub waiting_by_reason: bool,
+    /// V1: data-parallel ranks per server (`engine` label values): the running and waiting gauges
+    /// split between them, KV usage per rank; counters and histograms stay on engine 0.
+    pub dp_ranks: u32,
     pub kv_connector: Option<KvConnector>,
     pub dcgm: bool,
     /// The GPU whose real samples the DCGM series replay (`gpu = "h200"`; implies `dcgm`). None:
@@ -234,6 +244,8 @@ impl ModelSpec {
             weights: Vec::new(),
             spec_decode: false,
             preemption_detail: false,
+            waiting_by_reason: false,
+            dp_ranks: 1,
             kv_connector: None,
             dcgm: false,
             gpu: None,
@@ -434,6 +446,10 @@ struct RawModel {
     #[serde(default)]
     preemption_detail: bool,
     #[serde(default)]
+    waiting_by_reason: bool,
+    #[serde(default)]
+    dp_ranks: Option<u32>,
+    #[serde(default)]
     kv_connector: Option<KvConnector>,
     #[serde(default)]
     dcgm: bool,
@@ -628,10 +644,14 @@ impl ScenarioSpec {
                     ),
                 ));
             }
-            if raw.metrics == MetricsGeneration::V0 && (m.spec_decode || m.kv_connector.is_some() || m.preemption_detail) {
+            let dp_ranks = m.dp_ranks.unwrap_or(1);
+            if !(1..=8).contains(&dp_ranks) {
+                return Err(invalid(&field, format!("dp_ranks = {dp_ranks}: give 1 to 8 ranks per server")));
+            }
+            if raw.metrics == MetricsGeneration::V0 && (m.spec_decode || m.kv_connector.is_some() || m.preemption_detail || m.waiting_by_reason || dp_ranks > 1) {
                 return Err(invalid(
                     &field,
-                    "spec_decode, kv_connector and preemption_detail are generated with V1 names only; use metrics = \"v1\"".into(),
+                    "spec_decode, kv_connector, preemption_detail, waiting_by_reason and dp_ranks are generated with V1 names only; use metrics = \"v1\"".into(),
                 ));
             }
             for (family, bounds) in &m.custom_buckets {
@@ -656,6 +676,8 @@ impl ScenarioSpec {
                 weights,
                 spec_decode: m.spec_decode,
                 preemption_detail: m.preemption_detail,
+                waiting_by_reason: m.waiting_by_reason,
+                dp_ranks,
                 kv_connector: m.kv_connector,
                 dcgm: m.dcgm || m.gpu.is_some(),
                 gpu: m.gpu,
@@ -702,8 +724,17 @@ impl ScenarioSpec {
                 if needs.dcgm && !model.dcgm {
                     return Err(lacks("dcgm = true"));
                 }
+                if needs.waiting_by_reason && !model.waiting_by_reason {
+                    return Err(lacks("waiting_by_reason = true"));
+                }
+                if needs.data_parallel && model.dp_ranks < 2 {
+                    return Err(lacks("dp_ranks = 2 or more"));
+                }
                 if needs.router && model.router.is_none() {
                     return Err(lacks("router = \"vllm-router\""));
+                }
+                if needs.cache_aware && (model.router != Some(RouterKind::VllmRouter) || model.router_policy != "cache_aware") {
+                    return Err(lacks("router = \"vllm-router\" and router_policy = \"cache_aware\""));
                 }
                 if needs.router_pd && model.router != Some(RouterKind::VllmRouterPd) {
                     return Err(lacks("router = \"vllm-router-pd\""));

@@ -34,6 +34,13 @@ const OPENING_FAILURES: f64 = 5.0;
 /// Draws per worker and interval of the router's time (weighted, as the engine's per-token draws).
 const DRAWS: u64 = 8;
 
+/// The cache-aware policy's prefix-routing outcomes (`vllm_router_prefix_routing_decisions_total`,
+/// labelled `policy`, `stage` and `outcome` as vllm-router 0.1.17 labels them).
+const PREFIX_OUTCOMES: [&str; 4] = ["prefix_hit", "prefix_miss", "load_imbalance", "missing_tokens"];
+/// The share of the decisions made with the prompt's tokens each outcome takes; -1 for
+/// `missing_tokens`, the state's `router_blind_share` of all of them.
+const PREFIX_SHARES: [f64; 4] = [0.55, 0.4, 0.05, -1.0];
+
 /// Per worker, cumulative counts.
 #[derive(Default, Clone, Copy)]
 struct Worker {
@@ -61,6 +68,10 @@ pub(crate) fn series(spec: &ScenarioSpec, mi: usize, names: &[ReplicaInfo], trai
     let mut hist = Hist::new(DURATION_BUCKETS);
     // Per sample: requests, retries (None before the first), per worker (decisions, success, failure or None, state).
     let mut rows: Vec<(f64, Option<f64>, Vec<Worker>, Hist)> = Vec::with_capacity(times_ms.len());
+    // A cache-aware policy's prefix decisions by outcome (PREFIX_OUTCOMES), per sample: fractions
+    // of the requests, rounded where written, so nothing is drawn.
+    let mut prefix = [0.0; 4];
+    let mut prefix_rows: Vec<[f64; 4]> = Vec::with_capacity(times_ms.len());
     for k in 0..times_ms.len() {
         if k > 0 {
             let m = state_at(spec, model, singled as u32, times_ms[k - 1], times_ms[k]);
@@ -68,6 +79,10 @@ pub(crate) fn series(spec: &ScenarioSpec, mi: usize, names: &[ReplicaInfo], trai
             let arrived: Vec<(f64, f64)> = trails.iter().map(|t| t.get(k).copied().unwrap_or((0.0, 0.0))).collect();
             let total: f64 = arrived.iter().map(|a| a.0).sum();
             requests += total;
+            let blind = total * st.router_blind_share;
+            for (p, share) in prefix.iter_mut().zip(PREFIX_SHARES) {
+                *p += if share < 0.0 { blind } else { (total - blind) * share };
+            }
             let failed = binomial(&mut rng, total as u64, st.router_retry_share) as f64;
             retries += failed;
             for (i, w) in workers.iter_mut().enumerate() {
@@ -85,11 +100,23 @@ pub(crate) fn series(spec: &ScenarioSpec, mi: usize, names: &[ReplicaInfo], trai
             }
         }
         rows.push((requests, (retries > 0.0).then_some(retries), workers.clone(), hist.clone()));
+        prefix_rows.push(prefix.map(f64::round));
     }
     if model.router == Some(super::RouterKind::VllmRouterPd) {
         return emit_pd(&target, names, &model.router_policy, &rows);
     }
-    emit(&target, names, &model.router_policy, &rows)
+    let mut out = emit(&target, names, &model.router_policy, &rows);
+    if model.router_policy == "cache_aware" {
+        for (i, outcome) in PREFIX_OUTCOMES.iter().enumerate() {
+            let mut labels = target.clone();
+            for (k, v) in [("policy", "cache_aware"), ("stage", "regular"), ("outcome", outcome)] {
+                labels.insert(k.to_string(), v.to_string());
+            }
+            let values = prefix_rows.iter().map(|r| Some(r[i])).collect();
+            out.push((Fam::RouterPrefixDecisions, Metric { labels, lines: vec![Line { suffix: "_total", le: None, values }] }));
+        }
+    }
+    out
 }
 
 /// The rows as vllm-router 0.1.17 writes them in prefill/decode mode (its page in

@@ -196,6 +196,10 @@ pub(crate) enum Fam {
     RouterPdDecodeRequests,
     // NIXL's bytes per transfer (issue 48, item 5), after the others for the same reason.
     NixlBytes,
+    // The waiting queue by reason (`waiting_by_reason`), after the others for the same reason.
+    WaitingByReason,
+    // The router's cache-aware prefix decisions (`router_policy = "cache_aware"`), after the others.
+    RouterPrefixDecisions,
 }
 
 impl Fam {
@@ -272,6 +276,8 @@ impl Fam {
             Fam::RouterPdPrefillRequests => "vllm_router_pd_prefill_requests",
             Fam::RouterPdDecodeRequests => "vllm_router_pd_decode_requests",
             Fam::NixlBytes => "vllm:nixl_bytes_transferred",
+            Fam::WaitingByReason => "vllm:num_requests_waiting_by_reason",
+            Fam::RouterPrefixDecisions => "vllm_router_prefix_routing_decisions",
         }
     }
 
@@ -291,6 +297,7 @@ impl Fam {
             | Fam::RouterDecisions
             | Fam::RouterCbOutcomes
             | Fam::RouterRetries
+            | Fam::RouterPrefixDecisions
             | Fam::RouterPdRequests
             | Fam::RouterPdPrefillRequests
             | Fam::RouterPdDecodeRequests => {
@@ -404,6 +411,8 @@ impl Fam {
             Fam::RouterPdPrefillRequests => "Requests sent to each prefill worker",
             Fam::RouterPdDecodeRequests => "Requests sent to each decode worker",
             Fam::NixlBytes => "Bytes one NIXL KV transfer moved.",
+            Fam::WaitingByReason => "Requests waiting, by why they wait: capacity or deferred.",
+            Fam::RouterPrefixDecisions => "Prefix routing decisions by outcome",
         }
     }
 }
@@ -851,6 +860,12 @@ struct Replica<'a> {
     http: [f64; 3],
     running: f64,
     waiting: f64,
+    /// Requests waiting for something other than capacity (a state's `deferred`), counted in the
+    /// waiting gauge beside `waiting` (those waiting for capacity).
+    deferred: f64,
+    /// Requests waiting on the server's last data-parallel rank beyond its share (a state's
+    /// `rank_waiting`), counted in the waiting gauge too.
+    rank_extra: f64,
     kv: f64,
     sleep: SleepState,
     gpu: Gpu,
@@ -986,6 +1001,8 @@ impl<'a> Replica<'a> {
             http: [0.0; 3],
             running: 0.0,
             waiting: 0.0,
+            deferred: 0.0,
+            rank_extra: 0.0,
             kv: 0.0,
             sleep: SleepState::Awake,
             gpu: Gpu { fb_used, ..Gpu::default() },
@@ -1058,6 +1075,8 @@ impl<'a> Replica<'a> {
             &mut self.nixl_failed,
             &mut self.running,
             &mut self.waiting,
+            &mut self.deferred,
+            &mut self.rank_extra,
             &mut self.kv,
         ] {
             *c = 0.0;
@@ -1122,6 +1141,14 @@ impl<'a> Replica<'a> {
     /// Simulate one scrape interval of `secs` seconds.
     fn step(&mut self, secs: f64, m: &Moment) {
         let mut st = m.st;
+        if st.stall_bursts.iter().any(|(a, b)| m.frac_prev < *b && m.frac > *a) {
+            // A stuck engine: nothing served, and its gauges, published from the engine's own
+            // step (vLLM V1), stay where the last step left them.
+            st.serving = false;
+            st.running = Running::Hold;
+            st.waiting = Level::Hold;
+            st.kv_usage = Level::Hold;
+        }
         let wl = self.wl;
         self.scraped = st.scraped;
         self.sleep = st.sleep;
@@ -1190,6 +1217,8 @@ impl<'a> Replica<'a> {
             st.waiting = StateParams::HEALTHY.waiting;
         }
         self.waiting = self.level(st.waiting, 0, m.frac, previous_waiting, engine as f64).max(0.0).round();
+        self.deferred = if st.deferred.1 > 0.0 { in_range(st.deferred, self.noise[3]).round() } else { 0.0 };
+        self.rank_extra = if st.rank_waiting.1 > 0.0 { in_range(st.rank_waiting, self.noise[3]).round() } else { 0.0 };
 
         if !st.serving {
             self.running = match st.running {
@@ -1465,9 +1494,31 @@ impl<'a> Replica<'a> {
         t.scalar(Fam::CacheConfig, &self.config, &[], 1.0);
         t.scalar(Fam::ProcessStart, &self.target, &[], self.process_start);
         t.scalar(Fam::ProcessMemory, &self.target, &[], self.rss_now());
-        t.scalar(Fam::Running, l, &[], self.running);
-        t.scalar(Fam::Waiting, l, &[], self.waiting);
-        t.scalar(Fam::KvUsage, l, &[], self.kv);
+        let ranks = if v1 { self.model.dp_ranks.max(1) } else { 1 };
+        if ranks == 1 {
+            t.scalar(Fam::Running, l, &[], self.running);
+            t.scalar(Fam::Waiting, l, &[], self.waiting + self.deferred + self.rank_extra);
+            t.scalar(Fam::KvUsage, l, &[], self.kv);
+        } else {
+            // Data parallelism: the server's requests split between its ranks (the first ones take
+            // what does not divide), the last rank holding `rank_extra` more; each rank's cache as
+            // full as the server's.
+            let split = |total: f64, k: u32| {
+                let (n, total) = (f64::from(ranks), total.max(0.0).round());
+                (total / n).floor() + if f64::from(k) < total % n { 1.0 } else { 0.0 }
+            };
+            let engines: Vec<String> = (0..ranks).map(|k| k.to_string()).collect();
+            for k in 0..ranks {
+                t.scalar(Fam::Running, l, &[("engine", &engines[k as usize])], split(self.running, k));
+            }
+            for k in 0..ranks {
+                let extra = if k == ranks - 1 { self.rank_extra } else { 0.0 };
+                t.scalar(Fam::Waiting, l, &[("engine", &engines[k as usize])], split(self.waiting + self.deferred, k) + extra);
+            }
+            for k in 0..ranks {
+                t.scalar(Fam::KvUsage, l, &[("engine", &engines[k as usize])], self.kv);
+            }
+        }
         if v1 {
             for s in SleepState::ALL {
                 t.scalar(Fam::SleepState, l, &[("sleep_state", s.as_str())], if s == self.sleep { 1.0 } else { 0.0 });
@@ -1501,6 +1552,10 @@ impl<'a> Replica<'a> {
             if self.model.kv_connector == Some(KvConnector::Lmcache) {
                 t.scalar(Fam::ExternalPrefixQueries, l, &[], self.external_queries);
                 t.scalar(Fam::ExternalPrefixHits, l, &[], self.external_hits);
+            }
+            if self.model.waiting_by_reason {
+                t.scalar(Fam::WaitingByReason, l, &[("reason", "capacity")], self.waiting);
+                t.scalar(Fam::WaitingByReason, l, &[("reason", "deferred")], self.deferred);
             }
             for (i, s) in HTTP_STATUSES.iter().enumerate() {
                 t.scalar(

@@ -23,8 +23,14 @@ pub enum IncidentKind {
     LoadExceedsCapacity,
     /// Prefill got slower (longer prompts to compute, a slower kernel): TTFT up, queue fine.
     SlowPrefill,
+    /// Prefill x1.45 underneath: its mean reads x1.4 where slow-prefill needs 1.5x (the first
+    /// step, in it too, does not slow), TTFT P95 x1.44 (about 0.35 s) where it needs 2x or 3 s.
+    SlowPrefillNear,
     /// Decode steps got slower: inter-token latency up, queue and TTFT fine.
     SlowDecode,
+    /// Decode steps 1.3x slower: ITL P95 reads about 1.3x where slow-decode needs 1.5x (or over
+    /// 100 ms; it reads about 62 ms).
+    SlowDecodeNear,
     /// Requests take 1.5 s longer to reach the engine (a slow tokenizer, a starved API server):
     /// TTFT up, queue, prefill and decode unchanged.
     SlowInputProcessing,
@@ -58,10 +64,17 @@ pub enum IncidentKind {
     /// Overload plus degraded steps: queue, TTFT and ITL all up, no preemption, and the engine
     /// completes barely more than before (a larger batch alone would turn out more tokens).
     SevereSaturation,
+    /// The same overload with steps x1.35 slower: queue and TTFT cross their bars, ITL P95 reads
+    /// about x1.34 where severe-saturation needs 1.5x (or over 100 ms): load-exceeds-capacity's.
+    SevereSaturationNear,
     /// The KV cache is full and running requests are preempted.
     KvCachePressure,
     /// The API server answers a share of requests with 5xx; latency is unchanged.
     HttpErrors,
+    /// 0.8% answered 5xx (0.1% before; the window reads 0.76%): more than three times the
+    /// baseline, but under the 1% that http-errors needs beside its 3x (and the 5% it needs
+    /// alone), and a change under what else moved's 1-point floor.
+    HttpErrorsNear,
     /// Long outputs keep every batch slot busy decoding: the queue grows, TTFT explodes, ITL is fine.
     PrefillStarvation,
     /// Longer outputs and more running requests, but below the cap and with no queue.
@@ -78,6 +91,11 @@ pub enum IncidentKind {
     WorkloadShift,
     /// Prompts 20% longer; latency unchanged.
     WorkloadShiftNear,
+    /// Prompts 0.4 times as long (a shorter system prompt): TTFT falls, nothing gets slower.
+    WorkloadLighter,
+    /// Prompts 0.72 times as long: the mean prompt reads about x0.72 where workload-lighter needs
+    /// x0.67 or less.
+    WorkloadLighterNear,
     /// A tenth of the traffic: tiny batches, an idle GPU, healthy latency.
     GpuUnderutilized,
     /// Half the traffic.
@@ -86,6 +104,27 @@ pub enum IncidentKind {
     ThroughputStall,
     /// For the last 10 minutes nothing arrives and the batch drains: an idle model, not a stall.
     ThroughputStallNear,
+    /// One replica's engine freezes for 10 minutes in the middle of the window with its batch in
+    /// hand, then resumes: no token, no completion, its gauges held where they were (vLLM V1
+    /// publishes them from the engine's step, which no longer runs). Over before the window's
+    /// last five minutes, which throughput-stall reads.
+    StalledEngine,
+    /// The same freeze for 6 minutes: the token rate (over 2 minutes, at 1-minute steps) reads
+    /// zero at 5 of the window's 31 steps, a stall share of 16% where stalled-engine needs 20% (7
+    /// steps; the 10-minute freeze reads 9, 29%).
+    StalledEngineNear,
+    /// One server's last data-parallel rank holds 6 to 9 requests waiting while its other rank
+    /// has room (the ranks' balancing sends it more than its share): the most-queued rank about 7.5
+    /// above the other, the rule's bar 4. The server's latency histograms are not changed.
+    RankImbalance,
+    /// 2.5 to 3.5 waiting on that rank: about 3 above the other where rank-imbalance needs 4.
+    RankImbalanceNear,
+    /// Every replica holds 1.5 to 3.5 requests deferred (waiting on an adapter slot, a transfer or
+    /// a grammar rather than for capacity): about 7.5 across three replicas, the rule's bar 4.
+    /// Their queue times are not generated: the latency histograms stay healthy.
+    DeferredWaiting,
+    /// 0.5 to 1.5 each: about 3 deferred across three replicas where deferred-waiting needs 4.
+    DeferredWaitingNear,
     /// Twice the traffic; the engine's admission control rejects about 2/s per replica.
     RequestsRejected,
     /// Three rejections in one burst.
@@ -175,6 +214,11 @@ pub enum IncidentKind {
     /// Prefill bursts among decode, as the real H200 ran them (a third of the time compute-bound
     /// at the power cap), against an all-decode baseline: busy, not faulty.
     GpuPrefillBursts,
+    /// Prefill bursts in 3% of the scrapes: the most capped GPU reads the power cap (0x4) in 4 of
+    /// the window's 60 scrapes (6.7%) where gpu-power-capped needs 10% (6). The share is drawn
+    /// scrape by scrape, so a GPU's count spreads (binomial): at 5% or more a third of the seeds
+    /// put some GPU at 10%.
+    GpuPrefillBurstsNear,
     /// One replica's GPU too hot: hardware thermal slowdown (0x40) laid over its real samples,
     /// SM clock about 1200 MHz, 86-90 °C, its ITL x1.95.
     GpuThermalSlowdown,
@@ -210,6 +254,13 @@ pub enum IncidentKind {
     BackendCutOff,
     /// The circuit opens for two minutes in the middle of the window, then closes.
     BackendCutOffNear,
+    /// A cache-aware router (`router_policy = "cache_aware"`) gets no prompt tokens from its
+    /// workers (vLLM started without --enable-scale-out answers the render route 403): every
+    /// prefix decision is `missing_tokens`, made by load.
+    RouterPrefixBlind,
+    /// 40% of the decisions lack the tokens (some workers refuse to render, the others do) where
+    /// router-prefix-blind needs over half.
+    RouterPrefixBlindNear,
     /// The router retries 10% of the requests it receives (attempts that fail between router and
     /// engine, which the engines never see); the engines count no error.
     RouterRetries,
@@ -242,19 +293,29 @@ pub struct Needs {
     pub router: bool,
     /// The same router in prefill/decode mode (`router = "vllm-router-pd"`).
     pub router_pd: bool,
+    /// The waiting queue split by reason (`waiting_by_reason = true`).
+    pub waiting_by_reason: bool,
+    /// The router's policy is `cache_aware` (its prefix decisions).
+    pub cache_aware: bool,
+    /// Servers with several data-parallel ranks (`dp_ranks`).
+    pub data_parallel: bool,
 }
 
 impl IncidentKind {
-    pub const ALL: [IncidentKind; 88] = [
+    pub const ALL: [IncidentKind; 103] = [
         IncidentKind::Healthy,
         IncidentKind::Ramp,
         IncidentKind::LoadExceedsCapacity,
         IncidentKind::LoadExceedsCapacityNear,
         IncidentKind::SlowPrefill,
+        IncidentKind::SlowPrefillNear,
         IncidentKind::SlowDecode,
+        IncidentKind::SlowDecodeNear,
         IncidentKind::SevereSaturation,
+        IncidentKind::SevereSaturationNear,
         IncidentKind::KvCachePressure,
         IncidentKind::HttpErrors,
+        IncidentKind::HttpErrorsNear,
         IncidentKind::PrefillStarvation,
         IncidentKind::PrefillStarvationNear,
         IncidentKind::PrefixCacheMiss,
@@ -263,10 +324,18 @@ impl IncidentKind {
         IncidentKind::RecomputeThrashingNear,
         IncidentKind::WorkloadShift,
         IncidentKind::WorkloadShiftNear,
+        IncidentKind::WorkloadLighter,
+        IncidentKind::WorkloadLighterNear,
         IncidentKind::GpuUnderutilized,
         IncidentKind::GpuUnderutilizedNear,
         IncidentKind::ThroughputStall,
         IncidentKind::ThroughputStallNear,
+        IncidentKind::StalledEngine,
+        IncidentKind::StalledEngineNear,
+        IncidentKind::RankImbalance,
+        IncidentKind::RankImbalanceNear,
+        IncidentKind::DeferredWaiting,
+        IncidentKind::DeferredWaitingNear,
         IncidentKind::RequestsRejected,
         IncidentKind::RequestsRejectedNear,
         IncidentKind::RequestErrors,
@@ -302,6 +371,7 @@ impl IncidentKind {
         IncidentKind::GpuPromptShift,
         IncidentKind::GpuPromptShiftNear,
         IncidentKind::GpuPrefillBursts,
+        IncidentKind::GpuPrefillBurstsNear,
         IncidentKind::GpuThermalSlowdown,
         IncidentKind::GpuThermalSlowdownNear,
         IncidentKind::GpuPowerLimitLowered,
@@ -326,6 +396,8 @@ impl IncidentKind {
         IncidentKind::RoutingSkewNear,
         IncidentKind::BackendCutOff,
         IncidentKind::BackendCutOffNear,
+        IncidentKind::RouterPrefixBlind,
+        IncidentKind::RouterPrefixBlindNear,
         IncidentKind::RouterRetries,
         IncidentKind::RouterRetriesNear,
         IncidentKind::KvTransferSlow,
@@ -344,10 +416,14 @@ impl IncidentKind {
             IncidentKind::LoadExceedsCapacity => "load-exceeds-capacity",
             IncidentKind::LoadExceedsCapacityNear => "load-exceeds-capacity-near",
             IncidentKind::SlowPrefill => "slow-prefill",
+            IncidentKind::SlowPrefillNear => "slow-prefill-near",
             IncidentKind::SlowDecode => "slow-decode",
+            IncidentKind::SlowDecodeNear => "slow-decode-near",
             IncidentKind::SevereSaturation => "severe-saturation",
+            IncidentKind::SevereSaturationNear => "severe-saturation-near",
             IncidentKind::KvCachePressure => "kv-cache-pressure",
             IncidentKind::HttpErrors => "http-errors",
+            IncidentKind::HttpErrorsNear => "http-errors-near",
             IncidentKind::PrefillStarvation => "prefill-starvation",
             IncidentKind::PrefillStarvationNear => "prefill-starvation-near",
             IncidentKind::PrefixCacheMiss => "prefix-cache-miss",
@@ -356,10 +432,18 @@ impl IncidentKind {
             IncidentKind::RecomputeThrashingNear => "recompute-thrashing-near",
             IncidentKind::WorkloadShift => "workload-shift",
             IncidentKind::WorkloadShiftNear => "workload-shift-near",
+            IncidentKind::WorkloadLighter => "workload-lighter",
+            IncidentKind::WorkloadLighterNear => "workload-lighter-near",
             IncidentKind::GpuUnderutilized => "gpu-underutilized",
             IncidentKind::GpuUnderutilizedNear => "gpu-underutilized-near",
             IncidentKind::ThroughputStall => "throughput-stall",
             IncidentKind::ThroughputStallNear => "throughput-stall-near",
+            IncidentKind::StalledEngine => "stalled-engine",
+            IncidentKind::StalledEngineNear => "stalled-engine-near",
+            IncidentKind::RankImbalance => "rank-imbalance",
+            IncidentKind::RankImbalanceNear => "rank-imbalance-near",
+            IncidentKind::DeferredWaiting => "deferred-waiting",
+            IncidentKind::DeferredWaitingNear => "deferred-waiting-near",
             IncidentKind::RequestsRejected => "requests-rejected",
             IncidentKind::RequestsRejectedNear => "requests-rejected-near",
             IncidentKind::RequestErrors => "request-errors",
@@ -395,6 +479,7 @@ impl IncidentKind {
             IncidentKind::GpuPromptShift => "gpu-prompt-shift",
             IncidentKind::GpuPromptShiftNear => "gpu-prompt-shift-near",
             IncidentKind::GpuPrefillBursts => "gpu-prefill-bursts",
+            IncidentKind::GpuPrefillBurstsNear => "gpu-prefill-bursts-near",
             IncidentKind::GpuThermalSlowdown => "gpu-thermal-slowdown",
             IncidentKind::GpuThermalSlowdownNear => "gpu-thermal-slowdown-near",
             IncidentKind::GpuPowerLimitLowered => "gpu-power-limit-lowered",
@@ -425,6 +510,8 @@ impl IncidentKind {
             IncidentKind::KvTransferSlowNear => "kv-transfer-slow-near",
             IncidentKind::KvTransferRateImpossible => "kv-transfer-rate-impossible",
             IncidentKind::KvTransferRateImpossibleNear => "kv-transfer-rate-impossible-near",
+            IncidentKind::RouterPrefixBlind => "router-prefix-blind",
+            IncidentKind::RouterPrefixBlindNear => "router-prefix-blind-near",
             IncidentKind::RouterRetries => "router-retries",
             IncidentKind::RouterRetriesNear => "router-retries-near",
         }
@@ -492,9 +579,22 @@ impl IncidentKind {
                 n.v1 = true;
                 n.external_cache = true;
             }
+            K::DeferredWaiting => {
+                n.v1 = true;
+                n.waiting_by_reason = true;
+            }
+            K::RankImbalance => {
+                n.v1 = true;
+                n.data_parallel = true;
+                n.uses_replica = true;
+            }
             K::GpuThrottling | K::GpuErrors => n.dcgm = true,
             K::GpuPromptShift | K::GpuPrefillBursts | K::GpuThermalSlowdown | K::GpuPowerLimitLowered => n.real_gpu = true,
             K::RouterSaturated | K::RouterRetries => n.router = true,
+            K::RouterPrefixBlind => {
+                n.router = true;
+                n.cache_aware = true;
+            }
             K::PrefillPoolSaturated | K::DecodePoolSaturated => {
                 n.router = true;
                 n.router_pd = true;
@@ -517,7 +617,7 @@ impl IncidentKind {
                 n.min_replicas = 2;
                 n.uses_replica = true;
             }
-            K::TargetDown | K::GpuErrors | K::GpuThermalSlowdown => n.uses_replica = true,
+            K::TargetDown | K::GpuErrors | K::GpuThermalSlowdown | K::StalledEngine => n.uses_replica = true,
             _ => {}
         }
         if self == K::RequestsRejectedNear {
@@ -546,6 +646,7 @@ impl IncidentKind {
                 ..h
             },
             K::SlowPrefill => StateParams { prefill: 6.0, ..h },
+            K::SlowPrefillNear => StateParams { prefill: 1.45, ..h },
             // Time before the engine queues the request, in TTFT (and E2E) only.
             K::SlowInputProcessing => StateParams { input_s: 1.5, ..h },
             K::LoadExceedsCapacityNear => StateParams {
@@ -557,16 +658,19 @@ impl IncidentKind {
             // Clients with a fixed concurrency send fewer requests when each one streams slower,
             // which is why generation throughput falls instead of the queue growing.
             K::SlowDecode => StateParams { arrivals: 0.75, arrivals_at_end: 0.75, itl: 2.5, ..h },
+            // The same slowdown, weaker: x1.3 underneath reads as about x1.3 through the buckets
+            // (the healthy P95 just under 50 ms, the window's between 50 and 75 ms).
+            K::SlowDecodeNear => StateParams { itl: 1.3, ..h },
             // Degraded, not just busy: on a real engine a batch that grows with the load also
             // turns out more tokens per second (ITL rises through the batch size; that is
             // load-exceeds-capacity). Here the steps slow down so much that the engine completes
             // barely more than before while the queue grows.
-            K::SevereSaturation => StateParams {
+            K::SevereSaturation | K::SevereSaturationNear => StateParams {
                 arrivals: 1.1,
                 arrivals_at_end: 1.1,
                 queue_median_s: 2.5,
                 queue_sigma: 0.5,
-                itl: 2.4,
+                itl: if self == K::SevereSaturation { 2.4 } else { 1.35 },
                 running: Running::AtCap,
                 waiting: Level::Wander(25.0, 60.0),
                 kv_usage: Level::Wander(0.78, 0.84),
@@ -584,6 +688,7 @@ impl IncidentKind {
                 ..h
             },
             K::HttpErrors => StateParams { http_5xx_share: 0.11, ..h },
+            K::HttpErrorsNear => StateParams { http_5xx_share: 0.008, ..h },
 
             // Outputs five times longer (max_tokens four times higher) at the rate the full batch
             // can finish them, plus 2% more: every slot decodes, the excess queues and its wait
@@ -637,6 +742,8 @@ impl IncidentKind {
             },
             K::WorkloadShift => StateParams { prompt: 3.0, kv_usage: Level::Wander(0.45, 0.75), ..h },
             K::WorkloadShiftNear => StateParams { prompt: 1.2, ..h },
+            K::WorkloadLighter => StateParams { prompt: 0.4, ..h },
+            K::WorkloadLighterNear => StateParams { prompt: 0.72, ..h },
             K::GpuUnderutilized => StateParams {
                 arrivals: 0.1,
                 arrivals_at_end: 0.1,
@@ -679,6 +786,12 @@ impl IncidentKind {
                 gpu: GpuParams { util: (0.0, 0.0), power_w: (68.0, 75.0), temp_c: (34.0, 38.0), ..GpuParams::HEALTHY },
                 ..h
             },
+            K::StalledEngine => StateParams { scope: Scope::Replica, stall_bursts: &[(0.3, 0.63)], ..h },
+            K::StalledEngineNear => StateParams { scope: Scope::Replica, stall_bursts: &[(0.3, 0.5)], ..h },
+            K::RankImbalance => StateParams { scope: Scope::Replica, rank_waiting: (6.0, 9.0), ..h },
+            K::RankImbalanceNear => StateParams { scope: Scope::Replica, rank_waiting: (2.5, 3.5), ..h },
+            K::DeferredWaiting => StateParams { deferred: (1.5, 3.5), ..h },
+            K::DeferredWaitingNear => StateParams { deferred: (0.5, 1.5), ..h },
             K::RequestsRejected => StateParams {
                 arrivals: 2.0,
                 arrivals_at_end: 2.0,
@@ -845,6 +958,7 @@ impl IncidentKind {
             },
             K::GpuPromptShiftNear => StateParams { prompt: 1.3, gpu: GpuParams { compute_share: 0.15, ..GpuParams::HEALTHY }, ..h },
             K::GpuPrefillBursts => StateParams { gpu: GpuParams { compute_share: 0.33, ..GpuParams::HEALTHY }, ..h },
+            K::GpuPrefillBurstsNear => StateParams { gpu: GpuParams { compute_share: 0.03, ..GpuParams::HEALTHY }, ..h },
             K::GpuThermalSlowdown => StateParams {
                 scope: Scope::Replica,
                 itl: 1.95,
@@ -883,6 +997,8 @@ impl IncidentKind {
             K::RoutingSkewNear => StateParams { replica_weight: 1.2, ..h },
             K::BackendCutOff => StateParams { router_open: &[(0.0, 1.0)], ..h },
             K::BackendCutOffNear => StateParams { router_open: &[(0.45, 0.52)], ..h },
+            K::RouterPrefixBlind => StateParams { router_blind_share: 1.0, ..h },
+            K::RouterPrefixBlindNear => StateParams { router_blind_share: 0.4, ..h },
             K::RouterRetries => StateParams { router_retry_share: 0.1, ..h },
             K::RouterRetriesNear => StateParams { router_retry_share: 0.01, ..h },
             K::SloBurn => StateParams { onset: Onset::BeforeEnd { secs: 3600 }, prefill: 6.5, ..h },
@@ -1109,6 +1225,20 @@ pub struct StateParams {
     /// Fractions of the state's span during which the router holds the circuit of the replica
     /// `incident.replica` names open: it gets no arrivals, its peers take its share.
     pub router_open: &'static [(f64, f64)],
+    /// Range of requests waiting on the last data-parallel rank of the replica `incident.replica`
+    /// names beyond its share (a model with `dp_ranks`): one rank queues, the others have room.
+    pub rank_waiting: (f64, f64),
+    /// Share of a cache-aware router's prefix decisions made without the prompt's tokens
+    /// (`missing_tokens`: the worker asked to render the prompt refused); the rest hit, miss or
+    /// balance load in fixed shares.
+    pub router_blind_share: f64,
+    /// Range of requests a replica holds deferred (waiting for something other than capacity: a
+    /// LoRA adapter slot, a KV transfer, a grammar compiling), on top of `waiting`, which counts
+    /// those waiting for capacity. Healthy: none.
+    pub deferred: (f64, f64),
+    /// Fractions of the state's span during which the engine is stuck: it serves nothing (as
+    /// `serving = false`) and its running, waiting and KV gauges hold their last values.
+    pub stall_bursts: &'static [(f64, f64)],
 }
 
 impl StateParams {
@@ -1160,6 +1290,10 @@ impl StateParams {
         router_wait_s: 0.003,
         router_retry_share: 0.0,
         router_open: &[],
+        stall_bursts: &[],
+        deferred: (0.0, 0.0),
+        router_blind_share: 0.0,
+        rank_waiting: (0.0, 0.0),
     };
 }
 
@@ -1287,7 +1421,7 @@ mod tests {
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
         let nears: Vec<IncidentKind> =
             IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
-        assert_eq!(nears.len(), 40);
+        assert_eq!(nears.len(), 50);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
             assert_eq!(format!("{base}-near"), near.as_str());
@@ -1305,7 +1439,7 @@ mod tests {
     fn every_state_keeps_its_ranges_ordered_and_shares_valid() {
         for kind in IncidentKind::ALL {
             let p = kind.params();
-            let mut ranges = vec![p.preemptions_per_s, p.gpu.util, p.gpu.sm_clock_mhz, p.gpu.temp_c, p.gpu.power_w];
+            let mut ranges = vec![p.preemptions_per_s, p.deferred, p.rank_waiting, p.gpu.util, p.gpu.sm_clock_mhz, p.gpu.temp_c, p.gpu.power_w];
             for level in [p.waiting, p.kv_usage] {
                 if let Level::Wander(lo, hi) = level {
                     ranges.push((lo, hi));
@@ -1331,6 +1465,7 @@ mod tests {
                 p.recomputed_share,
                 p.reject_share,
                 p.spec_acceptance,
+                p.router_blind_share,
             ] {
                 assert!((0.0..=1.0).contains(&share), "{kind}");
             }
@@ -1340,7 +1475,7 @@ mod tests {
                 assert!(m > 0.0, "{kind}");
             }
             assert!((0.0..=1.0).contains(&p.router_retry_share) && p.router_wait_s > 0.0, "{kind}");
-            for (a, b) in p.preemption_bursts.iter().chain(p.router_open) {
+            for (a, b) in p.preemption_bursts.iter().chain(p.router_open).chain(p.stall_bursts) {
                 assert!(0.0 <= *a && a < b && *b <= 1.0, "{kind}");
             }
         }

@@ -865,6 +865,7 @@ fn every_scenario_fixture_parses_and_names_a_real_expectation() {
                     | IncidentKind::GpuErrors
                     | IncidentKind::GpuThermalSlowdown
                     | IncidentKind::RoutingSkew
+                    | IncidentKind::RankImbalance
             );
             // A target down since before the window has no series left in it but `up`: the
             // diagnosis ties it to its model through its past, and does not name it.
@@ -889,6 +890,18 @@ fn every_scenario_fixture_parses_and_names_a_real_expectation() {
                 m.spec_decode,
                 needs.spec_decode && m.name == incident.model,
                 "{stem}: spec_decode on {}",
+                m.name
+            );
+            assert_eq!(
+                m.dp_ranks > 1,
+                needs.data_parallel && m.name == incident.model,
+                "{stem}: dp_ranks on {}",
+                m.name
+            );
+            assert_eq!(
+                m.waiting_by_reason,
+                needs.waiting_by_reason && m.name == incident.model,
+                "{stem}: waiting_by_reason on {}",
                 m.name
             );
             assert_eq!(

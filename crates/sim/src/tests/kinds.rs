@@ -281,6 +281,21 @@ fn workload_shift_near_miss_lengthens_prompts_by_a_fifth() {
     assert_latency_unchanged(&r);
 }
 
+#[test]
+fn workload_lighter_shortens_prompts_to_two_fifths_and_slows_nothing() {
+    let r = Run::fixture("workload-lighter");
+    within("mean prompt ratio", r.ratio(|v| v.mean("vllm:request_prompt_tokens")), 0.34..=0.46);
+    assert!(r.p95_ratio(TTFT) < 1.0, "TTFT x{}", r.p95_ratio(TTFT));
+    within("ITL P95 ratio", r.p95_ratio(ITL), 0.9..=1.1);
+}
+
+#[test]
+fn workload_lighter_near_miss_shortens_prompts_by_under_a_third() {
+    let r = Run::fixture("workload-lighter-near");
+    within("mean prompt ratio", r.ratio(|v| v.mean("vllm:request_prompt_tokens")), 0.69..=0.76);
+    within("ITL P95 ratio", r.p95_ratio(ITL), 0.9..=1.1);
+}
+
 // ---- GPU underutilised ----
 
 fn dcgm_values(r: &Run, name: &str, from: f64, to: f64) -> Vec<f64> {
@@ -354,6 +369,104 @@ fn throughput_stall_freezes_every_counter_and_histogram_for_ten_minutes_with_req
 
 fn tail_start(r: &Run, minutes: i64) -> DateTime<Utc> {
     r.spec.window_end() - chrono::TimeDelta::minutes(minutes)
+}
+
+/// Of the window's last 30 one-minute steps (the rule's subquery reads 31, the window's start too), those at which the singled replica's token rate over
+/// 2 minutes (the samples 90 s apart it spans) is under one a second while it holds requests: what
+/// stalled-engine's stall share counts.
+fn stalled_steps(r: &Run) -> usize {
+    let inst = r.instance(r.singled());
+    let one = |name: &str| {
+        let s = r.series.iter().find(|s| s.name == name && s.labels.get("instance") == Some(&inst));
+        &s.unwrap_or_else(|| panic!("no {name} for {inst}")).points
+    };
+    let (tokens, running, waiting) =
+        (one("vllm:generation_tokens_total"), one("vllm:num_requests_running"), one("vllm:num_requests_waiting"));
+    let end = secs(r.spec.window_end());
+    (0..30)
+        .map(|k| end - 60.0 * f64::from(k))
+        .filter(|t| (at(tokens, *t) - at(tokens, t - 90.0)) / 90.0 < 1.0 && at(running, *t) + at(waiting, *t) >= 1.0)
+        .count()
+}
+
+#[test]
+fn stalled_engine_freezes_one_replica_for_ten_minutes_mid_window() {
+    let r = Run::fixture("stalled-engine");
+    within("stalled steps of 30", stalled_steps(&r) as f64, 7.0..=10.0);
+    // over before throughput-stall's last five minutes
+    assert!(r.tail(6).increase("vllm:generation_tokens_total") > 0.0);
+}
+
+#[test]
+fn stalled_engine_near_miss_freezes_it_for_six_minutes() {
+    let r = Run::fixture("stalled-engine-near");
+    within("stalled steps of 30", stalled_steps(&r) as f64, 3.0..=5.0);
+}
+
+/// The model's requests waiting by reason, summed over its replicas and averaged over the window.
+fn waiting_by_reason(r: &Run, reason: &str) -> f64 {
+    let w = r.w();
+    let series: Vec<&GeneratedSeries> = r
+        .series
+        .iter()
+        .filter(|s| s.name == "vllm:num_requests_waiting_by_reason" && s.labels["model_name"] == r.sick && s.labels["reason"] == reason)
+        .collect();
+    assert_eq!(series.len() as u32, r.n(), "one {reason} series per replica");
+    series.iter().map(|s| avg(&s.points.iter().filter(|(t, _)| *t > w.from && *t <= w.to).map(|(_, v)| *v).collect::<Vec<_>>())).sum()
+}
+
+#[test]
+fn deferred_waiting_holds_seven_deferred_requests_across_the_model_and_none_for_capacity() {
+    let r = Run::fixture("deferred-waiting");
+    within("deferred", waiting_by_reason(&r, "deferred"), 6.0..=9.0);
+    assert!(waiting_by_reason(&r, "capacity") < 2.0);
+    // the total gauge counts both
+    within("waiting", r.w().gauge_avg("vllm:num_requests_waiting") * f64::from(r.n()), 6.0..=11.0);
+    assert_latency_unchanged(&r);
+    // the healthy neighbour does not split its queue
+    assert!(!r.series.iter().any(|s| s.name == "vllm:num_requests_waiting_by_reason" && s.labels["model_name"] == r.healthy));
+}
+
+#[test]
+fn deferred_waiting_near_miss_holds_three() {
+    let r = Run::fixture("deferred-waiting-near");
+    within("deferred", waiting_by_reason(&r, "deferred"), 2.5..=3.6);
+    assert_latency_unchanged(&r);
+}
+
+/// Per rank of the singled replica, its average waiting requests over the window.
+fn rank_waiting(r: &Run) -> Vec<f64> {
+    let (w, inst) = (r.w(), r.instance(r.singled()));
+    let mut ranks: Vec<(String, f64)> = r
+        .series
+        .iter()
+        .filter(|s| s.name == "vllm:num_requests_waiting" && s.labels.get("instance") == Some(&inst))
+        .map(|s| (s.labels["engine"].clone(), avg(&s.points.iter().filter(|(t, _)| *t > w.from && *t <= w.to).map(|(_, v)| *v).collect::<Vec<_>>())))
+        .collect();
+    ranks.sort_by(|a, b| a.0.cmp(&b.0));
+    ranks.into_iter().map(|(_, v)| v).collect()
+}
+
+#[test]
+fn rank_imbalance_queues_one_rank_of_one_server() {
+    let r = Run::fixture("rank-imbalance");
+    let ranks = rank_waiting(&r);
+    assert_eq!(ranks.len(), 2);
+    within("the second rank's waiting above the first's", ranks[1] - ranks[0], 6.0..=9.0);
+    // every per-rank gauge of every server, and the counters on engine 0 only
+    for name in ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"] {
+        assert_eq!(r.series.iter().filter(|s| s.name == name && s.labels["model_name"] == r.sick).count() as u32, 2 * r.n(), "{name}");
+    }
+    assert!(r.series.iter().filter(|s| s.name == "vllm:generation_tokens_total" && s.labels["model_name"] == r.sick).all(|s| s.labels["engine"] == "0"));
+    assert_latency_unchanged(&r);
+}
+
+#[test]
+fn rank_imbalance_near_miss_queues_it_by_three() {
+    let r = Run::fixture("rank-imbalance-near");
+    let ranks = rank_waiting(&r);
+    within("the second rank's waiting above the first's", ranks[1] - ranks[0], 2.5..=3.6);
+    assert_latency_unchanged(&r);
 }
 
 #[test]
@@ -746,6 +859,64 @@ fn gpu_throttling_drops_every_sm_clock_to_1200_with_the_thermal_bit_and_slows_de
     within("ITL P95 ratio", r.p95_ratio(ITL), 1.6..=2.0);
     assert!(w.quantile(0.95, QUEUE) < 0.3);
     r.assert_neighbour_untouched();
+}
+
+#[test]
+fn slow_decode_near_miss_slows_decode_by_under_a_third() {
+    let r = Run::fixture("slow-decode-near");
+    within("ITL P95 ratio", r.p95_ratio(ITL), 1.2..=1.4);
+    assert!(r.w().quantile(0.95, ITL) < 0.08, "ITL P95 {}", r.w().quantile(0.95, ITL));
+    within("TTFT P95 ratio", r.p95_ratio(TTFT), 0.8..=1.25);
+    assert!(r.w().quantile(0.95, QUEUE) < 0.3, "queue P95 {}", r.w().quantile(0.95, QUEUE));
+}
+
+#[test]
+fn slow_prefill_near_miss_slows_prefill_by_under_half() {
+    let r = Run::fixture("slow-prefill-near");
+    const PREFILL: &str = "vllm:request_prefill_time_seconds";
+    within("prefill mean ratio", r.ratio(|v| v.mean(PREFILL)), 1.3..=1.47);
+    within("TTFT P95 ratio", r.p95_ratio(TTFT), 1.2..=1.7);
+    within("ITL P95 ratio", r.p95_ratio(ITL), 0.9..=1.1);
+    assert!(r.w().quantile(0.95, QUEUE) < 0.3, "queue P95 {}", r.w().quantile(0.95, QUEUE));
+}
+
+#[test]
+fn severe_saturation_near_miss_queues_with_decode_a_third_slower() {
+    let r = Run::fixture("severe-saturation-near");
+    within("ITL P95 ratio", r.p95_ratio(ITL), 1.2..=1.45);
+    assert!(r.w().quantile(0.95, ITL) < 0.1, "ITL P95 {}", r.w().quantile(0.95, ITL));
+    assert!(r.p95_ratio(TTFT) >= 2.0, "TTFT P95 x{}", r.p95_ratio(TTFT));
+    assert!(r.w().quantile(0.95, QUEUE) > 1.0, "queue P95 {}", r.w().quantile(0.95, QUEUE));
+}
+
+#[test]
+fn http_errors_near_miss_answers_under_one_percent_with_5xx() {
+    let r = Run::fixture("http-errors-near");
+    let share = http_5xx_share(&r.series, &r.spec, &r.sick);
+    within("5xx share", share, 0.006..=0.0095);
+    assert!(http_5xx_share(&r.series, &r.spec, &r.healthy) < 0.003);
+    assert_latency_unchanged(&r);
+}
+
+/// Per GPU of the incident model, the share of the window's scrapes with the power cap (0x4) set.
+fn power_cap_shares(r: &Run) -> Vec<f64> {
+    let w = r.w();
+    let pods: Vec<String> = r.spec.replicas().into_iter().filter(|x| x.model == r.sick).map(|x| x.pod).collect();
+    pods.iter()
+        .map(|pod| {
+            let s = r.series.iter().find(|s| s.name == "DCGM_FI_DEV_CLOCKS_EVENT_REASONS" && s.labels.get("pod") == Some(pod));
+            let v: Vec<f64> = s.expect("a GPU per pod").points.iter().filter(|(t, _)| *t > w.from && *t <= w.to).map(|(_, v)| *v).collect();
+            v.iter().filter(|x| (**x as u32) & 0x4 != 0).count() as f64 / v.len() as f64
+        })
+        .collect()
+}
+
+#[test]
+fn gpu_prefill_bursts_near_miss_caps_every_gpu_under_a_tenth_of_the_window() {
+    let r = Run::fixture("gpu-prefill-bursts-near");
+    let shares = power_cap_shares(&r);
+    let most = shares.iter().copied().fold(0.0, f64::max);
+    within("the most capped GPU's share", most, 0.03..=0.095);
 }
 
 #[test]

@@ -140,3 +140,40 @@ fn router_retries_retry_a_tenth_of_the_requests_and_the_engines_count_no_error()
     }
     assert!(all > 1000.0 && errors / all < 0.01, "{errors} of {all}");
 }
+
+/// The share of the window's prefix decisions made without the prompt's tokens, and all of them.
+fn blind_share(spec: &ScenarioSpec, series: &[GeneratedSeries]) -> (f64, f64) {
+    let (w0, w1) = (secs(spec.window_start()), secs(spec.window_end()));
+    let fam = "vllm_router_prefix_routing_decisions_total";
+    let blind = increase(series, fam, &[("outcome", "missing_tokens")], w0, w1);
+    let all = increase(series, fam, &[], w0, w1);
+    (blind / all, all)
+}
+
+#[test]
+fn router_prefix_blind_makes_every_decision_without_tokens_after_a_baseline_that_had_them() {
+    let (spec, series) = fixture("router-prefix-blind");
+    let (share, all) = blind_share(&spec, &series);
+    assert!(share > 0.99 && all > 5000.0, "{share} of {all}");
+    let (b0, w0) = (secs(spec.baseline_start()), secs(spec.window_start()));
+    let fam = "vllm_router_prefix_routing_decisions_total";
+    assert_eq!(increase(&series, fam, &[("outcome", "missing_tokens")], b0, w0), 0.0);
+    assert!(increase(&series, fam, &[("outcome", "prefix_hit")], b0, w0) > 0.0);
+    // as vllm-router labels them, one decision per request
+    assert!(series.iter().filter(|s| s.name == fam).all(|s| s.labels["policy"] == "cache_aware" && s.labels["stage"] == "regular"));
+    let requests = increase(&series, "vllm_router_requests_total", &[], w0, secs(spec.window_end()));
+    assert!((all - requests).abs() <= 2.0, "{all} decisions for {requests} requests");
+}
+
+#[test]
+fn router_prefix_blind_near_miss_lacks_the_tokens_for_two_fifths_of_the_decisions() {
+    let (spec, series) = fixture("router-prefix-blind-near");
+    let (share, all) = blind_share(&spec, &series);
+    assert!((0.38..0.42).contains(&share) && all > 5000.0, "{share} of {all}");
+}
+
+#[test]
+fn only_a_cache_aware_router_writes_prefix_decisions() {
+    let (_, series) = fixture("router-retries-near");
+    assert!(!series.iter().any(|s| s.name == "vllm_router_prefix_routing_decisions_total"));
+}
