@@ -182,6 +182,14 @@ pub fn prepare(rt: &tokio::runtime::Runtime, fleet: Fleet, out: &Path, fresh: bo
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
 
+    // Only VictoriaMetrics, and more than one chunk: each chunk is imported as it is generated,
+    // never merged into one file (10,000 replicas would be about 30 GB of OpenMetrics).
+    if need_vm && !prometheus && specs.len() > 1 {
+        let vm_built = generate_into_vm(rt, fleet, &specs, &dir, &storage)?;
+        write_json(&vm_meta_path, &vm_built)?;
+        let built = vm_built.built.clone();
+        return Ok(Prepared { tsdb, built, fresh: true, vm: Some(PreparedVm { storage, built: vm_built, fresh: true }) });
+    }
     let (om, mut built) = generate(fleet, &specs, &dir)?;
     let result = (|| -> Result<Prepared, String> {
         if need_tsdb {
@@ -246,6 +254,50 @@ fn generate(fleet: Fleet, specs: &[String], dir: &Path) -> Result<(PathBuf, Buil
         window_end,
     };
     Ok((om, built))
+}
+
+/// Generate the fleet chunk by chunk, importing each into a VictoriaMetrics started on `storage`
+/// (then stopped) before the next is written; only one chunk's OpenMetrics is on disk at a time.
+fn generate_into_vm(rt: &tokio::runtime::Runtime, fleet: Fleet, specs: &[String], dir: &Path, storage: &Path) -> Result<VmBuilt, String> {
+    let parsed: Vec<ScenarioSpec> = specs
+        .iter()
+        .map(|t| ScenarioSpec::from_toml_str(t).map_err(|e| format!("fleet {}: the generated spec is invalid: {e}\n{t}", fleet.label())))
+        .collect::<Result<_, _>>()?;
+    let window_end = parsed[0].window_end();
+    eprintln!("[{}] generating {} replicas in {} chunk(s), each imported into VictoriaMetrics as it is written", fleet.label(), fleet.replicas, parsed.len());
+    let started = Instant::now();
+    let (mut generate_secs, mut openmetrics_bytes) = (0.0, 0u64);
+    let mut imported = rt.block_on(async {
+        let server = vm::start(storage, dir, "vm-import.log").await?;
+        let mut sent = vm::Sent::default();
+        for (c, spec) in parsed.iter().enumerate() {
+            let path = dir.join(format!("chunk-{c}.om"));
+            let generated = Instant::now();
+            let file = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            let mut w = BufWriter::with_capacity(1 << 20, file);
+            generate_openmetrics(spec, &mut w).and_then(|()| w.flush()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            drop(w);
+            generate_secs += generated.elapsed().as_secs_f64();
+            openmetrics_bytes += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            eprintln!("[{}] chunk {} of {}: {:.1} GB written, importing", fleet.label(), c + 1, parsed.len(), openmetrics_bytes as f64 / 1e9);
+            let result = sent.add(&server.url, &path, (c > 0).then_some(c)).await;
+            let _ = std::fs::remove_file(&path);
+            result.map_err(|e| format!("{e}\nits log:\n{}", server.log_text()))?;
+        }
+        sent.finish(&server.url, started).await.map_err(|e| format!("{e}\nits log:\n{}", server.log_text()))
+    })?;
+    imported.storage_bytes = vm::dir_bytes(storage);
+    eprintln!(
+        "[{}] imported {} samples ({:.1} GB of text, {} requests) in {:.1} s with the generation, searchable {:.1} s later",
+        fleet.label(),
+        imported.samples,
+        imported.text_bytes as f64 / 1e9,
+        imported.requests,
+        imported.import_secs,
+        imported.searchable_secs
+    );
+    let built = Built { fleet: fleet.label(), chunks: parsed.len(), generate_secs, openmetrics_bytes, samples: imported.samples, backfill_secs: None, window_end };
+    Ok(VmBuilt { built, imported })
 }
 
 /// promtool's backfill of `om` into `tsdb`; returns its time.
@@ -388,7 +440,7 @@ fn sections(mut r: impl BufRead) -> std::io::Result<Vec<Section>> {
 }
 
 /// `instance="x-3:8000"` -> `instance="x-3-c2:8000"`, `pod="p"` -> `pod="c2-p"`.
-fn tag_replica(line: &[u8], chunk: usize) -> Vec<u8> {
+pub fn tag_replica(line: &[u8], chunk: usize) -> Vec<u8> {
     let text = String::from_utf8_lossy(line);
     text.replace(":8000\"", &format!("-c{chunk}:8000\"")).replace("pod=\"", &format!("pod=\"c{chunk}-")).into_bytes()
 }

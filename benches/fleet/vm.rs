@@ -78,9 +78,63 @@ struct Converted {
 /// Stream `om` into the VictoriaMetrics at `url` and wait until every sample is searchable.
 pub async fn import(url: &str, om: &Path) -> Result<Imported, String> {
     let started = Instant::now();
+    let mut sent = Sent::default();
+    sent.add(url, om, None).await?;
+    sent.finish(url, started).await
+}
+
+/// What has been imported so far, file by file ([`Sent::add`]), until [`Sent::finish`] waits for
+/// all of it to be searchable: a fleet too large for one OpenMetrics file on disk is imported one
+/// generated chunk at a time.
+#[derive(Default)]
+pub struct Sent {
+    converted: Option<Converted>,
+    requests: usize,
+}
+
+impl Sent {
+    /// Stream `om` into the VictoriaMetrics at `url`, its replicas tagged as chunk `tag`'s (see
+    /// `data::tag_replica`) when given.
+    pub async fn add(&mut self, url: &str, om: &Path, tag: Option<usize>) -> Result<(), String> {
+        let (converted, requests) = send(url, om, tag).await?;
+        self.requests += requests;
+        match &mut self.converted {
+            None => self.converted = Some(converted),
+            Some(all) => {
+                for (k, v) in converted.per_metric {
+                    *all.per_metric.entry(k).or_default() += v;
+                }
+                all.text_bytes += converted.text_bytes;
+                all.first_ms = all.first_ms.min(converted.first_ms);
+                all.last_ms = all.last_ms.max(converted.last_ms);
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait until every sample sent is searchable; `started` is when the first byte was read.
+    pub async fn finish(self, url: &str, started: Instant) -> Result<Imported, String> {
+        let converted = self.converted.ok_or("nothing was imported")?;
+        let import_secs = started.elapsed().as_secs_f64();
+        let waited = Instant::now();
+        wait_searchable(&reqwest::Client::new(), url, &converted).await?;
+        Ok(Imported {
+            samples: converted.per_metric.values().sum(),
+            text_bytes: converted.text_bytes,
+            requests: self.requests,
+            import_secs,
+            searchable_secs: waited.elapsed().as_secs_f64(),
+            storage_bytes: 0,
+            victoria_metrics: version(),
+        })
+    }
+}
+
+/// Stream `om` into the VictoriaMetrics at `url`: what was converted and how many requests it took.
+async fn send(url: &str, om: &Path, tag: Option<usize>) -> Result<(Converted, usize), String> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(IMPORTS_IN_FLIGHT);
     let om_owned = om.to_path_buf();
-    let converter = std::thread::spawn(move || convert(&om_owned, tx));
+    let converter = std::thread::spawn(move || convert(&om_owned, tx, tag));
     let http = reqwest::Client::new();
     let endpoint = format!("{url}/api/v1/import/prometheus");
     let chunks = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
@@ -117,25 +171,12 @@ pub async fn import(url: &str, om: &Path) -> Result<Imported, String> {
     if let Some(e) = failed {
         return Err(e);
     }
-    let converted = converted?;
-    let import_secs = started.elapsed().as_secs_f64();
-
-    let started = Instant::now();
-    wait_searchable(&http, url, &converted).await?;
-    Ok(Imported {
-        samples: converted.per_metric.values().sum(),
-        text_bytes: converted.text_bytes,
-        requests,
-        import_secs,
-        searchable_secs: started.elapsed().as_secs_f64(),
-        storage_bytes: 0,
-        victoria_metrics: version(),
-    })
+    Ok((converted?, requests))
 }
 
 /// OpenMetrics -> Prometheus text with millisecond timestamps, in chunks of about [`CHUNK_BYTES`]
 /// sent to `tx`. Stops (with an error) when the receiver is gone.
-fn convert(om: &Path, tx: tokio::sync::mpsc::Sender<Vec<u8>>) -> Result<Converted, String> {
+fn convert(om: &Path, tx: tokio::sync::mpsc::Sender<Vec<u8>>, tag: Option<usize>) -> Result<Converted, String> {
     let file = File::open(om).map_err(|e| format!("cannot open {}: {e}", om.display()))?;
     let mut r = BufReader::with_capacity(1 << 20, file);
     let mut out = Converted { first_ms: i64::MAX, last_ms: i64::MIN, ..Default::default() };
@@ -170,7 +211,10 @@ fn convert(om: &Path, tx: tokio::sync::mpsc::Sender<Vec<u8>>) -> Result<Converte
             metric_samples = 0;
         }
         metric_samples += 1;
-        chunk.extend_from_slice(&text[..=cut]);
+        match tag {
+            Some(c) => chunk.extend_from_slice(&crate::data::tag_replica(&text[..=cut], c)),
+            None => chunk.extend_from_slice(&text[..=cut]),
+        }
         chunk.extend_from_slice(t_ms.to_string().as_bytes());
         chunk.push(b'\n');
         if chunk.len() >= CHUNK_BYTES {
