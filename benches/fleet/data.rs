@@ -287,15 +287,7 @@ fn generate_into_vm(rt: &tokio::runtime::Runtime, fleet: Fleet, specs: &[String]
         sent.finish(&server.url, started).await.map_err(|e| format!("{e}\nits log:\n{}", server.log_text()))
     })?;
     imported.storage_bytes = vm::dir_bytes(storage);
-    eprintln!(
-        "[{}] imported {} samples ({:.1} GB of text, {} requests) in {:.1} s with the generation, searchable {:.1} s later",
-        fleet.label(),
-        imported.samples,
-        imported.text_bytes as f64 / 1e9,
-        imported.requests,
-        imported.import_secs,
-        imported.searchable_secs
-    );
+    say_imported(fleet, &imported, " with the generation");
     let built = Built { fleet: fleet.label(), chunks: parsed.len(), generate_secs, openmetrics_bytes, samples: imported.samples, backfill_secs: None, window_end };
     Ok(VmBuilt { built, imported })
 }
@@ -337,8 +329,14 @@ fn import_vm(rt: &tokio::runtime::Runtime, fleet: Fleet, om: &Path, storage: &Pa
         vm::import(&server.url, om).await.map_err(|e| format!("{e}\nits log:\n{}", server.log_text()))
     })?;
     imported.storage_bytes = vm::dir_bytes(storage);
+    say_imported(fleet, &imported, "");
+    Ok(imported)
+}
+
+/// The import's line on stderr; `how` after its time (" with the generation").
+fn say_imported(fleet: Fleet, imported: &vm::Imported, how: &str) {
     eprintln!(
-        "[{}] imported {} samples ({:.1} GB of text, {} requests) in {:.1} s, searchable {:.1} s later",
+        "[{}] imported {} samples ({:.1} GB of text, {} requests) in {:.1} s{how}, searchable {:.1} s later",
         fleet.label(),
         imported.samples,
         imported.text_bytes as f64 / 1e9,
@@ -346,7 +344,6 @@ fn import_vm(rt: &tokio::runtime::Runtime, fleet: Fleet, om: &Path, storage: &Pa
         imported.import_secs,
         imported.searchable_secs
     );
-    Ok(imported)
 }
 
 /// One metric family's lines in a chunk file: `[start, end)` byte offsets, header lines included.
