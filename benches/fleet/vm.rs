@@ -4,8 +4,11 @@
 //! the import is paid once), `-retentionPeriod=100y` (the fleet sits at a fixed date in the past)
 //! and `-search.disableCache`: without it VictoriaMetrics answers a repeated range query partly from
 //! its rollup cache, and every timed run after the first would measure the cache, not the work.
-//! Everything else is the default, as a user's would be (`-search.maxConcurrentRequests` is 2 x
-//! the cores: on this machine 4 of explain's 8 requests run and the rest queue).
+//! `-search.maxUniqueTimeseries` and `-search.maxSeries` are raised far past their defaults
+//! (300,000 and 30,000), which refuse a 10,000-replica fleet's histograms outright, as its operator
+//! would raise them. Everything else is the default, as a user's would be
+//! (`-search.maxConcurrentRequests` is 2 x the cores: on this machine 4 of explain's 8 requests run
+//! and the rest queue).
 //!
 //! The import streams the fleet's OpenMetrics file (the very file promtool backfills) through
 //! `/api/v1/import/prometheus`: OpenMetrics minus its comment lines, with the timestamps turned from
@@ -45,6 +48,11 @@ pub async fn start(storage: &Path, work: &Path, log_name: &str) -> Result<Server
         .arg("-retentionPeriod=100y")
         .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
         .arg("-search.disableCache")
+        // The default caps (300,000 series a query may touch, 30,000 a series request may list)
+        // refuse a 10,000-replica fleet's histograms outright; an operator of such a fleet raises
+        // them, and nothing smaller comes near them.
+        .arg("-search.maxUniqueTimeseries=20000000")
+        .arg("-search.maxSeries=20000000")
         .arg("-loggerLevel=WARN");
     Server::spawn("victoria-metrics", "victoria-metrics", cmd, port, &work.join(log_name), "/health", (libc::SIGINT, Duration::from_secs(60))).await
 }
