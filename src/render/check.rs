@@ -4,11 +4,11 @@
 use super::{coverage_phrase, describe_duration, describe_time_at, one_line, plural, severity_counts, RenderOptions, ScopeStyle};
 use crate::report::{Decision, Finding, NoVerdict, Report};
 
-/// Whether [`check_verdict`] says `NOT EVALUATED` for `report` (the two no-verdict cases it words;
-/// scrape targets that answered nothing also give exit code 3 without it).
+/// Whether [`check_verdict`] says `NOT EVALUATED` for `report`: every run without a verdict (exit
+/// code 3) but one where nothing was judged and still something was found.
 pub fn verdict_says_not_evaluated(report: &Report, opts: &RenderOptions) -> bool {
     match report.decide(opts.fail_on, opts.fail_on_unexplained) {
-        Decision::NoVerdict(NoVerdict::CoreNotJudged) => true,
+        Decision::NoVerdict(NoVerdict::CoreNotJudged | NoVerdict::TargetsUnread) => true,
         Decision::NoVerdict(NoVerdict::NothingJudged) => report.findings.is_empty(),
         _ => false,
     }
@@ -61,8 +61,6 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
             crate::report::fail_on_name(opts.fail_on, true)
         );
     }
-    // Scrape targets that answered nothing give exit code 3, but `check` has always worded only the
-    // two cases below (the report's coverage names the targets).
     if decision == Decision::NoVerdict(NoVerdict::CoreNotJudged) {
         let core: Vec<String> = report.coverage.core_not_evaluated.iter().map(|r| one_line(r)).collect();
         let rest = if report.findings.is_empty() {
@@ -75,6 +73,22 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
             core.join(", "),
             describe_duration(&report.window),
             coverage_phrase(report).unwrap_or_else(|| format!("{} evaluated", plural(report.stats.rules_evaluated, "rule/scope pair", "rule/scope pairs")))
+        );
+    }
+    if decision == Decision::NoVerdict(NoVerdict::TargetsUnread) {
+        let unread = &report.coverage.unread_targets;
+        let named: Vec<String> = unread.iter().take(3).map(|t| one_line(t)).collect();
+        let more = if unread.len() > named.len() { format!(" and {} more", unread.len() - named.len()) } else { String::new() };
+        let rest = if report.findings.is_empty() {
+            "nothing was found in what answered".to_string()
+        } else {
+            format!("what answered found {} ({}), none failing", plural(report.findings.len(), "finding", "findings"), severity_counts(&report.findings))
+        };
+        return format!(
+            "NOT EVALUATED: {} answered nothing in the {} {since} ({}{more}); {rest}, but this is not a pass",
+            plural(unread.len(), "scrape target", "scrape targets"),
+            describe_duration(&report.window),
+            named.join("; ")
         );
     }
     if decision == Decision::NoVerdict(NoVerdict::NothingJudged) && report.findings.is_empty() {

@@ -466,6 +466,18 @@ mod tests {
     }
 
     #[test]
+    fn a_check_whose_scrape_targets_answered_nothing_is_not_a_pass() {
+        let mut r = clean_report();
+        r.coverage.unread_targets = vec!["10.0.0.7:8000: connection refused".into()];
+        let opts = RenderOptions { fail_on: Some(Severity::Warning), ..RenderOptions::default() };
+        assert_eq!(r.exit_code_with(opts.fail_on, false), crate::error::exit::NO_DATA);
+        let v = check_verdict(&r, &opts);
+        assert!(v.starts_with("NOT EVALUATED: 1 scrape target answered nothing in the 30m since the deploy"), "{v}");
+        assert!(v.contains("10.0.0.7:8000: connection refused") && v.ends_with("but this is not a pass"), "{v}");
+        assert!(verdict_says_not_evaluated(&r, &opts));
+    }
+
+    #[test]
     fn an_all_clear_without_the_core_checks_is_not_an_all_clear() {
         let mut r = clean_report();
         r.coverage = crate::report::Coverage { rules: 8, evaluated: 5, stood_in: 2, core_not_evaluated: vec!["slow-decode".into()], unread_targets: vec![] };
