@@ -470,7 +470,7 @@ mod tests {
         let mut r = clean_report();
         r.coverage.unread_targets = vec!["10.0.0.7:8000: connection refused".into()];
         let opts = RenderOptions { fail_on: Some(Severity::Warning), ..RenderOptions::default() };
-        assert_eq!(r.exit_code_with(opts.fail_on, false), crate::error::exit::NO_DATA);
+        assert_eq!(r.decide(opts.fail_on, false), crate::report::Decision::NoVerdict(crate::report::NoVerdict::TargetsUnread), "exit code 3");
         let v = check_verdict(&r, &opts);
         assert!(v.starts_with("NOT EVALUATED: 1 scrape target answered nothing in the 30m since the deploy"), "{v}");
         assert!(v.contains("10.0.0.7:8000: connection refused") && v.ends_with("but this is not a pass"), "{v}");
