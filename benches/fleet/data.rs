@@ -219,12 +219,17 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// Generate the fleet's OpenMetrics file in `dir`; returns it and what it cost (no backfill yet).
-fn generate(fleet: Fleet, specs: &[String], dir: &Path) -> Result<(PathBuf, Built), String> {
-    let parsed: Vec<ScenarioSpec> = specs
+/// The chunks' generator specs, parsed.
+fn parse_specs(fleet: Fleet, specs: &[String]) -> Result<Vec<ScenarioSpec>, String> {
+    specs
         .iter()
         .map(|t| ScenarioSpec::from_toml_str(t).map_err(|e| format!("fleet {}: the generated spec is invalid: {e}\n{t}", fleet.label())))
-        .collect::<Result<_, _>>()?;
+        .collect()
+}
+
+/// Generate the fleet's OpenMetrics file in `dir`; returns it and what it cost (no backfill yet).
+fn generate(fleet: Fleet, specs: &[String], dir: &Path) -> Result<(PathBuf, Built), String> {
+    let parsed = parse_specs(fleet, specs)?;
     let window_end = parsed[0].window_end();
 
     eprintln!("[{}] generating {} replicas in {} chunk(s)", fleet.label(), fleet.replicas, parsed.len());
@@ -259,10 +264,7 @@ fn generate(fleet: Fleet, specs: &[String], dir: &Path) -> Result<(PathBuf, Buil
 /// Generate the fleet chunk by chunk, importing each into a VictoriaMetrics started on `storage`
 /// (then stopped) before the next is written; only one chunk's OpenMetrics is on disk at a time.
 fn generate_into_vm(rt: &tokio::runtime::Runtime, fleet: Fleet, specs: &[String], dir: &Path, storage: &Path) -> Result<VmBuilt, String> {
-    let parsed: Vec<ScenarioSpec> = specs
-        .iter()
-        .map(|t| ScenarioSpec::from_toml_str(t).map_err(|e| format!("fleet {}: the generated spec is invalid: {e}\n{t}", fleet.label())))
-        .collect::<Result<_, _>>()?;
+    let parsed = parse_specs(fleet, specs)?;
     let window_end = parsed[0].window_end();
     eprintln!("[{}] generating {} replicas in {} chunk(s), each imported into VictoriaMetrics as it is written", fleet.label(), fleet.replicas, parsed.len());
     let started = Instant::now();

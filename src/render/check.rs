@@ -63,11 +63,7 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
     }
     if decision == Decision::NoVerdict(NoVerdict::CoreNotJudged) {
         let core: Vec<String> = report.coverage.core_not_evaluated.iter().map(|r| one_line(r)).collect();
-        let rest = if report.findings.is_empty() {
-            "nothing was found in the rest".to_string()
-        } else {
-            format!("the rest found {} ({}), none failing", plural(report.findings.len(), "finding", "findings"), severity_counts(&report.findings))
-        };
+        let rest = found_in(report, "the rest");
         return format!(
             "NOT EVALUATED: the core checks {} could not be evaluated in the {} {since}; {rest} ({}), but this is not a pass",
             core.join(", "),
@@ -79,11 +75,7 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
         let unread = &report.coverage.unread_targets;
         let named: Vec<String> = unread.iter().take(3).map(|t| one_line(t)).collect();
         let more = if unread.len() > named.len() { format!(" and {} more", unread.len() - named.len()) } else { String::new() };
-        let rest = if report.findings.is_empty() {
-            "nothing was found in what answered".to_string()
-        } else {
-            format!("what answered found {} ({}), none failing", plural(report.findings.len(), "finding", "findings"), severity_counts(&report.findings))
-        };
+        let rest = found_in(report, "what answered");
         return format!(
             "NOT EVALUATED: {} answered nothing in the {} {since} ({}{more}); {rest}, but this is not a pass",
             plural(unread.len(), "scrape target", "scrape targets"),
@@ -127,4 +119,13 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
         describe_duration(&report.window),
         notes.join(", ")
     )
+}
+
+/// `nothing was found in the rest` or `the rest found 2 findings (1 warning, 1 info), none failing`.
+fn found_in(report: &Report, part: &str) -> String {
+    if report.findings.is_empty() {
+        format!("nothing was found in {part}")
+    } else {
+        format!("{part} found {} ({}), none failing", plural(report.findings.len(), "finding", "findings"), severity_counts(&report.findings))
+    }
 }
