@@ -5,12 +5,15 @@
 waiting: for a Prometheus, VictoriaMetrics or Alertmanager to start, for Chromium, for the MCP
 client's Python. On a 2-core machine one core then idles. This builds every test target once
 (`cargo test --no-run`, exactly the targets `cargo test --workspace --all-targets` runs), then runs
-them as `cargo test -p PACKAGE --TARGET-KIND NAME`, JOBS at a time (2, or $VLLM_DIAG_TEST_JOBS), the
-slowest known ones first so that the last to finish are short. Each target's output is printed
-whole when it ends, with how long it took; a summary names the targets that failed. The exit code
-is 0 when every target passed, 101 (cargo's) otherwise.
+the built executables themselves, as `cargo test` would (from their package's directory, with
+cargo's CARGO_MANIFEST_DIR and CARGO_PKG_NAME), JOBS at a time (2, or $VLLM_DIAG_TEST_JOBS), the
+slowest known ones first so that the last to finish are short. Not `cargo test -p PACKAGE`: with
+one package selected cargo unifies the dependencies' features for that package alone, and for the
+simulator's unit tests it rebuilt a dozen crates and the product (77 s of a fresh-clone run). Each
+target's output is printed whole when it ends, with how long it took; a summary names the targets
+that failed. The exit code is 0 when every target passed, 101 (cargo's) otherwise.
 
-Arguments are passed to every `cargo test` (e.g. --locked).
+Arguments are passed to the build (`cargo test --no-run`, e.g. --locked).
 """
 
 import json
@@ -28,18 +31,23 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 SLOW_FIRST = [
     "differential",
     "rules_export",
+    "real_engine_fleet",
+    "moved",
     "channel",
     "faults",
-    "backtest",
-    "real_engine_fleet",
     "victoria",
+    "real_engine",
+    "real_engine_router",
     "scrape",
     "serve",
-    "docs",
-    "real_engine_router",
-    "mcp",
-    "html",
+    "onset",
     "pathologies",
+    "backtest",
+    "mcp",
+    "check",
+    "docs",
+    "secrets",
+    "events",
 ]
 
 
@@ -56,6 +64,7 @@ def targets(cargo_args):
         subprocess.run(["cargo", "metadata", "--no-deps", "--format-version=1", *[a for a in cargo_args if a in ("--locked", "--offline", "--frozen")]], stdout=subprocess.PIPE, text=True, check=True).stdout
     )
     names = {p["id"]: p["name"] for p in meta["packages"]}
+    dirs = {p["id"]: os.path.dirname(p["manifest_path"]) for p in meta["packages"]}
     out = []
     for line in build.stdout.splitlines():
         try:
@@ -68,22 +77,26 @@ def targets(cargo_args):
         flag = {"lib": "--lib", "proc-macro": "--lib", "bin": "--bin", "test": "--test", "bench": "--bench", "example": "--example"}.get(kind)
         if flag is None:
             continue
-        out.append((names.get(msg["package_id"], msg["package_id"]), flag, msg["target"]["name"]))
+        package = msg["package_id"]
+        out.append((names.get(package, package), flag, msg["target"]["name"], msg["executable"], dirs.get(package, ".")))
     rank = {n: i for i, n in enumerate(SLOW_FIRST)}
     out.sort(key=lambda t: (rank.get(t[2], len(SLOW_FIRST)), t[0], t[2]))
     return out
 
 
-def run(target, cargo_args):
-    package, flag, name = target
-    cmd = ["cargo", "test", "-p", package, *cargo_args]
-    cmd += [flag] if flag == "--lib" else [flag, name]
+def run(target):
+    package, flag, name, executable, directory = target
+    # What `cargo test -p PACKAGE FLAG NAME` would run, named so for a rerun by hand.
+    label = f"cargo test -p {package} {flag}" + ("" if flag == "--lib" else f" {name}")
+    env = dict(os.environ, CARGO_MANIFEST_DIR=directory, CARGO_PKG_NAME=package)
     started = time.monotonic()
     with tempfile.TemporaryFile(mode="w+") as log:
-        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+        log.write(f"     Running {os.path.relpath(executable, directory)} ({label})\n")
+        log.flush()
+        code = subprocess.run([executable], cwd=directory, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
         log.seek(0)
         text = log.read()
-    return target, " ".join(cmd), code, time.monotonic() - started, text
+    return target, label, code, time.monotonic() - started, text
 
 
 def main():
@@ -94,7 +107,7 @@ def main():
     failed = []
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for done in as_completed([pool.submit(run, t, cargo_args) for t in todo]):
+        for done in as_completed([pool.submit(run, t) for t in todo]):
             target, cmd, code, took, text = done.result()
             verdict = "ok" if code == 0 else f"FAILED (exit code {code})"
             print(f"\n===== {cmd}: {verdict} in {took:.1f}s =====", flush=True)

@@ -172,6 +172,9 @@ impl PromServer {
                 // A firing alert whose first send found no Alertmanager yet (tests start it after
                 // Prometheus) is sent again within seconds, not after the default minute.
                 .arg("--rules.alert.resend-delay=2s")
+                // Go collects garbage a quarter as often: these servers live seconds and hold a few
+                // megabytes, and rules_export's scenario loop took 12% less CPU (25.2 s -> 22.3 s).
+                .env("GOGC", "400")
                 .arg(format!("--web.listen-address={addr}"));
             if let Some(web) = &web {
                 cmd.arg(format!("--web.config.file={}", web.config.display()));
@@ -406,11 +409,15 @@ fn runs(tool: &str, version_flag: &str) -> bool {
 /// of a scenario test's time, and the suite backfills the same scenarios many times.
 fn backfill(openmetrics: &Path, data: &Path) {
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("promtool-blocks");
-    let key = std::fs::read(openmetrics).ok().map(|bytes| {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        bytes.hash(&mut h);
-        format!("{}-{:016x}", bytes.len(), h.finish())
+    let key = std::fs::read(openmetrics).ok().map(|bytes| content_key(&bytes));
+    // Test binaries run side by side (scripts/run-tests.py) and backfill the same scenarios: the
+    // first to need a text's blocks makes them while the others wait, holding a lock per text.
+    let _lock = key.as_ref().and_then(|k| {
+        std::fs::create_dir_all(&cache).ok()?;
+        let lock = std::fs::File::create(cache.join(format!(".{k}.lock"))).ok()?;
+        // SAFETY: flock(2) on a file descriptor this function owns; released when `lock` is dropped.
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+        Some(lock)
     });
     if let Some(cached) = key.as_ref().map(|k| cache.join(k)).filter(|c| c.is_dir()) {
         copy_tree(&cached, data);
@@ -429,6 +436,13 @@ fn backfill(openmetrics: &Path, data: &Path) {
             }
         }
     }
+}
+
+/// A cache key for a generated text: its length and CRC-32. Two texts of one length whose CRC-32s
+/// agree are one in four billion; an accidental match would serve another scenario's data, which
+/// its test's expectations would then fail on, not pass.
+fn content_key(bytes: &[u8]) -> String {
+    format!("{}-{:08x}", bytes.len(), crc32fast::hash(bytes))
 }
 
 /// Copy the directory tree `from` into `to` (created when missing); panics naming the file.
@@ -683,9 +697,9 @@ pub fn scenario_run(name: &str) -> ScenarioRun {
     let modified = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).unwrap_or_default();
     let build = format!("{}-{}", meta.len(), modified.as_nanos());
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (&text, &args).hash(&mut h);
+    args.hash(&mut h);
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scenario-runs");
-    let entry = root.join(&build).join(format!("{name}-{:016x}", h.finish()));
+    let entry = root.join(&build).join(format!("{name}-{}-{:016x}", content_key(&text), h.finish()));
     // Test binaries run side by side (scripts/run-tests.py): the first to ask for a run makes it
     // while the others wait for it, holding a lock beside the entry.
     std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("cannot create {}: {e}", root.display()));

@@ -1042,7 +1042,18 @@ fn simulate_kept(spec: &ScenarioSpec) -> sim::Generated {
 /// Write the scenario as OpenMetrics text for `promtool tsdb create-blocks-from openmetrics`:
 /// every sample timestamped, each family's samples together, `# EOF` at the end.
 pub fn generate_openmetrics(spec: &ScenarioSpec, out: &mut impl std::io::Write) -> std::io::Result<()> {
-    openmetrics::write(&simulate_kept(spec), out)
+    generate_into(spec, out)
+}
+
+/// [`generate_openmetrics`] behind one concrete writer, so that the formatting is compiled here,
+/// optimised (Cargo.toml optimises this crate even in the debug build the tests run), and not in
+/// each unoptimised test binary that names its own writer type. The buffer makes the writes
+/// through `dyn Write` few and large.
+fn generate_into(spec: &ScenarioSpec, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut buffered = std::io::BufWriter::with_capacity(1 << 16, out);
+    openmetrics::write(&simulate_kept(spec), &mut buffered)?;
+    buffered.flush()
 }
 
 #[cfg(test)]
