@@ -414,10 +414,7 @@ fn backfill(openmetrics: &Path, data: &Path) {
     // first to need a text's blocks makes them while the others wait, holding a lock per text.
     let _lock = key.as_ref().and_then(|k| {
         std::fs::create_dir_all(&cache).ok()?;
-        let lock = std::fs::File::create(cache.join(format!(".{k}.lock"))).ok()?;
-        // SAFETY: flock(2) on a file descriptor this function owns; released when `lock` is dropped.
-        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
-        Some(lock)
+        exclusive_lock(&cache.join(format!(".{k}.lock"))).ok()
     });
     if let Some(cached) = key.as_ref().map(|k| cache.join(k)).filter(|c| c.is_dir()) {
         copy_tree(&cached, data);
@@ -436,6 +433,15 @@ fn backfill(openmetrics: &Path, data: &Path) {
             }
         }
     }
+}
+
+/// Wait for, then hold, an exclusive lock on the file `path` (created when missing), across
+/// threads and processes alike; it is released when the returned file is dropped.
+fn exclusive_lock(path: &Path) -> std::io::Result<std::fs::File> {
+    let lock = std::fs::File::create(path)?;
+    // SAFETY: flock(2) on a file descriptor this function owns.
+    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    Ok(lock)
 }
 
 /// A cache key for a generated text: its length and CRC-32. Two texts of one length whose CRC-32s
@@ -703,9 +709,7 @@ pub fn scenario_run(name: &str) -> ScenarioRun {
     // Test binaries run side by side (scripts/run-tests.py): the first to ask for a run makes it
     // while the others wait for it, holding a lock beside the entry.
     std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("cannot create {}: {e}", root.display()));
-    let lock = std::fs::File::create(root.join(format!(".{name}.lock"))).unwrap_or_else(|e| panic!("cannot create a lock in {}: {e}", root.display()));
-    // SAFETY: flock(2) on a file descriptor this function owns; released when `lock` is dropped.
-    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    let _lock = exclusive_lock(&root.join(format!(".{name}.lock"))).unwrap_or_else(|e| panic!("cannot create a lock in {}: {e}", root.display()));
     if !entry.join("done").exists() {
         // An older binary's runs can never be asked for again: it was overwritten.
         if !root.join(&build).is_dir() {
