@@ -90,6 +90,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
             Outcome::NotMatched => out.healthy.push(Checked { rule: j.rule, scope: j.scope }),
             Outcome::Unknown { reasons } => unknown.entry(j.rule).or_default().push((j.scope, Reasons(reasons))),
             Outcome::Matched { score, evidence, stood_in, recent } => matched.entry(base_scope(&j.scope, group_by)).or_default().push(Finding {
+                steps: crate::rules::steps::answer(rule, &evidence).into(),
                 rule: rule.id.clone(),
                 title: rule.title.clone(),
                 severity: rule.severity,
@@ -97,7 +98,6 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                 scope: j.scope,
                 summary: rule.summary.clone(),
                 evidence,
-                steps: rule.steps.clone(),
                 references: rule.references.clone(),
                 also_consistent: Vec::new(),
                 raised_from: None,

@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
+mod steps;
+pub use steps::{Answered, Step, Steps, StepVerdict, CHANGED};
+
 /// Labels that identify what a finding is about, e.g. `{model_name="llama"}`. Sorted, so output is stable.
 pub type Scope = BTreeMap<String, String>;
 
@@ -527,7 +530,7 @@ impl Finding {
     /// Whether the finding's first step is the one that names the change it began after
     /// ([`Event::step_naming_it`]), so that the change need not be said again.
     pub fn first_step_names_its_change(&self) -> bool {
-        self.preceded_by.as_ref().and_then(|p| p.event.step_naming_it()).is_some_and(|s| self.steps.first() == Some(&s))
+        matches!(self.steps.first(), Some(Step::Change { event }) if event.step_naming_it().is_some())
     }
 }
 
@@ -623,7 +626,10 @@ pub struct Finding {
     /// One sentence: what this means.
     pub summary: String,
     pub evidence: Vec<Evidence>,
-    pub steps: Vec<String>,
+    /// The runbook's next steps, as data: in the JSON, `steps` (their words) and `step_detail`
+    /// (each step's data and whether the metrics answered it).
+    #[serde(flatten)]
+    pub steps: Steps,
     #[serde(default)]
     pub references: Vec<String>,
     /// Other rules that matched the same scope but explain less (most specific first wins).
@@ -817,7 +823,7 @@ impl Finding {
             scope,
             summary: String::new(),
             evidence: vec![],
-            steps: vec![],
+            steps: Steps::default(),
             references: vec![],
             also_consistent: vec![],
             raised_from: None,

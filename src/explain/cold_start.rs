@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, TimeZone, Utc};
 
 use crate::events::ReplicaLatency;
-use crate::report::{ColdStart, Event, EventKind, Finding, PrecededBy, Severity, TimeRange};
+use crate::report::{ColdStart, Event, EventKind, Finding, PrecededBy, Severity, Step, TimeRange};
 
 /// The threshold naming the longest warm-up, seconds.
 pub const THRESHOLD: &str = crate::rules::COLD_START_WARM_UP;
@@ -239,18 +239,12 @@ pub fn apply(findings: &mut [Finding], events: &[Event], series: &[ReplicaLatenc
             f.severity = Severity::Info;
             let names: Vec<&str> = about.iter().map(|w| w.replica.as_str()).collect();
             f.summary = format!("{} Not a regression: {}.", f.summary, first.note.text);
-            f.steps.insert(
-                0,
-                format!(
-                    "Nothing to roll back: {} warmed up. If every start costs users minutes of slow answers, warm a new server before it takes traffic (representative requests before its readiness probe passes) and keep its compilation caches (torch.compile, CUDA graphs) on a persistent volume.",
-                    names.join(", ")
-                ),
-            );
+            f.steps.insert(0, Step::WarmedUp { replicas: names.iter().map(|n| n.to_string()).collect() });
             f.cold_start = Some(first.note.clone());
         } else if let Some(w) = about.iter().find(|w| !w.cold) {
             f.cold_start = None;
-            if !f.steps.iter().any(|s| s.contains("not a cold start")) {
-                f.steps.insert(0, format!("{}: look at what the start changed (flags, image, node) before treating it as warm-up.", upper_first(&w.note.text)));
+            if !f.steps.iter().any(|s| matches!(s, Step::NotColdStart { .. })) {
+                f.steps.insert(0, Step::NotColdStart { start: w.note.clone() });
             }
         }
         if f.preceded_by.is_none() {
@@ -264,14 +258,6 @@ pub fn apply(findings: &mut [Finding], events: &[Event], series: &[ReplicaLatenc
     }
     // What turned into info goes after what still warns, each keeping its order.
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
-}
-
-fn upper_first(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(first) => first.to_uppercase().chain(c).collect(),
-        None => String::new(),
-    }
 }
 
 #[cfg(test)]
@@ -348,7 +334,7 @@ mod tests {
         apply(&mut fs, &events, &fleet(41, 14, 5.0), &window(), &BTreeMap::new());
         assert_eq!(fs[0].severity, Severity::Warning);
         assert!(fs[0].cold_start.is_none());
-        assert!(fs[0].steps[0].starts_with("Not a cold start: b (re)started"), "{:?}", fs[0].steps);
+        assert!(fs[0].steps[0].text().starts_with("Not a cold start: b (re)started"), "{:?}", fs[0].steps);
         assert_eq!(fs[0].preceded_by.as_ref().unwrap().event.kind, EventKind::Restart);
         // The threshold is the rule pack's: a longer allowance makes it a cold start.
         let mut fs = vec![outlier("b")];

@@ -16,7 +16,7 @@
 use chrono::{DateTime, Utc};
 
 use super::onset;
-use crate::report::{Event, EventKind, Finding, PrecededBy};
+use crate::report::{Event, EventKind, Finding, PrecededBy, Step};
 
 /// How many trend steps after an event a finding's onset may lie and still be tied to it.
 pub const LEAD_STEPS: i64 = 3;
@@ -95,7 +95,7 @@ pub fn apply(findings: &mut [Finding], events: &[Event], step: u64, window_start
         date_by_events(f, events, window_start);
         let Some((e, lead)) = preceding(f, events, step, window_start) else { continue };
         let text = if f.onset.is_some() { sentence(e, lead) } else { format!("was there from the window's start at {}, {}", clock(&window_start), sentence(e, lead).trim_start_matches("began ")) };
-        f.steps.insert(0, e.first_step());
+        f.steps.insert(0, Step::Change { event: e.clone() });
         f.preceded_by = Some(PrecededBy { event: e.clone(), lead_seconds: lead, text });
     }
 }
@@ -135,7 +135,7 @@ mod tests {
     fn finding(model: &str, onset: Option<&str>) -> Finding {
         Finding {
             title: "KV-cache pressure".into(),
-            steps: vec!["Check the cache.".into()],
+            steps: vec![Step::Rule { ask: "Check the cache.".into(), lever: None }].into(),
             onset: onset.map(t),
             onset_signal: Some("kv_usage_max".into()),
             ..Finding::bare("kv-cache-pressure", Severity::Critical, scope(model))
@@ -169,7 +169,7 @@ mod tests {
         assert_eq!(p.event.kind, EventKind::ConfigChange, "the configuration explains more than the restart");
         assert_eq!(p.lead_seconds, 120);
         assert_eq!(p.text, "began 2 min after a configuration change at 09:01:00 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas");
-        assert!(fs[0].steps[0].starts_with("Start with the configuration change at 09:01:00 UTC"), "{}", fs[0].steps[0]);
+        assert!(fs[0].steps[0].text().starts_with("Start with the configuration change at 09:01:00 UTC"), "{:?}", fs[0].steps[0]);
         assert_eq!(fs[0].steps.len(), 2);
     }
 

@@ -12,7 +12,9 @@
 //!    changes correlate tied);
 //! 6. `replica cause`: why a replica a finding names differs: load, configuration or hardware
 //!    ([`replica_cause::apply`]);
-//! 7. `gpu reasons`: the DCGM clocks-event reasons a GPU finding's evidence holds ([`gpu_reasons::apply`]).
+//! 7. `gpu reasons`: the DCGM clocks-event reasons a GPU finding's evidence holds ([`gpu_reasons::apply`]);
+//! 8. `levers ruled out`: a step that proposes changing a flag the finding's evidence rules out
+//!    (its won't-help) is not given, so no two lines of one finding contradict each other.
 //!
 //! The follow-ups themselves come before (`follow_up::apply`, which fills the trends these read),
 //! and what else moved after (`moved::apply`, which reads every finding as finished here).
@@ -49,6 +51,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("cold start", cold_start),
     ("replica cause", replica_cause),
     ("gpu reasons", gpu_reasons),
+    ("levers ruled out", levers_ruled_out),
 ];
 
 /// Run every step of [`STEPS`] over `findings`, in order.
@@ -86,11 +89,34 @@ fn gpu_reasons(f: &mut [Finding], _: &Finish) {
     gpu_reasons::apply(f);
 }
 
+fn levers_ruled_out(findings: &mut [Finding], _: &Finish) {
+    drop_ruled_out_levers(findings);
+}
+
+/// Leave out every step whose lever (`--max-num-seqs`) the finding's won't-help names.
+fn drop_ruled_out_levers(findings: &mut [Finding]) {
+    for f in findings {
+        let out: Vec<&str> = f.wont_help.iter().flat_map(|w| w.flag.split(" / ")).map(str::trim).collect();
+        f.steps.retain(|s| s.lever().is_none_or(|l| !out.contains(&l)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn the_steps_run_in_their_written_order() {
         let names: Vec<&str> = super::STEPS.iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, ["retitle clipped", "onset", "ongoing first", "correlate", "cold start", "replica cause", "gpu reasons"]);
+        assert_eq!(names, ["retitle clipped", "onset", "ongoing first", "correlate", "cold start", "replica cause", "gpu reasons", "levers ruled out"]);
+    }
+
+    #[test]
+    fn a_step_never_proposes_a_lever_the_evidence_rules_out() {
+        use crate::report::{Finding, Severity, Step, WontHelp};
+        let mut f = Finding::bare("slow-decode", Severity::Warning, Default::default());
+        f.steps = vec![Step::Rule { ask: "Lower max_num_seqs.".into(), lever: Some("--max-num-seqs".into()) }, Step::Rule { ask: "Look at the GPUs.".into(), lever: None }].into();
+        f.wont_help = vec![WontHelp { lever: "a lower max_num_seqs".into(), flag: "--max-num-seqs".into(), why: "the cap did not bind".into() }];
+        let mut fs = vec![f];
+        super::drop_ruled_out_levers(&mut fs);
+        assert_eq!(fs[0].steps.iter().map(Step::text).collect::<Vec<_>>(), ["Look at the GPUs."]);
     }
 }

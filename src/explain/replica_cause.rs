@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use super::binding::{cap_slack, ReplicaRead};
-use crate::report::{Confidence, ConfidenceLevel, Finding, LimitKind, Recommendation, ReplicaCause, ReplicaCauseKind, RunParams, Scope, Severity};
+use crate::report::{Confidence, ConfidenceLevel, Finding, LimitKind, Recommendation, ReplicaCause, ReplicaCauseKind, RunParams, Scope, Severity, Step};
 use crate::rules::eval::SignalTable;
 
 /// The findings about one replica this stage explains.
@@ -168,27 +168,12 @@ fn explain(f: &mut Finding, cause: &Cause, rc: ReplicaCause) {
         Cause::Load { running, peers_running, .. } => {
             f.severity = Severity::Info;
             f.title = "One replica runs a larger batch than its peers (load, not a bad replica)".into();
-            f.steps = vec![
-                format!(
-                    "Balance the load: {replica} holds {} running requests against {} on its peers. Check the load balancer's policy and weights (least outstanding requests, session affinity, prefix-aware routing) and whether its peers refuse work (a lower --max-num-seqs, failed readiness).",
-                    n(*running),
-                    n(*peers_running)
-                ),
-                "Or scale: where every replica is this busy, add replicas until the batch each one decodes meets the latency you need. Taking this replica out of service would move its batch onto its peers, which would slow the same way.".into(),
-            ];
+            f.steps = vec![Step::Balance { replica: replica.clone(), running: *running, peers_running: *peers_running }, Step::Scale].into();
         }
         Cause::Config { cap, waiting, peers, peers_capped } => {
             f.severity = Severity::Warning;
             f.title = "One replica is held by a lower max_num_seqs than its peers".into();
-            f.steps = vec![
-                format!(
-                    "Align the flag: {replica} runs with --max-num-seqs {} and its peers with {}{}; deploy it with its peers' value (or, if the lower value was meant, size the fleet for it).",
-                    n(*cap),
-                    if *peers_capped { "" } else { "at least " },
-                    n(*peers)
-                ),
-                "Compare the replicas' launch arguments (vLLM logs its engine arguments at start) or deployment manifests for any other difference.".into(),
-            ];
+            f.steps = vec![Step::AlignFlag { replica: replica.clone(), cap: *cap, peers: *peers, peers_capped: *peers_capped }, Step::CompareLaunchArgs].into();
             f.recommendations.insert(0, align_card(&replica, *cap, *waiting, *peers, *peers_capped));
         }
         // The rule's own steps (check the GPU and node, drain and replace) stand.
@@ -264,7 +249,7 @@ mod tests {
         let mut scope = model();
         scope.insert("instance".into(), instance.into());
         Finding {
-            steps: vec!["Check the named replica's GPU.".into(), "Drain it from the load balancer and compare.".into()],
+            steps: vec![Step::Rule { ask: "Check the named replica's GPU.".into(), lever: None }, Step::Rule { ask: "Drain it from the load balancer and compare.".into(), lever: None }].into(),
             ..Finding::bare("replica-outlier", Severity::Warning, scope)
         }
     }
@@ -291,8 +276,8 @@ mod tests {
         let card = &f.recommendations[0];
         assert_eq!((card.flag.as_str(), card.from.as_str()), ("--max-num-seqs", "8"));
         assert!(card.to.starts_with("27"), "{card:?}");
-        assert!(f.steps[0].starts_with("Align the flag"), "{:?}", f.steps);
-        assert!(!f.steps.iter().any(|s| s.to_lowercase().contains("drain")), "{:?}", f.steps);
+        assert!(f.steps[0].text().starts_with("Align the flag"), "{:?}", f.steps);
+        assert!(!f.steps.iter().any(|s| s.text().to_lowercase().contains("drain")), "{:?}", f.steps);
         // Peers held at their own higher cap: that cap, said as theirs.
         let reads = vec![read("capped", 8.0, 8.0, 12.0, Some(8.0), LimitKind::MaxNumSeqs), read("big", 32.0, 32.0, 3.0, Some(32.0), LimitKind::MaxNumSeqs)];
         let rc = run(finding("capped"), reads, &SignalTable::new()).replica_cause.unwrap();
@@ -315,8 +300,8 @@ mod tests {
         assert_eq!(rc.kind, ReplicaCauseKind::Load);
         assert_eq!((rc.running, rc.peers_running, rc.itl_factor), (Some(25.0), Some(8.5), Some(2.4)));
         assert_eq!(f.severity, Severity::Info);
-        assert!(f.steps.iter().any(|s| s.starts_with("Balance")) && f.steps.iter().any(|s| s.starts_with("Or scale")), "{:?}", f.steps);
-        assert!(!f.steps.iter().any(|s| s.to_lowercase().contains("drain")), "{:?}", f.steps);
+        assert!(f.steps.iter().any(|s| s.text().starts_with("Balance")) && f.steps.iter().any(|s| s.text().starts_with("Or scale")), "{:?}", f.steps);
+        assert!(!f.steps.iter().any(|s| s.text().to_lowercase().contains("drain")), "{:?}", f.steps);
         // The same batch and ITL, serving no more tokens than its peers: each request stays longer
         // on a slow replica (replica-outlier's scenario: 46 running against 15, ITL 2.9x).
         let mut slow = reads.clone();
@@ -327,7 +312,7 @@ mod tests {
         let f = run(finding("big"), reads.clone(), &itl_table("big", 4.0));
         assert_eq!(f.replica_cause.unwrap().kind, ReplicaCauseKind::Hardware);
         assert_eq!(f.severity, Severity::Warning);
-        assert!(f.steps.iter().any(|s| s.contains("Drain")), "hardware keeps the rule's steps: {:?}", f.steps);
+        assert!(f.steps.iter().any(|s| s.text().contains("Drain")), "hardware keeps the rule's steps: {:?}", f.steps);
     }
 
     #[test]

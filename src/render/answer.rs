@@ -30,6 +30,8 @@ use crate::report::Severity;
 /// The most notes the answer carries under its lead finding.
 pub const NOTES: usize = 2;
 pub const STEPS: usize = 2;
+/// How many of the steps the metrics already answered the answer gives.
+pub const CHECKED: usize = 2;
 /// How many of the numbers that decided the leading finding the answer gives (the first of its
 /// deciding evidence; `-v` shows every signal).
 pub const NUMBERS: usize = 3;
@@ -101,7 +103,9 @@ pub struct LeadFinding {
     pub cards: Vec<Card>,
     /// `Won't help: a lower max_num_seqs (--max-num-seqs), ...; -v says why`: one line, or none.
     pub wont_help: Vec<String>,
-    /// The first [`STEPS`] next steps.
+    /// The first [`CHECKED`] steps the metrics already answered, with their numbers.
+    pub checked: Vec<String>,
+    /// The first [`STEPS`] next steps still to be done.
     pub steps: Vec<String>,
     /// `Also explains: slo-burn (critical: raises this finding from warning), load-exceeds-capacity (warning)`.
     pub absorbed: Option<String>,
@@ -189,6 +193,7 @@ impl Answer {
             out.extend(l.notes.iter().map(String::as_str));
             out.extend(l.cards.iter().map(|c| c.line.as_str()));
             out.extend(l.wont_help.iter().map(String::as_str));
+            out.extend(l.checked.iter().map(String::as_str));
             out.extend(l.steps.iter().map(String::as_str));
             out.extend(l.absorbed.as_deref());
             out.extend(l.not_evaluated.as_deref());
@@ -267,6 +272,7 @@ fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
         hop,
         cards,
         wont_help: wont_help(f),
+        checked: f.checked.iter().take(CHECKED).cloned().collect(),
         steps: f.steps.iter().take(STEPS).cloned().collect(),
         absorbed: f.also_consistent_list(|id| id.to_string()).map(|l| format!("Also explains: {l}")),
         not_evaluated: None,

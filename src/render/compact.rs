@@ -59,6 +59,9 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         for line in &l.wont_help {
             out.extend(wrap(line, w, INDENT, &more));
         }
+        for line in &l.checked {
+            out.extend(wrap(line, w, &format!("{INDENT}Checked: "), &format!("{INDENT}         ")));
+        }
         for (n, step) in l.steps.iter().enumerate() {
             let first = if n == 0 { format!("{INDENT}Next: 1. ") } else { format!("{INDENT}      {}. ", n + 1) };
             let rest = " ".repeat(first.chars().count());

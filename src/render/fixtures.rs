@@ -161,12 +161,11 @@ pub(crate) fn sample_report() -> Report {
                 same_bucket: false,
             },
         ],
-        steps: vec![
-            "Lower --max-num-seqs or --max-num-batched-tokens so fewer requests share the cache."
-                .to_string(),
-            "Raise --gpu-memory-utilization (e.g. 0.90 -> 0.95) if the GPU has headroom.".to_string(),
-            "Add replicas or move long-context traffic to a separate deployment.".to_string(),
-        ],
+        steps: rule_steps(&[
+            "Lower --max-num-seqs or --max-num-batched-tokens so fewer requests share the cache.",
+            "Raise --gpu-memory-utilization (e.g. 0.90 -> 0.95) if the GPU has headroom.",
+            "Add replicas or move long-context traffic to a separate deployment.",
+        ]),
         references: vec!["https://docs.vllm.ai/en/latest/configuration/optimization.html".to_string()],
         recommendations: vec![Recommendation {
             setting: "max_num_seqs".to_string(),
@@ -285,11 +284,10 @@ pub(crate) fn sample_report() -> Report {
                 same_bucket: false,
             },
         ],
-        steps: vec![
-            "Compare prompt lengths with the baseline: longer prompts mean longer prefill.".to_string(),
-            "Enable chunked prefill (--enable-chunked-prefill) so long prompts do not stall others."
-                .to_string(),
-        ],
+        steps: rule_steps(&[
+            "Compare prompt lengths with the baseline: longer prompts mean longer prefill.",
+            "Enable chunked prefill (--enable-chunked-prefill) so long prompts do not stall others.",
+        ]),
         references: vec![],
         recommendations: vec![],
         wont_help: vec![crate::report::WontHelp {
@@ -416,7 +414,7 @@ pub(crate) fn sample_report_with_events() -> Report {
         text: "began 2 min after a configuration change at 09:01:00 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas".to_string(),
     });
     // The step explain puts first for a finding that began after a configuration change.
-    kv.steps.insert(0, config.first_step());
+    kv.steps.insert(0, crate::report::Step::Change { event: config.clone() });
     r
 }
 
@@ -452,4 +450,9 @@ pub(crate) fn nothing_evaluated_report() -> Report {
     r.warnings =
         vec!["no vLLM metrics found for selector {namespace=\"inference-prod\"}".to_string()];
     r
+}
+
+/// A finding's steps as its rule file would give them, none answered.
+pub fn rule_steps(asks: &[&str]) -> crate::report::Steps {
+    asks.iter().map(|a| crate::report::Step::Rule { ask: a.to_string(), lever: None }).collect::<Vec<_>>().into()
 }

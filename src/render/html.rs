@@ -109,6 +109,10 @@ fn answer(out: &mut String, view: &ReportView) {
         for line in &l.wont_help {
             para(out, "wont-help", line);
         }
+        if !l.checked.is_empty() {
+            out.push_str("<h3>Checked</h3>\n");
+            list(out, "ul", &l.checked);
+        }
         if !l.steps.is_empty() {
             out.push_str("<h3>Next</h3>\n");
             list(out, "ol", &l.steps);
@@ -259,6 +263,13 @@ fn finding(out: &mut String, view: &ReportView, f: &FindingView) {
     }
     for line in &f.wont_help {
         let _ = writeln!(out, "<p class=\"wont-help\">{}</p>", esc(line));
+    }
+    if !f.checked.is_empty() {
+        out.push_str("<h3>Checked against the data</h3>\n<ul>\n");
+        for s in &f.checked {
+            let _ = writeln!(out, "<li>{}</li>", esc(s));
+        }
+        out.push_str("</ul>\n");
     }
     if !f.steps.is_empty() {
         out.push_str("<h3>Next steps</h3>\n<ol>\n");

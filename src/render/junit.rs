@@ -253,6 +253,12 @@ fn detail(view: &ReportView, f: &FindingView) -> String {
     if !notes.is_empty() {
         let _ = write!(detail, "\n{}\n", notes.join("\n"));
     }
+    if !f.checked.is_empty() {
+        detail.push_str("\nChecked against the data:\n");
+        for s in &f.checked {
+            let _ = writeln!(detail, "- {s}");
+        }
+    }
     if !f.steps.is_empty() {
         detail.push_str("\nNext steps:\n");
         for (i, s) in f.steps.iter().enumerate() {

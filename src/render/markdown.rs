@@ -53,6 +53,10 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         if !l.wont_help.is_empty() {
             blocks.push(l.wont_help.iter().map(|w| text(w)).collect::<Vec<_>>().join("  \n"));
         }
+        if !l.checked.is_empty() {
+            let checked: Vec<String> = l.checked.iter().map(|c| format!("- {}", text(c))).collect();
+            blocks.push(format!("**Checked:**\n{}", checked.join("\n")));
+        }
         if !l.steps.is_empty() {
             let steps: Vec<String> = l.steps.iter().enumerate().map(|(i, s)| format!("{}. {}", i + 1, text(s))).collect();
             blocks.push(format!("**Next:**\n{}", steps.join("\n")));

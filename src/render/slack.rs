@@ -15,7 +15,7 @@
 
 use super::answer::Answer;
 use super::view::ReportView;
-use super::{one_line, RenderOptions, Verdict};
+use super::{one_line, plural, RenderOptions, Verdict};
 use crate::report::Severity;
 
 /// Characters (not bytes) a message may take: one Slack section block.
@@ -35,17 +35,8 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     if let Some(v) = &opts.verdict {
         parts.push(plain(v));
     }
-    let head = parts.len();
-    parts.extend(sections(&a));
-    // The time by hop, under the lead's notes, while the message stays within the channel's
-    // budget (-v and the JSON have the whole split).
-    if let Some(hop) = a.lead.as_ref().and_then(|l| l.hop.as_ref()) {
-        let mut with = parts.clone();
-        with[head].push_str(&format!("\n_{}_", plain(hop)));
-        if shown_len(&with.join("\n\n")) <= CHANNEL_BUDGET {
-            parts = with;
-        }
-    }
+    let room = CHANNEL_BUDGET.saturating_sub(parts.iter().map(|p| shown_len(p) + 2).sum());
+    parts.extend(sections_within(&a, room));
     let mut out = parts.join("\n\n");
     if out.chars().count() > LIMIT {
         // Only reachable with absurdly long text from outside: cut at a line, never mid-markup.
@@ -55,9 +46,54 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     out
 }
 
-/// The answer as mrkdwn paragraphs: the lead finding, the rest of the findings, the context.
-/// Block Kit puts each in a section block of its own.
-pub(crate) fn sections(a: &Answer) -> Vec<String> {
+/// The answer as mrkdwn paragraphs within `budget` characters as Slack shows them: where the whole
+/// answer is longer, the least important lines go first (the other findings past the first, what
+/// else moved, the warnings, the answered steps past the first, the notes, the second step), and
+/// the message says how many lines it left out. Block Kit puts each paragraph in a section block
+/// of its own.
+pub(crate) fn sections_within(a: &Answer, budget: usize) -> Vec<String> {
+    let whole = sections(a, 0);
+    if shown_len(&whole.join("\n\n")) <= budget {
+        return whole;
+    }
+    let mut a = a.clone();
+    let mut cut = 0usize;
+    let mut last = whole;
+    while drop_one(&mut a) {
+        cut += 1;
+        last = sections(&a, cut);
+        if shown_len(&last.join("\n\n")) <= budget {
+            break;
+        }
+    }
+    last
+}
+
+/// Leave out the least important line the answer still has; false when nothing is left to drop.
+fn drop_one(a: &mut Answer) -> bool {
+    if a.others.len() > 1 {
+        a.others.pop();
+    } else if !a.moved.is_empty() {
+        a.moved.pop();
+    } else if !a.warnings.is_empty() {
+        a.warnings.pop();
+    } else if let Some(l) = a.lead.as_mut().filter(|l| l.checked.len() > 1) {
+        l.checked.pop();
+    } else if let Some(l) = a.lead.as_mut().filter(|l| !l.notes.is_empty()) {
+        l.notes.pop();
+    } else if let Some(l) = a.lead.as_mut().filter(|l| l.steps.len() > 1) {
+        l.steps.pop();
+    } else if a.noted.is_some() {
+        a.noted = None;
+    } else {
+        return false;
+    }
+    true
+}
+
+/// The answer as mrkdwn paragraphs: the lead finding, the rest of the findings, the context;
+/// `cut` lines left out to fit the channel are said at the end.
+fn sections(a: &Answer, cut: usize) -> Vec<String> {
     let mut parts: Vec<String> = Vec::new();
     let mut head = vec![format!("{} *vllm-diag: {}*", icon(a), plain(&a.headline))];
     if let Some(l) = &a.lead {
@@ -68,6 +104,7 @@ pub(crate) fn sections(a: &Answer) -> Vec<String> {
         }
         head.extend(l.binding.iter().map(|b| plain(b)));
         head.extend(l.notes.iter().map(|n| format!("_{}_", plain(n))));
+        head.extend(l.hop.iter().map(|h| format!("_{}_", plain(h))));
     }
     parts.push(head.join("\n"));
     if let Some(l) = &a.lead {
@@ -77,6 +114,10 @@ pub(crate) fn sections(a: &Answer) -> Vec<String> {
             advice.extend(l.cards.iter().map(|c| format!("• {}", plain(&c.line))));
         }
         advice.extend(l.wont_help.iter().map(|w| plain(w)));
+        if !l.checked.is_empty() {
+            advice.push("*Checked*".to_string());
+            advice.extend(l.checked.iter().map(|c| format!("• {}", plain(c))));
+        }
         if !l.steps.is_empty() {
             advice.push("*Next*".to_string());
             advice.extend(l.steps.iter().enumerate().map(|(i, s)| format!("{}. {}", i + 1, plain(s))));
@@ -95,6 +136,9 @@ pub(crate) fn sections(a: &Answer) -> Vec<String> {
     rest.extend(a.not_evaluated_pairs.iter().map(|n| format!("• {}", plain(n))));
     rest.extend(a.disabled.iter().map(|d| plain(d)));
     rest.extend(a.warnings.iter().map(|w| format!(":warning: {}", plain(w))));
+    if cut > 0 {
+        rest.push(format!("_{} left out to fit the channel; the full report has every line._", plural(cut, "line", "lines")));
+    }
     if !rest.is_empty() {
         parts.push(rest.join("\n"));
     }

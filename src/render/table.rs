@@ -217,6 +217,12 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
     for line in &f.wont_help {
         out.extend(wrap(line, width, INDENT, &format!("{INDENT}  ")));
     }
+    if !f.checked.is_empty() {
+        out.push(format!("{INDENT}Checked against the data"));
+        for c in &f.checked {
+            out.extend(wrap(c, width, &format!("{INDENT}  - "), &format!("{INDENT}    ")));
+        }
+    }
     if !f.steps.is_empty() {
         out.push(format!("{INDENT}Next steps"));
         for (n, step) in f.steps.iter().enumerate() {

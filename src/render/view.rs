@@ -222,8 +222,11 @@ pub struct FindingView {
     pub wont_help: Vec<String>,
     /// The same levers without why: `more KV memory (--gpu-memory-utilization / ...)`.
     pub wont_help_levers: Vec<String>,
-    /// The runbook's next steps, in order.
+    /// The runbook's next steps that are still to be done, in order ([`crate::report::Step::is_open`]).
     pub steps: Vec<String>,
+    /// The runbook's steps the metrics already answered, as checked statements with their numbers,
+    /// in order.
+    pub checked: Vec<String>,
     /// The first of them names the change the finding began after ([`Finding::first_step_names_its_change`]).
     pub first_step_names_change: bool,
     pub references: Vec<String>,
@@ -635,7 +638,8 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
             .collect(),
         wont_help: wont_help_lines(f),
         wont_help_levers: f.wont_help.iter().map(|w| format!("{} ({})", one_line(&w.lever), one_line(&w.flag))).collect(),
-        steps: f.steps.iter().map(|s| one_line(s)).collect(),
+        steps: f.steps.open().map(|s| one_line(&s.text())).collect(),
+        checked: f.steps.answered().map(|a| one_line(&a.text())).collect(),
         first_step_names_change: f.first_step_names_its_change(),
         references: f.references.iter().map(|r| one_line(r)).collect(),
         also_consistent: f
@@ -1261,7 +1265,7 @@ mod tests {
             p.text = format!("began 2 min after {hostile}");
         }
         // Without a first step that names the change, the answer says it in a note, hostile text and all.
-        r.findings[0].steps.retain(|s| !s.starts_with("Start with the"));
+        r.findings[0].steps.retain(|s| !matches!(s, crate::report::Step::Change { .. }));
         for &format in Format::ALL {
             let text = render(&r, format, &RenderOptions::default());
             let name = format.name();

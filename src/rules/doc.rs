@@ -119,7 +119,10 @@ pub fn show(set: &RuleSet, id: &str, notes: &Notes) -> Option<String> {
     }
     let _ = writeln!(o, "\nNext steps");
     for (i, s) in r.steps.iter().enumerate() {
-        let _ = writeln!(o, "  {}. {}", i + 1, s);
+        let _ = writeln!(o, "  {}. {}", i + 1, s.text);
+        if let Some(by) = &s.answered_by {
+            let _ = writeln!(o, "     (answered from {by} where it was read in the window and the baseline)");
+        }
     }
     if !r.references.is_empty() {
         let _ = writeln!(o, "\nReferences");
@@ -278,7 +281,7 @@ mod tests {
         let history = regex::Regex::new(r"(?i)\breal (engine|vllm|h200|gpu|replicas?)\b|was called|as before|\bpreviously\b|\bissue \d").unwrap();
         let mut found = Vec::new();
         for r in &set.rules {
-            for (what, text) in [("title", &r.title), ("summary", &r.summary), ("description", &r.description), ("why", &r.why)].into_iter().chain(r.steps.iter().map(|s| ("step", s))) {
+            for (what, text) in [("title", &r.title), ("summary", &r.summary), ("description", &r.description), ("why", &r.why)].into_iter().chain(r.steps.iter().flat_map(|s| [Some(&s.text), s.if_grew.as_ref(), s.if_fell.as_ref(), s.if_unchanged.as_ref()]).flatten().map(|s| ("step", s))) {
                 if let Some(m) = history.find(text) {
                     found.push(format!("{} {what}: {:?}", r.id, m.as_str()));
                 }

@@ -456,7 +456,7 @@ pub fn annotations(rule: &RuleDef, set: &RuleSet, opts: &Options) -> Vec<(&'stat
         out.push(("runbook_url", lit(&format!("{base}{sep}{}", rule.id))));
     }
     if !rule.steps.is_empty() {
-        let steps = rule.steps.iter().enumerate().map(|(i, s)| format!("{}. {}", i + 1, s)).collect::<Vec<_>>().join("\n");
+        let steps = rule.steps.iter().enumerate().map(|(i, s)| format!("{}. {}", i + 1, s.text)).collect::<Vec<_>>().join("\n");
         out.push(("first_steps", lit(&steps)));
     }
     out

@@ -6,6 +6,7 @@ pub mod eval;
 pub mod export;
 pub mod expr;
 pub mod load;
+pub mod steps;
 
 /// The threshold naming the longest warm-up after a replica (re)starts (`explain::cold_start`).
 pub const COLD_START_WARM_UP: &str = "cold_start_warm_up";
@@ -17,4 +18,4 @@ pub const MOVED_DURATION: &str = "moved_duration";
 /// The latency profile the pack's own thresholds are (rules/thresholds.toml holds its targets):
 /// the one in force when `--profile` names none.
 pub const DEFAULT_PROFILE: &str = "chat";
-pub use load::{load_builtin, load_with_overrides, preload, threshold_uses, unit_misfit, RuleDef, RuleError, RuleSet};
+pub use load::{load_builtin, load_with_overrides, preload, threshold_uses, unit_misfit, RuleDef, RuleError, RuleSet, RuleStep};

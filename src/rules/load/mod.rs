@@ -82,7 +82,7 @@ struct RawRule {
     #[serde(default)]
     supersedes: Vec<String>,
     #[serde(default)]
-    steps: Vec<String>,
+    steps: Vec<RawStep>,
     #[serde(default)]
     references: Vec<String>,
     #[serde(default)]
@@ -95,6 +95,55 @@ struct RawRule {
     recent: Option<RawRecent>,
     #[serde(default)]
     caveat: Option<RawCaveat>,
+}
+
+/// A step: its words alone, or a table with the signal that answers it.
+struct RawStep(RuleStep);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStepTable {
+    text: String,
+    #[serde(default)]
+    answered_by: Option<String>,
+    #[serde(default)]
+    if_grew: Option<String>,
+    #[serde(default)]
+    if_fell: Option<String>,
+    #[serde(default)]
+    if_unchanged: Option<String>,
+    #[serde(default)]
+    lever: Option<String>,
+    #[serde(default)]
+    rank_by: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RawStep {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawStep;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a step's words, or a table with `text` and `answered_by`, `if_grew`, `if_fell`, `if_unchanged`, `lever`, `rank_by`")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<RawStep, E> {
+                Ok(RawStep(RuleStep { text: s.to_string(), ..RuleStep::default() }))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawStep, A::Error> {
+                let t = RawStepTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawStep(RuleStep {
+                    text: t.text,
+                    answered_by: t.answered_by,
+                    if_grew: t.if_grew,
+                    if_fell: t.if_fell,
+                    if_unchanged: t.if_unchanged,
+                    lever: t.lever,
+                    rank_by: t.rank_by,
+                }))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// `recent = true`, or a `[rule.recent]` table with the condition under which the window's last
@@ -352,7 +401,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             when,
             evidence: r.evidence,
             supersedes: r.supersedes,
-            steps: r.steps,
+            steps: r.steps.into_iter().map(|s| s.0).collect(),
             references: r.references,
             recommend: r.recommend,
             stand_in,

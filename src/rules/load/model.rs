@@ -52,7 +52,7 @@ pub struct RuleDef {
     pub evidence: Vec<String>,
     /// Rules this one explains better when both match the same scope.
     pub supersedes: Vec<String>,
-    pub steps: Vec<String>,
+    pub steps: Vec<RuleStep>,
     pub references: Vec<String>,
     /// A computed recommendation to attach (`max_num_seqs`, `chunked_prefill`).
     pub recommend: Option<String>,
@@ -77,6 +77,36 @@ pub struct RuleDef {
     pub caveat: Option<Caveat>,
     /// `file:line` of the declaration.
     pub origin: String,
+}
+
+/// One step of a rule's runbook as its file writes it: the words, and where the metrics can
+/// answer it, which signal does and what each answer means for the finding.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RuleStep {
+    pub text: String,
+    /// The signal whose change against its baseline answers the step (`running_avg` for "did the
+    /// running batch grow?"). Where both readings exist the step becomes a checked statement with
+    /// its numbers instead of a question.
+    pub answered_by: Option<String>,
+    /// What the answer means for the finding when the signal grew, fell or stayed within a fifth
+    /// of its baseline (`if_grew`, `if_fell`, `if_unchanged`).
+    pub if_grew: Option<String>,
+    pub if_fell: Option<String>,
+    pub if_unchanged: Option<String>,
+    /// The engine flag the step proposes to change (`--max-num-seqs`): a step whose lever the
+    /// evidence rules out is not given.
+    pub lever: Option<String>,
+    /// The signal whose value orders this step among the rule's other `rank_by` steps, largest
+    /// first (the error class that dominates comes first); a step whose signal reads 0 is answered
+    /// "none", not asked.
+    pub rank_by: Option<String>,
+}
+
+impl RuleStep {
+    /// The signals the step reads.
+    pub fn signals(&self) -> impl Iterator<Item = &String> {
+        self.answered_by.iter().chain(self.rank_by.iter())
+    }
 }
 
 /// A blind spot of a rule: `text` is said (as a warning) for each scope the rule found healthy

@@ -214,6 +214,30 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
                 return Err(fail(format!("rule {}: evidence names unknown signal {e:?}", r.id)));
             }
         }
+        let read = r.signals();
+        for (i, step) in r.steps.iter().enumerate() {
+            for s in step.signals() {
+                if !set.signals.contains_key(s) {
+                    return Err(fail(format!(
+                        "rule {}: step {} is answered by unknown signal {s:?}.{}",
+                        r.id,
+                        i + 1,
+                        crate::text::did_you_mean(s, set.signals.keys().map(String::as_str))
+                    )));
+                }
+                if !read.contains(s) {
+                    return Err(fail(format!("rule {}: step {} reads {s:?}, which the rule does not read: add it to the rule's `evidence`", r.id, i + 1)));
+                }
+            }
+            if step.answered_by.is_none() && (step.if_grew.is_some() || step.if_fell.is_some() || step.if_unchanged.is_some()) {
+                return Err(fail(format!("rule {}: step {} says what its answers mean but not which signal answers it: add `answered_by`", r.id, i + 1)));
+            }
+            if let Some(l) = &step.lever {
+                if !l.starts_with("--") {
+                    return Err(fail(format!("rule {}: step {}: lever {l:?} must be the engine flag the step changes, e.g. \"--max-num-seqs\"", r.id, i + 1)));
+                }
+            }
+        }
         if let Some(rec) = &r.recommend {
             if !crate::recommend::KNOWN.contains(&rec.as_str()) {
                 return Err(fail(format!("rule {}: unknown recommendation {rec:?} (known: {})", r.id, crate::recommend::KNOWN.join(", "))));
