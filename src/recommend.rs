@@ -51,6 +51,31 @@ pub struct Inputs {
     /// held (only those past the binding stage's floor), when the binding was read. What the
     /// levers rule out must agree with it: a cap that bound is never said not to have.
     pub held: Option<BTreeMap<LimitKind, f64>>,
+    /// Where the finding's replicas differ (some affected, some not): the replicas the cards are
+    /// sized from, the ones the finding is about. `running_per_replica` and `kv_usage_avg` are then
+    /// theirs, not an average over replicas that differ.
+    pub sized_on: Option<SizedOn>,
+}
+
+/// The replicas a finding's cards are sized from, when they are not all of the model's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SizedOn {
+    /// By the replica label.
+    pub replicas: Vec<String>,
+    /// How many replicas the model has.
+    pub of: usize,
+    /// Requests waiting on each of them (the median over the window's steps, averaged).
+    pub waiting: f64,
+}
+
+/// `on 127.0.0.1:8000 (1 of 2 replicas, the one the finding is about): `, or nothing where the
+/// cards are sized from every replica.
+fn on(inp: &Inputs) -> String {
+    match &inp.sized_on {
+        Some(s) if s.replicas.len() == 1 => format!("on {} (1 of {} replicas, the one the finding is about): ", s.replicas[0], s.of),
+        Some(s) => format!("on {} ({} of {} replicas, the ones the finding is about): ", s.replicas.join(", "), s.replicas.len(), s.of),
+        None => String::new(),
+    }
 }
 
 /// Share of the KV cache a recommendation plans to fill, leaving room for bursts and long tails.
@@ -139,7 +164,8 @@ fn max_num_seqs(inp: &Inputs) -> Option<Recommendation> {
             Some((
                 seqs,
                 format!(
-                    "{} running sequences per replica used {}% of the KV cache on average: {} x {}% headroom / {}% = {} sequences per replica",
+                    "{}{} running sequences per replica used {}% of the KV cache on average: {} x {}% headroom / {}% = {} sequences per replica",
+                    on(inp),
                     n(r),
                     n(u * 100.0),
                     n(r),
@@ -149,6 +175,12 @@ fn max_num_seqs(inp: &Inputs) -> Option<Recommendation> {
                 ),
             ))
         }
+        _ => None,
+    };
+    // Two ways of sizing it that disagree by half or more: the card rests on the smaller, and is
+    // less sure than its window alone would make it.
+    let apart = match (&measured, &from_config) {
+        (Some((m, _)), Some((c, _))) => (m.max(*c) / m.min(*c).max(1.0) >= 1.5).then(|| format!("measured ({}) and configured ({}) sizes differ by {}x", n(*m), n(*c), n(m.max(*c) / m.min(*c).max(1.0)))),
         _ => None,
     };
     let (value, arithmetic) = match (measured, from_config) {
@@ -181,9 +213,9 @@ fn max_num_seqs(inp: &Inputs) -> Option<Recommendation> {
         flag: "--max-num-seqs".into(),
         // vLLM does not export the cap; a batch squeezed by the KV cache runs below it.
         from: "unknown".into(),
-        to: format!("{}", value as u64),
+        to: format!("{} per replica", value as u64),
         tradeoff: "fewer sequences at once: no preemptions, but each replica admits less and the queue takes the rest".into(),
-        confidence: kv_confidence(inp),
+        confidence: less_sure(kv_confidence(inp), apart),
     })
 }
 
@@ -254,6 +286,16 @@ fn both_reads(whole: Option<String>, recent: Option<String>, what: &str) -> Stri
     }
 }
 
+/// One level less sure, saying why, where the data behind a card disagrees with itself.
+fn less_sure(c: Confidence, why: Option<String>) -> Confidence {
+    let Some(why) = why else { return c };
+    let level = match c.level {
+        ConfidenceLevel::High => ConfidenceLevel::Medium,
+        _ => ConfidenceLevel::Low,
+    };
+    Confidence { level, basis: format!("{}; {why}", c.basis) }
+}
+
 /// KV-sized cards: were preemptions sustained over the window and over its last minutes?
 fn kv_confidence(inp: &Inputs) -> Confidence {
     let (w, r) = (inp.preemption_active, inp.preemption_recent);
@@ -292,7 +334,10 @@ fn kv_size(inp: &Inputs) -> Option<Recommendation> {
         _ => None,
     };
     let per_seq = full.map_or(measured, |f| f.max(measured));
-    let waiting = inp.waiting_avg.filter(|w| w.is_finite() && *w > 0.0).unwrap_or(0.0) / replicas;
+    let waiting = match &inp.sized_on {
+        Some(s) => s.waiting,
+        None => inp.waiting_avg.filter(|w| w.is_finite() && *w > 0.0).unwrap_or(0.0) / replicas,
+    };
     let needed = ((run + waiting) * per_seq / HEADROOM).ceil();
     if needed <= blocks {
         return None;
@@ -309,15 +354,19 @@ fn kv_size(inp: &Inputs) -> Option<Recommendation> {
         setting: "KV cache (blocks per replica)".into(),
         value: n(needed),
         arithmetic: format!(
-            "({} running + {} waiting requests per replica) x {} blocks per sequence / {} headroom = {} blocks, {}x the {} blocks now; {footprint}",
+            "{}({} running + {} waiting requests per replica) x {} blocks per sequence / {} headroom = {} blocks, {}x the {} blocks now; {footprint}",
+            on(inp),
             n(run), n(waiting), n(per_seq), pct(HEADROOM), n(needed), n(ratio), n(blocks)
         ),
         caveat: "the blocks grow with the memory given to the KV cache, not with gpu_memory_utilization as a whole: the weights and activations stay; check peak memory".into(),
         flag: "--gpu-memory-utilization / --kv-cache-memory-bytes".into(),
         from: format!("{} blocks", n(blocks)),
-        to: format!("{} blocks ({}x)", n(needed), n(ratio)),
+        to: format!("{} blocks per replica ({}x)", n(needed), n(ratio)),
         tradeoff: "memory for the KV cache is taken from activations and CUDA graphs, or bought with larger GPUs; an fp8 KV cache doubles the blocks at some accuracy risk".into(),
-        confidence: kv_confidence(inp),
+        confidence: less_sure(
+            kv_confidence(inp),
+            full.filter(|f| *f >= measured * 1.5).map(|f| format!("a sequence needs {} blocks at full length against {} measured", n(f), n(measured))),
+        ),
     })
 }
 
@@ -339,8 +388,8 @@ fn replicas(inp: &Inputs, confidence: Confidence) -> Option<Recommendation> {
         setting: "replicas".into(),
         value: n(to),
         arithmetic: format!(
-            "offered load: {} running + {} waiting = {} requests in flight; one replica held {} at its limit: {} / ({} x {} headroom) = {} -> {} replicas",
-            n(run), n(wait), n(offered), n(per), n(offered), n(per), pct(HEADROOM), n(raw), n(to)
+            "offered load: {} running + {} waiting = {} requests in flight over the model's replicas; one replica held {} at its limit{}: {} / ({} x {} headroom) = {} -> {} replicas",
+            n(run), n(wait), n(offered), n(per), inp.sized_on.as_ref().map(|s| format!(" ({})", s.replicas.join(", "))).unwrap_or_default(), n(offered), n(per), pct(HEADROOM), n(raw), n(to)
         ),
         caveat: "requests in flight stand for offered load at today's latency (Little's law); a queue still growing at the window's end means more".into(),
         flag: "replicas".into(),

@@ -409,6 +409,8 @@ pub struct ReplicaRead {
     pub peak: f64,
     /// Requests waiting, the median over the steps.
     pub waiting: f64,
+    /// KV-cache usage (each step's peak), the median over the steps (0..1), where it was read.
+    pub kv: Option<f64>,
     /// Generated tokens per second, the median over the steps: what it serves (a replica slow per
     /// token holds each request longer, a larger batch at the same throughput; a loaded one serves more).
     pub generation: Option<f64>,
@@ -434,6 +436,7 @@ pub fn replicas(plan: &BindingPlan, answers: &Answers, p: &RunParams) -> BTreeMa
                 running: median_running,
                 peak: running.iter().copied().fold(0.0, f64::max),
                 waiting: median(steps.values().filter_map(|(s, _)| s.waiting).collect()).unwrap_or(0.0),
+                kv: median(steps.values().filter_map(|(s, _)| s.kv).collect()),
                 generation: median(steps.values().filter_map(|(s, _)| s.generation).collect()),
                 cap: caps.running,
                 limit,

@@ -41,7 +41,9 @@ fn rank(kind: EventKind) -> Option<usize> {
 }
 
 /// The event `f` began after, if any (see the module documentation), and the seconds from it to
-/// the onset (to the window's start for a problem there from the start).
+/// the onset (to the window's start for a problem there from the start). Only a change inside the
+/// window being judged counts: one in the baseline (its first sample above all, where a series
+/// that merely begins there reads as a change) is history the baseline already holds.
 pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64, window_start: DateTime<Utc>) -> Option<(&'a Event, i64)> {
     // A problem already there when the window opened began at the latest at its start, and only
     // counts when its baseline did not have it.
@@ -55,6 +57,7 @@ pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64, window_start: 
     events
         .iter()
         .filter(|e| e.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v)))
+        .filter(|e| e.time >= window_start)
         .filter_map(|e| {
             let r = rank(e.kind)?;
             let lead = (onset - e.time).num_seconds();

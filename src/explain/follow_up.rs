@@ -245,7 +245,17 @@ fn apply_trends(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], gro
 /// follow-up query when the measured KV footprint is enough).
 /// `binding` is the binding stage's reading, which the levers ruled out must agree with.
 #[allow(clippy::too_many_arguments)]
-pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, table: &SignalTable, binding: &[crate::report::Binding], p: &RunParams, warnings: &mut Warnings) {
+pub fn apply(
+    fu: &FollowUps,
+    answers: &Answers,
+    findings: &mut [Finding],
+    rules: &RuleSet,
+    table: &SignalTable,
+    binding: &[crate::report::Binding],
+    replicas: &BTreeMap<Scope, Vec<super::binding::ReplicaRead>>,
+    p: &RunParams,
+    warnings: &mut Warnings,
+) {
     apply_trends(fu, answers, findings, &p.group_by, warnings);
     let cache = match fu.cache.as_ref().and_then(|r| answers.get(r)) {
         Some(Ok(Response { data: Data::Vector(v), .. })) => crate::recommend::cache_config(v, &p.group_by),
@@ -271,6 +281,11 @@ pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules:
         if kind.is_some() || crate::recommend::LEVER_RULES.contains(&f.rule.as_str()) {
             let base: Scope = f.scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
             let mut inputs = recommend_inputs(table, &base, cache.get(&base).copied(), f.replicas.as_ref().map(|r| r.total as f64));
+            if let Some((sized_on, running, kv)) = sized_on(f, replicas.get(&base), &p.replica_label) {
+                inputs.running_per_replica = Some(running);
+                inputs.kv_usage_avg = kv.or(inputs.kv_usage_avg);
+                inputs.sized_on = Some(sized_on);
+            }
             inputs.held = binding.iter().find(|b| b.scope == base).map(|b| {
                 b.shares.iter().filter(|(k, share)| **k != crate::report::LimitKind::None && **share >= super::binding::HELD_FLOOR).map(|(k, v)| (*k, *v)).collect()
             });
@@ -278,6 +293,23 @@ pub fn apply(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], rules:
             f.wont_help = crate::recommend::wont_help(&f.rule, &inputs);
         }
     }
+}
+
+/// Where a finding is about some of its model's replicas and not the others (its breakdown names
+/// fewer than all): those replicas, with their running batch and KV usage averaged over them,
+/// for the cards to be sized from them rather than from replicas that differ.
+fn sized_on(f: &Finding, reads: Option<&Vec<super::binding::ReplicaRead>>, label: &str) -> Option<(crate::recommend::SizedOn, f64, Option<f64>)> {
+    let r = f.replicas.as_ref().filter(|r| r.not_evaluated.is_none() && !r.affected.is_empty() && r.affected.len() < r.total)?;
+    let mine: Vec<&super::binding::ReplicaRead> = reads?.iter().filter(|x| x.scope.get(label).is_some_and(|v| r.affected.contains(v))).collect();
+    if mine.len() != r.affected.len() {
+        return None;
+    }
+    let count = mine.len() as f64;
+    let running = mine.iter().map(|x| x.running).sum::<f64>() / count;
+    let kvs: Vec<f64> = mine.iter().filter_map(|x| x.kv).collect();
+    let kv = (kvs.len() == mine.len()).then(|| kvs.iter().sum::<f64>() / count);
+    let waiting = mine.iter().map(|x| x.waiting).sum::<f64>() / count;
+    (running > 0.0).then(|| (crate::recommend::SizedOn { replicas: r.affected.clone(), of: r.total, waiting }, running, kv))
 }
 
 /// What the recommenders read for one scope: its signals' values (window, and baseline where a card
@@ -307,5 +339,6 @@ fn recommend_inputs(table: &SignalTable, base: &Scope, cache: Option<(f64, f64)>
         batch_tokens_mean: val("batch_tokens_mean"),
         replicas,
         held: None,
+        sized_on: None,
     }
 }

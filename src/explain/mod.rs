@@ -203,11 +203,12 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     };
     // Which limit bound each model, read before the follow-ups: the levers they rule out agree with it.
     let binding = binding_plan.as_ref().map(|b| binding::read(b, &answers, p)).unwrap_or_default();
-    follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, &binding, p, &mut warnings);
+    // Each replica's batch, queue and KV, from the binding reads: the cards of a finding about some
+    // of a model's replicas are sized from those, and why a replica differs is read from them.
+    let replicas = binding_plan.as_ref().map(|b| binding::replicas(b, &answers, p)).unwrap_or_default();
+    follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, &binding, &replicas, p, &mut warnings);
     let events = events::read(&event_plan, &[&answers, &more], &mut warnings);
     let latency = events::replica_latency(&event_plan, &[&answers, &more]);
-    // Why a replica a finding names differs (load, config or hardware), from the binding reads.
-    let replicas = binding_plan.as_ref().map(|b| binding::replicas(b, &answers, p)).unwrap_or_default();
     let step = follow_ups.step.max(event_plan.step());
     finish::run(&mut ranked.findings, &finish::Finish { rules, p, table: &table, events: &events, step, latency: &latency, replicas: &replicas });
     let unexplained = moved::apply(&moved_plan, &more, &mut ranked.findings, rules, p, &mut warnings);

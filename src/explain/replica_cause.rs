@@ -226,7 +226,7 @@ mod tests {
         let mut scope = model();
         scope.insert("instance".into(), instance.into());
         // Tokens served in proportion to the batch: what a busier replica does.
-        ReplicaRead { scope, running, peak, waiting, generation: Some(running * 30.0), cap, limit, share: 0.9 }
+        ReplicaRead { scope, running, peak, waiting, kv: None, generation: Some(running * 30.0), cap, limit, share: 0.9 }
     }
 
     fn params() -> RunParams {

@@ -101,6 +101,9 @@ pub struct LeadFinding {
     /// `Time by hop: engine queue +941 ms (24.9 ms -> 966 ms)`, where a hop grew.
     pub hop: Option<String>,
     pub cards: Vec<Card>,
+    /// What the cards are headed by: `Try`, or `Try one of these` where there are several (each is
+    /// a lever of its own: any one of them is an experiment, not a recipe to apply together).
+    pub try_heading: &'static str,
     /// `Won't help: a lower max_num_seqs (--max-num-seqs), ...; -v says why`: one line, or none.
     pub wont_help: Vec<String>,
     /// The first [`CHECKED`] steps the metrics already answered, with their numbers.
@@ -270,6 +273,7 @@ fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
         binding: f.binding.clone(),
         notes,
         hop,
+        try_heading: if f.recommendations.len() > 1 { "Try one of these" } else { "Try" },
         cards,
         wont_help: wont_help(f),
         checked: f.checked.iter().take(CHECKED).cloned().collect(),
@@ -296,10 +300,14 @@ fn others(serious: &[&FindingView], led: bool) -> Vec<String> {
     let mut out: Vec<String> = rest
         .iter()
         .take(OTHERS)
-        .map(|f| match f.scope.strip_prefix(lead_scope.as_str()) {
-            // On the leading finding's model: said once, there.
-            Some("") => format!("#{} {}", f.rank, heading(f)),
-            _ => format!("#{} {} · {}", f.rank, heading(f), f.scope_short),
+        .map(|f| {
+            // The number that decided it most, against its baseline.
+            let number = f.deciding.first().and_then(|&i| f.evidence.get(i)).map(|e| format!(" · {}: {}, baseline {}", e.title, e.value, e.baseline)).unwrap_or_default();
+            match f.scope.strip_prefix(lead_scope.as_str()) {
+                // On the leading finding's model: said once, there.
+                Some("") => format!("#{} {}{number}", f.rank, heading(f)),
+                _ => format!("#{} {} · {}{number}", f.rank, heading(f), f.scope_short),
+            }
         })
         .collect();
     if rest.len() > OTHERS {

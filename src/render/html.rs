@@ -103,7 +103,7 @@ fn answer(out: &mut String, view: &ReportView) {
             para(out, "note", line);
         }
         if !l.cards.is_empty() {
-            out.push_str("<h3>Try</h3>\n");
+            let _ = writeln!(out, "<h3>{}</h3>", l.try_heading);
             list(out, "ul", &l.cards.iter().map(|c| c.line.clone()).collect::<Vec<_>>());
         }
         for line in &l.wont_help {

@@ -110,7 +110,7 @@ fn sections(a: &Answer, cut: usize) -> Vec<String> {
     if let Some(l) = &a.lead {
         let mut advice: Vec<String> = Vec::new();
         if !l.cards.is_empty() {
-            advice.push("*Try*".to_string());
+            advice.push(format!("*{}*", l.try_heading));
             advice.extend(l.cards.iter().map(|c| format!("• {}", plain(&c.line))));
         }
         advice.extend(l.wont_help.iter().map(|w| plain(w)));

@@ -282,6 +282,9 @@ pub struct EvidenceView {
     /// The condition in structure, which the words above are made from.
     pub threshold: crate::report::Threshold,
     pub held: bool,
+    /// The window's value is 0: whatever its condition says (a guard such as `abort_share <= 0`
+    /// holds there), nothing of it was seen, so it is never a number that decided a finding.
+    pub zero: bool,
     /// `low confidence (14 obs)`.
     pub confidence: Option<String>,
     /// `▁▂▁│▅▇█`: baseline and window on one scale, when the signal carries a trend.
@@ -639,7 +642,14 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         wont_help: wont_help_lines(f),
         wont_help_levers: f.wont_help.iter().map(|w| format!("{} ({})", one_line(&w.lever), one_line(&w.flag))).collect(),
         steps: f.steps.open().map(|s| one_line(&s.text())).collect(),
-        checked: f.steps.answered().map(|a| one_line(&a.text())).collect(),
+        // What the data showed first, what it found none of after.
+        checked: f
+            .steps
+            .answered()
+            .filter(|a| a.verdict != crate::report::StepVerdict::None)
+            .chain(f.steps.answered().filter(|a| a.verdict == crate::report::StepVerdict::None))
+            .map(|a| one_line(&a.text()))
+            .collect(),
         first_step_names_change: f.first_step_names_its_change(),
         references: f.references.iter().map(|r| one_line(r)).collect(),
         also_consistent: f
@@ -750,7 +760,7 @@ pub fn binding_sentence(b: &crate::report::Binding) -> String {
 fn deciding(evidence: &[EvidenceView]) -> Vec<usize> {
     let mut chosen: Vec<usize> = Vec::new();
     let mut covered: Vec<String> = Vec::new();
-    for (i, e) in evidence.iter().enumerate().filter(|(_, e)| e.held_condition()) {
+    for (i, e) in evidence.iter().enumerate().filter(|(_, e)| e.held_condition() && !e.zero) {
         if chosen.len() == DECIDING {
             break;
         }

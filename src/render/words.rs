@@ -261,6 +261,7 @@ pub(crate) fn evidence_words(e: &Evidence) -> view::EvidenceView {
         condition_words: one_line(&e.threshold.to_string()),
         threshold: e.threshold.clone(),
         held: e.passed,
+        zero: e.value == Some(0.0),
         confidence,
         sparkline: None,
         trend: None,

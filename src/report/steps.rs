@@ -162,7 +162,7 @@ impl Answered {
             (StepVerdict::Fell, Some(r)) => format!("{} fell to {}x, {b} → {v}", self.title, sig(r)),
             (StepVerdict::Fell, None) => format!("{} fell from {b} to {v}", self.title),
             (StepVerdict::Unchanged, _) => format!("{} unchanged, {b} → {v}", self.title),
-            (StepVerdict::None, _) => format!("{}: {v}", self.title),
+            (StepVerdict::None, _) => format!("{} {v} in the window", self.title),
         };
         match &self.meaning {
             Some(m) => format!("{head}: {}.", m.trim_end_matches('.')),

@@ -25,7 +25,7 @@ pub fn answer(rule: &RuleDef, evidence: &[Evidence]) -> Vec<Step> {
                 value: e.value,
                 baseline: e.baseline,
                 verdict: StepVerdict::None,
-                meaning: Some("nothing of this kind to look into".into()),
+                meaning: Some("none of this kind to look into".into()),
             }),
             _ => out[i].clone(),
         })
