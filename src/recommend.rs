@@ -662,7 +662,7 @@ mod tests {
             assert_eq!(c.confidence.level, ConfidenceLevel::High, "{c:#?}");
         }
         // The cap is not exported, and a batch squeezed by the KV cache runs below it.
-        assert_eq!((cards[0].from.as_str(), cards[0].to.as_str()), ("unknown", "15"));
+        assert_eq!((cards[0].from.as_str(), cards[0].to.as_str()), ("unknown", "15 per replica"));
     }
 
     #[test]

@@ -41,10 +41,11 @@ fn rank(kind: EventKind) -> Option<usize> {
 }
 
 /// The event `f` began after, if any (see the module documentation), and the seconds from it to
-/// the onset (to the window's start for a problem there from the start). Only a change inside the
-/// window being judged counts: one in the baseline (its first sample above all, where a series
-/// that merely begins there reads as a change) is history the baseline already holds.
-pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64, window_start: DateTime<Utc>) -> Option<(&'a Event, i64)> {
+/// the onset (to the window's start for a problem there from the start). A problem that began in
+/// the window is tied only to a change inside the window; one there from the window's start, to a
+/// change in the baseline too, but never to the baseline's first sample, where a series that
+/// merely begins there reads as a change.
+pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64, window_start: DateTime<Utc>, baseline_start: DateTime<Utc>) -> Option<(&'a Event, i64)> {
     // A problem already there when the window opened began at the latest at its start, and only
     // counts when its baseline did not have it.
     let onset = match f.onset {
@@ -57,7 +58,7 @@ pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64, window_start: 
     events
         .iter()
         .filter(|e| e.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v)))
-        .filter(|e| e.time >= window_start)
+        .filter(|e| e.time >= window_start || (f.onset.is_none() && e.time > baseline_start))
         .filter_map(|e| {
             let r = rank(e.kind)?;
             let lead = (onset - e.time).num_seconds();
@@ -93,10 +94,10 @@ fn date_by_events(f: &mut Finding, events: &[Event], window_start: DateTime<Utc>
 }
 
 /// Tie every dated finding to the change it followed, if any.
-pub fn apply(findings: &mut [Finding], events: &[Event], step: u64, window_start: DateTime<Utc>) {
+pub fn apply(findings: &mut [Finding], events: &[Event], step: u64, window_start: DateTime<Utc>, baseline_start: DateTime<Utc>) {
     for f in findings.iter_mut() {
         date_by_events(f, events, window_start);
-        let Some((e, lead)) = preceding(f, events, step, window_start) else { continue };
+        let Some((e, lead)) = preceding(f, events, step, window_start, baseline_start) else { continue };
         let text = if f.onset.is_some() { sentence(e, lead) } else { format!("was there from the window's start at {}, {}", clock(&window_start), sentence(e, lead).trim_start_matches("began ")) };
         f.steps.insert(0, Step::Change { event: e.clone() });
         f.preceded_by = Some(PrecededBy { event: e.clone(), lead_seconds: lead, text });
@@ -167,7 +168,7 @@ mod tests {
             event("2026-01-15T09:02:00Z", EventKind::ConfigChange, "qwen", "block_size 16 -> 32 on 1 of 1 replica"),
         ];
         let mut fs = vec![finding("llama", Some("2026-01-15T09:03:00Z"))];
-        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"));
+        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:50:00Z") - chrono::Duration::minutes(30));
         let p = fs[0].preceded_by.as_ref().expect("tied");
         assert_eq!(p.event.kind, EventKind::ConfigChange, "the configuration explains more than the restart");
         assert_eq!(p.lead_seconds, 120);
@@ -185,7 +186,7 @@ mod tests {
             event("2026-01-15T09:01:00Z", EventKind::TargetUp, "llama", "never a cause"),
         ];
         let mut fs = vec![finding("llama", Some("2026-01-15T09:03:00Z"))];
-        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"));
+        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:50:00Z") - chrono::Duration::minutes(30));
         assert_eq!(fs[0].preceded_by, None);
         assert_eq!(fs[0].steps.len(), 1);
     }
@@ -194,11 +195,11 @@ mod tests {
     fn a_problem_present_before_the_window_is_tied_to_nothing() {
         let events = vec![event("2026-01-15T09:01:00Z", EventKind::Rollout, "", "Deployment prod/llama generation 4")];
         let mut fs = vec![finding("llama", None)];
-        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"));
+        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:50:00Z") - chrono::Duration::minutes(30));
         assert_eq!(fs[0].preceded_by, None);
         // A fleet-wide rollout does qualify for a dated finding.
         let mut fs = vec![finding("llama", Some("2026-01-15T09:04:00Z"))];
-        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"));
+        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:50:00Z") - chrono::Duration::minutes(30));
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.event.kind), Some(EventKind::Rollout));
     }
 
@@ -207,7 +208,7 @@ mod tests {
         let mut e = event("2026-01-15T09:00:00Z", EventKind::Rollout, "llama", "rolling");
         e.until = Some(t("2026-01-15T09:20:00Z"));
         let mut fs = vec![finding("llama", Some("2026-01-15T09:22:00Z"))];
-        apply(&mut fs, &[e], 60, t("2026-01-15T08:50:00Z"));
+        apply(&mut fs, &[e], 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:20:00Z"));
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.lead_seconds), Some(22 * 60));
     }
 
@@ -226,17 +227,33 @@ mod tests {
     }
 
     #[test]
+    fn a_change_in_the_baseline_is_never_what_a_problem_that_began_in_the_window_followed() {
+        // The fleet lab's KV pressure: a restart at the baseline's first second, the problem from
+        // 4 min 15 s later, inside the window.
+        let (baseline, window) = (t("2026-11-28T02:42:54Z"), t("2026-11-28T02:46:54Z"));
+        let events = vec![event("2026-11-28T02:42:54Z", EventKind::Restart, "llama", "1 of 2 replicas restarted")];
+        let mut fs = vec![finding("llama", Some("2026-11-28T02:47:09Z"))];
+        apply(&mut fs, &events, 15, window, baseline);
+        assert_eq!(fs[0].preceded_by, None);
+        assert!(fs[0].steps.iter().all(|s| !matches!(s, Step::Change { .. })), "{:?}", fs[0].steps);
+        // Nor one there from the window's start, to the baseline's first sample.
+        let mut from_start = vec![finding_with("kv-cache-pressure", vec![evidence("kv", 0.99, 0.5, true)], Some("kv"))];
+        apply(&mut from_start, &events, 15, window, baseline);
+        assert_eq!(from_start[0].preceded_by, None);
+    }
+
+    #[test]
     fn a_problem_there_from_the_start_is_tied_to_a_change_just_before_only_when_the_baseline_lacked_it() {
         let start = t("2026-01-15T09:00:00Z");
         let events = vec![event("2026-01-15T08:58:00Z", EventKind::ConfigChange, "llama", "d")];
         let mut new = vec![finding_with("kv-cache-pressure", vec![evidence("kv", 0.99, 0.5, true)], Some("kv"))];
-        apply(&mut new, &events, 60, start);
+        apply(&mut new, &events, 60, start, start - chrono::Duration::minutes(30));
         let p = new[0].preceded_by.as_ref().expect("tied");
         assert_eq!(p.lead_seconds, 120);
         assert_eq!(p.text, "was there from the window's start at 09:00:00 UTC, 2 min after a configuration change at 08:58:00 UTC: d");
         // The same problem in the baseline too: chronic, tied to nothing.
         let mut chronic = vec![finding_with("kv-cache-pressure", vec![evidence("kv", 0.99, 0.97, true)], Some("kv"))];
-        apply(&mut chronic, &events, 60, start);
+        apply(&mut chronic, &events, 60, start, start - chrono::Duration::minutes(30));
         assert_eq!(chronic[0].preceded_by, None);
     }
 
@@ -245,7 +262,7 @@ mod tests {
         let start = t("2026-01-15T09:00:00Z");
         let events = vec![event("2026-01-15T08:50:00Z", EventKind::ReplicaRemoved, "llama", "d"), event("2026-01-15T09:12:00Z", EventKind::ReplicaRemoved, "llama", "d")];
         let mut fs = vec![finding_with("target-down", vec![evidence("replicas_vanished", 2.0, 0.0, true)], None)];
-        apply(&mut fs, &events, 60, start);
+        apply(&mut fs, &events, 60, start, start - chrono::Duration::minutes(30));
         assert_eq!(fs[0].onset, Some(t("2026-01-15T09:12:00Z")), "the first removal in the window, not the one before it");
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.event.time), Some(t("2026-01-15T09:12:00Z")));
     }

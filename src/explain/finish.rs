@@ -74,7 +74,7 @@ fn ongoing_first(f: &mut [Finding], _: &Finish) {
 }
 
 fn correlate(f: &mut [Finding], c: &Finish) {
-    correlate::apply(f, c.events, c.step, c.p.window.start);
+    correlate::apply(f, c.events, c.step, c.p.window.start, c.p.baseline.start);
 }
 
 fn cold_start(f: &mut [Finding], c: &Finish) {

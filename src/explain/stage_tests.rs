@@ -839,7 +839,7 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
         ..crate::report::Finding::bare("r", crate::report::Severity::Warning, scope("a"))
     }];
     let rules = crate::rules::load_builtin().unwrap();
-    follow_up::apply(&fu, &answers, &mut findings, &rules, &SignalTable::new(), &[], &p, &mut Warnings::default());
+    follow_up::apply(&fu, &answers, &mut findings, &rules, &SignalTable::new(), &[], &Default::default(), &p, &mut Warnings::default());
     let own = findings[0].evidence[0].series.as_ref().expect("own trend");
     let (b0, bs) = (p.baseline.start.timestamp() as f64, (p.baseline.end - p.baseline.start).num_seconds() / 60 + 1);
     assert_eq!(own.baseline.first().map(|x| x.0), Some(b0 + 180.0), "{:?}", own.baseline);

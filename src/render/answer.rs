@@ -137,12 +137,38 @@ pub struct Card {
     pub arithmetic: String,
 }
 
+/// Whether the answer's lines that leave something out say where it is: in the terminal, `-v` is
+/// one flag away; a channel's reader has no command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hints {
+    None,
+    Terminal,
+}
+
+impl Hints {
+    /// `: -v lists them` in the terminal, nothing elsewhere.
+    fn lists(self) -> &'static str {
+        match self {
+            Hints::Terminal => ": -v lists them",
+            Hints::None => "",
+        }
+    }
+
+    /// `; -v says why` in the terminal, nothing elsewhere.
+    fn says_why(self, sep: &'static str) -> String {
+        match self {
+            Hints::Terminal => format!("{sep}-v says why"),
+            Hints::None => String::new(),
+        }
+    }
+}
+
 impl Answer {
     /// The answer of a view (the view's own facts, nothing more).
-    pub fn new(view: &ReportView) -> Answer {
+    pub fn new(view: &ReportView, hints: Hints) -> Answer {
         let serious: Vec<&FindingView> = view.findings.iter().filter(|f| f.severity >= Severity::Warning).collect();
         let lead_view = serious.first().copied().filter(|_| view.verdict == Verdict::Findings);
-        let others = others(&serious, lead_view.is_some());
+        let others = others(&serious, lead_view.is_some(), hints);
         let noted: Vec<String> = view
             .findings
             .iter()
@@ -156,7 +182,7 @@ impl Answer {
         if view.verdict != Verdict::NothingEvaluated {
             moved.extend(view.unexplained.iter().take(MOVED).map(|u| u.brief.clone()));
             if view.unexplained.len() > MOVED {
-                moved.push(format!("... and {} more: -v lists them", view.unexplained.len() - MOVED));
+                moved.push(format!("... and {} more{}", view.unexplained.len() - MOVED, hints.lists()));
             }
         }
         let not_evaluated_pairs = if view.verdict == Verdict::NothingEvaluated {
@@ -171,15 +197,15 @@ impl Answer {
                 Some(f) => heading(f),
                 None => no_problem_headline(view),
             },
-            lead: lead_view.map(|f| lead(view, f)),
+            lead: lead_view.map(|f| lead(view, f, hints)),
             others,
             noted: (!noted.is_empty()).then(|| format!("Also noted (info): {}", noted.join(", "))),
             conclusion: conclusion(view),
             moved,
             not_evaluated_pairs,
-            not_evaluated: not_evaluated_count(view),
+            not_evaluated: not_evaluated_count(view, hints),
             disabled: view.disabled_line.clone(),
-            warnings: warnings(&view.warnings),
+            warnings: warnings(&view.warnings, hints),
             context: context(view),
             counts: view.rules,
         }
@@ -219,13 +245,13 @@ fn heading(f: &FindingView) -> String {
     format!("{} {}: {}", f.severity.as_str().to_uppercase(), f.rule, f.title)
 }
 
-fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
+fn lead(view: &ReportView, f: &FindingView, hints: Hints) -> LeadFinding {
     // The change it began after, said once: by its first step when the runbook starts there
     // (`Start with the configuration change at 09:01 UTC (...)`), else by a note of its own.
     let step_names_it = f.first_step_names_change;
     let mut scope = vec![f.scope.clone()];
     scope.extend(f.replicas_count.map(|r| match r {
-        ReplicaCount::NotEvaluated => "which replicas: not evaluated (-v says why)".to_string(),
+        ReplicaCount::NotEvaluated => format!("which replicas: not evaluated{}", hints.says_why(", ")),
         ReplicaCount::Of { affected, total } => format!("{affected} of {total} replicas affected"),
     }));
     scope.extend(f.since.clone());
@@ -275,7 +301,7 @@ fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
         hop,
         try_heading: if f.recommendations.len() > 1 { "Try one of these" } else { "Try" },
         cards,
-        wont_help: wont_help(f),
+        wont_help: wont_help(f, hints),
         checked: f.checked.iter().take(CHECKED).cloned().collect(),
         steps: f.steps.iter().take(STEPS).cloned().collect(),
         absorbed: f.also_consistent_list(|id| id.to_string()).map(|l| format!("Also explains: {l}")),
@@ -285,16 +311,16 @@ fn lead(view: &ReportView, f: &FindingView) -> LeadFinding {
 
 /// The levers the evidence rules out, in one line: `Won't help: a lower max_num_seqs
 /// (--max-num-seqs), a quantised KV cache (--kv-cache-dtype fp8); -v says why`.
-fn wont_help(f: &FindingView) -> Vec<String> {
+fn wont_help(f: &FindingView, hints: Hints) -> Vec<String> {
     if f.wont_help_levers.is_empty() {
         return Vec::new();
     }
-    vec![format!("Won't help: {}; -v says why", f.wont_help_levers.join(", "))]
+    vec![format!("Won't help: {}{}", f.wont_help_levers.join(", "), hints.says_why("; "))]
 }
 
 /// The warning and critical findings after the lead, one line each: `#2 WARNING slow-decode:
 /// Decode is slow · qwen · P95 inter-token latency: 112 ms, baseline 48.6 ms`.
-fn others(serious: &[&FindingView], led: bool) -> Vec<String> {
+fn others(serious: &[&FindingView], led: bool, hints: Hints) -> Vec<String> {
     let lead_scope = serious.first().filter(|_| led).map(|f| f.scope.clone()).unwrap_or_default();
     let rest: Vec<&&FindingView> = serious.iter().skip(usize::from(led)).collect();
     let mut out: Vec<String> = rest
@@ -311,7 +337,7 @@ fn others(serious: &[&FindingView], led: bool) -> Vec<String> {
         })
         .collect();
     if rest.len() > OTHERS {
-        out.push(format!("... and {}: -v lists them", plural(rest.len() - OTHERS, "more finding", "more findings")));
+        out.push(format!("... and {}{}", plural(rest.len() - OTHERS, "more finding", "more findings"), hints.lists()));
     }
     out
 }
@@ -350,7 +376,7 @@ fn conclusion(view: &ReportView) -> Option<String> {
 }
 
 /// `4 rules not evaluated, and priority-preemption on this model: -v lists them`, or `None`.
-fn not_evaluated_count(view: &ReportView) -> Option<String> {
+fn not_evaluated_count(view: &ReportView, hints: Hints) -> Option<String> {
     if view.verdict == Verdict::NothingEvaluated {
         return None;
     }
@@ -375,11 +401,11 @@ fn not_evaluated_count(view: &ReportView) -> Option<String> {
     if elsewhere > 0 {
         parts.push(format!("{} on some models only", plural(elsewhere, "more", "more")));
     }
-    (!parts.is_empty()).then(|| format!("{}: -v lists them", parts.join(", ")))
+    (!parts.is_empty()).then(|| format!("{}{}", parts.join(", "), hints.lists()))
 }
 
 /// The first warnings, each kept to [`WARNING_CHARS`] at a word, and how many more.
-fn warnings(all: &[String]) -> Vec<String> {
+fn warnings(all: &[String], hints: Hints) -> Vec<String> {
     let mut out: Vec<String> = all
         .iter()
         .take(WARNINGS)
@@ -392,11 +418,14 @@ fn warnings(all: &[String]) -> Vec<String> {
             if let Some(i) = keep.rfind(' ') {
                 keep.truncate(i);
             }
-            format!("{}… (-v has it whole)", keep.trim_end())
+            match hints {
+                Hints::Terminal => format!("{}… (-v has it whole)", keep.trim_end()),
+                Hints::None => format!("{}…", keep.trim_end()),
+            }
         })
         .collect();
     if all.len() > WARNINGS {
-        out.push(format!("... and {}: -v lists them", plural(all.len() - WARNINGS, "more warning", "more warnings")));
+        out.push(format!("... and {}{}", plural(all.len() - WARNINGS, "more warning", "more warnings"), hints.lists()));
     }
     out
 }
@@ -435,7 +464,7 @@ mod tests {
     use crate::render::RenderOptions;
 
     fn answer(r: &crate::report::Report) -> Answer {
-        ReportView::new(r, &RenderOptions::default()).answer()
+        ReportView::new(r, &RenderOptions::default()).answer_in_terminal()
     }
 
     #[test]
@@ -450,7 +479,7 @@ mod tests {
         assert!(l.cards[0].arithmetic.starts_with("Suggested max_num_seqs = 37: "), "{}", l.cards[0].arithmetic);
         assert_eq!(l.steps.len(), STEPS);
         assert_eq!(l.absorbed.as_deref(), Some("Also explains: queue-backlog (warning), ttft-regression (info)"));
-        assert_eq!(a.others, ["#2 WARNING ttft-regression: Time to first token regressed · qwen2.5-coder-32b"]);
+        assert_eq!(a.others, ["#2 WARNING ttft-regression: Time to first token regressed · qwen2.5-coder-32b · P95 time to first token: 4.12 s, baseline 820 ms"]);
         // The sample's pack: 8 rules, 6 evaluated, so 2 nowhere; 1 more (on Qwen only).
         assert_eq!((a.counts.total, a.counts.evaluated, a.counts.not_evaluated, a.counts.partly_evaluated), (8, 6, 2, 1));
         assert_eq!(a.not_evaluated.as_deref(), Some("2 rules not evaluated, 1 more on some models only: -v lists them"));

@@ -30,7 +30,7 @@ const INDENT: &str = "   ";
 pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     let width = opts.width.map_or(MAX_WIDTH, |w| usize::from(w).min(MAX_WIDTH));
     let w = Some(width);
-    let a = view.answer();
+    let a = view.answer_in_terminal();
     let mut out: Vec<String> = Vec::new();
 
     // check's verdict stays one line whatever its length: CI reads the first line (`check --help`).

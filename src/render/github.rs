@@ -34,7 +34,7 @@ pub fn annotations_of(view: &ReportView) -> String {
             .evidence
             .iter()
             .filter(|e| e.held_condition())
-            .map(|e| format!("{} {} ({})", e.title, e.value, e.condition))
+            .map(|e| format!("{} {} ({})", e.title, e.value, e.condition_words))
             .collect();
         let mut message = format!("{}: {}", f.severity.as_str().to_uppercase(), f.title);
         if !held.is_empty() {

@@ -286,7 +286,7 @@ fn finding(out: &mut String, view: &ReportView, f: &FindingView) {
         out.push_str("</ul>\n");
     }
     if let Some(also) = f.also_consistent_list(|id| id.to_string()) {
-        let _ = writeln!(out, "<p>Also consistent: {}</p>", esc(&also));
+        let _ = writeln!(out, "<p>Also explains: {}</p>", esc(&also));
     }
     if !f.queries.is_empty() {
         let _ = writeln!(out, "<details>\n<summary>PromQL {}</summary>\n<dl class=\"promql\">", esc(&view.query_timing));
@@ -307,8 +307,8 @@ fn finding(out: &mut String, view: &ReportView, f: &FindingView) {
 fn figure(out: &mut String, view: &ReportView, e: &EvidenceView, severity: Severity, id: &str) {
     let status = match (e.condition.is_empty(), e.held) {
         (true, _) => "context".to_string(),
-        (false, true) => format!("<code>{}</code> held", esc(&e.condition)),
-        (false, false) => format!("<code>{}</code> did not hold", esc(&e.condition)),
+        (false, true) => format!("<code>{}</code> held", esc(&e.condition_words)),
+        (false, false) => format!("<code>{}</code> did not hold", esc(&e.condition_words)),
     };
     let class = match (e.condition.is_empty(), e.held) {
         (true, _) => "context",

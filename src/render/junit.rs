@@ -6,8 +6,9 @@
 //! evidence, the steps and the PromQL; a rule that could not be evaluated is `<skipped>` with the
 //! reason, never a pass; a healthy pair passes, and so does a finding below the bar, with what it
 //! found in `<system-out>` so it is not lost. Rules that matched but were explained better by
-//! another rule (listed as "also consistent") are test cases of their own, failing at their own
-//! severity. The shape follows the JUnit schema used by Jenkins and Surefire: `tests`, `failures`,
+//! another rule (the finding's "Also explains") are test cases of their own that pass, saying in
+//! `<system-out>` which finding explains them: the failures count the findings `check` counts, one
+//! per cause, never the same cause twice. The shape follows the JUnit schema used by Jenkins and Surefire: `tests`, `failures`,
 //! `errors`, `skipped` counts on every suite and on the root, `time` in seconds.
 //!
 //! What concerns the whole run is repeated as properties on every suite (JUnit has no place above
@@ -155,11 +156,8 @@ fn cases(view: &ReportView) -> Cases {
         let detail = detail(view, f);
         put(&f.rule, &f.scope, Outcome::Matched { severity: f.severity, title: f.title.clone(), detail, fails: view.fails(f.severity) });
         for a in &f.also_consistent {
-            let detail = format!(
-                "Also matched; explained better by {} ({}) on the same scope, whose failure or report holds the evidence.\n",
-                f.rule, f.severity
-            );
-            put(&a.rule, &f.scope, Outcome::Matched { severity: a.severity, title: a.title.clone(), detail, fails: view.fails(a.severity) });
+            let detail = format!("Also matched; explained by {} ({}) on the same scope, whose test case holds the evidence.\n", f.rule, f.severity);
+            put(&a.rule, &f.scope, Outcome::Matched { severity: a.severity, title: a.title.clone(), detail, fails: false });
         }
     }
     // What else moved: one suite, `what_else_moved` (a rule's id has no underscore, so none can
@@ -233,7 +231,7 @@ fn detail(view: &ReportView, f: &FindingView) -> String {
         }
         let _ = write!(detail, ")");
         if !e.condition.is_empty() {
-            let _ = write!(detail, "; condition {} {}", e.condition, if e.held { "held" } else { "did not hold" });
+            let _ = write!(detail, "; condition {} {}", e.condition_words, if e.held { "held" } else { "did not hold" });
         }
         if let Some(c) = &e.confidence {
             let _ = write!(detail, "; {c}");
@@ -272,7 +270,7 @@ fn detail(view: &ReportView, f: &FindingView) -> String {
         }
     }
     if let Some(also) = f.also_consistent_list(|id| id.to_string()) {
-        let _ = writeln!(detail, "\nAlso consistent: {also}");
+        let _ = writeln!(detail, "\nAlso explains: {also}");
     }
     if !f.queries.is_empty() {
         let _ = writeln!(detail, "\nPromQL {}:", view.query_timing);
@@ -484,8 +482,9 @@ mod tests {
         assert_eq!(got[&key("ttft-regression", "qwen2.5-coder-32b")], "failure");
         assert_eq!(got[&key("kv-cache-exhausted", "qwen2.5-coder-32b")], "skipped");
         assert_eq!(got[&key("error-rate", "llama-3.1-70b-instruct")], "passed");
-        // also consistent: queue-backlog (warning) fails, ttft-regression on llama (info) does not.
-        assert_eq!(got[&key("queue-backlog", "llama-3.1-70b-instruct")], "failure");
+        // Absorbed (the finding's "Also explains"): neither queue-backlog (warning) nor
+        // ttft-regression (info) on llama fails; the finding that explains them does, once.
+        assert_eq!(got[&key("queue-backlog", "llama-3.1-70b-instruct")], "system-out");
         assert_eq!(got[&key("ttft-regression", "llama-3.1-70b-instruct")], "system-out");
 
         let critical = outcomes(&render(&sample_report(), &RenderOptions { fail_on: Some(Severity::Critical), ..RenderOptions::default() }));
@@ -510,7 +509,7 @@ mod tests {
             skipped += s;
         }
         assert_eq!((num(root, "tests"), num(root, "failures"), num(root, "skipped")), (tests, failures, skipped));
-        assert_eq!((tests, failures, skipped), (11, 3, 2));
+        assert_eq!((tests, failures, skipped), (11, 2, 2));
     }
 
     #[test]

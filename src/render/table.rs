@@ -239,7 +239,7 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
     }
     if let Some(also) = f.also_consistent_list(|id| id.to_string()) {
         out.extend(wrap(
-            &format!("Also consistent: {also}"),
+            &format!("Also explains: {also}"),
             width,
             INDENT,
             &format!("{INDENT}  "),
