@@ -54,11 +54,16 @@ pub struct Answer {
     /// `CRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions`, `OK: no problem
     /// found in 28 of 32 rules`, `NOT AN ALL-CLEAR: ...`, `NOTHING EVALUATED: ...`.
     pub headline: String,
+    /// The headline's first word or words, which a terminal paints: the severity (`CRITICAL`),
+    /// `OK`, `NOT AN ALL-CLEAR` or `NOTHING EVALUATED`.
+    pub badge: String,
     /// The leading finding in full: the first warning or critical finding.
     pub lead: Option<LeadFinding>,
     /// The other warning and critical findings, one line each (at most [`OTHERS`]), then how many
     /// more.
     pub others: Vec<String>,
+    /// The severity of each line of `others` (none for the count of the rest).
+    pub other_severities: Vec<Option<Severity>>,
     /// `Also noted (info): gpu-underutilized (llama)`.
     pub noted: Option<String>,
     /// Why a run without findings is or is not an all-clear, or which core checks a run with
@@ -169,6 +174,14 @@ impl Answer {
         let serious: Vec<&FindingView> = view.findings.iter().filter(|f| f.severity >= Severity::Warning).collect();
         let lead_view = serious.first().copied().filter(|_| view.verdict == Verdict::Findings);
         let others = others(&serious, lead_view.is_some(), hints);
+        let other_severities = serious.iter().skip(usize::from(lead_view.is_some())).take(OTHERS).map(|f| Some(f.severity)).chain(std::iter::repeat(None)).take(others.len()).collect();
+        let (badge, headline) = match lead_view {
+            Some(f) => (f.severity.as_str().to_uppercase(), heading(f)),
+            None => {
+                let (badge, rest) = no_problem_headline(view);
+                (badge.to_string(), format!("{badge}: {rest}"))
+            }
+        };
         let noted: Vec<String> = view
             .findings
             .iter()
@@ -193,12 +206,11 @@ impl Answer {
         Answer {
             verdict: view.verdict,
             severity: lead_view.map(|f| f.severity),
-            headline: match lead_view {
-                Some(f) => heading(f),
-                None => no_problem_headline(view),
-            },
+            headline,
+            badge,
             lead: lead_view.map(|f| lead(view, f, hints)),
             others,
+            other_severities,
             noted: (!noted.is_empty()).then(|| format!("Also noted (info): {}", noted.join(", "))),
             conclusion: conclusion(view),
             moved,
@@ -342,8 +354,8 @@ fn others(serious: &[&FindingView], led: bool, hints: Hints) -> Vec<String> {
     out
 }
 
-/// The first line when no warning or critical finding leads.
-fn no_problem_headline(view: &ReportView) -> String {
+/// The first line when no warning or critical finding leads: its badge and the rest.
+fn no_problem_headline(view: &ReportView) -> (&'static str, String) {
     let r = &view.rules;
     let in_rules = if r.total > 0 {
         format!("{} of {} rules", r.evaluated, r.total)
@@ -351,17 +363,17 @@ fn no_problem_headline(view: &ReportView) -> String {
         view.healthy.as_ref().map_or_else(|| "what was checked".to_string(), |h| h.pairs.clone())
     };
     match view.verdict {
-        Verdict::NothingEvaluated => "NOTHING EVALUATED: no rule could be checked against this window, so this is not an all-clear".to_string(),
+        Verdict::NothingEvaluated => ("NOTHING EVALUATED", "no rule could be checked against this window, so this is not an all-clear".to_string()),
         Verdict::Incomplete => {
             let gaps = view.gaps.clone().unwrap_or_else(|| "core checks not evaluated".into());
-            format!("NOT AN ALL-CLEAR: {gaps} · no warning or critical finding in the {in_rules} evaluated")
+            ("NOT AN ALL-CLEAR", format!("{gaps} · no warning or critical finding in the {in_rules} evaluated"))
         }
         _ if !view.unexplained.is_empty() => {
             let moved = plural(view.unexplained.len(), "signal moved", "signals moved");
-            format!("NOT AN ALL-CLEAR: no warning or critical finding in {in_rules}, but {moved} that no rule explains")
+            ("NOT AN ALL-CLEAR", format!("no warning or critical finding in {in_rules}, but {moved} that no rule explains"))
         }
-        _ if view.findings.is_empty() => format!("OK: no problem found in {in_rules}"),
-        _ => format!("OK: no warning or critical finding in {in_rules}"),
+        _ if view.findings.is_empty() => ("OK", format!("no problem found in {in_rules}")),
+        _ => ("OK", format!("no warning or critical finding in {in_rules}")),
     }
 }
 
@@ -435,12 +447,9 @@ fn warnings(all: &[String], hints: Hints) -> Vec<String> {
 fn context(view: &ReportView) -> String {
     let h = &view.header;
     // A live run says how long ago the window ended (a replay never does).
-    let ago = h.window.split("ended ").nth(1).map(|rest| format!(" (ended {})", rest.trim_end_matches(')'))).unwrap_or_default();
+    let ago = h.ended.as_ref().map(|a| format!(" (ended {a})")).unwrap_or_default();
     let mut parts = vec![format!("{}{ago} vs {}", window(&view.window_range), h.baseline_brief)];
-    if let Some(fleet) = &h.fleet {
-        let first = fleet.split(" · ").next().unwrap_or_default();
-        parts.push(first.split(" by ").next().unwrap_or_default().to_string());
-    }
+    parts.extend(h.replicas.clone());
     parts.push(view.profile_phrase());
     let r = &view.rules;
     if r.total > 0 && view.verdict != Verdict::NothingEvaluated {

@@ -73,10 +73,10 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     }
     if !a.others.is_empty() {
         out.push(String::new());
-        for line in &a.others {
+        for (line, severity) in a.others.iter().zip(&a.other_severities) {
             // `#2 WARNING`: its badge coloured like the headline's.
             let badge: String = line.split(' ').take(2).collect::<Vec<_>>().join(" ");
-            let colour = [Severity::Critical, Severity::Warning].into_iter().find(|s| badge.ends_with(&s.as_str().to_uppercase())).map_or("1;34", code);
+            let colour = severity.filter(|s| *s >= Severity::Warning).map_or("1;34", code);
             out.extend(painted(line, width, &badge, colour, opts.color));
         }
     }
@@ -122,15 +122,12 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
 
 /// The headline's badge (the words before its first colon) and its colour.
 fn badge(a: &Answer) -> (String, &'static str) {
-    let word = a.headline.split(':').next().unwrap_or_default().to_string();
     let colour = match (a.severity, a.verdict) {
         (Some(s), _) => code(s),
         (None, super::Verdict::Clean | super::Verdict::Findings) if a.moved.is_empty() => "1;32",
         _ => "1;33",
     };
-    // A finding's badge is its severity alone.
-    let word = if a.severity.is_some() { word.split(' ').next().unwrap_or_default().to_string() } else { word };
-    (word, colour)
+    (a.badge.clone(), colour)
 }
 
 /// The ANSI colour of a severity's badge, as the table format paints it.

@@ -73,6 +73,7 @@ pub(crate) fn sections_within(a: &Answer, budget: usize) -> Vec<String> {
 fn drop_one(a: &mut Answer) -> bool {
     if a.others.len() > 1 {
         a.others.pop();
+        a.other_severities.pop();
     } else if !a.moved.is_empty() {
         a.moved.pop();
     } else if !a.warnings.is_empty() {

@@ -177,6 +177,10 @@ pub struct Header {
     pub metrics: String,
     /// `5 replicas by instance · 5 pods`, when the fleet's size is known.
     pub fleet: Option<String>,
+    /// `5 replicas` alone, when the fleet's size is known.
+    pub replicas: Option<String>,
+    /// How long ago the window ended (`12 min ago`), on a live run only.
+    pub ended: Option<String>,
 }
 
 /// One finding, with every part a format may show.
@@ -594,6 +598,8 @@ fn header(report: &Report, scopes: &ScopeStyle, now: Option<&DateTime<Utc>>) -> 
             scopes.describe_seen(&report.metrics.scopes)
         ),
         fleet: describe_fleet(&report.metrics),
+        replicas: super::words::describe_replicas(&report.metrics),
+        ended: now.map(|n| super::words::ago(&report.window.end, n)),
     }
 }
 

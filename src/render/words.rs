@@ -107,6 +107,19 @@ pub(crate) fn describe_fleet(m: &crate::report::MetricsInfo) -> Option<String> {
     Some(parts.join(" · "))
 }
 
+/// `5 replicas`, `replicas not told apart` or `replica count unknown`, when the fleet's labels
+/// were counted.
+pub(crate) fn describe_replicas(m: &crate::report::MetricsInfo) -> Option<String> {
+    if m.labels.is_empty() {
+        return None;
+    }
+    Some(match m.labels.get(&m.replica_label) {
+        Some(0) => "replicas not told apart".to_string(),
+        None => "replica count unknown".to_string(),
+        Some(&n) => crate::stats::plural(n, "replica", "replicas"),
+    })
+}
+
 /// How scopes are written. When every scope seen is one label (normally `model_name`), scopes are
 /// written as that label's value alone, and the label is named once in the header.
 #[derive(Debug, Clone, PartialEq, Eq)]
