@@ -2,8 +2,8 @@
 //!
 //! Within one scope (one model; a finding about one replica of it counts as the model's), a matched
 //! rule that `supersedes` another matched rule absorbs it: the more specific explanation becomes the
-//! finding, the other is listed under it as "also consistent", and the finding is at least as severe
-//! as anything it absorbed (a workload change that explains a latency warning is still a warning).
+//! finding, the other is listed under it as "also consistent", and the finding is at least as severe,
+//! and its score at least as high, as anything it absorbed (a workload change that explains a latency warning is still a warning).
 //! Across scopes and rules the order is severity, then strength of evidence (score), then rule id and
 //! scope, so the same data always gives the same order.
 
@@ -149,6 +149,8 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                     f.raised_from = Some(f.severity);
                     f.severity = worst;
                 }
+                // As strong as the strongest evidence it explains: the order and the scores agree.
+                f.score = f.also_consistent.iter().map(|a| a.score).fold(f.score, f64::max);
                 out.findings.push(f);
             }
         }

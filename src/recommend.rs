@@ -213,7 +213,7 @@ fn max_num_seqs(inp: &Inputs) -> Option<Recommendation> {
         flag: "--max-num-seqs".into(),
         // vLLM does not export the cap; a batch squeezed by the KV cache runs below it.
         from: "unknown".into(),
-        to: format!("{} per replica", value as u64),
+        to: format!("{}", value as u64),
         tradeoff: "fewer sequences at once: no preemptions, but each replica admits less and the queue takes the rest".into(),
         confidence: less_sure(kv_confidence(inp), apart),
     })
@@ -361,7 +361,7 @@ fn kv_size(inp: &Inputs) -> Option<Recommendation> {
         caveat: "the blocks grow with the memory given to the KV cache, not with gpu_memory_utilization as a whole: the weights and activations stay; check peak memory".into(),
         flag: "--gpu-memory-utilization / --kv-cache-memory-bytes".into(),
         from: format!("{} blocks", n(blocks)),
-        to: format!("{} blocks per replica ({}x)", n(needed), n(ratio)),
+        to: format!("{} blocks ({}x)", n(needed), n(ratio)),
         tradeoff: "memory for the KV cache is taken from activations and CUDA graphs, or bought with larger GPUs; an fp8 KV cache doubles the blocks at some accuracy risk".into(),
         confidence: less_sure(
             kv_confidence(inp),
@@ -662,7 +662,7 @@ mod tests {
             assert_eq!(c.confidence.level, ConfidenceLevel::High, "{c:#?}");
         }
         // The cap is not exported, and a batch squeezed by the KV cache runs below it.
-        assert_eq!((cards[0].from.as_str(), cards[0].to.as_str()), ("unknown", "15 per replica"));
+        assert_eq!((cards[0].from.as_str(), cards[0].to.as_str()), ("unknown", "15"));
     }
 
     #[test]

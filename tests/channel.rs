@@ -17,14 +17,22 @@
 //! - the same quantity (running, waiting requests) is not printed two ways in one answer;
 //! - the profile in force is said in every format;
 //! - a correlation names its points, has at least 10, and never blames KV pressure at a KV-cache
-//!   usage that is healthy.
+//!   usage that is healthy;
+//! - Slack and Block Kit may leave lines out to fit the channel, but then say how many, and never
+//!   more than they say;
+//! - no channel format points at a command-line flag (`-v`), and none shows a signal id where words
+//!   belong (`(see preemption_recent)`);
+//! - no open step asks about a signal the finding's answered steps already show, and no step
+//!   proposes a lever the finding's won't-help rules out;
+//! - JUnit fails exactly the findings `check` counts (one per finding, absorbed rules passing), and
+//!   the top finding's score is at least each absorbed finding's.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use vllm_diag::explain::{explain, ExplainOptions};
-use vllm_diag::render::answer::Answer;
+use vllm_diag::render::answer::{Answer, Hints};
 use vllm_diag::render::{escape, render, Format, RenderOptions, ReportView};
 use vllm_diag::report::{LimitKind, Report, RunParams, TimeRange};
 use vllm_diag::source::record::Replay;
@@ -113,15 +121,24 @@ fn shown(report: &Report, format: Format) -> String {
 /// Every way `report`'s channel answer disagrees with itself, the issue's limits or its numbers.
 fn problems(report: &Report) -> Vec<String> {
     let view = ReportView::new(report, &RenderOptions::default());
-    let a = Answer::new(&view);
+    let a = Answer::new(&view, Hints::None);
     let mut out: Vec<String> = Vec::new();
     for format in CHANNEL {
         let text = shown(report, format);
         let flat = squeeze(&text);
-        for fact in a.facts() {
-            if !flat.contains(&squeeze(&escape(format, fact))) {
-                out.push(format!("{format}: does not say {fact:?}\n{text}"));
+        let missing: Vec<&str> = a.facts().into_iter().filter(|fact| !flat.contains(&squeeze(&escape(format, fact)))).collect();
+        // Slack and Block Kit may leave lines out to fit the channel, saying how many.
+        let cut = if matches!(format, Format::Slack | Format::SlackBlocks) { left_out(&text) } else { 0 };
+        if missing.len() > cut {
+            for fact in missing {
+                out.push(format!("{format}: does not say {fact:?} ({cut} lines said left out)\n{text}"));
             }
+        }
+        if format != Format::Text && (text.contains("-v lists") || text.contains("-v says") || text.contains("-v has") || text.contains("(the arithmetic: -v")) {
+            out.push(format!("{format}: a command-line hint in a channel format\n{text}"));
+        }
+        if signal_id_in_words(&text) {
+            out.push(format!("{format}: a signal id where words belong\n{text}"));
         }
         let profile = format!("profile {}", report.profile.as_deref().unwrap_or_default());
         if !text.contains(&profile) {
@@ -134,6 +151,7 @@ fn problems(report: &Report) -> Vec<String> {
     }
     out.extend(limits(report, &a));
     out.extend(agreement(report));
+    out.extend(steps_and_scores(report));
     out.extend(counts(report, &a));
     out.extend(correlations(report));
     // -v says the profile too, JUnit has it as a property, and the JSON carries it.
@@ -212,6 +230,58 @@ fn agreement(report: &Report) -> Vec<String> {
                 out.push(format!("{} on {:?}: won't help {} ({}) beside a binding of {} for {:.0}% of the window", f.rule, f.scope, w.lever, w.why, limit.name(), share * 100.0));
             }
         }
+    }
+    out
+}
+
+/// `(see preemption_recent)` or `(see a_b, c_d)`: signal ids where a reader needs words.
+fn signal_id_in_words(text: &str) -> bool {
+    text.match_indices("(see ").any(|(i, _)| {
+        let rest = &text[i + 5..];
+        let Some(end) = rest.find(')') else { return false };
+        rest[..end].split(", ").all(|id| id.contains('_') && id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+    })
+}
+
+/// How many lines a Slack message says it left out to fit the channel (0 when it says none).
+fn left_out(text: &str) -> usize {
+    text.lines()
+        .find_map(|l| l.trim_matches('_').split_once(" left out to fit the channel").map(|(n, _)| n.split_whitespace().next().unwrap_or_default().parse().unwrap_or(0)))
+        .unwrap_or(0)
+}
+
+/// Every line earned: no open step asks what an answered one shows, no step proposes a lever the
+/// evidence rules out, JUnit fails each finding once (as `check` counts them), and a finding's
+/// score is at least that of each finding it absorbed.
+fn steps_and_scores(report: &Report) -> Vec<String> {
+    use vllm_diag::report::Step;
+    let mut out = Vec::new();
+    for f in &report.findings {
+        let ruled_out: Vec<&str> = f.wont_help.iter().flat_map(|w| w.flag.split(" / ")).collect();
+        for s in f.steps.iter() {
+            if let Some(l) = s.lever().filter(|l| ruled_out.contains(l)) {
+                out.push(format!("{}: the step {:?} proposes {l}, which its won't-help rules out", f.rule, s.text()));
+            }
+        }
+        let answered: Vec<&str> = f.steps.answered().map(|a| a.ask.as_str()).collect();
+        for s in f.steps.open() {
+            if let Step::Rule { ask, .. } = s {
+                if answered.contains(&ask.as_str()) {
+                    out.push(format!("{}: the step {ask:?} is both answered and asked", f.rule));
+                }
+            }
+        }
+        for a in &f.also_consistent {
+            if a.score > f.score + 1e-9 {
+                out.push(format!("{}: score {} below the score {} of {}, which it absorbed", f.rule, f.score, a.score, a.rule));
+            }
+        }
+    }
+    let opts = RenderOptions { fail_on: Some(vllm_diag::report::Severity::Warning), ..RenderOptions::default() };
+    let junit = render(report, Format::Junit, &opts);
+    let failing = report.findings.iter().filter(|f| f.severity >= vllm_diag::report::Severity::Warning).count();
+    if !junit.contains(&format!("<testsuites name=\"vllm-diag\" tests=\"")) || !junit.lines().next().into_iter().chain(junit.lines()).any(|l| l.starts_with("<testsuites ") && l.contains(&format!(" failures=\"{failing}\" "))) {
+        out.push(format!("junit: the failures are not the {failing} findings check counts"));
     }
     out
 }

@@ -205,7 +205,7 @@ fn the_slack_message_fits_slacks_limit_with_the_worst_finding_first() {
     assert!(out.chars().count() < 1500, "{} chars", out.chars().count());
     assert!(out.starts_with(":red_circle: *vllm-diag: CRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions*"), "{out}");
     // The answer whole: the numbers, the cards, two steps.
-    for present in ["• KV-cache usage (peak): 100%", "• --max-num-seqs: unknown → 15 per replica · confidence high", "\n1. Stabilise", "\n2. Reproduce", "*Checked*\n• Mean prompt length unchanged, 767 tok → 776 tok"] {
+    for present in ["• KV-cache usage (peak): 100%", "• --max-num-seqs: unknown → 15 · confidence high", "\n1. Stabilise", "\n2. Reproduce", "left out to fit the channel; the full report has every line"] {
         assert!(out.contains(present), "{present:?} missing\n{out}");
     }
     assert!(!out.contains('┌') && !out.contains("| "), "no tables in Slack");

@@ -26,6 +26,8 @@ use super::view::{FindingView, ReplicaCount, ReportView, RuleCounts};
 use super::{plural, Verdict};
 use crate::report::Severity;
 
+/// What the cards' numbers are: the model's total (running, waiting) is never what a card sets.
+pub const CARD_UNITS: &str = "engine settings per replica";
 /// How many next steps the answer gives.
 /// The most notes the answer carries under its lead finding.
 pub const NOTES: usize = 2;
@@ -108,6 +110,7 @@ pub struct LeadFinding {
     pub cards: Vec<Card>,
     /// What the cards are headed by: `Try`, or `Try one of these` where there are several (each is
     /// a lever of its own: any one of them is an experiment, not a recipe to apply together).
+    /// Every format adds [`CARD_UNITS`] to it.
     pub try_heading: &'static str,
     /// `Won't help: a lower max_num_seqs (--max-num-seqs), ...; -v says why`: one line, or none.
     pub wont_help: Vec<String>,
@@ -402,13 +405,21 @@ fn not_evaluated_count(view: &ReportView, hints: Hints) -> Option<String> {
         .map(|f| f.not_evaluated_here.iter().map(|n| n.split(" (").next().unwrap_or_default()).collect())
         .unwrap_or_default();
     let elsewhere = view.partly_evaluated.iter().filter(|p| !here.contains(&p.as_str())).count();
+    // Each rule counted once: those not evaluated anywhere are named among the count, those
+    // evaluated on other models only are added to it.
+    let (part, whole): (Vec<&str>, Vec<&str>) = here.iter().partition(|h| view.partly_evaluated.iter().any(|p| p == *h));
     let mut parts: Vec<String> = Vec::new();
     if r.not_evaluated > 0 {
-        parts.push(format!("{} not evaluated", plural(r.not_evaluated, "rule", "rules")));
+        let among = match whole.len() {
+            0 => String::new(),
+            n if n == r.not_evaluated => format!(" ({})", whole.join(", ")),
+            _ => format!(" ({} among them)", whole.join(", ")),
+        };
+        parts.push(format!("{} not evaluated{among}", plural(r.not_evaluated, "rule", "rules")));
     }
-    if !here.is_empty() {
+    if !part.is_empty() {
         let and = if parts.is_empty() { "not evaluated" } else { "and" };
-        parts.push(format!("{and} {} on this model", here.join(", ")));
+        parts.push(format!("{and} {} on this model", part.join(", ")));
     }
     if elsewhere > 0 {
         parts.push(format!("{} on some models only", plural(elsewhere, "more", "more")));
@@ -509,7 +520,9 @@ mod tests {
         }]);
         r.not_evaluated.push(n);
         let a = answer(&r);
-        assert_eq!(a.not_evaluated.as_deref(), Some("2 rules not evaluated, and priority-preemption on this model, 1 more on some models only: -v lists them"));
+        // Not evaluated for any scope, so one of the rules counted (the pack's counts here are the
+        // sample's own): named among them, not added to them.
+        assert_eq!(a.not_evaluated.as_deref(), Some("2 rules not evaluated (priority-preemption among them), 1 more on some models only: -v lists them"));
     }
 
     #[test]

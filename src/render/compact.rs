@@ -51,7 +51,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         }
         // One line per card, under a line that says what they are.
         if !l.cards.is_empty() {
-            out.push(format!("{INDENT}{} (the arithmetic: -v):", l.try_heading));
+            out.push(format!("{INDENT}{} ({}; the arithmetic: -v):", l.try_heading, super::answer::CARD_UNITS));
         }
         for c in &l.cards {
             out.extend(wrap(&c.line, w, INDENT, &more));

@@ -103,7 +103,7 @@ fn answer(out: &mut String, view: &ReportView) {
             para(out, "note", line);
         }
         if !l.cards.is_empty() {
-            let _ = writeln!(out, "<h3>{}</h3>", l.try_heading);
+            let _ = writeln!(out, "<h3>{} ({})</h3>", l.try_heading, super::answer::CARD_UNITS);
             list(out, "ul", &l.cards.iter().map(|c| c.line.clone()).collect::<Vec<_>>());
         }
         for line in &l.wont_help {

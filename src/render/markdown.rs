@@ -48,7 +48,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         }
         if !l.cards.is_empty() {
             let cards: Vec<String> = l.cards.iter().map(|c| format!("- {}", text(&c.line))).collect();
-            blocks.push(format!("**{}:**\n{}", l.try_heading, cards.join("\n")));
+            blocks.push(format!("**{}** ({}):\n{}", l.try_heading, super::answer::CARD_UNITS, cards.join("\n")));
         }
         if !l.wont_help.is_empty() {
             blocks.push(l.wont_help.iter().map(|w| text(w)).collect::<Vec<_>>().join("  \n"));

@@ -348,7 +348,7 @@ mod tests {
         assert_eq!(verdict(&r), Verdict::NothingEvaluated);
         let s = no_findings_sentence(&r).unwrap_or_default().to_lowercase();
         assert!(!s.contains("healthy") && !s.contains("no problems"), "{s}");
-        assert!(healthy_summary(&r).is_none());
+        assert!(healthy_summary(&r, &words::ScopeStyle::for_report(&r)).is_none());
     }
 
     #[test]

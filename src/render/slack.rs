@@ -24,9 +24,10 @@ pub const LIMIT: usize = 3000;
 /// What the answer aims to fit in an incident channel, as Slack displays it (`&gt;` one character).
 pub const CHANNEL_BUDGET: usize = 1500;
 
-/// Characters as Slack displays them: its three escapes count as one each.
-fn shown_len(s: &str) -> usize {
-    s.replace("&gt;", ">").replace("&lt;", "<").replace("&amp;", "&").chars().count()
+/// Characters of the message as sent, escapes and all (stricter than Slack's display, where
+/// `&gt;` is one character): what the budget counts.
+fn sent_len(s: &str) -> usize {
+    s.chars().count()
 }
 
 pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
@@ -35,7 +36,8 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     if let Some(v) = &opts.verdict {
         parts.push(plain(v));
     }
-    let room = CHANNEL_BUDGET.saturating_sub(parts.iter().map(|p| shown_len(p) + 2).sum());
+    // Under the budget with the message's final newline.
+    let room = (CHANNEL_BUDGET - 1).saturating_sub(parts.iter().map(|p| sent_len(p) + 2).sum());
     parts.extend(sections_within(&a, room));
     let mut out = parts.join("\n\n");
     if out.chars().count() > LIMIT {
@@ -48,12 +50,13 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
 
 /// The answer as mrkdwn paragraphs within `budget` characters as Slack shows them: where the whole
 /// answer is longer, the least important lines go first (the other findings past the first, what
-/// else moved, the warnings, the answered steps past the first, the notes, the second step), and
-/// the message says how many lines it left out. Block Kit puts each paragraph in a section block
+/// else moved, the warnings, the answered steps past the first, the notes, the info findings, the
+/// last answered step, the time by hop, the second step, the deciding numbers past the first, the
+/// last other finding), and the message says how many lines it left out. Block Kit puts each paragraph in a section block
 /// of its own.
 pub(crate) fn sections_within(a: &Answer, budget: usize) -> Vec<String> {
     let whole = sections(a, 0);
-    if shown_len(&whole.join("\n\n")) <= budget {
+    if sent_len(&whole.join("\n\n")) <= budget {
         return whole;
     }
     let mut a = a.clone();
@@ -62,7 +65,7 @@ pub(crate) fn sections_within(a: &Answer, budget: usize) -> Vec<String> {
     while drop_one(&mut a) {
         cut += 1;
         last = sections(&a, cut);
-        if shown_len(&last.join("\n\n")) <= budget {
+        if sent_len(&last.join("\n\n")) <= budget {
             break;
         }
     }
@@ -82,10 +85,19 @@ fn drop_one(a: &mut Answer) -> bool {
         l.checked.pop();
     } else if let Some(l) = a.lead.as_mut().filter(|l| !l.notes.is_empty()) {
         l.notes.pop();
-    } else if let Some(l) = a.lead.as_mut().filter(|l| l.steps.len() > 1) {
-        l.steps.pop();
     } else if a.noted.is_some() {
         a.noted = None;
+    } else if let Some(l) = a.lead.as_mut().filter(|l| !l.checked.is_empty()) {
+        l.checked.pop();
+    } else if let Some(l) = a.lead.as_mut().filter(|l| l.hop.is_some()) {
+        l.hop = None;
+    } else if let Some(l) = a.lead.as_mut().filter(|l| l.steps.len() > 1) {
+        l.steps.pop();
+    } else if let Some(l) = a.lead.as_mut().filter(|l| l.numbers.len() > 1) {
+        l.numbers.pop();
+    } else if !a.others.is_empty() {
+        a.others.pop();
+        a.other_severities.pop();
     } else {
         return false;
     }
@@ -111,7 +123,7 @@ fn sections(a: &Answer, cut: usize) -> Vec<String> {
     if let Some(l) = &a.lead {
         let mut advice: Vec<String> = Vec::new();
         if !l.cards.is_empty() {
-            advice.push(format!("*{}*", l.try_heading));
+            advice.push(format!("*{}* ({})", l.try_heading, super::answer::CARD_UNITS));
             advice.extend(l.cards.iter().map(|c| format!("• {}", plain(&c.line))));
         }
         advice.extend(l.wont_help.iter().map(|w| plain(w)));

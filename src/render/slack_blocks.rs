@@ -20,7 +20,7 @@ pub const MAX_TEXT: usize = 3000;
 
 pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     let a = view.answer();
-    let mut paragraphs = slack::sections_within(&a, slack::CHANNEL_BUDGET);
+    let mut paragraphs = slack::sections_within(&a, slack::CHANNEL_BUDGET - 1);
     let footer = paragraphs.pop().unwrap_or_default();
     let mut blocks: Vec<Value> = Vec::new();
     for p in &paragraphs {

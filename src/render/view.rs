@@ -286,8 +286,10 @@ pub struct EvidenceView {
     /// The condition in structure, which the words above are made from.
     pub threshold: crate::report::Threshold,
     pub held: bool,
-    /// The window's value is 0: whatever its condition says (a guard such as `abort_share <= 0`
-    /// holds there), nothing of it was seen, so it is never a number that decided a finding.
+    /// The window's value is 0 for a signal the rule wants high somewhere (a share above a line):
+    /// whatever its condition says (a guard such as `abort_share <= 0` holds there), nothing of it
+    /// was seen, so it is never a number that decided a finding. A 0 that crossed a line from above
+    /// (`up_min < 1`) still decides.
     pub zero: bool,
     /// `low confidence (14 obs)`.
     pub confidence: Option<String>,
@@ -445,7 +447,7 @@ impl ReportView {
                 .enumerate()
                 .map(|(i, f)| finding(report, f, i + 1, &scopes, opts))
                 .collect(),
-            healthy: healthy_summary(report).map(|(pairs, rules)| HealthyView { pairs, rules }),
+            healthy: healthy_summary(report, &scopes).map(|(pairs, rules)| HealthyView { pairs, rules }),
             healthy_pairs: report
                 .healthy
                 .iter()

@@ -274,7 +274,7 @@ pub(crate) fn evidence_words(e: &Evidence) -> view::EvidenceView {
         condition_words: one_line(&e.threshold.to_string()),
         threshold: e.threshold.clone(),
         held: e.passed,
-        zero: e.value == Some(0.0),
+        zero: e.value == Some(0.0) && e.limits.iter().any(|l| l.side.is_above()),
         confidence,
         sparkline: None,
         trend: None,
@@ -545,15 +545,26 @@ pub(crate) fn disabled_line(report: &Report) -> Option<String> {
 }
 
 /// `5 rule/scope pairs (rule-a, rule-b)`, or `None` when there is nothing healthy to mention.
-pub(crate) fn healthy_summary(report: &Report) -> Option<(String, Vec<String>)> {
+/// A rule that fired on some scope is listed with the scopes it was healthy on, so that the list
+/// never reads as clearing the finding above it.
+pub(crate) fn healthy_summary(report: &Report, scopes: &ScopeStyle) -> Option<(String, Vec<String>)> {
     if report.healthy.is_empty() {
         return None;
     }
-    let rules: BTreeSet<String> = report.healthy.iter().map(|c| one_line(&c.rule)).collect();
-    Some((
-        plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs"),
-        rules.into_iter().collect(),
-    ))
+    let fired: BTreeSet<&str> =
+        report.findings.iter().flat_map(|f| std::iter::once(f.rule.as_str()).chain(f.also_consistent.iter().map(|a| a.rule.as_str()))).collect();
+    let rules: BTreeSet<&str> = report.healthy.iter().map(|c| c.rule.as_str()).collect();
+    let named = rules
+        .into_iter()
+        .map(|rule| {
+            if !fired.contains(rule) {
+                return one_line(rule);
+            }
+            let on: Vec<String> = report.healthy.iter().filter(|c| c.rule == rule).map(|c| scopes.format(&c.scope)).collect();
+            format!("{} on {}", one_line(rule), on.join(", "))
+        })
+        .collect();
+    Some((plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs"), named))
 }
 
 /// Not-evaluated entries in a stable order, each with its scope already worded.
