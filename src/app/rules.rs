@@ -101,9 +101,9 @@ pub fn run_rules(command: RulesCommand, lookup: &Lookup) -> Result<u8, Failure> 
         RulesCommand::Show { id, rules } => {
             let pack = pack(rules.into_settings(None), lookup, Lenient::Yes)?;
             let set = &pack.set;
-            let text = doc::show(set, &id, &pack.notes).ok_or_else(|| {
+            let text = doc::show(set, &id, &pack.notes).or_else(|| doc::show_signal(set, &id)).ok_or_else(|| {
                 Failure::Usage(format!(
-                    "no rule {id:?}.{} Known rules: {}",
+                    "no rule or signal {id:?}.{} Known rules: {}",
                     crate::text::did_you_mean(&id, set.rules.iter().map(|r| r.id.as_str())),
                     set.rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")
                 ))
