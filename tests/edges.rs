@@ -160,5 +160,5 @@ fn rules_show_takes_a_signal_id_too() {
     assert!(run.stdout.contains("vllm:kv_cache_usage_perc") && run.stdout.contains("Read by: ") && run.stdout.contains("kv-cache-pressure"), "{}", run.stdout);
     let run = common::run::run(&["rules", "show", "kv_usage_maxx"], &[]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("no rule or signal \"kv_usage_maxx\""), "{}", run.stderr);
+    assert!(run.stderr.contains("no rule \"kv_usage_maxx\". Did you mean \"kv_usage_max\"?"), "{}", run.stderr);
 }

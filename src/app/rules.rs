@@ -103,8 +103,8 @@ pub fn run_rules(command: RulesCommand, lookup: &Lookup) -> Result<u8, Failure> 
             let set = &pack.set;
             let text = doc::show(set, &id, &pack.notes).or_else(|| doc::show_signal(set, &id)).ok_or_else(|| {
                 Failure::Usage(format!(
-                    "no rule or signal {id:?}.{} Known rules: {}",
-                    crate::text::did_you_mean(&id, set.rules.iter().map(|r| r.id.as_str())),
+                    "no rule {id:?}.{} Known rules: {}. A signal's id shows that signal (e.g. kv_usage_max; `vllm-diag completions` knows them all)",
+                    crate::text::did_you_mean(&id, set.rules.iter().map(|r| r.id.as_str()).chain(set.signals.keys().map(String::as_str))),
                     set.rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")
                 ))
             })?;
