@@ -559,6 +559,9 @@ Exit codes:
 pub enum ExportFormat {
     /// A Prometheus rule file (YAML with `groups:`), for Prometheus, Thanos Ruler, Mimir, VictoriaMetrics vmalert.
     Prometheus,
+    /// What Alertmanager needs for those alerts to page once per incident: a route grouping them
+    /// by --group-by, and inhibit rules that mute what each rule absorbs (its `supersedes`).
+    Alertmanager,
 }
 
 #[derive(Debug, Args)]

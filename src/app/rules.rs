@@ -95,7 +95,11 @@ pub fn run_rules(command: RulesCommand, lookup: &Lookup) -> Result<u8, Failure> 
                 let ask = super::backtest::Ask { range, step: a.backtest.step, hold: a.hold, json: a.backtest.json };
                 return super::backtest::run(&pack.settings, &out.alerts, &selector, &ask);
             }
-            write_stdout(&export::to_yaml(&out, &set, &opts))?;
+            let text = match a.format {
+                crate::cli::ExportFormat::Prometheus => export::to_yaml(&out, &set, &opts),
+                crate::cli::ExportFormat::Alertmanager => export::to_alertmanager_yaml(&out, &set, &opts),
+            };
+            write_stdout(&text)?;
             Ok(exit::OK)
         }
         RulesCommand::Show { id, rules } => {
