@@ -92,7 +92,14 @@ pub fn run_rules(command: RulesCommand, lookup: &Lookup) -> Result<u8, Failure> 
                 return Err(Failure::Usage("no rule could be expressed in PromQL, so there is nothing to export (reasons above)".into()));
             }
             if let Some(range) = a.backtest.backtest {
-                let ask = super::backtest::Ask { range, step: a.backtest.step, hold: a.hold, json: a.backtest.json };
+                let ask = super::backtest::Ask {
+                    range,
+                    step: a.backtest.step,
+                    hold: a.hold,
+                    json: a.backtest.json,
+                    group_by: opts.group_by.clone(),
+                    inhibitions: export::inhibitions(&out, &set),
+                };
                 return super::backtest::run(&pack.settings, &out.alerts, &selector, &ask);
             }
             let text = match a.format {
