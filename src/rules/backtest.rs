@@ -576,6 +576,48 @@ mod tests {
     }
 
     #[test]
+    fn an_incident_pages_once_with_its_cause_and_mutes_what_the_cause_absorbs() {
+        let ep = |model: &str, from: i64, to: Option<i64>| {
+            let mut labels = Labels::new();
+            labels.insert("model_name".into(), model.into());
+            labels.insert("instance".into(), "i-0".into());
+            Episode { labels, active_since: t(from), firing_since: t(from), resolved: to.map(t) }
+        };
+        let alert = |rule: &str, severity, eps: Vec<Episode>| AlertResult { rule: rule.into(), alert: rule.into(), severity, expr: "x".into(), outcome: Ok(eps) };
+        let b = Backtest {
+            plan: plan60(300),
+            range: Duration::from_secs(6000),
+            source: "http://x".into(),
+            coverage: Ok(coverage(&[])),
+            alerts: vec![
+                // The cause and what it absorbs, on model a; slo-burn on b alone; on a again, later,
+                // an absorbed alert that began before its cause: it pages.
+                alert("slo-burn", Severity::Critical, vec![ep("a", 600, Some(1800)), ep("b", 600, Some(900)), ep("a", 4000, None)]),
+                alert("kv-cache-pressure", Severity::Critical, vec![ep("a", 540, Some(1800)), ep("a", 4060, None)]),
+                alert("load-exceeds-capacity", Severity::Warning, vec![ep("a", 540, Some(1700))]),
+            ],
+            group_by: vec!["model_name".into()],
+            inhibitions: vec![super::super::export::Inhibit { source: "kv-cache-pressure".into(), targets: vec!["load-exceeds-capacity".into(), "slo-burn".into()] }],
+        };
+        let pages = pages(&b);
+        let summary: Vec<(String, Vec<String>, Vec<String>)> =
+            pages.iter().map(|p| (p.scope.get("model_name").cloned().unwrap_or_default(), p.paged.clone(), p.muted.clone())).collect();
+        let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            summary,
+            vec![
+                ("a".into(), v(&["kv-cache-pressure"]), v(&["load-exceeds-capacity", "slo-burn"])),
+                ("a".into(), v(&["slo-burn", "kv-cache-pressure"]), v(&[])),
+                ("b".into(), v(&["slo-burn"]), v(&[])),
+            ]
+        );
+        assert_eq!((pages[0].start, pages[0].end), (t(540), Some(t(1800))));
+        assert_eq!(pages[1].end, None);
+        assert!(to_text(&b).contains("Pages: 3 (one per incident"), "{}", to_text(&b));
+        assert_eq!(to_json(&b)["pages"][0]["paged"][0], "kv-cache-pressure");
+    }
+
+    #[test]
     fn no_data_is_not_quiet() {
         let p = plan60(300);
         let b = Backtest {

@@ -774,4 +774,22 @@ gauge = ["vllm:num_requests_running"]
         assert_eq!(a["summary"], "R: namespace={{ $labels.namespace }}, model_name={{ $labels.model_name }}");
         assert!(!a.contains_key("runbook_url"));
     }
+    #[test]
+    fn inhibit_rules_mirror_supersedes_through_chains_and_skip_mutual_ones() {
+        let set = crate::rules::load_builtin().expect("built-in pack");
+        let out = export(&set, &Options::default());
+        let inh = inhibitions(&out, &set);
+        let of = |id: &str| inh.iter().find(|i| i.source == id).map(|i| i.targets.clone()).unwrap_or_default();
+        let kv = of("kv-cache-pressure");
+        assert!(kv.contains(&"slo-burn".to_string()) && kv.contains(&"load-exceeds-capacity".to_string()), "{kv:?}");
+        // Every target is exported, is not the source, and does not supersede the source back.
+        for i in &inh {
+            for t in &i.targets {
+                assert!(out.alerts.iter().any(|a| &a.rule == t) && *t != i.source && !superseded_by(&set, t).contains(&i.source), "{i:?}");
+            }
+        }
+        let yaml = to_alertmanager_yaml(&out, &set, &Options::default());
+        assert!(yaml.contains("  - source_matchers: [\"vllm_diag_rule=\\\"kv-cache-pressure\\\"\"]\n"), "{yaml}");
+        assert!(yaml.contains("      group_by: [\"model_name\"]\n") && yaml.contains("    equal: [\"model_name\"]\n"), "{yaml}");
+    }
 }
