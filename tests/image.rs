@@ -150,7 +150,7 @@ fn explain_and_check_in_the_image_diagnose_a_real_prometheus_as_the_binary_does(
     assert_eq!(inside.status.code(), Some(3), "{}", text(&inside));
     assert!(String::from_utf8_lossy(&inside.stdout).starts_with("NOT EVALUATED"), "{}", text(&inside));
 
-    // A usage error is 2, and the closed-pipe rule holds inside the container too.
+    // A recording that is not there: a usage error, exit 2, as outside.
     let inside = run_image(&["explain", "--replay", "/no/such/recording.json"]);
     assert_eq!(inside.status.code(), Some(2), "{}", text(&inside));
 }
