@@ -15,6 +15,10 @@ command -v chromium   >/dev/null 2>&1 || need+=(chromium)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 # `script` gives `--watch` a terminal in tests/check.rs (util-linux; present on most systems).
 command -v script     >/dev/null 2>&1 || need+=(bsdutils)
+# The container image is built and run by a real engine (tests/image.rs): podman, with runc as
+# its runtime (crun, podman's default, refuses this kind of machine's hybrid cgroups).
+command -v podman     >/dev/null 2>&1 || need+=(podman)
+command -v runc       >/dev/null 2>&1 || need+=(runc)
 # The real MCP client of tests/mcp.rs is the Python SDK, in a virtual environment (below).
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
@@ -28,6 +32,11 @@ fi
 # once into ~/.cache/vllm-diag-test/mcp-venv (tests/mcp.rs finds it there, or at $VLLM_DIAG_MCP_PYTHON).
 VLLM_DIAG_MCP_PYTHON="$(./scripts/mcp-client-venv.sh)"
 export VLLM_DIAG_MCP_PYTHON
+
+# deploy/kubernetes is validated against the Kubernetes API's schemas by PyPI kubernetes-validate
+# (tests/deploy.rs), installed the same way into ~/.cache/vllm-diag-test/kubernetes-validate-venv.
+VLLM_DIAG_KUBERNETES_VALIDATE="$(./scripts/kubernetes-validate-venv.sh)"
+export VLLM_DIAG_KUBERNETES_VALIDATE
 
 # The tests start vllm-diag hundreds of times: none of them may append to the CI job's own step
 # summary (tests that check the summary set their own file), nor pick up a developer's connection.

@@ -76,6 +76,54 @@ where
     cli
 }
 
+/// The command line as shell completion sees it: [`Cli`]'s, with the values only the rule pack
+/// knows offered as completions: rule and signal ids for `rules show`, profile names for every
+/// `--profile`.
+/// Only `vllm-diag completions` uses it; parsing never does (a `--rules` directory may add more).
+fn completion_command(rule_ids: &[String], profiles: &[String]) -> clap::Command {
+    use clap::builder::PossibleValuesParser;
+    // clap keeps possible values as &'static str; this command is built once, for one script.
+    let leak = |v: &[String]| -> Vec<&'static str> { v.iter().map(|s| &*s.clone().leak()).collect() };
+    let profiles = leak(profiles);
+    let rule_ids = leak(rule_ids);
+    let profile = move |c: clap::Command| {
+        let values = profiles.clone();
+        c.mut_arg("profile", move |a| a.value_parser(PossibleValuesParser::new(values)))
+    };
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    for sub in ["explain", "check", "serve", "mcp"] {
+        cmd = cmd.mut_subcommand(sub, profile.clone());
+    }
+    cmd.mut_subcommand("config", |c| c.mut_subcommand("show", profile.clone())).mut_subcommand("rules", |c| {
+        c.mut_subcommand("export", profile.clone())
+            .mut_subcommand("show", |s| s.mut_arg("id", |a| a.value_parser(PossibleValuesParser::new(rule_ids))))
+    })
+}
+
+/// `vllm-diag completions SHELL`: the script, from [`completion_command`]. clap_complete's fish
+/// script completes options' values but not positional ones, so the ids `rules show` takes are
+/// added to it here; its bash script needs one name mended (below).
+pub fn completion_script(shell: clap_complete::Shell, rule_ids: &[String], profiles: &[String]) -> String {
+    let mut cmd = completion_command(rule_ids, profiles);
+    let mut buf: Vec<u8> = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "vllm-diag", &mut buf);
+    let mut script = String::from_utf8_lossy(&buf).into_owned();
+    if shell == clap_complete::Shell::Bash {
+        // clap_complete 4.6 names a subcommand's case `vllm__subcmd__diag__subcmd__explain` but
+        // builds the word it matches as `vllm__diag__subcmd__explain` (the '-' in our name is
+        // escaped twice over), so no subcommand's options or values completed. tests/edges.rs asks
+        // bash itself.
+        script = script.replace("vllm__subcmd__diag", "vllm__diag");
+    }
+    if shell == clap_complete::Shell::Fish {
+        script.push_str(&format!(
+            "complete -c vllm-diag -n \"__fish_vllm_diag_using_subcommand rules; and __fish_seen_subcommand_from show\" -f -a \"{}\"\n",
+            rule_ids.join(" ")
+        ));
+    }
+    script
+}
+
 impl Cli {
     /// How to find the configuration file.
     pub fn lookup(&self) -> settings::Lookup {
@@ -137,6 +185,10 @@ pub enum Command {
         mut_arg("baseline", |a| a.hide(true)),
         mut_arg("watch", |a| a.hide(true)),
         mut_arg("metrics_listen", |a| a.hide(true)),
+        mut_arg("scrape", |a| a.hide(true)),
+        mut_arg("interval", |a| a.hide(true)),
+        mut_arg("baseline_from", |a| a.hide(true)),
+        mut_arg("save_samples", |a| a.hide(true)),
         mut_arg("fail_on", |a| a.default_value("warning"))
     )]
     Check(CheckArgs),
@@ -365,9 +417,10 @@ pub enum Annotations {
 pub enum RulesCommand {
     /// One line per rule: id, severity, title.
     List(RulesArgs),
-    /// Everything about one rule: what it detects, why it matters, its conditions and steps.
+    /// Everything about one rule: what it detects, why it matters, its conditions and steps; or
+    /// about one signal: what it measures, its PromQL, the rules that read it.
     Show {
-        /// The rule id, e.g. kv-cache-pressure.
+        /// The rule or signal id, e.g. kv-cache-pressure or kv_usage.
         id: String,
         #[command(flatten)]
         rules: RulesArgs,
@@ -506,6 +559,9 @@ Exit codes:
 pub enum ExportFormat {
     /// A Prometheus rule file (YAML with `groups:`), for Prometheus, Thanos Ruler, Mimir, VictoriaMetrics vmalert.
     Prometheus,
+    /// What Alertmanager needs for those alerts to page once per incident: a route grouping them
+    /// by --group-by, and inhibit rules that mute what each rule absorbs (its `supersedes`).
+    Alertmanager,
 }
 
 #[derive(Debug, Args)]

@@ -61,6 +61,32 @@ pub const LAYERS: &[&str] = &[
     "app",
 ];
 
+/// `eprintln!` and `eprint!` for every module below: std's versions, except that a closed or broken
+/// stderr (`vllm-diag ... 2>&1 | head -0`) drops the text instead of panicking, so the command still
+/// ends with its own exit code. Defined before the modules, so their textual scope shadows std's.
+macro_rules! eprintln {
+    () => {
+        $crate::write_stderr(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// See [`eprintln!`] above.
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::write_stderr(format_args!($($arg)*))
+    };
+}
+
+/// Write to stderr, ignoring a failure: stderr is where failures would be reported, and a reader
+/// that went away (a closed pipe) must not turn the command's outcome into a panic.
+pub fn write_stderr(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
 pub mod app;
 pub mod check;
 pub mod cli;

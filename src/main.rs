@@ -8,7 +8,7 @@ fn main() -> ExitCode {
     match vllm_diag::app::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("vllm-diag: error: {e}");
+            vllm_diag::write_stderr(format_args!("vllm-diag: error: {e}\n"));
             ExitCode::from(e.exit_code())
         }
     }

@@ -116,6 +116,22 @@ pub fn unit_mismatch(text: &str, unit: &str) -> Option<String> {
     Some(format!("{t:?} is {written}, but it is compared with values in {}: write {instead}", unit.replace('_', " ")))
 }
 
+/// Why a threshold's value cannot be compared with values in `unit`: a share above 100% or below
+/// 0%, a negative duration, count or factor. The message names the valid range. `None` when it
+/// fits, and for units whose range is not known here (degrees, a unit a rule file made up).
+pub fn out_of_range(value: f64, text: &str, unit: &str) -> Option<String> {
+    let t = text.trim();
+    let (fits, range) = match unit {
+        "ratio" => ((0.0..=1.0).contains(&value), "a share from 0% to 100% (0 to 1)"),
+        "percent" => ((0.0..=100.0).contains(&value), "a number of percent from 0 to 100"),
+        "seconds" => (value >= 0.0, "a duration of 0s or more"),
+        "ratio_per_hour" | "factor" | "count" | "requests" | "bytes" | "tokens" | "watts" | "megahertz" | "per_second" | "requests_per_second" | "tokens_per_second"
+        | "bytes_per_second" => (value >= 0.0, "a value of 0 or more"),
+        _ => return None,
+    };
+    (!fits).then(|| format!("{t:?} is out of range: give {range}"))
+}
+
 /// A signal's unit in words, for people: `per second`, `a share (shown as %)`, `tokens per
 /// second`. Unknown units have their underscores read as spaces.
 pub fn unit_words(unit: &str) -> String {

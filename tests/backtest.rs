@@ -56,6 +56,16 @@ fn each_incident_fires_its_alert_once_on_its_model_after_it_began_and_nothing_el
         assert_eq!(e["labels"]["model_name"], model.as_str(), "{name}: {e}");
         assert!(time(&e["firing_since"]) > onset, "{name}: fired at {} before the incident began at {onset}", e["firing_since"]);
         assert!(time(&e["firing_since"]) <= spec.window_end(), "{name}: {e}");
+        // Pages, not alerts: with Alertmanager grouping by model and the exported inhibit rules,
+        // the incident pages once, its cause first, and nothing the cause absorbs pages beside it.
+        let pages = json["pages"].as_array().expect("pages");
+        let serious: Vec<&Value> = pages.iter().filter(|p| p["scope"]["model_name"] == model.as_str()).collect();
+        assert_eq!(serious.len(), 1, "{name}: one page for the incident: {pages:?}");
+        assert_eq!(serious[0]["paged"][0], rule.as_str(), "{name}: the cause first: {}", serious[0]);
+        let paged: Vec<&Value> = serious[0]["paged"].as_array().unwrap().iter().collect();
+        for m in serious[0]["muted"].as_array().unwrap() {
+            assert!(!paged.contains(&m), "{name}: {m} both paged and muted");
+        }
         // The incident stays with its model: nothing at warning or critical on the other one.
         for (alert, _, severity, episodes) in &fired {
             if severity != "info" {

@@ -31,7 +31,7 @@ const WRITTEN_ELSEWHERE: &[&str] = &[];
 
 /// Commands a page may tell users to run that are not the project's own: only their existence as
 /// tools is assumed, nothing is checked about their arguments.
-const OTHER_TOOLS: &[&str] = &["promtool", "git", "cd", "rustup"];
+const OTHER_TOOLS: &[&str] = &["promtool", "git", "cd", "rustup", "podman", "kubectl", "sha256sum", "tar"];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

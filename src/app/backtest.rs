@@ -24,6 +24,9 @@ pub(super) struct Ask {
     pub step: Duration,
     pub hold: Duration,
     pub json: bool,
+    /// The alerts' grouping and inhibit rules, for the pages per incident.
+    pub group_by: Vec<String>,
+    pub inhibitions: Vec<crate::rules::export::Inhibit>,
 }
 
 /// Backtest `alerts` on the settings' Prometheus and print the report. Exit 0 when the range held
@@ -68,7 +71,7 @@ pub(super) fn run(s: &Settings, alerts: &[Alert], selector: &Selector, ask: &Ask
             outcome: answer.map(|series| backtest::episodes(&series, &plan)).map_err(|e| backtest::shorten(&e.to_string())),
         })
         .collect();
-    let report = Backtest { plan, range: ask.range, source, coverage, alerts: results };
+    let report = Backtest { plan, range: ask.range, source, coverage, alerts: results, group_by: ask.group_by.clone(), inhibitions: ask.inhibitions.clone() };
     if ask.json {
         let text = serde_json::to_string_pretty(&backtest::to_json(&report)).map_err(|e| Failure::Output(e.to_string()))?;
         write_stdout(&format!("{text}\n"))?;

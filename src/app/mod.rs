@@ -56,10 +56,12 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             Ok(exit::OK)
         }
         Command::Completions { shell } => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
-            let mut buf: Vec<u8> = Vec::new();
-            clap_complete::generate(shell, &mut cmd, "vllm-diag", &mut buf);
-            write_stdout(&String::from_utf8_lossy(&buf))?;
+            // The built-in pack's rule and signal ids and profiles complete as values (a --rules directory's
+            // own are not known here).
+            let set = crate::rules::load_builtin()?;
+            let ids: Vec<String> = set.rules.iter().map(|r| r.id.clone()).chain(set.signals.keys().cloned()).collect();
+            let profiles: Vec<String> = set.profiles.keys().cloned().collect();
+            write_stdout(&crate::cli::completion_script(shell, &ids, &profiles))?;
             Ok(exit::OK)
         }
         Command::Man { command, out } => man(&command, out.as_deref()),

@@ -92,19 +92,30 @@ pub fn run_rules(command: RulesCommand, lookup: &Lookup) -> Result<u8, Failure> 
                 return Err(Failure::Usage("no rule could be expressed in PromQL, so there is nothing to export (reasons above)".into()));
             }
             if let Some(range) = a.backtest.backtest {
-                let ask = super::backtest::Ask { range, step: a.backtest.step, hold: a.hold, json: a.backtest.json };
+                let ask = super::backtest::Ask {
+                    range,
+                    step: a.backtest.step,
+                    hold: a.hold,
+                    json: a.backtest.json,
+                    group_by: opts.group_by.clone(),
+                    inhibitions: export::inhibitions(&out, &set),
+                };
                 return super::backtest::run(&pack.settings, &out.alerts, &selector, &ask);
             }
-            write_stdout(&export::to_yaml(&out, &set, &opts))?;
+            let text = match a.format {
+                crate::cli::ExportFormat::Prometheus => export::to_yaml(&out, &set, &opts),
+                crate::cli::ExportFormat::Alertmanager => export::to_alertmanager_yaml(&out, &set, &opts),
+            };
+            write_stdout(&text)?;
             Ok(exit::OK)
         }
         RulesCommand::Show { id, rules } => {
             let pack = pack(rules.into_settings(None), lookup, Lenient::Yes)?;
             let set = &pack.set;
-            let text = doc::show(set, &id, &pack.notes).ok_or_else(|| {
+            let text = doc::show(set, &id, &pack.notes).or_else(|| doc::show_signal(set, &id)).ok_or_else(|| {
                 Failure::Usage(format!(
-                    "no rule {id:?}.{} Known rules: {}",
-                    crate::text::did_you_mean(&id, set.rules.iter().map(|r| r.id.as_str())),
+                    "no rule {id:?}.{} Known rules: {}. A signal's id shows that signal (e.g. kv_usage_max; `vllm-diag completions` knows them all)",
+                    crate::text::did_you_mean(&id, set.rules.iter().map(|r| r.id.as_str()).chain(set.signals.keys().map(String::as_str))),
                     set.rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")
                 ))
             })?;

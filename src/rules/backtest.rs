@@ -206,6 +206,87 @@ pub struct Backtest {
     /// `None`: the coverage query failed (its reason).
     pub coverage: Result<Coverage, String>,
     pub alerts: Vec<AlertResult>,
+    /// The labels the alerts are grouped by: Alertmanager's group_by, one notification group per
+    /// scope (`rules export --format alertmanager`).
+    pub group_by: Vec<String>,
+    /// What each alert mutes in its scope while it fires (the inhibit rules of that format).
+    pub inhibitions: Vec<super::export::Inhibit>,
+}
+
+/// One page: the notification group Alertmanager, set up as `rules export --format alertmanager`
+/// says, sends for one incident: the episodes of one scope that overlap, merged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The group_by labels of the scope.
+    pub scope: Labels,
+    pub start: DateTime<Utc>,
+    /// `None`: still firing at the range's end.
+    pub end: Option<DateTime<Utc>>,
+    /// The rules whose alerts the page carries, the cause first (worst severity, then earliest).
+    pub paged: Vec<String>,
+    /// The rules whose alerts an inhibit rule muted: a rule in `paged` absorbs them.
+    pub muted: Vec<String>,
+}
+
+/// The pages the alerts would have sent: their episodes grouped by scope and merged where they
+/// overlap (an incident), each alert muted when, as it began firing, an alert whose rule absorbs
+/// it was firing in the same scope.
+pub fn pages(b: &Backtest) -> Vec<Page> {
+    let scope_of = |l: &Labels| -> Labels {
+        let mut s = Labels::new();
+        for (k, v) in l.iter().filter(|(k, _)| b.group_by.contains(k)) {
+            s.insert(k.clone(), v.clone());
+        }
+        s
+    };
+    // (scope, start, end, rule, severity), by scope then start.
+    type Ep<'a> = (Labels, DateTime<Utc>, Option<DateTime<Utc>>, &'a str, Severity);
+    let mut eps: Vec<Ep> = Vec::new();
+    for a in &b.alerts {
+        for e in a.outcome.as_deref().unwrap_or_default() {
+            eps.push((scope_of(&e.labels), e.firing_since, e.resolved, a.rule.as_str(), a.severity));
+        }
+    }
+    eps.sort_by(|x, y| scope(&x.0).cmp(&scope(&y.0)).then(x.1.cmp(&y.1)));
+    let overlaps = |end: Option<DateTime<Utc>>, start: DateTime<Utc>| end.is_none_or(|e| e >= start);
+    // (scope, end so far (None: still firing), episodes)
+    let mut incidents: Vec<(Labels, Option<DateTime<Utc>>, Vec<&Ep>)> = Vec::new();
+    for e in &eps {
+        if let Some((sc, end, members)) = incidents.last_mut() {
+            if *sc == e.0 && overlaps(*end, e.1) {
+                *end = match (*end, e.2) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    _ => None,
+                };
+                members.push(e);
+                continue;
+            }
+        }
+        incidents.push((e.0.clone(), e.2, vec![e]));
+    }
+    let absorbs = |a: &str, x: &str| b.inhibitions.iter().any(|i| i.source == a && i.targets.iter().any(|t| t == x));
+    incidents
+        .into_iter()
+        .map(|(sc, end, i)| {
+            let muted_at = |x: &Ep| {
+                i.iter().any(|y| absorbs(y.3, x.3) && y.1 <= x.1 && overlaps(y.2, x.1))
+            };
+            let mut paged: Vec<(&str, Severity, DateTime<Utc>)> = Vec::new();
+            let mut muted: Vec<String> = Vec::new();
+            for x in &i {
+                if muted_at(x) {
+                    if !muted.iter().any(|m| m == x.3) {
+                        muted.push(x.3.to_string());
+                    }
+                } else if !paged.iter().any(|p| p.0 == x.3) {
+                    paged.push((x.3, x.4, x.1));
+                }
+            }
+            muted.retain(|m| !paged.iter().any(|p| p.0 == m));
+            paged.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.cmp(&b.2)).then(a.0.cmp(b.0)));
+            Page { scope: sc, start: i[0].1, end, paged: paged.into_iter().map(|p| p.0.to_string()).collect(), muted }
+        })
+        .collect()
 }
 
 impl Backtest {
@@ -287,6 +368,22 @@ pub fn to_text(b: &Backtest) -> String {
     }
     for n in &p.notes {
         let _ = writeln!(out, "Note: {n}");
+    }
+    let pages = pages(b);
+    if !pages.is_empty() {
+        let muted: usize = pages.iter().map(|p| p.muted.len()).sum();
+        let _ = writeln!(
+            out,
+            "\nPages: {} (one per incident: Alertmanager grouping by {} with the inhibit rules of `rules export --format alertmanager`); {muted} alert{} muted",
+            pages.len(),
+            b.group_by.join(", "),
+            if muted == 1 { "" } else { "s" }
+        );
+        for pg in &pages {
+            let end = pg.end.map_or("still firing".to_string(), |e| e.format("%H:%M UTC").to_string());
+            let muted = if pg.muted.is_empty() { String::new() } else { format!("; muted: {}", pg.muted.join(", ")) };
+            let _ = writeln!(out, "  {} - {end}  {}: {}{muted}", pg.start.format("%Y-%m-%d %H:%M"), scope(&pg.scope), pg.paged.join(", "));
+        }
     }
     let mut fired = fired;
     fired.sort_by_key(|a| std::cmp::Reverse(a.severity));
@@ -381,6 +478,11 @@ pub fn to_json(b: &Backtest) -> serde_json::Value {
         "data": coverage,
         "complete": b.complete(),
         "alerts": alerts,
+        "group_by": b.group_by,
+        "pages": pages(b)
+            .iter()
+            .map(|pg| json!({ "scope": pg.scope, "start": ts(&pg.start), "end": pg.end.as_ref().map(ts), "paged": pg.paged, "muted": pg.muted }))
+            .collect::<Vec<_>>(),
     })
 }
 
@@ -474,6 +576,48 @@ mod tests {
     }
 
     #[test]
+    fn an_incident_pages_once_with_its_cause_and_mutes_what_the_cause_absorbs() {
+        let ep = |model: &str, from: i64, to: Option<i64>| {
+            let mut labels = Labels::new();
+            labels.insert("model_name".into(), model.into());
+            labels.insert("instance".into(), "i-0".into());
+            Episode { labels, active_since: t(from), firing_since: t(from), resolved: to.map(t) }
+        };
+        let alert = |rule: &str, severity, eps: Vec<Episode>| AlertResult { rule: rule.into(), alert: rule.into(), severity, expr: "x".into(), outcome: Ok(eps) };
+        let b = Backtest {
+            plan: plan60(300),
+            range: Duration::from_secs(6000),
+            source: "http://x".into(),
+            coverage: Ok(coverage(&[])),
+            alerts: vec![
+                // The cause and what it absorbs, on model a; slo-burn on b alone; on a again, later,
+                // an absorbed alert that began before its cause: it pages.
+                alert("slo-burn", Severity::Critical, vec![ep("a", 600, Some(1800)), ep("b", 600, Some(900)), ep("a", 4000, None)]),
+                alert("kv-cache-pressure", Severity::Critical, vec![ep("a", 540, Some(1800)), ep("a", 4060, None)]),
+                alert("load-exceeds-capacity", Severity::Warning, vec![ep("a", 540, Some(1700))]),
+            ],
+            group_by: vec!["model_name".into()],
+            inhibitions: vec![super::super::export::Inhibit { source: "kv-cache-pressure".into(), targets: vec!["load-exceeds-capacity".into(), "slo-burn".into()] }],
+        };
+        let pages = pages(&b);
+        let summary: Vec<(String, Vec<String>, Vec<String>)> =
+            pages.iter().map(|p| (p.scope.get("model_name").cloned().unwrap_or_default(), p.paged.clone(), p.muted.clone())).collect();
+        let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            summary,
+            vec![
+                ("a".into(), v(&["kv-cache-pressure"]), v(&["load-exceeds-capacity", "slo-burn"])),
+                ("a".into(), v(&["slo-burn", "kv-cache-pressure"]), v(&[])),
+                ("b".into(), v(&["slo-burn"]), v(&[])),
+            ]
+        );
+        assert_eq!((pages[0].start, pages[0].end), (t(540), Some(t(1800))));
+        assert_eq!(pages[1].end, None);
+        assert!(to_text(&b).contains("Pages: 3 (one per incident"), "{}", to_text(&b));
+        assert_eq!(to_json(&b)["pages"][0]["paged"][0], "kv-cache-pressure");
+    }
+
+    #[test]
     fn no_data_is_not_quiet() {
         let p = plan60(300);
         let b = Backtest {
@@ -482,6 +626,8 @@ mod tests {
             source: "http://x".into(),
             coverage: Ok(coverage(&[])),
             alerts: vec![AlertResult { rule: "r".into(), alert: "VllmDiagR".into(), severity: Severity::Warning, expr: "x".into(), outcome: Ok(vec![]) }],
+            group_by: vec!["model_name".into()],
+            inhibitions: Vec::new(),
         };
         assert!(!b.complete());
         assert!(to_text(&b).starts_with("NOT EVALUATED"));

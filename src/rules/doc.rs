@@ -143,6 +143,27 @@ pub fn show(set: &RuleSet, id: &str, notes: &Notes) -> Option<String> {
     Some(crate::text::printable(&o))
 }
 
+/// `rules show SIGNAL`: one signal's title, unit, description, the PromQL explain asks for it
+/// and the rules that read it; `None` when no signal has that id.
+pub fn show_signal(set: &RuleSet, id: &str) -> Option<String> {
+    let d = set.signals.get(id)?;
+    let mut o = String::new();
+    let _ = writeln!(o, "{} (signal, {})\n{}\n", d.id, crate::units::unit_words(&d.unit), d.title);
+    let _ = writeln!(o, "What it measures\n  {}\n", d.description.trim().replace('\n', "\n  "));
+    let _ = writeln!(o, "PromQL (vLLM V1 names, by model_name, over a 30m window; explain picks the names the data has)");
+    match super::export::signal_query(set, &d.id, &super::export::Options::default()) {
+        Ok(q) => {
+            let _ = writeln!(o, "  {q}");
+        }
+        Err(why) => {
+            let _ = writeln!(o, "  (no single PromQL query: {why})");
+        }
+    }
+    let users: Vec<&str> = set.rules.iter().filter(|r| r.signals().iter().any(|s| s == id)).map(|r| r.id.as_str()).collect();
+    let _ = writeln!(o, "\nRead by: {}", if users.is_empty() { "no rule (a stage of the diagnosis, or another signal)".to_string() } else { users.join(", ") });
+    Some(crate::text::printable(&o))
+}
+
 /// The built-in rules as a Markdown table, one row per rule: its id, severity, when it fires (the
 /// first sentence of its description that says so, thresholds written with their values) and
 /// whether it is a core check. docs/rules.md holds this table; tests/docs.rs checks it is the

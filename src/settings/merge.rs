@@ -182,6 +182,9 @@ fn merge_rules(s: &mut Settings, file: Option<&ConfigFile>) -> Result<(), Config
         if let Some(why) = crate::rules::unit_misfit(name, written, &uses) {
             return Err(invalid(t.line, t.column, format!("thresholds.{name}: {why}")));
         }
+        if let Some(why) = crate::rules::range_misfit(name, *value, written, &uses) {
+            return Err(invalid(t.line, t.column, format!("thresholds.{name}: {why}")));
+        }
         let threshold = Threshold { name: name.clone(), number: *value, written: written.clone() };
         r.thresholds.push(Setting::new(threshold, file_origin(f, t.line, t.column, &t.vars)));
     }

@@ -21,7 +21,7 @@ mod validate;
 
 pub use builtin::{load_builtin, load_with_overrides, preload, BUILTIN};
 pub use model::*;
-pub use validate::{threshold_uses, unit_misfit, validate, ThresholdUse, STAGE_THRESHOLDS};
+pub use validate::{range_misfit, threshold_uses, unit_misfit, validate, ThresholdUse, STAGE_THRESHOLDS};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

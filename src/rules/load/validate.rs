@@ -58,6 +58,14 @@ pub fn unit_misfit(name: &str, text: &str, uses: &BTreeMap<String, Vec<Threshold
         .find_map(|u| crate::units::unit_mismatch(text, &u.unit).map(|why| format!("{why} ({})", u.by)))
 }
 
+/// Why a threshold's value is outside the range of the values it is compared with (a share
+/// above 100%, a negative duration), naming the first user and the valid range.
+pub fn range_misfit(name: &str, value: f64, text: &str, uses: &BTreeMap<String, Vec<ThresholdUse>>) -> Option<String> {
+    uses.get(name)?
+        .iter()
+        .find_map(|u| crate::units::out_of_range(value, text, &u.unit).map(|why| format!("{why} ({})", u.by)))
+}
+
 /// Every threshold's unit against the signals it is compared with (in `[thresholds]` and in the
 /// profiles), a profile's names against the thresholds, an SLO signal's `$name` against them.
 pub(super) fn validate_thresholds(set: &RuleSet, uses: &BTreeMap<String, Vec<ThresholdUse>>) -> Result<(), RuleError> {
@@ -72,10 +80,18 @@ pub(super) fn validate_thresholds(set: &RuleSet, uses: &BTreeMap<String, Vec<Thr
             if let Some(why) = unit_misfit(threshold, &w.text, uses) {
                 return Err(w.error(format!("profile {name}: threshold {threshold}: {why}")));
             }
+            let value = p.thresholds.get(threshold).copied().unwrap_or_default();
+            if let Some(why) = range_misfit(threshold, value, &w.text, uses) {
+                return Err(w.error(format!("profile {name}: threshold {threshold}: {why}")));
+            }
         }
     }
     for (threshold, w) in &set.threshold_origins {
         if let Some(why) = unit_misfit(threshold, &w.text, uses) {
+            return Err(w.error(format!("threshold {threshold}: {why}")));
+        }
+        let value = set.thresholds.get(threshold).copied().unwrap_or_default();
+        if let Some(why) = range_misfit(threshold, value, &w.text, uses) {
             return Err(w.error(format!("threshold {threshold}: {why}")));
         }
     }
