@@ -504,7 +504,7 @@ pub(crate) fn no_findings_sentence(report: &Report) -> Option<String> {
             );
             if skipped > 0 {
                 s.push_str(&format!(
-                    ", {skipped} not evaluated (listed below, so this is a partial all-clear)"
+                    ", {skipped} not evaluated (listed below: what could not be evaluated is not known to be healthy)"
                 ));
             } else {
                 s.push_str(", 0 not evaluated");
