@@ -679,7 +679,7 @@ pub struct Finding {
     /// (re)started, then as fast as its peers. Such a finding is info, not a regression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold_start: Option<ColdStart>,
-    /// Seed 001's correlations: pairs of signals whose trends moved together on this scope (KV
+    /// Pairs of signals whose trends moved together on this scope (KV
     /// usage and TTFT, waiting requests and TTFT, prompt throughput and ITL), for a finding whose
     /// evidence reads either of them. Omitted when none did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

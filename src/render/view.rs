@@ -216,7 +216,7 @@ pub struct FindingView {
     /// Why the replica a finding names differs: `Why this replica: config: max_num_seqs 8 on a:8000,
     /// at least 27 on its peers: ...` (load, config or hardware).
     pub replica_cause: Option<String>,
-    /// Seed 001's correlations on the finding's scope, one line each (`KV-cache usage and P95 TTFT
+    /// The correlations on the finding's scope, one line each (`KV-cache usage and P95 TTFT
     /// moved together ... (r = 0.93 over 58 points ...)`).
     pub correlations: Vec<String>,
     /// Those that point away from the finding's cause (the compact text shows only these).
