@@ -266,7 +266,10 @@ fn lead(view: &ReportView, f: &FindingView, hints: Hints) -> LeadFinding {
     let step_names_it = f.first_step_names_change;
     let mut scope = vec![f.scope.clone()];
     scope.extend(f.replicas_count.map(|r| match r {
-        ReplicaCount::NotEvaluated => format!("which replicas: not evaluated{}", hints.says_why(", ")),
+        ReplicaCount::NotEvaluated => match hints {
+            Hints::Terminal => "which replicas: not evaluated (-v says why)".to_string(),
+            Hints::None => "which replicas: not evaluated".to_string(),
+        },
         ReplicaCount::Of { affected, total } => format!("{affected} of {total} replicas affected"),
     }));
     scope.extend(f.since.clone());
