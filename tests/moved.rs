@@ -310,7 +310,7 @@ fn the_trends_computed_from_shared_reads_are_what_the_signals_own_queries_give()
             for s in series {
                 let key = s.labels.get(moved::LABEL).cloned().unwrap_or_default();
                 let labels: Vec<String> = group_by.iter().cloned().chain(key.ends_with("@replica").then(|| replica.clone())).collect();
-                let scope = labels.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect();
+                let scope = labels.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect::<BTreeMap<_, _>>().into_iter().collect();
                 let e = own.entry((key, scope)).or_default();
                 e.extend(s.points.iter().filter(|p| p.1.is_finite()).map(|p| ((p.0 * 1000.0).round() as i64, p.1)));
             }

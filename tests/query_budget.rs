@@ -202,9 +202,10 @@ fn only_outlier_reads_and_breakdowns_list_replicas() {
             assert_eq!(a.series, a.per_replica.values().sum::<usize>(), "{}", req.describe());
             // A histogram's buckets: summed by the server per model, or asked unaggregated per
             // replica (and summed by vllm-diag).
-            // What else moved, replica by replica: each watched signal's trend per replica over the
-            // baseline and the window (one query, whatever the fleet's size).
-            if req.describe().contains("@replica\", \"\", \"\")") {
+            // What else moved, replica by replica: the gauges it watches per replica, each series
+            // reduced over every trend step of the baseline and the window (one query, whatever
+            // the fleet's size), and below, the histograms' buckets.
+            if req.describe().contains(&format!("\"{}\"", vllm_diag::explain::moved::READ_LABEL)) {
                 assert!(a.per_replica.values().all(|n| *n <= WATCHED_PER_REPLICA * replicas as usize), "{}: more series than replicas {:?}", req.describe(), a.per_replica);
                 moved_reads += 1;
                 continue;
@@ -227,6 +228,14 @@ fn only_outlier_reads_and_breakdowns_list_replicas() {
             };
             assert!(a.per_replica.values().all(|n| *n <= per * replicas as usize), "{}: more series than replicas {:?}", req.describe(), a.per_replica);
             if let Request::Range { step_seconds, start, end, .. } = req {
+                if *step_seconds != 1800 && buckets {
+                    // What else moved's histograms (TTFT, ITL): every bucket series, unaggregated,
+                    // at every trend step of the baseline and the window, which vllm-diag sums per
+                    // replica for the replicas' quantiles and per model for the models'.
+                    assert!(a.points <= a.series * ((*end - *start).num_seconds() as usize / *step_seconds as usize + 1), "{}", req.describe());
+                    moved_reads += 1;
+                    continue;
+                }
                 if *step_seconds != 1800 && (req.describe().starts_with("sum by (model_name, instance)") || req.describe().starts_with("max by (model_name, instance)")) {
                     // Which limit binds (src/explain/binding.rs): a gauge or counter per replica at
                     // every trend step of the window, one series per replica.
@@ -258,13 +267,17 @@ fn only_outlier_reads_and_breakdowns_list_replicas() {
             run.findings.len()
         );
         assert_eq!(outlier_reads, OUTLIER_SIGNALS + 1, "one per-replica read per outlier signal, and the spread's");
-        assert_eq!(moved_reads, 1, "what else moved reads its per-replica trends in one query");
+        assert_eq!(moved_reads, MOVED_PER_REPLICA_READS, "what else moved's per-replica reads: the TTFT and ITL buckets, and the KV usage per series in one query");
         assert_eq!(binding_reads, BINDING_PER_REPLICA_READS, "the binding's per-replica reads: running, waiting, KV, generated tokens, preemptions, tokens and engine steps");
     }
 }
 
 /// Signals what else moved watches replica by replica (`watch_replicas`: TTFT, ITL, KV usage).
 const WATCHED_PER_REPLICA: usize = 3;
+/// What else moved's reads that list replicas: the TTFT and ITL buckets unaggregated (their
+/// quantiles per replica and per model come from them), and KV usage reduced over time per series
+/// (its average per replica and per model).
+const MOVED_PER_REPLICA_READS: usize = 3;
 /// The time by hop per replica: a `_sum` and a `_count` of five histograms.
 const HOP_PARTS_PER_REPLICA: usize = 10;
 

@@ -40,6 +40,7 @@ use super::fetch::{Answers, ReadPlan, Way};
 use super::plan::SignalPlan;
 
 mod reads;
+pub use reads::READ_LABEL;
 use crate::prom::{escape_label_value, Selector};
 use crate::report::{Correlation, Finding, RunParams, Scope, Severity, Trend, Unexplained, Warnings};
 use crate::rules::RuleSet;

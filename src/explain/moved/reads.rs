@@ -67,8 +67,9 @@ pub enum Recipe {
 /// A read before it is placed in a query.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Need {
-    /// A whole query, packed.
-    Packed(String),
+    /// A whole query, packed; with the others that list replicas where it does (a model-level
+    /// answer's size does not depend on the fleet's).
+    Packed(String, bool),
     /// A histogram's bucket rates unaggregated, summed by these labels as decoded, with the query
     /// the server sums instead (a recording made before these reads, a refusal).
     Unaggregated { query: String, by: Vec<String>, summed: String },
@@ -119,7 +120,7 @@ pub fn plan(rules: &RuleSet, resolved: &BTreeMap<String, signals::Resolved>, wat
     let mut sums: BTreeMap<(String, Option<(String, Vec<String>)>, std::time::Duration), Vec<SumRead>> = BTreeMap::new();
     // Each watched key's plan, before the reads are placed.
     enum Plan {
-        Own(String),
+        Own(String, bool),
         Quantile { hist: String, resolved: signals::Resolved, q: f64, by: Vec<String> },
         Share(SumRead, SumRead),
         Divide(SumRead, SumRead),
@@ -142,7 +143,7 @@ pub fn plan(rules: &RuleSet, resolved: &BTreeMap<String, signals::Resolved>, wat
                     }
                     Plan::Quantile { hist, resolved: res.clone(), q: quantile, by: c.group_by.clone() }
                 }
-                None => Plan::Own(w.query.clone()),
+                None => Plan::Own(w.query.clone(), w.per_replica),
             },
             (SignalKind::Mean(m), _, None) if m.model_label.is_empty() => Plan::Means(signals::mean_parts(&res.names, c)),
             (SignalKind::Remainder(_), _, None) => Plan::Means(signals::mean_parts(&res.names, c)),
@@ -154,18 +155,18 @@ pub fn plan(rules: &RuleSet, resolved: &BTreeMap<String, signals::Resolved>, wat
                     }
                     Plan::Across { each: parts.each, across: parts.across, by: c.group_by.clone(), less: parts.less }
                 }
-                _ => Plan::Own(w.query.clone()),
+                _ => Plan::Own(w.query.clone(), w.per_replica),
             },
             (_, _, Some((how, reads))) if reads.len() == 2 => match (sum_of(&reads[0]), sum_of(&reads[1]), how) {
                 (Some(a), Some(b), signals::Combine::Share) => Plan::Share(a, b),
                 (Some(a), Some(b), signals::Combine::Divide) => Plan::Divide(a, b),
-                _ => Plan::Own(w.query.clone()),
+                _ => Plan::Own(w.query.clone(), w.per_replica),
             },
             (_, _, None) => match (q.sums.as_slice(), q.fetch.is_none() && q.per_replica.is_none()) {
                 ([(value, read)], true) if *value == q.value => Plan::Sum(read.clone()),
-                _ => Plan::Own(w.query.clone()),
+                _ => Plan::Own(w.query.clone(), w.per_replica),
             },
-            _ => Plan::Own(w.query.clone()),
+            _ => Plan::Own(w.query.clone(), w.per_replica),
         };
         let mut note = |r: &SumRead| {
             let list = sums.entry(r.key()).or_default();
@@ -195,14 +196,15 @@ pub fn plan(rules: &RuleSet, resolved: &BTreeMap<String, signals::Resolved>, wat
         let compiled = |r: &SumRead| r.extra.iter().map(|m| m.compile().ok()).collect::<Option<Vec<_>>>();
         match (shared, reads.iter().map(compiled).collect::<Option<Vec<_>>>()) {
             (Some(query), Some(filters)) => {
-                let at = need(Need::Packed(query));
+                let lists = reads.iter().any(|r| r.by.contains(&p.replica_label));
+                let at = need(Need::Packed(query, lists));
                 for (r, filter) in reads.iter().zip(filters) {
                     part_of.push((r.clone(), Part { read: at, filter, by: r.by.clone() }));
                 }
             }
             _ => {
                 for r in reads {
-                    let at = need(Need::Packed(r.promql(&ctx.selector, &ctx.group_by)));
+                    let at = need(Need::Packed(r.promql(&ctx.selector, &ctx.group_by), r.by.contains(&p.replica_label)));
                     part_of.push((r.clone(), Part { read: at, filter: Vec::new(), by: r.by.clone() }));
                 }
             }
@@ -212,14 +214,14 @@ pub fn plan(rules: &RuleSet, resolved: &BTreeMap<String, signals::Resolved>, wat
     let mut recipes: BTreeMap<String, Recipe> = BTreeMap::new();
     for (key, plan) in plans {
         let recipe = match plan {
-            Plan::Own(query) => Some(Recipe::Own(need(Need::Packed(query)))),
+            Plan::Own(query, lists) => Some(Recipe::Own(need(Need::Packed(query, lists)))),
             Plan::Quantile { hist, resolved, q, by } => {
                 let read = if per_replica_hist.contains(&hist) {
                     let query = signals::bucket_rates_read(&resolved, ctx);
                     let summed_by: Vec<String> = std::iter::once("le".to_string()).chain(p.group_by.iter().cloned()).chain([p.replica_label.clone()]).collect();
                     need(Need::Unaggregated { query, by: summed_by, summed: signals::replica_bucket_rates_query(&resolved, ctx, &p.replica_label) })
                 } else {
-                    need(Need::Packed(signals::bucket_rates_query(&resolved, ctx)))
+                    need(Need::Packed(signals::bucket_rates_query(&resolved, ctx), false))
                 };
                 Some(Recipe::Quantile { read, q, by })
             }
@@ -232,7 +234,10 @@ pub fn plan(rules: &RuleSet, resolved: &BTreeMap<String, signals::Resolved>, wat
                 // reduction read it; unaggregated where several do (a model's and its replicas').
                 let mut read_of = |series: &String| {
                     let uses = gauge_uses.get(series).map_or(0, BTreeSet::len);
-                    need(Need::Packed(if uses > 1 { series.clone() } else { signals::across_query(series, across, &by) }))
+                    match uses > 1 {
+                        true => need(Need::Packed(series.clone(), true)),
+                        false => need(Need::Packed(signals::across_query(series, across, &by), by.contains(&p.replica_label))),
+                    }
                 };
                 let read = read_of(&each);
                 let less = less.as_ref().map(&mut read_of);
@@ -246,17 +251,18 @@ pub fn plan(rules: &RuleSet, resolved: &BTreeMap<String, signals::Resolved>, wat
     // Place the reads: the unaggregated alone, the others packed a handful to a query.
     let mut queries: Vec<(String, Holds)> = Vec::new();
     let mut reading = Reading::default();
-    let mut packed: Vec<(usize, &String)> = Vec::new();
+    let (mut packed, mut listing): (Vec<(usize, &String)>, Vec<(usize, &String)>) = (Vec::new(), Vec::new());
     for (i, n) in needs.iter().enumerate() {
         match n {
             Need::Unaggregated { query, by, summed } => {
                 reading.summed.insert(query.clone(), (by.clone(), summed.clone()));
                 queries.push((query.clone(), Holds::Whole(i)));
             }
-            Need::Packed(query) => packed.push((i, query)),
+            Need::Packed(query, false) => packed.push((i, query)),
+            Need::Packed(query, true) => listing.push((i, query)),
         }
     }
-    for chunk in packed.chunks(PER_PACK) {
+    for chunk in packed.chunks(PER_PACK).chain(listing.chunks(PER_PACK)) {
         let tags: BTreeMap<String, usize> = chunk.iter().map(|(i, _)| (format!("r{i}"), *i)).collect();
         let query = chunk.iter().map(|(i, q)| format!("label_replace({q}, \"{READ_LABEL}\", \"r{i}\", \"\", \"\")")).collect::<Vec<_>>().join(" or ");
         queries.push((query, Holds::Packed(tags)));
