@@ -97,6 +97,70 @@ pub struct Reads {
     pub reading: Reading,
 }
 
+/// Each watched key's plan, before the reads are placed.
+enum Plan {
+    Own(String, bool),
+    Quantile { hist: String, resolved: signals::Resolved, q: f64, by: Vec<String> },
+    Share(SumRead, SumRead),
+    Divide(SumRead, SumRead),
+    Sum(SumRead),
+    Means(Vec<(SumRead, SumRead)>),
+    Across { each: String, across: Across, by: Vec<String>, less: Option<String> },
+}
+
+/// How one watched signal is read: from which reads, or by its own query.
+fn plan_of(def: &signals::SignalDef, res: &signals::Resolved, w: &Watched, c: &QueryContext) -> Option<Plan> {
+    let q = signals::build(&def.kind, res, c).ok()?;
+    let sum_of = |query: &String| q.sums.iter().find(|(s, _)| s == query).map(|(_, r)| r.clone());
+    let own = || Plan::Own(w.query.clone(), w.per_replica);
+    Some(match (&def.kind, def.kind.kind().histogram_use(), &q.parts) {
+        (SignalKind::Quantile(_), Some(HistogramUse::Quantile(quantile)), None) => match signals::histogram_of(&def.kind, res) {
+            Some(hist) => Plan::Quantile { hist, resolved: res.clone(), q: quantile, by: c.group_by.clone() },
+            None => own(),
+        },
+        (SignalKind::Mean(m), _, None) if m.model_label.is_empty() => Plan::Means(signals::mean_parts(&res.names, c)),
+        (SignalKind::Remainder(_), _, None) => Plan::Means(signals::mean_parts(&res.names, c)),
+        (SignalKind::Gauge(g), _, None) => match g.parts(res, c) {
+            Ok(Some(parts)) => Plan::Across { each: parts.each, across: parts.across, by: c.group_by.clone(), less: parts.less },
+            _ => own(),
+        },
+        (_, _, Some((how, reads))) if reads.len() == 2 => match (sum_of(&reads[0]), sum_of(&reads[1]), how) {
+            (Some(a), Some(b), signals::Combine::Share) => Plan::Share(a, b),
+            (Some(a), Some(b), signals::Combine::Divide) => Plan::Divide(a, b),
+            _ => own(),
+        },
+        (_, _, None) => match (q.sums.as_slice(), q.fetch.is_none() && q.per_replica.is_none()) {
+            ([(value, read)], true) if *value == q.value => Plan::Sum(read.clone()),
+            _ => own(),
+        },
+        _ => own(),
+    })
+}
+
+/// Where each read goes: the unaggregated alone (summed as decoded, per `reading`), the others
+/// packed a handful to a query, those that list replicas apart from the model's.
+fn place(needs: &[Need]) -> (Vec<(String, Holds)>, Reading) {
+    let mut queries: Vec<(String, Holds)> = Vec::new();
+    let mut reading = Reading::default();
+    let (mut packed, mut listing): (Vec<(usize, &String)>, Vec<(usize, &String)>) = (Vec::new(), Vec::new());
+    for (i, n) in needs.iter().enumerate() {
+        match n {
+            Need::Unaggregated { query, by, summed } => {
+                reading.summed.insert(query.clone(), (by.clone(), summed.clone()));
+                queries.push((query.clone(), Holds::Whole(i)));
+            }
+            Need::Packed(query, false) => packed.push((i, query)),
+            Need::Packed(query, true) => listing.push((i, query)),
+        }
+    }
+    for chunk in packed.chunks(PER_PACK).chain(listing.chunks(PER_PACK)) {
+        let tags: BTreeMap<String, usize> = chunk.iter().map(|(i, _)| (format!("r{i}"), *i)).collect();
+        let query = chunk.iter().map(|(i, q)| format!("label_replace({q}, \"{READ_LABEL}\", \"r{i}\", \"\", \"\")")).collect::<Vec<_>>().join(" or ");
+        queries.push((query, Holds::Packed(tags)));
+    }
+    (queries, reading)
+}
+
 /// The counters, gauges and histograms `watched` reads, each once, and how each want (a chunk of
 /// signals asked as one query: `chunks[i]` is `wants[i]`) is computed from them. None when a
 /// want's signals could not all be planned so (it is asked as it is).
@@ -118,56 +182,23 @@ pub fn plan(rules: &RuleSet, resolved: &BTreeMap<String, signals::Resolved>, wat
     let mut gauge_uses: BTreeMap<String, BTreeSet<(Vec<String>, u8)>> = BTreeMap::new();
     // Sum reads, by their key: the reads that share one.
     let mut sums: BTreeMap<(String, Option<(String, Vec<String>)>, std::time::Duration), Vec<SumRead>> = BTreeMap::new();
-    // Each watched key's plan, before the reads are placed.
-    enum Plan {
-        Own(String, bool),
-        Quantile { hist: String, resolved: signals::Resolved, q: f64, by: Vec<String> },
-        Share(SumRead, SumRead),
-        Divide(SumRead, SumRead),
-        Sum(SumRead),
-        Means(Vec<(SumRead, SumRead)>),
-        Across { each: String, across: Across, by: Vec<String>, less: Option<String> },
-    }
     let across_code = |a: Across| a as u8;
     let mut plans: BTreeMap<String, Plan> = BTreeMap::new();
     for (key, w) in watched {
         let (Some(def), Some(res)) = (rules.signals.get(&w.id), resolved.get(&w.id)) else { continue };
         let c = if w.per_replica { &replica_ctx } else { ctx };
-        let Ok(q) = signals::build(&def.kind, res, c) else { continue };
-        let sum_of = |query: &String| q.sums.iter().find(|(s, _)| s == query).map(|(_, r)| r.clone());
-        let plan = match (&def.kind, def.kind.kind().histogram_use(), &q.parts) {
-            (SignalKind::Quantile(_), Some(HistogramUse::Quantile(quantile)), None) => match signals::histogram_of(&def.kind, res) {
-                Some(hist) => {
-                    if w.per_replica {
-                        per_replica_hist.insert(hist.clone());
-                    }
-                    Plan::Quantile { hist, resolved: res.clone(), q: quantile, by: c.group_by.clone() }
+        let Some(plan) = plan_of(def, res, w, c) else { continue };
+        match &plan {
+            Plan::Quantile { hist, .. } if w.per_replica => {
+                per_replica_hist.insert(hist.clone());
+            }
+            Plan::Across { each, across, by, less } => {
+                for series in std::iter::once(each).chain(less) {
+                    gauge_uses.entry(series.clone()).or_default().insert((by.clone(), across_code(*across)));
                 }
-                None => Plan::Own(w.query.clone(), w.per_replica),
-            },
-            (SignalKind::Mean(m), _, None) if m.model_label.is_empty() => Plan::Means(signals::mean_parts(&res.names, c)),
-            (SignalKind::Remainder(_), _, None) => Plan::Means(signals::mean_parts(&res.names, c)),
-            (SignalKind::Gauge(g), _, None) => match g.parts(res, c) {
-                Ok(Some(parts)) => {
-                    gauge_uses.entry(parts.each.clone()).or_default().insert((c.group_by.clone(), across_code(parts.across)));
-                    if let Some(l) = &parts.less {
-                        gauge_uses.entry(l.clone()).or_default().insert((c.group_by.clone(), across_code(parts.across)));
-                    }
-                    Plan::Across { each: parts.each, across: parts.across, by: c.group_by.clone(), less: parts.less }
-                }
-                _ => Plan::Own(w.query.clone(), w.per_replica),
-            },
-            (_, _, Some((how, reads))) if reads.len() == 2 => match (sum_of(&reads[0]), sum_of(&reads[1]), how) {
-                (Some(a), Some(b), signals::Combine::Share) => Plan::Share(a, b),
-                (Some(a), Some(b), signals::Combine::Divide) => Plan::Divide(a, b),
-                _ => Plan::Own(w.query.clone(), w.per_replica),
-            },
-            (_, _, None) => match (q.sums.as_slice(), q.fetch.is_none() && q.per_replica.is_none()) {
-                ([(value, read)], true) if *value == q.value => Plan::Sum(read.clone()),
-                _ => Plan::Own(w.query.clone(), w.per_replica),
-            },
-            _ => Plan::Own(w.query.clone(), w.per_replica),
-        };
+            }
+            _ => {}
+        }
         let mut note = |r: &SumRead| {
             let list = sums.entry(r.key()).or_default();
             if !list.contains(r) {
@@ -248,25 +279,7 @@ pub fn plan(rules: &RuleSet, resolved: &BTreeMap<String, signals::Resolved>, wat
             recipes.insert(key, r);
         }
     }
-    // Place the reads: the unaggregated alone, the others packed a handful to a query.
-    let mut queries: Vec<(String, Holds)> = Vec::new();
-    let mut reading = Reading::default();
-    let (mut packed, mut listing): (Vec<(usize, &String)>, Vec<(usize, &String)>) = (Vec::new(), Vec::new());
-    for (i, n) in needs.iter().enumerate() {
-        match n {
-            Need::Unaggregated { query, by, summed } => {
-                reading.summed.insert(query.clone(), (by.clone(), summed.clone()));
-                queries.push((query.clone(), Holds::Whole(i)));
-            }
-            Need::Packed(query, false) => packed.push((i, query)),
-            Need::Packed(query, true) => listing.push((i, query)),
-        }
-    }
-    for chunk in packed.chunks(PER_PACK).chain(listing.chunks(PER_PACK)) {
-        let tags: BTreeMap<String, usize> = chunk.iter().map(|(i, _)| (format!("r{i}"), *i)).collect();
-        let query = chunk.iter().map(|(i, q)| format!("label_replace({q}, \"{READ_LABEL}\", \"r{i}\", \"\", \"\")")).collect::<Vec<_>>().join(" or ");
-        queries.push((query, Holds::Packed(tags)));
-    }
+    let (queries, reading) = place(&needs);
     // Each want: the queries holding its signals' reads, in a fixed order, asked over the want's
     // span at its step (one range over both windows, or the baseline's and the window's).
     let mut out = Reads { ways: BTreeMap::new(), reading };
