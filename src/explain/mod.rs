@@ -235,7 +235,6 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     warnings.extend(fetch::unreadable_warning(&unreadable));
 
     let info = SourceInfo { selector: opts.selector.to_promql(), ..source.info() };
-    let trace = Trace { trends, moved_queries: moved_plan.requests(), moved_step: (moved_plan.step, moved_plan.trend_range.as_secs()) };
     Ok((Report {
         schema_version: SCHEMA_VERSION,
         window: p.window,
@@ -264,7 +263,7 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
         profile: None,
         notes: signal_plan.notes,
         readings,
-    }, trace))
+    }, Trace { trends, moved_queries: moved_plan.requests(), moved_step: (moved_plan.step, moved_plan.trend_range.as_secs()) }))
 }
 
 /// The warning for signals no rate could be taken for ([`judge::unread`]), if any. rate() needs two
