@@ -5,9 +5,11 @@
 //!
 //! Reads: every watched signal's trend over the baseline and the window at the trends' step, a
 //! handful of signals to one range query (each tagged with a [`LABEL`] by `label_replace` and
-//! joined with `or`). The number of queries depends on the rule pack, never on the fleet: a fixed
-//! [`MAX_QUERIES`] at most, sent in the follow-ups' round trip. Signals no rule reads (`spare`:
-//! external prefix-cache hits) are read only where discovery found their family.
+//! joined with `or`), at most [`MAX_QUERIES`]. Those queries are computed by vllm-diag from reads
+//! of each counter, gauge and histogram they need, each read once ([`reads`]), and asked as they
+//! are only of a recording made before those reads. The number of queries depends on the rule
+//! pack, never on the fleet; they are sent in the follow-ups' round trip. Signals no rule reads
+//! (`spare`: external prefix-cache hits) are read only where discovery found their family.
 //!
 //! A change, for one signal on one scope:
 //! - the baseline level is the median of the baseline's trend points and its spread their median
