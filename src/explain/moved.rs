@@ -6,7 +6,7 @@
 //! Reads: every watched signal's trend over the baseline and the window at the trends' step, a
 //! handful of signals to one range query (each tagged with a [`LABEL`] by `label_replace` and
 //! joined with `or`), at most [`MAX_QUERIES`]. Those queries are computed by vllm-diag from reads
-//! of each counter, gauge and histogram they need, each read once ([`reads`]), and asked as they
+//! of each counter, gauge and histogram they need, each read once (`moved/reads.rs`), and asked as they
 //! are only of a recording made before those reads. The number of queries depends on the rule
 //! pack, never on the fleet; they are sent in the follow-ups' round trip. Signals no rule reads
 //! (`spare`: external prefix-cache hits) are read only where discovery found their family.
