@@ -169,7 +169,7 @@ pub struct MovedPlan {
     pub baseline_step: u64,
     pub trend_range: Duration,
     /// How each of `requests` is read: computed from the counters, gauges and histograms its
-    /// signals read, each read once ([`reads`]), or asked as it is.
+    /// signals read, each read once (`moved/reads.rs`), or asked as it is.
     pub reads: reads::Reads,
 }
 
