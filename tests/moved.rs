@@ -14,8 +14,11 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use std::sync::Arc;
+
 use vllm_diag::explain::moved::{self, Bars, Margin};
-use vllm_diag::source::Request;
+use vllm_diag::explain::{explain_traced, ExplainOptions};
+use vllm_diag::source::record::Replay;
 
 /// One signal on one scope of one run: how close it came.
 #[derive(Debug, Clone)]
@@ -34,47 +37,23 @@ fn time(v: &Value) -> DateTime<Utc> {
 fn margins(dataset: &str, report: &Value, recording: &Path) -> Vec<Row> {
     let rules = vllm_diag::rules::load_builtin().unwrap();
     let (w_start, w_end) = (time(&report["window"]["start"]), time(&report["window"]["end"]));
-    let (b_start, b_end) = (time(&report["baseline"]["start"]), time(&report["baseline"]["end"]));
     let window = (w_end - w_start).to_std().unwrap();
     let bars = Bars::from(&rules.thresholds).within(window);
-    let file: Value = serde_json::from_str(&std::fs::read_to_string(recording).unwrap()).unwrap();
-    let mut points: BTreeMap<(String, String), BTreeMap<i64, f64>> = BTreeMap::new();
-    let mut step = 0;
-    for ex in file["exchanges"].as_array().unwrap() {
-        let req: Request = serde_json::from_value(ex["request"].clone()).unwrap();
-        let Request::Range { query, step_seconds, end, .. } = &req else { continue };
-        if !query.contains(moved::LABEL) {
-            continue;
-        }
-        if *end == w_end {
-            step = *step_seconds;
-        }
-        let body: Value = serde_json::from_str(ex["response"]["body"].as_str().unwrap_or("{}")).unwrap_or_default();
-        for s in body["data"]["result"].as_array().into_iter().flatten() {
-            let signal = s["metric"][moved::LABEL].as_str().unwrap_or_default().to_string();
-            let scope = s["metric"]["model_name"].as_str().unwrap_or_default().to_string();
-            let entry = points.entry((signal, scope)).or_default();
-            for p in s["values"].as_array().into_iter().flatten() {
-                let t = p[0].as_f64().unwrap_or_default() as i64;
-                if let Ok(v) = p[1].as_str().unwrap_or_default().parse::<f64>() {
-                    entry.insert(t, v);
-                }
-            }
-        }
-    }
-    assert!(step > 0, "{dataset}: the run read no trend for what else moved");
-    let trend_range = (window.as_secs() / 10).clamp(120, 600) as f64;
-    let ts = |t: &DateTime<Utc>| t.timestamp() as f64;
-    let (b_from, w_from) = moved::starts(trend_range, step as f64, (ts(&b_start), ts(&b_end)), (ts(&w_start), ts(&w_end)), bars.seconds);
+    // The trends as the stage read them: the recording replayed through the pipeline, which
+    // computes each watched signal's points from the reads it recorded.
+    let (replay, params) = Replay::open(recording).unwrap_or_else(|e| panic!("{dataset}: {e}"));
+    let selector = vllm_diag::prom::Selector::parse(&params.selector).unwrap();
+    let opts = ExplainOptions { params, selector, concurrency: 4, deadline: std::time::Duration::from_secs(120) };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (_, trace) = rt.block_on(explain_traced(Arc::new(replay), &rules, &opts)).unwrap_or_else(|e| panic!("{dataset}: the replay failed: {e}"));
+    assert!(!trace.trends.is_empty(), "{dataset}: the run read no trend for what else moved");
     let mut rows = Vec::new();
-    for ((signal, scope), pts) in points {
+    for ((signal, scope), (b, w)) in trace.trends {
+        // The model's readings (a replica's are keyed `signal@replica`).
         let Some(def) = rules.signals.get(&signal) else { continue };
         let Some(worse) = def.worse else { continue };
-        let finite = pts.iter().map(|(t, v)| (*t as f64, *v)).filter(|(_, v)| v.is_finite());
-        let (b, w): (Vec<_>, Vec<_>) = finite.partition(|(t, _)| *t <= w_start.timestamp() as f64);
-        let b: Vec<(f64, f64)> = b.into_iter().filter(|(t, _)| *t >= b_from && *t <= b_end.timestamp() as f64).collect();
-        let w: Vec<(f64, f64)> = w.into_iter().filter(|(t, _)| *t >= w_from).collect();
         if let Some(m) = moved::margin(&b, &w, worse, def.moved_floor, &bars) {
+            let scope = scope.get("model_name").cloned().unwrap_or_default();
             rows.push(Row { dataset: dataset.to_string(), signal, scope, m });
         }
     }
@@ -293,3 +272,85 @@ fn one_replica_moving_is_listed_for_that_replica_unless_a_rule_explains_it() {
     assert!(unexplained(&report).is_empty(), "{:?}", unexplained(&report));
 }
 
+
+/// What else moved reads each counter, gauge and histogram once and computes every watched
+/// signal's trend itself: the trends it computed are the ones the signals' own queries give, point
+/// by point, per model and per replica, on scenarios whose trends read quantiles, shares, means, a
+/// gauge less another and a gauge per replica.
+#[test]
+fn the_trends_computed_from_shared_reads_are_what_the_signals_own_queries_give() {
+    for name in ["kv-cache-pressure", "replica-outlier", "deferred-waiting", "http-errors", "slow-input-processing"] {
+        let (spec, prom) = common::start_scenario(name);
+        let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("run.json");
+        let rec_s = rec.to_string_lossy().to_string();
+        let run = common::run::run(&common::run::explain_args(&prom.url, &at, &["--format", "json", "--no-config", "--record", &rec_s]), &[]);
+        let report = run.json();
+        let rules = vllm_diag::rules::load_builtin().unwrap();
+        let (replay, params) = Replay::open(&rec).unwrap();
+        let selector = vllm_diag::prom::Selector::parse(&params.selector).unwrap();
+        let (b_span, w_span) = ((params.baseline.start, params.baseline.end), (params.window.start, params.window.end));
+        let (group_by, replica) = (params.group_by.clone(), params.replica_label.clone());
+        let opts = ExplainOptions { params, selector, concurrency: 4, deadline: std::time::Duration::from_secs(120) };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (_, trace) = rt.block_on(explain_traced(Arc::new(replay), &rules, &opts)).unwrap();
+        assert!(!trace.moved_queries.is_empty(), "{name}: no trend read");
+        let recorded = std::fs::read_to_string(&rec).unwrap();
+        assert!(!recorded.contains(&format!("\\\"{}\\\"", moved::LABEL)), "{name}: the run asked the stage's own queries; it reads shared reads");
+        // The same queries, asked of Prometheus as they are.
+        let mut own: BTreeMap<(String, Vec<(String, String)>), BTreeMap<i64, f64>> = BTreeMap::new();
+        for req in &trace.moved_queries {
+            let query: String = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(req.form(None)).finish();
+            let (status, body) = prom.get(&format!("/{}?{query}", req.path())).unwrap();
+            assert_eq!(status, 200, "{name}: {body}");
+            let ex = vllm_diag::source::Exchange { http_status: status, content_type: "application/json".into(), body };
+            let resp = vllm_diag::source::decode("prom", req, &ex).unwrap();
+            let vllm_diag::source::Data::Matrix(series) = resp.data else { panic!("{name}: not a matrix") };
+            for s in series {
+                let key = s.labels.get(moved::LABEL).cloned().unwrap_or_default();
+                let labels: Vec<String> = group_by.iter().cloned().chain(key.ends_with("@replica").then(|| replica.clone())).collect();
+                let scope = labels.iter().map(|l| (l.clone(), s.labels.get(l).cloned().unwrap_or_default())).collect::<BTreeMap<_, _>>().into_iter().collect();
+                let e = own.entry((key, scope)).or_default();
+                e.extend(s.points.iter().filter(|p| p.1.is_finite()).map(|p| ((p.0 * 1000.0).round() as i64, p.1)));
+            }
+        }
+        let bars = Bars::from(&rules.thresholds).within((w_span.1 - w_span.0).to_std().unwrap());
+        let ts = |t: &DateTime<Utc>| t.timestamp() as f64;
+        let (step, range) = trace.moved_step;
+        let (b_from, w_from) = moved::starts(range as f64, step as f64, (ts(&b_span.0), ts(&b_span.1)), (ts(&w_span.0), ts(&w_span.1)), bars.seconds);
+        let inside = |t: i64| {
+            let t = t as f64 / 1000.0;
+            (t > ts(&w_span.0) && t >= w_from) || (t <= ts(&w_span.0) && t >= b_from && t <= ts(&b_span.1))
+        };
+        let mut compared = 0;
+        let mut differ = Vec::new();
+        let mut keys = std::collections::BTreeSet::new();
+        for ((key, scope), (b, w)) in &trace.trends {
+            let scope: Vec<(String, String)> = scope.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            keys.insert((key.clone(), scope.clone()));
+            let theirs = own.get(&(key.clone(), scope.clone())).cloned().unwrap_or_default();
+            let mine: BTreeMap<i64, f64> = b.iter().chain(w).map(|p| ((p.0 * 1000.0).round() as i64, p.1)).collect();
+            let theirs: BTreeMap<i64, f64> = theirs.into_iter().filter(|(t, _)| inside(*t)).collect();
+            if mine.keys().collect::<Vec<_>>() != theirs.keys().collect::<Vec<_>>() {
+                differ.push(format!("{key} {scope:?}: points at {:?} against {:?}", mine.keys().collect::<Vec<_>>(), theirs.keys().collect::<Vec<_>>()));
+                continue;
+            }
+            for (t, v) in &mine {
+                let o = theirs[t];
+                compared += 1;
+                if (v - o).abs() > 1e-9 + 1e-6 * o.abs().max(v.abs()) {
+                    differ.push(format!("{key} {scope:?} at {t}: {v} against {o}"));
+                }
+            }
+        }
+        for ((key, scope), points) in &own {
+            if !keys.contains(&(key.clone(), scope.clone())) && points.keys().any(|t| inside(*t)) {
+                differ.push(format!("{key} {scope:?}: read by its own query only"));
+            }
+        }
+        assert!(differ.is_empty(), "{name}: {} trends differ:\n  {}", differ.len(), differ.join("\n  "));
+        assert!(compared > 100, "{name}: only {compared} points compared");
+        assert!(report["findings"].is_array());
+    }
+}

@@ -78,11 +78,16 @@ pub struct Pass {
 }
 
 fn client() -> Result<reqwest::Client, String> {
+    client_with(true)
+}
+
+/// The client, asking for gzip-compressed answers or not.
+fn client_with(gzip: bool) -> Result<reqwest::Client, String> {
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(reqwest::header::ACCEPT, reqwest::header::HeaderValue::from_static("application/json"));
     reqwest::Client::builder()
         .default_headers(headers)
-        .gzip(true)
+        .gzip(gzip)
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
@@ -121,6 +126,42 @@ pub async fn flat(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pass
     let all: Vec<&Request> = rec.requests.iter().collect();
     let started = Instant::now();
     let bytes = send_all(&http, base, &all, concurrency).await?;
+    Ok(Pass { wall: started.elapsed(), bytes })
+}
+
+/// [`flat`], asking for gzip-compressed answers or not: what compression costs the backend and
+/// saves on the wire (`--gzip`). The bytes are those that came over the wire (compressed, where
+/// they were); a compressed answer is inflated as a client must.
+pub async fn flat_gzip(base: &str, rec: &Recorded, concurrency: usize, gzip: bool) -> Result<Pass, String> {
+    // Asked by hand, so the body is read as it came.
+    let http = client_with(false)?;
+    let all: Vec<&Request> = rec.requests.iter().collect();
+    let started = Instant::now();
+    let results: Vec<Result<u64, String>> = futures::stream::iter(all.iter().map(|req| {
+        let http = &http;
+        async move {
+            let mut r = request(http, base, req, &[]);
+            if gzip {
+                r = r.header(reqwest::header::ACCEPT_ENCODING, "gzip");
+            }
+            let resp = r.send().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+            let status = resp.status();
+            let compressed = resp.headers().get(reqwest::header::CONTENT_ENCODING).is_some_and(|v| v.as_bytes() == b"gzip");
+            let body = resp.bytes().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+            if !status.is_success() {
+                return Err(format!("{}: HTTP {status}", req.describe()));
+            }
+            if compressed {
+                let mut text = Vec::new();
+                std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&body[..]), &mut text).map_err(|e| format!("{}: {e}", req.describe()))?;
+            }
+            Ok(body.len() as u64)
+        }
+    }))
+    .buffer_unordered(concurrency.max(1))
+    .collect()
+    .await;
+    let bytes = results.into_iter().sum::<Result<u64, String>>()?;
     Ok(Pass { wall: started.elapsed(), bytes })
 }
 

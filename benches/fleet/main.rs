@@ -59,6 +59,8 @@ struct Args {
     latency: Option<Duration>,
     /// Requests in flight at once, explain's (`--concurrency`) and the floor's alike.
     concurrency: usize,
+    /// Also measure the floor's requests with and without gzip-compressed answers.
+    gzip: bool,
 }
 
 /// The metrics backend explain and the floor run against.
@@ -107,7 +109,9 @@ const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,10
   --concurrency N  requests in flight, explain's (--concurrency) and the floor's (default 8, explain's own default)
   --latency MS  explain and the floor reach the backend through a loopback relay adding MS of round
             trip (half each way, per chunk of bytes): a remote backend; the backend's work is
-            measured directly";
+            measured directly
+  --gzip    also send the run's requests with and without gzip-compressed answers, interleaved: the
+            client's wall time, the bytes over the wire and the backend's CPU time for each";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -119,6 +123,7 @@ fn parse_args() -> Result<Args, String> {
         backends: vec![Backend::Prometheus],
         latency: None,
         concurrency: CONCURRENCY,
+        gzip: false,
     };
     let mut sizes: Vec<String> = DIAGONAL.iter().map(|s| s.to_string()).collect();
     let mut it = std::env::args().skip(1);
@@ -137,6 +142,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--out" => args.out = PathBuf::from(value("--out")?),
             "--fresh" => args.fresh = true,
+            "--gzip" => args.gzip = true,
             "--previous" => args.previous = Some(PathBuf::from(value("--previous")?)),
             "--concurrency" => {
                 args.concurrency = value("--concurrency")?.parse().ok().filter(|n| (1..=256).contains(n)).ok_or_else(|| format!("--concurrency takes 1 to 256\n{USAGE}"))?;
@@ -239,10 +245,28 @@ struct FleetResult {
     /// Queries per family: the most read family and how often.
     most_read_family: (String, usize),
     previous: Option<Previous>,
+    /// With `--gzip`: the run's requests with compressed answers and without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gzip: Option<Gzip>,
     replay: Summary,
     replay_peak_rss_mib: f64,
     load_before: String,
     load_after: String,
+}
+
+/// The run's requests sent with and without gzip-compressed answers (`--gzip`), interleaved.
+#[derive(Serialize)]
+struct Gzip {
+    passes: usize,
+    /// The client's wall time for all of them, as explain sends them (medians, ms).
+    on_wall_ms: f64,
+    off_wall_ms: f64,
+    /// The backend process's CPU time (user and system) over a pass (medians, ms).
+    on_backend_cpu_ms: f64,
+    off_backend_cpu_ms: f64,
+    /// Bytes over the wire in a pass.
+    on_bytes: u64,
+    off_bytes: u64,
 }
 
 /// The same fleet diagnosed by another binary (`--previous`), timed in the same loop.
@@ -539,6 +563,10 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
     let prev_work_ratio_least = least(&prev_passes).iter().sum::<f64>() / least_floor(&prev_families);
     let server_exec_ms = median(&exec);
     let data_read_ms = median(&data_read);
+    let gzip = match args.gzip {
+        true => Some(gzip_passes(rt, &server, &near, &rec, args)?),
+        false => None,
+    };
     let explain_rss_kib = child::peak_rss_kib(bin(), &live_args, RSS_RUNS)?;
     let load_after = loadavg();
     drop(server);
@@ -611,10 +639,46 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         work_ratio_wall: median(&exec_wall) / median(&data_read_wall),
         most_read_family,
         previous,
+        gzip,
         replay: Summary::of(&walls(&replay_runs)),
         replay_peak_rss_mib: replay_rss_kib as f64 / 1024.0,
         load_before,
         load_after,
+    })
+}
+
+/// The run's requests with and without gzip-compressed answers, interleaved (the order swapped
+/// every pass), at least `args.runs` passes of each: the wall time, the bytes over the wire and the
+/// backend's CPU time of each pass.
+fn gzip_passes(rt: &tokio::runtime::Runtime, server: &server::Server, near: &str, rec: &floor::Recorded, args: &Args) -> Result<Gzip, String> {
+    let (mut on, mut off) = ((Vec::new(), Vec::new(), 0), (Vec::new(), Vec::new(), 0));
+    // One of each first, to warm both up.
+    for gz in [true, false] {
+        rt.block_on(floor::flat_gzip(near, rec, args.concurrency, gz))?;
+    }
+    let started = Instant::now();
+    let mut i = 0;
+    while more(on.0.len(), args.runs, started) {
+        let order = if i % 2 == 0 { [true, false] } else { [false, true] };
+        for gz in order {
+            let before = server.cpu().ok_or("cannot read the backend's CPU time")?;
+            let pass = rt.block_on(floor::flat_gzip(near, rec, args.concurrency, gz))?;
+            let cpu = server.cpu().ok_or("cannot read the backend's CPU time")?.saturating_sub(before);
+            let into = if gz { &mut on } else { &mut off };
+            into.0.push(pass.wall.as_secs_f64() * 1000.0);
+            into.1.push(cpu.as_secs_f64() * 1000.0);
+            into.2 = pass.bytes;
+        }
+        i += 1;
+    }
+    Ok(Gzip {
+        passes: on.0.len(),
+        on_wall_ms: median(&on.0),
+        off_wall_ms: median(&off.0),
+        on_backend_cpu_ms: median(&on.1),
+        off_backend_cpu_ms: median(&off.1),
+        on_bytes: on.2,
+        off_bytes: off.2,
     })
 }
 
@@ -805,6 +869,27 @@ fn markdown(r: &Results) -> String {
             f.work_passes,
             f.work_ratio_wall
         );
+    }
+    if r.fleets.iter().any(|f| f.gzip.is_some()) {
+        let _ = writeln!(s, "\nThe run's requests with gzip-compressed answers and without (`--gzip`), interleaved, as the floor client sends them (medians): the client's wall time, the bytes over the wire, the backend process's CPU time (user and system) over a pass.\n");
+        let _ = writeln!(s, "| fleet | backend | passes | wall, gzip | wall, plain | bytes, gzip | bytes, plain | backend CPU, gzip | backend CPU, plain |");
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        for f in &r.fleets {
+            let Some(g) = &f.gzip else { continue };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                f.fleet,
+                f.backend.name(),
+                g.passes,
+                ms(g.on_wall_ms),
+                ms(g.off_wall_ms),
+                bytes(g.on_bytes),
+                bytes(g.off_bytes),
+                ms(g.on_backend_cpu_ms),
+                ms(g.off_backend_cpu_ms)
+            );
+        }
     }
     if r.fleets.iter().any(|f| f.previous.is_some()) {
         let _ = writeln!(s, "\nSide by side with the previous binary (`--previous`), interleaved in the same loop:\n");

@@ -105,7 +105,8 @@ pub struct ReadPlan {
 }
 
 /// One way to answer a want: send `ask`; cut its (range) answer at the instant `at` when given;
-/// then apply `then` when given.
+/// then apply `then` when given. A way that combines several answers into one ([`Way::combined`])
+/// sends `also` as well.
 #[derive(Debug, Clone)]
 pub struct Way {
     pub ask: Request,
@@ -113,23 +114,44 @@ pub struct Way {
     /// series without a point there is absent, as in an instant query.
     pub at: Option<i64>,
     pub then: Option<Cut>,
+    /// The other requests a [`Cut::Combined`] reads, after `ask`.
+    pub also: Vec<Request>,
 }
 
 impl Way {
     /// The answer to `ask` as it is.
     pub fn whole(ask: Request) -> Way {
-        Way { ask, at: None, then: None }
+        Way { ask, at: None, then: None, also: Vec::new() }
     }
 
     /// The range answer to `ask` at the instant `at` (unix milliseconds).
     pub fn at(ask: Request, at: i64) -> Way {
-        Way { ask, at: Some(at), then: None }
+        Way { ask, at: Some(at), then: None, also: Vec::new() }
     }
 
     /// The answer to `ask` (at the instant `at`, when given), then `cut`.
     pub fn then(ask: Request, at: Option<i64>, cut: Cut) -> Way {
-        Way { ask, at, then: Some(cut) }
+        Way { ask, at, then: Some(cut), also: Vec::new() }
     }
+
+    /// The answers to `asks` (at least one) made into one by `how`, which reads them in that order.
+    pub fn combined(asks: Vec<Request>, how: std::sync::Arc<dyn Combine>) -> Option<Way> {
+        let mut asks = asks.into_iter();
+        let ask = asks.next()?;
+        Some(Way { ask, at: None, then: Some(Cut::Combined(how)), also: asks.collect() })
+    }
+
+    /// Every request the way sends: `ask`, then `also`.
+    pub fn requests(&self) -> impl Iterator<Item = &Request> {
+        std::iter::once(&self.ask).chain(&self.also)
+    }
+}
+
+/// Several answers made into the answer of one want (see [`Way::combined`]): the reads another
+/// query's result is computed from by vllm-diag, as that query would compute it.
+pub trait Combine: std::fmt::Debug + Send + Sync {
+    /// The want's answer from the answers to the way's requests, in their order.
+    fn combine(&self, answers: &[&Response]) -> Response;
 }
 
 /// How an answer becomes another, after a [`Way`]'s cut at an instant.
@@ -141,6 +163,8 @@ pub enum Cut {
     Span(i64, i64),
     /// A vector's samples that `filter` selects, summed by `by` (see [`sum_by`]).
     Sum { filter: Vec<crate::prom::CompiledMatcher>, by: Vec<String> },
+    /// Every answer of the way's requests made into one (see [`Combine`]).
+    Combined(std::sync::Arc<dyn Combine>),
 }
 
 impl ReadPlan {
@@ -161,7 +185,7 @@ impl ReadPlan {
 
     /// The requests to send first: every want's first way.
     pub fn asks(&self) -> Vec<Request> {
-        let asks: BTreeSet<&Request> = self.wants.values().filter_map(|ways| ways.first()).map(|w| &w.ask).collect();
+        let asks: BTreeSet<&Request> = self.wants.values().filter_map(|ways| ways.first()).flat_map(Way::requests).collect();
         asks.into_iter().cloned().collect()
     }
 
@@ -171,13 +195,11 @@ impl ReadPlan {
         let mut next = BTreeSet::new();
         for ways in self.wants.values() {
             for way in ways {
-                match asked.get(&way.ask) {
-                    Some(Err(SourceError::NotRecorded { .. })) => continue,
-                    Some(_) => {}
-                    None => {
-                        next.insert(way.ask.clone());
-                    }
+                // A way one of whose requests was not recorded cannot answer: the next one.
+                if way.requests().any(|r| matches!(asked.get(r), Some(Err(SourceError::NotRecorded { .. })))) {
+                    continue;
                 }
+                next.extend(way.requests().filter(|r| !asked.contains_key(*r)).cloned());
                 break;
             }
         }
@@ -193,13 +215,23 @@ impl ReadPlan {
         let not_recorded = |a: &Result<Response, SourceError>| matches!(a, Err(SourceError::NotRecorded { .. }));
         // The way each want is answered by.
         let mut chosen: Vec<(&Request, &Way)> = Vec::new();
-        let mut failed: Answers = Answers::new();
+        // Wants answered here already: combined, or failed.
+        let mut direct: Answers = Answers::new();
         for (want, ways) in &self.wants {
-            match ways.iter().find(|w| asked.get(&w.ask).is_some_and(|a| !not_recorded(a))) {
-                Some(way) => chosen.push((want, way)),
+            let usable = |w: &&Way| w.requests().all(|r| asked.get(r).is_some_and(|a| !not_recorded(a)));
+            match ways.iter().find(usable) {
+                Some(way) => match &way.then {
+                    // Combined from several answers, read in place (before any answer is
+                    // consumed): the first error among them is the want's.
+                    Some(Cut::Combined(how)) => {
+                        let got: Result<Vec<&Response>, &SourceError> = way.requests().map(|r| asked[r].as_ref()).collect();
+                        direct.insert(want.clone(), got.map(|all| how.combine(&all)).map_err(Clone::clone));
+                    }
+                    _ => chosen.push((want, way)),
+                },
                 None => {
-                    if let Some(first) = ways.first().and_then(|w| asked.get(&w.ask)) {
-                        failed.insert(want.clone(), first.clone());
+                    if let Some(first) = ways.first().and_then(|w| w.requests().filter_map(|r| asked.get(r)).find(|a| a.is_err())) {
+                        direct.insert(want.clone(), first.clone());
                     }
                 }
             }
@@ -236,7 +268,7 @@ impl ReadPlan {
                 entry.1 += 1;
             }
         }
-        let mut out = failed;
+        let mut out = direct;
         for (want, way) in chosen {
             let mut then = way.then.as_ref();
             let mut answer = match way.at {
@@ -281,15 +313,18 @@ impl ReadPlan {
 }
 
 /// Send what `plan` asks, and the next ways of what is not recorded, within `deadline` of
-/// `started`; returns every want's answer and how many requests were sent.
+/// `started`; returns every want's answer and how many requests were answered (a replay leaves out those its recording does not hold).
 pub async fn read(source: &Arc<dyn Source>, plan: &ReadPlan, concurrency: usize, deadline: Duration, started: std::time::Instant) -> (Answers, usize) {
     let reading = Arc::new(plan.reading.clone());
     let mut asked = Answers::new();
     let mut next = plan.asks();
     let mut sent = 0;
     while !next.is_empty() {
-        sent += next.len();
-        asked.extend(run_reads(source, next, concurrency, remaining(deadline, started), &reading).await);
+        let got = run_reads(source, next, concurrency, remaining(deadline, started), &reading).await;
+        // A request a recording does not hold was not a query of the run recorded: a replay counts
+        // what that run asked.
+        sent += got.values().filter(|a| !matches!(a, Err(SourceError::NotRecorded { .. }))).count();
+        asked.extend(got);
         next = plan.more(&asked);
     }
     (plan.answers(asked), sent)
@@ -359,6 +394,7 @@ fn apply(cut: &Cut, ask: &Request, answer: Response) -> Result<Response, SourceE
             Ok(answer)
         }
         Cut::Sum { filter, by } => sum(ask, &Ok(answer), filter, by),
+        Cut::Combined(how) => Ok(how.combine(&[&answer])),
     }
 }
 

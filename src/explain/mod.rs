@@ -99,6 +99,23 @@ pub fn generation(names: &BTreeSet<String>) -> String {
 
 /// Run the pipeline against `source` with the enabled `rules`.
 pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOptions) -> Result<Report, ExplainError> {
+    explain_traced(source, rules, opts).await.map(|(report, _)| report)
+}
+
+/// What a run read besides its report, for the tests that measure it: every watched signal's
+/// trend points per scope, as what else moved read them ([`moved::Points`]).
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    pub trends: std::collections::BTreeMap<(String, crate::report::Scope), moved::Points>,
+    /// What else moved's own queries (each a handful of signals' PromQL), which its trends are
+    /// computed as from the reads it shares.
+    pub moved_queries: Vec<crate::source::Request>,
+    /// Its trends' step and range, seconds.
+    pub moved_step: (u64, u64),
+}
+
+/// [`explain`], with what the run read ([`Trace`]).
+pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOptions) -> Result<(Report, Trace), ExplainError> {
     let p = &opts.params;
     let started = std::time::Instant::now();
     let mut warnings = Warnings::default();
@@ -193,7 +210,8 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     // And each replica's time by hop (two queries, where the fleet has 2 to 256 replicas).
     let hop_plan = hops::replica_plan(&signal_plan, &opts.selector, p, labels.get(&p.replica_label).copied());
     let mut follow_up_reads = follow_ups.reads();
-    follow_up_reads.extend(fetch::ReadPlan::whole(event_more.into_iter().chain(moved_plan.requests()).chain(hop_plan.iter().flat_map(hops::ReplicaPlan::requests))));
+    follow_up_reads.extend(fetch::ReadPlan::whole(event_more.into_iter().chain(hop_plan.iter().flat_map(hops::ReplicaPlan::requests))));
+    follow_up_reads.extend(moved_plan.read_plan());
     let more = if follow_up_reads.wants.is_empty() {
         Answers::new()
     } else {
@@ -211,14 +229,14 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
     let latency = events::replica_latency(&event_plan, &[&answers, &more]);
     let step = follow_ups.step.max(event_plan.step());
     finish::run(&mut ranked.findings, &finish::Finish { rules, p, table: &table, events: &events, step, latency: &latency, replicas: &replicas });
-    let unexplained = moved::apply(&moved_plan, &more, &mut ranked.findings, rules, p, &mut warnings);
+    let (unexplained, trends) = moved::apply_traced(&moved_plan, &more, &mut ranked.findings, rules, p, &mut warnings);
     let hops = hops::with_replicas(hops::split(&table), hop_plan.as_ref(), &more, &p.group_by);
     // Nothing dropped in silence: an answer that could not be read is said, whatever needed it.
     let unreadable: Vec<_> = fetch::unreadable(&answers).into_iter().chain(fetch::unreadable(&more)).collect();
     warnings.extend(fetch::unreadable_warning(&unreadable));
 
     let info = SourceInfo { selector: opts.selector.to_promql(), ..source.info() };
-    Ok(Report {
+    Ok((Report {
         schema_version: SCHEMA_VERSION,
         window: p.window,
         baseline: p.baseline,
@@ -246,7 +264,7 @@ pub async fn explain(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOpt
         profile: None,
         notes: signal_plan.notes,
         readings,
-    })
+    }, Trace { trends, moved_queries: moved_plan.requests(), moved_step: (moved_plan.step, moved_plan.trend_range.as_secs()) }))
 }
 
 /// The warning for signals no rate could be taken for ([`judge::unread`]), if any. rate() needs two

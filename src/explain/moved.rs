@@ -5,9 +5,11 @@
 //!
 //! Reads: every watched signal's trend over the baseline and the window at the trends' step, a
 //! handful of signals to one range query (each tagged with a [`LABEL`] by `label_replace` and
-//! joined with `or`). The number of queries depends on the rule pack, never on the fleet: a fixed
-//! [`MAX_QUERIES`] at most, sent in the follow-ups' round trip. Signals no rule reads (`spare`:
-//! external prefix-cache hits) are read only where discovery found their family.
+//! joined with `or`), at most [`MAX_QUERIES`]. Those queries are computed by vllm-diag from reads
+//! of each counter, gauge and histogram they need, each read once (`moved/reads.rs`), and asked as they
+//! are only of a recording made before those reads. The number of queries depends on the rule
+//! pack, never on the fleet; they are sent in the follow-ups' round trip. Signals no rule reads
+//! (`spare`: external prefix-cache hits) are read only where discovery found their family.
 //!
 //! A change, for one signal on one scope:
 //! - the baseline level is the median of the baseline's trend points and its spread their median
@@ -36,8 +38,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use super::fetch::Answers;
+use super::fetch::{Answers, ReadPlan, Way};
 use super::plan::SignalPlan;
+
+mod reads;
+pub use reads::READ_LABEL;
 use crate::prom::{escape_label_value, Selector};
 use crate::report::{Correlation, Finding, RunParams, Scope, Severity, Trend, Unexplained, Warnings};
 use crate::rules::RuleSet;
@@ -163,11 +168,25 @@ pub struct MovedPlan {
     pub step: u64,
     pub baseline_step: u64,
     pub trend_range: Duration,
+    /// How each of `requests` is read: computed from the counters, gauges and histograms its
+    /// signals read, each read once (`moved/reads.rs`), or asked as it is.
+    pub reads: reads::Reads,
 }
 
 impl MovedPlan {
     pub fn requests(&self) -> Vec<Request> {
         self.requests.clone()
+    }
+
+    /// The stage's requests as the fetch stage reads them: each computed from the shared reads,
+    /// else (a recording made before them) asked as it is.
+    pub fn read_plan(&self) -> ReadPlan {
+        let mut plan = ReadPlan { wants: BTreeMap::new(), reading: self.reads.reading.clone() };
+        for want in &self.requests {
+            let ways = self.reads.ways.get(want).cloned().into_iter().chain([Way::whole(want.clone())]).collect();
+            plan.wants.insert(want.clone(), ways);
+        }
+        plan
     }
 }
 
@@ -207,6 +226,7 @@ pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, 
     let ctx = QueryContext { selector: selector.clone(), range: trend_range, ..signal_plan.ctx.clone() };
     let correlated: BTreeSet<&str> = PAIRS.iter().flat_map(|(a, b, _)| [*a, *b]).collect();
     let mut watched = BTreeMap::new();
+    let mut resolved_of: BTreeMap<String, signals::Resolved> = BTreeMap::new();
     // How many replicas the answer would list: unknown (no running gauge to count them on) is
     // not read one by one either, since its cost could not be bounded.
     let too_many = match replicas {
@@ -230,6 +250,7 @@ pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, 
             continue;
         }
         let Ok(q) = signals::build(&def.kind, resolved, &ctx) else { continue };
+        resolved_of.insert(id.clone(), resolved.clone());
         watched.insert(id.clone(), Watched { id: id.clone(), worse: def.worse, query: q.value, metric: w.metric.clone(), spare: def.spare, per_replica: false });
         // The same, replica by replica, where the rules compare replicas on it (a grouping that
         // already tells replicas apart needs no second reading).
@@ -259,6 +280,7 @@ pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, 
         warnings.push(format!("what else moved: {} not watched (at most {} signals are read for it): {}", left.len(), MAX_QUERIES * PER_QUERY, left.join(", ")));
     }
     let mut requests = Vec::new();
+    let mut wants: Vec<Vec<Request>> = Vec::new();
     for chunk in chunks.iter().take(MAX_QUERIES) {
         let query = chunk
             .iter()
@@ -266,20 +288,26 @@ pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, 
             .collect::<Vec<_>>()
             .join(" or ");
         let aligned = (p.window.start - p.baseline.start).num_seconds() % step as i64 == 0;
-        if p.baseline.end == p.window.start && baseline_step == step && aligned {
-            requests.push(Request::Range { query, start: p.baseline.start, end: p.window.end, step_seconds: step });
+        let asked = if p.baseline.end == p.window.start && baseline_step == step && aligned {
+            vec![Request::Range { query, start: p.baseline.start, end: p.window.end, step_seconds: step }]
         } else {
-            requests.push(Request::Range { query: query.clone(), start: p.baseline.start, end: p.baseline.end, step_seconds: baseline_step });
-            requests.push(Request::Range { query, start: p.window.start, end: p.window.end, step_seconds: step });
-        }
+            vec![
+                Request::Range { query: query.clone(), start: p.baseline.start, end: p.baseline.end, step_seconds: baseline_step },
+                Request::Range { query, start: p.window.start, end: p.window.end, step_seconds: step },
+            ]
+        };
+        requests.extend(asked.iter().cloned());
+        wants.push(asked);
     }
-    let kept: BTreeSet<String> = chunks.iter().take(MAX_QUERIES).flat_map(|c| c.iter().map(|s| s.to_string())).collect();
+    let ids: Vec<Vec<String>> = chunks.iter().take(MAX_QUERIES).map(|c| c.iter().map(|s| s.to_string()).collect()).collect();
+    let kept: BTreeSet<String> = ids.iter().flatten().cloned().collect();
     watched.retain(|id, _| kept.contains(id));
-    MovedPlan { watched, requests, step, baseline_step, trend_range }
+    let reads = reads::plan(rules, &resolved_of, &watched, &ids, &wants, &ctx, p);
+    MovedPlan { watched, requests, step, baseline_step, trend_range, reads }
 }
 
 /// One signal's points on one scope, baseline and window.
-type Points = (Vec<(f64, f64)>, Vec<(f64, f64)>);
+pub type Points = (Vec<(f64, f64)>, Vec<(f64, f64)>);
 
 /// Where the baseline's and the window's points start (unix seconds). A trend point aggregates the
 /// trend range before it, so a point within that range of a window's start still measures what came
@@ -533,8 +561,14 @@ pub fn explained(signal: &str, metric: &str, symptom: bool, scope: &Scope, findi
 
 /// The unexplained changes, largest first.
 pub fn apply(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, p: &RunParams, warnings: &mut Warnings) -> Vec<Unexplained> {
+    apply_traced(plan, answers, findings, rules, p, warnings).0
+}
+
+/// [`apply`], with every watched signal's points per scope (keyed by its key among the watched:
+/// `id`, or `id@replica` for a per-replica reading).
+pub fn apply_traced(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, p: &RunParams, warnings: &mut Warnings) -> (Vec<Unexplained>, BTreeMap<(String, Scope), Points>) {
     if plan.requests.is_empty() {
-        return Vec::new();
+        return (Vec::new(), BTreeMap::new());
     }
     let bars = Bars::from(&rules.thresholds).within(p.window.duration());
     let points = read_points(plan, answers, p, bars.seconds, warnings);
@@ -578,7 +612,7 @@ pub fn apply(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding], rule
         });
     }
     out.sort_by(|a, b| size(b).total_cmp(&size(a)).then_with(|| a.signal.cmp(&b.signal)).then_with(|| a.scope.cmp(&b.scope)));
-    out
+    (out, points)
 }
 
 /// How large a change is, for ordering: its robust z, else its factor.

@@ -215,6 +215,18 @@ pub(super) fn mean_less_means(series: &[String], ctx: &QueryContext) -> String {
     }
 }
 
+/// The sums [`mean_less_means`] divides, as reads: per histogram of `series`, its `_sum` and its
+/// `_count` rates summed by the grouping labels, as that query writes them.
+pub fn mean_parts(series: &[String], ctx: &QueryContext) -> Vec<(SumRead, SumRead)> {
+    series
+        .iter()
+        .map(|n| {
+            let fam = family_of(n);
+            (rate_read(&format!("{fam}_sum"), &[], None, &[], ctx), rate_read(&format!("{fam}_count"), &[], None, &[], ctx))
+        })
+        .collect()
+}
+
 /// Build the PromQL for a resolved signal.
 pub fn build(kind: &SignalKind, resolved: &Resolved, ctx: &QueryContext) -> Result<SignalQueries, String> {
     kind.kind().queries(resolved, ctx)

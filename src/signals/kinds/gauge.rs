@@ -146,6 +146,40 @@ impl Gauge {
     }
 }
 
+/// A plain gauge signal in parts (see [`Gauge::parts`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GaugeParts {
+    /// Each series reduced over the range, unaggregated: `over_time(series[range])`.
+    pub each: String,
+    pub across: Across,
+    /// The other gauge (`less`), each series reduced over the range the same way, where declared.
+    pub less: Option<String>,
+}
+
+impl Gauge {
+    /// The signal as vllm-diag can compute it from its series reduced over time, where it is a
+    /// plain reduction: `across by (G) (each)`, less `across by (G) (less)` where that has the
+    /// scope (`whole - (part or whole * 0)`, as [`Gauge::query`] writes it). None for a gauge joined
+    /// through an anchor, read by its bits, divided by another or scaled.
+    pub fn parts(&self, resolved: &Resolved, ctx: &QueryContext) -> Result<Option<GaugeParts>, String> {
+        if !self.attribute_via.is_empty() || !self.bits.is_empty() || self.over.is_some() || self.scale.is_some() {
+            return Ok(None);
+        }
+        let (r, ot, sel) = (promql_duration(ctx.range), over_time_fn(self.over_time), &ctx.selector);
+        let each = format!("{ot}({}[{r}])", sel.series(&resolved.names[0], &matchers(&self.r#match)?));
+        let less = match &self.less {
+            Some(l) => Some(format!("{ot}({}[{r}])", sel.series(&l.gauge, &matchers(&l.r#match)?))),
+            None => None,
+        };
+        Ok(Some(GaugeParts { each, across: self.across, less }))
+    }
+}
+
+/// A gauge's series reduced over time (`each` of [`GaugeParts`]) reduced across `by`.
+pub fn across_query(each: &str, across: Across, by: &[String]) -> String {
+    format!("{} by ({}) ({each})", across_fn(across), by.join(", "))
+}
+
 /// `bits` may list only single bits (powers of two), for a gauge and for `replicas_over`.
 pub(super) fn single_bits(bits: &[u32]) -> Result<(), String> {
     match bits.iter().find(|b| !b.is_power_of_two()) {

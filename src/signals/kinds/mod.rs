@@ -32,7 +32,7 @@ mod vanished;
 
 pub use active_share::ActiveShare;
 pub use fill::Fill;
-pub use gauge::{Across, Gauge, GaugeRef, OverTime};
+pub use gauge::{across_query, Across, Gauge, GaugeParts, GaugeRef, OverTime};
 pub use give_ups::GiveUps;
 pub use mean::Mean;
 pub use outlier::{Outlier, OutlierMeasure};
