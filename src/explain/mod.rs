@@ -221,8 +221,7 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     };
     // Which limit bound each model, read before the follow-ups: the levers they rule out agree with it.
     let binding = binding_plan.as_ref().map(|b| binding::read(b, &answers, p)).unwrap_or_default();
-    // Each replica's batch, queue and KV, from the binding reads: the cards of a finding about some
-    // of a model's replicas are sized from those, and why a replica differs is read from them.
+    // Each replica's batch, queue and KV (binding reads): cards of a finding about some replicas are sized from them.
     let replicas = binding_plan.as_ref().map(|b| binding::replicas(b, &answers, p)).unwrap_or_default();
     follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, &binding, &replicas, p, &mut warnings);
     let events = events::read(&event_plan, &[&answers, &more], &mut warnings);
