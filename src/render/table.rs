@@ -291,10 +291,14 @@ fn evidence_table(f: &FindingView, width: Option<usize>, trend_column: bool) -> 
             Cell::new(&e.baseline),
             Cell::new(e.change.as_deref().unwrap_or("—")),
             Cell::new(if e.condition.is_empty() { "(context)" } else { &e.condition_words }),
-            Cell::new(match (e.condition.is_empty(), e.held) {
-                (true, _) => "",
-                (false, true) => "yes",
-                (false, false) => "no",
+            Cell::new(match (e.condition.is_empty(), e.held, &e.held_via) {
+                (true, _, _) => String::new(),
+                // Held only through a guard that is met when nothing is seen (`<= 0`).
+                (false, true, _) if e.zero => "yes, none seen".to_string(),
+                (false, true, _) => "yes".to_string(),
+                // Its own comparison did not hold; an alternative on another signal did.
+                (false, false, Some(_)) => "no (line held)".to_string(),
+                (false, false, None) => "no".to_string(),
             }),
         ];
         if with_trend {

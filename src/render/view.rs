@@ -291,6 +291,9 @@ pub struct EvidenceView {
     /// was seen, so it is never a number that decided a finding. A 0 that crossed a line from above
     /// (`up_min < 1`) still decides.
     pub zero: bool,
+    /// Where its own comparison did not hold but an alternative on another signal did (`itl_p95 >=
+    /// 1.5x baseline or ttft_p95 >= 2x baseline`), that signal's title: the line held through it.
+    pub held_via: Option<String>,
     /// `low confidence (14 obs)`.
     pub confidence: Option<String>,
     /// `▁▂▁│▅▇█`: baseline and window on one scale, when the signal carries a trend.
@@ -623,6 +626,11 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
     let named: Vec<Named> = evidence.iter().map(|e| (e.signal.clone(), e.title.clone(), e.threshold.clone())).collect();
     for e in &mut evidence {
         e.condition_words = condition_in_words(&e.threshold, &e.signal, &named);
+    }
+    let held: Vec<(String, String)> = evidence.iter().filter(|e| e.held_condition()).map(|e| (e.signal.clone(), e.title.clone())).collect();
+    for e in evidence.iter_mut().filter(|e| !e.held && !e.condition.is_empty()) {
+        let alts = super::condition::alternatives(&e.threshold);
+        e.held_via = held.iter().find(|(s, _)| alts.contains(s)).map(|(_, t)| t.clone());
     }
     let deciding = deciding(&evidence);
     FindingView {

@@ -275,6 +275,7 @@ pub(crate) fn evidence_words(e: &Evidence) -> view::EvidenceView {
         threshold: e.threshold.clone(),
         held: e.passed,
         zero: e.value == Some(0.0) && e.limits.iter().any(|l| l.side.is_above()),
+        held_via: None,
         confidence,
         sparkline: None,
         trend: None,
