@@ -54,8 +54,14 @@ fn compound(s: &str) -> bool {
 /// A signal's condition without the other signals it is combined with: `>= 50% or (see
 /// preemption_recent)` -> `>= 50%`. The conditions of several lines of a rule, which must all
 /// hold, are joined by `and`: `(>= 1.5x baseline or > 100 ms) and > 100 ms`.
+/// A line where the signal is one alternative among others (`running_avg < 2x baseline or itl_p95
+/// > 100 ms`) does not need it to hold: beside a line that does, it is left out, so the words never
+/// read as a requirement the signal met when it did not.
 pub(crate) fn own_condition(t: &Threshold) -> String {
-    let parts: Vec<String> = t.lines.iter().map(|l| own_text(&own_tree(l, true), true)).filter(|p| !p.is_empty()).collect();
+    let optional = |l: &&Term| matches!(l, Term::Group { all: false, see, .. } if !see.is_empty());
+    let needed: Vec<&Term> = t.lines.iter().filter(|l| !optional(l)).collect();
+    let lines: Vec<&Term> = if needed.is_empty() { t.lines.iter().collect() } else { needed };
+    let parts: Vec<String> = lines.iter().map(|l| own_text(&own_tree(l, true), true)).filter(|p| !p.is_empty()).collect();
     match parts.as_slice() {
         [one] => one.clone(),
         _ => parts.iter().map(|p| if compound(p) { format!("({p})") } else { p.clone() }).collect::<Vec<_>>().join(" and "),
@@ -236,8 +242,28 @@ mod tests {
         /// preemption_recent)` -> `>= 50%`. The conditions of several lines of a rule (`a; b`), which
         /// must all hold, are joined by `and`: `(>= 1.5x baseline or > 100 ms) and > 100 ms`.
         pub fn own_condition(cond: &str) -> String {
-            let parts: Vec<String> = cond
-                .split("; ")
+            // A line whose top level is `... or (see others)`: the signal is an alternative there.
+            let optional = |part: &str| {
+                let (mut depth, mut or, mut see) = (0i32, false, false);
+                for (i, c) in part.char_indices() {
+                    match c {
+                        '(' if depth == 0 && part[i..].starts_with("(see ") => see = true,
+                        _ => {}
+                    }
+                    match c {
+                        '(' => depth += 1,
+                        ')' => depth -= 1,
+                        _ if depth == 0 && part[i..].starts_with(" or ") => or = true,
+                        _ => {}
+                    }
+                }
+                or && see
+            };
+            let all: Vec<&str> = cond.split("; ").collect();
+            let needed: Vec<&str> = all.iter().copied().filter(|p| !optional(p)).collect();
+            let lines = if needed.is_empty() { all } else { needed };
+            let parts: Vec<String> = lines
+                .into_iter()
                 .map(|part| {
                     let mut s = part.to_string();
                     for g in see_groups(part).iter().rev() {

@@ -59,7 +59,15 @@ pub(crate) fn sections_within(a: &Answer, budget: usize) -> Vec<String> {
     if sent_len(&whole.join("\n\n")) <= budget {
         return whole;
     }
+    // The charts' links first: long URLs, no line of their own.
     let mut a = a.clone();
+    if let Some(l) = a.lead.as_mut() {
+        l.numbers.iter_mut().for_each(|n| n.link = None);
+    }
+    let unlinked = sections(&a, 0);
+    if sent_len(&unlinked.join("\n\n")) <= budget {
+        return unlinked;
+    }
     let mut cut = 0usize;
     let mut last = whole;
     while drop_one(&mut a) {
