@@ -256,7 +256,7 @@ mod tests {
         let none = super::Notes::default();
         let text = super::show(&set, "kv-cache-pressure", &none).unwrap();
         assert!(text.contains("  preemption_rate: Preemptions (per second). "), "{text}");
-        assert!(text.contains("\n    sum by (model_name) (rate(vllm:num_preemptions_total[1800s]))\n"), "{text}");
+        assert!(text.contains("\n    sum by (model_name) (((vllm:num_preemptions_total / 1800 unless vllm:num_preemptions_total offset 1800s) and on (instance, job) (up offset 1800s == 1) or rate(vllm:num_preemptions_total[1800s])))\n"), "{text}");
         assert!(text.contains("kv_usage_max: KV-cache usage (peak) (a share, shown as %)."), "{text}");
         assert!(text.contains("  - Pathology: KV-cache thrashing: docs/how-it-decides.md"), "{text}");
         for r in &set.rules {

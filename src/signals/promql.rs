@@ -236,6 +236,22 @@ pub fn bits_set(series: &str, bits: &[u32]) -> String {
     }
 }
 
+/// A counter's per-second increase over the range `range`, series by series, counting a series
+/// born inside the range from zero: `rate()` reads only the differences between a series' samples,
+/// so a series created at its first event already holding a value (an HTTP status a server answers
+/// for the first time; vLLM's router's failures, retries and circuit transitions) adds nothing of
+/// that value, though every bit of it happened inside the range. A series that had no sample at the
+/// range's start (`unless S offset R`) on a target that was up then (`up offset R == 1`: not a target
+/// whose history was never seen, which may hold days of counts) reads its value at the end over the
+/// range; every other series reads `rate()` as before (a reset is rate's to handle). The value at
+/// the end, not the first sample plus the rate, so that a backend whose `rate()` already counts a
+/// new series from zero (VictoriaMetrics does when its first value is small) is not counted twice.
+pub fn counter_rate(series: &str, range: Duration) -> String {
+    let r = promql_duration(range);
+    let secs = range.as_secs().max(1);
+    format!("(({series} / {secs} unless {series} offset {r}) and on (instance, job) (up offset {r} == 1) or rate({series}[{r}]))")
+}
+
 /// One counter's per-second rate summed over groups: `sum by (BY) (rate(C{sel,extra}[R]))`. A
 /// counter without the grouping labels (HTTP, DCGM) is summed per `join` labels first and carried
 /// to the scope by an anchor gauge; matchers on the grouping labels then go to the anchor only.
@@ -285,7 +301,14 @@ impl SumRead {
             .cloned()
             .collect();
         let own = |r: &&SumRead| r.extra.iter().filter(|m| !common.contains(m)).cloned().collect::<Vec<Matcher>>();
-        if reads.iter().any(|r| own(r).iter().any(|m| matches!(m.op, MatchOp::Re | MatchOp::Nre))) {
+        // A list of literal alternatives (the routes users call) matches the same in either
+        // engine: read grouped by its label, and matched by vllm-diag.
+        let own_regex = |m: &Matcher| match m.op {
+            MatchOp::Nre => true,
+            MatchOp::Re => !literal_alternatives(&m.value),
+            _ => false,
+        };
+        if reads.iter().any(|r| own(r).iter().any(own_regex)) {
             return None;
         }
         // The grouping labels first, as every read writes them, then the others in name order
@@ -312,7 +335,7 @@ impl SumRead {
         let r = promql_duration(self.range);
         let outer = by.join(", ");
         match &self.anchor {
-            None => format!("sum by ({outer}) (rate({}[{r}]))", selector.series(&self.counter, extra)),
+            None => format!("sum by ({outer}) ({})", counter_rate(&selector.series(&self.counter, extra), self.range)),
             Some((anchor, join)) => {
                 let own = selector.without(group_by);
                 let (j, g, anchor_by) = join_labels(join, group_by);
@@ -320,14 +343,31 @@ impl SumRead {
                 // through the join.
                 let inner: Vec<&str> = join.iter().chain(by.iter().filter(|l| !group_by.contains(l) && !join.contains(l))).map(String::as_str).collect();
                 format!(
-                    "sum by ({outer}) (sum by ({}) (rate({}[{r}])) * on ({j}) group_left ({g}) group by ({anchor_by}) (last_over_time({}[{r}])))",
+                    "sum by ({outer}) (sum by ({}) ({}) * on ({j}) group_left ({g}) group by ({anchor_by}) (last_over_time({}[{r}])))",
                     inner.join(", "),
-                    own.series(&self.counter, extra),
+                    counter_rate(&own.series(&self.counter, extra), self.range),
                     selector.series(anchor, &[])
                 )
             }
         }
     }
+}
+
+/// Whether a regular expression is only literal alternatives (`/v1/completions|/v1/chat/completions`,
+/// each escaped): one that Go's RE2 and Rust's regex match alike.
+pub fn literal_alternatives(pattern: &str) -> bool {
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e) if e.is_ascii_punctuation() => {}
+                _ => return false,
+            },
+            '.' | '^' | '$' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' => return false,
+            _ => {}
+        }
+    }
+    true
 }
 
 /// `sum by (G) (rate(C{sel,extra}[R]))`, attributed through `anchor` when the counter lacks the

@@ -67,7 +67,7 @@ fn ratio_of_a_labelled_subset_defaults_to_zero() {
     let q = build(&k, &r, &ctx("")).unwrap();
     assert_eq!(
         q.value,
-        r#"(sum by (model_name) (rate(vllm:request_success_total{finished_reason="abort"}[1800s])) or sum by (model_name) (rate(vllm:request_success_total[1800s])) * 0) / sum by (model_name) (rate(vllm:request_success_total[1800s]))"#
+        r#"(sum by (model_name) (((vllm:request_success_total{finished_reason="abort"} / 1800 unless vllm:request_success_total{finished_reason="abort"} offset 1800s) and on (instance, job) (up offset 1800s == 1) or rate(vllm:request_success_total{finished_reason="abort"}[1800s]))) or sum by (model_name) (((vllm:request_success_total / 1800 unless vllm:request_success_total offset 1800s) and on (instance, job) (up offset 1800s == 1) or rate(vllm:request_success_total[1800s]))) * 0) / sum by (model_name) (((vllm:request_success_total / 1800 unless vllm:request_success_total offset 1800s) and on (instance, job) (up offset 1800s == 1) or rate(vllm:request_success_total[1800s])))"#
     );
 }
 
@@ -425,7 +425,7 @@ fn a_routers_worker_series_join_the_engines_through_the_workers_host_and_port_wi
     let q = build(&k, &r, &ctx(r#"model_name="m",namespace="prod""#)).unwrap().value;
     assert_eq!(
         q,
-        r#"sum by (model_name) (sum by (instance, model_name) (sum by (instance) (label_replace(label_replace(label_replace(rate(vllm_router_processed_requests_total{namespace="prod"}[1800s]), "router_instance", "$1", "instance", "(.*)"), "router_job", "$1", "job", "(.*)"), "instance", "$1", "worker", "[a-z+]+://([^/]+).*")) * on (instance) group_left (model_name) group by (instance, model_name) (last_over_time(vllm:num_requests_running{model_name="m",namespace="prod",server=""}[1800s]))))"#
+        r#"sum by (model_name) (sum by (instance, model_name) (sum by (instance) (label_replace(label_replace(label_replace(((vllm_router_processed_requests_total{namespace="prod"} / 1800 unless vllm_router_processed_requests_total{namespace="prod"} offset 1800s) and on (instance, job) (up offset 1800s == 1) or rate(vllm_router_processed_requests_total{namespace="prod"}[1800s])), "router_instance", "$1", "instance", "(.*)"), "router_job", "$1", "job", "(.*)"), "instance", "$1", "worker", "[a-z+]+://([^/]+).*")) * on (instance) group_left (model_name) group by (instance, model_name) (last_over_time(vllm:num_requests_running{model_name="m",namespace="prod",server=""}[1800s]))))"#
     );
     promql_parser::parser::parse(&q).unwrap();
 }
@@ -436,7 +436,7 @@ fn a_routers_own_series_go_to_every_model_its_workers_serve_and_a_missing_retry_
     let k = router_kind(RouterMeasure::Ratio, "vllm_router_retries_total", "");
     let r = resolve(&k, &present(&["vllm_router_requests_total", "vllm_router_worker_health", "vllm:num_requests_running"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap().value;
-    assert!(q.starts_with("(sum by (model_name) (sum by (router_instance, router_job) (") && q.contains("rate(vllm_router_retries_total[1800s])"), "{q}");
+    assert!(q.starts_with("(sum by (model_name) (sum by (router_instance, router_job) (") && q.contains("or rate(vllm_router_retries_total[1800s]))"), "{q}");
     assert!(q.contains(r#"* on (router_instance, router_job) group_right group by (router_instance, router_job, model_name) ("#), "{q}");
     assert!(q.contains(" or ") && q.contains(" * 0) / "), "{q}");
     promql_parser::parser::parse(&q).unwrap();
@@ -466,4 +466,51 @@ fn a_kinds_fields_are_read_with_serdes_wording_for_the_declarations_errors() {
     assert!(err("kind = \"nope\"").starts_with("unknown variant `nope`, expected one of `quantile`, `rate`, `ratio`, `mean`, `remainder`, `gauge`, "));
     let k: SignalKind = toml::from_str("kind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]").unwrap();
     assert_eq!(k.kind().min_observations(), Some(20.0));
+}
+
+#[test]
+fn a_counter_born_inside_the_range_counts_from_zero_on_a_target_up_at_its_start() {
+    let q = counter_rate(r#"http_requests_total{status="5xx"}"#, Duration::from_secs(600));
+    assert_eq!(
+        q,
+        r#"((http_requests_total{status="5xx"} / 600 unless http_requests_total{status="5xx"} offset 600s) and on (instance, job) (up offset 600s == 1) or rate(http_requests_total{status="5xx"}[600s]))"#
+    );
+    // It parses as PromQL, and reads the counter and `up`.
+    let families = families_read(&q).unwrap();
+    assert_eq!(families.into_iter().collect::<Vec<_>>(), ["http_requests_total", "up"]);
+}
+
+#[test]
+fn literal_alternatives_are_told_from_regular_expressions() {
+    assert!(literal_alternatives(r"/v1/completions|/v1/chat/completions|/v1/responses/\{response_id\}|none"));
+    for re in [".*/render", "/v1/.+", "a|b*", "(a|b)", "[ab]", "^a", r"\d"] {
+        assert!(!literal_alternatives(re), "{re}");
+    }
+}
+
+#[test]
+fn the_http_shares_read_users_routes_and_share_one_read_of_the_counter() {
+    let set = crate::rules::load_builtin().unwrap();
+    let users = &set.routes["user"];
+    assert!(users.contains(&"/v1/completions".to_string()) && users.contains(&"/v1/chat/completions".to_string()));
+    assert!(!users.iter().any(|r| r == "none" || r == "/health" || r == "/metrics" || r.ends_with("/render") || r == "/tokenize"));
+    let SignalKind::Ratio(r) = &set.signals["http_4xx_ratio"].kind else { panic!("http_4xx_ratio is a ratio") };
+    assert!(r.denominator.r#match.starts_with(r#"handler=~"/v1/completions|/v1/chat/completions|"#), "{}", r.denominator.r#match);
+    assert!(r.denominator.r#match.contains(r#"/v1/responses/\\{response_id\\}"#), "{}", r.denominator.r#match);
+    // The matcher reads back as the list, each route literal.
+    let m = &parse_match(&r.denominator.r#match).unwrap()[0];
+    let c = m.compile().unwrap();
+    assert!(c.matches(Some("/v1/responses/{response_id}")) && c.matches(Some("/v1/completions")));
+    assert!(!c.matches(Some("none")) && !c.matches(Some("/v1/completions/render")) && !c.matches(Some("/health")));
+    // Every HTTP read of one range is answered by one read grouped by handler and status.
+    let ctx = QueryContext { thresholds: std::sync::Arc::new(set.thresholds.clone()), ..ctx("") };
+    let mut reads = Vec::new();
+    for id in ["http_4xx_ratio", "http_5xx_ratio", "http_request_rate", "http_unmatched_4xx_share"] {
+        let def = &set.signals[id];
+        let r = resolve(&def.kind, &present(&["http_requests_total", "vllm:num_requests_running"])).unwrap();
+        reads.extend(build(&def.kind, &r, &ctx).unwrap().sums.into_iter().map(|(_, read)| read));
+    }
+    let all: Vec<&SumRead> = reads.iter().collect();
+    let shared = SumRead::shared(&all, &ctx.selector, &ctx.group_by).expect("one shared read");
+    assert!(shared.starts_with("sum by (model_name, handler, status) ("), "{shared}");
 }
