@@ -220,7 +220,7 @@ async def programme(args, replicas, manifest):
     plan = [
         ("healthy-1", "healthy", "light load through the router (power_of_two), 70% of requests streamed", light, [], None),
         ("overload", "incident", f"{HEAVY.clients} clients without think time ({HEAVY.max_tokens} tokens each)", [("heavy", HEAVY)],
-         ["load-exceeds-capacity"], None),
+         ["kv-cache-pressure", "load-exceeds-capacity"], None),
         ("healthy-2", "healthy", "light load again", light, [], None),
         ("burst", "incident", f"light load; 40 s in, {args.burst} requests with max_tokens past the context straight to replica 0",
          light, ["http-errors"], burst),
