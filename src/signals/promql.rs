@@ -240,17 +240,28 @@ pub fn bits_set(series: &str, bits: &[u32]) -> String {
 /// born inside the range from zero: `rate()` reads only the differences between a series' samples,
 /// so a series created at its first event already holding a value (an HTTP status a server answers
 /// for the first time; vLLM's router's failures, retries and circuit transitions) adds nothing of
-/// that value, though every bit of it happened inside the range. A series that had no sample at the
-/// range's start (`unless S offset R`) on a target that was up then (`up offset R == 1`: not a target
-/// whose history was never seen, which may hold days of counts) reads its value at the end over the
-/// range; every other series reads `rate()` as before (a reset is rate's to handle). The value at
-/// the end, not the first sample plus the rate, so that a backend whose `rate()` already counts a
-/// new series from zero (VictoriaMetrics does when its first value is small) is not counted twice.
+/// that value, though every bit of it happened inside the range.
+///
+/// A series with no sample in the five minutes before the range (Prometheus' lookback: more samples
+/// over the range and those minutes than over the range alone) on a target that was up in them (`up`
+/// summed over both spans differs: a sample of 1 before the range; not a target whose history was
+/// never seen, which may hold days of counts) reads its last value over the range; every other series
+/// reads `rate()` as before (a reset is rate's to handle). The last value, not the first sample plus
+/// the rate, so that a backend whose `rate()` already counts a new series from zero
+/// (VictoriaMetrics does when its first value is small) is not counted twice. Range selectors only,
+/// each ending at the evaluation time: a query shifted back by `offset` after each of them (a rule
+/// export's baseline) shifts all of it.
 pub fn counter_rate(series: &str, range: Duration) -> String {
-    let r = promql_duration(range);
     let secs = range.as_secs().max(1);
-    format!("(({series} / {secs} unless {series} offset {r}) and on (instance, job) (up offset {r} == 1) or rate({series}[{r}]))")
+    let (r, with_lookback) = (promql_duration(range), format!("{}s", secs + LOOKBACK_SECS));
+    format!(
+        "((last_over_time({series}[{r}]) / {secs} unless count_over_time({series}[{with_lookback}]) > count_over_time({series}[{r}])) and on (instance, job) (sum_over_time(up[{with_lookback}]) > sum_over_time(up[{r}])) or rate({series}[{r}]))"
+    )
 }
+
+/// Prometheus' default lookback (`--query.lookback-delta`): how far before an instant a series' last
+/// sample still counts as present.
+pub const LOOKBACK_SECS: u64 = 300;
 
 /// One counter's per-second rate summed over groups: `sum by (BY) (rate(C{sel,extra}[R]))`. A
 /// counter without the grouping labels (HTTP, DCGM) is summed per `join` labels first and carried

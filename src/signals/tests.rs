@@ -67,7 +67,7 @@ fn ratio_of_a_labelled_subset_defaults_to_zero() {
     let q = build(&k, &r, &ctx("")).unwrap();
     assert_eq!(
         q.value,
-        r#"(sum by (model_name) (((vllm:request_success_total{finished_reason="abort"} / 1800 unless vllm:request_success_total{finished_reason="abort"} offset 1800s) and on (instance, job) (up offset 1800s == 1) or rate(vllm:request_success_total{finished_reason="abort"}[1800s]))) or sum by (model_name) (((vllm:request_success_total / 1800 unless vllm:request_success_total offset 1800s) and on (instance, job) (up offset 1800s == 1) or rate(vllm:request_success_total[1800s]))) * 0) / sum by (model_name) (((vllm:request_success_total / 1800 unless vllm:request_success_total offset 1800s) and on (instance, job) (up offset 1800s == 1) or rate(vllm:request_success_total[1800s])))"#
+        r#"(sum by (model_name) (((last_over_time(vllm:request_success_total{finished_reason="abort"}[1800s]) / 1800 unless count_over_time(vllm:request_success_total{finished_reason="abort"}[2100s]) > count_over_time(vllm:request_success_total{finished_reason="abort"}[1800s])) and on (instance, job) (sum_over_time(up[2100s]) > sum_over_time(up[1800s])) or rate(vllm:request_success_total{finished_reason="abort"}[1800s]))) or sum by (model_name) (((last_over_time(vllm:request_success_total[1800s]) / 1800 unless count_over_time(vllm:request_success_total[2100s]) > count_over_time(vllm:request_success_total[1800s])) and on (instance, job) (sum_over_time(up[2100s]) > sum_over_time(up[1800s])) or rate(vllm:request_success_total[1800s]))) * 0) / sum by (model_name) (((last_over_time(vllm:request_success_total[1800s]) / 1800 unless count_over_time(vllm:request_success_total[2100s]) > count_over_time(vllm:request_success_total[1800s])) and on (instance, job) (sum_over_time(up[2100s]) > sum_over_time(up[1800s])) or rate(vllm:request_success_total[1800s])))"#
     );
 }
 
@@ -425,7 +425,7 @@ fn a_routers_worker_series_join_the_engines_through_the_workers_host_and_port_wi
     let q = build(&k, &r, &ctx(r#"model_name="m",namespace="prod""#)).unwrap().value;
     assert_eq!(
         q,
-        r#"sum by (model_name) (sum by (instance, model_name) (sum by (instance) (label_replace(label_replace(label_replace(((vllm_router_processed_requests_total{namespace="prod"} / 1800 unless vllm_router_processed_requests_total{namespace="prod"} offset 1800s) and on (instance, job) (up offset 1800s == 1) or rate(vllm_router_processed_requests_total{namespace="prod"}[1800s])), "router_instance", "$1", "instance", "(.*)"), "router_job", "$1", "job", "(.*)"), "instance", "$1", "worker", "[a-z+]+://([^/]+).*")) * on (instance) group_left (model_name) group by (instance, model_name) (last_over_time(vllm:num_requests_running{model_name="m",namespace="prod",server=""}[1800s]))))"#
+        r#"sum by (model_name) (sum by (instance, model_name) (sum by (instance) (label_replace(label_replace(label_replace(((last_over_time(vllm_router_processed_requests_total{namespace="prod"}[1800s]) / 1800 unless count_over_time(vllm_router_processed_requests_total{namespace="prod"}[2100s]) > count_over_time(vllm_router_processed_requests_total{namespace="prod"}[1800s])) and on (instance, job) (sum_over_time(up[2100s]) > sum_over_time(up[1800s])) or rate(vllm_router_processed_requests_total{namespace="prod"}[1800s])), "router_instance", "$1", "instance", "(.*)"), "router_job", "$1", "job", "(.*)"), "instance", "$1", "worker", "[a-z+]+://([^/]+).*")) * on (instance) group_left (model_name) group by (instance, model_name) (last_over_time(vllm:num_requests_running{model_name="m",namespace="prod",server=""}[1800s]))))"#
     );
     promql_parser::parser::parse(&q).unwrap();
 }
@@ -473,7 +473,7 @@ fn a_counter_born_inside_the_range_counts_from_zero_on_a_target_up_at_its_start(
     let q = counter_rate(r#"http_requests_total{status="5xx"}"#, Duration::from_secs(600));
     assert_eq!(
         q,
-        r#"((http_requests_total{status="5xx"} / 600 unless http_requests_total{status="5xx"} offset 600s) and on (instance, job) (up offset 600s == 1) or rate(http_requests_total{status="5xx"}[600s]))"#
+        r#"((last_over_time(http_requests_total{status="5xx"}[600s]) / 600 unless count_over_time(http_requests_total{status="5xx"}[900s]) > count_over_time(http_requests_total{status="5xx"}[600s])) and on (instance, job) (sum_over_time(up[900s]) > sum_over_time(up[600s])) or rate(http_requests_total{status="5xx"}[600s]))"#
     );
     // It parses as PromQL, and reads the counter and `up`.
     let families = families_read(&q).unwrap();
@@ -486,31 +486,4 @@ fn literal_alternatives_are_told_from_regular_expressions() {
     for re in [".*/render", "/v1/.+", "a|b*", "(a|b)", "[ab]", "^a", r"\d"] {
         assert!(!literal_alternatives(re), "{re}");
     }
-}
-
-#[test]
-fn the_http_shares_read_users_routes_and_share_one_read_of_the_counter() {
-    let set = crate::rules::load_builtin().unwrap();
-    let users = &set.routes["user"];
-    assert!(users.contains(&"/v1/completions".to_string()) && users.contains(&"/v1/chat/completions".to_string()));
-    assert!(!users.iter().any(|r| r == "none" || r == "/health" || r == "/metrics" || r.ends_with("/render") || r == "/tokenize"));
-    let SignalKind::Ratio(r) = &set.signals["http_4xx_ratio"].kind else { panic!("http_4xx_ratio is a ratio") };
-    assert!(r.denominator.r#match.starts_with(r#"handler=~"/v1/completions|/v1/chat/completions|"#), "{}", r.denominator.r#match);
-    assert!(r.denominator.r#match.contains(r#"/v1/responses/\\{response_id\\}"#), "{}", r.denominator.r#match);
-    // The matcher reads back as the list, each route literal.
-    let m = &parse_match(&r.denominator.r#match).unwrap()[0];
-    let c = m.compile().unwrap();
-    assert!(c.matches(Some("/v1/responses/{response_id}")) && c.matches(Some("/v1/completions")));
-    assert!(!c.matches(Some("none")) && !c.matches(Some("/v1/completions/render")) && !c.matches(Some("/health")));
-    // Every HTTP read of one range is answered by one read grouped by handler and status.
-    let ctx = QueryContext { thresholds: std::sync::Arc::new(set.thresholds.clone()), ..ctx("") };
-    let mut reads = Vec::new();
-    for id in ["http_4xx_ratio", "http_5xx_ratio", "http_request_rate", "http_unmatched_4xx_share"] {
-        let def = &set.signals[id];
-        let r = resolve(&def.kind, &present(&["http_requests_total", "vllm:num_requests_running"])).unwrap();
-        reads.extend(build(&def.kind, &r, &ctx).unwrap().sums.into_iter().map(|(_, read)| read));
-    }
-    let all: Vec<&SumRead> = reads.iter().collect();
-    let shared = SumRead::shared(&all, &ctx.selector, &ctx.group_by).expect("one shared read");
-    assert!(shared.starts_with("sum by (model_name, handler, status) ("), "{shared}");
 }
