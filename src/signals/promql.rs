@@ -259,6 +259,27 @@ pub fn counter_rate(series: &str, range: Duration) -> String {
     )
 }
 
+/// Whether a counter's series exist from its exporter's start, each at 0: vLLM's own engine
+/// counters (`vllm:`, and the older `vllm_` spelling, not the router's `vllm_router_`), which vLLM
+/// registers at start with every label value (measured on 0.32: every `finished_reason`,
+/// preemptions), except the NIXL connector's, created with its first transfer statistics. Such a
+/// series is born only with its engine, whose start `rate()` reads from 0: [`counter_rate`] would
+/// read it again for nothing.
+pub fn created_at_start(counter: &str) -> bool {
+    let engine = counter.starts_with("vllm:") || (counter.starts_with("vllm_") && !counter.starts_with("vllm_router_"));
+    engine && !counter.contains("nixl")
+}
+
+/// `rate()` of `series` (a selector of `counter`) over `range`, or [`counter_rate`] where the
+/// counter's series can be born inside the range holding a value.
+pub fn counter_increase_rate(counter: &str, series: &str, range: Duration) -> String {
+    if created_at_start(counter) {
+        format!("rate({series}[{}])", promql_duration(range))
+    } else {
+        counter_rate(series, range)
+    }
+}
+
 /// Prometheus' default lookback (`--query.lookback-delta`): how far before an instant a series' last
 /// sample still counts as present.
 pub const LOOKBACK_SECS: u64 = 300;
@@ -346,7 +367,7 @@ impl SumRead {
         let r = promql_duration(self.range);
         let outer = by.join(", ");
         match &self.anchor {
-            None => format!("sum by ({outer}) ({})", counter_rate(&selector.series(&self.counter, extra), self.range)),
+            None => format!("sum by ({outer}) ({})", counter_increase_rate(&self.counter, &selector.series(&self.counter, extra), self.range)),
             Some((anchor, join)) => {
                 let own = selector.without(group_by);
                 let (j, g, anchor_by) = join_labels(join, group_by);
@@ -356,7 +377,7 @@ impl SumRead {
                 format!(
                     "sum by ({outer}) (sum by ({}) ({}) * on ({j}) group_left ({g}) group by ({anchor_by}) (last_over_time({}[{r}])))",
                     inner.join(", "),
-                    counter_rate(&own.series(&self.counter, extra), self.range),
+                    counter_increase_rate(&self.counter, &own.series(&self.counter, extra), self.range),
                     selector.series(anchor, &[])
                 )
             }

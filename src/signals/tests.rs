@@ -67,7 +67,7 @@ fn ratio_of_a_labelled_subset_defaults_to_zero() {
     let q = build(&k, &r, &ctx("")).unwrap();
     assert_eq!(
         q.value,
-        r#"(sum by (model_name) (((last_over_time(vllm:request_success_total{finished_reason="abort"}[1800s]) / 1800 unless count_over_time(vllm:request_success_total{finished_reason="abort"}[2100s]) > count_over_time(vllm:request_success_total{finished_reason="abort"}[1800s])) and on (instance, job) (sum_over_time(up[2100s]) > sum_over_time(up[1800s])) or rate(vllm:request_success_total{finished_reason="abort"}[1800s]))) or sum by (model_name) (((last_over_time(vllm:request_success_total[1800s]) / 1800 unless count_over_time(vllm:request_success_total[2100s]) > count_over_time(vllm:request_success_total[1800s])) and on (instance, job) (sum_over_time(up[2100s]) > sum_over_time(up[1800s])) or rate(vllm:request_success_total[1800s]))) * 0) / sum by (model_name) (((last_over_time(vllm:request_success_total[1800s]) / 1800 unless count_over_time(vllm:request_success_total[2100s]) > count_over_time(vllm:request_success_total[1800s])) and on (instance, job) (sum_over_time(up[2100s]) > sum_over_time(up[1800s])) or rate(vllm:request_success_total[1800s])))"#
+        r#"(sum by (model_name) (rate(vllm:request_success_total{finished_reason="abort"}[1800s])) or sum by (model_name) (rate(vllm:request_success_total[1800s])) * 0) / sum by (model_name) (rate(vllm:request_success_total[1800s]))"#
     );
 }
 
@@ -485,5 +485,17 @@ fn literal_alternatives_are_told_from_regular_expressions() {
     assert!(literal_alternatives(r"/v1/completions|/v1/chat/completions|/v1/responses/\{response_id\}|none"));
     for re in [".*/render", "/v1/.+", "a|b*", "(a|b)", "[ab]", "^a", r"\d"] {
         assert!(!literal_alternatives(re), "{re}");
+    }
+}
+
+#[test]
+fn vllms_engine_counters_exist_from_its_start_and_read_as_rate_the_others_count_born_series() {
+    for c in ["vllm:request_success_total", "vllm:num_preemptions_total", "vllm_request_success_total"] {
+        assert!(created_at_start(c), "{c}");
+        assert_eq!(counter_increase_rate(c, c, Duration::from_secs(60)), format!("rate({c}[60s])"));
+    }
+    for c in ["http_requests_total", "vllm_router_retries_total", "vllm:nixl_num_failed_transfers", "DCGM_FI_DEV_XID_ERRORS"] {
+        assert!(!created_at_start(c), "{c}");
+        assert_eq!(counter_increase_rate(c, c, Duration::from_secs(60)), counter_rate(c, Duration::from_secs(60)));
     }
 }
