@@ -286,3 +286,17 @@ fn the_http_shares_read_users_routes_and_share_one_read_of_the_counter() {
     let shared = SumRead::shared(&all, &ctx.selector, &ctx.group_by).expect("one shared read");
     assert!(shared.starts_with("sum by (model_name, handler, status) ("), "{shared}");
 }
+
+#[test]
+fn a_rules_directorys_route_list_replaces_the_built_in_one_for_the_built_in_signals() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("routes.toml"), "[routes]\nuser = [\"/generate\", \"/v1/chat/completions\"]\n").unwrap();
+    let set = load_with_overrides(Some(dir.path())).unwrap();
+    let crate::signals::SignalKind::Ratio(r) = &set.signals["http_5xx_ratio"].kind else { panic!("a ratio") };
+    assert_eq!(r.numerator.r#match, r#"status="5xx",handler=~"/generate|/v1/chat/completions""#);
+    // A list no file declares is an error naming the signal.
+    let bad = tempfile::tempdir().unwrap();
+    std::fs::write(bad.path().join("s.toml"), "[[signal]]\nid = \"x_rate\"\ntitle = \"x\"\nunit = \"per_second\"\nkind = \"rate\"\ncounter = [\"http_requests_total\"]\nmatch = 'handler=~\"$routes.nope\"'\n").unwrap();
+    let e = load_with_overrides(Some(bad.path())).unwrap_err();
+    assert!(e.message.contains("no route list named \"nope\""), "{e:?}");
+}
