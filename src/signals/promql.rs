@@ -248,6 +248,54 @@ pub fn bits_set(series: &str, bits: &[u32]) -> String {
     }
 }
 
+/// A counter's per-second increase over the range `range`, series by series, counting a series
+/// born inside the range from zero: `rate()` reads only the differences between a series' samples,
+/// so a series created at its first event already holding a value (an HTTP status a server answers
+/// for the first time; vLLM's router's failures, retries and circuit transitions) adds nothing of
+/// that value, though every bit of it happened inside the range.
+///
+/// A series with no sample in the five minutes before the range (Prometheus' lookback: more samples
+/// over the range and those minutes than over the range alone) on a target that was up in them (`up`
+/// summed over both spans differs: a sample of 1 before the range; not a target whose history was
+/// never seen, which may hold days of counts) reads its last value over the range; every other series
+/// reads `rate()` as before (a reset is rate's to handle). The last value, not the first sample plus
+/// the rate, so that a backend whose `rate()` already counts a new series from zero
+/// (VictoriaMetrics does when its first value is small) is not counted twice. Range selectors only,
+/// each ending at the evaluation time: a query shifted back by `offset` after each of them (a rule
+/// export's baseline) shifts all of it.
+pub fn counter_rate(series: &str, range: Duration) -> String {
+    let secs = range.as_secs().max(1);
+    let (r, with_lookback) = (promql_duration(range), format!("{}s", secs + LOOKBACK_SECS));
+    format!(
+        "((last_over_time({series}[{r}]) / {secs} unless count_over_time({series}[{with_lookback}]) > count_over_time({series}[{r}])) and on (instance, job) (sum_over_time(up[{with_lookback}]) > sum_over_time(up[{r}])) or rate({series}[{r}]))"
+    )
+}
+
+/// Whether a counter's series exist from its exporter's start, each at 0: vLLM's own engine
+/// counters (`vllm:`, and the older `vllm_` spelling, not the router's `vllm_router_`), which vLLM
+/// registers at start with every label value (measured on 0.32: every `finished_reason`,
+/// preemptions), except the NIXL connector's, created with its first transfer statistics. Such a
+/// series is born only with its engine, whose start `rate()` reads from 0: [`counter_rate`] would
+/// read it again for nothing.
+pub fn created_at_start(counter: &str) -> bool {
+    let engine = counter.starts_with("vllm:") || (counter.starts_with("vllm_") && !counter.starts_with("vllm_router_"));
+    engine && !counter.contains("nixl")
+}
+
+/// `rate()` of `series` (a selector of `counter`) over `range`, or [`counter_rate`] where the
+/// counter's series can be born inside the range holding a value.
+pub fn counter_increase_rate(counter: &str, series: &str, range: Duration) -> String {
+    if created_at_start(counter) {
+        format!("rate({series}[{}])", promql_duration(range))
+    } else {
+        counter_rate(series, range)
+    }
+}
+
+/// Prometheus' default lookback (`--query.lookback-delta`): how far before an instant a series' last
+/// sample still counts as present.
+pub const LOOKBACK_SECS: u64 = 300;
+
 /// One counter's per-second rate summed over groups: `sum by (BY) (rate(C{sel,extra}[R]))`. A
 /// counter without the grouping labels (HTTP, DCGM) is summed per `join` labels first and carried
 /// to the scope by an anchor gauge; matchers on the grouping labels then go to the anchor only.
@@ -297,7 +345,14 @@ impl SumRead {
             .cloned()
             .collect();
         let own = |r: &&SumRead| r.extra.iter().filter(|m| !common.contains(m)).cloned().collect::<Vec<Matcher>>();
-        if reads.iter().any(|r| own(r).iter().any(|m| matches!(m.op, MatchOp::Re | MatchOp::Nre))) {
+        // A list of literal alternatives (the routes users call) matches the same in either
+        // engine: read grouped by its label, and matched by vllm-diag.
+        let own_regex = |m: &Matcher| match m.op {
+            MatchOp::Nre => true,
+            MatchOp::Re => !literal_alternatives(&m.value),
+            _ => false,
+        };
+        if reads.iter().any(|r| own(r).iter().any(own_regex)) {
             return None;
         }
         // The grouping labels first, as every read writes them, then the others in name order
@@ -324,7 +379,7 @@ impl SumRead {
         let r = promql_duration(self.range);
         let outer = by.join(", ");
         match &self.anchor {
-            None => format!("sum by ({outer}) (rate({}[{r}]))", selector.series(&self.counter, extra)),
+            None => format!("sum by ({outer}) ({})", counter_increase_rate(&self.counter, &selector.series(&self.counter, extra), self.range)),
             Some((anchor, join)) => {
                 let own = selector.without(group_by);
                 let (j, g, anchor_by) = join_labels(join, group_by);
@@ -332,14 +387,31 @@ impl SumRead {
                 // through the join.
                 let inner: Vec<&str> = join.iter().chain(by.iter().filter(|l| !group_by.contains(l) && !join.contains(l))).map(String::as_str).collect();
                 format!(
-                    "sum by ({outer}) (sum by ({}) (rate({}[{r}])) * on ({j}) group_left ({g}) group by ({anchor_by}) (last_over_time({}[{r}])))",
+                    "sum by ({outer}) (sum by ({}) ({}) * on ({j}) group_left ({g}) group by ({anchor_by}) (last_over_time({}[{r}])))",
                     inner.join(", "),
-                    own.series(&self.counter, extra),
+                    counter_increase_rate(&self.counter, &own.series(&self.counter, extra), self.range),
                     selector.series(anchor, &[])
                 )
             }
         }
     }
+}
+
+/// Whether a regular expression is only literal alternatives (`/v1/completions|/v1/chat/completions`,
+/// each escaped): one that Go's RE2 and Rust's regex match alike.
+pub fn literal_alternatives(pattern: &str) -> bool {
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e) if e.is_ascii_punctuation() => {}
+                _ => return false,
+            },
+            '.' | '^' | '$' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' => return false,
+            _ => {}
+        }
+    }
+    true
 }
 
 /// `sum by (G) (rate(C{sel,extra}[R]))`, attributed through `anchor` when the counter lacks the

@@ -425,7 +425,7 @@ fn a_routers_worker_series_join_the_engines_through_the_workers_host_and_port_wi
     let q = build(&k, &r, &ctx(r#"model_name="m",namespace="prod""#)).unwrap().value;
     assert_eq!(
         q,
-        r#"sum by (model_name) (sum by (instance, model_name) (sum by (instance) (label_replace(label_replace(label_replace(rate(vllm_router_processed_requests_total{namespace="prod"}[1800s]), "router_instance", "$1", "instance", "(.*)"), "router_job", "$1", "job", "(.*)"), "instance", "$1", "worker", "[a-z+]+://([^/]+).*")) * on (instance) group_left (model_name) group by (instance, model_name) (last_over_time(vllm:num_requests_running{model_name="m",namespace="prod",server=""}[1800s]))))"#
+        r#"sum by (model_name) (sum by (instance, model_name) (sum by (instance) (label_replace(label_replace(label_replace(((last_over_time(vllm_router_processed_requests_total{namespace="prod"}[1800s]) / 1800 unless count_over_time(vllm_router_processed_requests_total{namespace="prod"}[2100s]) > count_over_time(vllm_router_processed_requests_total{namespace="prod"}[1800s])) and on (instance, job) (sum_over_time(up[2100s]) > sum_over_time(up[1800s])) or rate(vllm_router_processed_requests_total{namespace="prod"}[1800s])), "router_instance", "$1", "instance", "(.*)"), "router_job", "$1", "job", "(.*)"), "instance", "$1", "worker", "[a-z+]+://([^/]+).*")) * on (instance) group_left (model_name) group by (instance, model_name) (last_over_time(vllm:num_requests_running{model_name="m",namespace="prod",server=""}[1800s]))))"#
     );
     promql_parser::parser::parse(&q).unwrap();
 }
@@ -436,7 +436,7 @@ fn a_routers_own_series_go_to_every_model_its_workers_serve_and_a_missing_retry_
     let k = router_kind(RouterMeasure::Ratio, "vllm_router_retries_total", "");
     let r = resolve(&k, &present(&["vllm_router_requests_total", "vllm_router_worker_health", "vllm:num_requests_running"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap().value;
-    assert!(q.starts_with("(sum by (model_name) (sum by (router_instance, router_job) (") && q.contains("rate(vllm_router_retries_total[1800s])"), "{q}");
+    assert!(q.starts_with("(sum by (model_name) (sum by (router_instance, router_job) (") && q.contains("or rate(vllm_router_retries_total[1800s]))"), "{q}");
     assert!(q.contains(r#"* on (router_instance, router_job) group_right group by (router_instance, router_job, model_name) ("#), "{q}");
     assert!(q.contains(" or ") && q.contains(" * 0) / "), "{q}");
     promql_parser::parser::parse(&q).unwrap();
@@ -466,4 +466,36 @@ fn a_kinds_fields_are_read_with_serdes_wording_for_the_declarations_errors() {
     assert!(err("kind = \"nope\"").starts_with("unknown variant `nope`, expected one of `quantile`, `rate`, `ratio`, `mean`, `remainder`, `gauge`, "));
     let k: SignalKind = toml::from_str("kind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]").unwrap();
     assert_eq!(k.kind().min_observations(), Some(20.0));
+}
+
+#[test]
+fn a_counter_born_inside_the_range_counts_from_zero_on_a_target_up_at_its_start() {
+    let q = counter_rate(r#"http_requests_total{status="5xx"}"#, Duration::from_secs(600));
+    assert_eq!(
+        q,
+        r#"((last_over_time(http_requests_total{status="5xx"}[600s]) / 600 unless count_over_time(http_requests_total{status="5xx"}[900s]) > count_over_time(http_requests_total{status="5xx"}[600s])) and on (instance, job) (sum_over_time(up[900s]) > sum_over_time(up[600s])) or rate(http_requests_total{status="5xx"}[600s]))"#
+    );
+    // It parses as PromQL, and reads the counter and `up`.
+    let families = families_read(&q).unwrap();
+    assert_eq!(families.into_iter().collect::<Vec<_>>(), ["http_requests_total", "up"]);
+}
+
+#[test]
+fn literal_alternatives_are_told_from_regular_expressions() {
+    assert!(literal_alternatives(r"/v1/completions|/v1/chat/completions|/v1/responses/\{response_id\}|none"));
+    for re in [".*/render", "/v1/.+", "a|b*", "(a|b)", "[ab]", "^a", r"\d"] {
+        assert!(!literal_alternatives(re), "{re}");
+    }
+}
+
+#[test]
+fn vllms_engine_counters_exist_from_its_start_and_read_as_rate_the_others_count_born_series() {
+    for c in ["vllm:request_success_total", "vllm:num_preemptions_total", "vllm_request_success_total"] {
+        assert!(created_at_start(c), "{c}");
+        assert_eq!(counter_increase_rate(c, c, Duration::from_secs(60)), format!("rate({c}[60s])"));
+    }
+    for c in ["http_requests_total", "vllm_router_retries_total", "vllm:nixl_num_failed_transfers", "DCGM_FI_DEV_XID_ERRORS"] {
+        assert!(!created_at_start(c), "{c}");
+        assert_eq!(counter_increase_rate(c, c, Duration::from_secs(60)), counter_rate(c, Duration::from_secs(60)));
+    }
 }

@@ -73,6 +73,7 @@ pub fn load_with_overrides(dir: Option<&Path>) -> Result<RuleSet, RuleError> {
                 .map_err(|e| RuleError { file: name.clone(), line: 0, column: 0, message: format!("cannot read: {e}") })?;
             load_str(&mut set, &name, &src)?;
         }
+        super::resolve_routes(&mut set)?;
     }
     validate(&set)?;
     Ok(set)

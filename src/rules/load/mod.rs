@@ -34,6 +34,8 @@ struct RawFile {
     rule: Vec<Spanned<RawRule>>,
     #[serde(default)]
     profile: BTreeMap<String, Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
+    #[serde(default)]
+    routes: BTreeMap<String, Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -292,6 +294,70 @@ fn watch_fields(s: &RawSignal) -> Result<(Option<crate::signals::Worse>, f64), S
     Ok((worse, moved_floor))
 }
 
+/// The prefix of a route list's name in a signal's `match` (`handler=~"$routes.user"`).
+const ROUTES: &str = "$routes.";
+
+/// Whether a signal's fields name a route list.
+fn names_routes(v: &toml::Value) -> bool {
+    match v {
+        toml::Value::String(s) => s.contains(ROUTES),
+        toml::Value::Table(t) => t.values().any(names_routes),
+        toml::Value::Array(a) => a.iter().any(names_routes),
+        _ => false,
+    }
+}
+
+/// `v` with every `$routes.NAME` replaced by that list as an anchored regular expression's
+/// alternatives (each route escaped).
+fn with_routes(v: &toml::Value, routes: &BTreeMap<String, Vec<String>>) -> Result<toml::Value, String> {
+    Ok(match v {
+        toml::Value::String(s) if s.contains(ROUTES) => {
+            let mut out = String::new();
+            let mut rest = s.as_str();
+            while let Some(at) = rest.find(ROUTES) {
+                out.push_str(&rest[..at]);
+                let tail = &rest[at + ROUTES.len()..];
+                let end = tail.find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')).unwrap_or(tail.len());
+                let name = &tail[..end];
+                let list = routes.get(name).ok_or_else(|| {
+                    let known = routes.keys().cloned().collect::<Vec<_>>().join(", ");
+                    format!("no route list named {name:?} (a [routes] table lists them; known: {known})")
+                })?;
+                // Escaped for the regular expression, then for the PromQL string it is written in.
+                out.push_str(&list.iter().map(|r| crate::prom::escape_regex_literal(r).replace('\\', "\\\\")).collect::<Vec<_>>().join("|"));
+                rest = &tail[end..];
+            }
+            out.push_str(rest);
+            toml::Value::String(out)
+        }
+        toml::Value::Table(t) => toml::Value::Table(t.iter().map(|(k, x)| Ok((k.clone(), with_routes(x, routes)?))).collect::<Result<_, String>>()?),
+        toml::Value::Array(a) => toml::Value::Array(a.iter().map(|x| with_routes(x, routes)).collect::<Result<_, String>>()?),
+        other => other.clone(),
+    })
+}
+
+/// A signal's kind from its fields as written, its route lists filled in, checked.
+fn kind_with_routes(raw: &toml::Table, routes: &BTreeMap<String, Vec<String>>) -> Result<SignalKind, String> {
+    let kind: SignalKind = with_routes(&toml::Value::Table(raw.clone()), routes)?.try_into().map_err(|e: toml::de::Error| e.message().trim().to_string())?;
+    kind.kind().validate()?;
+    Ok(kind)
+}
+
+/// Every signal that names a route list read again with the lists in force once every file is in
+/// (a `--rules DIR` file's `[routes]` replaces the built-in list for the built-in signals too).
+pub(super) fn resolve_routes(set: &mut RuleSet) -> Result<(), RuleError> {
+    let routes = set.routes.clone();
+    for def in set.signals.values_mut() {
+        if let Some(raw) = &def.raw_kind {
+            def.kind = kind_with_routes(raw, &routes).map_err(|m| {
+                let (file, line) = def.origin.rsplit_once(':').map(|(f, l)| (f.to_string(), l.parse().unwrap_or(0))).unwrap_or((def.origin.clone(), 0));
+                RuleError { file, line, column: 0, message: format!("signal {}: {m}", def.id) }
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Parse one file's text into the set (adding or overriding by id; twice in one file is an error).
 pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleError> {
     let lines = crate::text::LineIndex::new(src);
@@ -305,6 +371,16 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
     })?;
 
     load_thresholds(set, &raw, file, &lines)?;
+    for (name, list) in &raw.routes {
+        let bad = |m: String| err_at(list.span().start, format!("routes.{name}: {m}"));
+        if !valid_id(name, true) {
+            return Err(bad("a route list's name is lowercase letters, digits and '_'".into()));
+        }
+        if list.get_ref().is_empty() || list.get_ref().iter().any(|r| !r.starts_with('/') && r != "none") {
+            return Err(bad("list at least one route, each a path starting with '/' as the server's handler label writes it".into()));
+        }
+        set.routes.insert(name.clone(), list.get_ref().clone());
+    }
 
     for s in raw.signal {
         let at = s.span().start;
@@ -316,10 +392,8 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             return Err(err_at(at, format!("signal {}: unknown unit {:?} (one of {})", s.id, s.unit, UNITS.join(", "))));
         }
         let (worse, moved_floor) = watch_fields(&s).map_err(|m| err_at(at, format!("signal {}: {m}", s.id)))?;
-        let kind: SignalKind = toml::Value::Table(s.kind)
-            .try_into()
-            .map_err(|e: toml::de::Error| err_at(at, format!("signal {}: {}", s.id, e.message().trim())))?;
-        kind.kind().validate().map_err(|m| err_at(at, format!("signal {}: {m}", s.id)))?;
+        let raw_kind = names_routes(&toml::Value::Table(s.kind.clone())).then(|| s.kind.clone());
+        let kind = kind_with_routes(&s.kind, &set.routes).map_err(|m| err_at(at, format!("signal {}: {m}", s.id)))?;
         let range = match &s.range {
             None => None,
             Some(r) => Some(
@@ -351,6 +425,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
                 spare: s.spare,
                 watch_replicas: s.watch_replicas,
                 origin: format!("{file}:{line}"),
+                raw_kind,
             },
         );
     }

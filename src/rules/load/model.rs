@@ -192,6 +192,9 @@ pub struct RuleSet {
     pub rules: Vec<RuleDef>,
     /// Latency profiles by name: thresholds that replace the defaults when chosen.
     pub profiles: BTreeMap<String, Profile>,
+    /// Named lists of HTTP routes (`[routes]`; `user`: the routes users call), which a signal's
+    /// `match` names as `$routes.NAME`; a later file's list replaces an earlier one.
+    pub routes: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

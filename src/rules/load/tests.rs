@@ -251,3 +251,52 @@ fn a_profile_setting_an_unknown_threshold_is_an_error_at_its_line() {
     assert_eq!((e.file.as_str(), e.line, e.column), ("rd/mine.toml", 3, 8), "{e}");
     assert!(e.message.contains("profile chat sets nope"), "{e}");
 }
+
+#[test]
+fn the_http_shares_read_users_routes_and_share_one_read_of_the_counter() {
+    let set = crate::rules::load_builtin().unwrap();
+    use crate::signals::*;
+    let users = &set.routes["user"];
+    assert!(users.contains(&"/v1/completions".to_string()) && users.contains(&"/v1/chat/completions".to_string()));
+    assert!(!users.iter().any(|r| r == "none" || r == "/health" || r == "/metrics" || r.ends_with("/render") || r == "/tokenize"));
+    let SignalKind::Ratio(r) = &set.signals["http_4xx_ratio"].kind else { panic!("http_4xx_ratio is a ratio") };
+    assert!(r.denominator.r#match.starts_with(r#"handler=~"/v1/completions|/v1/chat/completions|"#), "{}", r.denominator.r#match);
+    assert!(r.denominator.r#match.contains(r#"/v1/responses/\\{response_id\\}"#), "{}", r.denominator.r#match);
+    // The matcher reads back as the list, each route literal.
+    let m = &parse_match(&r.denominator.r#match).unwrap()[0];
+    let c = m.compile().unwrap();
+    assert!(c.matches(Some("/v1/responses/{response_id}")) && c.matches(Some("/v1/completions")));
+    assert!(!c.matches(Some("none")) && !c.matches(Some("/v1/completions/render")) && !c.matches(Some("/health")));
+    // Every HTTP read of one range is answered by one read grouped by handler and status.
+    let ctx = QueryContext {
+        selector: crate::prom::Selector::default(),
+        group_by: vec!["model_name".into()],
+        range: std::time::Duration::from_secs(1800),
+        thresholds: std::sync::Arc::new(set.thresholds.clone()),
+        buckets: Default::default(),
+        replica_label: "instance".into(),
+    };
+    let mut reads = Vec::new();
+    for id in ["http_4xx_ratio", "http_5xx_ratio", "http_request_rate", "http_unmatched_4xx_share"] {
+        let def = &set.signals[id];
+        let r = resolve(&def.kind, &["http_requests_total", "vllm:num_requests_running"].iter().map(|s| s.to_string()).collect()).unwrap();
+        reads.extend(build(&def.kind, &r, &ctx).unwrap().sums.into_iter().map(|(_, read)| read));
+    }
+    let all: Vec<&SumRead> = reads.iter().collect();
+    let shared = SumRead::shared(&all, &ctx.selector, &ctx.group_by).expect("one shared read");
+    assert!(shared.starts_with("sum by (model_name, handler, status) ("), "{shared}");
+}
+
+#[test]
+fn a_rules_directorys_route_list_replaces_the_built_in_one_for_the_built_in_signals() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("routes.toml"), "[routes]\nuser = [\"/generate\", \"/v1/chat/completions\"]\n").unwrap();
+    let set = load_with_overrides(Some(dir.path())).unwrap();
+    let crate::signals::SignalKind::Ratio(r) = &set.signals["http_5xx_ratio"].kind else { panic!("a ratio") };
+    assert_eq!(r.numerator.r#match, r#"status="5xx",handler=~"/generate|/v1/chat/completions""#);
+    // A list no file declares is an error naming the signal.
+    let bad = tempfile::tempdir().unwrap();
+    std::fs::write(bad.path().join("s.toml"), "[[signal]]\nid = \"x_rate\"\ntitle = \"x\"\nunit = \"per_second\"\nkind = \"rate\"\ncounter = [\"http_requests_total\"]\nmatch = 'handler=~\"$routes.nope\"'\n").unwrap();
+    let e = load_with_overrides(Some(bad.path())).unwrap_err();
+    assert!(e.message.contains("no route list named \"nope\""), "{e:?}");
+}

@@ -13,6 +13,10 @@ pub struct Rate {
     pub attribute_via: Vec<String>,
     #[serde(default = "default_join")]
     pub join_on: Vec<String>,
+    /// The count over the range (the rate times the range's seconds) instead of the rate per
+    /// second: how many requests a share is taken over.
+    #[serde(default)]
+    pub total: bool,
 }
 
 impl Kind for Rate {
@@ -29,6 +33,9 @@ impl Kind for Rate {
         let extra = matchers(&self.r#match)?;
         let anchor = (!self.attribute_via.is_empty()).then(|| resolved.names[1].as_str());
         let (value, read) = summed(rate_read(&resolved.names[0], &extra, anchor, &self.join_on, ctx), ctx);
+        if self.total {
+            return Ok(plain(format!("{value} * {}", ctx.range.as_secs().max(1))));
+        }
         Ok(SignalQueries { sums: vec![(value.clone(), read)], ..plain(value) })
     }
 

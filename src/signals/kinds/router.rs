@@ -169,14 +169,17 @@ impl Router {
             }
             RouterMeasure::Ratio => {
                 // The numerator as declared, present or not (see required_series): none is 0.
-                let num = per_router(format!("rate({}[{r}])", own.series(family.first().ok_or("no family")?, &extra)));
-                let den = per_router(format!("rate({}[{r}])", own.series(name, &[])));
+                let num = per_router(counter_rate(&own.series(family.first().ok_or("no family")?, &extra), ctx.range));
+                let den = per_router(counter_rate(&own.series(name, &[]), ctx.range));
                 format!("({num} or {den} * 0) / {den}")
             }
-            RouterMeasure::Rate => format!("sum by ({by}) ({})", per_engine(format!("rate({}[{r}])", own.series(name, &extra)), "sum")),
+            RouterMeasure::Rate => format!("sum by ({by}) ({})", per_engine(counter_rate(&own.series(name, &extra), ctx.range), "sum")),
             RouterMeasure::Spread => {
-                let per = per_engine(format!("rate({}[{r}])", own.series(name, &extra)), "sum");
-                format!("max by ({by}) ({per}) / avg by ({by}) ({per})")
+                // No value where the family did not move at all: vllm-router 0.1.17 stops counting
+                // its processed requests and policy decisions while one worker is healthy (its
+                // requests and circuit-breaker outcomes keep counting), which is not "no traffic".
+                let per = per_engine(counter_rate(&own.series(name, &extra), ctx.range), "sum");
+                format!("max by ({by}) ({per}) / (avg by ({by}) ({per}) > 0)")
             }
             RouterMeasure::PoolMean => {
                 let gauge = resolved.names.last().ok_or("no engine gauge")?;
