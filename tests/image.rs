@@ -1,9 +1,9 @@
 //! The container image, built and run by a real engine: `scripts/image.sh` builds it with podman
 //! (FROM scratch, nothing pulled) from the binary this test build made, and the tests run it with
 //! runc, as user 65532 on a read-only root filesystem, against a real Prometheus holding an
-//! incident that ends now: `explain` gives the diagnosis, `check` its exit code, `serve` answers a
-//! notification in Alertmanager's webhook format and delivers the report, `mcp` answers a client on
-//! stdio. The container shares the host's network, so 127.0.0.1 is the test's loopback.
+//! incident that ends now: `explain` gives the diagnosis, `check` its exit code, `serve` is sent an
+//! alert by a real Alertmanager (Debian's `prometheus-alertmanager`) and delivers the report, `mcp`
+//! answers a client on stdio. The container shares the host's network, so 127.0.0.1 is the test's loopback.
 //!
 //! Needs podman and runc (Debian packages; scripts/test.sh installs them) and root, or a user
 //! podman is set up for. crun, Debian's default runtime for podman, refuses this kind of machine's
@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
+use common::alertmanager::Alertmanager;
 use common::{free_port, load_scenario, run::write_file, PromServer};
 
 const MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
@@ -207,7 +208,7 @@ fn podman_logs(name: &str) -> String {
 }
 
 #[test]
-fn serve_in_the_image_answers_an_alertmanager_notification_and_delivers_the_diagnosis() {
+fn serve_in_the_image_is_sent_an_alert_by_a_real_alertmanager_and_delivers_the_diagnosis() {
     let server = incident_now();
     let prom = server.url.clone();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -247,28 +248,27 @@ fn serve_in_the_image_answers_an_alertmanager_notification_and_delivers_the_diag
         }
     }
 
-    let fired = Utc::now() - chrono::Duration::minutes(10);
-    let labels = json!({"alertname": "VllmKvCachePressure", "model_name": MODEL, "severity": "critical", "vllm_diag_rule": "kv-cache-pressure"});
-    let notification = json!({
-        "version": "4", "groupKey": "{}:{alertname=\"VllmKvCachePressure\"}", "truncatedAlerts": 0, "status": "firing",
-        "receiver": "vllm-diag", "groupLabels": {"alertname": "VllmKvCachePressure", "model_name": MODEL}, "commonLabels": labels,
-        "commonAnnotations": {}, "externalURL": "http://alertmanager.example:9093",
-        "alerts": [{"status": "firing", "labels": labels, "annotations": {}, "startsAt": fired.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                    "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "http://prometheus.example:9090/graph", "fingerprint": "0123456789abcdef"}]
-    })
-    .to_string();
-    let head = format!("POST /alertmanager HTTP/1.0\r\nContent-Type: application/json\r\nAuthorization: Bearer {TOKEN}");
-    let (status, answer) = request(addr, &head, notification.as_bytes()).expect("POST /alertmanager");
-    assert_eq!(status, 202, "{answer}\n{}", podman_logs(&name));
     // Without the token: refused.
-    let (status, _) = request(addr, "POST /alertmanager HTTP/1.0\r\nContent-Type: application/json", notification.as_bytes()).expect("POST");
+    let (status, _) = request(addr, "POST /alertmanager HTTP/1.0\r\nContent-Type: application/json", b"{}").expect("POST");
     assert_eq!(status, 401);
+    // A real Alertmanager, routing to the container with the token, is sent the alert.
+    let am = Alertmanager::start(&format!("http://{listen}"), TOKEN);
+    let fired = Utc::now() - chrono::Duration::minutes(10);
+    let alert = json!([{
+        "labels": {"alertname": "VllmKvCachePressure", "model_name": MODEL, "severity": "critical", "vllm_diag_rule": "kv-cache-pressure"},
+        "annotations": {"summary": "KV cache nearly full"},
+        "startsAt": fired.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "generatorURL": format!("{prom}/graph")
+    }]);
+    assert_eq!(am.post_alerts(&alert), 200);
 
     let (path, body) = rx.recv_timeout(Duration::from_secs(180)).unwrap_or_else(|_| panic!("no delivery from serve:\n{}", podman_logs(&name)));
     assert_eq!(path, "/hook");
     let report: Value = serde_json::from_str(&body).expect("the webhook gets JSON");
     assert_eq!(report["findings"][0]["rule"], "kv-cache-pressure", "{report:#}");
     assert_eq!(report["run"]["status"], "diagnosed");
+    assert_eq!(report["trigger"]["receiver"], "vllm-diag", "delivered through Alertmanager: {report:#}");
+    drop(am);
 
     // SIGTERM (podman stop) ends it cleanly: exit 0.
     let out = Command::new("podman").args(["stop", "--time", "60", &name]).output().expect("podman stop");

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
+use common::alertmanager::Alertmanager;
 use common::{free_port, load_scenario, run::write_file, PromServer};
 
 const TOKEN: &str = "test-token-5f1c";
@@ -558,86 +559,12 @@ fn a_hung_receiver_holds_up_neither_the_diagnoses_nor_the_queue() {
 // A real Alertmanager (Debian's prometheus-alertmanager) routing to serve.
 // ---------------------------------------------------------------------------------------------
 
-struct Alertmanager {
-    addr: SocketAddr,
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Alertmanager {
-    /// Start Alertmanager routing every alert, grouped by alertname and model_name, to `serve`'s
-    /// /alertmanager with the test token, after a one-second group wait.
-    fn start(serve: &Serve) -> Alertmanager {
-        Alertmanager::start_on(serve, SocketAddr::from(([127, 0, 0, 1], free_port())))
-    }
-
-    /// The same, listening on `addr` (for a Prometheus configured to send there before it starts).
-    fn start_on(serve: &Serve, addr: SocketAddr) -> Alertmanager {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let token = write_file(dir.path(), "token", TOKEN);
-        let config = format!(
-            "route:\n  receiver: vllm-diag\n  group_by: [alertname, model_name]\n  group_wait: 1s\n  group_interval: 1m\n  repeat_interval: 1h\n\
-             receivers:\n  - name: vllm-diag\n    webhook_configs:\n      - url: {}/alertmanager\n        send_resolved: true\n\
-             \x20       http_config:\n          authorization:\n            credentials_file: {}\n",
-            serve.url(),
-            token.display()
-        );
-        let config = write_file(dir.path(), "alertmanager.yml", &config);
-        let log = std::fs::File::create(dir.path().join("alertmanager.log")).expect("log file");
-        let mut child = Command::new("prometheus-alertmanager")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.path={}", dir.path().join("data").display()))
-            .arg(format!("--web.listen-address={addr}"))
-            .arg("--cluster.listen-address=")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start prometheus-alertmanager: {e}. Run scripts/test.sh, which installs it (Debian package prometheus-alertmanager)"));
-        let started = Instant::now();
-        loop {
-            let ready = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
-                && request(addr, format!("GET /-/ready HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes(), b"").0 == 200;
-            if ready {
-                break;
-            }
-            let log = std::fs::read_to_string(dir.path().join("alertmanager.log")).unwrap_or_default();
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("alertmanager exited ({status}):\n{log}");
-            }
-            if started.elapsed() > Duration::from_secs(30) {
-                panic!("alertmanager not ready after 30s:\n{log}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Alertmanager { addr, child, _dir: dir }
-    }
-
-    /// POST alerts to API v2; the status.
-    fn post_alerts(&self, alerts: &Value) -> u16 {
-        let body = alerts.to_string();
-        let head = format!(
-            "POST /api/v2/alerts HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            self.addr,
-            body.len()
-        );
-        request(self.addr, head.as_bytes(), body.as_bytes()).0
-    }
-}
-
-impl Drop for Alertmanager {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn an_alert_routed_by_a_real_alertmanager_brings_the_diagnosis_to_the_receiver() {
     let prom = incident_now();
     let receiver = Receiver::start();
     let serve = Serve::start(&prom.url, &receiver, &["--timeout", "60s"]);
-    let am = Alertmanager::start(&serve);
+    let am = Alertmanager::start(&serve.url(), TOKEN);
     let alert = json!([{
         "labels": {"alertname": "VllmKvCachePressure", "model_name": MODEL, "severity": "critical", "vllm_diag_rule": "kv-cache-pressure"},
         "annotations": {"summary": "KV cache nearly full"},
@@ -749,7 +676,7 @@ fn an_exported_rule_firing_in_prometheus_reaches_the_receiver_as_a_diagnosis_thr
     let prom = PromServer::start_generated_with(&spec, &extra, &[("vllm-diag.rules.yml", &rules)]);
     let receiver = Receiver::start();
     let serve = Serve::start(&prom.url, &receiver, &["--timeout", "60s"]);
-    let _am = Alertmanager::start_on(&serve, am_addr);
+    let _am = Alertmanager::start_on(&serve.url(), TOKEN, am_addr);
     // Other alerts of the same incident may arrive first, and in any order: wait for the one under
     // test, however many come before it.
     let started = Instant::now();

@@ -13,6 +13,8 @@
 
 #![allow(dead_code)]
 
+/// A real Alertmanager routing to `vllm-diag serve`.
+pub mod alertmanager;
 /// A misbehaving proxy in front of a real Prometheus (fault tests).
 /// Reading a lab run's windows (fleet and router runs).
 pub mod lab;
