@@ -10,9 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
 
-use common::{free_port, load_scenario, PromServer};
+use common::{free_port, incident_now};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -81,15 +80,6 @@ fn text(out: &Output) -> String {
     format!("exit {:?}\nstdout:\n{}\nstderr:\n{}", out.status.code(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-/// A Prometheus holding the kv-cache-pressure scenario moved so that its incident window ends now.
-fn incident_now() -> PromServer {
-    let mut spec = load_scenario("kv-cache-pressure");
-    let total = chrono::Duration::from_std(spec.warmup + spec.baseline + spec.window).expect("scenario length");
-    let step = spec.interval.as_secs().max(1) as i64;
-    let now = Utc::now().timestamp();
-    spec.start = DateTime::from_timestamp(now - now % step, 0).expect("now") - total;
-    PromServer::start_generated(&spec)
-}
 
 /// A runner's environment: nothing of this machine's CI or connection variables, then `env`.
 fn runner(program: &Path, args: &[&str], cwd: &Path, env: &[(&str, String)]) -> Output {

@@ -20,11 +20,11 @@ use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde_json::{json, Value};
 
 use common::alertmanager::Alertmanager;
-use common::{free_port, load_scenario, run::write_file, PromServer};
+use common::{free_port, incident_now, run::write_file};
 
 const MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
 const TOKEN: &str = "image-test-token-7c2d";
@@ -95,15 +95,6 @@ fn run_here(args: &[&str]) -> Output {
     common::run::vllm_diag().args(args).output().expect("run vllm-diag")
 }
 
-/// A Prometheus holding the kv-cache-pressure scenario moved so that its incident window ends now.
-fn incident_now() -> PromServer {
-    let mut spec = load_scenario("kv-cache-pressure");
-    let total = chrono::Duration::from_std(spec.warmup + spec.baseline + spec.window).expect("scenario length");
-    let step = spec.interval.as_secs().max(1) as i64;
-    let now = Utc::now().timestamp();
-    spec.start = DateTime::from_timestamp(now - now % step, 0).expect("now") - total;
-    PromServer::start_generated(&spec)
-}
 
 #[test]
 fn the_image_runs_as_a_non_root_user_from_scratch_and_is_small() {

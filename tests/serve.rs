@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use common::alertmanager::Alertmanager;
-use common::{free_port, load_scenario, run::write_file, PromServer};
+use common::{free_port, incident_now, load_scenario, run::write_file, PromServer};
 
 const TOKEN: &str = "test-token-5f1c";
 const SLACK_SECRET: &str = "T000/B000/slacksecretpath";
@@ -262,15 +262,6 @@ fn bearer() -> String {
     format!("Bearer {TOKEN}")
 }
 
-/// A Prometheus holding the kv-cache-pressure scenario moved so that its incident window ends now.
-fn incident_now() -> PromServer {
-    let mut spec = load_scenario("kv-cache-pressure");
-    let total = chrono::Duration::from_std(spec.warmup + spec.baseline + spec.window).expect("scenario length");
-    let step = spec.interval.as_secs().max(1) as i64;
-    let now = Utc::now().timestamp();
-    spec.start = DateTime::from_timestamp(now - now % step, 0).expect("now") - total;
-    PromServer::start_generated(&spec)
-}
 
 /// A URL where nothing listens.
 fn dead_backend() -> String {
