@@ -546,6 +546,27 @@ pub struct PrecededBy {
     pub text: String,
 }
 
+impl PrecededBy {
+    /// A finding's tie to the change it followed, worded here once: `began 2 min after a
+    /// configuration change at 09:01:00 UTC: ...`, or for a problem there from the window's start
+    /// (`from_start`, the window's start), `was there from the window's start at 09:00:00 UTC, 2 min
+    /// after ...`.
+    pub fn new(event: Event, lead_seconds: i64, from_start: Option<DateTime<Utc>>) -> PrecededBy {
+        let clock = |t: &DateTime<Utc>| t.format("%H:%M:%S UTC").to_string();
+        let lead = match lead_seconds {
+            l if l < 60 => "right after".to_string(),
+            l if l < 3600 => format!("{} min after", (l + 30) / 60),
+            l => format!("{} h {} min after", l / 3600, (l % 3600 + 30) / 60),
+        };
+        let after = format!("{lead} {} at {}: {}", event.kind.phrase(), clock(&event.time), event.detail);
+        let text = match from_start {
+            None => format!("began {after}"),
+            Some(start) => format!("was there from the window's start at {}, {after}", clock(&start)),
+        };
+        PrecededBy { event, lead_seconds, text }
+    }
+}
+
 /// How much of the rule pack the data allowed to judge. A rule counts as evaluated when at least
 /// one scope got a verdict (finding or healthy) from it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -253,7 +253,7 @@ pub fn apply(findings: &mut [Finding], events: &[Event], series: &[ReplicaLatenc
                 f.onset = Some(event.time);
             }
             let lead = f.onset.map_or(0, |o| (o - event.time).num_seconds());
-            f.preceded_by = Some(PrecededBy { event: event.clone(), lead_seconds: lead, text: super::correlate::sentence(event, lead) });
+            f.preceded_by = Some(PrecededBy::new(event.clone(), lead, None));
         }
     }
     // What turned into info goes after what still warns, each keeping its order.

@@ -98,28 +98,11 @@ pub fn apply(findings: &mut [Finding], events: &[Event], step: u64, window_start
     for f in findings.iter_mut() {
         date_by_events(f, events, window_start);
         let Some((e, lead)) = preceding(f, events, step, window_start, baseline_start) else { continue };
-        let text = if f.onset.is_some() { sentence(e, lead) } else { format!("was there from the window's start at {}, {}", clock(&window_start), sentence(e, lead).trim_start_matches("began ")) };
         f.steps.insert(0, Step::Change { event: e.clone() });
-        f.preceded_by = Some(PrecededBy { event: e.clone(), lead_seconds: lead, text });
+        f.preceded_by = Some(PrecededBy::new(e.clone(), lead, f.onset.is_none().then_some(window_start)));
     }
 }
 
-fn clock(t: &DateTime<Utc>) -> String {
-    t.format("%H:%M:%S UTC").to_string()
-}
-
-fn lead_phrase(lead: i64) -> String {
-    match lead {
-        l if l < 60 => "right after".to_string(),
-        l if l < 3600 => format!("{} min after", (l + 30) / 60),
-        l => format!("{} h {} min after", l / 3600, (l % 3600 + 30) / 60),
-    }
-}
-
-/// "began 2 min after a configuration change at 09:01:00 UTC: num_gpu_blocks 2000 -> 900 on 2 of 3 replicas".
-pub fn sentence(e: &Event, lead: i64) -> String {
-    format!("began {} {} at {}: {}", lead_phrase(lead), e.kind.phrase(), clock(&e.time), e.detail)
-}
 
 #[cfg(test)]
 mod tests {

@@ -286,11 +286,9 @@ fn lead(view: &ReportView, f: &FindingView, hints: Hints) -> LeadFinding {
             Number { signal: e.signal.clone(), line, value: e.value.clone(), link: e.link.clone() }
         })
         .collect();
-    // The notes' first clause: -v has each whole.
-    let clause = |s: &String, sep: &str| s.split(sep).next().unwrap_or_default().to_string();
     let mut notes: Vec<String> = Vec::new();
-    notes.extend(f.stood_in.as_ref().map(|s| clause(s, "; ")));
-    notes.extend(f.recent.as_ref().map(|s| clause(s, ": the rows")));
+    notes.extend(f.stood_in_brief.clone());
+    notes.extend(f.recent_brief.clone());
     notes.extend(f.preceded_by.clone().filter(|_| !step_names_it));
     // Why the replica it names differs (load, config or hardware), and where the time went hop by
     // hop where one grew; a correlation that points elsewhere last.

@@ -200,8 +200,12 @@ pub struct FindingView {
     pub evidence: Vec<EvidenceView>,
     /// The lower-confidence note of a finding decided through stand-in signals.
     pub stood_in: Option<String>,
+    /// Its first clause, for the answer.
+    pub stood_in_brief: Option<String>,
     /// The note of a finding decided over the window's last minutes only.
     pub recent: Option<String>,
+    /// Its first clause, for the answer.
+    pub recent_brief: Option<String>,
     /// `2 of 3 replicas (kv_usage_max >= 90%): a, b`.
     pub replicas: Option<String>,
     /// When the problem began: `Started 09:03 UTC (17 min ago)` (the relative part on live runs
@@ -642,8 +646,10 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         scope_short: scopes.compact(&f.scope),
         summary: (!f.summary.trim().is_empty()).then(|| one_line(&f.summary)),
         evidence,
-        stood_in: stood_in_line(f),
-        recent: recent_line(report, f),
+        stood_in: stood_in_line(f).map(|(_, whole)| whole),
+        stood_in_brief: stood_in_line(f).map(|(brief, _)| brief),
+        recent: recent_line(report, f).map(|(_, whole)| whole),
+        recent_brief: recent_line(report, f).map(|(brief, _)| brief),
         replicas: replicas_line(f),
         onset: onset_line(report, f, now),
         preceded_by: f.preceded_by.as_ref().map(|p| capitalised(&one_line(&p.text))).filter(|s| !s.is_empty()),

@@ -364,30 +364,33 @@ pub(crate) fn core_sentence(report: &Report) -> Option<String> {
 }
 
 /// The lower-confidence note of a finding decided through stand-in signals, or `None`.
-pub(crate) fn stood_in_line(f: &Finding) -> Option<String> {
+/// Its first clause, for the answer, and the whole line.
+pub(crate) fn stood_in_line(f: &Finding) -> Option<(String, String)> {
     let s = f.stood_in.as_ref()?;
-    Some(format!(
-        "Lower confidence: decided without {} (their metrics are missing from the data); {} stood in",
-        s.missing.iter().map(|m| one_line(m)).collect::<Vec<_>>().join(", "),
-        s.signals.iter().map(|m| one_line(m)).collect::<Vec<_>>().join(", ")
-    ))
+    let brief = format!(
+        "Lower confidence: decided without {} (their metrics are missing from the data)",
+        s.missing.iter().map(|m| one_line(m)).collect::<Vec<_>>().join(", ")
+    );
+    let whole = format!("{brief}; {} stood in", s.signals.iter().map(|m| one_line(m)).collect::<Vec<_>>().join(", "));
+    Some((brief, whole))
 }
 
 /// The note of a finding decided over the window's last minutes only, or `None`: which readings
-/// were taken there, from when to when, against what.
-pub(crate) fn recent_line(report: &Report, f: &Finding) -> Option<String> {
+/// were taken there, from when to when, against what. Its first clause, for the answer, and the
+/// whole line.
+pub(crate) fn recent_line(report: &Report, f: &Finding) -> Option<(String, String)> {
     let r = f.recent.as_ref()?;
     let start = report.window.end - chrono::Duration::seconds(r.range_seconds as i64);
     let span = TimeRange { start, end: report.window.end };
     let day = &report.window.start;
     let last = if r.range_seconds % 60 == 0 { format!("{} min", r.range_seconds / 60) } else { describe_duration(&span) };
-    Some(format!(
-        "Held over the window's last {last} ({} → {}) but not over the whole window: the rows marked \"last {last}\" were read there, each against its baseline over the whole baseline window (its query with the window's range, [{}], at {})",
-        describe_instant(&start, day),
-        describe_instant(&report.window.end, day),
+    let brief = format!("Held over the window's last {last} ({} → {}) but not over the whole window", describe_instant(&start, day), describe_instant(&report.window.end, day));
+    let whole = format!(
+        "{brief}: the rows marked \"last {last}\" were read there, each against its baseline over the whole baseline window (its query with the window's range, [{}], at {})",
         crate::signals::promql_duration(report.window.duration()),
         describe_instant(&report.baseline.end, day),
-    ))
+    );
+    Some((brief, whole))
 }
 
 /// One change no rule explains: `P95 time to first token up 2.4x (robust z 31) on llama since
