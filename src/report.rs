@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 pub const SCHEMA_VERSION: u32 = 1;
 
 mod steps;
+mod words;
 pub use steps::{Answered, Step, Steps, StepVerdict, CHANGED};
 
 /// Labels that identify what a finding is about, e.g. `{model_name="llama"}`. Sorted, so output is stable.
@@ -546,27 +547,6 @@ pub struct PrecededBy {
     pub text: String,
 }
 
-impl PrecededBy {
-    /// A finding's tie to the change it followed, worded here once: `began 2 min after a
-    /// configuration change at 09:01:00 UTC: ...`, or for a problem there from the window's start
-    /// (`from_start`, the window's start), `was there from the window's start at 09:00:00 UTC, 2 min
-    /// after ...`.
-    pub fn new(event: Event, lead_seconds: i64, from_start: Option<DateTime<Utc>>) -> PrecededBy {
-        let clock = |t: &DateTime<Utc>| t.format("%H:%M:%S UTC").to_string();
-        let lead = match lead_seconds {
-            l if l < 60 => "right after".to_string(),
-            l if l < 3600 => format!("{} min after", (l + 30) / 60),
-            l => format!("{} h {} min after", l / 3600, (l % 3600 + 30) / 60),
-        };
-        let after = format!("{lead} {} at {}: {}", event.kind.phrase(), clock(&event.time), event.detail);
-        let text = match from_start {
-            None => format!("began {after}"),
-            Some(start) => format!("was there from the window's start at {}, {after}", clock(&start)),
-        };
-        PrecededBy { event, lead_seconds, text }
-    }
-}
-
 /// How much of the rule pack the data allowed to judge. A rule counts as evaluated when at least
 /// one scope got a verdict (finding or healthy) from it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -768,6 +748,9 @@ pub struct ReplicaCause {
     /// once, a floor under their cap (false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub peers_capped: bool,
+    /// `config`: requests waiting on the replica while its cap held them (the median).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<f64>,
     /// One line for the reports.
     pub text: String,
 }

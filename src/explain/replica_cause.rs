@@ -82,7 +82,7 @@ fn n(v: f64) -> String {
     crate::units::sig(v)
 }
 
-/// The cause in the report's words.
+/// The cause as the report carries it (worded by [`ReplicaCause::words`]).
 fn cause_of(cause: &Cause, replica: &str, named: &ReplicaRead, peers_running: f64, itl: Option<f64>) -> ReplicaCause {
     let base = ReplicaCause {
         kind: ReplicaCauseKind::Hardware,
@@ -94,44 +94,26 @@ fn cause_of(cause: &Cause, replica: &str, named: &ReplicaRead, peers_running: f6
         value: None,
         peers_value: None,
         peers_capped: false,
+        waiting: None,
         text: String::new(),
     };
-    match cause {
-        Cause::Load { running, peers_running, itl_factor } => ReplicaCause {
-            kind: ReplicaCauseKind::Load,
-            text: format!(
-                "load: {replica} runs {} requests at once against {} on its peers (median), and its P95 ITL is {:.1}x theirs: it decodes a larger batch, not a faulty one",
-                n(*running),
-                n(*peers_running),
-                itl_factor
-            ),
-            ..base
-        },
+    let mut rc = match cause {
+        Cause::Load { running, peers_running, itl_factor } => {
+            ReplicaCause { kind: ReplicaCauseKind::Load, running: Some(*running), peers_running: Some(*peers_running), itl_factor: Some(*itl_factor), ..base }
+        }
         Cause::Config { cap, waiting, peers, peers_capped } => ReplicaCause {
             kind: ReplicaCauseKind::Config,
             setting: Some("max_num_seqs".into()),
             value: Some(*cap),
             peers_value: Some(*peers),
             peers_capped: *peers_capped,
-            text: format!(
-                "config: max_num_seqs {} on {replica}, {}{} on its peers: its running batch is held at {} with {} waiting while its peers run more",
-                n(*cap),
-                if *peers_capped { "" } else { "at least " },
-                n(*peers),
-                n(*cap),
-                n(*waiting)
-            ),
+            waiting: Some(*waiting),
             ..base
         },
-        Cause::Hardware => ReplicaCause {
-            text: format!(
-                "hardware: neither its load ({} running against {} on its peers) nor a limit of its own explains it: the replica itself (its GPU or node) is the suspect",
-                n(named.running),
-                n(peers_running)
-            ),
-            ..base
-        },
-    }
+        Cause::Hardware => base,
+    };
+    rc.text = rc.words();
+    rc
 }
 
 /// The advice card that aligns the replica's sequence cap with its peers'.
