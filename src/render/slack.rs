@@ -25,9 +25,26 @@ pub const LIMIT: usize = 3000;
 pub const CHANNEL_BUDGET: usize = 1500;
 
 /// Characters of the message as sent, escapes and all (stricter than Slack's display, where
-/// `&gt;` is one character): what the budget counts.
+/// `&gt;` is one character), a link (`<url|chart>`) counted as the label Slack shows: what the
+/// budget counts.
 fn sent_len(s: &str) -> usize {
-    s.chars().count()
+    let mut n = 0;
+    let mut rest = s;
+    while let Some(i) = rest.find("<http") {
+        n += rest[..i].chars().count();
+        match rest[i..].find('>') {
+            Some(end) => {
+                let link = &rest[i + 1..i + end];
+                n += link.split_once('|').map_or(0, |(_, label)| label.chars().count());
+                rest = &rest[i + end + 1..];
+            }
+            None => {
+                rest = &rest[i..];
+                break;
+            }
+        }
+    }
+    n + rest.chars().count()
 }
 
 pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
@@ -59,15 +76,7 @@ pub(crate) fn sections_within(a: &Answer, budget: usize) -> Vec<String> {
     if sent_len(&whole.join("\n\n")) <= budget {
         return whole;
     }
-    // The charts' links first: long URLs, no line of their own.
     let mut a = a.clone();
-    if let Some(l) = a.lead.as_mut() {
-        l.numbers.iter_mut().for_each(|n| n.link = None);
-    }
-    let unlinked = sections(&a, 0);
-    if sent_len(&unlinked.join("\n\n")) <= budget {
-        return unlinked;
-    }
     let mut cut = 0usize;
     let mut last = whole;
     while drop_one(&mut a) {
