@@ -9,14 +9,14 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use common::{free_port, load_scenario, run::write_file, PromServer};
+use common::alertmanager::Alertmanager;
+use common::{free_port, load_scenario, PromServer};
 
 fn export(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_vllm-diag")).args(["--no-config", "rules", "export"]).args(args).stdin(Stdio::null()).output().expect("rules export");
@@ -57,22 +57,8 @@ fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
     (url, got)
 }
 
-struct Alertmanager {
-    child: Child,
-    log: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Alertmanager {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Alertmanager with the generated route and inhibit rules, its route's receiver the webhook.
 fn alertmanager(addr: SocketAddr, generated: &str, hook: &str) -> Alertmanager {
-    let dir = tempfile::tempdir().expect("temp dir");
     // The generated route goes under a root route with a receiver; nothing else is changed.
     assert!(generated.contains("\nroute:\n  routes:\n"), "the generated route moved:\n{generated}");
     let config = generated.replacen(
@@ -80,29 +66,12 @@ fn alertmanager(addr: SocketAddr, generated: &str, hook: &str) -> Alertmanager {
         "\nroute:\n  receiver: hook\n  group_wait: 10s\n  group_interval: 5m\n  repeat_interval: 4h\n  routes:\n",
         1,
     ) + &format!("receivers:\n  - name: hook\n    webhook_configs:\n      - url: {hook}\n");
-    let config = write_file(dir.path(), "alertmanager.yml", &config);
-    let log = dir.path().join("alertmanager.log");
-    let file = std::fs::File::create(&log).expect("log");
-    let child = Command::new("prometheus-alertmanager")
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.path={}", dir.path().join("data").display()))
-        .arg(format!("--web.listen-address={addr}"))
-        .arg("--cluster.listen-address=")
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("log"))
-        .stderr(file)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start prometheus-alertmanager: {e}. Run scripts/test.sh, which installs it"));
-    Alertmanager { child, log, _dir: dir }
+    Alertmanager::start_with_config(&config, addr)
 }
 
 /// One incident, end to end: (the groups notified, each group's alerts' rules in order).
 fn notified(name: &str, rules: &str, generated: &str) -> Vec<(String, Vec<String>, Vec<String>)> {
-    let mut spec = load_scenario(name);
-    let total = chrono::Duration::from_std(spec.warmup + spec.baseline + spec.window).expect("scenario length");
-    let step = spec.interval.as_secs().max(1) as i64;
-    let now = Utc::now().timestamp();
-    spec.start = DateTime::from_timestamp(now - now % step, 0).expect("now") - total;
+    let spec = common::ending_now(name);
     let am_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let (hook, got) = receiver();
     let am = alertmanager(am_addr, generated, &hook);
@@ -112,7 +81,7 @@ fn notified(name: &str, rules: &str, generated: &str) -> Vec<(String, Vec<String
     let started = Instant::now();
     while got.lock().unwrap().is_empty() {
         if started.elapsed() > Duration::from_secs(240) {
-            panic!("{name}: no notification in 240 s; alertmanager's log:\n{}", std::fs::read_to_string(&am.log).unwrap_or_default());
+            panic!("{name}: no notification in 240 s; alertmanager's log:\n{}", am.log());
         }
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -38,7 +38,21 @@ impl Alertmanager {
              \x20       http_config:\n          authorization:\n            credentials_file: {}\n",
             token.display()
         );
-        let config = write_file(dir.path(), "alertmanager.yml", &config);
+        Alertmanager::start_with(dir, &config, addr)
+    }
+
+    /// Start Alertmanager on `addr` with `config` (its whole configuration file), once it is ready.
+    pub fn start_with_config(config: &str, addr: SocketAddr) -> Alertmanager {
+        Alertmanager::start_with(tempfile::tempdir().expect("temp dir"), config, addr)
+    }
+
+    /// What it has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("alertmanager.log")).unwrap_or_default()
+    }
+
+    fn start_with(dir: tempfile::TempDir, config: &str, addr: SocketAddr) -> Alertmanager {
+        let config = write_file(dir.path(), "alertmanager.yml", config);
         let log = std::fs::File::create(dir.path().join("alertmanager.log")).expect("log file");
         let mut child = Command::new("prometheus-alertmanager")
             .arg(format!("--config.file={}", config.display()))

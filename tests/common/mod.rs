@@ -518,12 +518,17 @@ pub fn unpack_lab_samples(samples: &Path, dir: &Path, histograms: bool) -> PathB
 /// A Prometheus holding the kv-cache-pressure scenario moved so that its incident window ends now
 /// (for what reads "now": serve, the CI action, the image).
 pub fn incident_now() -> PromServer {
-    let mut spec = load_scenario("kv-cache-pressure");
+    PromServer::start_generated(&ending_now("kv-cache-pressure"))
+}
+
+/// The scenario `name` moved so that its incident window ends now (on its scrape step).
+pub fn ending_now(name: &str) -> ScenarioSpec {
+    let mut spec = load_scenario(name);
     let total = chrono::Duration::from_std(spec.warmup + spec.baseline + spec.window).expect("scenario length");
     let step = spec.interval.as_secs().max(1) as i64;
     let now = chrono::Utc::now().timestamp();
     spec.start = chrono::DateTime::from_timestamp(now - now % step, 0).expect("now") - total;
-    PromServer::start_generated(&spec)
+    spec
 }
 
 pub fn free_port() -> u16 {
