@@ -468,6 +468,32 @@ fn prefill_interference(inp: &Inputs) -> Option<Recommendation> {
     })
 }
 
+/// The advice card that aligns the replica's sequence cap with its peers'.
+pub fn align_card(replica: &str, cap: f64, waiting: f64, peers: f64, peers_capped: bool) -> Recommendation {
+    let to = n(peers.round());
+    Recommendation {
+        setting: "max_num_seqs".into(),
+        value: to.clone(),
+        arithmetic: if peers_capped {
+            format!("{replica}'s running batch held at {} with {} waiting; its peers' held at {}: the same flag, as on its peers", n(cap), n(waiting), n(peers))
+        } else {
+            format!(
+                "{replica}'s running batch held at {} with {} waiting; its peers ran {} at once without meeting a cap, so theirs is at least {}: use the peers' configured value",
+                n(cap),
+                n(waiting),
+                n(peers),
+                n(peers)
+            )
+        },
+        caveat: "vLLM does not export max_num_seqs: both values are the running batch's observed plateaus; check the deployments' --max-num-seqs".into(),
+        flag: "--max-num-seqs".into(),
+        from: n(cap),
+        to: if peers_capped { to } else { format!("{to} or more (the peers' value)") },
+        tradeoff: "more requests decode at once on that replica: its queue empties, its ITL rises toward its peers'".into(),
+        confidence: Confidence { level: ConfidenceLevel::Medium, basis: format!("max_num_seqs binds on {replica} and not on its peers") },
+    }
+}
+
 /// The levers a finding of `rule` has that its evidence rules out: more KV memory when the cache
 /// never passed 60%; a lower max_num_seqs when the sequence cap did not bind, the KV cache had
 /// room and nothing was preempted; a quantised KV cache when requests queued while the cache had

@@ -14,6 +14,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 mod steps;
 mod words;
 pub use steps::{Answered, Step, Steps, StepVerdict, CHANGED};
+pub use words::{caveat_words, hop_seconds, limit_basis, PAIRS as CORRELATION_PAIRS};
 
 /// Labels that identify what a finding is about, e.g. `{model_name="llama"}`. Sorted, so output is stable.
 pub type Scope = BTreeMap<String, String>;
@@ -241,6 +242,12 @@ pub struct HopValues {
     pub baseline: Option<f64>,
 }
 
+/// The smallest rise of a hop's mean worth naming: a tenth of a second, a fifth of a chat
+/// first-token target of 500 ms. Healthy means wander by a few milliseconds between windows.
+pub const HOP_GREW_FLOOR_S: f64 = 0.1;
+/// ... and the factor it must also rise by (a decode of 8 s that gains 0.2 s did not grow).
+pub const HOP_GREW_RATIO: f64 = 1.5;
+
 /// One hop of a request's path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hop {
@@ -256,6 +263,16 @@ pub struct Hop {
     /// The signals it was read from (`input_processing_mean`, `router_duration_mean` less
     /// `input_processing_mean`, ...), or what it would need when not seen.
     pub from: String,
+}
+
+impl Hop {
+    /// How much its mean rose against the baseline, where it grew: seen, at least
+    /// [`HOP_GREW_FLOOR_S`] more and [`HOP_GREW_RATIO`] times as much.
+    pub fn grew_by(&self) -> Option<f64> {
+        let (w, b) = (self.window?, self.baseline?);
+        let rise = w - b;
+        (self.seen && rise >= HOP_GREW_FLOOR_S && (b <= 0.0 || w >= HOP_GREW_RATIO * b)).then_some(rise)
+    }
 }
 
 /// One scope's numbers behind its healthy core checks.
@@ -309,6 +326,18 @@ pub struct Unexplained {
     pub spare: bool,
     pub series: Trend,
 }
+
+/// KV-cache usage counted as "at its ceiling": the rules' `kv_usage_high` (90%). vLLM admits a
+/// request only when its blocks fit, so usage rarely reads 100%; a queue beside 85% usage is held
+/// by something else (the near miss of the scenarios).
+pub const KV_CEILING: f64 = 0.9;
+/// Generated tokens per second below which an engine with requests counts as producing nothing:
+/// the rules' `stall_tokens_per_second`. A CPU engine at light load makes tens per second.
+pub const STALL_TOKENS: f64 = 1.0;
+/// The share of a step's tokens that must be prompt tokens for the token budget to be what fills
+/// the step: decode alone adds one token per running request, so a step filled by decode is the
+/// running batch's, not the budget's.
+pub const PREFILL_FILLED: f64 = 0.75;
 
 /// What held a scope's requests back at one step of the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -811,7 +840,13 @@ pub struct ColdStart {
     /// Its largest mean TTFT and ITL over its peers' (or over its own before the start) while slow.
     pub peak_ttft_ratio: f64,
     pub peak_itl_ratio: f64,
-    /// One line for the reports.
+    /// Measured against its peers (true) or, with none, against its own level before the start.
+    #[serde(default)]
+    pub against_peers: bool,
+    /// The factor over that reference from which a point was slow (`replica_outlier_high`).
+    #[serde(default)]
+    pub slow_factor: f64,
+    /// One line for the reports, worded from the fields above ([`ColdStart::worded`]).
     pub text: String,
 }
 

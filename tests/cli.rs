@@ -152,7 +152,7 @@ fn verbose_gives_the_full_table_with_conditions_in_words() {
         }
         // The condition in words, wrapped in its cell over three rows.
         let cells: Vec<String> = out.lines().filter(|l| l.contains('┆')).map(|l| l.split('┆').nth(4).unwrap_or_default().trim().to_string()).collect();
-        assert!(cells.join(" ").contains(">= 50% or share of the last 5 min with preemptions >= 50%"), "{out}");
+        assert!(cells.join(" ").contains(">= 50% or share of time with preemptions (last 5 min) >= 50%"), "{out}");
         assert!(!out.contains("(see "), "{out}");
     }
 }

@@ -709,3 +709,95 @@ fn no_product_file_is_longer_than_about_800_lines_without_a_reason() {
     assert!(stale.is_empty(), "LONG_FILES names files that are gone or no longer long: {stale:?}");
     assert!(long.is_empty(), "product files over {MAX_FILE_LINES} lines: split them along their concerns, or give the reason in LONG_FILES:\n{}", long.join("\n"));
 }
+
+/// The fields that carry sentences about findings (a step's, a note's, a card's words) ...
+const SENTENCE_FIELDS: &[&str] = &["text", "summary", "title", "line", "arithmetic", "basis", "caveat", "tradeoff", "header", "words"];
+/// ... and the string methods that would search or take apart what another layer worded.
+const SEARCHES: &[&str] = &[
+    "contains", "starts_with", "ends_with", "find", "rfind", "split", "splitn", "rsplit", "split_once", "rsplit_once", "replace", "replacen",
+    "strip_prefix", "strip_suffix", "trim_start_matches", "trim_end_matches", "matches",
+];
+/// Where taking text apart is the job: the wording modules themselves, and parsers of what users
+/// and servers send (a PromQL token's text is not a sentence).
+const MAY_READ_TEXT: &[&str] = &["src/report/words.rs", "src/report/steps.rs", "src/local/parse.rs"];
+
+/// Product lines that search or split a sentence field (`f.summary.contains("...")`,
+/// `step.text().starts_with(...)`), outside inline test modules.
+fn sentence_reads(file: &str, text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim_start();
+        if l.starts_with("#[cfg(test)]") && text.lines().nth(i + 1).is_some_and(|n| n.trim_start().starts_with("mod ") && n.trim_end().ends_with('{')) {
+            break;
+        }
+        let code = code(line);
+        for field in SENTENCE_FIELDS {
+            for call in [format!(".{field}."), format!(".{field}()."), format!(".{field}.as_str()."), format!(".{field}().as_str().")] {
+                let mut rest = code.as_str();
+                while let Some(at) = rest.find(&call) {
+                    let after = &rest[at + call.len()..];
+                    let name: String = after.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    if SEARCHES.contains(&name.as_str()) && after[name.len()..].starts_with('(') {
+                        out.push(format!("{file}:{}: {}", i + 1, line.trim()));
+                    }
+                    rest = after;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_layer_searches_or_splits_the_sentences_another_layer_worded() {
+    let (_, files) = sources();
+    let tests = test_module_files(&files);
+    let found: Vec<String> = files
+        .iter()
+        .filter(|(file, _, _)| !tests.contains(file) && !MAY_READ_TEXT.contains(&file.as_str()) && !file.ends_with("_tests.rs") && !file.ends_with("/tests.rs"))
+        .flat_map(|(file, _, text)| sentence_reads(file, text))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "facts travel as types and are worded once (src/report/words.rs, steps.rs); these lines search or split a sentence instead of reading the field it came from:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_sentence_check_catches_a_search_and_skips_tests_and_other_fields() {
+    let src = "fn f(x: &X) -> bool {\n    x.summary.contains(\"ended \") || x.step.text().starts_with(\"Not a\")\n}\nfn g(t: &T) -> bool { t.query.contains(\"rate\") }\n#[cfg(test)]\nmod tests {\n    fn h(x: &X) { assert!(x.text.contains(\"a\")); }\n}\n";
+    let found = sentence_reads("src/x.rs", src);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found.iter().all(|f| f.starts_with("src/x.rs:2:")), "{found:?}");
+}
+
+/// Lines of the pipeline's stages (src/explain/) that word a finding's sentence themselves
+/// (`text: format!(...)`, `f.summary = format!(...)`) instead of leaving it to the wording module.
+fn stage_wording(file: &str, text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") && text.lines().nth(i + 1).is_some_and(|n| n.trim_start().starts_with("mod ") && n.trim_end().ends_with('{')) {
+            break;
+        }
+        let code = code(line);
+        if SENTENCE_FIELDS.iter().any(|f| [format!("{f}: format!("), format!(".{f} = format!("), format!(".{f}.push_str(")].iter().any(|p| code.contains(p.as_str()))) {
+            out.push(format!("{file}:{}: {}", i + 1, line.trim()));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_stages_leave_a_findings_sentences_to_the_wording_module() {
+    let (_, files) = sources();
+    let tests = test_module_files(&files);
+    let found: Vec<String> = files
+        .iter()
+        .filter(|(file, _, _)| file.starts_with("src/explain/") && !tests.contains(file) && !file.ends_with("_tests.rs"))
+        .flat_map(|(file, _, text)| stage_wording(file, text))
+        .collect();
+    assert!(found.is_empty(), "explain decides facts; src/report/words.rs words them:\n{}", found.join("\n"));
+    let caught = stage_wording("src/explain/x.rs", "fn f(n: &mut Note) {\n    n.text = format!(\"began {}\", 1);\n}\n");
+    assert_eq!(caught.len(), 1, "the check catches a stage wording a sentence: {caught:?}");
+}

@@ -21,23 +21,13 @@ use crate::source::{Data, Request, Response, Series};
 /// Requests waiting, averaged over a step, that count as a queue: one request waited the whole
 /// step (a request seen in one scrape of several is a scheduler's blink, not a queue).
 pub const QUEUED: f64 = 1.0;
-/// KV-cache usage counted as "at its ceiling": the rules' `kv_usage_high` (90%). vLLM admits a
-/// request only when its blocks fit, so usage rarely reads 100%; a queue beside 85% usage is held
-/// by something else (the near miss of the scenarios).
-pub const KV_CEILING: f64 = 0.9;
-/// Generated tokens per second below which an engine with requests counts as producing nothing:
-/// the rules' `stall_tokens_per_second`. A CPU engine at light load makes tens per second.
-pub const STALL_TOKENS: f64 = 1.0;
+pub use crate::report::{KV_CEILING, PREFILL_FILLED, STALL_TOKENS};
 /// Steps at the running batch's peak (within [`cap_slack`]) for the peak to count as a plateau (a
 /// cap) rather than a passing high.
 pub const PLATEAU_STEPS: usize = 3;
 /// Tokens per engine step within this share of their plateau count as at the token budget (a
 /// step's mean wobbles by a few tokens as prefill chunks and decode tokens mix).
 pub const BUDGET_SLACK: f64 = 0.05;
-/// The share of a step's tokens that must be prompt tokens for the token budget to be what fills
-/// the step: decode alone adds one token per running request, so a step filled by decode is the
-/// running batch's, not the budget's.
-pub const PREFILL_FILLED: f64 = 0.75;
 
 /// The share of the window's steps a limit must hold to count as binding: a queue seen in fewer
 /// steps is a blip (a real CPU fleet at light load showed one in 3-7% of its steps), not a limit
@@ -328,34 +318,10 @@ fn grid(plan: &BindingPlan, answers: &Answers, keys: &[String]) -> Grid {
 
 use crate::stats::finite_upper_median as median;
 
-/// The sentence saying how each limit that held was recognised (see [`Binding::basis`]).
+/// How each limit that held was recognised, worded by [`crate::report::limit_basis`] (see
+/// [`Binding::basis`]).
 fn basis(shares: &BTreeMap<LimitKind, f64>, caps: &Caps, reasons: bool) -> BTreeMap<LimitKind, String> {
-    let mut out = BTreeMap::new();
-    for (l, share) in shares {
-        if *share <= 0.0 {
-            continue;
-        }
-        let text = match l {
-            LimitKind::KvCache => format!("KV-cache usage at or above {:.0}% (vllm:kv_cache_usage_perc) with requests waiting, or preemptions (vllm:num_preemptions_total)", KV_CEILING * 100.0),
-            LimitKind::MaxNumSeqs => match caps.running {
-                Some(cap) => format!("max_num_seqs inferred as {cap}: the running batch's observed plateau, held with requests waiting and KV headroom"),
-                None => "the running batch's observed plateau".to_string(),
-            },
-            LimitKind::MaxNumBatchedTokens => match caps.budget {
-                Some(b) => format!(
-                    "max_num_batched_tokens inferred as about {b:.0} tokens per engine step: the plateau of vllm:iteration_tokens_total's mean per step (sum over count), held with requests waiting while prompt tokens filled at least {:.0}% of each step",
-                    PREFILL_FILLED * 100.0
-                ),
-                None => "engine steps at the token budget".to_string(),
-            },
-            LimitKind::Deferred if reasons => "requests waiting with reason=\"deferred\" (vllm:num_requests_waiting_by_reason), or waiting while every cap had room".to_string(),
-            LimitKind::Deferred => "requests waiting while running, KV cache and token budget all had room (no waiting-by-reason gauge to say why)".to_string(),
-            LimitKind::Stalled => format!("requests running or waiting while fewer than {STALL_TOKENS} generated tokens per second came out (vllm:generation_tokens_total)"),
-            LimitKind::None => "no request waited".to_string(),
-        };
-        out.insert(*l, text);
-    }
-    out
+    shares.iter().filter(|(_, share)| **share > 0.0).map(|(l, _)| (*l, crate::report::limit_basis(*l, caps.running, caps.budget, reasons))).collect()
 }
 
 /// One scope's binding from its steps (time -> step) and caps.

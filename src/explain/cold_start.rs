@@ -102,18 +102,6 @@ fn time(t: f64) -> DateTime<Utc> {
     Utc.timestamp_opt(t.floor() as i64, 0).single().unwrap_or_default()
 }
 
-fn clock(t: &DateTime<Utc>) -> String {
-    t.format("%H:%M:%S UTC").to_string()
-}
-
-fn minutes(seconds: i64) -> String {
-    if seconds < 90 {
-        format!("{seconds} s")
-    } else {
-        format!("{} min", (seconds + 30) / 60)
-    }
-}
-
 /// Every started replica's warm-up.
 fn warm_ups(events: &[Event], series: &[ReplicaLatency], window: &TimeRange, bars: &Bars) -> Vec<Warm> {
     let started: Vec<(&crate::report::Scope, &str)> =
@@ -138,34 +126,7 @@ fn warm_ups(events: &[Event], series: &[ReplicaLatency], window: &TimeRange, bar
             let warm_up = warm_at.unwrap_or(end) - t0;
             let peak = |i: usize| slow.iter().map(|p| if i == 0 { p.2 } else { p.3 }).filter(|v| v.is_finite()).fold(0.0, f64::max);
             let (pt, pi) = (peak(0), peak(1));
-            let cold = warm_up <= bars.limit;
             let started_at = time(t0);
-            let against = if peers.is_empty() { "its own level before" } else { "its peers" };
-            let how = match (pt >= bars.ratio, pi >= bars.ratio) {
-                (true, true) => format!("TTFT up to {pt:.1}x and ITL up to {pi:.1}x {against}"),
-                (true, false) => format!("TTFT up to {pt:.1}x {against}"),
-                _ => format!("ITL up to {pi:.1}x {against}"),
-            };
-            let text = match (cold, warm_at) {
-                (true, Some(_)) => format!(
-                    "cold start: {replica} (re)started at {} and was slow for its first {} ({how}), then as fast as {}",
-                    clock(&started_at),
-                    minutes(warm_up as i64),
-                    if peers.is_empty() { "before" } else { "its peers" }
-                ),
-                (true, None) => format!(
-                    "cold start under way: {replica} (re)started at {} and was still slow at the window's end, {} later ({how}); past {} it would be a regression",
-                    clock(&started_at),
-                    minutes(warm_up as i64),
-                    minutes(bars.limit as i64)
-                ),
-                (false, _) => format!(
-                    "not a cold start: {replica} (re)started at {} and stayed slow for {} or more ({how}), longer than a warm-up ({})",
-                    clock(&started_at),
-                    minutes(warm_up as i64),
-                    minutes(bars.limit as i64)
-                ),
-            };
             let note = ColdStart {
                 replica: replica.clone(),
                 started: started_at,
@@ -174,9 +135,12 @@ fn warm_ups(events: &[Event], series: &[ReplicaLatency], window: &TimeRange, bar
                 limit_seconds: bars.limit as i64,
                 peak_ttft_ratio: pt,
                 peak_itl_ratio: pi,
-                text,
-            };
-            out.push(Warm { event: ei, replica: replica.clone(), cold, note });
+                against_peers: !peers.is_empty(),
+                slow_factor: bars.ratio,
+                text: String::new(),
+            }
+            .worded();
+            out.push(Warm { event: ei, replica: replica.clone(), cold: note.is_cold(), note });
         }
     }
     out
@@ -238,7 +202,7 @@ pub fn apply(findings: &mut [Finding], events: &[Event], series: &[ReplicaLatenc
             f.raised_from = None;
             f.severity = Severity::Info;
             let names: Vec<&str> = about.iter().map(|w| w.replica.as_str()).collect();
-            f.summary = format!("{} Not a regression: {}.", f.summary, first.note.text);
+            f.summary = first.note.not_a_regression(&f.summary);
             f.steps.insert(0, Step::WarmedUp { replicas: names.iter().map(|n| n.to_string()).collect() });
             f.cold_start = Some(first.note.clone());
         } else if let Some(w) = about.iter().find(|w| !w.cold) {

@@ -27,10 +27,7 @@ use crate::report::{Hop, HopSplit, HopValues, RunParams, Scope};
 use crate::rules::eval::{Availability, SignalTable, SignalValues, WindowValues};
 use crate::source::{Data, Request};
 
-/// Seconds as the text says them, floating-point dust (a remainder of `1e-12` s) read as 0.
-pub fn seconds(v: f64) -> String {
-    crate::units::format_seconds(if v.abs() < 5e-7 { 0.0 } else { v })
-}
+pub use crate::report::hop_seconds as seconds;
 
 /// The signals this stage reads (plan.rs asks for those the pack defines, whatever the rules read).
 pub const SIGNALS: &[&str] = &[
@@ -51,21 +48,7 @@ pub const SIGNALS: &[&str] = &[
 /// band as router-saturated's (rules/router.toml).
 pub const WHOLE_ANSWER_BAND: (f64, f64) = (0.85, 1.15);
 
-/// The smallest rise of a hop's mean worth naming: a tenth of a second, a fifth of a chat
-/// first-token target of 500 ms. Healthy means wander by a few milliseconds between windows.
-pub const GREW_FLOOR_S: f64 = 0.1;
-/// ... and the factor it must also rise by (a decode of 8 s that gains 0.2 s did not grow).
-pub const GREW_RATIO: f64 = 1.5;
-
-/// The hops of a request's path, in order, with the phrase that says where time went.
-const ORDER: [(&str, &str); 6] = [
-    ("router", "at the router"),
-    ("input-processing", "before the engine (input processing)"),
-    ("engine-queue", "in the engine's queue"),
-    ("kv-transfer", "in the KV transfer"),
-    ("prefill", "in prefill"),
-    ("decode", "in decode"),
-];
+pub use crate::report::{HOP_GREW_FLOOR_S as GREW_FLOOR_S, HOP_GREW_RATIO as GREW_RATIO};
 
 /// One signal's window and baseline value for a scope, finite values only, to the nanosecond: a
 /// remainder of means is exact only to floating-point dust (`6.8e-13` s against `6.8e-13` s plus
@@ -131,8 +114,7 @@ fn split_one(table: &SignalTable, scope: &Scope) -> Option<HopSplit> {
     let router_w = hops[0].window.unwrap_or(0.0);
     let first_token = HopValues { window: ttft.0.map(|t| t + router_w), baseline: ttft.1.map(|t| t + hops[0].baseline.unwrap_or(0.0)) };
     let grew = grown(&hops).into_iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|(h, _)| h.to_string());
-    let text = sentence(&hops, &first_token, grew.as_deref());
-    Some(HopSplit { scope: scope.clone(), first_token, hops, grew, text })
+    Some(HopSplit { scope: scope.clone(), first_token, hops, grew, text: String::new() }.worded())
 }
 
 /// The engine's means read per replica, by the signals' own histograms: input processing is what
@@ -198,7 +180,7 @@ pub fn with_replicas(splits: Vec<HopSplit>, plan: Option<&ReplicaPlan>, answers:
         let model: Scope = scope.iter().filter(|(k, _)| group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
         if let Some(mut one) = split_one(&table, scope) {
             one.hops.retain(|h| h.hop != "router");
-            one.text = sentence(&one.hops, &one.first_token, one.grew.as_deref());
+            let one = one.worded();
             by_model.entry(model).or_default().push(one);
         }
     }
@@ -277,53 +259,7 @@ fn replica_table(plan: &ReplicaPlan, answers: &Answers, group_by: &[String]) -> 
 
 /// The hops that grew past the bar, with their rise in seconds.
 fn grown(hops: &[Hop]) -> Vec<(&str, f64)> {
-    hops.iter()
-        .filter_map(|h| {
-            let (w, b) = (h.window?, h.baseline?);
-            let rise = w - b;
-            (h.seen && rise >= GREW_FLOOR_S && (b <= 0.0 || w >= GREW_RATIO * b)).then_some((h.hop.as_str(), rise))
-        })
-        .collect()
-}
-
-fn signed(v: f64) -> String {
-    if v >= 0.0 { format!("+{}", seconds(v)) } else { format!("-{}", seconds(-v)) }
-}
-
-fn where_(hop: &str) -> &'static str {
-    ORDER.iter().find(|(h, _)| *h == hop).map_or("elsewhere", |(_, w)| w)
-}
-
-/// `first token +1.9 s (200 ms -> 2.1 s): +1.7 s at the router, engine hops unchanged; not seen:
-/// KV transfer`.
-fn sentence(hops: &[Hop], first_token: &HopValues, grew: Option<&str>) -> String {
-    let ft = match (first_token.window, first_token.baseline) {
-        (Some(w), Some(b)) => format!("first token {} ({} -> {})", signed(w - b), seconds(b), seconds(w)),
-        (Some(w), None) => format!("first token {} (no baseline)", seconds(w)),
-        _ => "first token not measured".to_string(),
-    };
-    let grown = grown(hops);
-    let mut text = match grew {
-        None => format!("no hop grew: {ft}"),
-        Some(top) => {
-            let rise = grown.iter().find(|(h, _)| *h == top).map_or(0.0, |(_, r)| *r);
-            let mut s = format!("{ft}: {} {}", signed(rise), where_(top));
-            let others: Vec<String> = grown.iter().filter(|(h, _)| *h != top).map(|(h, r)| format!("{} {}", signed(*r), where_(h))).collect();
-            if !others.is_empty() {
-                s.push_str(&format!(", also {}", others.join(", ")));
-            } else if top == "router" {
-                s.push_str(", engine hops unchanged");
-            } else {
-                s.push_str(", other hops unchanged");
-            }
-            s
-        }
-    };
-    let unseen: Vec<&str> = hops.iter().filter(|h| !h.seen && h.hop != "kv-transfer").map(|h| h.hop.as_str()).collect();
-    if !unseen.is_empty() {
-        text.push_str(&format!("; not seen: {}", unseen.join(", ")));
-    }
-    text
+    hops.iter().filter_map(|h| Some((h.hop.as_str(), h.grew_by()?))).collect()
 }
 
 #[cfg(test)]

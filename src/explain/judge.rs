@@ -204,7 +204,7 @@ fn caveats(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement]) -> Ve
                 .filter(|j| j.rule == r.id && matches!(j.outcome, Outcome::NotMatched) && crate::rules::eval::caveat_holds(r, rules, table, &j.scope))
                 .map(|j| crate::report::scope_text(&j.scope))
                 .collect();
-            (!scopes.is_empty()).then(|| format!("{} was judged healthy for {}, but {}", r.id, scopes.join(", "), c.text))
+            (!scopes.is_empty()).then(|| crate::report::caveat_words(&r.id, &scopes, &c.text))
         })
         .collect()
 }
@@ -276,17 +276,9 @@ pub fn coverage(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement], 
 /// did not read (`P95 inter-token latency (last 5 min)` over a 3-minute window).
 pub fn retitle_clipped(findings: &mut [crate::report::Finding], rules: &RuleSet, window: std::time::Duration) {
     for e in findings.iter_mut().flat_map(|f| f.evidence.iter_mut()) {
-        let Some(d) = rules.signals.get(&e.signal) else { continue };
-        let Some(range) = d.range.filter(|r| d.within_window && *r > window) else { continue };
-        let declared = format!("last {} min", range.as_secs() / 60);
-        let under = format!("under {} min", range.as_secs() / 60);
-        e.title = if e.title.contains(&format!("({declared})")) {
-            e.title.replace(&format!("({declared})"), &format!("(the whole window, {under})"))
-        } else if e.title.contains(&declared) {
-            e.title.replace(&declared, &format!("whole window ({under})"))
-        } else {
-            format!("{} (the whole window, {under})", e.title)
-        };
+        if let Some(d) = rules.signals.get(&e.signal).filter(|d| d.clamped_in(window)) {
+            e.title = d.title_in(window);
+        }
     }
 }
 

@@ -97,11 +97,7 @@ pub const DEFAULT_DURATION_SECONDS: f64 = 300.0;
 
 /// Signal pairs whose trends moving together is seed 001's correlation: (cause, effect, what it
 /// says when they do).
-pub const PAIRS: &[(&str, &str, &str)] = &[
-    ("kv_usage_avg", "ttft_p95", "KV-cache usage and P95 TTFT moved together: KV pressure is raising TTFT"),
-    ("waiting_avg", "ttft_p95", "waiting requests and P95 TTFT moved together: queueing is raising TTFT"),
-    ("prompt_tokens_rate", "itl_p95", "prompt throughput and P95 ITL moved together: prefills interleaved with decode are slowing it"),
-];
+pub use crate::report::CORRELATION_PAIRS as PAIRS;
 /// The coefficient from which two trends count as moving together.
 pub const CORRELATED: f64 = 0.7;
 /// The fewest points both trends must share for a coefficient to be said at all: six points make
@@ -653,7 +649,7 @@ pub fn correlations(points: &BTreeMap<(String, Scope), Points>, findings: &mut [
     for f in findings.iter_mut().filter(|f| f.severity >= Severity::Warning) {
         let scope = base_scope(&f.scope, group_by);
         let read: BTreeSet<String> = f.evidence.iter().map(|e| e.signal.clone()).collect();
-        for (cause, effect, sentence) in PAIRS {
+        for (cause, effect, _) in PAIRS {
             if !read.contains(*cause) && !read.contains(*effect) {
                 continue;
             }
@@ -664,12 +660,8 @@ pub fn correlations(points: &BTreeMap<(String, Scope), Points>, findings: &mut [
                 continue;
             }
             let supports = read.contains(*cause);
-            let text = if supports {
-                format!("{sentence} (r = {r:.2} over {n} points)")
-            } else {
-                format!("{sentence} (r = {r:.2} over {n} points): a reason to doubt that {} is the cause", f.rule)
-            };
-            f.correlations.push(Correlation { cause: cause.to_string(), effect: effect.to_string(), coefficient: r, points: n, supports, text });
+            let c = Correlation { cause: cause.to_string(), effect: effect.to_string(), coefficient: r, points: n, supports, text: String::new() };
+            f.correlations.push(c.worded(&f.rule));
         }
         f.correlations.sort_by(|a, b| b.coefficient.total_cmp(&a.coefficient));
     }
@@ -924,6 +916,8 @@ mod tests {
             limit_seconds: 600,
             peak_ttft_ratio: 2.0,
             peak_itl_ratio: 3.0,
+            against_peers: true,
+            slow_factor: 2.0,
             text: String::new(),
         });
         let cold = vec![cold];

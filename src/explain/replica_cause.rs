@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use super::binding::{cap_slack, ReplicaRead};
-use crate::report::{Confidence, ConfidenceLevel, Finding, LimitKind, Recommendation, ReplicaCause, ReplicaCauseKind, RunParams, Scope, Severity, Step};
+use crate::report::{Finding, LimitKind, ReplicaCause, ReplicaCauseKind, RunParams, Scope, Severity, Step};
 use crate::rules::eval::SignalTable;
 
 /// The findings about one replica this stage explains.
@@ -78,10 +78,6 @@ pub fn classify(named: &ReplicaRead, peers: &[&ReplicaRead], itl_factor: Option<
     Cause::Hardware
 }
 
-fn n(v: f64) -> String {
-    crate::units::sig(v)
-}
-
 /// The cause as the report carries it (worded by [`ReplicaCause::words`]).
 fn cause_of(cause: &Cause, replica: &str, named: &ReplicaRead, peers_running: f64, itl: Option<f64>) -> ReplicaCause {
     let base = ReplicaCause {
@@ -116,32 +112,6 @@ fn cause_of(cause: &Cause, replica: &str, named: &ReplicaRead, peers_running: f6
     rc
 }
 
-/// The advice card that aligns the replica's sequence cap with its peers'.
-fn align_card(replica: &str, cap: f64, waiting: f64, peers: f64, peers_capped: bool) -> Recommendation {
-    let to = n(peers.round());
-    Recommendation {
-        setting: "max_num_seqs".into(),
-        value: to.clone(),
-        arithmetic: if peers_capped {
-            format!("{replica}'s running batch held at {} with {} waiting; its peers' held at {}: the same flag, as on its peers", n(cap), n(waiting), n(peers))
-        } else {
-            format!(
-                "{replica}'s running batch held at {} with {} waiting; its peers ran {} at once without meeting a cap, so theirs is at least {}: use the peers' configured value",
-                n(cap),
-                n(waiting),
-                n(peers),
-                n(peers)
-            )
-        },
-        caveat: "vLLM does not export max_num_seqs: both values are the running batch's observed plateaus; check the deployments' --max-num-seqs".into(),
-        flag: "--max-num-seqs".into(),
-        from: n(cap),
-        to: if peers_capped { to } else { format!("{to} or more (the peers' value)") },
-        tradeoff: "more requests decode at once on that replica: its queue empties, its ITL rises toward its peers'".into(),
-        confidence: Confidence { level: ConfidenceLevel::Medium, basis: format!("max_num_seqs binds on {replica} and not on its peers") },
-    }
-}
-
 /// Apply the cause to one finding: its line, and where it is load or config, its severity, title,
 /// steps and card.
 fn explain(f: &mut Finding, cause: &Cause, rc: ReplicaCause) {
@@ -156,7 +126,7 @@ fn explain(f: &mut Finding, cause: &Cause, rc: ReplicaCause) {
             f.severity = Severity::Warning;
             f.title = "One replica is held by a lower max_num_seqs than its peers".into();
             f.steps = vec![Step::AlignFlag { replica: replica.clone(), cap: *cap, peers: *peers, peers_capped: *peers_capped }, Step::CompareLaunchArgs].into();
-            f.recommendations.insert(0, align_card(&replica, *cap, *waiting, *peers, *peers_capped));
+            f.recommendations.insert(0, crate::recommend::align_card(&replica, *cap, *waiting, *peers, *peers_capped));
         }
         // The rule's own steps (check the GPU and node, drain and replace) stand.
         Cause::Hardware => {}

@@ -872,7 +872,7 @@ fn a_last_minutes_reading_over_a_shorter_window_is_titled_as_the_whole_window() 
     let mut short = all();
     judge::retitle_clipped(&mut short, &rules, std::time::Duration::from_secs(180));
     let titles: Vec<&str> = short[0].evidence.iter().map(|e| e.title.as_str()).collect();
-    assert_eq!(titles, ["Share of the whole window (under 5 min) with preemptions", "P95 inter-token latency (the whole window, under 5 min)", "P95 inter-token latency"]);
+    assert_eq!(titles, ["Share of time with preemptions (the whole window, under 5 min)", "P95 inter-token latency (the whole window, under 5 min)", "P95 inter-token latency"]);
     let mut long = all();
     judge::retitle_clipped(&mut long, &rules, std::time::Duration::from_secs(1800));
     assert_eq!(long, all(), "a window longer than the reading keeps its titles");

@@ -70,7 +70,11 @@ pub const RUN_REPLICA_LABEL: &str = "$replica";
 #[derive(Debug, Clone, PartialEq)]
 pub struct SignalDef {
     pub id: String,
+    /// The title the reports print: as written, with its fixed range after it (`P95 queue time
+    /// (last 5 min)`), see [`SignalDef::titled`].
     pub title: String,
+    /// The title as written in the rule file.
+    pub bare_title: String,
     pub unit: String,
     pub description: String,
     pub kind: SignalKind,
@@ -128,9 +132,36 @@ impl SignalDef {
         }
     }
 
+    /// The title a signal read over a fixed `range` prints, worded here once: `P95 queue
+    /// time (last 5 min)`.
+    pub fn titled(bare: &str, range: Option<Duration>) -> String {
+        match range {
+            Some(r) => format!("{bare} (last {})", span(r)),
+            None => bare.to_string(),
+        }
+    }
+
+    /// Its title over a window of `window`: where the window is shorter than its range, it was read
+    /// over the whole window and says so (`P95 queue time (the whole window, under 5 min)`).
+    pub fn title_in(&self, window: Duration) -> String {
+        match self.range {
+            Some(r) if self.clamped_in(window) => format!("{} (the whole window, under {})", self.bare_title, span(r)),
+            _ => self.title.clone(),
+        }
+    }
+
     /// True when the signal's range was shortened to fit the window.
     pub fn clamped_in(&self, window: Duration) -> bool {
         self.within_window && self.range.is_some_and(|r| r > window)
+    }
+}
+
+/// `5 min`, `1 h`, `90 s`.
+fn span(d: Duration) -> String {
+    match d.as_secs() {
+        s if s % 3600 == 0 => format!("{} h", s / 3600),
+        s if s % 60 == 0 => format!("{} min", s / 60),
+        s => format!("{s} s"),
     }
 }
 

@@ -411,7 +411,8 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             s.id.clone(),
             SignalDef {
                 id: s.id,
-                title: s.title,
+                title: SignalDef::titled(&s.title, range),
+                bare_title: s.title,
                 unit: s.unit,
                 description: s.description,
                 kind,
