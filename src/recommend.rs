@@ -93,9 +93,10 @@ const QUEUED: f64 = 1.0;
 /// A rise of inter-token latency or prompt throughput against the baseline that counts.
 const ROSE: f64 = 1.5;
 
-/// Rules whose findings get experiment cards beyond the one their `recommend` names, and the
-/// levers their evidence rules out.
-pub const LEVER_RULES: &[&str] = &["kv-cache-pressure", "recompute-thrashing", "load-exceeds-capacity", "prefill-starvation", "slow-decode"];
+/// The cards a rule may ask for beside its `recommend` (`also_size`): a larger KV cache and more
+/// replicas for KV pressure, a higher max_num_seqs and more replicas for a queue, a smaller step
+/// budget where prefills slow decode.
+pub const CARDS: &[&str] = &["kv_blocks", "replicas_for_kv", "more_seqs", "replicas_for_queue", "step_budget"];
 
 pub fn recommend(kind: &str, inp: &Inputs) -> Option<Recommendation> {
     match kind {
@@ -105,23 +106,21 @@ pub fn recommend(kind: &str, inp: &Inputs) -> Option<Recommendation> {
     }
 }
 
-/// The cards a finding of `rule` gets: the one its rule's `recommend` names (`kind`), then the other
-/// levers its evidence sizes (a larger KV cache and more replicas for KV pressure; a higher
-/// max_num_seqs where the sequence cap bound with KV room, and replicas, for a queue; a smaller
-/// step budget where prefill interferes with decode).
-pub fn cards(rule: &str, kind: Option<&str>, inp: &Inputs) -> Vec<Recommendation> {
+/// The cards a finding gets: the one its rule's `recommend` names (`kind`), then the others its
+/// rule's `also_size` names ([`CARDS`]) that its evidence sizes (a higher max_num_seqs only where
+/// the sequence cap bound with KV room, a smaller step budget only where prefill interferes with
+/// decode).
+pub fn cards(kind: Option<&str>, also: &[String], inp: &Inputs) -> Vec<Recommendation> {
     let mut out: Vec<Recommendation> = kind.and_then(|k| recommend(k, inp)).into_iter().collect();
-    match rule {
-        "kv-cache-pressure" | "recompute-thrashing" => {
-            out.extend(kv_size(inp));
-            out.extend(replicas(inp, kv_confidence(inp)));
-        }
-        "load-exceeds-capacity" => {
-            out.extend(raise_max_num_seqs(inp));
-            out.extend(replicas(inp, queue_confidence(inp)));
-        }
-        "slow-decode" => out.extend(prefill_interference(inp)),
-        _ => {}
+    for card in also {
+        out.extend(match card.as_str() {
+            "kv_blocks" => kv_size(inp),
+            "replicas_for_kv" => replicas(inp, kv_confidence(inp)),
+            "more_seqs" => raise_max_num_seqs(inp),
+            "replicas_for_queue" => replicas(inp, queue_confidence(inp)),
+            "step_budget" => prefill_interference(inp),
+            _ => None,
+        });
     }
     out
 }
@@ -500,10 +499,8 @@ pub fn align_card(replica: &str, cap: f64, waiting: f64, peers: f64, peers_cappe
 /// room. Where the binding was read ([`Inputs::held`]) it decides whether the sequence cap bound (a
 /// cap that bound is never said not to have), and no KV lever is ruled out for a model the KV
 /// cache bound.
-pub fn wont_help(rule: &str, inp: &Inputs) -> Vec<WontHelp> {
-    if !LEVER_RULES.contains(&rule) {
-        return Vec::new();
-    }
+/// The levers the evidence rules out, for a rule with `rules_out_levers`.
+pub fn wont_help(inp: &Inputs) -> Vec<WontHelp> {
     let mut out = Vec::new();
     let kv = inp.kv_usage_max.filter(|v| v.is_finite());
     let held = |limit: LimitKind| inp.held.as_ref().and_then(|h| h.get(&limit).copied());
@@ -559,6 +556,28 @@ pub fn cache_config(samples: &[crate::source::Sample], group_by: &[String]) -> B
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `also_size` and `rules_out_levers` of the built-in rules these tests name, as
+    /// rules/*.toml set them (this layer sits below the rules; tests/rules_test.rs and the
+    /// recordings check the pack end to end).
+    fn pack(rule: &str) -> (Vec<String>, bool) {
+        let also: &[&str] = match rule {
+            "kv-cache-pressure" | "recompute-thrashing" => &["kv_blocks", "replicas_for_kv"],
+            "load-exceeds-capacity" => &["more_seqs", "replicas_for_queue"],
+            "slow-decode" => &["step_budget"],
+            _ => &[],
+        };
+        let levers = matches!(rule, "kv-cache-pressure" | "recompute-thrashing" | "load-exceeds-capacity" | "prefill-starvation" | "slow-decode");
+        (also.iter().map(|a| a.to_string()).collect(), levers)
+    }
+
+    fn rule_cards(rule: &str, kind: Option<&str>, inp: &Inputs) -> Vec<Recommendation> {
+        cards(kind, &pack(rule).0, inp)
+    }
+
+    fn rule_wont_help(rule: &str, inp: &Inputs) -> Vec<WontHelp> {
+        if pack(rule).1 { wont_help(inp) } else { Vec::new() }
+    }
 
     #[test]
     fn max_num_seqs_shows_its_arithmetic() {
@@ -680,7 +699,7 @@ mod tests {
 
     #[test]
     fn kv_pressure_gets_three_cards_each_with_flag_from_to_tradeoff_and_confidence() {
-        let cards = cards("kv-cache-pressure", Some("max_num_seqs"), &kv_pressure());
+        let cards = rule_cards("kv-cache-pressure", Some("max_num_seqs"), &kv_pressure());
         let flags: Vec<&str> = cards.iter().map(|c| c.flag.as_str()).collect();
         assert_eq!(flags, ["--max-num-seqs", "--gpu-memory-utilization / --kv-cache-memory-bytes", "replicas"]);
         for c in &cards {
@@ -743,7 +762,7 @@ mod tests {
 
     #[test]
     fn a_pinned_sequence_cap_with_kv_room_gets_a_higher_max_num_seqs_from_its_plateau() {
-        let cards = cards("load-exceeds-capacity", None, &seq_cap());
+        let cards = rule_cards("load-exceeds-capacity", None, &seq_cap());
         let c = card(&cards, "--max-num-seqs").expect("a max_num_seqs card");
         // 3.9 / 0.975 = 4 (the plateau); 4 x 0.9 / 0.1 = 36
         assert_eq!((c.from.as_str(), c.to.as_str()), ("4 (the running plateau)", "36"));
@@ -772,7 +791,7 @@ mod tests {
             running_per_replica: Some(40.0),
             ..Inputs::default()
         };
-        let c = card(&cards("slow-decode", None, &inp), "--max-num-batched-tokens").cloned().expect("a budget card");
+        let c = card(&rule_cards("slow-decode", None, &inp), "--max-num-batched-tokens").cloned().expect("a budget card");
         // 40 + 512 = 552 -> 1024
         assert_eq!((c.from.as_str(), c.value.as_str()), ("unknown", "1024"));
         assert_eq!(c.confidence.level, ConfidenceLevel::High);
@@ -797,42 +816,42 @@ mod tests {
 
     #[test]
     fn more_kv_memory_wont_help_when_the_cache_never_passed_sixty_percent() {
-        let lines = wont_help("load-exceeds-capacity", &seq_cap());
+        let lines = rule_wont_help("load-exceeds-capacity", &seq_cap());
         assert!(lines.iter().any(|w| w.lever == "more KV memory" && w.why.contains("peaked at 10%")), "{lines:#?}");
-        let lines = wont_help("load-exceeds-capacity", &Inputs { kv_usage_max: Some(0.7), ..seq_cap() });
+        let lines = rule_wont_help("load-exceeds-capacity", &Inputs { kv_usage_max: Some(0.7), ..seq_cap() });
         assert!(!lines.iter().any(|w| w.lever == "more KV memory"), "{lines:#?}");
     }
 
     #[test]
     fn a_lower_max_num_seqs_wont_help_when_the_sequence_cap_did_not_bind() {
         let loose = Inputs { running_fill: Some(0.6), kv_usage_max: Some(0.5), ..Inputs::default() };
-        assert!(wont_help("slow-decode", &loose).iter().any(|w| w.lever == "a lower max_num_seqs"));
+        assert!(rule_wont_help("slow-decode", &loose).iter().any(|w| w.lever == "a lower max_num_seqs"));
         // Pinned at the cap, or the KV cache preempting: the cap is a lever.
-        assert!(!wont_help("slow-decode", &Inputs { running_fill: Some(0.95), ..loose.clone() }).iter().any(|w| w.lever == "a lower max_num_seqs"));
-        assert!(!wont_help("kv-cache-pressure", &kv_pressure()).iter().any(|w| w.lever == "a lower max_num_seqs"));
+        assert!(!rule_wont_help("slow-decode", &Inputs { running_fill: Some(0.95), ..loose.clone() }).iter().any(|w| w.lever == "a lower max_num_seqs"));
+        assert!(!rule_wont_help("kv-cache-pressure", &kv_pressure()).iter().any(|w| w.lever == "a lower max_num_seqs"));
         // The binding, where read, decides: a cap that bound is never said not to have, whatever
         // the running batch's average against its peak (a 200-replica fleet's mean fill read 70%
         // while the cap bound 87% of the window).
         let bound = Inputs { held: Some([(LimitKind::MaxNumSeqs, 0.87)].into_iter().collect()), ..loose.clone() };
-        assert!(!wont_help("slow-decode", &bound).iter().any(|w| w.lever == "a lower max_num_seqs"), "{:?}", wont_help("slow-decode", &bound));
+        assert!(!rule_wont_help("slow-decode", &bound).iter().any(|w| w.lever == "a lower max_num_seqs"), "{:?}", rule_wont_help("slow-decode", &bound));
         let unbound = Inputs { held: Some(BTreeMap::new()), running_fill: Some(0.95), ..loose.clone() };
-        assert!(wont_help("slow-decode", &unbound).iter().any(|w| w.why.starts_with("the sequence cap did not bind")));
+        assert!(rule_wont_help("slow-decode", &unbound).iter().any(|w| w.why.starts_with("the sequence cap did not bind")));
     }
 
     #[test]
     fn a_quantised_kv_cache_wont_help_when_the_queue_had_kv_headroom() {
-        let lines = wont_help("load-exceeds-capacity", &seq_cap());
+        let lines = rule_wont_help("load-exceeds-capacity", &seq_cap());
         assert!(lines.iter().any(|w| w.flag == "--kv-cache-dtype fp8" && w.why.starts_with("20 requests waited")), "{lines:#?}");
         // A full cache with a queue: fewer bytes per block is a lever there.
-        assert!(wont_help("kv-cache-pressure", &kv_pressure()).is_empty());
+        assert!(rule_wont_help("kv-cache-pressure", &kv_pressure()).is_empty());
         // Nothing about the KV cache is ruled out where the binding says it bound.
         let kv_bound = Inputs { held: Some([(LimitKind::KvCache, 0.4)].into_iter().collect()), ..seq_cap() };
-        assert!(wont_help("load-exceeds-capacity", &kv_bound).iter().all(|w| !w.flag.contains("kv-cache")), "{:?}", wont_help("load-exceeds-capacity", &kv_bound));
+        assert!(rule_wont_help("load-exceeds-capacity", &kv_bound).iter().all(|w| !w.flag.contains("kv-cache")), "{:?}", rule_wont_help("load-exceeds-capacity", &kv_bound));
     }
 
     #[test]
     fn rules_without_a_lever_get_no_cards_and_no_wont_help_lines() {
-        assert!(cards("http-errors", None, &seq_cap()).is_empty());
-        assert!(wont_help("http-errors", &seq_cap()).is_empty());
+        assert!(rule_cards("http-errors", None, &seq_cap()).is_empty());
+        assert!(rule_wont_help("http-errors", &seq_cap()).is_empty());
     }
 }

@@ -21,21 +21,16 @@
 //! outlasts the limit keeps its severity and is tied to the start (`preceded_by`) when nothing else
 //! dated it.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, TimeZone, Utc};
 
 use crate::events::ReplicaLatency;
+use crate::rules::{ColdStartReach, RuleSet};
 use crate::report::{ColdStart, Event, EventKind, Finding, PrecededBy, Severity, Step, TimeRange};
 
 /// The threshold naming the longest warm-up, seconds.
 pub const THRESHOLD: &str = crate::rules::COLD_START_WARM_UP;
 /// Its value when the rule pack does not set it: 10 minutes.
 pub const DEFAULT_LIMIT_SECONDS: f64 = 600.0;
-/// The model-wide findings a cold start can explain.
-const MODEL_WIDE: &[&str] = &["slow-prefill", "slow-decode", "slo-burn"];
-/// The findings naming a replica that a cold start of that replica explains.
-const ABOUT_A_REPLICA: &[&str] = &["replica-outlier"];
 /// The peers' window median over their baseline median under which the rest of the model is
 /// unchanged.
 const PEERS_UNCHANGED: f64 = 1.2;
@@ -170,7 +165,8 @@ fn names_replica(f: &Finding, replica: &str) -> bool {
 }
 
 /// Turn what a cold start explains into info, and tie what outlasted the warm-up to its start.
-pub fn apply(findings: &mut [Finding], events: &[Event], series: &[ReplicaLatency], window: &TimeRange, thresholds: &BTreeMap<String, f64>) {
+pub fn apply(findings: &mut [Finding], events: &[Event], series: &[ReplicaLatency], window: &TimeRange, rules: &RuleSet) {
+    let thresholds = &rules.thresholds;
     let th = |name: &str, default: f64| thresholds.get(name).copied().filter(|v| v.is_finite() && *v > 0.0).unwrap_or(default);
     let bars = Bars {
         ratio: th("replica_outlier_high", 2.0),
@@ -184,9 +180,10 @@ pub fn apply(findings: &mut [Finding], events: &[Event], series: &[ReplicaLatenc
     }
     for f in findings.iter_mut().filter(|f| f.severity >= Severity::Warning) {
         let on_scope: Vec<&Warm> = warm.iter().filter(|w| events[w.event].scope.iter().all(|(k, v)| f.scope.get(k) == Some(v))).collect();
-        let about: Vec<&Warm> = if ABOUT_A_REPLICA.contains(&f.rule.as_str()) {
+        let reach = rules.rule(&f.rule).and_then(|r| r.cold_start);
+        let about: Vec<&Warm> = if reach == Some(ColdStartReach::Replica) {
             on_scope.iter().copied().filter(|w| names_replica(f, &w.replica)).collect()
-        } else if MODEL_WIDE.contains(&f.rule.as_str()) {
+        } else if reach == Some(ColdStartReach::Model) {
             let cold: Vec<&str> = on_scope.iter().map(|w| w.replica.as_str()).collect();
             if peers_unchanged(&events[on_scope.first().map(|w| w.event).unwrap_or_default()].scope, &cold, series, window) {
                 on_scope
@@ -228,6 +225,13 @@ pub fn apply(findings: &mut [Finding], events: &[Event], series: &[ReplicaLatenc
 mod tests {
     use super::*;
     use crate::report::Scope;
+    use std::collections::BTreeMap;
+
+    /// The built-in pack (what a cold start explains is its rules' `cold_start`), with these
+    /// thresholds only.
+    fn rules(thresholds: BTreeMap<String, f64>) -> RuleSet {
+        RuleSet { thresholds, ..crate::rules::load_builtin().unwrap() }
+    }
 
     const T0: f64 = 1_768_464_000.0; // the baseline's start
     const STEP: f64 = 60.0;
@@ -278,7 +282,7 @@ mod tests {
     fn a_replica_slow_for_its_first_minutes_then_like_its_peers_is_a_cold_start() {
         let events = [restart(40, "b")];
         let mut fs = vec![outlier("b"), Finding::bare("kv-cache-pressure", Severity::Warning, scope())];
-        apply(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &BTreeMap::new());
+        apply(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &rules(BTreeMap::new()));
         let cold = fs.iter().find(|f| f.rule == "replica-outlier").unwrap();
         assert_eq!(cold.severity, Severity::Info);
         let note = cold.cold_start.as_ref().expect("a cold start note");
@@ -295,7 +299,7 @@ mod tests {
     fn a_slowdown_that_outlasts_the_warm_up_stays_a_warning_tied_to_the_restart() {
         let events = [restart(40, "b")];
         let mut fs = vec![outlier("b")];
-        apply(&mut fs, &events, &fleet(41, 14, 5.0), &window(), &BTreeMap::new());
+        apply(&mut fs, &events, &fleet(41, 14, 5.0), &window(), &rules(BTreeMap::new()));
         assert_eq!(fs[0].severity, Severity::Warning);
         assert!(fs[0].cold_start.is_none());
         assert!(fs[0].steps[0].text().starts_with("Not a cold start: b (re)started"), "{:?}", fs[0].steps);
@@ -303,7 +307,7 @@ mod tests {
         // The threshold is the rule pack's: a longer allowance makes it a cold start.
         let mut fs = vec![outlier("b")];
         let th: BTreeMap<String, f64> = [(THRESHOLD.to_string(), 1200.0)].into_iter().collect();
-        apply(&mut fs, &events, &fleet(41, 14, 5.0), &window(), &th);
+        apply(&mut fs, &events, &fleet(41, 14, 5.0), &window(), &rules(th));
         assert_eq!(fs[0].severity, Severity::Info);
     }
 
@@ -311,10 +315,10 @@ mod tests {
     fn another_replica_named_or_a_slowdown_long_after_the_start_is_not_the_start() {
         let events = [restart(40, "b")];
         let mut fs = vec![outlier("c")];
-        apply(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &BTreeMap::new());
+        apply(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &rules(BTreeMap::new()));
         assert_eq!((fs[0].severity, fs[0].preceded_by.is_none()), (Severity::Warning, true));
         let mut fs = vec![outlier("b")];
-        apply(&mut fs, &events, &fleet(50, 4, 5.0), &window(), &BTreeMap::new());
+        apply(&mut fs, &events, &fleet(50, 4, 5.0), &window(), &rules(BTreeMap::new()));
         assert_eq!((fs[0].severity, fs[0].cold_start.is_none()), (Severity::Warning, true));
     }
 
@@ -322,13 +326,13 @@ mod tests {
     fn a_model_wide_slowdown_is_a_cold_start_only_when_the_other_replicas_stayed_at_baseline() {
         let events = [restart(40, "b")];
         let mut fs = vec![Finding::bare("slow-prefill", Severity::Warning, scope())];
-        apply(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &BTreeMap::new());
+        apply(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &rules(BTreeMap::new()));
         assert_eq!(fs[0].severity, Severity::Info);
         // The peers slowed too: the model has a problem of its own.
         let mut series = fleet(41, 4, 5.0);
         series[0] = replica("a", 0.2, |i| if i >= 30 { 1.5 } else { 1.0 });
         let mut fs = vec![Finding::bare("slow-prefill", Severity::Warning, scope())];
-        apply(&mut fs, &events, &series, &window(), &BTreeMap::new());
+        apply(&mut fs, &events, &series, &window(), &rules(BTreeMap::new()));
         assert_eq!(fs[0].severity, Severity::Warning);
     }
 
@@ -336,7 +340,7 @@ mod tests {
     fn still_slow_at_the_window_end_inside_the_limit_is_a_cold_start_under_way() {
         let events = [restart(55, "b")];
         let mut fs = vec![outlier("b")];
-        apply(&mut fs, &events, &fleet(56, 10, 5.0), &window(), &BTreeMap::new());
+        apply(&mut fs, &events, &fleet(56, 10, 5.0), &window(), &rules(BTreeMap::new()));
         assert_eq!(fs[0].severity, Severity::Info);
         let note = fs[0].cold_start.as_ref().unwrap();
         assert!(note.warm.is_none() && note.text.starts_with("cold start under way"), "{note:?}");

@@ -78,11 +78,11 @@ fn correlate(f: &mut [Finding], c: &Finish) {
 }
 
 fn cold_start(f: &mut [Finding], c: &Finish) {
-    cold_start::apply(f, c.events, c.latency, &c.p.window, &c.rules.thresholds);
+    cold_start::apply(f, c.events, c.latency, &c.p.window, c.rules);
 }
 
 fn replica_cause(f: &mut [Finding], c: &Finish) {
-    replica_cause::apply(f, c.replicas, c.table, &c.rules.thresholds, c.p);
+    replica_cause::apply(f, c.replicas, c.table, c.rules, c.p);
 }
 
 fn gpu_reasons(f: &mut [Finding], _: &Finish) {

@@ -159,7 +159,7 @@ pub fn plan(findings: &[Finding], rules: &RuleSet, plan: &SignalPlan, selector: 
     plan_trends(findings, rules, plan, selector, p, &mut out);
     out.breakdowns = findings.iter().map(|f| plan_breakdown(f, rules, plan, selector, p)).collect();
     let recommending: BTreeSet<Scope> =
-        findings.iter().filter(|f| rules.rule(&f.rule).is_some_and(|r| r.recommend.is_some())).map(|f| base_scope(&f.scope, &p.group_by)).collect();
+        findings.iter().filter(|f| rules.rule(&f.rule).is_some_and(|r| r.recommend.is_some() || r.also_size.iter().any(|c| c == "kv_blocks"))).map(|f| base_scope(&f.scope, &p.group_by)).collect();
     let info = signals::spellings("vllm:cache_config_info");
     if !recommending.is_empty() && window_names.iter().any(|n| info.contains(n)) {
         let name = signals::pick(&["vllm:cache_config_info".to_string()], window_names).cloned().unwrap_or_default();
@@ -277,8 +277,8 @@ pub fn apply(
                 None => f.replicas = Some(unread("the per-replica query was not answered".to_string())),
             }
         }
-        let kind = rules.rule(&f.rule).and_then(|r| r.recommend.clone());
-        if kind.is_some() || crate::recommend::LEVER_RULES.contains(&f.rule.as_str()) {
+        let Some(def) = rules.rule(&f.rule) else { continue };
+        if def.recommend.is_some() || !def.also_size.is_empty() || def.rules_out_levers {
             let base: Scope = f.scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
             let mut inputs = recommend_inputs(table, &base, cache.get(&base).copied(), f.replicas.as_ref().map(|r| r.total as f64));
             if let Some((sized_on, running, kv)) = sized_on(f, replicas.get(&base), &p.replica_label) {
@@ -289,8 +289,10 @@ pub fn apply(
             inputs.held = binding.iter().find(|b| b.scope == base).map(|b| {
                 b.shares.iter().filter(|(k, share)| **k != crate::report::LimitKind::None && **share >= super::binding::HELD_FLOOR).map(|(k, v)| (*k, *v)).collect()
             });
-            f.recommendations.extend(crate::recommend::cards(&f.rule, kind.as_deref(), &inputs));
-            f.wont_help = crate::recommend::wont_help(&f.rule, &inputs);
+            f.recommendations.extend(crate::recommend::cards(def.recommend.as_deref(), &def.also_size, &inputs));
+            if def.rules_out_levers {
+                f.wont_help = crate::recommend::wont_help(&inputs);
+            }
         }
     }
 }

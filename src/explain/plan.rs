@@ -194,7 +194,7 @@ fn read_plan(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived]
 /// recommends).
 pub fn needed_signals(rules: &RuleSet) -> BTreeSet<String> {
     let mut needed: BTreeSet<String> = rules.rules.iter().flat_map(|r| r.signals()).collect();
-    if rules.rules.iter().any(|r| r.recommend.is_some()) {
+    if rules.rules.iter().any(|r| r.recommend.is_some() || !r.also_size.is_empty() || r.rules_out_levers) {
         needed.extend(RECOMMENDATION_INPUTS.iter().filter(|s| rules.signals.contains_key(**s)).map(|s| s.to_string()));
     }
     // The time by hop reads its means whatever the rules read (src/explain/hops.rs).

@@ -17,8 +17,6 @@ use super::binding::{cap_slack, ReplicaRead};
 use crate::report::{Finding, LimitKind, ReplicaCause, ReplicaCauseKind, RunParams, Scope, Severity, Step};
 use crate::rules::eval::SignalTable;
 
-/// The findings about one replica this stage explains.
-pub const ABOUT_A_REPLICA: &[&str] = &["replica-outlier", "slow-decode"];
 /// A running batch at least this many times its peers' median is a larger batch (and at least
 /// `replica_running_gap` requests more: a ratio of near-idle batches is chance); it is their load
 /// only when the replica also generates at least this many times their tokens per second. A replica
@@ -136,11 +134,12 @@ fn explain(f: &mut Finding, cause: &Cause, rc: ReplicaCause) {
 
 /// Classify every finding about one replica. `reads`: each model's replicas, from
 /// [`super::binding::replicas`]. A finding already explained as a cold start is left alone.
-pub fn apply(findings: &mut [Finding], reads: &BTreeMap<Scope, Vec<ReplicaRead>>, table: &SignalTable, thresholds: &BTreeMap<String, f64>, p: &RunParams) {
+pub fn apply(findings: &mut [Finding], reads: &BTreeMap<Scope, Vec<ReplicaRead>>, table: &SignalTable, rules: &crate::rules::RuleSet, p: &RunParams) {
+    let thresholds = &rules.thresholds;
     let gap = thresholds.get(RUNNING_GAP).copied().unwrap_or(DEFAULT_RUNNING_GAP);
     let label = &p.replica_label;
     let mut lowered = false;
-    for f in findings.iter_mut().filter(|f| ABOUT_A_REPLICA.contains(&f.rule.as_str()) && f.cold_start.is_none()) {
+    for f in findings.iter_mut().filter(|f| rules.rule(&f.rule).is_some_and(|r| r.replica_cause) && f.cold_start.is_none()) {
         let Some(replica) = f.scope.get(label).cloned() else { continue };
         let model: Scope = f.scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
         let Some(reps) = reads.get(&model) else { continue };
@@ -209,7 +208,8 @@ mod tests {
     fn run(f: Finding, reads: Vec<ReplicaRead>, table: &SignalTable) -> Finding {
         let mut fs = vec![f];
         let by: BTreeMap<Scope, Vec<ReplicaRead>> = [(model(), reads)].into_iter().collect();
-        apply(&mut fs, &by, table, &BTreeMap::new(), &params());
+        let rules = crate::rules::RuleSet { thresholds: BTreeMap::new(), ..crate::rules::load_builtin().unwrap() };
+        apply(&mut fs, &by, table, &rules, &params());
         fs.remove(0)
     }
 

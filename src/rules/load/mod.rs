@@ -90,6 +90,14 @@ struct RawRule {
     #[serde(default)]
     recommend: Option<String>,
     #[serde(default)]
+    also_size: Vec<String>,
+    #[serde(default)]
+    rules_out_levers: bool,
+    #[serde(default)]
+    cold_start: Option<model::ColdStartReach>,
+    #[serde(default)]
+    replica_cause: bool,
+    #[serde(default)]
     stand_in: Option<RawStandIn>,
     #[serde(default)]
     core: bool,
@@ -480,6 +488,10 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             steps: r.steps.into_iter().map(|s| s.0).collect(),
             references: r.references,
             recommend: r.recommend,
+            also_size: r.also_size,
+            rules_out_levers: r.rules_out_levers,
+            cold_start: r.cold_start,
+            replica_cause: r.replica_cause,
             stand_in,
             core: r.core,
             recent,

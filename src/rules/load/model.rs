@@ -56,6 +56,20 @@ pub struct RuleDef {
     pub references: Vec<String>,
     /// A computed recommendation to attach (`max_num_seqs`, `chunked_prefill`).
     pub recommend: Option<String>,
+    /// More cards its evidence sizes, after `recommend`'s, as alternatives (`kv_blocks`,
+    /// `replicas_for_kv`, `more_seqs`, `replicas_for_queue`, `step_budget`: [`crate::recommend::CARDS`]).
+    pub also_size: Vec<String>,
+    /// The finding lists the levers its evidence rules out ("won't help": more KV memory where the
+    /// cache had room, a lower max_num_seqs where the cap did not bind, a quantised KV cache for a
+    /// queue that did not wait for blocks).
+    pub rules_out_levers: bool,
+    /// How a replica's cold start explains this rule's finding: `replica` (the finding names the
+    /// replica that started), `model` (a model-wide finding, explained when the model's other
+    /// replicas stayed at their level). None: a start never explains it away.
+    pub cold_start: Option<ColdStartReach>,
+    /// The finding may be about one replica that differs from its peers: why it differs (load,
+    /// config, hardware) is read, and its steps and card follow from it.
+    pub replica_cause: bool,
     /// How to decide when the primary signals are missing from the data (histograms relabelled away,
     /// gauge-only collectors): other conditions over the signals that do exist.
     pub stand_in: Option<StandIn>,
@@ -77,6 +91,16 @@ pub struct RuleDef {
     pub caveat: Option<Caveat>,
     /// `file:line` of the declaration.
     pub origin: String,
+}
+
+/// What a cold start explains of a rule's finding (`cold_start = "replica"` or `"model"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ColdStartReach {
+    /// A finding that names the replica that started.
+    Replica,
+    /// A model-wide finding, when the model's other replicas stayed at their baseline level.
+    Model,
 }
 
 /// One step of a rule's runbook as its file writes it: the words, and where the metrics can

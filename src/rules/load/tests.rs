@@ -300,3 +300,23 @@ fn a_rules_directorys_route_list_replaces_the_built_in_one_for_the_built_in_sign
     let e = load_with_overrides(Some(bad.path())).unwrap_err();
     assert!(e.message.contains("no route list named \"nope\""), "{e:?}");
 }
+
+#[test]
+fn a_rule_added_in_toml_gets_cards_won_t_help_cold_starts_and_replica_causes_from_its_fields() {
+    let mut set = load_builtin().unwrap();
+    let rule = |extra: &str| format!("[[rule]]\nid = \"mine\"\ntitle = \"Mine\"\nseverity = \"warning\"\n{extra}\nsummary = \"s\"\nwhen = [\"itl_p95 > 1\"]\n");
+    load_str(&mut set, "mine.toml", &rule("also_size = [\"kv_blocks\", \"replicas_for_kv\"]\nrules_out_levers = true\ncold_start = \"model\"\nreplica_cause = true")).unwrap();
+    let r = set.rule("mine").unwrap();
+    assert_eq!(r.also_size, ["kv_blocks", "replicas_for_kv"]);
+    assert!(r.rules_out_levers && r.replica_cause);
+    assert_eq!(r.cold_start, Some(ColdStartReach::Model));
+    let plain = set.rule("http-errors").unwrap();
+    assert!(plain.also_size.is_empty() && !plain.rules_out_levers && !plain.replica_cause && plain.cold_start.is_none());
+    let mut typo = load_builtin().unwrap();
+    load_str(&mut typo, "mine.toml", &rule("also_size = [\"kv_block\"]")).unwrap();
+    let e = validate(&typo).unwrap_err();
+    assert!(e.message.contains("unknown card \"kv_block\"") && e.message.contains("kv_blocks"), "{e}");
+    assert_eq!(e.file, "mine.toml", "{e}");
+    let e = load_str(&mut load_builtin().unwrap(), "mine.toml", &rule("cold_start = \"pod\"")).unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("mine.toml", 5), "{e}");
+}

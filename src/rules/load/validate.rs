@@ -259,6 +259,11 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
                 return Err(fail(format!("rule {}: unknown recommendation {rec:?} (known: {})", r.id, crate::recommend::KNOWN.join(", "))));
             }
         }
+        for card in &r.also_size {
+            if !crate::recommend::CARDS.contains(&card.as_str()) {
+                return Err(fail(format!("rule {}: also_size: unknown card {card:?} (known: {})", r.id, crate::recommend::CARDS.join(", "))));
+            }
+        }
         for s in &r.supersedes {
             if set.rule(s).is_none() {
                 return Err(fail(format!("rule {}: supersedes unknown rule {s:?}", r.id)));
