@@ -45,7 +45,7 @@ unset GITHUB_STEP_SUMMARY VLLM_DIAG_PROMETHEUS_URL VLLM_DIAG_BEARER_TOKEN VLLM_D
 # Every test target of `cargo test --workspace --all-targets`, built once and run two at a time
 # (many wait on servers they start; one after another they left a core idle), each target's output
 # whole when it ends; one failing target does not hide the others' results.
-python3 scripts/run-tests.py --locked
+python3 scripts/run-tests.py --locked --features servers
 
 # Opt-in: VLLM_DIAG_INSTALL_CHECK=release (or debug) also installs the tool the way docs/install.md
 # says, `cargo install --locked --path .`, into a temporary root and runs the installed binary
@@ -62,5 +62,5 @@ esac
 # vLLM engine for about 45 minutes, 6 GB the first time) and judges the fresh run. CI replays the
 # exported samples instead (tests/real_engine.rs, above).
 if [ "${VLLM_DIAG_REAL_ENGINE:-}" = 1 ]; then
-  cargo test --locked --test real_engine -- --ignored live_lab_run
+  cargo test --locked --features servers --test real_engine -- --ignored live_lab_run
 fi

@@ -452,6 +452,16 @@ fn classify(doc: &Doc) -> Result<Kind, String> {
     }
 }
 
+/// Whether Cargo.toml builds the test target only with the `servers` feature.
+fn needs_servers(test: &str) -> bool {
+    let manifest: toml::Value = toml::from_str(&std::fs::read_to_string(root().join("Cargo.toml")).unwrap()).unwrap();
+    let targets = manifest.get("test").and_then(|t| t.as_array()).cloned().unwrap_or_default();
+    targets.iter().any(|t| {
+        t.get("name").and_then(|n| n.as_str()) == Some(test)
+            && t.get("required-features").and_then(|f| f.as_array()).is_some_and(|f| f.iter().any(|x| x.as_str() == Some("servers")))
+    })
+}
+
 fn classify_cargo(args: &[String]) -> Result<Kind, String> {
     let (own, rest) = match args.iter().position(|a| a == "--") {
         Some(at) => (&args[..at], Some(&args[at + 1..])),
@@ -471,6 +481,10 @@ fn classify_cargo(args: &[String]) -> Result<Kind, String> {
                 let file = root().join("tests").join(format!("{test}.rs"));
                 if !file.exists() {
                     return Err(format!("no test target {}", file.display()));
+                }
+                let featured = own.windows(2).any(|w| w[0] == "--features" && w[1].split(',').any(|f| f == "servers"));
+                if needs_servers(&test) && !featured {
+                    return Err(format!("cargo test --test {test}: the target starts servers and is built only with --features servers (Cargo.toml)"));
                 }
             }
             Ok(Kind::Checked)
@@ -617,6 +631,7 @@ fn the_command_reader_catches_what_it_is_meant_to() {
     for bad in [
         "scripts/bench.sh --no-such-flag",
         "cargo test --test no_such_test",
+        "cargo test --test fixtures",
         "vllm-diag explain --replay fixtures/incidents/none.json",
         "make install",
     ] {
@@ -649,5 +664,5 @@ fn the_rules_table_is_generated_from_the_rule_files() {
         std::fs::write(&path, format!("{}{table}{}", &page[..start], &page[end..])).expect("docs/rules.md is writable");
         return;
     }
-    assert_eq!(&page[start..end], table, "docs/rules.md's rules table is not the pack's: VLLM_DIAG_UPDATE_DOCS=1 cargo test --test docs rewrites it");
+    assert_eq!(&page[start..end], table, "docs/rules.md's rules table is not the pack's: VLLM_DIAG_UPDATE_DOCS=1 cargo test --features servers --test docs rewrites it");
 }

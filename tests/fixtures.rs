@@ -1,6 +1,6 @@
 //! The recorded incidents shipped in fixtures/incidents/ are real: each one, replayed, gives exactly
 //! the report a live run against a real Prometheus holding the same generated scenario gives today.
-//! Regenerate them with `VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --test fixtures`.
+//! Regenerate them with `VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --features servers --test fixtures`.
 
 mod common;
 
@@ -35,7 +35,7 @@ fn check(name: &str) {
         .unwrap();
     assert!(
         replayed.status.code() != Some(2),
-        "{name}: the shipped recording cannot be replayed; regenerate it with VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --test fixtures\n{}",
+        "{name}: the shipped recording cannot be replayed; regenerate it with VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --features servers --test fixtures\n{}",
         String::from_utf8_lossy(&replayed.stderr)
     );
     let mut replayed = json_of(&replayed);
@@ -45,7 +45,7 @@ fn check(name: &str) {
     replayed["source"]["url"] = Value::Null;
     assert_eq!(
         live, replayed,
-        "{name}: the shipped recording no longer matches a live run; if the change is intended, regenerate it with VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --test fixtures"
+        "{name}: the shipped recording no longer matches a live run; if the change is intended, regenerate it with VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --features servers --test fixtures"
     );
 }
 

@@ -394,7 +394,7 @@ fn a_model_selector_still_sees_http_errors_and_targets() {
 
 /// Run the lab from scratch (vLLM's CPU build into a cached venv, the tiny model, every phase) and
 /// judge what it produced exactly as the replayed fixtures are judged. About 45 minutes and 7 GB
-/// of disk; run it with `cargo test --test real_engine -- --ignored`.
+/// of disk; run it with `cargo test --features servers --test real_engine -- --ignored`.
 #[test]
 #[ignore = "runs a real vLLM engine for about 45 minutes (scripts/real-engine.sh); run with --ignored"]
 fn live_lab_run() {

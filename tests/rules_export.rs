@@ -238,7 +238,7 @@ fn unit_test(rule_file: &str, yaml: &str, cases: &[Case]) -> String {
 
 /// fixtures/export/: the default export and a `promtool test rules` file for it, both produced
 /// here, so the shipped files are always what the binary writes. Regenerate them with
-/// `VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --test rules_export`.
+/// `VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --features servers --test rules_export`.
 #[test]
 fn the_shipped_export_and_its_promtool_unit_test_are_current_and_pass() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/export");
@@ -256,7 +256,7 @@ fn the_shipped_export_and_its_promtool_unit_test_are_current_and_pass() {
         let shipped = std::fs::read_to_string(fixtures.join(name)).unwrap_or_default();
         assert!(
             &shipped == text,
-            "fixtures/export/{name} is not what `vllm-diag rules export` writes now; if the change is intended, regenerate it with VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --test rules_export"
+            "fixtures/export/{name} is not what `vllm-diag rules export` writes now; if the change is intended, regenerate it with VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --features servers --test rules_export"
         );
     }
     let (ok, out) = promtool(&["test", "rules", "vllm-diag.rules.test.yml"], &fixtures);

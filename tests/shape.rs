@@ -589,7 +589,7 @@ fn the_rules_table_in_the_docs_lists_every_rule_and_its_core_mark() {
         })
         .collect();
     table.sort();
-    assert_eq!(table, pack_rules(), "docs/rules.md's table (id, core) differs from rules/*.toml: VLLM_DIAG_UPDATE_DOCS=1 cargo test --test docs rewrites it");
+    assert_eq!(table, pack_rules(), "docs/rules.md's table (id, core) differs from rules/*.toml: VLLM_DIAG_UPDATE_DOCS=1 cargo test --features servers --test docs rewrites it");
 }
 
 /// The layout block of docs/architecture.md: each entry's path (`src/explain/`) and its text.
