@@ -23,6 +23,9 @@ use std::path::{Path, PathBuf};
 
 use clap::CommandFactory;
 
+#[path = "common/pack.rs"]
+mod pack;
+
 const README_MAX_LINES: usize = 400;
 
 /// Pages another branch writes, linked from here before they land. Once the file exists, its
@@ -195,7 +198,10 @@ fn the_readmes_sample_output_is_what_the_replay_prints() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let printed = String::from_utf8_lossy(&out.stdout);
     let printed: Vec<&str> = printed.trim_end().lines().collect();
-    assert_eq!(block, printed, "README.md's sample output differs from what the replay prints now: paste the new output");
+    // The same words, but for the pack's counts: a rule added to the pack does not make the README
+    // wrong (tests/common/pack.rs).
+    let words = |lines: &[&str]| pack::normalise(&lines.join("\n")).split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(words(&block), words(&printed), "README.md's sample output differs from what the replay prints now: paste the new output\n{}", printed.join("\n"));
 }
 
 #[test]

@@ -18,6 +18,7 @@ pub mod alertmanager;
 /// A misbehaving proxy in front of a real Prometheus (fault tests).
 /// Reading a lab run's windows (fleet and router runs).
 pub mod lab;
+pub mod pack;
 pub mod proxy;
 /// Running the vllm-diag binary and reading what it gave back.
 pub mod run;
