@@ -74,7 +74,7 @@ mod workload_shift;
 
 /// Which story a scenario tells about its incident model: its name in scenario files is the
 /// kebab-case of the variant (`kv-cache-pressure`). What each one is and does is in its module
-/// (see [`IncidentKind::incident`]).
+/// under `incidents/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IncidentKind {
