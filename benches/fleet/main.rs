@@ -19,6 +19,7 @@
 //! which also holds writing the answer); and for both, the client's wall time per query, which
 //! also holds encoding the answer and loopback transfer.
 
+mod args;
 mod child;
 mod data;
 mod floor;
@@ -30,38 +31,18 @@ mod vm;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use args::Args;
 use data::Fleet;
 use stats::{bytes, median, ms, Summary};
 
-/// vllm-diag's default `--concurrency`: the benchmark's `--concurrency` default, for explain and the floor client alike.
-const CONCURRENCY: usize = 8;
 /// Runs under /usr/bin/time for the peak RSS (it hardly varies).
 const RSS_RUNS: usize = 3;
-const DIAGONAL: &[&str] = &["10x1", "100x10", "1000x50"];
-const GRID: &[&str] = &["10x1", "10x10", "100x1", "100x10", "100x50", "1000x1", "1000x10", "1000x50"];
-
-struct Args {
-    fleets: Vec<Fleet>,
-    runs: usize,
-    out: PathBuf,
-    fresh: bool,
-    /// Another vllm-diag binary (the previous release) run side by side with this one.
-    previous: Option<PathBuf>,
-    /// The backends measured, each fleet against each in this order.
-    backends: Vec<Backend>,
-    /// Round-trip time added between the clients (explain, the floor) and the backend.
-    latency: Option<Duration>,
-    /// Requests in flight at once, explain's (`--concurrency`) and the floor's alike.
-    concurrency: usize,
-    /// Also measure the floor's requests with and without gzip-compressed answers.
-    gzip: bool,
-}
 
 /// The metrics backend explain and the floor run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -94,77 +75,6 @@ impl Backend {
             Backend::Victoria => "sum of trace durations (trace=1)",
         }
     }
-}
-
-const USAGE: &str = "usage: cargo bench --bench fleet -- [--sizes 10x1,100x10,1000x50 | --grid] [--runs N] [--out DIR] [--fresh] [--previous BIN] [--backend prometheus|victoria|both] [--concurrency N] [--latency MS]
-  --sizes   fleet sizes as REPLICASxMODELS (default: the diagonal 10x1,100x10,1000x50)
-  --grid    every size from 10, 100, 1000 replicas x 1, 10, 50 models (at least one replica per model)
-  --runs    timed runs per measurement and passes of the backend's work, at least (default 7; at
-            least 5); a fleet quick to diagnose gets more, until 3 s of them (at most 41)
-  --out     where data, recordings and results go (default target/bench)
-  --fresh   rebuild the cached TSDBs instead of reusing them
-  --previous BIN  also time this vllm-diag binary (e.g. the previous release), interleaved with this one
-  --backend prometheus|victoria|both  the metrics backend (default prometheus; both: each fleet against
-            Prometheus, then against VictoriaMetrics)
-  --concurrency N  requests in flight, explain's (--concurrency) and the floor's (default 8, explain's own default)
-  --latency MS  explain and the floor reach the backend through a loopback relay adding MS of round
-            trip (half each way, per chunk of bytes): a remote backend; the backend's work is
-            measured directly
-  --gzip    also send the run's requests with and without gzip-compressed answers, interleaved: the
-            client's wall time, the bytes over the wire and the backend's CPU time for each";
-
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        fleets: Vec::new(),
-        runs: 7,
-        out: Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench"),
-        fresh: false,
-        previous: None,
-        backends: vec![Backend::Prometheus],
-        latency: None,
-        concurrency: CONCURRENCY,
-        gzip: false,
-    };
-    let mut sizes: Vec<String> = DIAGONAL.iter().map(|s| s.to_string()).collect();
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut value = |flag: &str| it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
-        match a.as_str() {
-            // cargo bench appends this
-            "--bench" => {}
-            "--sizes" => sizes = value("--sizes")?.split(',').map(str::to_string).collect(),
-            "--grid" => sizes = GRID.iter().map(|s| s.to_string()).collect(),
-            "--runs" => {
-                args.runs = value("--runs")?.parse().map_err(|_| format!("--runs takes a whole number\n{USAGE}"))?;
-                if args.runs < 5 {
-                    return Err("--runs: at least 5, so that a median means something".into());
-                }
-            }
-            "--out" => args.out = PathBuf::from(value("--out")?),
-            "--fresh" => args.fresh = true,
-            "--gzip" => args.gzip = true,
-            "--previous" => args.previous = Some(PathBuf::from(value("--previous")?)),
-            "--concurrency" => {
-                args.concurrency = value("--concurrency")?.parse().ok().filter(|n| (1..=256).contains(n)).ok_or_else(|| format!("--concurrency takes 1 to 256\n{USAGE}"))?;
-            }
-            "--latency" => {
-                let ms: u64 = value("--latency")?.trim_end_matches("ms").parse().map_err(|_| format!("--latency takes milliseconds (20 or 20ms)\n{USAGE}"))?;
-                args.latency = Some(Duration::from_millis(ms));
-            }
-            "--backend" => {
-                args.backends = match value("--backend")?.as_str() {
-                    "prometheus" => vec![Backend::Prometheus],
-                    "victoria" | "victoriametrics" => vec![Backend::Victoria],
-                    "both" => vec![Backend::Prometheus, Backend::Victoria],
-                    other => return Err(format!("--backend {other:?}: expected prometheus, victoria or both\n{USAGE}")),
-                }
-            }
-            "-h" | "--help" => return Err(USAGE.to_string()),
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
-        }
-    }
-    args.fleets = sizes.iter().map(|s| Fleet::parse(s)).collect::<Result<_, _>>()?;
-    Ok(args)
 }
 
 #[derive(Serialize)]
@@ -316,13 +226,7 @@ struct Results {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

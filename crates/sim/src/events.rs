@@ -15,7 +15,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use super::{delta, IncidentKind, ScenarioSpec};
+use super::{delta, ScenarioSpec};
 
 /// What happens to the chosen replicas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
@@ -570,17 +570,11 @@ pub(crate) fn true_events(spec: &ScenarioSpec) -> Vec<TrueEvent> {
         // The state shows from the first sample after its onset.
         let first = onset + delta(spec.interval);
         let who = vec![instance(&inc.model, inc.replica)];
-        match inc.kind {
-            IncidentKind::GpuErrors if first <= end => {
-                let node = replicas
-                    .iter()
-                    .find(|x| x.model == inc.model && x.index == inc.replica)
-                    .map(|x| x.node.clone())
-                    .unwrap_or_default();
-                push(first, "gpu-error", &inc.model, who, format!("XID 79 on {node}"));
+        if first <= end {
+            let node = replicas.iter().find(|x| x.model == inc.model && x.index == inc.replica).map(|x| x.node.as_str());
+            if let Some((kind, detail)) = inc.kind.true_event(node.unwrap_or_default()) {
+                push(first, kind, &inc.model, who, detail);
             }
-            IncidentKind::TargetDown if first <= end => push(first, "target-down", &inc.model, who, String::new()),
-            _ => {}
         }
     }
     out.sort();

@@ -8,8 +8,9 @@
 //! histogram buckets, and writes OpenMetrics that `promtool tsdb create-blocks-from openmetrics`
 //! backfills. The same seed always gives the same bytes.
 //!
-//! The numbers each incident kind produces live in one table (`state.rs`, [`IncidentKind::params`]);
-//! the simulation (`sim.rs`) knows nothing about kinds, and `openmetrics.rs` only formats.
+//! Each incident kind lives in its own module under `incidents/` (its needs and the numbers of its
+//! state, [`IncidentKind::params`], in the terms `state.rs` defines); the simulation (`sim.rs`)
+//! knows nothing about kinds, and `openmetrics.rs` only formats.
 //!
 //! # The scenario file
 //!
@@ -107,6 +108,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::Deserialize;
 
 mod events;
+mod incidents;
 mod openmetrics;
 pub mod real_gpu;
 mod router;
@@ -115,7 +117,8 @@ mod state;
 
 pub use events::{EventKind, EventSpec, TrueEvent, DEFAULT_IMAGE, FIRST_GENERATION, TRUE_KINDS};
 pub use sim::GeneratedSeries;
-pub use state::{GpuParams, IncidentKind, Level, Needs, Onset, Running, Scope, SleepState, StateParams, Workload};
+pub use incidents::IncidentKind;
+pub use state::{GpuParams, Level, Needs, Onset, Running, Scope, SleepState, StateParams, Workload};
 
 /// Which generation of vLLM metric names the fleet exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
