@@ -182,12 +182,7 @@ fn the_readme_is_short_and_keeps_the_two_newcomer_commands() {
 fn the_readmes_sample_output_is_what_the_replay_prints() {
     let readme = read(Path::new("README.md"));
     let section = readme.split("## What it prints").nth(1).expect("README.md has a \"What it prints\" section");
-    let block: Vec<&str> = section
-        .lines()
-        .skip_while(|l| l.trim() != "```text")
-        .skip(1)
-        .take_while(|l| l.trim() != "```")
-        .collect();
+    let block: Vec<&str> = section.lines().skip_while(|l| l.trim() != "```text").skip(1).take_while(|l| l.trim() != "```").collect();
     assert!(block.len() > 3, "no ```text block under \"What it prints\"");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_vllm-diag"))
         .args(["explain", "--replay", "fixtures/incidents/kv-cache-pressure.json", "--no-config"])
@@ -201,7 +196,12 @@ fn the_readmes_sample_output_is_what_the_replay_prints() {
     // The same words, but for the pack's counts: a rule added to the pack does not make the README
     // wrong (tests/common/pack.rs).
     let words = |lines: &[&str]| pack::normalise(&lines.join("\n")).split_whitespace().map(str::to_string).collect::<Vec<_>>();
-    assert_eq!(words(&block), words(&printed), "README.md's sample output differs from what the replay prints now: paste the new output\n{}", printed.join("\n"));
+    assert_eq!(
+        words(&block),
+        words(&printed),
+        "README.md's sample output differs from what the replay prints now: paste the new output\n{}",
+        printed.join("\n")
+    );
 }
 
 #[test]
@@ -251,10 +251,7 @@ fn every_relative_link_points_to_a_file_and_heading_that_exist() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
     assert!(checked >= 20, "only {checked} relative links found: is the link reader still reading the pages?");
     for elsewhere in WRITTEN_ELSEWHERE {
-        assert!(
-            !root().join(elsewhere).exists(),
-            "{elsewhere} exists now: remove it from WRITTEN_ELSEWHERE in tests/docs.rs so its links are checked"
-        );
+        assert!(!root().join(elsewhere).exists(), "{elsewhere} exists now: remove it from WRITTEN_ELSEWHERE in tests/docs.rs so its links are checked");
     }
 }
 
@@ -407,9 +404,7 @@ fn doc_line(line: usize, text: &str) -> Doc {
 
 /// `NAME=value` before a command: an environment variable for it.
 fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-    })
+    word.split_once('=').is_some_and(|(name, _)| !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
 }
 
 fn all_commands() -> Vec<Doc> {
@@ -670,5 +665,9 @@ fn the_rules_table_is_generated_from_the_rule_files() {
         std::fs::write(&path, format!("{}{table}{}", &page[..start], &page[end..])).expect("docs/rules.md is writable");
         return;
     }
-    assert_eq!(&page[start..end], table, "docs/rules.md's rules table is not the pack's: VLLM_DIAG_UPDATE_DOCS=1 cargo test --features servers --test docs rewrites it");
+    assert_eq!(
+        &page[start..end],
+        table,
+        "docs/rules.md's rules table is not the pack's: VLLM_DIAG_UPDATE_DOCS=1 cargo test --features servers --test docs rewrites it"
+    );
 }

@@ -16,11 +16,7 @@ use vllm_diag::rules::export::{self, yaml_quote};
 /// Run `vllm-diag rules export` with `args`; returns (exit code, stdout, stderr).
 fn run_export(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("vllm-diag").unwrap().args(["rules", "export"]).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
 }
 
 /// One alerting rule as the file writes it.
@@ -263,7 +259,11 @@ fn the_shipped_export_and_its_promtool_unit_test_are_current_and_pass() {
     assert_eq!(header(&shipped), header(&yaml), "fixtures/export/vllm-diag.rules.yml's header is not what `vllm-diag rules export` writes now; {regenerate}");
     let now: BTreeSet<String> = alerts(&yaml).into_iter().skip(1).collect();
     for alert in alerts(&shipped).iter().skip(1) {
-        assert!(now.contains(alert), "fixtures/export/vllm-diag.rules.yml: the alert {} is not what `vllm-diag rules export` writes now; {regenerate}", alert.lines().next().unwrap_or_default());
+        assert!(
+            now.contains(alert),
+            "fixtures/export/vllm-diag.rules.yml: the alert {} is not what `vllm-diag rules export` writes now; {regenerate}",
+            alert.lines().next().unwrap_or_default()
+        );
     }
     let test = unit_test("vllm-diag.rules.yml", &shipped, &[ASLEEP, SHIFT]);
     assert!(

@@ -145,4 +145,3 @@ pub fn parse() -> Args {
         gzip: cli.gzip,
     }
 }
-

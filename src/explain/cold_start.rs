@@ -24,8 +24,8 @@
 use chrono::{DateTime, TimeZone, Utc};
 
 use crate::events::ReplicaLatency;
-use crate::rules::{ColdStartReach, RuleSet};
 use crate::report::{ColdStart, Event, EventKind, Finding, PrecededBy, Severity, Step, TimeRange};
+use crate::rules::{ColdStartReach, RuleSet};
 
 /// The threshold naming the longest warm-up, seconds.
 pub const THRESHOLD: &str = crate::rules::COLD_START_WARM_UP;
@@ -106,7 +106,8 @@ fn warm_ups(events: &[Event], series: &[ReplicaLatency], window: &TimeRange, bar
     for (ei, e) in events.iter().enumerate().filter(|(_, e)| kinds_that_start(e.kind) && e.time <= window.end) {
         for replica in &e.replicas {
             let Some(me) = series.iter().find(|s| s.scope == e.scope && s.replica == *replica) else { continue };
-            let peers: Vec<&ReplicaLatency> = series.iter().filter(|s| s.scope == e.scope && !started.iter().any(|(sc, r)| **sc == s.scope && *r == s.replica)).collect();
+            let peers: Vec<&ReplicaLatency> =
+                series.iter().filter(|s| s.scope == e.scope && !started.iter().any(|(sc, r)| **sc == s.scope && *r == s.replica)).collect();
             // The replica's own start lies between the event's first and last change.
             let t0 = e.time.timestamp() as f64;
             let points = judge_points(me, &peers, t0, bars);

@@ -59,7 +59,8 @@ impl FollowUps {
 /// ends where the window starts and the window's steps fall on the baseline's grid: the server then
 /// reads the series once, and each window gets its points from it ([`Cut::Span`]).
 fn joined(b: &Request, w: &Request) -> Option<Request> {
-    let (Request::Range { query: qb, start: bs, end: be, step_seconds: sb }, Request::Range { query: qw, start: ws, end: we, step_seconds: sw }) = (b, w) else {
+    let (Request::Range { query: qb, start: bs, end: be, step_seconds: sb }, Request::Range { query: qw, start: ws, end: we, step_seconds: sw }) = (b, w)
+    else {
         return None;
     };
     let aligned = *sb > 0 && (*ws - *bs).num_milliseconds() % (*sb as i64 * 1000) == 0;
@@ -158,8 +159,11 @@ pub fn plan(findings: &[Finding], rules: &RuleSet, plan: &SignalPlan, selector: 
     let mut out = FollowUps::default();
     plan_trends(findings, rules, plan, selector, p, &mut out);
     out.breakdowns = findings.iter().map(|f| plan_breakdown(f, rules, plan, selector, p)).collect();
-    let recommending: BTreeSet<Scope> =
-        findings.iter().filter(|f| rules.rule(&f.rule).is_some_and(|r| r.recommend.is_some() || r.also_size.iter().any(|c| c == "kv_blocks"))).map(|f| base_scope(&f.scope, &p.group_by)).collect();
+    let recommending: BTreeSet<Scope> = findings
+        .iter()
+        .filter(|f| rules.rule(&f.rule).is_some_and(|r| r.recommend.is_some() || r.also_size.iter().any(|c| c == "kv_blocks")))
+        .map(|f| base_scope(&f.scope, &p.group_by))
+        .collect();
     let info = signals::spellings("vllm:cache_config_info");
     if !recommending.is_empty() && window_names.iter().any(|n| info.contains(n)) {
         let name = signals::pick(&["vllm:cache_config_info".to_string()], window_names).cloned().unwrap_or_default();
@@ -265,7 +269,14 @@ pub fn apply(
         if let Some((req, signal)) = b {
             // A damaged or missing answer leaves which replicas are affected not evaluated, with
             // why: never a finding quietly without its breakdown (the warning is explain's).
-            let unread = |why: String| Replicas { label: p.replica_label.clone(), affected: Vec::new(), total: 0, signal: signal.clone(), limit: String::new(), not_evaluated: Some(why) };
+            let unread = |why: String| Replicas {
+                label: p.replica_label.clone(),
+                affected: Vec::new(),
+                total: 0,
+                signal: signal.clone(),
+                limit: String::new(),
+                not_evaluated: Some(why),
+            };
             match answers.get(req) {
                 Some(Ok(Response { data: Data::Vector(samples), .. })) => {
                     if let Some(e) = f.evidence.iter().find(|e| &e.signal == signal) {
@@ -287,7 +298,11 @@ pub fn apply(
                 inputs.sized_on = Some(sized_on);
             }
             inputs.held = binding.iter().find(|b| b.scope == base).map(|b| {
-                b.shares.iter().filter(|(k, share)| **k != crate::report::LimitKind::None && **share >= super::binding::HELD_FLOOR).map(|(k, v)| (*k, *v)).collect()
+                b.shares
+                    .iter()
+                    .filter(|(k, share)| **k != crate::report::LimitKind::None && **share >= super::binding::HELD_FLOOR)
+                    .map(|(k, v)| (*k, *v))
+                    .collect()
             });
             f.recommendations.extend(crate::recommend::cards(def.recommend.as_deref(), &def.also_size, &inputs));
             if def.rules_out_levers {

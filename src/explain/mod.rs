@@ -80,12 +80,27 @@ fn api_path_hint(e: &SourceError) -> String {
 /// Label the metric generation from the names present.
 pub fn generation(names: &BTreeSet<String>) -> String {
     let has = |n: &str| signals::spellings(n).iter().any(|s| names.contains(s));
-    let v1 = ["vllm:kv_cache_usage_perc", "vllm:inter_token_latency_seconds_bucket", "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total", "vllm:spec_decode_num_drafts_total", "vllm:request_prefill_kv_computed_tokens_bucket", "vllm:engine_sleep_state"]
-        .iter()
-        .any(|n| has(n));
-    let v0 = ["vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc", "vllm:gpu_prefix_cache_hit_rate", "vllm:avg_generation_throughput_toks_per_s", "vllm:time_in_queue_requests_bucket", "vllm:tokens_total"]
-        .iter()
-        .any(|n| has(n))
+    let v1 = [
+        "vllm:kv_cache_usage_perc",
+        "vllm:inter_token_latency_seconds_bucket",
+        "vllm:prefix_cache_queries_total",
+        "vllm:gpu_prefix_cache_queries_total",
+        "vllm:spec_decode_num_drafts_total",
+        "vllm:request_prefill_kv_computed_tokens_bucket",
+        "vllm:engine_sleep_state",
+    ]
+    .iter()
+    .any(|n| has(n));
+    let v0 = [
+        "vllm:num_requests_swapped",
+        "vllm:cpu_cache_usage_perc",
+        "vllm:gpu_prefix_cache_hit_rate",
+        "vllm:avg_generation_throughput_toks_per_s",
+        "vllm:time_in_queue_requests_bucket",
+        "vllm:tokens_total",
+    ]
+    .iter()
+    .any(|n| has(n))
         || (has("vllm:gpu_cache_usage_perc") && has("vllm:time_per_output_token_seconds_bucket") && !v1);
     let otel = names.iter().any(|n| n.starts_with("vllm_")) && !names.iter().any(|n| n.starts_with("vllm:"));
     let g = match (v1, v0) {
@@ -94,7 +109,11 @@ pub fn generation(names: &BTreeSet<String>) -> String {
         (false, true) => "v0",
         (false, false) => "unknown",
     };
-    if otel { format!("{g} (vllm_ names)") } else { g.to_string() }
+    if otel {
+        format!("{g} (vllm_ names)")
+    } else {
+        g.to_string()
+    }
 }
 
 /// Run the pipeline against `source` with the enabled `rules`.
@@ -114,6 +133,41 @@ pub struct Trace {
     pub moved_step: (u64, u64),
 }
 
+/// Round 1: both windows' metric names at once, and with them the bucket bounds of histograms read
+/// at a target (SLO burn), so a target between two buckets can be interpolated. The bounds only
+/// refine SLO reads, so they get a quarter of the deadline: a stuck answer must not cost the whole
+/// run. Where the baseline holds no vLLM data, one coarse range query tells where the data starts.
+/// Returns the plan, what it found and the queries it sent.
+async fn discover_round(
+    source: &Arc<dyn Source>,
+    rules: &RuleSet,
+    needed: &BTreeSet<String>,
+    opts: &ExplainOptions,
+    started: std::time::Instant,
+    warnings: &mut Warnings,
+) -> Result<(discover::DiscoveryPlan, discover::Discovery, usize), ExplainError> {
+    let p = &opts.params;
+    let disc_plan = discover::plan(rules, needed, &opts.selector, p);
+    let mut queries = 2 + disc_plan.buckets.len();
+    let (mut disc_answers, mut bounds_answers) = tokio::join!(
+        run_queries(source, vec![disc_plan.window.clone(), disc_plan.baseline.clone()], 2, opts.deadline),
+        run_queries(source, disc_plan.buckets.iter().map(|(_, r)| r.clone()).collect(), opts.concurrency.saturating_sub(2).max(1), opts.deadline / 4),
+    );
+    let buckets = discover::read_buckets(&disc_plan, &mut bounds_answers, warnings);
+    let (window_names, baseline_names) = discover::read_names(&disc_plan, &mut disc_answers, warnings, &source.url(), &opts.selector, p)?;
+    if !baseline_names.iter().any(|n| n.starts_with("vllm")) {
+        // Then the window may be longer than the data as well: one coarse range query tells.
+        if let Some(req) = discover::data_start_request(&opts.selector, &window_names, &p.window) {
+            queries += 1;
+            let answers = run_queries(source, vec![req.clone()], 1, fetch::remaining(opts.deadline, started)).await;
+            if let Some(first) = discover::data_start(&req, &answers, &p.window) {
+                warnings.push(discover::data_start_warning(&first, &p.window));
+            }
+        }
+    }
+    Ok((disc_plan, discover::Discovery { window_names, baseline_names, buckets }, queries))
+}
+
 /// [`explain`], with what the run read ([`Trace`]).
 pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOptions) -> Result<(Report, Trace), ExplainError> {
     let p = &opts.params;
@@ -121,28 +175,7 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     let mut warnings = Warnings::default();
     let needed = plan::needed_signals(rules);
 
-    // Discovery, both windows at once; with it the bucket bounds of histograms read at a target
-    // (SLO burn), so a target between two buckets can be interpolated. The bounds only refine SLO
-    // reads, so they get a quarter of the deadline: a stuck answer must not cost the whole run.
-    let disc_plan = discover::plan(rules, &needed, &opts.selector, p);
-    let mut queries = 2 + disc_plan.buckets.len();
-    let (mut disc_answers, mut bounds_answers) = tokio::join!(
-        run_queries(&source, vec![disc_plan.window.clone(), disc_plan.baseline.clone()], 2, opts.deadline),
-        run_queries(&source, disc_plan.buckets.iter().map(|(_, r)| r.clone()).collect(), opts.concurrency.saturating_sub(2).max(1), opts.deadline / 4),
-    );
-    let buckets = discover::read_buckets(&disc_plan, &mut bounds_answers, &mut warnings);
-    let (window_names, baseline_names) = discover::read_names(&disc_plan, &mut disc_answers, &mut warnings, &source.url(), &opts.selector, p)?;
-    if !baseline_names.iter().any(|n| n.starts_with("vllm")) {
-        // Then the window may be longer than the data as well: one coarse range query tells.
-        if let Some(req) = discover::data_start_request(&opts.selector, &window_names, &p.window) {
-            queries += 1;
-            let answers = run_queries(&source, vec![req.clone()], 1, fetch::remaining(opts.deadline, started)).await;
-            if let Some(first) = discover::data_start(&req, &answers, &p.window) {
-                warnings.push(discover::data_start_warning(&first, &p.window));
-            }
-        }
-    }
-    let disc = discover::Discovery { window_names, baseline_names, buckets };
+    let (disc_plan, disc, mut queries) = discover_round(&source, rules, &needed, opts, started, &mut warnings).await?;
 
     // Plan the signal queries for each window, and ask them with the fleet's label counts, within
     // what is left of the overall deadline.
@@ -157,7 +190,8 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     let mut signal_plan = plan::plan_signals(rules, &needed, ctx, p, &disc, &mut warnings);
     // The change events are asked in the same round trip.
     let all_names: BTreeSet<String> = disc.window_names.union(&disc.baseline_names).cloned().collect();
-    let event_ctx = events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names, steps: events::STEPS };
+    let event_ctx =
+        events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names, steps: events::STEPS };
     let mut event_plan = events::plan(&event_ctx, &p.baseline, &p.window);
     // A scrape's data begins with its first round, the window's start: nothing was stored before.
     if source.info().kind == crate::report::SourceKind::Scrape {
@@ -165,7 +199,11 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     }
     // Whether the data reaches the window's end, in the same round trip (a scrape's does, by
     // construction: its last round closes the window).
-    let data_end = if source.info().kind == crate::report::SourceKind::Prometheus { discover::data_end_request(&opts.selector, &disc.window_names, &p.window) } else { None };
+    let data_end = if source.info().kind == crate::report::SourceKind::Prometheus {
+        discover::data_end_request(&opts.selector, &disc.window_names, &p.window)
+    } else {
+        None
+    };
     // Which limit binds, from a fixed handful of range reads in the same round trip.
     let binding_plan = binding::plan(&opts.selector, p, &disc.window_names);
     let mut reads = std::mem::take(&mut signal_plan.reads);
@@ -235,35 +273,38 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     warnings.extend(fetch::unreadable_warning(&unreadable));
 
     let info = SourceInfo { selector: opts.selector.to_promql(), ..source.info() };
-    Ok((Report {
-        schema_version: SCHEMA_VERSION,
-        window: p.window,
-        baseline: p.baseline,
-        source: info,
-        metrics: MetricsInfo {
-            generation: generation(&disc.window_names),
-            scopes: scopes.into_iter().filter(|s| !s.is_empty()).collect(),
-            names_used,
-            labels,
-            replica_label: p.replica_label.clone(),
+    Ok((
+        Report {
+            schema_version: SCHEMA_VERSION,
+            window: p.window,
+            baseline: p.baseline,
+            source: info,
+            metrics: MetricsInfo {
+                generation: generation(&disc.window_names),
+                scopes: scopes.into_iter().filter(|s| !s.is_empty()).collect(),
+                names_used,
+                labels,
+                replica_label: p.replica_label.clone(),
+            },
+            findings: ranked.findings,
+            healthy: ranked.healthy,
+            not_evaluated: ranked.not_evaluated,
+            disabled: Vec::new(),
+            warnings: warnings.into_report(),
+            caveats,
+            stats: RunStats { queries, rules_evaluated: evaluated },
+            coverage,
+            events,
+            deploy: None,
+            binding,
+            unexplained,
+            hops,
+            profile: None,
+            notes: signal_plan.notes,
+            readings,
         },
-        findings: ranked.findings,
-        healthy: ranked.healthy,
-        not_evaluated: ranked.not_evaluated,
-        disabled: Vec::new(),
-        warnings: warnings.into_report(),
-        caveats,
-        stats: RunStats { queries, rules_evaluated: evaluated },
-        coverage,
-        events,
-        deploy: None,
-        binding,
-        unexplained,
-        hops,
-        profile: None,
-        notes: signal_plan.notes,
-        readings,
-    }, Trace { trends, moved_queries: moved_plan.requests(), moved_step: (moved_plan.step, moved_plan.trend_range.as_secs()) }))
+        Trace { trends, moved_queries: moved_plan.requests(), moved_step: (moved_plan.step, moved_plan.trend_range.as_secs()) },
+    ))
 }
 
 /// The warning for signals no rate could be taken for ([`judge::unread`]), if any. rate() needs two
@@ -284,7 +325,14 @@ fn unread_warning(unread: &[String], p: &RunParams) -> Option<String> {
 
 /// The change events of `range` alone, without a diagnosis (`check --since deploy` looks for the
 /// deploy with it): one discovery request, then the event queries.
-pub async fn find_events(source: Arc<dyn Source>, selector: &Selector, group_by: &[String], replica_label: &str, range: TimeRange, deadline: Duration) -> (Vec<Event>, Vec<String>) {
+pub async fn find_events(
+    source: Arc<dyn Source>,
+    selector: &Selector,
+    group_by: &[String],
+    replica_label: &str,
+    range: TimeRange,
+    deadline: Duration,
+) -> (Vec<Event>, Vec<String>) {
     let started = std::time::Instant::now();
     let mut warnings = Warnings::default();
     let names_req = discover::names_request(selector, &[], &[], &range);
@@ -407,7 +455,12 @@ mod tests {
             t.insert("generation_tokens_rate".into(), SignalValues { window: rate.clone(), baseline: rate.clone() });
             t
         };
-        let judgements = vec![Judgement { rule: "slow-decode".into(), scope: scope("m"), outcome: Outcome::Unknown { reasons: vec!["no data for itl_p95 in the window".into()] }, late: true }];
+        let judgements = vec![Judgement {
+            rule: "slow-decode".into(),
+            scope: scope("m"),
+            outcome: Outcome::Unknown { reasons: vec!["no data for itl_p95 in the window".into()] },
+            late: true,
+        }];
 
         let short = table_of(&nothing, &nothing);
         assert_eq!(judge::unread(&rules, &short), vec!["generation_tokens_rate", "itl_p95", "queue_p95", "ttft_p95"]);

@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{ColdStart, Correlation, Event, HopSplit, LimitKind, KV_CEILING, PREFILL_FILLED, STALL_TOKENS, PrecededBy, ReplicaCause, ReplicaCauseKind};
+use super::{ColdStart, Correlation, Event, HopSplit, LimitKind, PrecededBy, ReplicaCause, ReplicaCauseKind, KV_CEILING, PREFILL_FILLED, STALL_TOKENS};
 use crate::units::sig;
 
 impl PrecededBy {
@@ -152,7 +152,11 @@ pub fn hop_seconds(v: f64) -> String {
 }
 
 fn signed(v: f64) -> String {
-    if v >= 0.0 { format!("+{}", hop_seconds(v)) } else { format!("-{}", hop_seconds(-v)) }
+    if v >= 0.0 {
+        format!("+{}", hop_seconds(v))
+    } else {
+        format!("-{}", hop_seconds(-v))
+    }
 }
 
 /// Where time went, by hop id.

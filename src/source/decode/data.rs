@@ -29,18 +29,9 @@ impl QueryData {
                 let mut samples: Vec<Sample> = Vec::new();
                 for s in raw.unwrap_or_default() {
                     match (s.value, s.histogram) {
-                        (Some(p), _) => samples.push(Sample {
-                            labels: s.metric.0.into(),
-                            t: p.t,
-                            v: p.v,
-                        }),
+                        (Some(p), _) => samples.push(Sample { labels: s.metric.0.into(), t: p.t, v: p.v }),
                         (None, Some(_)) => ignored += 1,
-                        (None, None) => {
-                            return Err(format!(
-                                "a vector sample has neither \"value\" nor \"histogram\" ({})",
-                                show_labels(&s.metric.0)
-                            ))
-                        }
+                        (None, None) => return Err(format!("a vector sample has neither \"value\" nor \"histogram\" ({})", show_labels(&s.metric.0))),
                     }
                 }
                 samples.sort_by(|a, b| a.labels.cmp(&b.labels).then(a.t.total_cmp(&b.t)));
@@ -55,10 +46,7 @@ impl QueryData {
                     }
                     if let Some(values) = s.values {
                         let points = values.into_iter().map(|p| (p.t, p.v)).collect();
-                        series.push(Series {
-                            labels: s.metric.0,
-                            points,
-                        });
+                        series.push(Series { labels: s.metric.0, points });
                     }
                 }
                 series.sort_by(|a, b| a.labels.cmp(&b.labels));
@@ -225,9 +213,7 @@ impl<'de> Deserialize<'de> for Num {
                 Ok(Num(v as f64))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Num, E> {
-                parse_sample_value(v)
-                    .map(Num)
-                    .ok_or_else(|| E::custom(format!("sample value {:?} is not a number", short(v, 60))))
+                parse_sample_value(v).map(Num).ok_or_else(|| E::custom(format!("sample value {:?} is not a number", short(v, 60))))
             }
         }
         d.deserialize_any(V)

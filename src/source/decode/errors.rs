@@ -7,29 +7,17 @@ use super::excerpt::{collapse_ws, excerpt, html_excerpt, looks_like_html, short}
 use crate::source::{Exchange, SourceError};
 
 pub(super) fn decode_err(url: &str, detail: String) -> SourceError {
-    SourceError::Decode {
-        url: url.to_string(),
-        detail,
-    }
+    SourceError::Decode { url: url.to_string(), detail }
 }
 
 pub(super) fn not_prometheus(url: &str, ex: &Exchange) -> SourceError {
     if let Some(meaning) = status_meaning(ex) {
-        return SourceError::HttpStatus {
-            url: url.to_string(),
-            status: ex.http_status,
-            meaning,
-            excerpt: excerpt(&ex.body, &ex.content_type),
-        };
+        return SourceError::HttpStatus { url: url.to_string(), status: ex.http_status, meaning, excerpt: excerpt(&ex.body, &ex.content_type) };
     }
     SourceError::NotPrometheus {
         url: url.to_string(),
         status: ex.http_status,
-        content_type: if ex.content_type.trim().is_empty() {
-            "no content type".to_string()
-        } else {
-            short(ex.content_type.trim(), 80)
-        },
+        content_type: if ex.content_type.trim().is_empty() { "no content type".to_string() } else { short(ex.content_type.trim(), 80) },
         excerpt: excerpt(&ex.body, &ex.content_type),
     }
 }
@@ -38,9 +26,7 @@ pub(super) fn not_prometheus(url: &str, ex: &Exchange) -> SourceError {
 /// than the body does. `None`: the body is the best explanation there is.
 fn status_meaning(ex: &Exchange) -> Option<String> {
     let m = match ex.http_status {
-        400 if ex.body.contains("HTTP request to an HTTPS server") => {
-            "the server speaks HTTPS on this port: write the URL with https://"
-        }
+        400 if ex.body.contains("HTTP request to an HTTPS server") => "the server speaks HTTPS on this port: write the URL with https://",
         401 => {
             "not authorized: the server wants credentials, or refused the ones given. Check --basic-auth-user \
              with --basic-auth-password-file ($VLLM_DIAG_BASIC_AUTH_PASSWORD), or --bearer-token-file \
@@ -73,25 +59,15 @@ fn status_meaning(ex: &Exchange) -> Option<String> {
 pub(super) fn describe_json_error(body: &str, e: &serde_json::Error) -> String {
     let first = body.trim_start().chars().next().unwrap_or(' ');
     match e.classify() {
-        Category::Eof => format!(
-            "truncated JSON at byte {} (the body stops in the middle of a value; a proxy or a size limit may have cut it)",
-            body.len()
-        ),
+        Category::Eof => format!("truncated JSON at byte {} (the body stops in the middle of a value; a proxy or a size limit may have cut it)", body.len()),
         Category::Syntax if first != '{' && first != '[' => {
             let mut d = format!("response body is not JSON (starts with {:?})", short(body.trim_start(), 40));
             if looks_like_html(body, "") {
-                d.push_str(&format!(
-                    "; it is an {}: check that the URL is the Prometheus API base, e.g. http://host:9090",
-                    html_excerpt(body)
-                ));
+                d.push_str(&format!("; it is an {}: check that the URL is the Prometheus API base, e.g. http://host:9090", html_excerpt(body)));
             }
             d
         }
-        Category::Syntax => format!(
-            "invalid JSON at byte {}: {}",
-            byte_offset(body, e.line(), e.column()),
-            strip_position(&e.to_string())
-        ),
+        Category::Syntax => format!("invalid JSON at byte {}: {}", byte_offset(body, e.line(), e.column()), strip_position(&e.to_string())),
         Category::Data if first != '{' => {
             format!("not a Prometheus API response: JSON that is not an object ({})", json_excerpt(body))
         }
@@ -106,11 +82,7 @@ pub(super) fn serde_detail(body: &str, e: &serde_json::Error) -> String {
     if e.classify() == Category::Eof {
         return describe_json_error(body, e);
     }
-    format!(
-        "{} (at byte {})",
-        strip_position(&e.to_string()),
-        byte_offset(body, e.line(), e.column())
-    )
+    format!("{} (at byte {})", strip_position(&e.to_string()), byte_offset(body, e.line(), e.column()))
 }
 
 /// serde_json appends " at line L column C"; we report a byte offset instead.

@@ -22,25 +22,8 @@ pub(super) fn looks_like_html(body: &str, content_type: &str) -> bool {
     if content_type.to_ascii_lowercase().contains("html") {
         return true;
     }
-    let head: String = body
-        .trim_start()
-        .chars()
-        .take(512)
-        .collect::<String>()
-        .to_ascii_lowercase();
-    head.starts_with('<')
-        && [
-            "<!doctype html",
-            "<html",
-            "<head",
-            "<body",
-            "<title",
-            "<h1",
-            "<center",
-            "<p>",
-        ]
-        .iter()
-        .any(|t| head.contains(t))
+    let head: String = body.trim_start().chars().take(512).collect::<String>().to_ascii_lowercase();
+    head.starts_with('<') && ["<!doctype html", "<html", "<head", "<body", "<title", "<h1", "<center", "<p>"].iter().any(|t| head.contains(t))
 }
 
 /// A short, readable excerpt of a body that is not a Prometheus response.
@@ -100,10 +83,7 @@ fn drop_blocks(body: &str) -> String {
     let lower = body.to_ascii_lowercase();
     let mut i = 0;
     while i < body.len() {
-        let next = ["<script", "<style"]
-            .iter()
-            .filter_map(|t| lower[i..].find(t).map(|p| (i + p, *t)))
-            .min_by_key(|(p, _)| *p);
+        let next = ["<script", "<style"].iter().filter_map(|t| lower[i..].find(t).map(|p| (i + p, *t))).min_by_key(|(p, _)| *p);
         match next {
             Some((p, tag)) => {
                 out.push_str(&body[i..p]);
@@ -147,10 +127,5 @@ fn strip_tags(s: &str) -> String {
 }
 
 fn decode_entities(s: &str) -> String {
-    s.replace("&nbsp;", " ")
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&#39;", "'")
-        .replace("&amp;", "&")
+    s.replace("&nbsp;", " ").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
 }

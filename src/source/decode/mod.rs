@@ -52,58 +52,28 @@ fn decode_fields(url: &str, req: &Request, ex: &Exchange) -> Result<Response, So
     let body = ex.body.as_str();
 
     if body.trim().is_empty() {
-        return Err(if ok_status {
-            decode_err(url, format!("HTTP {} with an empty body", ex.http_status))
-        } else {
-            not_prometheus(url, ex)
-        });
+        return Err(if ok_status { decode_err(url, format!("HTTP {} with an empty body", ex.http_status)) } else { not_prometheus(url, ex) });
     }
 
     let head: Head = match serde_json::from_str(body) {
         Ok(h) => h,
-        Err(e) => {
-            return Err(if ok_status {
-                decode_err(url, describe_json_error(body, &e))
-            } else {
-                not_prometheus(url, ex)
-            })
-        }
+        Err(e) => return Err(if ok_status { decode_err(url, describe_json_error(body, &e)) } else { not_prometheus(url, ex) }),
     };
     // serde also reads a struct from a JSON array; an envelope is always an object.
-    let status = if body.trim_start().starts_with('{') {
-        head.status.as_ref().and_then(Value::as_str)
-    } else {
-        None
-    };
+    let status = if body.trim_start().starts_with('{') { head.status.as_ref().and_then(Value::as_str) } else { None };
 
     match status {
         Some("error") => Err(SourceError::Api {
             url: url.to_string(),
             status: ex.http_status,
-            error_type: head
-                .error_type
-                .as_ref()
-                .map(value_text)
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "unknown error".to_string()),
-            message: head
-                .error
-                .as_ref()
-                .map(value_text)
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "(no message)".to_string()),
+            error_type: head.error_type.as_ref().map(value_text).filter(|s| !s.is_empty()).unwrap_or_else(|| "unknown error".to_string()),
+            message: head.error.as_ref().map(value_text).filter(|s| !s.is_empty()).unwrap_or_else(|| "(no message)".to_string()),
         }),
         Some("success") => {
             let (data, ignored) = decode_data(url, req, body)?;
             Ok(success(data, ignored, head.warnings.as_ref(), head.infos.as_ref()))
         }
-        Some(other) if ok_status => Err(decode_err(
-            url,
-            format!(
-                "unknown response status {:?} (expected \"success\" or \"error\")",
-                short(other, 40)
-            ),
-        )),
+        Some(other) if ok_status => Err(decode_err(url, format!("unknown response status {:?} (expected \"success\" or \"error\")", short(other, 40)))),
         None if ok_status => Err(decode_err(
             url,
             format!(
@@ -181,13 +151,13 @@ fn label_values(mut labels: Vec<String>) -> Data {
 fn decode_data(url: &str, req: &Request, body: &str) -> Result<(Data, usize), SourceError> {
     match req {
         Request::LabelValues { .. } => {
-            let env: DataOnly<Vec<String>> = serde_json::from_str(body)
-                .map_err(|e| decode_err(url, format!("unexpected label values: {}", serde_detail(body, &e))))?;
+            let env: DataOnly<Vec<String>> =
+                serde_json::from_str(body).map_err(|e| decode_err(url, format!("unexpected label values: {}", serde_detail(body, &e))))?;
             Ok((label_values(env.data.unwrap_or_default()), 0))
         }
         Request::Instant { .. } | Request::Range { .. } => {
-            let env: DataOnly<QueryData> = serde_json::from_str(body)
-                .map_err(|e| decode_err(url, format!("unexpected query result: {}", serde_detail(body, &e))))?;
+            let env: DataOnly<QueryData> =
+                serde_json::from_str(body).map_err(|e| decode_err(url, format!("unexpected query result: {}", serde_detail(body, &e))))?;
             let Some(data) = env.data else {
                 return Err(decode_err(url, "\"status\":\"success\" without \"data\"".to_string()));
             };

@@ -10,10 +10,7 @@ use crate::source::{Labels, Sample, Series};
 const URL: &str = "http://prom:9090";
 
 fn instant() -> Request {
-    Request::Instant {
-        query: "up".into(),
-        time: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
-    }
+    Request::Instant { query: "up".into(), time: Utc.timestamp_opt(1_700_000_000, 0).unwrap() }
 }
 
 fn range() -> Request {
@@ -35,11 +32,7 @@ fn label_values() -> Request {
 }
 
 fn ex(status: u16, ct: &str, body: &str) -> Exchange {
-    Exchange {
-        http_status: status,
-        content_type: ct.into(),
-        body: body.into(),
-    }
+    Exchange { http_status: status, content_type: ct.into(), body: body.into() }
 }
 
 fn ok(body: &str) -> Exchange {
@@ -59,16 +52,8 @@ fn decodes_a_vector_sorted_by_labels() {
     assert_eq!(
         r.data,
         Data::Vector(vec![
-            Sample {
-                labels: labels(&[("model_name", "a")]).into(),
-                t: 1_700_000_000.5,
-                v: 1500.0
-            },
-            Sample {
-                labels: labels(&[("model_name", "b")]).into(),
-                t: 1_700_000_000.5,
-                v: 2.0
-            },
+            Sample { labels: labels(&[("model_name", "a")]).into(), t: 1_700_000_000.5, v: 1500.0 },
+            Sample { labels: labels(&[("model_name", "b")]).into(), t: 1_700_000_000.5, v: 2.0 },
         ])
     );
     assert!(r.warnings.is_empty());
@@ -80,9 +65,7 @@ fn decodes_special_float_values() {
         {"metric":{"a":"1"},"value":[1,"NaN"]},
         {"metric":{"a":"2"},"value":[1,"+Inf"]},
         {"metric":{"a":"3"},"value":[1,"-Inf"]}]}}"#;
-    let Data::Vector(s) = decode(URL, &instant(), &ok(body)).unwrap().data else {
-        panic!("not a vector")
-    };
+    let Data::Vector(s) = decode(URL, &instant(), &ok(body)).unwrap().data else { panic!("not a vector") };
     assert!(s[0].v.is_nan());
     assert_eq!(s[1].v, f64::INFINITY);
     assert_eq!(s[2].v, f64::NEG_INFINITY);
@@ -97,14 +80,8 @@ fn decodes_a_matrix_sorted_by_labels_keeping_point_order() {
     assert_eq!(
         r.data,
         Data::Matrix(vec![
-            Series {
-                labels: labels(&[("pod", "a")]),
-                points: vec![(10.0, 3.0), (20.0, 4.0)]
-            },
-            Series {
-                labels: labels(&[("pod", "z")]),
-                points: vec![(10.0, 1.0), (20.0, 2.0)]
-            },
+            Series { labels: labels(&[("pod", "a")]), points: vec![(10.0, 3.0), (20.0, 4.0)] },
+            Series { labels: labels(&[("pod", "z")]), points: vec![(10.0, 1.0), (20.0, 2.0)] },
         ])
     );
 }
@@ -157,17 +134,9 @@ fn a_summed_read_keeps_the_grouping_labels_and_adds_up_series_left_alike() {
 
 #[test]
 fn decodes_scalar_and_string_results() {
-    let s = decode(
-        URL,
-        &instant(),
-        &ok(r#"{"status":"success","data":{"resultType":"scalar","result":[1,"0.25"]}}"#),
-    );
+    let s = decode(URL, &instant(), &ok(r#"{"status":"success","data":{"resultType":"scalar","result":[1,"0.25"]}}"#));
     assert_eq!(s.unwrap().data, Data::Scalar(0.25));
-    let s = decode(
-        URL,
-        &instant(),
-        &ok(r#"{"status":"success","data":{"resultType":"string","result":[1,"hello"]}}"#),
-    );
+    let s = decode(URL, &instant(), &ok(r#"{"status":"success","data":{"resultType":"string","result":[1,"hello"]}}"#));
     assert_eq!(s.unwrap().data, Data::String("hello".into()));
 }
 
@@ -192,18 +161,17 @@ fn null_label_values_are_an_empty_list() {
 
 #[test]
 fn an_empty_vector_is_not_an_error() {
-    let r = decode(
-        URL,
-        &instant(),
-        &ok(r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#),
-    );
+    let r = decode(URL, &instant(), &ok(r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#));
     assert_eq!(r.unwrap().data, Data::Vector(vec![]));
 }
 
 #[test]
 fn a_success_read_in_one_pass_is_what_the_field_by_field_reading_gives() {
     let cases: Vec<(Request, &str)> = vec![
-        (instant(), r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"b":"2"},"value":[1,"NaN"]},{"metric":{"a":"1"},"value":[1,"+Inf"]}]}}"#),
+        (
+            instant(),
+            r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"b":"2"},"value":[1,"NaN"]},{"metric":{"a":"1"},"value":[1,"+Inf"]}]}}"#,
+        ),
         (range(), r#"{"data":{"result":[{"metric":{"a":"1"},"values":[[1,"1"],[61,"2"]]}],"resultType":"matrix"},"status":"success"}"#),
         (instant(), r#"{"status":"success","data":{"resultType":"scalar","result":[1,"3"]}}"#),
         (instant(), r#"{"status":"success","data":{"resultType":"string","result":[1,"x"]}}"#),
@@ -260,21 +228,8 @@ fn skips_native_histogram_samples_with_a_warning() {
         {"metric":{"a":"1"},"histogram":[1,{"count":"2","sum":"3","buckets":[]}]},
         {"metric":{"a":"2"},"value":[1,"5"]}]}}"#;
     let r = decode(URL, &instant(), &ok(body)).unwrap();
-    assert_eq!(
-        r.data,
-        Data::Vector(vec![Sample {
-            labels: labels(&[("a", "2")]).into(),
-            t: 1.0,
-            v: 5.0
-        }])
-    );
-    assert_eq!(
-        r.warnings,
-        vec![
-            "w".to_string(),
-            "native histogram samples are not supported and were ignored (1 series)".to_string()
-        ]
-    );
+    assert_eq!(r.data, Data::Vector(vec![Sample { labels: labels(&[("a", "2")]).into(), t: 1.0, v: 5.0 }]));
+    assert_eq!(r.warnings, vec!["w".to_string(), "native histogram samples are not supported and were ignored (1 series)".to_string()]);
 }
 
 #[test]
@@ -288,12 +243,9 @@ fn skips_native_histogram_series_in_a_matrix_with_a_warning() {
 
 #[test]
 fn a_value_that_is_not_a_number_is_a_decode_error_naming_it() {
-    let body =
-        r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"twelve"]}]}}"#;
+    let body = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"twelve"]}]}}"#;
     let err = decode(URL, &instant(), &ok(body)).unwrap_err();
-    let SourceError::Decode { detail, .. } = &err else {
-        panic!("{err:?}")
-    };
+    let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
     assert!(detail.contains("\"twelve\""), "{detail}");
 }
 
@@ -302,15 +254,7 @@ fn an_error_envelope_becomes_an_api_error_whatever_the_http_status() {
     for status in [400, 422, 503, 200] {
         let body = r#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#;
         let err = decode(URL, &instant(), &ex(status, "application/json", body)).unwrap_err();
-        assert_eq!(
-            err,
-            SourceError::Api {
-                url: URL.into(),
-                status,
-                error_type: "bad_data".into(),
-                message: "parse error at char 5".into()
-            }
-        );
+        assert_eq!(err, SourceError::Api { url: URL.into(), status, error_type: "bad_data".into(), message: "parse error at char 5".into() });
     }
 }
 
@@ -319,32 +263,13 @@ fn an_html_error_page_is_reported_by_its_title() {
     let body = "<html>\n<head><title>502 Bad Gateway</title><style>body{color:red}</style></head>\n\
                 <body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>";
     let err = decode(URL, &instant(), &ex(404, "text/html", body)).unwrap_err();
-    let SourceError::NotPrometheus {
-        status,
-        excerpt,
-        content_type,
-        ..
-    } = &err
-    else {
-        panic!("{err:?}")
-    };
+    let SourceError::NotPrometheus { status, excerpt, content_type, .. } = &err else { panic!("{err:?}") };
     assert_eq!(*status, 404);
     assert_eq!(content_type, "text/html");
     assert_eq!(excerpt, "HTML page titled \"502 Bad Gateway\"");
     let err = decode(URL, &instant(), &ex(502, "text/html", body)).unwrap_err();
-    let SourceError::HttpStatus {
-        status,
-        excerpt,
-        meaning,
-        ..
-    } = &err
-    else {
-        panic!("{err:?}")
-    };
-    assert_eq!(
-        (*status, excerpt.as_str()),
-        (502, "HTML page titled \"502 Bad Gateway\"")
-    );
+    let SourceError::HttpStatus { status, excerpt, meaning, .. } = &err else { panic!("{err:?}") };
+    assert_eq!((*status, excerpt.as_str()), (502, "HTML page titled \"502 Bad Gateway\""));
     assert!(meaning.contains("proxy or gateway"), "{meaning}");
 }
 
@@ -352,12 +277,7 @@ fn an_html_error_page_is_reported_by_its_title() {
 fn an_html_page_without_title_is_reported_by_its_text() {
     let body = "<html><script>var x = '<b>';</script><body><h1>Access   denied</h1> &amp; logged</body></html>";
     let err = decode(URL, &instant(), &ex(400, "", body)).unwrap_err();
-    let SourceError::NotPrometheus {
-        excerpt, content_type, ..
-    } = &err
-    else {
-        panic!("{err:?}")
-    };
+    let SourceError::NotPrometheus { excerpt, content_type, .. } = &err else { panic!("{err:?}") };
     assert_eq!(excerpt, "HTML page: \"Access denied & logged\"");
     assert_eq!(content_type, "no content type");
 }
@@ -366,13 +286,8 @@ fn an_html_page_without_title_is_reported_by_its_text() {
 fn a_plain_text_error_is_quoted_collapsed_and_cut() {
     let body = format!("upstream   connect error\n\nor disconnect {}", "x".repeat(500));
     let err = decode(URL, &instant(), &ex(503, "text/plain", &body)).unwrap_err();
-    let SourceError::HttpStatus { excerpt, .. } = &err else {
-        panic!("{err:?}")
-    };
-    assert!(
-        excerpt.starts_with("\"upstream connect error or disconnect xxx"),
-        "{excerpt}"
-    );
+    let SourceError::HttpStatus { excerpt, .. } = &err else { panic!("{err:?}") };
+    assert!(excerpt.starts_with("\"upstream connect error or disconnect xxx"), "{excerpt}");
     assert!(excerpt.chars().count() < 220, "{excerpt}");
     assert!(excerpt.contains("..."));
 }
@@ -385,9 +300,7 @@ fn a_long_plain_text_error_keeps_its_end_where_the_reason_often_is() {
     );
     let err = decode(URL, &instant(), &ex(400, "text/plain; charset=utf-8", &body)).unwrap_err();
     // A 400 in plain text is not Prometheus talking (it answers 400 in JSON).
-    let SourceError::NotPrometheus { excerpt, status: 400, .. } = &err else {
-        panic!("{err:?}")
-    };
+    let SourceError::NotPrometheus { excerpt, status: 400, .. } = &err else { panic!("{err:?}") };
     assert!(excerpt.starts_with("\"remoteAddr: "), "{excerpt}");
     assert!(excerpt.contains(" ... ") && excerpt.contains("unsupported path requested"), "{excerpt}");
     assert!(excerpt.chars().count() < 220, "{excerpt}");
@@ -396,53 +309,31 @@ fn a_long_plain_text_error_keeps_its_end_where_the_reason_often_is() {
 #[test]
 fn an_empty_error_body_says_so() {
     let err = decode(URL, &instant(), &ex(404, "", "")).unwrap_err();
-    let SourceError::NotPrometheus { excerpt, status, .. } = &err else {
-        panic!("{err:?}")
-    };
+    let SourceError::NotPrometheus { excerpt, status, .. } = &err else { panic!("{err:?}") };
     assert_eq!(excerpt, "(empty body)");
     assert_eq!(*status, 404);
 }
 
 #[test]
 fn json_that_is_not_an_envelope_on_an_error_status_is_not_prometheus() {
-    let err = decode(
-        URL,
-        &instant(),
-        &ex(404, "application/json", r#"{"message":"no route"}"#),
-    )
-    .unwrap_err();
-    let SourceError::NotPrometheus { excerpt, .. } = &err else {
-        panic!("{err:?}")
-    };
+    let err = decode(URL, &instant(), &ex(404, "application/json", r#"{"message":"no route"}"#)).unwrap_err();
+    let SourceError::NotPrometheus { excerpt, .. } = &err else { panic!("{err:?}") };
     assert!(excerpt.contains("no route"));
 }
 
 #[test]
 fn statuses_that_explain_themselves_say_what_they_mean_and_what_to_do() {
     let cases: [(u16, &str, &[&str]); 6] = [
-        (
-            401,
-            "Unauthorized\n",
-            &["not authorized", "--basic-auth-user", "--bearer-token-file"],
-        ),
+        (401, "Unauthorized\n", &["not authorized", "--basic-auth-user", "--bearer-token-file"]),
         (403, "", &["forbidden", "--tenant"]),
         (429, "slow down", &["rate-limiting", "--concurrency"]),
         (503, "", &["unavailable", "restarting"]),
-        (
-            504,
-            "<html><title>504 Gateway Time-out</title></html>",
-            &["gateway", "down"],
-        ),
+        (504, "<html><title>504 Gateway Time-out</title></html>", &["gateway", "down"]),
         (400, "Client sent an HTTP request to an HTTPS server.\n", &["https://"]),
     ];
     for (status, body, words) in cases {
         let err = decode(URL, &instant(), &ex(status, "text/plain", body)).unwrap_err();
-        let SourceError::HttpStatus {
-            status: got, meaning, ..
-        } = &err
-        else {
-            panic!("{status}: {err:?}")
-        };
+        let SourceError::HttpStatus { status: got, meaning, .. } = &err else { panic!("{status}: {err:?}") };
         assert_eq!(*got, status);
         for w in words {
             assert!(meaning.contains(w), "{status}: {meaning:?} lacks {w:?}");
@@ -463,13 +354,8 @@ fn an_error_envelope_wins_over_the_status_meaning() {
 fn html_with_status_200_is_a_decode_error_saying_it_is_not_json() {
     let body = "<!DOCTYPE html><html><head><title>Grafana</title></head></html>";
     let err = decode(URL, &instant(), &ex(200, "text/html", body)).unwrap_err();
-    let SourceError::Decode { detail, .. } = &err else {
-        panic!("{err:?}")
-    };
-    assert!(
-        detail.starts_with("response body is not JSON (starts with \"<!DOCTYPE html>"),
-        "{detail}"
-    );
+    let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
+    assert!(detail.starts_with("response body is not JSON (starts with \"<!DOCTYPE html>"), "{detail}");
     assert!(detail.contains("it is an HTML page titled \"Grafana\""), "{detail}");
 }
 
@@ -477,22 +363,15 @@ fn html_with_status_200_is_a_decode_error_saying_it_is_not_json() {
 fn truncated_json_names_the_byte_where_it_stops() {
     let body = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"val"#;
     let err = decode(URL, &instant(), &ok(body)).unwrap_err();
-    let SourceError::Decode { detail, .. } = &err else {
-        panic!("{err:?}")
-    };
-    assert!(
-        detail.starts_with(&format!("truncated JSON at byte {}", body.len())),
-        "{detail}"
-    );
+    let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
+    assert!(detail.starts_with(&format!("truncated JSON at byte {}", body.len())), "{detail}");
 }
 
 #[test]
 fn json_of_the_wrong_shape_is_a_decode_error() {
     let body = r#"{"status":"success","data":{"resultType":"vector","result":{"not":"a list"}}}"#;
     let err = decode(URL, &instant(), &ok(body)).unwrap_err();
-    let SourceError::Decode { detail, .. } = &err else {
-        panic!("{err:?}")
-    };
+    let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
     assert!(detail.starts_with("unexpected query result"), "{detail}");
     assert!(detail.contains("at byte"), "{detail}");
 }
@@ -501,9 +380,7 @@ fn json_of_the_wrong_shape_is_a_decode_error() {
 fn unknown_result_type_is_a_decode_error() {
     let body = r#"{"status":"success","data":{"resultType":"streams","result":[]}}"#;
     let err = decode(URL, &instant(), &ok(body)).unwrap_err();
-    let SourceError::Decode { detail, .. } = &err else {
-        panic!("{err:?}")
-    };
+    let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
     assert!(detail.contains("streams"), "{detail}");
 }
 
@@ -527,32 +404,24 @@ fn a_json_array_is_never_taken_for_an_envelope() {
 fn a_sample_without_value_or_histogram_is_a_decode_error() {
     let body = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"b"}}]}}"#;
     let err = decode(URL, &instant(), &ok(body)).unwrap_err();
-    let SourceError::Decode { detail, .. } = &err else {
-        panic!("{err:?}")
-    };
+    let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
     assert!(detail.contains("neither \"value\" nor \"histogram\""), "{detail}");
 }
 
 #[test]
 fn json_without_status_on_200_is_a_decode_error_with_a_hint() {
     let err = decode(URL, &instant(), &ok(r#"{"hello":"world"}"#)).unwrap_err();
-    let SourceError::Decode { detail, .. } = &err else {
-        panic!("{err:?}")
-    };
+    let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
     assert!(detail.contains("\"status\""), "{detail}");
 }
 
 #[test]
 fn json_that_is_not_an_object_on_200_says_so() {
     let err = decode(URL, &instant(), &ok("\"success\"")).unwrap_err();
-    let SourceError::Decode { detail, .. } = &err else {
-        panic!("{err:?}")
-    };
+    let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
     assert!(detail.contains("JSON that is not an object"), "{detail}");
     let err = decode(URL, &instant(), &ok(r#"{"status":"success","status":"error"}"#)).unwrap_err();
-    let SourceError::Decode { detail, .. } = &err else {
-        panic!("{err:?}")
-    };
+    let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
     assert!(detail.contains("duplicate field"), "{detail}");
 }
 
@@ -568,10 +437,8 @@ fn adversarial_bodies_never_panic() {
     let deep_open = "[".repeat(100_000);
     let deep_obj = format!("{}{}", "{\"a\":".repeat(5000), "}".repeat(5000));
     let deep_data = format!(r#"{{"status":"success","data":{}}}"#, "[".repeat(10_000));
-    let huge_label = format!(
-        r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{"a":"{}"}},"value":[1,"1"]}}]}}}}"#,
-        "x".repeat(1_000_000)
-    );
+    let huge_label =
+        format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{"a":"{}"}},"value":[1,"1"]}}]}}}}"#, "x".repeat(1_000_000));
     let bodies: Vec<String> = vec![
         "".into(),
         " \n\t ".into(),

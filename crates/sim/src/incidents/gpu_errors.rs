@@ -27,13 +27,7 @@ impl Incident for GpuErrors {
             running: Running::Hold,
             waiting: Level::Accumulate,
             kv_usage: Level::Hold,
-            gpu: GpuParams {
-                util: (0.0, 0.0),
-                power_w: (60.0, 70.0),
-                temp_c: (38.0, 44.0),
-                xid: 79,
-                ..GpuParams::HEALTHY
-            },
+            gpu: GpuParams { util: (0.0, 0.0), power_w: (60.0, 70.0), temp_c: (38.0, 44.0), xid: 79, ..GpuParams::HEALTHY },
             ..StateParams::HEALTHY
         }
     }

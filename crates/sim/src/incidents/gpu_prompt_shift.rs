@@ -22,12 +22,7 @@ impl Incident for GpuPromptShift {
 
     fn params(&self) -> StateParams {
         // Four times the prompt: prefill dominates, the GPUs sit at their power cap.
-        StateParams {
-            prompt: 4.0,
-            kv_usage: Level::Wander(0.45, 0.75),
-            gpu: GpuParams { compute_share: 0.85, ..GpuParams::HEALTHY },
-            ..StateParams::HEALTHY
-        }
+        StateParams { prompt: 4.0, kv_usage: Level::Wander(0.45, 0.75), gpu: GpuParams { compute_share: 0.85, ..GpuParams::HEALTHY }, ..StateParams::HEALTHY }
     }
 }
 
@@ -44,10 +39,6 @@ impl Incident for GpuPromptShiftNear {
     }
 
     fn params(&self) -> StateParams {
-        StateParams {
-            prompt: 1.3,
-            gpu: GpuParams { compute_share: 0.15, ..GpuParams::HEALTHY },
-            ..StateParams::HEALTHY
-        }
+        StateParams { prompt: 1.3, gpu: GpuParams { compute_share: 0.15, ..GpuParams::HEALTHY }, ..StateParams::HEALTHY }
     }
 }

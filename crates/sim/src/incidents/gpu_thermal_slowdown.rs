@@ -25,12 +25,7 @@ impl Incident for GpuThermalSlowdown {
             scope: Scope::Replica,
             itl: 1.95,
             prefill: 1.5,
-            gpu: GpuParams {
-                sm_clock_mhz: (1185.0, 1215.0),
-                temp_c: (86.0, 90.0),
-                throttle_reasons: 0x40,
-                ..GpuParams::HEALTHY
-            },
+            gpu: GpuParams { sm_clock_mhz: (1185.0, 1215.0), temp_c: (86.0, 90.0), throttle_reasons: 0x40, ..GpuParams::HEALTHY },
             ..StateParams::HEALTHY
         }
     }
@@ -49,10 +44,6 @@ impl Incident for GpuThermalSlowdownNear {
     }
 
     fn params(&self) -> StateParams {
-        StateParams {
-            scope: Scope::Replica,
-            gpu: GpuParams { temp_c: (80.0, 83.0), ..GpuParams::HEALTHY },
-            ..StateParams::HEALTHY
-        }
+        StateParams { scope: Scope::Replica, gpu: GpuParams { temp_c: (80.0, 83.0), ..GpuParams::HEALTHY }, ..StateParams::HEALTHY }
     }
 }

@@ -20,13 +20,7 @@ impl Incident for GpuThrottling {
         StateParams {
             itl: 1.95,
             prefill: 1.5,
-            gpu: GpuParams {
-                sm_clock_mhz: (1185.0, 1215.0),
-                temp_c: (86.0, 90.0),
-                power_w: (400.0, 440.0),
-                throttle_reasons: 0x40,
-                ..GpuParams::HEALTHY
-            },
+            gpu: GpuParams { sm_clock_mhz: (1185.0, 1215.0), temp_c: (86.0, 90.0), power_w: (400.0, 440.0), throttle_reasons: 0x40, ..GpuParams::HEALTHY },
             ..StateParams::HEALTHY
         }
     }
@@ -45,9 +39,6 @@ impl Incident for GpuThrottlingNear {
     }
 
     fn params(&self) -> StateParams {
-        StateParams {
-            gpu: GpuParams { sm_clock_mhz: (1890.0, 1910.0), temp_c: (66.0, 72.0), ..GpuParams::HEALTHY },
-            ..StateParams::HEALTHY
-        }
+        StateParams { gpu: GpuParams { sm_clock_mhz: (1890.0, 1910.0), temp_c: (66.0, 72.0), ..GpuParams::HEALTHY }, ..StateParams::HEALTHY }
     }
 }

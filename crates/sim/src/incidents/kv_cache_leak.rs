@@ -28,11 +28,6 @@ impl Incident for KvCacheLeakNear {
     }
 
     fn params(&self) -> StateParams {
-        StateParams {
-            arrivals_at_end: 1.6,
-            kv_usage: Level::Wander(0.38, 0.52),
-            kv_follows_load: true,
-            ..StateParams::HEALTHY
-        }
+        StateParams { arrivals_at_end: 1.6, kv_usage: Level::Wander(0.38, 0.52), kv_follows_load: true, ..StateParams::HEALTHY }
     }
 }

@@ -508,8 +508,7 @@ mod tests {
 
     #[test]
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
-        let nears: Vec<IncidentKind> =
-            IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
+        let nears: Vec<IncidentKind> = IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
         assert_eq!(nears.len(), 50);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");
@@ -528,15 +527,7 @@ mod tests {
     fn every_state_keeps_its_ranges_ordered_and_shares_valid() {
         for kind in IncidentKind::ALL {
             let p = kind.params();
-            let mut ranges = vec![
-                p.preemptions_per_s,
-                p.deferred,
-                p.rank_waiting,
-                p.gpu.util,
-                p.gpu.sm_clock_mhz,
-                p.gpu.temp_c,
-                p.gpu.power_w,
-            ];
+            let mut ranges = vec![p.preemptions_per_s, p.deferred, p.rank_waiting, p.gpu.util, p.gpu.sm_clock_mhz, p.gpu.temp_c, p.gpu.power_w];
             for level in [p.waiting, p.kv_usage] {
                 if let Level::Wander(lo, hi) = level {
                     ranges.push((lo, hi));
@@ -568,17 +559,7 @@ mod tests {
             }
             assert!(p.abort_share + p.error_share < 1.0, "{kind}");
             assert!(p.arrivals >= 0.0 && p.arrivals_at_end >= 0.0, "{kind}");
-            for m in [
-                p.prompt,
-                p.output,
-                p.max_tokens,
-                p.prefill,
-                p.itl,
-                p.replica_weight,
-                p.nixl_xfer,
-                p.nixl_time_scale,
-                p.step_split,
-            ] {
+            for m in [p.prompt, p.output, p.max_tokens, p.prefill, p.itl, p.replica_weight, p.nixl_xfer, p.nixl_time_scale, p.step_split] {
                 assert!(m > 0.0, "{kind}");
             }
             assert!((0.0..=1.0).contains(&p.router_retry_share) && p.router_wait_s > 0.0, "{kind}");

@@ -39,12 +39,5 @@ impl Incident for PrefillPoolSaturatedNear {
 
 // Prompts queue for a prefill worker; the decode workers get them later and fewer.
 fn queued(scope: Scope) -> StateParams {
-    StateParams {
-        scope,
-        queue_median_s: 1.5,
-        queue_sigma: 0.5,
-        running: Running::AtCap,
-        waiting: Level::Wander(15.0, 40.0),
-        ..StateParams::HEALTHY
-    }
+    StateParams { scope, queue_median_s: 1.5, queue_sigma: 0.5, running: Running::AtCap, waiting: Level::Wander(15.0, 40.0), ..StateParams::HEALTHY }
 }

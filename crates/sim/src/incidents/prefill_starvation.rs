@@ -47,13 +47,6 @@ impl Incident for PrefillStarvationNear {
 
     fn params(&self) -> StateParams {
         // Outputs x3 from clients that send fewer requests: running x1.4, far below the cap.
-        StateParams {
-            arrivals: 0.47,
-            arrivals_at_end: 0.47,
-            output: 3.0,
-            max_tokens: 3.0,
-            kv_usage: Level::Wander(0.45, 0.7),
-            ..StateParams::HEALTHY
-        }
+        StateParams { arrivals: 0.47, arrivals_at_end: 0.47, output: 3.0, max_tokens: 3.0, kv_usage: Level::Wander(0.45, 0.7), ..StateParams::HEALTHY }
     }
 }

@@ -15,13 +15,7 @@ impl Incident for ReplicaOutlier {
     }
 
     fn params(&self) -> StateParams {
-        StateParams {
-            scope: Scope::Replica,
-            itl: 3.0,
-            prefill: 2.0,
-            kv_usage: Level::Wander(0.93, 0.97),
-            ..StateParams::HEALTHY
-        }
+        StateParams { scope: Scope::Replica, itl: 3.0, prefill: 2.0, kv_usage: Level::Wander(0.93, 0.97), ..StateParams::HEALTHY }
     }
 }
 

@@ -19,12 +19,7 @@ impl Incident for TargetDown {
     }
 
     fn params(&self) -> StateParams {
-        StateParams {
-            onset: Onset::BeforeEnd { secs: 720 },
-            scope: Scope::Replica,
-            scraped: false,
-            ..StateParams::HEALTHY
-        }
+        StateParams { onset: Onset::BeforeEnd { secs: 720 }, scope: Scope::Replica, scraped: false, ..StateParams::HEALTHY }
     }
 }
 
