@@ -450,7 +450,7 @@ pub enum RulesCommand {
     /// how often, when and for how long each would have fired. Exit 0 when every alert was
     /// evaluated, 3 when the range holds no vLLM data or an alert's query failed.
     #[command(after_help = BACKTEST_EXIT_CODES)]
-    Export(ExportArgs),
+    Export(Box<ExportArgs>),
 }
 
 /// `rules export`.

@@ -157,7 +157,7 @@ impl ReplicaPlan {
 /// replica label is not a grouping label) and there are at most [`MAX_REPLICAS`] of them.
 pub fn replica_plan(signal_plan: &SignalPlan, selector: &Selector, p: &RunParams, replicas: Option<usize>) -> Option<ReplicaPlan> {
     let label = p.replica_label.clone();
-    if p.group_by.contains(&label) || !crate::prom::is_label_name(&label) || replicas.is_none_or(|n| n < 2 || n > MAX_REPLICAS) {
+    if p.group_by.contains(&label) || !crate::prom::is_label_name(&label) || replicas.is_none_or(|n| !(2..=MAX_REPLICAS).contains(&n)) {
         return None;
     }
     let by = p.group_by.iter().chain(std::iter::once(&label)).cloned().collect::<Vec<_>>().join(", ");

@@ -62,8 +62,8 @@ fn compound(s: &str) -> bool {
 /// A signal's condition without the other signals it is combined with: `>= 50% or (see
 /// preemption_recent)` -> `>= 50%`. The conditions of several lines of a rule, which must all
 /// hold, are joined by `and`: `(>= 1.5x baseline or > 100 ms) and > 100 ms`.
-/// A line where the signal is one alternative among others (`running_avg < 2x baseline or itl_p95
-/// > 100 ms`) does not need it to hold: beside a line that does, it is left out, so the words never
+/// A line where the signal is one alternative among others (`running_avg < 2x baseline or
+/// itl_p95 > 100 ms`) does not need it to hold: beside a line that does, it is left out, so the words never
 /// read as a requirement the signal met when it did not.
 pub(crate) fn own_condition(t: &Threshold) -> String {
     let optional = |l: &&Term| matches!(l, Term::Group { all: false, see, .. } if !see.is_empty());

@@ -674,7 +674,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
         since: since(report, f),
         replicas_count: f.replicas.as_ref().and_then(|r| match &r.not_evaluated {
             Some(_) => Some(ReplicaCount::NotEvaluated),
-            None => (r.total > 0).then(|| ReplicaCount::Of { affected: r.affected.len(), total: r.total }),
+            None => (r.total > 0).then_some(ReplicaCount::Of { affected: r.affected.len(), total: r.total }),
         }),
         binding: binding_of(report, f).filter(|_| first_of_its_model(report, f, rank)).map(binding_sentence),
         not_evaluated_here: not_evaluated_here(report, f),

@@ -73,7 +73,7 @@ pub(crate) fn series(spec: &ScenarioSpec, mi: usize, names: &[ReplicaInfo], trai
     let mut prefix_rows: Vec<[f64; 4]> = Vec::with_capacity(times_ms.len());
     for k in 0..times_ms.len() {
         if k > 0 {
-            let m = state_at(spec, model, singled as u32, times_ms[k - 1], times_ms[k]);
+            let m = state_at(spec, model, singled, times_ms[k - 1], times_ms[k]);
             let st = m.st;
             let arrived: Vec<(f64, f64)> = trails.iter().map(|t| t.get(k).copied().unwrap_or((0.0, 0.0))).collect();
             let total: f64 = arrived.iter().map(|a| a.0).sum();
