@@ -820,3 +820,142 @@ fn the_stages_leave_a_findings_sentences_to_the_wording_module() {
     let caught = stage_wording("src/explain/x.rs", "fn f(n: &mut Note) {\n    n.text = format!(\"began {}\", 1);\n}\n");
     assert_eq!(caught.len(), 1, "the check catches a stage wording a sentence: {caught:?}");
 }
+
+/// A file's module path (`src/explain/moved/reads.rs` -> explain, moved, reads; `mod.rs` is its
+/// directory's module; `lib.rs` the crate).
+fn module_path(file: &str) -> Vec<String> {
+    let rel = file.trim_start_matches("src/").trim_end_matches(".rs");
+    let mut parts: Vec<String> = rel.split('/').map(str::to_string).collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Every module path a file's product code names through `crate::`, `super::` (any number) or a
+/// grouped import of either, resolved from the file's own module.
+fn named_paths(own: &[String], text: &str) -> Vec<Vec<String>> {
+    let re = regex::Regex::new(r"\b(crate|super)((?:::super)*)::(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*)").unwrap();
+    let mut out = Vec::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") && lines.get(i + 1).is_some_and(|n| n.trim_start().starts_with("mod ") && n.trim_end().ends_with('{'))
+        {
+            break;
+        }
+        let code = code(line);
+        for c in re.captures_iter(&code) {
+            let base: Vec<String> = if &c[1] == "crate" {
+                Vec::new()
+            } else {
+                let up = 1 + c[2].matches("super").count();
+                own[..own.len().saturating_sub(up)].to_vec()
+            };
+            let tail = &c[3];
+            let items: Vec<&str> = match tail.strip_prefix('{') {
+                Some(group) => group.trim_end_matches('}').split(',').map(str::trim).filter(|s| !s.is_empty() && *s != "self").collect(),
+                None => vec![tail],
+            };
+            for item in items {
+                let mut path = base.clone();
+                path.extend(item.split("::").map(|s| s.trim().to_string()).filter(|s| !s.is_empty()));
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// Edges between sibling modules, at every level of the tree: a file in `explain/hops.rs` naming
+/// `super::plan::X` is hops -> plan under explain; a file under `explain/moved/` naming
+/// `crate::explain::plan` is moved -> plan there too. A module and its own parent or child do not
+/// count (a child using its parent's items is how Rust modules are built).
+fn sibling_edges(files: &[(String, String)]) -> BTreeMap<Vec<String>, std::collections::BTreeSet<(String, String)>> {
+    let modules: std::collections::BTreeSet<Vec<String>> = files
+        .iter()
+        .flat_map(|(f, _)| {
+            let p = module_path(f);
+            (0..=p.len()).map(move |n| p[..n].to_vec())
+        })
+        .collect();
+    let mut edges: BTreeMap<Vec<String>, std::collections::BTreeSet<(String, String)>> = BTreeMap::new();
+    for (file, text) in files {
+        let own = module_path(file);
+        for target in named_paths(&own, text) {
+            let common = own.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            let (Some(a), Some(b)) = (own.get(common), target.get(common)) else { continue };
+            let level = own[..common].to_vec();
+            let mut sibling = level.clone();
+            sibling.push(b.clone());
+            if modules.contains(&sibling) {
+                edges.entry(level).or_default().insert((a.clone(), b.clone()));
+            }
+        }
+    }
+    edges
+}
+
+/// The cycles among siblings: each as `level: a -> b -> ... -> a`.
+fn import_cycles(files: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (level, edges) in sibling_edges(files) {
+        let next = |m: &str| -> Vec<String> { edges.iter().filter(|(a, _)| a == m).map(|(_, b)| b.clone()).collect() };
+        let nodes: std::collections::BTreeSet<String> = edges.iter().flat_map(|(a, b)| [a.clone(), b.clone()]).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for start in &nodes {
+            // Depth-first from each node: a path back to it is a cycle (said once per set of nodes).
+            let mut stack = vec![(start.clone(), vec![start.clone()])];
+            while let Some((at, path)) = stack.pop() {
+                for n in next(&at) {
+                    if n == *start {
+                        let mut key = path.clone();
+                        key.sort();
+                        if seen.insert(key) {
+                            out.push(format!("{}: {} -> {start}", if level.is_empty() { "crate".to_string() } else { level.join("::") }, path.join(" -> ")));
+                        }
+                    } else if !path.contains(&n) && path.len() < 8 {
+                        let mut p = path.clone();
+                        p.push(n.clone());
+                        stack.push((n, p));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_module_imports_in_a_circle_at_any_level() {
+    let (_, files) = sources();
+    let tests = test_module_files(&files);
+    let product: Vec<(String, String)> = files
+        .iter()
+        .filter(|(f, _, _)| !tests.contains(f) && !f.ends_with("_tests.rs") && !f.ends_with("/tests.rs"))
+        .map(|(f, _, t)| (f.clone(), t.clone()))
+        .collect();
+    let cycles = import_cycles(&product);
+    assert!(
+        cycles.is_empty(),
+        "modules that import each other (through super:: or crate::): move the shared piece into one of them, or below both:\n{}",
+        cycles.join("\n")
+    );
+}
+
+#[test]
+fn the_circle_check_follows_super_and_groups_and_ignores_parents() {
+    let files = vec![
+        ("src/x/a.rs".to_string(), "use super::b::B;\n".to_string()),
+        ("src/x/b.rs".to_string(), "use super::{c::C, a};\n".to_string()),
+        ("src/x/c.rs".to_string(), "fn f() { crate::x::a::g() }\nuse super::Parent;\n".to_string()),
+        ("src/x/mod.rs".to_string(), "mod a; mod b; mod c;\nuse a::A;\n".to_string()),
+        ("src/x/d/e.rs".to_string(), "use super::super::a::A;\n".to_string()),
+        ("src/x/d/mod.rs".to_string(), "mod e;\n".to_string()),
+    ];
+    let cycles = import_cycles(&files);
+    assert_eq!(cycles.len(), 2, "{cycles:?}");
+    assert!(cycles.iter().any(|c| c.starts_with("x: ") && c.contains("a -> b -> a")), "{cycles:?}");
+    assert!(cycles.iter().any(|c| c.contains("a -> b -> c -> a")), "{cycles:?}");
+    let edges = sibling_edges(&files);
+    assert!(edges[&vec!["x".to_string()]].contains(&("d".to_string(), "a".to_string())), "a grandchild's super::super counts for its module: {edges:?}");
+}

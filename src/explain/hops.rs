@@ -29,19 +29,6 @@ use crate::source::{Data, Request};
 
 pub use crate::report::hop_seconds as seconds;
 
-/// The signals this stage reads (plan.rs asks for those the pack defines, whatever the rules read).
-pub const SIGNALS: &[&str] = &[
-    "ttft_mean",
-    "queue_mean",
-    "prefill_mean",
-    "input_processing_mean",
-    "kv_transfer_mean",
-    "decode_mean",
-    "router_duration_mean",
-    "router_over_e2e",
-    "gateway_ttft_mean",
-];
-
 /// Where the router's time per request is within this factor of the engines' whole request
 /// (`router_over_e2e`), the clients are taken not to stream: the router timed each request until
 /// its whole answer, and its own wait is what lies beyond the engines' end-to-end time. The same

@@ -190,6 +190,20 @@ fn read_plan(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived]
     plan
 }
 
+/// The signals the time by hop reads ([`super::hops`]): asked for where the pack defines them,
+/// whatever the rules read.
+pub const HOP_SIGNALS: &[&str] = &[
+    "ttft_mean",
+    "queue_mean",
+    "prefill_mean",
+    "input_processing_mean",
+    "kv_transfer_mean",
+    "decode_mean",
+    "router_duration_mean",
+    "router_over_e2e",
+    "gateway_ttft_mean",
+];
+
 /// Signals the enabled rules read, in a stable order (with the recommenders' inputs when a rule
 /// recommends).
 pub fn needed_signals(rules: &RuleSet) -> BTreeSet<String> {
@@ -198,7 +212,7 @@ pub fn needed_signals(rules: &RuleSet) -> BTreeSet<String> {
         needed.extend(RECOMMENDATION_INPUTS.iter().filter(|s| rules.signals.contains_key(**s)).map(|s| s.to_string()));
     }
     // The time by hop reads its means whatever the rules read (src/explain/hops.rs).
-    needed.extend(super::hops::SIGNALS.iter().filter(|s| rules.signals.contains_key(**s)).map(|s| s.to_string()));
+    needed.extend(HOP_SIGNALS.iter().filter(|s| rules.signals.contains_key(**s)).map(|s| s.to_string()));
     needed
 }
 

@@ -552,3 +552,17 @@ mod tests {
         assert!(a.headline.starts_with("NOTHING EVALUATED: ") && a.not_evaluated.is_none() && !a.not_evaluated_pairs.is_empty());
     }
 }
+
+impl ReportView {
+    /// The answer every channel format gives: no line of it points at a command-line flag, which a
+    /// channel's reader does not have.
+    pub fn answer(&self) -> Answer {
+        Answer::new(self, Hints::None)
+    }
+
+    /// The same answer for the terminal, where `-v` is one flag away: the lines that leave
+    /// something out say where it is.
+    pub fn answer_in_terminal(&self) -> Answer {
+        Answer::new(self, Hints::Terminal)
+    }
+}

@@ -297,14 +297,14 @@ mod tests {
     #[test]
     fn evidence_shows_change_only_against_a_positive_baseline() {
         let r = sample_report();
-        let kv = evidence_words(&r.findings[0].evidence[0]);
+        let kv = view::evidence_words(&r.findings[0].evidence[0]);
         assert_eq!((kv.value.as_str(), kv.baseline.as_str()), ("99.1%", "62%"));
         assert_eq!(kv.change.as_deref(), Some("1.6x"));
-        let preempt = evidence_words(&r.findings[0].evidence[1]);
+        let preempt = view::evidence_words(&r.findings[0].evidence[1]);
         assert_eq!(preempt.change, None);
-        let ttft = evidence_words(&r.findings[1].evidence[0]);
+        let ttft = view::evidence_words(&r.findings[1].evidence[0]);
         assert_eq!(ttft.confidence.as_deref(), Some("low confidence (14 obs)"));
-        let missing = evidence_words(&r.findings[1].evidence[2]);
+        let missing = view::evidence_words(&r.findings[1].evidence[2]);
         assert_eq!(missing.value, "no data");
     }
 

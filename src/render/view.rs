@@ -21,9 +21,9 @@ use chrono::{DateTime, Utc};
 use super::links::GraphLinks;
 use super::{
     ago, alternatives, card_lines, condition_in_words, core_sentence, coverage_phrase, describe_duration, describe_fleet, describe_generation,
-    describe_instant, describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline, evidence_words, finding_queries, gap_phrase,
-    headline, healthy_summary, no_findings_sentence, not_evaluated_heading, not_evaluated_lines, one_line, plural, query_timing, recent_line,
-    recommendation_lines, replicas_line, stood_in_line, verdict, warning_lines, wont_help_lines, Named, RenderOptions, ScopeStyle, Verdict,
+    describe_instant, describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline, finding_queries, gap_phrase, headline,
+    healthy_summary, no_findings_sentence, not_evaluated_heading, not_evaluated_lines, one_line, plural, query_timing, recent_line, recommendation_lines,
+    replicas_line, stood_in_line, verdict, warning_lines, wont_help_lines, Named, RenderOptions, ScopeStyle, Verdict,
 };
 use crate::report::{Event, EventKind, Evidence, Finding, Report, Scope, Severity, TimeRange};
 
@@ -506,18 +506,6 @@ impl ReportView {
             Some(p) => format!("profile {p}"),
             None => "profile not recorded".to_string(),
         }
-    }
-
-    /// The answer every channel format gives (see [`super::answer`]): no line of it points at a
-    /// command-line flag, which a channel's reader does not have.
-    pub fn answer(&self) -> super::answer::Answer {
-        super::answer::Answer::new(self, super::answer::Hints::None)
-    }
-
-    /// The same answer for the terminal, where `-v` is one flag away: the lines that leave
-    /// something out say where it is.
-    pub fn answer_in_terminal(&self) -> super::answer::Answer {
-        super::answer::Answer::new(self, super::answer::Hints::Terminal)
     }
 
     /// The events the text formats list, oldest first.
@@ -1019,6 +1007,54 @@ fn chart_events(report: &Report, f: &Finding, scopes: &ScopeStyle) -> Vec<ChartE
             lead: f.preceded_by.as_ref().is_some_and(|p| p.event == *e),
         })
         .collect()
+}
+
+/// One evidence item worded for people: title, numbers (bounds as `< x` / `≥ x`: a quantile
+/// `histogram_quantile` put at the largest finite bound is at least that), change,
+/// condition and confidence. The view adds the sparkline and the trend.
+pub(crate) fn evidence_words(e: &Evidence) -> EvidenceView {
+    use super::own_condition;
+    use crate::report::Bound;
+    use crate::units;
+    let fmt = |v: Option<f64>, bound: Option<Bound>| match (v, bound) {
+        (_, Some(Bound::Below(b))) => format!("< {}", units::format_value(b, &e.unit)),
+        (_, Some(Bound::Above(b))) => format!("≥ {}", units::format_value(b, &e.unit)),
+        (Some(x), None) => units::format_value(x, &e.unit),
+        (None, None) => "no data".to_string(),
+    };
+    let confidence = e.low_confidence.then(|| match e.observations {
+        Some(n) if n.is_finite() => format!("low confidence ({n:.0} obs)"),
+        _ => "low confidence".to_string(),
+    });
+    let title = if e.title.trim().is_empty() { e.signal.clone() } else { e.title.clone() };
+    // Values only known as bounds are never divided as if they were measurements.
+    let change = match (e.same_bucket, e.value_bound, e.baseline_bound, e.value, e.baseline) {
+        (true, _, _, _, _) => Some("same bucket".to_string()),
+        (false, Some(Bound::Above(v)), None, _, Some(b)) if b > 0.0 => Some(format!("≥ {}x", units::sig(v / b))),
+        (false, None, Some(Bound::Below(b)), Some(v), _) if b > 0.0 => Some(format!("> {}x", units::sig(v / b))),
+        (false, Some(Bound::Below(v)), None, _, Some(b)) if b > 0.0 => Some(format!("< {}x", units::sig(v / b))),
+        (false, None, Some(Bound::Above(b)), Some(v), _) if b > 0.0 => Some(format!("≤ {}x", units::sig(v / b))),
+        (false, None, None, v, b) => units::format_ratio(v, b),
+        _ => None,
+    };
+    EvidenceView {
+        signal: one_line(&e.signal),
+        title: one_line(&title),
+        value: fmt(e.value, e.value_bound),
+        baseline: fmt(e.baseline, e.baseline_bound),
+        change,
+        condition: one_line(&e.threshold.to_string()),
+        condition_own: own_condition(&e.threshold),
+        condition_words: one_line(&e.threshold.to_string()),
+        threshold: e.threshold.clone(),
+        held: e.passed,
+        zero: e.value == Some(0.0) && e.limits.iter().any(|l| l.side.is_above()),
+        held_via: None,
+        confidence,
+        sparkline: None,
+        trend: None,
+        link: None,
+    }
 }
 
 #[cfg(test)]

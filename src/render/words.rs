@@ -6,9 +6,8 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 
-use super::{one_line, own_condition, sparkline, view};
+use super::{one_line, sparkline};
 use crate::report::{Evidence, Finding, NotEvaluated, Report, Scope, Severity, TimeRange};
-use crate::units;
 
 // ---------------------------------------------------------------------------------------------
 // Shared wording. Both text formats call these, so they agree on every fact they print.
@@ -200,52 +199,6 @@ impl ScopeStyle {
             Some(label) => format!("{label}: {}", list.join(", ")),
             None => list.join("; "),
         }
-    }
-}
-
-/// One evidence item worded for people: title, numbers (bounds as `< x` / `≥ x`: a quantile
-/// `histogram_quantile` put at the largest finite bound is at least that), change,
-/// condition and confidence. The view adds the sparkline and the trend.
-pub(crate) fn evidence_words(e: &Evidence) -> view::EvidenceView {
-    use crate::report::Bound;
-    let fmt = |v: Option<f64>, bound: Option<Bound>| match (v, bound) {
-        (_, Some(Bound::Below(b))) => format!("< {}", units::format_value(b, &e.unit)),
-        (_, Some(Bound::Above(b))) => format!("≥ {}", units::format_value(b, &e.unit)),
-        (Some(x), None) => units::format_value(x, &e.unit),
-        (None, None) => "no data".to_string(),
-    };
-    let confidence = e.low_confidence.then(|| match e.observations {
-        Some(n) if n.is_finite() => format!("low confidence ({n:.0} obs)"),
-        _ => "low confidence".to_string(),
-    });
-    let title = if e.title.trim().is_empty() { e.signal.clone() } else { e.title.clone() };
-    // Values only known as bounds are never divided as if they were measurements.
-    let change = match (e.same_bucket, e.value_bound, e.baseline_bound, e.value, e.baseline) {
-        (true, _, _, _, _) => Some("same bucket".to_string()),
-        (false, Some(Bound::Above(v)), None, _, Some(b)) if b > 0.0 => Some(format!("≥ {}x", units::sig(v / b))),
-        (false, None, Some(Bound::Below(b)), Some(v), _) if b > 0.0 => Some(format!("> {}x", units::sig(v / b))),
-        (false, Some(Bound::Below(v)), None, _, Some(b)) if b > 0.0 => Some(format!("< {}x", units::sig(v / b))),
-        (false, None, Some(Bound::Above(b)), Some(v), _) if b > 0.0 => Some(format!("≤ {}x", units::sig(v / b))),
-        (false, None, None, v, b) => units::format_ratio(v, b),
-        _ => None,
-    };
-    view::EvidenceView {
-        signal: one_line(&e.signal),
-        title: one_line(&title),
-        value: fmt(e.value, e.value_bound),
-        baseline: fmt(e.baseline, e.baseline_bound),
-        change,
-        condition: one_line(&e.threshold.to_string()),
-        condition_own: own_condition(&e.threshold),
-        condition_words: one_line(&e.threshold.to_string()),
-        threshold: e.threshold.clone(),
-        held: e.passed,
-        zero: e.value == Some(0.0) && e.limits.iter().any(|l| l.side.is_above()),
-        held_via: None,
-        confidence,
-        sparkline: None,
-        trend: None,
-        link: None,
     }
 }
 

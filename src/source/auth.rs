@@ -13,10 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::prometheus::{ClientOptions, Secret, TlsOptions};
 
-/// Environment variable holding a bearer token.
-pub const ENV_BEARER_TOKEN: &str = "VLLM_DIAG_BEARER_TOKEN";
-/// Environment variable holding the basic-auth password.
-pub const ENV_BASIC_AUTH_PASSWORD: &str = "VLLM_DIAG_BASIC_AUTH_PASSWORD";
+pub use super::prometheus::{ENV_BASIC_AUTH_PASSWORD, ENV_BEARER_TOKEN};
 /// The header Thanos, Mimir, Cortex and Loki read the tenant from.
 pub const TENANT_HEADER: &str = "X-Scope-OrgID";
 

@@ -24,7 +24,7 @@ pub(super) fn parse_base_url(raw: &str) -> Result<(Url, Option<(String, Secret)>
         match after_scheme.contains('@') {
             true => bad(&format!(
                 "{e}. A password in the URL holding /, ?, #, @ or : must be percent-encoded (/ as %2F), or passed with --basic-auth-user and ${}",
-                crate::source::auth::ENV_BASIC_AUTH_PASSWORD
+                super::ENV_BASIC_AUTH_PASSWORD
             )),
             false => bad(&e.to_string()),
         }

@@ -51,6 +51,11 @@ use retry::{is_final_api_error, timeout_margin};
 use tls::{looks_like_tls, tls_advice};
 use transport::{base64, chain_text, innermost, io_error_kind, is_incomplete_message};
 
+/// Environment variable holding a bearer token.
+pub const ENV_BEARER_TOKEN: &str = "VLLM_DIAG_BEARER_TOKEN";
+/// Environment variable holding the basic-auth password.
+pub const ENV_BASIC_AUTH_PASSWORD: &str = "VLLM_DIAG_BASIC_AUTH_PASSWORD";
+
 /// Default cap on one response body: far above any sane vLLM query, far below running out of memory.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
