@@ -210,7 +210,8 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     // And each replica's time by hop (two queries, where the fleet has 2 to 256 replicas).
     let hop_plan = hops::replica_plan(&signal_plan, &opts.selector, p, labels.get(&p.replica_label).copied());
     let mut follow_up_reads = follow_ups.reads();
-    follow_up_reads.extend(fetch::ReadPlan::whole(event_more.into_iter().chain(hop_plan.iter().flat_map(hops::ReplicaPlan::requests))));
+    follow_up_reads.extend(fetch::ReadPlan::whole(event_more));
+    follow_up_reads.extend(hop_plan.as_ref().map(hops::ReplicaPlan::read_plan).unwrap_or_default());
     follow_up_reads.extend(moved_plan.read_plan());
     let more = if follow_up_reads.wants.is_empty() {
         Answers::new()
