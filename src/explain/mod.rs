@@ -169,8 +169,11 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     // Which limit binds, from a fixed handful of range reads in the same round trip.
     let binding_plan = binding::plan(&opts.selector, p, &disc.window_names);
     let mut reads = std::mem::take(&mut signal_plan.reads);
-    let binding_reads = binding_plan.iter().flat_map(binding::BindingPlan::requests);
-    reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests()).chain(data_end.clone()).chain(binding_reads)));
+    reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests()).chain(data_end.clone())));
+    // Binding's reads, shared with the stall share where it reads the same series at the same step.
+    if let Some(b) = &binding_plan {
+        binding::add_reads(b, &signal_plan, rules, &mut reads);
+    }
     let (answers, sent) = fetch::read(&source, &reads, opts.concurrency, opts.deadline, started).await;
     queries += sent;
     for resp in answers.values().flatten() {
