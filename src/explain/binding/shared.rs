@@ -22,7 +22,8 @@ use crate::source::{Data, Request, Response, Sample};
 
 /// Binding's requests into `reads`, each with its way; where a stall share reads the same series
 /// at the same step, that signal's instants computed from reads that answer binding too.
-pub fn add_reads(plan: &BindingPlan, signal_plan: &SignalPlan, rules: &RuleSet, reads: &mut ReadPlan) {
+pub fn add_reads(plan: Option<&BindingPlan>, signal_plan: &SignalPlan, rules: &RuleSet, reads: &mut ReadPlan) {
+    let Some(plan) = plan else { return };
     let mut wants: BTreeMap<Request, Vec<Way>> = plan.requests().into_iter().map(|r| (r.clone(), vec![Way::whole(r)])).collect();
     for (id, (window, baseline)) in &signal_plan.signals {
         let Some(def) = rules.signals.get(id) else { continue };
