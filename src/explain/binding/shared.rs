@@ -41,7 +41,9 @@ pub fn add_reads(plan: Option<&BindingPlan>, signal_plan: &SignalPlan, rules: &R
         // steps must be among them, up to the window's instant.
         let range = ctx.range.as_secs() as i64;
         let first = (tb.timestamp() - range).div_euclid(step) * step + if (tb.timestamp() - range).rem_euclid(step) == 0 { 0 } else { step };
-        let aligned = start.timestamp().rem_euclid(step) == 0 && first <= start.timestamp() && end == tw && tb <= tw;
+        // And the two ends' subqueries must touch (a baseline long before the window, a day
+        // back, would have binding read the whole day between at its step).
+        let aligned = start.timestamp().rem_euclid(step) == 0 && first <= start.timestamp() && end == tw && tb <= tw && (*tw - *tb).num_seconds() <= range;
         if *gen_q != s.generation || *run_q != s.running || *step_seconds != s.step || !aligned {
             continue;
         }
