@@ -95,8 +95,7 @@ fn completion_command(rule_ids: &[String], profiles: &[String]) -> clap::Command
         cmd = cmd.mut_subcommand(sub, profile.clone());
     }
     cmd.mut_subcommand("config", |c| c.mut_subcommand("show", profile.clone())).mut_subcommand("rules", |c| {
-        c.mut_subcommand("export", profile.clone())
-            .mut_subcommand("show", |s| s.mut_arg("id", |a| a.value_parser(PossibleValuesParser::new(rule_ids))))
+        c.mut_subcommand("export", profile.clone()).mut_subcommand("show", |s| s.mut_arg("id", |a| a.value_parser(PossibleValuesParser::new(rule_ids))))
     })
 }
 
@@ -623,10 +622,22 @@ impl ExportArgs {
             return Vec::new();
         }
         const ONLY: &[&str] = &[
-            "prometheus", "bearer_token_file", "basic_auth_user", "basic_auth_password_file", "headers", "tenant", "ca_file",
-            "cert_file", "key_file", "insecure_skip_verify", "debug",
+            "prometheus",
+            "bearer_token_file",
+            "basic_auth_user",
+            "basic_auth_password_file",
+            "headers",
+            "tenant",
+            "ca_file",
+            "cert_file",
+            "key_file",
+            "insecure_skip_verify",
+            "debug",
         ];
-        ONLY.iter().filter(|id| self.given.flags.contains(**id)).map(|id| format!("--{}", if *id == "headers" { "header".to_string() } else { id.replace('_', "-") })).collect()
+        ONLY.iter()
+            .filter(|id| self.given.flags.contains(**id))
+            .map(|id| format!("--{}", if *id == "headers" { "header".to_string() } else { id.replace('_', "-") }))
+            .collect()
     }
 }
 
@@ -814,11 +825,7 @@ impl ExplainArgs {
                 group_by: Setting::new(self.group_by, set("group_by", "--group-by")),
                 replica_label: Setting::new(self.replica_label, set("replica_label", "--replica-label")),
             },
-            rules: settings::RuleSettings {
-                dir: opt(self.rules, "--rules"),
-                profile: opt(self.profile, "--profile"),
-                ..settings::RuleSettings::default()
-            },
+            rules: settings::RuleSettings { dir: opt(self.rules, "--rules"), profile: opt(self.profile, "--profile"), ..settings::RuleSettings::default() },
             limits: settings::Limits {
                 timeout: Setting::new(self.timeout, set("timeout", "--timeout")),
                 query_timeout: Setting::new(self.query_timeout, set("query_timeout", "--query-timeout")),
@@ -1013,7 +1020,10 @@ mod tests {
         for f in Format::ALL {
             let name = f.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
             assert_eq!(name, f.name());
-            assert_eq!(Cli::try_parse_from(["vllm-diag", "explain", "--format", f.name()]).map(|c| matches!(c.command, Command::Explain(a) if a.format == *f)).ok(), Some(true));
+            assert_eq!(
+                Cli::try_parse_from(["vllm-diag", "explain", "--format", f.name()]).map(|c| matches!(c.command, Command::Explain(a) if a.format == *f)).ok(),
+                Some(true)
+            );
         }
     }
 }

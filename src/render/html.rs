@@ -716,7 +716,10 @@ mod tests {
         assert_eq!(svg.matches("<g class=\"ev ").count(), 5, "{svg}");
         assert!(!svg.contains("qwen2.5-coder-32b"), "the other model's restart is on the chart\n{svg}");
         assert_eq!(svg.matches(" lead\"").count(), 1);
-        assert!(svg.contains("<g class=\"ev k-config-change lead\"><title>09:01:00 UTC config-change (llama-3.1-70b-instruct): num_gpu_blocks 2000 -&gt; 900"), "{svg}");
+        assert!(
+            svg.contains("<g class=\"ev k-config-change lead\"><title>09:01:00 UTC config-change (llama-3.1-70b-instruct): num_gpu_blocks 2000 -&gt; 900"),
+            "{svg}"
+        );
         // Events only in the panel of their own range: the baseline's in the left one.
         assert!(page.contains("<p class=\"onset\">Started 09:03 UTC</p>\n<p class=\"preceded\">Began 2 min after"), "{page}");
         assert!(page.contains("<table class=\"timeline\">") && page.contains("→ #1 began after it"), "{page}");

@@ -29,13 +29,17 @@ pub fn add_reads(plan: Option<&BindingPlan>, signal_plan: &SignalPlan, rules: &R
         let Some(def) = rules.signals.get(id) else { continue };
         let SignalKind::StallShare(stall) = &def.kind else { continue };
         let (Some(resolved), Some(other)) = (&window.resolved, &baseline.resolved) else { continue };
-        let (Some(Request::Instant { query: qw, time: tw }), Some(Request::Instant { query: qb, time: tb })) = (&window.value, &baseline.value) else { continue };
+        let (Some(Request::Instant { query: qw, time: tw }), Some(Request::Instant { query: qb, time: tb })) = (&window.value, &baseline.value) else {
+            continue;
+        };
         if resolved != other || qw != qb {
             continue;
         }
         let ctx = QueryContext { range: def.range_in(signal_plan.ctx.range), ..signal_plan.ctx.clone() };
         let Ok(s) = stall.reads(resolved, &ctx) else { continue };
-        let (Some(Request::Range { query: gen_q, start, end, step_seconds }), Request::Range { query: run_q, .. }) = (&plan.generation, &plan.running) else { continue };
+        let (Some(Request::Range { query: gen_q, start, end, step_seconds }), Request::Range { query: run_q, .. }) = (&plan.generation, &plan.running) else {
+            continue;
+        };
         let step = s.step as i64;
         // The subquery's steps are multiples of its step from the baseline instant's range on; binding's
         // steps must be among them, up to the window's instant.
@@ -176,7 +180,13 @@ mod tests {
             buckets: Default::default(),
             replica_label: "instance".into(),
         };
-        let kind = SignalKind::StallShare(StallShare { counter: vec!["gen_total".into()], running: vec!["running".into()], waiting: vec!["waiting".into()], below: 1.0, replica_label: "$replica".into() });
+        let kind = SignalKind::StallShare(StallShare {
+            counter: vec!["gen_total".into()],
+            running: vec!["running".into()],
+            waiting: vec!["waiting".into()],
+            below: 1.0,
+            replica_label: "$replica".into(),
+        });
         let names = ["gen_total", "running", "waiting"].into_iter().map(String::from).collect();
         let resolved = resolve(&kind, &names).unwrap();
         let SignalKind::StallShare(stall) = &kind else { unreachable!() };
@@ -185,7 +195,10 @@ mod tests {
         let (from, end, step) = (0, 2_400_000, reads.step as i64 * 1000);
         let answer = |q: &str| {
             let series = range_query(&store, q, from, end, step).unwrap();
-            let series = series.into_iter().map(|s| crate::source::Series { labels: s.labels, points: s.points.into_iter().map(|(t, v)| (t as f64 / 1000.0, v)).collect() }).collect();
+            let series = series
+                .into_iter()
+                .map(|s| crate::source::Series { labels: s.labels, points: s.points.into_iter().map(|(t, v)| (t as f64 / 1000.0, v)).collect() })
+                .collect();
             Response { data: Data::Matrix(series), warnings: vec![], infos: vec![] }
         };
         let steps = [answer(&reads.generation), answer(&reads.running), answer(&reads.waiting)];

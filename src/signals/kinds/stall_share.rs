@@ -39,10 +39,7 @@ impl Kind for StallShare {
     fn queries(&self, resolved: &Resolved, ctx: &QueryContext) -> Result<SignalQueries, String> {
         let s = self.reads(resolved, ctx)?;
         let (by, r, below) = (ctx.group_by.join(", "), promql_duration(ctx.range), self.below);
-        Ok(plain(format!(
-            "max by ({by}) (avg_over_time((({} < bool {below}) * ({} + {} >= bool 1))[{r}:{}s]))",
-            s.generation, s.running, s.waiting, s.step
-        )))
+        Ok(plain(format!("max by ({by}) (avg_over_time((({} < bool {below}) * ({} + {} >= bool 1))[{r}:{}s]))", s.generation, s.running, s.waiting, s.step)))
     }
 }
 
