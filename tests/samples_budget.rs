@@ -35,10 +35,12 @@ use common::PromServer;
 const REPLICAS: u32 = 20;
 /// Window and baseline, in seconds (`--window 30m`, the baseline the same length before it).
 const SPAN_SECONDS: i64 = 3600;
-/// At most this many times the samples the window and the baseline hold: measured 4.22 (3.81 with
-/// what else moved reading each series once, plus the reads of `up` that let a counter born inside
-/// the window count from zero).
-const MAX_TIMES_THE_DATA: f64 = 4.5;
+/// At most this many times the samples the window and the baseline hold: measured 3.90 (3.81 with
+/// what else moved reading each series once, 4.22 with the reads of `up` that let a counter born
+/// inside the window count from zero, 3.87 with the signals that read what others read taking it
+/// from their reads, 3.90 with the stall share taken from binding's reads over both windows: more
+/// samples than its subquery loaded, for a third of the server's work).
+const MAX_TIMES_THE_DATA: f64 = 3.9;
 
 /// The fleet measured: the budget's (below), or with `VLLM_DIAG_SAMPLES_FLEET=REPLICASxMODELS`
 /// the benchmark's fleet of that size (`scripts/bench.sh`'s spec for a fleet of one chunk: models

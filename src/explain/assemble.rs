@@ -333,7 +333,35 @@ pub fn combine(how: signals::Combine, parts: &[&Response], group_by: &[String]) 
                 })
                 .collect()
         }
+        (signals::Combine::Times(n), [a]) => by_scope(a, group_by).into_iter().map(|(scope, v)| (scope, v * n as f64)).collect(),
+        (signals::Combine::Less, [first, rest @ ..]) => {
+            let rest: Vec<BTreeMap<Scope, f64>> = rest.iter().map(|r| by_scope(r, group_by)).collect();
+            by_scope(first, group_by)
+                .into_iter()
+                .filter_map(|(scope, v)| Some((scope.clone(), rest.iter().try_fold(v, |acc, r| Some(acc - r.get(&scope)?))?)))
+                .collect()
+        }
+        (signals::Combine::GiveUps { share }, [started, finished, under_way]) => {
+            let (finished, under_way) = (by_scope(finished, group_by), by_scope(under_way, group_by));
+            by_scope(started, group_by)
+                .into_iter()
+                .filter_map(|(scope, s)| {
+                    let f = *finished.get(&scope)?;
+                    let gave_up = clamp_min_zero(s - f - under_way.get(&scope)?);
+                    Some((scope, if share { gave_up / (gave_up + f) } else { gave_up }))
+                })
+                .collect()
+        }
         _ => BTreeMap::new(),
+    }
+}
+
+/// `clamp_min(x, 0)` as Prometheus computes it (Go's `math.Max`): NaN stays NaN, -0 is 0.
+fn clamp_min_zero(x: f64) -> f64 {
+    if x.is_nan() || x > 0.0 {
+        x
+    } else {
+        0.0
     }
 }
 
@@ -574,7 +602,7 @@ pub fn fleet_labels(
 mod tests {
     use super::*;
     use crate::local::{instant_query, Store, Value};
-    use crate::signals::{build, resolve, Outlier, QueryContext, QueueWait, Ratio, SignalKind, SloBurn, Spread};
+    use crate::signals::{build, resolve, GiveUps, Outlier, QueryContext, QueueWait, Rate, Ratio, Remainder, SignalKind, SloBurn, Spread};
 
     /// The context the unit tests build signals in: by model, replicas by instance.
     fn test_ctx(range_secs: u64) -> QueryContext {
@@ -658,6 +686,18 @@ mod tests {
             let labels = [("__name__", "waiting"), ("model_name", m), ("instance", inst)].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
             store.add(labels, [(0, w), (60_000, w), (120_000, w)]);
         }
+        // Histograms' sums and counts (a mean less another's; requests started), and a running
+        // gauge: busy started more than it finished, calm as many, lonely has no finished count.
+        for (m, inst, lat, q, started) in
+            [("busy", "a", 12.0, 3.0, 40.0), ("busy", "b", 5.0, 2.5, 9.0), ("calm", "c", 2.0, 0.5, 6.0), ("lonely", "e", 1.0, 1.0, 1.0)]
+        {
+            counter(&mut store, "lat_sum", m, inst, None, lat);
+            counter(&mut store, "lat_count", m, inst, None, started);
+            counter(&mut store, "q_sum", m, inst, None, q);
+            counter(&mut store, "q_count", m, inst, None, started);
+            let labels = [("__name__", "running"), ("model_name", m), ("instance", inst)].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            store.add(labels, [(0, 1.0), (60_000, 3.0), (120_000, 2.0)]);
+        }
         let answer = |query: &str| -> Response {
             let Value::Vector(v) = instant_query(&store, query, 120_000).unwrap() else { panic!("{query}: not a vector") };
             Response {
@@ -668,6 +708,8 @@ mod tests {
         };
         let ctx = test_ctx(120);
         let counter_ref = |m: &str| crate::signals::CounterRef { counter: vec!["done_total".into()], r#match: m.into() };
+        let give_ups =
+            |share| SignalKind::GiveUps(GiveUps { started: vec!["lat".into()], finished: vec!["done_total".into()], running: vec!["running".into()], share });
         let kinds = [
             SignalKind::Ratio(Ratio {
                 numerator: counter_ref(r#"finished_reason="abort""#),
@@ -679,8 +721,18 @@ mod tests {
             }),
             SignalKind::QueueWait(QueueWait { gauge: vec!["waiting".into()], counter: vec!["done_total".into()] }),
             SignalKind::Spread(Spread { counter: vec!["done_total".into()], replica_label: "$replica".into(), least: false }),
+            SignalKind::Rate(Rate {
+                counter: vec!["done_total".into()],
+                r#match: r#"finished_reason="stop""#.into(),
+                attribute_via: vec![],
+                join_on: vec!["instance".into()],
+                total: true,
+            }),
+            SignalKind::Remainder(Remainder { histogram: vec!["lat".into()], minus: vec![vec!["q".into()]] }),
+            give_ups(false),
+            give_ups(true),
         ];
-        let names: BTreeSet<String> = ["done_total", "waiting"].into_iter().map(String::from).collect();
+        let names: BTreeSet<String> = ["done_total", "waiting", "lat_sum", "lat_count", "q_sum", "q_count", "running"].into_iter().map(String::from).collect();
         let by = vec!["model_name".to_string()];
         for kind in kinds {
             let q = build(&kind, &resolve(&kind, &names).unwrap(), &ctx).unwrap();

@@ -12,6 +12,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+mod shared;
+pub use shared::add_reads;
+
 use super::fetch::Answers;
 use crate::prom::Selector;
 use crate::report::{Binding, BindingState, LimitKind, RunParams, Scope};

@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::fetch::Answers;
+use super::fetch::{Answers, ReadPlan, Way};
 use super::plan::SignalPlan;
 use crate::prom::Selector;
 use crate::report::{Hop, HopSplit, HopValues, RunParams, Scope};
@@ -137,6 +137,25 @@ pub struct ReplicaPlan {
 impl ReplicaPlan {
     pub fn requests(&self) -> Vec<Request> {
         vec![self.window.clone(), self.baseline.clone()]
+    }
+
+    /// How the two sides are read: where they ask the same query, as one range query whose two
+    /// steps are the baseline's end and the window's (the server reads each series once over both
+    /// windows), cut back into the two instants; each instant asked as it is where a recording
+    /// made before holds only that.
+    pub fn read_plan(&self) -> ReadPlan {
+        let paired = match (&self.baseline, &self.window) {
+            (Request::Instant { query: qb, time: tb }, Request::Instant { query: qw, time: tw }) if qb == qw => super::plan::pair(qb, *tb, *tw),
+            _ => None,
+        };
+        let Some(paired) = paired else { return ReadPlan::whole(self.requests()) };
+        let mut plan = ReadPlan::default();
+        for at in &paired.at {
+            if let Request::Instant { time, .. } = at {
+                plan.wants.insert(at.clone(), vec![Way::at(paired.range.clone(), time.timestamp_millis()), Way::whole(at.clone())]);
+            }
+        }
+        plan
     }
 }
 

@@ -204,11 +204,12 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     } else {
         None
     };
-    // Which limit binds, from a fixed handful of range reads in the same round trip.
+    // Which limit binds, from a fixed handful of range reads in the same round trip (shared with
+    // the stall share where it reads the same series at the same step).
     let binding_plan = binding::plan(&opts.selector, p, &disc.window_names);
     let mut reads = std::mem::take(&mut signal_plan.reads);
-    let binding_reads = binding_plan.iter().flat_map(binding::BindingPlan::requests);
-    reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests()).chain(data_end.clone()).chain(binding_reads)));
+    reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests()).chain(data_end.clone())));
+    binding::add_reads(binding_plan.as_ref(), &signal_plan, rules, &mut reads);
     let (answers, sent) = fetch::read(&source, &reads, opts.concurrency, opts.deadline, started).await;
     queries += sent;
     for resp in answers.values().flatten() {
@@ -248,8 +249,9 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     // And each replica's time by hop (two queries, where the fleet has 2 to 256 replicas).
     let hop_plan = hops::replica_plan(&signal_plan, &opts.selector, p, labels.get(&p.replica_label).copied());
     let mut follow_up_reads = follow_ups.reads();
-    follow_up_reads.extend(fetch::ReadPlan::whole(event_more.into_iter().chain(hop_plan.iter().flat_map(hops::ReplicaPlan::requests))));
-    follow_up_reads.extend(moved_plan.read_plan());
+    [fetch::ReadPlan::whole(event_more), hop_plan.as_ref().map(hops::ReplicaPlan::read_plan).unwrap_or_default(), moved_plan.read_plan()]
+        .into_iter()
+        .for_each(|r| follow_up_reads.extend(r));
     let more = if follow_up_reads.wants.is_empty() {
         Answers::new()
     } else {

@@ -1098,3 +1098,45 @@ fn a_finding_names_the_replica_of_the_branch_that_decided_it() {
     let one = vec!["ttft_replica_outlier".to_string(), "ttft_replica_gap".to_string()];
     assert_eq!(judge::culprit_of(&one, &two_outliers(2.4), &scope("a")).get("instance").map(String::as_str), Some("capped:8000"));
 }
+
+#[test]
+fn the_stall_share_is_read_from_bindings_reads_when_the_baseline_touches_the_window() {
+    // Right before the window: the stall share's subquery is not asked; binding's generated tokens
+    // and running peak are read from the baseline's first step on (and cut back to the window for
+    // binding), with the waiting peak beside them. A day back: the subquery is asked, and binding's
+    // reads as they are.
+    let rules = crate::rules::load_builtin().unwrap();
+    let names: BTreeSet<String> =
+        ["vllm:generation_tokens_total", "vllm:num_requests_running", "vllm:num_requests_waiting"].into_iter().map(String::from).collect();
+    let disc = discover::Discovery { window_names: names.clone(), baseline_names: names.clone(), ..Default::default() };
+    let needed: BTreeSet<String> = ["stall_share".to_string()].into();
+    let asked = |p: &RunParams| -> (Vec<Request>, fetch::ReadPlan) {
+        let ctx = QueryContext {
+            selector: Selector::default(),
+            group_by: p.group_by.clone(),
+            range: p.window.duration(),
+            thresholds: std::sync::Arc::new(rules.thresholds.clone()),
+            buckets: Default::default(),
+            replica_label: "instance".into(),
+        };
+        let plan = plan::plan_signals(&rules, &needed, ctx, p, &disc, &mut Warnings::default());
+        let mut reads = plan.reads.clone();
+        binding::add_reads(binding::plan(&Selector::default(), p, &names).as_ref(), &plan, &rules, &mut reads);
+        (reads.asks(), reads)
+    };
+    let adjacent = params();
+    let (asks, reads) = asked(&adjacent);
+    assert!(asks.iter().all(|r| r.query().is_some_and(|q| !q.contains("avg_over_time(("))), "the subquery was asked: {asks:#?}");
+    let from_baseline: Vec<&Request> = asks.iter().filter(|r| matches!(r, Request::Range { start, .. } if *start == adjacent.baseline.start)).collect();
+    assert_eq!(from_baseline.len(), 3, "{asks:#?}");
+    assert!(from_baseline.iter().any(|r| r.query().is_some_and(|q| q.contains("max_over_time(vllm:num_requests_waiting"))), "{asks:#?}");
+    let generation = binding::plan(&Selector::default(), &adjacent, &names).and_then(|b| b.generation).unwrap();
+    assert!(matches!(reads.wants[&generation][0].then, Some(fetch::Cut::Span(..))), "{:?}", reads.wants[&generation]);
+    let day = RunParams {
+        baseline: TimeRange { start: adjacent.window.start - chrono::Duration::days(1), end: adjacent.window.end - chrono::Duration::days(1) },
+        ..adjacent.clone()
+    };
+    let (asks, _) = asked(&day);
+    assert!(asks.iter().any(|r| r.query().is_some_and(|q| q.contains("avg_over_time(("))), "no subquery asked: {asks:#?}");
+    assert!(asks.iter().all(|r| !matches!(r, Request::Range { start, .. } if *start < day.window.start)), "{asks:#?}");
+}

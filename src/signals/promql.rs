@@ -135,6 +135,14 @@ pub enum Combine {
     Spread,
     /// `min by (G) (per) / avg by (G) (per)` over one per-replica read.
     Least,
+    /// `a * N` over one read: a rate as the count over its range (N seconds).
+    Times(u64),
+    /// `a - b - c ...`: the scopes all of them have (a remainder of means, each read whole by the
+    /// signal that is that mean).
+    Less,
+    /// `clamp_min(started - finished - under_way, 0)` over those three reads (`under_way` already
+    /// divided by the range's seconds); with `share`, that over itself plus `finished`.
+    GiveUps { share: bool },
 }
 
 /// `le` values as clients write a bound: `0.5`, `1.0`, `1` and the like.

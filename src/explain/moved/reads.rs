@@ -119,7 +119,7 @@ fn plan_of(def: &signals::SignalDef, res: &signals::Resolved, w: &Watched, c: &Q
             None => own(),
         },
         (SignalKind::Mean(m), _, None) if m.model_label.is_empty() => Plan::Means(signals::mean_parts(&res.names, c)),
-        (SignalKind::Remainder(_), _, None) => Plan::Means(signals::mean_parts(&res.names, c)),
+        (SignalKind::Remainder(_), _, _) => Plan::Means(signals::mean_parts(&res.names, c)),
         (SignalKind::Gauge(g), _, None) => match g.parts(res, c) {
             Ok(Some(parts)) => Plan::Across { each: parts.each, across: parts.across, by: c.group_by.clone(), less: parts.less },
             _ => own(),

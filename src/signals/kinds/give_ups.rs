@@ -37,6 +37,16 @@ impl Kind for GiveUps {
         let (started, finished) = (rate(&resolved.names[0]), rate(&resolved.names[1]));
         let under_way = format!("sum by ({by}) (max_over_time({}[{r}])) / {}", sel.series(&resolved.names[2], &[]), ctx.range.as_secs().max(1));
         let gave_up = format!("clamp_min({started} - {finished} - {under_way}, 0)");
-        Ok(plain(if self.share { format!("{gave_up} / ({gave_up} + {finished})") } else { gave_up }))
+        let value = if self.share { format!("{gave_up} / ({gave_up} + {finished})") } else { gave_up };
+        // explain reads the three once each and combines them itself (Combine::GiveUps): the
+        // rates are sums other signals read too (finished requests by reason and replica), where
+        // they are written as such a sum would be.
+        let sums = [&started, &finished]
+            .into_iter()
+            .zip(&resolved.names)
+            .map(|(q, name)| (q.clone(), rate_read(name, &[], None, &[], ctx)))
+            .filter(|(q, read)| read.promql(sel, &ctx.group_by) == *q)
+            .collect();
+        Ok(SignalQueries { sums, ..with_parts(value, Combine::GiveUps { share: self.share }, vec![started, finished, under_way]) })
     }
 }

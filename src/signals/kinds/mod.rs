@@ -46,7 +46,7 @@ pub use router::{Router, RouterMeasure};
 pub use slo_burn::SloBurn;
 pub use slope::Slope;
 pub use spread::Spread;
-pub use stall_share::StallShare;
+pub use stall_share::{StallReads, StallShare};
 pub use vanished::Vanished;
 
 /// How a signal is computed: the declaration's `kind` and the fields of that kind.

@@ -34,7 +34,10 @@ impl Kind for Rate {
         let anchor = (!self.attribute_via.is_empty()).then(|| resolved.names[1].as_str());
         let (value, read) = summed(rate_read(&resolved.names[0], &extra, anchor, &self.join_on, ctx), ctx);
         if self.total {
-            return Ok(plain(format!("{value} * {}", ctx.range.as_secs().max(1))));
+            // The rate is one sum among the others over the counter (read once for all of them);
+            // explain multiplies it by the range itself (Combine::Times).
+            let secs = ctx.range.as_secs().max(1);
+            return Ok(SignalQueries { sums: vec![(value.clone(), read)], ..with_parts(format!("{value} * {secs}"), Combine::Times(secs), vec![value]) });
         }
         Ok(SignalQueries { sums: vec![(value.clone(), read)], ..plain(value) })
     }

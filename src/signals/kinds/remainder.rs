@@ -26,7 +26,10 @@ impl Kind for Remainder {
     }
 
     fn queries(&self, resolved: &Resolved, ctx: &QueryContext) -> Result<SignalQueries, String> {
-        Ok(plain(mean_less_means(&resolved.names, ctx)))
+        // Each mean is the query of the signal that is that mean (ttft_mean, queue_mean, ...):
+        // explain reads each once and subtracts them itself (Combine::Less).
+        let means = resolved.names.iter().map(|n| mean_query(n, ctx)).collect();
+        Ok(with_parts(mean_less_means(&resolved.names, ctx), Combine::Less, means))
     }
 
     fn replica_breakdown(&self) -> bool {

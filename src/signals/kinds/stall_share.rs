@@ -37,20 +37,43 @@ impl Kind for StallShare {
     /// The worst replica's share of the window holding requests (running or waiting) while
     /// generating fewer than `below` tokens per second, at the trends' step.
     fn queries(&self, resolved: &Resolved, ctx: &QueryContext) -> Result<SignalQueries, String> {
+        let s = self.reads(resolved, ctx)?;
+        let (by, r, below) = (ctx.group_by.join(", "), promql_duration(ctx.range), self.below);
+        Ok(plain(format!("max by ({by}) (avg_over_time((({} < bool {below}) * ({} + {} >= bool 1))[{r}:{}s]))", s.generation, s.running, s.waiting, s.step)))
+    }
+}
+
+/// The three per-replica reads a stall share is taken from at every step of its subquery, as its
+/// query writes them: explain reads the first two anyway (which limit binds reads them per replica
+/// at the same step), and computes the share from the three (src/explain/binding.rs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StallReads {
+    /// `sum by (G, R) (rate(counter[2 steps]))`.
+    pub generation: String,
+    /// `sum by (G, R) (max_over_time(running[step]))`, and the same of `waiting`.
+    pub running: String,
+    pub waiting: String,
+    pub below: f64,
+    /// The subquery's step, seconds; its range is the query context's.
+    pub step: u64,
+}
+
+impl StallShare {
+    /// The reads [`Kind::queries`] combines (see [`StallReads`]).
+    pub fn reads(&self, resolved: &Resolved, ctx: &QueryContext) -> Result<StallReads, String> {
         let replica_label = &replica(&self.replica_label, ctx)?;
-        let below = self.below;
         let by = ctx.group_by.join(", ");
-        let r = promql_duration(ctx.range);
         let sel = &ctx.selector;
         let step = subquery_step(ctx);
         let inner = (step * 2).max(60);
         let per = if ctx.group_by.iter().any(|l| l == replica_label) { by.clone() } else { format!("{by}, {replica_label}") };
         let gauge = |n: &str| format!("sum by ({per}) (max_over_time({}[{step}s]))", sel.series(n, &[]));
-        Ok(plain(format!(
-            "max by ({by}) (avg_over_time(((sum by ({per}) (rate({}[{inner}s])) < bool {below}) * ({} + {} >= bool 1))[{r}:{step}s]))",
-            sel.series(&resolved.names[0], &[]),
-            gauge(&resolved.names[1]),
-            gauge(&resolved.names[2])
-        )))
+        Ok(StallReads {
+            generation: format!("sum by ({per}) (rate({}[{inner}s]))", sel.series(&resolved.names[0], &[])),
+            running: gauge(&resolved.names[1]),
+            waiting: gauge(&resolved.names[2]),
+            below: self.below,
+            step,
+        })
     }
 }
