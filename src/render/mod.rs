@@ -33,6 +33,7 @@ pub mod json;
 pub mod junit;
 pub mod links;
 pub mod markdown;
+pub mod probe;
 pub mod slack;
 pub mod slack_blocks;
 pub mod sparkline;

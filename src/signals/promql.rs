@@ -59,6 +59,25 @@ pub fn weight_rank(query: &str) -> u8 {
     }
 }
 
+/// A probe's engine-side read (`vllm-diag probe`): the mean of the histograms named `names` (one
+/// family in its spellings) over the `range` before the instant asked, every series under the
+/// selector summed, as `_sum` over `_count` (exact whatever the buckets). `count` asks the number
+/// of observations instead (the requests the engines finished, for the e2e family).
+pub fn probe_engine_query(selector: &Selector, names: &[&str], range: Duration, count: bool) -> String {
+    let part = |suffix: &str| {
+        let alternatives = names.iter().map(|n| crate::prom::escape_regex_literal(&format!("{n}{suffix}"))).collect::<Vec<_>>().join("|");
+        let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: alternatives }];
+        m.extend(selector.matchers.iter().cloned());
+        let series = format!("{{{}}}", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","));
+        format!("sum(increase({series}[{}]))", promql_duration(range))
+    };
+    if count {
+        part("_count")
+    } else {
+        format!("{} / {}", part("_sum"), part("_count"))
+    }
+}
+
 /// PromQL duration in whole seconds (exact and accepted everywhere).
 pub fn promql_duration(d: Duration) -> String {
     format!("{}s", d.as_secs().max(1))

@@ -1,0 +1,110 @@
+//! `vllm-diag probe URL`: the settings into a plan, a dry run or the requests, the engines read
+//! for the same minutes when a Prometheus is given, the result written, the exit code.
+//!
+//! Everything that can be wrong with the settings is found before the first request: the limits,
+//! the URL, the credentials, the Prometheus client and the selector.
+
+use crate::error::{exit, Failure};
+use crate::probe::{self, engine, plan, ProbeRun, CEILINGS};
+use crate::prom::{Matcher, Selector};
+use crate::settings::probe::{ProbeFormat, ProbeSettings};
+use crate::settings::Settings;
+
+pub(super) fn run_probe(s: Settings, p: ProbeSettings) -> Result<u8, Failure> {
+    let limits = p.limits()?;
+    let shape = p.shape();
+    let (endpoint, models_url) = plan::endpoint(&p.url, shape.api).map_err(|e| Failure::Usage(e.to_string()))?;
+    let plan = plan::Plan { target: crate::prom::strip_credentials(&p.url), endpoint, models_url, model: p.model.value.clone(), shape, limits };
+    // The engines are read only when a Prometheus was named (a flag, the environment, the file).
+    let compare = s.source.prometheus.origin.is_given();
+    let given_selector = s
+        .scope
+        .selector
+        .as_deref()
+        .map(|text| Selector::parse(text).map_err(|e| Failure::Usage(format!("{}: {e}", s.scope.selector.origin.place("--selector", "selector")))))
+        .transpose()?;
+    let selector_for = |model: &str| given_selector.clone().unwrap_or_else(|| Selector { matchers: vec![Matcher::eq("model_name", model)] });
+
+    if p.dry_run {
+        let planned = plan::planned(&plan);
+        let reads: Vec<String> = if compare {
+            let sel = selector_for(plan.model.as_deref().unwrap_or("<from /v1/models>"));
+            engine::queries(&sel, chrono::Utc::now(), limits.max_duration + *p.settle).into_iter().filter_map(|(_, r)| r.query().map(str::to_string)).collect()
+        } else {
+            Vec::new()
+        };
+        let text = match p.format {
+            ProbeFormat::Text => crate::render::probe::dry_run(plan.endpoint.as_str(), &plan.shape, &limits, &CEILINGS, &planned, &reads),
+            ProbeFormat::Json => {
+                let v = serde_json::json!({
+                    "schema_version": probe::SCHEMA_VERSION,
+                    "dry_run": true,
+                    "endpoint": plan.endpoint.as_str(),
+                    "limits": limits,
+                    "ceilings": CEILINGS,
+                    "shape": plan.shape,
+                    "requests": planned,
+                    "engine_queries": reads,
+                });
+                format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
+            }
+        };
+        super::write_stdout(&text)?;
+        return Ok(exit::OK);
+    }
+
+    let client = super::connect::probe_target_client(&s, plan.endpoint.as_str())?;
+    let backend = if compare { Some(super::connect::connect_probe_backend(&s)?) } else { None };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Usage(format!("cannot start the async runtime: {e}")))?;
+    let quiet = p.quiet;
+    let run = runtime.block_on(async {
+        let (model, looked_up) = match &plan.model {
+            Some(m) => (m.clone(), false),
+            None => (probe::send::lookup_model(&client, &plan).await.map_err(Failure::Usage)?, true),
+        };
+        if !quiet {
+            eprintln!("vllm-diag: probing {} (model {model}); {}", plan.endpoint, crate::render::probe::limits_line(&limits, &CEILINGS));
+        }
+        let sent = probe::send::run(&client, &plan, &model, |_| {}).await;
+        let summary = probe::summary::summarize(&sent.requests);
+        let engine = match &backend {
+            None => None,
+            Some(source) => {
+                if !quiet && !p.settle.is_zero() {
+                    eprintln!("vllm-diag: waiting {} s for the engines' last scrape (--settle)", p.settle.as_secs_f64());
+                }
+                tokio::time::sleep(*p.settle).await;
+                let (from, to, range) = engine::window(sent.started, sent.ended, *p.settle);
+                let selector = selector_for(&model);
+                let answers = engine::read(source, &engine::queries(&selector, to, range)).await;
+                Some(engine::view(crate::prom::strip_credentials(&s.source.prometheus), &selector, (from, to), answers, &summary))
+            }
+        };
+        Ok::<ProbeRun, Failure>(ProbeRun {
+            schema_version: probe::SCHEMA_VERSION,
+            target: plan.target.clone(),
+            endpoint: plan.endpoint.to_string(),
+            model,
+            model_looked_up: looked_up,
+            shape: plan.shape.clone(),
+            limits,
+            ceilings: CEILINGS,
+            started: sent.started,
+            ended: sent.ended,
+            not_started: sent.not_started,
+            requests: sent.requests,
+            summary,
+            engine,
+        })
+    })?;
+    let text = match p.format {
+        ProbeFormat::Text => crate::render::probe::text(&run),
+        ProbeFormat::Json => crate::render::probe::json(&run),
+    };
+    super::write_stdout(&text)?;
+    Ok(run.exit_code())
+}
