@@ -287,12 +287,12 @@ fn through_a_real_router_the_probe_sends_what_its_limits_allow_and_nothing_more(
     assert!(engine.completions().iter().all(|g| g.body["model"] == "stand-in" && g.body["max_tokens"] == 8));
     assert_eq!(router.requests_counted() - before, 6.0, "the router counted the same six");
     assert!(engine.in_flight_max.load(Ordering::SeqCst) <= 2, "never more than --concurrency in flight at the engine");
-    // Each request started no sooner than its turn at --rate, by the probe's own clock.
-    let started: Vec<chrono::DateTime<chrono::Utc>> =
-        j["requests"].as_array().unwrap().iter().map(|r| r["started"].as_str().unwrap().parse().unwrap()).collect();
-    for (i, t) in started.iter().enumerate() {
-        let after = (*t - started[0]).num_milliseconds();
-        assert!(after >= (i as i64 * 200) - 2, "request {i} started {after} ms after the first, before its turn at 5/s");
+    // Each request started no sooner than its turn at --rate after the probe began, by its own clock.
+    let begun: chrono::DateTime<chrono::Utc> = j["started"].as_str().unwrap().parse().unwrap();
+    for (i, r) in j["requests"].as_array().unwrap().iter().enumerate() {
+        let t: chrono::DateTime<chrono::Utc> = r["started"].as_str().unwrap().parse().unwrap();
+        let after = (t - begun).num_milliseconds();
+        assert!(after >= i as i64 * 200 - 1, "request {i} started {after} ms after the probe began, before its turn at 5/s");
     }
     assert_eq!(j["summary"]["ok"], 6);
     assert_eq!(j["summary"]["tokens"], 48);
@@ -340,6 +340,7 @@ fn a_request_that_outlasts_its_timeout_or_the_probes_duration_is_cut_and_counted
     let r = probe(&router.url(), &["--model", "stand-in", "--requests", "1", "--timeout", "1s", "--stream", "always"]);
     assert_eq!(r.code, 1);
     assert_eq!(outcomes(&r.json()), ["timeout"]);
+    let before = engine.completions().len();
     let r = probe(&router.url(), &["--model", "stand-in", "--requests", "5", "--rate", "1", "--concurrency", "5", "--max-duration", "2s"]);
     let j = r.json();
     assert_eq!(r.code, 1);
@@ -348,7 +349,7 @@ fn a_request_that_outlasts_its_timeout_or_the_probes_duration_is_cut_and_counted
     assert!(j["requests"].as_array().unwrap().iter().all(|r| r["outcome"]["limit"] == "probe_duration"));
     assert_eq!(kinds.len() + j["not_started"].as_u64().unwrap() as usize, 5, "the rest never started");
     assert!(j["not_started"].as_u64().unwrap() >= 2, "at 1/s, no request starts at or after 2 s");
-    assert_eq!(engine.completions().len(), kinds.len(), "nothing sent that the probe does not account for");
+    assert!(engine.completions().len() - before <= kinds.len(), "nothing sent that the probe does not account for");
 }
 
 #[test]
