@@ -356,8 +356,9 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s")]
     pub timeout: Duration,
 
-    /// With a Prometheus: how long to wait after the last request for the engines' last scrape
-    /// before reading them (at least one scrape interval).
+    /// With a Prometheus: the engines are read from this long before the first request to this
+    /// long after the last, waited for (at least one scrape interval, so that the scrapes on both
+    /// sides of the probe are read).
     #[arg(long, value_name = "DUR", value_parser = parse_duration_or_zero, default_value = "30s")]
     pub settle: Duration,
 

@@ -71,7 +71,9 @@ router() {  # start the router with extra flags $@
   router_pid=$!
   pids+=("$router_pid")
   for i in $(seq 1 60); do curl -fsS "http://127.0.0.1:$rport/health" >/dev/null 2>&1 && break; sleep 0.5; done
-  sleep 2
+  # Longer than the probe's look-back (--settle) and a scrape: the minutes a probe reads hold this
+  # router process only (a restart starts its counters again).
+  sleep 20
 }
 router_stop() { kill -- "-$router_pid" 2>/dev/null || kill "$router_pid"; wait "$router_pid" 2>/dev/null || true; sleep 2; }
 router_requests() { curl -fsS "http://127.0.0.1:$rmport/metrics" | awk '/^vllm_router_requests_total/ {s+=$2} END {print s+0}'; }

@@ -27,7 +27,8 @@ pub enum Measure {
     Queue,
     /// Time between two tokens.
     BetweenTokens,
-    /// Requests the engines finished (the e2e histogram's count).
+    /// Requests the engines finished (the e2e histogram's count, from its first sample in the
+    /// minutes to its last: exact, where `increase` would extrapolate to the range's edges).
     Finished,
 }
 
@@ -109,12 +110,16 @@ impl EngineView {
     }
 }
 
-/// The minutes to read for a probe from `started` to `ended`, with `settle` after it for the last
-/// scrape to land; the range is whole seconds, rounded up, so it covers the probe.
+/// The minutes to read for a probe from `started` to `ended`: from `settle` before it (so that the
+/// range holds the last scrape before the first request: a counter's rise is seen between two
+/// samples, and a range starting at the probe would miss what the next scrape already holds) to
+/// `settle` after it (for the last scrape to land). `settle` is at least a scrape interval. The
+/// range is whole seconds, rounded up.
 pub fn window(started: DateTime<Utc>, ended: DateTime<Utc>, settle: Duration) -> (DateTime<Utc>, DateTime<Utc>, Duration) {
-    let to = ended + chrono::Duration::from_std(settle).unwrap_or_default();
-    let ms = (to - started).num_milliseconds().max(1000) as u64;
-    (started, to, Duration::from_secs(ms.div_ceil(1000)))
+    let settle = chrono::Duration::from_std(settle).unwrap_or_default();
+    let (from, to) = (started - settle, ended + settle);
+    let ms = (to - from).num_milliseconds().max(1000) as u64;
+    (from, to, Duration::from_secs(ms.div_ceil(1000)))
 }
 
 /// Each measure's instant query at `to`.
@@ -241,11 +246,11 @@ mod tests {
         let s = DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
         let e = DateTime::from_timestamp_millis(1_800_000_012_300).unwrap();
         let (from, to, range) = window(s, e, Duration::from_secs(20));
-        assert_eq!((from, range), (s, Duration::from_secs(33)));
+        assert_eq!(((s - from).num_seconds(), range), (20, Duration::from_secs(53)));
         assert_eq!((to - e).num_seconds(), 20);
         let q = queries(&Selector::parse("model_name=\"m\"").unwrap(), to, range);
         assert_eq!(q.len(), 5);
         let text = q[0].1.query().unwrap().to_string();
-        assert!(text.contains("[33s]") && text.contains("model_name=\"m\"") && text.contains("vllm:time_to_first_token_seconds_sum"), "{text}");
+        assert!(text.contains("[53s]") && text.contains("model_name=\"m\"") && text.contains("vllm:time_to_first_token_seconds_sum"), "{text}");
     }
 }

@@ -1,0 +1,111 @@
+//! `vllm-diag probe` against a real vLLM engine, replayed: fixtures/real-engine-probe/ holds what
+//! scripts/lab/probe.sh recorded (a vLLM 0.32 CPU engine with the tiny model, scraped every 5 s,
+//! probed directly, through vLLM's router, and through the router at its
+//! --max-concurrent-requests): each probe's JSON as vllm-diag wrote it, and every raw sample
+//! Prometheus held. The samples are backfilled into a real Prometheus, the engines' side of each
+//! probe is read again through the product's own code, and what the lab showed is held:
+//!
+//! - the engines' view replays to the numbers the probe printed;
+//! - straight to the engine, the engine finished exactly the requests the probe completed, and the
+//!   client's times exceed the engine's by a little (the HTTP server and the network before vLLM
+//!   stamps the request), more through the router (its hop);
+//! - at the router's concurrency limit the probe saw 408s that neither the engine nor the router's
+//!   own request counter counted.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use vllm_diag::probe::{engine, ProbeRun};
+use vllm_diag::prom::Selector;
+use vllm_diag::source::prometheus::{ClientOptions, PrometheusClient};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-engine-probe")
+}
+
+fn recorded(name: &str) -> ProbeRun {
+    let path = fixtures().join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: not a probe's JSON: {e}", path.display()))
+}
+
+fn close(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// The engines' side of `run`, read again from `prom` by the product's code.
+fn replay(prom: &common::PromServer, rt: &tokio::runtime::Runtime, run: &ProbeRun) -> engine::EngineView {
+    let e = run.engine.as_ref().expect("the lab gave every probe a Prometheus");
+    let client = PrometheusClient::new(ClientOptions { base_url: prom.url.clone(), ..ClientOptions::default() }).unwrap();
+    let range = Duration::from_secs(((e.to - e.from).num_milliseconds() as u64).div_ceil(1000));
+    let selector = Selector::parse(&e.selector).unwrap();
+    let answers = rt.block_on(engine::read(&client, &engine::queries(&selector, e.to, range)));
+    engine::view(e.prometheus.clone(), &selector, (e.from, e.to), answers, &run.summary)
+}
+
+#[test]
+fn the_probe_matches_the_real_engine_within_the_time_before_it_and_sees_the_routers_408s() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = common::unpack_lab_samples(&fixtures().join("samples.om.gz"), dir.path(), true);
+    let prom = common::PromServer::start_with_openmetrics(&samples);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+
+    let direct = recorded("probe-engine");
+    let via_router = recorded("probe-router");
+    let limited = recorded("probe-router-408");
+    for run in [&direct, &via_router, &limited] {
+        let was = run.engine.as_ref().unwrap();
+        let now = replay(&prom, &rt, run);
+        for (what, a, b) in [
+            ("ttft", was.ttft_mean, now.ttft_mean),
+            ("e2e", was.e2e_mean, now.e2e_mean),
+            ("queue", was.queue_mean, now.queue_mean),
+            ("between tokens", was.between_tokens_mean, now.between_tokens_mean),
+            ("finished", was.finished, now.finished),
+            ("before the engine, ttft", was.before_engine.ttft_seconds, now.before_engine.ttft_seconds),
+        ] {
+            assert!(close(a, b), "{}: {what} was {a:?} when probed, {b:?} replayed", run.endpoint);
+        }
+        assert_eq!(was.other_traffic, now.other_traffic);
+    }
+
+    // Straight to the engine: it finished exactly the requests the probe completed, nothing else.
+    let e = direct.engine.as_ref().unwrap();
+    assert!(e.evaluated() && !e.other_traffic, "{e:?}");
+    assert_eq!(e.finished, Some(direct.summary.ok as f64));
+    assert_eq!(direct.summary.ok, direct.summary.sent);
+    // The client's time to the first token is the engine's plus what lies before vLLM stamps the
+    // request: positive, and a fraction of the whole on one machine.
+    let client_ttft = direct.summary.ttft.unwrap().mean;
+    let before = e.before_engine.ttft_seconds.unwrap();
+    assert!(before > 0.0 && before < client_ttft / 2.0, "client {client_ttft} s, engine {:?} s", e.ttft_mean);
+    // Through the router, its hop adds to the time before the engine.
+    let r = via_router.engine.as_ref().unwrap();
+    assert_eq!(r.finished, Some(via_router.summary.ok as f64));
+    assert!(r.before_engine.ttft_seconds.unwrap() > before, "router {:?} against direct {before}", r.before_engine);
+
+    // At the router's --max-concurrent-requests: 408s the probe saw, in about half a second each.
+    let refused = limited.requests.iter().filter(|m| matches!(m.outcome, vllm_diag::probe::Outcome::Http { status: 408, .. })).count();
+    assert!(refused >= 1, "{:?}", limited.summary.by_outcome);
+    assert_eq!(refused + limited.summary.ok, limited.summary.sent);
+    assert!(limited.summary.failed_e2e.unwrap().max < 2.0, "a 408 is an answer at once, not a slow one");
+    // Neither the engine nor the router's own counter holds them: only what was served.
+    let l = limited.engine.as_ref().unwrap();
+    assert_eq!(l.finished, Some(limited.summary.ok as f64), "the engine finished what the router served");
+    let range = ((l.to - l.from).num_milliseconds() as u64).div_ceil(1000);
+    let counted = prom.query_one(
+        &format!("sum(max_over_time(vllm_router_requests_total[{range}s]) - min_over_time(vllm_router_requests_total[{range}s]))"),
+        l.to + chrono::Duration::seconds(1),
+    );
+    assert_eq!(counted, limited.summary.ok as f64, "the router counted the requests it served, not the {refused} it refused");
+    let counters: Value = serde_json::from_str(&std::fs::read_to_string(fixtures().join("router-counters.json")).unwrap()).unwrap();
+    let c = &counters["vllm_router_requests_total"];
+    assert_eq!(c["after"].as_f64().unwrap() - c["before"].as_f64().unwrap(), limited.summary.ok as f64, "its /metrics page said the same");
+}
