@@ -366,6 +366,11 @@ fn resets_cut_streams_and_refused_connections_are_failures_of_their_own_kind() {
     let closed = common::free_port();
     let r = probe(&format!("http://127.0.0.1:{closed}"), &["--model", "m", "--requests", "2"]);
     assert_eq!((r.code, outcomes(&r.json())), (1, vec!["connect".to_string(), "connect".to_string()]));
+    // Without --model, the probe cannot start where nothing answers: no verdict, and the JSON says why.
+    let r = probe(&format!("http://127.0.0.1:{closed}"), &["--requests", "2"]);
+    let j = r.json();
+    assert_eq!((r.code, j["error"]["exit_code"].as_u64()), (3, Some(3)), "{}", r.stdout);
+    assert!(j["error"]["message"].as_str().unwrap().contains("/v1/models"), "{j}");
 }
 
 #[test]

@@ -109,6 +109,13 @@ fn the_probe_matches_the_real_engine_within_the_time_before_it_and_sees_the_rout
     let range = ((l.to - l.from).num_milliseconds() as u64).div_ceil(1000);
     let counted = prom.query_one(&format!("sum(max_over_time(vllm_router_requests_total[{range}s]))"), l.to + chrono::Duration::seconds(1));
     assert_eq!(counted, limited.summary.ok as f64, "the router counted the requests it served, not the {refused} it refused");
+    // In words: the verdict, the limits, the 408s with their time, the engines beside the client.
+    let text = vllm_diag::render::probe::text(&limited);
+    assert!(text.starts_with(&format!("PROBE {}  model tiny-llama  FAIL: {refused} of 10 requests failed\nlimits: at most 10 requests, 20/s, 10 in flight", limited.endpoint)), "{text}");
+    assert!(text.contains(&format!("  {refused} x HTTP 408, after ")), "{text}");
+    let text = vllm_diag::render::probe::text(&direct);
+    assert!(text.contains("OK: all 12 requests succeeded") && text.contains("12 requests finished\ntime before the engine: "), "{text}");
+    println!("{text}");
     let counters: Value = serde_json::from_str(&std::fs::read_to_string(fixtures().join("router-counters.json")).unwrap()).unwrap();
     let c = &counters["vllm_router_requests_total"];
     assert_eq!(c["after"].as_f64().unwrap() - c["before"].as_f64().unwrap(), limited.summary.ok as f64, "its /metrics page said the same");

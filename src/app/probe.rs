@@ -10,7 +10,22 @@ use crate::prom::{Matcher, Selector};
 use crate::settings::probe::{ProbeFormat, ProbeSettings};
 use crate::settings::Settings;
 
+/// The probe, and on a failure with `--format json` the error document the other commands write
+/// (`{"schema_version": 1, "error": {"message", "exit_code"}}`), so a pipeline never reads an empty
+/// file as a clean run.
 pub(super) fn run_probe(s: Settings, p: ProbeSettings) -> Result<u8, Failure> {
+    let json = p.format == ProbeFormat::Json;
+    let result = probe_run(s, p);
+    if let (true, Err(e)) = (json, &result) {
+        if !matches!(e, Failure::Output(_)) {
+            let doc = serde_json::json!({"schema_version": probe::SCHEMA_VERSION, "error": {"message": e.to_string(), "exit_code": e.exit_code()}});
+            let _ = super::write_stdout(&format!("{doc}\n"));
+        }
+    }
+    result
+}
+
+fn probe_run(s: Settings, p: ProbeSettings) -> Result<u8, Failure> {
     let limits = p.limits()?;
     let shape = p.shape();
     let (endpoint, models_url) = plan::endpoint(&p.url, shape.api).map_err(|e| Failure::Usage(e.to_string()))?;
@@ -64,7 +79,11 @@ pub(super) fn run_probe(s: Settings, p: ProbeSettings) -> Result<u8, Failure> {
     let run = runtime.block_on(async {
         let (model, looked_up) = match &plan.model {
             Some(m) => (m.clone(), false),
-            None => (probe::send::lookup_model(&client, &plan).await.map_err(Failure::Usage)?, true),
+            None => match probe::send::lookup_model(&client, &plan).await {
+                Ok(m) => (m, true),
+                Err(probe::send::LookupError::NotOne(e)) => return Err(Failure::Usage(e)),
+                Err(probe::send::LookupError::Unanswered(e)) => return Err(Failure::Source(format!("cannot start the probe: {e}"))),
+            },
         };
         if !quiet {
             eprintln!("vllm-diag: probing {} (model {model}); {}", plan.endpoint, crate::render::probe::limits_line(&limits, &CEILINGS));

@@ -32,28 +32,38 @@ pub struct Sent {
     pub not_started: usize,
 }
 
+/// Why the model could not be read from the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupError {
+    /// The server could not be asked: no connection, no answer in time, an HTTP error.
+    Unanswered(String),
+    /// It answered, but not with one model: the user must name it.
+    NotOne(String),
+}
+
 /// The model the server serves, from its `/v1/models` (one GET): the only one, or an error naming
 /// them all when there are several.
-pub async fn lookup_model(client: &reqwest::Client, plan: &Plan) -> Result<String, String> {
+pub async fn lookup_model(client: &reqwest::Client, plan: &Plan) -> Result<String, LookupError> {
+    use LookupError::{NotOne, Unanswered};
     let url = plan.models_url.as_str();
     let shown = crate::prom::strip_credentials(url);
     let resp = tokio::time::timeout(plan.limits.request_timeout, client.get(url).send())
         .await
-        .map_err(|_| format!("GET {shown}: no answer within {} s (--timeout)", plan.limits.request_timeout.as_secs_f64()))?
-        .map_err(|e| format!("GET {shown}: {}", innermost(&chain_text(&e))))?;
+        .map_err(|_| Unanswered(format!("GET {shown}: no answer within {} s (--timeout)", plan.limits.request_timeout.as_secs_f64())))?
+        .map_err(|e| Unanswered(format!("GET {shown}: {}", innermost(&chain_text(&e)))))?;
     let status = resp.status().as_u16();
-    let text = read_all(resp, 1 << 20).await.map_err(|e| format!("GET {shown}: {}", innermost(&chain_text(&e))))?;
+    let text = read_all(resp, 1 << 20).await.map_err(|e| Unanswered(format!("GET {shown}: {}", innermost(&chain_text(&e)))))?;
     if status != 200 {
-        return Err(format!("GET {shown} answered HTTP {status}: {}; give the model with --model", error_message(&text)));
+        return Err(Unanswered(format!("GET {shown} answered HTTP {status}: {}; or give the model with --model", error_message(&text))));
     }
     let ids: Vec<String> = serde_json::from_str::<serde_json::Value>(&text)
         .ok()
         .and_then(|v| v["data"].as_array().map(|d| d.iter().filter_map(|m| m["id"].as_str().map(crate::text::printable)).collect()))
-        .ok_or_else(|| format!("GET {shown}: the answer is not an OpenAI model list; give the model with --model"))?;
+        .ok_or_else(|| NotOne(format!("GET {shown}: the answer is not an OpenAI model list; give the model with --model")))?;
     match ids.as_slice() {
         [one] => Ok(one.clone()),
-        [] => Err(format!("GET {shown}: the server lists no model; give one with --model")),
-        many => Err(format!("GET {shown}: the server serves {}; choose one with --model", many.join(", "))),
+        [] => Err(NotOne(format!("GET {shown}: the server lists no model; give one with --model"))),
+        many => Err(NotOne(format!("GET {shown}: the server serves {}; choose one with --model", many.join(", ")))),
     }
 }
 
