@@ -103,6 +103,7 @@ fn probe_run(s: Settings, p: ProbeSettings) -> Result<u8, Failure> {
                 Some(engine::view(crate::prom::strip_credentials(&s.source.prometheus), &selector, (from, to), answers, &summary))
             }
         };
+        let refused_in_front = probe::refused_in_front(&sent.requests, engine.as_ref());
         Ok::<ProbeRun, Failure>(ProbeRun {
             schema_version: probe::SCHEMA_VERSION,
             target: plan.target.clone(),
@@ -117,6 +118,7 @@ fn probe_run(s: Settings, p: ProbeSettings) -> Result<u8, Failure> {
             not_started: sent.not_started,
             requests: sent.requests,
             summary,
+            refused_in_front,
             engine,
         })
     })?;

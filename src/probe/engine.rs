@@ -30,10 +30,15 @@ pub enum Measure {
     /// Requests the engines finished (the e2e histogram's count, from its first sample in the
     /// minutes to its last: exact, where `increase` would extrapolate to the range's edges).
     Finished,
+    /// The most requests one engine had running at a scrape.
+    RunningMax,
+    /// The most requests one engine had waiting at a scrape.
+    WaitingMax,
 }
 
 impl Measure {
-    pub const ALL: [Measure; 5] = [Measure::Ttft, Measure::E2e, Measure::Queue, Measure::BetweenTokens, Measure::Finished];
+    pub const ALL: [Measure; 7] =
+        [Measure::Ttft, Measure::E2e, Measure::Queue, Measure::BetweenTokens, Measure::Finished, Measure::RunningMax, Measure::WaitingMax];
 
     /// The vLLM histogram read, in the spellings it has had (vLLM 0.32 names the time between
     /// tokens `inter_token_latency`; earlier versions `time_per_output_token`).
@@ -48,6 +53,8 @@ impl Measure {
                 "vllm:time_per_output_token_seconds",
                 "vllm_time_per_output_token_seconds",
             ],
+            Measure::RunningMax => &["vllm:num_requests_running", "vllm_num_requests_running"],
+            Measure::WaitingMax => &["vllm:num_requests_waiting", "vllm_num_requests_waiting"],
         }
     }
 }
@@ -85,6 +92,10 @@ pub struct EngineView {
     pub between_tokens_mean: Option<f64>,
     /// Requests the engines finished in those minutes.
     pub finished: Option<f64>,
+    /// The most requests one engine had running, and waiting, at a scrape in those minutes: an
+    /// engine with room to spare (nothing waiting) did not refuse or slow what the probe saw.
+    pub running_max: Option<f64>,
+    pub waiting_max: Option<f64>,
     /// The client's mean less the engines' mean: time before the engine.
     pub before_engine: BeforeEngine,
     /// The engines finished clearly more requests than the probe completed: their means hold
@@ -127,7 +138,10 @@ pub fn queries(selector: &Selector, to: DateTime<Utc>, range: Duration) -> Vec<(
     Measure::ALL
         .iter()
         .map(|m| {
-            let q = crate::signals::probe_engine_query(selector, m.families(), range, *m == Measure::Finished);
+            let q = match m {
+                Measure::RunningMax | Measure::WaitingMax => crate::signals::probe_engine_gauge_max(selector, m.families(), range),
+                _ => crate::signals::probe_engine_query(selector, m.families(), range, *m == Measure::Finished),
+            };
             (*m, Request::Instant { query: q, time: to })
         })
         .collect()
@@ -158,6 +172,7 @@ pub fn view(
     };
     let (ttft, e2e, queue, between, finished) =
         (get(Measure::Ttft), get(Measure::E2e), get(Measure::Queue), get(Measure::BetweenTokens), get(Measure::Finished));
+    let (running_max, waiting_max) = (get(Measure::RunningMax), get(Measure::WaitingMax));
     let minus = |client: Option<f64>, engine: Option<f64>| Some(client? - engine?);
     let before_engine = BeforeEngine {
         ttft_seconds: minus(probe.ttft.map(|s| s.mean), ttft),
@@ -174,6 +189,8 @@ pub fn view(
         queue_mean: queue,
         between_tokens_mean: between,
         finished,
+        running_max,
+        waiting_max,
         before_engine,
         other_traffic,
         not_read,
@@ -249,7 +266,8 @@ mod tests {
         assert_eq!(((s - from).num_seconds(), range), (20, Duration::from_secs(53)));
         assert_eq!((to - e).num_seconds(), 20);
         let q = queries(&Selector::parse("model_name=\"m\"").unwrap(), to, range);
-        assert_eq!(q.len(), 5);
+        assert_eq!(q.len(), 7);
+        assert!(q[5].1.query().unwrap().starts_with("max(max_over_time({__name__=~\"vllm:num_requests_running|vllm_num_requests_running\""), "{:?}", q[5]);
         let text = q[0].1.query().unwrap().to_string();
         assert!(text.contains("[53s]") && text.contains("model_name=\"m\"") && text.contains("vllm:time_to_first_token_seconds_sum"), "{text}");
     }

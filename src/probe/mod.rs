@@ -216,6 +216,57 @@ pub struct ProbeRun {
     pub summary: Summary,
     /// The engines over the same minutes; `None` when no Prometheus was given.
     pub engine: Option<EngineView>,
+    /// Requests refused as busy while the engines had nothing waiting ([`refused_in_front`]).
+    #[serde(default)]
+    pub refused_in_front: Option<RefusedInFront>,
+}
+
+/// The statuses a server or a router answers when it is too busy to take a request: 408 (vLLM's
+/// router at its --max-concurrent-requests), 429 (a rate limit), 503 (vLLM at its
+/// --max-num-queued-reqs, a gateway without a healthy backend).
+pub const BUSY_STATUSES: [u16; 3] = [408, 429, 503];
+
+/// Requests refused as busy while no engine had a request waiting in those minutes: the refusal
+/// came from in front of the engines (a router's or a gateway's limit), which the engines' metrics
+/// do not count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RefusedInFront {
+    /// Requests refused, by status.
+    pub by_status: std::collections::BTreeMap<u16, usize>,
+    pub refused: usize,
+    /// Their mean time to the refusal, seconds.
+    pub mean_seconds: f64,
+    /// The most one engine had running at a scrape in those minutes.
+    pub engines_running_max: Option<f64>,
+}
+
+/// [`RefusedInFront`] from the requests and the engines' view: some requests answered a busy
+/// status, and the engines were read and had nothing waiting.
+pub fn refused_in_front(requests: &[Measured], engine: Option<&EngineView>) -> Option<RefusedInFront> {
+    let engine = engine?;
+    if engine.waiting_max != Some(0.0) {
+        return None;
+    }
+    let refused: Vec<(&Measured, u16)> = requests
+        .iter()
+        .filter_map(|m| match m.outcome {
+            Outcome::Http { status, .. } if BUSY_STATUSES.contains(&status) => Some((m, status)),
+            _ => None,
+        })
+        .collect();
+    if refused.is_empty() {
+        return None;
+    }
+    let mut by_status = std::collections::BTreeMap::new();
+    for (_, s) in &refused {
+        *by_status.entry(*s).or_insert(0) += 1;
+    }
+    Some(RefusedInFront {
+        by_status,
+        refused: refused.len(),
+        mean_seconds: refused.iter().map(|(m, _)| m.e2e_seconds).sum::<f64>() / refused.len() as f64,
+        engines_running_max: engine.running_max,
+    })
 }
 
 impl ProbeRun {
@@ -244,5 +295,59 @@ mod secs {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let v = f64::deserialize(d)?;
         Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(outcome: Outcome, e2e: f64) -> Measured {
+        Measured {
+            index: 0,
+            stream: false,
+            started: DateTime::from_timestamp(0, 0).unwrap(),
+            outcome,
+            headers_seconds: None,
+            ttft_seconds: None,
+            e2e_seconds: e2e,
+            tokens: None,
+            gaps: Vec::new(),
+        }
+    }
+
+    fn engine(waiting: Option<f64>) -> EngineView {
+        let t = DateTime::from_timestamp(0, 0).unwrap();
+        EngineView {
+            prometheus: "http://p".into(),
+            selector: String::new(),
+            from: t,
+            to: t,
+            ttft_mean: None,
+            e2e_mean: None,
+            queue_mean: None,
+            between_tokens_mean: None,
+            finished: Some(2.0),
+            running_max: Some(2.0),
+            waiting_max: waiting,
+            before_engine: engine::BeforeEngine { ttft_seconds: None, e2e_seconds: None },
+            other_traffic: false,
+            not_read: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn busy_answers_while_nothing_waited_are_refusals_in_front_of_the_engines() {
+        let busy = |s| request(Outcome::Http { status: s, message: String::new() }, 0.2);
+        let reqs = [request(Outcome::Ok, 1.4), busy(408), busy(408), busy(503), busy(404)];
+        let r = refused_in_front(&reqs, Some(&engine(Some(0.0)))).expect("refused in front");
+        assert_eq!((r.refused, r.by_status.get(&408), r.by_status.get(&503)), (3, Some(&2), Some(&1)));
+        assert!((r.mean_seconds - 0.2).abs() < 1e-12);
+        assert_eq!(r.engines_running_max, Some(2.0));
+        // A queue at the engines, no engines read, or no busy answer: nothing to say.
+        assert_eq!(refused_in_front(&reqs, Some(&engine(Some(3.0)))), None);
+        assert_eq!(refused_in_front(&reqs, Some(&engine(None))), None);
+        assert_eq!(refused_in_front(&reqs, None), None);
+        assert_eq!(refused_in_front(&reqs[..1], Some(&engine(Some(0.0)))), None);
     }
 }

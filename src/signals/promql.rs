@@ -81,6 +81,19 @@ pub fn probe_engine_query(selector: &Selector, names: &[&str], range: Duration, 
     }
 }
 
+/// A probe's engine-side gauge read: the highest value any one series under the selector held in the
+/// `range` before the instant asked (the most requests one engine had running, or waiting).
+pub fn probe_engine_gauge_max(selector: &Selector, names: &[&str], range: Duration) -> String {
+    let alternatives = names.iter().map(|n| crate::prom::escape_regex_literal(n)).collect::<Vec<_>>().join("|");
+    let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: alternatives }];
+    m.extend(selector.matchers.iter().cloned());
+    if !m.iter().any(|m| m.name == crate::prom::selector::SHADOW_LABEL) {
+        // Not production-stack's router's gauges of the same name (crate::prom::SHADOWED).
+        m.push(Matcher::eq(crate::prom::selector::SHADOW_LABEL, ""));
+    }
+    format!("max(max_over_time({{{}}}[{}]))", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","), promql_duration(range))
+}
+
 /// PromQL duration in whole seconds (exact and accepted everywhere).
 pub fn promql_duration(d: Duration) -> String {
     format!("{}s", d.as_secs().max(1))
