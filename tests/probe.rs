@@ -390,6 +390,11 @@ fn nothing_goes_to_an_address_not_given_and_credentials_never_show() {
         assert!(!r.stdout.contains("s3cret") && !r.stderr.contains("s3cret"), "the token was printed:\n{}\n{}", r.stdout, r.stderr);
     }
     assert_eq!(elsewhere.connections.load(Ordering::SeqCst), 0, "the redirect to another port was not followed");
+    // The Prometheus token from the environment is the backend's: it never goes to the probed URL.
+    let quiet = Engine::start(Duration::ZERO, Mode::Answer);
+    let r = run(&["--no-config", "probe", &quiet.url(), "--model", "m", "--requests", "1", "--quiet"], &[("VLLM_DIAG_BEARER_TOKEN", "backend-secret")]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(quiet.completions()[0].authorization, None);
     let got = engine.completions();
     assert_eq!(got.len(), 4);
     assert!(got.iter().all(|g| g.authorization.as_deref() == Some("Bearer s3cret-token")), "the token went to the URL given");

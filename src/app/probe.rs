@@ -88,7 +88,7 @@ fn probe_run(s: Settings, p: ProbeSettings) -> Result<u8, Failure> {
         if !quiet {
             eprintln!("vllm-diag: probing {} (model {model}); {}", plan.endpoint, crate::render::probe::limits_line(&limits, &CEILINGS));
         }
-        let sent = probe::send::run(&client, &plan, &model, |_| {}).await;
+        let sent = probe::send::run(&client, &plan, &model).await;
         let summary = probe::summary::summarize(&sent.requests);
         let engine = match &backend {
             None => None,

@@ -67,15 +67,13 @@ pub async fn lookup_model(client: &reqwest::Client, plan: &Plan) -> Result<Strin
     }
 }
 
-/// Send the plan's requests for `model`, within its limits. `done` is told of each request as it
-/// ends (for progress).
-pub async fn run(client: &reqwest::Client, plan: &Plan, model: &str, done: impl Fn(&Measured) + Send + Sync + 'static) -> Sent {
+/// Send the plan's requests for `model`, within its limits.
+pub async fn run(client: &reqwest::Client, plan: &Plan, model: &str) -> Sent {
     let limits = plan.limits;
     let started = Utc::now();
     let t0 = Instant::now();
     let deadline = t0 + limits.max_duration;
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.concurrency.max(1)));
-    let done = Arc::new(done);
     let mut handles = Vec::new();
     let mut not_started = 0;
     for i in 0..limits.requests {
@@ -89,14 +87,13 @@ pub async fn run(client: &reqwest::Client, plan: &Plan, model: &str, done: impl 
             not_started = limits.requests - i;
             break;
         };
-        let (client, url, done) = (client.clone(), plan.endpoint.clone(), done.clone());
+        let (client, url) = (client.clone(), plan.endpoint.clone());
         let stream = plan.shape.stream.streams(i);
         let b = body(&plan.shape, model, i);
         let timeout = limits.request_timeout;
         handles.push(tokio::spawn(async move {
             let m = one(&client, url, b, i, stream, timeout, deadline).await;
             drop(permit);
-            done(&m);
             m
         }));
     }
