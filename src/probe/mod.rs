@@ -70,7 +70,7 @@ impl StreamMode {
         match self {
             StreamMode::Always => true,
             StreamMode::Never => false,
-            StreamMode::Both => index % 2 == 0,
+            StreamMode::Both => index.is_multiple_of(2),
         }
     }
 }

@@ -111,7 +111,7 @@ fn failures(out: &mut String, run: &ProbeRun) {
             None => groups.push((w, 1, m.e2e_seconds)),
         }
     }
-    groups.sort_by(|a, b| b.1.cmp(&a.1));
+    groups.sort_by_key(|g| std::cmp::Reverse(g.1));
     for (w, n, total) in groups {
         let _ = writeln!(out, "  {n} x {w}, after {} on average", format_seconds(total / n as f64));
     }
