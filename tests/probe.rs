@@ -287,12 +287,18 @@ fn through_a_real_router_the_probe_sends_what_its_limits_allow_and_nothing_more(
     assert!(engine.completions().iter().all(|g| g.body["model"] == "stand-in" && g.body["max_tokens"] == 8));
     assert_eq!(router.requests_counted() - before, 6.0, "the router counted the same six");
     assert!(engine.in_flight_max.load(Ordering::SeqCst) <= 2, "never more than --concurrency in flight at the engine");
-    // Each request started no sooner than its turn at --rate after the probe began, by its own clock.
+    // Each request started no sooner than its turn at --rate after the probe began, and at least
+    // 1/rate after the one before, by the probe's own clock.
     let begun: chrono::DateTime<chrono::Utc> = j["started"].as_str().unwrap().parse().unwrap();
+    let mut previous: Option<chrono::DateTime<chrono::Utc>> = None;
     for (i, r) in j["requests"].as_array().unwrap().iter().enumerate() {
         let t: chrono::DateTime<chrono::Utc> = r["started"].as_str().unwrap().parse().unwrap();
         let after = (t - begun).num_milliseconds();
         assert!(after >= i as i64 * 200 - 1, "request {i} started {after} ms after the probe began, before its turn at 5/s");
+        if let Some(p) = previous {
+            assert!((t - p).num_milliseconds() >= 199, "request {i} started {} ms after the one before it, at 5/s", (t - p).num_milliseconds());
+        }
+        previous = Some(t);
     }
     assert_eq!(j["summary"]["ok"], 6);
     assert_eq!(j["summary"]["tokens"], 48);

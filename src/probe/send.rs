@@ -76,23 +76,33 @@ pub async fn run(client: &reqwest::Client, plan: &Plan, model: &str) -> Sent {
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.concurrency.max(1)));
     let mut handles = Vec::new();
     let mut not_started = 0;
+    // Request i starts at its turn (i / rate after the first) and never sooner than 1 / rate after
+    // the one before: after a wait for a free slot, the next requests do not catch up in a burst.
+    let spacing = Duration::from_secs_f64(1.0 / limits.rate_per_second);
+    let mut last: Option<Instant> = None;
     for i in 0..limits.requests {
-        let at = t0 + Duration::from_secs_f64(i as f64 / limits.rate_per_second);
+        let turn = t0 + Duration::from_secs_f64(i as f64 / limits.rate_per_second);
+        let at = last.map_or(turn, |l| turn.max(l + spacing));
         if at >= deadline {
             not_started = limits.requests - i;
             break;
         }
         tokio::time::sleep_until(at).await;
-        let Ok(Ok(permit)) = tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await else {
-            not_started = limits.requests - i;
-            break;
+        let permit = match tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await {
+            Ok(Ok(p)) if Instant::now() < deadline => p,
+            _ => {
+                not_started = limits.requests - i;
+                break;
+            }
         };
+        // The request's clock starts here, where the probe decides to send it.
+        let start = Start { index: i, stream: plan.shape.stream.streams(i), t: Instant::now(), started: Utc::now() };
+        last = Some(start.t);
         let (client, url) = (client.clone(), plan.endpoint.clone());
-        let stream = plan.shape.stream.streams(i);
         let b = body(&plan.shape, model, i);
         let timeout = limits.request_timeout;
         handles.push(tokio::spawn(async move {
-            let m = one(&client, url, b, i, stream, timeout, deadline).await;
+            let m = one(&client, url, b, start, timeout, deadline).await;
             drop(permit);
             m
         }));
@@ -116,17 +126,16 @@ struct Partial {
     tokens: Option<u64>,
 }
 
-async fn one(
-    client: &reqwest::Client,
-    url: url::Url,
-    body: serde_json::Value,
+/// When and how a request was started.
+struct Start {
     index: usize,
     stream: bool,
-    timeout: Duration,
-    deadline: Instant,
-) -> Measured {
-    let started = Utc::now();
-    let t = Instant::now();
+    t: Instant,
+    started: DateTime<Utc>,
+}
+
+async fn one(client: &reqwest::Client, url: url::Url, body: serde_json::Value, start: Start, timeout: Duration, deadline: Instant) -> Measured {
+    let Start { index, stream, t, started } = start;
     let own = t + timeout;
     let (until, limit) = if own <= deadline { (own, TimeoutLimit::Request) } else { (deadline, TimeoutLimit::ProbeDuration) };
     let mut p = Partial::default();
