@@ -173,8 +173,17 @@ fn completion(conn: &mut TcpStream, body: &Value, delay: Duration, mode: Mode) -
             let _ = write!(conn, "{:x}\r\n{text}\r\n", text.len());
             let _ = conn.flush();
         };
+        let chat = body.get("messages").is_some();
+        if chat {
+            // A chat stream opens with the assistant's role and no text, as vLLM's does.
+            chunk(conn, "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n");
+        }
         for i in 0..tokens {
-            chunk(conn, &format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"t{i}\"}}]}}\n\n"));
+            if chat {
+                chunk(conn, &format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{i}\"}}}}]}}\n\n"));
+            } else {
+                chunk(conn, &format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"t{i}\"}}]}}\n\n"));
+            }
             if matches!(mode, Mode::CutStream) {
                 // A stream cut short on cue (a proxy dying mid-answer), which no real server does when asked.
                 return false;
@@ -308,6 +317,22 @@ fn through_a_real_router_the_probe_sends_what_its_limits_allow_and_nothing_more(
     assert_eq!(j["limits"]["requests"], 6);
     assert_eq!(j["outcome"]["exit_code"], 0);
     assert!(j["engine"].is_null(), "no Prometheus was given, so none was read");
+}
+
+#[test]
+fn chat_requests_go_to_the_chat_endpoint_and_their_streams_are_timed_from_the_first_content() {
+    let engine = Engine::start(Duration::from_millis(100), Mode::Answer);
+    let router = Router::start(&engine, &[]);
+    let r = probe(&format!("{}/v1", router.url()), &["--api", "chat", "--model", "stand-in", "--requests", "2", "--rate", "10", "--stream", "always", "--max-tokens", "5"]);
+    let j = r.json();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(j["endpoint"], format!("{}/v1/chat/completions", router.url()));
+    let got = engine.completions();
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|g| g.path == "/v1/chat/completions" && g.body["messages"][0]["role"] == "user"), "{got:?}");
+    // The role-only first event is not a token: five tokens, four gaps each.
+    assert_eq!(j["summary"]["tokens"], 10);
+    assert_eq!(j["summary"]["between_tokens"]["count"], 8);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! probe is read again through the product's own code, and what the lab showed is held:
 //!
 //! - the engines' view replays to the numbers the probe printed;
-//! - straight to the engine and through the router, the engine finished exactly the requests the
+//! - straight to the engine (completions and chat) and through the router, the engine finished exactly the requests the
 //!   probe completed, and the client's times exceed the engine's (what lies outside the engine's
 //!   clock: the HTTP server before vLLM stamps the request and after its first token, the network,
 //!   the router);
@@ -59,9 +59,10 @@ fn the_probe_matches_the_real_engine_within_the_time_before_it_and_sees_the_rout
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 
     let direct = recorded("probe-engine");
+    let chat = recorded("probe-engine-chat");
     let via_router = recorded("probe-router");
     let limited = recorded("probe-router-408");
-    for run in [&direct, &via_router, &limited] {
+    for run in [&direct, &chat, &via_router, &limited] {
         let was = run.engine.as_ref().unwrap();
         let now = replay(&prom, &rt, run);
         for (what, a, b) in [
@@ -86,12 +87,21 @@ fn the_probe_matches_the_real_engine_within_the_time_before_it_and_sees_the_rout
     assert_eq!(direct.summary.ok, direct.summary.sent);
     // The client's times are the engine's plus what lies outside the engine's clock (the HTTP
     // server before vLLM stamps the request and after its first token, the network): more, never less.
-    for run in [&direct, &via_router] {
+    for run in [&direct, &chat, &via_router] {
         let e = run.engine.as_ref().unwrap();
         let b = e.before_engine;
         assert!(b.ttft_seconds.unwrap() > 0.0 && b.e2e_seconds.unwrap() > 0.0, "{}: {b:?}", run.endpoint);
         assert!(b.e2e_seconds.unwrap() < run.summary.e2e.unwrap().mean, "{}: {b:?}", run.endpoint);
     }
+    // The chat API's streams: every request answered and timed from its first content.
+    let c = chat.engine.as_ref().unwrap();
+    assert_eq!((chat.summary.ok, c.finished), (6, Some(6.0)));
+    // One of the six streams carried no text at all (the random-weight model's 32 tokens formed no
+    // character): it has no time to the first token, and its usage still counts its tokens.
+    let timed = chat.requests.iter().filter(|m| m.ttft_seconds.is_some()).count();
+    assert_eq!(chat.summary.ttft.unwrap().count, timed);
+    assert!(timed >= 5, "{timed} of 6 chat streams timed to their first content");
+    assert_eq!(chat.summary.tokens, 6 * 32);
     // Through the router, every request reached the engine once.
     let r = via_router.engine.as_ref().unwrap();
     assert!(r.evaluated() && !r.other_traffic);
@@ -120,7 +130,8 @@ fn the_probe_matches_the_real_engine_within_the_time_before_it_and_sees_the_rout
     let text = vllm_diag::render::probe::text(&limited);
     assert!(text.starts_with(&format!("PROBE {}  model tiny-llama  FAIL: {refused} of 10 requests failed\nlimits: at most 10 requests, 20/s, 10 in flight", limited.endpoint)), "{text}");
     assert!(text.contains(&format!("  {refused} x HTTP 408, after ")), "{text}");
-    assert!(text.contains(&format!("refused in front of the engines: {refused} requests answered busy ({refused} with HTTP 408)")), "{text}");
+    let requests = vllm_diag::stats::plural(refused, "request", "requests");
+    assert!(text.contains(&format!("refused in front of the engines: {requests} answered busy ({refused} with HTTP 408)")), "{text}");
     let text = vllm_diag::render::probe::text(&direct);
     assert!(text.contains("OK: all 12 requests succeeded") && text.contains("; 12 requests finished\n"), "{text}");
     let b = direct.engine.as_ref().unwrap().before_engine.ttft_seconds.unwrap();

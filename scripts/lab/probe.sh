@@ -9,6 +9,7 @@
 # router-venv, tiny-llama), Debian's prometheus, and a built vllm-diag (VLLM_DIAG, default
 # target/debug/vllm-diag). Writes, into DIR:
 #   probe-engine.json      the probe straight to the engine (12 requests, 1/s, streamed and not)
+#   probe-engine-chat.json the same with /v1/chat/completions (6 streamed requests)
 #   probe-router.json      the same through the router (round robin, no limit)
 #   probe-router-408.json  10 unstreamed 200-token requests at once through the router restarted
 #                          with --max-concurrent-requests 2 --queue-size 4
@@ -91,6 +92,7 @@ probe() {  # name, URL, settle, flags...
 }
 
 probe probe-engine "http://127.0.0.1:$port" 12s --requests 12 --rate 1 --stream both
+probe probe-engine-chat "http://127.0.0.1:$port" 12s --api chat --requests 6 --rate 1 --stream always
 router --policy round_robin
 probe probe-router "http://127.0.0.1:$rport" 12s --requests 12 --rate 1 --stream both
 router_stop
