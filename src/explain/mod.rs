@@ -263,6 +263,7 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
         profile: None,
         notes: signal_plan.notes,
         readings,
+        probe: None,
     }, Trace { trends, moved_queries: moved_plan.requests(), moved_step: (moved_plan.step, moved_plan.trend_range.as_secs()) }))
 }
 

@@ -9,115 +9,27 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
-use super::Summary;
+pub use crate::report::probe::{BeforeEngine, EngineView, Measure, NotRead, NotReadReason};
+use crate::report::probe::Summary;
 use crate::prom::Selector;
 use crate::source::{Data, Request, Source};
 
-/// One engine-side measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Measure {
-    /// Time to the first token (vLLM starts it when its API server takes the request).
-    Ttft,
-    /// End-to-end request time.
-    E2e,
-    /// Time waiting in the engine's queue.
-    Queue,
-    /// Time between two tokens.
-    BetweenTokens,
-    /// Requests the engines finished (the e2e histogram's count, from its first sample in the
-    /// minutes to its last: exact, where `increase` would extrapolate to the range's edges).
-    Finished,
-    /// The most requests one engine had running at a scrape.
-    RunningMax,
-    /// The most requests one engine had waiting at a scrape.
-    WaitingMax,
-}
-
-impl Measure {
-    pub const ALL: [Measure; 7] =
-        [Measure::Ttft, Measure::E2e, Measure::Queue, Measure::BetweenTokens, Measure::Finished, Measure::RunningMax, Measure::WaitingMax];
-
-    /// The vLLM histogram read, in the spellings it has had (vLLM 0.32 names the time between
-    /// tokens `inter_token_latency`; earlier versions `time_per_output_token`).
-    pub fn families(self) -> &'static [&'static str] {
-        match self {
-            Measure::Ttft => &["vllm:time_to_first_token_seconds", "vllm_time_to_first_token_seconds"],
-            Measure::E2e | Measure::Finished => &["vllm:e2e_request_latency_seconds", "vllm_e2e_request_latency_seconds"],
-            Measure::Queue => &["vllm:request_queue_time_seconds", "vllm_request_queue_time_seconds"],
-            Measure::BetweenTokens => &[
-                "vllm:inter_token_latency_seconds",
-                "vllm_inter_token_latency_seconds",
-                "vllm:time_per_output_token_seconds",
-                "vllm_time_per_output_token_seconds",
-            ],
-            Measure::RunningMax => &["vllm:num_requests_running", "vllm_num_requests_running"],
-            Measure::WaitingMax => &["vllm:num_requests_waiting", "vllm_num_requests_waiting"],
-        }
-    }
-}
-
-/// What could not be read, and why (the failed query's short reason, or no data).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NotRead {
-    pub measure: Measure,
-    pub reason: NotReadReason,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum NotReadReason {
-    /// The query failed: the source's own short reason.
-    QueryFailed { detail: String },
-    /// No series under the selector, or no request finished in the window.
-    NoData,
-}
-
-/// The engines over the probe's minutes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EngineView {
-    /// The Prometheus read, without credentials.
-    pub prometheus: String,
-    /// The selector every read was under.
-    pub selector: String,
-    /// The minutes read: the probe's first request to its end plus the wait for the last scrape.
-    pub from: DateTime<Utc>,
-    pub to: DateTime<Utc>,
-    /// The engines' means, seconds.
-    pub ttft_mean: Option<f64>,
-    pub e2e_mean: Option<f64>,
-    pub queue_mean: Option<f64>,
-    pub between_tokens_mean: Option<f64>,
-    /// Requests the engines finished in those minutes.
-    pub finished: Option<f64>,
-    /// The most requests one engine had running, and waiting, at a scrape in those minutes: an
-    /// engine with room to spare (nothing waiting) did not refuse or slow what the probe saw.
-    pub running_max: Option<f64>,
-    pub waiting_max: Option<f64>,
-    /// The client's mean less the engines' mean: time before the engine.
-    pub before_engine: BeforeEngine,
-    /// The engines finished clearly more requests than the probe completed: their means hold
-    /// other traffic too.
-    pub other_traffic: bool,
-    pub not_read: Vec<NotRead>,
-}
-
-/// Client minus engine, seconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct BeforeEngine {
-    /// The probe's mean time to the first token (streamed requests) less the engines' mean TTFT.
-    pub ttft_seconds: Option<f64>,
-    /// The probe's mean end-to-end time less the engines' mean end-to-end time.
-    pub e2e_seconds: Option<f64>,
-}
-
-impl EngineView {
-    /// Whether the comparison was made: at least one difference computed and no query failed.
-    pub fn evaluated(&self) -> bool {
-        (self.before_engine.ttft_seconds.is_some() || self.before_engine.e2e_seconds.is_some())
-            && !self.not_read.iter().any(|n| matches!(n.reason, NotReadReason::QueryFailed { .. }))
+/// The vLLM family read for a measure, in the spellings it has had (vLLM 0.32 names the time
+/// between tokens `inter_token_latency`; earlier versions `time_per_output_token`).
+pub fn families(m: Measure) -> &'static [&'static str] {
+    match m {
+        Measure::Ttft => &["vllm:time_to_first_token_seconds", "vllm_time_to_first_token_seconds"],
+        Measure::E2e | Measure::Finished => &["vllm:e2e_request_latency_seconds", "vllm_e2e_request_latency_seconds"],
+        Measure::Queue => &["vllm:request_queue_time_seconds", "vllm_request_queue_time_seconds"],
+        Measure::BetweenTokens => &[
+            "vllm:inter_token_latency_seconds",
+            "vllm_inter_token_latency_seconds",
+            "vllm:time_per_output_token_seconds",
+            "vllm_time_per_output_token_seconds",
+        ],
+        Measure::RunningMax => &["vllm:num_requests_running", "vllm_num_requests_running"],
+        Measure::WaitingMax => &["vllm:num_requests_waiting", "vllm_num_requests_waiting"],
     }
 }
 
@@ -139,8 +51,8 @@ pub fn queries(selector: &Selector, to: DateTime<Utc>, range: Duration) -> Vec<(
         .iter()
         .map(|m| {
             let q = match m {
-                Measure::RunningMax | Measure::WaitingMax => crate::signals::probe_engine_gauge_max(selector, m.families(), range),
-                _ => crate::signals::probe_engine_query(selector, m.families(), range, *m == Measure::Finished),
+                Measure::RunningMax | Measure::WaitingMax => crate::signals::probe_engine_gauge_max(selector, families(*m), range),
+                _ => crate::signals::probe_engine_query(selector, families(*m), range, *m == Measure::Finished),
             };
             (*m, Request::Instant { query: q, time: to })
         })

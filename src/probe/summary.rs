@@ -3,53 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::Measured;
-
-/// A distribution of seconds: count, mean, median, 95th percentile (nearest rank) and maximum.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Spread {
-    pub count: usize,
-    pub mean: f64,
-    pub p50: f64,
-    pub p95: f64,
-    pub max: f64,
-}
-
-impl Spread {
-    /// `None` for no values (non-finite ones are left out).
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
-        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        Some(Spread { count: v.len(), mean: v.iter().sum::<f64>() / v.len() as f64, p50: rank(0.5), p95: rank(0.95), max: v[v.len() - 1] })
-    }
-}
-
-/// What the requests came to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    /// Requests started.
-    pub sent: usize,
-    pub ok: usize,
-    pub failed: usize,
-    /// Requests per outcome kind (`ok`, `http_408`, `timeout`, `cut_by_duration`, `reset`, ...).
-    pub by_outcome: BTreeMap<String, usize>,
-    /// Time to the first token of the streamed requests that succeeded.
-    pub ttft: Option<Spread>,
-    /// Every gap between two token events of the streamed requests that succeeded.
-    pub between_tokens: Option<Spread>,
-    /// End-to-end time of the requests that succeeded, streamed or not.
-    pub e2e: Option<Spread>,
-    /// End-to-end time of the requests that failed: a 408 in half a second is not a slow answer.
-    pub failed_e2e: Option<Spread>,
-    /// Tokens generated over the succeeded requests.
-    pub tokens: u64,
-}
+pub use crate::report::probe::{Spread, Summary};
+use crate::report::probe::Measured;
 
 pub fn summarize(requests: &[Measured]) -> Summary {
     let ok: Vec<&Measured> = requests.iter().filter(|m| m.outcome.is_ok()).collect();

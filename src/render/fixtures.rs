@@ -106,6 +106,7 @@ fn base(
         profile: Some("chat".to_string()),
         notes: Vec::new(),
         readings: Vec::new(),
+        probe: None,
     }
 }
 

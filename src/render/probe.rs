@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use crate::probe::engine::{EngineView, Measure, NotReadReason};
 use crate::probe::plan::Planned;
 use crate::probe::summary::Spread;
-use crate::probe::{Limits, Outcome, ProbeRun, Shape, StreamMode, TimeoutLimit};
+use crate::report::probe::{Limits, Outcome, ProbeBreach, ProbeEvidence, ProbeRun, RefusedInFront, Shape, StreamMode, TimeoutLimit};
 use crate::units::format_seconds;
 
 /// The limits line every probe prints, the run's and the dry run's alike.
@@ -100,6 +100,13 @@ pub fn outcome_words(o: &Outcome) -> String {
 
 /// The failures, grouped by what they said, most frequent first, each with its mean time.
 fn failures(out: &mut String, run: &ProbeRun) {
+    for (w, n, mean) in failure_groups(run) {
+        let _ = writeln!(out, "  {n} x {w}, after {} on average", format_seconds(mean));
+    }
+}
+
+/// The failed requests by what they said (most frequent first): the words, how many, their mean time.
+fn failure_groups(run: &ProbeRun) -> Vec<(String, usize, f64)> {
     let mut groups: Vec<(String, usize, f64)> = Vec::new();
     for m in run.requests.iter().filter(|m| !m.outcome.is_ok()) {
         let w = outcome_words(&m.outcome);
@@ -112,9 +119,7 @@ fn failures(out: &mut String, run: &ProbeRun) {
         }
     }
     groups.sort_by_key(|g| std::cmp::Reverse(g.1));
-    for (w, n, total) in groups {
-        let _ = writeln!(out, "  {n} x {w}, after {} on average", format_seconds(total / n as f64));
-    }
+    groups.into_iter().map(|(w, n, total)| (w, n, total / n as f64)).collect()
 }
 
 fn engine_lines(out: &mut String, e: &EngineView, run: &ProbeRun) {
@@ -210,17 +215,95 @@ pub fn text(run: &ProbeRun) -> String {
         engine_lines(&mut out, e, run);
     }
     if let Some(r) = &run.refused_in_front {
-        let statuses: Vec<String> = r.by_status.iter().map(|(s, n)| format!("{n} with HTTP {s}")).collect();
-        let _ = writeln!(
-            out,
-            "refused in front of the engines: {} answered busy ({}) after {} on average while no engine had a request waiting{}: a router's or gateway's limit, which the engines' metrics do not count",
-            crate::stats::plural(r.refused, "request", "requests"),
-            statuses.join(", "),
-            format_seconds(r.mean_seconds),
-            r.engines_running_max.map(|m| format!(" (at most {m:.0} running on one)")).unwrap_or_default()
-        );
+        let _ = writeln!(out, "refused in front of the engines: {}", refused_words(r, s.sent));
     }
     out
+}
+
+/// `8 of 10 requests answered busy (8 with HTTP 408) after 190 ms on average while no engine had a
+/// request waiting (at most 2 running on one): ...`.
+fn refused_words(r: &RefusedInFront, sent: usize) -> String {
+    let statuses: Vec<String> = r.by_status.iter().map(|(s, n)| format!("{n} with HTTP {s}")).collect();
+    format!(
+        "{} of {} answered busy ({}) after {} on average while no engine had a request waiting{}: a router's or gateway's limit, which the engines' metrics do not count",
+        r.refused,
+        crate::stats::plural(sent, "request", "requests"),
+        statuses.join(", "),
+        format_seconds(r.mean_seconds),
+        r.engines_running_max.map(|m| format!(" (at most {m:.0} running on one)")).unwrap_or_default()
+    )
+}
+
+/// What the probe's requests came to, in one clause: `all 10 requests succeeded` or `8 of 10
+/// requests failed (8 x HTTP 408 (Request Timeout) after 190 ms on average)`.
+fn requests_clause(run: &ProbeRun) -> String {
+    let s = &run.summary;
+    if s.sent == 0 {
+        return "no request could be started".to_string();
+    }
+    if s.failed == 0 {
+        return format!("all {} succeeded", crate::stats::plural(s.sent, "request", "requests"));
+    }
+    let groups: Vec<String> = failure_groups(run).into_iter().map(|(w, n, mean)| format!("{n} x {w} after {} on average", format_seconds(mean))).collect();
+    format!("{} of {} failed ({})", s.failed, crate::stats::plural(s.sent, "request", "requests"), groups.join("; "))
+}
+
+/// The probe's first tokens against the profile's ceiling, in one clause.
+fn latency_clause(e: &ProbeEvidence) -> String {
+    let limit = |l: f64| format!("the {} profile's ceiling of {}", e.profile, format_seconds(l));
+    match (e.run.summary.ttft, e.ttft_p95_limit) {
+        (None, _) => "time to the first token not measured (no streamed request succeeded)".to_string(),
+        (Some(t), Some(l)) if t.p95 > l => format!("p95 time to the first token {}, over {}", format_seconds(t.p95), limit(l)),
+        (Some(t), Some(l)) => format!("p95 time to the first token {}, within {}", format_seconds(t.p95), limit(l)),
+        (Some(t), None) => format!("p95 time to the first token {} (the rules set no ceiling)", format_seconds(t.p95)),
+    }
+}
+
+/// The probe as a diagnosis shows it, in every format: one line on what its requests met, and the
+/// refusal in front of the engines when there was one.
+pub fn evidence_lines(e: &ProbeEvidence) -> Vec<String> {
+    let run = &e.run;
+    let engines = match &run.engine {
+        None => String::new(),
+        Some(v) if v.evaluated() => {
+            let d = |x: Option<f64>| x.map(format_seconds).unwrap_or_else(|| "not evaluated".into());
+            format!("; time before the engine {} to the first token, {} end to end", d(v.before_engine.ttft_seconds), d(v.before_engine.e2e_seconds))
+        }
+        Some(_) => "; the engines' side over its minutes not evaluated".to_string(),
+    };
+    let mut out = vec![format!(
+        "Probe of {} (model {}, {} to {} UTC): {}; {}{engines}",
+        crate::text::one_line(&run.endpoint),
+        crate::text::one_line(&run.model),
+        run.started.format("%H:%M:%S"),
+        run.ended.format("%H:%M:%S"),
+        requests_clause(run),
+        latency_clause(e)
+    )];
+    if let Some(r) = &run.refused_in_front {
+        out.push(format!("Refused in front of the engines: {}", refused_words(r, run.summary.sent)));
+    }
+    out
+}
+
+/// Why the probe fails the run, for a headline and check's verdict (`None` when it passes): `the
+/// probe of URL: 8 of 10 requests failed (...)`, or its first tokens over the ceiling.
+pub fn failed_clause(e: &ProbeEvidence) -> Option<String> {
+    let parts: Vec<String> = e
+        .breaches
+        .iter()
+        .map(|b| match b {
+            ProbeBreach::RequestsFailed { .. } | ProbeBreach::NothingSent => requests_clause(&e.run),
+            ProbeBreach::TtftOverLimit { .. } => latency_clause(e),
+        })
+        .collect();
+    (!parts.is_empty()).then(|| format!("the probe of {}: {}", crate::text::one_line(&e.run.endpoint), parts.join("; ")))
+}
+
+/// What check's verdict adds for a probe that passed: `the probe of URL passed (all 5 requests
+/// succeeded; p95 time to the first token 86 ms, within ...)`.
+pub fn passed_clause(e: &ProbeEvidence) -> String {
+    format!("the probe of {} passed ({}; {})", crate::text::one_line(&e.run.endpoint), requests_clause(&e.run), latency_clause(e))
 }
 
 /// The JSON contract: the run, and how it ended.

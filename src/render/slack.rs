@@ -158,7 +158,7 @@ fn sections(a: &Answer, cut: usize) -> Vec<String> {
         }
     }
     let mut rest: Vec<String> = a.others.iter().map(|o| format!("• {}", plain(o))).collect();
-    rest.extend(a.noted.iter().chain(&a.conclusion).map(|x| plain(x)));
+    rest.extend(a.noted.iter().chain(&a.conclusion).chain(&a.probe).map(|x| plain(x)));
     if !a.moved.is_empty() {
         rest.push("*Also changed, not explained by any rule:*".to_string());
         rest.extend(a.moved.iter().map(|m| format!("• {}", plain(m))));
