@@ -65,7 +65,7 @@ where
     let sub = |name: &str| matches.subcommand_matches(name);
     let given = |m: Option<&clap::ArgMatches>| m.map(Given::from_matches).unwrap_or_default();
     match &mut cli.command {
-        Command::Explain(a) => a.given = given(sub("explain")),
+        Command::Explain(a) => a.explain.given = given(sub("explain")),
         Command::Probe(a) => a.given = given(sub("probe")),
         Command::Check(a) => a.explain.given = given(sub("check")),
         Command::Serve(a) => a.explain.given = given(sub("serve")),
@@ -172,7 +172,7 @@ impl Given {
 pub enum Command {
     /// Diagnose a window: query the metrics, compare with a baseline, rank the likely causes.
     #[command(after_help = EXIT_CODES)]
-    Explain(ExplainArgs),
+    Explain(ExplainCommandArgs),
     /// Measure what users get: a few bounded requests to an OpenAI-compatible server (a router, a
     /// gateway or an engine), timed from the client, beside the engines' own numbers.
     ///
@@ -295,6 +295,101 @@ pub struct CheckArgs {
 
     #[command(flatten)]
     pub explain: ExplainArgs,
+
+    #[command(flatten)]
+    pub probe: JoinProbeArgs,
+}
+
+/// `explain`'s command line: the diagnosis' flags and the probe that may join it.
+#[derive(Debug, Args)]
+pub struct ExplainCommandArgs {
+    #[command(flatten)]
+    pub explain: ExplainArgs,
+
+    #[command(flatten)]
+    pub probe: JoinProbeArgs,
+}
+
+/// `--probe URL` on explain and check: a short probe before the diagnosis, joining it as evidence.
+/// Its limits are the probe's (docs/probe.md), with fewer requests by default.
+#[derive(Debug, Args)]
+pub struct JoinProbeArgs {
+    /// Probe this server first (a router, a gateway or an engine: its root, its /v1 or the endpoint
+    /// itself): a few bounded requests through the path users take, timed from the client, and
+    /// the engines read for the same minutes from the --prometheus. A request that fails, or a 95th
+    /// percentile time to the first token over the profile's ttft_p95_high, fails the run with any
+    /// --fail-on bar (check's is warning).
+    #[arg(long = "probe", value_name = "URL", help_heading = "Probe")]
+    pub probe: Option<String>,
+
+    /// The model the probe asks for (default: the only one the server's GET /v1/models lists).
+    #[arg(long, value_name = "NAME", requires = "probe", help_heading = "Probe")]
+    pub probe_model: Option<String>,
+
+    /// A file holding the bearer token for the probed server (the other credential flags are the
+    /// Prometheus'); never printed.
+    #[arg(long, value_name = "FILE", requires = "probe", help_heading = "Probe")]
+    pub probe_bearer_token_file: Option<PathBuf>,
+
+    /// The API the probe's requests use.
+    #[arg(long, value_enum, default_value = "completions", requires = "probe", help_heading = "Probe")]
+    pub probe_api: ProbeApi,
+
+    /// Which of the probe's requests are streamed (only streamed ones time the first token).
+    #[arg(long, value_enum, default_value = "both", requires = "probe", help_heading = "Probe")]
+    pub probe_stream: ProbeStream,
+
+    /// The probe's requests in all (ceiling 200).
+    #[arg(long, value_name = "N", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..), requires = "probe", help_heading = "Probe")]
+    pub probe_requests: u32,
+
+    /// The probe's requests started per second, at most (ceiling 20).
+    #[arg(long, value_name = "PER_SECOND", default_value = "1", value_parser = parse_rate, requires = "probe", help_heading = "Probe")]
+    pub probe_rate: f64,
+
+    /// The probe's requests in flight at once, at most (ceiling 32).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), requires = "probe", help_heading = "Probe")]
+    pub probe_concurrency: u32,
+
+    /// max_tokens of each probe request.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=32768), requires = "probe", help_heading = "Probe")]
+    pub probe_max_tokens: u32,
+
+    /// How long after the probe's last request to wait before reading the engines (at least one
+    /// scrape interval).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_or_zero, default_value = "30s", requires = "probe", help_heading = "Probe")]
+    pub probe_settle: Duration,
+}
+
+impl JoinProbeArgs {
+    /// The probe to join the diagnosis, when `--probe` was given.
+    pub fn into_settings(self, given: &Given) -> Option<settings::probe::JoinProbe> {
+        use crate::probe::{Api, StreamMode, DEFAULTS};
+        let url = self.probe?;
+        let set = |id: &str, flag: &'static str| given.origin(id, flag, None);
+        let probe = settings::probe::ProbeSettings {
+            url,
+            model: opt(self.probe_model, "--probe-model"),
+            api: Setting::new(match self.probe_api { ProbeApi::Completions => Api::Completions, ProbeApi::Chat => Api::Chat }, set("probe_api", "--probe-api")),
+            stream: Setting::new(
+                match self.probe_stream { ProbeStream::Always => StreamMode::Always, ProbeStream::Never => StreamMode::Never, ProbeStream::Both => StreamMode::Both },
+                set("probe_stream", "--probe-stream"),
+            ),
+            prompt_words: Setting::default_value(64),
+            max_tokens: Setting::new(self.probe_max_tokens, set("probe_max_tokens", "--probe-max-tokens")),
+            ignore_eos: Setting::default_value(true),
+            requests: Setting::new(self.probe_requests as usize, set("probe_requests", "--probe-requests")),
+            rate: Setting::new(self.probe_rate, set("probe_rate", "--probe-rate")),
+            concurrency: Setting::new(self.probe_concurrency as usize, set("probe_concurrency", "--probe-concurrency")),
+            max_duration: Setting::default_value(DEFAULTS.max_duration),
+            timeout: Setting::default_value(DEFAULTS.request_timeout),
+            settle: Setting::new(self.probe_settle, set("probe_settle", "--probe-settle")),
+            dry_run: false,
+            format: settings::probe::ProbeFormat::Text,
+            quiet: false,
+        };
+        Some(settings::probe::JoinProbe { probe, bearer_token_file: self.probe_bearer_token_file })
+    }
 }
 
 pub const PROBE_EXIT_CODES: &str = "\
@@ -1146,7 +1241,7 @@ mod tests {
         let mut full = vec!["vllm-diag", "explain"];
         full.extend_from_slice(argv);
         match parse_from(full).command {
-            Command::Explain(a) => a.into_settings(),
+            Command::Explain(a) => a.explain.into_settings(),
             other => panic!("not explain: {other:?}"),
         }
     }
@@ -1191,7 +1286,7 @@ mod tests {
         for f in Format::ALL {
             let name = f.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
             assert_eq!(name, f.name());
-            assert_eq!(Cli::try_parse_from(["vllm-diag", "explain", "--format", f.name()]).map(|c| matches!(c.command, Command::Explain(a) if a.format == *f)).ok(), Some(true));
+            assert_eq!(Cli::try_parse_from(["vllm-diag", "explain", "--format", f.name()]).map(|c| matches!(c.command, Command::Explain(a) if a.explain.format == *f)).ok(), Some(true));
         }
     }
 }

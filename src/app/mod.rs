@@ -31,14 +31,16 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
     let lookup = cli.lookup();
     match cli.command {
         Command::Explain(args) => {
-            let settings = build(args.into_settings(), &lookup, Mode::Explain)?;
+            let probe = args.probe.into_settings(&args.explain.given);
+            let settings = build(args.explain.into_settings(), &lookup, Mode::Explain)?;
             let format = *settings.output.format;
-            with_failure_document(format, explain::run_explain(settings))
+            with_failure_document(format, explain::run_explain(settings, probe))
         }
         Command::Check(args) => {
+            let probe = args.probe.into_settings(&args.explain.given);
             let settings = build(args.explain.into_settings(), &lookup, Mode::Check)?;
             let format = *settings.output.format;
-            with_failure_document(format, check::run_check(settings, args.since.as_deref()))
+            with_failure_document(format, check::run_check(settings, args.since.as_deref(), probe))
         }
         Command::Probe(args) => {
             let (shared, probe) = args.into_settings();

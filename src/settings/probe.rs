@@ -37,6 +37,14 @@ pub struct ProbeSettings {
     pub quiet: bool,
 }
 
+/// `--probe URL` on explain and check: the probe's settings, and the credential for the probed
+/// server (the command's own credential flags are the Prometheus').
+#[derive(Debug, Clone)]
+pub struct JoinProbe {
+    pub probe: ProbeSettings,
+    pub bearer_token_file: Option<std::path::PathBuf>,
+}
+
 impl ProbeSettings {
     pub fn shape(&self) -> Shape {
         Shape {
