@@ -51,6 +51,35 @@ struct Engine {
     stop: Arc<AtomicBool>,
 }
 
+/// What the stand-in has served, for its /metrics (read by a real Prometheus in the tests of
+/// `explain --probe` and `check --probe`): each answered request's time, and how many are in flight.
+#[derive(Clone, Default)]
+struct Served {
+    done: Arc<Mutex<Vec<f64>>>,
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Served {
+    /// vLLM's families as the stand-in's `model_name="stand-in"` engine: running as in flight,
+    /// nothing ever waiting (it takes every request at once), and the answered requests' times as
+    /// histograms of one bucket (their first token counted at the answer's start, after the delay).
+    fn metrics(&self, delay: Duration) -> String {
+        let done = self.done.lock().unwrap().clone();
+        let (n, sum) = (done.len(), done.iter().sum::<f64>());
+        let l = "model_name=\"stand-in\"";
+        let mut out = format!(
+            "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{{l}}} {}\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{{l}}} 0\n",
+            self.in_flight.load(Ordering::SeqCst)
+        );
+        for (family, total) in [("e2e_request_latency_seconds", sum), ("time_to_first_token_seconds", n as f64 * delay.as_secs_f64()), ("request_queue_time_seconds", 0.0)] {
+            out.push_str(&format!(
+                "# TYPE vllm:{family} histogram\nvllm:{family}_bucket{{{l},le=\"+Inf\"}} {n}\nvllm:{family}_sum{{{l}}} {total}\nvllm:{family}_count{{{l}}} {n}\n"
+            ));
+        }
+        out
+    }
+}
+
 impl Engine {
     fn start(delay: Duration, mode: Mode) -> Engine {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -61,7 +90,8 @@ impl Engine {
         let in_flight_max = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (g, c, m, s) = (got.clone(), connections.clone(), in_flight_max.clone(), stop.clone());
-        let in_flight = Arc::new(AtomicUsize::new(0));
+        let served = Served::default();
+        let in_flight = served.clone();
         std::thread::spawn(move || {
             while !s.load(Ordering::SeqCst) {
                 match listener.accept() {
@@ -93,7 +123,8 @@ impl Drop for Engine {
 }
 
 /// One connection: requests one after another (keep-alive), until the peer closes it.
-fn serve(conn: TcpStream, delay: Duration, mode: Mode, got: Arc<Mutex<Vec<Got>>>, max: Arc<AtomicUsize>, in_flight: Arc<AtomicUsize>) {
+fn serve(conn: TcpStream, delay: Duration, mode: Mode, got: Arc<Mutex<Vec<Got>>>, max: Arc<AtomicUsize>, served: Served) {
+    let in_flight = served.in_flight.clone();
     conn.set_nonblocking(false).ok();
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut conn = conn;
@@ -131,6 +162,7 @@ fn serve(conn: TcpStream, delay: Duration, mode: Mode, got: Arc<Mutex<Vec<Got>>>
         };
         match (method.as_str(), path.as_str()) {
             ("GET", "/health") => send(&mut conn, "200 OK", "text/plain", "OK"),
+            ("GET", "/metrics") => send(&mut conn, "200 OK", "text/plain; version=0.0.4", &served.metrics(delay)),
             ("GET", "/v1/models") => {
                 got.lock().unwrap().push(Got { path: path.clone(), authorization, body });
                 send(&mut conn, "200 OK", "application/json", r#"{"object":"list","data":[{"id":"stand-in","object":"model"}]}"#)
@@ -139,7 +171,11 @@ fn serve(conn: TcpStream, delay: Duration, mode: Mode, got: Arc<Mutex<Vec<Got>>>
                 got.lock().unwrap().push(Got { path: path.clone(), authorization, body: body.clone() });
                 let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                 max.fetch_max(now, Ordering::SeqCst);
+                let t = Instant::now();
                 let done = completion(&mut conn, &body, delay, mode);
+                if done {
+                    served.done.lock().unwrap().push(t.elapsed().as_secs_f64());
+                }
                 in_flight.fetch_sub(1, Ordering::SeqCst);
                 if !done {
                     return;
@@ -469,4 +505,130 @@ fn limits_past_their_ceilings_and_bad_urls_are_refused_before_anything_is_sent()
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("credentials in the URL") && !r.stderr.contains("hunter2"), "{}", r.stderr);
     assert_eq!(engine.connections.load(Ordering::SeqCst), 0, "nothing was sent");
+}
+
+// `explain --probe` and `check --probe`: the probe joins a diagnosis. The Prometheus is real: it
+// holds a healthy fleet's last hour (fixtures/scenarios/healthy-steady.toml moved to end now,
+// backfilled with promtool) and scrapes the stand-in engine's /metrics every second, so the
+// diagnosis reads the fleet and the probe reads the stand-in's minutes from the same server.
+
+/// The fleet's history and the stand-in's live metrics in one Prometheus.
+fn fleet_and_engine(engine: &Engine) -> common::PromServer {
+    let spec = common::ending_now("healthy-steady");
+    let jobs = format!("scrape_configs:\n  - job_name: stand-in\n    scrape_interval: 1s\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n", engine.port);
+    let prom = common::PromServer::start_generated_with(&spec, &jobs, &[]);
+    // The stand-in scraped at least once before the probe starts (its scrapes are what the probe reads).
+    let up = prom.wait_for_series("vllm:num_requests_waiting{model_name=\"stand-in\"}", true);
+    let targets = prom.get("/api/v1/targets").map(|(_, b)| b).unwrap_or_default();
+    assert!(!up.is_empty(), "Prometheus did not scrape the stand-in within a minute: {targets}\n{}", prom.log_text());
+    prom
+}
+
+/// `vllm-diag COMMAND` over `prom` with the diagnosis scoped to the fleet (not the stand-in), the
+/// probe at `target` for the stand-in's model, the engines read 3 s after (three scrapes).
+fn joined(command: &str, prom: &common::PromServer, target: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["--no-config", command, "--prometheus", &prom.url, "--selector", "model_name!=\"stand-in\"", "--quiet"];
+    if command == "check" {
+        args.extend_from_slice(&["--since", "30m"]);
+    }
+    args.extend_from_slice(&["--probe", target, "--probe-model", "stand-in", "--probe-settle", "3s"]);
+    args.extend_from_slice(extra);
+    run(&args, &[])
+}
+
+#[test]
+fn check_probe_passes_on_a_healthy_probe_and_fails_on_the_routers_408s_which_explain_names() {
+    // Healthy: a router with room, an engine answering in 0.1 s.
+    let engine = Engine::start(Duration::from_millis(100), Mode::Answer);
+    let router = Router::start(&engine, &[]);
+    let prom = fleet_and_engine(&engine);
+    let ok = joined("check", &prom, &router.url(), &["--probe-requests", "4", "--probe-rate", "4", "--format", "json"]);
+    assert_eq!(ok.code, 0, "a healthy fleet and a healthy probe pass\n{}\n{}", ok.stdout, ok.stderr);
+    assert!(ok.stderr.contains("PASS: ") && ok.stderr.contains("; the probe of http://127.0.0.1:") && ok.stderr.contains(" passed (all 4 requests succeeded; p95 time to the first token "), "{}", ok.stderr);
+    assert!(ok.stderr.contains("within the chat profile's ceiling of 3 s"), "{}", ok.stderr);
+    let j = ok.json();
+    let p = &j["probe"];
+    assert_eq!((p["run"]["summary"]["ok"].as_u64(), p["breaches"].as_array().map(Vec::len)), (Some(4), Some(0)), "{p}");
+    assert_eq!((p["profile"].as_str(), p["ttft_p95_limit"].as_f64()), (Some("chat"), Some(3.0)));
+    // The engines' side was read from the Prometheus that scrapes the stand-in: the four it finished.
+    assert_eq!(p["run"]["engine"]["finished"].as_f64(), Some(4.0), "{}", p["run"]["engine"]);
+    assert_eq!(engine.completions().len(), 4, "exactly --probe-requests reached the engine");
+    assert_eq!(j["outcome"]["exit_code"], 0);
+    drop((router, prom, engine));
+
+    // The router at --max-concurrent-requests 2 answers 408 to what it cannot hold, while the
+    // engine has nothing waiting: check fails on the probe, and says so first.
+    let engine = Engine::start(Duration::from_secs(3), Mode::Answer);
+    let router = Router::start(&engine, &["--max-concurrent-requests", "2", "--queue-size", "4"]);
+    let prom = fleet_and_engine(&engine);
+    let busy = ["--probe-requests", "10", "--probe-rate", "20", "--probe-concurrency", "10", "--probe-stream", "never"];
+    let failed = joined("check", &prom, &router.url(), &[&busy[..], &["--format", "json"]].concat());
+    assert_eq!(failed.code, 1, "the router's 408s fail the check\n{}", failed.stderr);
+    assert!(failed.stderr.contains("FAIL: the probe of http://127.0.0.1:") && failed.stderr.contains("x HTTP 408"), "{}", failed.stderr);
+    assert!(failed.stderr.contains("nothing was found in the metrics since the deploy at"), "the fleet's metrics were healthy: {}", failed.stderr);
+    let j = failed.json();
+    let p = &j["probe"];
+    let refused = p["run"]["summary"]["by_outcome"]["http_408"].as_u64().expect("some 408s");
+    assert!(refused >= 1);
+    assert_eq!(p["breaches"][0]["kind"], "requests_failed", "{p}");
+    assert_eq!(p["run"]["refused_in_front"]["by_status"]["408"].as_u64(), Some(refused), "named as refused in front of the engines: {p}");
+    assert_eq!(p["run"]["engine"]["waiting_max"].as_f64(), Some(0.0));
+    assert_eq!(j["outcome"]["exit_code"], 1);
+
+    // explain --probe names the refusal with the probe's numbers, in the text and in Markdown.
+    let text = joined("explain", &prom, &router.url(), &busy);
+    assert!(text.stdout.contains("PROBE FAILED: the probe of http://127.0.0.1:"), "{}", text.stdout);
+    assert!(text.stdout.contains("Refused in front of the engines: ") && text.stdout.contains(" with HTTP 408) after "), "{}", text.stdout);
+    assert!(text.stdout.contains("while no engine had a request waiting"), "{}", text.stdout);
+    let md = joined("explain", &prom, &router.url(), &[&busy[..], &["--format", "markdown"]].concat());
+    assert!(md.stdout.contains("Refused in front of the engines: "), "{}", md.stdout);
+}
+
+#[test]
+fn a_joined_probe_sends_only_to_the_url_given_with_its_own_token_and_no_secret_shows() {
+    let engine = Engine::start(Duration::from_millis(50), Mode::Answer);
+    let prom = fleet_and_engine(&engine);
+    let dir = tempfile::tempdir().unwrap();
+    let (probe_token, prom_token) = (dir.path().join("probe-token"), dir.path().join("prom-token"));
+    std::fs::write(&probe_token, "probe-s3cret\n").unwrap();
+    std::fs::write(&prom_token, "prom-s3cret\n").unwrap();
+    let r = joined(
+        "explain",
+        &prom,
+        &engine.url(),
+        &["--probe-requests", "3", "--probe-rate", "5", "--probe-bearer-token-file", probe_token.to_str().unwrap(), "--bearer-token-file", prom_token.to_str().unwrap(), "--format", "json"],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    for secret in ["probe-s3cret", "prom-s3cret"] {
+        assert!(!r.stdout.contains(secret) && !r.stderr.contains(secret), "{secret} was printed");
+    }
+    // The engine got the three requests and nothing else but Prometheus' scrapes of /metrics
+    // (which the stand-in does not record), each with the probe's token, never the Prometheus'.
+    let got = engine.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(got.iter().all(|g| g.path == "/v1/completions" && g.authorization.as_deref() == Some("Bearer probe-s3cret")), "{got:?}");
+    assert_eq!(r.json()["probe"]["run"]["summary"]["ok"], 3);
+}
+
+#[test]
+fn a_probe_cannot_join_a_replay_a_scrape_a_watch_or_a_past_window() {
+    let engine = Engine::start(Duration::ZERO, Mode::Answer);
+    let url = engine.url();
+    let replay = format!("{}/fixtures/incidents/healthy-steady.json", env!("CARGO_MANIFEST_DIR"));
+    for (args, says) in [
+        (vec!["explain", "--replay", replay.as_str()], "--replay"),
+        (vec!["explain", "--scrape", "127.0.0.1:1"], "--scrape"),
+        (vec!["explain", "--watch", "1m"], "--watch"),
+        (vec!["check", "--since", "30m", "--at", "2026-01-15T09:00:00Z"], "--at"),
+    ] {
+        let mut full = vec!["--no-config"];
+        full.extend(args);
+        full.extend(["--probe", url.as_str(), "--probe-model", "m"]);
+        let r = run(&full, &[]);
+        assert_eq!(r.code, 2, "{full:?}: {}", r.stderr);
+        assert!(r.stderr.contains(says) && r.stderr.contains("--probe"), "{full:?}: {}", r.stderr);
+    }
+    assert!(engine.got.lock().unwrap().is_empty(), "nothing was sent");
+    let r = run(&["--no-config", "explain", "--probe-model", "m"], &[]);
+    assert_eq!(r.code, 2, "--probe-model needs --probe: {}", r.stderr);
 }
