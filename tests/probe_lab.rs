@@ -130,8 +130,17 @@ fn the_probe_matches_the_real_engine_within_the_time_before_it_and_sees_the_rout
     let text = vllm_diag::render::probe::text(&limited);
     assert!(text.starts_with(&format!("PROBE {}  model tiny-llama  FAIL: {refused} of 10 requests failed\nlimits: at most 10 requests, 20/s, 10 in flight", limited.endpoint)), "{text}");
     assert!(text.contains(&format!("  {refused} x HTTP 408, after ")), "{text}");
-    let requests = vllm_diag::stats::plural(refused, "request", "requests");
-    assert!(text.contains(&format!("refused in front of the engines: {requests} answered busy ({refused} with HTTP 408)")), "{text}");
+    assert!(text.contains(&format!("refused in front of the engines: {refused} of 10 requests answered busy ({refused} with HTTP 408)")), "{text}");
+    // Joined to a diagnosis (explain --probe, check --probe), the real run fails on its 408s and
+    // the answer names them as refused in front of the engines, with the probe's numbers.
+    let joined = vllm_diag::probe::judge(limited.clone(), "chat", Some(3.0));
+    assert_eq!(joined.breaches, vec![vllm_diag::report::probe::ProbeBreach::RequestsFailed { failed: refused, sent: 10 }]);
+    let lines = vllm_diag::render::probe::evidence_lines(&joined);
+    assert!(lines[0].contains(&format!(": {refused} of 10 requests failed ({refused} x HTTP 408")), "{lines:?}");
+    assert!(lines[1].starts_with(&format!("Refused in front of the engines: {refused} of 10 requests answered busy ({refused} with HTTP 408) after ")), "{lines:?}");
+    assert!(lines[1].contains("while no engine had a request waiting (at most 2 running on one)"), "{lines:?}");
+    let served = vllm_diag::probe::judge(via_router.clone(), "chat", Some(3.0));
+    assert!(!served.fails(), "the router with room served all: {:?}", served.breaches);
     let text = vllm_diag::render::probe::text(&direct);
     assert!(text.contains("OK: all 12 requests succeeded") && text.contains("; 12 requests finished\n"), "{text}");
     let b = direct.engine.as_ref().unwrap().before_engine.ttft_seconds.unwrap();

@@ -266,8 +266,12 @@ pub fn evidence_lines(e: &ProbeEvidence) -> Vec<String> {
     let engines = match &run.engine {
         None => String::new(),
         Some(v) if v.evaluated() => {
-            let d = |x: Option<f64>| x.map(format_seconds).unwrap_or_else(|| "not evaluated".into());
-            format!("; time before the engine {} to the first token, {} end to end", d(v.before_engine.ttft_seconds), d(v.before_engine.e2e_seconds))
+            let b = &v.before_engine;
+            let parts: Vec<String> = [(b.ttft_seconds, "to the first token"), (b.e2e_seconds, "end to end")]
+                .iter()
+                .filter_map(|(x, what)| x.map(|x| format!("{} {what}", format_seconds(x))))
+                .collect();
+            format!("; time before the engine: {}", parts.join(", "))
         }
         Some(_) => "; the engines' side over its minutes not evaluated".to_string(),
     };
