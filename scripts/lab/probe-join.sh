@@ -78,10 +78,10 @@ step() {  # name, file, command...
 }
 busy=(--probe-model tiny-llama --probe-requests 10 --probe-rate 20 --probe-concurrency 10 --probe-stream never
   --probe-max-tokens 200 --probe-settle 12s)
-p=(--no-config --prometheus "http://127.0.0.1:$prom_port" --quiet)
-step explain-probe-408 explain-probe-408.json "$diag" "${p[@]}" explain --window 2m --probe "http://127.0.0.1:$rport" "${busy[@]}" --format json
-step explain-probe-408-text explain-probe-408.txt "$diag" "${p[@]}" explain --window 2m --probe "http://127.0.0.1:$rport" "${busy[@]}"
-step check-probe-engine check-probe-engine.json "$diag" "${p[@]}" check --since 2m --probe "http://127.0.0.1:$port" \
+p=(--prometheus "http://127.0.0.1:$prom_port" --quiet)
+step explain-probe-408 explain-probe-408.json "$diag" --no-config explain "${p[@]}" --window 2m --probe "http://127.0.0.1:$rport" "${busy[@]}" --format json
+step explain-probe-408-text explain-probe-408.txt "$diag" --no-config explain "${p[@]}" --window 2m --probe "http://127.0.0.1:$rport" "${busy[@]}"
+step check-probe-engine check-probe-engine.json "$diag" --no-config check "${p[@]}" --since 2m --probe "http://127.0.0.1:$port" \
   --probe-model tiny-llama --probe-requests 6 --probe-settle 12s --format json
 cp "$run/check-probe-engine.stderr" "$run/check-probe-engine.verdict"
 end=$(utc)
