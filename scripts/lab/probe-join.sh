@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `explain --probe` and `check --probe` on the real-engine lab: a vLLM CPU engine (the tiny model)
 # scraped every 5 s by a real Prometheus, behind vLLM's router at --max-concurrent-requests 2
-# --queue-size 4, probed with ten unstreamed 200-token requests at once; then check --probe straight
+# --queue-size 4, probed with ten unstreamed 600-token requests at once; then check --probe straight
 # to the engine.
 #
-# Usage: scripts/lab/probe-join.sh [--out DIR]  (default fixtures/real-engine-probe-join; ~4 minutes)
+# Usage: scripts/lab/probe-join.sh [--out DIR]  (default fixtures/real-engine-probe-join; ~6 minutes)
 #
 # Needs what scripts/lab/probe.sh needs (the lab's venvs, Debian's prometheus, a built vllm-diag in
 # VLLM_DIAG, default target/debug/vllm-diag). Writes, into DIR:
@@ -65,7 +65,9 @@ setsid "$lab/router-venv/bin/vllm-router" --host 127.0.0.1 --port "$rport" --pro
   --max-concurrent-requests 2 --queue-size 4 >>"$run/router.log" 2>&1 &
 pids+=($!)
 for i in $(seq 1 60); do curl -fsS "http://127.0.0.1:$rport/health" >/dev/null 2>&1 && break; sleep 0.5; done
-sleep 20
+# Past the diagnosis' window (2m) since the engine answered, so that its start (its scrapes failing
+# until it listens) is not in the window.
+sleep 130
 
 entries=()
 step() {  # name, file, command...
@@ -77,7 +79,7 @@ step() {  # name, file, command...
   sleep 8
 }
 busy=(--probe-model tiny-llama --probe-requests 10 --probe-rate 20 --probe-concurrency 10 --probe-stream never
-  --probe-max-tokens 200 --probe-settle 12s)
+  --probe-max-tokens 600 --probe-settle 12s)
 p=(--prometheus "http://127.0.0.1:$prom_port" --quiet)
 step explain-probe-408 explain-probe-408.json "$diag" --no-config explain "${p[@]}" --window 2m --probe "http://127.0.0.1:$rport" "${busy[@]}" --format json
 step explain-probe-408-text explain-probe-408.txt "$diag" --no-config explain "${p[@]}" --window 2m --probe "http://127.0.0.1:$rport" "${busy[@]}"

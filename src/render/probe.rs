@@ -230,7 +230,12 @@ fn refused_words(r: &RefusedInFront, sent: usize) -> String {
         crate::stats::plural(sent, "request", "requests"),
         statuses.join(", "),
         format_seconds(r.mean_seconds),
-        r.engines_running_max.map(|m| format!(" (at most {m:.0} running on one)")).unwrap_or_default()
+        match r.engines_running_max {
+            // Requests of a fraction of a second fall between scrapes.
+            Some(m) if m < 0.5 => " (and none seen running at a scrape)".to_string(),
+            Some(m) => format!(" (at most {m:.0} running on one)"),
+            None => String::new(),
+        }
     )
 }
 
