@@ -12,6 +12,10 @@
 //!   the router);
 //! - at the router's concurrency limit the probe saw 408s that neither the engine nor the router's
 //!   own request counter counted.
+//!
+//! fixtures/real-engine-probe-join/ holds what scripts/lab/probe-join.sh recorded: `explain --probe`
+//! through the router at its limit (the 408s named as refused in front of the engine, failing any
+//! --fail-on bar) and `check --probe` straight to the engine (a pass), read back as reports.
 
 mod common;
 
@@ -149,4 +153,64 @@ fn the_probe_matches_the_real_engine_within_the_time_before_it_and_sees_the_rout
     let counters: Value = serde_json::from_str(&std::fs::read_to_string(fixtures().join("router-counters.json")).unwrap()).unwrap();
     let c = &counters["vllm_router_requests_total"];
     assert_eq!(c["after"].as_f64().unwrap() - c["before"].as_f64().unwrap(), limited.summary.ok as f64, "its /metrics page said the same");
+}
+
+/// What scripts/lab/probe-join.sh recorded: `explain --probe` and `check --probe` on the lab.
+fn joined(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-engine-probe-join").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()))
+}
+
+#[test]
+fn on_the_lab_explain_probe_names_the_routers_408s_and_check_probe_passes_straight_to_the_engine() {
+    use vllm_diag::report::probe::{ProbeBreach, ProbeEvidence};
+    use vllm_diag::report::{Decision, Report, Severity};
+    // Through the real router at --max-concurrent-requests 2 --queue-size 4: ten unstreamed
+    // 600-token requests at once, eight answered 408.
+    let report: Report = serde_json::from_value(joined("explain-probe-408.json")).expect("explain's JSON report");
+    let probe: &ProbeEvidence = report.probe.as_ref().expect("the probe joined the report");
+    let run = &probe.run;
+    let refused = run.summary.by_outcome.get("http_408").copied().unwrap_or(0);
+    assert_eq!((refused, run.summary.ok, run.summary.sent), (8, 2, 10));
+    // The judgement is the product's, made again from the run: the failed requests, nothing else.
+    assert_eq!(*probe, vllm_diag::probe::judge(run.clone(), "chat", Some(3.0)));
+    assert_eq!(probe.breaches, vec![ProbeBreach::RequestsFailed { failed: 8, sent: 10 }]);
+    // The engine finished only what the router let through, and had nothing waiting: the 408s
+    // came from in front of it, and the report names them so.
+    let e = run.engine.as_ref().expect("the engine was read");
+    assert_eq!((e.finished, e.waiting_max, e.other_traffic), (Some(2.0), Some(0.0), false));
+    let named = run.refused_in_front.as_ref().expect("named as refused in front of the engines");
+    assert_eq!((named.refused, named.by_status.get(&408)), (8, Some(&8)));
+    let lines = vllm_diag::render::probe::evidence_lines(probe);
+    assert!(lines[1].starts_with("Refused in front of the engines: 8 of 10 requests answered busy (8 with HTTP 408) after 221 ms on average while no engine had a request waiting"), "{lines:?}");
+    // The metrics found nothing (the refusals are in no family); explain's default --fail-on never
+    // passed it (exit 0), and any bar fails it on the probe, as check's verdict says first.
+    assert!(report.findings.is_empty());
+    assert_eq!(report.decide(None, false), Decision::Pass);
+    assert_eq!(report.decide(Some(Severity::Warning), false), Decision::FailProbe);
+    let opts = vllm_diag::render::RenderOptions { fail_on: Some(Severity::Warning), ..Default::default() };
+    let verdict = vllm_diag::render::check_verdict(&report, &opts);
+    assert!(verdict.starts_with(&format!("FAIL: the probe of {}: 8 of 10 requests failed (8 x HTTP 408 after 221 ms on average)", run.endpoint)), "{verdict}");
+    let text = vllm_diag::render::render(&report, vllm_diag::render::Format::Text, &vllm_diag::render::RenderOptions::default());
+    assert!(text.starts_with("PROBE FAILED: the probe of "), "{text}");
+
+    // The same probe again a few seconds later: the router's queue held all ten this time (its
+    // refusals vary from run to run, docs/probe.md), and the answer says the probe passed.
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-engine-probe-join/explain-probe-408.txt");
+    let again = words(&std::fs::read_to_string(path).unwrap());
+    assert!(again.starts_with("OK: no problem found") && again.contains("all 10 requests succeeded") && !again.contains("Refused"), "{again}");
+
+    // check --probe straight to the engine: six requests, all served, within the chat profile.
+    let check: Report = serde_json::from_value(joined("check-probe-engine.json")).expect("check's JSON report");
+    let p = check.probe.as_ref().expect("the probe joined the check");
+    assert!(!p.fails() && p.run.summary.ok == 6);
+    let e = p.run.engine.as_ref().expect("the engine was read");
+    assert_eq!(e.finished, Some(6.0), "the engine finished exactly the probe's six");
+    assert!(e.before_engine.ttft_seconds.is_some_and(|t| t > 0.0), "the client's first token comes after the engine's: {:?}", e.before_engine);
+    assert_eq!(check.decide(Some(Severity::Warning), false), Decision::Pass);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-engine-probe-join/check-probe-engine.verdict");
+    let verdict = std::fs::read_to_string(path).unwrap();
+    assert!(verdict.starts_with("PASS: ") && verdict.contains(&format!("; the probe of {} passed (all 6 requests succeeded; p95 time to the first token ", p.run.endpoint)), "{verdict}");
 }
