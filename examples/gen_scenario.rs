@@ -38,13 +38,7 @@ fn main() -> ExitCode {
     );
     if let (Some(incident), Some(onset)) = (&spec.incident, spec.incident_onset()) {
         let replica = spec.instance_of(&incident.model, incident.replica).unwrap_or_default();
-        eprintln!(
-            "incident {} on {} from {} (replica {} is {replica})",
-            incident.kind,
-            incident.model,
-            onset.to_rfc3339(),
-            incident.replica
-        );
+        eprintln!("incident {} on {} from {} (replica {} is {replica})", incident.kind, incident.model, onset.to_rfc3339(), incident.replica);
     }
     for r in spec.replicas() {
         eprintln!("  {} #{}: instance {} pod {} node {}", r.model, r.index, r.instance, r.pod, r.node);

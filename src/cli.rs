@@ -96,8 +96,7 @@ fn completion_command(rule_ids: &[String], profiles: &[String]) -> clap::Command
         cmd = cmd.mut_subcommand(sub, profile.clone());
     }
     cmd.mut_subcommand("config", |c| c.mut_subcommand("show", profile.clone())).mut_subcommand("rules", |c| {
-        c.mut_subcommand("export", profile.clone())
-            .mut_subcommand("show", |s| s.mut_arg("id", |a| a.value_parser(PossibleValuesParser::new(rule_ids))))
+        c.mut_subcommand("export", profile.clone()).mut_subcommand("show", |s| s.mut_arg("id", |a| a.value_parser(PossibleValuesParser::new(rule_ids))))
     })
 }
 
@@ -370,9 +369,19 @@ impl JoinProbeArgs {
         let probe = settings::probe::ProbeSettings {
             url,
             model: opt(self.probe_model, "--probe-model"),
-            api: Setting::new(match self.probe_api { ProbeApi::Completions => Api::Completions, ProbeApi::Chat => Api::Chat }, set("probe_api", "--probe-api")),
+            api: Setting::new(
+                match self.probe_api {
+                    ProbeApi::Completions => Api::Completions,
+                    ProbeApi::Chat => Api::Chat,
+                },
+                set("probe_api", "--probe-api"),
+            ),
             stream: Setting::new(
-                match self.probe_stream { ProbeStream::Always => StreamMode::Always, ProbeStream::Never => StreamMode::Never, ProbeStream::Both => StreamMode::Both },
+                match self.probe_stream {
+                    ProbeStream::Always => StreamMode::Always,
+                    ProbeStream::Never => StreamMode::Never,
+                    ProbeStream::Both => StreamMode::Both,
+                },
                 set("probe_stream", "--probe-stream"),
             ),
             prompt_words: Setting::default_value(64),
@@ -530,9 +539,19 @@ impl ProbeArgs {
         let probe = settings::probe::ProbeSettings {
             url: self.url,
             model: opt(self.model, "--model"),
-            api: Setting::new(match self.api { ProbeApi::Completions => Api::Completions, ProbeApi::Chat => Api::Chat }, set("api", "--api")),
+            api: Setting::new(
+                match self.api {
+                    ProbeApi::Completions => Api::Completions,
+                    ProbeApi::Chat => Api::Chat,
+                },
+                set("api", "--api"),
+            ),
             stream: Setting::new(
-                match self.stream { ProbeStream::Always => StreamMode::Always, ProbeStream::Never => StreamMode::Never, ProbeStream::Both => StreamMode::Both },
+                match self.stream {
+                    ProbeStream::Always => StreamMode::Always,
+                    ProbeStream::Never => StreamMode::Never,
+                    ProbeStream::Both => StreamMode::Both,
+                },
                 set("stream", "--stream"),
             ),
             prompt_words: Setting::new(self.prompt_words as usize, set("prompt_words", "--prompt-words")),
@@ -545,7 +564,10 @@ impl ProbeArgs {
             timeout: Setting::new(self.timeout, set("timeout", "--timeout")),
             settle: Setting::new(self.settle, set("settle", "--settle")),
             dry_run: self.dry_run,
-            format: match self.format { ProbeFormatArg::Text => settings::probe::ProbeFormat::Text, ProbeFormatArg::Json => settings::probe::ProbeFormat::Json },
+            format: match self.format {
+                ProbeFormatArg::Text => settings::probe::ProbeFormat::Text,
+                ProbeFormatArg::Json => settings::probe::ProbeFormat::Json,
+            },
             quiet: self.quiet,
         };
         (shared, probe)
@@ -896,10 +918,22 @@ impl ExportArgs {
             return Vec::new();
         }
         const ONLY: &[&str] = &[
-            "prometheus", "bearer_token_file", "basic_auth_user", "basic_auth_password_file", "headers", "tenant", "ca_file",
-            "cert_file", "key_file", "insecure_skip_verify", "debug",
+            "prometheus",
+            "bearer_token_file",
+            "basic_auth_user",
+            "basic_auth_password_file",
+            "headers",
+            "tenant",
+            "ca_file",
+            "cert_file",
+            "key_file",
+            "insecure_skip_verify",
+            "debug",
         ];
-        ONLY.iter().filter(|id| self.given.flags.contains(**id)).map(|id| format!("--{}", if *id == "headers" { "header".to_string() } else { id.replace('_', "-") })).collect()
+        ONLY.iter()
+            .filter(|id| self.given.flags.contains(**id))
+            .map(|id| format!("--{}", if *id == "headers" { "header".to_string() } else { id.replace('_', "-") }))
+            .collect()
     }
 }
 
@@ -1087,11 +1121,7 @@ impl ExplainArgs {
                 group_by: Setting::new(self.group_by, set("group_by", "--group-by")),
                 replica_label: Setting::new(self.replica_label, set("replica_label", "--replica-label")),
             },
-            rules: settings::RuleSettings {
-                dir: opt(self.rules, "--rules"),
-                profile: opt(self.profile, "--profile"),
-                ..settings::RuleSettings::default()
-            },
+            rules: settings::RuleSettings { dir: opt(self.rules, "--rules"), profile: opt(self.profile, "--profile"), ..settings::RuleSettings::default() },
             limits: settings::Limits {
                 timeout: Setting::new(self.timeout, set("timeout", "--timeout")),
                 query_timeout: Setting::new(self.query_timeout, set("query_timeout", "--query-timeout")),
@@ -1286,7 +1316,12 @@ mod tests {
         for f in Format::ALL {
             let name = f.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
             assert_eq!(name, f.name());
-            assert_eq!(Cli::try_parse_from(["vllm-diag", "explain", "--format", f.name()]).map(|c| matches!(c.command, Command::Explain(a) if a.explain.format == *f)).ok(), Some(true));
+            assert_eq!(
+                Cli::try_parse_from(["vllm-diag", "explain", "--format", f.name()])
+                    .map(|c| matches!(c.command, Command::Explain(a) if a.explain.format == *f))
+                    .ok(),
+                Some(true)
+            );
         }
     }
 }

@@ -60,11 +60,7 @@ fn supersedes(set: &RuleSet, a: &str, b: &str) -> bool {
 }
 
 fn order(a: &Finding, b: &Finding) -> std::cmp::Ordering {
-    b.severity
-        .cmp(&a.severity)
-        .then(b.score.total_cmp(&a.score))
-        .then(a.rule.cmp(&b.rule))
-        .then(a.scope.cmp(&b.scope))
+    b.severity.cmp(&a.severity).then(b.score.total_cmp(&a.score)).then(a.rule.cmp(&b.rule)).then(a.scope.cmp(&b.scope))
 }
 
 /// Once the findings' ends are known: a warning or critical problem still going on at the window's
@@ -110,10 +106,10 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
                 onset_signal: None,
                 ended: None,
                 preceded_by: None,
-            cold_start: None,
-            replica_cause: None,
-            gpu_reasons: Vec::new(),
-            correlations: Vec::new(),
+                cold_start: None,
+                replica_cause: None,
+                gpu_reasons: Vec::new(),
+                correlations: Vec::new(),
             }),
         }
     }
@@ -139,12 +135,7 @@ pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> R
         }
         for (i, mut f) in fs.into_iter().enumerate() {
             if primary[i] {
-                f.also_consistent = absorbed
-                    .iter()
-                    .zip(&absorbed_by)
-                    .filter(|(_, &h)| h == i)
-                    .map(|(a, _)| a.clone())
-                    .collect();
+                f.also_consistent = absorbed.iter().zip(&absorbed_by).filter(|(_, &h)| h == i).map(|(a, _)| a.clone()).collect();
                 if let Some(worst) = f.also_consistent.iter().map(|a| a.severity).max().filter(|w| *w > f.severity) {
                     f.raised_from = Some(f.severity);
                     f.severity = worst;
@@ -239,7 +230,12 @@ mod tests {
             &["model_name".to_string()],
             vec![
                 matched("slow-decode", "a", 3.0),
-                Judgement { rule: "replica-outlier".into(), scope: replica.clone(), outcome: Outcome::Matched { score: 0.5, evidence: vec![], stood_in: None, recent: None }, late: true },
+                Judgement {
+                    rule: "replica-outlier".into(),
+                    scope: replica.clone(),
+                    outcome: Outcome::Matched { score: 0.5, evidence: vec![], stood_in: None, recent: None },
+                    late: true,
+                },
             ],
         );
         assert_eq!(r.findings.len(), 1, "{:?}", r.findings);

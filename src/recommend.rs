@@ -180,7 +180,8 @@ fn max_num_seqs(inp: &Inputs) -> Option<Recommendation> {
     // Two ways of sizing it that disagree by half or more: the card rests on the smaller, and is
     // less sure than its window alone would make it.
     let apart = match (&measured, &from_config) {
-        (Some((m, _)), Some((c, _))) => (m.max(*c) / m.min(*c).max(1.0) >= 1.5).then(|| format!("measured ({}) and configured ({}) sizes differ by {}x", n(*m), n(*c), n(m.max(*c) / m.min(*c).max(1.0)))),
+        (Some((m, _)), Some((c, _))) => (m.max(*c) / m.min(*c).max(1.0) >= 1.5)
+            .then(|| format!("measured ({}) and configured ({}) sizes differ by {}x", n(*m), n(*c), n(m.max(*c) / m.min(*c).max(1.0)))),
         _ => None,
     };
     let (value, arithmetic) = match (measured, from_config) {
@@ -412,7 +413,16 @@ fn raise_max_num_seqs(inp: &Inputs) -> Option<Recommendation> {
     let config = match (inp.num_gpu_blocks, inp.block_size, inp.prompt_len_mean, inp.output_len_mean) {
         (Some(b), Some(bs), Some(p), Some(o)) if finite(&[b, bs, p, o]) && b > 0.0 && bs > 0.0 && p + o > 0.0 => {
             let per_seq = ((p + o) / bs).ceil();
-            Some(((b * HEADROOM / per_seq).floor(), format!("; vllm:cache_config_info: {} blocks x {} / {} blocks per full-length sequence = {}", n(b), pct(HEADROOM), n(per_seq), n((b * HEADROOM / per_seq).floor()))))
+            Some((
+                (b * HEADROOM / per_seq).floor(),
+                format!(
+                    "; vllm:cache_config_info: {} blocks x {} / {} blocks per full-length sequence = {}",
+                    n(b),
+                    pct(HEADROOM),
+                    n(per_seq),
+                    n((b * HEADROOM / per_seq).floor())
+                ),
+            ))
         }
         _ => None,
     };
@@ -498,9 +508,11 @@ pub fn wont_help(rule: &str, inp: &Inputs) -> Vec<WontHelp> {
             // The binding was read and the cap did not bind.
             (None, Some(_), _) => Some(format!("the sequence cap did not bind, and the KV cache had room (peak {})", pct(kv))),
             // Without the binding, the running batch against its peak tells.
-            (None, None, Some(fill)) if fill < PINNED => {
-                Some(format!("the sequence cap did not bind: running requests averaged {} of their peak, and the KV cache had room (peak {})", pct(fill), pct(kv)))
-            }
+            (None, None, Some(fill)) if fill < PINNED => Some(format!(
+                "the sequence cap did not bind: running requests averaged {} of their peak, and the KV cache had room (peak {})",
+                pct(fill),
+                pct(kv)
+            )),
             _ => None,
         };
         out.extend(why.map(|why| WontHelp { lever: "a lower max_num_seqs".into(), flag: "--max-num-seqs".into(), why }));
@@ -801,7 +813,11 @@ mod tests {
         assert!(wont_help("kv-cache-pressure", &kv_pressure()).is_empty());
         // Nothing about the KV cache is ruled out where the binding says it bound.
         let kv_bound = Inputs { held: Some([(LimitKind::KvCache, 0.4)].into_iter().collect()), ..seq_cap() };
-        assert!(wont_help("load-exceeds-capacity", &kv_bound).iter().all(|w| !w.flag.contains("kv-cache")), "{:?}", wont_help("load-exceeds-capacity", &kv_bound));
+        assert!(
+            wont_help("load-exceeds-capacity", &kv_bound).iter().all(|w| !w.flag.contains("kv-cache")),
+            "{:?}",
+            wont_help("load-exceeds-capacity", &kv_bound)
+        );
     }
 
     #[test]

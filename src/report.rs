@@ -14,7 +14,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub mod probe;
 mod steps;
 mod words;
-pub use steps::{Answered, Step, Steps, StepVerdict, CHANGED};
+pub use steps::{Answered, Step, StepVerdict, Steps, CHANGED};
 
 /// Labels that identify what a finding is about, e.g. `{model_name="llama"}`. Sorted, so output is stable.
 pub type Scope = BTreeMap<String, String>;
@@ -335,7 +335,8 @@ pub enum LimitKind {
 }
 
 impl LimitKind {
-    pub const ALL: [LimitKind; 6] = [LimitKind::KvCache, LimitKind::MaxNumSeqs, LimitKind::MaxNumBatchedTokens, LimitKind::Deferred, LimitKind::Stalled, LimitKind::None];
+    pub const ALL: [LimitKind; 6] =
+        [LimitKind::KvCache, LimitKind::MaxNumSeqs, LimitKind::MaxNumBatchedTokens, LimitKind::Deferred, LimitKind::Stalled, LimitKind::None];
 
     /// The name used in JSON (`kv-cache`, `max-num-seqs`, ...).
     pub fn name(self) -> &'static str {
@@ -1068,7 +1069,11 @@ pub enum Term {
 impl Term {
     /// The word joining a group's parts: ` and ` or ` or `.
     pub fn joiner(all: bool) -> &'static str {
-        if all { " and " } else { " or " }
+        if all {
+            " and "
+        } else {
+            " or "
+        }
     }
 
     /// The term as the JSON writes it; `top` for a whole line or what `not` negates (no parentheses
@@ -1083,7 +1088,11 @@ impl Term {
                     items.push(format!("(see {})", see.join(", ")));
                 }
                 let inner = items.join(Term::joiner(*all));
-                if top || items.len() == 1 { inner } else { format!("({inner})") }
+                if top || items.len() == 1 {
+                    inner
+                } else {
+                    format!("({inner})")
+                }
             }
         }
     }
@@ -1570,9 +1579,7 @@ pub mod opt_f64 {
         match Option::<NumOrStr>::deserialize(d)? {
             None => Ok(None),
             Some(NumOrStr::N(x)) => Ok(Some(x)),
-            Some(NumOrStr::S(s)) => crate::prom::parse_sample_value(&s)
-                .map(Some)
-                .ok_or_else(|| serde::de::Error::custom(format!("not a number: {s:?}"))),
+            Some(NumOrStr::S(s)) => crate::prom::parse_sample_value(&s).map(Some).ok_or_else(|| serde::de::Error::custom(format!("not a number: {s:?}"))),
         }
     }
 }
@@ -1754,7 +1761,11 @@ mod tests {
         let t = Threshold {
             lines: vec![
                 Term::Text("> 50%".into()),
-                Term::Group { all: true, parts: vec![Term::Group { all: false, parts: vec![Term::Text(">= 2x baseline".into())], see: vec!["a".into()] }], see: vec!["a".into()] },
+                Term::Group {
+                    all: true,
+                    parts: vec![Term::Group { all: false, parts: vec![Term::Text(">= 2x baseline".into())], see: vec!["a".into()] }],
+                    see: vec!["a".into()],
+                },
             ],
         };
         assert_eq!(serde_json::to_value(&t).unwrap(), "> 50%; (>= 2x baseline or (see a)) and (see a)");
@@ -1773,7 +1784,12 @@ mod tests {
 
     #[test]
     fn a_limit_read_back_from_json_knows_its_side_from_its_operator() {
-        for (label, side, crossed_at_line) in [("> 3 s", LimitSide::Above, false), (">= 2x baseline", LimitSide::AtOrAbove, true), ("< 50%", LimitSide::Below, false), ("<= 300 ms", LimitSide::AtOrBelow, true)] {
+        for (label, side, crossed_at_line) in [
+            ("> 3 s", LimitSide::Above, false),
+            (">= 2x baseline", LimitSide::AtOrAbove, true),
+            ("< 50%", LimitSide::Below, false),
+            ("<= 300 ms", LimitSide::AtOrBelow, true),
+        ] {
             let back: Limit = serde_json::from_str(&format!("{{\"label\": \"{label}\", \"value\": 1.0}}")).unwrap();
             assert_eq!(back.side, side, "{label}");
             assert_eq!(back.crossed_by(Some(1.0)), crossed_at_line, "{label}");

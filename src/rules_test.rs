@@ -44,13 +44,13 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::rules::RuleSet;
-use crate::report::RunParams;
 use crate::explain::{explain, ExplainOptions};
 use crate::local::store::stale_nan;
 use crate::local::Store;
-use crate::report::{Report, Scope, TimeRange};
 use crate::prom::Selector;
+use crate::report::RunParams;
+use crate::report::{Report, Scope, TimeRange};
+use crate::rules::RuleSet;
 use crate::source::local::LocalSource;
 use crate::source::Labels;
 
@@ -213,31 +213,30 @@ pub fn parse_file(file: &str, src: &str, rules: &RuleSet) -> Result<TestFile, Te
         let (line, column) = lines.line_col(byte);
         TestFileError { file: file.to_string(), line, column, message }
     };
-    let raw: RawFile =
-        toml::from_str(src).map_err(|e| err(e.span().map_or(0, |s| s.start), e.message().trim().to_string()))?;
+    let raw: RawFile = toml::from_str(src).map_err(|e| err(e.span().map_or(0, |s| s.start), e.message().trim().to_string()))?;
     if raw.test.is_empty() {
         return Err(err(0, "no [[test]] in the file; see `vllm-diag rules test --help` for the format".into()));
     }
     let duration = |d: &Spanned<String>, what: &str| -> Result<i64, TestFileError> {
-        let parsed = humantime::parse_duration(d.get_ref().trim()).map_err(|e| {
-            err(d.span().start, format!("{what} {:?} is not a duration like \"1m\" or \"30s\": {e}", d.get_ref()))
-        })?;
+        let parsed = humantime::parse_duration(d.get_ref().trim())
+            .map_err(|e| err(d.span().start, format!("{what} {:?} is not a duration like \"1m\" or \"30s\": {e}", d.get_ref())))?;
         i64::try_from(parsed.as_millis()).map_err(|_| err(d.span().start, format!("{what} is too long")))
     };
     let check_rules = |list: &Option<Vec<Spanned<String>>>| -> Result<Option<Vec<String>>, TestFileError> {
         match list {
             None => Ok(None),
-            Some(ids) => ids
-                .iter()
-                .map(|id| {
-                    if rules.rule(id.get_ref()).is_some() {
-                        Ok(id.get_ref().clone())
-                    } else {
-                        Err(err(id.span().start, unknown_rule(id.get_ref(), rules)))
-                    }
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map(Some),
+            Some(ids) => {
+                ids.iter()
+                    .map(|id| {
+                        if rules.rule(id.get_ref()).is_some() {
+                            Ok(id.get_ref().clone())
+                        } else {
+                            Err(err(id.span().start, unknown_rule(id.get_ref(), rules)))
+                        }
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Some)
+            }
         }
     };
     let file_series = raw.series.iter().map(|s| input_series(s, &err)).collect::<Result<Vec<_>, _>>()?;
@@ -351,8 +350,7 @@ fn unknown_rule(id: &str, rules: &RuleSet) -> String {
 fn input_series(s: &RawSeries, err: &dyn Fn(usize, String) -> TestFileError) -> Result<InputSeries, TestFileError> {
     let text = s.series.get_ref();
     let labels = crate::local::parse_series(text).map_err(|e| err(s.series.span().start, e.to_string()))?;
-    let values = parse_values(s.values.get_ref())
-        .map_err(|e| err(s.values.span().start, format!("values {:?}: {e}", s.values.get_ref())))?;
+    let values = parse_values(s.values.get_ref()).map_err(|e| err(s.values.span().start, format!("values {:?}: {e}", s.values.get_ref())))?;
     Ok(InputSeries { labels, values })
 }
 
@@ -381,16 +379,11 @@ pub fn parse_values(text: &str) -> Result<Vec<Option<f64>>, String> {
                     return Err(format!("{tok:?}: at most 1000000 repetitions"));
                 }
                 // split "a+b" / "a-b" at a sign that is neither leading nor part of an exponent
-                let split = expr
-                    .char_indices()
-                    .skip(1)
-                    .find(|(i, c)| (*c == '+' || *c == '-') && !matches!(expr.as_bytes()[i - 1], b'e' | b'E'));
+                let split = expr.char_indices().skip(1).find(|(i, c)| (*c == '+' || *c == '-') && !matches!(expr.as_bytes()[i - 1], b'e' | b'E'));
                 let (start, step) = match split {
                     Some((i, sign)) => {
-                        let a =
-                            number(&expr[..i]).ok_or_else(|| format!("{tok:?}: {:?} is not a number", &expr[..i]))?;
-                        let b = number(&expr[i + 1..])
-                            .ok_or_else(|| format!("{tok:?}: {:?} is not a number", &expr[i + 1..]))?;
+                        let a = number(&expr[..i]).ok_or_else(|| format!("{tok:?}: {:?} is not a number", &expr[..i]))?;
+                        let b = number(&expr[i + 1..]).ok_or_else(|| format!("{tok:?}: {:?} is not a number", &expr[i + 1..]))?;
                         (a, if sign == '-' { -b } else { b })
                     }
                     None => (number(expr).ok_or_else(|| format!("{tok:?}: {expr:?} is not a number"))?, 0.0),
@@ -449,8 +442,7 @@ pub async fn run_test(t: &RuleTest, rules: &RuleSet, origin: &str) -> Outcome {
         group_by: t.group_by.clone(),
         replica_label: t.replica_label.clone(),
     };
-    let opts =
-        ExplainOptions { params, selector: Selector::default(), concurrency: 4, deadline: Duration::from_secs(120) };
+    let opts = ExplainOptions { params, selector: Selector::default(), concurrency: 4, deadline: Duration::from_secs(120) };
     match explain(source, &set, &opts).await {
         Ok(report) => compare(t, &report),
         Err(e) => Outcome::Fail(vec![format!("the diagnosis did not run: {e}")]),
@@ -470,9 +462,7 @@ pub fn compare(t: &RuleTest, report: &Report) -> Outcome {
         let mut missing = Vec::new();
         let mut matched = BTreeSet::new();
         for e in expected {
-            let hit = got.iter().find(|(r, s, reason)| {
-                r == &e.rule && s == &e.scope && e.reason.as_ref().is_none_or(|want| reason.contains(want.as_str()))
-            });
+            let hit = got.iter().find(|(r, s, reason)| r == &e.rule && s == &e.scope && e.reason.as_ref().is_none_or(|want| reason.contains(want.as_str())));
             match hit {
                 Some((r, s, _)) => {
                     matched.insert((r.clone(), s.clone()));
@@ -480,8 +470,7 @@ pub fn compare(t: &RuleTest, report: &Report) -> Outcome {
                 None => missing.push(e),
             }
         }
-        let extra: Vec<&(String, Scope, String)> =
-            got.iter().filter(|(r, s, _)| !matched.contains(&(r.clone(), s.clone()))).collect();
+        let extra: Vec<&(String, Scope, String)> = got.iter().filter(|(r, s, _)| !matched.contains(&(r.clone(), s.clone()))).collect();
         if missing.is_empty() && extra.is_empty() {
             return;
         }
@@ -500,24 +489,12 @@ pub fn compare(t: &RuleTest, report: &Report) -> Outcome {
             lines.push(format!("  + {}{reason}", show(r, s)));
         }
     };
-    section(
-        "findings",
-        &t.findings,
-        report.findings.iter().map(|f| (f.rule.clone(), f.scope.clone(), String::new())).collect(),
-    );
+    section("findings", &t.findings, report.findings.iter().map(|f| (f.rule.clone(), f.scope.clone(), String::new())).collect());
     if let Some(h) = &t.healthy {
-        section(
-            "healthy",
-            h,
-            report.healthy.iter().map(|c| (c.rule.clone(), c.scope.clone(), String::new())).collect(),
-        );
+        section("healthy", h, report.healthy.iter().map(|c| (c.rule.clone(), c.scope.clone(), String::new())).collect());
     }
     if let Some(n) = &t.not_evaluated {
-        section(
-            "not_evaluated",
-            n,
-            report.not_evaluated.iter().map(|c| (c.rule.clone(), c.scope.clone(), c.reason.to_string())).collect(),
-        );
+        section("not_evaluated", n, report.not_evaluated.iter().map(|c| (c.rule.clone(), c.scope.clone(), c.reason.to_string())).collect());
     }
     for (scope, limit) in &t.binding {
         match report.binding.iter().find(|b| &b.scope == scope) {
@@ -592,30 +569,14 @@ mod tests {
     #[test]
     fn the_expanding_notation_follows_promtool() {
         let v = parse_values("0+10x3 1x2 _ _x2 stale 5-1x2 -1+1x1 1e-3+1e-3x1 Inf").unwrap();
-        let plain: Vec<String> = v
-            .iter()
-            .map(|x| {
-                x.map_or("_".into(), |f| if crate::local::store::is_stale(f) { "stale".into() } else { f.to_string() })
-            })
-            .collect();
-        assert_eq!(
-            plain,
-            [
-                "0", "10", "20", "30", "1", "1", "1", "_", "_", "_", "stale", "5", "4", "3", "-1", "0", "0.001",
-                "0.002", "inf"
-            ]
-        );
+        let plain: Vec<String> =
+            v.iter().map(|x| x.map_or("_".into(), |f| if crate::local::store::is_stale(f) { "stale".into() } else { f.to_string() })).collect();
+        assert_eq!(plain, ["0", "10", "20", "30", "1", "1", "1", "_", "_", "_", "stale", "5", "4", "3", "-1", "0", "0.001", "0.002", "inf"]);
     }
 
     #[test]
     fn bad_values_are_explained() {
-        for (v, want) in [
-            ("1x", "whole number"),
-            ("abc", "not a number"),
-            ("_xq", "_xN"),
-            ("", "no values"),
-            ("1+x3", "not a number"),
-        ] {
+        for (v, want) in [("1x", "whole number"), ("abc", "not a number"), ("_xq", "_xN"), ("", "no values"), ("1+x3", "not a number")] {
             let e = parse_values(v).expect_err(v);
             assert!(e.contains(want), "{v}: {e}");
         }
@@ -650,7 +611,8 @@ mod tests {
 
     #[test]
     fn the_replica_label_defaults_to_instance_and_a_test_may_set_its_own() {
-        let src = "replica_label = \"pod\"\n[[series]]\nseries = 'x'\nvalues = \"1\"\n[[test]]\nname = \"a\"\n[[test]]\nname = \"b\"\nreplica_label = \"node\"\n";
+        let src =
+            "replica_label = \"pod\"\n[[series]]\nseries = 'x'\nvalues = \"1\"\n[[test]]\nname = \"a\"\n[[test]]\nname = \"b\"\nreplica_label = \"node\"\n";
         let f = parse_file("t.toml", src, &rules()).unwrap();
         assert_eq!((f.tests[0].replica_label.as_str(), f.tests[1].replica_label.as_str()), ("pod", "node"));
         let f = parse_file("t.toml", "[[series]]\nseries = 'x'\nvalues = \"1\"\n[[test]]\nname = \"a\"\n", &rules()).unwrap();
@@ -679,10 +641,7 @@ mod tests {
         }))
         .expect("a minimal report");
         for (rule, model) in pairs {
-            r.healthy.push(crate::report::Checked {
-                rule: rule.to_string(),
-                scope: [("model_name".to_string(), model.to_string())].into_iter().collect(),
-            });
+            r.healthy.push(crate::report::Checked { rule: rule.to_string(), scope: [("model_name".to_string(), model.to_string())].into_iter().collect() });
         }
         r
     }
@@ -702,16 +661,8 @@ mod tests {
             series: vec![],
             findings: vec![],
             healthy: Some(vec![
-                Expected {
-                    rule: "slow-decode".into(),
-                    scope: [("model_name".to_string(), "m".to_string())].into_iter().collect(),
-                    reason: None,
-                },
-                Expected {
-                    rule: "slow-prefill".into(),
-                    scope: [("model_name".to_string(), "m".to_string())].into_iter().collect(),
-                    reason: None,
-                },
+                Expected { rule: "slow-decode".into(), scope: [("model_name".to_string(), "m".to_string())].into_iter().collect(), reason: None },
+                Expected { rule: "slow-prefill".into(), scope: [("model_name".to_string(), "m".to_string())].into_iter().collect(), reason: None },
             ]),
             not_evaluated: None,
             binding: Vec::new(),

@@ -45,12 +45,10 @@ pub fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
         }
         return DateTime::from_timestamp_millis((secs * 1000.0).round() as i64).ok_or_else(|| format!("{t:?} is out of range"));
     }
-    let naive = ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"].iter().find_map(|f| NaiveDateTime::parse_from_str(t, f).ok());
+    let naive =
+        ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"].iter().find_map(|f| NaiveDateTime::parse_from_str(t, f).ok());
     if let Some(n) = naive {
-        return Err(format!(
-            "{t:?} has no time zone: add Z for UTC ({}Z) or an offset such as +01:00",
-            n.format("%Y-%m-%dT%H:%M:%S")
-        ));
+        return Err(format!("{t:?} has no time zone: add Z for UTC ({}Z) or an offset such as +01:00", n.format("%Y-%m-%dT%H:%M:%S")));
     }
     if NaiveDate::parse_from_str(t, "%Y-%m-%d").is_ok() {
         return Err(format!("{t:?} is a date without a time: write {t}T00:00:00Z for its start in UTC"));
@@ -125,7 +123,17 @@ pub fn out_of_range(value: f64, text: &str, unit: &str) -> Option<String> {
         "ratio" => ((0.0..=1.0).contains(&value), "a share from 0% to 100% (0 to 1)"),
         "percent" => ((0.0..=100.0).contains(&value), "a number of percent from 0 to 100"),
         "seconds" => (value >= 0.0, "a duration of 0s or more"),
-        "ratio_per_hour" | "factor" | "count" | "requests" | "bytes" | "tokens" | "watts" | "megahertz" | "per_second" | "requests_per_second" | "tokens_per_second"
+        "ratio_per_hour"
+        | "factor"
+        | "count"
+        | "requests"
+        | "bytes"
+        | "tokens"
+        | "watts"
+        | "megahertz"
+        | "per_second"
+        | "requests_per_second"
+        | "tokens_per_second"
         | "bytes_per_second" => (value >= 0.0, "a value of 0 or more"),
         _ => return None,
     };
@@ -275,7 +283,16 @@ mod tests {
 
     #[test]
     fn a_quantity_must_be_written_in_a_unit_its_signal_can_be_compared_with() {
-        for (text, unit) in [("90%", "ratio"), ("20%", "ratio_per_hour"), ("3s", "seconds"), ("500ms", "seconds"), ("0.9", "seconds"), ("90", "percent"), ("4", "requests"), ("1e-3", "ratio")] {
+        for (text, unit) in [
+            ("90%", "ratio"),
+            ("20%", "ratio_per_hour"),
+            ("3s", "seconds"),
+            ("500ms", "seconds"),
+            ("0.9", "seconds"),
+            ("90", "percent"),
+            ("4", "requests"),
+            ("1e-3", "ratio"),
+        ] {
             assert_eq!(super::unit_mismatch(text, unit), None, "{text} vs {unit}");
         }
         let e = super::unit_mismatch("90%", "seconds").unwrap();
@@ -303,4 +320,3 @@ mod tests {
         assert!(at("yesterday").unwrap_err().contains("not a time"));
     }
 }
-

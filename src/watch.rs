@@ -127,9 +127,7 @@ pub fn validate(w: &Watch, stdout_is_terminal: bool) -> Result<(), Failure> {
         return Err(Failure::Usage("--annotations is for CI logs, --watch for a terminal: drop one of them".into()));
     }
     if !stdout_is_terminal {
-        return Err(Failure::Usage(
-            "--watch needs a terminal on stdout (it redraws the screen); to poll from a script, run explain in a loop".into(),
-        ));
+        return Err(Failure::Usage("--watch needs a terminal on stdout (it redraws the screen); to poll from a script, run explain in a loop".into()));
     }
     Ok(())
 }
@@ -159,10 +157,7 @@ pub fn run(
         let result = diagnose(progress);
         let mut screen = clear_screen();
         let serving = w.serving.as_deref().map(|url| format!(" · findings on {url}")).unwrap_or_default();
-        screen.push_str(&format!(
-            "Watching every {every_text} · run {run} at {}{serving} · Ctrl-C to stop\n",
-            started.format("%H:%M:%S UTC")
-        ));
+        screen.push_str(&format!("Watching every {every_text} · run {run} at {}{serving} · Ctrl-C to stop\n", started.format("%H:%M:%S UTC")));
         match result {
             Ok(report) => {
                 let now = keys(&report);
@@ -172,7 +167,16 @@ pub fn run(
                 }
                 screen.push_str("\n\n");
                 let width = terminal_size::terminal_size().map(|(w, _)| w.0);
-                let opts = RenderOptions { color: color && w.format.is_terminal(), width, now: Some(chrono::Utc::now()), fail_on: None, fail_on_unexplained: false, links: None, verdict: None, detail: Default::default() };
+                let opts = RenderOptions {
+                    color: color && w.format.is_terminal(),
+                    width,
+                    now: Some(chrono::Utc::now()),
+                    fail_on: None,
+                    fail_on_unexplained: false,
+                    links: None,
+                    verdict: None,
+                    detail: Default::default(),
+                };
                 screen.push_str(&render::render(&report, w.format, &opts));
                 previous = Some(now);
             }

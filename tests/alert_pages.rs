@@ -19,7 +19,8 @@ use common::alertmanager::Alertmanager;
 use common::{free_port, load_scenario, PromServer};
 
 fn export(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_vllm-diag")).args(["--no-config", "rules", "export"]).args(args).stdin(Stdio::null()).output().expect("rules export");
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_vllm-diag")).args(["--no-config", "rules", "export"]).args(args).stdin(Stdio::null()).output().expect("rules export");
     assert!(out.status.success(), "rules export {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("UTF-8")
 }
@@ -90,9 +91,19 @@ fn notified(name: &str, rules: &str, generated: &str) -> Vec<(String, Vec<String
     got.iter()
         .map(|n| {
             let rules = |status: &str| -> Vec<String> {
-                n["alerts"].as_array().into_iter().flatten().filter(|a| a["status"] == status).map(|a| a["labels"]["vllm_diag_rule"].as_str().unwrap_or_default().to_string()).collect()
+                n["alerts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|a| a["status"] == status)
+                    .map(|a| a["labels"]["vllm_diag_rule"].as_str().unwrap_or_default().to_string())
+                    .collect()
             };
-            (n["groupKey"].as_str().unwrap_or_default().to_string(), rules("firing"), vec![n["groupLabels"]["model_name"].as_str().unwrap_or_default().to_string()])
+            (
+                n["groupKey"].as_str().unwrap_or_default().to_string(),
+                rules("firing"),
+                vec![n["groupLabels"]["model_name"].as_str().unwrap_or_default().to_string()],
+            )
         })
         .collect()
 }

@@ -145,7 +145,12 @@ fn credentials_reach_the_server_and_never_the_report() {
     let proxy = common::proxy::FaultProxy::start(&prom.url, vec![]);
     let dir = tempfile::tempdir().unwrap();
     let token = common::run::write_file(dir.path(), "token", "s3cret-backtest-token\n");
-    let r = backtest(&proxy.url, "2h", &common::run::at_window_end(&spec), &["--bearer-token-file", common::run::path_arg(&token), "--header", "X-Team: hidden-value"]);
+    let r = backtest(
+        &proxy.url,
+        "2h",
+        &common::run::at_window_end(&spec),
+        &["--bearer-token-file", common::run::path_arg(&token), "--header", "X-Team: hidden-value"],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let seen = proxy.seen();
     assert!(!seen.is_empty());

@@ -44,35 +44,20 @@ fn bad_flag_values_exit_2_naming_the_flag_and_the_fix() {
         (&["--at", "yesterday"], &["--at", "RFC 3339"]),
         (&["--at", "2026-13-45T00:00:00Z"], &["--at", "RFC 3339"]),
         (&["--selector", "model_name=~"], &["--selector", "at character"]),
-        (
-            &["--selector", "model_name=\"unterminated"],
-            &["--selector", "at character"],
-        ),
+        (&["--selector", "model_name=\"unterminated"], &["--selector", "at character"]),
         (&["--group-by", "model-name"], &["--group-by", "label names"]),
         (&["--format", "yaml"], &["--format", "table"]),
-        (
-            &["--prometheus", "localhost:9090"],
-            &["--prometheus", "http://host:9090"],
-        ),
+        (&["--prometheus", "localhost:9090"], &["--prometheus", "http://host:9090"]),
         (&["--basic-auth-password-file", "/nonexistent"], &["--basic-auth-user"]),
-        (
-            &["--bearer-token-file", "/nonexistent/token"],
-            &["--bearer-token-file", "/nonexistent/token", "cannot read"],
-        ),
+        (&["--bearer-token-file", "/nonexistent/token"], &["--bearer-token-file", "/nonexistent/token", "cannot read"]),
         (&["--cert-file", "c.pem"], &["--key-file"]),
-        (
-            &["--ca-file", "/nonexistent/ca.pem"],
-            &["--ca-file", "/nonexistent/ca.pem"],
-        ),
+        (&["--ca-file", "/nonexistent/ca.pem"], &["--ca-file", "/nonexistent/ca.pem"]),
         (&["--header", "no colon here"], &["--header #1", "Name: value"]),
         (&["--tenant", "a||b"], &["--tenant"]),
     ];
     for (args, needles) in cases {
-        let r = if args.contains(&"--prometheus") {
-            run(&[&["explain"][..], args].concat())
-        } else {
-            run(&[&["explain", "--prometheus", url][..], args].concat())
-        };
+        let r =
+            if args.contains(&"--prometheus") { run(&[&["explain"][..], args].concat()) } else { run(&[&["explain", "--prometheus", url][..], args].concat()) };
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
         assert!(r.stdout.is_empty(), "{args:?}: {}", r.stdout);
         for n in *needles {
@@ -94,12 +79,32 @@ fn values_from_the_environment_or_the_file_are_named_where_they_were_given() {
     // (arguments, environment, what the error must say)
     type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, Vec<String>);
     let cases: Vec<Case> = vec![
-        (vec!["explain", "--prometheus", url], vec![("VLLM_DIAG_BEARER_TOKEN", "T0KEN\nVAL")], vec!["$VLLM_DIAG_BEARER_TOKEN".into(), "control character".into()]),
-        (vec!["--config", path_arg(&env_token), "explain", "--prometheus", url], vec![("TOK", "T0KEN\u{7}VAL")], vec![format!("{}:2:", env_token.display()), "source.bearer_token".into()]),
-        (vec!["explain", "--prometheus", url, "--bearer-token-file", path_arg(&token_file)], vec![], vec![token_file.display().to_string(), "control character".into()]),
+        (
+            vec!["explain", "--prometheus", url],
+            vec![("VLLM_DIAG_BEARER_TOKEN", "T0KEN\nVAL")],
+            vec!["$VLLM_DIAG_BEARER_TOKEN".into(), "control character".into()],
+        ),
+        (
+            vec!["--config", path_arg(&env_token), "explain", "--prometheus", url],
+            vec![("TOK", "T0KEN\u{7}VAL")],
+            vec![format!("{}:2:", env_token.display()), "source.bearer_token".into()],
+        ),
+        (
+            vec!["explain", "--prometheus", url, "--bearer-token-file", path_arg(&token_file)],
+            vec![],
+            vec![token_file.display().to_string(), "control character".into()],
+        ),
         (vec!["explain"], vec![("VLLM_DIAG_PROMETHEUS_URL", "localhost:9090")], vec!["$VLLM_DIAG_PROMETHEUS_URL".into(), "no scheme".into()]),
-        (vec!["--config", path_arg(&far), "explain", "--prometheus", url], vec![], vec![format!("{}:1:", far.display()), "window".into(), "before 1970-01-01 UTC".into()]),
-        (vec!["--config", path_arg(&replica), "explain", "--prometheus", url], vec![], vec![format!("{}:2:", replica.display()), "group_by".into(), "--replica-label".into()]),
+        (
+            vec!["--config", path_arg(&far), "explain", "--prometheus", url],
+            vec![],
+            vec![format!("{}:1:", far.display()), "window".into(), "before 1970-01-01 UTC".into()],
+        ),
+        (
+            vec!["--config", path_arg(&replica), "explain", "--prometheus", url],
+            vec![],
+            vec![format!("{}:2:", replica.display()), "group_by".into(), "--replica-label".into()],
+        ),
         (vec!["explain", "--prometheus", url, "--at", ""], vec![], vec!["--at is empty".into()]),
     ];
     for (args, env, needles) in cases {
@@ -121,20 +126,9 @@ fn a_window_longer_than_the_data_says_where_the_data_starts_and_one_before_it_sa
     // (the 3h before) holds nothing at all.
     let r = run(&explain_args(&prom.url, &at, &["--window", "3h", "--format", "json"]));
     let report = r.json();
-    let warnings: Vec<String> = report["warnings"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|w| w.as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
-    assert!(
-        warnings
-            .iter()
-            .any(|w| w.contains("baseline window") && w.contains("holds no vLLM data")),
-        "{warnings:#?}"
-    );
-    let starts = warnings
-        .iter()
-        .find(|w| w.contains("vLLM data only starts at about"))
-        .unwrap_or_else(|| panic!("{warnings:#?}"));
+    let warnings: Vec<String> = report["warnings"].as_array().map(|a| a.iter().filter_map(|w| w.as_str().map(str::to_string)).collect()).unwrap_or_default();
+    assert!(warnings.iter().any(|w| w.contains("baseline window") && w.contains("holds no vLLM data")), "{warnings:#?}");
+    let starts = warnings.iter().find(|w| w.contains("vLLM data only starts at about")).unwrap_or_else(|| panic!("{warnings:#?}"));
     // Within one coarse step (3h / 60 = 3 minutes) after the first sample.
     let first = spec.start;
     let said = starts
@@ -144,16 +138,11 @@ fn a_window_longer_than_the_data_says_where_the_data_starts_and_one_before_it_sa
         .and_then(|t| chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S").ok())
         .map(|t| t.and_utc())
         .unwrap_or_else(|| panic!("no time in {starts:?}"));
-    assert!(
-        said >= first && said <= first + chrono::Duration::minutes(4),
-        "said {said}, data starts {first}"
-    );
+    assert!(said >= first && said <= first + chrono::Duration::minutes(4), "said {said}, data starts {first}");
     // Absolute thresholds still judge what there is; nothing that needs the baseline is called healthy.
     assert!(report["stats"]["rules_evaluated"].as_u64().unwrap_or(0) > 0);
     assert!(
-        report["not_evaluated"].as_array().is_some_and(|n| n
-            .iter()
-            .any(|e| e["reason"].as_str().unwrap_or("").contains("baseline"))),
+        report["not_evaluated"].as_array().is_some_and(|n| n.iter().any(|e| e["reason"].as_str().unwrap_or("").contains("baseline"))),
         "{:#}",
         report["not_evaluated"]
     );
@@ -205,7 +194,10 @@ fn a_window_shorter_than_two_scrapes_is_no_pass_and_says_to_widen_it() {
     let later = (spec.window_end() + chrono::Duration::minutes(25)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let r = run(&explain_args(&prom.url, &later, &["--window", "30m", "--format", "json"]));
     let warnings = r.json()["warnings"].to_string();
-    assert!(warnings.contains("no rate could be taken") && warnings.contains("the data ends before the window does") && !warnings.contains("Widen --window"), "{warnings}");
+    assert!(
+        warnings.contains("no rate could be taken") && warnings.contains("the data ends before the window does") && !warnings.contains("Widen --window"),
+        "{warnings}"
+    );
     // Two minutes hold four scrapes: the incident is found.
     let r = run(&explain_args(&prom.url, &at, &["--window", "2m", "--fail-on", "warning", "--format", "json"]));
     let report = r.json();
@@ -220,11 +212,7 @@ fn truncated_or_tampered_replay_files_are_refused_or_give_honest_not_evaluated_e
     let at = at_window_end(&spec);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let good = dir.path().join("good.json");
-    let r = run(&explain_args(
-        &prom.url,
-        &at,
-        &["--format", "json", "--record", path_arg(&good)],
-    ));
+    let r = run(&explain_args(&prom.url, &at, &["--format", "json", "--record", path_arg(&good)]));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let original = r.json();
     let text = std::fs::read_to_string(&good).unwrap_or_else(|e| panic!("read: {e}"));
@@ -244,23 +232,11 @@ fn truncated_or_tampered_replay_files_are_refused_or_give_honest_not_evaluated_e
         serde_json::to_string_pretty(&v).unwrap_or_default()
     };
     let refused: Vec<(&str, String, &[&str])> = vec![
-        (
-            "cut in half",
-            text[..text.len() / 2].to_string(),
-            &["truncated.json:", "damaged", "--record"],
-        ),
+        ("cut in half", text[..text.len() / 2].to_string(), &["truncated.json:", "damaged", "--record"]),
         ("empty", String::new(), &["damaged"]),
         ("not JSON", "<html>proxy error</html>".to_string(), &["damaged"]),
-        (
-            "another JSON document",
-            r#"{"dashboard": {"title": "vLLM"}}"#.to_string(),
-            &["not a vllm-diag recording"],
-        ),
-        (
-            "a future version",
-            edit(&|v| v["version"] = Value::from(99)),
-            &["version 99", "--record"],
-        ),
+        ("another JSON document", r#"{"dashboard": {"title": "vLLM"}}"#.to_string(), &["not a vllm-diag recording"]),
+        ("a future version", edit(&|v| v["version"] = Value::from(99)), &["version 99", "--record"]),
         (
             "a window that ends before it starts",
             edit(&|v| {
@@ -270,16 +246,8 @@ fn truncated_or_tampered_replay_files_are_refused_or_give_honest_not_evaluated_e
             }),
             &["params.window", "record it again"],
         ),
-        (
-            "no grouping label",
-            edit(&|v| v["params"]["group_by"] = serde_json::json!([])),
-            &["params.group_by"],
-        ),
-        (
-            "an invalid recorded selector",
-            edit(&|v| v["params"]["selector"] = Value::from("model_name=~")),
-            &["recorded selector is invalid"],
-        ),
+        ("no grouping label", edit(&|v| v["params"]["group_by"] = serde_json::json!([])), &["params.group_by"]),
+        ("an invalid recorded selector", edit(&|v| v["params"]["selector"] = Value::from("model_name=~")), &["recorded selector is invalid"]),
         (
             "an exchange that is neither answer nor error",
             edit(&|v| {
@@ -290,11 +258,7 @@ fn truncated_or_tampered_replay_files_are_refused_or_give_honest_not_evaluated_e
             }),
             &["exchange 1", "record it again"],
         ),
-        (
-            "a status that is not a number",
-            edit(&|v| v["exchanges"][0]["response"]["http_status"] = Value::from("ok")),
-            &["damaged"],
-        ),
+        ("a status that is not a number", edit(&|v| v["exchanges"][0]["response"]["http_status"] = Value::from("ok")), &["damaged"]),
     ];
     for (name, body, needles) in refused {
         let path = write_file(dir.path(), "truncated.json", &body);
@@ -303,11 +267,7 @@ fn truncated_or_tampered_replay_files_are_refused_or_give_honest_not_evaluated_e
         // No report: --format json leaves the error document, and only that.
         let doc: Value = serde_json::from_str(&r.stdout).unwrap_or_default();
         assert!(doc["error"]["exit_code"] == 2 && doc.get("findings").is_none(), "{name}: {}", r.stdout);
-        assert!(
-            r.stderr.contains(path_arg(&path)),
-            "{name}: the file is not named: {}",
-            r.stderr
-        );
+        assert!(r.stderr.contains(path_arg(&path)), "{name}: the file is not named: {}", r.stderr);
         for n in needles {
             assert!(r.stderr.contains(n), "{name}: expected {n:?} in {}", r.stderr);
         }
@@ -315,52 +275,25 @@ fn truncated_or_tampered_replay_files_are_refused_or_give_honest_not_evaluated_e
 
     // Tampered answers are read like any bad answer: the rules that needed them are not evaluated,
     // with the reason; the rest is diagnosed.
-    let exchanges = recording["exchanges"]
-        .as_array_mut()
-        .unwrap_or_else(|| panic!("no exchanges"));
+    let exchanges = recording["exchanges"].as_array_mut().unwrap_or_else(|| panic!("no exchanges"));
     let mut touched = 0;
     for e in exchanges.iter_mut() {
-        if e["request"]["query"]
-            .as_str()
-            .is_some_and(|q| q.contains("inter_token_latency") && !q.contains("count"))
-        {
+        if e["request"]["query"].as_str().is_some_and(|q| q.contains("inter_token_latency") && !q.contains("count")) {
             e["response"]["body"] = Value::from("<html><title>Tampered</title></html>");
             touched += 1;
         }
     }
     assert!(touched > 0);
     let before = exchanges.len();
-    exchanges.retain(|e| {
-        !e["request"]["query"]
-            .as_str()
-            .is_some_and(|q| q.contains("time_to_first_token"))
-    });
+    exchanges.retain(|e| !e["request"]["query"].as_str().is_some_and(|q| q.contains("time_to_first_token")));
     assert!(exchanges.len() < before);
-    let path = write_file(
-        dir.path(),
-        "tampered.json",
-        &serde_json::to_string_pretty(&recording).unwrap_or_default(),
-    );
+    let path = write_file(dir.path(), "tampered.json", &serde_json::to_string_pretty(&recording).unwrap_or_default());
     let r = replay(&path);
     let report = r.json();
-    let reasons: Vec<String> = report["not_evaluated"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|n| n["reason"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    assert!(
-        reasons.iter().any(|w| w.contains("itl_p95") && w.contains("not JSON")),
-        "{reasons:#?}"
-    );
-    assert!(
-        reasons
-            .iter()
-            .any(|w| w.contains("ttft_p95") && w.contains("holds no answer for this query")),
-        "{reasons:#?}"
-    );
+    let reasons: Vec<String> =
+        report["not_evaluated"].as_array().map(|a| a.iter().filter_map(|n| n["reason"].as_str().map(str::to_string)).collect()).unwrap_or_default();
+    assert!(reasons.iter().any(|w| w.contains("itl_p95") && w.contains("not JSON")), "{reasons:#?}");
+    assert!(reasons.iter().any(|w| w.contains("ttft_p95") && w.contains("holds no answer for this query")), "{reasons:#?}");
     assert!(report["stats"]["rules_evaluated"].as_u64().unwrap_or(0) > 0);
 }
 
@@ -388,10 +321,7 @@ fn broken_rule_files_exit_2_naming_the_file_line_and_what_is_wrong() {
     for (name, body, needles) in cases {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         write_file(dir.path(), "bad.toml", body);
-        for cmd in [
-            &["rules", "list", "--rules"][..],
-            &["explain", "--prometheus", "http://127.0.0.1:9", "--rules"][..],
-        ] {
+        for cmd in [&["rules", "list", "--rules"][..], &["explain", "--prometheus", "http://127.0.0.1:9", "--rules"][..]] {
             let r = run(&[cmd, &[path_arg(dir.path())]].concat());
             assert_eq!(r.code, 2, "{name}: {}", r.stderr);
             for n in *needles {

@@ -134,7 +134,8 @@ fn problems(report: &Report) -> Vec<String> {
                 out.push(format!("{format}: does not say {fact:?} ({cut} lines said left out)\n{text}"));
             }
         }
-        if format != Format::Text && (text.contains("-v lists") || text.contains("-v says") || text.contains("-v has") || text.contains("(the arithmetic: -v")) {
+        if format != Format::Text && (text.contains("-v lists") || text.contains("-v says") || text.contains("-v has") || text.contains("(the arithmetic: -v"))
+        {
             out.push(format!("{format}: a command-line hint in a channel format\n{text}"));
         }
         if signal_id_in_words(&text) {
@@ -222,12 +223,24 @@ fn lever_limit(flag: &str) -> Option<LimitKind> {
 fn agreement(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
     for f in &report.findings {
-        let Some(b) = report.binding.iter().find(|b| b.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v)) && !b.scope.contains_key(&report.metrics.replica_label)) else { continue };
+        let Some(b) =
+            report.binding.iter().find(|b| b.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v)) && !b.scope.contains_key(&report.metrics.replica_label))
+        else {
+            continue;
+        };
         for w in &f.wont_help {
             let Some(limit) = lever_limit(&w.flag) else { continue };
             let share = b.shares.get(&limit).copied().unwrap_or(0.0);
             if share >= 0.1 && (w.why.contains("did not bind") || limit == LimitKind::KvCache) {
-                out.push(format!("{} on {:?}: won't help {} ({}) beside a binding of {} for {:.0}% of the window", f.rule, f.scope, w.lever, w.why, limit.name(), share * 100.0));
+                out.push(format!(
+                    "{} on {:?}: won't help {} ({}) beside a binding of {} for {:.0}% of the window",
+                    f.rule,
+                    f.scope,
+                    w.lever,
+                    w.why,
+                    limit.name(),
+                    share * 100.0
+                ));
             }
         }
     }
@@ -246,7 +259,9 @@ fn signal_id_in_words(text: &str) -> bool {
 /// How many lines a Slack message says it left out to fit the channel (0 when it says none).
 fn left_out(text: &str) -> usize {
     text.lines()
-        .find_map(|l| l.trim_matches('_').split_once(" left out to fit the channel").map(|(n, _)| n.split_whitespace().next().unwrap_or_default().parse().unwrap_or(0)))
+        .find_map(|l| {
+            l.trim_matches('_').split_once(" left out to fit the channel").map(|(n, _)| n.split_whitespace().next().unwrap_or_default().parse().unwrap_or(0))
+        })
         .unwrap_or(0)
 }
 
@@ -282,7 +297,9 @@ fn steps_and_scores(report: &Report) -> Vec<String> {
     // The findings check counts, and a failed probe (`--probe`), a test case of its own.
     let failing = report.findings.iter().filter(|f| f.severity >= vllm_diag::report::Severity::Warning).count()
         + usize::from(report.probe.as_ref().is_some_and(|p| p.fails()));
-    if !junit.contains(&format!("<testsuites name=\"vllm-diag\" tests=\"")) || !junit.lines().next().into_iter().chain(junit.lines()).any(|l| l.starts_with("<testsuites ") && l.contains(&format!(" failures=\"{failing}\" "))) {
+    if !junit.contains(&format!("<testsuites name=\"vllm-diag\" tests=\""))
+        || !junit.lines().next().into_iter().chain(junit.lines()).any(|l| l.starts_with("<testsuites ") && l.contains(&format!(" failures=\"{failing}\" ")))
+    {
         out.push(format!("junit: the failures are not the {failing} findings and failed probes check counts"));
     }
     out
@@ -304,7 +321,11 @@ fn counts(report: &Report, a: &Answer) -> Vec<String> {
     let nowhere: std::collections::BTreeSet<&str> = report.not_evaluated.iter().map(|n| n.rule.as_str()).filter(|r| !judged.contains(r)).collect();
     let disabled = report.disabled.len();
     if report.stats.rules_evaluated > 0 && nowhere.len() != c.not_evaluated {
-        out.push(format!("counts: {} rules said not evaluated, {} not evaluated in any scope ({nowhere:?}; {disabled} disabled)", c.not_evaluated, nowhere.len()));
+        out.push(format!(
+            "counts: {} rules said not evaluated, {} not evaluated in any scope ({nowhere:?}; {disabled} disabled)",
+            c.not_evaluated,
+            nowhere.len()
+        ));
     }
     out
 }
@@ -421,7 +442,10 @@ fn a_probe_joined_to_a_diagnosis_is_said_in_every_channel_format() {
         if name == "healthy-steady" {
             for format in CHANNEL {
                 let text = squeeze(&shown(&report, format));
-                for said in ["PROBE FAILED: the probe of http://127.0.0.1:39389/v1/completions: 8 of 10 requests failed", "Refused in front of the engines: 8 of 10 requests answered busy"] {
+                for said in [
+                    "PROBE FAILED: the probe of http://127.0.0.1:39389/v1/completions: 8 of 10 requests failed",
+                    "Refused in front of the engines: 8 of 10 requests answered busy",
+                ] {
                     assert!(text.contains(&squeeze(&escape(format, said))), "{format}: {said:?} not in\n{text}");
                 }
             }

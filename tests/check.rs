@@ -101,8 +101,7 @@ fn check_of_a_deploy_with_no_data_is_not_evaluated_and_exits_3() {
     assert!(out.starts_with("NOT EVALUATED:") && out.contains("not a pass"), "{out}");
     assert!(err.contains("no vLLM metrics") && err.contains("Check --at and --since") && !err.contains("--window"), "{err}");
     // A document format keeps stdout clean: the verdict goes to stderr.
-    let (code, out, err) =
-        run(&["check", "--prometheus", &prom.url, "--at", "2026-01-15T09:30:00Z", "--since", "20m", "--format", "junit"]);
+    let (code, out, err) = run(&["check", "--prometheus", &prom.url, "--at", "2026-01-15T09:30:00Z", "--since", "20m", "--format", "junit"]);
     assert_eq!(code, 3);
     // A document format keeps stdout a document: the verdict goes to stderr, and the JUnit report is
     // one erroring test case saying why there is no report.
@@ -205,7 +204,13 @@ fn the_slack_message_fits_slacks_limit_with_the_worst_finding_first() {
     assert!(out.chars().count() < 1500, "{} chars", out.chars().count());
     assert!(out.starts_with(":red_circle: *vllm-diag: CRITICAL kv-cache-pressure: KV-cache pressure is causing preemptions*"), "{out}");
     // The answer whole: the numbers, the cards, two steps.
-    for present in ["• KV-cache usage (peak): 100%", "• --max-num-seqs: unknown → 15 · confidence high", "\n1. Stabilise", "\n2. Reproduce", "left out to fit the channel; the full report has every line"] {
+    for present in [
+        "• KV-cache usage (peak): 100%",
+        "• --max-num-seqs: unknown → 15 · confidence high",
+        "\n1. Stabilise",
+        "\n2. Reproduce",
+        "left out to fit the channel; the full report has every line",
+    ] {
         assert!(out.contains(present), "{present:?} missing\n{out}");
     }
     assert!(!out.contains('┌') && !out.contains("| "), "no tables in Slack");

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-
 use common::{free_port, incident_now};
 
 fn root() -> &'static Path {
@@ -79,7 +78,6 @@ fn packable_binary(dir: &Path) -> PathBuf {
 fn text(out: &Output) -> String {
     format!("exit {:?}\nstdout:\n{}\nstderr:\n{}", out.status.code(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
-
 
 /// A runner's environment: nothing of this machine's CI or connection variables, then `env`.
 fn runner(program: &Path, args: &[&str], cwd: &Path, env: &[(&str, String)]) -> Output {

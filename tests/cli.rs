@@ -9,11 +9,7 @@ fn fixture(name: &str) -> String {
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("vllm-diag").unwrap().args(args).env("NO_COLOR", "1").output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
 }
 
 fn snapshot(name: &str, text: &str) {
@@ -43,10 +39,8 @@ fn every_format_of_a_healthy_recording_matches_its_snapshot() {
 /// Every shipped recording (fixtures/incidents/*.json), by file stem.
 fn shipped_recordings() -> Vec<String> {
     let dir = format!("{}/fixtures/incidents", env!("CARGO_MANIFEST_DIR"));
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.unwrap().path().file_stem().and_then(|s| s.to_str()).map(str::to_string))
-        .collect();
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().filter_map(|e| e.unwrap().path().file_stem().and_then(|s| s.to_str()).map(str::to_string)).collect();
     names.sort();
     assert!(names.len() >= 3, "the shipped recordings are missing: {names:?}");
     names
@@ -86,7 +80,10 @@ fn the_default_text_opens_with_the_verdict_and_closes_with_one_footer() {
         assert!(!kv.contains(absent), "{absent:?} in the default text\n{kv}");
     }
     let footer: String = kv.trim_end().rsplit("\n\n").next().unwrap_or_default().replace('\n', " ");
-    assert!(footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · profile chat · 38 of 42 rules evaluated, 35 healthy"), "{footer}");
+    assert!(
+        footer.starts_with("2026-01-15 08:50 → 09:20 UTC vs the 30m before · 5 replicas · profile chat · 38 of 42 rules evaluated, 35 healthy"),
+        "{footer}"
+    );
     assert!(footer.contains("4 rules not evaluated, and priority-preemption on this model: -v lists them"), "{footer}");
     assert!(footer.ends_with("run with -v for evidence and PromQL"), "{footer}");
     let (_, healthy, _) = run(&["explain", "--replay", &fixture("healthy-steady")]);
@@ -147,7 +144,14 @@ fn verbose_gives_the_full_table_with_conditions_in_words() {
         assert_eq!(code, 0, "{err}");
         let (_, table, _) = run(&["explain", "--replay", &fixture("kv-cache-pressure"), "--format", "table"]);
         assert_eq!(out, table, "{flag} is the table format");
-        for present in ["vllm-diag: 1 finding (1 critical)", "Checked and healthy", "Next steps", "PromQL at", "Not evaluated (5 rule/scope pairs", "profile chat · 38 of 42 rules evaluated"] {
+        for present in [
+            "vllm-diag: 1 finding (1 critical)",
+            "Checked and healthy",
+            "Next steps",
+            "PromQL at",
+            "Not evaluated (5 rule/scope pairs",
+            "profile chat · 38 of 42 rules evaluated",
+        ] {
             assert!(out.contains(present), "{flag}: {present:?} missing\n{out}");
         }
         // The condition in words, wrapped in its cell over three rows.
@@ -231,8 +235,7 @@ when = ["e2e_p50 > 60s"]
 "#,
     )
     .unwrap();
-    let (code, out, err) =
-        run(&["explain", "--replay", &fixture("kv-cache-pressure"), "--rules", dir.path().to_str().unwrap(), "--format", "json"]);
+    let (code, out, err) = run(&["explain", "--replay", &fixture("kv-cache-pressure"), "--rules", dir.path().to_str().unwrap(), "--format", "json"]);
     assert_eq!(code, 0, "{err}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     let ne = report["not_evaluated"].as_array().unwrap();
@@ -304,10 +307,8 @@ fn every_manual_page_another_names_exists() {
     let out = dir.path().join("man1");
     let (code, listed, err) = run(&["man", "--out", out.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    let pages: std::collections::BTreeSet<String> = std::fs::read_dir(&out)
-        .unwrap()
-        .filter_map(|e| e.ok().and_then(|e| e.file_name().to_str().map(str::to_string)))
-        .collect();
+    let pages: std::collections::BTreeSet<String> =
+        std::fs::read_dir(&out).unwrap().filter_map(|e| e.ok().and_then(|e| e.file_name().to_str().map(str::to_string))).collect();
     assert_eq!(listed.lines().count(), pages.len(), "{listed}");
     for page in ["vllm-diag.1", "vllm-diag-explain.1", "vllm-diag-check.1", "vllm-diag-rules-show.1", "vllm-diag-config-show.1"] {
         assert!(pages.contains(page), "{page} missing: {pages:?}");
@@ -379,11 +380,17 @@ fn a_damaged_or_missing_answer_in_a_recording_is_never_silent() {
 
     // A signal's answer damaged: the rules that read it are not evaluated, with why, and said.
     let (_, report, _) = replay_damaged(|exchanges| {
-        for x in exchanges.iter_mut().filter(|x| x["request"]["query"].as_str().is_some_and(|q| q.starts_with("max by (model_name) (max_over_time(vllm:kv_cache_usage_perc[1800s]))"))) {
+        for x in exchanges
+            .iter_mut()
+            .filter(|x| x["request"]["query"].as_str().is_some_and(|q| q.starts_with("max by (model_name) (max_over_time(vllm:kv_cache_usage_perc[1800s]))")))
+        {
             x["response"]["body"] = serde_json::Value::from("{\"status\":\"succ");
         }
     });
     let not_evaluated = report["not_evaluated"].as_array().unwrap();
-    assert!(not_evaluated.iter().any(|n| n["rule"] == "kv-cache-pressure" && n["reason"].as_str().is_some_and(|r| r.contains("cannot read"))), "{not_evaluated:#?}");
+    assert!(
+        not_evaluated.iter().any(|n| n["rule"] == "kv-cache-pressure" && n["reason"].as_str().is_some_and(|r| r.contains("cannot read"))),
+        "{not_evaluated:#?}"
+    );
     assert!(report["warnings"].to_string().contains("could not be read"), "{:#}", report["warnings"]);
 }

@@ -58,10 +58,7 @@ impl Sandbox {
     /// Run vllm-diag in the sandbox, with its empty HOME, no XDG_CONFIG_HOME or NO_COLOR, and `env`.
     fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         let mut cmd = vllm_diag();
-        cmd.current_dir(self.dir.path())
-            .env("HOME", self.dir.path().join("home"))
-            .env_remove("XDG_CONFIG_HOME")
-            .env_remove("NO_COLOR");
+        cmd.current_dir(self.dir.path()).env("HOME", self.dir.path().join("home")).env_remove("XDG_CONFIG_HOME").env_remove("NO_COLOR");
         run_command(cmd, args, env)
     }
 }
@@ -143,11 +140,7 @@ fn variables_expand_and_an_unset_one_names_itself_and_the_line() {
     for args in [&["config", "show"][..], &["explain", "--prometheus", "http://127.0.0.1:1"][..]] {
         let r = s.run(args, &[]);
         assert_eq!(r.code, 2, "{}", r.stderr);
-        assert!(
-            r.stderr.contains("./vllm-diag.toml:2:") && r.stderr.contains("${NS} is not set"),
-            "{args:?}: {}",
-            r.stderr
-        );
+        assert!(r.stderr.contains("./vllm-diag.toml:2:") && r.stderr.contains("${NS} is not set"), "{args:?}: {}", r.stderr);
     }
 }
 
@@ -168,11 +161,7 @@ fn unknown_keys_and_bad_values_are_errors_with_file_and_line() {
         s.write("vllm-diag.toml", text);
         let r = s.run(&["config", "show"], &[]);
         assert_eq!(r.code, 2, "{text:?}: {}", r.stderr);
-        assert!(
-            r.stderr.contains(&format!("config file error: ./vllm-diag.toml:{line}:")) && r.stderr.contains(needle),
-            "{text:?}: {}",
-            r.stderr
-        );
+        assert!(r.stderr.contains(&format!("config file error: ./vllm-diag.toml:{line}:")) && r.stderr.contains(needle), "{text:?}: {}", r.stderr);
     }
 }
 
@@ -306,7 +295,11 @@ fn the_rules_commands_take_what_the_configuration_file_says_about_the_rules() {
         for (args, code) in [(&["rules", "list"][..], 0), (&["rules", "export"], 2), (&["explain", "--replay", "none.json"], 2)] {
             let r = s.run(args, &[]);
             assert_eq!(r.code, code, "{args:?} {text}: {}", r.stderr);
-            assert!(r.stderr.contains("./vllm-diag.toml:") && r.stderr.contains("no-such-rules") && !r.stderr.contains("--rules takes"), "{args:?} {text}: {}", r.stderr);
+            assert!(
+                r.stderr.contains("./vllm-diag.toml:") && r.stderr.contains("no-such-rules") && !r.stderr.contains("--rules takes"),
+                "{args:?} {text}: {}",
+                r.stderr
+            );
         }
     }
 
@@ -325,10 +318,7 @@ fn disabled_rules_are_listed_as_disabled_never_as_healthy_or_not_evaluated() {
     let (spec, prom) = start_scenario("kv-cache-pressure");
     let s = Sandbox::new();
     let at = at_window_end(&spec);
-    s.write(
-        "vllm-diag.toml",
-        &format!("[source]\nprometheus = \"{}\"\n\n[rules]\ndisabled = [\"kv-cache-pressure\", \"gpu-throttling\"]\n", prom.url),
-    );
+    s.write("vllm-diag.toml", &format!("[source]\nprometheus = \"{}\"\n\n[rules]\ndisabled = [\"kv-cache-pressure\", \"gpu-throttling\"]\n", prom.url));
     let plain = s.run(&["explain", "--no-config", "--prometheus", &prom.url, "--at", &at, "--format", "json"], &[]);
     let plain = plain.json();
     assert_eq!(plain["findings"][0]["rule"], "kv-cache-pressure", "{plain:#}");
@@ -358,11 +348,7 @@ fn disabled_rules_are_listed_as_disabled_never_as_healthy_or_not_evaluated() {
 
     for format in ["table", "markdown", "slack"] {
         let r = s.run(&["explain", "--at", &at, "--format", format], &[]);
-        assert!(
-            r.stdout.contains("Disabled in the configuration (not evaluated): gpu-throttling, kv-cache-pressure"),
-            "{format}:\n{}",
-            r.stdout
-        );
+        assert!(r.stdout.contains("Disabled in the configuration (not evaluated): gpu-throttling, kv-cache-pressure"), "{format}:\n{}", r.stdout);
     }
 
     // `enabled` keeps only the rules it names.
@@ -406,10 +392,7 @@ fn the_files_source_ca_and_credentials_drive_a_real_run() {
     assert!(r.stderr.contains("401"), "{}", r.stderr);
 
     // A missing CA file named by the file is reported against the file's line.
-    s.write(
-        "conf/vllm-diag.toml",
-        &format!("[source]\nprometheus = \"{}\"\nca_file = \"no-such-ca.pem\"\n", prom.url),
-    );
+    s.write("conf/vllm-diag.toml", &format!("[source]\nprometheus = \"{}\"\nca_file = \"no-such-ca.pem\"\n", prom.url));
     let r = s.run(&["explain", "--config", "conf/vllm-diag.toml", "--at", &at], &[]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("conf/vllm-diag.toml:3:") && r.stderr.contains("no-such-ca.pem does not exist"), "{}", r.stderr);
@@ -434,12 +417,7 @@ fn the_files_tenant_headers_and_token_are_sent_and_flags_replace_them() {
     let r = s.run(&["explain", "--at", &at, "--format", "json"], &env);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let seen = proxy.seen();
-    let sent = [
-        ("Authorization", "Bearer tok-wire-8841"),
-        ("X-Scope-OrgID", "team-a"),
-        ("X-Api-Key", "key-wire-1102"),
-        ("X-Team", "infra"),
-    ];
+    let sent = [("Authorization", "Bearer tok-wire-8841"), ("X-Scope-OrgID", "team-a"), ("X-Api-Key", "key-wire-1102"), ("X-Team", "infra")];
     assert_all_carry(&seen, &sent);
     for secret in ["tok-wire-8841", "key-wire-1102"] {
         assert!(!r.stdout.contains(secret) && !r.stderr.contains(secret));

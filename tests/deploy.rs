@@ -126,9 +126,11 @@ fn the_manifests_name_the_image_scripts_image_sh_builds_and_arguments_the_binary
 #[test]
 fn the_alertmanager_configuration_passes_amtool_and_routes_to_the_service() {
     let config = root().join("deploy/alertmanager/alertmanager.yml");
-    let out = Command::new("amtool").arg("check-config").arg(&config).output().unwrap_or_else(|e| {
-        panic!("cannot run amtool: {e}. Run scripts/test.sh, which installs it (Debian package prometheus-alertmanager)")
-    });
+    let out = Command::new("amtool")
+        .arg("check-config")
+        .arg(&config)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run amtool: {e}. Run scripts/test.sh, which installs it (Debian package prometheus-alertmanager)"));
     assert!(out.status.success(), "amtool check-config:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let text = std::fs::read_to_string(&config).expect("alertmanager.yml");
     let serve = std::fs::read_to_string(root().join("deploy/kubernetes/serve.yaml")).expect("serve.yaml");

@@ -44,9 +44,7 @@ fn compare(prom: &Response, local: &Response) -> Vec<String> {
             for (labels, va) in &a {
                 match b.get(labels) {
                     None => diffs.push(format!("series {labels:?} only from Prometheus ({va})")),
-                    Some(vb) if !close(*va, *vb) => {
-                        diffs.push(format!("series {labels:?}: Prometheus {va}, local {vb}"))
-                    }
+                    Some(vb) if !close(*va, *vb) => diffs.push(format!("series {labels:?}: Prometheus {va}, local {vb}")),
                     _ => {}
                 }
             }
@@ -60,11 +58,7 @@ fn compare(prom: &Response, local: &Response) -> Vec<String> {
             let a: BTreeMap<&Labels, &Vec<(f64, f64)>> = a.iter().map(|s| (&s.labels, &s.points)).collect();
             let b: BTreeMap<&Labels, &Vec<(f64, f64)>> = b.iter().map(|s| (&s.labels, &s.points)).collect();
             if a.keys().collect::<Vec<_>>() != b.keys().collect::<Vec<_>>() {
-                diffs.push(format!(
-                    "series differ: Prometheus {:?}, local {:?}",
-                    a.keys().collect::<Vec<_>>(),
-                    b.keys().collect::<Vec<_>>()
-                ));
+                diffs.push(format!("series differ: Prometheus {:?}, local {:?}", a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>()));
             }
             for (labels, pa) in &a {
                 let Some(pb) = b.get(labels) else { continue };
@@ -105,21 +99,12 @@ fn summary(report: &Value) -> Summary {
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| {
-            (
-                f["rule"].as_str().unwrap().to_string(),
-                f["scope"].to_string(),
-                f["severity"].as_str().unwrap().to_string(),
-            )
-        })
+        .map(|f| (f["rule"].as_str().unwrap().to_string(), f["scope"].to_string(), f["severity"].as_str().unwrap().to_string()))
         .collect();
     let mut evidence = BTreeMap::new();
     for f in report["findings"].as_array().unwrap() {
         for e in f["evidence"].as_array().unwrap() {
-            evidence.insert(
-                format!("{} {} {}", f["rule"], f["scope"], e["signal"]),
-                (e["value"].clone(), e["baseline"].clone()),
-            );
+            evidence.insert(format!("{} {} {}", f["rule"], f["scope"], e["signal"]), (e["value"].clone(), e["baseline"].clone()));
         }
     }
     let mut healthy = report["healthy"].as_array().unwrap().clone();
@@ -141,8 +126,7 @@ fn check_scenario(name: &str) {
     let run = common::scenario_run(name);
     let spec = run.spec.clone();
     let rec = run.recording.clone();
-    let prom_report: Value = serde_json::from_str(&run.stdout)
-        .unwrap_or_else(|e| panic!("{name}: no JSON report ({e}): {}", run.stderr));
+    let prom_report: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{name}: no JSON report ({e}): {}", run.stderr));
 
     let store = Arc::new(Store::from_series(vllm_diag_sim::generate_series(&spec).into_iter().map(|g| (g.name, g.labels, g.points))));
 
@@ -172,13 +156,7 @@ fn check_scenario(name: &str) {
             (a, b) => failures.push(format!("{}: Prometheus {:?} / local {:?}", req.describe(), a.err(), b.err())),
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{name}: {} of {} answers differ:\n{}",
-        failures.len(),
-        exchanges.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{name}: {} of {} answers differ:\n{}", failures.len(), exchanges.len(), failures.join("\n"));
     assert!(compared > 10, "{name}: only {compared} answers compared");
 
     // 2. The whole diagnosis over the local source.
@@ -193,8 +171,7 @@ fn check_scenario(name: &str) {
     let rules = vllm_diag::rules::load_builtin().unwrap();
     let opts = ExplainOptions { params, selector, concurrency: 4, deadline: Duration::from_secs(120) };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let report =
-        rt.block_on(explain(source, &rules, &opts)).unwrap_or_else(|e| panic!("{name}: local explain failed: {e}"));
+    let report = rt.block_on(explain(source, &rules, &opts)).unwrap_or_else(|e| panic!("{name}: local explain failed: {e}"));
     let local_report = serde_json::to_value(&report).unwrap();
 
     let (pf, ph, pn, pe) = summary(&prom_report);
@@ -268,13 +245,7 @@ fn local_evaluation_matches_prometheus_on_every_scenario() {
         }
     });
     let failures = failures.into_inner().unwrap_or_else(|p| p.into_inner());
-    assert!(
-        failures.is_empty(),
-        "{} of {} scenarios differ:\n\n{}",
-        failures.len(),
-        names.len(),
-        failures.join("\n\n")
-    );
+    assert!(failures.is_empty(), "{} of {} scenarios differ:\n\n{}", failures.len(), names.len(), failures.join("\n\n"));
 }
 
 // ---- Edge cases the scenarios do not reach --------------------------------------------------------
@@ -328,11 +299,7 @@ fn edge_data() -> Vec<EdgeSeries> {
             })
             .collect();
         let job = if i % 2 == 0 { "a" } else { "b" };
-        out.push(EdgeSeries {
-            name: "c_total".into(),
-            labels: vec![("i", i.to_string()), ("job", job.into())],
-            points: pts,
-        });
+        out.push(EdgeSeries { name: "c_total".into(), labels: vec![("i", i.to_string()), ("job", job.into())], points: pts });
         let gpts = ts.iter().map(|t| (*t, (rng.gen_range(0.0..1.0f64) * 1000.0).round() / 1000.0)).collect();
         out.push(EdgeSeries { name: "g".into(), labels: vec![("i", i.to_string()), ("j", job.into())], points: gpts });
         out.push(EdgeSeries {
@@ -364,11 +331,7 @@ fn edge_data() -> Vec<EdgeSeries> {
             sum_pts.push((*t, sum));
         }
         for (k, b) in bounds.iter().enumerate() {
-            out.push(EdgeSeries {
-                name: "h_bucket".into(),
-                labels: vec![("i", i.to_string()), ("le", b.to_string())],
-                points: series[k].clone(),
-            });
+            out.push(EdgeSeries { name: "h_bucket".into(), labels: vec![("i", i.to_string()), ("le", b.to_string())], points: series[k].clone() });
         }
         out.push(EdgeSeries { name: "h_sum".into(), labels: vec![("i", i.to_string())], points: sum_pts });
         out.push(EdgeSeries { name: "h_count".into(), labels: vec![("i", i.to_string())], points: series[5].clone() });
@@ -378,26 +341,14 @@ fn edge_data() -> Vec<EdgeSeries> {
     out.push(EdgeSeries {
         name: "g".into(),
         labels: vec![("i", "nan".into()), ("j", "a".into())],
-        points: ts
-            .iter()
-            .enumerate()
-            .map(|(k, t)| (*t, if k % 7 == 3 { f64::NAN } else { k as f64 / 240.0 }))
-            .collect(),
+        points: ts.iter().enumerate().map(|(k, t)| (*t, if k % 7 == 3 { f64::NAN } else { k as f64 / 240.0 })).collect(),
     });
     // buckets that are not monotonic (also in the +Inf bucket), and a histogram without +Inf
     for (le, v) in [("1", 10.0), ("2", 7.0), ("4", 12.0), ("+Inf", 11.0)] {
-        out.push(EdgeSeries {
-            name: "nm_bucket".into(),
-            labels: vec![("le", le.into())],
-            points: ts.iter().map(|t| (*t, v)).collect(),
-        });
+        out.push(EdgeSeries { name: "nm_bucket".into(), labels: vec![("le", le.into())], points: ts.iter().map(|t| (*t, v)).collect() });
     }
     for (le, v) in [("1", 3.0), ("2", 5.0)] {
-        out.push(EdgeSeries {
-            name: "noinf_bucket".into(),
-            labels: vec![("le", le.into())],
-            points: ts.iter().map(|t| (*t, v)).collect(),
-        });
+        out.push(EdgeSeries { name: "noinf_bucket".into(), labels: vec![("le", le.into())], points: ts.iter().map(|t| (*t, v)).collect() });
     }
     out
 }
@@ -406,12 +357,7 @@ fn edge_openmetrics(data: &[EdgeSeries]) -> String {
     let mut s = String::new();
     let mut by_family: BTreeMap<String, Vec<&EdgeSeries>> = BTreeMap::new();
     for d in data {
-        let fam = d
-            .name
-            .trim_end_matches("_total")
-            .trim_end_matches("_bucket")
-            .trim_end_matches("_sum")
-            .trim_end_matches("_count");
+        let fam = d.name.trim_end_matches("_total").trim_end_matches("_bucket").trim_end_matches("_sum").trim_end_matches("_count");
         by_family.entry(fam.to_string()).or_default().push(d);
     }
     for (fam, series) in by_family {
@@ -568,34 +514,13 @@ fn local_evaluation_matches_prometheus_on_irregular_edge_cases() {
             requests.push(Request::Instant { query: q.to_string(), time: ts(*t) });
         }
     }
-    for q in [
-        "rate(c_total[2m])",
-        "histogram_quantile(0.9, sum by (le, i) (rate(h_bucket[3m])))",
-        "g",
-        "avg_over_time((g > bool 0.5)[5m:30s])",
-        "sum(g)",
-    ] {
-        requests.push(Request::Range {
-            query: q.to_string(),
-            start: ts(EDGE_START + 123_456),
-            end: ts(EDGE_START + 3_000_000),
-            step_seconds: 47,
-        });
+    for q in ["rate(c_total[2m])", "histogram_quantile(0.9, sum by (le, i) (rate(h_bucket[3m])))", "g", "avg_over_time((g > bool 0.5)[5m:30s])", "sum(g)"] {
+        requests.push(Request::Range { query: q.to_string(), start: ts(EDGE_START + 123_456), end: ts(EDGE_START + 3_000_000), step_seconds: 47 });
     }
     for m in ["{__name__=~\".+\"}", "{__name__=~\"g|c_total\",i=\"2\"}"] {
         for (a, b) in [(EDGE_START, EDGE_START + 600_000), (EDGE_START + 2_500_000, EDGE_START + EDGE_LEN)] {
-            requests.push(Request::LabelValues {
-                label: "__name__".into(),
-                matchers: vec![m.into()],
-                start: ts(a),
-                end: ts(b),
-            });
-            requests.push(Request::LabelValues {
-                label: "i".into(),
-                matchers: vec![m.into()],
-                start: ts(a),
-                end: ts(b),
-            });
+            requests.push(Request::LabelValues { label: "__name__".into(), matchers: vec![m.into()], start: ts(a), end: ts(b) });
+            requests.push(Request::LabelValues { label: "i".into(), matchers: vec![m.into()], start: ts(a), end: ts(b) });
         }
     }
 
@@ -636,9 +561,7 @@ fn local_evaluation_matches_prometheus_on_irregular_edge_cases() {
                     failures.push(format!("{}: nothing locally, Prometheus {a:?}", req.describe()));
                 }
             }
-            (Ok(a), Ok(b)) => {
-                failures.extend(compare(&a, &b).into_iter().map(|d| format!("{}{at}: {d}", req.describe())))
-            }
+            (Ok(a), Ok(b)) => failures.extend(compare(&a, &b).into_iter().map(|d| format!("{}{at}: {d}", req.describe()))),
             (Err(a), Err(b)) => {
                 // both refuse: fine when both call it the same class of error
                 let class = |e: &vllm_diag::source::SourceError| match e {

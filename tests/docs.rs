@@ -179,12 +179,7 @@ fn the_readme_is_short_and_keeps_the_two_newcomer_commands() {
 fn the_readmes_sample_output_is_what_the_replay_prints() {
     let readme = read(Path::new("README.md"));
     let section = readme.split("## What it prints").nth(1).expect("README.md has a \"What it prints\" section");
-    let block: Vec<&str> = section
-        .lines()
-        .skip_while(|l| l.trim() != "```text")
-        .skip(1)
-        .take_while(|l| l.trim() != "```")
-        .collect();
+    let block: Vec<&str> = section.lines().skip_while(|l| l.trim() != "```text").skip(1).take_while(|l| l.trim() != "```").collect();
     assert!(block.len() > 3, "no ```text block under \"What it prints\"");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_vllm-diag"))
         .args(["explain", "--replay", "fixtures/incidents/kv-cache-pressure.json", "--no-config"])
@@ -245,10 +240,7 @@ fn every_relative_link_points_to_a_file_and_heading_that_exist() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
     assert!(checked >= 20, "only {checked} relative links found: is the link reader still reading the pages?");
     for elsewhere in WRITTEN_ELSEWHERE {
-        assert!(
-            !root().join(elsewhere).exists(),
-            "{elsewhere} exists now: remove it from WRITTEN_ELSEWHERE in tests/docs.rs so its links are checked"
-        );
+        assert!(!root().join(elsewhere).exists(), "{elsewhere} exists now: remove it from WRITTEN_ELSEWHERE in tests/docs.rs so its links are checked");
     }
 }
 
@@ -401,9 +393,7 @@ fn doc_line(line: usize, text: &str) -> Doc {
 
 /// `NAME=value` before a command: an environment variable for it.
 fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-    })
+    word.split_once('=').is_some_and(|(name, _)| !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
 }
 
 fn all_commands() -> Vec<Doc> {
@@ -616,12 +606,8 @@ fn the_command_reader_catches_what_it_is_meant_to() {
         assert!(vllm_diag::cli::Cli::command().try_get_matches_from(argv).is_err(), "{bad} parsed");
     }
     // A script flag the script does not know, a missing test target or fixture, an unknown tool.
-    for bad in [
-        "scripts/bench.sh --no-such-flag",
-        "cargo test --test no_such_test",
-        "vllm-diag explain --replay fixtures/incidents/none.json",
-        "make install",
-    ] {
+    for bad in ["scripts/bench.sh --no-such-flag", "cargo test --test no_such_test", "vllm-diag explain --replay fixtures/incidents/none.json", "make install"]
+    {
         assert!(classify(&line(bad)).is_err(), "{bad} passed");
     }
     assert!(offline(&["rules".into(), "test".into(), "rules/tests/*.toml".into()]));

@@ -52,11 +52,18 @@ fn judge(name: &str, spec: &ScenarioSpec, report: &Value) -> Vec<String> {
     for truth in spec.true_events() {
         // Dated within a few scrape intervals; a restart by its new process, after the down time.
         let slack = 4 * interval.max(15) + if truth.kind == "restart" { 120 } else { 0 };
-        let hit = events.iter().any(|e| {
-            e["kind"] == truth.kind.as_str() && model_of(e) == truth.model && (time(&e["time"]) - truth.time).num_seconds().abs() <= slack
-        });
+        let hit = events
+            .iter()
+            .any(|e| e["kind"] == truth.kind.as_str() && model_of(e) == truth.model && (time(&e["time"]) - truth.time).num_seconds().abs() <= slack);
         if !hit {
-            failures.push(format!("{name}: {} of {} at {} ({}) not listed within {slack} s; listed: {}", truth.kind, truth.model, truth.time, truth.detail, brief(&events)));
+            failures.push(format!(
+                "{name}: {} of {} at {} ({}) not listed within {slack} s; listed: {}",
+                truth.kind,
+                truth.model,
+                truth.time,
+                truth.detail,
+                brief(&events)
+            ));
         }
     }
     let findings = report["findings"].as_array().cloned().unwrap_or_default();
@@ -71,7 +78,14 @@ fn judge(name: &str, spec: &ScenarioSpec, report: &Value) -> Vec<String> {
                     failures.push(format!("{name}: onset {onset} is {lead} s from the change at {change}"));
                 }
             }
-            Some(f) => failures.push(format!("{name}: the first finding ({}, onset {}, onset_signal {}) is not tied to a {kind}: preceded_by = {}; evidence {}", f["rule"], f["onset"], f["onset_signal"], f["preceded_by"], f["evidence"].as_array().into_iter().flatten().map(|e| format!("{}={}", e["signal"], e["passed"])).collect::<Vec<_>>().join(" "))),
+            Some(f) => failures.push(format!(
+                "{name}: the first finding ({}, onset {}, onset_signal {}) is not tied to a {kind}: preceded_by = {}; evidence {}",
+                f["rule"],
+                f["onset"],
+                f["onset_signal"],
+                f["preceded_by"],
+                f["evidence"].as_array().into_iter().flatten().map(|e| format!("{}={}", e["signal"], e["passed"])).collect::<Vec<_>>().join(" ")
+            )),
             None => failures.push(format!("{name}: no finding, expected one caused by {kind}")),
         }
     }
@@ -86,7 +100,19 @@ fn judge(name: &str, spec: &ScenarioSpec, report: &Value) -> Vec<String> {
 }
 
 fn brief(events: &[Value]) -> String {
-    events.iter().map(|e| format!("{} {} {} ({})", e["time"].as_str().unwrap_or_default(), e["kind"].as_str().unwrap_or_default(), model_of(e), e["detail"].as_str().unwrap_or_default())).collect::<Vec<_>>().join("; ")
+    events
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} {} ({})",
+                e["time"].as_str().unwrap_or_default(),
+                e["kind"].as_str().unwrap_or_default(),
+                model_of(e),
+                e["detail"].as_str().unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[test]
@@ -191,7 +217,12 @@ mod real_engine {
             .as_array()
             .expect("phases")
             .iter()
-            .map(|p| Phase { name: p["name"].as_str().unwrap_or_default().into(), start: time(&p["start"]), end: time(&p["end"]), baseline: p["baseline_phase"].as_str().map(String::from) })
+            .map(|p| Phase {
+                name: p["name"].as_str().unwrap_or_default().into(),
+                start: time(&p["start"]),
+                end: time(&p["end"]),
+                baseline: p["baseline_phase"].as_str().map(String::from),
+            })
             .collect()
     }
 
@@ -229,7 +260,9 @@ mod real_engine {
         let restarts = m["restarts"].as_array().expect("restarts");
         let (plain, change) = (&restarts[0], &restarts[1]);
         assert_eq!((plain["kind"].as_str(), change["kind"].as_str()), (Some("restart"), Some("config-change")));
-        let started = |r: &Value| DateTime::<Utc>::from_timestamp_millis((r["process_start_after"].as_f64().expect("process_start_after") * 1000.0) as i64).expect("a time");
+        let started = |r: &Value| {
+            DateTime::<Utc>::from_timestamp_millis((r["process_start_after"].as_f64().expect("process_start_after") * 1000.0) as i64).expect("a time")
+        };
         let dir = tempfile::tempdir().expect("temp dir");
         let prom = served(dir.path());
 
@@ -237,7 +270,12 @@ mod real_engine {
         // stays healthy with nothing blamed on it.
         let steady = diagnose(&prom.url, &all, "steady-2");
         let r = listed(&steady, "restart");
-        assert!(r.iter().any(|e| (time(&e["time"]) - started(plain)).num_seconds().abs() <= 1), "restart at {} not listed: {}", started(plain), brief(steady["events"].as_array().unwrap()));
+        assert!(
+            r.iter().any(|e| (time(&e["time"]) - started(plain)).num_seconds().abs() <= 1),
+            "restart at {} not listed: {}",
+            started(plain),
+            brief(steady["events"].as_array().unwrap())
+        );
         assert!(listed(&steady, "config-change").is_empty(), "{}", brief(steady["events"].as_array().unwrap()));
         for f in steady["findings"].as_array().into_iter().flatten() {
             assert!(f["severity"] == "info" && f["preceded_by"].is_null(), "steady-2: {f:#}");
@@ -249,9 +287,19 @@ mod real_engine {
         let cfg = listed(&pressure, "config-change");
         assert_eq!(cfg.len(), 1, "{}", brief(pressure["events"].as_array().unwrap()));
         assert_eq!((cfg[0]["before"]["num_gpu_blocks"].as_str(), cfg[0]["after"]["num_gpu_blocks"].as_str()), (Some("160"), Some("40")));
-        assert!((time(&cfg[0]["time"]) - started(change)).num_seconds().abs() <= 1, "config change dated {} vs process start {}", cfg[0]["time"], started(change));
+        assert!(
+            (time(&cfg[0]["time"]) - started(change)).num_seconds().abs() <= 1,
+            "config change dated {} vs process start {}",
+            cfg[0]["time"],
+            started(change)
+        );
         let down = listed(&pressure, "target-down");
-        assert!(down.iter().any(|e| (time(&e["time"]) - time(&change["down"])).num_seconds().abs() <= 20), "target-down near {}: {}", change["down"], brief(pressure["events"].as_array().unwrap()));
+        assert!(
+            down.iter().any(|e| (time(&e["time"]) - time(&change["down"])).num_seconds().abs() <= 20),
+            "target-down near {}: {}",
+            change["down"],
+            brief(pressure["events"].as_array().unwrap())
+        );
         let first = &pressure["findings"][0];
         assert!(["kv-cache-pressure", "recompute-thrashing"].contains(&first["rule"].as_str().unwrap_or_default()), "{first:#}");
         assert_eq!(first["preceded_by"]["event"]["kind"], "config-change", "{first:#}");

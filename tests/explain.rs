@@ -33,11 +33,7 @@ fn findings(report: &Value) -> Vec<(String, String, String)> {
         .unwrap()
         .iter()
         .map(|f| {
-            (
-                f["rule"].as_str().unwrap().to_string(),
-                f["scope"]["model_name"].as_str().unwrap_or("").to_string(),
-                f["severity"].as_str().unwrap().to_string(),
-            )
+            (f["rule"].as_str().unwrap().to_string(), f["scope"]["model_name"].as_str().unwrap_or("").to_string(), f["severity"].as_str().unwrap().to_string())
         })
         .collect()
 }
@@ -111,10 +107,7 @@ fn kv_cache_pressure_ranks_first_and_v0_names_give_the_same_diagnosis() {
     assert_eq!(v1["metrics"]["names_used"]["kv_usage_max"], "vllm:kv_cache_usage_perc");
     // V0 has no HTTP metrics: the HTTP rule says so instead of calling the fleet healthy.
     let ne = v0["not_evaluated"].as_array().unwrap();
-    assert!(
-        ne.iter().any(|n| n["rule"] == "http-errors" && n["reason"].as_str().unwrap().contains("http_requests_total")),
-        "{ne:?}"
-    );
+    assert!(ne.iter().any(|n| n["rule"] == "http-errors" && n["reason"].as_str().unwrap().contains("http_requests_total")), "{ne:?}");
 }
 
 #[test]
@@ -168,8 +161,7 @@ fn a_replay_judges_with_the_profile_the_run_was_recorded_with() {
 #[test]
 fn a_selector_narrows_every_query() {
     let (spec, prom) = start_scenario("kv-cache-pressure");
-    let (code, report, stderr) =
-        explain(&prom.url, &["--at", &at(&spec), "--selector", r#"model_name="Qwen/Qwen2.5-7B-Instruct""#]);
+    let (code, report, stderr) = explain(&prom.url, &["--at", &at(&spec), "--selector", r#"model_name="Qwen/Qwen2.5-7B-Instruct""#]);
     assert_eq!(code, 0, "{stderr}");
     let scopes = report["metrics"]["scopes"].as_array().unwrap();
     assert_eq!(scopes.len(), 1, "{scopes:?}");

@@ -27,12 +27,7 @@ fn check(name: &str) {
     let live = json_of(&live.output().unwrap());
     drop(prom);
 
-    let replayed = Command::cargo_bin("vllm-diag")
-        .unwrap()
-        .args(["explain", "--format", "json", "--replay"])
-        .arg(&fixture)
-        .output()
-        .unwrap();
+    let replayed = Command::cargo_bin("vllm-diag").unwrap().args(["explain", "--format", "json", "--replay"]).arg(&fixture).output().unwrap();
     assert!(
         replayed.status.code() != Some(2),
         "{name}: the shipped recording cannot be replayed; regenerate it with VLLM_DIAG_UPDATE_FIXTURES=1 cargo test --test fixtures\n{}",

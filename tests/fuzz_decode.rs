@@ -23,22 +23,16 @@ fn recorded() -> &'static [(Request, Exchange)] {
     SEEDS.get_or_init(|| {
         let mut out = Vec::new();
         for path in files("fixtures/incidents", ".json") {
-            let v: serde_json::Value =
-                serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let v: serde_json::Value = serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             for e in v["exchanges"].as_array().into_iter().flatten() {
-                let (Ok(req), Ok(ex)) = (
-                    serde_json::from_value::<Request>(e["request"].clone()),
-                    serde_json::from_value::<Exchange>(e["response"].clone()),
-                ) else {
+                let (Ok(req), Ok(ex)) = (serde_json::from_value::<Request>(e["request"].clone()), serde_json::from_value::<Exchange>(e["response"].clone()))
+                else {
                     continue;
                 };
                 out.push((req, ex));
             }
         }
-        assert!(
-            out.len() > 10,
-            "the recorded incidents hold too few answers to seed the fuzzer"
-        );
+        assert!(out.len() > 10, "the recorded incidents hold too few answers to seed the fuzzer");
         out
     })
 }
@@ -46,33 +40,16 @@ fn recorded() -> &'static [(Request, Exchange)] {
 fn requests() -> Vec<Request> {
     let t = Utc.timestamp_opt(1_768_467_600, 0).single().unwrap_or_default();
     vec![
-        Request::Instant {
-            query: "up".into(),
-            time: t,
-        },
-        Request::Range {
-            query: "up".into(),
-            start: t,
-            end: t,
-            step_seconds: 60,
-        },
-        Request::LabelValues {
-            label: "__name__".into(),
-            matchers: vec!["{job=\"vllm\"}".into()],
-            start: t,
-            end: t,
-        },
+        Request::Instant { query: "up".into(), time: t },
+        Request::Range { query: "up".into(), start: t, end: t, step_seconds: 60 },
+        Request::LabelValues { label: "__name__".into(), matchers: vec!["{job=\"vllm\"}".into()], start: t, end: t },
     ]
 }
 
 fn check_decode(req: &Request, ex: &Exchange) {
     if let Err(e) = decode("http://prom:9090", req, ex) {
         let msg = e.to_string();
-        assert!(
-            msg.chars().count() < 1500,
-            "an error message of {} characters: {msg}",
-            msg.chars().count()
-        );
+        assert!(msg.chars().count() < 1500, "an error message of {} characters: {msg}", msg.chars().count());
         assert!(!e.short_reason().is_empty());
     }
 }
@@ -84,10 +61,8 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
         any::<bool>().prop_map(serde_json::Value::from),
         any::<i64>().prop_map(serde_json::Value::from),
         any::<f64>().prop_map(serde_json::Value::from),
-        prop::sample::select(vec![
-            "NaN", "+Inf", "-Inf", "1e309", "", "success", "error", "vector", "matrix", "scalar", "string"
-        ])
-        .prop_map(serde_json::Value::from),
+        prop::sample::select(vec!["NaN", "+Inf", "-Inf", "1e309", "", "success", "error", "vector", "matrix", "scalar", "string"])
+            .prop_map(serde_json::Value::from),
         "\\PC{0,12}".prop_map(serde_json::Value::from),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {
@@ -119,17 +94,7 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
 }
 
 fn status() -> impl Strategy<Value = u16> {
-    prop_oneof![
-        Just(200u16),
-        Just(400),
-        Just(401),
-        Just(422),
-        Just(429),
-        Just(500),
-        Just(502),
-        Just(503),
-        100u16..600
-    ]
+    prop_oneof![Just(200u16), Just(400), Just(401), Just(422), Just(429), Just(500), Just(502), Just(503), 100u16..600]
 }
 
 proptest! {
@@ -247,8 +212,7 @@ fn generated_openmetrics() -> &'static str {
     static OM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     OM.get_or_init(|| {
         let mut spec =
-            vllm_diag_sim::ScenarioSpec::load(support::repo().join("fixtures/scenarios/healthy-steady.toml"))
-                .unwrap_or_else(|e| panic!("scenario: {e}"));
+            vllm_diag_sim::ScenarioSpec::load(support::repo().join("fixtures/scenarios/healthy-steady.toml")).unwrap_or_else(|e| panic!("scenario: {e}"));
         // A few scrapes are enough variety.
         spec.warmup = std::time::Duration::from_secs(60);
         spec.baseline = std::time::Duration::from_secs(120);
@@ -256,11 +220,7 @@ fn generated_openmetrics() -> &'static str {
         let mut buf = Vec::new();
         vllm_diag_sim::generate_openmetrics(&spec, &mut buf).unwrap_or_else(|e| panic!("generate: {e}"));
         // One scrape's worth is enough variety; keep the first lines of every family.
-        String::from_utf8_lossy(&buf)
-            .lines()
-            .take(4000)
-            .collect::<Vec<_>>()
-            .join("\n")
+        String::from_utf8_lossy(&buf).lines().take(4000).collect::<Vec<_>>().join("\n")
     })
 }
 
@@ -270,10 +230,7 @@ fn every_prefix_of_real_answers_decodes_or_fails_cleanly() {
         let body = &ex.body;
         let step = (body.len() / 200).max(1);
         for cut in (0..body.len()).step_by(step).filter(|i| body.is_char_boundary(*i)) {
-            let cut_ex = Exchange {
-                body: body[..cut].to_string(),
-                ..ex.clone()
-            };
+            let cut_ex = Exchange { body: body[..cut].to_string(), ..ex.clone() };
             assert!(
                 decode("http://prom:9090", req, &cut_ex).is_err() || cut == 0 || body[..cut].trim_end().ends_with('}'),
                 "a cut body decoded: {:?}",

@@ -20,17 +20,8 @@ fn rule_files() -> &'static [(String, String)] {
 }
 
 fn load_rule_files() -> Vec<(String, String)> {
-    let v: Vec<(String, String)> = files("rules", ".toml")
-        .into_iter()
-        .map(|p| {
-            (
-                p.file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                read(&p),
-            )
-        })
-        .collect();
+    let v: Vec<(String, String)> =
+        files("rules", ".toml").into_iter().map(|p| (p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), read(&p))).collect();
     assert!(v.len() >= 3, "the built-in rule pack is missing");
     v
 }
@@ -53,15 +44,7 @@ fn load_conditions() -> Vec<String> {
             }
         }
     }
-    out.extend(
-        [
-            "a > 1",
-            "not (x >= 2x baseline)",
-            "ttft_p95 > $ttft_p95_high or queue_p95 <= 300ms",
-            "x < 90% and y != 0.5",
-        ]
-        .map(String::from),
-    );
+    out.extend(["a > 1", "not (x >= 2x baseline)", "ttft_p95 > $ttft_p95_high or queue_p95 <= 300ms", "x < 90% and y != 0.5"].map(String::from));
     out
 }
 
@@ -70,9 +53,7 @@ struct Hostile(Vec<f64>);
 
 impl Hostile {
     fn pick(&self, name: &str, salt: usize) -> Option<f64> {
-        let h = name
-            .bytes()
-            .fold(salt, |a, b| a.wrapping_mul(31).wrapping_add(usize::from(b)));
+        let h = name.bytes().fold(salt, |a, b| a.wrapping_mul(31).wrapping_add(usize::from(b)));
         if self.0.is_empty() || h % 7 == 0 {
             None
         } else {
@@ -119,11 +100,7 @@ fn check_condition(src: &str, numbers: &[f64]) {
             let _ = score;
         }
         Err(err) => {
-            assert!(
-                err.offset <= src.chars().count() + 1,
-                "offset {} beyond {src:?}",
-                err.offset
-            );
+            assert!(err.offset <= src.chars().count() + 1, "offset {} beyond {src:?}", err.offset);
             assert!(!err.message.is_empty());
         }
     }
@@ -178,10 +155,7 @@ proptest! {
 #[test]
 fn every_prefix_of_every_built_in_rule_file_loads_or_fails_cleanly() {
     for (name, text) in rule_files().iter() {
-        let cuts: Vec<usize> = (0..text.len())
-            .step_by(53)
-            .filter(|i| text.is_char_boundary(*i))
-            .collect();
+        let cuts: Vec<usize> = (0..text.len()).step_by(53).filter(|i| text.is_char_boundary(*i)).collect();
         for cut in cuts {
             let mut set = RuleSet::default();
             if let Err(e) = load_str(&mut set, name, &text[..cut]) {

@@ -29,10 +29,7 @@ fn the_healthy_scenario_has_one_running_gauge_per_replica_at_the_window_end() {
     assert_eq!(count, f64::from(spec.replica_count()));
     // every replica is a target, and bucket bounds are written as floats
     assert_eq!(prom.query_one("count(up == 1)", end), f64::from(spec.replica_count()));
-    assert_eq!(
-        prom.query_one(r#"count(vllm:time_to_first_token_seconds_bucket{le="1.0"})"#, end),
-        f64::from(spec.replica_count())
-    );
+    assert_eq!(prom.query_one(r#"count(vllm:time_to_first_token_seconds_bucket{le="1.0"})"#, end), f64::from(spec.replica_count()));
     // HTTP metrics carry no model_name, as in vLLM
     let http = prom.query("http_requests_total", end);
     assert!(!http.is_empty());
@@ -68,8 +65,7 @@ fn kv_cache_pressure_fills_the_incident_models_cache_and_preempts_only_there() {
         }
     }
     // and the baseline before it was clean
-    let before =
-        prom.query_by("model_name", "sum by (model_name) (rate(vllm:num_preemptions_total[30m]))", spec.baseline_end());
+    let before = prom.query_by("model_name", "sum by (model_name) (rate(vllm:num_preemptions_total[30m]))", spec.baseline_end());
     assert!(before.values().all(|r| *r == 0.0), "{before:?}");
 }
 
@@ -91,8 +87,7 @@ fn every_vllm_series_and_up_carry_the_replicas_pod_and_namespace() {
     let (spec, prom) = start_scenario("healthy-steady");
     let end = spec.window_end();
     let replicas = f64::from(spec.replica_count());
-    let pods: std::collections::BTreeMap<String, String> =
-        spec.replicas().into_iter().map(|r| (r.instance, r.pod)).collect();
+    let pods: std::collections::BTreeMap<String, String> = spec.replicas().into_iter().map(|r| (r.instance, r.pod)).collect();
     for (labels, _) in prom.query(r#"up or vllm:num_requests_running or vllm:kv_cache_usage_perc"#, end) {
         assert_eq!(labels.get("namespace").map(String::as_str), Some("inference"), "{labels:?}");
         assert_eq!(labels.get("pod"), pods.get(&labels["instance"]), "{labels:?}");
@@ -204,13 +199,7 @@ fn engine_asleep_shows_in_the_sleep_state_gauge_while_requests_wait() {
     let (spec, prom) = start_scenario("engine-asleep");
     let end = spec.window_end();
     let incident = spec.incident_model().expect("an incident");
-    let state = |s: &str| {
-        prom.query_by(
-            "model_name",
-            &format!(r#"min by (model_name) (vllm:engine_sleep_state{{sleep_state="{s}"}})"#),
-            end,
-        )
-    };
+    let state = |s: &str| prom.query_by("model_name", &format!(r#"min by (model_name) (vllm:engine_sleep_state{{sleep_state="{s}"}})"#), end);
     assert_eq!(state("awake")[incident], 0.0);
     assert_eq!(state("weights_offloaded")[incident], 1.0);
     let waiting = prom.query_by("model_name", "min by (model_name) (vllm:num_requests_waiting)", end);

@@ -67,11 +67,7 @@ fn report_page(dir: &Path, incident: &str) -> PathBuf {
 fn console_errors(stderr: &str) -> Vec<String> {
     // The page has no scripts, so any console message at all (Chromium logs them as `CONSOLE`
     // lines, whatever their level) means something went wrong: a blocked load, a parse error.
-    stderr
-        .lines()
-        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("Refused to"))
-        .map(str::to_string)
-        .collect()
+    stderr.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("Refused to")).map(str::to_string).collect()
 }
 
 #[test]
@@ -110,10 +106,7 @@ fn the_html_report_renders_in_chromium_with_its_charts_and_no_console_errors() {
 
     // A screenshot at a phone's width.
     let shot = dir.path().join("report.png");
-    let out = headless(
-        &dir.path().join("profile-shot"),
-        &[format!("--screenshot={}", shot.display()), format!("--window-size={WIDTH},{HEIGHT}"), url],
-    );
+    let out = headless(&dir.path().join("profile-shot"), &[format!("--screenshot={}", shot.display()), format!("--window-size={WIDTH},{HEIGHT}"), url]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "chromium --screenshot failed: {stderr}");
     assert!(console_errors(&stderr).is_empty(), "console errors: {stderr}");

@@ -65,7 +65,11 @@ fn limit(resource: libc::__rlimit_resource_t) -> u64 {
     let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes into the struct it is given.
     let ok = unsafe { libc::getrlimit(resource, &mut r) } == 0;
-    if ok { r.rlim_max.min(4096) } else { 1024 }
+    if ok {
+        r.rlim_max.min(4096)
+    } else {
+        1024
+    }
 }
 
 /// `podman run` with what this machine needs and what the image is meant to run with: runc, the
@@ -95,11 +99,13 @@ fn run_here(args: &[&str]) -> Output {
     common::run::vllm_diag().args(args).output().expect("run vllm-diag")
 }
 
-
 #[test]
 fn the_image_runs_as_a_non_root_user_from_scratch_and_is_small() {
     let tag = image();
-    let out = Command::new("podman").args(["image", "inspect", "--format", "{{.Config.User}} {{.Size}} {{len .RootFS.Layers}}", tag]).output().expect("podman image inspect");
+    let out = Command::new("podman")
+        .args(["image", "inspect", "--format", "{{.Config.User}} {{.Size}} {{len .RootFS.Layers}}", tag])
+        .output()
+        .expect("podman image inspect");
     assert!(out.status.success(), "{}", text(&out));
     let inspected = String::from_utf8_lossy(&out.stdout);
     let fields: Vec<&str> = inspected.split_whitespace().collect();
@@ -125,7 +131,9 @@ fn explain_and_check_in_the_image_diagnose_a_real_prometheus_as_the_binary_does(
     let outside = run_here(&args);
     assert_eq!(inside.status.code(), outside.status.code(), "inside:\n{}\noutside:\n{}", text(&inside), text(&outside));
     let report: Value = serde_json::from_slice(&inside.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&inside)));
-    let rules = |r: &Value| r["findings"].as_array().map(|f| f.iter().map(|f| f["rule"].as_str().unwrap_or_default().to_string()).collect::<Vec<_>>()).unwrap_or_default();
+    let rules = |r: &Value| {
+        r["findings"].as_array().map(|f| f.iter().map(|f| f["rule"].as_str().unwrap_or_default().to_string()).collect::<Vec<_>>()).unwrap_or_default()
+    };
     assert_eq!(rules(&report).first().map(String::as_str), Some("kv-cache-pressure"), "{}", text(&inside));
     let here: Value = serde_json::from_slice(&outside.stdout).expect("JSON outside");
     assert_eq!(rules(&report), rules(&here), "the same findings inside and outside the container");
@@ -217,7 +225,20 @@ fn serve_in_the_image_is_sent_an_alert_by_a_real_alertmanager_and_delivers_the_d
     let name = format!("vllm-diag-serve-test-{}-{port}", std::process::id());
     let mount = format!("{}:/secrets/token:ro", token.display());
     let out = podman_run(&["-d", "--name", &name, "-v", &mount, image()])
-        .args(["serve", "--no-config", "--listen", &listen, "--prometheus", &prom, "--webhook-url", &hook, "--auth-token-file", "/secrets/token", "--timeout", "60s"])
+        .args([
+            "serve",
+            "--no-config",
+            "--listen",
+            &listen,
+            "--prometheus",
+            &prom,
+            "--webhook-url",
+            &hook,
+            "--auth-token-file",
+            "/secrets/token",
+            "--timeout",
+            "60s",
+        ])
         .output()
         .expect("podman run -d");
     assert!(out.status.success(), "{}", text(&out));

@@ -53,14 +53,7 @@ fn explain(url: &str, at: &str, extra: &[&str]) -> (i32, Value, String) {
 }
 
 fn scopes(report: &Value) -> BTreeSet<String> {
-    report["metrics"]["scopes"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s["model_name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    report["metrics"]["scopes"].as_array().map(|a| a.iter().filter_map(|s| s["model_name"].as_str().map(str::to_string)).collect()).unwrap_or_default()
 }
 
 fn loud_findings(report: &Value) -> Vec<(String, String)> {
@@ -69,12 +62,7 @@ fn loud_findings(report: &Value) -> Vec<(String, String)> {
         .map(|a| {
             a.iter()
                 .filter(|f| f["severity"] != "info")
-                .map(|f| {
-                    (
-                        f["rule"].as_str().unwrap_or("").to_string(),
-                        f["scope"]["model_name"].as_str().unwrap_or("").to_string(),
-                    )
-                })
+                .map(|f| (f["rule"].as_str().unwrap_or("").to_string(), f["scope"]["model_name"].as_str().unwrap_or("").to_string()))
                 .collect()
         })
         .unwrap_or_default()
@@ -100,21 +88,11 @@ fn hostile_model_names_are_escaped_in_every_query_and_select_only_themselves() {
     assert!(report.is_object(), "{stderr}");
     assert_eq!(scopes(&report), all);
     let first = &report["findings"][0];
-    assert_eq!(
-        first["rule"],
-        spec.expect.first.clone().unwrap_or_default().as_str(),
-        "{report:#}"
-    );
+    assert_eq!(first["rule"], spec.expect.first.clone().unwrap_or_default().as_str(), "{report:#}");
     assert_eq!(first["scope"]["model_name"], HOSTILE);
+    assert!(loud_findings(&report).iter().all(|(_, m)| m == HOSTILE), "{:?}", loud_findings(&report));
     assert!(
-        loud_findings(&report).iter().all(|(_, m)| m == HOSTILE),
-        "{:?}",
-        loud_findings(&report)
-    );
-    assert!(
-        !report["not_evaluated"].as_array().is_some_and(|n| n
-            .iter()
-            .any(|e| e["reason"].as_str().unwrap_or("").contains("parse error"))),
+        !report["not_evaluated"].as_array().is_some_and(|n| n.iter().any(|e| e["reason"].as_str().unwrap_or("").contains("parse error"))),
         "a query broke: {report:#}"
     );
 
@@ -122,21 +100,11 @@ fn hostile_model_names_are_escaped_in_every_query_and_select_only_themselves() {
     // must count exactly that model's replicas, not the fleet's.
     let replicas = &first["replicas"];
     assert!(replicas.is_object(), "no per-replica breakdown to check: {first:#}");
-    let own: BTreeSet<String> = spec
-        .replicas()
-        .into_iter()
-        .filter(|r| r.model == HOSTILE)
-        .map(|r| r.instance)
-        .collect();
+    let own: BTreeSet<String> = spec.replicas().into_iter().filter(|r| r.model == HOSTILE).map(|r| r.instance).collect();
     assert_eq!(replicas["total"].as_u64(), Some(own.len() as u64), "{replicas:#}");
-    let affected: BTreeSet<String> = replicas["affected"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
-    assert!(
-        !affected.is_empty() && affected.is_subset(&own),
-        "{affected:?} not within {own:?}"
-    );
+    let affected: BTreeSet<String> =
+        replicas["affected"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()).unwrap_or_default();
+    assert!(!affected.is_empty() && affected.is_subset(&own), "{affected:?} not within {own:?}");
 
     // --selector with the regex-like name, as an exact match: that model alone, healthy.
     let sel = format!("model_name={}", quoted(REGEX_LIKE));
@@ -150,27 +118,17 @@ fn hostile_model_names_are_escaped_in_every_query_and_select_only_themselves() {
     let (_, report, stderr) = explain(&prom.url, &at, &["--selector", &sel]);
     assert_eq!(scopes(&report), [HOSTILE.to_string()].into_iter().collect(), "{stderr}");
     assert_eq!(report["findings"][0]["scope"]["model_name"], HOSTILE);
-    assert_eq!(
-        report["findings"][0]["replicas"]["total"].as_u64(),
-        Some(own.len() as u64)
-    );
+    assert_eq!(report["findings"][0]["replicas"]["total"].as_u64(), Some(own.len() as u64));
 
     // ... and its negation: everything else, none of its trouble.
     let sel = format!("model_name!={}", quoted(HOSTILE));
     let (code, report, stderr) = explain(&prom.url, &at, &["--selector", &sel]);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(
-        scopes(&report),
-        [NORMAL.to_string(), REGEX_LIKE.to_string()].into_iter().collect()
-    );
+    assert_eq!(scopes(&report), [NORMAL.to_string(), REGEX_LIKE.to_string()].into_iter().collect());
     assert!(loud_findings(&report).is_empty(), "{:?}", loud_findings(&report));
 
     // A selector value written to break out of its string is refused or taken literally, never run.
-    let (code, report, stderr) = explain(
-        &prom.url,
-        &at,
-        &["--selector", "model_name='x\"} or vllm:kv_cache_usage_perc{a=\"'"],
-    );
+    let (code, report, stderr) = explain(&prom.url, &at, &["--selector", "model_name='x\"} or vllm:kv_cache_usage_perc{a=\"'"]);
     assert_eq!(code, 3, "{stderr}");
     assert!(report.is_null() || scopes(&report).is_empty(), "{report:#}");
     assert!(stderr.contains("no vLLM metrics"), "{stderr}");

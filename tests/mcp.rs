@@ -149,7 +149,10 @@ fn a_real_client_lists_the_tools_gets_the_incident_and_reads_what_to_fix() {
     assert_explain_found(&s, 0, &expected);
     // The same diagnosis from the command line, for the measurement beside it.
     let started = std::time::Instant::now();
-    let cli = Command::new(binary()).args(["explain", "--no-config", "--prometheus", &prom.url, "--at", &at, "--window", "30m", "--format", "json"]).output().unwrap();
+    let cli = Command::new(binary())
+        .args(["explain", "--no-config", "--prometheus", &prom.url, "--at", &at, "--window", "30m", "--format", "json"])
+        .output()
+        .unwrap();
     let full: Value = serde_json::from_slice(&cli.stdout).expect("explain --format json");
     eprintln!("explain on the command line: {:.3} s, JSON {} bytes", started.elapsed().as_secs_f64(), full.to_string().len());
     assert_eq!(full["findings"][0]["rule"], s.result(0)["structuredContent"]["findings"][0]["rule"]);
@@ -253,7 +256,8 @@ fn post_status(url: &str, authorization: Option<&str>) -> String {
     let (addr, path) = rest.split_once('/').unwrap();
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let body =
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
     let auth = authorization.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
     write!(
         stream,

@@ -89,7 +89,14 @@ fn explaining(dataset: &str, report: &Value, rows: &[Row]) {
             .as_array()
             .into_iter()
             .flatten()
-            .map(|f| format!("{} {}{}", f["severity"].as_str().unwrap_or("?"), f["rule"].as_str().unwrap_or("?"), if f["cold_start"].is_object() { " (cold start)" } else { "" }))
+            .map(|f| {
+                format!(
+                    "{} {}{}",
+                    f["severity"].as_str().unwrap_or("?"),
+                    f["rule"].as_str().unwrap_or("?"),
+                    if f["cold_start"].is_object() { " (cold start)" } else { "" }
+                )
+            })
             .collect();
         eprintln!("{dataset}: {} past every bar, explained by: {}", past.join(", "), findings.join(", "));
     }
@@ -115,7 +122,6 @@ fn table(title: &str, rows: &[Row]) -> String {
     }
     out
 }
-
 
 fn healthy_scenarios() -> Vec<String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
@@ -207,17 +213,23 @@ fn an_incident_no_rule_names_is_not_an_all_clear_and_one_a_rule_names_lists_noth
         assert_eq!(r.json()["outcome"], serde_json::json!({"exit_code": code, "fail_on": level}), "--fail-on {level}");
     }
     let since = spec.window_start().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let check = |extra: &[&str]| common::run::run(&[&["check", "--no-config", "--prometheus", &prom.url, "--since", &since, "--at", &at][..], extra].concat(), &[]);
+    let check =
+        |extra: &[&str]| common::run::run(&[&["check", "--no-config", "--prometheus", &prom.url, "--since", &since, "--at", &at][..], extra].concat(), &[]);
     let failed = check(&["--fail-on", "unexplained"]);
     assert_eq!(failed.code, 1, "{}\n{}", failed.stdout, failed.stderr);
     assert!(
-        failed.stdout.starts_with("FAIL: 1 signal moved that no rule explains since the deploy at ") && failed.stdout.lines().next().unwrap_or_default().contains("External prefix-cache hit ratio down on "),
+        failed.stdout.starts_with("FAIL: 1 signal moved that no rule explains since the deploy at ")
+            && failed.stdout.lines().next().unwrap_or_default().contains("External prefix-cache hit ratio down on "),
         "{}",
         failed.stdout
     );
     let passed = check(&[]);
     assert_eq!(passed.code, 0, "{}\n{}", passed.stdout, passed.stderr);
-    assert!(passed.stdout.starts_with("PASS: ") && passed.stdout.lines().next().unwrap_or_default().contains("but 1 signal moved that no rule explains"), "{}", passed.stdout);
+    assert!(
+        passed.stdout.starts_with("PASS: ") && passed.stdout.lines().next().unwrap_or_default().contains("but 1 signal moved that no rule explains"),
+        "{}",
+        passed.stdout
+    );
 
     // A healthy fleet does not fail --fail-on unexplained.
     let (spec, prom) = common::start_scenario("healthy-ramp");
@@ -231,7 +243,11 @@ fn an_incident_no_rule_names_is_not_an_all_clear_and_one_a_rule_names_lists_noth
     // The answer gives its size and since when, within the trend's step (3 minutes over a half-hour
     // window: 08:59 is the last point before the 09:00 onset); -v adds how it compares with the
     // baseline's spread.
-    assert!(joined.contains(" down 0.05x on Qwen2.5-7B-Instruct since 09:0") || joined.contains(" down 0.05x on Qwen2.5-7B-Instruct since 08:59"), "{}", run.stdout);
+    assert!(
+        joined.contains(" down 0.05x on Qwen2.5-7B-Instruct since 09:0") || joined.contains(" down 0.05x on Qwen2.5-7B-Instruct since 08:59"),
+        "{}",
+        run.stdout
+    );
 
     let (spec, prom) = common::start_scenario("slow-input-processing");
     let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -271,7 +287,6 @@ fn one_replica_moving_is_listed_for_that_replica_unless_a_rule_explains_it() {
     let report = common::run::run(&common::run::explain_args(&prom.url, &at, &args), &[]).json();
     assert!(unexplained(&report).is_empty(), "{:?}", unexplained(&report));
 }
-
 
 /// What else moved reads each counter, gauge and histogram once and computes every watched
 /// signal's trend itself: the trends it computed are the ones the signals' own queries give, point

@@ -206,10 +206,23 @@ fn the_real_engines_incidents_are_over_where_their_phase_ended_and_not_before() 
 #[test]
 fn every_generated_incident_is_dated_near_its_start() {
     let names = [
-        "load-exceeds-capacity", "severe-saturation", "http-errors", "kv-cache-leak", "prefill-starvation",
-        "recompute-thrashing", "workload-shift", "requests-rejected", "request-errors", "engine-asleep",
-        "gpu-throttling", "target-down", "replica-outlier", "gpu-errors", "spec-decode-inefficient",
-        "kv-transfer-failures", "prefix-cache-miss",
+        "load-exceeds-capacity",
+        "severe-saturation",
+        "http-errors",
+        "kv-cache-leak",
+        "prefill-starvation",
+        "recompute-thrashing",
+        "workload-shift",
+        "requests-rejected",
+        "request-errors",
+        "engine-asleep",
+        "gpu-throttling",
+        "target-down",
+        "replica-outlier",
+        "gpu-errors",
+        "spec-decode-inefficient",
+        "kv-transfer-failures",
+        "prefix-cache-miss",
     ];
     let mut measured = Vec::new();
     for name in names {

@@ -10,24 +10,15 @@ use serde_json::Value;
 fn explain(name: &str, extra: &[&str]) -> (vllm_diag_sim::ScenarioSpec, Value, String, Option<i32>) {
     let (spec, prom) = common::start_scenario(name);
     let at = spec.window_end().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let out = Command::cargo_bin("vllm-diag")
-        .unwrap()
-        .args(["explain", "--prometheus", &prom.url, "--at", &at, "--format", "json"])
-        .args(extra)
-        .output()
-        .unwrap();
+    let out =
+        Command::cargo_bin("vllm-diag").unwrap().args(["explain", "--prometheus", &prom.url, "--at", &at, "--format", "json"]).args(extra).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{name}: no JSON ({e}): {stderr}"));
     (spec, report, stderr, out.status.code())
 }
 
 fn summary(report: &Value) -> Vec<String> {
-    report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| format!("{} {} {} {}", f["severity"], f["rule"], f["scope"], f["score"]))
-        .collect()
+    report["findings"].as_array().unwrap().iter().map(|f| format!("{} {} {} {}", f["severity"], f["rule"], f["scope"], f["score"])).collect()
 }
 
 fn check(name: &str) -> Value {
@@ -86,17 +77,10 @@ fn check(name: &str) -> Value {
             assert!(named, "{name}: the finding does not name replica {replica}: {}", f["scope"]);
         }
         // Reached without the primary signals: said, and marked lower confidence.
-        assert_eq!(
-            f["stood_in"].is_object(),
-            ex.stood_in,
-            "{name}: stood_in expected {} but the finding says {:#}",
-            ex.stood_in,
-            f["stood_in"]
-        );
+        assert_eq!(f["stood_in"].is_object(), ex.stood_in, "{name}: stood_in expected {} but the finding says {:#}", ex.stood_in, f["stood_in"]);
         // The other models stay quiet.
         if let Some(model) = &ex.model {
-            let elsewhere: Vec<_> =
-                findings.iter().filter(|f| f["scope"]["model_name"] != model.as_str() && f["severity"] != "info").collect();
+            let elsewhere: Vec<_> = findings.iter().filter(|f| f["scope"]["model_name"] != model.as_str() && f["severity"] != "info").collect();
             assert!(elsewhere.is_empty(), "{name}: findings for healthy models: {elsewhere:#?}");
         }
     }
@@ -107,7 +91,8 @@ fn check(name: &str) -> Value {
         match cause.as_str() {
             "load" => {
                 assert_eq!(f["severity"], "info", "{name}: a replica that carries more load is not a bad replica: {:#?}", summary(&report));
-                let loud: Vec<_> = findings.iter().filter(|f| f["severity"] != "info" && f["scope"].as_object().unwrap().values().any(|v| v == replica)).collect();
+                let loud: Vec<_> =
+                    findings.iter().filter(|f| f["severity"] != "info" && f["scope"].as_object().unwrap().values().any(|v| v == replica)).collect();
                 assert!(loud.is_empty(), "{name}: a warning or critical finding names the loaded replica: {loud:#?}");
                 assert!(!f["steps"].to_string().to_lowercase().contains("drain"), "{name}: load is not drained: {:#}", f["steps"]);
             }
@@ -374,14 +359,7 @@ fn every_scenario_file_is_checked_somewhere() {
 
 #[test]
 fn v1_v0_and_opentelemetry_names_give_the_same_diagnosis() {
-    let key = |r: &Value| {
-        r["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| (f["rule"].clone(), f["scope"].clone(), f["severity"].clone()))
-            .collect::<Vec<_>>()
-    };
+    let key = |r: &Value| r["findings"].as_array().unwrap().iter().map(|f| (f["rule"].clone(), f["scope"].clone(), f["severity"].clone())).collect::<Vec<_>>();
     let v1 = check("kv-cache-pressure");
     let v0 = check("v0-kv-cache-pressure");
     let otel = check("otel-kv-cache-pressure");
@@ -414,9 +392,7 @@ fn a_profile_changes_the_thresholds_the_rules_use() {
     // the absolute ceiling, visible in the evidence.
     let (_, chat, _, _) = explain("load-exceeds-capacity", &[]);
     let (_, batch, _, _) = explain("load-exceeds-capacity", &["--profile", "batch"]);
-    let ceiling = |r: &Value| {
-        r["findings"][0]["evidence"].as_array().unwrap().iter().find(|e| e["signal"] == "ttft_p95").unwrap()["threshold"].clone()
-    };
+    let ceiling = |r: &Value| r["findings"][0]["evidence"].as_array().unwrap().iter().find(|e| e["signal"] == "ttft_p95").unwrap()["threshold"].clone();
     assert_eq!(ceiling(&chat), ">= 2x baseline or > 3 s");
     assert_eq!(ceiling(&batch), ">= 2x baseline or > 30 s");
 }
@@ -460,7 +436,8 @@ fn an_slo_target_between_two_buckets_is_interpolated_and_flagged_as_an_estimate(
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
     let warnings = report["warnings"].to_string();
     assert!(
-        warnings.contains("vllm:time_to_first_token_seconds has no bucket at the SLO target 200 ms: burn rates interpolate between its 100 ms and 250 ms buckets"),
+        warnings
+            .contains("vllm:time_to_first_token_seconds has no bucket at the SLO target 200 ms: burn rates interpolate between its 100 ms and 250 ms buckets"),
         "{warnings}"
     );
     // With this profile's tighter targets the rule fires for a model (which one depends on what

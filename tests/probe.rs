@@ -71,7 +71,9 @@ impl Served {
             "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{{l}}} {}\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{{l}}} 0\n",
             self.in_flight.load(Ordering::SeqCst)
         );
-        for (family, total) in [("e2e_request_latency_seconds", sum), ("time_to_first_token_seconds", n as f64 * delay.as_secs_f64()), ("request_queue_time_seconds", 0.0)] {
+        for (family, total) in
+            [("e2e_request_latency_seconds", sum), ("time_to_first_token_seconds", n as f64 * delay.as_secs_f64()), ("request_queue_time_seconds", 0.0)]
+        {
             out.push_str(&format!(
                 "# TYPE vllm:{family} histogram\nvllm:{family}_bucket{{{l},le=\"+Inf\"}} {n}\nvllm:{family}_sum{{{l}}} {total}\nvllm:{family}_count{{{l}}} {n}\n"
             ));
@@ -359,7 +361,10 @@ fn through_a_real_router_the_probe_sends_what_its_limits_allow_and_nothing_more(
 fn chat_requests_go_to_the_chat_endpoint_and_their_streams_are_timed_from_the_first_content() {
     let engine = Engine::start(Duration::from_millis(100), Mode::Answer);
     let router = Router::start(&engine, &[]);
-    let r = probe(&format!("{}/v1", router.url()), &["--api", "chat", "--model", "stand-in", "--requests", "2", "--rate", "10", "--stream", "always", "--max-tokens", "5"]);
+    let r = probe(
+        &format!("{}/v1", router.url()),
+        &["--api", "chat", "--model", "stand-in", "--requests", "2", "--rate", "10", "--stream", "always", "--max-tokens", "5"],
+    );
     let j = r.json();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(j["endpoint"], format!("{}/v1/chat/completions", router.url()));
@@ -378,10 +383,7 @@ fn a_router_at_its_concurrency_limit_answers_408s_the_probe_counts_and_the_route
     let engine = Engine::start(Duration::from_secs(3), Mode::Answer);
     let router = Router::start(&engine, &["--max-concurrent-requests", "2", "--queue-size", "4"]);
     let before = router.requests_counted();
-    let r = probe(
-        &router.url(),
-        &["--model", "stand-in", "--requests", "10", "--rate", "20", "--concurrency", "10", "--stream", "never"],
-    );
+    let r = probe(&router.url(), &["--model", "stand-in", "--requests", "10", "--rate", "20", "--concurrency", "10", "--stream", "never"]);
     let j = r.json();
     assert_eq!(r.code, 1, "a failed request fails the probe\n{}", r.stderr);
     let kinds = outcomes(&j);
@@ -394,7 +396,25 @@ fn a_router_at_its_concurrency_limit_answers_408s_the_probe_counts_and_the_route
     // The router's own counter holds only what it served: the 408s appear in no family.
     assert_eq!(router.requests_counted() - before, served as f64, "the router counted only the requests it served");
     assert_eq!(engine.completions().len(), served, "the refused requests never reached the engine");
-    let text = run(&["--no-config", "probe", &router.url(), "--model", "stand-in", "--requests", "4", "--rate", "20", "--concurrency", "4", "--stream", "never", "--quiet"], &[]);
+    let text = run(
+        &[
+            "--no-config",
+            "probe",
+            &router.url(),
+            "--model",
+            "stand-in",
+            "--requests",
+            "4",
+            "--rate",
+            "20",
+            "--concurrency",
+            "4",
+            "--stream",
+            "never",
+            "--quiet",
+        ],
+        &[],
+    );
     assert_eq!(text.code, 1);
     assert!(text.stdout.starts_with("PROBE ") && text.stdout.contains("FAIL: ") && text.stdout.contains("x HTTP 408"), "{}", text.stdout);
 }
@@ -515,7 +535,8 @@ fn limits_past_their_ceilings_and_bad_urls_are_refused_before_anything_is_sent()
 /// The fleet's history and the stand-in's live metrics in one Prometheus.
 fn fleet_and_engine(engine: &Engine) -> common::PromServer {
     let spec = common::ending_now("healthy-steady");
-    let jobs = format!("scrape_configs:\n  - job_name: stand-in\n    scrape_interval: 1s\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n", engine.port);
+    let jobs =
+        format!("scrape_configs:\n  - job_name: stand-in\n    scrape_interval: 1s\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n", engine.port);
     let prom = common::PromServer::start_generated_with(&spec, &jobs, &[]);
     // The stand-in scraped at least once before the probe starts (its scrapes are what the probe reads).
     let up = prom.wait_for_series("vllm:num_requests_waiting{model_name=\"stand-in\"}", true);
@@ -544,7 +565,13 @@ fn check_probe_passes_on_a_healthy_probe_and_fails_on_the_routers_408s_which_exp
     let prom = fleet_and_engine(&engine);
     let ok = joined("check", &prom, &router.url(), &["--probe-requests", "4", "--probe-rate", "4", "--format", "json"]);
     assert_eq!(ok.code, 0, "a healthy fleet and a healthy probe pass\n{}\n{}", ok.stdout, ok.stderr);
-    assert!(ok.stderr.contains("PASS: ") && ok.stderr.contains("; the probe of http://127.0.0.1:") && ok.stderr.contains(" passed (all 4 requests succeeded; p95 time to the first token "), "{}", ok.stderr);
+    assert!(
+        ok.stderr.contains("PASS: ")
+            && ok.stderr.contains("; the probe of http://127.0.0.1:")
+            && ok.stderr.contains(" passed (all 4 requests succeeded; p95 time to the first token "),
+        "{}",
+        ok.stderr
+    );
     assert!(ok.stderr.contains("within the chat profile's ceiling of 3 s"), "{}", ok.stderr);
     let j = ok.json();
     let p = &j["probe"];
@@ -596,7 +623,18 @@ fn a_joined_probe_sends_only_to_the_url_given_with_its_own_token_and_no_secret_s
         "explain",
         &prom,
         &engine.url(),
-        &["--probe-requests", "3", "--probe-rate", "5", "--probe-bearer-token-file", probe_token.to_str().unwrap(), "--bearer-token-file", prom_token.to_str().unwrap(), "--format", "json"],
+        &[
+            "--probe-requests",
+            "3",
+            "--probe-rate",
+            "5",
+            "--probe-bearer-token-file",
+            probe_token.to_str().unwrap(),
+            "--bearer-token-file",
+            prom_token.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
     );
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     for secret in ["probe-s3cret", "prom-s3cret"] {

@@ -132,7 +132,13 @@ fn the_probe_matches_the_real_engine_within_the_time_before_it_and_sees_the_rout
     assert_eq!(limited.refused_in_front, vllm_diag::probe::refused_in_front(&limited.requests, Some(&replay(&prom, &rt, &limited))));
     // In words: the verdict, the limits, the 408s with their time, the engines beside the client.
     let text = vllm_diag::render::probe::text(&limited);
-    assert!(text.starts_with(&format!("PROBE {}  model tiny-llama  FAIL: {refused} of 10 requests failed\nlimits: at most 10 requests, 20/s, 10 in flight", limited.endpoint)), "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "PROBE {}  model tiny-llama  FAIL: {refused} of 10 requests failed\nlimits: at most 10 requests, 20/s, 10 in flight",
+            limited.endpoint
+        )),
+        "{text}"
+    );
     assert!(text.contains(&format!("  {refused} x HTTP 408, after ")), "{text}");
     assert!(text.contains(&format!("refused in front of the engines: {refused} of 10 requests answered busy ({refused} with HTTP 408)")), "{text}");
     // Joined to a diagnosis (explain --probe, check --probe), the real run fails on its 408s and
@@ -141,7 +147,10 @@ fn the_probe_matches_the_real_engine_within_the_time_before_it_and_sees_the_rout
     assert_eq!(joined.breaches, vec![vllm_diag::report::probe::ProbeBreach::RequestsFailed { failed: refused, sent: 10 }]);
     let lines = vllm_diag::render::probe::evidence_lines(&joined);
     assert!(lines[0].contains(&format!(": {refused} of 10 requests failed ({refused} x HTTP 408")), "{lines:?}");
-    assert!(lines[1].starts_with(&format!("Refused in front of the engines: {refused} of 10 requests answered busy ({refused} with HTTP 408) after ")), "{lines:?}");
+    assert!(
+        lines[1].starts_with(&format!("Refused in front of the engines: {refused} of 10 requests answered busy ({refused} with HTTP 408) after ")),
+        "{lines:?}"
+    );
     assert!(lines[1].contains("while no engine had a request waiting (at most 2 running on one)"), "{lines:?}");
     let served = vllm_diag::probe::judge(via_router.clone(), "chat", Some(3.0));
     assert!(!served.fails(), "the router with room served all: {:?}", served.breaches);
@@ -183,7 +192,12 @@ fn on_the_lab_explain_probe_names_the_routers_408s_and_check_probe_passes_straig
     let named = run.refused_in_front.as_ref().expect("named as refused in front of the engines");
     assert_eq!((named.refused, named.by_status.get(&408)), (8, Some(&8)));
     let lines = vllm_diag::render::probe::evidence_lines(probe);
-    assert!(lines[1].starts_with("Refused in front of the engines: 8 of 10 requests answered busy (8 with HTTP 408) after 221 ms on average while no engine had a request waiting"), "{lines:?}");
+    assert!(
+        lines[1].starts_with(
+            "Refused in front of the engines: 8 of 10 requests answered busy (8 with HTTP 408) after 221 ms on average while no engine had a request waiting"
+        ),
+        "{lines:?}"
+    );
     // The metrics found nothing (the refusals are in no family); explain's default --fail-on never
     // passed it (exit 0), and any bar fails it on the probe, as check's verdict says first.
     assert!(report.findings.is_empty());
@@ -212,5 +226,9 @@ fn on_the_lab_explain_probe_names_the_routers_408s_and_check_probe_passes_straig
     assert_eq!(check.decide(Some(Severity::Warning), false), Decision::Pass);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-engine-probe-join/check-probe-engine.verdict");
     let verdict = std::fs::read_to_string(path).unwrap();
-    assert!(verdict.starts_with("PASS: ") && verdict.contains(&format!("; the probe of {} passed (all 6 requests succeeded; p95 time to the first token ", p.run.endpoint)), "{verdict}");
+    assert!(
+        verdict.starts_with("PASS: ")
+            && verdict.contains(&format!("; the probe of {} passed (all 6 requests succeeded; p95 time to the first token ", p.run.endpoint)),
+        "{verdict}"
+    );
 }

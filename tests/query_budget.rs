@@ -20,8 +20,8 @@ use std::sync::OnceLock;
 
 use assert_cmd::Command;
 use serde_json::Value;
-use vllm_diag_sim::{generate_openmetrics, ScenarioSpec};
 use vllm_diag::source::Request;
+use vllm_diag_sim::{generate_openmetrics, ScenarioSpec};
 
 use common::PromServer;
 
@@ -124,9 +124,7 @@ fn read_recording(path: &Path, queries: u64, findings: Vec<String>) -> Run {
     let mut answers = BTreeMap::new();
     for ex in file["exchanges"].as_array().unwrap() {
         let req: Request = serde_json::from_value(ex["request"].clone()).unwrap();
-        let body = ex["response"]["body"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{} was not answered: {}", req.describe(), ex["error"]));
+        let body = ex["response"]["body"].as_str().unwrap_or_else(|| panic!("{} was not answered: {}", req.describe(), ex["error"]));
         answers.insert(req, answer(body));
     }
     Run { queries, findings, answers }
@@ -206,14 +204,24 @@ fn only_outlier_reads_and_breakdowns_list_replicas() {
             // reduced over every trend step of the baseline and the window (one query, whatever
             // the fleet's size), and below, the histograms' buckets.
             if req.describe().contains(&format!("\"{}\"", vllm_diag::explain::moved::READ_LABEL)) {
-                assert!(a.per_replica.values().all(|n| *n <= WATCHED_PER_REPLICA * replicas as usize), "{}: more series than replicas {:?}", req.describe(), a.per_replica);
+                assert!(
+                    a.per_replica.values().all(|n| *n <= WATCHED_PER_REPLICA * replicas as usize),
+                    "{}: more series than replicas {:?}",
+                    req.describe(),
+                    a.per_replica
+                );
                 moved_reads += 1;
                 continue;
             }
             // The time by hop, replica by replica: each hop histogram's `_sum` and `_count` rate
             // per replica (five histograms at most, one query per side).
             if req.describe().contains(&format!("\"{}\"", vllm_diag::explain::hops::PART_LABEL)) {
-                assert!(a.per_replica.values().all(|n| *n <= HOP_PARTS_PER_REPLICA * replicas as usize), "{}: more series than replicas {:?}", req.describe(), a.per_replica);
+                assert!(
+                    a.per_replica.values().all(|n| *n <= HOP_PARTS_PER_REPLICA * replicas as usize),
+                    "{}: more series than replicas {:?}",
+                    req.describe(),
+                    a.per_replica
+                );
                 continue;
             }
             let buckets = req.describe().starts_with("sum by (le,") || (req.describe().starts_with("rate(") && req.describe().contains("_bucket"));
@@ -236,7 +244,9 @@ fn only_outlier_reads_and_breakdowns_list_replicas() {
                     moved_reads += 1;
                     continue;
                 }
-                if *step_seconds != 1800 && (req.describe().starts_with("sum by (model_name, instance)") || req.describe().starts_with("max by (model_name, instance)")) {
+                if *step_seconds != 1800
+                    && (req.describe().starts_with("sum by (model_name, instance)") || req.describe().starts_with("max by (model_name, instance)"))
+                {
                     // Which limit binds (src/explain/binding.rs): a gauge or counter per replica at
                     // every trend step of the window, one series per replica.
                     assert_eq!(a.series, a.per_replica.values().sum::<usize>(), "{}", req.describe());
@@ -267,8 +277,14 @@ fn only_outlier_reads_and_breakdowns_list_replicas() {
             run.findings.len()
         );
         assert_eq!(outlier_reads, OUTLIER_SIGNALS + 1, "one per-replica read per outlier signal, and the spread's");
-        assert_eq!(moved_reads, MOVED_PER_REPLICA_READS, "what else moved's per-replica reads: the TTFT and ITL buckets, and the KV usage per series in one query");
-        assert_eq!(binding_reads, BINDING_PER_REPLICA_READS, "the binding's per-replica reads: running, waiting, KV, generated tokens, preemptions, tokens and engine steps");
+        assert_eq!(
+            moved_reads, MOVED_PER_REPLICA_READS,
+            "what else moved's per-replica reads: the TTFT and ITL buckets, and the KV usage per series in one query"
+        );
+        assert_eq!(
+            binding_reads, BINDING_PER_REPLICA_READS,
+            "the binding's per-replica reads: running, waiting, KV, generated tokens, preemptions, tokens and engine steps"
+        );
     }
 }
 
@@ -435,7 +451,10 @@ fn answers_stay_within_their_size_bounds() {
         let (total, largest, per_replica) = sizes(run);
         let bound = FIXED_BYTES + PER_REPLICA_BYTES * replicas as usize * MODELS.len();
         assert!(total <= bound, "{replicas} replicas per model: {total} bytes received, bound {bound}");
-        assert!(largest <= LARGEST_FIXED + LARGEST_PER_REPLICA * replicas as usize * MODELS.len(), "{replicas} replicas per model: an answer of {largest} bytes");
+        assert!(
+            largest <= LARGEST_FIXED + LARGEST_PER_REPLICA * replicas as usize * MODELS.len(),
+            "{replicas} replicas per model: an answer of {largest} bytes"
+        );
         let per_replica_bound = PER_REPLICA_FIXED + PER_REPLICA_BYTES * replicas as usize * MODELS.len();
         assert!(per_replica <= per_replica_bound, "{replicas} replicas per model: {per_replica} bytes in answers listing replicas, bound {per_replica_bound}");
     }

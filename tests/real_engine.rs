@@ -38,7 +38,6 @@ fn served(dir: &Path, histograms: bool) -> (Vec<Phase>, tempfile::TempDir, commo
     (manifest(dir), tmp, prom)
 }
 
-
 /// One phase diagnosed against its baseline phase: the report and the exit code.
 fn diagnose(url: &str, phases: &[Phase], p: &Phase, extra: &[&str]) -> (Value, i32) {
     let run = common::explain_lab_phase(url, phases, p, &[&["--format", "json"][..], extra].concat());
@@ -52,9 +51,8 @@ fn rules_named(report: &Value) -> Vec<String> {
         .into_iter()
         .flatten()
         .flat_map(|f| {
-            std::iter::once(f["rule"].as_str().unwrap_or_default().to_string()).chain(
-                f["also_consistent"].as_array().into_iter().flatten().map(|a| a["rule"].as_str().unwrap_or_default().to_string()),
-            )
+            std::iter::once(f["rule"].as_str().unwrap_or_default().to_string())
+                .chain(f["also_consistent"].as_array().into_iter().flatten().map(|a| a["rule"].as_str().unwrap_or_default().to_string()))
         })
         .collect()
 }
@@ -140,7 +138,12 @@ fn the_real_engines_queue_time_is_read_as_a_bound_under_its_first_bucket() {
 
 /// The limit that held each phase, as the report's `binding` says it for the engine's model.
 fn binding_of(report: &Value) -> (String, f64, Value) {
-    let b = report["binding"].as_array().into_iter().flatten().find(|b| b["scope"]["model_name"] == MODEL).unwrap_or_else(|| panic!("no binding for {MODEL}: {}", report["binding"]));
+    let b = report["binding"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|b| b["scope"]["model_name"] == MODEL)
+        .unwrap_or_else(|| panic!("no binding for {MODEL}: {}", report["binding"]));
     (b["limit"].as_str().unwrap_or_default().to_string(), b["share"].as_f64().unwrap_or_default(), b.clone())
 }
 
@@ -185,7 +188,13 @@ fn gauges_and_counters_alone_still_name_overload_and_kv_pressure_and_never_give_
             "overload" | "kv-pressure" => {
                 let rule = first["rule"].as_str().unwrap_or("(no finding)");
                 if !p.expect_first.iter().any(|r| r == rule) || !first["stood_in"].is_object() {
-                    wrong.push(format!("{}: expected {:?} first through stand-ins, got: {} / {:#}", p.name, p.expect_first, summary(&report), first["stood_in"]));
+                    wrong.push(format!(
+                        "{}: expected {:?} first through stand-ins, got: {} / {:#}",
+                        p.name,
+                        p.expect_first,
+                        summary(&report),
+                        first["stood_in"]
+                    ));
                 }
             }
             _ => {
@@ -266,7 +275,11 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
     // Two the review found: the slow-decode phase against the KV-pressure phase before it (prompts
     // 400 -> 64 tokens, ITL P95 up 2.7x from CPU hogs), and ten minutes across the rejections.
     let (window_end, window, baseline, expect) = ("2026-11-23T20:52:41Z", "180s", "390s", "slow-decode");
-    let report = common::run::run(&common::run::explain_args(&prom.url, window_end, &["--no-config", "--window", window, "--baseline", baseline, "--format", "json"]), &[]).json();
+    let report = common::run::run(
+        &common::run::explain_args(&prom.url, window_end, &["--no-config", "--window", window, "--baseline", baseline, "--format", "json"]),
+        &[],
+    )
+    .json();
     if report["findings"][0]["rule"] != expect {
         wrong.push(format!("{window} to {window_end} against {baseline} before: expected {expect} first, got {}", summary(&report)));
     }
@@ -307,7 +320,10 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
         let report = common::run::run(&common::run::explain_args(&prom.url, &at, &["--no-config", "--window", "10m", "--format", "json"]), &[]).json();
         let f = &report["findings"][0];
         if f["rule"] != "slow-decode" || f["recent"]["range_seconds"] != 300 || f["ended"].is_string() {
-            wrong.push(format!("10m to {at}, the slow-decode phase's last minutes: expected slow-decode first, read over the last 5 min and going on, got {}", summary(&report)));
+            wrong.push(format!(
+                "10m to {at}, the slow-decode phase's last minutes: expected slow-decode first, read over the last 5 min and going on, got {}",
+                summary(&report)
+            ));
         }
         let kv_over = report["findings"].as_array().into_iter().flatten().any(|f| f["rule"] == "kv-cache-pressure" && f["ended"].is_string());
         if !kv_over {
@@ -319,16 +335,22 @@ fn windows_across_phase_edges_claim_nothing_the_real_engine_did_not_do() {
     // and back within its limits from 20:46, and the whole-window P95 still names it. It was
     // headlined, critical and "present since before the window", above the slow decode that came
     // after it. It is listed as over, with its end, after the problem that came later.
-    let report = common::run::run(&common::run::explain_args(&prom.url, "2026-11-23T20:55:00Z", &["--no-config", "--window", "10m", "--format", "json"]), &[]).json();
+    let report =
+        common::run::run(&common::run::explain_args(&prom.url, "2026-11-23T20:55:00Z", &["--no-config", "--window", "10m", "--format", "json"]), &[]).json();
     if report["findings"][0]["rule"] != "slow-decode" {
         wrong.push(format!("10m to 20:55:00: expected slow-decode first, got {}", summary(&report)));
     }
     let before: Vec<&Value> = report["findings"].as_array().into_iter().flatten().filter(|f| f["onset"].is_null() && f["onset_signal"].is_string()).collect();
     let over_at_kv_end = |f: &&Value| time_in(&f["ended"]).is_some_and(|t| (t - kv.end).num_seconds().abs() <= 60);
     if before.is_empty() || !before.iter().all(over_at_kv_end) {
-        wrong.push(format!("10m to 20:55:00: the saturation present at the window's start is not listed as over by the KV-pressure phase's end ({}): {}", kv.end, summary(&report)));
+        wrong.push(format!(
+            "10m to 20:55:00: the saturation present at the window's start is not listed as over by the KV-pressure phase's end ({}): {}",
+            kv.end,
+            summary(&report)
+        ));
     }
-    let report = common::run::run(&common::run::explain_args(&prom.url, "2026-11-23T21:16:26Z", &["--no-config", "--window", "10m", "--format", "json"]), &[]).json();
+    let report =
+        common::run::run(&common::run::explain_args(&prom.url, "2026-11-23T21:16:26Z", &["--no-config", "--window", "10m", "--format", "json"]), &[]).json();
     if report["findings"][0]["rule"] != "requests-rejected" {
         wrong.push(format!("10m to 21:16:26: expected requests-rejected first, got {}", summary(&report)));
     }
@@ -379,12 +401,18 @@ fn a_model_selector_still_sees_http_errors_and_targets() {
     let named = rules_named(&report);
     assert!(named.iter().take(2).any(|r| r == "http-errors"), "{}", summary(&report));
     assert_eq!(code, 1);
-    let unjudged: Vec<&Value> = report["not_evaluated"].as_array().into_iter().flatten().filter(|n| n["rule"] == "target-down" || n["rule"] == "http-errors").collect();
+    let unjudged: Vec<&Value> =
+        report["not_evaluated"].as_array().into_iter().flatten().filter(|n| n["rule"] == "target-down" || n["rule"] == "http-errors").collect();
     assert!(unjudged.is_empty(), "{unjudged:#?}");
     // 665 streams were closed by their clients in this phase, and vLLM 0.32 counted none of them
     // as aborted; their first tokens were counted, so the give-ups are estimated (within 1.5x of
     // what the clients did) and request-errors is named, with no caveat saying they cannot be seen.
-    let errors = report["findings"].as_array().into_iter().flatten().find(|f| f["rule"] == "request-errors").unwrap_or_else(|| panic!("no request-errors: {}", summary(&report)));
+    let errors = report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|f| f["rule"] == "request-errors")
+        .unwrap_or_else(|| panic!("no request-errors: {}", summary(&report)));
     let rate = errors["evidence"].as_array().into_iter().flatten().find(|e| e["signal"] == "giveup_rate").and_then(|e| e["value"].as_f64()).unwrap_or_default();
     let estimated = rate * (p.end - p.start).num_seconds() as f64;
     assert!((665.0 / 1.5..=665.0 * 1.5).contains(&estimated), "estimated {estimated} give-ups against 665 streams closed");
@@ -448,7 +476,12 @@ fn windows_inside_healthy_stretches_of_the_single_engine_stay_quiet() {
                     wrong.push(format!("{w} to {at} (inside {}): {}", p.name, stray.join(", ")));
                 }
                 // Nor a change no rule explains (issue 40).
-                let moved: Vec<String> = report["unexplained"].as_array().into_iter().flatten().map(|u| format!("{} {} since {}", u["signal"], u["direction"], u["onset"])).collect();
+                let moved: Vec<String> = report["unexplained"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|u| format!("{} {} since {}", u["signal"], u["direction"], u["onset"]))
+                    .collect();
                 if !moved.is_empty() {
                     wrong.push(format!("{w} to {at} (inside {}): unexplained {}", p.name, moved.join(", ")));
                 }

@@ -87,8 +87,7 @@ fn load() -> Fixture {
         if line.starts_with('#') || line.is_empty() {
             continue;
         }
-        let (name, labels, value, time) =
-            parse_line(&line).unwrap_or_else(|| panic!("{}:{}: not a sample: {line}", path.display(), n + 1));
+        let (name, labels, value, time) = parse_line(&line).unwrap_or_else(|| panic!("{}:{}: not a sample: {line}", path.display(), n + 1));
         let key = (name.clone(), labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
         by_key.entry(key).or_insert_with(|| Series { name, labels, samples: Vec::new() }).samples.push((time, value));
     }
@@ -100,10 +99,7 @@ fn load() -> Fixture {
 }
 
 fn time(v: &Value) -> f64 {
-    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("bad time {v}: {e}"))
-        .with_timezone(&Utc)
-        .timestamp() as f64
+    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default()).unwrap_or_else(|e| panic!("bad time {v}: {e}")).with_timezone(&Utc).timestamp() as f64
 }
 
 impl Fixture {
@@ -120,12 +116,7 @@ impl Fixture {
     }
 
     fn phase(&self, name: &str) -> &Value {
-        self.manifest["phases"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| p["name"] == name)
-            .unwrap_or_else(|| panic!("manifest: no phase {name}"))
+        self.manifest["phases"].as_array().into_iter().flatten().find(|p| p["name"] == name).unwrap_or_else(|| panic!("manifest: no phase {name}"))
     }
 
     fn restarts(&self) -> Vec<&Value> {
@@ -207,8 +198,7 @@ fn one_job_and_one_instance_throughout() {
 fn the_process_start_time_moves_at_each_restart_and_only_then() {
     let f = load();
     let start = f.one("process_start_time_seconds");
-    let changes: Vec<(f64, f64, f64)> =
-        start.samples.windows(2).filter(|w| w[0].1 != w[1].1).map(|w| (w[1].0, w[0].1, w[1].1)).collect();
+    let changes: Vec<(f64, f64, f64)> = start.samples.windows(2).filter(|w| w[0].1 != w[1].1).map(|w| (w[1].0, w[0].1, w[1].1)).collect();
     let restarts = f.restarts();
     assert_eq!(changes.len(), restarts.len(), "process start time changes {changes:?} for {} restarts", restarts.len());
     for ((seen, old, new), r) in changes.iter().zip(&restarts) {
@@ -270,13 +260,9 @@ fn cache_config_info_changes_exactly_as_the_manifest_says() {
         let before = at(time(&r["down"]), true);
         let after = at(time(&r["up"]) - 1.0, false);
         let keys: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
-        let changed: BTreeMap<String, Value> = keys
-            .into_iter()
-            .filter(|k| before.get(*k) != after.get(*k))
-            .map(|k| (k.clone(), serde_json::json!([before.get(k), after.get(k)])))
-            .collect();
-        let claimed: BTreeMap<String, Value> =
-            r["changed"].as_object().into_iter().flatten().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let changed: BTreeMap<String, Value> =
+            keys.into_iter().filter(|k| before.get(*k) != after.get(*k)).map(|k| (k.clone(), serde_json::json!([before.get(k), after.get(k)]))).collect();
+        let claimed: BTreeMap<String, Value> = r["changed"].as_object().into_iter().flatten().map(|(k, v)| (k.clone(), v.clone())).collect();
         assert_eq!(changed, claimed, "{}: cache_config_info labels before and after", r["kind"]);
     }
     for (phase, blocks) in [("steady-1", "160"), ("steady-2", "160"), ("pressure", "40")] {

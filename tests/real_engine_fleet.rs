@@ -95,7 +95,11 @@ fn every_fleet_phase_is_diagnosed_right_on_the_right_replica() {
             let split: Vec<&str> = replica_splits(&r);
             let expected = if p.name == "restart" { split.iter().all(|i| i != replica) && split.len() == 1 } else { split == [replica.as_str()] };
             if !expected {
-                wrong.push(format!("{}: the time by hop split {split:?} apart, expected {}{replica}", p.name, if p.name == "restart" { "its peer, not " } else { "" }));
+                wrong.push(format!(
+                    "{}: the time by hop split {split:?} apart, expected {}{replica}",
+                    p.name,
+                    if p.name == "restart" { "its peer, not " } else { "" }
+                ));
             }
         }
     }
@@ -153,7 +157,8 @@ fn windows_an_engineer_picks_inside_healthy_stretches_stay_quiet() {
                     wrong.push(format!("{label} (inside a healthy stretch): the time by hop split {:?} apart", replica_splits(&r)));
                 }
                 // Nor a change no rule explains (issue 40).
-                let moved: Vec<String> = r["unexplained"].as_array().into_iter().flatten().map(|u| format!("{} {} since {}", u["signal"], u["direction"], u["onset"])).collect();
+                let moved: Vec<String> =
+                    r["unexplained"].as_array().into_iter().flatten().map(|u| format!("{} {} since {}", u["signal"], u["direction"], u["onset"])).collect();
                 if !moved.is_empty() {
                     wrong.push(format!("{label} (inside a healthy stretch): unexplained {}", moved.join(", ")));
                 }

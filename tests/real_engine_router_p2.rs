@@ -129,10 +129,7 @@ fn burst() -> (String, f64, DateTime<Utc>, DateTime<Utc>) {
 fn burst_queries(instance: &str, range: std::time::Duration) -> (String, String) {
     let series = format!(r#"http_requests_total{{instance="{instance}",status="4xx",handler="/v1/completions"}}"#);
     let secs = range.as_secs();
-    (
-        format!("sum({}) * {secs}", vllm_diag::signals::counter_rate(&series, range)),
-        format!("sum(increase({series}[{secs}s]))"),
-    )
+    (format!("sum({}) * {secs}", vllm_diag::signals::counter_rate(&series, range)), format!("sum(increase({series}[{secs}s]))"))
 }
 
 /// The lab's samples of `http_requests_total` and `up`, as (name, labels, [(unix seconds, value)]).

@@ -67,7 +67,14 @@ fn judge(dir: &Path) -> Vec<String> {
         judged.push(p.kind.clone());
         let report = diagnose(&prom.url, &phases, p);
         if std::env::var_os("VLLM_DIAG_SHOW").is_some() {
-            eprintln!("{}: {} | giveup_rate {:?} giveup_share {:?} input_processing_mean {:?}", p.name, summary(&report), evidence(&report, "giveup_rate"), evidence(&report, "giveup_share"), evidence(&report, "input_processing_mean"));
+            eprintln!(
+                "{}: {} | giveup_rate {:?} giveup_share {:?} input_processing_mean {:?}",
+                p.name,
+                summary(&report),
+                evidence(&report, "giveup_rate"),
+                evidence(&report, "giveup_share"),
+                evidence(&report, "input_processing_mean")
+            );
         }
         if p.expect_first.is_empty() {
             if !common::loud(&report).is_empty() {
@@ -84,7 +91,9 @@ fn judge(dir: &Path) -> Vec<String> {
             let seconds = (p.end - p.start).num_seconds() as f64;
             match evidence(&report, "giveup_rate") {
                 Some(rate) if truth > 0.0 && (rate * seconds / truth).max(truth / (rate * seconds)) <= 1.5 => {}
-                other => wrong.push(format!("give-ups: estimated {other:?}/s over {seconds} s against {truth} streams closed by clients: {}", summary(&report))),
+                other => {
+                    wrong.push(format!("give-ups: estimated {other:?}/s over {seconds} s against {truth} streams closed by clients: {}", summary(&report)))
+                }
             }
         }
         if p.kind == "api-hog" && common::loud(&report).iter().any(|r| r == "slow-prefill" || r == "slow-decode") {

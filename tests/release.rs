@@ -81,7 +81,8 @@ fn the_crate_package_holds_the_rule_pack_and_nothing_the_tests_use() {
     // Every rule file the binary compiles in (src/rules/load/builtin.rs names them).
     let builtin = std::fs::read_to_string(root().join("src/rules/load/builtin.rs")).expect("builtin.rs");
     // Each entry is `("rules/NAME.toml", include_str!(...))`: the name as the package holds it.
-    let compiled: Vec<&str> = builtin.lines().filter_map(|l| l.trim().strip_prefix("(\"")).filter_map(|r| r.split('"').next()).filter(|n| n.starts_with("rules/")).collect();
+    let compiled: Vec<&str> =
+        builtin.lines().filter_map(|l| l.trim().strip_prefix("(\"")).filter_map(|r| r.split('"').next()).filter(|n| n.starts_with("rules/")).collect();
     assert!(compiled.len() >= 10, "{compiled:?}");
     for f in compiled.iter().chain(&["src/main.rs", "src/lib.rs", "Cargo.toml", "Cargo.lock", "README.md", "LICENSE"]) {
         assert!(files.contains(f), "{f} is not in the package: {files:?}");

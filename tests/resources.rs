@@ -43,9 +43,7 @@ fn fleet(series: usize) -> (tempfile::TempDir, std::path::PathBuf) {
         }
     }
     text.push_str("# EOF\n");
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .unwrap_or_else(|e| panic!("write: {e}"));
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).unwrap_or_else(|e| panic!("write: {e}"));
     drop(out);
     (dir, path)
 }
@@ -58,11 +56,7 @@ struct Cost {
 }
 
 fn run(prom: &PromServer) -> Cost {
-    let at = Utc
-        .timestamp_opt(WINDOW_END, 0)
-        .single()
-        .map(|t: DateTime<Utc>| t.to_rfc3339())
-        .unwrap_or_default();
+    let at = Utc.timestamp_opt(WINDOW_END, 0).single().map(|t: DateTime<Utc>| t.to_rfc3339()).unwrap_or_default();
     let r = explain_json(&prom.url, &at, &["--debug"]);
     let report = r.json();
     let stderr = r.stderr;
@@ -71,10 +65,7 @@ fn run(prom: &PromServer) -> Cost {
     for line in stderr.lines() {
         if let Some(rest) = line.strip_prefix("vllm-diag: debug: transferred ") {
             total_bytes = rest.split_whitespace().next().and_then(|n| n.parse::<u64>().ok());
-        } else if let Some((req, result)) = line
-            .strip_prefix("vllm-diag: debug: ")
-            .and_then(|l| l.split_once("] -> "))
-        {
+        } else if let Some((req, result)) = line.strip_prefix("vllm-diag: debug: ").and_then(|l| l.split_once("] -> ")) {
             let bytes = result
                 .strip_prefix("HTTP 200, ")
                 .and_then(|r| r.split_whitespace().next())
@@ -84,11 +75,7 @@ fn run(prom: &PromServer) -> Cost {
             answers.push((bytes, req.replace(&prom.url, "")));
         }
     }
-    Cost {
-        answers,
-        total_bytes: total_bytes.unwrap_or_else(|| panic!("no transfer summary in: {stderr}")),
-        report,
-    }
+    Cost { answers, total_bytes: total_bytes.unwrap_or_else(|| panic!("no transfer summary in: {stderr}")), report }
 }
 
 /// The points of one series of a range request, from its description (`start=... end=... step=60`);
@@ -109,23 +96,14 @@ fn ten_thousand_series_of_one_gauge_cost_the_same_queries_and_small_answers() {
     let small = PromServer::start_with_openmetrics(&small_om);
     let big = PromServer::start_with_openmetrics(&big_om);
     let end = Utc.timestamp_opt(WINDOW_END, 0).single().unwrap_or_default();
-    assert_eq!(
-        big.query_one("count(vllm:kv_cache_usage_perc)", end),
-        10_000.0,
-        "the big fleet is not that big"
-    );
+    assert_eq!(big.query_one("count(vllm:kv_cache_usage_perc)", end), 10_000.0, "the big fleet is not that big");
 
     let s = run(&small);
     let b = run(&big);
 
     // The same questions, however many replicas answer them.
     assert_eq!(b.report["stats"]["queries"], s.report["stats"]["queries"]);
-    let requests = |c: &Cost| {
-        c.answers
-            .iter()
-            .map(|(_, r)| r.clone())
-            .collect::<std::collections::BTreeSet<_>>()
-    };
+    let requests = |c: &Cost| c.answers.iter().map(|(_, r)| r.clone()).collect::<std::collections::BTreeSet<_>>();
     assert_eq!(b.answers.len(), s.answers.len());
     assert_eq!(requests(&b), requests(&s));
     // Two models, two scopes: the replicas were aggregated away.
@@ -143,10 +121,7 @@ fn ten_thousand_series_of_one_gauge_cost_the_same_queries_and_small_answers() {
             // Only the numbers' digits may differ (a mean over 10,000 series takes all 17): a range
             // answer (what else moved reads trends) by up to 17 bytes per point of each model.
             let slack = 512 + 17 * 2 * range_points(req);
-            assert!(
-                *bytes <= small_bytes + slack,
-                "{bytes} bytes (vs {small_bytes} for 20 series) for {req}"
-            );
+            assert!(*bytes <= small_bytes + slack, "{bytes} bytes (vs {small_bytes} for 20 series) for {req}");
         }
     }
     // Everything the big run read, in all: a bound on its memory as well.

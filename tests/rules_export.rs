@@ -16,11 +16,7 @@ use vllm_diag::rules::export::{self, yaml_quote};
 /// Run `vllm-diag rules export` with `args`; returns (exit code, stdout, stderr).
 fn run_export(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("vllm-diag").unwrap().args(["rules", "export"]).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
 }
 
 /// One alerting rule as the file writes it.

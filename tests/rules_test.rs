@@ -8,22 +8,15 @@ use assert_cmd::Command;
 
 fn builtin_test_files() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/tests");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .collect();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "toml")).collect();
     files.sort();
     files
 }
 
 fn rules_test(args: &[&str], files: &[PathBuf]) -> (i32, String, String) {
     let out = Command::cargo_bin("vllm-diag").unwrap().args(["rules", "test"]).args(args).args(files).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
 }
 
 #[test]
@@ -40,14 +33,7 @@ fn the_built_in_rule_tests_pass() {
 #[test]
 fn the_built_in_tests_make_each_original_rule_fire_and_stay_quiet() {
     let text: String = builtin_test_files().iter().map(|p| std::fs::read_to_string(p).unwrap()).collect();
-    for rule in [
-        "load-exceeds-capacity",
-        "slow-prefill",
-        "slow-decode",
-        "severe-saturation",
-        "kv-cache-pressure",
-        "http-errors",
-    ] {
+    for rule in ["load-exceeds-capacity", "slow-prefill", "slow-decode", "severe-saturation", "kv-cache-pressure", "http-errors"] {
         let fires = format!("findings = [{{ rule = \"{rule}\"");
         assert!(text.contains(&fires), "no test in rules/tests makes {rule} fire");
         assert!(text.contains(&format!("{{ rule = \"{rule}\", scope")), "no test in rules/tests names {rule}");
@@ -105,11 +91,7 @@ fn a_wrong_expectation_fails_with_expected_against_got() {
     std::fs::write(dir.path().join("rules/mine.toml"), USER_RULE).unwrap();
     let test = dir.path().join("mine_test.toml");
     // expects a finding for a different rule: both sides of the diff must show
-    std::fs::write(
-        &test,
-        user_test("deep-queue").replace("findings = [{ rule = \"deep-queue\"", "findings = [{ rule = \"slow-decode\""),
-    )
-    .unwrap();
+    std::fs::write(&test, user_test("deep-queue").replace("findings = [{ rule = \"deep-queue\"", "findings = [{ rule = \"slow-decode\"")).unwrap();
     let rules = dir.path().join("rules");
     let (code, stdout, stderr) = rules_test(&["--rules", rules.to_str().unwrap()], &[test]);
     assert_eq!(code, 1, "{stdout}{stderr}");

@@ -80,12 +80,9 @@ fn enc(s: &str) -> String {
 fn with_stats(req: &Request) -> Option<String> {
     match req {
         Request::Instant { query, time } => Some(format!("/api/v1/query?query={}&time={}&stats=all", enc(query), time.timestamp())),
-        Request::Range { query, start, end, step_seconds } => Some(format!(
-            "/api/v1/query_range?query={}&start={}&end={}&step={step_seconds}&stats=all",
-            enc(query),
-            start.timestamp(),
-            end.timestamp()
-        )),
+        Request::Range { query, start, end, step_seconds } => {
+            Some(format!("/api/v1/query_range?query={}&start={}&end={}&step={step_seconds}&stats=all", enc(query), start.timestamp(), end.timestamp()))
+        }
         Request::LabelValues { .. } => None,
     }
 }
@@ -142,10 +139,8 @@ fn a_run_reads_its_data_a_bounded_number_of_times() {
     assert!(!families.is_empty());
     // What the window and the baseline hold for those families: every sample, counted once.
     // One query per family (count_over_time drops the names, so two families' series would clash).
-    let held: f64 = families
-        .iter()
-        .map(|f| prom.query(&format!("sum(count_over_time({{__name__=\"{f}\"}}[{SPAN_SECONDS}s]))"), end).first().map_or(0.0, |s| s.1))
-        .sum();
+    let held: f64 =
+        families.iter().map(|f| prom.query(&format!("sum(count_over_time({{__name__=\"{f}\"}}[{SPAN_SECONDS}s]))"), end).first().map_or(0.0, |s| s.1)).sum();
     assert!(held > 0.0, "the families the run read hold no samples");
     let ratio = loaded as f64 / held;
     per_query.sort_by_key(|q| std::cmp::Reverse(q.0));
@@ -153,7 +148,10 @@ fn a_run_reads_its_data_a_bounded_number_of_times() {
     for (n, q) in per_query.iter().take(10) {
         eprintln!("{n:>10} {:.1}% {q}", 100.0 * *n as f64 / loaded as f64);
     }
-    assert!(ratio <= MAX_TIMES_THE_DATA, "the run loaded {loaded} samples, {ratio:.2} times the {held} the window and the baseline hold (budget {MAX_TIMES_THE_DATA})");
+    assert!(
+        ratio <= MAX_TIMES_THE_DATA,
+        "the run loaded {loaded} samples, {ratio:.2} times the {held} the window and the baseline hold (budget {MAX_TIMES_THE_DATA})"
+    );
     // The count is real: the run read at least its data once.
     assert!(ratio >= 1.0, "the run loaded {loaded} samples, fewer than the {held} its families hold: the replay did not count");
 }

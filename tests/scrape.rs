@@ -73,9 +73,7 @@ fn with_counters(capture: &str, value: impl Fn(f64) -> f64) -> String {
     capture
         .lines()
         .map(|line| {
-            let counter = ["_total", "_bucket", "_count", "_sum"]
-                .iter()
-                .any(|s| line.split(['{', ' ']).next().is_some_and(|n| n.ends_with(s)));
+            let counter = ["_total", "_bucket", "_count", "_sum"].iter().any(|s| line.split(['{', ' ']).next().is_some_and(|n| n.ends_with(s)));
             if line.starts_with('#') || !counter {
                 return line.to_string();
             }
@@ -92,23 +90,13 @@ fn with_counters(capture: &str, value: impl Fn(f64) -> f64) -> String {
 fn scraping_real_captures_stores_what_a_scraper_would_and_rates_survive_a_restart() {
     let capture = real("v1_recent_qwen3-30b-a3b_spec-decode_vllmstat-fixture.prom");
     // rounds 0-3 grow by 10, then the server restarts: counters start again from 10
-    let bodies: Vec<String> = (0..7)
-        .map(|k| {
-            if k <= 3 {
-                with_counters(&capture, |v| v + 10.0 * k as f64)
-            } else {
-                with_counters(&capture, |_| 10.0 * (k - 3) as f64)
-            }
-        })
-        .collect();
+    let bodies: Vec<String> =
+        (0..7).map(|k| if k <= 3 { with_counters(&capture, |v| v + 10.0 * k as f64) } else { with_counters(&capture, |_| 10.0 * (k - 3) as f64) }).collect();
     let live = serve(bodies);
     // a second target nobody listens on
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let plan = Plan {
-        targets: vec![
-            Target::parse(&format!("127.0.0.1:{}", live.addr.port())).unwrap(),
-            Target::parse(&format!("http://{dead}/metrics")).unwrap(),
-        ],
+        targets: vec![Target::parse(&format!("127.0.0.1:{}", live.addr.port())).unwrap(), Target::parse(&format!("http://{dead}/metrics")).unwrap()],
         window: Duration::from_secs(3),
         interval: Duration::from_millis(500),
         auth: Default::default(),
@@ -130,12 +118,7 @@ fn scraping_real_captures_stores_what_a_scraper_would_and_rates_survive_a_restar
             .unwrap()
             .iter()
             .map(|s| {
-                let labels = s["metric"]
-                    .as_object()
-                    .unwrap()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-                    .collect();
+                let labels = s["metric"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
                 (labels, vllm_diag::prom::parse_sample_value(s["value"][1].as_str().unwrap()).unwrap())
             })
             .collect()
@@ -160,10 +143,7 @@ fn scraping_real_captures_stores_what_a_scraper_would_and_rates_survive_a_restar
 }
 
 /// One endpoint per replica of a scenario, serving the samples at `indexes` one per request.
-fn scenario_endpoints(
-    name: &str,
-    indexes: std::ops::Range<usize>,
-) -> (vllm_diag_sim::ScenarioSpec, Vec<Endpoint>) {
+fn scenario_endpoints(name: &str, indexes: std::ops::Range<usize>) -> (vllm_diag_sim::ScenarioSpec, Vec<Endpoint>) {
     let spec = load_spec(name);
     let start = spec.start.timestamp_millis() as f64 / 1000.0;
     let step = spec.interval.as_secs_f64();
@@ -206,9 +186,7 @@ const UNHURRIED: [&str; 4] = ["--timeout", "10m", "--query-timeout", "10m"];
 
 fn explain_scrape(endpoints: &[Endpoint], extra: &[&str]) -> (i32, Value, String) {
     let mut cmd = Command::cargo_bin("vllm-diag").unwrap();
-    cmd.args(["explain", "--window", "3s", "--interval", "500ms", "--format", "json"])
-        .args(UNHURRIED)
-        .env_remove("VLLM_DIAG_PROMETHEUS_URL");
+    cmd.args(["explain", "--window", "3s", "--interval", "500ms", "--format", "json"]).args(UNHURRIED).env_remove("VLLM_DIAG_PROMETHEUS_URL");
     for e in endpoints {
         cmd.args(["--scrape", &format!("127.0.0.1:{}", e.addr.port())]);
     }
@@ -246,32 +224,20 @@ fn scraping_a_slow_decode_fleet_with_no_history_decides_on_absolute_thresholds()
     assert!(report.is_object(), "exit {code}: {stderr}");
     assert_eq!(report["source"]["kind"], "scrape");
     let model = spec.expect.model.clone().unwrap();
-    assert!(
-        findings(&report).contains(&("slow-decode".to_string(), model.clone())),
-        "{:?}\n{stderr}",
-        findings(&report)
-    );
+    assert!(findings(&report).contains(&("slow-decode".to_string(), model.clone())), "{:?}\n{stderr}", findings(&report));
     // no history: the comparisons with a baseline are unknown, and the report says why
-    assert!(
-        report["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("baseline")),
-        "{report:#}"
-    );
+    assert!(report["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("baseline")), "{report:#}");
     let f = report["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "slow-decode").unwrap();
     let itl = f["evidence"].as_array().unwrap().iter().find(|e| e["signal"] == "itl_p95").unwrap();
     assert!(itl["value"].as_f64().unwrap() > 0.1 && itl["baseline"].is_null(), "{itl}");
     // The first scrape is where the data begins, not a model or replica coming up: no such event,
     // and no finding blamed on one.
-    let arrivals: Vec<&Value> =
-        report["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "model-added" || e["kind"] == "replica-added").collect();
+    let arrivals: Vec<&Value> = report["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "model-added" || e["kind"] == "replica-added").collect();
     assert!(arrivals.is_empty(), "{arrivals:#?}");
     assert!(f["preceded_by"].is_null(), "{:#}", f["preceded_by"]);
 
     // --replay of a scrape recording gives the same report, offline
-    let out = Command::cargo_bin("vllm-diag")
-        .unwrap()
-        .args(["explain", "--replay", rec.to_str().unwrap(), "--format", "json"])
-        .output()
-        .unwrap();
+    let out = Command::cargo_bin("vllm-diag").unwrap().args(["explain", "--replay", rec.to_str().unwrap(), "--format", "json"]).output().unwrap();
     let replayed: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     assert_eq!(findings(&replayed), findings(&report), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(replayed["healthy"], report["healthy"]);
@@ -293,11 +259,7 @@ fn a_baseline_saved_by_an_earlier_scrape_is_compared_against() {
     assert_eq!(code, 3, "exit {code}: {stderr}");
     assert!(stderr.contains("core checks"), "{stderr}");
     let saved = std::fs::read_to_string(&samples).unwrap();
-    assert!(
-        saved.ends_with("# EOF\n") && saved.contains("vllm:inter_token_latency_seconds_bucket{"),
-        "{}",
-        &saved[..200.min(saved.len())]
-    );
+    assert!(saved.ends_with("# EOF\n") && saved.contains("vllm:inter_token_latency_seconds_bucket{"), "{}", &saved[..200.min(saved.len())]);
 
     // 2. scrape the incident with that baseline
     let (_, endpoints) = scenario_endpoints("slow-decode", last_indexes(&spec, 7));
@@ -309,10 +271,7 @@ fn a_baseline_saved_by_an_earlier_scrape_is_compared_against() {
     let itl = f["evidence"].as_array().unwrap().iter().find(|e| e["signal"] == "itl_p95").unwrap();
     let (v, b) = (itl["value"].as_f64().unwrap(), itl["baseline"].as_f64().unwrap());
     assert!(v >= 1.5 * b && b > 0.0, "ITL {v} against baseline {b}");
-    assert!(
-        !report["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("holds no vLLM data")),
-        "{report:#}"
-    );
+    assert!(!report["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("holds no vLLM data")), "{report:#}");
 }
 
 #[test]
@@ -340,19 +299,7 @@ fn scrape_flags_are_checked_before_anything_is_scraped() {
         (vec!["--scrape", "127.0.0.1:1", "--window", "1s", "--interval", "1s"], "two --interval"),
         (vec!["--scrape", "127.0.0.1:1", "--at", "now"], "drop --at"),
         (vec!["--scrape", "ftp://user:hunter2@x/"], "http or https"),
-        (
-            vec![
-                "--scrape",
-                "127.0.0.1:1",
-                "--baseline-from",
-                "/nonexistent/b.om",
-                "--window",
-                "2s",
-                "--interval",
-                "1s",
-            ],
-            "/nonexistent/b.om",
-        ),
+        (vec!["--scrape", "127.0.0.1:1", "--baseline-from", "/nonexistent/b.om", "--window", "2s", "--interval", "1s"], "/nonexistent/b.om"),
         (vec!["--interval", "5s"], "--scrape"),
     ] {
         let out = Command::cargo_bin("vllm-diag").unwrap().arg("explain").args(&args).output().unwrap();
@@ -366,11 +313,8 @@ fn scrape_flags_are_checked_before_anything_is_scraped() {
 #[test]
 fn when_no_target_answers_the_run_exits_3_and_names_the_targets() {
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let out = Command::cargo_bin("vllm-diag")
-        .unwrap()
-        .args(["explain", "--scrape", &dead.to_string(), "--window", "1s", "--interval", "500ms"])
-        .output()
-        .unwrap();
+    let out =
+        Command::cargo_bin("vllm-diag").unwrap().args(["explain", "--scrape", &dead.to_string(), "--window", "1s", "--interval", "500ms"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("no target could be scraped") && stderr.contains(&dead.to_string()), "{stderr}");
@@ -390,7 +334,8 @@ fn the_first_scrape_is_not_a_model_coming_up() {
         .output()
         .unwrap();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    let arrivals: Vec<&Value> = report["events"].as_array().into_iter().flatten().filter(|e| e["kind"] == "model-added" || e["kind"] == "replica-added").collect();
+    let arrivals: Vec<&Value> =
+        report["events"].as_array().into_iter().flatten().filter(|e| e["kind"] == "model-added" || e["kind"] == "replica-added").collect();
     assert!(arrivals.is_empty() && report["findings"].is_array(), "{arrivals:#?}\n{}", String::from_utf8_lossy(&out.stderr));
     for f in report["findings"].as_array().into_iter().flatten() {
         assert!(f["preceded_by"].is_null(), "{:#}", f["preceded_by"]);
@@ -482,11 +427,7 @@ fn targets_behind_tls_and_basic_auth_are_scraped_with_the_flags_typed_and_only_t
 
     // Credentials in a configuration file are the metrics backend's: they are not sent to the
     // scraped endpoints (other hosts), so the same target answers 401.
-    let config = common::run::write_file(
-        dir.path(),
-        "vllm-diag.toml",
-        &format!("[source]\nbasic_auth_user = \"{USER}\"\nbasic_auth_password_file = \"pw\"\n"),
-    );
+    let config = common::run::write_file(dir.path(), "vllm-diag.toml", &format!("[source]\nbasic_auth_user = \"{USER}\"\nbasic_auth_password_file = \"pw\"\n"));
     let r = common::run::run(
         &["--config", common::run::path_arg(&config), "explain", "--scrape", &target, "--window", "1s", "--interval", "250ms", "--ca-file", ca],
         &[],
@@ -521,19 +462,7 @@ fn the_config_files_headers_stay_with_the_backend_when_headers_are_typed_for_a_s
     let config = common::run::write_file(dir.path(), "vllm-diag.toml", "[source.headers]\nX-Api-Key = \"${BACKEND_KEY}\"\n");
     let target = format!("127.0.0.1:{port}");
     let r = common::run::run(
-        &[
-            "--config",
-            common::run::path_arg(&config),
-            "explain",
-            "--scrape",
-            &target,
-            "--window",
-            "1s",
-            "--interval",
-            "250ms",
-            "--header",
-            "X-Debug: 1",
-        ],
+        &["--config", common::run::path_arg(&config), "explain", "--scrape", &target, "--window", "1s", "--interval", "250ms", "--header", "X-Debug: 1"],
         &[("BACKEND_KEY", "backend-key-5d1e")],
     );
     let requests = seen.lock().unwrap().clone();
@@ -562,42 +491,45 @@ fn a_page_that_never_ends_or_inflates_past_the_cap_is_a_failed_scrape() {
         }
         gz.finish().unwrap()
     };
-    let runs: Vec<_> = [("endless", false), ("gzip bomb", true)].into_iter().map(|(name, gzip)| {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let bomb = bomb.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut s) = stream else { return };
-                let bomb = bomb.clone();
-                std::thread::spawn(move || {
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
-                        head.push(byte[0]);
-                    }
-                    if gzip {
-                        let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", bomb.len());
-                        let _ = s.write_all(&bomb);
-                    } else {
-                        let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n");
-                        let line = "vllm:num_requests_running{model_name=\"m\"} 1\n".repeat(1 << 12);
-                        while s.write_all(line.as_bytes()).is_ok() {}
-                    }
-                });
-            }
-        });
-        let target = format!("127.0.0.1:{port}");
-        (name, std::thread::spawn(move || common::run::run(&["explain", "--scrape", &target, "--window", "20s", "--interval", "10s"], &[])))
-    }).collect();
+    let runs: Vec<_> = [("endless", false), ("gzip bomb", true)]
+        .into_iter()
+        .map(|(name, gzip)| {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let bomb = bomb.clone();
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    let Ok(mut s) = stream else { return };
+                    let bomb = bomb.clone();
+                    std::thread::spawn(move || {
+                        let mut head = Vec::new();
+                        let mut byte = [0u8; 1];
+                        while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
+                            head.push(byte[0]);
+                        }
+                        if gzip {
+                            let _ = write!(
+                                s,
+                                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                                bomb.len()
+                            );
+                            let _ = s.write_all(&bomb);
+                        } else {
+                            let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n");
+                            let line = "vllm:num_requests_running{model_name=\"m\"} 1\n".repeat(1 << 12);
+                            while s.write_all(line.as_bytes()).is_ok() {}
+                        }
+                    });
+                }
+            });
+            let target = format!("127.0.0.1:{port}");
+            (name, std::thread::spawn(move || common::run::run(&["explain", "--scrape", &target, "--window", "20s", "--interval", "10s"], &[])))
+        })
+        .collect();
     for (name, run) in runs {
         let r = run.join().expect("the run's thread");
         assert_eq!(r.code, 3, "{name}: {}", r.stderr);
         assert!(!r.stderr.contains("panicked"), "{name}: {}", r.stderr);
-        assert!(
-            r.stderr.contains("no target could be scraped") && r.stderr.contains("larger than 32 MiB"),
-            "{name}: {}",
-            r.stderr
-        );
+        assert!(r.stderr.contains("no target could be scraped") && r.stderr.contains("larger than 32 MiB"), "{name}: {}", r.stderr);
     }
 }

@@ -42,11 +42,7 @@ fn b64(s: &str) -> String {
         let b = [c[0], *c.get(1).unwrap_or(&0), *c.get(2).unwrap_or(&0)];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
-            out.push(if i <= c.len() {
-                A[((n >> (18 - 6 * i)) & 63) as usize] as char
-            } else {
-                '='
-            });
+            out.push(if i <= c.len() { A[((n >> (18 - 6 * i)) & 63) as usize] as char } else { '=' });
         }
     }
     out
@@ -67,8 +63,7 @@ fn run_clean(label: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
 }
 
 fn read_clean(label: &str, path: &Path) -> String {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{label}: no recording at {}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{label}: no recording at {}: {e}", path.display()));
     assert_clean(&format!("the --record file of {label}"), &text);
     text
 }
@@ -87,11 +82,7 @@ struct Files {
 /// `explain` against `url` at `when` with `--debug`, then `flags`, then `--record <rec>`: every
 /// place a secret could be written to, switched on.
 fn debug_recorded<'a>(url: &'a str, when: &'a str, flags: &[&'a str], rec: &'a Path) -> Vec<&'a str> {
-    explain_args(
-        url,
-        when,
-        &[&["--debug"][..], flags, &["--record", path_arg(rec)]].concat(),
-    )
+    explain_args(url, when, &[&["--debug"][..], flags, &["--record", path_arg(rec)]].concat())
 }
 
 /// The planted token and password, each in a file of a new temporary directory, and the header.
@@ -100,12 +91,7 @@ fn files() -> Files {
     let token = write_file(dir.path(), "token", &format!("{TOKEN}\n"));
     let password = write_file(dir.path(), "password", &format!("{PASSWORD}\n"));
     let header = format!("X-Api-Key: {HEADER_VALUE}");
-    Files {
-        dir,
-        token,
-        password,
-        header,
-    }
+    Files { dir, token, password, header }
 }
 
 #[test]
@@ -123,96 +109,50 @@ fn no_planted_secret_appears_in_output_debug_logs_or_recordings_of_working_runs(
             &debug_recorded(
                 &proxy.url,
                 &when,
-                &[
-                    "--format",
-                    format,
-                    "--bearer-token-file",
-                    path_arg(&f.token),
-                    "--header",
-                    &f.header,
-                    "--tenant",
-                    "team-a",
-                ],
+                &["--format", format, "--bearer-token-file", path_arg(&f.token), "--header", &f.header, "--tenant", "team-a"],
                 &rec,
             ),
             &[],
         );
         assert_eq!(r.code, 0, "{}", r.stderr);
-        assert!(
-            r.stderr.contains("vllm-diag: debug: POST"),
-            "the debug log is missing: {}",
-            r.stderr
-        );
+        assert!(r.stderr.contains("vllm-diag: debug: POST"), "the debug log is missing: {}", r.stderr);
         assert!(r.stderr.contains("authorization: Bearer (masked)"), "{}", r.stderr);
         read_clean(format, &rec);
 
         // Replaying the recording prints the same report, with nothing secret to print.
-        let replayed = run_clean(
-            "a replay",
-            &["explain", "--replay", path_arg(&rec), "--format", format],
-            &[],
-        );
+        let replayed = run_clean("a replay", &["explain", "--replay", path_arg(&rec), "--format", format], &[]);
         assert_eq!(replayed.code, 0, "{}", replayed.stderr);
     }
     let wire = proxy.seen();
-    assert!(wire
-        .iter()
-        .all(|w| w.header("authorization") == Some(&format!("Bearer {TOKEN}")[..])));
+    assert!(wire.iter().all(|w| w.header("authorization") == Some(&format!("Bearer {TOKEN}")[..])));
     assert!(wire.iter().all(|w| w.header("x-api-key") == Some(HEADER_VALUE)));
 
     // Basic auth from a file, then from the environment; the token in the environment too.
     let rec = f.dir.path().join("basic.json");
     let r = run_clean(
         "a basic-auth run",
-        &debug_recorded(
-            &proxy.url,
-            &when,
-            &[
-                "--basic-auth-user",
-                USER,
-                "--basic-auth-password-file",
-                path_arg(&f.password),
-            ],
-            &rec,
-        ),
+        &debug_recorded(&proxy.url, &when, &["--basic-auth-user", USER, "--basic-auth-password-file", path_arg(&f.password)], &rec),
         &[],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     read_clean("a basic-auth run", &rec);
     let expected = format!("Basic {}", b64(&format!("{USER}:{PASSWORD}")));
-    assert_eq!(
-        proxy
-            .seen()
-            .last()
-            .and_then(|w| w.header("authorization").map(str::to_string)),
-        Some(expected)
-    );
+    assert_eq!(proxy.seen().last().and_then(|w| w.header("authorization").map(str::to_string)), Some(expected));
 
     let r = run_clean(
         "a run with secrets from the environment",
         &explain_args(&proxy.url, &when, &["--debug", "--basic-auth-user", USER]),
-        &[
-            ("VLLM_DIAG_BASIC_AUTH_PASSWORD", PASSWORD),
-            ("VLLM_DIAG_BEARER_TOKEN", TOKEN),
-        ],
+        &[("VLLM_DIAG_BASIC_AUTH_PASSWORD", PASSWORD), ("VLLM_DIAG_BEARER_TOKEN", TOKEN)],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
 
     // Credentials in the URL itself (and the URL in the environment).
     let with_creds = proxy.url.replacen("http://", &format!("http://bob:{URL_PASSWORD}@"), 1);
     let rec = f.dir.path().join("url.json");
-    let r = run_clean(
-        "a run with URL credentials",
-        &debug_recorded(&with_creds, &when, &[], &rec),
-        &[],
-    );
+    let r = run_clean("a run with URL credentials", &debug_recorded(&with_creds, &when, &[], &rec), &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     read_clean("a run with URL credentials", &rec);
-    let r = run_clean(
-        "a run with the URL from the environment",
-        &["explain", "--at", &when, "--format", "json"],
-        &[("VLLM_DIAG_PROMETHEUS_URL", &with_creds)],
-    );
+    let r = run_clean("a run with the URL from the environment", &["explain", "--at", &when, "--format", "json"], &[("VLLM_DIAG_PROMETHEUS_URL", &with_creds)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
 
@@ -227,50 +167,20 @@ fn no_planted_secret_appears_on_any_error_path_even_when_a_server_echoes_it() {
     let basic = format!("Basic {}", b64(&format!("{USER}:{PASSWORD}")));
     let bearer = format!("Bearer {TOKEN}");
     for (kind, auth, sent) in [
-        (
-            "token",
-            vec!["--bearer-token-file", path_arg(&f.token)],
-            bearer.as_str(),
-        ),
-        (
-            "basic",
-            vec![
-                "--basic-auth-user",
-                USER,
-                "--basic-auth-password-file",
-                path_arg(&f.password),
-            ],
-            basic.as_str(),
-        ),
+        ("token", vec!["--bearer-token-file", path_arg(&f.token)], bearer.as_str()),
+        ("basic", vec!["--basic-auth-user", USER, "--basic-auth-password-file", path_arg(&f.password)], basic.as_str()),
     ] {
         let echo = format!(
             "<html><head><title>400 Bad Request</title></head><body>Request headers: Authorization: {sent}; \
              X-Api-Key: {HEADER_VALUE}</body></html>"
         );
-        let json_echo = format!(
-            r#"{{"status":"error","errorType":"bad_data","error":"invalid credentials {sent} for key {HEADER_VALUE}"}}"#
-        );
+        let json_echo = format!(r#"{{"status":"error","errorType":"bad_data","error":"invalid credentials {sent} for key {HEADER_VALUE}"}}"#);
         let cases: Vec<(&str, Rule)> = vec![
-            (
-                "401 echo on discovery",
-                Rule::always(Match::Path("/label/"), Action::reply(401, "text/html", &echo)),
-            ),
-            (
-                "400 echo on discovery",
-                Rule::always(Match::Path("/label/"), Action::reply(400, "text/html", &echo)),
-            ),
-            (
-                "error envelope echo on queries",
-                Rule::always(Match::Queries, Action::reply(400, "application/json", &json_echo)),
-            ),
-            (
-                "200 HTML echo on queries",
-                Rule::always(Match::Queries, Action::reply(200, "text/html", &echo)),
-            ),
-            (
-                "503 echo with retries",
-                Rule::always(Match::Queries, Action::reply(503, "text/plain", &echo)),
-            ),
+            ("401 echo on discovery", Rule::always(Match::Path("/label/"), Action::reply(401, "text/html", &echo))),
+            ("400 echo on discovery", Rule::always(Match::Path("/label/"), Action::reply(400, "text/html", &echo))),
+            ("error envelope echo on queries", Rule::always(Match::Queries, Action::reply(400, "application/json", &json_echo))),
+            ("200 HTML echo on queries", Rule::always(Match::Queries, Action::reply(200, "text/html", &echo))),
+            ("503 echo with retries", Rule::always(Match::Queries, Action::reply(503, "text/plain", &echo))),
             ("resets", Rule::always(Match::Any, Action::Reset)),
         ];
         for (name, rule) in cases {
@@ -284,10 +194,7 @@ fn no_planted_secret_appears_on_any_error_path_even_when_a_server_echoes_it() {
             let recorded = read_clean(&label, &rec);
             // The echo was recorded, masked: the evidence survives, the secret does not.
             if !name.starts_with("resets") {
-                assert!(
-                    recorded.contains("***"),
-                    "{label}: the echo was not recorded masked:\n{recorded}"
-                );
+                assert!(recorded.contains("***"), "{label}: the echo was not recorded masked:\n{recorded}");
             }
         }
     }
@@ -303,36 +210,12 @@ fn no_planted_secret_appears_on_any_error_path_even_when_a_server_echoes_it() {
     let bad_header = format!("X-Api-Key: a\u{1}{HEADER_VALUE}");
     let no_colon = format!("Bearer {TOKEN}");
     for (label, args) in [
-        (
-            "a control character in a header",
-            vec!["explain", "--prometheus", &prom.url, "--header", &bad_header],
-        ),
-        (
-            "a header without a colon",
-            vec!["explain", "--prometheus", &prom.url, "--header", &no_colon],
-        ),
-        (
-            "a URL with a bad scheme",
-            vec!["explain", "--prometheus", "ftp://bob:url-PLANTED-91ab@host/"],
-        ),
-        (
-            "a URL with a query string",
-            vec!["explain", "--prometheus", "http://bob:url-PLANTED-91ab@host/?x=1"],
-        ),
-        (
-            "a bad flag after the URL",
-            vec!["explain", "--prometheus", &down, "--window", "soon"],
-        ),
-        (
-            "two kinds of credentials",
-            vec![
-                "explain",
-                "--prometheus",
-                &down,
-                "--bearer-token-file",
-                path_arg(&f.token),
-            ],
-        ),
+        ("a control character in a header", vec!["explain", "--prometheus", &prom.url, "--header", &bad_header]),
+        ("a header without a colon", vec!["explain", "--prometheus", &prom.url, "--header", &no_colon]),
+        ("a URL with a bad scheme", vec!["explain", "--prometheus", "ftp://bob:url-PLANTED-91ab@host/"]),
+        ("a URL with a query string", vec!["explain", "--prometheus", "http://bob:url-PLANTED-91ab@host/?x=1"]),
+        ("a bad flag after the URL", vec!["explain", "--prometheus", &down, "--window", "soon"]),
+        ("two kinds of credentials", vec!["explain", "--prometheus", &down, "--bearer-token-file", path_arg(&f.token)]),
     ] {
         let r = run_clean(label, &args, &[]);
         assert_eq!(r.code, 2, "{label}: {}", r.stderr);
@@ -340,15 +223,8 @@ fn no_planted_secret_appears_on_any_error_path_even_when_a_server_echoes_it() {
 
     // --help, with every secret in the environment.
     for args in [vec!["--help"], vec!["explain", "--help"], vec!["check", "--help"]] {
-        let r = run_clean(
-            "--help",
-            &args,
-            &[
-                ("VLLM_DIAG_PROMETHEUS_URL", &down),
-                ("VLLM_DIAG_BEARER_TOKEN", TOKEN),
-                ("VLLM_DIAG_BASIC_AUTH_PASSWORD", PASSWORD),
-            ],
-        );
+        let r =
+            run_clean("--help", &args, &[("VLLM_DIAG_PROMETHEUS_URL", &down), ("VLLM_DIAG_BEARER_TOKEN", TOKEN), ("VLLM_DIAG_BASIC_AUTH_PASSWORD", PASSWORD)]);
         assert_eq!(r.code, 0, "{}", r.stderr);
     }
 }
@@ -367,21 +243,7 @@ fn no_planted_secret_appears_when_tls_or_the_password_is_wrong() {
         let rec = f.dir.path().join(format!("{}.json", label.replace(' ', "-")));
         let r = run_clean(
             label,
-            &debug_recorded(
-                &prom.url,
-                &when,
-                &[
-                    "--ca-file",
-                    ca,
-                    "--header",
-                    &f.header,
-                    "--basic-auth-user",
-                    USER,
-                    "--basic-auth-password-file",
-                    pw,
-                ],
-                &rec,
-            ),
+            &debug_recorded(&prom.url, &when, &["--ca-file", ca, "--header", &f.header, "--basic-auth-user", USER, "--basic-auth-password-file", pw], &rec),
             &[],
         );
         if label.starts_with("the right") {

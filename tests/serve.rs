@@ -174,11 +174,8 @@ impl Serve {
     /// POST a body to /alertmanager with `authorization` (if any); the status and the JSON answer.
     fn notify(&self, body: &[u8], authorization: Option<&str>) -> (u16, Value) {
         let auth = authorization.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
-        let head = format!(
-            "POST /alertmanager HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n",
-            self.addr,
-            body.len()
-        );
+        let head =
+            format!("POST /alertmanager HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n", self.addr, body.len());
         let (status, text) = request(self.addr, head.as_bytes(), body);
         (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
@@ -261,7 +258,6 @@ fn notification(status: &str, model: &str, starts: DateTime<Utc>, ends: Option<D
 fn bearer() -> String {
     format!("Bearer {TOKEN}")
 }
-
 
 /// A URL where nothing listens.
 fn dead_backend() -> String {
@@ -448,10 +444,8 @@ fn a_groups_follow_up_is_delivered_after_its_diagnosis_even_when_it_resolves_dur
     let (status, answer) = serve.notify(resolved.as_bytes(), Some(&bearer()));
     assert_eq!(status, 202, "{answer}");
     let hook = receiver.wait_for("/hook", 2, Duration::from_secs(60), &serve);
-    let kinds: Vec<String> = hook
-        .iter()
-        .map(|h| serde_json::from_str::<Value>(&h.body).expect("JSON")["trigger"]["status"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let kinds: Vec<String> =
+        hook.iter().map(|h| serde_json::from_str::<Value>(&h.body).expect("JSON")["trigger"]["status"].as_str().unwrap_or_default().to_string()).collect();
     assert_eq!(kinds, ["firing", "resolved"], "the follow-up overtook the diagnosis:\n{}", serve.log());
 }
 
@@ -604,11 +598,9 @@ fn settings_that_do_not_apply_or_secrets_that_do_not_read_stop_serve_with_exit_2
 
 #[test]
 fn bad_connection_settings_stop_serve_with_exit_2_before_it_listens() {
-    for (extra, expected) in [
-        (vec!["--prometheus", "localhost:9090"], "no scheme"),
-        (vec!["--header", "bad"], "--header #1"),
-        (vec!["--tenant", "a||b"], "--tenant"),
-    ] {
+    for (extra, expected) in
+        [(vec!["--prometheus", "localhost:9090"], "no scheme"), (vec!["--header", "bad"], "--header #1"), (vec!["--tenant", "a||b"], "--tenant")]
+    {
         let mut child = Command::new(env!("CARGO_BIN_EXE_vllm-diag"))
             .args(["serve", "--no-config", "--listen", "127.0.0.1:0"])
             .args(&extra)
@@ -661,9 +653,7 @@ fn an_exported_rule_firing_in_prometheus_reaches_the_receiver_as_a_diagnosis_thr
     let step = spec.interval.as_secs().max(1) as i64;
     let now = Utc::now().timestamp();
     spec.start = DateTime::from_timestamp(now - now % step, 0).expect("now") - total;
-    let extra = format!(
-        "rule_files: [vllm-diag.rules.yml]\nalerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{am_addr}']\n"
-    );
+    let extra = format!("rule_files: [vllm-diag.rules.yml]\nalerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{am_addr}']\n");
     let prom = PromServer::start_generated_with(&spec, &extra, &[("vllm-diag.rules.yml", &rules)]);
     let receiver = Receiver::start();
     let serve = Serve::start(&prom.url, &receiver, &["--timeout", "60s"]);
@@ -704,7 +694,8 @@ const STORM_MODELS: [&str; 4] = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2
 const STORM_GROUPS: usize = 100;
 
 fn storm_fleet() -> PromServer {
-    let mut toml = "name = \"storm\"\nseed = 50\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"60s\"\nwarmup = \"5m\"\nbaseline = \"30m\"\nwindow = \"30m\"\n".to_string();
+    let mut toml = "name = \"storm\"\nseed = 50\nstart = \"2026-01-15T08:00:00Z\"\ninterval = \"60s\"\nwarmup = \"5m\"\nbaseline = \"30m\"\nwindow = \"30m\"\n"
+        .to_string();
     for m in STORM_MODELS {
         toml.push_str(&format!("\n[[model]]\nname = \"{m}\"\nreplicas = 3\nrate = 2.0\n"));
     }

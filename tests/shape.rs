@@ -25,10 +25,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The code of a file without comment lines and trailing `// ...` comments (a `//` inside a string
 /// such as a URL stays: it follows no whitespace).
 fn code(text: &str) -> String {
-    text.lines()
-        .map(|l| if l.trim_start().starts_with("//") { "" } else { l.split(" // ").next().unwrap_or("") })
-        .collect::<Vec<_>>()
-        .join("\n")
+    text.lines().map(|l| if l.trim_start().starts_with("//") { "" } else { l.split(" // ").next().unwrap_or("") }).collect::<Vec<_>>().join("\n")
 }
 
 /// The top-level modules a source text names through `crate::`, including grouped imports
@@ -106,9 +103,9 @@ fn violations(layers: &[&str], files: &[(String, String, String)]) -> Vec<String
         };
         for used in crate_refs(text) {
             match rank.get(used.as_str()) {
-                Some(&theirs) if theirs > mine => out.push(format!(
-                    "{file}: `{module}` uses `crate::{used}`, which stands above it in LAYERS: move the shared piece down, or pass it in"
-                )),
+                Some(&theirs) if theirs > mine => {
+                    out.push(format!("{file}: `{module}` uses `crate::{used}`, which stands above it in LAYERS: move the shared piece down, or pass it in"))
+                }
                 _ => {}
             }
         }
@@ -268,18 +265,19 @@ fn test_module_files(files: &[(String, String, String)]) -> Vec<String> {
 fn no_function_of_the_product_is_longer_than_about_150_lines() {
     let (_, files) = sources();
     let tests = test_module_files(&files);
-    let long: Vec<String> = files
-        .iter()
-        .filter(|(file, _, _)| !tests.contains(file))
-        .flat_map(|(file, _, text)| long_functions(file, text, MAX_FN_LINES))
-        .collect();
+    let long: Vec<String> =
+        files.iter().filter(|(file, _, _)| !tests.contains(file)).flat_map(|(file, _, text)| long_functions(file, text, MAX_FN_LINES)).collect();
     assert!(long.is_empty(), "split these into named steps:\n{}", long.join("\n"));
 }
 
 #[test]
 fn the_length_check_counts_a_long_function_and_skips_tests() {
     let body = "    let x = '{';\n".repeat(10);
-    let text = format!("fn short() {{\n{body}}}\n\npub async fn long() {{\n{}}}\n#[cfg(test)]\nmod tests {{\n    fn in_tests() {{\n{}    }}\n}}\n", body.repeat(3), body.repeat(9));
+    let text = format!(
+        "fn short() {{\n{body}}}\n\npub async fn long() {{\n{}}}\n#[cfg(test)]\nmod tests {{\n    fn in_tests() {{\n{}    }}\n}}\n",
+        body.repeat(3),
+        body.repeat(9)
+    );
     let long = long_functions("x.rs", &text, 20);
     assert_eq!(long, vec!["x.rs:14 fn long is 32 lines".to_string()]);
 }
@@ -291,11 +289,8 @@ fn the_length_check_counts_a_long_function_and_skips_tests() {
 const SELF_CONTAINED: &[&str] = &["src", "tests", "scripts", "benches", "crates", ".ci", "examples", "rules"];
 
 /// Paths outside the repository that are not ours to judge: (file, path as written, why it is fine).
-const ALLOWED_UP_PATHS: &[(&str, &str, &str)] = &[(
-    "tests/config.rs",
-    concat!("..", "/team-ca.pem"),
-    "written into a config file in the test's temporary directory, and resolved against that file",
-)];
+const ALLOWED_UP_PATHS: &[(&str, &str, &str)] =
+    &[("tests/config.rs", concat!("..", "/team-ca.pem"), "written into a config file in the test's temporary directory, and resolved against that file")];
 
 /// The folder of real captures that used to sit beside the checkout, by name: written in two
 /// pieces so that this file does not name it itself.
@@ -615,10 +610,7 @@ fn layout_entries(doc: &str) -> Vec<(String, String)> {
 fn undocumented(entries: &[(String, String)], files: &[String]) -> Vec<String> {
     let named = |entry: &str, word: &str| {
         entries.iter().any(|(p, text)| {
-            p == entry
-                && text
-                    .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.' || c == '/'))
-                    .any(|w| w.trim_end_matches('.') == word || w == word)
+            p == entry && text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.' || c == '/')).any(|w| w.trim_end_matches('.') == word || w == word)
         })
     };
     let mut out = Vec::new();
@@ -664,7 +656,9 @@ fn every_src_module_is_named_in_the_architecture_doc() {
 #[test]
 fn the_doc_check_finds_a_missing_file_and_accepts_a_named_one() {
     let entries = layout_entries("```\nsrc/main.rs  thin\nsrc/rules/   load/ (model.rs, the pack),\n             eval.rs\n```");
-    let files = ["src/main.rs", "src/rules/mod.rs", "src/rules/eval.rs", "src/rules/load/mod.rs", "src/rules/load/model.rs", "src/rules/expr.rs", "src/units.rs"].map(String::from);
+    let files =
+        ["src/main.rs", "src/rules/mod.rs", "src/rules/eval.rs", "src/rules/load/mod.rs", "src/rules/load/model.rs", "src/rules/expr.rs", "src/units.rs"]
+            .map(String::from);
     assert_eq!(undocumented(&entries, &files), vec!["src/rules/expr.rs".to_string(), "src/units.rs".to_string()]);
 }
 
@@ -701,11 +695,12 @@ fn no_product_file_is_longer_than_about_800_lines_without_a_reason() {
             long.push(format!("{rel}: {n} lines"));
         }
     }
-    let stale: Vec<&str> = LONG_FILES
-        .iter()
-        .map(|(f, _)| *f)
-        .filter(|f| std::fs::read_to_string(root().join(f)).map_or(true, |t| product_lines(&t) <= MAX_FILE_LINES))
-        .collect();
+    let stale: Vec<&str> =
+        LONG_FILES.iter().map(|(f, _)| *f).filter(|f| std::fs::read_to_string(root().join(f)).map_or(true, |t| product_lines(&t) <= MAX_FILE_LINES)).collect();
     assert!(stale.is_empty(), "LONG_FILES names files that are gone or no longer long: {stale:?}");
-    assert!(long.is_empty(), "product files over {MAX_FILE_LINES} lines: split them along their concerns, or give the reason in LONG_FILES:\n{}", long.join("\n"));
+    assert!(
+        long.is_empty(),
+        "product files over {MAX_FILE_LINES} lines: split them along their concerns, or give the reason in LONG_FILES:\n{}",
+        long.join("\n")
+    );
 }

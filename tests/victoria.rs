@@ -97,9 +97,7 @@ fn diagnosis(report: &Value) -> Diagnosis {
             .iter()
             .map(|f| {
                 let strings = |k: &str, field: &str| -> Vec<String> {
-                    f[k].as_array()
-                        .map(|a| a.iter().map(|x| x[field].as_str().unwrap_or("").to_string()).collect())
-                        .unwrap_or_default()
+                    f[k].as_array().map(|a| a.iter().map(|x| x[field].as_str().unwrap_or("").to_string()).collect()).unwrap_or_default()
                 };
                 let evidence = f["evidence"]
                     .as_array()
@@ -235,14 +233,10 @@ fn every_scenario_gives_the_same_diagnosis_from_victoriametrics_as_from_promethe
         match (c.prom == c.vm, known) {
             (true, None) => {}
             (false, Some(_)) => {}
-            (true, Some((_, why))) => problems.push(format!(
-                "{}: listed as a known difference ({why}) but both backends now agree: remove it from KNOWN_DIFFERENCES",
-                c.name
-            )),
-            (false, None) => problems.push(format!(
-                "{}: the diagnoses differ\n  prometheus:      {:?}\n  victoriametrics: {:?}",
-                c.name, c.prom, c.vm
-            )),
+            (true, Some((_, why))) => {
+                problems.push(format!("{}: listed as a known difference ({why}) but both backends now agree: remove it from KNOWN_DIFFERENCES", c.name))
+            }
+            (false, None) => problems.push(format!("{}: the diagnoses differ\n  prometheus:      {:?}\n  victoriametrics: {:?}", c.name, c.prom, c.vm)),
         }
         for far in &c.too_far {
             // A known difference may leave a finding on one side only: its evidence has no number on
@@ -289,9 +283,7 @@ fn first_difference(a: &Value, b: &Value, at: &str) -> Option<String> {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
-            keys.into_iter().find_map(|k| {
-                first_difference(x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null), &format!("{at}.{k}"))
-            })
+            keys.into_iter().find_map(|k| first_difference(x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null), &format!("{at}.{k}")))
         }
         (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
             x.iter().zip(y).enumerate().find_map(|(i, (u, v))| first_difference(u, v, &format!("{at}[{i}]")))

@@ -9,15 +9,9 @@ use vllm_diag::signals::required_series;
 
 /// Families the signals read that vLLM 0.33.0 does not define, and why reading them stays useful.
 const ABSENT_IN_0_33: &[(&str, &str)] = &[
-    (
-        "vllm:prompt_tokens_recomputed_total",
-        "not in 0.32 nor 0.33 either: recompute-thrashing judges preemptions per finished request alone",
-    ),
+    ("vllm:prompt_tokens_recomputed_total", "not in 0.32 nor 0.33 either: recompute-thrashing judges preemptions per finished request alone"),
     ("vllm:num_dropped", "exported by some builds only; requests-rejected reads vllm:admission_rejections_total"),
-    (
-        "vllm:num_preemptions_by_reason_total",
-        "proposed in vllm-project/vllm #58037, not in 0.33.0's wheel: priority-preemption is not evaluated without it",
-    ),
+    ("vllm:num_preemptions_by_reason_total", "proposed in vllm-project/vllm #58037, not in 0.33.0's wheel: priority-preemption is not evaluated without it"),
 ];
 
 fn families_0_33() -> BTreeSet<String> {

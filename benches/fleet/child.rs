@@ -43,11 +43,7 @@ pub fn run(cmd: &mut Command) -> Result<Finished, String> {
     drop(child);
     let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
     let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64);
-    Ok(Finished {
-        wall,
-        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
-        code,
-    })
+    Ok(Finished { wall, cpu: tv(usage.ru_utime) + tv(usage.ru_stime), code })
 }
 
 /// Run `cmd` `n` times with its output thrown away; every run must exit with `expect`.
@@ -73,25 +69,13 @@ pub fn peak_rss_kib(program: &str, args: &[String], n: usize) -> Result<u64, Str
     let out = std::env::temp_dir().join(format!("vllm-diag-bench-rss-{}", std::process::id()));
     let mut peak = 0;
     for _ in 0..n {
-        let f = run(Command::new("/usr/bin/time")
-            .arg("-f")
-            .arg("%M")
-            .arg("-o")
-            .arg(&out)
-            .arg(program)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()))
-        .map_err(|e| format!("{e}. Install the Debian package `time` (scripts/bench.sh does)"))?;
+        let f = run(Command::new("/usr/bin/time").arg("-f").arg("%M").arg("-o").arg(&out).arg(program).args(args).stdout(Stdio::null()).stderr(Stdio::null()))
+            .map_err(|e| format!("{e}. Install the Debian package `time` (scripts/bench.sh does)"))?;
         if f.code != Some(0) {
             return Err(format!("{program} {args:?} under /usr/bin/time exited with {:?}", f.code));
         }
         let text = std::fs::read_to_string(&out).map_err(|e| format!("cannot read {}: {e}", out.display()))?;
-        let kib: u64 = text
-            .lines()
-            .last()
-            .and_then(|l| l.trim().parse().ok())
-            .ok_or_else(|| format!("/usr/bin/time wrote {text:?}, not a number of KiB"))?;
+        let kib: u64 = text.lines().last().and_then(|l| l.trim().parse().ok()).ok_or_else(|| format!("/usr/bin/time wrote {text:?}, not a number of KiB"))?;
         peak = peak.max(kib);
     }
     let _ = std::fs::remove_file(&out);

@@ -95,10 +95,7 @@ impl Fleet {
                     }
                     // The c-th of p nearly equal parts of n.
                     let share = n * (c + 1) / p - n * c / p;
-                    toml.push_str(&format!(
-                        "\n[[model]]\nname = \"{}\"\nreplicas = {share}\nrate = {RATE}\n",
-                        Fleet::model_name(m as u32)
-                    ));
+                    toml.push_str(&format!("\n[[model]]\nname = \"{}\"\nreplicas = {share}\nrate = {RATE}\n", Fleet::model_name(m as u32)));
                 }
                 toml.push_str(&format!("\n[incident]\nkind = \"kv-cache-pressure\"\nmodel = \"{}\"\n", Fleet::model_name(0)));
                 toml
@@ -221,10 +218,7 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
 
 /// The chunks' generator specs, parsed.
 fn parse_specs(fleet: Fleet, specs: &[String]) -> Result<Vec<ScenarioSpec>, String> {
-    specs
-        .iter()
-        .map(|t| ScenarioSpec::from_toml_str(t).map_err(|e| format!("fleet {}: the generated spec is invalid: {e}\n{t}", fleet.label())))
-        .collect()
+    specs.iter().map(|t| ScenarioSpec::from_toml_str(t).map_err(|e| format!("fleet {}: the generated spec is invalid: {e}\n{t}", fleet.label()))).collect()
 }
 
 /// Generate the fleet's OpenMetrics file in `dir`; returns it and what it cost (no backfill yet).
@@ -239,9 +233,7 @@ fn generate(fleet: Fleet, specs: &[String], dir: &Path) -> Result<(PathBuf, Buil
         let path = dir.join(format!("chunk-{c}.om"));
         let file = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
         let mut w = BufWriter::with_capacity(1 << 20, file);
-        generate_openmetrics(spec, &mut w)
-            .and_then(|()| w.flush())
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        generate_openmetrics(spec, &mut w).and_then(|()| w.flush()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         chunk_files.push(path);
     }
     let om = dir.join("fleet.om");
@@ -290,19 +282,15 @@ fn generate_into_vm(rt: &tokio::runtime::Runtime, fleet: Fleet, specs: &[String]
     })?;
     imported.storage_bytes = vm::dir_bytes(storage);
     say_imported(fleet, &imported, " with the generation");
-    let built = Built { fleet: fleet.label(), chunks: parsed.len(), generate_secs, openmetrics_bytes, samples: imported.samples, backfill_secs: None, window_end };
+    let built =
+        Built { fleet: fleet.label(), chunks: parsed.len(), generate_secs, openmetrics_bytes, samples: imported.samples, backfill_secs: None, window_end };
     Ok(VmBuilt { built, imported })
 }
 
 /// promtool's backfill of `om` into `tsdb`; returns its time.
 fn backfill(fleet: Fleet, om: &Path, tsdb: &Path, built: &Built) -> Result<f64, String> {
     std::fs::create_dir_all(tsdb).map_err(|e| format!("cannot create {}: {e}", tsdb.display()))?;
-    eprintln!(
-        "[{}] backfilling {} samples ({:.1} GB of OpenMetrics) with promtool",
-        fleet.label(),
-        built.samples,
-        built.openmetrics_bytes as f64 / 1e9
-    );
+    eprintln!("[{}] backfilling {} samples ({:.1} GB of OpenMetrics) with promtool", fleet.label(), built.samples, built.openmetrics_bytes as f64 / 1e9);
     let started = Instant::now();
     let output = Command::new("promtool")
         .args(["tsdb", "create-blocks-from", "openmetrics"])
@@ -372,8 +360,7 @@ fn merge(chunks: &[PathBuf], out: &Path) -> Result<u64, String> {
     }
     let file = File::create(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let mut w = BufWriter::with_capacity(1 << 20, file);
-    let mut readers: Vec<BufReader<File>> =
-        chunks.iter().map(|p| open(p).map(|f| BufReader::with_capacity(1 << 20, f))).collect::<Result<_, _>>()?;
+    let mut readers: Vec<BufReader<File>> = chunks.iter().map(|p| open(p).map(|f| BufReader::with_capacity(1 << 20, f))).collect::<Result<_, _>>()?;
     let werr = |e: std::io::Error| format!("cannot write {}: {e}", out.display());
     let mut samples = 0u64;
     let mut line = Vec::with_capacity(512);

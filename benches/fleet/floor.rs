@@ -85,11 +85,7 @@ fn client() -> Result<reqwest::Client, String> {
 fn client_with(gzip: bool) -> Result<reqwest::Client, String> {
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(reqwest::header::ACCEPT, reqwest::header::HeaderValue::from_static("application/json"));
-    reqwest::Client::builder()
-        .default_headers(headers)
-        .gzip(gzip)
-        .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+    reqwest::Client::builder().default_headers(headers).gzip(gzip).build().map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
 
 fn request(http: &reqwest::Client, base: &str, req: &Request, extra: &[(&str, &str)]) -> reqwest::RequestBuilder {

@@ -145,7 +145,8 @@ fn parse_args() -> Result<Args, String> {
             "--gzip" => args.gzip = true,
             "--previous" => args.previous = Some(PathBuf::from(value("--previous")?)),
             "--concurrency" => {
-                args.concurrency = value("--concurrency")?.parse().ok().filter(|n| (1..=256).contains(n)).ok_or_else(|| format!("--concurrency takes 1 to 256\n{USAGE}"))?;
+                args.concurrency =
+                    value("--concurrency")?.parse().ok().filter(|n| (1..=256).contains(n)).ok_or_else(|| format!("--concurrency takes 1 to 256\n{USAGE}"))?;
             }
             "--latency" => {
                 let ms: u64 = value("--latency")?.trim_end_matches("ms").parse().map_err(|_| format!("--latency takes milliseconds (20 or 20ms)\n{USAGE}"))?;
@@ -338,11 +339,7 @@ fn bin() -> &'static str {
 
 fn run(args: &Args) -> Result<(), String> {
     std::fs::create_dir_all(&args.out).map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| format!("cannot start the async runtime: {e}"))?;
 
     let machine = machine(args.backends.contains(&Backend::Victoria));
     eprintln!("machine: {} ({} cores), load {}", machine.cpu, machine.cores, loadavg());
@@ -545,7 +542,9 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         }
         let each = rt.block_on(floor::data_read_secs(&url, &names, start, end, backend.timing()))?;
         // The floor of the families `of` reads, in milliseconds, each family's cost as `pick` takes it.
-        let sum = |of: &BTreeMap<String, usize>, pick: &dyn Fn(&floor::Cost) -> f64| of.keys().filter_map(|f| each.get(f)).map(|(c, _)| pick(c)).sum::<f64>() * 1000.0;
+        let sum = |of: &BTreeMap<String, usize>, pick: &dyn Fn(&floor::Cost) -> f64| {
+            of.keys().filter_map(|f| each.get(f)).map(|(c, _)| pick(c)).sum::<f64>() * 1000.0
+        };
         data_read.push(sum(&own_families, &by_backend));
         prev_data_read.push(sum(&prev_families, &by_backend));
         data_read_wall.push(sum(&own_families, &by_wall));
@@ -685,9 +684,7 @@ fn gzip_passes(rt: &tokio::runtime::Runtime, server: &server::Server, near: &str
 /// One recorded run of `binary` (`--format json --record`): its findings, `stats.queries` and
 /// the recording. `suffix` tells the files of two binaries apart in `work`.
 fn record(binary: &str, live_args: &[String], work: &Path, suffix: &str) -> Result<(Vec<String>, u64, floor::Recorded), String> {
-    let to_file = |p: &Path| -> Result<Stdio, String> {
-        std::fs::File::create(p).map(Stdio::from).map_err(|e| format!("cannot create {}: {e}", p.display()))
-    };
+    let to_file = |p: &Path| -> Result<Stdio, String> { std::fs::File::create(p).map(Stdio::from).map_err(|e| format!("cannot create {}: {e}", p.display())) };
     let rec_path = work.join(format!("recording{suffix}.json"));
     let report_path = work.join(format!("report{suffix}.json"));
     let stderr_path = work.join(format!("record{suffix}.stderr"));
@@ -699,8 +696,8 @@ fn record(binary: &str, live_args: &[String], work: &Path, suffix: &str) -> Resu
     if f.code != Some(0) {
         return Err(format!("{binary} explain exited with {:?}; see {}", f.code, stderr_path.display()));
     }
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report_path).map_err(|e| e.to_string())?)
-        .map_err(|e| format!("{}: {e}", report_path.display()))?;
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).map_err(|e| e.to_string())?).map_err(|e| format!("{}: {e}", report_path.display()))?;
     let findings: Vec<String> = report["findings"]
         .as_array()
         .map(|a| a.as_slice())
@@ -726,17 +723,12 @@ fn record(binary: &str, live_args: &[String], work: &Path, suffix: &str) -> Resu
 
 /// A port on 127.0.0.1 that was free a moment ago (connections to it are refused).
 fn closed_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
 }
 
 /// How many series Prometheus holds at the window's end (within its lookback).
 async fn count_series(url: &str, at: &str) -> Result<u64, String> {
-    let body = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs([("query", "count({__name__=~\".+\"})"), ("time", at)])
-        .finish();
+    let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs([("query", "count({__name__=~\".+\"})"), ("time", at)]).finish();
     let answer = reqwest::Client::new()
         .post(format!("{url}/api/v1/query"))
         .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
@@ -748,16 +740,11 @@ async fn count_series(url: &str, at: &str) -> Result<u64, String> {
         .await
         .map_err(|e| format!("counting series: {e}"))?;
     let v: serde_json::Value = serde_json::from_slice(&answer).map_err(|e| format!("counting series: {e}"))?;
-    v["data"]["result"][0]["value"][1]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("counting series: unexpected answer {v}"))
+    v["data"]["result"][0]["value"][1].as_str().and_then(|s| s.parse().ok()).ok_or_else(|| format!("counting series: unexpected answer {v}"))
 }
 
 fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
+    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_else(|_| "?".into())
 }
 
 fn machine(victoria: bool) -> Machine {
@@ -831,7 +818,8 @@ fn markdown(r: &Results) -> String {
         );
     }
 
-    let _ = writeln!(s, "\n| fleet | backend | explain CPU time | replay | replay peak RSS | recording | backend work (sum, sequential) | load before → after |");
+    let _ =
+        writeln!(s, "\n| fleet | backend | explain CPU time | replay | replay peak RSS | recording | backend work (sum, sequential) | load before → after |");
     let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---|");
     for f in &r.fleets {
         let _ = writeln!(

@@ -20,16 +20,21 @@ pub struct Server {
 
 /// A port nobody listens on at the moment.
 pub fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
 }
 
 impl Server {
     /// Run `cmd` (already listening on `port`), its output to `log`, and wait until `ready` (a
     /// path) answers 2xx. `name` and `package` say what to install when it cannot start.
-    pub async fn spawn(name: &str, package: &str, mut cmd: Command, port: u16, log: &Path, ready: &str, stop: (libc::c_int, Duration)) -> Result<Server, String> {
+    pub async fn spawn(
+        name: &str,
+        package: &str,
+        mut cmd: Command,
+        port: u16,
+        log: &Path,
+        ready: &str,
+        stop: (libc::c_int, Duration),
+    ) -> Result<Server, String> {
         let log_file = std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let log_err = log_file.try_clone().map_err(|e| format!("cannot share {}: {e}", log.display()))?;
         let child = cmd

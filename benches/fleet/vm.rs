@@ -291,11 +291,7 @@ async fn wait_searchable(http: &reqwest::Client, url: &str, sent: &Converted) ->
         }
         if started.elapsed() > SEARCHABLE_TIMEOUT {
             let short: Vec<String> = pending.iter().map(|(n, (e, s))| format!("{n}: {s} of {e}")).collect();
-            return Err(format!(
-                "victoria-metrics made not every imported sample searchable in {}s: {}",
-                SEARCHABLE_TIMEOUT.as_secs(),
-                short.join(", ")
-            ));
+            return Err(format!("victoria-metrics made not every imported sample searchable in {}s: {}", SEARCHABLE_TIMEOUT.as_secs(), short.join(", ")));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

@@ -44,7 +44,12 @@ pub(super) fn run(s: &Settings, alerts: &[Alert], selector: &Selector, ask: &Ask
     // points than VictoriaMetrics answers (30,000 a series), and a day is a query a server answers
     // within its timeout. The pieces meet on the step grid, so stretches run on across them.
     let chunks = backtest::chunks(&plan);
-    let pieces = |query: &str| chunks.iter().map(|(start, end)| Request::Range { query: query.to_string(), start: *start, end: *end, step_seconds: plan.step.as_secs() }).collect::<Vec<_>>();
+    let pieces = |query: &str| {
+        chunks
+            .iter()
+            .map(|(start, end)| Request::Range { query: query.to_string(), start: *start, end: *end, step_seconds: plan.step.as_secs() })
+            .collect::<Vec<_>>()
+    };
     let mut requests = pieces(&backtest::coverage_query(selector));
     for a in alerts {
         requests.extend(pieces(&a.expr));

@@ -19,7 +19,8 @@ fn find_deploy(s: &Settings, end: chrono::DateTime<chrono::Utc>) -> Result<Event
     let lookback = chrono::Duration::from_std(DEPLOY_LOOKBACK).unwrap_or_default();
     let range = TimeRange { start: end - lookback, end };
     let runtime = one_shot_runtime()?;
-    let (events, warnings) = runtime.block_on(crate::explain::find_events(client, &selector, &params.group_by, &params.replica_label, range, *s.limits.timeout));
+    let (events, warnings) =
+        runtime.block_on(crate::explain::find_events(client, &selector, &params.group_by, &params.replica_label, range, *s.limits.timeout));
     for w in &warnings {
         eprintln!("vllm-diag: {w}");
     }
@@ -67,7 +68,8 @@ pub(super) fn run_check(mut s: Settings, since: Option<&str>, probe: Option<Join
 }
 
 /// The verdict of a check that got no report.
-pub(super) const NOT_EVALUATED: &str = "NOT EVALUATED: the deploy could not be checked (no data or no answer from the source; the reason follows); this is not a pass";
+pub(super) const NOT_EVALUATED: &str =
+    "NOT EVALUATED: the deploy could not be checked (no data or no answer from the source; the reason follows); this is not a pass";
 
 /// check sets the window with --since, and refuses --window: a no-data message says so.
 pub(super) fn since_not_window(e: Failure) -> Failure {
@@ -79,7 +81,10 @@ pub(super) fn since_not_window(e: Failure) -> Failure {
 
 /// The verdict line of a checked report: FAIL, PASS or NOT EVALUATED, with the deploy it measured from.
 pub(super) fn verdict(s: &Settings, report: &crate::report::Report) -> String {
-    let mut verdict = render::check_verdict(report, &RenderOptions { now: live_now(s), fail_on: *s.output.fail_on, fail_on_unexplained: *s.output.fail_on_unexplained, ..RenderOptions::default() });
+    let mut verdict = render::check_verdict(
+        report,
+        &RenderOptions { now: live_now(s), fail_on: *s.output.fail_on, fail_on_unexplained: *s.output.fail_on_unexplained, ..RenderOptions::default() },
+    );
     if let Some(e) = &report.deploy {
         verdict.push_str(&format!(" (deploy taken from the metrics: {})", crate::check::deploy_phrase(e)));
     }
@@ -90,9 +95,7 @@ pub(super) fn verdict(s: &Settings, report: &crate::report::Report) -> String {
 /// the metrics, which is returned) to `--at`, the same length before it as baseline.
 pub(super) fn check_scope(s: &mut Settings, since: Option<&str>) -> Result<Option<Event>, Failure> {
     if s.scope.window.is_some() || s.scope.baseline.is_some() {
-        return Err(Failure::Usage(
-            "check measures from the deploy: give --since (and --at for a past check) instead of --window or --baseline".into(),
-        ));
+        return Err(Failure::Usage("check measures from the deploy: give --since (and --at for a past check) instead of --window or --baseline".into()));
     }
     if s.output.watch.is_some() {
         return Err(Failure::Usage("--watch is for explain on a terminal; check runs once, for CI".into()));
@@ -106,9 +109,7 @@ pub(super) fn check_scope(s: &mut Settings, since: Option<&str>) -> Result<Optio
     }
     if let Some(since) = since {
         if s.source.replay.is_some() {
-            return Err(Failure::Usage(
-                "--replay re-runs the recorded windows: drop --since (the recording's window starts at the deploy)".into(),
-            ));
+            return Err(Failure::Usage("--replay re-runs the recorded windows: drop --since (the recording's window starts at the deploy)".into()));
         }
         let now = chrono::Utc::now();
         let end = crate::settings::parse_at(s.scope.at.as_deref().unwrap_or("now"), now)?;

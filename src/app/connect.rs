@@ -173,10 +173,7 @@ mod tests {
     #[test]
     fn scrape_targets_get_only_what_was_typed_and_the_backend_gets_everything() {
         let c = Connection {
-            headers: vec![
-                Setting::flag(Secret::new("X-Debug: 1"), "--header"),
-                Setting::new(Secret::new("X-Api-Key: backend"), file_origin()),
-            ],
+            headers: vec![Setting::flag(Secret::new("X-Debug: 1"), "--header"), Setting::new(Secret::new("X-Api-Key: backend"), file_origin())],
             ca_file: Setting::new(Some(PathBuf::from("/ca.pem")), file_origin()),
             tenant: Setting::flag(Some("team-a".into()), "--tenant"),
             basic_auth_user: Setting::flag(Some("diag".into()), "--basic-auth-user"),

@@ -106,10 +106,7 @@ pub(super) fn judge_probe(s: &Settings, run: crate::report::probe::ProbeRun) -> 
 /// that is a fifth less CPU time and a few milliseconds less wall time than worker threads
 /// (measured in commit 1f1e318), and at 1,000 replicas it is the same.
 pub(super) fn one_shot_runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Output(format!("cannot start the async runtime: {e}")))
+    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Failure::Output(format!("cannot start the async runtime: {e}")))
 }
 
 /// The async runtime of a command that runs many diagnoses (`--watch`, `serve`): worker threads,
@@ -163,13 +160,19 @@ pub(super) fn output(s: &Settings, report: &Report, verdict: Option<String>) -> 
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
         && std::env::var("TERM").map_or(true, |t| t != "dumb");
     // Wrap to the terminal; in a pipe or a file, to 100 columns.
-    let width = std::io::stdout()
-        .is_terminal()
-        .then(|| terminal_size::terminal_size().map(|(w, _)| w.0))
-        .flatten();
+    let width = std::io::stdout().is_terminal().then(|| terminal_size::terminal_size().map(|(w, _)| w.0)).flatten();
     // The text formats print check's verdict first, escaped for their reader; a document format
     // stays parseable, and the verdict goes to stderr.
-    let opts = RenderOptions { color, width, now: live_now(s), fail_on, fail_on_unexplained, links: graph_links(s), detail: Default::default(), verdict: verdict.clone().filter(|_| format.is_text()) };
+    let opts = RenderOptions {
+        color,
+        width,
+        now: live_now(s),
+        fail_on,
+        fail_on_unexplained,
+        links: graph_links(s),
+        detail: Default::default(),
+        verdict: verdict.clone().filter(|_| format.is_text()),
+    };
     if let (Some(v), false) = (&verdict, format.is_text()) {
         eprintln!("{}", render::one_line(v));
     }
@@ -213,9 +216,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
     let (source, params, selector, recorder): (Arc<dyn Source>, _, _, Option<Arc<Recorder>>) = match &*s.source.replay {
         Some(path) => {
             if sc.window.is_some() || sc.at.is_some() || sc.baseline.is_some() || sc.selector.is_some() {
-                return Err(Failure::Usage(
-                    "--replay re-runs the recorded windows and selector: drop --window, --at, --baseline and --selector".into(),
-                ));
+                return Err(Failure::Usage("--replay re-runs the recorded windows and selector: drop --window, --at, --baseline and --selector".into()));
             }
             if sc.group_by.origin.is_flag() || sc.replica_label.origin.is_flag() {
                 return Err(Failure::Usage(
@@ -275,12 +276,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
     let disabled = s.rules.apply_to_rules(&mut rules);
 
     let (source, spinner) = crate::progress::attach(source, progress && s.source.replay.is_none());
-    let opts = ExplainOptions {
-        params: params.clone(),
-        selector,
-        concurrency: usize::from(*s.limits.concurrency),
-        deadline: *s.limits.timeout,
-    };
+    let opts = ExplainOptions { params: params.clone(), selector, concurrency: usize::from(*s.limits.concurrency), deadline: *s.limits.timeout };
     let result = runtime.block_on(explain(source, &rules, &opts)).map(|mut r| {
         r.disabled = disabled;
         r.warnings.extend(scrape_notes);
@@ -334,12 +330,7 @@ pub(crate) fn diagnose(s: &Settings, progress: bool, runtime: &tokio::runtime::R
 /// or a baseline with nothing in it (switched off, those would pass silently for good).
 fn core_hint(r: &crate::report::Report, check: bool) -> &'static str {
     use crate::report::{FailureKind, Reason, Side};
-    let reasons: Vec<&crate::report::Reasons> = r
-        .not_evaluated
-        .iter()
-        .filter(|n| r.coverage.core_not_evaluated.contains(&n.rule))
-        .map(|n| &n.reason)
-        .collect();
+    let reasons: Vec<&crate::report::Reasons> = r.not_evaluated.iter().filter(|n| r.coverage.core_not_evaluated.contains(&n.rule)).map(|n| &n.reason).collect();
     let any = |test: &dyn Fn(&Reason) -> bool| reasons.iter().any(|x| x.iter().any(test));
     // A query that timed out, answered an HTTP error or failed on the way: asking again may do.
     let failed = |x: &Reason| x.failure().is_some_and(|f| matches!(f.kind, FailureKind::TimedOut | FailureKind::Http | FailureKind::Other));

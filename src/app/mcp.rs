@@ -215,14 +215,18 @@ fn answer(s: &Settings, report: &Report, verdict: Option<String>) -> Answer {
     }
     let code = report.exit_code(fail_on);
     // A check's verdict leads the text; where it says NOT EVALUATED already, it is not said twice.
-    let said = opts.verdict.is_some() && render::verdict_says_not_evaluated(report, &RenderOptions { fail_on_unexplained: *s.output.fail_on_unexplained, ..opts.clone() });
+    let said = opts.verdict.is_some()
+        && render::verdict_says_not_evaluated(report, &RenderOptions { fail_on_unexplained: *s.output.fail_on_unexplained, ..opts.clone() });
     if code == exit::NO_DATA && !said {
-        summary = format!("NOT EVALUATED (exit code 3): this run gives no verdict and is not a healthy result; the report says what could not be judged and why.\n{summary}");
+        summary = format!(
+            "NOT EVALUATED (exit code 3): this run gives no verdict and is not a healthy result; the report says what could not be judged and why.\n{summary}"
+        );
     }
     let bar = fail_on.map_or("never".to_string(), |f| f.to_string());
     summary.push_str(&format!("\n\nexit code {code} (fail_on {bar}): {}", exit_meaning(code)));
     let json = render::render(report, Format::Json, &opts);
-    let document = serde_json::from_str(&json).unwrap_or_else(|e| serde_json::json!({ "error": { "message": format!("cannot encode the report: {e}"), "exit_code": code } }));
+    let document = serde_json::from_str(&json)
+        .unwrap_or_else(|e| serde_json::json!({ "error": { "message": format!("cannot encode the report: {e}"), "exit_code": code } }));
     Answer { summary, document }
 }
 
@@ -244,7 +248,12 @@ fn events(s: &Settings, window: std::time::Duration, rt: &tokio::runtime::Runtim
     let length = chrono::Duration::from_std(window).map_err(|_| Failure::Usage("events: argument \"window\" is too long".into()))?;
     let range = crate::report::TimeRange { start: end - length, end };
     let (events, warnings) = rt.block_on(crate::explain::find_events(client, &selector, &params.group_by, &params.replica_label, range, *s.limits.timeout));
-    let mut summary = format!("{} change events in the {} before {}", events.len(), humantime::format_duration(window), end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    let mut summary = format!(
+        "{} change events in the {} before {}",
+        events.len(),
+        humantime::format_duration(window),
+        end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
     for e in &events {
         summary.push_str(&format!("\n{}  {}  {}", e.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true), e.kind.as_str(), render::one_line(&e.detail)));
     }

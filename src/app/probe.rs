@@ -44,7 +44,10 @@ fn probe_run(s: Settings, p: ProbeSettings) -> Result<u8, Failure> {
         let planned = plan::planned(&plan);
         let reads: Vec<String> = if compare {
             let sel = selector_for(plan.model.as_deref().unwrap_or("<from /v1/models>"));
-            engine::queries(&sel, chrono::Utc::now(), limits.max_duration + *p.settle * 2).into_iter().filter_map(|(_, r)| r.query().map(str::to_string)).collect()
+            engine::queries(&sel, chrono::Utc::now(), limits.max_duration + *p.settle * 2)
+                .into_iter()
+                .filter_map(|(_, r)| r.query().map(str::to_string))
+                .collect()
         } else {
             Vec::new()
         };

@@ -170,13 +170,8 @@ impl Pack {
     /// What the configuration file changed, one item per kind, for `rules export`'s header.
     fn configured(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let set_by_file: Vec<String> = self
-            .settings
-            .rules
-            .thresholds
-            .iter()
-            .map(|t| format!("{} = {} ({})", t.name, t.written, origin_text(&t.origin)))
-            .collect();
+        let set_by_file: Vec<String> =
+            self.settings.rules.thresholds.iter().map(|t| format!("{} = {} ({})", t.name, t.written, origin_text(&t.origin))).collect();
         if !set_by_file.is_empty() {
             out.push(format!("thresholds {}", set_by_file.join(", ")));
         }

@@ -74,20 +74,14 @@ fn refuse_what_does_not_apply(s: &Settings) -> Result<(), Failure> {
     if given.is_empty() {
         return Ok(());
     }
-    Err(Failure::Usage(format!(
-        "serve diagnoses live data from --prometheus over windows that end when an alert arrives: drop {}",
-        given.join(", ")
-    )))
+    Err(Failure::Usage(format!("serve diagnoses live data from --prometheus over windows that end when an alert arrives: drop {}", given.join(", "))))
 }
 
 /// `--webhook-url`: an http(s) URL.
 fn webhook_target(url: &str) -> Result<Target, Failure> {
     match url::Url::parse(url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(Target::webhook(url)),
-        _ => Err(Failure::Usage(format!(
-            "--webhook-url {}: give an http:// or https:// URL",
-            crate::prom::redact_url(url)
-        ))),
+        _ => Err(Failure::Usage(format!("--webhook-url {}: give an http:// or https:// URL", crate::prom::redact_url(url)))),
     }
 }
 

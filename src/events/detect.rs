@@ -275,7 +275,14 @@ pub(super) fn down_and_up(f: &Fleet, down: &[(&Labels, f64, f64)], step: f64, sp
     }
 }
 
-pub(super) fn presence(f: &Fleet, appear: &[(&Labels, f64, f64)], vanish: &[(&Labels, f64, f64)], sp: &SpanPlan, data_start: Option<DateTime<Utc>>, out: &mut Vec<Change>) {
+pub(super) fn presence(
+    f: &Fleet,
+    appear: &[(&Labels, f64, f64)],
+    vanish: &[(&Labels, f64, f64)],
+    sp: &SpanPlan,
+    data_start: Option<DateTime<Utc>>,
+    out: &mut Vec<Change>,
+) {
     let first_step = sp.span.start.timestamp() as f64 + sp.step as f64;
     let mut appeared: BTreeMap<(Scope, String), Vec<f64>> = BTreeMap::new();
     let mut vanished: BTreeMap<(Scope, String), Vec<f64>> = BTreeMap::new();
@@ -373,7 +380,13 @@ pub(super) fn configs(f: &Fleet, start: &[(&Labels, f64, f64)], appear: &[(&Labe
     }
 }
 
-pub(super) fn rollouts(f: &Fleet, generation: &[(&Labels, f64, f64)], image_start: &[(&Labels, f64, f64)], image_new: &[(&Labels, f64, f64)], out: &mut Vec<Change>) {
+pub(super) fn rollouts(
+    f: &Fleet,
+    generation: &[(&Labels, f64, f64)],
+    image_start: &[(&Labels, f64, f64)],
+    image_new: &[(&Labels, f64, f64)],
+    out: &mut Vec<Change>,
+) {
     let deployment = |l: &Labels| (label(l, "namespace").to_string(), label(l, "deployment").to_string());
     let scope_of = |d: &(String, String)| f.deployments.get(d).cloned().unwrap_or_default();
     let name = |d: &(String, String)| if d.0.is_empty() { d.1.clone() } else { format!("{}/{}", d.0, d.1) };
@@ -428,12 +441,13 @@ pub(super) fn merge(mut changes: Vec<Change>, f: &Fleet) -> Vec<Event> {
     for c in changes {
         match groups.last_mut() {
             // One replica twice is two events; a wave is several replicas once each.
-            Some(g) if g[0].kind == c.kind
-                && g[0].scope == c.scope
-                && g[0].before == c.before
-                && g[0].after == c.after
-                && c.time - g[g.len() - 1].time <= wave
-                && (c.kind == EventKind::Rollout || g.iter().all(|o| o.who != c.who)) =>
+            Some(g)
+                if g[0].kind == c.kind
+                    && g[0].scope == c.scope
+                    && g[0].before == c.before
+                    && g[0].after == c.after
+                    && c.time - g[g.len() - 1].time <= wave
+                    && (c.kind == EventKind::Rollout || g.iter().all(|o| o.who != c.who)) =>
             {
                 g.push(c)
             }
@@ -450,9 +464,16 @@ pub(super) fn event(g: Vec<Change>, f: &Fleet) -> Event {
     let of = Some(f.total(&first.scope)).filter(|n| *n > 0);
     let is_replica = !matches!(first.kind, EventKind::Rollout | EventKind::VersionChange | EventKind::GpuError);
     let count = if is_replica { replicas_phrase(who.len(), of) } else { String::new() };
-    let diff = first.before.keys().map(|k| format!("{k} {} -> {}", show(&first.before[k]), show(first.after.get(k).map_or("", String::as_str)))).collect::<Vec<_>>().join(", ");
+    let diff = first
+        .before
+        .keys()
+        .map(|k| format!("{k} {} -> {}", show(&first.before[k]), show(first.after.get(k).map_or("", String::as_str))))
+        .collect::<Vec<_>>()
+        .join(", ");
     let detail = match first.kind {
-        EventKind::Restart => format!("{count} restarted{}", if who.len() > 1 && g.len() > who.len() { format!(" ({} restarts)", g.len()) } else { String::new() }),
+        EventKind::Restart => {
+            format!("{count} restarted{}", if who.len() > 1 && g.len() > who.len() { format!(" ({} restarts)", g.len()) } else { String::new() })
+        }
         EventKind::TargetDown => format!("{count} stopped answering scrapes"),
         EventKind::TargetUp => format!("{count} answering scrapes again"),
         EventKind::ReplicaAdded => format!("{count} added"),
@@ -462,7 +483,11 @@ pub(super) fn event(g: Vec<Change>, f: &Fleet) -> Event {
         EventKind::ConfigChange => format!("{diff} on {count}"),
         EventKind::VersionChange => format!("{diff} ({})", first.note),
         EventKind::Rollout => g.iter().map(|c| c.note.clone()).collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join("; "),
-        EventKind::GpuError => format!("{} on {}", g.iter().map(|c| c.note.clone()).collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(", "), who.iter().cloned().collect::<Vec<_>>().join("; ")),
+        EventKind::GpuError => format!(
+            "{} on {}",
+            g.iter().map(|c| c.note.clone()).collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(", "),
+            who.iter().cloned().collect::<Vec<_>>().join("; ")
+        ),
     };
     Event {
         time: first.time,
@@ -478,9 +503,12 @@ pub(super) fn event(g: Vec<Change>, f: &Fleet) -> Event {
 }
 
 pub(super) fn show(v: &str) -> &str {
-    if v.is_empty() { "(none)" } else { v }
+    if v.is_empty() {
+        "(none)"
+    } else {
+        v
+    }
 }
-
 
 /// "2 of 3 replicas", "the replica" (the scope's only one), "1 replica".
 pub(super) fn replicas_phrase(n: usize, of: Option<usize>) -> String {

@@ -210,7 +210,8 @@ pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Respon
                 .flat_map(|resp| points(resp).into_iter().map(|(l, _, _)| l.clone()).collect::<Vec<_>>())
                 .collect()
         };
-        let values = |rows: &[Labels], label: &str| -> BTreeSet<String> { rows.iter().filter_map(|l| l.get(label).cloned()).filter(|v| !v.is_empty()).collect() };
+        let values =
+            |rows: &[Labels], label: &str| -> BTreeSet<String> { rows.iter().filter_map(|l| l.get(label).cloned()).filter(|v| !v.is_empty()).collect() };
         let targets = values(&rows(&[Probe::ProcessStart, Probe::Down, Probe::PresenceAny, Probe::ConfigAny]), "instance");
         let mut pods: Vec<String> = values(&rows(&[Probe::Xid]), "pod").iter().map(|p| escape_regex_literal(p)).collect();
         pods.extend(values(&rows(&[Probe::Generation, Probe::ImageAppear]), "deployment").iter().map(|d| format!("{}-.+", escape_regex_literal(d))));
@@ -226,7 +227,13 @@ pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Respon
             }
             if !parts.is_empty() {
                 new.push((Probe::Map, Request::Instant { query: format!("group by ({}) ({})", sp.keep, parts.join(" or ")), time: sp.span.end }));
-                let replicas = format!("group by ({}, {}) (last_over_time({}[{}]))", sp.by, sp.replica_label, sp.selector.series(anchor, &[]), promql_duration(sp.span.duration()));
+                let replicas = format!(
+                    "group by ({}, {}) (last_over_time({}[{}]))",
+                    sp.by,
+                    sp.replica_label,
+                    sp.selector.series(anchor, &[]),
+                    promql_duration(sp.span.duration())
+                );
                 new.push((Probe::Counts, Request::Instant { query: format!("count by ({}) ({replicas})", sp.by), time: sp.span.end }));
             }
         }
@@ -237,7 +244,11 @@ pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Respon
             let query = format!("max by ({keep}) (resets({c}[{gap}])) > 0");
             new.push((Probe::CounterReset, Request::Range { query, start: sp.span.start, end: sp.span.end, step_seconds: sp.step }));
         }
-        let only = |vs: &BTreeSet<String>| Matcher { name: "instance".into(), op: MatchOp::Re, value: alternation(vs.iter().map(|t| escape_regex_literal(t)).collect()) };
+        let only = |vs: &BTreeSet<String>| Matcher {
+            name: "instance".into(),
+            op: MatchOp::Re,
+            value: alternation(vs.iter().map(|t| escape_regex_literal(t)).collect()),
+        };
         let range = |query: String| Request::Range { query, start: sp.span.start, end: sp.span.end, step_seconds: sp.step };
         let (s, presence) = (promql_duration(Duration::from_secs(sp.step)), &sp.presence);
         let came_or_went = values(&rows(&[Probe::PresenceAny]), "instance");
@@ -259,11 +270,8 @@ pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Respon
             let keep = label_list(&sp.by.split(", ").chain([sp.replica_label.as_str()]).collect::<Vec<_>>());
             let r = promql_duration(Duration::from_secs(warm_range(sp.step)));
             for (probe, sum, count) in &sp.warm {
-                let mean = format!(
-                    "sum by ({keep}) (rate({}[{r}])) / sum by ({keep}) (rate({}[{r}]))",
-                    sp.selector.series(sum, &[]),
-                    sp.selector.series(count, &[])
-                );
+                let mean =
+                    format!("sum by ({keep}) (rate({}[{r}])) / sum by ({keep}) (rate({}[{r}]))", sp.selector.series(sum, &[]), sp.selector.series(count, &[]));
                 // Present through an outage of up to GAP: the peers' points stay while it is down.
                 let models = format!("group by ({}) (last_over_time({}[{}]))", sp.by, sp.selector.series(count, &[only(&started)]), promql_duration(GAP));
                 new.push((*probe, range(format!("({mean}) and on ({}) {models}", sp.by))));

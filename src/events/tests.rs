@@ -39,7 +39,13 @@ fn the_plan() -> EventPlan {
 }
 
 fn target(i: u32, model: &str) -> Labels {
-    labels(&[("instance", &format!("{model}-{i}:8000")), ("job", "vllm"), ("namespace", "prod"), ("pod", &format!("{model}-7d9f8b6c5-x{i}abc")), ("model_name", model)])
+    labels(&[
+        ("instance", &format!("{model}-{i}:8000")),
+        ("job", "vllm"),
+        ("namespace", "prod"),
+        ("pod", &format!("{model}-7d9f8b6c5-x{i}abc")),
+        ("model_name", model),
+    ])
 }
 
 fn vector(rows: Vec<Labels>, time: f64) -> Response {
@@ -68,8 +74,10 @@ fn answers(plan: &mut EventPlan, given: Vec<(Probe, Response)>) -> BTreeMap<Requ
             .filter(|l| seen.insert(l.clone()))
             .collect()
     };
-    let firsts: Vec<(Probe, Vec<Labels>)> =
-        [(Probe::PresenceAny, vec![Probe::Appear, Probe::Vanish]), (Probe::ConfigAny, vec![Probe::ConfigAppear])].into_iter().map(|(any, of)| (any, named(&of))).collect();
+    let firsts: Vec<(Probe, Vec<Labels>)> = [(Probe::PresenceAny, vec![Probe::Appear, Probe::Vanish]), (Probe::ConfigAny, vec![Probe::ConfigAppear])]
+        .into_iter()
+        .map(|(any, of)| (any, named(&of)))
+        .collect();
     for (any, rows) in firsts {
         if !rows.is_empty() && !given.contains_key(&any) {
             given.insert(any, vector(rows, secs("2026-01-15T10:00:00Z")));
@@ -165,10 +173,7 @@ fn counter_resets_are_found_over_the_whole_span_then_dated_only_for_the_replicas
     let mut p = the_plan();
     let any = p.spans[0].requests.iter().find(|(probe, _)| *probe == Probe::ResetAny).map(|(_, r)| r.clone()).unwrap();
     assert!(matches!(&any, Request::Instant { .. }), "one evaluation over the span: {}", any.describe());
-    assert_eq!(
-        any.describe(),
-        r#"max by (instance, job, model_name) (resets(vllm:prompt_tokens_total{namespace="prod"}[7800s])) > 0"#
-    );
+    assert_eq!(any.describe(), r#"max by (instance, job, model_name) (resets(vllm:prompt_tokens_total{namespace="prod"}[7800s])) > 0"#);
     let quiet: BTreeMap<Request, Result<Response, SourceError>> = p.requests().into_iter().map(|r| (r, Ok(empty()))).collect();
     assert!(follow_up(&mut p.clone(), &quiet).is_empty(), "no reset: nothing to date");
     // Replica 1 reset: the second round dates it, and asks for that replica only.
@@ -193,7 +198,9 @@ fn pods_name_their_deployment() {
 #[test]
 fn a_restart_wave_is_one_event_with_exact_times_and_a_count_of_the_scope() {
     let mut p = the_plan();
-    let start = |i: u32, at: &str| (labels(&[("instance", &format!("llama-{i}:8000")), ("job", "vllm")]), vec![(secs(at) + 30.0, secs(at)), (secs(at) + 60.0, secs(at))]);
+    let start = |i: u32, at: &str| {
+        (labels(&[("instance", &format!("llama-{i}:8000")), ("job", "vllm")]), vec![(secs(at) + 30.0, secs(at)), (secs(at) + 60.0, secs(at))])
+    };
     let resp = matrix(vec![start(0, "2026-01-15T09:10:07Z"), start(2, "2026-01-15T09:11:02Z")]);
     let mut warnings = Warnings::default();
     let events = read_all(&mut p, vec![(Probe::ProcessStart, resp)], &mut warnings);
@@ -217,7 +224,9 @@ fn a_process_started_before_the_span_is_not_a_restart_in_it() {
 #[test]
 fn a_config_change_says_what_changed_and_a_restart_with_the_same_config_is_no_change() {
     let mut p = the_plan();
-    let cfg = |i: u32, blocks: &str| labels(&[("instance", &format!("llama-{i}:8000")), ("job", "vllm"), ("engine", "0"), ("num_gpu_blocks", blocks), ("block_size", "16")]);
+    let cfg = |i: u32, blocks: &str| {
+        labels(&[("instance", &format!("llama-{i}:8000")), ("job", "vllm"), ("engine", "0"), ("num_gpu_blocks", blocks), ("block_size", "16")])
+    };
     let start = vector((0..3).map(|i| cfg(i, "2000")).collect(), secs("2026-01-15T08:00:00Z"));
     let appear = matrix(vec![
         (cfg(0, "900"), vec![(secs("2026-01-15T09:20:00Z"), 1.0)]),
@@ -320,7 +329,8 @@ fn a_rollout_and_a_new_image_are_tied_to_the_model_through_the_pod_names() {
     let start = vector(vec![img("vllm/vllm-openai:v0.8.5")], secs("2026-01-15T08:00:00Z"));
     let new = matrix(vec![(img("vllm/vllm-openai:v0.9.1"), vec![(secs("2026-01-15T09:06:00Z"), 1.0)])]);
     let events = read_all(&mut p, vec![(Probe::Generation, generation), (Probe::ImageStart, start), (Probe::ImageAppear, new)], &mut Warnings::default());
-    let got: Vec<(EventKind, String, Option<&str>)> = events.iter().map(|e| (e.kind, e.detail.clone(), e.scope.get("model_name").map(String::as_str))).collect();
+    let got: Vec<(EventKind, String, Option<&str>)> =
+        events.iter().map(|e| (e.kind, e.detail.clone(), e.scope.get("model_name").map(String::as_str))).collect();
     assert_eq!(
         got,
         vec![

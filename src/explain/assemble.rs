@@ -165,9 +165,7 @@ pub(crate) fn replica_quantiles(resp: &Response, rows: &BucketRows, group_by: &[
     let per = rows.per_replica(group_by, |r| Some((rows.bound(r)?, r.v)));
     let samples = per
         .into_iter()
-        .filter(|(_, buckets)| {
-            min_rate <= 0.0 || buckets.iter().filter(|(b, _)| *b == f64::INFINITY).map(|(_, rate)| rate).sum::<f64>() >= min_rate
-        })
+        .filter(|(_, buckets)| min_rate <= 0.0 || buckets.iter().filter(|(b, _)| *b == f64::INFINITY).map(|(_, rate)| rate).sum::<f64>() >= min_rate)
         .map(|(key, mut buckets)| {
             // The labels the answer carries (a replica or scope label it lacks is absent, not empty).
             let labels: crate::prom::Labels = key.into_iter().filter(|(_, v)| !v.is_empty()).collect();
@@ -401,7 +399,8 @@ fn fill_from(pl: &Planned, answers: &Answers, group_by: &[String], shared: Optio
         match answers.get(req) {
             Some(Ok(resp)) => {
                 let label = replica_label_of(pl);
-                let own = (reads_buckets(pl) && !shared.is_some_and(|r| label.is_empty() || r.replica_label == label)).then(|| BucketRows::new(resp, group_by, label));
+                let own = (reads_buckets(pl) && !shared.is_some_and(|r| label.is_empty() || r.replica_label == label))
+                    .then(|| BucketRows::new(resp, group_by, label));
                 let rows = own.as_ref().or(shared);
                 match (&pl.per_replica, rows) {
                     (None, Some(rows)) if pl.burn.is_some() => wv.values = pl.burn.as_ref().map(|b| burn_rates(rows, group_by, b)).unwrap_or_default(),
@@ -510,14 +509,18 @@ pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], w
         for (pl, wv, side) in [(w, &mut sv.window, &uncovered[0]), (b, &mut sv.baseline, &uncovered[1])] {
             if let Some((hist, true)) = &pl.histogram {
                 if side.contains_key(hist) {
-                    wv.availability = Availability::Failed(QueryFailure::new(FailureKind::BucketsDiffer, format!("{hist}: bucket bounds differ across replicas")));
+                    wv.availability =
+                        Availability::Failed(QueryFailure::new(FailureKind::BucketsDiffer, format!("{hist}: bucket bounds differ across replicas")));
                     wv.values.clear();
                 }
             }
         }
         if !sv.window.metric.is_empty() {
             let used = if !sv.baseline.metric.is_empty() && sv.baseline.metric != sv.window.metric {
-                warnings.push(format!("{id}: metric name changed between baseline ({}) and window ({}); vLLM was probably upgraded", sv.baseline.metric, sv.window.metric));
+                warnings.push(format!(
+                    "{id}: metric name changed between baseline ({}) and window ({}); vLLM was probably upgraded",
+                    sv.baseline.metric, sv.window.metric
+                ));
                 format!("{} (baseline: {})", sv.window.metric, sv.baseline.metric)
             } else {
                 sv.window.metric.clone()
@@ -532,7 +535,13 @@ pub fn signal_table(plan: &SignalPlan, answers: &Answers, group_by: &[String], w
 /// How many values each fleet label takes, from the rows of its one query. A query that did not
 /// answer leaves every label out (the header then says less, nothing more); without the running-requests
 /// gauge the counts say nothing at all. Grouping or replica labels no series carries are warned of.
-pub fn fleet_labels(request: &(Vec<String>, Request), answers: &Answers, window_names: &BTreeSet<String>, p: &RunParams, warnings: &mut Warnings) -> BTreeMap<String, usize> {
+pub fn fleet_labels(
+    request: &(Vec<String>, Request),
+    answers: &Answers,
+    window_names: &BTreeSet<String>,
+    p: &RunParams,
+    warnings: &mut Warnings,
+) -> BTreeMap<String, usize> {
     let mut labels = BTreeMap::new();
     if let Some(Ok(Response { data: Data::Vector(rows), .. })) = answers.get(&request.1) {
         for label in &request.0 {
@@ -585,7 +594,15 @@ mod tests {
     type Reduced = (BTreeMap<Scope, f64>, Culprits);
 
     fn both(models: &[Vec<f64>]) -> (Reduced, Reduced) {
-        let kind = SignalKind::Outlier(Outlier { histogram: vec![], gauge: vec!["g".into()], quantile: 0.95, replica_label: "$replica".into(), measure: Default::default(), min_observations: 20, ranks: false });
+        let kind = SignalKind::Outlier(Outlier {
+            histogram: vec![],
+            gauge: vec!["g".into()],
+            quantile: 0.95,
+            replica_label: "$replica".into(),
+            measure: Default::default(),
+            min_observations: 20,
+            ranks: false,
+        });
         let resolved = resolve(&kind, &["g".to_string()].into_iter().collect()).unwrap();
         let ctx = test_ctx(60);
         let q = build(&kind, &resolved, &ctx).unwrap();
@@ -643,12 +660,23 @@ mod tests {
         }
         let answer = |query: &str| -> Response {
             let Value::Vector(v) = instant_query(&store, query, 120_000).unwrap() else { panic!("{query}: not a vector") };
-            Response { data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels.into(), t: 120.0, v: s.v }).collect()), warnings: vec![], infos: vec![] }
+            Response {
+                data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels.into(), t: 120.0, v: s.v }).collect()),
+                warnings: vec![],
+                infos: vec![],
+            }
         };
         let ctx = test_ctx(120);
         let counter_ref = |m: &str| crate::signals::CounterRef { counter: vec!["done_total".into()], r#match: m.into() };
         let kinds = [
-            SignalKind::Ratio(Ratio { numerator: counter_ref(r#"finished_reason="abort""#), denominator: counter_ref(""), per: vec![], per_at_least: 0.0, attribute_via: vec![], join_on: vec!["instance".into()] }),
+            SignalKind::Ratio(Ratio {
+                numerator: counter_ref(r#"finished_reason="abort""#),
+                denominator: counter_ref(""),
+                per: vec![],
+                per_at_least: 0.0,
+                attribute_via: vec![],
+                join_on: vec!["instance".into()],
+            }),
             SignalKind::QueueWait(QueueWait { gauge: vec!["waiting".into()], counter: vec!["done_total".into()] }),
             SignalKind::Spread(Spread { counter: vec!["done_total".into()], replica_label: "$replica".into(), least: false }),
         ];
@@ -694,7 +722,11 @@ mod tests {
         }
         let answer = |query: &str| -> Response {
             let Value::Vector(v) = instant_query(&store, query, 120_000).unwrap() else { panic!("{query}: not a vector") };
-            Response { data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels.into(), t: 120.0, v: s.v }).collect()), warnings: vec![], infos: vec![] }
+            Response {
+                data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels.into(), t: 120.0, v: s.v }).collect()),
+                warnings: vec![],
+                infos: vec![],
+            }
         };
         let by = vec!["model_name".to_string()];
         let per_replica = answer("sum by (le, model_name, instance) (rate(h_bucket[120s]))");
@@ -770,7 +802,11 @@ mod tests {
         let by = vec!["model_name".to_string()];
         let answer = |query: &str| -> Response {
             let Value::Vector(v) = instant_query(&store, query, 120_000).unwrap() else { panic!("{query}: not a vector") };
-            Response { data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels.into(), t: 120.0, v: s.v }).collect()), warnings: vec![], infos: vec![] }
+            Response {
+                data: Data::Vector(v.into_iter().map(|s| Sample { labels: s.labels.into(), t: 120.0, v: s.v }).collect()),
+                warnings: vec![],
+                infos: vec![],
+            }
         };
         let rates = "sum by (le, model_name) (rate(h_bucket[120s]))";
         for q in [0.5, 0.95, 0.99] {

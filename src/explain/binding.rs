@@ -228,11 +228,20 @@ pub struct BindingPlan {
 
 impl BindingPlan {
     pub fn requests(&self) -> Vec<Request> {
-        [Some(&self.running), Some(&self.waiting), self.kv.as_ref(), self.generation.as_ref(), self.preemptions.as_ref(), self.reasons.as_ref(), self.tokens.as_ref(), self.steps.as_ref()]
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect()
+        [
+            Some(&self.running),
+            Some(&self.waiting),
+            self.kv.as_ref(),
+            self.generation.as_ref(),
+            self.preemptions.as_ref(),
+            self.reasons.as_ref(),
+            self.tokens.as_ref(),
+            self.steps.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect()
     }
 }
 

@@ -123,7 +123,8 @@ fn warm_ups(events: &[Event], series: &[ReplicaLatency], window: &TimeRange, bar
     for (ei, e) in events.iter().enumerate().filter(|(_, e)| kinds_that_start(e.kind) && e.time <= window.end) {
         for replica in &e.replicas {
             let Some(me) = series.iter().find(|s| s.scope == e.scope && s.replica == *replica) else { continue };
-            let peers: Vec<&ReplicaLatency> = series.iter().filter(|s| s.scope == e.scope && !started.iter().any(|(sc, r)| **sc == s.scope && *r == s.replica)).collect();
+            let peers: Vec<&ReplicaLatency> =
+                series.iter().filter(|s| s.scope == e.scope && !started.iter().any(|(sc, r)| **sc == s.scope && *r == s.replica)).collect();
             // The replica's own start lies between the event's first and last change.
             let t0 = e.time.timestamp() as f64;
             let points = judge_points(me, &peers, t0, bars);

@@ -71,10 +71,8 @@ pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64, window_start: 
 
 /// Signals that count targets down or gone: a finding decided by one has no trend to date it, but
 /// the events that made it are the moment it began.
-const EVENT_SIGNALS: &[(&str, &[EventKind])] = &[
-    ("up_min", &[EventKind::TargetDown]),
-    ("replicas_vanished", &[EventKind::ReplicaRemoved, EventKind::ModelRemoved, EventKind::TargetDown]),
-];
+const EVENT_SIGNALS: &[(&str, &[EventKind])] =
+    &[("up_min", &[EventKind::TargetDown]), ("replicas_vanished", &[EventKind::ReplicaRemoved, EventKind::ModelRemoved, EventKind::TargetDown])];
 
 /// Date an undated finding decided by [`EVENT_SIGNALS`] by the first such event on its scope in the
 /// window.
@@ -84,7 +82,11 @@ fn date_by_events(f: &mut Finding, events: &[Event], window_start: DateTime<Utc>
     }
     let dated = f.evidence.iter().filter(|e| e.passed).find_map(|e| {
         let (signal, kinds) = EVENT_SIGNALS.iter().find(|(s, _)| *s == e.signal)?;
-        let first = events.iter().filter(|ev| kinds.contains(&ev.kind) && ev.time >= window_start && ev.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v))).map(|ev| ev.time).min()?;
+        let first = events
+            .iter()
+            .filter(|ev| kinds.contains(&ev.kind) && ev.time >= window_start && ev.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v)))
+            .map(|ev| ev.time)
+            .min()?;
         Some((first, signal.to_string()))
     });
     if let Some((t, signal)) = dated {
@@ -102,7 +104,6 @@ pub fn apply(findings: &mut [Finding], events: &[Event], step: u64, window_start
         f.preceded_by = Some(PrecededBy::new(e.clone(), lead, f.onset.is_none().then_some(window_start)));
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -243,7 +244,10 @@ mod tests {
     #[test]
     fn replicas_gone_date_their_finding_and_the_removal_explains_it() {
         let start = t("2026-01-15T09:00:00Z");
-        let events = vec![event("2026-01-15T08:50:00Z", EventKind::ReplicaRemoved, "llama", "d"), event("2026-01-15T09:12:00Z", EventKind::ReplicaRemoved, "llama", "d")];
+        let events = vec![
+            event("2026-01-15T08:50:00Z", EventKind::ReplicaRemoved, "llama", "d"),
+            event("2026-01-15T09:12:00Z", EventKind::ReplicaRemoved, "llama", "d"),
+        ];
         let mut fs = vec![finding_with("target-down", vec![evidence("replicas_vanished", 2.0, 0.0, true)], None)];
         apply(&mut fs, &events, 60, start, start - chrono::Duration::minutes(30));
         assert_eq!(fs[0].onset, Some(t("2026-01-15T09:12:00Z")), "the first removal in the window, not the one before it");

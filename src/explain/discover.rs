@@ -43,12 +43,7 @@ pub struct Discovery {
 /// looked for without the selector's matchers on `group_by` labels: see
 /// [`signals::discovery_matchers`]).
 pub fn names_request(selector: &Selector, extras: &[String], group_by: &[String], range: &TimeRange) -> Request {
-    Request::LabelValues {
-        label: "__name__".into(),
-        matchers: signals::discovery_matchers(selector, extras, group_by),
-        start: range.start,
-        end: range.end,
-    }
+    Request::LabelValues { label: "__name__".into(), matchers: signals::discovery_matchers(selector, extras, group_by), start: range.start, end: range.end }
 }
 
 /// Plan discovery for the signals `needed`.

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::source::{decode, decode_summed, Data, Request, Response, Sample, SourceError, Source};
+use crate::source::{decode, decode_summed, Data, Request, Response, Sample, Source, SourceError};
 
 /// What one request got.
 pub type Answer = Result<Response, SourceError>;
@@ -375,7 +375,10 @@ fn cut_at(ask: &Request, answer: Result<Response, SourceError>, times: &[i64]) -
             }
             out.into_iter().map(|data| Ok(Response { data: Data::Vector(data), warnings: warnings.clone(), infos: infos.clone() })).collect()
         }
-        Ok(_) => times.iter().map(|_| Err(SourceError::Other { detail: format!("{}: the range query was answered with something other than a matrix", ask.describe()) })).collect(),
+        Ok(_) => times
+            .iter()
+            .map(|_| Err(SourceError::Other { detail: format!("{}: the range query was answered with something other than a matrix", ask.describe()) }))
+            .collect(),
         Err(e) => times.iter().map(|_| Err(e.clone())).collect(),
     }
 }
@@ -401,7 +404,9 @@ fn apply(cut: &Cut, ask: &Request, answer: Response) -> Result<Response, SourceE
 /// [`Cut::Sum`] of an answer to `ask` (a failed one fails the sum).
 fn sum(ask: &Request, answer: &Result<Response, SourceError>, filter: &[crate::prom::CompiledMatcher], by: &[String]) -> Result<Response, SourceError> {
     match answer {
-        Ok(Response { data: Data::Vector(samples), warnings, infos }) => Ok(Response { data: Data::Vector(sum_by(samples, filter, by)), warnings: warnings.clone(), infos: infos.clone() }),
+        Ok(Response { data: Data::Vector(samples), warnings, infos }) => {
+            Ok(Response { data: Data::Vector(sum_by(samples, filter, by)), warnings: warnings.clone(), infos: infos.clone() })
+        }
         Ok(_) => Err(SourceError::Other { detail: format!("{}: answered with something other than a vector", ask.describe()) }),
         Err(e) => Err(e.clone()),
     }
@@ -465,7 +470,10 @@ mod tests {
         assert_eq!(plan.asks(), vec![range.clone()]);
 
         let series = vec![
-            Series { labels: labels(&[("model_name", "m"), ("status", "5xx"), ("instance", "a")]), points: vec![(t1.timestamp() as f64, 1.0), (t2.timestamp() as f64, 2.0)] },
+            Series {
+                labels: labels(&[("model_name", "m"), ("status", "5xx"), ("instance", "a")]),
+                points: vec![(t1.timestamp() as f64, 1.0), (t2.timestamp() as f64, 2.0)],
+            },
             Series { labels: labels(&[("model_name", "m"), ("status", "5xx"), ("instance", "b")]), points: vec![(t2.timestamp() as f64, 3.0)] },
             Series { labels: labels(&[("model_name", "m"), ("status", "2xx"), ("instance", "a")]), points: vec![(t2.timestamp() as f64, 7.0)] },
         ];

@@ -113,7 +113,11 @@ mod tests {
     fn a_step_never_proposes_a_lever_the_evidence_rules_out() {
         use crate::report::{Finding, Severity, Step, WontHelp};
         let mut f = Finding::bare("slow-decode", Severity::Warning, Default::default());
-        f.steps = vec![Step::Rule { ask: "Lower max_num_seqs.".into(), lever: Some("--max-num-seqs".into()) }, Step::Rule { ask: "Look at the GPUs.".into(), lever: None }].into();
+        f.steps = vec![
+            Step::Rule { ask: "Lower max_num_seqs.".into(), lever: Some("--max-num-seqs".into()) },
+            Step::Rule { ask: "Look at the GPUs.".into(), lever: None },
+        ]
+        .into();
         f.wont_help = vec![WontHelp { lever: "a lower max_num_seqs".into(), flag: "--max-num-seqs".into(), why: "the cap did not bind".into() }];
         let mut fs = vec![f];
         super::drop_ruled_out_levers(&mut fs);

@@ -59,7 +59,8 @@ impl FollowUps {
 /// ends where the window starts and the window's steps fall on the baseline's grid: the server then
 /// reads the series once, and each window gets its points from it ([`Cut::Span`]).
 fn joined(b: &Request, w: &Request) -> Option<Request> {
-    let (Request::Range { query: qb, start: bs, end: be, step_seconds: sb }, Request::Range { query: qw, start: ws, end: we, step_seconds: sw }) = (b, w) else {
+    let (Request::Range { query: qb, start: bs, end: be, step_seconds: sb }, Request::Range { query: qw, start: ws, end: we, step_seconds: sw }) = (b, w)
+    else {
         return None;
     };
     let aligned = *sb > 0 && (*ws - *bs).num_milliseconds() % (*sb as i64 * 1000) == 0;
@@ -265,7 +266,14 @@ pub fn apply(
         if let Some((req, signal)) = b {
             // A damaged or missing answer leaves which replicas are affected not evaluated, with
             // why: never a finding quietly without its breakdown (the warning is explain's).
-            let unread = |why: String| Replicas { label: p.replica_label.clone(), affected: Vec::new(), total: 0, signal: signal.clone(), limit: String::new(), not_evaluated: Some(why) };
+            let unread = |why: String| Replicas {
+                label: p.replica_label.clone(),
+                affected: Vec::new(),
+                total: 0,
+                signal: signal.clone(),
+                limit: String::new(),
+                not_evaluated: Some(why),
+            };
             match answers.get(req) {
                 Some(Ok(Response { data: Data::Vector(samples), .. })) => {
                     if let Some(e) = f.evidence.iter().find(|e| &e.signal == signal) {
@@ -287,7 +295,11 @@ pub fn apply(
                 inputs.sized_on = Some(sized_on);
             }
             inputs.held = binding.iter().find(|b| b.scope == base).map(|b| {
-                b.shares.iter().filter(|(k, share)| **k != crate::report::LimitKind::None && **share >= super::binding::HELD_FLOOR).map(|(k, v)| (*k, *v)).collect()
+                b.shares
+                    .iter()
+                    .filter(|(k, share)| **k != crate::report::LimitKind::None && **share >= super::binding::HELD_FLOOR)
+                    .map(|(k, v)| (*k, *v))
+                    .collect()
             });
             f.recommendations.extend(crate::recommend::cards(&f.rule, kind.as_deref(), &inputs));
             f.wont_help = crate::recommend::wont_help(&f.rule, &inputs);

@@ -41,7 +41,13 @@ mod tests {
     #[test]
     fn the_reasons_set_in_the_window_are_named_faults_first_and_the_unset_ones_are_not() {
         let mut f = Finding::bare("gpu-throttling", Severity::Warning, Scope::new());
-        f.evidence = vec![ev("gpu_power_cap_share", Some(0.2)), ev("gpu_hw_thermal_share", Some(1.0)), ev("gpu_hw_slowdown_share", Some(0.0)), ev("gpu_power_brake_share", None), ev("itl_p95", Some(0.05))];
+        f.evidence = vec![
+            ev("gpu_power_cap_share", Some(0.2)),
+            ev("gpu_hw_thermal_share", Some(1.0)),
+            ev("gpu_hw_slowdown_share", Some(0.0)),
+            ev("gpu_power_brake_share", None),
+            ev("itl_p95", Some(0.05)),
+        ];
         let mut fs = vec![f];
         apply(&mut fs);
         let got: Vec<(GpuReasonKind, &str, bool)> = fs[0].gpu_reasons.iter().map(|r| (r.reason, r.bit.as_str(), r.fault)).collect();

@@ -92,7 +92,13 @@ fn split_one(table: &SignalTable, scope: &Scope) -> Option<HopSplit> {
     let ttft = read(table, "ttft_mean", scope);
     ttft.0?;
     let input = read(table, "input_processing_mean", scope);
-    let hop = |name: &str, v: (Option<f64>, Option<f64>), from: &str| Hop { hop: name.to_string(), window: v.0, baseline: v.1, seen: v.0.is_some(), from: from.to_string() };
+    let hop = |name: &str, v: (Option<f64>, Option<f64>), from: &str| Hop {
+        hop: name.to_string(),
+        window: v.0,
+        baseline: v.1,
+        seen: v.0.is_some(),
+        from: from.to_string(),
+    };
     let router = {
         let vllm_router = read(table, "router_duration_mean", scope);
         let gateway = read(table, "gateway_ttft_mean", scope);
@@ -100,7 +106,8 @@ fn split_one(table: &SignalTable, scope: &Scope) -> Option<HopSplit> {
             // Per side: whole answers (the ratio in the band) less the engines' end-to-end mean
             // (the router's mean over the ratio), else less the engine's input processing.
             let over = read(table, "router_over_e2e", scope);
-            let whole = |r: Option<f64>, o: Option<f64>| o.filter(|o| *o >= WHOLE_ANSWER_BAND.0 && *o <= WHOLE_ANSWER_BAND.1 && *o > 0.0).and_then(|o| Some(r? / o));
+            let whole =
+                |r: Option<f64>, o: Option<f64>| o.filter(|o| *o >= WHOLE_ANSWER_BAND.0 && *o <= WHOLE_ANSWER_BAND.1 && *o > 0.0).and_then(|o| Some(r? / o));
             let engine_part = (whole(vllm_router.0, over.0).or(input.0), whole(vllm_router.1, over.1).or(input.1));
             let from = if whole(vllm_router.0, over.0).is_some() || whole(vllm_router.1, over.1).is_some() {
                 "router_duration_mean less input_processing_mean (streams), or less the engines' end-to-end mean where router_over_e2e is within 15% of 1 (whole answers)"
@@ -124,7 +131,11 @@ fn split_one(table: &SignalTable, scope: &Scope) -> Option<HopSplit> {
         hops.push(hop("kv-transfer", transfer, "kv_transfer_mean"));
     } else {
         hops.push(hop("engine-queue", queue, "queue_mean"));
-        hops.push(hop("kv-transfer", (None, None), "vllm:nixl_xfer_time_seconds (NIXL only: without disaggregated prefill there is no transfer; another connector's stays in the queue time)"));
+        hops.push(hop(
+            "kv-transfer",
+            (None, None),
+            "vllm:nixl_xfer_time_seconds (NIXL only: without disaggregated prefill there is no transfer; another connector's stays in the queue time)",
+        ));
     }
     hops.push(hop("prefill", read(table, "prefill_mean", scope), "prefill_mean"));
     hops.push(hop("decode", read(table, "decode_mean", scope), "decode_mean"));
@@ -177,7 +188,10 @@ pub fn replica_plan(signal_plan: &SignalPlan, selector: &Selector, p: &RunParams
                 let name = (if window { w } else { b }).resolved.as_ref()?.names.first()?;
                 let fam = name.strip_suffix("_sum")?;
                 Some(["_sum", "_count"].map(|suffix| {
-                    format!("label_replace(sum by ({by}) (rate({}[{r}])), \"{PART_LABEL}\", \"{id}{suffix}\", \"\", \"\")", selector.series(&format!("{fam}{suffix}"), &[]))
+                    format!(
+                        "label_replace(sum by ({by}) (rate({}[{r}])), \"{PART_LABEL}\", \"{id}{suffix}\", \"\", \"\")",
+                        selector.series(&format!("{fam}{suffix}"), &[])
+                    )
                 }))
             })
             .flatten()
@@ -208,7 +222,12 @@ pub fn with_replicas(splits: Vec<HopSplit>, plan: Option<&ReplicaPlan>, answers:
         let differing: Vec<HopSplit> = if replicas.len() < 2 {
             Vec::new()
         } else {
-            replicas.iter().enumerate().filter(|(i, r)| differs(r, &model, replicas.iter().enumerate().filter(|(j, _)| j != i).map(|(_, x)| x))).map(|(_, r)| r.clone()).collect()
+            replicas
+                .iter()
+                .enumerate()
+                .filter(|(i, r)| differs(r, &model, replicas.iter().enumerate().filter(|(j, _)| j != i).map(|(_, x)| x)))
+                .map(|(_, r)| r.clone())
+                .collect()
         };
         out.push(model);
         out.extend(differing);
@@ -249,7 +268,11 @@ fn replica_table(plan: &ReplicaPlan, answers: &Answers, group_by: &[String]) -> 
                 _ => continue,
             };
             let e = sums[i].entry((id.to_string(), scope)).or_default();
-            if is_sum { e.0 = Some(s.v) } else { e.1 = Some(s.v) }
+            if is_sum {
+                e.0 = Some(s.v)
+            } else {
+                e.1 = Some(s.v)
+            }
         }
     }
     let mut means: BTreeMap<String, [BTreeMap<Scope, f64>; 2]> = BTreeMap::new();
@@ -287,7 +310,11 @@ fn grown(hops: &[Hop]) -> Vec<(&str, f64)> {
 }
 
 fn signed(v: f64) -> String {
-    if v >= 0.0 { format!("+{}", seconds(v)) } else { format!("-{}", seconds(-v)) }
+    if v >= 0.0 {
+        format!("+{}", seconds(v))
+    } else {
+        format!("-{}", seconds(-v))
+    }
 }
 
 fn where_(hop: &str) -> &'static str {
@@ -344,7 +371,8 @@ mod tests {
         t
     }
 
-    const ENGINE: [(&str, f64, f64); 5] = [("ttft_mean", 0.21, 0.2), ("queue_mean", 0.05, 0.05), ("prefill_mean", 0.15, 0.14), ("input_processing_mean", 0.01, 0.01), ("decode_mean", 8.0, 7.9)];
+    const ENGINE: [(&str, f64, f64); 5] =
+        [("ttft_mean", 0.21, 0.2), ("queue_mean", 0.05, 0.05), ("prefill_mean", 0.15, 0.14), ("input_processing_mean", 0.01, 0.01), ("decode_mean", 8.0, 7.9)];
 
     #[test]
     fn a_router_wait_that_grew_in_front_of_unchanged_engines_is_named_with_the_engines_unchanged() {
@@ -388,7 +416,12 @@ mod tests {
         for (replica, means) in rows {
             for (id, mean) in ["ttft_mean", "queue_mean", "prefill_mean", "decode_mean"].into_iter().zip(means) {
                 for (part, v) in [("_sum", *mean), ("_count", 1.0)] {
-                    let labels: crate::prom::Labels = [("model_name".to_string(), "m".to_string()), ("instance".to_string(), replica.to_string()), (PART_LABEL.to_string(), format!("{id}{part}"))].into();
+                    let labels: crate::prom::Labels = [
+                        ("model_name".to_string(), "m".to_string()),
+                        ("instance".to_string(), replica.to_string()),
+                        (PART_LABEL.to_string(), format!("{id}{part}")),
+                    ]
+                    .into();
                     samples.push(crate::source::Sample { labels: std::sync::Arc::new(labels), t: 0.0, v });
                 }
             }
@@ -407,8 +440,15 @@ mod tests {
         };
         let mut answers = Answers::new();
         answers.insert(plan.window.clone(), Ok(replica_answer(&[("a", [0.2, 0.01, 0.15, 8.0]), ("b", [0.21, 0.01, 0.15, 8.1]), ("c", [1.1, 0.9, 0.15, 8.0])])));
-        answers.insert(plan.baseline.clone(), Ok(replica_answer(&[("a", [0.2, 0.01, 0.15, 8.0]), ("b", [0.2, 0.01, 0.15, 8.0]), ("c", [0.2, 0.01, 0.15, 8.0])])));
-        let model = table(&[("ttft_mean", 0.503, 0.2), ("queue_mean", 0.307, 0.01), ("prefill_mean", 0.15, 0.15), ("input_processing_mean", 0.046, 0.04), ("decode_mean", 8.03, 8.0)]);
+        answers
+            .insert(plan.baseline.clone(), Ok(replica_answer(&[("a", [0.2, 0.01, 0.15, 8.0]), ("b", [0.2, 0.01, 0.15, 8.0]), ("c", [0.2, 0.01, 0.15, 8.0])])));
+        let model = table(&[
+            ("ttft_mean", 0.503, 0.2),
+            ("queue_mean", 0.307, 0.01),
+            ("prefill_mean", 0.15, 0.15),
+            ("input_processing_mean", 0.046, 0.04),
+            ("decode_mean", 8.03, 8.0),
+        ]);
         let splits = with_replicas(split(&model), Some(&plan), &answers, &["model_name".to_string()]);
         assert_eq!(splits.len(), 2, "{splits:#?}");
         assert_eq!(splits[0].scope, scope("m"));

@@ -68,9 +68,7 @@ fn judge_one(rule: &RuleDef, rules: &RuleSet, table: &SignalTable, recent: Optio
     if !any_data && matches!(outcome, Outcome::NotMatched) {
         // Only an optional feature's absence decided it, and with no data at all in the window
         // that absence proves nothing: not healthy, not evaluated.
-        outcome = Outcome::Unknown {
-            reasons: vec![crate::report::Reason::NothingInWindow],
-        };
+        outcome = Outcome::Unknown { reasons: vec![crate::report::Reason::NothingInWindow] };
     }
     let mut named = scope.clone();
     if let Outcome::Matched { recent: read, stood_in, .. } = &outcome {
@@ -229,9 +227,7 @@ pub fn unread(rules: &RuleSet, table: &SignalTable) -> Vec<String> {
                 },
                 None => return false,
             };
-            [&v.window, &v.baseline]
-                .iter()
-                .any(|w| matches!(w.availability, Availability::Ok) && w.values.is_empty() && (!counted || w.counts.is_empty()))
+            [&v.window, &v.baseline].iter().any(|w| matches!(w.availability, Availability::Ok) && w.values.is_empty() && (!counted || w.counts.is_empty()))
         })
         .map(|(id, _)| id.clone())
         .collect()
@@ -254,9 +250,8 @@ pub fn coverage(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement], 
         r.when.iter().chain(r.stand_in.iter().flat_map(|s| &s.when)).flat_map(|c| c.expr.comparisons()).map(|c| c.signal.clone()).collect()
     };
     let evaluated: Vec<&RuleDef> = rules.rules.iter().filter(|r| decided(&r.id)).collect();
-    let stood_in = |r: &&&RuleDef| {
-        judgements.iter().filter(|j| j.rule == r.id).any(|j| crate::rules::eval::decided_by_stand_in(r, rules, table, &base(&j.scope)))
-    };
+    let stood_in =
+        |r: &&&RuleDef| judgements.iter().filter(|j| j.rule == r.id).any(|j| crate::rules::eval::decided_by_stand_in(r, rules, table, &base(&j.scope)));
     let unjudged = |r: &&RuleDef| {
         r.core
             && (!any_data
@@ -289,4 +284,3 @@ pub fn retitle_clipped(findings: &mut [crate::report::Finding], rules: &RuleSet,
         };
     }
 }
-

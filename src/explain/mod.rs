@@ -80,12 +80,27 @@ fn api_path_hint(e: &SourceError) -> String {
 /// Label the metric generation from the names present.
 pub fn generation(names: &BTreeSet<String>) -> String {
     let has = |n: &str| signals::spellings(n).iter().any(|s| names.contains(s));
-    let v1 = ["vllm:kv_cache_usage_perc", "vllm:inter_token_latency_seconds_bucket", "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total", "vllm:spec_decode_num_drafts_total", "vllm:request_prefill_kv_computed_tokens_bucket", "vllm:engine_sleep_state"]
-        .iter()
-        .any(|n| has(n));
-    let v0 = ["vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc", "vllm:gpu_prefix_cache_hit_rate", "vllm:avg_generation_throughput_toks_per_s", "vllm:time_in_queue_requests_bucket", "vllm:tokens_total"]
-        .iter()
-        .any(|n| has(n))
+    let v1 = [
+        "vllm:kv_cache_usage_perc",
+        "vllm:inter_token_latency_seconds_bucket",
+        "vllm:prefix_cache_queries_total",
+        "vllm:gpu_prefix_cache_queries_total",
+        "vllm:spec_decode_num_drafts_total",
+        "vllm:request_prefill_kv_computed_tokens_bucket",
+        "vllm:engine_sleep_state",
+    ]
+    .iter()
+    .any(|n| has(n));
+    let v0 = [
+        "vllm:num_requests_swapped",
+        "vllm:cpu_cache_usage_perc",
+        "vllm:gpu_prefix_cache_hit_rate",
+        "vllm:avg_generation_throughput_toks_per_s",
+        "vllm:time_in_queue_requests_bucket",
+        "vllm:tokens_total",
+    ]
+    .iter()
+    .any(|n| has(n))
         || (has("vllm:gpu_cache_usage_perc") && has("vllm:time_per_output_token_seconds_bucket") && !v1);
     let otel = names.iter().any(|n| n.starts_with("vllm_")) && !names.iter().any(|n| n.starts_with("vllm:"));
     let g = match (v1, v0) {
@@ -94,7 +109,11 @@ pub fn generation(names: &BTreeSet<String>) -> String {
         (false, true) => "v0",
         (false, false) => "unknown",
     };
-    if otel { format!("{g} (vllm_ names)") } else { g.to_string() }
+    if otel {
+        format!("{g} (vllm_ names)")
+    } else {
+        g.to_string()
+    }
 }
 
 /// Run the pipeline against `source` with the enabled `rules`.
@@ -157,7 +176,8 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     let mut signal_plan = plan::plan_signals(rules, &needed, ctx, p, &disc, &mut warnings);
     // The change events are asked in the same round trip.
     let all_names: BTreeSet<String> = disc.window_names.union(&disc.baseline_names).cloned().collect();
-    let event_ctx = events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names, steps: events::STEPS };
+    let event_ctx =
+        events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names, steps: events::STEPS };
     let mut event_plan = events::plan(&event_ctx, &p.baseline, &p.window);
     // A scrape's data begins with its first round, the window's start: nothing was stored before.
     if source.info().kind == crate::report::SourceKind::Scrape {
@@ -165,7 +185,11 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     }
     // Whether the data reaches the window's end, in the same round trip (a scrape's does, by
     // construction: its last round closes the window).
-    let data_end = if source.info().kind == crate::report::SourceKind::Prometheus { discover::data_end_request(&opts.selector, &disc.window_names, &p.window) } else { None };
+    let data_end = if source.info().kind == crate::report::SourceKind::Prometheus {
+        discover::data_end_request(&opts.selector, &disc.window_names, &p.window)
+    } else {
+        None
+    };
     // Which limit binds, from a fixed handful of range reads in the same round trip.
     let binding_plan = binding::plan(&opts.selector, p, &disc.window_names);
     let mut reads = std::mem::take(&mut signal_plan.reads);
@@ -234,36 +258,39 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     warnings.extend(fetch::unreadable_warning(&unreadable));
 
     let info = SourceInfo { selector: opts.selector.to_promql(), ..source.info() };
-    Ok((Report {
-        schema_version: SCHEMA_VERSION,
-        window: p.window,
-        baseline: p.baseline,
-        source: info,
-        metrics: MetricsInfo {
-            generation: generation(&disc.window_names),
-            scopes: scopes.into_iter().filter(|s| !s.is_empty()).collect(),
-            names_used,
-            labels,
-            replica_label: p.replica_label.clone(),
+    Ok((
+        Report {
+            schema_version: SCHEMA_VERSION,
+            window: p.window,
+            baseline: p.baseline,
+            source: info,
+            metrics: MetricsInfo {
+                generation: generation(&disc.window_names),
+                scopes: scopes.into_iter().filter(|s| !s.is_empty()).collect(),
+                names_used,
+                labels,
+                replica_label: p.replica_label.clone(),
+            },
+            findings: ranked.findings,
+            healthy: ranked.healthy,
+            not_evaluated: ranked.not_evaluated,
+            disabled: Vec::new(),
+            warnings: warnings.into_report(),
+            caveats,
+            stats: RunStats { queries, rules_evaluated: evaluated },
+            coverage,
+            events,
+            deploy: None,
+            binding,
+            unexplained,
+            hops,
+            profile: None,
+            notes: signal_plan.notes,
+            readings,
+            probe: None,
         },
-        findings: ranked.findings,
-        healthy: ranked.healthy,
-        not_evaluated: ranked.not_evaluated,
-        disabled: Vec::new(),
-        warnings: warnings.into_report(),
-        caveats,
-        stats: RunStats { queries, rules_evaluated: evaluated },
-        coverage,
-        events,
-        deploy: None,
-        binding,
-        unexplained,
-        hops,
-        profile: None,
-        notes: signal_plan.notes,
-        readings,
-        probe: None,
-    }, Trace { trends, moved_queries: moved_plan.requests(), moved_step: (moved_plan.step, moved_plan.trend_range.as_secs()) }))
+        Trace { trends, moved_queries: moved_plan.requests(), moved_step: (moved_plan.step, moved_plan.trend_range.as_secs()) },
+    ))
 }
 
 /// The warning for signals no rate could be taken for ([`judge::unread`]), if any. rate() needs two
@@ -284,7 +311,14 @@ fn unread_warning(unread: &[String], p: &RunParams) -> Option<String> {
 
 /// The change events of `range` alone, without a diagnosis (`check --since deploy` looks for the
 /// deploy with it): one discovery request, then the event queries.
-pub async fn find_events(source: Arc<dyn Source>, selector: &Selector, group_by: &[String], replica_label: &str, range: TimeRange, deadline: Duration) -> (Vec<Event>, Vec<String>) {
+pub async fn find_events(
+    source: Arc<dyn Source>,
+    selector: &Selector,
+    group_by: &[String],
+    replica_label: &str,
+    range: TimeRange,
+    deadline: Duration,
+) -> (Vec<Event>, Vec<String>) {
     let started = std::time::Instant::now();
     let mut warnings = Warnings::default();
     let names_req = discover::names_request(selector, &[], &[], &range);
@@ -407,7 +441,12 @@ mod tests {
             t.insert("generation_tokens_rate".into(), SignalValues { window: rate.clone(), baseline: rate.clone() });
             t
         };
-        let judgements = vec![Judgement { rule: "slow-decode".into(), scope: scope("m"), outcome: Outcome::Unknown { reasons: vec!["no data for itl_p95 in the window".into()] }, late: true }];
+        let judgements = vec![Judgement {
+            rule: "slow-decode".into(),
+            scope: scope("m"),
+            outcome: Outcome::Unknown { reasons: vec!["no data for itl_p95 in the window".into()] },
+            late: true,
+        }];
 
         let short = table_of(&nothing, &nothing);
         assert_eq!(judge::unread(&rules, &short), vec!["generation_tokens_rate", "itl_p95", "queue_p95", "ttft_p95"]);

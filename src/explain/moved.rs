@@ -42,12 +42,12 @@ use super::fetch::{Answers, ReadPlan, Way};
 use super::plan::SignalPlan;
 
 mod reads;
-pub use reads::READ_LABEL;
 use crate::prom::{escape_label_value, Selector};
 use crate::report::{Correlation, Finding, RunParams, Scope, Severity, Trend, Unexplained, Warnings};
 use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext, Worse};
 use crate::source::{Data, Request, Response};
+pub use reads::READ_LABEL;
 
 /// The label each signal's series carries in the combined answers.
 pub const LABEL: &str = "vllm_diag_signal";
@@ -217,7 +217,15 @@ impl Bars {
 
 /// Plan the reads: the watched signals the plan resolved (and the spare ones discovery found),
 /// per scope, over the baseline and the window.
-pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, selector: &Selector, p: &RunParams, replicas: Option<usize>, warnings: &mut Warnings) -> MovedPlan {
+pub fn plan(
+    rules: &RuleSet,
+    signal_plan: &SignalPlan,
+    spare_plan: &SignalPlan,
+    selector: &Selector,
+    p: &RunParams,
+    replicas: Option<usize>,
+    warnings: &mut Warnings,
+) -> MovedPlan {
     let window = p.window.duration().as_secs();
     let (step, range) = steps(window);
     let trend_range = Duration::from_secs(range);
@@ -251,7 +259,8 @@ pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, 
         }
         let Ok(q) = signals::build(&def.kind, resolved, &ctx) else { continue };
         resolved_of.insert(id.clone(), resolved.clone());
-        watched.insert(id.clone(), Watched { id: id.clone(), worse: def.worse, query: q.value, metric: w.metric.clone(), spare: def.spare, per_replica: false });
+        watched
+            .insert(id.clone(), Watched { id: id.clone(), worse: def.worse, query: q.value, metric: w.metric.clone(), spare: def.spare, per_replica: false });
         // The same, replica by replica, where the rules compare replicas on it (a grouping that
         // already tells replicas apart needs no second reading).
         if def.watch_replicas && too_many.is_some() {
@@ -277,7 +286,12 @@ pub fn plan(rules: &RuleSet, signal_plan: &SignalPlan, spare_plan: &SignalPlan, 
     let chunks: Vec<&[&String]> = model_ids.chunks(PER_QUERY).chain(replica_ids.chunks(PER_QUERY)).collect();
     if chunks.len() > MAX_QUERIES {
         let left: Vec<String> = chunks[MAX_QUERIES..].iter().flat_map(|c| c.iter().map(|s| s.to_string())).collect();
-        warnings.push(format!("what else moved: {} not watched (at most {} signals are read for it): {}", left.len(), MAX_QUERIES * PER_QUERY, left.join(", ")));
+        warnings.push(format!(
+            "what else moved: {} not watched (at most {} signals are read for it): {}",
+            left.len(),
+            MAX_QUERIES * PER_QUERY,
+            left.join(", ")
+        ));
     }
     let mut requests = Vec::new();
     let mut wants: Vec<Vec<Request>> = Vec::new();
@@ -327,7 +341,13 @@ pub fn starts(trend_range: f64, step: f64, baseline: (f64, f64), window: (f64, f
 fn read_points(plan: &MovedPlan, answers: &Answers, p: &RunParams, seconds: f64, warnings: &mut Warnings) -> BTreeMap<(String, Scope), Points> {
     let mut out: BTreeMap<(String, Scope), Points> = BTreeMap::new();
     let ts = |t: &DateTime<Utc>| t.timestamp() as f64;
-    let (b_from, w_from) = starts(plan.trend_range.as_secs_f64(), plan.step as f64, (ts(&p.baseline.start), ts(&p.baseline.end)), (ts(&p.window.start), ts(&p.window.end)), seconds);
+    let (b_from, w_from) = starts(
+        plan.trend_range.as_secs_f64(),
+        plan.step as f64,
+        (ts(&p.baseline.start), ts(&p.baseline.end)),
+        (ts(&p.window.start), ts(&p.window.end)),
+        seconds,
+    );
     let b_end = ts(&p.baseline.end);
     let w_start = ts(&p.window.start);
     let mut failed = 0;
@@ -455,7 +475,8 @@ pub fn detect(baseline: &[(f64, f64)], window: &[(f64, f64)], worse: Worse, floo
             let mut first = i;
             while first > 0 {
                 let (prev, next) = (harm_at(window[first - 1].1), harm_at(window[first].1));
-                let departed = prev > 0.0 && prev >= bars.z * spread && prev >= floor / 10.0 && prev < next && window[first].0 - window[first - 1].0 <= step * 1.5;
+                let departed =
+                    prev > 0.0 && prev >= bars.z * spread && prev >= floor / 10.0 && prev < next && window[first].0 - window[first - 1].0 <= step * 1.5;
                 if !departed {
                     break;
                 }
@@ -519,7 +540,13 @@ pub fn margin(baseline: &[(f64, f64)], window: &[(f64, f64)], worse: Worse, floo
                 Worse::Down => base - x,
             };
             let ratio = if harm <= 0.0 { 1.0 } else { factor(x, base, worse).unwrap_or(f64::INFINITY) };
-            let z = if harm <= 0.0 { 0.0 } else if spread > 0.0 { harm / spread } else { f64::INFINITY };
+            let z = if harm <= 0.0 {
+                0.0
+            } else if spread > 0.0 {
+                harm / spread
+            } else {
+                f64::INFINITY
+            };
             (ratio, z, harm.max(0.0))
         })
         .collect();
@@ -566,7 +593,14 @@ pub fn apply(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding], rule
 
 /// [`apply`], with every watched signal's points per scope (keyed by its key among the watched:
 /// `id`, or `id@replica` for a per-replica reading).
-pub fn apply_traced(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, p: &RunParams, warnings: &mut Warnings) -> (Vec<Unexplained>, BTreeMap<(String, Scope), Points>) {
+pub fn apply_traced(
+    plan: &MovedPlan,
+    answers: &Answers,
+    findings: &mut [Finding],
+    rules: &RuleSet,
+    p: &RunParams,
+    warnings: &mut Warnings,
+) -> (Vec<Unexplained>, BTreeMap<(String, Scope), Points>) {
     if plan.requests.is_empty() {
         return (Vec::new(), BTreeMap::new());
     }
@@ -587,7 +621,8 @@ pub fn apply_traced(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding
         let Some(worse) = watched.worse else { continue };
         let Some(change) = detect(b, w, worse, def.moved_floor, &bars, plan.step as f64, w_start) else { continue };
         let model = base_scope(scope, &p.group_by);
-        if explained(id, &watched.metric, def.symptom, &model, findings, &p.group_by) || (watched.per_replica && listed.contains(&(id.clone(), model.clone()))) {
+        if explained(id, &watched.metric, def.symptom, &model, findings, &p.group_by) || (watched.per_replica && listed.contains(&(id.clone(), model.clone())))
+        {
             continue;
         }
         listed.insert((id.clone(), model));
@@ -608,7 +643,13 @@ pub fn apply_traced(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding
             query: watched.query.clone(),
             metric: watched.metric.clone(),
             spare: watched.spare,
-            series: Trend { step_seconds: plan.step, range_seconds: plan.trend_range.as_secs(), query: watched.query.clone(), baseline: b.clone(), window: w.clone() },
+            series: Trend {
+                step_seconds: plan.step,
+                range_seconds: plan.trend_range.as_secs(),
+                query: watched.query.clone(),
+                baseline: b.clone(),
+                window: w.clone(),
+            },
         });
     }
     out.sort_by(|a, b| size(b).total_cmp(&size(a)).then_with(|| a.signal.cmp(&b.signal)).then_with(|| a.scope.cmp(&b.scope)));
@@ -657,7 +698,9 @@ pub fn correlations(points: &BTreeMap<(String, Scope), Points>, findings: &mut [
             if !read.contains(*cause) && !read.contains(*effect) {
                 continue;
             }
-            let (Some((cb, cw)), Some((eb, ew))) = (points.get(&(cause.to_string(), scope.clone())), points.get(&(effect.to_string(), scope.clone()))) else { continue };
+            let (Some((cb, cw)), Some((eb, ew))) = (points.get(&(cause.to_string(), scope.clone())), points.get(&(effect.to_string(), scope.clone()))) else {
+                continue;
+            };
             let joined = |b: &[(f64, f64)], w: &[(f64, f64)]| b.iter().chain(w).copied().collect::<Vec<_>>();
             let Some((r, n)) = pearson(&joined(cb, cw), &joined(eb, ew)) else { continue };
             if r < CORRELATED || n < MIN_CORRELATION_POINTS || cause_healthy(cause, cb, cw) || effect_flat(eb, ew) {
@@ -905,7 +948,12 @@ mod tests {
     fn a_finding_explains_its_own_family_on_its_scope_and_symptoms_there_but_not_elsewhere() {
         let by = vec!["model_name".to_string()];
         let scope = |m: &str| -> Scope { [("model_name".to_string(), m.to_string())].into_iter().collect() };
-        let kv = finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "vllm:kv_cache_usage_perc"), ("ttft_p95", "vllm:time_to_first_token_seconds_bucket")]);
+        let kv = finding(
+            "kv-cache-pressure",
+            Severity::Critical,
+            "a",
+            &[("kv_usage_avg", "vllm:kv_cache_usage_perc"), ("ttft_p95", "vllm:time_to_first_token_seconds_bucket")],
+        );
         let fs = vec![kv];
         assert!(explained("ttft_mean", "vllm:time_to_first_token_seconds_sum", false, &scope("a"), &fs, &by), "same family");
         assert!(explained("queue_p95", "vllm:request_queue_time_seconds_bucket", true, &scope("a"), &fs, &by), "a symptom on its scope");
@@ -927,7 +975,10 @@ mod tests {
             text: String::new(),
         });
         let cold = vec![cold];
-        assert!(explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &cold, &by), "a replica's cold start explains its model's latency");
+        assert!(
+            explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &cold, &by),
+            "a replica's cold start explains its model's latency"
+        );
         assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &cold, &by), "but not what is not a symptom");
     }
 

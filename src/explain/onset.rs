@@ -288,17 +288,12 @@ pub fn new_since_baseline(f: &Finding) -> bool {
     e.limits.iter().any(|l| informative(e, l) && l.crossed_by(e.value) && !l.crossed_by(e.baseline))
 }
 
-
 /// The direction of `e`'s problem and the line it crossed, from its limits (`> 0.9`, `< 0.5`): the
 /// first the window crossed and the baseline did not, else the first the window crossed.
 fn direction_and_limit(e: &Evidence) -> (Direction, Option<Crossed>) {
     let mut lines = e.limits.iter().filter(|l| informative(e, l));
     let past = |l: &&Limit| l.crossed_by(e.value);
-    let chosen = lines
-        .clone()
-        .find(|l| past(l) && !l.crossed_by(e.baseline))
-        .or_else(|| lines.clone().find(past))
-        .or_else(|| lines.next());
+    let chosen = lines.clone().find(|l| past(l) && !l.crossed_by(e.baseline)).or_else(|| lines.clone().find(past)).or_else(|| lines.next());
     match chosen {
         Some(l) => {
             let (dir, crossed) = line(e, l);
@@ -721,10 +716,7 @@ mod tests {
     fn over_before_the_window_means_back_within_every_line_going_the_problems_way() {
         // TTFT's `>= 2x baseline` (4.87 s) and `> 3 s`: back under the first but still over 3 s is
         // still the problem.
-        let lines = [
-            Crossed { value: 4.87, inclusive: true, baseline_past: false },
-            Crossed { value: 3.0, inclusive: false, baseline_past: false },
-        ];
+        let lines = [Crossed { value: 4.87, inclusive: true, baseline_past: false }, Crossed { value: 3.0, inclusive: false, baseline_past: false }];
         let mut w = vec![19.0; 31];
         w[10..].fill(3.5);
         assert_eq!(over_before_window(&series(W0, &w), Direction::Up, &lines), None);

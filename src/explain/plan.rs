@@ -219,9 +219,7 @@ pub fn plan_one(def: &SignalDef, names: &BTreeSet<String>, at: chrono::DateTime<
             query: q.value,
             metric: resolved.names[0].clone(),
             bounds: match def.kind.kind().histogram_use() {
-                Some(HistogramUse::Quantile(_)) => {
-                    ctx.buckets.get(&resolved.names[0]).map(|b| b.iter().map(|b| b.value).collect()).unwrap_or_default()
-                }
+                Some(HistogramUse::Quantile(_)) => ctx.buckets.get(&resolved.names[0]).map(|b| b.iter().map(|b| b.value).collect()).unwrap_or_default(),
                 _ => Vec::new(),
             },
             quantile: None,

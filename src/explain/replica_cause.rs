@@ -231,7 +231,11 @@ mod tests {
         let mut scope = model();
         scope.insert("instance".into(), instance.into());
         Finding {
-            steps: vec![Step::Rule { ask: "Check the named replica's GPU.".into(), lever: None }, Step::Rule { ask: "Drain it from the load balancer and compare.".into(), lever: None }].into(),
+            steps: vec![
+                Step::Rule { ask: "Check the named replica's GPU.".into(), lever: None },
+                Step::Rule { ask: "Drain it from the load balancer and compare.".into(), lever: None },
+            ]
+            .into(),
             ..Finding::bare("replica-outlier", Severity::Warning, scope)
         }
     }
@@ -276,7 +280,11 @@ mod tests {
     #[test]
     fn a_larger_batch_that_slows_decode_with_it_is_load_and_info_never_drain() {
         // 25 running against 8 (3.1x), ITL 2.4x: decode slowed less than the batch grew.
-        let reads = vec![read("big", 25.0, 27.0, 0.0, None, LimitKind::None), read("small", 8.0, 9.0, 0.0, None, LimitKind::None), read("other", 9.0, 10.0, 0.0, None, LimitKind::None)];
+        let reads = vec![
+            read("big", 25.0, 27.0, 0.0, None, LimitKind::None),
+            read("small", 8.0, 9.0, 0.0, None, LimitKind::None),
+            read("other", 9.0, 10.0, 0.0, None, LimitKind::None),
+        ];
         let f = run(finding("big"), reads.clone(), &itl_table("big", 2.4));
         let rc = f.replica_cause.as_ref().unwrap();
         assert_eq!(rc.kind, ReplicaCauseKind::Load);
@@ -300,7 +308,11 @@ mod tests {
     #[test]
     fn a_slow_replica_with_its_peers_batch_is_hardware() {
         // replica-outlier's scenario: the same load everywhere, ITL 3x on one replica.
-        let reads = vec![read("slow", 6.0, 8.0, 0.0, None, LimitKind::None), read("b", 5.0, 7.0, 0.0, None, LimitKind::None), read("c", 5.5, 7.0, 0.0, None, LimitKind::None)];
+        let reads = vec![
+            read("slow", 6.0, 8.0, 0.0, None, LimitKind::None),
+            read("b", 5.0, 7.0, 0.0, None, LimitKind::None),
+            read("c", 5.5, 7.0, 0.0, None, LimitKind::None),
+        ];
         let f = run(finding("slow"), reads, &itl_table("slow", 3.0));
         assert_eq!(f.replica_cause.as_ref().unwrap().kind, ReplicaCauseKind::Hardware);
         assert!(f.replica_cause.unwrap().text.starts_with("hardware:"));

@@ -93,7 +93,10 @@ fn a_window_that_outlasts_its_data_is_detected_from_the_newest_sample() {
     let p = params();
     let names: BTreeSet<String> = ["vllm:num_requests_running".to_string(), "vllm:num_requests_waiting".to_string()].into();
     let req = discover::data_end_request(&Selector::default(), &names, &p.window).unwrap();
-    assert!(matches!(&req, Request::Instant { query, time } if query == "max(timestamp(vllm:num_requests_waiting{server=\"\"}))" && *time == p.window.end), "{req:?}");
+    assert!(
+        matches!(&req, Request::Instant { query, time } if query == "max(timestamp(vllm:num_requests_waiting{server=\"\"}))" && *time == p.window.end),
+        "{req:?}"
+    );
     let end = p.window.end.timestamp() as f64;
     let answer = |newest: f64| {
         let mut answers = Answers::new();
@@ -120,7 +123,14 @@ fn a_signal_whose_metric_is_absent_is_planned_as_missing_and_sends_nothing() {
     let rules = crate::rules::load_builtin().unwrap();
     let p = params();
     let disc = discover::Discovery { window_names: ["vllm:num_requests_running".to_string()].into(), ..Default::default() };
-    let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
+    let ctx = QueryContext {
+        selector: Selector::default(),
+        group_by: p.group_by.clone(),
+        range: p.window.duration(),
+        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
+        buckets: Default::default(),
+        replica_label: "instance".into(),
+    };
     let needed: BTreeSet<String> = ["ttft_p95".to_string()].into();
     let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut Warnings::default());
     let (w, b) = &plan.signals["ttft_p95"];
@@ -140,13 +150,23 @@ fn a_subquery_is_asked_at_each_end_when_the_baseline_is_further_away_than_its_ra
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
     let needed: BTreeSet<String> = ["preemption_active".to_string(), "preemption_recent".to_string()].into();
     let sent = |p: &RunParams| -> Vec<Request> {
-        let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
+        let ctx = QueryContext {
+            selector: Selector::default(),
+            group_by: p.group_by.clone(),
+            range: p.window.duration(),
+            thresholds: std::sync::Arc::new(rules.thresholds.clone()),
+            buckets: Default::default(),
+            replica_label: "instance".into(),
+        };
         let plan = plan::plan_signals(&rules, &needed, ctx, p, &disc, &mut Warnings::default());
         let first: BTreeSet<Request> = plan.reads.wants.values().map(|ways| ways[0].ask.clone()).collect();
         first.into_iter().collect()
     };
     let adjacent = params();
-    let day = RunParams { baseline: TimeRange { start: adjacent.window.start - chrono::Duration::days(1), end: adjacent.window.end - chrono::Duration::days(1) }, ..adjacent.clone() };
+    let day = RunParams {
+        baseline: TimeRange { start: adjacent.window.start - chrono::Duration::days(1), end: adjacent.window.end - chrono::Duration::days(1) },
+        ..adjacent.clone()
+    };
     for p in [&adjacent, &day] {
         for req in sent(p) {
             let ranges = crate::signals::subquery_ranges(req.query().unwrap());
@@ -163,7 +183,14 @@ fn a_subquery_is_asked_at_each_end_when_the_baseline_is_further_away_than_its_ra
     // A day before: all four instants.
     assert_eq!(kinds(&day), vec![false; 4], "{:?}", sent(&day));
     // A recording made when they were paired still answers them: the pair is their second way.
-    let ctx = QueryContext { selector: Selector::default(), group_by: adjacent.group_by.clone(), range: adjacent.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
+    let ctx = QueryContext {
+        selector: Selector::default(),
+        group_by: adjacent.group_by.clone(),
+        range: adjacent.window.duration(),
+        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
+        buckets: Default::default(),
+        replica_label: "instance".into(),
+    };
     let plan = plan::plan_signals(&rules, &needed, ctx, &adjacent, &disc, &mut Warnings::default());
     let recent = plan.reads.wants.iter().filter(|(w, _)| w.query().is_some_and(|q| q.contains("[300s:15s]"))).collect::<Vec<_>>();
     assert_eq!(recent.len(), 2);
@@ -200,7 +227,11 @@ fn answers_become_values_per_scope_with_outliers_and_lone_replicas_named() {
     assert_eq!(values, [(scope("a"), 3.0)].into_iter().collect(), "0/0 is no outlier");
     assert_eq!(culprits[&scope("a")]["instance"], "i1");
 
-    let resp = vector(&[(&[("model_name", "a"), ("pod", "p1"), ("instance", "i1")], 1.0), (&[("model_name", "b"), ("pod", "p2")], 1.0), (&[("model_name", "b"), ("pod", "p3")], 1.0)]);
+    let resp = vector(&[
+        (&[("model_name", "a"), ("pod", "p1"), ("instance", "i1")], 1.0),
+        (&[("model_name", "b"), ("pod", "p2")], 1.0),
+        (&[("model_name", "b"), ("pod", "p3")], 1.0),
+    ]);
     let (values, culprits) = assemble::listed(&resp, &by, "pod");
     assert_eq!(values, [(scope("a"), 1.0), (scope("b"), 2.0)].into_iter().collect());
     assert_eq!(crate::prom::Labels::from(culprits[&scope("a")].clone()), labels(&[("pod", "p1"), ("instance", "i1")]));
@@ -242,14 +273,22 @@ fn fleet_labels_are_counted_and_a_missing_grouping_label_is_warned_of() {
     let req = Request::Instant { query: "group by (instance, model_name, pod) (...)".into(), time: p.window.end };
     let request = (vec!["instance".to_string(), "model_name".to_string(), "pod".to_string()], req.clone());
     // Eight engines on four pods (two each); none carries model_name, one no pod.
-    let rows: Vec<(Vec<(&str, String)>, f64)> =
-        (0..8).map(|i| (if i == 7 { vec![("instance", format!("i{i}"))] } else { vec![("instance", format!("i{i}")), ("pod", format!("p{}", i / 2))] }, 1.0)).collect();
+    let rows: Vec<(Vec<(&str, String)>, f64)> = (0..8)
+        .map(|i| (if i == 7 { vec![("instance", format!("i{i}"))] } else { vec![("instance", format!("i{i}")), ("pod", format!("p{}", i / 2))] }, 1.0))
+        .collect();
     let mut answers = Answers::new();
-    answers.insert(req.clone(), Ok(Response {
-        data: Data::Vector(rows.iter().map(|(l, v)| Sample { labels: l.iter().map(|(k, v)| (k.to_string(), v.clone())).collect::<crate::prom::Labels>().into(), t: 0.0, v: *v }).collect()),
-        warnings: vec![],
-        infos: vec![],
-    }));
+    answers.insert(
+        req.clone(),
+        Ok(Response {
+            data: Data::Vector(
+                rows.iter()
+                    .map(|(l, v)| Sample { labels: l.iter().map(|(k, v)| (k.to_string(), v.clone())).collect::<crate::prom::Labels>().into(), t: 0.0, v: *v })
+                    .collect(),
+            ),
+            warnings: vec![],
+            infos: vec![],
+        }),
+    );
     let names: BTreeSet<String> = ["vllm:num_requests_running".to_string()].into();
     let mut warnings = Warnings::default();
     let counts = assemble::fleet_labels(&request, &answers, &names, &p, &mut warnings);
@@ -306,7 +345,8 @@ fn late_decode_table(with_recent: bool) -> SignalTable {
             window: WindowValues { values: [(scope("a"), w)].into_iter().collect(), ..WindowValues::unavailable(Availability::Ok) },
             baseline: WindowValues { values: [(scope("a"), b)].into_iter().collect(), ..WindowValues::unavailable(Availability::Ok) },
         };
-        let part: SignalTable = [("itl_p95_recent", one(0.050, 0.025)), ("queue_p95_recent", one(0.285, 1.97))].into_iter().map(|(s, v)| (s.to_string(), v)).collect();
+        let part: SignalTable =
+            [("itl_p95_recent", one(0.050, 0.025)), ("queue_p95_recent", one(0.285, 1.97))].into_iter().map(|(s, v)| (s.to_string(), v)).collect();
         judge::merge_late(&mut t, part);
     }
     t
@@ -370,7 +410,11 @@ fn evidence(signal: &str, value: f64) -> Evidence {
 
 #[test]
 fn affected_replicas_are_those_crossing_the_limit_the_scope_crossed() {
-    let e = Evidence { threshold: ">= 95%".into(), limits: vec![Limit { label: ">= 95%".into(), value: 0.95, side: crate::report::LimitSide::AtOrAbove }], ..evidence("kv_usage_max", 0.97) };
+    let e = Evidence {
+        threshold: ">= 95%".into(),
+        limits: vec![Limit { label: ">= 95%".into(), value: 0.95, side: crate::report::LimitSide::AtOrAbove }],
+        ..evidence("kv_usage_max", 0.97)
+    };
     let samples: Vec<Sample> = [("i1", 0.99), ("i2", 0.5), ("i3", 0.96), ("i3", 0.97)]
         .iter()
         .map(|(i, v)| Sample { labels: labels(&[("instance", i)]).into(), t: 0.0, v: *v })
@@ -405,7 +449,10 @@ fn a_signals_baseline_and_window_trends_are_one_range_query_split_back_into_two(
     let steps = (p.window.end - p.baseline.start).num_seconds() / 60;
     let points: Vec<(f64, f64)> = (0..=steps).map(|k| ((p.baseline.start.timestamp() + 60 * k) as f64, k as f64)).collect();
     let mut asked = Answers::new();
-    asked.insert(joined.clone(), Ok(Response { data: Data::Matrix(vec![crate::source::Series { labels: labels(&[("model_name", "a")]), points }]), warnings: vec![], infos: vec![] }));
+    asked.insert(
+        joined.clone(),
+        Ok(Response { data: Data::Matrix(vec![crate::source::Series { labels: labels(&[("model_name", "a")]), points }]), warnings: vec![], infos: vec![] }),
+    );
     assert!(plan.more(&asked).is_empty());
     let answers = plan.answers(asked);
     let pts = |r: &Request| match answers.get(r) {
@@ -454,7 +501,17 @@ fn a_bound_some_replicas_lack_leaves_that_histograms_burn_rates_not_evaluated_an
     let at = |q: &str| Request::Instant { query: q.into(), time: p.window.end };
     let planned = |q: &str, histogram: (&str, bool), outlier: bool| plan::Planned {
         resolved: None,
-        per_replica: outlier.then(|| ("instance".to_string(), crate::signals::Reduction::Outlier(crate::signals::OutlierReading { measure: crate::signals::OutlierMeasure::Ratio, min_observations: 0, range_seconds: 1800, ranks: false }))),
+        per_replica: outlier.then(|| {
+            (
+                "instance".to_string(),
+                crate::signals::Reduction::Outlier(crate::signals::OutlierReading {
+                    measure: crate::signals::OutlierMeasure::Ratio,
+                    min_observations: 0,
+                    range_seconds: 1800,
+                    ranks: false,
+                }),
+            )
+        }),
         availability: Availability::Ok,
         value: Some(at(q)),
         count: None,
@@ -523,13 +580,32 @@ fn every_reader_of_a_shared_bucket_answer_gets_what_it_gets_alone() {
         sums: vec![],
         burn: None,
     };
-    let outlier = |label: &str| plan::Planned { per_replica: Some((label.into(), crate::signals::Reduction::Outlier(crate::signals::OutlierReading { measure: crate::signals::OutlierMeasure::Ratio, min_observations: 0, range_seconds: 1800, ranks: false }))), quantile: Some(0.95), ..base.clone() };
+    let outlier = |label: &str| plan::Planned {
+        per_replica: Some((
+            label.into(),
+            crate::signals::Reduction::Outlier(crate::signals::OutlierReading {
+                measure: crate::signals::OutlierMeasure::Ratio,
+                min_observations: 0,
+                range_seconds: 1800,
+                ranks: false,
+            }),
+        )),
+        quantile: Some(0.95),
+        ..base.clone()
+    };
     let readers: Vec<(&str, plan::Planned)> = vec![
         ("p95", plan::Planned { quantile: Some(0.95), counts_from_buckets: Some(1800.0), ..base.clone() }),
         ("p50", plan::Planned { quantile: Some(0.5), ..base.clone() }),
         ("outlier", outlier("instance")),
         ("outlier_by_pod", outlier("pod")),
-        ("burn", plan::Planned { burn: Some(crate::signals::BurnFromBuckets { good: vec![(vec!["0.25".into()], 1.0)], budget: 0.01 }), histogram: Some(("h".into(), true)), ..base.clone() }),
+        (
+            "burn",
+            plan::Planned {
+                burn: Some(crate::signals::BurnFromBuckets { good: vec![(vec!["0.25".into()], 1.0)], budget: 0.01 }),
+                histogram: Some(("h".into(), true)),
+                ..base.clone()
+            },
+        ),
     ];
     let signals: BTreeMap<String, (plan::Planned, plan::Planned)> = readers.iter().map(|(id, pl)| (id.to_string(), (pl.clone(), pl.clone()))).collect();
     let plan = plan_of(signals);
@@ -538,7 +614,8 @@ fn every_reader_of_a_shared_bucket_answer_gets_what_it_gets_alone() {
         for r in 0..replicas {
             let slow = if model == "a" && r == 2 { 4.0 } else { 1.0 };
             for (le, share) in [("0.1", 0.3), ("0.25", 0.7), ("1", 0.98), ("+Inf", 1.0)] {
-                let labels = vec![("model_name", model.to_string()), ("instance", format!("{model}{r}")), ("pod", format!("pod-{model}{r}")), ("le", le.to_string())];
+                let labels =
+                    vec![("model_name", model.to_string()), ("instance", format!("{model}{r}")), ("pod", format!("pod-{model}{r}")), ("le", le.to_string())];
                 rows.push((labels, (10.0 + r as f64) * if le == "+Inf" { 1.0 } else { share / slow }));
             }
         }
@@ -578,7 +655,11 @@ async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_giv
         for (status, share) in [("2xx", 0.9), ("4xx", 0.07), ("5xx", 0.03)] {
             // The 5xx of replica b start in the window only.
             let from = if status == "5xx" && inst == "b:8000" { 35 } else { 0 };
-            counter(&[("__name__", "http_requests_total"), ("instance", inst), ("job", "vllm"), ("status", status), ("handler", "/v1/completions")], load * share, from);
+            counter(
+                &[("__name__", "http_requests_total"), ("instance", inst), ("job", "vllm"), ("status", status), ("handler", "/v1/completions")],
+                load * share,
+                from,
+            );
         }
         // A cache-aware router renders every prompt on its worker first, which vLLM 0.32 answers
         // with a 4xx: no user's error, left out by the signals and by the read they share.
@@ -589,20 +670,39 @@ async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_giv
             if model == "m2" && reason == "error" {
                 continue;
             }
-            counter(&[("__name__", "vllm:request_success_total"), ("model_name", model), ("instance", inst), ("job", "vllm"), ("finished_reason", reason)], load * share, 0);
+            counter(
+                &[("__name__", "vllm:request_success_total"), ("model_name", model), ("instance", inst), ("job", "vllm"), ("finished_reason", reason)],
+                load * share,
+                0,
+            );
         }
         counter(&[("__name__", "vllm:num_requests_running"), ("model_name", model), ("instance", inst), ("job", "vllm")], 0.0, 0);
         counter(&[("__name__", "vllm:num_requests_waiting"), ("model_name", model), ("instance", inst), ("job", "vllm")], 0.0, 0);
     }
     let store = std::sync::Arc::new(store);
-    let names: BTreeSet<String> = ["http_requests_total", "vllm:request_success_total", "vllm:num_requests_running", "vllm:num_requests_waiting"].into_iter().map(String::from).collect();
+    let names: BTreeSet<String> =
+        ["http_requests_total", "vllm:request_success_total", "vllm:num_requests_running", "vllm:num_requests_waiting"].into_iter().map(String::from).collect();
     let rules = crate::rules::load_builtin().unwrap();
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
-    let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
+    let ctx = QueryContext {
+        selector: Selector::default(),
+        group_by: p.group_by.clone(),
+        range: p.window.duration(),
+        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
+        buckets: Default::default(),
+        replica_label: "instance".into(),
+    };
     let needed = plan::needed_signals(&rules);
     let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut Warnings::default());
     let sum_of = |w: &fetch::Way| matches!(w.then, Some(fetch::Cut::Sum { .. }));
-    let shared: BTreeSet<String> = plan.reads.wants.values().flatten().filter(|w| sum_of(w)).filter_map(|w| if let Request::Instant { query, .. } = &w.ask { Some(query.clone()) } else { None }).collect();
+    let shared: BTreeSet<String> = plan
+        .reads
+        .wants
+        .values()
+        .flatten()
+        .filter(|w| sum_of(w))
+        .filter_map(|w| if let Request::Instant { query, .. } = &w.ask { Some(query.clone()) } else { None })
+        .collect();
     assert_eq!(shared.len(), 2, "one read of each counter: {shared:#?}");
     let asks = plan.reads.asks();
     for q in &shared {
@@ -616,7 +716,8 @@ async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_giv
     // sums are then asked as they were recorded (after the shared read alone, which it does not
     // hold either), once for both windows, and come out the same.
     let not_recorded = SourceError::NotRecorded { file: "old.json".into(), request: String::new() };
-    let earlier: std::sync::Arc<dyn crate::source::Source> = std::sync::Arc::new(Earlier { inner: source.clone(), missing: shared.clone(), error: not_recorded });
+    let earlier: std::sync::Arc<dyn crate::source::Source> =
+        std::sync::Arc::new(Earlier { inner: source.clone(), missing: shared.clone(), error: not_recorded });
     let (older, sent) = fetch::read(&earlier, &plan.reads, 4, deadline, std::time::Instant::now()).await;
     let sums = plan.reads.wants.values().filter(|ways| ways.iter().any(sum_of)).count();
     // The shared reads the recording does not hold are not counted (a replay counts what it
@@ -629,7 +730,10 @@ async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_giv
                 if pl.availability != Availability::Ok || pl.per_replica.is_some() || pl.sums.is_empty() {
                     continue;
                 }
-                let time = match pl.sums[0].0 { Request::Instant { time, .. } => time, _ => unreachable!() };
+                let time = match pl.sums[0].0 {
+                    Request::Instant { time, .. } => time,
+                    _ => unreachable!(),
+                };
                 let req = Request::Instant { query: pl.query.clone(), time };
                 let own = run_queries(&source, vec![req.clone()], 1, std::time::Duration::from_secs(30)).await;
                 let mut expected = assemble::by_scope(own[&req].as_ref().unwrap(), &p.group_by);
@@ -717,7 +821,14 @@ async fn per_replica_bucket_reads_summed_by_vllm_diag_are_what_the_servers_sums_
     let bounds = crate::signals::parse_bounds(&les.iter().map(|s| s.to_string()).collect::<Vec<_>>());
     let buckets: BTreeMap<String, Vec<crate::signals::Bound>> = histograms.iter().map(|h| (h.to_string(), bounds.clone())).collect();
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, buckets: buckets.clone() };
-    let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: std::sync::Arc::new(buckets), replica_label: "instance".into() };
+    let ctx = QueryContext {
+        selector: Selector::default(),
+        group_by: p.group_by.clone(),
+        range: p.window.duration(),
+        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
+        buckets: std::sync::Arc::new(buckets),
+        replica_label: "instance".into(),
+    };
     let needed = plan::needed_signals(&rules);
     let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut Warnings::default());
     let raw: Vec<&String> = plan.reads.reading.summed.keys().collect();
@@ -763,7 +874,10 @@ async fn per_replica_bucket_reads_summed_by_vllm_diag_are_what_the_servers_sums_
         if w.availability != Availability::Ok || w.histogram.is_none() {
             continue;
         }
-        for (side, (a, b, c)) in [("window", (&here[id].window, &server[id].window, &older[id].window)), ("baseline", (&here[id].baseline, &server[id].baseline, &older[id].baseline))] {
+        for (side, (a, b, c)) in [
+            ("window", (&here[id].window, &server[id].window, &older[id].window)),
+            ("baseline", (&here[id].baseline, &server[id].baseline, &older[id].baseline)),
+        ] {
             assert!(!b.values.is_empty(), "{id} ({side}) has values");
             assert_eq!(a.values.keys().collect::<Vec<_>>(), b.values.keys().collect::<Vec<_>>(), "{id} ({side})");
             for (scope, v) in &b.values {
@@ -777,7 +891,12 @@ async fn per_replica_bucket_reads_summed_by_vllm_diag_are_what_the_servers_sums_
     }
     assert!(compared >= 8, "{compared} signal windows compared");
     // The two engines of b:8000 are one replica; c:8000 is the slow one (and m2's has no name).
-    assert_eq!(here["ttft_replica_outlier"].window.culprits.get(&scope("m1")).map(|c| c["instance"].as_str()), Some("c:8000"), "{:?}", here["ttft_replica_outlier"].window);
+    assert_eq!(
+        here["ttft_replica_outlier"].window.culprits.get(&scope("m1")).map(|c| c["instance"].as_str()),
+        Some("c:8000"),
+        "{:?}",
+        here["ttft_replica_outlier"].window
+    );
 }
 
 /// Answers `up` at once and never answers anything else.
@@ -786,7 +905,11 @@ struct Stalls;
 impl crate::source::Source for Stalls {
     fn send<'a>(&'a self, req: &'a Request) -> futures::future::BoxFuture<'a, Result<crate::source::Exchange, crate::source::SourceError>> {
         if req.query() == Some("up") {
-            let ex = crate::source::Exchange { http_status: 200, content_type: "application/json".into(), body: r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#.into() };
+            let ex = crate::source::Exchange {
+                http_status: 200,
+                content_type: "application/json".into(),
+                body: r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#.into(),
+            };
             return Box::pin(async { Ok(ex) });
         }
         Box::pin(futures::future::pending())
@@ -835,7 +958,14 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
     for (_, b, w) in fu.trends.values() {
         for (req, r) in [(b, &p.baseline), (w, &p.window)] {
             let points: Vec<(f64, f64)> = (0..=(r.end - r.start).num_seconds() / 60).map(|k| ((r.start.timestamp() + 60 * k) as f64, 1.0)).collect();
-            answers.insert(req.clone(), Ok(Response { data: Data::Matrix(vec![crate::source::Series { labels: labels(&[("model_name", "a")]), points }]), warnings: vec![], infos: vec![] }));
+            answers.insert(
+                req.clone(),
+                Ok(Response {
+                    data: Data::Matrix(vec![crate::source::Series { labels: labels(&[("model_name", "a")]), points }]),
+                    warnings: vec![],
+                    infos: vec![],
+                }),
+            );
         }
     }
     let mut findings = vec![crate::report::Finding {
@@ -872,7 +1002,10 @@ fn a_last_minutes_reading_over_a_shorter_window_is_titled_as_the_whole_window() 
     let mut short = all();
     judge::retitle_clipped(&mut short, &rules, std::time::Duration::from_secs(180));
     let titles: Vec<&str> = short[0].evidence.iter().map(|e| e.title.as_str()).collect();
-    assert_eq!(titles, ["Share of the whole window (under 5 min) with preemptions", "P95 inter-token latency (the whole window, under 5 min)", "P95 inter-token latency"]);
+    assert_eq!(
+        titles,
+        ["Share of the whole window (under 5 min) with preemptions", "P95 inter-token latency (the whole window, under 5 min)", "P95 inter-token latency"]
+    );
     let mut long = all();
     judge::retitle_clipped(&mut long, &rules, std::time::Duration::from_secs(1800));
     assert_eq!(long, all(), "a window longer than the reading keeps its titles");
@@ -884,7 +1017,14 @@ fn what_else_moved_reads_replica_by_replica_only_where_the_fleet_is_counted_and_
     let rules = crate::rules::load_builtin().unwrap();
     let names: BTreeSet<String> = ["vllm:num_requests_running", "vllm:kv_cache_usage_perc"].into_iter().map(String::from).collect();
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
-    let ctx = QueryContext { selector: Selector::default(), group_by: p.group_by.clone(), range: p.window.duration(), thresholds: std::sync::Arc::new(rules.thresholds.clone()), buckets: Default::default(), replica_label: "instance".into() };
+    let ctx = QueryContext {
+        selector: Selector::default(),
+        group_by: p.group_by.clone(),
+        range: p.window.duration(),
+        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
+        buckets: Default::default(),
+        replica_label: "instance".into(),
+    };
     let signal_plan = plan::plan_signals(&rules, &plan::needed_signals(&rules), ctx, &p, &disc, &mut Warnings::default());
     let none = plan::SignalPlan { signals: BTreeMap::new(), ..signal_plan.clone() };
     let per_replica = |replicas: Option<usize>| {

@@ -18,15 +18,11 @@ use std::time::Duration;
 
 use promql_parser::label::MatchOp;
 use promql_parser::parser::token::{
-    T_ADD, T_ATAN2, T_AVG, T_BOTTOMK, T_COUNT, T_COUNT_VALUES, T_DIV, T_EQLC, T_GROUP, T_GTE, T_GTR, T_LAND, T_LOR,
-    T_LSS, T_LTE, T_LUNLESS, T_MAX, T_MIN, T_MOD, T_MUL, T_NEQ, T_POW, T_QUANTILE, T_STDDEV, T_STDVAR, T_SUB, T_SUM,
-    T_TOPK, TokenType,
+    TokenType, T_ADD, T_ATAN2, T_AVG, T_BOTTOMK, T_COUNT, T_COUNT_VALUES, T_DIV, T_EQLC, T_GROUP, T_GTE, T_GTR, T_LAND, T_LOR, T_LSS, T_LTE, T_LUNLESS, T_MAX,
+    T_MIN, T_MOD, T_MUL, T_NEQ, T_POW, T_QUANTILE, T_STDDEV, T_STDVAR, T_SUB, T_SUM, T_TOPK,
 };
 use promql_parser::parser::value::ValueType;
-use promql_parser::parser::{
-    AggregateExpr, BinModifier, Call, Expr, LabelModifier, Offset, SubqueryExpr, VectorMatchCardinality,
-    VectorSelector,
-};
+use promql_parser::parser::{AggregateExpr, BinModifier, Call, Expr, LabelModifier, Offset, SubqueryExpr, VectorMatchCardinality, VectorSelector};
 
 use super::functions::{self, Context};
 use super::ops::{self, AggOp, BinOp, Cardinality, Grouping, VectorMatching};
@@ -121,10 +117,7 @@ impl<'a> Evaluator<'a> {
         ops::aggregate(op, param, input, &grouping)
     }
 
-    fn matching_series<'s>(
-        &'s self,
-        sel: &'s VectorSelector,
-    ) -> impl Iterator<Item = (&'s Labels, &'s Vec<(i64, f64)>)> + 's {
+    fn matching_series<'s>(&'s self, sel: &'s VectorSelector) -> impl Iterator<Item = (&'s Labels, &'s Vec<(i64, f64)>)> + 's {
         self.store.named(exact_name(sel)).filter(move |(labels, _)| selects(sel, labels))
     }
 
@@ -151,8 +144,7 @@ impl<'a> Evaluator<'a> {
         let mint = maxt.saturating_sub(range_ms);
         let mut out = Vec::new();
         for (labels, points) in self.matching_series(sel) {
-            let pts: Vec<(i64, f64)> =
-                between(points, mint, maxt).iter().copied().filter(|(_, v)| !is_stale(*v)).collect();
+            let pts: Vec<(i64, f64)> = between(points, mint, maxt).iter().copied().filter(|(_, v)| !is_stale(*v)).collect();
             if !pts.is_empty() {
                 out.push(Series { labels: labels.clone(), points: pts });
             }
@@ -190,9 +182,7 @@ impl<'a> Evaluator<'a> {
                     }
                 }
                 Value::Scalar(v) => acc.entry(Labels::new()).or_default().push((ts, v)),
-                _ => {
-                    return Err(EvalError::BadData("only a scalar or an instant vector can be evaluated at steps".into()))
-                }
+                _ => return Err(EvalError::BadData("only a scalar or an instant vector can be evaluated at steps".into())),
             }
             ts += step;
         }
@@ -205,15 +195,11 @@ impl<'a> Evaluator<'a> {
             ValueType::Scalar | ValueType::Vector => {}
             t => {
                 let t = if t == ValueType::Matrix { "range vector" } else { "string" };
-                return Err(EvalError::BadData(format!(
-                    "invalid expression type \"{t}\" for range query, must be Scalar or instant Vector"
-                )));
+                return Err(EvalError::BadData(format!("invalid expression type \"{t}\" for range query, must be Scalar or instant Vector")));
             }
         }
         if step <= 0 {
-            return Err(EvalError::BadData(
-                "zero or negative query resolution step widths are not accepted. Try a positive integer".into(),
-            ));
+            return Err(EvalError::BadData("zero or negative query resolution step widths are not accepted. Try a positive integer".into()));
         }
         if end < start {
             return Err(EvalError::BadData("end timestamp must not be before start time".into()));
@@ -230,16 +216,13 @@ impl<'a> Evaluator<'a> {
 /// The metric name when the selector pins it (by name or with `__name__=`): lets the store skip
 /// other names.
 pub fn exact_name(sel: &VectorSelector) -> Option<&str> {
-    sel.name.as_deref().or_else(|| {
-        sel.matchers.matchers.iter().find(|m| m.name == "__name__" && m.op == MatchOp::Equal).map(|m| m.value.as_str())
-    })
+    sel.name.as_deref().or_else(|| sel.matchers.matchers.iter().find(|m| m.name == "__name__" && m.op == MatchOp::Equal).map(|m| m.value.as_str()))
 }
 
 /// Does a series with these labels match the selector (an absent label matching as empty)?
 pub fn selects(sel: &VectorSelector, labels: &Labels) -> bool {
     let get = |name: &str| labels.get(name).map(String::as_str).unwrap_or("");
-    sel.name.as_ref().is_none_or(|n| get("__name__") == n)
-        && sel.matchers.matchers.iter().all(|m| m.is_match(get(&m.name)))
+    sel.name.as_ref().is_none_or(|n| get("__name__") == n) && sel.matchers.matchers.iter().all(|m| m.is_match(get(&m.name)))
 }
 
 fn negate(v: Value) -> Value {
@@ -410,9 +393,7 @@ mod tests {
     fn subquery_steps_are_aligned_to_absolute_multiples_of_the_step() {
         let s = store();
         let ev = Evaluator::new(&s);
-        let Value::Matrix(m) = ev.eval(&parse(r#"x{a="1"}[3m:2m]"#).unwrap(), 7 * 60_000 + 30_000).unwrap() else {
-            panic!()
-        };
+        let Value::Matrix(m) = ev.eval(&parse(r#"x{a="1"}[3m:2m]"#).unwrap(), 7 * 60_000 + 30_000).unwrap() else { panic!() };
         // window [4m30s, 7m30s]: steps at 6m only (4m is before the window, 8m after)
         let times: Vec<i64> = m.series[0].points.iter().map(|p| p.0).collect();
         assert_eq!(times, vec![6 * 60_000]);

@@ -82,19 +82,11 @@ struct Args<'f> {
 
 impl Args<'_> {
     fn take(&mut self, i: usize) -> Result<Value, EvalError> {
-        self.vals
-            .get_mut(i)
-            .and_then(Option::take)
-            .ok_or_else(|| EvalError::BadData(format!("missing argument {} in call to {}", i + 1, self.func)))
+        self.vals.get_mut(i).and_then(Option::take).ok_or_else(|| EvalError::BadData(format!("missing argument {} in call to {}", i + 1, self.func)))
     }
 
     fn wrong(&self, i: usize, want: &str, got: &Value) -> EvalError {
-        EvalError::BadData(format!(
-            "expected type {want} as argument {} in call to function {:?}, got {}",
-            i + 1,
-            self.func,
-            got.type_name()
-        ))
+        EvalError::BadData(format!("expected type {want} as argument {} in call to function {:?}, got {}", i + 1, self.func, got.type_name()))
     }
 
     fn scalar(&mut self, i: usize) -> Result<f64, EvalError> {
@@ -210,8 +202,7 @@ pub fn call(func: &str, args: Vec<Value>, ctx: &Context) -> Result<Value, EvalEr
         }
         _ => match elementwise(func) {
             Some(f) => map_values(a.vector(0)?, f),
-            None => range_function(func, &a.range(0)?, t)
-                .ok_or_else(|| EvalError::Unsupported(format!("function {func}()")))?,
+            None => range_function(func, &a.range(0)?, t).ok_or_else(|| EvalError::Unsupported(format!("function {func}()")))?,
         },
     };
     ensure_unique(&out)?;
@@ -256,20 +247,16 @@ fn range_function(func: &str, m: &RangeValue, t: i64) -> Option<Vec<Sample>> {
         "irate" | "idelta" => over_range(m, t, false, |pts, _| instant_value(pts, func == "irate")),
         "deriv" => over_range(m, t, false, |pts, _| (pts.len() >= 2).then(|| linear_regression(pts, pts[0].0).0)),
         "resets" => over_range(m, t, false, |pts, _| Some(pts.windows(2).filter(|w| w[1].1 < w[0].1).count() as f64)),
-        "changes" => over_range(m, t, false, |pts, _| {
-            Some(pts.windows(2).filter(|w| w[1].1 != w[0].1 && !(w[1].1.is_nan() && w[0].1.is_nan())).count() as f64)
-        }),
+        "changes" => {
+            over_range(m, t, false, |pts, _| Some(pts.windows(2).filter(|w| w[1].1 != w[0].1 && !(w[1].1.is_nan() && w[0].1.is_nan())).count() as f64))
+        }
         "avg_over_time" => over_range(m, t, false, |pts, _| Some(avg(pts.iter().map(|p| p.1)))),
         "sum_over_time" => over_range(m, t, false, |pts, _| Some(kahan_sum(pts.iter().map(|p| p.1)))),
         "count_over_time" => over_range(m, t, false, |pts, _| Some(pts.len() as f64)),
         "present_over_time" => over_range(m, t, false, |_, _| Some(1.0)),
         "last_over_time" => over_range(m, t, true, |pts, _| pts.last().map(|p| p.1)),
-        "min_over_time" => over_range(m, t, false, |pts, _| {
-            Some(pts.iter().skip(1).fold(pts[0].1, |m, p| if p.1 < m || m.is_nan() { p.1 } else { m }))
-        }),
-        "max_over_time" => over_range(m, t, false, |pts, _| {
-            Some(pts.iter().skip(1).fold(pts[0].1, |m, p| if p.1 > m || m.is_nan() { p.1 } else { m }))
-        }),
+        "min_over_time" => over_range(m, t, false, |pts, _| Some(pts.iter().skip(1).fold(pts[0].1, |m, p| if p.1 < m || m.is_nan() { p.1 } else { m }))),
+        "max_over_time" => over_range(m, t, false, |pts, _| Some(pts.iter().skip(1).fold(pts[0].1, |m, p| if p.1 > m || m.is_nan() { p.1 } else { m }))),
         "stddev_over_time" => over_range(m, t, false, |pts, _| Some(variance(pts).sqrt())),
         "stdvar_over_time" => over_range(m, t, false, |pts, _| Some(variance(pts))),
         _ => return None,
@@ -316,12 +303,7 @@ fn label_join(v: Vec<Sample>, dst: &str, sep: &str, srcs: &[String]) -> Result<V
 
 /// Apply a function to every series of a range vector; series for which it returns `None` (too few
 /// samples) are dropped, as are series with no samples at all.
-fn over_range(
-    m: &RangeValue,
-    t: i64,
-    keep_name: bool,
-    f: impl Fn(&[(i64, f64)], (i64, i64, i64)) -> Option<f64>,
-) -> Vec<Sample> {
+fn over_range(m: &RangeValue, t: i64, keep_name: bool, f: impl Fn(&[(i64, f64)], (i64, i64, i64)) -> Option<f64>) -> Vec<Sample> {
     let range_end = t - m.offset_ms;
     let range_start = range_end - m.range_ms;
     let mut out = Vec::new();
@@ -436,8 +418,7 @@ fn linear_regression(pts: &[(i64, f64)], intercept_t: i64) -> (f64, f64) {
     if const_y {
         return if init_y.is_infinite() { (f64::NAN, f64::NAN) } else { (0.0, init_y) };
     }
-    let (mut n, mut sx, mut cx, mut sy, mut cy, mut sxy, mut cxy, mut sx2, mut cx2) =
-        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    let (mut n, mut sx, mut cx, mut sy, mut cy, mut sxy, mut cxy, mut sx2, mut cx2) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     for (t, v) in pts {
         n += 1.0;
         let x = (t - intercept_t) as f64 / 1000.0;
@@ -565,8 +546,8 @@ fn map_values(v: Vec<Sample>, f: impl Fn(f64) -> f64) -> Vec<Sample> {
 }
 
 fn label_replace(v: Vec<Sample>, dst: &str, repl: &str, src: &str, re: &str) -> Result<Vec<Sample>, EvalError> {
-    let regex = regex::Regex::new(&format!("^(?:{re})$"))
-        .map_err(|e| EvalError::BadData(format!("invalid regular expression in label_replace(): {re}: {e}")))?;
+    let regex =
+        regex::Regex::new(&format!("^(?:{re})$")).map_err(|e| EvalError::BadData(format!("invalid regular expression in label_replace(): {re}: {e}")))?;
     if !is_label_name(dst) {
         return Err(EvalError::BadData(format!("invalid destination label name in label_replace(): {dst}")));
     }

@@ -111,12 +111,7 @@ pub struct VectorMatching {
     pub include: Vec<String>,
 }
 
-pub fn aggregate(
-    op: AggOp,
-    param: Option<Value>,
-    input: Vec<Sample>,
-    grouping: &Grouping,
-) -> Result<Value, EvalError> {
+pub fn aggregate(op: AggOp, param: Option<Value>, input: Vec<Sample>, grouping: &Grouping) -> Result<Value, EvalError> {
     let label_param = match (&op, &param) {
         (AggOp::CountValues, Some(Value::Str(s))) => {
             if !is_label_name(s) {
@@ -133,15 +128,10 @@ pub fn aggregate(
     let group_key = |labels: &Labels| -> Labels {
         match grouping {
             Grouping::None => Labels::new(),
-            Grouping::By(names) => names
-                .iter()
-                .filter_map(|n| labels.get(n).filter(|v| !v.is_empty()).map(|v| (n.clone(), v.clone())))
-                .collect(),
-            Grouping::Without(names) => labels
-                .iter()
-                .filter(|(k, _)| k.as_str() != "__name__" && !names.contains(k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            Grouping::By(names) => names.iter().filter_map(|n| labels.get(n).filter(|v| !v.is_empty()).map(|v| (n.clone(), v.clone()))).collect(),
+            Grouping::Without(names) => {
+                labels.iter().filter(|(k, _)| k.as_str() != "__name__" && !names.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
+            }
         }
     };
 
@@ -288,13 +278,7 @@ fn drops_name(op: BinOp) -> bool {
     matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::Pow)
 }
 
-pub fn binary(
-    op: BinOp,
-    l: Value,
-    r: Value,
-    return_bool: bool,
-    matching: Option<&VectorMatching>,
-) -> Result<Value, EvalError> {
+pub fn binary(op: BinOp, l: Value, r: Value, return_bool: bool, matching: Option<&VectorMatching>) -> Result<Value, EvalError> {
     match (l, r) {
         (Value::Scalar(a), Value::Scalar(b)) => {
             let (v, keep) = elem(op, a, b);
@@ -303,12 +287,8 @@ pub fn binary(
         (Value::Vector(v), Value::Scalar(s)) => Ok(Value::Vector(vector_scalar(op, v, s, false, return_bool))),
         (Value::Scalar(s), Value::Vector(v)) => Ok(Value::Vector(vector_scalar(op, v, s, true, return_bool))),
         (Value::Vector(a), Value::Vector(b)) => {
-            let default = VectorMatching {
-                card: if op.is_set() { Cardinality::ManyToMany } else { Cardinality::OneToOne },
-                on: false,
-                labels: vec![],
-                include: vec![],
-            };
+            let default =
+                VectorMatching { card: if op.is_set() { Cardinality::ManyToMany } else { Cardinality::OneToOne }, on: false, labels: vec![], include: vec![] };
             let mut m = matching.cloned().unwrap_or(default);
             if op.is_set() {
                 m.card = Cardinality::ManyToMany;
@@ -352,11 +332,7 @@ fn signature(labels: &Labels, m: &VectorMatching) -> Labels {
     if m.on {
         labels.iter().filter(|(k, _)| m.labels.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
     } else {
-        labels
-            .iter()
-            .filter(|(k, _)| k.as_str() != "__name__" && !m.labels.contains(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+        labels.iter().filter(|(k, _)| k.as_str() != "__name__" && !m.labels.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 }
 
@@ -382,13 +358,7 @@ fn show(l: &Labels) -> String {
     format!("{{{}}}", inner.join(", "))
 }
 
-fn vector_vector(
-    op: BinOp,
-    lhs: Vec<Sample>,
-    rhs: Vec<Sample>,
-    m: &VectorMatching,
-    return_bool: bool,
-) -> Result<Vec<Sample>, EvalError> {
+fn vector_vector(op: BinOp, lhs: Vec<Sample>, rhs: Vec<Sample>, m: &VectorMatching, return_bool: bool) -> Result<Vec<Sample>, EvalError> {
     if lhs.is_empty() || rhs.is_empty() {
         return Ok(vec![]);
     }
@@ -430,18 +400,13 @@ fn vector_vector(
         match m.card {
             Cardinality::OneToOne => {
                 if let std::collections::btree_map::Entry::Occupied(_) = entry {
-                    return Err(EvalError::Execution(
-                        "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)"
-                            .into(),
-                    ));
+                    return Err(EvalError::Execution("multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into()));
                 }
                 entry.or_default();
             }
             _ => {
                 if !entry.or_default().insert(labels.clone()) {
-                    return Err(EvalError::Execution(
-                        "multiple matches for labels: grouping labels must ensure unique matches".into(),
-                    ));
+                    return Err(EvalError::Execution("multiple matches for labels: grouping labels must ensure unique matches".into()));
                 }
             }
         }
@@ -545,23 +510,12 @@ mod tests {
     #[test]
     fn group_left_copies_labels_from_the_one_side() {
         let many = vec![s(&[("instance", "a"), ("job", "j")], 10.0), s(&[("instance", "b"), ("job", "j")], 20.0)];
-        let one = vec![
-            s(&[("instance", "a"), ("job", "j"), ("model_name", "m1")], 1.0),
-            s(&[("instance", "b"), ("job", "j"), ("model_name", "m2")], 1.0),
-        ];
-        let m = VectorMatching {
-            card: Cardinality::ManyToOne,
-            on: true,
-            labels: vec!["instance".into(), "job".into()],
-            include: vec!["model_name".into()],
-        };
+        let one = vec![s(&[("instance", "a"), ("job", "j"), ("model_name", "m1")], 1.0), s(&[("instance", "b"), ("job", "j"), ("model_name", "m2")], 1.0)];
+        let m = VectorMatching { card: Cardinality::ManyToOne, on: true, labels: vec!["instance".into(), "job".into()], include: vec!["model_name".into()] };
         let out = vec_of(binary(BinOp::Mul, Value::Vector(many), Value::Vector(one), false, Some(&m)).unwrap());
         assert_eq!(
             out,
-            vec![
-                s(&[("instance", "a"), ("job", "j"), ("model_name", "m1")], 10.0),
-                s(&[("instance", "b"), ("job", "j"), ("model_name", "m2")], 20.0)
-            ]
+            vec![s(&[("instance", "a"), ("job", "j"), ("model_name", "m1")], 10.0), s(&[("instance", "b"), ("job", "j"), ("model_name", "m2")], 20.0)]
         );
     }
 
@@ -595,17 +549,10 @@ mod tests {
     fn and_and_unless_filter_the_left_side() {
         let a = vec![s(&[("m", "a")], 1.0), s(&[("m", "b")], 2.0)];
         let b = vec![s(&[("m", "b")], 0.0)];
-        assert_eq!(
-            vec_of(binary(BinOp::And, Value::Vector(a.clone()), Value::Vector(b.clone()), false, None).unwrap()),
-            vec![s(&[("m", "b")], 2.0)]
-        );
-        assert_eq!(
-            vec_of(binary(BinOp::Unless, Value::Vector(a), Value::Vector(b), false, None).unwrap()),
-            vec![s(&[("m", "a")], 1.0)]
-        );
+        assert_eq!(vec_of(binary(BinOp::And, Value::Vector(a.clone()), Value::Vector(b.clone()), false, None).unwrap()), vec![s(&[("m", "b")], 2.0)]);
+        assert_eq!(vec_of(binary(BinOp::Unless, Value::Vector(a), Value::Vector(b), false, None).unwrap()), vec![s(&[("m", "a")], 1.0)]);
     }
 
     #[test]
-    fn go_float_formatting_matches_count_values_labels() {
-    }
+    fn go_float_formatting_matches_count_values_labels() {}
 }

@@ -399,9 +399,34 @@ mod tests {
     #[test]
     fn the_parser_never_panics_on_arbitrary_text() {
         for q in [
-            "", "(", ")", "{", "x{", "x{a", "x{a=", "x{a=\"", "[", "x[", "x[5", "x[5m", "x[5m:", "sum(", "-", "0x",
-            "1e", "'\\", "\"\\u12", "x offset", "a or", "a + on(", "a + on(b) group_left(", "é", "x{é=\"1\"}",
-            "x[0]", "x[5m:0]", "x[0.0001]",
+            "",
+            "(",
+            ")",
+            "{",
+            "x{",
+            "x{a",
+            "x{a=",
+            "x{a=\"",
+            "[",
+            "x[",
+            "x[5",
+            "x[5m",
+            "x[5m:",
+            "sum(",
+            "-",
+            "0x",
+            "1e",
+            "'\\",
+            "\"\\u12",
+            "x offset",
+            "a or",
+            "a + on(",
+            "a + on(b) group_left(",
+            "é",
+            "x{é=\"1\"}",
+            "x[0]",
+            "x[5m:0]",
+            "x[0.0001]",
         ] {
             let _ = parse(q);
         }

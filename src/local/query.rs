@@ -25,26 +25,14 @@ pub fn instant_query(store: &Store, query: &str, t_ms: i64) -> Result<Value, Eva
 }
 
 /// `query` at `start`, `start + step`, ... up to `end` (unix milliseconds): series sorted by labels.
-pub fn range_query(
-    store: &Store,
-    query: &str,
-    start_ms: i64,
-    end_ms: i64,
-    step_ms: i64,
-) -> Result<Vec<Series>, EvalError> {
+pub fn range_query(store: &Store, query: &str, start_ms: i64, end_ms: i64, step_ms: i64) -> Result<Vec<Series>, EvalError> {
     let expr = parse(query)?;
     Evaluator::new(store).range_query(&expr, start_ms, end_ms, step_ms)
 }
 
 /// The values `label` takes in series that match any of `matchers` (every series when there are
 /// none) and have a sample (not a staleness marker) in `[from, to]`; sorted.
-pub fn label_values(
-    store: &Store,
-    label: &str,
-    matchers: &[String],
-    from_ms: i64,
-    to_ms: i64,
-) -> Result<Vec<String>, EvalError> {
+pub fn label_values(store: &Store, label: &str, matchers: &[String], from_ms: i64, to_ms: i64) -> Result<Vec<String>, EvalError> {
     let selectors = matchers.iter().map(|m| parse_selector(m)).collect::<Result<Vec<_>, _>>()?;
     let mut values = BTreeSet::new();
     for (labels, points) in store.series() {

@@ -183,12 +183,17 @@ mod tests {
 
     #[test]
     fn a_small_report_keeps_everything_but_the_undeciding_evidence_and_the_series() {
-        let doc = bound(big_report(1).as_object().map(|o| {
-            let mut o = o.clone();
-            o.insert("healthy".into(), json!([]));
-            o.insert("not_evaluated".into(), json!([]));
-            Value::Object(o)
-        }).unwrap());
+        let doc = bound(
+            big_report(1)
+                .as_object()
+                .map(|o| {
+                    let mut o = o.clone();
+                    o.insert("healthy".into(), json!([]));
+                    o.insert("not_evaluated".into(), json!([]));
+                    Value::Object(o)
+                })
+                .unwrap(),
+        );
         assert_eq!(doc["mcp"]["complete"], true);
         assert_eq!(doc["mcp"]["size_cap_bytes"], SIZE_CAP);
         let ev = doc["findings"][0]["evidence"].as_array().unwrap();

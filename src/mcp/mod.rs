@@ -21,8 +21,8 @@ pub mod tools;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -200,10 +200,7 @@ impl ServerHandler for Server {
 
 /// Serve one client on stdin and stdout until it closes them.
 pub async fn run_stdio(server: Server) -> Result<(), Failure> {
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| Failure::Usage(format!("mcp: the client did not initialize the session: {e}")))?;
+    let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| Failure::Usage(format!("mcp: the client did not initialize the session: {e}")))?;
     running.waiting().await.map_err(|e| Failure::Output(format!("mcp: the session ended abnormally: {e}")))?;
     Ok(())
 }
@@ -233,17 +230,19 @@ pub async fn run_http(server: Server, config: HttpConfig, shutdown: impl std::fu
     let stop = http_config.cancellation_token.clone();
     let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), http_config);
     let token = config.auth_token.clone();
-    let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
-        let token = token.clone();
-        async move {
-            match &token {
-                Some(t) if !crate::serve::authorized(request.headers(), t) => {
-                    axum::response::IntoResponse::into_response((axum::http::StatusCode::UNAUTHORIZED, "missing or wrong Authorization: Bearer token\n"))
+    let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let token = token.clone();
+            async move {
+                match &token {
+                    Some(t) if !crate::serve::authorized(request.headers(), t) => {
+                        axum::response::IntoResponse::into_response((axum::http::StatusCode::UNAUTHORIZED, "missing or wrong Authorization: Bearer token\n"))
+                    }
+                    _ => next.run(request).await,
                 }
-                _ => next.run(request).await,
             }
-        }
-    }));
+        },
+    ));
     eprintln!("vllm-diag mcp: listening on http://{addr}/mcp");
     if config.auth_token.is_none() {
         eprintln!("vllm-diag mcp: warning: no --auth-token-file: anyone who can reach {addr} can run diagnoses with this server's credentials");

@@ -135,7 +135,10 @@ pub fn parse(tool: &str, arguments: Option<&Map<String, Value>>) -> Result<Call,
         "check" => {
             args.only(&["since", "fail_on"])?;
             let since = args.string("since")?.ok_or_else(|| {
-                Some("check: argument \"since\" is required: give the deploy time as an RFC 3339 time, a duration back from now (\"20m\"), or \"deploy\"".to_string())
+                Some(
+                    "check: argument \"since\" is required: give the deploy time as an RFC 3339 time, a duration back from now (\"20m\"), or \"deploy\""
+                        .to_string(),
+                )
             })?;
             let since = check_since(&since)?;
             Call::Check(CheckCall { since, fail_on: args.fail_on("fail_on")? })
@@ -147,7 +150,11 @@ pub fn parse(tool: &str, arguments: Option<&Map<String, Value>>) -> Result<Call,
         "rules_show" => {
             args.only(&["id"])?;
             let id = args.name("id", "a rule id such as kv-cache-pressure (rules_list gives them)")?;
-            Call::RulesShow { id: id.ok_or_else(|| Some("rules_show: argument \"id\" is required: give a rule id such as kv-cache-pressure (rules_list gives them)".to_string()))? }
+            Call::RulesShow {
+                id: id.ok_or_else(|| {
+                    Some("rules_show: argument \"id\" is required: give a rule id such as kv-cache-pressure (rules_list gives them)".to_string())
+                })?,
+            }
         }
         "events" => {
             args.only(&["window"])?;
@@ -210,12 +217,10 @@ impl Args<'_> {
 
     fn duration(&self, name: &str) -> Result<Option<Duration>, Option<String>> {
         let Some(s) = self.string(name)? else { return Ok(None) };
-        crate::units::parse_duration(&s)
-            .map(Some)
-            .map_err(|e| {
-                let how = if e.contains("write e.g.") { "" } else { ". Give a length such as \"30m\", \"2h\" or \"1d\"" };
-                self.bad(name, format!("{s:?} is not a duration: {e}{how}"))
-            })
+        crate::units::parse_duration(&s).map(Some).map_err(|e| {
+            let how = if e.contains("write e.g.") { "" } else { ". Give a length such as \"30m\", \"2h\" or \"1d\"" };
+            self.bad(name, format!("{s:?} is not a duration: {e}{how}"))
+        })
     }
 
     fn time(&self, name: &str) -> Result<Option<String>, Option<String>> {
@@ -311,7 +316,11 @@ mod tests {
 
     #[test]
     fn explain_arguments_become_typed_values() {
-        let c = call("explain", json!({"window": "2h", "baseline": "1d", "at": "now", "selector": "job=\"vllm\"", "group_by": "model_name, namespace", "profile": "batch"})).unwrap();
+        let c = call(
+            "explain",
+            json!({"window": "2h", "baseline": "1d", "at": "now", "selector": "job=\"vllm\"", "group_by": "model_name, namespace", "profile": "batch"}),
+        )
+        .unwrap();
         assert_eq!(
             c,
             Call::Explain(ExplainCall {

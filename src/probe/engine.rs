@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-pub use crate::report::probe::{BeforeEngine, EngineView, Measure, NotRead, NotReadReason};
-use crate::report::probe::Summary;
 use crate::prom::Selector;
+use crate::report::probe::Summary;
+pub use crate::report::probe::{BeforeEngine, EngineView, Measure, NotRead, NotReadReason};
 use crate::source::{Data, Request, Source};
 
 /// The vLLM family read for a measure, in the spellings it has had (vLLM 0.32 names the time
@@ -86,10 +86,7 @@ pub fn view(
         (get(Measure::Ttft), get(Measure::E2e), get(Measure::Queue), get(Measure::BetweenTokens), get(Measure::Finished));
     let (running_max, waiting_max) = (get(Measure::RunningMax), get(Measure::WaitingMax));
     let minus = |client: Option<f64>, engine: Option<f64>| Some(client? - engine?);
-    let before_engine = BeforeEngine {
-        ttft_seconds: minus(probe.ttft.map(|s| s.mean), ttft),
-        e2e_seconds: minus(probe.e2e.map(|s| s.mean), e2e),
-    };
+    let before_engine = BeforeEngine { ttft_seconds: minus(probe.ttft.map(|s| s.mean), ttft), e2e_seconds: minus(probe.e2e.map(|s| s.mean), e2e) };
     let other_traffic = finished.is_some_and(|f| f - probe.ok as f64 > (probe.ok as f64 * 0.1).max(2.0));
     EngineView {
         prometheus,

@@ -23,28 +23,18 @@ pub mod summary;
 use std::time::Duration;
 
 pub use crate::report::probe::{
-    Api, BeforeEngine, EngineView, Limits, Measured, Outcome, ProbeBreach, ProbeEvidence, ProbeRun, RefusedInFront, Shape, StreamMode, Summary,
-    TimeoutLimit, SCHEMA_VERSION,
+    Api, BeforeEngine, EngineView, Limits, Measured, Outcome, ProbeBreach, ProbeEvidence, ProbeRun, RefusedInFront, Shape, StreamMode, Summary, TimeoutLimit,
+    SCHEMA_VERSION,
 };
 pub use plan::Plan;
 
 /// The highest values a probe accepts, whatever the flags say: a probe measures, it does not load.
-pub const CEILINGS: Limits = Limits {
-    requests: 200,
-    rate_per_second: 20.0,
-    concurrency: 32,
-    max_duration: Duration::from_secs(600),
-    request_timeout: Duration::from_secs(300),
-};
+pub const CEILINGS: Limits =
+    Limits { requests: 200, rate_per_second: 20.0, concurrency: 32, max_duration: Duration::from_secs(600), request_timeout: Duration::from_secs(300) };
 
 /// The defaults: ten requests, one a second, one at a time, a minute at most.
-pub const DEFAULTS: Limits = Limits {
-    requests: 10,
-    rate_per_second: 1.0,
-    concurrency: 1,
-    max_duration: Duration::from_secs(60),
-    request_timeout: Duration::from_secs(30),
-};
+pub const DEFAULTS: Limits =
+    Limits { requests: 10, rate_per_second: 1.0, concurrency: 1, max_duration: Duration::from_secs(60), request_timeout: Duration::from_secs(30) };
 
 /// The statuses a server or a router answers when it is too busy to take a request: 408 (vLLM's
 /// router at its --max-concurrent-requests), 429 (a rate limit), 503 (vLLM at its

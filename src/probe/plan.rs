@@ -41,9 +41,7 @@ pub fn endpoint(url: &str, api: Api) -> Result<(url::Url, url::Url), PlanError> 
         return Err(bad("the URL has no host".into()));
     }
     if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(bad(
-            "credentials in the URL are not sent; give them with --basic-auth-user and --basic-auth-password-file, or --bearer-token-file".into(),
-        ));
+        return Err(bad("credentials in the URL are not sent; give them with --basic-auth-user and --basic-auth-password-file, or --bearer-token-file".into()));
     }
     if parsed.query().is_some() || parsed.fragment().is_some() {
         return Err(bad("give the server's address without a query string or fragment".into()));
@@ -81,9 +79,8 @@ fn api_name(api: Api) -> &'static str {
 /// Short common words: most tokenizers make each one token, so a prompt of N words is about N
 /// tokens whatever the model.
 const WORDS: &[&str] = &[
-    "the", "of", "and", "to", "in", "is", "it", "for", "on", "with", "as", "was", "at", "by", "be", "this", "from", "or",
-    "an", "are", "not", "but", "all", "can", "one", "time", "day", "way", "new", "good", "work", "city", "river",
-    "road", "light", "water", "house", "paper", "stone", "field",
+    "the", "of", "and", "to", "in", "is", "it", "for", "on", "with", "as", "was", "at", "by", "be", "this", "from", "or", "an", "are", "not", "but", "all",
+    "can", "one", "time", "day", "way", "new", "good", "work", "city", "river", "road", "light", "water", "house", "paper", "stone", "field",
 ];
 
 /// Request `index`'s prompt: `words` words chosen by a fixed sequence from the index, so prompts

@@ -242,12 +242,7 @@ enum Event {
 }
 
 fn on_event(event: &str, t: Instant, p: &mut Partial) -> Event {
-    let data: String = event
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(|d| d.strip_prefix(' ').unwrap_or(d))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let data: String = event.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect::<Vec<_>>().join("\n");
     if data.trim() == "[DONE]" {
         return Event::Done;
     }
@@ -289,9 +284,9 @@ async fn read_all(mut resp: reqwest::Response, max: usize) -> Result<String, req
 /// The server's own words for an error, from an OpenAI-style body (`error.message`, vLLM's
 /// `message`, a router's `detail` or `error` text) or the body's start; printable, one line, short.
 pub fn error_message(text: &str) -> String {
-    let from_json = serde_json::from_str::<serde_json::Value>(text).ok().and_then(|v| {
-        [&v["error"]["message"], &v["message"], &v["detail"], &v["error"]].into_iter().find_map(|m| m.as_str().map(str::to_string))
-    });
+    let from_json = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| [&v["error"]["message"], &v["message"], &v["detail"], &v["error"]].into_iter().find_map(|m| m.as_str().map(str::to_string)));
     let m = crate::text::one_line(&crate::prom::redact_text(&from_json.unwrap_or_else(|| text.to_string())));
     if m.chars().count() > MESSAGE_CHARS {
         format!("{}...", m.chars().take(MESSAGE_CHARS).collect::<String>())
@@ -305,10 +300,8 @@ pub fn error_message(text: &str) -> String {
 fn transport_outcome(e: &reqwest::Error, answering: bool) -> Outcome {
     use std::io::ErrorKind;
     let detail = innermost(&chain_text(e));
-    let reset = matches!(
-        io_error_kind(e),
-        Some(ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe | ErrorKind::UnexpectedEof)
-    ) || is_incomplete_message(e);
+    let reset = matches!(io_error_kind(e), Some(ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe | ErrorKind::UnexpectedEof))
+        || is_incomplete_message(e);
     if e.is_timeout() {
         Outcome::Timeout { limit: TimeoutLimit::Request }
     } else if e.is_connect() && !reset {

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-pub use crate::report::probe::{Spread, Summary};
 use crate::report::probe::Measured;
+pub use crate::report::probe::{Spread, Summary};
 
 pub fn summarize(requests: &[Measured]) -> Summary {
     let ok: Vec<&Measured> = requests.iter().filter(|m| m.outcome.is_ok()).collect();

@@ -15,8 +15,8 @@
 use std::collections::BTreeMap;
 
 use crate::prom::escape::{unescape_exposition_value, unescape_help};
-use crate::prom::{is_metric_name, label_name_len, metric_name_len, parse_exposition_value};
 use crate::prom::Labels;
+use crate::prom::{is_metric_name, label_name_len, metric_name_len, parse_exposition_value};
 
 /// One sample line.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,8 +71,7 @@ pub struct ExpositionError {
     pub message: String,
 }
 
-const TYPES: &[&str] =
-    &["counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "info", "stateset"];
+const TYPES: &[&str] = &["counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "info", "stateset"];
 
 /// Parse a whole body.
 pub fn parse(body: &str, format: Format) -> Result<Exposition, ExpositionError> {
@@ -258,17 +257,10 @@ mod tests {
 
     #[test]
     fn reads_samples_with_and_without_labels_and_timestamps() {
-        let e = parse(
-            "# HELP x Help text.\n# TYPE x counter\nx_total 3\nx_total{a=\"b\"} 4.5e3 1700000000000\n",
-            Format::Text,
-        )
-        .unwrap();
+        let e = parse("# HELP x Help text.\n# TYPE x counter\nx_total 3\nx_total{a=\"b\"} 4.5e3 1700000000000\n", Format::Text).unwrap();
         assert_eq!(e.types["x"], "counter");
         assert_eq!(e.help["x"], "Help text.");
-        assert_eq!(
-            e.samples[0],
-            ExpSample { name: "x_total".into(), labels: Labels::new(), value: 3.0, timestamp_ms: None }
-        );
+        assert_eq!(e.samples[0], ExpSample { name: "x_total".into(), labels: Labels::new(), value: 3.0, timestamp_ms: None });
         assert_eq!(e.samples[1].labels, labels(&[("a", "b")]));
         assert_eq!(e.samples[1].value, 4500.0);
         assert_eq!(e.samples[1].timestamp_ms, Some(1_700_000_000_000));
@@ -287,11 +279,7 @@ mod tests {
 
     #[test]
     fn special_values_and_escaped_label_values_are_read_exactly() {
-        let e = parse(
-            "a{le=\"+Inf\"} +Inf\nb NaN\nc -Inf\nd{path=\"C:\\\\x\",q=\"say \\\"hi\\\"\",nl=\"a\\nb\"} 1\n",
-            Format::Text,
-        )
-        .unwrap();
+        let e = parse("a{le=\"+Inf\"} +Inf\nb NaN\nc -Inf\nd{path=\"C:\\\\x\",q=\"say \\\"hi\\\"\",nl=\"a\\nb\"} 1\n", Format::Text).unwrap();
         assert_eq!(e.samples[0].value, f64::INFINITY);
         assert!(e.samples[1].value.is_nan());
         assert_eq!(e.samples[2].value, f64::NEG_INFINITY);

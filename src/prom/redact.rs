@@ -87,10 +87,8 @@ impl<'a> Parts<'a> {
 /// A query or fragment parameter whose value is a credential, judged by its name.
 fn is_credential_name(name: &str) -> bool {
     let n: String = name.chars().filter(|c| c.is_ascii_alphanumeric()).map(|c| c.to_ascii_lowercase()).collect();
-    const PARTS: &[&str] = &[
-        "token", "secret", "passw", "pwd", "apikey", "accesskey", "auth", "signature", "credential", "session",
-        "jwt", "bearer", "privatekey",
-    ];
+    const PARTS: &[&str] =
+        &["token", "secret", "passw", "pwd", "apikey", "accesskey", "auth", "signature", "credential", "session", "jwt", "bearer", "privatekey"];
     PARTS.iter().any(|p| n.contains(p)) || matches!(n.as_str(), "key" | "sig" | "pass" | "code")
 }
 
@@ -135,12 +133,8 @@ fn redact_urls_in(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(i) = rest.find("://") {
-        let scheme_start = rest[..i]
-            .char_indices()
-            .rev()
-            .take_while(|(_, c)| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-            .last()
-            .map_or(i, |(j, _)| j);
+        let scheme_start =
+            rest[..i].char_indices().rev().take_while(|(_, c)| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')).last().map_or(i, |(j, _)| j);
         let end = rest[i + 3..].find(ends_url).map_or(rest.len(), |e| i + 3 + e);
         out.push_str(&rest[..scheme_start]);
         out.push_str(&redact_url(&rest[scheme_start..end]));

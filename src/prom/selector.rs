@@ -146,29 +146,20 @@ impl Selector {
 
     /// A copy without matchers on the given labels.
     pub fn without(&self, labels: &[String]) -> Selector {
-        Selector {
-            matchers: self.matchers.iter().filter(|m| !labels.contains(&m.name)).cloned().collect(),
-        }
+        Selector { matchers: self.matchers.iter().filter(|m| !labels.contains(&m.name)).cloned().collect() }
     }
 
     /// A copy with only the matchers on the given labels.
     pub fn only(&self, labels: &[String]) -> Selector {
-        Selector {
-            matchers: self.matchers.iter().filter(|m| labels.contains(&m.name)).cloned().collect(),
-        }
+        Selector { matchers: self.matchers.iter().filter(|m| labels.contains(&m.name)).cloned().collect() }
     }
 
     /// Full series selector: `metric{matchers}` (or `metric` alone).
     pub fn series(&self, metric: &str, extra: &[Matcher]) -> String {
         // The names another exporter reuses for series of its own (see SHADOWED) read without them.
         let unshadow = is_shadowed(metric) && !self.matchers.iter().chain(extra.iter()).any(|m| m.name == SHADOW_LABEL);
-        let all: Vec<String> = self
-            .matchers
-            .iter()
-            .chain(extra.iter())
-            .map(|m| m.to_string())
-            .chain(unshadow.then(|| Matcher::eq(SHADOW_LABEL, "").to_string()))
-            .collect();
+        let all: Vec<String> =
+            self.matchers.iter().chain(extra.iter()).map(|m| m.to_string()).chain(unshadow.then(|| Matcher::eq(SHADOW_LABEL, "").to_string())).collect();
         if all.is_empty() {
             metric.to_string()
         } else {
@@ -332,9 +323,7 @@ impl Scanner<'_> {
                 };
                 return Err(self.err_at(span.literal, problem));
             }
-            Err(e) if e.starts_with("illegal regex") => {
-                return Err(self.err_at(span.literal, "the value is not a valid regular expression"))
-            }
+            Err(e) if e.starts_with("illegal regex") => return Err(self.err_at(span.literal, "the value is not a valid regular expression")),
             Err(e) => return Err(self.err_at(span.start, format!("PromQL cannot read this matcher ({e})"))),
         };
         let read = match (parsed.or_matchers.is_empty(), parsed.matchers.as_slice()) {

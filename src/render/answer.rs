@@ -180,7 +180,14 @@ impl Answer {
         let serious: Vec<&FindingView> = view.findings.iter().filter(|f| f.severity >= Severity::Warning).collect();
         let lead_view = serious.first().copied().filter(|_| view.verdict == Verdict::Findings);
         let others = others(&serious, lead_view.is_some(), hints);
-        let other_severities = serious.iter().skip(usize::from(lead_view.is_some())).take(OTHERS).map(|f| Some(f.severity)).chain(std::iter::repeat(None)).take(others.len()).collect();
+        let other_severities = serious
+            .iter()
+            .skip(usize::from(lead_view.is_some()))
+            .take(OTHERS)
+            .map(|f| Some(f.severity))
+            .chain(std::iter::repeat(None))
+            .take(others.len())
+            .collect();
         let (badge, headline) = match lead_view {
             Some(f) => (f.severity.as_str().to_uppercase(), heading(f)),
             None => {
@@ -305,11 +312,7 @@ fn lead(view: &ReportView, f: &FindingView, hints: Hints) -> LeadFinding {
     // The answer keeps to a few lines (Slack under 1,500 characters): at most NOTES of them; -v
     // and the JSON have every one.
     notes.truncate(NOTES);
-    let cards = f
-        .recommendations
-        .iter()
-        .map(|r| Card { line: r.card_brief.clone().unwrap_or_else(|| r.head.clone()), arithmetic: r.brief.clone() })
-        .collect();
+    let cards = f.recommendations.iter().map(|r| Card { line: r.card_brief.clone().unwrap_or_else(|| r.head.clone()), arithmetic: r.brief.clone() }).collect();
     let _ = view;
     LeadFinding {
         rank: f.rank,
@@ -349,7 +352,12 @@ fn others(serious: &[&FindingView], led: bool, hints: Hints) -> Vec<String> {
         .take(OTHERS)
         .map(|f| {
             // The number that decided it most, against its baseline.
-            let number = f.deciding.first().and_then(|&i| f.evidence.get(i)).map(|e| format!(" · {}: {}, baseline {}", e.title, e.value, e.baseline)).unwrap_or_default();
+            let number = f
+                .deciding
+                .first()
+                .and_then(|&i| f.evidence.get(i))
+                .map(|e| format!(" · {}: {}, baseline {}", e.title, e.value, e.baseline))
+                .unwrap_or_default();
             match f.scope.strip_prefix(lead_scope.as_str()) {
                 // On the leading finding's model: said once, there.
                 Some("") => format!("#{} {}{number}", f.rank, heading(f)),
@@ -398,7 +406,13 @@ fn no_problem_headline(view: &ReportView) -> (&'static str, String) {
 fn conclusion(view: &ReportView) -> Option<String> {
     match view.verdict {
         Verdict::Clean => None,
-        Verdict::NothingEvaluated => view.conclusion.as_ref().map(|c| c.trim_start_matches("Nothing was evaluated: no rule could be checked against this window, so this is not an all-clear.").trim().to_string()).filter(|c| !c.is_empty()),
+        Verdict::NothingEvaluated => view
+            .conclusion
+            .as_ref()
+            .map(|c| {
+                c.trim_start_matches("Nothing was evaluated: no rule could be checked against this window, so this is not an all-clear.").trim().to_string()
+            })
+            .filter(|c| !c.is_empty()),
         _ => view.core_brief.clone(),
     }
 }
@@ -512,7 +526,10 @@ mod tests {
         assert!(l.cards[0].arithmetic.starts_with("Suggested max_num_seqs = 37: "), "{}", l.cards[0].arithmetic);
         assert_eq!(l.steps.len(), STEPS);
         assert_eq!(l.absorbed.as_deref(), Some("Also explains: queue-backlog (warning), ttft-regression (info)"));
-        assert_eq!(a.others, ["#2 WARNING ttft-regression: Time to first token regressed · qwen2.5-coder-32b · P95 time to first token: 4.12 s, baseline 820 ms"]);
+        assert_eq!(
+            a.others,
+            ["#2 WARNING ttft-regression: Time to first token regressed · qwen2.5-coder-32b · P95 time to first token: 4.12 s, baseline 820 ms"]
+        );
         // The sample's pack: 8 rules, 6 evaluated, so 2 nowhere; 1 more (on Qwen only).
         assert_eq!((a.counts.total, a.counts.evaluated, a.counts.not_evaluated, a.counts.partly_evaluated), (8, 6, 2, 1));
         assert_eq!(a.not_evaluated.as_deref(), Some("2 rules not evaluated, 1 more on some models only: -v lists them"));

@@ -38,10 +38,7 @@ pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
 /// The verdict of the diagnosis alone.
 fn diagnosis_verdict(report: &Report, opts: &RenderOptions) -> String {
     let scopes = ScopeStyle::for_report(report);
-    let since = format!(
-        "since the deploy at {}",
-        describe_time_at(&report.window.start, opts.now.as_ref())
-    );
+    let since = format!("since the deploy at {}", describe_time_at(&report.window.start, opts.now.as_ref()));
     let decision = report.decide(opts.fail_on, opts.fail_on_unexplained);
     if decision == Decision::FailFindings {
         let bar = opts.fail_on.expect("a finding fails the run only against a bar");
@@ -52,11 +49,7 @@ fn diagnosis_verdict(report: &Report, opts: &RenderOptions) -> String {
             format!("{} findings ({})", failing.len(), severity_counts(&failing.iter().map(|f| (*f).clone()).collect::<Vec<_>>()))
         };
         const NAMED: usize = 3;
-        let mut named: Vec<String> = failing
-            .iter()
-            .take(NAMED)
-            .map(|f| format!("{} on {}", one_line(&f.rule), scopes.format(&f.scope)))
-            .collect();
+        let mut named: Vec<String> = failing.iter().take(NAMED).map(|f| format!("{} on {}", one_line(&f.rule), scopes.format(&f.scope))).collect();
         if failing.len() > NAMED {
             named.push(format!("and {} more", failing.len() - NAMED));
         }
@@ -64,12 +57,8 @@ fn diagnosis_verdict(report: &Report, opts: &RenderOptions) -> String {
     }
     if decision == Decision::FailUnexplained {
         const NAMED: usize = 3;
-        let mut named: Vec<String> = report
-            .unexplained
-            .iter()
-            .take(NAMED)
-            .map(|u| format!("{} {} on {}", u.title, u.direction, scopes.format(&u.scope)))
-            .collect();
+        let mut named: Vec<String> =
+            report.unexplained.iter().take(NAMED).map(|u| format!("{} {} on {}", u.title, u.direction, scopes.format(&u.scope))).collect();
         if report.unexplained.len() > NAMED {
             named.push(format!("and {} more", report.unexplained.len() - NAMED));
         }
@@ -104,11 +93,7 @@ fn diagnosis_verdict(report: &Report, opts: &RenderOptions) -> String {
     }
     if decision == Decision::NoVerdict(NoVerdict::NothingJudged) && report.findings.is_empty() {
         let n = report.not_evaluated.len();
-        let why = if n == 0 {
-            String::new()
-        } else {
-            format!(" ({} could not be checked)", plural(n, "rule/scope pair", "rule/scope pairs"))
-        };
+        let why = if n == 0 { String::new() } else { format!(" ({} could not be checked)", plural(n, "rule/scope pair", "rule/scope pairs")) };
         return format!("NOT EVALUATED: no rule could be checked against the {} {since}{why}; this is not a pass", describe_duration(&report.window));
     }
     let bar = match opts.fail_on {
@@ -123,21 +108,13 @@ fn diagnosis_verdict(report: &Report, opts: &RenderOptions) -> String {
     }
     if !report.findings.is_empty() {
         let below = if opts.fail_on.is_some() { " below the bar" } else { "" };
-        notes.push(format!(
-            "{} ({}){below}",
-            plural(report.findings.len(), "finding", "findings"),
-            severity_counts(&report.findings)
-        ));
+        notes.push(format!("{} ({}){below}", plural(report.findings.len(), "finding", "findings"), severity_counts(&report.findings)));
     }
     notes.push(format!("{} evaluated", plural(report.stats.rules_evaluated, "rule/scope pair", "rule/scope pairs")));
     if !report.not_evaluated.is_empty() {
         notes.push(format!("{} not evaluated", report.not_evaluated.len()));
     }
-    format!(
-        "PASS: {bar} in the {} {since}; {}",
-        describe_duration(&report.window),
-        notes.join(", ")
-    )
+    format!("PASS: {bar} in the {} {since}; {}", describe_duration(&report.window), notes.join(", "))
 }
 
 /// `nothing was found in the rest` or `the rest found 2 findings (1 warning, 1 info), none failing`.

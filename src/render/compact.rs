@@ -206,7 +206,8 @@ mod tests {
         let first = verdict_line(&text);
         assert!(first.starts_with("NOT AN ALL-CLEAR: no warning or critical finding in "), "{text}");
         assert!(first.ends_with("but 4 signals moved that no rule explains"), "{text}");
-        let listed: Vec<&str> = text.lines().skip_while(|l| *l != "Also changed, not explained by any rule:").skip(1).take_while(|l| l.starts_with("  ")).collect();
+        let listed: Vec<&str> =
+            text.lines().skip_while(|l| *l != "Also changed, not explained by any rule:").skip(1).take_while(|l| l.starts_with("  ")).collect();
         assert_eq!(listed.iter().filter(|l| l.starts_with("  - ")).count(), 4, "three and the count of the rest: {text}");
         assert_eq!(listed[0], "  - P95 time to first token up 2.4x on qwen2.5-coder-32b since 09:12 UTC: 1.9 s vs 800 ms", "{text}");
         assert_eq!(*listed.last().unwrap(), "  - ... and 1 more: -v lists them", "{text}");

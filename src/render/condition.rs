@@ -27,7 +27,11 @@ fn own_tree(t: &Term, top: bool) -> Own {
         Term::Group { all, parts, see } => {
             let seq = Own::Seq(Term::joiner(*all), parts.iter().map(|p| own_tree(p, false)).collect());
             // The text's parentheses stand around the group as written, the other signals counted.
-            if top || parts.len() + usize::from(!see.is_empty()) == 1 { seq } else { Own::Paren(Box::new(seq)) }
+            if top || parts.len() + usize::from(!see.is_empty()) == 1 {
+                seq
+            } else {
+                Own::Paren(Box::new(seq))
+            }
         }
     }
 }
@@ -42,7 +46,11 @@ fn own_text(o: &Own, whole: bool) -> String {
         Own::Paren(x) => {
             let inner = own_text(x, false);
             let lone = !inner.contains(" or ") && !inner.contains(" and ") && !inner.contains('(');
-            if lone || (whole && !inner.contains('(')) { inner } else { format!("({inner})") }
+            if lone || (whole && !inner.contains('(')) {
+                inner
+            } else {
+                format!("({inner})")
+            }
         }
     }
 }
@@ -128,7 +136,11 @@ fn words(t: &Term, top: bool, signal: &str, evidence: &[Named]) -> String {
                 items.push(others_in_words(sep, see, signal, evidence));
             }
             let inner = items.join(sep);
-            if top || items.len() == 1 { inner } else { format!("({inner})") }
+            if top || items.len() == 1 {
+                inner
+            } else {
+                format!("({inner})")
+            }
         }
     }
 }
@@ -157,7 +169,11 @@ fn others_in_words(sep: &str, see: &[String], signal: &str, evidence: &[Named]) 
         ids.iter()
             .map(|id| {
                 let own = find(id).map(|(_, _, c)| own_condition(c)).unwrap_or_default();
-                if compound(&own) { format!("({} {own})", title(id)) } else { format!("{} {own}", title(id)) }
+                if compound(&own) {
+                    format!("({} {own})", title(id))
+                } else {
+                    format!("{} {own}", title(id))
+                }
             })
             .collect::<Vec<_>>()
             .join(sep)
@@ -170,7 +186,6 @@ fn others_in_words(sep: &str, see: &[String], signal: &str, evidence: &[Named]) 
         format!("a condition on {list}")
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -7,9 +7,7 @@ use chrono::{TimeZone, Utc};
 use crate::report::*;
 
 fn t(h: u32, m: u32) -> chrono::DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 1, 15, h, m, 0)
-        .single()
-        .expect("valid fixed timestamp")
+    Utc.with_ymd_and_hms(2026, 1, 15, h, m, 0).single().expect("valid fixed timestamp")
 }
 
 /// `r` with `n` changes no rule explains on Qwen (the first a TTFT rise).
@@ -46,21 +44,11 @@ pub(crate) fn model(name: &str) -> Scope {
 const LLAMA: &str = "llama-3.1-70b-instruct";
 pub(crate) const QWEN: &str = "qwen2.5-coder-32b";
 
-fn base(
-    findings: Vec<Finding>,
-    healthy: Vec<Checked>,
-    not_evaluated: Vec<NotEvaluated>,
-) -> Report {
+fn base(findings: Vec<Finding>, healthy: Vec<Checked>, not_evaluated: Vec<NotEvaluated>) -> Report {
     Report {
         schema_version: SCHEMA_VERSION,
-        window: TimeRange {
-            start: t(9, 0),
-            end: t(9, 30),
-        },
-        baseline: TimeRange {
-            start: t(8, 30),
-            end: t(9, 0),
-        },
+        window: TimeRange { start: t(9, 0), end: t(9, 30) },
+        baseline: TimeRange { start: t(8, 30), end: t(9, 0) },
         source: SourceInfo {
             kind: crate::report::SourceKind::Prometheus,
             url: "http://prometheus.monitoring:9090".to_string(),
@@ -70,21 +58,10 @@ fn base(
             generation: "v1".to_string(),
             scopes: vec![model(LLAMA), model(QWEN)],
             names_used: BTreeMap::from([
-                (
-                    "kv_cache_usage".to_string(),
-                    "vllm:kv_cache_usage_perc".to_string(),
-                ),
-                (
-                    "ttft_p95".to_string(),
-                    "vllm:time_to_first_token_seconds".to_string(),
-                ),
+                ("kv_cache_usage".to_string(), "vllm:kv_cache_usage_perc".to_string()),
+                ("ttft_p95".to_string(), "vllm:time_to_first_token_seconds".to_string()),
             ]),
-            labels: BTreeMap::from([
-                ("instance".to_string(), 5),
-                ("model_name".to_string(), 2),
-                ("namespace".to_string(), 1),
-                ("pod".to_string(), 5),
-            ]),
+            labels: BTreeMap::from([("instance".to_string(), 5), ("model_name".to_string(), 2), ("namespace".to_string(), 1), ("pod".to_string(), 5)]),
             replica_label: "instance".to_string(),
         },
         findings,
@@ -93,10 +70,7 @@ fn base(
         disabled: vec![],
         warnings: vec![],
         caveats: vec![],
-        stats: RunStats {
-            queries: 38,
-            rules_evaluated: 12,
-        },
+        stats: RunStats { queries: 38, rules_evaluated: 12 },
         coverage: crate::report::Coverage { rules: 8, evaluated: 6, stood_in: 0, core_not_evaluated: vec![], unread_targets: vec![] },
         events: vec![],
         deploy: None,
@@ -131,8 +105,7 @@ pub(crate) fn sample_report() -> Report {
                 baseline: Some(0.62),
                 threshold: "> 95%".into(),
                 passed: true,
-                query: r#"max by (model_name) (max_over_time(vllm:kv_cache_usage_perc{namespace="inference-prod"}[30m]))"#
-                    .to_string(),
+                query: r#"max by (model_name) (max_over_time(vllm:kv_cache_usage_perc{namespace="inference-prod"}[30m]))"#.to_string(),
                 metric: "vllm:kv_cache_usage_perc".to_string(),
                 low_confidence: false,
                 observations: None,
@@ -150,8 +123,7 @@ pub(crate) fn sample_report() -> Report {
                 baseline: Some(0.0),
                 threshold: "> 0.1/s".into(),
                 passed: true,
-                query: r#"sum by (model_name) (rate(vllm:num_preemptions_total{namespace="inference-prod"}[30m]))"#
-                    .to_string(),
+                query: r#"sum by (model_name) (rate(vllm:num_preemptions_total{namespace="inference-prod"}[30m]))"#.to_string(),
                 metric: "vllm:num_preemptions_total".to_string(),
                 low_confidence: false,
                 observations: None,
@@ -208,12 +180,7 @@ pub(crate) fn sample_report() -> Report {
                 severity: Severity::Warning,
                 score: 1.9,
             },
-            AlsoConsistent {
-                rule: "ttft-regression".to_string(),
-                title: "Time to first token regressed".to_string(),
-                severity: Severity::Info,
-                score: 1.2,
-            },
+            AlsoConsistent { rule: "ttft-regression".to_string(), title: "Time to first token regressed".to_string(), severity: Severity::Info, score: 1.2 },
         ],
         raised_from: None,
     };
@@ -312,39 +279,19 @@ pub(crate) fn sample_report() -> Report {
         raised_from: None,
     };
     let healthy = vec![
-        Checked {
-            rule: "error-rate".to_string(),
-            scope: model(LLAMA),
-        },
-        Checked {
-            rule: "error-rate".to_string(),
-            scope: model(QWEN),
-        },
-        Checked {
-            rule: "queue-backlog".to_string(),
-            scope: model(QWEN),
-        },
-        Checked {
-            rule: "throughput-drop".to_string(),
-            scope: model(LLAMA),
-        },
-        Checked {
-            rule: "throughput-drop".to_string(),
-            scope: model(QWEN),
-        },
+        Checked { rule: "error-rate".to_string(), scope: model(LLAMA) },
+        Checked { rule: "error-rate".to_string(), scope: model(QWEN) },
+        Checked { rule: "queue-backlog".to_string(), scope: model(QWEN) },
+        Checked { rule: "throughput-drop".to_string(), scope: model(LLAMA) },
+        Checked { rule: "throughput-drop".to_string(), scope: model(QWEN) },
     ];
     let not_evaluated = vec![
         NotEvaluated {
             rule: "spec-decode-acceptance-drop".to_string(),
             scope: model(QWEN),
-            reason: "no series for vllm:spec_decode_num_draft_tokens_total in the window"
-                .into(),
+            reason: "no series for vllm:spec_decode_num_draft_tokens_total in the window".into(),
         },
-        NotEvaluated {
-            rule: "kv-cache-exhausted".to_string(),
-            scope: model(QWEN),
-            reason: "timed out".into(),
-        },
+        NotEvaluated { rule: "kv-cache-exhausted".to_string(), scope: model(QWEN), reason: "timed out".into() },
     ];
     let mut r = base(vec![kv, ttft], healthy, not_evaluated);
     // The KV-cache signal carries its course and its threshold, as live runs give them:
@@ -357,15 +304,9 @@ pub(crate) fn sample_report() -> Report {
         range_seconds: 180,
         query: r#"max by (model_name) (max_over_time(vllm:kv_cache_usage_perc{namespace="inference-prod"}[180s]))"#.to_string(),
         baseline: (0..=30).map(|i| (b0 + 60.0 * i as f64, 0.60 + 0.02 * ((i % 5) as f64 - 2.0).abs() / 2.0)).collect(),
-        window: (0..=30)
-            .filter(|i| !(18..21).contains(i))
-            .map(|i| (w0 + 60.0 * i as f64, (0.62 + 0.03 * i as f64).min(0.991)))
-            .collect(),
+        window: (0..=30).filter(|i| !(18..21).contains(i)).map(|i| (w0 + 60.0 * i as f64, (0.62 + 0.03 * i as f64).min(0.991))).collect(),
     });
-    r.warnings = vec![
-        "partial response: store 10.0.3.7:10901 unavailable".to_string(),
-        "partial response: store 10.0.3.7:10901 unavailable".to_string(),
-    ];
+    r.warnings = vec!["partial response: store 10.0.3.7:10901 unavailable".to_string(), "partial response: store 10.0.3.7:10901 unavailable".to_string()];
     r
 }
 
@@ -423,12 +364,7 @@ pub(crate) fn sample_report_with_events() -> Report {
 pub(crate) fn clean_report() -> Report {
     let healthy = ["error-rate", "kv-cache-exhausted", "ttft-regression"]
         .iter()
-        .flat_map(|rule| {
-            [LLAMA, QWEN].map(|m| Checked {
-                rule: rule.to_string(),
-                scope: model(m),
-            })
-        })
+        .flat_map(|rule| [LLAMA, QWEN].map(|m| Checked { rule: rule.to_string(), scope: model(m) }))
         .collect();
     base(vec![], healthy, vec![])
 }
@@ -437,19 +373,11 @@ pub(crate) fn clean_report() -> Report {
 pub(crate) fn nothing_evaluated_report() -> Report {
     let not_evaluated = ["error-rate", "kv-cache-exhausted"]
         .iter()
-        .map(|rule| NotEvaluated {
-            rule: rule.to_string(),
-            scope: Scope::new(),
-            reason: "data source unreachable".into(),
-        })
+        .map(|rule| NotEvaluated { rule: rule.to_string(), scope: Scope::new(), reason: "data source unreachable".into() })
         .collect();
     let mut r = base(vec![], vec![], not_evaluated);
-    r.metrics = MetricsInfo {
-        generation: "unknown".to_string(),
-        ..MetricsInfo::default()
-    };
-    r.warnings =
-        vec!["no vLLM metrics found for selector {namespace=\"inference-prod\"}".to_string()];
+    r.metrics = MetricsInfo { generation: "unknown".to_string(), ..MetricsInfo::default() };
+    r.warnings = vec!["no vLLM metrics found for selector {namespace=\"inference-prod\"}".to_string()];
     r
 }
 

@@ -30,12 +30,7 @@ pub fn annotations_of(view: &ReportView) -> String {
             Severity::Info => "notice",
         };
         let title = format!("vllm-diag: {} on {}", f.rule, f.scope);
-        let held: Vec<String> = f
-            .evidence
-            .iter()
-            .filter(|e| e.held_condition())
-            .map(|e| format!("{} {} ({})", e.title, e.value, e.condition_words))
-            .collect();
+        let held: Vec<String> = f.evidence.iter().filter(|e| e.held_condition()).map(|e| format!("{} {} ({})", e.title, e.value, e.condition_words)).collect();
         let mut message = format!("{}: {}", f.severity.as_str().to_uppercase(), f.title);
         if !held.is_empty() {
             message.push_str(&format!(". {}", held.join("; ")));

@@ -2,10 +2,10 @@
 //! one hop for the compact format, and the whole split, hop by hop, for `-v`. Self-contained so
 //! the formats that show it call one function each.
 
-use super::ScopeStyle;
 use super::one_line;
-use crate::report::{HopSplit, Report};
+use super::ScopeStyle;
 use crate::explain::hops::seconds;
+use crate::report::{HopSplit, Report};
 
 /// One scope's split, worded.
 #[derive(Debug, Clone, PartialEq)]

@@ -40,7 +40,8 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     if let Some(sentence) = &view.conclusion {
         // Only a real all-clear is drawn as one: a run missing its core checks is not.
         // Nor is one where signals moved that no rule explains.
-        let class = if view.verdict == Verdict::Clean && view.unexplained.is_empty() && view.probe_failed.is_none() { "verdict clean" } else { "verdict unknown" };
+        let class =
+            if view.verdict == Verdict::Clean && view.unexplained.is_empty() && view.probe_failed.is_none() { "verdict clean" } else { "verdict unknown" };
         let _ = writeln!(body, "<p class=\"{class}\">{}</p>", esc(sentence));
     }
     for f in &view.findings {
@@ -716,7 +717,10 @@ mod tests {
         assert_eq!(svg.matches("<g class=\"ev ").count(), 5, "{svg}");
         assert!(!svg.contains("qwen2.5-coder-32b"), "the other model's restart is on the chart\n{svg}");
         assert_eq!(svg.matches(" lead\"").count(), 1);
-        assert!(svg.contains("<g class=\"ev k-config-change lead\"><title>09:01:00 UTC config-change (llama-3.1-70b-instruct): num_gpu_blocks 2000 -&gt; 900"), "{svg}");
+        assert!(
+            svg.contains("<g class=\"ev k-config-change lead\"><title>09:01:00 UTC config-change (llama-3.1-70b-instruct): num_gpu_blocks 2000 -&gt; 900"),
+            "{svg}"
+        );
         // Events only in the panel of their own range: the baseline's in the left one.
         assert!(page.contains("<p class=\"onset\">Started 09:03 UTC</p>\n<p class=\"preceded\">Began 2 min after"), "{page}");
         assert!(page.contains("<table class=\"timeline\">") && page.contains("→ #1 began after it"), "{page}");

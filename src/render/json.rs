@@ -24,10 +24,7 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
         }
         // Unreachable for this type (string keys, non-finite floats written as strings), but a
         // renderer never panics: say what happened in a shape a JSON reader can still parse.
-        Err(e) => format!(
-            "{}\n",
-            serde_json::json!({ "error": format!("cannot encode the report: {e}") })
-        ),
+        Err(e) => format!("{}\n", serde_json::json!({ "error": format!("cannot encode the report: {e}") })),
     }
 }
 
@@ -73,9 +70,7 @@ mod tests {
         assert!(text.contains("\"+Inf\"") && text.contains("\"NaN\""));
         let back: Report = serde_json::from_str(&text).expect("rendered JSON parses back");
         assert_eq!(back.findings[0].evidence[0].value, Some(f64::INFINITY));
-        assert!(back.findings[0].evidence[1]
-            .baseline
-            .is_some_and(f64::is_nan));
+        assert!(back.findings[0].evidence[1].baseline.is_some_and(f64::is_nan));
     }
 
     /// `outcome` closes the document: the exit code the process gives for it and the bar that

@@ -33,10 +33,20 @@ use crate::report::Severity;
 enum Outcome {
     Passed,
     /// Matched; `fails` when at or above the bar. `detail` is the body text.
-    Matched { severity: Severity, title: String, detail: String, fails: bool },
-    Skipped { reason: String },
+    Matched {
+        severity: Severity,
+        title: String,
+        detail: String,
+        fails: bool,
+    },
+    Skipped {
+        reason: String,
+    },
     /// A change no rule explains (what else moved); `fails` under `--fail-on unexplained` or `info`.
-    Moved { line: String, fails: bool },
+    Moved {
+        line: String,
+        fails: bool,
+    },
 }
 
 impl Outcome {
@@ -80,15 +90,9 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
 
     let mut out = String::new();
     out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
-        out,
-        "<testsuites name=\"vllm-diag\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"0\">"
-    );
+    let _ = writeln!(out, "<testsuites name=\"vllm-diag\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"0\">");
     if let Some(sentence) = &no_verdict {
-        let _ = writeln!(
-            out,
-            "  <testsuite name=\"coverage\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0\" timestamp=\"{timestamp}\">"
-        );
+        let _ = writeln!(out, "  <testsuite name=\"coverage\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0\" timestamp=\"{timestamp}\">");
         // Named for what is missing: core checks, or (scrape targets unread, nothing judged) coverage.
         let name = if sentence.starts_with("Core runbook") { "core runbook checks" } else { "what could not be seen" };
         let _ = writeln!(out, "    <testcase name=\"{name}\" classname=\"coverage\" time=\"0\">");
@@ -326,12 +330,21 @@ fn testcase(out: &mut String, rule: &str, scope: &str, outcome: &Outcome, bar: &
         }
         Outcome::Moved { line, fails: true } => {
             let _ = writeln!(out, "{open}>");
-            let _ = writeln!(out, "      <failure message=\"{}\" type=\"unexplained\">{}</failure>", attr(&format!("UNEXPLAINED: {line}")), text(&format!("Changed, not explained by any rule: {line}\n")));
+            let _ = writeln!(
+                out,
+                "      <failure message=\"{}\" type=\"unexplained\">{}</failure>",
+                attr(&format!("UNEXPLAINED: {line}")),
+                text(&format!("Changed, not explained by any rule: {line}\n"))
+            );
             out.push_str("    </testcase>\n");
         }
         Outcome::Moved { line, fails: false } => {
             let _ = writeln!(out, "{open}>");
-            let _ = writeln!(out, "      <system-out>{}</system-out>", text(&format!("Changed, not explained by any rule (fails with --fail-on unexplained; --fail-on {bar} here): {line}\n")));
+            let _ = writeln!(
+                out,
+                "      <system-out>{}</system-out>",
+                text(&format!("Changed, not explained by any rule (fails with --fail-on unexplained; --fail-on {bar} here): {line}\n"))
+            );
             out.push_str("    </testcase>\n");
         }
         Outcome::Matched { severity, title, detail, fails: false } => {
@@ -458,10 +471,14 @@ mod tests {
         assert_eq!(got.get(&key("ttft_p95")).map(String::as_str), Some("failure"), "{got:?}");
         let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
         assert_eq!(doc.root_element().attribute("failures"), Some("2"));
-        let fail_on: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("property") && n.attribute("name") == Some("fail_on")).filter_map(|n| n.attribute("value")).collect();
+        let fail_on: Vec<&str> =
+            doc.descendants().filter(|n| n.has_tag_name("property") && n.attribute("name") == Some("fail_on")).filter_map(|n| n.attribute("value")).collect();
         assert!(!fail_on.is_empty() && fail_on.iter().all(|v| *v == "unexplained"), "{fail_on:?}");
         let messages: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("failure")).filter_map(|n| n.attribute("message")).collect();
-        assert!(messages.iter().any(|m| m.starts_with("UNEXPLAINED: P95 time to first token up 2.4x (robust z 31) on qwen2.5-coder-32b since 09:12:00 UTC")), "{messages:?}");
+        assert!(
+            messages.iter().any(|m| m.starts_with("UNEXPLAINED: P95 time to first token up 2.4x (robust z 31) on qwen2.5-coder-32b since 09:12:00 UTC")),
+            "{messages:?}"
+        );
         // Nothing moved: no such suite.
         assert!(!render(&clean_report(), &strict).contains("what_else_moved"));
     }

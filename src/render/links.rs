@@ -43,7 +43,10 @@ impl GraphLinks {
             let Some(close) = rest[open..].find('}') else { return Err(format!("{{ at {:?} is never closed", &rest[open..])) };
             let name = &rest[open + 1..open + close];
             if !PLACEHOLDERS.contains(&name) {
-                return Err(format!("unknown placeholder {{{name}}} (write a literal brace as %7B or %7D); the template may use {}", PLACEHOLDERS.iter().map(|p| format!("{{{p}}}")).collect::<Vec<_>>().join(", ")));
+                return Err(format!(
+                    "unknown placeholder {{{name}}} (write a literal brace as %7B or %7D); the template may use {}",
+                    PLACEHOLDERS.iter().map(|p| format!("{{{p}}}")).collect::<Vec<_>>().join(", ")
+                ));
             }
             rest = &rest[open + close + 1..];
         }
@@ -123,7 +126,9 @@ mod tests {
 
     #[test]
     fn a_template_places_every_value_encoded() {
-        let g = GraphLinks::parse("https://grafana.example/explore?left={\"queries\":[{\"expr\":\"{expr}\"}],\"range\":{\"from\":\"{start_ms}\",\"to\":\"{end_ms}\"}}");
+        let g = GraphLinks::parse(
+            "https://grafana.example/explore?left={\"queries\":[{\"expr\":\"{expr}\"}],\"range\":{\"from\":\"{start_ms}\",\"to\":\"{end_ms}\"}}",
+        );
         assert!(g.is_err(), "a brace that opens no placeholder is refused: {g:?}");
         let g = GraphLinks::parse("https://grafana.example/d/vllm?var-q={expr}&from={start_ms}&to={end_ms}&t={start}").unwrap();
         let link = g.link("http://ignored", "up == 1", &window());

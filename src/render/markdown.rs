@@ -145,18 +145,11 @@ pub(crate) fn text(s: &str) -> String {
         let escape = match c {
             '\\' | '*' | '[' | ']' | '<' | '~' => true,
             // `_` between two letters or digits can never start or end emphasis.
-            '_' => {
-                !(prev.is_some_and(char::is_alphanumeric)
-                    && next.is_some_and(char::is_alphanumeric))
-            }
+            '_' => !(prev.is_some_and(char::is_alphanumeric) && next.is_some_and(char::is_alphanumeric)),
             '&' => looks_like_entity(&chars[i + 1..]),
             // Only at the start of a line can these open a heading, list, quote or underline.
             '#' | '-' | '+' | '=' | '>' => i == 0,
-            '.' | ')' => {
-                next.is_none_or(char::is_whitespace)
-                    && i > 0
-                    && chars[..i].iter().all(char::is_ascii_digit)
-            }
+            '.' | ')' => next.is_none_or(char::is_whitespace) && i > 0 && chars[..i].iter().all(char::is_ascii_digit),
             _ => false,
         };
         if escape {
@@ -187,10 +180,7 @@ fn closing_run(chars: &[char], from: usize, len: usize) -> Option<usize> {
 
 /// `amp;`, `#123;`: what follows an `&` in an HTML entity.
 fn looks_like_entity(rest: &[char]) -> bool {
-    let body = rest
-        .iter()
-        .take_while(|c| c.is_ascii_alphanumeric() || **c == '#')
-        .count();
+    let body = rest.iter().take_while(|c| c.is_ascii_alphanumeric() || **c == '#').count();
     body > 0 && rest.get(body) == Some(&';')
 }
 
@@ -273,23 +263,14 @@ mod tests {
         assert_eq!(text("*prod* [x](y) <b>"), r"\*prod\* \[x\](y) \<b>");
         assert_eq!(text("# not a heading"), r"\# not a heading");
         assert_eq!(text("1. not a list"), r"1\. not a list");
-        assert_eq!(
-            text("> not a quote, 0.90 -> 0.95"),
-            r"\> not a quote, 0.90 -> 0.95"
-        );
+        assert_eq!(text("> not a quote, 0.90 -> 0.95"), r"\> not a quote, 0.90 -> 0.95");
         assert_eq!(text("a &amp; b & c"), r"a \&amp; b & c");
     }
 
     #[test]
     fn metric_names_and_code_spans_stay_readable() {
-        assert_eq!(
-            text("no series for vllm:num_requests_waiting"),
-            "no series for vllm:num_requests_waiting"
-        );
-        assert_eq!(
-            text("lower `--max_num_seqs` now"),
-            "lower `--max_num_seqs` now"
-        );
+        assert_eq!(text("no series for vllm:num_requests_waiting"), "no series for vllm:num_requests_waiting");
+        assert_eq!(text("lower `--max_num_seqs` now"), "lower `--max_num_seqs` now");
         assert_eq!(text("a lone ` tick"), r"a lone \` tick");
         assert_eq!(text("_lead and trail_"), r"\_lead and trail\_");
     }

@@ -148,11 +148,7 @@ impl std::str::FromStr for Format {
 
     /// The `--format` name, exactly as `--format` takes it.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Format::ALL
-            .iter()
-            .copied()
-            .find(|f| f.name() == s)
-            .ok_or_else(|| UnknownFormat(s.to_string()))
+        Format::ALL.iter().copied().find(|f| f.name() == s).ok_or_else(|| UnknownFormat(s.to_string()))
     }
 }
 
@@ -226,9 +222,9 @@ pub fn render(report: &Report, format: Format, opts: &RenderOptions) -> String {
 
 mod check;
 mod condition;
-mod words;
 #[cfg(test)]
 pub(crate) mod fixtures;
+mod words;
 
 pub use check::{check_verdict, verdict_says_not_evaluated};
 pub(crate) use condition::*;
@@ -264,45 +260,27 @@ mod tests {
     use super::*;
 
     fn scope(pairs: &[(&str, &str)]) -> Scope {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
     fn a_range_within_one_day_shows_the_date_once() {
         let r = sample_report();
-        assert_eq!(
-            describe_range(&r.window),
-            "2026-01-15 09:00:00 → 09:30:00 UTC (30m)"
-        );
+        assert_eq!(describe_range(&r.window), "2026-01-15 09:00:00 → 09:30:00 UTC (30m)");
     }
 
     #[test]
     fn a_range_across_midnight_shows_both_dates() {
-        let r = TimeRange {
-            start: Utc.with_ymd_and_hms(2026, 1, 15, 23, 30, 0).unwrap(),
-            end: Utc.with_ymd_and_hms(2026, 1, 16, 1, 0, 0).unwrap(),
-        };
-        assert_eq!(
-            describe_range(&r),
-            "2026-01-15 23:30:00 → 2026-01-16 01:00:00 UTC (1h 30m)"
-        );
+        let r = TimeRange { start: Utc.with_ymd_and_hms(2026, 1, 15, 23, 30, 0).unwrap(), end: Utc.with_ymd_and_hms(2026, 1, 16, 1, 0, 0).unwrap() };
+        assert_eq!(describe_range(&r), "2026-01-15 23:30:00 → 2026-01-16 01:00:00 UTC (1h 30m)");
     }
 
     #[test]
     fn a_scope_of_only_the_grouping_label_is_written_as_its_value() {
         let style = ScopeStyle::for_report(&sample_report());
         assert_eq!(style.group_label.as_deref(), Some("model_name"));
-        assert_eq!(
-            style.format(&scope(&[("model_name", "llama-3")])),
-            "llama-3"
-        );
-        assert_eq!(
-            style.format(&scope(&[("model_name", "llama-3"), ("engine", "1")])),
-            "llama-3 (engine=1)"
-        );
+        assert_eq!(style.format(&scope(&[("model_name", "llama-3")])), "llama-3");
+        assert_eq!(style.format(&scope(&[("model_name", "llama-3"), ("engine", "1")])), "llama-3 (engine=1)");
         assert_eq!(style.format(&Scope::new()), "all");
         // Grouped by a label the series lack: said, not left blank.
         assert_eq!(style.format(&scope(&[("model_name", "")])), "(no model_name label)");
@@ -314,10 +292,7 @@ mod tests {
         r.metrics.scopes = vec![scope(&[("model_name", "a"), ("engine", "0")])];
         let style = ScopeStyle::for_report(&r);
         assert_eq!(style.group_label, None);
-        assert_eq!(
-            style.format(&scope(&[("model_name", "a"), ("engine", "0")])),
-            "engine=0, model_name=a"
-        );
+        assert_eq!(style.format(&scope(&[("model_name", "a"), ("engine", "0")])), "engine=0, model_name=a");
     }
 
     #[test]
@@ -336,10 +311,7 @@ mod tests {
 
     #[test]
     fn credentials_in_the_source_url_are_never_displayed() {
-        assert_eq!(
-            display_url("https://user:s3cret@prom.example:9090/"),
-            "https://prom.example:9090/"
-        );
+        assert_eq!(display_url("https://user:s3cret@prom.example:9090/"), "https://prom.example:9090/");
         assert!(!display_url("https://user:s3cret@[bad").contains("s3cret"));
     }
 
@@ -355,24 +327,17 @@ mod tests {
     #[test]
     fn repeated_warnings_are_folded_with_a_count() {
         let r = sample_report();
-        assert_eq!(
-            warning_lines(&r),
-            vec!["partial response: store 10.0.3.7:10901 unavailable (2 times)"]
-        );
+        assert_eq!(warning_lines(&r), vec!["partial response: store 10.0.3.7:10901 unavailable (2 times)"]);
     }
 
     #[test]
     fn headline_counts_findings_by_severity_and_not_evaluated() {
-        assert_eq!(
-            headline(&sample_report()),
-            "2 findings (1 critical, 1 warning) · 6 of 8 rules evaluated"
-        );
+        assert_eq!(headline(&sample_report()), "2 findings (1 critical, 1 warning) · 6 of 8 rules evaluated");
         assert_eq!(headline(&clean_report()), "no problems found · 6 of 8 rules evaluated");
         let mut r = clean_report();
         r.coverage = crate::report::Coverage { rules: 8, evaluated: 8, stood_in: 0, core_not_evaluated: vec![], unread_targets: vec![] };
         assert_eq!(headline(&r), "no problems found");
     }
-
 
     fn t(s: &str) -> Term {
         Term::Text(s.into())
@@ -408,21 +373,36 @@ mod tests {
     fn a_condition_names_the_other_signals_it_reads_in_words() {
         let ev = named(vec![
             ("preemption_active", "Share of window with preemptions", line(or(vec![t(">= 50%")], &["preemption_recent"])), ">= 50% or (see preemption_recent)"),
-            ("preemption_recent", "Share of the last 5 min with preemptions", line(or(vec![t(">= 50%")], &["preemption_active"])), ">= 50% or (see preemption_active)"),
+            (
+                "preemption_recent",
+                "Share of the last 5 min with preemptions",
+                line(or(vec![t(">= 50%")], &["preemption_active"])),
+                ">= 50% or (see preemption_active)",
+            ),
         ]);
         assert_eq!(condition_in_words(&ev[0].2, "preemption_active", &ev), ">= 50% or share of the last 5 min with preemptions >= 50%");
         assert_eq!(own_condition(&ev[0].2), ">= 50%");
         assert_eq!(alternatives(&ev[0].2), ["preemption_recent"]);
         // A flat `or` of three signals: each spelt out with its own condition, compound ones in parentheses.
         let ev = named(vec![
-            ("ttft_p95", "P95 time to first token", line(or(vec![t(">= 2x baseline"), t("> 3 s")], &["queue_p95", "itl_p95"])), ">= 2x baseline or > 3 s or (see queue_p95, itl_p95)"),
+            (
+                "ttft_p95",
+                "P95 time to first token",
+                line(or(vec![t(">= 2x baseline"), t("> 3 s")], &["queue_p95", "itl_p95"])),
+                ">= 2x baseline or > 3 s or (see queue_p95, itl_p95)",
+            ),
             (
                 "queue_p95",
                 "P95 queue time",
                 line(or(vec![t("> 1 s"), and(vec![t(">= 2x baseline"), t("> 300 ms")], &[])], &["ttft_p95", "itl_p95"])),
                 "> 1 s or (>= 2x baseline and > 300 ms) or (see ttft_p95, itl_p95)",
             ),
-            ("itl_p95", "P95 inter-token latency", line(or(vec![t(">= 1.5x baseline"), t("> 100 ms")], &["ttft_p95", "queue_p95"])), ">= 1.5x baseline or > 100 ms or (see ttft_p95, queue_p95)"),
+            (
+                "itl_p95",
+                "P95 inter-token latency",
+                line(or(vec![t(">= 1.5x baseline"), t("> 100 ms")], &["ttft_p95", "queue_p95"])),
+                ">= 1.5x baseline or > 100 ms or (see ttft_p95, queue_p95)",
+            ),
         ]);
         assert_eq!(
             condition_in_words(&ev[0].2, "ttft_p95", &ev),
@@ -435,7 +415,12 @@ mod tests {
     fn a_group_whose_shape_the_text_does_not_show_is_named_not_guessed() {
         // itl_p95 <= 100 ms and (itl_p95 < 1.5x baseline or (running_avg >= 2x baseline and gen >= 1.2x baseline))
         let ev = named(vec![
-            ("itl_p95", "P95 inter-token latency", line(and(vec![t("<= 100 ms"), or(vec![t("< 1.5x baseline")], &["running_avg", "gen_rate"])], &[])), "<= 100 ms and (< 1.5x baseline or (see running_avg, gen_rate))"),
+            (
+                "itl_p95",
+                "P95 inter-token latency",
+                line(and(vec![t("<= 100 ms"), or(vec![t("< 1.5x baseline")], &["running_avg", "gen_rate"])], &[])),
+                "<= 100 ms and (< 1.5x baseline or (see running_avg, gen_rate))",
+            ),
             (
                 "running_avg",
                 "Running requests (avg)",
@@ -567,7 +552,12 @@ mod tests {
         // --fail-on unexplained: the same report fails, and says on what; a clean one still passes.
         let unexplained = RenderOptions { fail_on_unexplained: true, ..opts };
         let v = check_verdict(&moved, &unexplained);
-        assert!(v.starts_with("FAIL: 1 signal moved that no rule explains since the deploy at ") && v.contains("(Prefix-cache hit ratio down on ") && v.ends_with("; --fail-on unexplained)"), "{v}");
+        assert!(
+            v.starts_with("FAIL: 1 signal moved that no rule explains since the deploy at ")
+                && v.contains("(Prefix-cache hit ratio down on ")
+                && v.ends_with("; --fail-on unexplained)"),
+            "{v}"
+        );
         assert_eq!(moved.exit_code_with(unexplained.fail_on, true), crate::report::EXIT_FINDINGS);
         assert!(check_verdict(&clean, &unexplained).starts_with("PASS: "));
         assert_eq!(clean.exit_code_with(unexplained.fail_on, true), clean.exit_code(opts.fail_on));
@@ -604,8 +594,6 @@ mod tests {
         let r = clean_report();
         let json = render(&r, Format::Json, &RenderOptions::default());
         assert!(json.starts_with('{'));
-        assert!(
-            render(&r, Format::Markdown, &RenderOptions::default()).contains("OK: no problem found")
-        );
+        assert!(render(&r, Format::Markdown, &RenderOptions::default()).contains("OK: no problem found"));
     }
 }

@@ -140,11 +140,7 @@ fn engine_lines(out: &mut String, e: &EngineView, run: &ProbeRun) {
         opt(e.queue_mean),
         opt(e.between_tokens_mean),
         e.finished.map(|f| format!("{f:.0}")).unwrap_or_else(|| "?".into()),
-        if e.other_traffic {
-            format!(" against the probe's {} (the means hold other traffic too)", run.summary.ok)
-        } else {
-            String::new()
-        }
+        if e.other_traffic { format!(" against the probe's {} (the means hold other traffic too)", run.summary.ok) } else { String::new() }
     );
     if e.running_max.is_some() || e.waiting_max.is_some() {
         let n = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "?".into());

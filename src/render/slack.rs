@@ -309,7 +309,10 @@ mod tests {
         assert_eq!(listed.len(), 4, "three and the count of the rest: {text}");
         assert!(listed[0].starts_with("• P95 time to first token up 2.4x on "), "{text}");
         assert_eq!(listed[3], "• ... and 1 more", "{text}");
-        assert!(!text.contains(":white_check_mark:") && text.starts_with(":large_yellow_circle: *vllm-diag: NOT AN ALL-CLEAR: no warning or critical finding in "), "not an all-clear: {text}");
+        assert!(
+            !text.contains(":white_check_mark:") && text.starts_with(":large_yellow_circle: *vllm-diag: NOT AN ALL-CLEAR: no warning or critical finding in "),
+            "not an all-clear: {text}"
+        );
         // After the findings, and nothing at all when nothing moved.
         let text = render(&with_unexplained(sample_report(), 1), &opts());
         let first_finding = text.find("kv-cache").unwrap_or_else(|| panic!("{text}"));
@@ -368,7 +371,8 @@ mod tests {
     #[test]
     fn long_warnings_are_kept_short_and_counted() {
         let mut r = sample_report();
-        r.warnings = (0..60).map(|i| format!("series {i} of `vllm:kv_cache_usage_perc` has a gap of 12 minutes in the window {}", "and more ".repeat(30))).collect();
+        r.warnings =
+            (0..60).map(|i| format!("series {i} of `vllm:kv_cache_usage_perc` has a gap of 12 minutes in the window {}", "and more ".repeat(30))).collect();
         let text = render(&r, &opts());
         assert!(text.chars().count() <= 1500, "{} chars\n{text}", text.chars().count());
         let warned: Vec<&str> = text.lines().filter(|l| l.starts_with(":warning: ")).collect();

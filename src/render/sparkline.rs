@@ -51,7 +51,13 @@ pub fn resample(points: &[(f64, f64)], range: &TimeRange, cells: usize) -> Vec<O
         }
         let pos = ((t - start) / span * cells as f64).floor();
         // A point exactly at the end belongs to the last cell; points outside the range are dropped.
-        let idx = if pos >= cells as f64 && t <= start + span { cells - 1 } else if pos < 0.0 || pos >= cells as f64 { continue } else { pos as usize };
+        let idx = if pos >= cells as f64 && t <= start + span {
+            cells - 1
+        } else if pos < 0.0 || pos >= cells as f64 {
+            continue;
+        } else {
+            pos as usize
+        };
         sums[idx].0 += v;
         sums[idx].1 += 1;
     }

@@ -34,12 +34,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     out.push(format!("vllm-diag: {}", view.headline));
     out.push(String::new());
     let h = &view.header;
-    let mut rows = vec![
-        ("Window", h.window.clone()),
-        ("Baseline", h.baseline.clone()),
-        ("Source", h.source_line()),
-        ("Metrics", h.metrics.clone()),
-    ];
+    let mut rows = vec![("Window", h.window.clone()), ("Baseline", h.baseline.clone()), ("Source", h.source_line()), ("Metrics", h.metrics.clone())];
     if let Some(fleet) = &h.fleet {
         rows.push(("Fleet", fleet.clone()));
     }
@@ -53,12 +48,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     }
     rows.push(("Rules", rules));
     for (label, value) in rows {
-        out.extend(wrap(
-            &value,
-            width,
-            &format!("{label:<10}"),
-            &" ".repeat(10),
-        ));
+        out.extend(wrap(&value, width, &format!("{label:<10}"), &" ".repeat(10)));
     }
 
     for finding in &view.findings {
@@ -129,12 +119,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         let head = wrap(&view.not_evaluated_heading, width, "", INDENT);
         out.extend(head.iter().map(|l| paint_bold(l, opts.color)));
         for n in &view.not_evaluated {
-            out.extend(wrap(
-                &format!("{} ({}): {}", n.rule, n.scope, n.reason),
-                width,
-                "  - ",
-                "    ",
-            ));
+            out.extend(wrap(&format!("{} ({}): {}", n.rule, n.scope, n.reason), width, "  - ", "    "));
         }
     }
     if !view.warnings.is_empty() {
@@ -194,11 +179,7 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
         let table = evidence_table(f, inner, trend_column);
         out.extend(table.lines().map(|l| format!("{INDENT}{l}")));
         if !trend_column {
-            let trends: Vec<(&str, &str)> = f
-                .evidence
-                .iter()
-                .filter_map(|e| e.sparkline.as_deref().map(|s| (e.title.as_str(), s)))
-                .collect();
+            let trends: Vec<(&str, &str)> = f.evidence.iter().filter_map(|e| e.sparkline.as_deref().map(|s| (e.title.as_str(), s))).collect();
             if !trends.is_empty() {
                 out.push(format!("{INDENT}Trends (baseline│window)"));
                 for (title, spark) in trends {
@@ -245,21 +226,11 @@ fn finding_block(out: &mut Vec<String>, view: &ReportView, f: &FindingView, opts
         }
     }
     if let Some(also) = f.also_consistent_list(|id| id.to_string()) {
-        out.extend(wrap(
-            &format!("Also explains: {also}"),
-            width,
-            INDENT,
-            &format!("{INDENT}  "),
-        ));
+        out.extend(wrap(&format!("Also explains: {also}"), width, INDENT, &format!("{INDENT}  ")));
     }
 
     if !f.queries.is_empty() {
-        out.extend(wrap(
-            &format!("PromQL {}", view.query_timing),
-            width,
-            INDENT,
-            &format!("{INDENT}  "),
-        ));
+        out.extend(wrap(&format!("PromQL {}", view.query_timing), width, INDENT, &format!("{INDENT}  ")));
         // Each query on lines of its own under its signal, wrapped where PromQL allows it.
         for (signal, query) in &f.queries {
             out.push(format!("{INDENT}  {signal}"));
@@ -279,11 +250,7 @@ fn evidence_table(f: &FindingView, width: Option<usize>, trend_column: bool) -> 
     if with_trend {
         header.push("Trend (baseline│window)");
     }
-    table
-        .force_no_tty()
-        .load_preset(presets::UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header);
+    table.force_no_tty().load_preset(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic).set_header(header);
     if let Some(w) = width {
         table.set_width(u16::try_from(w).unwrap_or(u16::MAX));
     }
@@ -316,9 +283,7 @@ fn evidence_table(f: &FindingView, width: Option<usize>, trend_column: bool) -> 
     // The sparkline must never wrap: a broken trend reads as two trends.
     if with_trend {
         if let Some(col) = table.column_mut(6) {
-            col.set_constraint(comfy_table::ColumnConstraint::Absolute(comfy_table::Width::Fixed(
-                (2 * super::sparkline::CELLS + 3) as u16,
-            )));
+            col.set_constraint(comfy_table::ColumnConstraint::Absolute(comfy_table::Width::Fixed((2 * super::sparkline::CELLS + 3) as u16)));
         }
     }
     table.to_string()
@@ -434,11 +399,7 @@ mod tests {
     }
 
     fn opts(width: u16) -> RenderOptions {
-        RenderOptions {
-            color: false,
-            width: Some(width),
-            ..RenderOptions::default()
-        }
+        RenderOptions { color: false, width: Some(width), ..RenderOptions::default() }
     }
 
     #[test]
@@ -518,14 +479,7 @@ mod tests {
 
     #[test]
     fn with_colour_severities_are_coloured() {
-        let text = render(
-            &sample_report(),
-            &RenderOptions {
-                color: true,
-                width: Some(100),
-                ..RenderOptions::default()
-            },
-        );
+        let text = render(&sample_report(), &RenderOptions { color: true, width: Some(100), ..RenderOptions::default() });
         assert!(text.contains("\x1b[1;31m#1 CRITICAL\x1b[0m"));
         assert!(text.contains("\x1b[1;33m#2 WARNING\x1b[0m"));
     }
@@ -579,10 +533,7 @@ mod tests {
 
     #[test]
     fn wrap_keeps_a_hanging_indent() {
-        assert_eq!(
-            wrap("aa bb cc", Some(7), "> ", "  "),
-            vec!["> aa bb", "  cc"]
-        );
+        assert_eq!(wrap("aa bb cc", Some(7), "> ", "  "), vec!["> aa bb", "  cc"]);
         assert_eq!(wrap("aa bb cc", None, "> ", "  "), vec!["> aa bb cc"]);
     }
 }

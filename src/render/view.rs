@@ -20,11 +20,10 @@ use chrono::{DateTime, Utc};
 
 use super::links::GraphLinks;
 use super::{
-    ago, coverage_phrase, core_sentence, describe_duration, describe_fleet, describe_generation,
-    describe_instant, describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline,
-    finding_queries, healthy_summary, headline, no_findings_sentence, not_evaluated_heading,
-    not_evaluated_lines, one_line, plural, query_timing, alternatives, condition_in_words, Named, gap_phrase, recommendation_lines, card_lines, wont_help_lines, replicas_line,
-    stood_in_line, recent_line, verdict, warning_lines, evidence_words, RenderOptions, ScopeStyle, Verdict,
+    ago, alternatives, card_lines, condition_in_words, core_sentence, coverage_phrase, describe_duration, describe_fleet, describe_generation,
+    describe_instant, describe_range, describe_range_at, describe_source, disabled_line, evidence_sparkline, evidence_words, finding_queries, gap_phrase,
+    headline, healthy_summary, no_findings_sentence, not_evaluated_heading, not_evaluated_lines, one_line, plural, query_timing, recent_line,
+    recommendation_lines, replicas_line, stood_in_line, verdict, warning_lines, wont_help_lines, Named, RenderOptions, ScopeStyle, Verdict,
 };
 use crate::report::{Event, EventKind, Evidence, Finding, Report, Scope, Severity, TimeRange};
 
@@ -269,7 +268,10 @@ pub struct FindingView {
 pub enum ReplicaCount {
     /// The per-replica breakdown could not be read.
     NotEvaluated,
-    Of { affected: usize, total: usize },
+    Of {
+        affected: usize,
+        total: usize,
+    },
 }
 
 /// How many evidence rows the text format shows for a finding at most.
@@ -452,22 +454,10 @@ impl ReportView {
             core_brief: core_brief(report),
             nothing_evaluated: report.stats.rules_evaluated == 0,
             conclusion: no_findings_sentence(report),
-            findings: report
-                .findings
-                .iter()
-                .enumerate()
-                .map(|(i, f)| finding(report, f, i + 1, &scopes, opts))
-                .collect(),
+            findings: report.findings.iter().enumerate().map(|(i, f)| finding(report, f, i + 1, &scopes, opts)).collect(),
             healthy: healthy_summary(report, &scopes).map(|(pairs, rules)| HealthyView { pairs, rules }),
-            healthy_pairs: report
-                .healthy
-                .iter()
-                .map(|c| (one_line(&c.rule), scopes.format(&c.scope)))
-                .collect(),
-            not_evaluated: not_evaluated_lines(report, &scopes)
-                .into_iter()
-                .map(|(rule, scope, reason)| NotEvaluatedView { rule, scope, reason })
-                .collect(),
+            healthy_pairs: report.healthy.iter().map(|c| (one_line(&c.rule), scopes.format(&c.scope))).collect(),
+            not_evaluated: not_evaluated_lines(report, &scopes).into_iter().map(|(rule, scope, reason)| NotEvaluatedView { rule, scope, reason }).collect(),
             not_evaluated_heading: not_evaluated_heading(report.not_evaluated.len()),
             disabled: report.disabled.iter().map(|r| one_line(r)).collect(),
             disabled_line: disabled_line(report),
@@ -607,11 +597,7 @@ fn header(report: &Report, scopes: &ScopeStyle, now: Option<&DateTime<Utc>>) -> 
         source_kind,
         source_url,
         selector,
-        metrics: format!(
-            "vLLM {}; {}",
-            describe_generation(&report.metrics.generation),
-            scopes.describe_seen(&report.metrics.scopes)
-        ),
+        metrics: format!("vLLM {}; {}", describe_generation(&report.metrics.generation), scopes.describe_seen(&report.metrics.scopes)),
         fleet: describe_fleet(&report.metrics),
         replicas: super::words::describe_replicas(&report.metrics),
         ended: now.map(|n| super::words::ago(&report.window.end, n)),
@@ -687,11 +673,7 @@ fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeStyle, opts:
             .collect(),
         first_step_names_change: f.first_step_names_its_change(),
         references: f.references.iter().map(|r| one_line(r)).collect(),
-        also_consistent: f
-            .also_consistent
-            .iter()
-            .map(|a| AlsoView { rule: one_line(&a.rule), title: one_line(&a.title), severity: a.severity })
-            .collect(),
+        also_consistent: f.also_consistent.iter().map(|a| AlsoView { rule: one_line(&a.rule), title: one_line(&a.title), severity: a.severity }).collect(),
         raised_from: f.raised_from,
         queries: finding_queries(f),
         deciding,
@@ -736,12 +718,8 @@ fn core_brief(report: &Report) -> Option<String> {
     }
     let mut parts = Vec::new();
     if !core.is_empty() {
-        let kinds: std::collections::BTreeSet<String> = report
-            .not_evaluated
-            .iter()
-            .filter(|n| core.contains(&n.rule))
-            .map(|n| one_line(&n.reason.brief()))
-            .collect();
+        let kinds: std::collections::BTreeSet<String> =
+            report.not_evaluated.iter().filter(|n| core.contains(&n.rule)).map(|n| one_line(&n.reason.brief())).collect();
         let ids: Vec<String> = core.iter().map(|r| one_line(r)).collect();
         let why = if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.into_iter().collect::<Vec<_>>().join("; ")) };
         parts.push(format!("Core runbook checks not evaluated: {}{why}", ids.join(", ")));
@@ -783,9 +761,17 @@ pub fn binding_sentence(b: &crate::report::Binding) -> String {
     match b.limit {
         L::MaxNumSeqs => format!("Bound by max_num_seqs for {share} of the window; a typical step: {}", join(vec![Some(running), kv, Some(waiting)])),
         // The batch's plateau under KV pressure is the cache's doing, not a cap: the count alone.
-        L::KvCache => format!("Bound by the KV cache for {share} of the window; a typical step: {}", join(vec![kv, Some(format!("{} running", n(t.running))), Some(waiting)])),
-        L::MaxNumBatchedTokens => format!("Bound by max_num_batched_tokens for {share} of the window: engine steps at the token budget; a typical step: {}", join(vec![Some(running), kv, Some(waiting)])),
-        L::Deferred => format!("Requests deferred (waiting, not for capacity) for {share} of the window; a typical step: {}", join(vec![Some(running), kv, Some(waiting)])),
+        L::KvCache => format!(
+            "Bound by the KV cache for {share} of the window; a typical step: {}",
+            join(vec![kv, Some(format!("{} running", n(t.running))), Some(waiting)])
+        ),
+        L::MaxNumBatchedTokens => format!(
+            "Bound by max_num_batched_tokens for {share} of the window: engine steps at the token budget; a typical step: {}",
+            join(vec![Some(running), kv, Some(waiting)])
+        ),
+        L::Deferred => {
+            format!("Requests deferred (waiting, not for capacity) for {share} of the window; a typical step: {}", join(vec![Some(running), kv, Some(waiting)]))
+        }
         L::Stalled => format!("Stalled for {share} of the window; a typical step: {}, no tokens generated", join(vec![Some(running), Some(waiting)])),
         L::None => "No limit bound: no request waited in the window".to_string(),
     }
@@ -823,11 +809,8 @@ fn since(report: &Report, f: &Finding) -> Option<String> {
 /// See [`RuleCounts`].
 fn rule_counts(report: &Report) -> RuleCounts {
     let c = &report.coverage;
-    let found: std::collections::BTreeSet<&str> = report
-        .findings
-        .iter()
-        .flat_map(|f| std::iter::once(f.rule.as_str()).chain(f.also_consistent.iter().map(|a| a.rule.as_str())))
-        .collect();
+    let found: std::collections::BTreeSet<&str> =
+        report.findings.iter().flat_map(|f| std::iter::once(f.rule.as_str()).chain(f.also_consistent.iter().map(|a| a.rule.as_str()))).collect();
     let partly = partly_evaluated(report).len();
     RuleCounts {
         total: c.rules,
@@ -847,7 +830,8 @@ fn partly_evaluated(report: &Report) -> Vec<String> {
         .flat_map(|f| std::iter::once(f.rule.as_str()).chain(f.also_consistent.iter().map(|a| a.rule.as_str())))
         .chain(report.healthy.iter().map(|h| h.rule.as_str()))
         .collect();
-    let partly: std::collections::BTreeSet<String> = report.not_evaluated.iter().filter(|n| judged.contains(n.rule.as_str())).map(|n| one_line(&n.rule)).collect();
+    let partly: std::collections::BTreeSet<String> =
+        report.not_evaluated.iter().filter(|n| judged.contains(n.rule.as_str())).map(|n| one_line(&n.rule)).collect();
     partly.into_iter().collect()
 }
 
@@ -883,12 +867,7 @@ fn evidence(report: &Report, e: &Evidence, links: Option<&GraphLinks>) -> Eviden
         step_seconds: s.step_seconds,
         baseline: s.baseline.clone(),
         window: s.window.clone(),
-        limits: e
-            .limits
-            .iter()
-            .filter(|l| l.value.is_finite())
-            .map(|l| (one_line(&l.label), l.value))
-            .collect(),
+        limits: e.limits.iter().filter(|l| l.value.is_finite()).map(|l| (one_line(&l.label), l.value)).collect(),
         value: e.value,
         baseline_value: e.baseline,
         onset: None,
@@ -984,13 +963,8 @@ fn timeline(report: &Report, scopes: &ScopeStyle, now: Option<&DateTime<Utc>>) -
                 None => exact.clone(),
             };
             let (scope, scope_short, detail) = (scopes.format(&e.scope), scopes.compact(&e.scope), one_line(&e.detail));
-            let explains = report
-                .findings
-                .iter()
-                .enumerate()
-                .filter(|(_, f)| f.preceded_by.as_ref().is_some_and(|p| p.event == **e))
-                .map(|(i, _)| i + 1)
-                .collect();
+            let explains =
+                report.findings.iter().enumerate().filter(|(_, f)| f.preceded_by.as_ref().is_some_and(|p| p.event == **e)).map(|(i, _)| i + 1).collect();
             EventView {
                 line: event_line(&time, e.kind, &scope, &detail),
                 line_short: event_line(&time, e.kind, &scope_short, &detail),
@@ -1040,11 +1014,7 @@ fn timeline_heading(report: &Report) -> Option<String> {
 
 /// The markers on a finding's charts: the events of its scope in the baseline or the window.
 fn chart_events(report: &Report, f: &Finding, scopes: &ScopeStyle) -> Vec<ChartEvent> {
-    let mut events: Vec<&Event> = report
-        .events
-        .iter()
-        .filter(|e| concerns(e, f) && phase(report, &e.time) != Phase::Outside)
-        .collect();
+    let mut events: Vec<&Event> = report.events.iter().filter(|e| concerns(e, f) && phase(report, &e.time) != Phase::Outside).collect();
     events.sort_by_key(|e| e.time);
     events
         .into_iter()
@@ -1073,10 +1043,7 @@ mod tests {
         assert_eq!(v.coverage.as_deref(), Some("6 of 8 rules evaluated"));
         assert_eq!(v.header.window, "2026-01-15 09:00:00 → 09:30:00 UTC (30m)");
         assert_eq!(v.header.baseline_brief, "the 30m before");
-        assert_eq!(
-            v.header.source_line(),
-            r#"prometheus http://prometheus.monitoring:9090, selector {namespace="inference-prod"}"#
-        );
+        assert_eq!(v.header.source_line(), r#"prometheus http://prometheus.monitoring:9090, selector {namespace="inference-prod"}"#);
         assert!(v.header.fleet.as_deref().is_some_and(|f| f.starts_with("5 replicas by instance")));
         assert_eq!(v.findings.len(), 2);
         let kv = &v.findings[0];
@@ -1117,10 +1084,7 @@ mod tests {
         r.disabled = vec!["gpu-throttling".to_string(), "slow\ndecode".to_string()];
         let v = ReportView::new(&r, &RenderOptions::default());
         assert_eq!(v.disabled, vec!["gpu-throttling", "slow decode"]);
-        assert_eq!(
-            v.disabled_line.as_deref(),
-            Some("Disabled in the configuration (not evaluated): gpu-throttling, slow decode")
-        );
+        assert_eq!(v.disabled_line.as_deref(), Some("Disabled in the configuration (not evaluated): gpu-throttling, slow decode"));
     }
 
     #[test]
@@ -1188,13 +1152,8 @@ mod tests {
     fn the_onset_marks_the_leading_signals_trend_and_a_finding_without_one_says_nothing() {
         let mut r = sample_report();
         let points = vec![(r.window.start.timestamp() as f64, 0.6), (r.window.end.timestamp() as f64, 0.99)];
-        r.findings[0].evidence[0].series = Some(crate::report::Trend {
-            step_seconds: 60,
-            range_seconds: 180,
-            query: "q".into(),
-            baseline: points.clone(),
-            window: points,
-        });
+        r.findings[0].evidence[0].series =
+            Some(crate::report::Trend { step_seconds: 60, range_seconds: 180, query: "q".into(), baseline: points.clone(), window: points });
         r.findings[1].onset_signal = None;
         let v = ReportView::new(&r, &RenderOptions::default());
         let marker = v.findings[0].evidence[0].trend.as_ref().and_then(|t| t.onset.clone());
@@ -1373,9 +1332,7 @@ mod tests {
         for (name, source) in sources {
             let code = source.split("#[cfg(test)]").next().unwrap_or_default();
             // The type `Report` itself (not `ReportView`), or the report's parts.
-            let names_report = code
-                .match_indices("Report")
-                .any(|(i, _)| !code[i + "Report".len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_'));
+            let names_report = code.match_indices("Report").any(|(i, _)| !code[i + "Report".len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_'));
             assert!(!names_report, "{name} reads the Report: format the ReportView instead");
             for needle in ["report::Finding", "report::Evidence", "report::Scope"] {
                 assert!(!code.contains(needle), "{name} reads the report ({needle}): format the ReportView instead");

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 
-use super::{own_condition, one_line, sparkline, view};
+use super::{one_line, own_condition, sparkline, view};
 use crate::report::{Evidence, Finding, NotEvaluated, Report, Scope, Severity, TimeRange};
 use crate::units;
 
@@ -17,11 +17,7 @@ use crate::units;
 /// `2026-01-15 09:00:00 → 09:30:00 UTC (30m)`; the end carries its date only when it differs.
 pub(crate) fn describe_range(r: &TimeRange) -> String {
     let start = r.start.format("%Y-%m-%d %H:%M:%S");
-    let end = if r.start.date_naive() == r.end.date_naive() {
-        r.end.format("%H:%M:%S").to_string()
-    } else {
-        r.end.format("%Y-%m-%d %H:%M:%S").to_string()
-    };
+    let end = if r.start.date_naive() == r.end.date_naive() { r.end.format("%H:%M:%S").to_string() } else { r.end.format("%Y-%m-%d %H:%M:%S").to_string() };
     format!("{start} → {end} UTC ({})", describe_duration(r))
 }
 
@@ -43,11 +39,7 @@ pub(crate) fn describe_instant(t: &DateTime<Utc>, day_of: &DateTime<Utc>) -> Str
 /// When each evidence query was evaluated, said once per finding.
 pub(crate) fn query_timing(report: &Report) -> String {
     let day = &report.window.start;
-    format!(
-        "at {} (baseline: same query at {})",
-        describe_instant(&report.window.end, day),
-        describe_instant(&report.baseline.end, day)
-    )
+    format!("at {} (baseline: same query at {})", describe_instant(&report.window.end, day), describe_instant(&report.baseline.end, day))
 }
 
 /// The source kind (`prometheus`), its URL without credentials, and the selector as `{...}` when set.
@@ -57,11 +49,7 @@ pub(crate) fn describe_source(report: &Report) -> (String, String, Option<String
         k => one_line(k),
     };
     let sel = one_line(&report.source.selector);
-    let selector = if sel.is_empty() {
-        None
-    } else {
-        Some(format!("{{{sel}}}"))
-    };
+    let selector = if sel.is_empty() { None } else { Some(format!("{{{sel}}}")) };
     (kind, display_url(report.source.url.trim()), selector)
 }
 
@@ -132,12 +120,7 @@ pub(crate) struct ScopeStyle {
 
 impl ScopeStyle {
     pub fn for_report(report: &Report) -> Self {
-        let mut seen: Vec<&Scope> = report
-            .metrics
-            .scopes
-            .iter()
-            .filter(|s| !s.is_empty())
-            .collect();
+        let mut seen: Vec<&Scope> = report.metrics.scopes.iter().filter(|s| !s.is_empty()).collect();
         if seen.is_empty() {
             seen = report
                 .findings
@@ -155,11 +138,7 @@ impl ScopeStyle {
             }
             labels.extend(scope.keys().cloned());
         }
-        let group_label = if labels.len() == 1 {
-            labels.into_iter().next()
-        } else {
-            None
-        };
+        let group_label = if labels.len() == 1 { labels.into_iter().next() } else { None };
         let shorten = group_label.as_deref().is_some_and(|label| {
             let values: BTreeSet<&str> = report
                 .metrics
@@ -199,18 +178,9 @@ impl ScopeStyle {
             return "all".to_string();
         }
         let pairs = |skip: Option<&str>| {
-            scope
-                .iter()
-                .filter(|(k, _)| Some(k.as_str()) != skip)
-                .map(|(k, v)| format!("{k}={}", one_line(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
+            scope.iter().filter(|(k, _)| Some(k.as_str()) != skip).map(|(k, v)| format!("{k}={}", one_line(v))).collect::<Vec<_>>().join(", ")
         };
-        match self
-            .group_label
-            .as_deref()
-            .and_then(|l| scope.get(l).map(|v| (l, v)))
-        {
+        match self.group_label.as_deref().and_then(|l| scope.get(l).map(|v| (l, v))) {
             // Grouped by a label the series lack (`--group-by pod` on a fleet without pods): say so
             // rather than print nothing.
             Some((label, value)) if scope.len() == 1 && value.is_empty() => format!("(no {label} label)"),
@@ -248,11 +218,7 @@ pub(crate) fn evidence_words(e: &Evidence) -> view::EvidenceView {
         Some(n) if n.is_finite() => format!("low confidence ({n:.0} obs)"),
         _ => "low confidence".to_string(),
     });
-    let title = if e.title.trim().is_empty() {
-        e.signal.clone()
-    } else {
-        e.title.clone()
-    };
+    let title = if e.title.trim().is_empty() { e.signal.clone() } else { e.title.clone() };
     // Values only known as bounds are never divided as if they were measurements.
     let change = match (e.same_bucket, e.value_bound, e.baseline_bound, e.value, e.baseline) {
         (true, _, _, _, _) => Some("same bucket".to_string()),
@@ -344,12 +310,7 @@ pub(crate) fn core_sentence(report: &Report) -> Option<String> {
     let mut parts = Vec::new();
     if !core.is_empty() {
         let ids: Vec<String> = core.iter().map(|r| one_line(r)).collect();
-        let why: BTreeSet<String> = report
-            .not_evaluated
-            .iter()
-            .filter(|n| core.contains(&n.rule))
-            .map(|n| one_line(&n.reason.to_string()))
-            .collect();
+        let why: BTreeSet<String> = report.not_evaluated.iter().filter(|n| core.contains(&n.rule)).map(|n| one_line(&n.reason.to_string())).collect();
         let mut s = format!("Core runbook checks not evaluated: {}", ids.join(", "));
         if let Some(first) = why.iter().next() {
             s.push_str(&format!(" ({first}{})", if why.len() > 1 { "; and more, listed below" } else { "" }));
@@ -384,7 +345,11 @@ pub(crate) fn recent_line(report: &Report, f: &Finding) -> Option<(String, Strin
     let span = TimeRange { start, end: report.window.end };
     let day = &report.window.start;
     let last = if r.range_seconds % 60 == 0 { format!("{} min", r.range_seconds / 60) } else { describe_duration(&span) };
-    let brief = format!("Held over the window's last {last} ({} → {}) but not over the whole window", describe_instant(&start, day), describe_instant(&report.window.end, day));
+    let brief = format!(
+        "Held over the window's last {last} ({} → {}) but not over the whole window",
+        describe_instant(&start, day),
+        describe_instant(&report.window.end, day)
+    );
     let whole = format!(
         "{brief}: the rows marked \"last {last}\" were read there, each against its baseline over the whole baseline window (its query with the window's range, [{}], at {})",
         crate::signals::promql_duration(report.window.duration()),
@@ -442,32 +407,21 @@ pub(crate) fn unexplained_brief(report: &Report, u: &crate::report::Unexplained,
 /// First line of every text format: `2 findings (1 critical, 1 warning) · 2 not evaluated`.
 pub(crate) fn headline(report: &Report) -> String {
     let main = match verdict(report) {
-        Verdict::Findings => format!(
-            "{} ({})",
-            plural(report.findings.len(), "finding", "findings"),
-            severity_counts(&report.findings)
-        ),
-        Verdict::Clean if !report.unexplained.is_empty() => format!(
-            "no rule fired, but {} no rule explains",
-            plural(report.unexplained.len(), "signal moved that", "signals moved that")
-        ),
+        Verdict::Findings => format!("{} ({})", plural(report.findings.len(), "finding", "findings"), severity_counts(&report.findings)),
+        Verdict::Clean if !report.unexplained.is_empty() => {
+            format!("no rule fired, but {} no rule explains", plural(report.unexplained.len(), "signal moved that", "signals moved that"))
+        }
         Verdict::Clean => "no problems found".to_string(),
         Verdict::NothingEvaluated => "nothing evaluated".to_string(),
         Verdict::Incomplete if report.findings.is_empty() => format!("not an all-clear: {}", gap_phrase(report)),
-        Verdict::Incomplete => format!(
-            "{} ({}), {}",
-            plural(report.findings.len(), "finding", "findings"),
-            severity_counts(&report.findings),
-            gap_phrase(report)
-        ),
+        Verdict::Incomplete => {
+            format!("{} ({}), {}", plural(report.findings.len(), "finding", "findings"), severity_counts(&report.findings), gap_phrase(report))
+        }
     };
     match (report.not_evaluated.len(), verdict(report), coverage_phrase(report)) {
         (0, Verdict::NothingEvaluated, _) => main,
         (n, Verdict::NothingEvaluated, _) => {
-            format!(
-                "{main} ({} could not be checked)",
-                plural(n, "rule/scope pair", "rule/scope pairs")
-            )
+            format!("{main} ({} could not be checked)", plural(n, "rule/scope pair", "rule/scope pairs"))
         }
         (_, _, Some(c)) => format!("{main} · {c}"),
         (0, _, None) => main,
@@ -502,14 +456,9 @@ pub(crate) fn no_findings_sentence(report: &Report) -> Option<String> {
             core_sentence(report).unwrap_or_default()
         )),
         Verdict::Clean => {
-            let mut s = format!(
-                "No problems found in the window: {} checked",
-                plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs")
-            );
+            let mut s = format!("No problems found in the window: {} checked", plural(report.healthy.len(), "rule/scope pair", "rule/scope pairs"));
             if skipped > 0 {
-                s.push_str(&format!(
-                    ", {skipped} not evaluated (listed below: what could not be evaluated is not known to be healthy)"
-                ));
+                s.push_str(&format!(", {skipped} not evaluated (listed below: what could not be evaluated is not known to be healthy)"));
             } else {
                 s.push_str(", 0 not evaluated");
             }
@@ -524,10 +473,9 @@ pub(crate) fn no_findings_sentence(report: &Report) -> Option<String> {
             Some(s)
         }
         Verdict::NothingEvaluated => {
-            let mut s =
-                "Nothing was evaluated: no rule could be checked against this window, so this is \
+            let mut s = "Nothing was evaluated: no rule could be checked against this window, so this is \
                          not an all-clear."
-                    .to_string();
+                .to_string();
             // With failures the list below explains itself; without, the likely cause is the selector.
             if skipped == 0 && report.metrics.scopes.is_empty() {
                 s.push_str(
@@ -572,30 +520,15 @@ pub(crate) fn healthy_summary(report: &Report, scopes: &ScopeStyle) -> Option<(S
 }
 
 /// Not-evaluated entries in a stable order, each with its scope already worded.
-pub(crate) fn not_evaluated_lines(
-    report: &Report,
-    scopes: &ScopeStyle,
-) -> Vec<(String, String, String)> {
+pub(crate) fn not_evaluated_lines(report: &Report, scopes: &ScopeStyle) -> Vec<(String, String, String)> {
     let mut items: Vec<&NotEvaluated> = report.not_evaluated.iter().collect();
     items.sort();
-    items
-        .into_iter()
-        .map(|n| {
-            (
-                one_line(&n.rule),
-                scopes.format(&n.scope),
-                one_line(&n.reason.to_string()),
-            )
-        })
-        .collect()
+    items.into_iter().map(|n| (one_line(&n.rule), scopes.format(&n.scope), one_line(&n.reason.to_string()))).collect()
 }
 
 /// Heading over the not-evaluated list, the same in every format.
 pub(crate) fn not_evaluated_heading(count: usize) -> String {
-    format!(
-        "Not evaluated ({}; not covered by this diagnosis):",
-        plural(count, "rule/scope pair", "rule/scope pairs")
-    )
+    format!("Not evaluated ({}; not covered by this diagnosis):", plural(count, "rule/scope pair", "rule/scope pairs"))
 }
 
 /// Warnings in first-seen order, exact repeats folded into one line with a count.
@@ -608,18 +541,12 @@ pub(crate) fn warning_lines(report: &Report) -> Vec<String> {
             None => out.push((w, 1)),
         }
     }
-    out.into_iter()
-        .map(|(w, n)| if n > 1 { format!("{w} ({n} times)") } else { w })
-        .collect()
+    out.into_iter().map(|(w, n)| if n > 1 { format!("{w} ({n} times)") } else { w }).collect()
 }
 
 /// The PromQL behind a finding's evidence, as (signal, query) pairs, one line each.
 pub(crate) fn finding_queries(f: &Finding) -> Vec<(String, String)> {
-    f.evidence
-        .iter()
-        .filter(|e| !e.query.trim().is_empty())
-        .map(|e| (one_line(&e.signal), one_line(&e.query)))
-        .collect()
+    f.evidence.iter().filter(|e| !e.query.trim().is_empty()).map(|e| (one_line(&e.signal), one_line(&e.query))).collect()
 }
 
 /// `3 of 8 replicas (instance): a, b, c`, when the finding was broken down per replica.
@@ -646,12 +573,7 @@ pub(crate) fn replicas_line(f: &Finding) -> Option<String> {
 pub(crate) fn recommendation_lines(f: &Finding) -> Vec<(String, String)> {
     f.recommendations
         .iter()
-        .map(|r| {
-            (
-                format!("Suggested {} = {}", one_line(&r.setting), one_line(&r.value)),
-                format!("{} ({})", one_line(&r.arithmetic), one_line(&r.caveat)),
-            )
-        })
+        .map(|r| (format!("Suggested {} = {}", one_line(&r.setting), one_line(&r.value)), format!("{} ({})", one_line(&r.arithmetic), one_line(&r.caveat))))
         .collect()
 }
 

@@ -85,7 +85,6 @@ pub struct Limits {
     pub request_timeout: Duration,
 }
 
-
 /// How one request ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -184,7 +183,6 @@ pub struct ProbeRun {
     pub refused_in_front: Option<RefusedInFront>,
 }
 
-
 /// Requests refused as busy while no engine had a request waiting in those minutes: the refusal
 /// came from in front of the engines (a router's or a gateway's limit), which the engines' metrics
 /// do not count.
@@ -198,7 +196,6 @@ pub struct RefusedInFront {
     /// The most one engine had running at a scrape in those minutes.
     pub engines_running_max: Option<f64>,
 }
-
 
 impl ProbeRun {
     /// The exit code (docs/output.md): 1 when a request failed, 3 when the engines' view was asked
@@ -214,7 +211,6 @@ impl ProbeRun {
     }
 }
 
-
 /// Durations as seconds (a float) in the JSON.
 mod secs {
     use serde::{Deserialize, Deserializer, Serializer};
@@ -229,7 +225,6 @@ mod secs {
         Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
     }
 }
-
 
 /// A distribution of seconds: count, mean, median, 95th percentile (nearest rank) and maximum.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -275,7 +270,6 @@ pub struct Summary {
     pub tokens: u64,
 }
 
-
 /// One engine-side measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -296,7 +290,6 @@ pub enum Measure {
     /// The most requests one engine had waiting at a scrape.
     WaitingMax,
 }
-
 
 /// What could not be read, and why (the failed query's short reason, or no data).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -359,7 +352,6 @@ impl EngineView {
             && !self.not_read.iter().any(|n| matches!(n.reason, NotReadReason::QueryFailed { .. }))
     }
 }
-
 
 impl Measure {
     pub const ALL: [Measure; 7] =

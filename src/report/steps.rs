@@ -230,7 +230,8 @@ impl Serialize for Steps {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(2))?;
         m.serialize_entry("steps", &self.0.iter().map(Step::text).collect::<Vec<_>>())?;
-        let detail: Vec<StepOut> = self.0.iter().map(|st| StepOut { state: if st.is_open() { "open" } else { "answered" }, text: st.text(), step: st }).collect();
+        let detail: Vec<StepOut> =
+            self.0.iter().map(|st| StepOut { state: if st.is_open() { "open" } else { "answered" }, text: st.text(), step: st }).collect();
         m.serialize_entry("step_detail", &detail)?;
         m.end()
     }
@@ -304,7 +305,8 @@ mod tests {
             #[serde(flatten)]
             steps: Steps,
         }
-        let h = Holder { steps: Steps(vec![Step::Rule { ask: "Look at the GPUs.".into(), lever: None }, Step::Answered(answered(73.9, 38.7, None)), Step::Scale]) };
+        let h =
+            Holder { steps: Steps(vec![Step::Rule { ask: "Look at the GPUs.".into(), lever: None }, Step::Answered(answered(73.9, 38.7, None)), Step::Scale]) };
         let json = serde_json::to_value(&h).unwrap();
         assert_eq!(json["steps"][1], "Running requests (avg) grew 1.91x, 38.7 → 73.9.");
         assert_eq!(json["step_detail"][0]["state"], "open");

@@ -268,9 +268,7 @@ pub fn pages(b: &Backtest) -> Vec<Page> {
     incidents
         .into_iter()
         .map(|(sc, end, i)| {
-            let muted_at = |x: &Ep| {
-                i.iter().any(|y| absorbs(y.3, x.3) && y.1 <= x.1 && overlaps(y.2, x.1))
-            };
+            let muted_at = |x: &Ep| i.iter().any(|y| absorbs(y.3, x.3) && y.1 <= x.1 && overlaps(y.2, x.1));
             let mut paged: Vec<(&str, Severity, DateTime<Utc>)> = Vec::new();
             let mut muted: Vec<String> = Vec::new();
             for x in &i {
@@ -340,18 +338,16 @@ pub fn to_text(b: &Backtest) -> String {
         format!("No alert would have fired: {} alerts over {}", b.alerts.len(), short(b.range))
     } else {
         let episodes: usize = fired.iter().map(|a| a.outcome.as_ref().map_or(0, Vec::len)).sum();
-        format!("{} of {} alerts would have fired, {episodes} time{} in all, over {}", fired.len(), b.alerts.len(), if episodes == 1 { "" } else { "s" }, short(b.range))
+        format!(
+            "{} of {} alerts would have fired, {episodes} time{} in all, over {}",
+            fired.len(),
+            b.alerts.len(),
+            if episodes == 1 { "" } else { "s" },
+            short(b.range)
+        )
     };
     let _ = writeln!(out, "{headline}");
-    let _ = writeln!(
-        out,
-        "Range: {} to {}, evaluated every {}, for: {}; source {}",
-        utc(&p.start),
-        utc(&p.end),
-        short(p.step),
-        short(p.hold),
-        b.source
-    );
+    let _ = writeln!(out, "Range: {} to {}, evaluated every {}, for: {}; source {}", utc(&p.start), utc(&p.end), short(p.step), short(p.hold), b.source);
     match &b.coverage {
         Ok(c) => match (c.first, c.last) {
             (Some(first), Some(last)) => {
@@ -403,7 +399,8 @@ pub fn to_text(b: &Backtest) -> String {
         for e in episodes {
             // The end as a time of day when it is the same day, else in full.
             let end = e.resolved.unwrap_or(p.end);
-            let end_text = if end.date_naive() == e.firing_since.date_naive() { end.format("%H:%M").to_string() } else { end.format("%Y-%m-%d %H:%M").to_string() };
+            let end_text =
+                if end.date_naive() == e.firing_since.date_naive() { end.format("%H:%M").to_string() } else { end.format("%Y-%m-%d %H:%M").to_string() };
             let how_long = match e.resolved {
                 Some(_) => short(e.firing_for(p)),
                 None => format!("{}, still firing at the range's end", short(e.firing_for(p))),
@@ -583,7 +580,8 @@ mod tests {
             labels.insert("instance".into(), "i-0".into());
             Episode { labels, active_since: t(from), firing_since: t(from), resolved: to.map(t) }
         };
-        let alert = |rule: &str, severity, eps: Vec<Episode>| AlertResult { rule: rule.into(), alert: rule.into(), severity, expr: "x".into(), outcome: Ok(eps) };
+        let alert =
+            |rule: &str, severity, eps: Vec<Episode>| AlertResult { rule: rule.into(), alert: rule.into(), severity, expr: "x".into(), outcome: Ok(eps) };
         let b = Backtest {
             plan: plan60(300),
             range: Duration::from_secs(6000),
@@ -597,7 +595,10 @@ mod tests {
                 alert("load-exceeds-capacity", Severity::Warning, vec![ep("a", 540, Some(1700))]),
             ],
             group_by: vec!["model_name".into()],
-            inhibitions: vec![super::super::export::Inhibit { source: "kv-cache-pressure".into(), targets: vec!["load-exceeds-capacity".into(), "slo-burn".into()] }],
+            inhibitions: vec![super::super::export::Inhibit {
+                source: "kv-cache-pressure".into(),
+                targets: vec!["load-exceeds-capacity".into(), "slo-burn".into()],
+            }],
         };
         let pages = pages(&b);
         let summary: Vec<(String, Vec<String>, Vec<String>)> =

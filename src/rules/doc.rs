@@ -302,7 +302,9 @@ mod tests {
         let history = regex::Regex::new(r"(?i)\breal (engine|vllm|h200|gpu|replicas?)\b|was called|as before|\bpreviously\b|\bissue \d").unwrap();
         let mut found = Vec::new();
         for r in &set.rules {
-            for (what, text) in [("title", &r.title), ("summary", &r.summary), ("description", &r.description), ("why", &r.why)].into_iter().chain(r.steps.iter().flat_map(|s| [Some(&s.text), s.if_grew.as_ref(), s.if_fell.as_ref(), s.if_unchanged.as_ref()]).flatten().map(|s| ("step", s))) {
+            for (what, text) in [("title", &r.title), ("summary", &r.summary), ("description", &r.description), ("why", &r.why)].into_iter().chain(
+                r.steps.iter().flat_map(|s| [Some(&s.text), s.if_grew.as_ref(), s.if_fell.as_ref(), s.if_unchanged.as_ref()]).flatten().map(|s| ("step", s)),
+            ) {
                 if let Some(m) = history.find(text) {
                     found.push(format!("{} {what}: {:?}", r.id, m.as_str()));
                 }

@@ -70,9 +70,16 @@ pub enum Outcome {
     /// `stood_in` says when the rule decided through its stand-in conditions, the primary signals
     /// being missing: a lower-confidence finding.
     /// `recent` says when they held over the window's last minutes only.
-    Matched { score: f64, evidence: Vec<Evidence>, stood_in: Option<StoodIn>, recent: Option<RecentRead> },
+    Matched {
+        score: f64,
+        evidence: Vec<Evidence>,
+        stood_in: Option<StoodIn>,
+        recent: Option<RecentRead>,
+    },
     NotMatched,
-    Unknown { reasons: Vec<Reason> },
+    Unknown {
+        reasons: Vec<Reason>,
+    },
 }
 
 struct ScopeFacts<'a> {
@@ -120,7 +127,11 @@ impl Facts for ScopeFacts<'_> {
     }
     fn bucket(&self, signal: &str, baseline: bool) -> Option<expr::Bucket> {
         let v = self.table.get(signal)?;
-        if baseline { v.baseline.bucket(self.scope) } else { v.window.bucket(self.scope) }
+        if baseline {
+            v.baseline.bucket(self.scope)
+        } else {
+            v.window.bucket(self.scope)
+        }
     }
     fn absent(&self, signal: &str) -> bool {
         // An optional signal with no data here means the feature is off or nothing happened.
@@ -158,8 +169,7 @@ pub fn decided_by_stand_in(rule: &RuleDef, set: &RuleSet, table: &SignalTable, s
         return false;
     }
     let facts = ScopeFacts { table, scope, thresholds: &set.thresholds, set };
-    matches!(conditions(&rule.when, &facts).0, Truth::Unknown(_))
-        && !matches!(evaluate(rule, set, table, scope), Outcome::Unknown { .. })
+    matches!(conditions(&rule.when, &facts).0, Truth::Unknown(_)) && !matches!(evaluate(rule, set, table, scope), Outcome::Unknown { .. })
 }
 
 /// All conditions together: false as soon as one is false, unknown (with every reason) when none
@@ -261,12 +271,7 @@ pub fn evaluate_in(rule: &RuleDef, set: &RuleSet, table: &SignalTable, recent: O
                     e
                 })
                 .collect();
-            Outcome::Matched {
-                score: rounded(s),
-                evidence,
-                stood_in: None,
-                recent: Some(RecentRead { range_seconds: view.range_seconds, signals: swapped }),
-            }
+            Outcome::Matched { score: rounded(s), evidence, stood_in: None, recent: Some(RecentRead { range_seconds: view.range_seconds, signals: swapped }) }
         }
         (Truth::False, _) => outcome,
         (Truth::Unknown(reasons), _) => {
@@ -359,12 +364,8 @@ fn evaluate_whole(rule: &RuleDef, set: &RuleSet, table: &SignalTable, scope: &Sc
     }
     // Only a metric that does not exist lets the stand-in decide: a failed or timed-out query
     // stays "not evaluated", since the data may well be there.
-    let missing: Vec<String> = stand_in
-        .missing
-        .iter()
-        .filter(|sig| table.get(*sig).is_some_and(|v| matches!(v.window.availability, Availability::Missing(_))))
-        .cloned()
-        .collect();
+    let missing: Vec<String> =
+        stand_in.missing.iter().filter(|sig| table.get(*sig).is_some_and(|v| matches!(v.window.availability, Availability::Missing(_)))).cloned().collect();
     if missing.is_empty() {
         return Outcome::Unknown { reasons };
     }
@@ -522,10 +523,7 @@ fn describe(e: &Expr, unit: &str, thresholds: &BTreeMap<String, f64>, top: bool)
         Expr::Cmp(c) => {
             let rhs = match &c.rhs {
                 Rhs::Value { value, .. } => crate::units::format_value(*value, unit),
-                Rhs::Named { name } => thresholds
-                    .get(name)
-                    .map(|v| crate::units::format_value(*v, unit))
-                    .unwrap_or_else(|| format!("${name}")),
+                Rhs::Named { name } => thresholds.get(name).map(|v| crate::units::format_value(*v, unit)).unwrap_or_else(|| format!("${name}")),
                 b @ Rhs::Baseline { .. } => b.to_string(),
             };
             format!("{} {rhs}", c.op.as_str())
@@ -534,7 +532,11 @@ fn describe(e: &Expr, unit: &str, thresholds: &BTreeMap<String, f64>, top: bool)
         Expr::And(v) | Expr::Or(v) => {
             let sep = if matches!(e, Expr::And(_)) { " and " } else { " or " };
             let inner = v.iter().map(|x| describe(x, unit, thresholds, false)).collect::<Vec<_>>().join(sep);
-            if top { inner } else { format!("({inner})") }
+            if top {
+                inner
+            } else {
+                format!("({inner})")
+            }
         }
     }
 }
@@ -711,10 +713,7 @@ when = ["b > 50%", "a <= $high and (a < 1.5x baseline or b >= 2x baseline)"]
 
     /// Signals of model "m" with their (window, baseline) values.
     fn measured(signals: &[(&str, f64, f64)]) -> SignalTable {
-        signals
-            .iter()
-            .map(|(sig, w, b)| (sig.to_string(), SignalValues { window: wv(&[("m", *w)]), baseline: wv(&[("m", *b)]) }))
-            .collect()
+        signals.iter().map(|(sig, w, b)| (sig.to_string(), SignalValues { window: wv(&[("m", *w)]), baseline: wv(&[("m", *b)]) })).collect()
     }
 
     /// The built-in pack's signals for one model: `present` with values (window, baseline), every
@@ -732,12 +731,8 @@ when = ["b > 50%", "a <= $high and (a < 1.5x baseline or b >= 2x baseline)"]
     fn without_latency_histograms_the_stand_in_names_kv_pressure_and_says_so() {
         let set = crate::rules::load_builtin().unwrap();
         // A server under pressure in both windows (a chronic problem): absolute levels decide.
-        let t = gauge_only(&[
-            ("kv_usage_max", 1.0, 1.0),
-            ("preemption_active", 1.0, 1.0),
-            ("waiting_per_replica", 116.0, 110.0),
-            ("queue_wait_mean", 40.0, 38.0),
-        ]);
+        let t =
+            gauge_only(&[("kv_usage_max", 1.0, 1.0), ("preemption_active", 1.0, 1.0), ("waiting_per_replica", 116.0, 110.0), ("queue_wait_mean", 40.0, 38.0)]);
         match evaluate(set.rule("kv-cache-pressure").unwrap(), &set, &t, &scope("m")) {
             Outcome::Matched { stood_in: Some(s), evidence, .. } => {
                 assert_eq!(s.missing, vec!["ttft_p95", "queue_p95", "itl_p95"]);
@@ -748,24 +743,16 @@ when = ["b > 50%", "a <= $high and (a < 1.5x baseline or b >= 2x baseline)"]
             other => panic!("{other:?}"),
         }
         // The stand-in is a rule of its own: an empty queue keeps it quiet.
-        let quiet = gauge_only(&[
-            ("kv_usage_max", 1.0, 1.0),
-            ("preemption_active", 1.0, 1.0),
-            ("waiting_per_replica", 0.0, 0.0),
-            ("queue_wait_mean", 0.0, 0.0),
-        ]);
+        let quiet =
+            gauge_only(&[("kv_usage_max", 1.0, 1.0), ("preemption_active", 1.0, 1.0), ("waiting_per_replica", 0.0, 0.0), ("queue_wait_mean", 0.0, 0.0)]);
         assert_eq!(evaluate(set.rule("kv-cache-pressure").unwrap(), &set, &quiet, &scope("m")), Outcome::NotMatched);
     }
 
     #[test]
     fn a_failed_query_never_hands_the_decision_to_the_stand_in() {
         let set = crate::rules::load_builtin().unwrap();
-        let mut t = gauge_only(&[
-            ("kv_usage_max", 1.0, 1.0),
-            ("preemption_active", 1.0, 1.0),
-            ("waiting_per_replica", 116.0, 110.0),
-            ("queue_wait_mean", 40.0, 38.0),
-        ]);
+        let mut t =
+            gauge_only(&[("kv_usage_max", 1.0, 1.0), ("preemption_active", 1.0, 1.0), ("waiting_per_replica", 116.0, 110.0), ("queue_wait_mean", 40.0, 38.0)]);
         for sig in ["ttft_p95", "queue_p95", "itl_p95"] {
             let failed = WindowValues::unavailable(Availability::Failed(QueryFailure::new(crate::report::FailureKind::TimedOut, "timed out")));
             t.insert(sig.into(), SignalValues { window: failed.clone(), baseline: failed });

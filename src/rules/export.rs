@@ -110,15 +110,9 @@ pub const TARGET: &str = "vLLM V1 metric names (vllm:kv_cache_usage_perc, vllm:i
 const V1_BUCKETS: &[(&str, &[f64])] = &[
     (
         "vllm:time_to_first_token_seconds_bucket",
-        &[
-            0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0,
-            640.0, 2560.0,
-        ],
+        &[0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0],
     ),
-    (
-        "vllm:inter_token_latency_seconds_bucket",
-        &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0],
-    ),
+    ("vllm:inter_token_latency_seconds_bucket", &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]),
 ];
 
 fn v1_buckets() -> BTreeMap<String, Vec<signals::Bound>> {
@@ -229,8 +223,7 @@ impl Translator<'_> {
     fn signal(&self, id: &str) -> Result<(String, Option<Reduction>), String> {
         let def = self.set.signals.get(id).ok_or_else(|| format!("signal {id} is not declared"))?;
         // The first alternative of every family: the newest spelling (V1).
-        let present: BTreeSet<String> =
-            signals::required_series(&def.kind).into_iter().filter_map(|alts| alts.into_iter().next()).collect();
+        let present: BTreeSet<String> = signals::required_series(&def.kind).into_iter().filter_map(|alts| alts.into_iter().next()).collect();
         let resolved = signals::resolve(&def.kind, &present).map_err(|m| format!("signal {id}: cannot resolve {}", m.join(", ")))?;
         let ctx = QueryContext {
             selector: self.opts.selector.clone(),
@@ -253,9 +246,7 @@ impl Translator<'_> {
         let op = c.op.as_str();
         let threshold = match &c.rhs {
             Rhs::Value { value, .. } => Some(*value),
-            Rhs::Named { name } => {
-                Some(*self.set.thresholds.get(name).ok_or_else(|| format!("threshold ${name} is not defined"))?)
-            }
+            Rhs::Named { name } => Some(*self.set.thresholds.get(name).ok_or_else(|| format!("threshold ${name} is not defined"))?),
             Rhs::Baseline { .. } => None,
         };
         if let Some(t) = threshold {
@@ -263,11 +254,7 @@ impl Translator<'_> {
                 return Err(format!("the threshold of {} is not a finite number", c.signal));
             }
             if reduction == Some(Reduction::Count) && c.op.holds(0.0, t) {
-                return Err(format!(
-                    "{} counts replicas and `{op} {}` holds for zero: a scope with none has no series in PromQL",
-                    c.signal,
-                    number(t)
-                ));
+                return Err(format!("{} counts replicas and `{op} {}` holds for zero: a scope with none has no series in PromQL", c.signal, number(t)));
             }
             return Ok(format!("({q}) {op} {}", number(t)));
         }
@@ -302,10 +289,7 @@ fn negate(e: &Expr, set: &RuleSet) -> Result<Expr, String> {
         Expr::Cmp(c) => {
             let def = set.signals.get(&c.signal).ok_or_else(|| format!("signal {} is not declared", c.signal))?;
             if def.optional {
-                return Err(format!(
-                    "`not` over {}, an optional signal: explain counts its absence as no events, which PromQL cannot select",
-                    c.signal
-                ));
+                return Err(format!("`not` over {}, an optional signal: explain counts its absence as no events, which PromQL cannot select", c.signal));
             }
             let op = match c.op {
                 CmpOp::Gt => CmpOp::Le,
@@ -435,11 +419,7 @@ pub fn annotations(rule: &RuleDef, set: &RuleSet, opts: &Options) -> Vec<(&'stat
             _ => None,
         })
         .collect();
-    let thresholds = named
-        .iter()
-        .filter_map(|n| set.thresholds.get(*n).map(|v| format!("${n} = {}", crate::units::sig(*v))))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let thresholds = named.iter().filter_map(|n| set.thresholds.get(*n).map(|v| format!("${n} = {}", crate::units::sig(*v)))).collect::<Vec<_>>().join(", ");
     let mut description = format!(
         "{} Over the last {window} (baselines: the same signals {} earlier), all of: {}.",
         lit(&rule.summary),
@@ -542,10 +522,8 @@ pub fn inhibitions(export: &Export, set: &RuleSet) -> Vec<Inhibit> {
     let exported: std::collections::BTreeSet<&str> = export.alerts.iter().map(|a| a.rule.as_str()).collect();
     let mut out = Vec::new();
     for a in &export.alerts {
-        let targets: Vec<String> = superseded_by(set, &a.rule)
-            .into_iter()
-            .filter(|t| exported.contains(t.as_str()) && !superseded_by(set, t).contains(&a.rule))
-            .collect();
+        let targets: Vec<String> =
+            superseded_by(set, &a.rule).into_iter().filter(|t| exported.contains(t.as_str()) && !superseded_by(set, t).contains(&a.rule)).collect();
         if !targets.is_empty() {
             out.push(Inhibit { source: a.rule.clone(), targets });
         }
@@ -560,16 +538,18 @@ pub fn inhibitions(export: &Export, set: &RuleSet) -> Vec<Inhibit> {
 pub fn to_alertmanager_yaml(export: &Export, set: &RuleSet, opts: &Options) -> String {
     let labels = opts.group_by.iter().map(|l| yaml_quote(l)).collect::<Vec<_>>().join(", ");
     let mut y = String::new();
-    y.push_str(&format!(
-        "# Alertmanager configuration for the alerts of `vllm-diag rules export`, generated by vllm-diag {}.\n",
-        env!("CARGO_PKG_VERSION")
-    ));
+    y.push_str(&format!("# Alertmanager configuration for the alerts of `vllm-diag rules export`, generated by vllm-diag {}.\n", env!("CARGO_PKG_VERSION")));
     y.push_str("# Merge it into alertmanager.yml: add the route under your route's `routes:` (give it your\n");
     y.push_str("# receiver), and the inhibit rules to `inhibit_rules:`. The route puts every alert of one scope\n");
     y.push_str("# into one notification group, so an incident pages once; each inhibit rule mutes, within one\n");
     y.push_str("# scope, the alerts of the rules the source rule absorbs (explain's \"Also explains\"), so the\n");
     y.push_str("# notification carries the cause. Regenerate instead of editing: the diagnosis rules are the source.\n");
-    y.push_str(&format!("# Grouped by: {}. {} inhibit rules for {} exported alerts.\n", opts.group_by.join(", "), inhibitions(export, set).len(), export.alerts.len()));
+    y.push_str(&format!(
+        "# Grouped by: {}. {} inhibit rules for {} exported alerts.\n",
+        opts.group_by.join(", "),
+        inhibitions(export, set).len(),
+        export.alerts.len()
+    ));
     y.push_str("route:\n  routes:\n");
     y.push_str("    - matchers: ['vllm_diag_rule=~\".+\"']\n");
     y.push_str(&format!("      group_by: [{labels}]\n"));
@@ -641,8 +621,7 @@ gauge = ["vllm:num_requests_running"]
     }
 
     const TTFT: &str = "histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket[1800s])))";
-    const TTFT_BEFORE: &str =
-        "histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket[1800s] offset 1800s)))";
+    const TTFT_BEFORE: &str = "histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket[1800s] offset 1800s)))";
     const WAITING: &str = "sum by (model_name) (avg_over_time(vllm:num_requests_waiting{server=\"\"}[1800s]))";
 
     #[test]
@@ -659,10 +638,7 @@ gauge = ["vllm:num_requests_running"]
         assert_eq!(translate(r#""ttft <= 0.5x baseline""#).unwrap(), format!("(({TTFT}) <= 0.5 * (({TTFT_BEFORE}) > 0))"));
         // "below 1.5x the baseline" holds for 0/0.
         let e = translate(r#""ttft < 1.5x baseline""#).unwrap();
-        assert_eq!(
-            e,
-            format!("(({TTFT}) < 1.5 * ({TTFT_BEFORE}) or on (model_name) (({TTFT}) == 0 and on (model_name) ({TTFT_BEFORE}) == 0))")
-        );
+        assert_eq!(e, format!("(({TTFT}) < 1.5 * ({TTFT_BEFORE}) or on (model_name) (({TTFT}) == 0 and on (model_name) ({TTFT_BEFORE}) == 0))"));
     }
 
     #[test]
@@ -670,9 +646,7 @@ gauge = ["vllm:num_requests_running"]
         let e = translate(r#""ttft > 3s or waiting > 1", "waiting < 10 and ttft < 10s""#).unwrap();
         assert_eq!(
             e,
-            format!(
-                "((({TTFT}) > 3) or on (model_name) (({WAITING}) > 1)) and on (model_name) ((({WAITING}) < 10) and on (model_name) (({TTFT}) < 10))"
-            )
+            format!("((({TTFT}) > 3) or on (model_name) (({WAITING}) > 1)) and on (model_name) ((({WAITING}) < 10) and on (model_name) (({TTFT}) < 10))")
         );
     }
 
@@ -732,10 +706,7 @@ gauge = ["vllm:num_requests_running"]
     #[test]
     fn offsets_go_after_range_selectors_not_subqueries_or_strings() {
         let q = r#"avg_over_time((sum(rate(x{a="[5m]"}[120s])) > bool 0)[1800s:60s])"#;
-        assert_eq!(
-            with_offset(q, Duration::from_secs(3600)),
-            r#"avg_over_time((sum(rate(x{a="[5m]"}[120s] offset 3600s)) > bool 0)[1800s:60s])"#
-        );
+        assert_eq!(with_offset(q, Duration::from_secs(3600)), r#"avg_over_time((sum(rate(x{a="[5m]"}[120s] offset 3600s)) > bool 0)[1800s:60s])"#);
         assert_eq!(with_offset(r#"x{a="\"[1s]"}[5m]"#, Duration::from_secs(60)), r#"x{a="\"[1s]"}[5m] offset 60s"#);
     }
 

@@ -326,11 +326,7 @@ impl P {
                 self.pos += 1;
                 Rhs::Baseline { factor: 1.0 }
             }
-            _ => {
-                return Err(self.err_here(
-                    "expected a threshold: a number with an optional unit (3s, 500ms, 90%), `2x baseline` or `$name`",
-                ))
-            }
+            _ => return Err(self.err_here("expected a threshold: a number with an optional unit (3s, 500ms, 90%), `2x baseline` or `$name`")),
         };
         Ok(Expr::Cmp(Comparison { signal, op, rhs }))
     }
@@ -470,8 +466,18 @@ fn margin_score(op: CmpOp, lhs: f64, rhs: f64) -> f64 {
     if !op.is_upper() {
         return 0.0;
     }
-    let m = if rhs > 0.0 { lhs / rhs } else if lhs > 0.0 { 32.0 } else { 1.0 };
-    if m.is_finite() { m.max(1.0).log2().min(5.0) } else { 5.0 }
+    let m = if rhs > 0.0 {
+        lhs / rhs
+    } else if lhs > 0.0 {
+        32.0
+    } else {
+        1.0
+    };
+    if m.is_finite() {
+        m.max(1.0).log2().min(5.0)
+    } else {
+        5.0
+    }
 }
 
 fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
@@ -508,7 +514,11 @@ fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
                     Some(true) => return (Truth::True, margin_score(c.op, v, t)),
                     Some(false) => return (Truth::False, 0.0),
                     None => {
-                        let where_ = if lo == 0.0 { format!("is under its first bucket's bound ({hi})") } else { format!("is at or over its largest bucket bound ({lo})") };
+                        let where_ = if lo == 0.0 {
+                            format!("is under its first bucket's bound ({hi})")
+                        } else {
+                            format!("is at or over its largest bucket bound ({lo})")
+                        };
                         let detail = format!("whether it is {} {t}", c.op.as_str());
                         let detail = format!("{detail} cannot be told from its histogram's buckets ({})", crate::signals::CUSTOM_BUCKETS_HINT);
                         return (Truth::Unknown(vec![Reason::Buckets { signal: c.signal.clone(), position: where_, detail }]), 0.0);
@@ -519,9 +529,7 @@ fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
         }
         Rhs::Baseline { factor } => {
             let b = match f.baseline_or_reason(&c.signal) {
-                Ok(b) if b.is_nan() => {
-                    return (Truth::Unknown(vec![Reason::NotANumber { signal: c.signal.clone(), side: Side::Baseline }]), 0.0)
-                }
+                Ok(b) if b.is_nan() => return (Truth::Unknown(vec![Reason::NotANumber { signal: c.signal.clone(), side: Side::Baseline }]), 0.0),
                 Ok(b) => b,
                 Err(r) => return (Truth::Unknown(vec![r]), 0.0),
             };
@@ -539,13 +547,22 @@ fn eval_cmp(c: &Comparison, f: &dyn Facts) -> (Truth, f64) {
                     match holds_over(c.op, lo, hi, *factor) {
                         Some(true) => return (Truth::True, margin_score(c.op, lo.max(1.0), *factor)),
                         Some(false) => return (Truth::False, 0.0),
-                        None => return (coarse("against its baseline", format!("whether it is {} {}x the baseline", c.op.as_str(), crate::units::sig(*factor))), 0.0),
+                        None => {
+                            return (
+                                coarse("against its baseline", format!("whether it is {} {}x the baseline", c.op.as_str(), crate::units::sig(*factor))),
+                                0.0,
+                            )
+                        }
                     }
                 }
                 _ => {
                     // Compare the ratio value/baseline with the factor; 0/0 counts as "unchanged".
                     let ratio = if b == 0.0 {
-                        if v == 0.0 { 1.0 } else { f64::INFINITY }
+                        if v == 0.0 {
+                            1.0
+                        } else {
+                            f64::INFINITY
+                        }
                     } else {
                         v / b
                     };
@@ -583,10 +600,7 @@ mod tests {
     }
 
     fn facts() -> F {
-        F {
-            v: [("ttft", 4.0), ("itl", 0.05), ("kv", 0.97)].into_iter().collect(),
-            b: [("ttft", 0.5), ("itl", 0.05)].into_iter().collect(),
-        }
+        F { v: [("ttft", 4.0), ("itl", 0.05), ("kv", 0.97)].into_iter().collect(), b: [("ttft", 0.5), ("itl", 0.05)].into_iter().collect() }
     }
 
     #[test]

@@ -85,7 +85,12 @@ mod tests {
     fn a_step_the_data_answers_becomes_a_statement_and_one_it_cannot_stays_a_question() {
         let steps = vec![
             RuleStep { text: "Look at the GPUs.".into(), ..RuleStep::default() },
-            RuleStep { text: "Did the batch grow?".into(), answered_by: Some("running_avg".into()), if_grew: Some("the batch explains it".into()), ..RuleStep::default() },
+            RuleStep {
+                text: "Did the batch grow?".into(),
+                answered_by: Some("running_avg".into()),
+                if_grew: Some("the batch explains it".into()),
+                ..RuleStep::default()
+            },
             RuleStep { text: "Did prompts grow?".into(), answered_by: Some("prompt_len_mean".into()), ..RuleStep::default() },
         ];
         let out = answer(&rule(steps), &[ev("running_avg", 73.9, 38.7)]);

@@ -79,10 +79,7 @@ impl Notification {
     pub fn parse(body: &[u8]) -> Result<Notification, String> {
         let n: Notification = serde_json::from_slice(body).map_err(|e| format!("not an Alertmanager webhook notification: {e}"))?;
         if n.version != PAYLOAD_VERSION {
-            return Err(format!(
-                "payload version {:?} is not supported: vllm-diag reads Alertmanager's webhook payload version {PAYLOAD_VERSION}",
-                n.version
-            ));
+            return Err(format!("payload version {:?} is not supported: vllm-diag reads Alertmanager's webhook payload version {PAYLOAD_VERSION}", n.version));
         }
         if n.group_key.is_empty() {
             return Err("groupKey is empty: every Alertmanager notification names its group".into());
@@ -141,8 +138,7 @@ impl Notification {
     pub fn scope(&self, group_by: &[String]) -> Selector {
         let firing = self.firing();
         let usable = |l: &str| is_label_name(l) && !l.starts_with("__") && !ALERT_ONLY_LABELS.contains(&l);
-        let names: BTreeSet<&str> =
-            group_by.iter().map(String::as_str).chain(self.group_labels.keys().map(String::as_str)).filter(|l| usable(l)).collect();
+        let names: BTreeSet<&str> = group_by.iter().map(String::as_str).chain(self.group_labels.keys().map(String::as_str)).filter(|l| usable(l)).collect();
         let mut matchers = Vec::new();
         for name in names {
             let values: Option<BTreeSet<&str>> = match self.group_labels.get(name) {
@@ -207,9 +203,7 @@ mod tests {
     #[test]
     fn bad_notifications_are_refused_with_a_reason() {
         assert!(Notification::parse(b"{").unwrap_err().contains("not an Alertmanager webhook notification"));
-        let body = |version: &str, status: &str, alerts: &str| {
-            format!(r#"{{"version":"{version}","groupKey":"k","status":"{status}","alerts":{alerts}}}"#)
-        };
+        let body = |version: &str, status: &str, alerts: &str| format!(r#"{{"version":"{version}","groupKey":"k","status":"{status}","alerts":{alerts}}}"#);
         let one = r#"[{"status":"firing","labels":{},"startsAt":"2026-01-15T09:00:00Z"}]"#;
         assert!(Notification::parse(body("3", "firing", one).as_bytes()).unwrap_err().contains("version \"3\""));
         assert!(Notification::parse(body("4", "pending", one).as_bytes()).unwrap_err().contains("neither"));
@@ -249,11 +243,7 @@ mod tests {
 
     #[test]
     fn the_window_covers_the_earliest_alert_within_bounds() {
-        let n = notification(
-            "firing",
-            &[],
-            vec![alert("firing", &[], "2026-01-15T09:00:00Z"), alert("firing", &[], "2026-01-15T08:10:30Z")],
-        );
+        let n = notification("firing", &[], vec![alert("firing", &[], "2026-01-15T09:00:00Z"), alert("firing", &[], "2026-01-15T08:10:30Z")]);
         let at = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
         let min = Duration::from_secs(1800);
         assert_eq!(n.window(at("2026-01-15T09:10:00Z"), min), Duration::from_secs(60 * 60));

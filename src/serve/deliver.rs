@@ -15,8 +15,8 @@ use serde_json::{json, Map, Value};
 use super::alert::Notification;
 use crate::error::Failure;
 use crate::prom::{redact_text, Selector};
-use crate::render::slack::{code, plain};
 use crate::render::links::GraphLinks;
+use crate::render::slack::{code, plain};
 use crate::render::{self, RenderOptions};
 use crate::report::{Report, SCHEMA_VERSION};
 use crate::source::prometheus::Secret;
@@ -221,12 +221,7 @@ pub async fn post(client: &reqwest::Client, target: &Target, body: &Value, retry
             tokio::time::sleep(asked.take().map_or(wait, |a| a.max(wait))).await;
             wait = wait.saturating_mul(2);
         }
-        match client
-            .post(target.url.expose())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(bytes.clone())
-            .send()
-            .await {
+        match client.post(target.url.expose()).header(reqwest::header::CONTENT_TYPE, "application/json").body(bytes.clone()).send().await {
             Ok(r) if r.status().is_success() => return Ok(attempt),
             Ok(r) => {
                 let status = r.status();

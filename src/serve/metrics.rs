@@ -212,11 +212,7 @@ impl Metrics {
         let deliveries: Vec<(String, f64)> = self
             .deliveries
             .lock()
-            .map(|d| {
-                d.iter()
-                    .map(|((t, r), c)| (series("vllm_diag_serve_deliveries_total", [("target", *t), ("result", *r)]), *c as f64))
-                    .collect()
-            })
+            .map(|d| d.iter().map(|((t, r), c)| (series("vllm_diag_serve_deliveries_total", [("target", *t), ("result", *r)]), *c as f64)).collect())
             .unwrap_or_default();
         family("vllm_diag_serve_deliveries_total", "counter", "Deliveries of a diagnosis or a follow-up, by target and result (after retries).", deliveries);
         let pending = self.pending.load(Ordering::Relaxed) as f64;
@@ -329,7 +325,8 @@ mod tests {
         let families = crate::prom::exposition::parse(&text, crate::prom::exposition::Format::Text);
         assert!(families.is_ok(), "{families:?}\n{text}");
         let first = &report.findings[0];
-        let want = format!("vllm_diag_finding{{rule=\"{}\",severity=\"{}\",model_name=\"{}\"}} 1\n", first.rule, first.severity.as_str(), first.scope["model_name"]);
+        let want =
+            format!("vllm_diag_finding{{rule=\"{}\",severity=\"{}\",model_name=\"{}\"}} 1\n", first.rule, first.severity.as_str(), first.scope["model_name"]);
         assert_eq!(text.matches(&want).count(), 1, "one series for the two groups with the same finding\n{text}");
         assert!(text.contains("vllm_diag_not_evaluated{rule=\""), "{text}");
         assert!(text.contains("vllm_diag_diagnosed_groups 2\n"), "{text}");

@@ -149,9 +149,7 @@ pub fn candidates(env: Env) -> Vec<(PathBuf, String)> {
     let xdg = env("XDG_CONFIG_HOME").filter(|v| Path::new(v).is_absolute());
     match (xdg, env("HOME").filter(|h| !h.is_empty())) {
         (Some(dir), _) => out.push((Path::new(&dir).join("vllm-diag").join(FILE_NAME), "$XDG_CONFIG_HOME/vllm-diag".into())),
-        (None, Some(home)) => {
-            out.push((Path::new(&home).join(".config").join("vllm-diag").join(FILE_NAME), "~/.config/vllm-diag".into()))
-        }
+        (None, Some(home)) => out.push((Path::new(&home).join(".config").join("vllm-diag").join(FILE_NAME), "~/.config/vllm-diag".into())),
         (None, None) => {}
     }
     out
@@ -240,7 +238,12 @@ impl Reader<'_> {
 
 /// Parse a file's text. Relative paths in it are relative to the file's directory.
 pub fn parse(path: &Path, found: &str, text: &str, env: Env) -> Result<ConfigFile, ConfigError> {
-    let r = Reader { shown: path.display().to_string(), lines: crate::text::LineIndex::new(text), env, base: path.parent().map(Path::to_path_buf).unwrap_or_default() };
+    let r = Reader {
+        shown: path.display().to_string(),
+        lines: crate::text::LineIndex::new(text),
+        env,
+        base: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+    };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let start = e.span().map_or(0, |s| s.start);
         let mut message = e.message().trim().to_string();
@@ -385,7 +388,9 @@ fn parse_source(r: &Reader, s: &RawSource) -> Result<SourceSection, ConfigError>
                 message: "a bearer token and source.basic_auth_user are both given; a server takes one of them".into(),
             });
         }
-    } else if let Some(p) = source.basic_auth_password_file.as_ref().map(|i| (i.line, i.column)).or(source.basic_auth_password.as_ref().map(|i| (i.line, i.column))) {
+    } else if let Some(p) =
+        source.basic_auth_password_file.as_ref().map(|i| (i.line, i.column)).or(source.basic_auth_password.as_ref().map(|i| (i.line, i.column)))
+    {
         return Err(ConfigError::Invalid {
             path: r.shown.clone(),
             line: p.0,
@@ -406,9 +411,7 @@ fn parse_group_by(r: &Reader, g: &Spanned<toml::Value>) -> Result<Item<Vec<Strin
     let (line, column) = r.lines.line_col(g.span().start);
     let parts: Vec<Spanned<String>> = match g.get_ref() {
         toml::Value::String(s) => vec![Spanned::new(g.span(), s.clone())],
-        toml::Value::Array(a) if a.iter().all(|v| v.is_str()) => {
-            a.iter().filter_map(|v| v.as_str()).map(|s| Spanned::new(g.span(), s.to_string())).collect()
-        }
+        toml::Value::Array(a) if a.iter().all(|v| v.is_str()) => a.iter().filter_map(|v| v.as_str()).map(|s| Spanned::new(g.span(), s.to_string())).collect(),
         _ => return Err(r.invalid(g.span().start, "group_by: give label names, e.g. \"model_name\" or [\"model_name\", \"namespace\"]".into())),
     };
     let mut labels = Vec::new();
@@ -430,26 +433,25 @@ type Threshold = Item<(String, f64, String)>;
 
 /// `[thresholds]`: numbers, or quantities with units (`"1.5s"`, `"90%"`).
 fn parse_thresholds(r: &Reader, raw: &BTreeMap<Spanned<String>, Spanned<toml::Value>>) -> Result<Vec<Threshold>, ConfigError> {
-let mut thresholds = Vec::new();
-for (name, value) in raw {
-    let key = format!("thresholds.{}", name.get_ref());
-    let (v, written, vars) = match value.get_ref() {
-        toml::Value::Integer(i) => (*i as f64, i.to_string(), vec![]),
-        toml::Value::Float(f) => (*f, f.to_string(), vec![]),
-        toml::Value::String(s) => {
-            let item = r.string(&key, &Spanned::new(value.span(), s.clone()))?;
-            let v = crate::rules::expr::parse_quantity(item.value.trim())
-                .map_err(|e| at(&r.shown, &item, format!("{key}: {}", e.message)))?;
-            (v, item.value.trim().to_string(), item.vars)
+    let mut thresholds = Vec::new();
+    for (name, value) in raw {
+        let key = format!("thresholds.{}", name.get_ref());
+        let (v, written, vars) = match value.get_ref() {
+            toml::Value::Integer(i) => (*i as f64, i.to_string(), vec![]),
+            toml::Value::Float(f) => (*f, f.to_string(), vec![]),
+            toml::Value::String(s) => {
+                let item = r.string(&key, &Spanned::new(value.span(), s.clone()))?;
+                let v = crate::rules::expr::parse_quantity(item.value.trim()).map_err(|e| at(&r.shown, &item, format!("{key}: {}", e.message)))?;
+                (v, item.value.trim().to_string(), item.vars)
+            }
+            _ => return Err(r.invalid(value.span().start, format!("{key}: give a number or a quantity such as \"1.5s\" or \"90%\""))),
+        };
+        if !v.is_finite() {
+            return Err(r.invalid(value.span().start, format!("{key}: must be a finite number")));
         }
-        _ => return Err(r.invalid(value.span().start, format!("{key}: give a number or a quantity such as \"1.5s\" or \"90%\""))),
-    };
-    if !v.is_finite() {
-        return Err(r.invalid(value.span().start, format!("{key}: must be a finite number")));
+        let (line, column) = r.lines.line_col(name.span().start);
+        thresholds.push(Item { value: (name.get_ref().clone(), v, written), line, column, vars });
     }
-    let (line, column) = r.lines.line_col(name.span().start);
-    thresholds.push(Item { value: (name.get_ref().clone(), v, written), line, column, vars });
-}
     Ok(thresholds)
 }
 
@@ -463,7 +465,10 @@ fn parse_rules(r: &Reader, rules: &RawRules) -> Result<RuleLists, ConfigError> {
     if let Some(list) = &rules.enabled {
         if list.get_ref().is_empty() {
             // Every rule off would read as "nothing could be evaluated", blaming the data.
-            return Err(r.invalid(list.span().start, "rules.enabled is empty, which turns every rule off: list the rules to run, or remove the key to run them all".into()));
+            return Err(r.invalid(
+                list.span().start,
+                "rules.enabled is empty, which turns every rule off: list the rules to run, or remove the key to run them all".into(),
+            ));
         }
         rules_enabled = Some(ids("rules.enabled", list.get_ref())?);
     }
@@ -507,9 +512,7 @@ pub fn expand(raw: &str, env: Env) -> Result<(String, Vec<String>), String> {
                 return Err(format!("\"${{\" is not closed; write ${{NAME}} (or $${{ for a literal \"${{\") in {raw:?}"));
             };
             let name = &tail[..end];
-            let valid = !name.is_empty()
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            let valid = !name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !valid {
                 return Err(format!("${{{name}}} is not a variable reference; a name is letters, digits and '_'"));
             }
@@ -537,8 +540,7 @@ fn is_single_reference(raw: &str) -> bool {
 /// Header names whose values are credentials, which the file may only reference.
 fn is_credential_header(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    matches!(n.as_str(), "authorization" | "proxy-authorization" | "cookie")
-        || ["key", "token", "secret", "password", "auth"].iter().any(|w| n.contains(w))
+    matches!(n.as_str(), "authorization" | "proxy-authorization" | "cookie") || ["key", "token", "secret", "password", "auth"].iter().any(|w| n.contains(w))
 }
 
 /// Whether a base URL carries `user:pass@` or `user@` in its authority.
@@ -549,8 +551,7 @@ pub(super) fn url_has_credentials(url: &str) -> bool {
 
 /// A usable http(s) URL, whose password (if any) came from `${VAR}` rather than the file's text.
 fn check_url(raw: &str, expanded: &str) -> Result<(), String> {
-    let u = url::Url::parse(expanded.trim())
-        .map_err(|e| format!("{e}; give a base URL such as \"https://prometheus.example/prometheus\""))?;
+    let u = url::Url::parse(expanded.trim()).map_err(|e| format!("{e}; give a base URL such as \"https://prometheus.example/prometheus\""))?;
     if u.scheme() != "http" && u.scheme() != "https" {
         return Err(format!("the scheme is {:?}; use http:// or https://", u.scheme()));
     }
@@ -559,11 +560,9 @@ fn check_url(raw: &str, expanded: &str) -> Result<(), String> {
         let userinfo = authority.rsplit_once('@').map_or("", |(u, _)| u);
         if let Some((_, password)) = userinfo.split_once(':') {
             if !is_single_reference(password) {
-                return Err(
-                    "the password in user:password@ cannot be written in the file; write \
+                return Err("the password in user:password@ cannot be written in the file; write \
                      https://user:${PROM_PASSWORD}@host, or use basic_auth_user with basic_auth_password_file"
-                        .into(),
-                );
+                    .into());
             }
         }
     }

@@ -395,8 +395,7 @@ mod tests {
     fn flag_headers_come_first_and_replace_the_files_tenant_and_headers() {
         let file = file_of("[source]\ntenant = \"team-a\"\nheaders = { X-Team = \"infra\", X-Other = \"o\" }\n", &[]);
         let mut cli = command_line();
-        cli.connection.headers =
-            ["X-Team: ml", "X-Scope-OrgID: team-b"].iter().map(|h| Setting::flag(Secret::new(*h), "--header")).collect();
+        cli.connection.headers = ["X-Team: ml", "X-Scope-OrgID: team-b"].iter().map(|h| Setting::flag(Secret::new(*h), "--header")).collect();
         let s = merged(cli, &file, &[]);
         let headers: Vec<&str> = s.connection.headers.iter().map(|h| h.expose()).collect();
         assert_eq!(headers, ["X-Team: ml", "X-Scope-OrgID: team-b", "X-Other: o"]);

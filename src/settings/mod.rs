@@ -362,17 +362,15 @@ impl Settings {
         // Both windows must start after the Unix epoch (TimeRange::is_supported); a start that
         // does not fit in a time at all is just as far out.
         let epoch = TimeRange::SUPPORTED.0;
-        let (at, since, len) = (
-            end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            epoch.format("%Y-%m-%d UTC"),
-            humantime::format_duration(window),
-        );
+        let (at, since, len) = (end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true), epoch.format("%Y-%m-%d UTC"), humantime::format_duration(window));
         // The flag that sets the length: --window, or --since for check.
         let wflag = match &s.window.origin {
             Origin::Flag(f) => *f,
             _ => "--window",
         };
-        let window_error = || Failure::Usage(format!("{wp} {len} ending at {at} would start before {since}, where there are no metrics: give a shorter {wflag} or a later --at"));
+        let window_error = || {
+            Failure::Usage(format!("{wp} {len} ending at {at} would start before {since}, where there are no metrics: give a shorter {wflag} or a later --at"))
+        };
         let baseline_error = || {
             Failure::Usage(match s.baseline.is_some() {
                 true => format!(
@@ -431,12 +429,8 @@ impl RuleSettings {
             set.thresholds.insert(t.name.clone(), t.number);
         }
         let enabled = self.enabled.as_ref();
-        let off: BTreeSet<String> = set
-            .rules
-            .iter()
-            .map(|r| r.id.clone())
-            .filter(|id| self.disabled.contains(id) || enabled.is_some_and(|e| !e.contains(id)))
-            .collect();
+        let off: BTreeSet<String> =
+            set.rules.iter().map(|r| r.id.clone()).filter(|id| self.disabled.contains(id) || enabled.is_some_and(|e| !e.contains(id))).collect();
         if off.is_empty() {
             return Vec::new();
         }

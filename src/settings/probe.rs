@@ -47,13 +47,7 @@ pub struct JoinProbe {
 
 impl ProbeSettings {
     pub fn shape(&self) -> Shape {
-        Shape {
-            api: *self.api,
-            stream: *self.stream,
-            prompt_words: *self.prompt_words,
-            max_tokens: *self.max_tokens,
-            ignore_eos: *self.ignore_eos,
-        }
+        Shape { api: *self.api, stream: *self.stream, prompt_words: *self.prompt_words, max_tokens: *self.max_tokens, ignore_eos: *self.ignore_eos }
     }
 
     /// The limits, each within its ceiling ([`CEILINGS`]); an error names the flag and the ceiling.

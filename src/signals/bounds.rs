@@ -15,8 +15,7 @@ pub struct Bound {
 /// The finite bounds among `le` label values, ascending, spellings of one value merged.
 pub fn parse_bounds(values: &[String]) -> Vec<Bound> {
     let mut out: Vec<Bound> = Vec::new();
-    let mut parsed: Vec<(f64, &String)> =
-        values.iter().filter_map(|v| crate::prom::parse_sample_value(v).filter(|x| x.is_finite()).map(|x| (x, v))).collect();
+    let mut parsed: Vec<(f64, &String)> = values.iter().filter_map(|v| crate::prom::parse_sample_value(v).filter(|x| x.is_finite()).map(|x| (x, v))).collect();
     parsed.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
     for (value, text) in parsed {
         match out.last_mut() {
@@ -75,7 +74,11 @@ pub fn bucket_at(bounds: &[Bound], target: f64) -> Result<AtTarget<'_>, String> 
 pub(super) fn weight(x: f64) -> String {
     let s = format!("{x:.6}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s.is_empty() { "0".into() } else { s.to_string() }
+    if s.is_empty() {
+        "0".into()
+    } else {
+        s.to_string()
+    }
 }
 
 /// Said once per histogram when a target is read between buckets: the number is an estimate.

@@ -203,11 +203,7 @@ pub struct QueryContext {
 
 /// The stem of a stored histogram series name: `x_bucket` / `x_sum` -> `x`.
 fn family_of(series: &str) -> &str {
-    series
-        .strip_suffix("_bucket")
-        .or_else(|| series.strip_suffix("_sum"))
-        .or_else(|| series.strip_suffix("_count"))
-        .unwrap_or(series)
+    series.strip_suffix("_bucket").or_else(|| series.strip_suffix("_sum")).or_else(|| series.strip_suffix("_count")).unwrap_or(series)
 }
 
 /// Resolve a quantity or `$name` against the thresholds.

@@ -18,11 +18,7 @@ pub const RUNNING_GAUGE: [&str; 2] = ["vllm:num_requests_running", "vllm_num_req
 /// running-requests gauge every vLLM version exports (one series per engine): how many values each
 /// label takes is counted from them by vllm-diag. One row per replica at most.
 pub fn fleet_labels_query(selector: &Selector, labels: &[String], range: Duration) -> String {
-    let names = RUNNING_GAUGE
-        .iter()
-        .map(|n| crate::prom::escape_regex_literal(n))
-        .collect::<Vec<_>>()
-        .join("|");
+    let names = RUNNING_GAUGE.iter().map(|n| crate::prom::escape_regex_literal(n)).collect::<Vec<_>>().join("|");
     let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: names }];
     m.extend(selector.matchers.iter().cloned());
     // Not production-stack's router's gauges of the same name (crate::prom::SHADOWED).
@@ -208,11 +204,7 @@ pub fn bucket_rates_query(resolved: &Resolved, ctx: &QueryContext) -> String {
 pub fn replica_bucket_rates_query(resolved: &Resolved, ctx: &QueryContext, replica_label: &str) -> String {
     let fam = family_of(&resolved.names[0]);
     let by = ctx.group_by.join(", ");
-    format!(
-        "sum by (le, {by}, {replica_label}) (rate({}[{}]))",
-        ctx.selector.series(&format!("{fam}_bucket"), &[]),
-        promql_duration(ctx.range)
-    )
+    format!("sum by (le, {by}, {replica_label}) (rate({}[{}]))", ctx.selector.series(&format!("{fam}_bucket"), &[]), promql_duration(ctx.range))
 }
 
 /// The bucket rates of every series of the histogram, unaggregated (`rate(F_bucket[R])`): what
@@ -373,12 +365,8 @@ impl SumRead {
     pub fn shared(reads: &[&SumRead], selector: &Selector, group_by: &[String]) -> Option<String> {
         let first = reads.first()?;
         let passes_absent = |m: &Matcher| m.compile().is_ok_and(|c| c.matches(None));
-        let common: Vec<Matcher> = first
-            .extra
-            .iter()
-            .filter(|m| m.op == MatchOp::Nre && passes_absent(m) && reads.iter().all(|r| r.extra.contains(m)))
-            .cloned()
-            .collect();
+        let common: Vec<Matcher> =
+            first.extra.iter().filter(|m| m.op == MatchOp::Nre && passes_absent(m) && reads.iter().all(|r| r.extra.contains(m))).cloned().collect();
         let own = |r: &&SumRead| r.extra.iter().filter(|m| !common.contains(m)).cloned().collect::<Vec<Matcher>>();
         // A list of literal alternatives (the routes users call) matches the same in either
         // engine: read grouped by its label, and matched by vllm-diag.
@@ -392,11 +380,8 @@ impl SumRead {
         }
         // The grouping labels first, as every read writes them, then the others in name order
         // (not a common matcher's label, unless a read groups or filters on it otherwise).
-        let others: BTreeSet<String> = reads
-            .iter()
-            .flat_map(|r| r.by.iter().cloned().chain(own(r).into_iter().map(|m| m.name)))
-            .filter(|l| !group_by.contains(l))
-            .collect();
+        let others: BTreeSet<String> =
+            reads.iter().flat_map(|r| r.by.iter().cloned().chain(own(r).into_iter().map(|m| m.name))).filter(|l| !group_by.contains(l)).collect();
         if common.iter().any(|m| others.contains(&m.name)) {
             return None;
         }

@@ -21,10 +21,7 @@ fn present(names: &[&str]) -> BTreeSet<String> {
 fn picks_the_first_alternative_present_in_any_spelling() {
     let alts = vec!["vllm:kv_cache_usage_perc".to_string(), "vllm:gpu_cache_usage_perc".to_string()];
     assert_eq!(pick(&alts, &present(&["vllm:gpu_cache_usage_perc"])).unwrap(), "vllm:gpu_cache_usage_perc");
-    assert_eq!(
-        pick(&alts, &present(&["vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"])).unwrap(),
-        "vllm:kv_cache_usage_perc"
-    );
+    assert_eq!(pick(&alts, &present(&["vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"])).unwrap(), "vllm:kv_cache_usage_perc");
     assert_eq!(pick(&alts, &present(&["vllm_kv_cache_usage_perc"])).unwrap(), "vllm_kv_cache_usage_perc");
     assert!(pick(&alts, &present(&["vllm:num_requests_running"])).is_none());
 }
@@ -36,21 +33,11 @@ fn counters_may_be_stored_without_total() {
 
 #[test]
 fn quantile_query_aggregates_by_scope_and_keeps_the_selector() {
-    let k = SignalKind::Quantile(Quantile {
-        quantile: 0.95,
-        histogram: vec!["vllm:time_to_first_token_seconds".into()],
-        min_observations: 20.0,
-    });
+    let k = SignalKind::Quantile(Quantile { quantile: 0.95, histogram: vec!["vllm:time_to_first_token_seconds".into()], min_observations: 20.0 });
     let r = resolve(&k, &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
     let q = build(&k, &r, &ctx(r#"job="vllm""#)).unwrap();
-    assert_eq!(
-        q.value,
-        r#"histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket{job="vllm"}[1800s])))"#
-    );
-    assert_eq!(
-        q.count.unwrap(),
-        r#"sum by (model_name) (increase(vllm:time_to_first_token_seconds_count{job="vllm"}[1800s]))"#
-    );
+    assert_eq!(q.value, r#"histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:time_to_first_token_seconds_bucket{job="vllm"}[1800s])))"#);
+    assert_eq!(q.count.unwrap(), r#"sum by (model_name) (increase(vllm:time_to_first_token_seconds_count{job="vllm"}[1800s]))"#);
 }
 
 #[test]
@@ -149,10 +136,7 @@ fn active_share_uses_a_subquery_over_the_window() {
     let k = SignalKind::ActiveShare(ActiveShare { counter: vec!["vllm:num_preemptions_total".into()] });
     let r = resolve(&k, &present(&["vllm:num_preemptions_total"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
-    assert_eq!(
-        q.value,
-        "avg_over_time((sum by (model_name) (rate(vllm:num_preemptions_total[120s])) > bool 0)[1800s:60s])"
-    );
+    assert_eq!(q.value, "avg_over_time((sum by (model_name) (rate(vllm:num_preemptions_total[120s])) > bool 0)[1800s:60s])");
 }
 
 #[test]
@@ -163,11 +147,7 @@ fn discovery_matches_vllm_names_and_extras_under_the_selector() {
 
 #[test]
 fn slo_burn_reads_the_bucket_at_the_target_and_divides_by_the_budget() {
-    let k = SignalKind::SloBurn(SloBurn {
-        histogram: vec!["vllm:time_to_first_token_seconds".into()],
-        target: "$ttft_target".into(),
-        objective: "99%".into(),
-    });
+    let k = SignalKind::SloBurn(SloBurn { histogram: vec!["vllm:time_to_first_token_seconds".into()], target: "$ttft_target".into(), objective: "99%".into() });
     let r = resolve(&k, &present(&["vllm:time_to_first_token_seconds_bucket"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
     assert_eq!(
@@ -181,11 +161,7 @@ fn bounds(values: &[&str]) -> Vec<Bound> {
 }
 
 fn slo(target: &str) -> SignalKind {
-    SignalKind::SloBurn(SloBurn {
-        histogram: vec!["vllm:time_to_first_token_seconds".into()],
-        target: target.into(),
-        objective: "99%".into(),
-    })
+    SignalKind::SloBurn(SloBurn { histogram: vec!["vllm:time_to_first_token_seconds".into()], target: target.into(), objective: "99%".into() })
 }
 
 fn ctx_with_buckets(values: &[&str]) -> QueryContext {
@@ -240,9 +216,18 @@ fn bounds_come_from_the_label_index_and_those_some_replicas_lack_are_found_in_th
     assert_eq!(m, r#"{__name__=~"a_bucket|b_bucket",job="vllm"}"#);
     // Three replicas; r2 has another layout (no 0.25, a 0.3 of its own); "1" and "1.0" agree.
     let rows = [
-        ("0.1", "r0"), ("0.25", "r0"), ("1", "r0"), ("+Inf", "r0"),
-        ("0.1", "r1"), ("0.25", "r1"), ("1.0", "r1"), ("+Inf", "r1"),
-        ("0.1", "r2"), ("0.3", "r2"), ("1", "r2"), ("+Inf", "r2"),
+        ("0.1", "r0"),
+        ("0.25", "r0"),
+        ("1", "r0"),
+        ("+Inf", "r0"),
+        ("0.1", "r1"),
+        ("0.25", "r1"),
+        ("1.0", "r1"),
+        ("+Inf", "r1"),
+        ("0.1", "r2"),
+        ("0.3", "r2"),
+        ("1", "r2"),
+        ("+Inf", "r2"),
     ];
     assert_eq!(uncovered_bounds(rows.iter().map(|(le, r)| (*le, vec![*r]))), vec![0.25, 0.3]);
     assert!(uncovered_bounds(rows[..8].iter().map(|(le, r)| (*le, vec![*r]))).is_empty());
@@ -365,26 +350,31 @@ minus = [["vllm:request_queue_time_seconds"], ["vllm:request_prefill_time_second
     let r = resolve(&k, &present(&names)).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap().value;
     let mean = |f: &str| format!("(sum by (model_name) (rate({f}_sum[1800s])) / sum by (model_name) (rate({f}_count[1800s])))");
-    assert_eq!(q, format!("{} - {} - {}", mean("vllm:time_to_first_token_seconds"), mean("vllm:request_queue_time_seconds"), mean("vllm:request_prefill_time_seconds")));
+    assert_eq!(
+        q,
+        format!("{} - {} - {}", mean("vllm:time_to_first_token_seconds"), mean("vllm:request_queue_time_seconds"), mean("vllm:request_prefill_time_seconds"))
+    );
     // Any family missing: the remainder cannot be taken.
     assert!(resolve(&k, &present(&names[..2])).is_err());
 }
 
 #[test]
 fn a_bitmask_gauge_reads_its_bits_sample_by_sample_through_a_subquery() {
-    let gauge = |bits: Vec<u32>, over: Option<String>| SignalKind::Gauge(Gauge {
-        gauge: vec!["DCGM_FI_DEV_CLOCKS_EVENT_REASONS".into()],
-        over_time: OverTime::Avg,
-        across: Across::Max,
-        r#match: String::new(),
-        attribute_via: vec!["vllm:num_requests_running".into()],
-        join_on: vec!["namespace".into(), "pod".into()],
-        attribute_before: false,
-        less: None,
-        bits,
-        over,
-        scale: None,
-    });
+    let gauge = |bits: Vec<u32>, over: Option<String>| {
+        SignalKind::Gauge(Gauge {
+            gauge: vec!["DCGM_FI_DEV_CLOCKS_EVENT_REASONS".into()],
+            over_time: OverTime::Avg,
+            across: Across::Max,
+            r#match: String::new(),
+            attribute_via: vec!["vllm:num_requests_running".into()],
+            join_on: vec!["namespace".into(), "pod".into()],
+            attribute_before: false,
+            less: None,
+            bits,
+            over,
+            scale: None,
+        })
+    };
     let k = gauge(vec![8, 64], None);
     let r = resolve(&k, &present(&["DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "vllm:num_requests_running"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap();
@@ -395,10 +385,24 @@ fn a_bitmask_gauge_reads_its_bits_sample_by_sample_through_a_subquery() {
     // One bit needs no clamp; a gauge over another is divided series by series.
     let one = build(&gauge(vec![4], None), &r, &ctx("")).unwrap().value;
     assert!(one.contains("avg_over_time((floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 4) % 2)[1800s:60s])"), "{one}");
-    let SignalKind::Gauge(Gauge { over_time, across, r#match, attribute_via, join_on, attribute_before, less, bits, over, scale, .. }) = gauge(vec![], Some("DCGM_FI_DEV_POWER_MGMT_LIMIT".into())) else {
+    let SignalKind::Gauge(Gauge { over_time, across, r#match, attribute_via, join_on, attribute_before, less, bits, over, scale, .. }) =
+        gauge(vec![], Some("DCGM_FI_DEV_POWER_MGMT_LIMIT".into()))
+    else {
         unreachable!()
     };
-    let k = SignalKind::Gauge(Gauge { gauge: vec!["DCGM_FI_DEV_POWER_USAGE".into()], over_time, across, r#match, attribute_via, join_on, attribute_before, less, bits, over, scale });
+    let k = SignalKind::Gauge(Gauge {
+        gauge: vec!["DCGM_FI_DEV_POWER_USAGE".into()],
+        over_time,
+        across,
+        r#match,
+        attribute_via,
+        join_on,
+        attribute_before,
+        less,
+        bits,
+        over,
+        scale,
+    });
     let r = resolve(&k, &present(&["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_POWER_MGMT_LIMIT", "vllm:num_requests_running"])).unwrap();
     let v = build(&k, &r, &ctx("")).unwrap().value;
     assert!(v.contains("(avg_over_time(DCGM_FI_DEV_POWER_USAGE[1800s]) / avg_over_time(DCGM_FI_DEV_POWER_MGMT_LIMIT[1800s])) * on (namespace, pod)"), "{v}");
@@ -446,7 +450,11 @@ fn a_routers_own_series_go_to_every_model_its_workers_serve_and_a_missing_retry_
     let k = router_kind(RouterMeasure::HeldOut, "vllm_router_cb_state", "worker");
     let r = resolve(&k, &present(&["vllm_router_cb_state", "vllm:num_requests_running"])).unwrap();
     let q = build(&k, &r, &ctx("")).unwrap().value;
-    assert!(q.starts_with("max by (model_name) (max by (instance, model_name) (max by (instance) (") && q.contains("avg_over_time((vllm_router_cb_state == bool 1)[1800s:60s])"), "{q}");
+    assert!(
+        q.starts_with("max by (model_name) (max by (instance, model_name) (max by (instance) (")
+            && q.contains("avg_over_time((vllm_router_cb_state == bool 1)[1800s:60s])"),
+        "{q}"
+    );
     // Grouped by instance, the join's label is not also in group_left (PromQL refuses that).
     let by_instance = QueryContext { group_by: vec!["instance".into()], ..ctx("") };
     let q = build(&k, &r, &by_instance).unwrap().value;
@@ -458,11 +466,17 @@ fn a_kinds_fields_are_read_with_serdes_wording_for_the_declarations_errors() {
     // The kinds are newtype variants of an internally tagged enum: their errors read as the
     // struct variants' did (rule-load errors quote them).
     let err = |text: &str| toml::from_str::<SignalKind>(text).unwrap_err().message().trim().to_string();
-    assert_eq!(err("kind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]\nbogus = 1"), "unknown field `bogus`, expected one of `quantile`, `histogram`, `min_observations`");
+    assert_eq!(
+        err("kind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]\nbogus = 1"),
+        "unknown field `bogus`, expected one of `quantile`, `histogram`, `min_observations`"
+    );
     assert_eq!(err("kind = \"fill\"\ngauge = [\"g\"]\nkind2 = 1"), "unknown field `kind2`, expected `gauge`");
     assert_eq!(err("kind = \"quantile\"\nhistogram = [\"h\"]"), "missing field `quantile`");
     assert_eq!(err("gauge = [\"g\"]"), "missing field `kind`");
-    assert_eq!(err("kind = \"ratio\"\nnumerator = {counter = [\"a\"], x = 1}\ndenominator = {counter = [\"a\"]}"), "unknown field `x`, expected `counter` or `match`");
+    assert_eq!(
+        err("kind = \"ratio\"\nnumerator = {counter = [\"a\"], x = 1}\ndenominator = {counter = [\"a\"]}"),
+        "unknown field `x`, expected `counter` or `match`"
+    );
     assert!(err("kind = \"nope\"").starts_with("unknown variant `nope`, expected one of `quantile`, `rate`, `ratio`, `mean`, `remainder`, `gauge`, "));
     let k: SignalKind = toml::from_str("kind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]").unwrap();
     assert_eq!(k.kind().min_observations(), Some(20.0));

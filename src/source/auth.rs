@@ -47,11 +47,7 @@ pub const INSECURE_WARNING: &str = "WARNING: --insecure-skip-verify is set: the 
 
 /// Fill `opts` from the flags and the environment (`env` looks a variable up; tests pass their own).
 /// Returns warnings for stderr.
-pub fn apply(
-    flags: &AuthFlags,
-    env: &dyn Fn(&str) -> Option<String>,
-    opts: &mut ClientOptions,
-) -> Result<Vec<String>, AuthError> {
+pub fn apply(flags: &AuthFlags, env: &dyn Fn(&str) -> Option<String>, opts: &mut ClientOptions) -> Result<Vec<String>, AuthError> {
     let mut warnings = Vec::new();
     let env_value = |name: &str| env(name).filter(|v| !v.trim().is_empty());
 
@@ -59,9 +55,7 @@ pub fn apply(
     match (&flags.basic_auth_user, &flags.basic_auth_password_file) {
         (Some(user), file) => {
             if user.is_empty() || user.contains(':') || user.chars().any(char::is_control) {
-                return Err(AuthError(
-                    "--basic-auth-user: give a user name without ':' or control characters".to_string(),
-                ));
+                return Err(AuthError("--basic-auth-user: give a user name without ':' or control characters".to_string()));
             }
             let password = match file {
                 Some(path) => read_secret("--basic-auth-password-file", path)?,
@@ -78,10 +72,7 @@ pub fn apply(
             opts.basic_auth = Some((user.clone(), password));
         }
         (None, Some(path)) => {
-            return Err(AuthError(format!(
-                "--basic-auth-password-file {} is given without --basic-auth-user; add the user name",
-                path.display()
-            )))
+            return Err(AuthError(format!("--basic-auth-password-file {} is given without --basic-auth-user; add the user name", path.display())))
         }
         (None, None) => {}
     }
@@ -89,16 +80,11 @@ pub fn apply(
     // Bearer token: the file flag, else the environment when nothing else authenticates.
     if let Some(path) = &flags.bearer_token_file {
         if flags.basic_auth_user.is_some() {
-            return Err(AuthError(
-                "--bearer-token-file and --basic-auth-user are both given; a server takes one of them".to_string(),
-            ));
+            return Err(AuthError("--bearer-token-file and --basic-auth-user are both given; a server takes one of them".to_string()));
         }
         let token = read_secret("--bearer-token-file", path)?;
         if token.expose().contains(['\n', '\r']) {
-            return Err(AuthError(format!(
-                "--bearer-token-file {}: holds more than one line; put only the token in it",
-                path.display()
-            )));
+            return Err(AuthError(format!("--bearer-token-file {}: holds more than one line; put only the token in it", path.display())));
         }
         if token.expose().chars().any(char::is_control) {
             return Err(AuthError(format!(
@@ -116,15 +102,10 @@ pub fn apply(
     for (i, raw) in flags.headers.iter().enumerate() {
         let n = i + 1;
         let Some((name, value)) = raw.split_once(':') else {
-            return Err(AuthError(format!(
-                "--header #{n}: expected \"Name: value\" (the header's text is not shown, it may hold a secret)"
-            )));
+            return Err(AuthError(format!("--header #{n}: expected \"Name: value\" (the header's text is not shown, it may hold a secret)")));
         };
         let name = name.trim();
-        let valid_name = !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        let valid_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
         if !valid_name {
             return Err(AuthError(format!(
                 "--header #{n}: the header name is empty or holds characters a header name cannot; expected \
@@ -133,14 +114,10 @@ pub fn apply(
         }
         let value = value.trim();
         if value.chars().any(char::is_control) {
-            return Err(AuthError(format!(
-                "--header #{n} ({name}): the value holds line breaks or other control characters"
-            )));
+            return Err(AuthError(format!("--header #{n} ({name}): the value holds line breaks or other control characters")));
         }
         if name.eq_ignore_ascii_case(TENANT_HEADER) && flags.tenant.is_some() {
-            return Err(AuthError(format!(
-                "--header #{n} sets {TENANT_HEADER} and --tenant sets it too; give one"
-            )));
+            return Err(AuthError(format!("--header #{n} sets {TENANT_HEADER} and --tenant sets it too; give one")));
         }
         opts.headers.push((name.to_string(), Secret::new(value)));
     }
@@ -160,18 +137,8 @@ pub fn apply(
     let client_cert = match (&flags.cert_file, &flags.key_file) {
         (Some(c), Some(k)) => Some((c.clone(), k.clone())),
         (None, None) => None,
-        (Some(c), None) => {
-            return Err(AuthError(format!(
-                "--cert-file {} needs --key-file with its private key",
-                c.display()
-            )))
-        }
-        (None, Some(k)) => {
-            return Err(AuthError(format!(
-                "--key-file {} needs --cert-file with its certificate",
-                k.display()
-            )))
-        }
+        (Some(c), None) => return Err(AuthError(format!("--cert-file {} needs --key-file with its private key", c.display()))),
+        (None, Some(k)) => return Err(AuthError(format!("--key-file {} needs --cert-file with its certificate", k.display()))),
     };
     let tls_given = flags.ca_file.is_some() || client_cert.is_some() || flags.insecure_skip_verify;
     if tls_given && opts.base_url.trim_start().to_ascii_lowercase().starts_with("http://") {
@@ -187,11 +154,7 @@ pub fn apply(
         }
         warnings.push(INSECURE_WARNING.to_string());
     }
-    opts.tls = TlsOptions {
-        ca_file: flags.ca_file.clone(),
-        client_cert,
-        insecure_skip_verify: flags.insecure_skip_verify,
-    };
+    opts.tls = TlsOptions { ca_file: flags.ca_file.clone(), client_cert, insecure_skip_verify: flags.insecure_skip_verify };
     Ok(warnings)
 }
 
@@ -202,8 +165,7 @@ fn read_secret(flag: &str, path: &Path) -> Result<Secret, AuthError> {
         let reason = reason.split(" (os error").next().unwrap_or(&reason).to_string();
         AuthError(format!("{flag} {}: cannot read it: {reason}", path.display()))
     })?;
-    let text =
-        String::from_utf8(bytes).map_err(|_| AuthError(format!("{flag} {}: is not UTF-8 text", path.display())))?;
+    let text = String::from_utf8(bytes).map_err(|_| AuthError(format!("{flag} {}: is not UTF-8 text", path.display())))?;
     let trimmed = text.trim_end_matches(['\r', '\n']).trim();
     if trimmed.is_empty() {
         return Err(AuthError(format!("{flag} {}: is empty", path.display())));
@@ -235,10 +197,7 @@ mod tests {
     }
 
     fn apply_to(flags: &AuthFlags, env: &[(&str, &str)]) -> Result<(ClientOptions, Vec<String>), AuthError> {
-        let mut opts = ClientOptions {
-            base_url: "https://prom.example".into(),
-            ..ClientOptions::default()
-        };
+        let mut opts = ClientOptions { base_url: "https://prom.example".into(), ..ClientOptions::default() };
         let w = apply(flags, &env_of(env), &mut opts)?;
         Ok((opts, w))
     }
@@ -246,10 +205,7 @@ mod tests {
     #[test]
     fn a_token_file_is_read_without_its_line_break() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let flags = AuthFlags {
-            bearer_token_file: Some(file(&dir, "t", "tok-1\n")),
-            ..AuthFlags::default()
-        };
+        let flags = AuthFlags { bearer_token_file: Some(file(&dir, "t", "tok-1\n")), ..AuthFlags::default() };
         let (opts, _) = apply_to(&flags, &[(ENV_BEARER_TOKEN, "from-env")]).expect("ok");
         assert_eq!(opts.bearer_token.expect("token").expose(), "tok-1");
     }
@@ -263,11 +219,7 @@ mod tests {
     #[test]
     fn explicit_basic_auth_beats_a_token_in_the_environment() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let flags = AuthFlags {
-            basic_auth_user: Some("alice".into()),
-            basic_auth_password_file: Some(file(&dir, "p", "pw-1\n")),
-            ..AuthFlags::default()
-        };
+        let flags = AuthFlags { basic_auth_user: Some("alice".into()), basic_auth_password_file: Some(file(&dir, "p", "pw-1\n")), ..AuthFlags::default() };
         let (opts, _) = apply_to(&flags, &[(ENV_BEARER_TOKEN, "tok-env")]).expect("ok");
         assert!(opts.bearer_token.is_none());
         let (user, pass) = opts.basic_auth.expect("basic auth");
@@ -276,71 +228,38 @@ mod tests {
 
     #[test]
     fn the_password_may_come_from_the_environment_but_not_from_nowhere() {
-        let flags = AuthFlags {
-            basic_auth_user: Some("alice".into()),
-            ..AuthFlags::default()
-        };
+        let flags = AuthFlags { basic_auth_user: Some("alice".into()), ..AuthFlags::default() };
         let (opts, _) = apply_to(&flags, &[(ENV_BASIC_AUTH_PASSWORD, "pw-env")]).expect("ok");
         assert_eq!(opts.basic_auth.expect("basic").1.expose(), "pw-env");
         let err = apply_to(&flags, &[]).expect_err("no password");
-        assert!(
-            err.to_string().contains("--basic-auth-password-file") && err.to_string().contains(ENV_BASIC_AUTH_PASSWORD)
-        );
+        assert!(err.to_string().contains("--basic-auth-password-file") && err.to_string().contains(ENV_BASIC_AUTH_PASSWORD));
     }
 
     #[test]
     fn file_errors_name_the_flag_and_the_file_but_never_the_content() {
         let dir = tempfile::tempdir().expect("tempdir");
         let missing = dir.path().join("nope");
-        let flags = AuthFlags {
-            bearer_token_file: Some(missing.clone()),
-            ..AuthFlags::default()
-        };
+        let flags = AuthFlags { bearer_token_file: Some(missing.clone()), ..AuthFlags::default() };
         let err = apply_to(&flags, &[]).expect_err("missing").to_string();
-        assert!(
-            err.starts_with("--bearer-token-file") && err.contains(&missing.display().to_string()),
-            "{err}"
-        );
+        assert!(err.starts_with("--bearer-token-file") && err.contains(&missing.display().to_string()), "{err}");
 
-        let flags = AuthFlags {
-            bearer_token_file: Some(file(&dir, "e", "\n")),
-            ..AuthFlags::default()
-        };
-        assert!(apply_to(&flags, &[])
-            .expect_err("empty")
-            .to_string()
-            .contains("is empty"));
+        let flags = AuthFlags { bearer_token_file: Some(file(&dir, "e", "\n")), ..AuthFlags::default() };
+        assert!(apply_to(&flags, &[]).expect_err("empty").to_string().contains("is empty"));
 
-        let flags = AuthFlags {
-            bearer_token_file: Some(file(&dir, "two", "secret-a\nsecret-b\n")),
-            ..AuthFlags::default()
-        };
+        let flags = AuthFlags { bearer_token_file: Some(file(&dir, "two", "secret-a\nsecret-b\n")), ..AuthFlags::default() };
         let err = apply_to(&flags, &[]).expect_err("two lines").to_string();
         assert!(err.contains("more than one line") && !err.contains("secret-"), "{err}");
     }
 
     #[test]
     fn headers_are_split_validated_and_never_echoed() {
-        let flags = AuthFlags {
-            headers: vec!["X-Api-Key:  k-123 ".into(), "X-Other: a: b".into()],
-            ..AuthFlags::default()
-        };
+        let flags = AuthFlags { headers: vec!["X-Api-Key:  k-123 ".into(), "X-Other: a: b".into()], ..AuthFlags::default() };
         let (opts, _) = apply_to(&flags, &[]).expect("ok");
-        let got: Vec<(String, String)> = opts
-            .headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.expose().to_string()))
-            .collect();
-        assert_eq!(
-            got,
-            vec![("X-Api-Key".into(), "k-123".into()), ("X-Other".into(), "a: b".into())]
-        );
+        let got: Vec<(String, String)> = opts.headers.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect();
+        assert_eq!(got, vec![("X-Api-Key".into(), "k-123".into()), ("X-Other".into(), "a: b".into())]);
 
         for bad in ["Bearer hunter2-secret", ": hunter2-secret", "X Bad: hunter2-secret"] {
-            let flags = AuthFlags {
-                headers: vec![bad.into()],
-                ..AuthFlags::default()
-            };
+            let flags = AuthFlags { headers: vec![bad.into()], ..AuthFlags::default() };
             let err = apply_to(&flags, &[]).expect_err(bad).to_string();
             assert!(err.contains("--header #1") && !err.contains("hunter2"), "{err}");
         }
@@ -348,65 +267,32 @@ mod tests {
 
     #[test]
     fn the_tenant_becomes_x_scope_orgid_and_may_join_several_with_a_bar() {
-        let flags = AuthFlags {
-            tenant: Some("team-a|team-b".into()),
-            ..AuthFlags::default()
-        };
+        let flags = AuthFlags { tenant: Some("team-a|team-b".into()), ..AuthFlags::default() };
         let (opts, _) = apply_to(&flags, &[]).expect("ok");
         assert_eq!(opts.headers[0].0, TENANT_HEADER);
         assert_eq!(opts.headers[0].1.expose(), "team-a|team-b");
         for bad in ["", "a||b", "a\nb"] {
-            let flags = AuthFlags {
-                tenant: Some(bad.into()),
-                ..AuthFlags::default()
-            };
-            assert!(apply_to(&flags, &[])
-                .expect_err(bad)
-                .to_string()
-                .starts_with("--tenant"));
+            let flags = AuthFlags { tenant: Some(bad.into()), ..AuthFlags::default() };
+            assert!(apply_to(&flags, &[]).expect_err(bad).to_string().starts_with("--tenant"));
         }
-        let flags = AuthFlags {
-            tenant: Some("a".into()),
-            headers: vec!["x-scope-orgid: b".into()],
-            ..AuthFlags::default()
-        };
+        let flags = AuthFlags { tenant: Some("a".into()), headers: vec!["x-scope-orgid: b".into()], ..AuthFlags::default() };
         assert!(apply_to(&flags, &[]).is_err());
     }
 
     #[test]
     fn a_client_certificate_needs_both_halves() {
-        let flags = AuthFlags {
-            cert_file: Some("c.pem".into()),
-            ..AuthFlags::default()
-        };
-        assert!(apply_to(&flags, &[])
-            .expect_err("no key")
-            .to_string()
-            .contains("--key-file"));
-        let flags = AuthFlags {
-            key_file: Some("k.pem".into()),
-            ..AuthFlags::default()
-        };
-        assert!(apply_to(&flags, &[])
-            .expect_err("no cert")
-            .to_string()
-            .contains("--cert-file"));
+        let flags = AuthFlags { cert_file: Some("c.pem".into()), ..AuthFlags::default() };
+        assert!(apply_to(&flags, &[]).expect_err("no key").to_string().contains("--key-file"));
+        let flags = AuthFlags { key_file: Some("k.pem".into()), ..AuthFlags::default() };
+        assert!(apply_to(&flags, &[]).expect_err("no cert").to_string().contains("--cert-file"));
     }
 
     #[test]
     fn skipping_verification_always_warns() {
-        let flags = AuthFlags {
-            insecure_skip_verify: true,
-            ..AuthFlags::default()
-        };
+        let flags = AuthFlags { insecure_skip_verify: true, ..AuthFlags::default() };
         let (opts, warnings) = apply_to(&flags, &[]).expect("ok");
         assert!(opts.tls.insecure_skip_verify);
-        assert!(
-            warnings
-                .iter()
-                .any(|w| w.starts_with("WARNING: --insecure-skip-verify")),
-            "{warnings:?}"
-        );
+        assert!(warnings.iter().any(|w| w.starts_with("WARNING: --insecure-skip-verify")), "{warnings:?}");
     }
 
     #[test]

@@ -114,58 +114,28 @@ fn decode_fields(url: &str, req: &Request, ex: &Exchange) -> Result<Response, So
     let body = ex.body.as_str();
 
     if body.trim().is_empty() {
-        return Err(if ok_status {
-            decode_err(url, format!("HTTP {} with an empty body", ex.http_status))
-        } else {
-            not_prometheus(url, ex)
-        });
+        return Err(if ok_status { decode_err(url, format!("HTTP {} with an empty body", ex.http_status)) } else { not_prometheus(url, ex) });
     }
 
     let head: Head = match serde_json::from_str(body) {
         Ok(h) => h,
-        Err(e) => {
-            return Err(if ok_status {
-                decode_err(url, describe_json_error(body, &e))
-            } else {
-                not_prometheus(url, ex)
-            })
-        }
+        Err(e) => return Err(if ok_status { decode_err(url, describe_json_error(body, &e)) } else { not_prometheus(url, ex) }),
     };
     // serde also reads a struct from a JSON array; an envelope is always an object.
-    let status = if body.trim_start().starts_with('{') {
-        head.status.as_ref().and_then(Value::as_str)
-    } else {
-        None
-    };
+    let status = if body.trim_start().starts_with('{') { head.status.as_ref().and_then(Value::as_str) } else { None };
 
     match status {
         Some("error") => Err(SourceError::Api {
             url: url.to_string(),
             status: ex.http_status,
-            error_type: head
-                .error_type
-                .as_ref()
-                .map(value_text)
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "unknown error".to_string()),
-            message: head
-                .error
-                .as_ref()
-                .map(value_text)
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "(no message)".to_string()),
+            error_type: head.error_type.as_ref().map(value_text).filter(|s| !s.is_empty()).unwrap_or_else(|| "unknown error".to_string()),
+            message: head.error.as_ref().map(value_text).filter(|s| !s.is_empty()).unwrap_or_else(|| "(no message)".to_string()),
         }),
         Some("success") => {
             let (data, ignored) = decode_data(url, req, body)?;
             Ok(success(data, ignored, head.warnings.as_ref(), head.infos.as_ref()))
         }
-        Some(other) if ok_status => Err(decode_err(
-            url,
-            format!(
-                "unknown response status {:?} (expected \"success\" or \"error\")",
-                short(other, 40)
-            ),
-        )),
+        Some(other) if ok_status => Err(decode_err(url, format!("unknown response status {:?} (expected \"success\" or \"error\")", short(other, 40)))),
         None if ok_status => Err(decode_err(
             url,
             format!(
@@ -243,13 +213,13 @@ fn label_values(mut labels: Vec<String>) -> Data {
 fn decode_data(url: &str, req: &Request, body: &str) -> Result<(Data, usize), SourceError> {
     match req {
         Request::LabelValues { .. } => {
-            let env: DataOnly<Vec<String>> = serde_json::from_str(body)
-                .map_err(|e| decode_err(url, format!("unexpected label values: {}", serde_detail(body, &e))))?;
+            let env: DataOnly<Vec<String>> =
+                serde_json::from_str(body).map_err(|e| decode_err(url, format!("unexpected label values: {}", serde_detail(body, &e))))?;
             Ok((label_values(env.data.unwrap_or_default()), 0))
         }
         Request::Instant { .. } | Request::Range { .. } => {
-            let env: DataOnly<QueryData> = serde_json::from_str(body)
-                .map_err(|e| decode_err(url, format!("unexpected query result: {}", serde_detail(body, &e))))?;
+            let env: DataOnly<QueryData> =
+                serde_json::from_str(body).map_err(|e| decode_err(url, format!("unexpected query result: {}", serde_detail(body, &e))))?;
             let Some(data) = env.data else {
                 return Err(decode_err(url, "\"status\":\"success\" without \"data\"".to_string()));
             };
@@ -286,18 +256,9 @@ impl QueryData {
                 let mut samples: Vec<Sample> = Vec::new();
                 for s in raw.unwrap_or_default() {
                     match (s.value, s.histogram) {
-                        (Some(p), _) => samples.push(Sample {
-                            labels: s.metric.0.into(),
-                            t: p.t,
-                            v: p.v,
-                        }),
+                        (Some(p), _) => samples.push(Sample { labels: s.metric.0.into(), t: p.t, v: p.v }),
                         (None, Some(_)) => ignored += 1,
-                        (None, None) => {
-                            return Err(format!(
-                                "a vector sample has neither \"value\" nor \"histogram\" ({})",
-                                show_labels(&s.metric.0)
-                            ))
-                        }
+                        (None, None) => return Err(format!("a vector sample has neither \"value\" nor \"histogram\" ({})", show_labels(&s.metric.0))),
                     }
                 }
                 samples.sort_by(|a, b| a.labels.cmp(&b.labels).then(a.t.total_cmp(&b.t)));
@@ -312,10 +273,7 @@ impl QueryData {
                     }
                     if let Some(values) = s.values {
                         let points = values.into_iter().map(|p| (p.t, p.v)).collect();
-                        series.push(Series {
-                            labels: s.metric.0,
-                            points,
-                        });
+                        series.push(Series { labels: s.metric.0, points });
                     }
                 }
                 series.sort_by(|a, b| a.labels.cmp(&b.labels));
@@ -482,9 +440,7 @@ impl<'de> Deserialize<'de> for Num {
                 Ok(Num(v as f64))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Num, E> {
-                parse_sample_value(v)
-                    .map(Num)
-                    .ok_or_else(|| E::custom(format!("sample value {:?} is not a number", short(v, 60))))
+                parse_sample_value(v).map(Num).ok_or_else(|| E::custom(format!("sample value {:?} is not a number", short(v, 60))))
             }
         }
         d.deserialize_any(V)
@@ -498,29 +454,17 @@ fn show_labels(labels: &Labels) -> String {
 }
 
 fn decode_err(url: &str, detail: String) -> SourceError {
-    SourceError::Decode {
-        url: url.to_string(),
-        detail,
-    }
+    SourceError::Decode { url: url.to_string(), detail }
 }
 
 fn not_prometheus(url: &str, ex: &Exchange) -> SourceError {
     if let Some(meaning) = status_meaning(ex) {
-        return SourceError::HttpStatus {
-            url: url.to_string(),
-            status: ex.http_status,
-            meaning,
-            excerpt: excerpt(&ex.body, &ex.content_type),
-        };
+        return SourceError::HttpStatus { url: url.to_string(), status: ex.http_status, meaning, excerpt: excerpt(&ex.body, &ex.content_type) };
     }
     SourceError::NotPrometheus {
         url: url.to_string(),
         status: ex.http_status,
-        content_type: if ex.content_type.trim().is_empty() {
-            "no content type".to_string()
-        } else {
-            short(ex.content_type.trim(), 80)
-        },
+        content_type: if ex.content_type.trim().is_empty() { "no content type".to_string() } else { short(ex.content_type.trim(), 80) },
         excerpt: excerpt(&ex.body, &ex.content_type),
     }
 }
@@ -529,9 +473,7 @@ fn not_prometheus(url: &str, ex: &Exchange) -> SourceError {
 /// than the body does. `None`: the body is the best explanation there is.
 fn status_meaning(ex: &Exchange) -> Option<String> {
     let m = match ex.http_status {
-        400 if ex.body.contains("HTTP request to an HTTPS server") => {
-            "the server speaks HTTPS on this port: write the URL with https://"
-        }
+        400 if ex.body.contains("HTTP request to an HTTPS server") => "the server speaks HTTPS on this port: write the URL with https://",
         401 => {
             "not authorized: the server wants credentials, or refused the ones given. Check --basic-auth-user \
              with --basic-auth-password-file ($VLLM_DIAG_BASIC_AUTH_PASSWORD), or --bearer-token-file \
@@ -581,25 +523,15 @@ fn string_list(v: Option<&Value>) -> Vec<String> {
 fn describe_json_error(body: &str, e: &serde_json::Error) -> String {
     let first = body.trim_start().chars().next().unwrap_or(' ');
     match e.classify() {
-        Category::Eof => format!(
-            "truncated JSON at byte {} (the body stops in the middle of a value; a proxy or a size limit may have cut it)",
-            body.len()
-        ),
+        Category::Eof => format!("truncated JSON at byte {} (the body stops in the middle of a value; a proxy or a size limit may have cut it)", body.len()),
         Category::Syntax if first != '{' && first != '[' => {
             let mut d = format!("response body is not JSON (starts with {:?})", short(body.trim_start(), 40));
             if looks_like_html(body, "") {
-                d.push_str(&format!(
-                    "; it is an {}: check that the URL is the Prometheus API base, e.g. http://host:9090",
-                    html_excerpt(body)
-                ));
+                d.push_str(&format!("; it is an {}: check that the URL is the Prometheus API base, e.g. http://host:9090", html_excerpt(body)));
             }
             d
         }
-        Category::Syntax => format!(
-            "invalid JSON at byte {}: {}",
-            byte_offset(body, e.line(), e.column()),
-            strip_position(&e.to_string())
-        ),
+        Category::Syntax => format!("invalid JSON at byte {}: {}", byte_offset(body, e.line(), e.column()), strip_position(&e.to_string())),
         Category::Data if first != '{' => {
             format!("not a Prometheus API response: JSON that is not an object ({})", json_excerpt(body))
         }
@@ -614,11 +546,7 @@ fn serde_detail(body: &str, e: &serde_json::Error) -> String {
     if e.classify() == Category::Eof {
         return describe_json_error(body, e);
     }
-    format!(
-        "{} (at byte {})",
-        strip_position(&e.to_string()),
-        byte_offset(body, e.line(), e.column())
-    )
+    format!("{} (at byte {})", strip_position(&e.to_string()), byte_offset(body, e.line(), e.column()))
 }
 
 /// serde_json appends " at line L column C"; we report a byte offset instead.
@@ -662,25 +590,8 @@ fn looks_like_html(body: &str, content_type: &str) -> bool {
     if content_type.to_ascii_lowercase().contains("html") {
         return true;
     }
-    let head: String = body
-        .trim_start()
-        .chars()
-        .take(512)
-        .collect::<String>()
-        .to_ascii_lowercase();
-    head.starts_with('<')
-        && [
-            "<!doctype html",
-            "<html",
-            "<head",
-            "<body",
-            "<title",
-            "<h1",
-            "<center",
-            "<p>",
-        ]
-        .iter()
-        .any(|t| head.contains(t))
+    let head: String = body.trim_start().chars().take(512).collect::<String>().to_ascii_lowercase();
+    head.starts_with('<') && ["<!doctype html", "<html", "<head", "<body", "<title", "<h1", "<center", "<p>"].iter().any(|t| head.contains(t))
 }
 
 /// A short, readable excerpt of a body that is not a Prometheus response.
@@ -740,10 +651,7 @@ fn drop_blocks(body: &str) -> String {
     let lower = body.to_ascii_lowercase();
     let mut i = 0;
     while i < body.len() {
-        let next = ["<script", "<style"]
-            .iter()
-            .filter_map(|t| lower[i..].find(t).map(|p| (i + p, *t)))
-            .min_by_key(|(p, _)| *p);
+        let next = ["<script", "<style"].iter().filter_map(|t| lower[i..].find(t).map(|p| (i + p, *t))).min_by_key(|(p, _)| *p);
         match next {
             Some((p, tag)) => {
                 out.push_str(&body[i..p]);
@@ -787,12 +695,7 @@ fn strip_tags(s: &str) -> String {
 }
 
 fn decode_entities(s: &str) -> String {
-    s.replace("&nbsp;", " ")
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&#39;", "'")
-        .replace("&amp;", "&")
+    s.replace("&nbsp;", " ").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
 }
 
 #[cfg(test)]
@@ -803,10 +706,7 @@ mod tests {
     const URL: &str = "http://prom:9090";
 
     fn instant() -> Request {
-        Request::Instant {
-            query: "up".into(),
-            time: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
-        }
+        Request::Instant { query: "up".into(), time: Utc.timestamp_opt(1_700_000_000, 0).unwrap() }
     }
 
     fn range() -> Request {
@@ -828,11 +728,7 @@ mod tests {
     }
 
     fn ex(status: u16, ct: &str, body: &str) -> Exchange {
-        Exchange {
-            http_status: status,
-            content_type: ct.into(),
-            body: body.into(),
-        }
+        Exchange { http_status: status, content_type: ct.into(), body: body.into() }
     }
 
     fn ok(body: &str) -> Exchange {
@@ -852,16 +748,8 @@ mod tests {
         assert_eq!(
             r.data,
             Data::Vector(vec![
-                Sample {
-                    labels: labels(&[("model_name", "a")]).into(),
-                    t: 1_700_000_000.5,
-                    v: 1500.0
-                },
-                Sample {
-                    labels: labels(&[("model_name", "b")]).into(),
-                    t: 1_700_000_000.5,
-                    v: 2.0
-                },
+                Sample { labels: labels(&[("model_name", "a")]).into(), t: 1_700_000_000.5, v: 1500.0 },
+                Sample { labels: labels(&[("model_name", "b")]).into(), t: 1_700_000_000.5, v: 2.0 },
             ])
         );
         assert!(r.warnings.is_empty());
@@ -873,9 +761,7 @@ mod tests {
             {"metric":{"a":"1"},"value":[1,"NaN"]},
             {"metric":{"a":"2"},"value":[1,"+Inf"]},
             {"metric":{"a":"3"},"value":[1,"-Inf"]}]}}"#;
-        let Data::Vector(s) = decode(URL, &instant(), &ok(body)).unwrap().data else {
-            panic!("not a vector")
-        };
+        let Data::Vector(s) = decode(URL, &instant(), &ok(body)).unwrap().data else { panic!("not a vector") };
         assert!(s[0].v.is_nan());
         assert_eq!(s[1].v, f64::INFINITY);
         assert_eq!(s[2].v, f64::NEG_INFINITY);
@@ -890,14 +776,8 @@ mod tests {
         assert_eq!(
             r.data,
             Data::Matrix(vec![
-                Series {
-                    labels: labels(&[("pod", "a")]),
-                    points: vec![(10.0, 3.0), (20.0, 4.0)]
-                },
-                Series {
-                    labels: labels(&[("pod", "z")]),
-                    points: vec![(10.0, 1.0), (20.0, 2.0)]
-                },
+                Series { labels: labels(&[("pod", "a")]), points: vec![(10.0, 3.0), (20.0, 4.0)] },
+                Series { labels: labels(&[("pod", "z")]), points: vec![(10.0, 1.0), (20.0, 2.0)] },
             ])
         );
     }
@@ -950,17 +830,9 @@ mod tests {
 
     #[test]
     fn decodes_scalar_and_string_results() {
-        let s = decode(
-            URL,
-            &instant(),
-            &ok(r#"{"status":"success","data":{"resultType":"scalar","result":[1,"0.25"]}}"#),
-        );
+        let s = decode(URL, &instant(), &ok(r#"{"status":"success","data":{"resultType":"scalar","result":[1,"0.25"]}}"#));
         assert_eq!(s.unwrap().data, Data::Scalar(0.25));
-        let s = decode(
-            URL,
-            &instant(),
-            &ok(r#"{"status":"success","data":{"resultType":"string","result":[1,"hello"]}}"#),
-        );
+        let s = decode(URL, &instant(), &ok(r#"{"status":"success","data":{"resultType":"string","result":[1,"hello"]}}"#));
         assert_eq!(s.unwrap().data, Data::String("hello".into()));
     }
 
@@ -985,18 +857,17 @@ mod tests {
 
     #[test]
     fn an_empty_vector_is_not_an_error() {
-        let r = decode(
-            URL,
-            &instant(),
-            &ok(r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#),
-        );
+        let r = decode(URL, &instant(), &ok(r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#));
         assert_eq!(r.unwrap().data, Data::Vector(vec![]));
     }
 
     #[test]
     fn a_success_read_in_one_pass_is_what_the_field_by_field_reading_gives() {
         let cases: Vec<(Request, &str)> = vec![
-            (instant(), r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"b":"2"},"value":[1,"NaN"]},{"metric":{"a":"1"},"value":[1,"+Inf"]}]}}"#),
+            (
+                instant(),
+                r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"b":"2"},"value":[1,"NaN"]},{"metric":{"a":"1"},"value":[1,"+Inf"]}]}}"#,
+            ),
             (range(), r#"{"data":{"result":[{"metric":{"a":"1"},"values":[[1,"1"],[61,"2"]]}],"resultType":"matrix"},"status":"success"}"#),
             (instant(), r#"{"status":"success","data":{"resultType":"scalar","result":[1,"3"]}}"#),
             (instant(), r#"{"status":"success","data":{"resultType":"string","result":[1,"x"]}}"#),
@@ -1053,21 +924,8 @@ mod tests {
             {"metric":{"a":"1"},"histogram":[1,{"count":"2","sum":"3","buckets":[]}]},
             {"metric":{"a":"2"},"value":[1,"5"]}]}}"#;
         let r = decode(URL, &instant(), &ok(body)).unwrap();
-        assert_eq!(
-            r.data,
-            Data::Vector(vec![Sample {
-                labels: labels(&[("a", "2")]).into(),
-                t: 1.0,
-                v: 5.0
-            }])
-        );
-        assert_eq!(
-            r.warnings,
-            vec![
-                "w".to_string(),
-                "native histogram samples are not supported and were ignored (1 series)".to_string()
-            ]
-        );
+        assert_eq!(r.data, Data::Vector(vec![Sample { labels: labels(&[("a", "2")]).into(), t: 1.0, v: 5.0 }]));
+        assert_eq!(r.warnings, vec!["w".to_string(), "native histogram samples are not supported and were ignored (1 series)".to_string()]);
     }
 
     #[test]
@@ -1081,12 +939,9 @@ mod tests {
 
     #[test]
     fn a_value_that_is_not_a_number_is_a_decode_error_naming_it() {
-        let body =
-            r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"twelve"]}]}}"#;
+        let body = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"twelve"]}]}}"#;
         let err = decode(URL, &instant(), &ok(body)).unwrap_err();
-        let SourceError::Decode { detail, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
         assert!(detail.contains("\"twelve\""), "{detail}");
     }
 
@@ -1095,15 +950,7 @@ mod tests {
         for status in [400, 422, 503, 200] {
             let body = r#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#;
             let err = decode(URL, &instant(), &ex(status, "application/json", body)).unwrap_err();
-            assert_eq!(
-                err,
-                SourceError::Api {
-                    url: URL.into(),
-                    status,
-                    error_type: "bad_data".into(),
-                    message: "parse error at char 5".into()
-                }
-            );
+            assert_eq!(err, SourceError::Api { url: URL.into(), status, error_type: "bad_data".into(), message: "parse error at char 5".into() });
         }
     }
 
@@ -1112,32 +959,13 @@ mod tests {
         let body = "<html>\n<head><title>502 Bad Gateway</title><style>body{color:red}</style></head>\n\
                     <body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>";
         let err = decode(URL, &instant(), &ex(404, "text/html", body)).unwrap_err();
-        let SourceError::NotPrometheus {
-            status,
-            excerpt,
-            content_type,
-            ..
-        } = &err
-        else {
-            panic!("{err:?}")
-        };
+        let SourceError::NotPrometheus { status, excerpt, content_type, .. } = &err else { panic!("{err:?}") };
         assert_eq!(*status, 404);
         assert_eq!(content_type, "text/html");
         assert_eq!(excerpt, "HTML page titled \"502 Bad Gateway\"");
         let err = decode(URL, &instant(), &ex(502, "text/html", body)).unwrap_err();
-        let SourceError::HttpStatus {
-            status,
-            excerpt,
-            meaning,
-            ..
-        } = &err
-        else {
-            panic!("{err:?}")
-        };
-        assert_eq!(
-            (*status, excerpt.as_str()),
-            (502, "HTML page titled \"502 Bad Gateway\"")
-        );
+        let SourceError::HttpStatus { status, excerpt, meaning, .. } = &err else { panic!("{err:?}") };
+        assert_eq!((*status, excerpt.as_str()), (502, "HTML page titled \"502 Bad Gateway\""));
         assert!(meaning.contains("proxy or gateway"), "{meaning}");
     }
 
@@ -1145,12 +973,7 @@ mod tests {
     fn an_html_page_without_title_is_reported_by_its_text() {
         let body = "<html><script>var x = '<b>';</script><body><h1>Access   denied</h1> &amp; logged</body></html>";
         let err = decode(URL, &instant(), &ex(400, "", body)).unwrap_err();
-        let SourceError::NotPrometheus {
-            excerpt, content_type, ..
-        } = &err
-        else {
-            panic!("{err:?}")
-        };
+        let SourceError::NotPrometheus { excerpt, content_type, .. } = &err else { panic!("{err:?}") };
         assert_eq!(excerpt, "HTML page: \"Access denied & logged\"");
         assert_eq!(content_type, "no content type");
     }
@@ -1159,13 +982,8 @@ mod tests {
     fn a_plain_text_error_is_quoted_collapsed_and_cut() {
         let body = format!("upstream   connect error\n\nor disconnect {}", "x".repeat(500));
         let err = decode(URL, &instant(), &ex(503, "text/plain", &body)).unwrap_err();
-        let SourceError::HttpStatus { excerpt, .. } = &err else {
-            panic!("{err:?}")
-        };
-        assert!(
-            excerpt.starts_with("\"upstream connect error or disconnect xxx"),
-            "{excerpt}"
-        );
+        let SourceError::HttpStatus { excerpt, .. } = &err else { panic!("{err:?}") };
+        assert!(excerpt.starts_with("\"upstream connect error or disconnect xxx"), "{excerpt}");
         assert!(excerpt.chars().count() < 220, "{excerpt}");
         assert!(excerpt.contains("..."));
     }
@@ -1178,9 +996,7 @@ mod tests {
         );
         let err = decode(URL, &instant(), &ex(400, "text/plain; charset=utf-8", &body)).unwrap_err();
         // A 400 in plain text is not Prometheus talking (it answers 400 in JSON).
-        let SourceError::NotPrometheus { excerpt, status: 400, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let SourceError::NotPrometheus { excerpt, status: 400, .. } = &err else { panic!("{err:?}") };
         assert!(excerpt.starts_with("\"remoteAddr: "), "{excerpt}");
         assert!(excerpt.contains(" ... ") && excerpt.contains("unsupported path requested"), "{excerpt}");
         assert!(excerpt.chars().count() < 220, "{excerpt}");
@@ -1189,53 +1005,31 @@ mod tests {
     #[test]
     fn an_empty_error_body_says_so() {
         let err = decode(URL, &instant(), &ex(404, "", "")).unwrap_err();
-        let SourceError::NotPrometheus { excerpt, status, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let SourceError::NotPrometheus { excerpt, status, .. } = &err else { panic!("{err:?}") };
         assert_eq!(excerpt, "(empty body)");
         assert_eq!(*status, 404);
     }
 
     #[test]
     fn json_that_is_not_an_envelope_on_an_error_status_is_not_prometheus() {
-        let err = decode(
-            URL,
-            &instant(),
-            &ex(404, "application/json", r#"{"message":"no route"}"#),
-        )
-        .unwrap_err();
-        let SourceError::NotPrometheus { excerpt, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let err = decode(URL, &instant(), &ex(404, "application/json", r#"{"message":"no route"}"#)).unwrap_err();
+        let SourceError::NotPrometheus { excerpt, .. } = &err else { panic!("{err:?}") };
         assert!(excerpt.contains("no route"));
     }
 
     #[test]
     fn statuses_that_explain_themselves_say_what_they_mean_and_what_to_do() {
         let cases: [(u16, &str, &[&str]); 6] = [
-            (
-                401,
-                "Unauthorized\n",
-                &["not authorized", "--basic-auth-user", "--bearer-token-file"],
-            ),
+            (401, "Unauthorized\n", &["not authorized", "--basic-auth-user", "--bearer-token-file"]),
             (403, "", &["forbidden", "--tenant"]),
             (429, "slow down", &["rate-limiting", "--concurrency"]),
             (503, "", &["unavailable", "restarting"]),
-            (
-                504,
-                "<html><title>504 Gateway Time-out</title></html>",
-                &["gateway", "down"],
-            ),
+            (504, "<html><title>504 Gateway Time-out</title></html>", &["gateway", "down"]),
             (400, "Client sent an HTTP request to an HTTPS server.\n", &["https://"]),
         ];
         for (status, body, words) in cases {
             let err = decode(URL, &instant(), &ex(status, "text/plain", body)).unwrap_err();
-            let SourceError::HttpStatus {
-                status: got, meaning, ..
-            } = &err
-            else {
-                panic!("{status}: {err:?}")
-            };
+            let SourceError::HttpStatus { status: got, meaning, .. } = &err else { panic!("{status}: {err:?}") };
             assert_eq!(*got, status);
             for w in words {
                 assert!(meaning.contains(w), "{status}: {meaning:?} lacks {w:?}");
@@ -1256,13 +1050,8 @@ mod tests {
     fn html_with_status_200_is_a_decode_error_saying_it_is_not_json() {
         let body = "<!DOCTYPE html><html><head><title>Grafana</title></head></html>";
         let err = decode(URL, &instant(), &ex(200, "text/html", body)).unwrap_err();
-        let SourceError::Decode { detail, .. } = &err else {
-            panic!("{err:?}")
-        };
-        assert!(
-            detail.starts_with("response body is not JSON (starts with \"<!DOCTYPE html>"),
-            "{detail}"
-        );
+        let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
+        assert!(detail.starts_with("response body is not JSON (starts with \"<!DOCTYPE html>"), "{detail}");
         assert!(detail.contains("it is an HTML page titled \"Grafana\""), "{detail}");
     }
 
@@ -1270,22 +1059,15 @@ mod tests {
     fn truncated_json_names_the_byte_where_it_stops() {
         let body = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"val"#;
         let err = decode(URL, &instant(), &ok(body)).unwrap_err();
-        let SourceError::Decode { detail, .. } = &err else {
-            panic!("{err:?}")
-        };
-        assert!(
-            detail.starts_with(&format!("truncated JSON at byte {}", body.len())),
-            "{detail}"
-        );
+        let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
+        assert!(detail.starts_with(&format!("truncated JSON at byte {}", body.len())), "{detail}");
     }
 
     #[test]
     fn json_of_the_wrong_shape_is_a_decode_error() {
         let body = r#"{"status":"success","data":{"resultType":"vector","result":{"not":"a list"}}}"#;
         let err = decode(URL, &instant(), &ok(body)).unwrap_err();
-        let SourceError::Decode { detail, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
         assert!(detail.starts_with("unexpected query result"), "{detail}");
         assert!(detail.contains("at byte"), "{detail}");
     }
@@ -1294,9 +1076,7 @@ mod tests {
     fn unknown_result_type_is_a_decode_error() {
         let body = r#"{"status":"success","data":{"resultType":"streams","result":[]}}"#;
         let err = decode(URL, &instant(), &ok(body)).unwrap_err();
-        let SourceError::Decode { detail, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
         assert!(detail.contains("streams"), "{detail}");
     }
 
@@ -1320,32 +1100,24 @@ mod tests {
     fn a_sample_without_value_or_histogram_is_a_decode_error() {
         let body = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"b"}}]}}"#;
         let err = decode(URL, &instant(), &ok(body)).unwrap_err();
-        let SourceError::Decode { detail, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
         assert!(detail.contains("neither \"value\" nor \"histogram\""), "{detail}");
     }
 
     #[test]
     fn json_without_status_on_200_is_a_decode_error_with_a_hint() {
         let err = decode(URL, &instant(), &ok(r#"{"hello":"world"}"#)).unwrap_err();
-        let SourceError::Decode { detail, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
         assert!(detail.contains("\"status\""), "{detail}");
     }
 
     #[test]
     fn json_that_is_not_an_object_on_200_says_so() {
         let err = decode(URL, &instant(), &ok("\"success\"")).unwrap_err();
-        let SourceError::Decode { detail, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
         assert!(detail.contains("JSON that is not an object"), "{detail}");
         let err = decode(URL, &instant(), &ok(r#"{"status":"success","status":"error"}"#)).unwrap_err();
-        let SourceError::Decode { detail, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
         assert!(detail.contains("duplicate field"), "{detail}");
     }
 
@@ -1361,10 +1133,8 @@ mod tests {
         let deep_open = "[".repeat(100_000);
         let deep_obj = format!("{}{}", "{\"a\":".repeat(5000), "}".repeat(5000));
         let deep_data = format!(r#"{{"status":"success","data":{}}}"#, "[".repeat(10_000));
-        let huge_label = format!(
-            r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{"a":"{}"}},"value":[1,"1"]}}]}}}}"#,
-            "x".repeat(1_000_000)
-        );
+        let huge_label =
+            format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{"a":"{}"}},"value":[1,"1"]}}]}}}}"#, "x".repeat(1_000_000));
         let bodies: Vec<String> = vec![
             "".into(),
             " \n\t ".into(),

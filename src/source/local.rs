@@ -25,10 +25,7 @@ impl LocalSource {
     /// `kind` and `url` describe where the series came from, for the report header (e.g. `scrape` and
     /// the endpoints, or `rules-test` and the test file).
     pub fn new(store: Arc<Store>, kind: impl Into<crate::report::SourceKind>, url: &str) -> LocalSource {
-        LocalSource {
-            store,
-            info: SourceInfo { kind: kind.into(), url: url.to_string(), selector: String::new() },
-        }
+        LocalSource { store, info: SourceInfo { kind: kind.into(), url: url.to_string(), selector: String::new() } }
     }
 
     pub fn store(&self) -> &Store {
@@ -110,11 +107,7 @@ fn matrix_item(s: &Series) -> Json {
 }
 
 fn envelope_ok(data: Json) -> Exchange {
-    Exchange {
-        http_status: 200,
-        content_type: "application/json".into(),
-        body: json!({"status": "success", "data": data}).to_string(),
-    }
+    Exchange { http_status: 200, content_type: "application/json".into(), body: json!({"status": "success", "data": data}).to_string() }
 }
 
 fn envelope_err(e: EvalError) -> Exchange {
@@ -137,9 +130,7 @@ mod tests {
 
     fn store() -> Store {
         let mut s = Store::new();
-        let l = |m: &str| -> Labels {
-            [("__name__", "x"), ("m", m)].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-        };
+        let l = |m: &str| -> Labels { [("__name__", "x"), ("m", m)].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() };
         s.add(l("a"), (0..10).map(|i| (i * 1000, i as f64)));
         s.add(l("b"), (0..10).map(|i| (i * 1000, 2.0 * i as f64)));
         s
@@ -154,10 +145,7 @@ mod tests {
         let req = Request::Instant { query: "sum(x)".into(), time: Utc.timestamp_opt(9, 0).unwrap() };
         let ex = answer(&store(), &req);
         assert_eq!(ex.http_status, 200);
-        assert_eq!(
-            body(&ex),
-            json!({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[9,"27"]}]}})
-        );
+        assert_eq!(body(&ex), json!({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[9,"27"]}]}}));
         // and the project's decoder reads it
         let resp = super::super::decode("local", &req, &ex).unwrap();
         assert!(matches!(resp.data, super::super::Data::Vector(ref v) if v.len() == 1 && v[0].v == 27.0));
@@ -175,12 +163,7 @@ mod tests {
 
     #[test]
     fn a_range_query_returns_a_sorted_matrix() {
-        let req = Request::Range {
-            query: "x * 2".into(),
-            start: Utc.timestamp_opt(0, 0).unwrap(),
-            end: Utc.timestamp_opt(2, 0).unwrap(),
-            step_seconds: 1,
-        };
+        let req = Request::Range { query: "x * 2".into(), start: Utc.timestamp_opt(0, 0).unwrap(), end: Utc.timestamp_opt(2, 0).unwrap(), step_seconds: 1 };
         let b = body(&answer(&store(), &req));
         assert_eq!(b["data"]["resultType"], "matrix");
         assert_eq!(b["data"]["result"][0]["metric"], json!({"m":"a"}));
@@ -196,12 +179,8 @@ mod tests {
             end: Utc.timestamp_opt(5, 0).unwrap(),
         };
         assert_eq!(body(&answer(&store(), &req)), json!({"status":"success","data":["a","b"]}));
-        let later = Request::LabelValues {
-            label: "m".into(),
-            matchers: vec![],
-            start: Utc.timestamp_opt(100, 0).unwrap(),
-            end: Utc.timestamp_opt(200, 0).unwrap(),
-        };
+        let later =
+            Request::LabelValues { label: "m".into(), matchers: vec![], start: Utc.timestamp_opt(100, 0).unwrap(), end: Utc.timestamp_opt(200, 0).unwrap() };
         assert_eq!(body(&answer(&store(), &later))["data"], json!([]));
     }
 

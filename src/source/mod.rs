@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 
 pub mod auth;
 mod decode;
+pub mod local;
 pub mod prometheus;
 pub mod record;
-pub mod local;
 pub mod scrape;
 
 pub use decode::{decode, decode_summed};
@@ -70,15 +70,11 @@ impl Request {
             Request::Instant { query, time } => {
                 vec![("query".into(), query.clone()), ("time".into(), ts(time))]
             }
-            Request::Range { query, start, end, step_seconds } => vec![
-                ("query".into(), query.clone()),
-                ("start".into(), ts(start)),
-                ("end".into(), ts(end)),
-                ("step".into(), format!("{step_seconds}")),
-            ],
+            Request::Range { query, start, end, step_seconds } => {
+                vec![("query".into(), query.clone()), ("start".into(), ts(start)), ("end".into(), ts(end)), ("step".into(), format!("{step_seconds}"))]
+            }
             Request::LabelValues { matchers, start, end, .. } => {
-                let mut v: Vec<(String, String)> =
-                    matchers.iter().map(|m| ("match[]".to_string(), m.clone())).collect();
+                let mut v: Vec<(String, String)> = matchers.iter().map(|m| ("match[]".to_string(), m.clone())).collect();
                 v.push(("start".into(), ts(start)));
                 v.push(("end".into(), ts(end)));
                 v

@@ -18,8 +18,8 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use super::{Exchange, Request, Source, SourceError};
-use crate::report::{RunParams, TimeRange};
 use crate::report::SourceInfo;
+use crate::report::{RunParams, TimeRange};
 
 /// The `format` field of every recording.
 pub const FORMAT: &str = "vllm-diag-recording";
@@ -40,12 +40,7 @@ pub enum RecordError {
          record it again with --record",
         .path.display()
     )]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    Parse { path: PathBuf, line: usize, column: usize, message: String },
     #[error("{}: {message}", .path.display())]
     Format { path: PathBuf, message: String },
 }
@@ -81,11 +76,7 @@ impl ScrapeGaps {
 
 impl Recorder {
     pub fn new(inner: Arc<dyn Source>) -> Recorder {
-        Recorder {
-            inner,
-            log: Mutex::new(BTreeMap::new()),
-            scrape: Mutex::new(ScrapeGaps::default()),
-        }
+        Recorder { inner, log: Mutex::new(BTreeMap::new()), scrape: Mutex::new(ScrapeGaps::default()) }
     }
 
     /// Keep what the scrape learnt, to write with the exchanges.
@@ -108,16 +99,8 @@ impl Recorder {
             .lock()
             .iter()
             .map(|(request, outcome)| match outcome {
-                Ok(ex) => StoredExchange {
-                    request: request.clone(),
-                    response: Some(ex.clone()),
-                    error: None,
-                },
-                Err(e) => StoredExchange {
-                    request: request.clone(),
-                    response: None,
-                    error: Some(e.clone()),
-                },
+                Ok(ex) => StoredExchange { request: request.clone(), response: Some(ex.clone()), error: None },
+                Err(e) => StoredExchange { request: request.clone(), response: None, error: Some(e.clone()) },
             })
             .collect();
         let file = RecordingFile {
@@ -130,10 +113,7 @@ impl Recorder {
             source: self.inner.info(),
             exchanges,
         };
-        let mut text = serde_json::to_string_pretty(&file).map_err(|e| RecordError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::other(e),
-        })?;
+        let mut text = serde_json::to_string_pretty(&file).map_err(|e| RecordError::Io { path: path.to_path_buf(), source: std::io::Error::other(e) })?;
         text.push('\n');
         write_atomically(path, text.as_bytes())
     }
@@ -181,21 +161,11 @@ pub struct Replay {
 impl Replay {
     /// Read a recording; returns the source and the parameters the run was recorded with.
     pub fn open(path: &Path) -> Result<(Replay, RunParams), RecordError> {
-        let text = std::fs::read_to_string(path).map_err(|source| RecordError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let parse_err = |e: serde_json::Error| RecordError::Parse {
-            path: path.to_path_buf(),
-            line: e.line(),
-            column: e.column(),
-            message: strip_position(&e.to_string()),
-        };
+        let text = std::fs::read_to_string(path).map_err(|source| RecordError::Io { path: path.to_path_buf(), source })?;
+        let parse_err =
+            |e: serde_json::Error| RecordError::Parse { path: path.to_path_buf(), line: e.line(), column: e.column(), message: strip_position(&e.to_string()) };
 
-        let format_err = |message: String| RecordError::Format {
-            path: path.to_path_buf(),
-            message,
-        };
+        let format_err = |message: String| RecordError::Format { path: path.to_path_buf(), message };
         // The whole file in one pass (a large recording is mostly answer bodies). Only when it does
         // not read as a recording is the header read alone, so that a file of another kind or
         // version gets a message about that rather than about whichever field happens to differ.
@@ -208,7 +178,11 @@ impl Replay {
             Ok(_) => return Err(not_an_object()),
             Err(e) => {
                 return Err(match serde_json::from_str::<Head>(&text) {
-                    Ok(head) => match header_problem(head.format.as_deref(), head.version.as_ref().and_then(serde_json::Value::as_u64), head.tool_version.as_ref().and_then(serde_json::Value::as_str)) {
+                    Ok(head) => match header_problem(
+                        head.format.as_deref(),
+                        head.version.as_ref().and_then(serde_json::Value::as_u64),
+                        head.tool_version.as_ref().and_then(serde_json::Value::as_str),
+                    ) {
                         Some(message) => format_err(message),
                         None => parse_err(e),
                     },
@@ -220,11 +194,7 @@ impl Replay {
         if let Some(message) = header_problem(Some(&file.format), Some(u64::from(file.version)), Some(&file.tool_version)) {
             return Err(format_err(message));
         }
-        check_params(&file.params).map_err(|m| {
-            format_err(format!(
-                "{m}; the file was edited by hand or damaged: record it again with --record"
-            ))
-        })?;
+        check_params(&file.params).map_err(|m| format_err(format!("{m}; the file was edited by hand or damaged: record it again with --record")))?;
         let mut answers = BTreeMap::new();
         for (i, stored) in file.exchanges.into_iter().enumerate() {
             let outcome = match (stored.response, stored.error) {
@@ -242,13 +212,7 @@ impl Replay {
         }
         // Recordings store the URL without credentials; one edited by hand may not.
         let source = SourceInfo { url: crate::prom::strip_credentials(&file.source.url), ..file.source };
-        let replay = Replay {
-            file: path.display().to_string(),
-            source,
-            profile: file.profile,
-            scrape: file.scrape,
-            answers,
-        };
+        let replay = Replay { file: path.display().to_string(), source, profile: file.profile, scrape: file.scrape, answers };
         Ok((replay, file.params))
     }
 
@@ -276,10 +240,7 @@ impl Source for Replay {
     fn send<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Result<Exchange, SourceError>> {
         let answer = match self.answers.get(req) {
             Some(outcome) => outcome.clone(),
-            None => Err(SourceError::NotRecorded {
-                file: self.file.clone(),
-                request: req.describe(),
-            }),
+            None => Err(SourceError::NotRecorded { file: self.file.clone(), request: req.describe() }),
         };
         Box::pin(futures::future::ready(answer))
     }
@@ -331,9 +292,7 @@ struct Head {
 fn header_problem(format: Option<&str>, version: Option<u64>, tool_version: Option<&str>) -> Option<String> {
     match format {
         Some(FORMAT) => {}
-        Some(other) => {
-            return Some(format!("not a vllm-diag recording (its format is {other:?}, expected {FORMAT:?}); pass a file written by --record"))
-        }
+        Some(other) => return Some(format!("not a vllm-diag recording (its format is {other:?}, expected {FORMAT:?}); pass a file written by --record")),
         None => return Some(format!("not a vllm-diag recording (no \"format\": {FORMAT:?} field); pass a file written by --record")),
     }
     match version {
@@ -357,18 +316,10 @@ fn header_problem(format: Option<&str>, version: Option<u64>, tool_version: Opti
 fn check_params(p: &RunParams) -> Result<(), String> {
     for (name, r) in [("params.window", &p.window), ("params.baseline", &p.baseline)] {
         if r.start >= r.end {
-            return Err(format!(
-                "{name} starts at {} but ends at {}, which is not later",
-                r.start, r.end
-            ));
+            return Err(format!("{name} starts at {} but ends at {}, which is not later", r.start, r.end));
         }
         if !r.is_supported() {
-            return Err(format!(
-                "{name} runs from {} to {}, outside the times a diagnosis can be about ({})",
-                r.start,
-                r.end,
-                TimeRange::supported_text()
-            ));
+            return Err(format!("{name} runs from {} to {}, outside the times a diagnosis can be about ({})", r.start, r.end, TimeRange::supported_text()));
         }
     }
     if p.baseline.end - p.baseline.start != p.window.end - p.window.start {
@@ -396,28 +347,18 @@ fn strip_position(msg: &str) -> String {
 
 /// Write to a temporary file beside `path`, flush it to disk, then rename it over `path`.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), RecordError> {
-    let io_err = |source: std::io::Error| RecordError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io_err = |source: std::io::Error| RecordError::Io { path: path.to_path_buf(), source };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "recording".into());
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "recording".into());
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
 
     let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
@@ -448,25 +389,16 @@ mod tests {
                     content_type: "application/json".into(),
                     body: r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#.into(),
                 }),
-                Request::Instant { query, .. } if query == "slow" => Err(SourceError::Timeout {
-                    url: "http://prom:9090/api/v1/query".into(),
-                    after: Duration::from_millis(1500),
-                }),
-                _ => Ok(Exchange {
-                    http_status: 502,
-                    content_type: "text/html".into(),
-                    body: "<title>bad</title>".into(),
-                }),
+                Request::Instant { query, .. } if query == "slow" => {
+                    Err(SourceError::Timeout { url: "http://prom:9090/api/v1/query".into(), after: Duration::from_millis(1500) })
+                }
+                _ => Ok(Exchange { http_status: 502, content_type: "text/html".into(), body: "<title>bad</title>".into() }),
             };
             Box::pin(futures::future::ready(out))
         }
 
         fn info(&self) -> SourceInfo {
-            SourceInfo {
-                kind: crate::report::SourceKind::Prometheus,
-                url: "http://prom:9090".into(),
-                selector: String::new(),
-            }
+            SourceInfo { kind: crate::report::SourceKind::Prometheus, url: "http://prom:9090".into(), selector: String::new() }
         }
     }
 
@@ -476,14 +408,8 @@ mod tests {
 
     fn params() -> RunParams {
         RunParams {
-            window: TimeRange {
-                start: t(0),
-                end: t(600),
-            },
-            baseline: TimeRange {
-                start: t(-600),
-                end: t(0),
-            },
+            window: TimeRange { start: t(0), end: t(600) },
+            baseline: TimeRange { start: t(-600), end: t(0) },
             selector: "job=\"vllm\"".into(),
             group_by: vec!["model_name".into()],
             replica_label: "instance".into(),
@@ -491,28 +417,15 @@ mod tests {
     }
 
     fn instant(q: &str) -> Request {
-        Request::Instant {
-            query: q.into(),
-            time: t(600),
-        }
+        Request::Instant { query: q.into(), time: t(600) }
     }
 
     fn requests() -> Vec<Request> {
         vec![
             instant("up"),
             instant("slow"),
-            Request::Range {
-                query: "rate(x[5m])".into(),
-                start: t(0),
-                end: t(600),
-                step_seconds: 60,
-            },
-            Request::LabelValues {
-                label: "__name__".into(),
-                matchers: vec!["{job=\"vllm\"}".into()],
-                start: t(0),
-                end: t(600),
-            },
+            Request::Range { query: "rate(x[5m])".into(), start: t(0), end: t(600), step_seconds: 60 },
+            Request::LabelValues { label: "__name__".into(), matchers: vec!["{job=\"vllm\"}".into()], start: t(0), end: t(600) },
         ]
     }
 
@@ -582,13 +495,7 @@ mod tests {
         record_to(&path).await;
         let (replay, _) = Replay::open(&path).expect("open");
         let err = replay.send(&instant("never asked")).await.expect_err("not recorded");
-        assert_eq!(
-            err,
-            SourceError::NotRecorded {
-                file: path.display().to_string(),
-                request: "never asked".into()
-            }
-        );
+        assert_eq!(err, SourceError::NotRecorded { file: path.display().to_string(), request: "never asked".into() });
     }
 
     #[tokio::test]
@@ -600,9 +507,7 @@ mod tests {
         let cut: String = text.lines().take(20).collect::<Vec<_>>().join("\n");
         std::fs::write(&path, &cut).expect("write");
         let err = Replay::open(&path).expect_err("truncated");
-        let RecordError::Parse { line, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let RecordError::Parse { line, .. } = &err else { panic!("{err:?}") };
         assert_eq!(*line, 20);
         let msg = err.to_string();
         assert!(msg.contains(&format!("{}:20:", path.display())), "{msg}");
@@ -615,20 +520,10 @@ mod tests {
         let path = dir.path().join("run.json");
         record_to(&path).await;
         let text = std::fs::read_to_string(&path).expect("read");
-        let line_no = text
-            .lines()
-            .position(|l| l.contains("\"http_status\""))
-            .expect("a status line")
-            + 1;
-        std::fs::write(
-            &path,
-            text.replacen("\"http_status\": 200", "\"http_status\": \"ok\"", 1),
-        )
-        .expect("write");
+        let line_no = text.lines().position(|l| l.contains("\"http_status\"")).expect("a status line") + 1;
+        std::fs::write(&path, text.replacen("\"http_status\": 200", "\"http_status\": \"ok\"", 1)).expect("write");
         let err = Replay::open(&path).expect_err("tampered");
-        let RecordError::Parse { line, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let RecordError::Parse { line, .. } = &err else { panic!("{err:?}") };
         assert_eq!(*line, line_no);
     }
 
@@ -663,18 +558,11 @@ mod tests {
     fn an_unsupported_version_is_a_format_error_saying_what_to_do() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("future.json");
-        std::fs::write(
-            &path,
-            r#"{"format":"vllm-diag-recording","version":2,"tool_version":"9.0.0"}"#,
-        )
-        .expect("write");
+        std::fs::write(&path, r#"{"format":"vllm-diag-recording","version":2,"tool_version":"9.0.0"}"#).expect("write");
         let err = Replay::open(&path).expect_err("future version");
         let msg = err.to_string();
         assert!(matches!(err, RecordError::Format { .. }));
-        assert!(
-            msg.contains("version 2") && msg.contains("9.0.0") && msg.contains("--record"),
-            "{msg}"
-        );
+        assert!(msg.contains("version 2") && msg.contains("9.0.0") && msg.contains("--record"), "{msg}");
     }
 
     #[test]
@@ -717,9 +605,7 @@ mod tests {
     #[test]
     fn saving_into_a_missing_directory_is_an_io_error() {
         let rec = Recorder::new(Arc::new(Fake));
-        let err = rec
-            .save(Path::new("/nonexistent/dir/run.json"), &params(), None)
-            .expect_err("no dir");
+        let err = rec.save(Path::new("/nonexistent/dir/run.json"), &params(), None).expect_err("no dir");
         assert!(matches!(err, RecordError::Io { .. }));
     }
 
@@ -728,20 +614,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("tampered.json");
         let mut backwards = params();
-        backwards.window = TimeRange {
-            start: t(600),
-            end: t(0),
-        };
+        backwards.window = TimeRange { start: t(600), end: t(0) };
         let mut shorter = params();
-        shorter.baseline = TimeRange {
-            start: t(-60),
-            end: t(0),
-        };
+        shorter.baseline = TimeRange { start: t(-60), end: t(0) };
         let mut later = params();
-        later.baseline = TimeRange {
-            start: t(600),
-            end: t(1200),
-        };
+        later.baseline = TimeRange { start: t(600), end: t(1200) };
         // Forward and as long as each other, but where times cannot be added to without overflow.
         let span = |start: chrono::DateTime<chrono::Utc>| TimeRange { start, end: start + chrono::Duration::minutes(30) };
         let mut ancient = params();

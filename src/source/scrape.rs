@@ -22,12 +22,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::local::LocalSource;
-use crate::report::RunParams;
-use crate::prom::exposition::{self, Format};
 use crate::local::store::{is_stale, stale_nan};
 use crate::local::Store;
-use crate::report::TimeRange;
+use crate::prom::exposition::{self, Format};
 use crate::prom::{openmetrics, Selector};
+use crate::report::RunParams;
+use crate::report::TimeRange;
 use crate::source::Labels;
 
 /// Why a scrape run cannot start or produced nothing to diagnose.
@@ -61,15 +61,13 @@ impl Target {
     pub fn parse(text: &str) -> Result<Target, ScrapeError> {
         let bad = |problem: String| ScrapeError::BadTarget { url: crate::prom::redact_url(text), problem };
         let with_scheme = if text.contains("://") { text.to_string() } else { format!("http://{text}") };
-        let mut url = url::Url::parse(&with_scheme)
-            .map_err(|e| bad(format!("not a URL ({e}); write e.g. http://10.0.0.5:8000/metrics")))?;
+        let mut url = url::Url::parse(&with_scheme).map_err(|e| bad(format!("not a URL ({e}); write e.g. http://10.0.0.5:8000/metrics")))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(bad(format!("the scheme must be http or https, not {}", url.scheme())));
         }
         let host = url.host_str().ok_or_else(|| bad("the URL has no host".into()))?.to_string();
         let port = url.port_or_known_default().unwrap_or(80);
-        let user =
-            (!url.username().is_empty()).then(|| (url.username().to_string(), url.password().map(str::to_string)));
+        let user = (!url.username().is_empty()).then(|| (url.username().to_string(), url.password().map(str::to_string)));
         let _ = url.set_username("");
         let _ = url.set_password(None);
         if url.path().is_empty() || url.path() == "/" {
@@ -111,8 +109,8 @@ pub fn client(auth: &ScrapeAuth) -> Result<reqwest::Client, String> {
     let mut headers = reqwest::header::HeaderMap::new();
     for (name, value) in &auth.headers {
         let n = reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| format!("--header {name:?}: not a valid HTTP header name"))?;
-        let mut v = reqwest::header::HeaderValue::from_str(value.expose())
-            .map_err(|_| format!("--header {n}: the value holds characters HTTP does not allow"))?;
+        let mut v =
+            reqwest::header::HeaderValue::from_str(value.expose()).map_err(|_| format!("--header {n}: the value holds characters HTTP does not allow"))?;
         v.set_sensitive(true);
         headers.append(n, v);
     }
@@ -165,10 +163,8 @@ pub fn ingest(store: &mut Store, state: &mut TargetState, target: &Target, t_ms:
     up_labels.insert("__name__".into(), "up".into());
     up_labels.insert("instance".into(), target.instance.clone());
     up_labels.insert("job".into(), "vllm".into());
-    let parsed = fetched.and_then(|(body, ct)| {
-        exposition::parse(&body, Format::from_content_type(&ct))
-            .map_err(|e| format!("cannot parse the exposition: {e}"))
-    });
+    let parsed =
+        fetched.and_then(|(body, ct)| exposition::parse(&body, Format::from_content_type(&ct)).map_err(|e| format!("cannot parse the exposition: {e}")));
     let now: BTreeSet<Labels> = match parsed {
         Err(e) => {
             state.failures += 1;
@@ -297,10 +293,7 @@ pub fn load_samples(path: &Path) -> Result<Store, ScrapeError> {
     let mut store = Store::new();
     for s in exp.samples {
         let Some(t) = s.timestamp_ms else {
-            return Err(bad(format!(
-                "{} has no timestamp; a baseline needs timestamped samples (write one with --save-samples)",
-                s.name
-            )));
+            return Err(bad(format!("{} has no timestamp; a baseline needs timestamped samples (write one with --save-samples)", s.name)));
         };
         let mut labels = s.labels;
         labels.insert("__name__".into(), s.name);
@@ -396,10 +389,7 @@ pub fn prepare(a: ScrapeArgs<'_>) -> Result<Prepared, ScrapeError> {
     let baseline = a.baseline_from.map(load_samples).transpose()?;
     if a.auth.basic_auth.is_some() || a.auth.bearer_token.is_some() {
         if let Some(t) = targets.iter().find(|t| t.user.is_some()) {
-            return Err(ScrapeError::Usage(format!(
-                "--scrape {}: credentials in the URL and from --basic-auth-user or a bearer token; give one",
-                t.shown()
-            )));
+            return Err(ScrapeError::Usage(format!("--scrape {}: credentials in the URL and from --basic-auth-user or a bearer token; give one", t.shown())));
         }
     }
     client(&a.auth).map_err(ScrapeError::Usage)?;
@@ -407,17 +397,10 @@ pub fn prepare(a: ScrapeArgs<'_>) -> Result<Prepared, ScrapeError> {
     let rounds = plan.rounds();
     let shown: Vec<String> = plan.targets.iter().map(Target::shown).collect();
     if a.progress {
-        eprint!(
-            "vllm-diag: scraping {} every {}s for {}s: 0/{rounds}",
-            shown.join(", "),
-            a.interval.as_secs_f64(),
-            a.window.as_secs()
-        );
+        eprint!("vllm-diag: scraping {} every {}s for {}s: 0/{rounds}", shown.join(", "), a.interval.as_secs_f64(), a.window.as_secs());
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| ScrapeError::Usage(format!("cannot start the async runtime: {e}")))?;
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| ScrapeError::Usage(format!("cannot start the async runtime: {e}")))?;
     let show = a.progress;
     let scraped = runtime.block_on(run(&plan, |done, total| {
         if show {
@@ -430,12 +413,7 @@ pub fn prepare(a: ScrapeArgs<'_>) -> Result<Prepared, ScrapeError> {
     let mut notes = Vec::new();
     for (t, st) in plan.targets.iter().zip(&scraped.states) {
         if st.failures > 0 {
-            notes.push(format!(
-                "{}: {} of {rounds} scrapes failed ({})",
-                t.shown(),
-                st.failures,
-                st.last_error.clone().unwrap_or_default()
-            ));
+            notes.push(format!("{}: {} of {rounds} scrapes failed ({})", t.shown(), st.failures, st.last_error.clone().unwrap_or_default()));
         }
     }
     if scraped.states.iter().all(|s| s.failures == rounds) {
@@ -496,8 +474,7 @@ mod tests {
     }
 
     fn query(store: &Store, q: &str, t_ms: i64) -> serde_json::Value {
-        let ex =
-            answer(store, &Request::Instant { query: q.into(), time: DateTime::from_timestamp_millis(t_ms).unwrap() });
+        let ex = answer(store, &Request::Instant { query: q.into(), time: DateTime::from_timestamp_millis(t_ms).unwrap() });
         serde_json::from_str::<serde_json::Value>(&ex.body).unwrap()["data"]["result"].clone()
     }
 
@@ -525,10 +502,7 @@ mod tests {
         let mut st = TargetState::default();
         ingest(&mut store, &mut st, &target(), 1000, ok("x{job=\"other\",a=\"1\"} 5\n"));
         let v = query(&store, "x", 1000);
-        assert_eq!(
-            v[0]["metric"],
-            serde_json::json!({"__name__":"x","a":"1","exported_job":"other","instance":"127.0.0.1:8000","job":"vllm"})
-        );
+        assert_eq!(v[0]["metric"], serde_json::json!({"__name__":"x","a":"1","exported_job":"other","instance":"127.0.0.1:8000","job":"vllm"}));
         assert_eq!(query(&store, "up", 1000)[0]["value"][1], "1");
     }
 
@@ -566,10 +540,7 @@ mod tests {
         let path = dir.path().join("s.om");
         save_samples(&store, &path).unwrap();
         let back = load_samples(&path).unwrap();
-        let a: Vec<_> = store
-            .series()
-            .map(|(l, p)| (l.clone(), p.iter().copied().filter(|(_, v)| !is_stale(*v)).collect::<Vec<_>>()))
-            .collect();
+        let a: Vec<_> = store.series().map(|(l, p)| (l.clone(), p.iter().copied().filter(|(_, v)| !is_stale(*v)).collect::<Vec<_>>())).collect();
         let b: Vec<_> = back.series().map(|(l, p)| (l.clone(), p.clone())).collect();
         assert_eq!(a, b);
     }

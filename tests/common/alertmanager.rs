@@ -63,7 +63,9 @@ impl Alertmanager {
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start prometheus-alertmanager: {e}. Run scripts/test.sh, which installs it (Debian package prometheus-alertmanager)"));
+            .unwrap_or_else(|e| {
+                panic!("cannot start prometheus-alertmanager: {e}. Run scripts/test.sh, which installs it (Debian package prometheus-alertmanager)")
+            });
         let started = Instant::now();
         loop {
             if status(addr, &format!("GET /-/ready HTTP/1.0\r\nHost: {addr}\r\n\r\n"), b"") == 200 {
@@ -89,11 +91,7 @@ impl Alertmanager {
     /// POST alerts to API v2; the status.
     pub fn post_alerts(&self, alerts: &Value) -> u16 {
         let body = alerts.to_string();
-        let head = format!(
-            "POST /api/v2/alerts HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            self.addr,
-            body.len()
-        );
+        let head = format!("POST /api/v2/alerts HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", self.addr, body.len());
         status(self.addr, &head, body.as_bytes())
     }
 }

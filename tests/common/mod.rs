@@ -80,9 +80,7 @@ fn write_openmetrics(spec: &ScenarioSpec, dir: &Path) -> PathBuf {
     let om = dir.join("scenario.om");
     let file = std::fs::File::create(&om).unwrap_or_else(|e| panic!("cannot create {}: {e}", om.display()));
     let mut out = std::io::BufWriter::new(file);
-    generate_openmetrics(spec, &mut out)
-        .and_then(|()| out.flush())
-        .unwrap_or_else(|e| panic!("cannot write {}: {e}", om.display()));
+    generate_openmetrics(spec, &mut out).and_then(|()| out.flush()).unwrap_or_else(|e| panic!("cannot write {}: {e}", om.display()));
     om
 }
 
@@ -100,9 +98,7 @@ impl PromServer {
 
     /// A Prometheus with no data of its own that scrapes `target` (`host:port`) every `interval`.
     pub fn start_scraping(target: &str, interval: &str) -> PromServer {
-        let jobs = format!(
-            "scrape_configs:\n  - job_name: vllm-diag\n    scrape_interval: {interval}\n    static_configs:\n      - targets: ['{target}']\n"
-        );
+        let jobs = format!("scrape_configs:\n  - job_name: vllm-diag\n    scrape_interval: {interval}\n    static_configs:\n      - targets: ['{target}']\n");
         PromServer::start_in_with(temp_dir("vllm-diag-prom-"), None, None, &jobs)
     }
 
@@ -161,11 +157,7 @@ impl PromServer {
         let base = if extra_config.contains("scrape_configs:") { CONFIG.replace("scrape_configs: []\n", "") } else { CONFIG.to_string() };
         std::fs::write(&config, format!("{base}{extra_config}")).unwrap_or_else(|e| panic!("cannot write {}: {e}", config.display()));
 
-        let ready = if web.is_some() {
-            Ready::LogLine("Server is ready to receive web requests")
-        } else {
-            Ready::Get("/-/ready")
-        };
+        let ready = if web.is_some() { Ready::LogLine("Server is ready to receive web requests") } else { Ready::Get("/-/ready") };
         let Spawned { addr, child, log } = spawn_ready(dir.path(), "prometheus", ready, |addr| {
             let mut cmd = Command::new("prometheus");
             cmd.arg(format!("--config.file={}", config.display()))
@@ -204,23 +196,15 @@ impl PromServer {
 
     /// Run an instant query at `at` and return every sample, sorted by labels. Panics on any error.
     pub fn query(&self, promql: &str, at: DateTime<Utc>) -> Vec<(BTreeMap<String, String>, f64)> {
-        let path = format!(
-            "/api/v1/query?query={}&time={}",
-            url::form_urlencoded::byte_serialize(promql.as_bytes()).collect::<String>(),
-            at.timestamp()
-        );
+        let path = format!("/api/v1/query?query={}&time={}", url::form_urlencoded::byte_serialize(promql.as_bytes()).collect::<String>(), at.timestamp());
         let (status, body) = self.get(&path).unwrap_or_else(|e| panic!("query {promql}: {e}"));
-        let json: serde_json::Value = serde_json::from_str(&body)
-            .unwrap_or_else(|e| panic!("query {promql}: HTTP {status}, not JSON ({e}): {body}"));
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("query {promql}: HTTP {status}, not JSON ({e}): {body}"));
         if status != 200 || json["status"] != "success" {
             panic!("query {promql}: HTTP {status}: {body}");
         }
         let data = &json["data"];
         let value = |v: &serde_json::Value| -> f64 {
-            v.get(1)
-                .and_then(|s| s.as_str())
-                .and_then(vllm_diag::prom::parse_sample_value)
-                .unwrap_or_else(|| panic!("query {promql}: unreadable value {v}"))
+            v.get(1).and_then(|s| s.as_str()).and_then(vllm_diag::prom::parse_sample_value).unwrap_or_else(|| panic!("query {promql}: unreadable value {v}"))
         };
         let mut out: Vec<(BTreeMap<String, String>, f64)> = match data["resultType"].as_str() {
             Some("vector") => data["result"]
@@ -231,9 +215,7 @@ impl PromServer {
                 .map(|s| {
                     let labels = s["metric"]
                         .as_object()
-                        .map(|m| {
-                            m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect()
-                        })
+                        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
                         .unwrap_or_default();
                     (labels, value(&s["value"]))
                 })
@@ -269,10 +251,7 @@ impl PromServer {
 
     /// Values of a query keyed by one label (e.g. model_name).
     pub fn query_by(&self, label: &str, promql: &str, at: DateTime<Utc>) -> BTreeMap<String, f64> {
-        self.query(promql, at)
-            .into_iter()
-            .map(|(labels, v)| (labels.get(label).cloned().unwrap_or_default(), v))
-            .collect()
+        self.query(promql, at).into_iter().map(|(labels, v)| (labels.get(label).cloned().unwrap_or_default(), v)).collect()
     }
 }
 
@@ -353,11 +332,7 @@ fn wait_ready(child: &mut Child, addr: SocketAddr, log: &Path, ready: &Ready, na
             Err(e) => return Err(Startup::Failed(format!("cannot check on {name}: {e}"))),
         }
         if started.elapsed() > READY_TIMEOUT {
-            return Err(Startup::Failed(format!(
-                "{name} was not ready after {}s; its output:\n{}",
-                READY_TIMEOUT.as_secs(),
-                read_log(log)
-            )));
+            return Err(Startup::Failed(format!("{name} was not ready after {}s; its output:\n{}", READY_TIMEOUT.as_secs(), read_log(log))));
         }
         std::thread::sleep(Duration::from_millis(25));
     }
@@ -376,10 +351,7 @@ enum Startup {
 
 /// A new temporary directory whose name starts with `prefix`, deleted when dropped.
 fn temp_dir(prefix: &str) -> TempDir {
-    tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir()
-        .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"))
+    tempfile::Builder::new().prefix(prefix).tempdir().unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"))
 }
 
 /// Panic with instructions when the real servers are not installed.
@@ -396,13 +368,7 @@ fn require_tools() {
 
 /// Whether `tool version_flag` starts and succeeds, i.e. the tool is installed and works.
 fn runs(tool: &str, version_flag: &str) -> bool {
-    Command::new(tool)
-        .arg(version_flag)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+    Command::new(tool).arg(version_flag).stdout(Stdio::null()).stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
 }
 
 /// Turn an OpenMetrics file into TSDB blocks in `data` with `promtool`; panics with its output on
@@ -491,18 +457,12 @@ fn run_promtool(openmetrics: &Path, data: &Path) {
 pub fn unpack_lab_samples(samples: &Path, dir: &Path, histograms: bool) -> PathBuf {
     use std::io::BufRead;
     let file = std::fs::File::open(samples).unwrap_or_else(|e| panic!("{}: {e}", samples.display()));
-    let lines: Vec<String> = std::io::BufReader::new(flate2::read::GzDecoder::new(file))
-        .lines()
-        .collect::<Result<_, _>>()
-        .unwrap_or_else(|e| panic!("{}: {e}", samples.display()));
+    let lines: Vec<String> =
+        std::io::BufReader::new(flate2::read::GzDecoder::new(file)).lines().collect::<Result<_, _>>().unwrap_or_else(|e| panic!("{}: {e}", samples.display()));
     let name = |l: &str| l.split(['{', ' ']).next().unwrap_or_default().to_string();
     let histogram_families: std::collections::BTreeSet<String> =
         lines.iter().map(|l| name(l)).filter_map(|n| n.strip_suffix("_bucket").map(String::from)).collect();
-    let is_histogram = |n: &str| {
-        ["_bucket", "_sum", "_count", "_created"]
-            .iter()
-            .any(|s| n.strip_suffix(s).is_some_and(|f| histogram_families.contains(f)))
-    };
+    let is_histogram = |n: &str| ["_bucket", "_sum", "_count", "_created"].iter().any(|s| n.strip_suffix(s).is_some_and(|f| histogram_families.contains(f)));
     let out = dir.join(if histograms { "samples.om" } else { "gauges-and-counters.om" });
     let mut w = std::io::BufWriter::new(std::fs::File::create(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display())));
     for l in &lines {
@@ -532,10 +492,7 @@ pub fn ending_now(name: &str) -> ScenarioSpec {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("cannot find a free port on 127.0.0.1: {e}"))
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or_else(|e| panic!("cannot find a free port on 127.0.0.1: {e}"))
 }
 
 /// Minimal HTTP/1.0 GET: the server closes the connection after the body, so no chunking to undo.
@@ -557,10 +514,11 @@ fn http_request(addr: SocketAddr, head: &str, body: &[u8], timeout: Duration) ->
     stream.read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw);
     let (head, answer) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status =
-        head.split_whitespace().nth(1).and_then(|s| s.parse::<u16>().ok()).ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not an HTTP response: {head}"))
-        })?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not an HTTP response: {head}")))?;
     Ok((status, answer.to_string()))
 }
 

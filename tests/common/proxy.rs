@@ -40,12 +40,7 @@ pub enum Action {
     /// Wait, then pass it on (the client may have given up by then).
     Delay(Duration),
     /// Answer by ourselves: status, content type, body, extra headers.
-    Reply {
-        status: u16,
-        content_type: &'static str,
-        body: String,
-        headers: Vec<(String, String)>,
-    },
+    Reply { status: u16, content_type: &'static str, body: String, headers: Vec<(String, String)> },
     /// Forward, then send the first N bytes of the body with a Content-Length that says N: a body
     /// that is complete as HTTP but cut as JSON.
     TruncateBody(usize),
@@ -66,12 +61,7 @@ pub enum Action {
 impl Action {
     /// Answer by ourselves with this status, content type and body, and no extra headers.
     pub fn reply(status: u16, content_type: &'static str, body: &str) -> Action {
-        Action::Reply {
-            status,
-            content_type,
-            body: body.to_string(),
-            headers: Vec::new(),
-        }
+        Action::Reply { status, content_type, body: body.to_string(), headers: Vec::new() }
     }
 }
 
@@ -85,19 +75,11 @@ pub struct Rule {
 
 impl Rule {
     pub fn always(when: Match, action: Action) -> Rule {
-        Rule {
-            when,
-            action,
-            times: None,
-        }
+        Rule { when, action, times: None }
     }
 
     pub fn times(n: usize, when: Match, action: Action) -> Rule {
-        Rule {
-            when,
-            action,
-            times: Some(n),
-        }
+        Rule { when, action, times: Some(n) }
     }
 }
 
@@ -116,10 +98,7 @@ pub struct SeenRequest {
 impl SeenRequest {
     /// The value of a request header, its name matched in any case.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
@@ -161,12 +140,8 @@ impl FaultProxy {
             .parse()
             .unwrap_or_else(|e| panic!("proxy upstream {upstream:?} is not http://ip:port: {e}"));
         let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("proxy cannot bind: {e}"));
-        let addr = listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("proxy has no address: {e}"));
-        listener
-            .set_nonblocking(true)
-            .unwrap_or_else(|e| panic!("proxy listener: {e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("proxy has no address: {e}"));
+        listener.set_nonblocking(true).unwrap_or_else(|e| panic!("proxy listener: {e}"));
         let shared = Arc::new(Shared {
             upstream: upstream_addr,
             rules: Mutex::new(rules),
@@ -177,10 +152,7 @@ impl FaultProxy {
         });
         let s = shared.clone();
         std::thread::spawn(move || accept_loop(listener, s));
-        FaultProxy {
-            url: format!("http://{addr}"),
-            shared,
-        }
+        FaultProxy { url: format!("http://{addr}"), shared }
     }
 
     /// Start a proxy to `upstream` with one rule: every request that matches `when` gets `action`.
@@ -265,10 +237,7 @@ fn read_request(sock: &mut TcpStream) -> Option<RawRequest> {
 }
 
 fn decode_params(s: &str) -> String {
-    url::form_urlencoded::parse(s.as_bytes())
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join("&")
+    url::form_urlencoded::parse(s.as_bytes()).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&")
 }
 
 fn describe(req: &RawRequest) -> SeenRequest {
@@ -278,10 +247,7 @@ fn describe(req: &RawRequest) -> SeenRequest {
     let method = parts.next().unwrap_or("").to_string();
     let target = parts.next().unwrap_or("").to_string();
     let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
+    let headers: Vec<(String, String)> = lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
     let mut params = decode_params(query);
     let body = decode_params(&String::from_utf8_lossy(&req.body));
     if !body.is_empty() {
@@ -290,13 +256,7 @@ fn describe(req: &RawRequest) -> SeenRequest {
         }
         params.push_str(&body);
     }
-    SeenRequest {
-        method,
-        path: path.to_string(),
-        params,
-        headers,
-        rule: None,
-    }
+    SeenRequest { method, path: path.to_string(), params, headers, rule: None }
 }
 
 fn matches(m: &Match, seen: &SeenRequest) -> bool {
@@ -305,9 +265,7 @@ fn matches(m: &Match, seen: &SeenRequest) -> bool {
         Match::Path(p) => seen.path.contains(p),
         Match::Param(t) => seen.params.contains(t.as_str()),
         Match::Queries => seen.path.ends_with("/query") || seen.path.ends_with("/query_range"),
-        Match::QueriesWithout(t) => {
-            (seen.path.ends_with("/query") || seen.path.ends_with("/query_range")) && !seen.params.contains(t)
-        }
+        Match::QueriesWithout(t) => (seen.path.ends_with("/query") || seen.path.ends_with("/query_range")) && !seen.params.contains(t),
     }
 }
 
@@ -360,12 +318,7 @@ fn handle(mut sock: TcpStream, shared: Arc<Shared>) {
             }
             forward(sock, &shared, &req, |r| r)
         }
-        Action::Reply {
-            status,
-            content_type,
-            body,
-            headers,
-        } => {
+        Action::Reply { status, content_type, body, headers } => {
             let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
             let text = format!(
                 "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
@@ -423,10 +376,7 @@ struct Upstream {
 fn upstream(shared: &Shared, req: &RawRequest) -> Option<Upstream> {
     let mut lines = req.head.split("\r\n");
     let first = lines.next()?;
-    let first = first
-        .rsplit_once(' ')
-        .map(|(a, _)| format!("{a} HTTP/1.0"))
-        .unwrap_or_else(|| first.to_string());
+    let first = first.rsplit_once(' ').map(|(a, _)| format!("{a} HTTP/1.0")).unwrap_or_else(|| first.to_string());
     let kept: Vec<&str> = lines
         .filter(|l| {
             let name = l.split(':').next().unwrap_or("").trim().to_ascii_lowercase();
@@ -452,18 +402,9 @@ fn upstream(shared: &Shared, req: &RawRequest) -> Option<Upstream> {
     let headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .filter(|(k, _)| {
-            !matches!(
-                k.to_ascii_lowercase().as_str(),
-                "connection" | "content-length" | "transfer-encoding"
-            )
-        })
+        .filter(|(k, _)| !matches!(k.to_ascii_lowercase().as_str(), "connection" | "content-length" | "transfer-encoding"))
         .collect();
-    Some(Upstream {
-        status,
-        headers,
-        body: raw[split + 4..].to_vec(),
-    })
+    Some(Upstream { status, headers, body: raw[split + 4..].to_vec() })
 }
 
 fn response_head(r: &Upstream, content_length: usize) -> String {
@@ -471,9 +412,7 @@ fn response_head(r: &Upstream, content_length: usize) -> String {
     for (k, v) in &r.headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
-    head.push_str(&format!(
-        "Content-Length: {content_length}\r\nConnection: close\r\n\r\n"
-    ));
+    head.push_str(&format!("Content-Length: {content_length}\r\nConnection: close\r\n\r\n"));
     head
 }
 
@@ -481,11 +420,7 @@ fn forward(mut sock: TcpStream, shared: &Shared, req: &RawRequest, edit: impl Fn
     let Some(resp) = upstream(shared, req) else {
         // What a real reverse proxy does when its upstream is gone.
         let body = "<html><head><title>502 Bad Gateway</title></head><body>upstream unavailable</body></html>";
-        let _ = write!(
-            sock,
-            "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
+        let _ = write!(sock, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
         return;
     };
     if shared.dead.load(Ordering::SeqCst) {
@@ -502,8 +437,7 @@ fn forward(mut sock: TcpStream, shared: &Shared, req: &RawRequest, edit: impl Fn
 
 fn flood(mut sock: TcpStream, shared: &Shared) {
     const LIMIT: usize = 256 << 20;
-    let head =
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
     if sock.write_all(head.as_bytes()).is_err() {
         return;
     }
@@ -513,11 +447,7 @@ fn flood(mut sock: TcpStream, shared: &Shared) {
     let mut sent = 0usize;
     let mut first = true;
     while sent < LIMIT && !shared.stop.load(Ordering::SeqCst) {
-        let piece = if first {
-            format!("{start}{block}")
-        } else {
-            block.clone()
-        };
+        let piece = if first { format!("{start}{block}") } else { block.clone() };
         first = false;
         if write!(sock, "{:x}\r\n{piece}\r\n", piece.len()).is_err() {
             return;

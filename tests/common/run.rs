@@ -11,11 +11,7 @@ use serde_json::Value;
 use vllm_diag_sim::ScenarioSpec;
 
 /// The variables vllm-diag reads for its source and credentials: removed from every run.
-const CONNECTION_ENV: [&str; 3] = [
-    "VLLM_DIAG_PROMETHEUS_URL",
-    "VLLM_DIAG_BEARER_TOKEN",
-    "VLLM_DIAG_BASIC_AUTH_PASSWORD",
-];
+const CONNECTION_ENV: [&str; 3] = ["VLLM_DIAG_PROMETHEUS_URL", "VLLM_DIAG_BEARER_TOKEN", "VLLM_DIAG_BASIC_AUTH_PASSWORD"];
 
 /// What one run of vllm-diag gave back.
 pub struct Run {
@@ -38,12 +34,8 @@ impl Run {
     /// stdout as JSON (the report of `--format json`). Panics with the exit code, stdout and stderr
     /// when it is not JSON.
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not a JSON report ({e}); exit {}\nstdout:\n{}\nstderr:\n{}",
-                self.code, self.stdout, self.stderr
-            )
-        })
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not a JSON report ({e}); exit {}\nstdout:\n{}\nstderr:\n{}", self.code, self.stdout, self.stderr))
     }
 }
 

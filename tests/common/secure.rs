@@ -10,9 +10,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
-};
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType};
 use tempfile::TempDir;
 use vllm_diag_sim::ScenarioSpec;
 
@@ -38,21 +36,16 @@ impl Pki {
 
         let server_key = KeyPair::generate().unwrap_or_else(|e| panic!("key: {e}"));
         let mut sp = CertificateParams::new(vec!["localhost".to_string()]).unwrap_or_else(|e| panic!("params: {e}"));
-        sp.subject_alt_names
-            .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        sp.subject_alt_names.push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
         sp.distinguished_name.push(DnType::CommonName, "prometheus test server");
         sp.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let server = sp
-            .signed_by(&server_key, &ca_cert, &ca_key)
-            .unwrap_or_else(|e| panic!("sign: {e}"));
+        let server = sp.signed_by(&server_key, &ca_cert, &ca_key).unwrap_or_else(|e| panic!("sign: {e}"));
 
         let client_key = KeyPair::generate().unwrap_or_else(|e| panic!("key: {e}"));
         let mut cp = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("params: {e}"));
         cp.distinguished_name.push(DnType::CommonName, "vllm-diag test client");
         cp.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let client = cp
-            .signed_by(&client_key, &ca_cert, &ca_key)
-            .unwrap_or_else(|e| panic!("sign: {e}"));
+        let client = cp.signed_by(&client_key, &ca_cert, &ca_key).unwrap_or_else(|e| panic!("sign: {e}"));
 
         let write = |name: &str, text: String| -> PathBuf {
             let p = dir.path().join(name);
@@ -80,11 +73,7 @@ fn make_ca(name: &str) -> (rcgen::Certificate, KeyPair) {
     let mut p = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("params: {e}"));
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     p.distinguished_name.push(DnType::CommonName, name);
-    p.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
+    p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     let cert = p.self_signed(&key).unwrap_or_else(|e| panic!("self-sign: {e}"));
     (cert, key)
 }
@@ -103,16 +92,9 @@ impl WebConfig<'_> {
         let mut y = String::new();
         if let Some(pki) = self.pki {
             y.push_str("tls_server_config:\n");
-            y.push_str(&format!(
-                "  cert_file: {}\n  key_file: {}\n",
-                pki.server_cert.display(),
-                pki.server_key.display()
-            ));
+            y.push_str(&format!("  cert_file: {}\n  key_file: {}\n", pki.server_cert.display(), pki.server_key.display()));
             if self.require_client_cert {
-                y.push_str(&format!(
-                    "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {}\n",
-                    pki.ca.display()
-                ));
+                y.push_str(&format!("  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {}\n", pki.ca.display()));
             }
         }
         if let Some((user, pass)) = self.basic_auth {
@@ -140,11 +122,7 @@ pub fn start_scenario_secured(name: &str, web: &WebConfig) -> (ScenarioSpec, Pro
 /// outlive the server, which reads its certificate from there.
 pub fn start_scenario_tls_basic_auth(name: &str, user: &str, password: &str) -> (Pki, ScenarioSpec, PromServer) {
     let pki = Pki::generate();
-    let web = WebConfig {
-        pki: Some(&pki),
-        require_client_cert: false,
-        basic_auth: Some((user, password)),
-    };
+    let web = WebConfig { pki: Some(&pki), require_client_cert: false, basic_auth: Some((user, password)) };
     let (spec, prom) = start_scenario_secured(name, &web);
     (pki, spec, prom)
 }

@@ -25,9 +25,7 @@ use chrono::{DateTime, Utc};
 use tempfile::TempDir;
 use vllm_diag_sim::{generate_series, GeneratedSeries, ScenarioSpec};
 
-use super::{
-    http_get, http_request, load_scenario, quoted, read_log, runs, spawn_ready, temp_dir, Ready, Spawned,
-};
+use super::{http_get, http_request, load_scenario, quoted, read_log, runs, spawn_ready, temp_dir, Ready, Spawned};
 
 /// How long imported samples may take to become searchable before the test fails: a guard (the wait
 /// ends as soon as they are), so with room for a busy machine.
@@ -115,11 +113,7 @@ impl VmServer {
         // The range is open on the left in MetricsQL: reach a minute past the first sample.
         let range = (to - from).num_seconds().max(0) + 60;
         let query = format!("sum(count_over_time({{__name__=~\".+\"}}[{range}s]))");
-        let path = format!(
-            "/api/v1/query?query={}&time={}",
-            url::form_urlencoded::byte_serialize(query.as_bytes()).collect::<String>(),
-            to.timestamp()
-        );
+        let path = format!("/api/v1/query?query={}&time={}", url::form_urlencoded::byte_serialize(query.as_bytes()).collect::<String>(), to.timestamp());
         let mut seen = 0usize;
         loop {
             // Moves the in-memory buffers into searchable parts now rather than within a second.
@@ -185,7 +179,6 @@ fn count_of(body: &str) -> usize {
     json["data"]["result"][0]["value"][1].as_str().and_then(|s| s.parse::<f64>().ok()).map_or(0, |v| v as usize)
 }
 
-
 /// Panic with instructions when VictoriaMetrics is not installed: a skipped test looks like a pass.
 fn require_victoria_metrics() {
     if !runs("victoria-metrics", "-version") {
@@ -198,9 +191,6 @@ fn require_victoria_metrics() {
 
 /// Minimal HTTP/1.0 POST with a body; the server closes the connection after answering.
 fn http_post(addr: SocketAddr, path: &str, body: &[u8], timeout: Duration) -> std::io::Result<(u16, String)> {
-    let head = format!(
-        "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: text/plain\r\nContent-Length: {}",
-        body.len()
-    );
+    let head = format!("POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: text/plain\r\nContent-Length: {}", body.len());
     http_request(addr, &head, body, timeout)
 }

@@ -16,15 +16,8 @@ use proptest::test_runner::Config;
 
 /// Cases per property: the default keeps the whole fuzz suite to seconds in CI.
 pub fn config(default_cases: u32) -> Config {
-    let cases = std::env::var("VLLM_DIAG_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default_cases);
-    Config {
-        cases,
-        max_shrink_iters: 2000,
-        ..Config::default()
-    }
+    let cases = std::env::var("VLLM_DIAG_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default_cases);
+    Config { cases, max_shrink_iters: 2000, ..Config::default() }
 }
 
 pub fn repo() -> PathBuf {
@@ -34,11 +27,7 @@ pub fn repo() -> PathBuf {
 /// Every file below `dir` (relative to the repository) whose name ends with `ext`, sorted.
 pub fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(repo().join(dir))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.to_string_lossy().ends_with(ext))
-                .collect()
-        })
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.to_string_lossy().ends_with(ext)).collect())
         .unwrap_or_default();
     out.sort();
     out
@@ -142,8 +131,7 @@ pub fn mutate(text: &str, edits: &[Edit]) -> String {
         }
         i
     };
-    let end_of =
-        |s: &str, i: usize, n: usize| -> usize { s[i..].char_indices().nth(n).map_or(s.len(), |(k, _)| i + k) };
+    let end_of = |s: &str, i: usize, n: usize| -> usize { s[i..].char_indices().nth(n).map_or(s.len(), |(k, _)| i + k) };
     for e in edits {
         match e {
             Edit::Truncate(p) => {

@@ -35,13 +35,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 5] = [
-        EventKind::Restart,
-        EventKind::ConfigChange,
-        EventKind::Rollout,
-        EventKind::ReplicaAdded,
-        EventKind::ReplicaRemoved,
-    ];
+    pub const ALL: [EventKind; 5] = [EventKind::Restart, EventKind::ConfigChange, EventKind::Rollout, EventKind::ReplicaAdded, EventKind::ReplicaRemoved];
 
     /// The name used in scenario files.
     pub fn as_str(self) -> &'static str {
@@ -114,17 +108,8 @@ pub struct TrueEvent {
 }
 
 /// Every kind name [`TrueEvent::kind`] takes (and `expect.caused_by` may name).
-pub const TRUE_KINDS: [&str; 9] = [
-    "restart",
-    "target-down",
-    "target-up",
-    "config-change",
-    "rollout",
-    "version-change",
-    "replica-added",
-    "replica-removed",
-    "gpu-error",
-];
+pub const TRUE_KINDS: [&str; 9] =
+    ["restart", "target-down", "target-up", "config-change", "rollout", "version-change", "replica-added", "replica-removed", "gpu-error"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -176,21 +161,14 @@ pub(crate) fn parse(raw: Vec<RawEvent>, models: &[(String, u32)], cx: &Ctx) -> R
         let field = |name: &str| format!("event[{i}].{name}");
         let Some((_, replicas)) = models.iter().find(|(name, _)| *name == e.model) else {
             let names: Vec<&str> = models.iter().map(|(n, _)| n.as_str()).collect();
-            return Err((cx.invalid)(
-                &field("model"),
-                format!("{:?} is not one of the models ({})", e.model, names.join(", ")),
-            ));
+            return Err((cx.invalid)(&field("model"), format!("{:?} is not one of the models ({})", e.model, names.join(", "))));
         };
         let at_text = e.at.trim();
         let at_before_end = cx.intervals(&field("at"), at_text.strip_prefix('-').unwrap_or(at_text))?;
         if at_before_end.is_zero() || at_before_end >= cx.total {
             return Err((cx.invalid)(
                 &field("at"),
-                format!(
-                    "{:?} must lie after the first sample and before the window's end (the timeline is {})",
-                    e.at,
-                    humantime::format_duration(cx.total)
-                ),
+                format!("{:?} must lie after the first sample and before the window's end (the timeline is {})", e.at, humantime::format_duration(cx.total)),
             ));
         }
         let chosen = match e.replicas {
@@ -201,10 +179,7 @@ pub(crate) fn parse(raw: Vec<RawEvent>, models: &[(String, u32)], cx: &Ctx) -> R
                 }
                 for (j, r) in list.iter().enumerate() {
                     if *r >= *replicas {
-                        return Err((cx.invalid)(
-                            &field("replicas"),
-                            format!("{r} is not a replica index of {:?} (0 to {})", e.model, replicas - 1),
-                        ));
+                        return Err((cx.invalid)(&field("replicas"), format!("{r} is not a replica index of {:?} (0 to {})", e.model, replicas - 1)));
                     }
                     if list[..j].contains(r) {
                         return Err((cx.invalid)(&field("replicas"), format!("{r} is listed twice")));
@@ -233,10 +208,7 @@ pub(crate) fn parse(raw: Vec<RawEvent>, models: &[(String, u32)], cx: &Ctx) -> R
                 return Err((cx.invalid)(&field("num_gpu_blocks"), "must be between 16 and 100000000".into()));
             }
             (None, EventKind::ConfigChange) => {
-                return Err((cx.invalid)(
-                    &field("num_gpu_blocks"),
-                    "a config-change needs the new KV-cache size, like num_gpu_blocks = 900".into(),
-                ));
+                return Err((cx.invalid)(&field("num_gpu_blocks"), "a config-change needs the new KV-cache size, like num_gpu_blocks = 900".into()));
             }
             (b, EventKind::ConfigChange) => b,
             (b, _) => {
@@ -282,18 +254,7 @@ pub(crate) fn parse(raw: Vec<RawEvent>, models: &[(String, u32)], cx: &Ctx) -> R
             only("warm_up_slowdown", e.warm_up_slowdown.is_some(), "restart, config-change and rollout")?;
             (Duration::ZERO, 1.0)
         };
-        out.push(EventSpec {
-            kind: e.kind,
-            model: e.model,
-            at_before_end,
-            replicas: chosen,
-            down,
-            num_gpu_blocks,
-            image,
-            stagger,
-            warm_up,
-            warm_up_slowdown,
-        });
+        out.push(EventSpec { kind: e.kind, model: e.model, at_before_end, replicas: chosen, down, num_gpu_blocks, image, stagger, warm_up, warm_up_slowdown });
     }
     check_lives(&out, models, cx)?;
     Ok(out)
@@ -430,19 +391,14 @@ fn check_lives(events: &[EventSpec], models: &[(String, u32)], cx: &Ctx) -> Resu
         let field = format!("event[{ei}]");
         let Some(mi) = models.iter().position(|(name, _)| *name == e.model) else { continue };
         for r in &e.replicas {
-            let same_kind_twice = events[..ei]
-                .iter()
-                .any(|o| o.kind == e.kind && o.model == e.model && o.replicas.contains(r) && !e.kind.restarts());
+            let same_kind_twice = events[..ei].iter().any(|o| o.kind == e.kind && o.model == e.model && o.replicas.contains(r) && !e.kind.restarts());
             if same_kind_twice {
                 return Err((cx.invalid)(&field, format!("replica {r} of {:?} is {} twice", e.model, e.kind)));
             }
             let life = &lives[mi][*r as usize];
             if let (Some(a), Some(rm)) = (life.added_ms, life.removed_ms) {
                 if rm <= a {
-                    return Err((cx.invalid)(
-                        &field,
-                        format!("replica {r} of {:?} would be removed before it is added", e.model),
-                    ));
+                    return Err((cx.invalid)(&field, format!("replica {r} of {:?} would be removed before it is added", e.model)));
                 }
             }
             for (k, o) in life.outages.iter().enumerate() {
@@ -453,10 +409,7 @@ fn check_lives(events: &[EventSpec], models: &[(String, u32)], cx: &Ctx) -> Resu
                     if next.down_ms < o.up_ms.max(o.down_ms + 1) {
                         return Err((cx.invalid)(
                             &field,
-                            format!(
-                                "replica {r} of {:?} is still down for event[{ei}] when event[{}] takes it down again",
-                                e.model, next.event
-                            ),
+                            format!("replica {r} of {:?} is still down for event[{ei}] when event[{}] takes it down again", e.model, next.event),
                         ));
                     }
                 }
@@ -479,13 +432,10 @@ fn describe(e: &EventSpec) -> String {
 /// Everything the product should list, oldest first (then by kind and model).
 pub(crate) fn true_events(spec: &ScenarioSpec) -> Vec<TrueEvent> {
     let replicas = spec.replicas();
-    let instance = |model: &str, r: u32| {
-        replicas.iter().find(|x| x.model == model && x.index == r).map(|x| x.instance.clone()).unwrap_or_default()
-    };
+    let instance = |model: &str, r: u32| replicas.iter().find(|x| x.model == model && x.index == r).map(|x| x.instance.clone()).unwrap_or_default();
     let end = spec.window_end();
     let lives = lives(spec);
-    let mut blocks: Vec<Vec<u64>> =
-        spec.models.iter().map(|m| vec![super::sim::gpu_blocks(m); m.replicas as usize]).collect();
+    let mut blocks: Vec<Vec<u64>> = spec.models.iter().map(|m| vec![super::sim::gpu_blocks(m); m.replicas as usize]).collect();
     let mut images: Vec<String> = spec.models.iter().map(|_| DEFAULT_IMAGE.to_string()).collect();
     let mut generations: Vec<u64> = spec.models.iter().map(|_| FIRST_GENERATION).collect();
     let mut out = Vec::new();
@@ -572,11 +522,7 @@ pub(crate) fn true_events(spec: &ScenarioSpec) -> Vec<TrueEvent> {
         let who = vec![instance(&inc.model, inc.replica)];
         match inc.kind {
             IncidentKind::GpuErrors if first <= end => {
-                let node = replicas
-                    .iter()
-                    .find(|x| x.model == inc.model && x.index == inc.replica)
-                    .map(|x| x.node.clone())
-                    .unwrap_or_default();
+                let node = replicas.iter().find(|x| x.model == inc.model && x.index == inc.replica).map(|x| x.node.clone()).unwrap_or_default();
                 push(first, "gpu-error", &inc.model, who, format!("XID 79 on {node}"));
             }
             IncidentKind::TargetDown if first <= end => push(first, "target-down", &inc.model, who, String::new()),

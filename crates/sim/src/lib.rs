@@ -520,19 +520,13 @@ impl ScenarioSpec {
     /// Read, parse and validate a scenario file.
     pub fn load(path: impl AsRef<Path>) -> Result<ScenarioSpec, ScenarioError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ScenarioError::Read { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read { path: path.display().to_string(), source })?;
         Self::parse(&text, &path.display().to_string())
     }
 
     fn parse(text: &str, origin: &str) -> Result<ScenarioSpec, ScenarioError> {
-        let raw: RawSpec = toml::from_str(text)
-            .map_err(|e| ScenarioError::Syntax { origin: origin.to_string(), message: e.to_string() })?;
-        let invalid = |field: &str, message: String| ScenarioError::Invalid {
-            origin: origin.to_string(),
-            field: field.to_string(),
-            message,
-        };
+        let raw: RawSpec = toml::from_str(text).map_err(|e| ScenarioError::Syntax { origin: origin.to_string(), message: e.to_string() })?;
+        let invalid = |field: &str, message: String| ScenarioError::Invalid { origin: origin.to_string(), field: field.to_string(), message };
 
         if raw.name.trim().is_empty() {
             return Err(invalid("name", "must not be empty".into()));
@@ -544,8 +538,7 @@ impl ScenarioSpec {
             return Err(invalid("start", "must lie between 1970 and 3000".into()));
         }
         let duration = |field: &str, text: &str| -> Result<Duration, ScenarioError> {
-            let d = humantime::parse_duration(text.trim())
-                .map_err(|e| invalid(field, format!("{text:?} is not a duration like \"30s\" or \"20m\" ({e})")))?;
+            let d = humantime::parse_duration(text.trim()).map_err(|e| invalid(field, format!("{text:?} is not a duration like \"30s\" or \"20m\" ({e})")))?;
             if d.subsec_nanos() % 1_000_000 != 0 {
                 return Err(invalid(field, "must be a whole number of milliseconds".into()));
             }
@@ -591,10 +584,7 @@ impl ScenarioSpec {
                 return Err(invalid(&field, format!("replicas must be between 1 and {MAX_REPLICAS}")));
             }
             if !(m.rate.is_finite() && m.rate > 0.0 && m.rate <= MAX_RATE) {
-                return Err(invalid(
-                    &field,
-                    format!("rate must be above 0 and at most {MAX_RATE} requests per second"),
-                ));
+                return Err(invalid(&field, format!("rate must be above 0 and at most {MAX_RATE} requests per second")));
             }
             let max_model_len = m.max_model_len.unwrap_or(32_768);
             if !(1_000..=10_000_000).contains(&max_model_len) {
@@ -607,10 +597,7 @@ impl ScenarioSpec {
             let per_replica = m.max_num_seqs_per_replica.unwrap_or_default();
             if !per_replica.is_empty() {
                 if per_replica.len() != m.replicas as usize {
-                    return Err(invalid(
-                        &field,
-                        format!("max_num_seqs_per_replica has {} values; give one per replica ({})", per_replica.len(), m.replicas),
-                    ));
+                    return Err(invalid(&field, format!("max_num_seqs_per_replica has {} values; give one per replica ({})", per_replica.len(), m.replicas)));
                 }
                 if per_replica.iter().any(|c| !(1..=MAX_NUM_SEQS).contains(c)) {
                     return Err(invalid(&field, format!("max_num_seqs_per_replica: each cap must be between 1 and {MAX_NUM_SEQS}")));
@@ -619,39 +606,36 @@ impl ScenarioSpec {
             let weights = m.weights.unwrap_or_default();
             if !weights.is_empty() {
                 if weights.len() != m.replicas as usize {
-                    return Err(invalid(
-                        &field,
-                        format!("weights has {} values; give one per replica ({})", weights.len(), m.replicas),
-                    ));
+                    return Err(invalid(&field, format!("weights has {} values; give one per replica ({})", weights.len(), m.replicas)));
                 }
                 if weights.iter().any(|w| !(w.is_finite() && *w > 0.0 && *w <= 1e6)) {
                     return Err(invalid(&field, "weights must be positive numbers (at most 1000000)".into()));
                 }
             }
             let spec_model = ModelSpec::new(&m.name, m.replicas, m.rate);
-            let busiest = ModelSpec { weights: weights.clone(), ..spec_model }
-                .arrival_shares()
-                .into_iter()
-                .enumerate()
-                .fold((0, 0.0), |best, (i, share)| if share > best.1 { (i, share) } else { best });
+            let busiest = ModelSpec { weights: weights.clone(), ..spec_model }.arrival_shares().into_iter().enumerate().fold((0, 0.0), |best, (i, share)| {
+                if share > best.1 {
+                    (i, share)
+                } else {
+                    best
+                }
+            });
             if m.rate * busiest.1 > MAX_RATE {
                 return Err(invalid(
                     &field,
-                    format!(
-                        "weights send {:.0} requests per second to replica {}; at most {MAX_RATE} per replica",
-                        m.rate * busiest.1,
-                        busiest.0
-                    ),
+                    format!("weights send {:.0} requests per second to replica {}; at most {MAX_RATE} per replica", m.rate * busiest.1, busiest.0),
                 ));
             }
             let dp_ranks = m.dp_ranks.unwrap_or(1);
             if !(1..=8).contains(&dp_ranks) {
                 return Err(invalid(&field, format!("dp_ranks = {dp_ranks}: give 1 to 8 ranks per server")));
             }
-            if raw.metrics == MetricsGeneration::V0 && (m.spec_decode || m.kv_connector.is_some() || m.preemption_detail || m.waiting_by_reason || dp_ranks > 1) {
+            if raw.metrics == MetricsGeneration::V0 && (m.spec_decode || m.kv_connector.is_some() || m.preemption_detail || m.waiting_by_reason || dp_ranks > 1)
+            {
                 return Err(invalid(
                     &field,
-                    "spec_decode, kv_connector, preemption_detail, waiting_by_reason and dp_ranks are generated with V1 names only; use metrics = \"v1\"".into(),
+                    "spec_decode, kv_connector, preemption_detail, waiting_by_reason and dp_ranks are generated with V1 names only; use metrics = \"v1\""
+                        .into(),
                 ));
             }
             for (family, bounds) in &m.custom_buckets {
@@ -693,24 +677,13 @@ impl ScenarioSpec {
             Some(inc) => {
                 let Some(model) = models.iter().find(|m| m.name == inc.model) else {
                     let names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
-                    return Err(invalid(
-                        "incident.model",
-                        format!("{:?} is not one of the models ({})", inc.model, names.join(", ")),
-                    ));
+                    return Err(invalid("incident.model", format!("{:?} is not one of the models ({})", inc.model, names.join(", "))));
                 };
                 let kind = inc.kind;
                 let needs = kind.needs();
-                let lacks = |what: &str| {
-                    invalid(
-                        "incident.kind",
-                        format!("{kind} needs {what} on model {:?}; add it to that [[model]]", model.name),
-                    )
-                };
+                let lacks = |what: &str| invalid("incident.kind", format!("{kind} needs {what} on model {:?}; add it to that [[model]]", model.name));
                 if needs.v1 && !raw.metrics.is_v1() {
-                    return Err(invalid(
-                        "incident.kind",
-                        format!("{kind} moves metrics that only V1 exports; use metrics = \"v1\" or \"v1-otel\""),
-                    ));
+                    return Err(invalid("incident.kind", format!("{kind} moves metrics that only V1 exports; use metrics = \"v1\" or \"v1-otel\"")));
                 }
                 if needs.spec_decode && !model.spec_decode {
                     return Err(lacks("spec_decode = true"));
@@ -754,19 +727,12 @@ impl ScenarioSpec {
                 let replica = match inc.replica {
                     None => 0,
                     Some(_) if !needs.uses_replica => {
-                        return Err(invalid(
-                            "incident.replica",
-                            format!("{kind} affects every replica of the model; remove replica"),
-                        ));
+                        return Err(invalid("incident.replica", format!("{kind} affects every replica of the model; remove replica")));
                     }
                     Some(r) if r >= model.replicas => {
                         return Err(invalid(
                             "incident.replica",
-                            format!(
-                                "{r} is not a replica index of {:?} (0 to {})",
-                                model.name,
-                                model.replicas.saturating_sub(1)
-                            ),
+                            format!("{r} is not a replica index of {:?} (0 to {})", model.name, model.replicas.saturating_sub(1)),
                         ));
                     }
                     Some(r) => r,
@@ -775,25 +741,16 @@ impl ScenarioSpec {
                     None => None,
                     Some(text) => {
                         let Some(rest) = text.trim().strip_prefix('-') else {
-                            return Err(invalid(
-                                "incident.onset",
-                                format!("{text:?} must be negative, relative to the window's end, like \"-60m\""),
-                            ));
+                            return Err(invalid("incident.onset", format!("{text:?} must be negative, relative to the window's end, like \"-60m\"")));
                         };
                         let d = duration("incident.onset", rest)?;
                         if d.is_zero() || ms(d) % ms(interval) != 0 {
-                            return Err(invalid(
-                                "incident.onset",
-                                format!("must be a whole number of intervals ({}) above zero", raw.interval),
-                            ));
+                            return Err(invalid("incident.onset", format!("must be a whole number of intervals ({}) above zero", raw.interval)));
                         }
                         if d >= total {
                             return Err(invalid(
                                 "incident.onset",
-                                format!(
-                                    "{text} lies before the first sample; make warmup longer (the timeline is {})",
-                                    humantime::format_duration(total)
-                                ),
+                                format!("{text} lies before the first sample; make warmup longer (the timeline is {})", humantime::format_duration(total)),
                             ));
                         }
                         Some(d)
@@ -815,11 +772,7 @@ impl ScenarioSpec {
         };
 
         let models_and_sizes: Vec<(String, u32)> = models.iter().map(|m| (m.name.clone(), m.replicas)).collect();
-        let events = events::parse(
-            raw.event,
-            &models_and_sizes,
-            &events::Ctx { invalid: &invalid, duration: &duration, interval, total },
-        )?;
+        let events = events::parse(raw.event, &models_and_sizes, &events::Ctx { invalid: &invalid, duration: &duration, interval, total })?;
 
         let mut spec = ScenarioSpec {
             name: raw.name,
@@ -846,7 +799,10 @@ impl ScenarioSpec {
             // So does a model with unexplained changes: the model they must be listed for.
             let model_for_binding = e.first.is_none() && (e.binding.is_some() || !e.unexplained.is_empty());
             if e.healthy && (e.first.is_some() || (e.model.is_some() && !model_for_binding) || e.replica.is_some()) {
-                return Err(invalid("expect", "healthy = true cannot be combined with first, model or replica (model only with binding or unexplained)".into()));
+                return Err(invalid(
+                    "expect",
+                    "healthy = true cannot be combined with first, model or replica (model only with binding or unexplained)".into(),
+                ));
             }
             if e.first.is_some() != e.model.is_some() && !(model_for_binding && e.model.is_some()) {
                 return Err(invalid("expect", "first and model go together".into()));
@@ -887,13 +843,9 @@ impl ScenarioSpec {
                 let Some(model) = &e.model else {
                     return Err(invalid("expect.replica", "needs first and model".into()));
                 };
-                let instances: Vec<String> =
-                    spec.replicas().into_iter().filter(|r| &r.model == model).map(|r| r.instance).collect();
+                let instances: Vec<String> = spec.replicas().into_iter().filter(|r| &r.model == model).map(|r| r.instance).collect();
                 if !instances.contains(instance) {
-                    return Err(invalid(
-                        "expect.replica",
-                        format!("{instance:?} is not an instance of {model:?} ({})", instances.join(", ")),
-                    ));
+                    return Err(invalid("expect.replica", format!("{instance:?} is not an instance of {model:?} ({})", instances.join(", "))));
                 }
             }
             for (i, rule) in e.absent.iter().enumerate() {
@@ -909,10 +861,7 @@ impl ScenarioSpec {
             }
             if let Some(kind) = &e.caused_by {
                 if !TRUE_KINDS.contains(&kind.as_str()) {
-                    return Err(invalid(
-                        "expect.caused_by",
-                        format!("{kind:?} is not an event kind ({})", TRUE_KINDS.join(", ")),
-                    ));
+                    return Err(invalid("expect.caused_by", format!("{kind:?} is not an event kind ({})", TRUE_KINDS.join(", "))));
                 }
                 let Some(model) = &e.model else {
                     return Err(invalid("expect.caused_by", "says what the first finding follows: it needs first and model".into()));
@@ -921,10 +870,7 @@ impl ScenarioSpec {
                     return Err(invalid("expect.caused_by", "cannot be combined with no_cause = true".into()));
                 }
                 if !spec.true_events().iter().any(|t| &t.kind == kind && &t.model == model) {
-                    return Err(invalid(
-                        "expect.caused_by",
-                        format!("no {kind} event happens to {model:?} in this scenario; add an [[event]] for it"),
-                    ));
+                    return Err(invalid("expect.caused_by", format!("no {kind} event happens to {model:?} in this scenario; add an [[event]] for it")));
                 }
             }
             spec.expect = Expectation {

@@ -206,7 +206,17 @@ mod tests {
         let om = to_openmetrics(1_000.0, "gpu-node-01", "inference", "llm-0", "m", 8.0);
         assert!(om.ends_with("# EOF\n"));
         let line = om.lines().find(|l| l.starts_with("DCGM_FI_DEV_SM_CLOCK{")).unwrap();
-        for label in ["gpu=\"0\"", "UUID=\"GPU-", "device=\"nvidia0\"", "modelName=\"NVIDIA H200\"", "Hostname=\"gpu-node-01\"", "DCGM_FI_DRIVER_VERSION=\"580.159.04\"", "namespace=\"inference\"", "pod=\"llm-0\"", "container=\"vllm\""] {
+        for label in [
+            "gpu=\"0\"",
+            "UUID=\"GPU-",
+            "device=\"nvidia0\"",
+            "modelName=\"NVIDIA H200\"",
+            "Hostname=\"gpu-node-01\"",
+            "DCGM_FI_DRIVER_VERSION=\"580.159.04\"",
+            "namespace=\"inference\"",
+            "pod=\"llm-0\"",
+            "container=\"vllm\"",
+        ] {
             assert!(line.contains(label), "{label} in {line}");
         }
         assert!(line.ends_with(" 1000.000"), "the first sample lands on the start: {line}");

@@ -25,8 +25,7 @@ use vllm_diag::source::Labels;
 /// The route the generated clients call.
 const ROUTE: &str = "/v1/chat/completions";
 /// vllm-router 0.1.17's bounds for `vllm_router_generate_duration_seconds`, as its page wrote them.
-const DURATION_BUCKETS: &[f64] =
-    &[0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 240.0];
+const DURATION_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 240.0];
 /// Spread of the router's own time per request (lognormal sigma).
 const WAIT_SIGMA: f64 = 0.5;
 /// Failed attempts that open a circuit, counted at the interval it opens.

@@ -30,10 +30,7 @@ use rand_distr::{Binomial, Distribution, Poisson, StandardNormal};
 
 use super::events::{self, Life, Phase};
 use super::state::{Level, Running, Scope, SleepState, StateParams, Workload};
-use super::{
-    EventKind, EventSpec, KvConnector, MetricsGeneration, ModelSpec, ReplicaInfo, ScenarioSpec, DEFAULT_IMAGE,
-    FIRST_GENERATION,
-};
+use super::{EventKind, EventSpec, KvConnector, MetricsGeneration, ModelSpec, ReplicaInfo, ScenarioSpec, DEFAULT_IMAGE, FIRST_GENERATION};
 use vllm_diag::source::Labels;
 
 /// One generated time series: a sample name (`vllm:..._bucket`, `..._total`), its labels and
@@ -300,9 +297,7 @@ impl Fam {
             | Fam::RouterPrefixDecisions
             | Fam::RouterPdRequests
             | Fam::RouterPdPrefillRequests
-            | Fam::RouterPdDecodeRequests => {
-                Kind::Counter
-            }
+            | Fam::RouterPdDecodeRequests => Kind::Counter,
             Fam::RouterGenerateDuration => Kind::Histogram,
             Fam::PromptTokens
             | Fam::GenerationTokens
@@ -417,18 +412,11 @@ impl Fam {
     }
 }
 
-const TTFT_BUCKETS: &[f64] = &[
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
-    160.0, 640.0, 2560.0,
-];
-const ITL_BUCKETS: &[f64] =
-    &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
-const LATENCY_BUCKETS: &[f64] = &[
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0,
-    1920.0, 7680.0,
-];
-const ITERATION_BUCKETS: &[f64] =
-    &[1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0];
+const TTFT_BUCKETS: &[f64] =
+    &[0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0];
+const ITL_BUCKETS: &[f64] = &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
+const LATENCY_BUCKETS: &[f64] = &[0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0];
+const ITERATION_BUCKETS: &[f64] = &[1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0];
 const N_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0];
 const NIXL_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 /// Bounds for bytes per NIXL transfer (1 MB to 10 GB; the tool reads only its `_sum`).
@@ -629,9 +617,7 @@ fn k8s_suffix(rng: &mut ChaCha8Rng, len: usize) -> String {
 }
 
 fn gpu_uuid(rng: &mut ChaCha8Rng) -> String {
-    let hex = |rng: &mut ChaCha8Rng, n: usize| -> String {
-        (0..n).map(|_| char::from(b"0123456789abcdef"[rng.gen_range(0..16)])).collect()
-    };
+    let hex = |rng: &mut ChaCha8Rng, n: usize| -> String { (0..n).map(|_| char::from(b"0123456789abcdef"[rng.gen_range(0..16)])).collect() };
     format!("GPU-{}-{}-{}-{}-{}", hex(rng, 8), hex(rng, 4), hex(rng, 4), hex(rng, 4), hex(rng, 12))
 }
 
@@ -891,14 +877,7 @@ struct Replica<'a> {
 }
 
 impl<'a> Replica<'a> {
-    fn new(
-        spec: &'a ScenarioSpec,
-        model: &'a ModelSpec,
-        names: &ReplicaInfo,
-        rng: ChaCha8Rng,
-        gpu_blocks: u64,
-        process_start: f64,
-    ) -> Self {
+    fn new(spec: &'a ScenarioSpec, model: &'a ModelSpec, names: &ReplicaInfo, rng: ChaCha8Rng, gpu_blocks: u64, process_start: f64) -> Self {
         let generation = spec.metrics;
         let wl = Workload::DEFAULT;
         let mut target = Labels::new();
@@ -927,14 +906,7 @@ impl<'a> Replica<'a> {
         config.insert("num_gpu_blocks".into(), gpu_blocks.to_string());
 
         let mut dcgm = Labels::new();
-        for (k, v) in [
-            ("job", "dcgm"),
-            ("gpu", "0"),
-            ("device", "nvidia0"),
-            ("modelName", GPU_MODEL),
-            ("namespace", NAMESPACE),
-            ("container", "vllm"),
-        ] {
+        for (k, v) in [("job", "dcgm"), ("gpu", "0"), ("device", "nvidia0"), ("modelName", GPU_MODEL), ("namespace", NAMESPACE), ("container", "vllm")] {
             dcgm.insert(k.into(), v.into());
         }
         dcgm.insert("instance".into(), format!("{}:9400", names.node));
@@ -1195,8 +1167,7 @@ impl<'a> Replica<'a> {
             }
         }
 
-        let base_rate =
-            if st.arrivals_at_capacity { self.cap / wl.mean_service_s(&st).max(1e-3) } else { self.model.rate };
+        let base_rate = if st.arrivals_at_capacity { self.cap / wl.mean_service_s(&st).max(1e-3) } else { self.model.rate };
         let arrivals = poisson(&mut self.rng, base_rate * m.mult * secs);
         self.interval.0 = arrivals as f64;
         let n5xx = binomial(&mut self.rng, arrivals, st.http_5xx_share);
@@ -1234,11 +1205,8 @@ impl<'a> Replica<'a> {
         let max_len = f64::from(self.model.max_model_len);
         let itl_median = wl.itl_median_s * st.itl * self.batch_slowdown(&st, m.mult);
         let total_weight: u32 = wl.max_tokens.iter().map(|(_, w)| *w).sum();
-        let queue_median = if st.queue_follows_waiting && engine > 0 {
-            st.queue_median_s.max(self.waiting / (engine as f64 / secs))
-        } else {
-            st.queue_median_s
-        };
+        let queue_median =
+            if st.queue_follows_waiting && engine > 0 { st.queue_median_s.max(self.waiting / (engine as f64 / secs)) } else { st.queue_median_s };
         let nixl = self.model.kv_connector == Some(KvConnector::Nixl);
 
         let mut busy = 0.0;
@@ -1247,8 +1215,7 @@ impl<'a> Replica<'a> {
         self.prompts.clear();
         for _ in 0..engine {
             let rng = &mut self.rng;
-            let prompt =
-                lognormal(rng, wl.prompt_median * st.prompt, wl.prompt_sigma).round().clamp(1.0, max_len - 1.0);
+            let prompt = lognormal(rng, wl.prompt_median * st.prompt, wl.prompt_sigma).round().clamp(1.0, max_len - 1.0);
             let mut pick = rng.gen_range(0..total_weight.max(1));
             let mut max_tokens = 1024.0;
             for (v, w) in wl.max_tokens {
@@ -1261,8 +1228,7 @@ impl<'a> Replica<'a> {
             let n = if rng.gen_bool(wl.n2_share) { 2.0 } else { 1.0 };
             let wanted = lognormal(rng, wl.output_median * st.output, wl.output_sigma).round().max(1.0);
             let room = (max_len - prompt).max(1.0);
-            let (mut out, mut reason) =
-                if wanted >= max_tokens.min(room) { (max_tokens.min(room), R_LENGTH) } else { (wanted, R_STOP) };
+            let (mut out, mut reason) = if wanted >= max_tokens.min(room) { (max_tokens.min(room), R_LENGTH) } else { (wanted, R_STOP) };
             let fate: f64 = rng.gen_range(0.0..1.0);
             if fate < st.abort_share {
                 out = (out * rng.gen_range(0.0..1.0)).floor().max(1.0);
@@ -1272,8 +1238,7 @@ impl<'a> Replica<'a> {
                 reason = R_ERROR;
             }
             let queue = lognormal(rng, queue_median, st.queue_sigma);
-            let prefill = wl.prefill_per_token_s * prompt * st.prefill * lognormal(rng, 1.0, wl.prefill_sigma)
-                + lognormal(rng, wl.first_step_s * st.itl, 0.3);
+            let prefill = wl.prefill_per_token_s * prompt * st.prefill * lognormal(rng, 1.0, wl.prefill_sigma) + lognormal(rng, wl.first_step_s * st.itl, 0.3);
             // Drawn only when the state has it, so other states' random streams stay as they were.
             let input = if st.input_s > 0.0 { lognormal(rng, st.input_s, 0.2) } else { 0.0 };
             let ttft = input + queue + prefill;
@@ -1362,8 +1327,7 @@ impl<'a> Replica<'a> {
 
         let preempted_before = self.preemptions;
         let (lo, hi) = st.preemptions_per_s;
-        let in_burst = st.preemption_bursts.is_empty()
-            || st.preemption_bursts.iter().any(|(a, b)| m.frac_prev < *b && m.frac > *a);
+        let in_burst = st.preemption_bursts.is_empty() || st.preemption_bursts.iter().any(|(a, b)| m.frac_prev < *b && m.frac > *a);
         if in_burst {
             let rate = lo + (hi - lo) * self.preempt_pos;
             self.preemptions += poisson(&mut self.rng, rate * secs) as f64;
@@ -1558,12 +1522,7 @@ impl<'a> Replica<'a> {
                 t.scalar(Fam::WaitingByReason, l, &[("reason", "deferred")], self.deferred);
             }
             for (i, s) in HTTP_STATUSES.iter().enumerate() {
-                t.scalar(
-                    Fam::HttpRequests,
-                    &self.target,
-                    &[("handler", "/v1/chat/completions"), ("method", "POST"), ("status", s)],
-                    self.http[i],
-                );
+                t.scalar(Fam::HttpRequests, &self.target, &[("handler", "/v1/chat/completions"), ("method", "POST"), ("status", s)], self.http[i]);
             }
         }
         for (i, fam) in HIST_FAMS.iter().enumerate() {
@@ -1631,9 +1590,7 @@ pub(crate) fn state_at(spec: &ScenarioSpec, model: &ModelSpec, ri: u32, prev_ms:
     let shares = model.arrival_shares();
     let base_share = shares.get(ri as usize).copied().unwrap_or(1.0);
     let healthy = Moment { st: StateParams::HEALTHY, mult: base_share, frac_prev: 0.0, frac: 0.0, singled: false };
-    let (Some(incident), Some(onset)) =
-        (spec.incident.as_ref().filter(|i| i.model == model.name), spec.incident_onset())
-    else {
+    let (Some(incident), Some(onset)) = (spec.incident.as_ref().filter(|i| i.model == model.name), spec.incident_onset()) else {
         return healthy;
     };
     let singled = incident.replica == ri;
@@ -1655,11 +1612,7 @@ pub(crate) fn state_at(spec: &ScenarioSpec, model: &ModelSpec, ri: u32, prev_ms:
     }
     let share = if p.replica_weight != 1.0 {
         let n = shares.len() as f64;
-        let weights: Vec<f64> = shares
-            .iter()
-            .enumerate()
-            .map(|(i, s)| if i as u32 == incident.replica { s * p.replica_weight } else { *s })
-            .collect();
+        let weights: Vec<f64> = shares.iter().enumerate().map(|(i, s)| if i as u32 == incident.replica { s * p.replica_weight } else { *s }).collect();
         let total: f64 = weights.iter().sum();
         weights.get(ri as usize).map(|w| w * n / total).unwrap_or(1.0)
     } else {
@@ -1784,8 +1737,7 @@ fn serving_factors(model: &ModelSpec, lives: &[Life], times_ms: &[i64]) -> Vec<f
     times_ms
         .iter()
         .map(|t| {
-            let serving: Vec<f64> =
-                shares.iter().zip(lives).filter(|(_, life)| life.serving(*t)).map(|(s, _)| *s).collect();
+            let serving: Vec<f64> = shares.iter().zip(lives).filter(|(_, life)| life.serving(*t)).map(|(s, _)| *s).collect();
             if serving.len() == shares.len() || serving.is_empty() {
                 1.0
             } else {
@@ -1839,16 +1791,12 @@ fn kube_state_metrics(
     let mut out = vec![gauge(Fam::Up, target.clone(), times_ms.iter().map(|_| Some(1.0)).collect())];
     target.insert("namespace".into(), NAMESPACE.into());
     for (mi, model) in spec.models.iter().enumerate() {
-        let rollouts: Vec<&EventSpec> =
-            spec.events.iter().filter(|e| e.model == model.name && e.kind == EventKind::Rollout).collect();
+        let rollouts: Vec<&EventSpec> = spec.events.iter().filter(|e| e.model == model.name && e.kind == EventKind::Rollout).collect();
         let at: Vec<i64> = rollouts.iter().map(|e| end_ms - e.at_before_end.as_millis() as i64).collect();
         let mut labels = target.clone();
         labels.insert("deployment".into(), stems[mi].clone());
         let generation = |lag: i64| -> Vec<Option<f64>> {
-            times_ms
-                .iter()
-                .map(|t| Some((FIRST_GENERATION + at.iter().filter(|a| **a + lag <= *t).count() as u64) as f64))
-                .collect()
+            times_ms.iter().map(|t| Some((FIRST_GENERATION + at.iter().filter(|a| **a + lag <= *t).count() as u64) as f64)).collect()
         };
         out.push(gauge(Fam::KsmGeneration, labels.clone(), generation(0)));
         out.push(gauge(Fam::KsmObservedGeneration, labels, generation(interval_ms)));
@@ -1879,10 +1827,8 @@ fn kube_state_metrics(
                 let mut l = target.clone();
                 l.insert("pod".into(), pod);
                 l.insert("container".into(), "vllm".into());
-                let restarted: Vec<Option<f64>> = times_ms
-                    .iter()
-                    .map(|t| live(*t).then(|| restarts.iter().filter(|r| **r >= from && **r <= *t).count() as f64))
-                    .collect();
+                let restarted: Vec<Option<f64>> =
+                    times_ms.iter().map(|t| live(*t).then(|| restarts.iter().filter(|r| **r >= from && **r <= *t).count() as f64)).collect();
                 if restarted.iter().all(Option::is_none) {
                     continue;
                 }
@@ -1946,16 +1892,7 @@ mod tests {
 
     #[test]
     fn dcgm_families_are_gauges_so_they_never_get_a_total_suffix() {
-        for fam in [
-            Fam::GpuUtil,
-            Fam::SmClock,
-            Fam::GpuTemp,
-            Fam::Power,
-            Fam::ThrottleReasons,
-            Fam::Xid,
-            Fam::FbUsed,
-            Fam::FbFree,
-        ] {
+        for fam in [Fam::GpuUtil, Fam::SmClock, Fam::GpuTemp, Fam::Power, Fam::ThrottleReasons, Fam::Xid, Fam::FbUsed, Fam::FbFree] {
             assert_eq!(fam.kind(), Kind::Gauge, "{fam:?}");
             assert!(fam.base_name(MetricsGeneration::V1).starts_with("DCGM_FI_DEV_"));
         }

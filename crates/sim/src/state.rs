@@ -544,10 +544,7 @@ impl IncidentKind {
     pub fn named_by_a_rule(self) -> bool {
         !matches!(
             self.near_miss_of().unwrap_or(self),
-            IncidentKind::ExternalPrefixCacheMiss
-                | IncidentKind::ProcessMemoryGrowth
-                | IncidentKind::IterationTokensCollapse
-                | IncidentKind::TtftUnattributed
+            IncidentKind::ExternalPrefixCacheMiss | IncidentKind::ProcessMemoryGrowth | IncidentKind::IterationTokensCollapse | IncidentKind::TtftUnattributed
         )
     }
 
@@ -649,11 +646,7 @@ impl IncidentKind {
             K::SlowPrefillNear => StateParams { prefill: 1.45, ..h },
             // Time before the engine queues the request, in TTFT (and E2E) only.
             K::SlowInputProcessing => StateParams { input_s: 1.5, ..h },
-            K::LoadExceedsCapacityNear => StateParams {
-                waiting: Level::Wander(25.0, 35.0),
-                waiting_bursts: &[(0.45, 0.483)],
-                ..h
-            },
+            K::LoadExceedsCapacityNear => StateParams { waiting: Level::Wander(25.0, 35.0), waiting_bursts: &[(0.45, 0.483)], ..h },
             K::SlowInputProcessingNear => StateParams { input_s: 0.1, ..h },
             // Clients with a fixed concurrency send fewer requests when each one streams slower,
             // which is why generation throughput falls instead of the queue growing.
@@ -710,14 +703,9 @@ impl IncidentKind {
                 ..h
             },
             // Outputs x3 from clients that send fewer requests: running x1.4, far below the cap.
-            K::PrefillStarvationNear => StateParams {
-                arrivals: 0.47,
-                arrivals_at_end: 0.47,
-                output: 3.0,
-                max_tokens: 3.0,
-                kv_usage: Level::Wander(0.45, 0.7),
-                ..h
-            },
+            K::PrefillStarvationNear => {
+                StateParams { arrivals: 0.47, arrivals_at_end: 0.47, output: 3.0, max_tokens: 3.0, kv_usage: Level::Wander(0.45, 0.7), ..h }
+            }
             // Every prompt token is computed again (0.96 of them instead of 0.5), and the longest
             // prompts, which dominate the P95, were the best cached: prefill x3.2.
             K::PrefixCacheMiss => StateParams { prefix_hit_ratio: 0.04, prefill: 3.2, ..h },
@@ -749,24 +737,14 @@ impl IncidentKind {
                 arrivals_at_end: 0.1,
                 waiting: Level::Wander(0.0, 0.0),
                 kv_usage: Level::Wander(0.02, 0.08),
-                gpu: GpuParams {
-                    util: (12.0, 18.0),
-                    power_w: (170.0, 220.0),
-                    temp_c: (40.0, 46.0),
-                    ..GpuParams::HEALTHY
-                },
+                gpu: GpuParams { util: (12.0, 18.0), power_w: (170.0, 220.0), temp_c: (40.0, 46.0), ..GpuParams::HEALTHY },
                 ..h
             },
             K::GpuUnderutilizedNear => StateParams {
                 arrivals: 0.5,
                 arrivals_at_end: 0.5,
                 kv_usage: Level::Wander(0.15, 0.3),
-                gpu: GpuParams {
-                    util: (55.0, 68.0),
-                    power_w: (380.0, 440.0),
-                    temp_c: (52.0, 58.0),
-                    ..GpuParams::HEALTHY
-                },
+                gpu: GpuParams { util: (55.0, 68.0), power_w: (380.0, 440.0), temp_c: (52.0, 58.0), ..GpuParams::HEALTHY },
                 ..h
             },
             K::ThroughputStall => StateParams {
@@ -893,14 +871,10 @@ impl IncidentKind {
             // x1.3 underneath reads as x1.2 through the histogram's buckets
             K::KvTransferFailuresNear => StateParams { nixl_xfer: 1.3, ..h },
             K::KvCacheLeak => StateParams { kv_usage: Level::Ramp(0.45, 0.9), ..h },
-            K::KvCacheLeakNear => {
-                StateParams { arrivals_at_end: 1.6, kv_usage: Level::Wander(0.38, 0.52), kv_follows_load: true, ..h }
-            }
+            K::KvCacheLeakNear => StateParams { arrivals_at_end: 1.6, kv_usage: Level::Wander(0.38, 0.52), kv_follows_load: true, ..h },
             K::ReplicaImbalance => StateParams { replica_weight: 3.0, ..h },
             K::ReplicaImbalanceNear => StateParams { replica_weight: 1.2, ..h },
-            K::ReplicaOutlier => {
-                StateParams { scope: Scope::Replica, itl: 3.0, prefill: 2.0, kv_usage: Level::Wander(0.93, 0.97), ..h }
-            }
+            K::ReplicaOutlier => StateParams { scope: Scope::Replica, itl: 3.0, prefill: 2.0, kv_usage: Level::Wander(0.93, 0.97), ..h },
             // ITL x1.25 underneath reads as about x1.2 through the buckets (the healthy P95 sits just under 50 ms)
             K::ReplicaOutlierNear => StateParams { scope: Scope::Replica, itl: 1.25, prefill: 1.2, ..h },
             // Little's law does the rest: the replica whose own cap is under the offered batch
@@ -909,28 +883,17 @@ impl IncidentKind {
             K::ReplicaConfigCapNear => StateParams { arrivals: 1.3, arrivals_at_end: 1.3, ..h },
             K::ReplicaBatchLoad => StateParams { replica_weight: 2.7, itl_batch_k: 2.0, ..h },
             K::ReplicaBatchLoadNear => StateParams { replica_weight: 1.5, itl_batch_k: 2.0, ..h },
-            K::TargetDown => {
-                StateParams { onset: Onset::BeforeEnd { secs: 720 }, scope: Scope::Replica, scraped: false, ..h }
-            }
+            K::TargetDown => StateParams { onset: Onset::BeforeEnd { secs: 720 }, scope: Scope::Replica, scraped: false, ..h },
             K::TargetDownNear => StateParams { scope: Scope::Replica, ..h },
             // Thermal throttling slows every kernel: decode by the clock ratio and more (x1.95
             // underneath, x1.8 as histogram_quantile reads it), prefill a bit less.
             K::GpuThrottling => StateParams {
                 itl: 1.95,
                 prefill: 1.5,
-                gpu: GpuParams {
-                    sm_clock_mhz: (1185.0, 1215.0),
-                    temp_c: (86.0, 90.0),
-                    power_w: (400.0, 440.0),
-                    throttle_reasons: 0x40,
-                    ..GpuParams::HEALTHY
-                },
+                gpu: GpuParams { sm_clock_mhz: (1185.0, 1215.0), temp_c: (86.0, 90.0), power_w: (400.0, 440.0), throttle_reasons: 0x40, ..GpuParams::HEALTHY },
                 ..h
             },
-            K::GpuThrottlingNear => StateParams {
-                gpu: GpuParams { sm_clock_mhz: (1890.0, 1910.0), temp_c: (66.0, 72.0), ..GpuParams::HEALTHY },
-                ..h
-            },
+            K::GpuThrottlingNear => StateParams { gpu: GpuParams { sm_clock_mhz: (1890.0, 1910.0), temp_c: (66.0, 72.0), ..GpuParams::HEALTHY }, ..h },
             // XID 79: the GPU fell off the bus. The engine hangs with its batch; the router keeps sending.
             K::GpuErrors => StateParams {
                 onset: Onset::BeforeEnd { secs: 600 },
@@ -939,23 +902,14 @@ impl IncidentKind {
                 running: Running::Hold,
                 waiting: Level::Accumulate,
                 kv_usage: Level::Hold,
-                gpu: GpuParams {
-                    util: (0.0, 0.0),
-                    power_w: (60.0, 70.0),
-                    temp_c: (38.0, 44.0),
-                    xid: 79,
-                    ..GpuParams::HEALTHY
-                },
+                gpu: GpuParams { util: (0.0, 0.0), power_w: (60.0, 70.0), temp_c: (38.0, 44.0), xid: 79, ..GpuParams::HEALTHY },
                 ..h
             },
             K::GpuErrorsNear => StateParams { scope: Scope::Replica, ..h },
             // Four times the prompt: prefill dominates, the GPUs sit at their power cap.
-            K::GpuPromptShift => StateParams {
-                prompt: 4.0,
-                kv_usage: Level::Wander(0.45, 0.75),
-                gpu: GpuParams { compute_share: 0.85, ..GpuParams::HEALTHY },
-                ..h
-            },
+            K::GpuPromptShift => {
+                StateParams { prompt: 4.0, kv_usage: Level::Wander(0.45, 0.75), gpu: GpuParams { compute_share: 0.85, ..GpuParams::HEALTHY }, ..h }
+            }
             K::GpuPromptShiftNear => StateParams { prompt: 1.3, gpu: GpuParams { compute_share: 0.15, ..GpuParams::HEALTHY }, ..h },
             K::GpuPrefillBursts => StateParams { gpu: GpuParams { compute_share: 0.33, ..GpuParams::HEALTHY }, ..h },
             K::GpuPrefillBurstsNear => StateParams { gpu: GpuParams { compute_share: 0.03, ..GpuParams::HEALTHY }, ..h },
@@ -966,9 +920,7 @@ impl IncidentKind {
                 gpu: GpuParams { sm_clock_mhz: (1185.0, 1215.0), temp_c: (86.0, 90.0), throttle_reasons: 0x40, ..GpuParams::HEALTHY },
                 ..h
             },
-            K::GpuThermalSlowdownNear => {
-                StateParams { scope: Scope::Replica, gpu: GpuParams { temp_c: (80.0, 83.0), ..GpuParams::HEALTHY }, ..h }
-            }
+            K::GpuThermalSlowdownNear => StateParams { scope: Scope::Replica, gpu: GpuParams { temp_c: (80.0, 83.0), ..GpuParams::HEALTHY }, ..h },
             K::GpuPowerLimitLowered => StateParams { itl: 1.2, gpu: GpuParams { power_limit_w: 450.0, ..GpuParams::HEALTHY }, ..h },
             K::GpuPowerLimitLoweredNear => StateParams { gpu: GpuParams { power_limit_w: 680.0, ..GpuParams::HEALTHY }, ..h },
             // A slower prefill that has been there long before the window: 70% of first tokens
@@ -1390,8 +1342,7 @@ impl Workload {
 fn normal_cdf(x: f64) -> f64 {
     let z = x.abs() / std::f64::consts::SQRT_2;
     let t = 1.0 / (1.0 + 0.327_591_1 * z);
-    let poly =
-        t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     let erf = 1.0 - poly * (-z * z).exp();
     if x >= 0.0 {
         0.5 * (1.0 + erf)
@@ -1419,8 +1370,7 @@ mod tests {
 
     #[test]
     fn every_pathology_has_a_near_miss_and_every_near_miss_a_pathology() {
-        let nears: Vec<IncidentKind> =
-            IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
+        let nears: Vec<IncidentKind> = IncidentKind::ALL.iter().copied().filter(|k| k.near_miss_of().is_some()).collect();
         assert_eq!(nears.len(), 50);
         for near in nears {
             let base = near.near_miss_of().expect("a near miss names its kind");

@@ -111,10 +111,7 @@ impl<'a> View<'a> {
             let le = s.labels.get("le").cloned().expect("buckets have le");
             *by_le.entry(le).or_default() += at(&s.points, self.to) - at(&s.points, self.from);
         }
-        let mut buckets: Vec<(f64, f64)> = by_le
-            .into_iter()
-            .map(|(le, c)| (vllm_diag::prom::parse_sample_value(&le).expect("le is a number"), c))
-            .collect();
+        let mut buckets: Vec<(f64, f64)> = by_le.into_iter().map(|(le, c)| (vllm_diag::prom::parse_sample_value(&le).expect("le is a number"), c)).collect();
         buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
         buckets
     }
@@ -139,9 +136,7 @@ impl<'a> View<'a> {
 
     /// Values of a gauge over the range (the start excluded, the end included), across replicas.
     pub fn gauge(&self, name: &str) -> Vec<f64> {
-        self.of(name)
-            .flat_map(|s| s.points.iter().filter(|(t, _)| *t > self.from && *t <= self.to).map(|(_, v)| *v))
-            .collect()
+        self.of(name).flat_map(|s| s.points.iter().filter(|(t, _)| *t > self.from && *t <= self.to).map(|(_, v)| *v)).collect()
     }
 
     pub fn gauge_range(&self, name: &str) -> (f64, f64) {
@@ -336,10 +331,7 @@ fn rejects_options_incidents_and_expectations_that_cannot_be_generated_with_a_me
         (base("v1", "weights = [1, 2, 3]", ""), vec!["model[0]", "one per replica"]),
         (base("v1", "weights = [1, -2]", ""), vec!["model[0]", "positive"]),
         (base("v1", "max_num_seqs = 0", ""), vec!["max_num_seqs"]),
-        (
-            base("v1", "weights = [1000000, 1]", "").replace("rate = 1.0", "rate = 300.0"),
-            vec!["model[0]", "600 requests per second to replica 0"],
-        ),
+        (base("v1", "weights = [1000000, 1]", "").replace("rate = 1.0", "rate = 300.0"), vec!["model[0]", "600 requests per second to replica 0"]),
         (base("v0", "spec_decode = true", ""), vec!["model[0]", "V1"]),
         (base("v1", "kv_connector = \"mooncake\"", ""), vec!["mooncake"]),
         (base("v1", "", &inc("spec-decode-inefficient", "")), vec!["incident.kind", "spec_decode = true"]),
@@ -353,19 +345,11 @@ fn rejects_options_incidents_and_expectations_that_cannot_be_generated_with_a_me
         (base("v1", "", &inc("slo-burn", "onset = \"-80m\"")), vec!["incident.onset", "warmup"]),
         (base("v1", "", &inc("slo-burn", "onset = \"-45s\"")), vec!["incident.onset", "intervals"]),
         (
-            base(
-                "v1",
-                "",
-                &(inc("target-down", "")
-                    + "[expect]\nfirst = \"target-down\"\nmodel = \"a\"\nreplica = \"b-0:8000\"\n"),
-            ),
+            base("v1", "", &(inc("target-down", "") + "[expect]\nfirst = \"target-down\"\nmodel = \"a\"\nreplica = \"b-0:8000\"\n")),
             vec!["expect.replica", "a-0:8000, a-1:8000"],
         ),
         (base("v1", "", "[expect]\nreplica = \"a-0:8000\"\n"), vec!["expect.replica", "first and model"]),
-        (
-            base("v1", "", "[expect]\nfirst = \"x\"\nmodel = \"a\"\nabsent = [\"x\"]\n"),
-            vec!["expect.absent", "also expected first"],
-        ),
+        (base("v1", "", "[expect]\nfirst = \"x\"\nmodel = \"a\"\nabsent = [\"x\"]\n"), vec!["expect.absent", "also expected first"]),
         (base("v1", "", "[expect]\nabsent = [\"x\", \"x\"]\n"), vec!["expect.absent", "twice"]),
     ] {
         let err = ScenarioSpec::from_toml_str(&text).expect_err(needles[0]).to_string();
@@ -397,8 +381,7 @@ fn histogram_buckets_never_decrease_with_le_and_inf_equals_count() {
         type LabelPairs = Vec<(String, String)>;
         let mut groups: BTreeMap<(String, LabelPairs), Vec<&GeneratedSeries>> = BTreeMap::new();
         for s in series.iter().filter(|s| s.name.ends_with("_bucket")) {
-            let key: Vec<(String, String)> =
-                s.labels.iter().filter(|(k, _)| *k != "le").map(|(k, v)| (k.clone(), v.clone())).collect();
+            let key: Vec<(String, String)> = s.labels.iter().filter(|(k, _)| *k != "le").map(|(k, v)| (k.clone(), v.clone())).collect();
             groups.entry((s.name.trim_end_matches("_bucket").to_string(), key)).or_default().push(s);
         }
         assert!(groups.len() >= 11 * 3, "{metrics}: every replica has every histogram");
@@ -410,10 +393,7 @@ fn histogram_buckets_never_decrease_with_le_and_inf_equals_count() {
             assert_eq!(buckets.last().map(|b| b.labels["le"].as_str()), Some("+Inf"));
             let count = series
                 .iter()
-                .find(|s| {
-                    s.name == format!("{family}_count")
-                        && s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>() == labels
-                })
+                .find(|s| s.name == format!("{family}_count") && s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>() == labels)
                 .expect("every histogram has a _count");
             for t in 0..spec.sample_count() {
                 let values: Vec<f64> = buckets.iter().map(|b| b.points[t].1).collect();
@@ -434,8 +414,7 @@ fn counters_never_decrease_and_start_above_zero() {
             continue;
         }
         assert!(s.points.windows(2).all(|w| w[0].1 <= w[1].1), "{} {:?} decreases", s.name, s.labels);
-        if s.name.ends_with("_count") || s.name == "vllm:prompt_tokens_total" || s.name == "vllm:num_preemptions_total"
-        {
+        if s.name.ends_with("_count") || s.name == "vllm:prompt_tokens_total" || s.name == "vllm:num_preemptions_total" {
             assert!(s.points[0].1 > 0.0, "{} starts at an offset", s.name);
         }
     }
@@ -507,10 +486,8 @@ fn every_vllm_series_carries_job_instance_pod_namespace_model_name_and_engine_in
     for (metrics, engine) in [("v1", true), ("v0", false)] {
         let spec = small_spec(None, metrics);
         let series = generate(&spec);
-        let pods: std::collections::BTreeMap<String, String> =
-            spec.replicas().into_iter().map(|r| (r.instance, r.pod)).collect();
-        for s in series.iter().filter(|s| s.name.starts_with("vllm:") || s.name == "up" || s.name.starts_with("http_"))
-        {
+        let pods: std::collections::BTreeMap<String, String> = spec.replicas().into_iter().map(|r| (r.instance, r.pod)).collect();
+        for s in series.iter().filter(|s| s.name.starts_with("vllm:") || s.name == "up" || s.name.starts_with("http_")) {
             assert_eq!(s.labels.get("job").map(String::as_str), Some("vllm"), "{metrics} {}", s.name);
             assert_eq!(s.labels.get("namespace").map(String::as_str), Some("inference"), "{metrics} {}", s.name);
             let instance = &s.labels["instance"];
@@ -524,23 +501,19 @@ fn every_vllm_series_carries_job_instance_pod_namespace_model_name_and_engine_in
                 assert!(!s.labels.contains_key("model_name"), "{} has no model_name in vLLM", s.name);
             }
         }
-        let instances: std::collections::BTreeSet<&str> =
-            series.iter().filter(|s| s.name == "up").map(|s| s.labels["instance"].as_str()).collect();
+        let instances: std::collections::BTreeSet<&str> = series.iter().filter(|s| s.name == "up").map(|s| s.labels["instance"].as_str()).collect();
         assert_eq!(instances.len(), spec.replica_count() as usize);
     }
 }
 
 #[test]
 fn v0_uses_the_old_names_and_omits_v1_only_metrics() {
-    let names = |metrics: &str| -> std::collections::BTreeSet<String> {
-        generate(&small_spec(None, metrics)).into_iter().map(|s| s.name).collect()
-    };
+    let names = |metrics: &str| -> std::collections::BTreeSet<String> { generate(&small_spec(None, metrics)).into_iter().map(|s| s.name).collect() };
     let v0 = names("v0");
     let v1 = names("v1");
-    for (old, new) in [
-        ("vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"),
-        ("vllm:time_per_output_token_seconds_count", "vllm:inter_token_latency_seconds_count"),
-    ] {
+    for (old, new) in
+        [("vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"), ("vllm:time_per_output_token_seconds_count", "vllm:inter_token_latency_seconds_count")]
+    {
         assert!(v0.contains(old) && !v0.contains(new), "v0 has {old} only");
         assert!(v1.contains(new) && !v1.contains(old), "v1 has {new} only");
     }
@@ -555,9 +528,7 @@ fn v0_uses_the_old_names_and_omits_v1_only_metrics() {
         assert!(!v0.contains(name) && v1.contains(name), "{name} is v1 only");
     }
     assert!(v1.contains("vllm:iteration_tokens_total_bucket"));
-    for optional in
-        ["vllm:spec_decode_num_drafts_total", "vllm:nixl_num_failed_transfers_total", "DCGM_FI_DEV_GPU_UTIL"]
-    {
+    for optional in ["vllm:spec_decode_num_drafts_total", "vllm:nixl_num_failed_transfers_total", "DCGM_FI_DEV_GPU_UTIL"] {
         assert!(!v1.contains(optional), "{optional} only when the model asks for it");
     }
 }
@@ -615,11 +586,8 @@ fn the_healthy_state_stays_inside_the_healthy_targets() {
             assert_eq!(w.increase(counter), 0.0, "{model} {counter}");
         }
         assert!(w.gauge("vllm:engine_sleep_state").iter().all(|v| *v == 0.0 || *v == 1.0));
-        let awake: Vec<f64> = w
-            .of("vllm:engine_sleep_state")
-            .filter(|x| x.labels["sleep_state"] == "awake")
-            .flat_map(|x| x.points.iter().map(|p| p.1))
-            .collect();
+        let awake: Vec<f64> =
+            w.of("vllm:engine_sleep_state").filter(|x| x.labels["sleep_state"] == "awake").flat_map(|x| x.points.iter().map(|p| p.1)).collect();
         assert!(!awake.is_empty() && awake.iter().all(|v| *v == 1.0), "{model} awake");
     }
     let share_5xx = http_5xx_share(&s, &spec, MODEL_A);
@@ -628,16 +596,12 @@ fn the_healthy_state_stays_inside_the_healthy_targets() {
 
 /// 5xx share of a model's HTTP requests in the window (joined on instance, as HTTP metrics have no model_name).
 fn http_5xx_share(s: &[GeneratedSeries], spec: &ScenarioSpec, model: &str) -> f64 {
-    let instances: Vec<&str> = s
-        .iter()
-        .filter(|x| x.name == "vllm:num_requests_running" && x.labels["model_name"] == model)
-        .map(|x| x.labels["instance"].as_str())
-        .collect();
+    let instances: Vec<&str> =
+        s.iter().filter(|x| x.name == "vllm:num_requests_running" && x.labels["model_name"] == model).map(|x| x.labels["instance"].as_str()).collect();
     let (from, to) = (secs(spec.window_start()), secs(spec.window_end()));
     let mut all = 0.0;
     let mut errors = 0.0;
-    for x in s.iter().filter(|x| x.name == "http_requests_total" && instances.contains(&x.labels["instance"].as_str()))
-    {
+    for x in s.iter().filter(|x| x.name == "http_requests_total" && instances.contains(&x.labels["instance"].as_str())) {
         let inc = at(&x.points, to) - at(&x.points, from);
         all += inc;
         if x.labels["status"] == "5xx" {
@@ -755,10 +719,7 @@ fn severe_saturation_raises_queue_ttft_and_itl_without_preemption() {
 
 #[test]
 fn kv_cache_pressure_fills_the_cache_and_preempts_all_window_long() {
-    for (metrics, kv, itl_family) in [
-        ("v1", "vllm:kv_cache_usage_perc", ITL),
-        ("v0", "vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"),
-    ] {
+    for (metrics, kv, itl_family) in [("v1", "vllm:kv_cache_usage_perc", ITL), ("v0", "vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds")] {
         let spec = small_spec(Some("kv-cache-pressure"), metrics);
         let s = generate(&spec);
         let w = window(&s, &spec, MODEL_B);
@@ -886,30 +847,10 @@ fn every_scenario_fixture_parses_and_names_a_real_expectation() {
         // options only where the story needs them
         let needs = incident.kind.needs();
         for m in &spec.models {
-            assert_eq!(
-                m.spec_decode,
-                needs.spec_decode && m.name == incident.model,
-                "{stem}: spec_decode on {}",
-                m.name
-            );
-            assert_eq!(
-                m.dp_ranks > 1,
-                needs.data_parallel && m.name == incident.model,
-                "{stem}: dp_ranks on {}",
-                m.name
-            );
-            assert_eq!(
-                m.waiting_by_reason,
-                needs.waiting_by_reason && m.name == incident.model,
-                "{stem}: waiting_by_reason on {}",
-                m.name
-            );
-            assert_eq!(
-                m.kv_connector.is_some(),
-                (needs.nixl || needs.external_cache) && m.name == incident.model,
-                "{stem}: kv_connector on {}",
-                m.name
-            );
+            assert_eq!(m.spec_decode, needs.spec_decode && m.name == incident.model, "{stem}: spec_decode on {}", m.name);
+            assert_eq!(m.dp_ranks > 1, needs.data_parallel && m.name == incident.model, "{stem}: dp_ranks on {}", m.name);
+            assert_eq!(m.waiting_by_reason, needs.waiting_by_reason && m.name == incident.model, "{stem}: waiting_by_reason on {}", m.name);
+            assert_eq!(m.kv_connector.is_some(), (needs.nixl || needs.external_cache) && m.name == incident.model, "{stem}: kv_connector on {}", m.name);
         }
     }
     for kind in IncidentKind::ALL {

@@ -164,7 +164,15 @@ fn place(needs: &[Need]) -> (Vec<(String, Holds)>, Reading) {
 /// The counters, gauges and histograms `watched` reads, each once, and how each want (a chunk of
 /// signals asked as one query: `chunks[i]` is `wants[i]`) is computed from them. None when a
 /// want's signals could not all be planned so (it is asked as it is).
-pub fn plan(rules: &RuleSet, resolved: &BTreeMap<String, signals::Resolved>, watched: &BTreeMap<String, Watched>, chunks: &[Vec<String>], wants: &[Vec<Request>], ctx: &QueryContext, p: &RunParams) -> Reads {
+pub fn plan(
+    rules: &RuleSet,
+    resolved: &BTreeMap<String, signals::Resolved>,
+    watched: &BTreeMap<String, Watched>,
+    chunks: &[Vec<String>],
+    wants: &[Vec<Request>],
+    ctx: &QueryContext,
+    p: &RunParams,
+) -> Reads {
     let mut needs: Vec<Need> = Vec::new();
     let mut need = |n: Need| -> usize {
         match needs.iter().position(|x| *x == n) {
@@ -284,7 +292,10 @@ pub fn plan(rules: &RuleSet, resolved: &BTreeMap<String, signals::Resolved>, wat
     // span at its step (one range over both windows, or the baseline's and the window's).
     let mut out = Reads { ways: BTreeMap::new(), reading };
     for (ids, asked) in chunks.iter().zip(wants) {
-        let Some(signals) = ids.iter().map(|id| recipes.get(id).map(|r| (id.clone(), r.clone(), scope_labels(watched.get(id), p)))).collect::<Option<Vec<_>>>() else { continue };
+        let Some(signals) = ids.iter().map(|id| recipes.get(id).map(|r| (id.clone(), r.clone(), scope_labels(watched.get(id), p)))).collect::<Option<Vec<_>>>()
+        else {
+            continue;
+        };
         let used: BTreeSet<usize> = signals.iter().flat_map(|(_, r, _)| reads_of(r)).collect();
         let mine: Vec<&(String, Holds)> = queries
             .iter()
@@ -379,9 +390,7 @@ fn across_grid(series: &[&Series], across: Across, by: &[String]) -> Grid {
             }
         }
     }
-    acc.into_iter()
-        .map(|(g, at)| (g, at.into_iter().map(|(t, (x, n))| (t, if across == Across::Avg { x / n as f64 } else { x })).collect()))
-        .collect()
+    acc.into_iter().map(|(g, at)| (g, at.into_iter().map(|(t, (x, n))| (t, if across == Across::Avg { x / n as f64 } else { x })).collect())).collect()
 }
 
 /// `a op b` where both have the group at the instant.
@@ -425,10 +434,7 @@ fn quantile_grid(series: &[&Series], q: f64, by: &[String]) -> Grid {
             g.entry(ms(t)).or_default().push((bound, v));
         }
     }
-    buckets
-        .into_iter()
-        .map(|(g, at)| (g, at.into_iter().map(|(t, mut b)| (t, crate::local::functions::bucket_quantile(q, &mut b))).collect()))
-        .collect()
+    buckets.into_iter().map(|(g, at)| (g, at.into_iter().map(|(t, mut b)| (t, crate::local::functions::bucket_quantile(q, &mut b))).collect())).collect()
 }
 
 impl Trends {
@@ -503,4 +509,3 @@ impl Combine for Trends {
         Response { data: Data::Matrix(out), warnings, infos }
     }
 }
-

@@ -58,19 +58,15 @@ pub fn load_with_overrides(dir: Option<&Path>) -> Result<RuleSet, RuleError> {
             column: 0,
             message: format!("cannot read the rules directory: {e} (--rules takes a directory of *.toml files)"),
         };
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .map_err(io_err)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-            .collect();
+        let mut files: Vec<_> =
+            std::fs::read_dir(dir).map_err(io_err)?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "toml")).collect();
         files.sort();
         if files.is_empty() {
             return Err(RuleError { file: shown, line: 0, column: 0, message: "no *.toml rule files in this directory (--rules)".into() });
         }
         for f in files {
             let name = f.display().to_string();
-            let src = std::fs::read_to_string(&f)
-                .map_err(|e| RuleError { file: name.clone(), line: 0, column: 0, message: format!("cannot read: {e}") })?;
+            let src = std::fs::read_to_string(&f).map_err(|e| RuleError { file: name.clone(), line: 0, column: 0, message: format!("cannot read: {e}") })?;
             load_str(&mut set, &name, &src)?;
         }
         super::resolve_routes(&mut set)?;

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::rules::expr::Expr;
 use crate::report::Severity;
+use crate::rules::expr::Expr;
 use crate::signals::SignalDef;
 
 /// A rule file that cannot be used, at its line and column (0 when the problem is the file or
@@ -130,11 +130,7 @@ pub struct StandIn {
 impl RuleDef {
     /// Every condition the rule holds: `when`, the stand-in's, the caveat's and `[rule.recent]`'s.
     pub fn all_conditions(&self) -> impl Iterator<Item = &Condition> {
-        self.when
-            .iter()
-            .chain(self.stand_in.iter().flat_map(|s| &s.when))
-            .chain(self.caveat.iter().map(|c| &c.when))
-            .chain(self.recent_when.iter())
+        self.when.iter().chain(self.stand_in.iter().flat_map(|s| &s.when)).chain(self.caveat.iter().map(|c| &c.when)).chain(self.recent_when.iter())
     }
 
     /// Every signal the rule reads: the conditions' first, then the extra evidence, without repeats.
@@ -249,22 +245,17 @@ impl RuleSet {
     /// ([`RuleSet::reads_recent`]), without the ones the rules read anyway.
     pub fn late_signals(&self) -> std::collections::BTreeSet<String> {
         let own: std::collections::BTreeSet<String> = self.rules.iter().flat_map(|r| r.signals()).collect();
-        self.rules
-            .iter()
-            .filter(|r| self.reads_recent(r))
-            .flat_map(|r| self.recent_pairs(r))
-            .map(|(_, recent)| recent)
-            .filter(|s| !own.contains(s))
-            .collect()
+        self.rules.iter().filter(|r| self.reads_recent(r)).flat_map(|r| self.recent_pairs(r)).map(|(_, recent)| recent).filter(|s| !own.contains(s)).collect()
     }
 }
 
 impl RuleSet {
     /// Replace the default thresholds with a profile's.
     pub fn apply_profile(&mut self, name: &str) -> Result<(), String> {
-        let p = self.profiles.get(name).ok_or_else(|| {
-            format!("--profile {name:?}: no such profile. Known profiles: {}", self.profiles.keys().cloned().collect::<Vec<_>>().join(", "))
-        })?;
+        let p = self
+            .profiles
+            .get(name)
+            .ok_or_else(|| format!("--profile {name:?}: no such profile. Known profiles: {}", self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")))?;
         for (k, v) in p.thresholds.clone() {
             self.thresholds.insert(k, v);
         }

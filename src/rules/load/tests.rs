@@ -46,7 +46,9 @@ fn unknown_fields_severities_and_signals_are_rejected_with_their_line() {
     let mut set = RuleSet::default();
     let e = load_str(&mut set, "x.toml", "[[rule]]\nid = \"a\"\ntitle = \"A\"\nseverity = \"fatal\"\nsummary = \"s\"\nwhen = [\"x > 1\"]\n").unwrap_err();
     assert!(e.message.contains("fatal") || e.message.contains("variant"), "{e}");
-    let e = load_str(&mut set, "x.toml", "[[signal]]\nid = \"s\"\ntitle = \"S\"\nunit = \"seconds\"\nkind = \"quantile\"\nquantle = 0.9\nhistogram = [\"h\"]\n").unwrap_err();
+    let e =
+        load_str(&mut set, "x.toml", "[[signal]]\nid = \"s\"\ntitle = \"S\"\nunit = \"seconds\"\nkind = \"quantile\"\nquantle = 0.9\nhistogram = [\"h\"]\n")
+            .unwrap_err();
     assert_eq!(e.line, 1, "{e}");
     assert!(e.message.contains("quantle"), "{e}");
 
@@ -76,7 +78,8 @@ fn profiles_replace_the_default_thresholds() {
 fn a_user_file_overrides_a_builtin_rule_by_id() {
     let mut set = load_builtin().unwrap();
     let n = set.rules.len();
-    load_str(&mut set, "mine.toml", "[[rule]]\nid = \"slow-decode\"\ntitle = \"Mine\"\nseverity = \"critical\"\nsummary = \"s\"\nwhen = [\"itl_p95 > 1s\"]\n").unwrap();
+    load_str(&mut set, "mine.toml", "[[rule]]\nid = \"slow-decode\"\ntitle = \"Mine\"\nseverity = \"critical\"\nsummary = \"s\"\nwhen = [\"itl_p95 > 1s\"]\n")
+        .unwrap();
     assert_eq!(set.rules.len(), n);
     assert_eq!(set.rule("slow-decode").unwrap().title, "Mine");
     assert_eq!(set.rule("slow-decode").unwrap().origin, "mine.toml:1");
@@ -90,7 +93,8 @@ fn an_error_about_a_whole_file_or_directory_shows_no_position() {
 
 #[test]
 fn a_watched_signal_says_which_way_hurts_and_its_floor_fits_its_unit() {
-    let sig = |extra: &str| format!("[[signal]]\nid = \"w\"\ntitle = \"T\"\nunit = \"seconds\"\nkind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]\n{extra}\n");
+    let sig =
+        |extra: &str| format!("[[signal]]\nid = \"w\"\ntitle = \"T\"\nunit = \"seconds\"\nkind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]\n{extra}\n");
     let load = |extra: &str| load_str(&mut load_builtin().unwrap(), "mine.toml", &sig(extra)).map(|()| ());
     let mut set = load_builtin().unwrap();
     load_str(&mut set, "mine.toml", &sig("worse = \"up\"\nsymptom = true\nmoved_floor = \"250ms\"")).unwrap();
@@ -112,7 +116,9 @@ fn a_watched_signal_says_which_way_hurts_and_its_floor_fits_its_unit() {
 
 #[test]
 fn a_caveat_reads_only_the_rules_own_signals_and_says_something() {
-    let rule = |caveat: &str| format!("[[rule]]\nid = \"mine\"\ntitle = \"T\"\nseverity = \"info\"\nsummary = \"s\"\nwhen = [\"itl_p95 > 1s\"]\n\n[rule.caveat]\n{caveat}\n");
+    let rule = |caveat: &str| {
+        format!("[[rule]]\nid = \"mine\"\ntitle = \"T\"\nseverity = \"info\"\nsummary = \"s\"\nwhen = [\"itl_p95 > 1s\"]\n\n[rule.caveat]\n{caveat}\n")
+    };
     let mut set = load_builtin().unwrap();
     load_str(&mut set, "mine.toml", &rule("when = \"itl_p95 <= 0\"\ntext = \"blind\"")).unwrap();
     assert_eq!(set.rule("mine").unwrap().caveat.as_ref().map(|c| c.text.as_str()), Some("blind"));
@@ -129,7 +135,9 @@ fn a_caveat_reads_only_the_rules_own_signals_and_says_something() {
 
 #[test]
 fn a_recent_reading_must_be_a_short_read_of_the_same_kind_and_a_recent_rule_must_have_one() {
-    let sig = |id: &str, extra: &str| format!("[[signal]]\nid = \"{id}\"\ntitle = \"T\"\nunit = \"seconds\"\nkind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]\n{extra}\n");
+    let sig = |id: &str, extra: &str| {
+        format!("[[signal]]\nid = \"{id}\"\ntitle = \"T\"\nunit = \"seconds\"\nkind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]\n{extra}\n")
+    };
     let check = |text: &str| {
         let mut set = load_builtin().unwrap();
         load_str(&mut set, "mine.toml", text).unwrap();
@@ -148,7 +156,9 @@ fn a_recent_reading_must_be_a_short_read_of_the_same_kind_and_a_recent_rule_must
     let e = check(&rule("ttft_p95 > 1s")).unwrap_err();
     assert!(e.message.contains("recent = true (or [rule.recent]), but none of the signals it reads has a `recent` reading"), "{e}");
     // Its condition: a table with `when`, over the rule's own signals, reported at its place.
-    let gated = |when: &str| format!("[[rule]]\nid = \"mine\"\ntitle = \"T\"\nseverity = \"info\"\nsummary = \"s\"\nwhen = [\"itl_p95 > 1s\"]\n\n[rule.recent]\nwhen = \"{when}\"\n");
+    let gated = |when: &str| {
+        format!("[[rule]]\nid = \"mine\"\ntitle = \"T\"\nseverity = \"info\"\nsummary = \"s\"\nwhen = [\"itl_p95 > 1s\"]\n\n[rule.recent]\nwhen = \"{when}\"\n")
+    };
     check(&gated("itl_p95 >= 1.1x baseline")).unwrap();
     let mut set = load_builtin().unwrap();
     load_str(&mut set, "mine.toml", &gated("itl_p95 >= 1.1x baseline")).unwrap();
@@ -163,7 +173,8 @@ fn a_recent_reading_must_be_a_short_read_of_the_same_kind_and_a_recent_rule_must
     assert_eq!((e.file.as_str(), e.line, e.column), ("mine.toml", 9, 9), "{e}");
     let e = check(&gated("itl_p95 >= $nope")).unwrap_err();
     assert!(e.message.contains("uses $nope, which no [thresholds] table defines") && e.line == 9, "{e}");
-    let e = load_str(&mut load_builtin().unwrap(), "mine.toml", &gated("itl_p95 > 1s").replace("[rule.recent]\n", "[rule.recent]\nrange = \"5m\"\n")).unwrap_err();
+    let e =
+        load_str(&mut load_builtin().unwrap(), "mine.toml", &gated("itl_p95 > 1s").replace("[rule.recent]\n", "[rule.recent]\nrange = \"5m\"\n")).unwrap_err();
     assert!(e.message.contains("unknown field `range`"), "{e}");
     let e = load_str(&mut load_builtin().unwrap(), "mine.toml", &rule("itl_p95 > 1s").replace("recent = true", "recent = \"yes\"")).unwrap_err();
     assert!(e.message.contains("true, false, or a [rule.recent] table with `when`"), "{e}");
@@ -204,14 +215,21 @@ fn a_threshold_must_be_used_and_written_in_its_signals_unit() {
     // Misspelt: used by nothing, reported at its line with the name meant.
     let e = check("# mine\n[thresholds]\nttft_p95_hgh = \"1.5s\"\n").unwrap_err();
     assert_eq!((e.file.as_str(), e.line), ("mine.toml", 3), "{e}");
-    assert!(e.message.contains("threshold ttft_p95_hgh is used by no rule condition and no signal") && e.message.contains("Did you mean \"ttft_p95_high\"?"), "{e}");
+    assert!(
+        e.message.contains("threshold ttft_p95_hgh is used by no rule condition and no signal") && e.message.contains("Did you mean \"ttft_p95_high\"?"),
+        "{e}"
+    );
     // A new threshold for a rule of one's own is used.
     let own = "[thresholds]\nmy_ceiling = \"2s\"\n\n[[rule]]\nid = \"mine\"\ntitle = \"T\"\nseverity = \"info\"\nsummary = \"s\"\nwhen = [\"itl_p95 > $my_ceiling\"]\n";
     check(own).unwrap();
     // A percentage for a latency in seconds, and a duration for a share.
     let e = check("[thresholds]\nttft_p95_high = \"90%\"\n").unwrap_err();
     assert_eq!(e.line, 2, "{e}");
-    assert!(e.message.contains("threshold ttft_p95_high: \"90%\" is a percentage, but it is compared with values in seconds") && e.message.contains("compares ttft_p95 with it"), "{e}");
+    assert!(
+        e.message.contains("threshold ttft_p95_high: \"90%\" is a percentage, but it is compared with values in seconds")
+            && e.message.contains("compares ttft_p95 with it"),
+        "{e}"
+    );
     let e = check("[thresholds]\nkv_usage_high = \"90s\"\n").unwrap_err();
     assert!(e.message.contains("\"90s\" is a duration") && e.message.contains("a percentage (\"90%\") or a fraction (0.9)"), "{e}");
     // An SLO burn rate's target is a latency, its objective a share.

@@ -53,17 +53,13 @@ pub fn threshold_uses(set: &RuleSet) -> BTreeMap<String, Vec<ThresholdUse>> {
 /// Why threshold `name`, written as `text`, does not fit the values it is compared with, if it
 /// does not (`"90%"` for a latency in seconds), for the caller to put after the name.
 pub fn unit_misfit(name: &str, text: &str, uses: &BTreeMap<String, Vec<ThresholdUse>>) -> Option<String> {
-    uses.get(name)?
-        .iter()
-        .find_map(|u| crate::units::unit_mismatch(text, &u.unit).map(|why| format!("{why} ({})", u.by)))
+    uses.get(name)?.iter().find_map(|u| crate::units::unit_mismatch(text, &u.unit).map(|why| format!("{why} ({})", u.by)))
 }
 
 /// Why a threshold's value is outside the range of the values it is compared with (a share
 /// above 100%, a negative duration), naming the first user and the valid range.
 pub fn range_misfit(name: &str, value: f64, text: &str, uses: &BTreeMap<String, Vec<ThresholdUse>>) -> Option<String> {
-    uses.get(name)?
-        .iter()
-        .find_map(|u| crate::units::out_of_range(value, text, &u.unit).map(|why| format!("{why} ({})", u.by)))
+    uses.get(name)?.iter().find_map(|u| crate::units::out_of_range(value, text, &u.unit).map(|why| format!("{why} ({})", u.by)))
 }
 
 /// Every threshold's unit against the signals it is compared with (in `[thresholds]` and in the
@@ -163,10 +159,7 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
         }
         if let Some(s) = &r.stand_in {
             if let Some(m) = s.missing.iter().find(|m| !r.primary_signals().contains(m)) {
-                return Err(fail(format!(
-                    "rule {}: stand_in.missing names {m:?}, which none of the rule's own conditions or evidence reads",
-                    r.id
-                )));
+                return Err(fail(format!("rule {}: stand_in.missing names {m:?}, which none of the rule's own conditions or evidence reads", r.id)));
             }
         }
         if let Some(c) = &r.recent_when {

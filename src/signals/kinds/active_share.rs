@@ -22,10 +22,7 @@ impl Kind for ActiveShare {
         let (by, r) = (ctx.group_by.join(", "), promql_duration(ctx.range));
         let step = subquery_step(ctx);
         let inner = (step * 2).max(120);
-        Ok(plain(format!(
-            "avg_over_time((sum by ({by}) (rate({}[{inner}s])) > bool 0)[{r}:{step}s])",
-            ctx.selector.series(&resolved.names[0], &[])
-        )))
+        Ok(plain(format!("avg_over_time((sum by ({by}) (rate({}[{inner}s])) > bool 0)[{r}:{step}s])", ctx.selector.series(&resolved.names[0], &[]))))
     }
 
     fn replica_breakdown(&self) -> bool {

@@ -123,7 +123,10 @@ impl Gauge {
         let (ot, ac) = (over_time_fn(*over_time), across_fn(*across));
         let over_name = over.as_ref().map(|_| resolved.names[1].as_str());
         if attribute_via.is_empty() {
-            let whole = format!("{ac} by ({by}) ({})", scaled(reduced_gauge(ot, &sel.series(&resolved.names[0], &extra), bits, over_name.map(|o| sel.series(o, &extra)), ctx), *scale));
+            let whole = format!(
+                "{ac} by ({by}) ({})",
+                scaled(reduced_gauge(ot, &sel.series(&resolved.names[0], &extra), bits, over_name.map(|o| sel.series(o, &extra)), ctx), *scale)
+            );
             match less {
                 None => Ok(whole),
                 // Where the other gauge has no series for a scope, `or` takes 0 off.
@@ -212,11 +215,7 @@ fn across_fn(a: Across) -> &'static str {
 /// the same labels (`over`).
 fn reduced_gauge(ot: &str, series: &str, bits: &[u32], over: Option<String>, ctx: &QueryContext) -> String {
     let r = promql_duration(ctx.range);
-    let own = if bits.is_empty() {
-        format!("{ot}({series}[{r}])")
-    } else {
-        format!("{ot}(({})[{r}:{}s])", bits_set(series, bits), subquery_step(ctx))
-    };
+    let own = if bits.is_empty() { format!("{ot}({series}[{r}])") } else { format!("{ot}(({})[{r}:{}s])", bits_set(series, bits), subquery_step(ctx)) };
     match over {
         None => own,
         Some(o) => format!("({own} / {ot}({o}[{r}]))"),

@@ -194,7 +194,11 @@ pub struct ThresholdField<'a> {
 
 /// An error when a field that lists metric names lists none.
 fn nonempty(v: &[String], what: &str) -> Result<(), String> {
-    if v.is_empty() { Err(format!("`{what}` needs at least one metric name")) } else { Ok(()) }
+    if v.is_empty() {
+        Err(format!("`{what}` needs at least one metric name"))
+    } else {
+        Ok(())
+    }
 }
 
 /// A `match` field's matchers, an error prefixed with `what` (`match: ...`).
@@ -238,7 +242,11 @@ fn summed(read: SumRead, ctx: &QueryContext) -> (String, SumRead) {
 /// A declared `replica_label`, `$replica` standing for the run's.
 fn replica(declared: &String, ctx: &QueryContext) -> Result<String, String> {
     let l = if declared == RUN_REPLICA_LABEL { &ctx.replica_label } else { declared };
-    if crate::prom::is_label_name(l) { Ok(l.clone()) } else { Err(format!("replica_label {l:?} is not a label name")) }
+    if crate::prom::is_label_name(l) {
+        Ok(l.clone())
+    } else {
+        Err(format!("replica_label {l:?} is not a label name"))
+    }
 }
 
 /// The labels an attributed counter or gauge is joined to its anchor on, by default.

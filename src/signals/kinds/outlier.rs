@@ -62,7 +62,11 @@ impl Kind for Outlier {
     }
 
     fn required_series(&self) -> Vec<Vec<String>> {
-        if self.histogram.is_empty() { vec![self.gauge.clone()] } else { vec![hist(&self.histogram, "_bucket")] }
+        if self.histogram.is_empty() {
+            vec![self.gauge.clone()]
+        } else {
+            vec![hist(&self.histogram, "_bucket")]
+        }
     }
 
     fn queries(&self, resolved: &Resolved, ctx: &QueryContext) -> Result<SignalQueries, String> {

@@ -41,7 +41,11 @@ impl Kind for Rate {
 
     fn when_empty(&self) -> WhenEmpty {
         // Attributed through a join, a rate can be empty because the join matched nothing.
-        if self.attribute_via.is_empty() { WhenEmpty::Unread } else { WhenEmpty::MayBe }
+        if self.attribute_via.is_empty() {
+            WhenEmpty::Unread
+        } else {
+            WhenEmpty::MayBe
+        }
     }
 
     fn replica_breakdown(&self) -> bool {

@@ -114,7 +114,12 @@ impl Kind for Router {
         }
         // Read per engine instance, so that the finding names the worker held out.
         let by = ctx.group_by.join(", ");
-        Ok(SignalQueries { value: format!("max by ({by}) ({per})"), fetch: Some(per), per_replica: Some(("instance".to_string(), Reduction::Max)), ..plain(String::new()) })
+        Ok(SignalQueries {
+            value: format!("max by ({by}) ({per})"),
+            fetch: Some(per),
+            per_replica: Some(("instance".to_string(), Reduction::Max)),
+            ..plain(String::new())
+        })
     }
 }
 
@@ -138,11 +143,16 @@ impl Router {
         // `instance` is the join's: not also in group_left when the run groups by it.
         let (_, left, engine_by) = join_labels(&["instance".to_string()], &ctx.group_by);
         let engine_map = format!("group by ({engine_by}) (last_over_time({}[{r}]))", ctx.selector.series(engines, &[]));
-        let as_router = |x: String| format!("label_replace(label_replace({x}, \"router_instance\", \"$1\", \"instance\", \"(.*)\"), \"router_job\", \"$1\", \"job\", \"(.*)\")");
+        let as_router = |x: String| {
+            format!("label_replace(label_replace({x}, \"router_instance\", \"$1\", \"instance\", \"(.*)\"), \"router_job\", \"$1\", \"job\", \"(.*)\")")
+        };
         let as_engine = |x: String, label: &str| format!("label_replace({x}, \"instance\", \"$1\", \"{label}\", \"{WORKER_URL}\")");
         // Per engine instance, with the scope's labels: `reduce` over the worker-level series `x`.
         let per_engine = |x: String, reduce: &str| {
-            format!("{reduce} by ({engine_by}) ({reduce} by (instance) ({}) * on (instance) group_left ({left}) {engine_map})", as_engine(as_router(x), worker_label))
+            format!(
+                "{reduce} by ({engine_by}) ({reduce} by (instance) ({}) * on (instance) group_left ({left}) {engine_map})",
+                as_engine(as_router(x), worker_label)
+            )
         };
         // Per scope: a router-level expression `x`, to every scope its router's workers serve.
         let per_router = |x: String| -> String {

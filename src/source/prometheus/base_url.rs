@@ -10,9 +10,7 @@ const URL_FORMS: &str = "expected a URL like http://host:9090 or https://host/pr
 /// (and without a pasted `/api/v1`, which every request adds itself).
 pub(super) fn parse_base_url(raw: &str) -> Result<(Url, Option<(String, Secret)>), SourceError> {
     let text = raw.trim();
-    let bad = |why: &str| SourceError::Other {
-        detail: format!("invalid Prometheus URL {:?}: {why}; {URL_FORMS}", crate::prom::redact_url(text)),
-    };
+    let bad = |why: &str| SourceError::Other { detail: format!("invalid Prometheus URL {:?}: {why}; {URL_FORMS}", crate::prom::redact_url(text)) };
     if text.is_empty() {
         return Err(bad("it is empty"));
     }
@@ -38,9 +36,7 @@ pub(super) fn parse_base_url(raw: &str) -> Result<(Url, Option<(String, Secret)>
         return Err(bad("it has no host"));
     }
     if url.query().is_some() {
-        return Err(bad(
-            "it has a query string (?...), which a base URL cannot carry; use headers for tenants and keys",
-        ));
+        return Err(bad("it has a query string (?...), which a base URL cannot carry; use headers for tenants and keys"));
     }
     url.set_fragment(None);
 

@@ -40,8 +40,8 @@ mod tests;
 mod tls;
 pub(crate) mod transport;
 
-pub use retry::RetryPolicy;
 pub(crate) use retry::parse_retry_after;
+pub use retry::RetryPolicy;
 pub use secret::Secret;
 pub(crate) use tls::configure_tls;
 pub use tls::TlsOptions;
@@ -179,11 +179,7 @@ impl PrometheusClient {
         let (base, url_auth) = parse_base_url(&opts.base_url)?;
         let shown = show_url(&base);
 
-        let given = [
-            url_auth.is_some(),
-            opts.basic_auth.is_some(),
-            opts.bearer_token.is_some(),
-        ];
+        let given = [url_auth.is_some(), opts.basic_auth.is_some(), opts.bearer_token.is_some()];
         if given.iter().filter(|g| **g).count() > 1 {
             return Err(SourceError::Other {
                 detail: format!(
@@ -198,9 +194,8 @@ impl PrometheusClient {
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
         let mut header_names = vec!["accept".to_string()];
         for (name, value) in &opts.headers {
-            let header_name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| SourceError::Other {
-                detail: format!("{:?} is not a valid HTTP header name", name),
-            })?;
+            let header_name = HeaderName::from_bytes(name.trim().as_bytes())
+                .map_err(|_| SourceError::Other { detail: format!("{:?} is not a valid HTTP header name", name) })?;
             if header_name == reqwest::header::AUTHORIZATION && (basic_auth.is_some() || opts.bearer_token.is_some()) {
                 return Err(SourceError::Other {
                     detail: "--header Authorization is given as well as basic auth or a bearer token (--basic-auth-user, \
@@ -230,10 +225,7 @@ impl PrometheusClient {
             .user_agent(concat!("vllm-diag/", env!("CARGO_PKG_VERSION")))
             .default_headers(headers)
             .gzip(wants_gzip(&base))
-            .connect_timeout(
-                opts.query_timeout
-                    .clamp(Duration::from_millis(100), Duration::from_secs(10)),
-            )
+            .connect_timeout(opts.query_timeout.clamp(Duration::from_millis(100), Duration::from_secs(10)))
             // Our own retries decide what is repeated; a hidden second layer would double them.
             .retry(reqwest::retry::never())
             .redirect(reqwest::redirect::Policy::custom(|attempt| {
@@ -247,9 +239,7 @@ impl PrometheusClient {
                 }
             }));
         builder = configure_tls(builder, &opts.tls)?;
-        let http = builder.build().map_err(|e| SourceError::Other {
-            detail: format!("cannot set up the HTTP client: {}", chain_text(&e)),
-        })?;
+        let http = builder.build().map_err(|e| SourceError::Other { detail: format!("cannot set up the HTTP client: {}", chain_text(&e)) })?;
 
         let mut scrub: Vec<Secret> = opts.headers.iter().map(|(_, v)| v.clone()).collect();
         if let Some((user, pass)) = &basic_auth {
@@ -265,18 +255,9 @@ impl PrometheusClient {
             log.line(&format!(
                 "source {shown}: headers on every request: {}; TLS: {}{}{}",
                 header_names.join(", "),
-                tls.ca_file.as_ref().map_or("built-in roots".to_string(), |p| format!(
-                    "built-in roots + {}",
-                    p.display()
-                )),
-                tls.client_cert
-                    .as_ref()
-                    .map_or(String::new(), |(c, _)| format!(", client certificate {}", c.display())),
-                if tls.insecure_skip_verify {
-                    ", certificates NOT verified"
-                } else {
-                    ""
-                },
+                tls.ca_file.as_ref().map_or("built-in roots".to_string(), |p| format!("built-in roots + {}", p.display())),
+                tls.client_cert.as_ref().map_or(String::new(), |(c, _)| format!(", client certificate {}", c.display())),
+                if tls.insecure_skip_verify { ", certificates NOT verified" } else { "" },
             ));
         }
 
@@ -301,11 +282,7 @@ impl PrometheusClient {
     /// The full URL of an API path (`api/v1/query`) below the base, keeping the base's path prefix.
     pub fn endpoint(&self, path: &str) -> Url {
         let mut u = self.base.clone();
-        let joined = format!(
-            "{}/{}",
-            self.base.path().trim_end_matches('/'),
-            path.trim_start_matches('/')
-        );
+        let joined = format!("{}/{}", self.base.path().trim_end_matches('/'), path.trim_start_matches('/'));
         u.set_path(&joined);
         u
     }
@@ -326,23 +303,17 @@ impl PrometheusClient {
             let (summary, wait) = match &outcome {
                 Ok((ex, retry_after)) => {
                     let summary = format!("HTTP {}, {} bytes", ex.http_status, ex.body.len());
-                    let wait = matches!(ex.http_status, 429 | 502 | 503 | 504)
-                        .then(|| self.backoff(attempt, *retry_after))
-                        .filter(|_| !is_final_api_error(&ex.body));
+                    let wait =
+                        matches!(ex.http_status, 429 | 502 | 503 | 504).then(|| self.backoff(attempt, *retry_after)).filter(|_| !is_final_api_error(&ex.body));
                     (summary, wait)
                 }
                 Err(f) => (f.error.to_string(), f.retryable.then(|| self.backoff(attempt, None))),
             };
-            let retry_in =
-                wait.filter(|w| attempt < self.retry.attempts && self.time_left().is_none_or(|left| *w < left));
+            let retry_in = wait.filter(|w| attempt < self.retry.attempts && self.time_left().is_none_or(|left| *w < left));
             if let Some(log) = &self.debug {
                 let mut line = format!(
                     "{} {} [{}] -> {summary} in {} ms (attempt {attempt})",
-                    if matches!(req, Request::LabelValues { .. }) {
-                        "GET"
-                    } else {
-                        "POST"
-                    },
+                    if matches!(req, Request::LabelValues { .. }) { "GET" } else { "POST" },
                     self.endpoint(&req.path()),
                     describe_params(req),
                     started.elapsed().as_millis(),
@@ -393,11 +364,7 @@ impl PrometheusClient {
         if let Some(d) = retry_after {
             return d.min(self.retry.max_delay);
         }
-        let step = self
-            .retry
-            .base_delay
-            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)))
-            .min(self.retry.max_delay);
+        let step = self.retry.base_delay.saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1))).min(self.retry.max_delay);
         // Jitter between 0.5x and 1x, so clients retrying together spread out. The standard
         // library's randomly keyed hasher is random enough for that; no RNG crate needed.
         let random = {
@@ -413,9 +380,7 @@ impl PrometheusClient {
     async fn fetch_once(&self, req: &Request) -> Result<(Exchange, Option<Duration>), Failed> {
         let endpoint = self.endpoint(&req.path());
         let shown_endpoint = endpoint.to_string();
-        let body = url::form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(req.form(Some(self.query_timeout)))
-            .finish();
+        let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(req.form(Some(self.query_timeout))).finish();
 
         // Queries go as form-encoded POST (long PromQL breaks GET URLs behind proxies); the
         // label-values endpoint accepts only GET in Prometheus, so its few short parameters go in
@@ -425,11 +390,7 @@ impl PrometheusClient {
             u.set_query(Some(&body));
             self.http.get(u).timeout(self.request_timeout)
         } else {
-            self.http
-                .post(endpoint)
-                .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-                .timeout(self.request_timeout)
-                .body(body)
+            self.http.post(endpoint).header(CONTENT_TYPE, "application/x-www-form-urlencoded").timeout(self.request_timeout).body(body)
         };
         if let Some((user, pass)) = &self.basic_auth {
             builder = builder.basic_auth(user, Some(pass.expose()));
@@ -438,18 +399,11 @@ impl PrometheusClient {
             builder = builder.bearer_auth(token.expose());
         }
 
-        let resp = builder
-            .send()
-            .await
-            .map_err(|e| self.transport_error(&shown_endpoint, &e))?;
+        let resp = builder.send().await.map_err(|e| self.transport_error(&shown_endpoint, &e))?;
         let http_status = resp.status().as_u16();
         if (300..400).contains(&http_status) {
-            let to = resp
-                .headers()
-                .get(LOCATION)
-                .and_then(|v| v.to_str().ok())
-                .map(crate::prom::redact_url)
-                .unwrap_or_else(|| "an unnamed location".to_string());
+            let to =
+                resp.headers().get(LOCATION).and_then(|v| v.to_str().ok()).map(crate::prom::redact_url).unwrap_or_else(|| "an unnamed location".to_string());
             return Err(Failed {
                 error: SourceError::Other {
                     detail: self.scrubbed(&format!(
@@ -460,17 +414,8 @@ impl PrometheusClient {
                 retryable: false,
             });
         }
-        let content_type = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let retry_after = resp
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, chrono::Utc::now()));
+        let content_type = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| parse_retry_after(v, chrono::Utc::now()));
 
         let too_big = |url: &str| Failed {
             error: SourceError::Decode {
@@ -487,14 +432,7 @@ impl PrometheusClient {
             super::BodyError::TooBig => too_big(&shown_endpoint),
             super::BodyError::Broken(e) => self.transport_error(&shown_endpoint, &e),
         })?;
-        Ok((
-            Exchange {
-                http_status,
-                content_type: self.scrubbed(&content_type),
-                body: self.scrubbed(&body),
-            },
-            retry_after,
-        ))
+        Ok((Exchange { http_status, content_type: self.scrubbed(&content_type), body: self.scrubbed(&body) }, retry_after))
     }
 
     /// Translate a reqwest error into what a person can act on, without any credential in it.
@@ -502,10 +440,8 @@ impl PrometheusClient {
         let io_kind = io_error_kind(e);
         let text = self.scrubbed(&chain_text(e));
         let host = self.base.host_str().unwrap_or("the host");
-        let hangup = matches!(
-            io_kind,
-            Some(io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted | io::ErrorKind::BrokenPipe)
-        ) || is_incomplete_message(e);
+        let hangup =
+            matches!(io_kind, Some(io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted | io::ErrorKind::BrokenPipe)) || is_incomplete_message(e);
         // TLS 1.3 servers check a client certificate after the handshake and may just hang up.
         let mtls_hint = if self.base.scheme() == "https" && !self.client_cert {
             "; if the server requires a client certificate (mutual TLS), pass --cert-file and --key-file"
@@ -516,13 +452,7 @@ impl PrometheusClient {
         } else {
             ""
         };
-        let unreachable = |detail: String, retryable: bool| Failed {
-            error: SourceError::Unreachable {
-                url: self.shown.clone(),
-                detail,
-            },
-            retryable,
-        };
+        let unreachable = |detail: String, retryable: bool| Failed { error: SourceError::Unreachable { url: self.shown.clone(), detail }, retryable };
         // A certificate problem does not go away by asking again.
         if looks_like_tls(&text) {
             return unreachable(tls_advice(&text, host, self.client_cert), false);
@@ -531,45 +461,25 @@ impl PrometheusClient {
             return if io_kind == Some(io::ErrorKind::ConnectionRefused) {
                 unreachable("connection refused".to_string(), false)
             } else if text.contains("dns error") {
-                unreachable(
-                    format!("cannot resolve the host name {host} ({})", innermost(&text)),
-                    false,
-                )
+                unreachable(format!("cannot resolve the host name {host} ({})", innermost(&text)), false)
             } else if e.is_timeout() || io_kind == Some(io::ErrorKind::TimedOut) {
                 unreachable("no answer while connecting (connection timed out)".to_string(), false)
             } else if hangup {
                 // A flaky network or a restarting server: worth another try.
-                unreachable(
-                    format!("the connection was reset or closed while connecting{mtls_hint}"),
-                    true,
-                )
+                unreachable(format!("the connection was reset or closed while connecting{mtls_hint}"), true)
             } else {
                 unreachable(innermost(&text), false)
             };
         }
         if e.is_timeout() {
-            return Failed {
-                error: SourceError::Timeout {
-                    url: endpoint.to_string(),
-                    after: self.request_timeout,
-                },
-                retryable: false,
-            };
+            return Failed { error: SourceError::Timeout { url: endpoint.to_string(), after: self.request_timeout }, retryable: false };
         }
         let detail = if hangup {
-            format!(
-                "the connection was reset or closed before the answer was complete ({}){mtls_hint}",
-                innermost(&text)
-            )
+            format!("the connection was reset or closed before the answer was complete ({}){mtls_hint}", innermost(&text))
         } else {
             innermost(&text)
         };
-        Failed {
-            error: SourceError::Other {
-                detail: format!("request to {endpoint} failed: {detail}"),
-            },
-            retryable: hangup,
-        }
+        Failed { error: SourceError::Other { detail: format!("request to {endpoint} failed: {detail}") }, retryable: hangup }
     }
 
     fn scrubbed(&self, s: &str) -> String {
@@ -591,11 +501,7 @@ impl Source for PrometheusClient {
     }
 
     fn info(&self) -> SourceInfo {
-        SourceInfo {
-            kind: crate::report::SourceKind::Prometheus,
-            url: self.shown.clone(),
-            selector: String::new(),
-        }
+        SourceInfo { kind: crate::report::SourceKind::Prometheus, url: self.shown.clone(), selector: String::new() }
     }
 }
 
@@ -604,11 +510,7 @@ fn describe_params(req: &Request) -> String {
     req.form(None)
         .iter()
         .map(|(k, v)| {
-            let v = if v.chars().count() > 300 {
-                format!("{}...", v.chars().take(300).collect::<String>())
-            } else {
-                v.clone()
-            };
+            let v = if v.chars().count() > 300 { format!("{}...", v.chars().take(300).collect::<String>()) } else { v.clone() };
             format!("{k}={v}")
         })
         .collect::<Vec<_>>()

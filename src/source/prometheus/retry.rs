@@ -19,12 +19,7 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> RetryPolicy {
-        RetryPolicy {
-            attempts: 3,
-            base_delay: Duration::from_millis(250),
-            max_delay: Duration::from_secs(10),
-            deadline: None,
-        }
+        RetryPolicy { attempts: 3, base_delay: Duration::from_millis(250), max_delay: Duration::from_secs(10), deadline: None }
     }
 }
 
@@ -47,10 +42,7 @@ pub(super) fn is_final_api_error(body: &str) -> bool {
         #[serde(rename = "errorType")]
         error_type: Option<String>,
     }
-    serde_json::from_str::<E>(body)
-        .ok()
-        .and_then(|e| e.error_type)
-        .is_some_and(|t| t == "timeout" || t == "canceled")
+    serde_json::from_str::<E>(body).ok().and_then(|e| e.error_type).is_some_and(|t| t == "timeout" || t == "canceled")
 }
 
 /// Extra time the HTTP request gets beyond the server-side query timeout.

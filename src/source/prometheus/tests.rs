@@ -20,10 +20,7 @@ struct Seen {
 
 impl Seen {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
@@ -37,11 +34,7 @@ enum Reply {
 }
 
 fn http_response(status: &str, content_type: &str, body: &str) -> Vec<u8> {
-    format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
+    format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).into_bytes()
 }
 
 /// A one-connection HTTP/1.1 server on 127.0.0.1 that records the request and sends `reply`.
@@ -116,21 +109,13 @@ fn retrying_client(addr: SocketAddr, retry: RetryPolicy, log: Option<DebugLog>) 
 }
 
 fn fast_retries(attempts: u32) -> RetryPolicy {
-    RetryPolicy {
-        attempts,
-        base_delay: Duration::from_millis(5),
-        max_delay: Duration::from_secs(2),
-        deadline: None,
-    }
+    RetryPolicy { attempts, base_delay: Duration::from_millis(5), max_delay: Duration::from_secs(2), deadline: None }
 }
 
 fn capture() -> (DebugLog, Arc<Mutex<Vec<String>>>) {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let l2 = lines.clone();
-    (
-        DebugLog::new(move |s| l2.lock().expect("lock").push(s.to_string())),
-        lines,
-    )
+    (DebugLog::new(move |s| l2.lock().expect("lock").push(s.to_string())), lines)
 }
 
 async fn read_request(sock: &mut TcpStream) -> Option<Seen> {
@@ -149,15 +134,8 @@ async fn read_request(sock: &mut TcpStream) -> Option<Seen> {
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
     let mut lines = head.split("\r\n");
     let request_line = lines.next()?.to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
+    let headers: Vec<(String, String)> = lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
+    let len: usize = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-length")).and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
     let mut body = buf[head_end + 4..].to_vec();
     while body.len() < len {
         let n = sock.read(&mut chunk).await.ok()?;
@@ -166,27 +144,16 @@ async fn read_request(sock: &mut TcpStream) -> Option<Seen> {
         }
         body.extend_from_slice(&chunk[..n]);
     }
-    Some(Seen {
-        request_line,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
+    Some(Seen { request_line, headers, body: String::from_utf8_lossy(&body).into_owned() })
 }
 
 fn client(base: &str) -> PrometheusClient {
-    PrometheusClient::new(ClientOptions {
-        base_url: base.to_string(),
-        query_timeout: Duration::from_secs(5),
-        ..ClientOptions::default()
-    })
-    .expect("valid options")
+    PrometheusClient::new(ClientOptions { base_url: base.to_string(), query_timeout: Duration::from_secs(5), ..ClientOptions::default() })
+        .expect("valid options")
 }
 
 fn instant() -> Request {
-    Request::Instant {
-        query: "sum(rate(vllm:request_success_total{model_name=\"a b\"}[5m]))".into(),
-        time: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
-    }
+    Request::Instant { query: "sum(rate(vllm:request_success_total{model_name=\"a b\"}[5m]))".into(), time: Utc.timestamp_opt(1_700_000_000, 0).unwrap() }
 }
 
 const OK_BODY: &str = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
@@ -198,54 +165,28 @@ fn joins_paths_below_the_base_path_prefix() {
         ("http://host:9090/", "http://host:9090/api/v1/query"),
         ("https://host/prometheus", "https://host/prometheus/api/v1/query"),
         ("https://host/prometheus/", "https://host/prometheus/api/v1/query"),
-        (
-            "https://host/select/0/prometheus//",
-            "https://host/select/0/prometheus/api/v1/query",
-        ),
+        ("https://host/select/0/prometheus//", "https://host/select/0/prometheus/api/v1/query"),
         ("http://host:9090/api/v1/", "http://host:9090/api/v1/query"),
         ("https://host/prom/api/v1", "https://host/prom/api/v1/query"),
     ];
     for (base, want) in cases {
         assert_eq!(client(base).endpoint("api/v1/query").as_str(), want, "base {base}");
     }
-    assert_eq!(
-        client("https://host/prometheus")
-            .endpoint("api/v1/label/__name__/values")
-            .as_str(),
-        "https://host/prometheus/api/v1/label/__name__/values"
-    );
+    assert_eq!(client("https://host/prometheus").endpoint("api/v1/label/__name__/values").as_str(), "https://host/prometheus/api/v1/label/__name__/values");
 }
 
 #[test]
 fn info_shows_the_base_url_without_trailing_slash_or_credentials() {
     let c = client("https://alice:s3cr%40t@host/prometheus/");
-    assert_eq!(
-        c.info(),
-        SourceInfo {
-            kind: crate::report::SourceKind::Prometheus,
-            url: "https://host/prometheus".into(),
-            selector: String::new()
-        }
-    );
+    assert_eq!(c.info(), SourceInfo { kind: crate::report::SourceKind::Prometheus, url: "https://host/prometheus".into(), selector: String::new() });
     assert_eq!(client("http://host:9090/").info().url, "http://host:9090");
     assert!(!format!("{c:?}").contains("s3cr"));
 }
 
 #[test]
 fn rejects_urls_that_are_not_http_base_urls_and_says_what_is_expected() {
-    for bad in [
-        "",
-        "localhost:9090",
-        "ftp://host/",
-        "http://",
-        "not a url",
-        "http://host:9090/?tenant=x",
-    ] {
-        let err = PrometheusClient::new(ClientOptions {
-            base_url: bad.into(),
-            ..ClientOptions::default()
-        })
-        .expect_err(bad);
+    for bad in ["", "localhost:9090", "ftp://host/", "http://", "not a url", "http://host:9090/?tenant=x"] {
+        let err = PrometheusClient::new(ClientOptions { base_url: bad.into(), ..ClientOptions::default() }).expect_err(bad);
         let msg = err.to_string();
         assert!(msg.contains("http://host:9090"), "{msg}");
     }
@@ -253,17 +194,8 @@ fn rejects_urls_that_are_not_http_base_urls_and_says_what_is_expected() {
 
 #[test]
 fn an_invalid_url_never_echoes_its_password() {
-    for bad in [
-        "alice:hunter22@host:9090",
-        "ftp://alice:hunter22@host/",
-        "http://alice:hunter22@host/?x=1",
-        "http://alice:hun/ter22@host:9090",
-    ] {
-        let err = PrometheusClient::new(ClientOptions {
-            base_url: bad.into(),
-            ..ClientOptions::default()
-        })
-        .expect_err(bad);
+    for bad in ["alice:hunter22@host:9090", "ftp://alice:hunter22@host/", "http://alice:hunter22@host/?x=1", "http://alice:hun/ter22@host:9090"] {
+        let err = PrometheusClient::new(ClientOptions { base_url: bad.into(), ..ClientOptions::default() }).expect_err(bad);
         assert!(!err.to_string().contains("hunter22") && !err.to_string().contains("ter22"), "{err}");
     }
     // A password whose `/` cut the host short: the error says to percent-encode it.
@@ -273,22 +205,15 @@ fn an_invalid_url_never_echoes_its_password() {
 
 #[test]
 fn credentials_given_twice_are_refused() {
-    let err = PrometheusClient::new(ClientOptions {
-        base_url: "http://u:p@host".into(),
-        bearer_token: Some("tok".into()),
-        ..ClientOptions::default()
-    })
-    .expect_err("two kinds of credentials");
+    let err = PrometheusClient::new(ClientOptions { base_url: "http://u:p@host".into(), bearer_token: Some("tok".into()), ..ClientOptions::default() })
+        .expect_err("two kinds of credentials");
     assert!(err.to_string().contains("more than once"));
 }
 
 #[test]
 fn an_invalid_header_value_is_refused_without_showing_it() {
-    let err = PrometheusClient::new(ClientOptions {
-        headers: vec![("X-Api-Key".into(), "abc\ndef-secret".into())],
-        ..ClientOptions::default()
-    })
-    .expect_err("newline in header");
+    let err = PrometheusClient::new(ClientOptions { headers: vec![("X-Api-Key".into(), "abc\ndef-secret".into())], ..ClientOptions::default() })
+        .expect_err("newline in header");
     let msg = err.to_string();
     assert!(msg.contains("x-api-key") && !msg.contains("def-secret"), "{msg}");
 }
@@ -318,27 +243,19 @@ async fn sends_a_form_encoded_post_below_the_path_prefix() {
     let (addr, seen) = serve_once(Reply::Bytes(http_response("200 OK", "application/json", OK_BODY))).await;
     let c = client(&format!("http://{addr}/prometheus/"));
     let ex = c.send(&instant()).await.expect("exchange");
-    assert_eq!(
-        ex,
-        Exchange {
-            http_status: 200,
-            content_type: "application/json".into(),
-            body: OK_BODY.into()
-        }
-    );
+    assert_eq!(ex, Exchange { http_status: 200, content_type: "application/json".into(), body: OK_BODY.into() });
 
     let seen = seen.lock().expect("lock").clone().expect("server saw a request");
     assert_eq!(seen.request_line, "POST /prometheus/api/v1/query HTTP/1.1");
     assert_eq!(seen.header("content-type"), Some("application/x-www-form-urlencoded"));
     assert_eq!(seen.header("accept"), Some("application/json"));
-    assert_eq!(
-        seen.header("user-agent"),
-        Some(concat!("vllm-diag/", env!("CARGO_PKG_VERSION")))
-    );
+    assert_eq!(seen.header("user-agent"), Some(concat!("vllm-diag/", env!("CARGO_PKG_VERSION"))));
     // A server on this host is not asked for compressed answers (see `wants_gzip`); a remote one is.
     assert!(!seen.header("accept-encoding").is_some_and(|v| v.contains("gzip")), "{:?}", seen.header("accept-encoding"));
     let url = |u: &str| url::Url::parse(u).unwrap();
-    assert!(!super::wants_gzip(&url("http://127.0.0.1:9090")) && !super::wants_gzip(&url("http://localhost:9090")) && !super::wants_gzip(&url("http://[::1]:9090")));
+    assert!(
+        !super::wants_gzip(&url("http://127.0.0.1:9090")) && !super::wants_gzip(&url("http://localhost:9090")) && !super::wants_gzip(&url("http://[::1]:9090"))
+    );
     assert!(super::wants_gzip(&url("https://prometheus.example.com")) && super::wants_gzip(&url("http://10.0.0.7:9090")));
     assert!(seen.header("authorization").is_none());
     let form: Vec<(String, String)> = url::form_urlencoded::parse(seen.body.as_bytes()).into_owned().collect();
@@ -379,27 +296,10 @@ async fn any_http_status_comes_back_as_an_exchange() {
     let (addr, _) = serve_once(Reply::Bytes(http_response("502 Bad Gateway", "text/html", html))).await;
     let c = retrying_client(addr, fast_retries(1), None);
     let ex = c.send(&instant()).await.expect("exchange");
-    assert_eq!(
-        ex,
-        Exchange {
-            http_status: 502,
-            content_type: "text/html".into(),
-            body: html.into()
-        }
-    );
+    assert_eq!(ex, Exchange { http_status: 502, content_type: "text/html".into(), body: html.into() });
     let (addr, _) = serve_once(Reply::Bytes(http_response("418 I'm a teapot", "text/html", html))).await;
-    let ex = client(&format!("http://{addr}"))
-        .send(&instant())
-        .await
-        .expect("exchange");
-    assert_eq!(
-        ex,
-        Exchange {
-            http_status: 418,
-            content_type: "text/html".into(),
-            body: html.into()
-        }
-    );
+    let ex = client(&format!("http://{addr}")).send(&instant()).await.expect("exchange");
+    assert_eq!(ex, Exchange { http_status: 418, content_type: "text/html".into(), body: html.into() });
 }
 
 #[tokio::test]
@@ -407,27 +307,17 @@ async fn a_redirect_that_would_drop_the_post_body_is_an_error_naming_the_target(
     let reply = "HTTP/1.1 302 Found\r\nLocation: https://u:pw1234@other/prometheus/api/v1/query\r\n\
                  Content-Length: 0\r\nConnection: close\r\n\r\n";
     let (addr, _) = serve_once(Reply::Bytes(reply.as_bytes().to_vec())).await;
-    let err = client(&format!("http://{addr}"))
-        .send(&instant())
-        .await
-        .expect_err("redirect");
+    let err = client(&format!("http://{addr}")).send(&instant()).await.expect_err("redirect");
     let msg = err.to_string();
-    assert!(
-        msg.contains("redirects (HTTP 302) to https://***@other/prometheus"),
-        "{msg}"
-    );
+    assert!(msg.contains("redirects (HTTP 302) to https://***@other/prometheus"), "{msg}");
     assert!(!msg.contains("pw1234"));
 }
 
 #[tokio::test]
 async fn a_server_that_stalls_maps_to_timeout() {
     let (addr, _) = serve_once(Reply::Stall).await;
-    let c = PrometheusClient::new(ClientOptions {
-        base_url: format!("http://{addr}"),
-        query_timeout: Duration::from_millis(200),
-        ..ClientOptions::default()
-    })
-    .expect("client");
+    let c = PrometheusClient::new(ClientOptions { base_url: format!("http://{addr}"), query_timeout: Duration::from_millis(200), ..ClientOptions::default() })
+        .expect("client");
     let started = std::time::Instant::now();
     let err = c.send(&instant()).await.expect_err("must time out");
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -448,13 +338,7 @@ async fn nothing_listening_maps_to_connection_refused_without_credentials() {
     };
     let c = client(&format!("http://admin:hunter22@127.0.0.1:{port}/prom"));
     let err = c.send(&instant()).await.expect_err("nothing listens");
-    assert_eq!(
-        err,
-        SourceError::Unreachable {
-            url: format!("http://127.0.0.1:{port}/prom"),
-            detail: "connection refused".into()
-        }
-    );
+    assert_eq!(err, SourceError::Unreachable { url: format!("http://127.0.0.1:{port}/prom"), detail: "connection refused".into() });
     assert!(err.is_unreachable());
     assert!(!format!("{err} {err:?}").contains("hunter22"));
     assert!(!format!("{err} {err:?}").contains("admin"));
@@ -464,31 +348,19 @@ async fn nothing_listening_maps_to_connection_refused_without_credentials() {
 async fn a_body_over_the_cap_is_a_decode_error() {
     let big = "x".repeat(10_000);
     let with_length = http_response("200 OK", "application/json", &big);
-    let without_length =
-        format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{big}").into_bytes();
+    let without_length = format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{big}").into_bytes();
     for reply in [with_length, without_length] {
         let (addr, _) = serve_once(Reply::Bytes(reply)).await;
-        let c = PrometheusClient::new(ClientOptions {
-            base_url: format!("http://{addr}"),
-            max_body_bytes: 1000,
-            ..ClientOptions::default()
-        })
-        .expect("client");
+        let c = PrometheusClient::new(ClientOptions { base_url: format!("http://{addr}"), max_body_bytes: 1000, ..ClientOptions::default() }).expect("client");
         let err = c.send(&instant()).await.expect_err("too big");
-        let SourceError::Decode { detail, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let SourceError::Decode { detail, .. } = &err else { panic!("{err:?}") };
         assert!(detail.starts_with("response larger than 1000 bytes"), "{detail}");
     }
 }
 
-
 #[test]
 fn innermost_keeps_the_cause_without_os_error_codes() {
-    assert_eq!(
-        innermost("client error (Connect): tcp connect error: Connection refused (os error 111)"),
-        "connection refused"
-    );
+    assert_eq!(innermost("client error (Connect): tcp connect error: Connection refused (os error 111)"), "connection refused");
     assert_eq!(innermost(""), "unknown error");
 }
 
@@ -510,37 +382,22 @@ async fn a_503_is_retried_and_the_next_answer_counts() {
 
 #[tokio::test]
 async fn retry_after_on_a_429_sets_the_wait() {
-    let reply =
-        "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 4\r\nConnection: close\r\n\r\nslow"
-            .to_string();
-    let (addr, seen) = serve_seq(vec![
-        Reply::Bytes(reply.into_bytes()),
-        Reply::Bytes(http_response("200 OK", "application/json", OK_BODY)),
-    ])
-    .await;
+    let reply = "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 4\r\nConnection: close\r\n\r\nslow".to_string();
+    let (addr, seen) = serve_seq(vec![Reply::Bytes(reply.into_bytes()), Reply::Bytes(http_response("200 OK", "application/json", OK_BODY))]).await;
     let (log, lines) = capture();
     let c = retrying_client(addr, fast_retries(3), Some(log));
     assert_eq!(c.send(&instant()).await.expect("exchange").http_status, 200);
     assert_eq!(seen.lock().expect("lock").len(), 2);
     let lines = lines.lock().expect("lock").join("\n");
-    assert!(
-        lines.contains("HTTP 429, 4 bytes") && lines.contains("retrying in 1000 ms"),
-        "{lines}"
-    );
+    assert!(lines.contains("HTTP 429, 4 bytes") && lines.contains("retrying in 1000 ms"), "{lines}");
 }
 
 #[test]
 fn retry_after_is_read_as_seconds_or_as_an_http_date() {
     let now = Utc.with_ymd_and_hms(2015, 10, 21, 7, 28, 0).unwrap();
     assert_eq!(parse_retry_after("7", now), Some(Duration::from_secs(7)));
-    assert_eq!(
-        parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now),
-        Some(Duration::from_secs(30))
-    );
-    assert_eq!(
-        parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now),
-        Some(Duration::ZERO)
-    );
+    assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now), Some(Duration::from_secs(30)));
+    assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now), Some(Duration::ZERO));
     assert_eq!(parse_retry_after("soon", now), None);
 }
 
@@ -548,15 +405,10 @@ fn retry_after_is_read_as_seconds_or_as_an_http_date() {
 async fn client_errors_are_never_retried() {
     let body = r#"{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}"#;
     for status in ["400 Bad Request", "422 Unprocessable Entity", "404 Not Found"] {
-        let (addr, seen) = serve_seq(vec![
-            Reply::Bytes(http_response(status, "application/json", body)),
-            Reply::Bytes(http_response("200 OK", "application/json", OK_BODY)),
-        ])
-        .await;
-        let ex = retrying_client(addr, fast_retries(3), None)
-            .send(&instant())
-            .await
-            .expect("exchange");
+        let (addr, seen) =
+            serve_seq(vec![Reply::Bytes(http_response(status, "application/json", body)), Reply::Bytes(http_response("200 OK", "application/json", OK_BODY))])
+                .await;
+        let ex = retrying_client(addr, fast_retries(3), None).send(&instant()).await.expect("exchange");
         assert_eq!(ex.http_status.to_string(), status[..3], "{status}");
         assert_eq!(seen.lock().expect("lock").len(), 1, "{status} was retried");
     }
@@ -570,10 +422,7 @@ async fn a_server_side_query_timeout_is_not_retried() {
         Reply::Bytes(http_response("200 OK", "application/json", OK_BODY)),
     ])
     .await;
-    let ex = retrying_client(addr, fast_retries(3), None)
-        .send(&instant())
-        .await
-        .expect("exchange");
+    let ex = retrying_client(addr, fast_retries(3), None).send(&instant()).await.expect("exchange");
     assert_eq!(ex.http_status, 503);
     assert_eq!(seen.lock().expect("lock").len(), 1);
 }
@@ -581,17 +430,8 @@ async fn a_server_side_query_timeout_is_not_retried() {
 #[tokio::test]
 async fn retries_stop_after_the_last_attempt_with_the_last_answer() {
     let unavailable = || Reply::Bytes(http_response("503 Service Unavailable", "text/plain", "busy"));
-    let (addr, seen) = serve_seq(vec![
-        unavailable(),
-        unavailable(),
-        unavailable(),
-        Reply::Bytes(http_response("200 OK", "application/json", OK_BODY)),
-    ])
-    .await;
-    let ex = retrying_client(addr, fast_retries(3), None)
-        .send(&instant())
-        .await
-        .expect("exchange");
+    let (addr, seen) = serve_seq(vec![unavailable(), unavailable(), unavailable(), Reply::Bytes(http_response("200 OK", "application/json", OK_BODY))]).await;
+    let ex = retrying_client(addr, fast_retries(3), None).send(&instant()).await.expect("exchange");
     assert_eq!((ex.http_status, ex.body.as_str()), (503, "busy"));
     assert_eq!(seen.lock().expect("lock").len(), 3);
 }
@@ -599,41 +439,19 @@ async fn retries_stop_after_the_last_attempt_with_the_last_answer() {
 #[tokio::test]
 async fn no_retry_starts_that_would_end_after_the_deadline() {
     let reply = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 120\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbusy";
-    let (addr, seen) = serve_seq(vec![
-        Reply::Bytes(reply.as_bytes().to_vec()),
-        Reply::Bytes(http_response("200 OK", "application/json", OK_BODY)),
-    ])
-    .await;
+    let (addr, seen) = serve_seq(vec![Reply::Bytes(reply.as_bytes().to_vec()), Reply::Bytes(http_response("200 OK", "application/json", OK_BODY))]).await;
     let (log, lines) = capture();
-    let policy = RetryPolicy {
-        deadline: Some(Duration::from_secs(60)),
-        max_delay: Duration::from_secs(300),
-        ..fast_retries(3)
-    };
-    let ex = retrying_client(addr, policy, Some(log))
-        .send(&instant())
-        .await
-        .expect("exchange");
+    let policy = RetryPolicy { deadline: Some(Duration::from_secs(60)), max_delay: Duration::from_secs(300), ..fast_retries(3) };
+    let ex = retrying_client(addr, policy, Some(log)).send(&instant()).await.expect("exchange");
     assert_eq!(ex.http_status, 503);
     assert_eq!(seen.lock().expect("lock").len(), 1);
-    assert!(lines
-        .lock()
-        .expect("lock")
-        .join("\n")
-        .contains("not retried (no attempts or time left)"));
+    assert!(lines.lock().expect("lock").join("\n").contains("not retried (no attempts or time left)"));
 }
 
 #[tokio::test]
 async fn a_connection_reset_is_retried() {
-    let (addr, seen) = serve_seq(vec![
-        Reply::Reset,
-        Reply::Bytes(http_response("200 OK", "application/json", OK_BODY)),
-    ])
-    .await;
-    let ex = retrying_client(addr, fast_retries(3), None)
-        .send(&instant())
-        .await
-        .expect("exchange");
+    let (addr, seen) = serve_seq(vec![Reply::Reset, Reply::Bytes(http_response("200 OK", "application/json", OK_BODY))]).await;
+    let ex = retrying_client(addr, fast_retries(3), None).send(&instant()).await.expect("exchange");
     assert_eq!(ex.http_status, 200);
     assert_eq!(seen.lock().expect("lock").len(), 2);
 }
@@ -641,15 +459,9 @@ async fn a_connection_reset_is_retried() {
 #[tokio::test]
 async fn a_reset_on_every_attempt_ends_in_an_error_that_says_so() {
     let (addr, _) = serve_seq(vec![Reply::Reset, Reply::Reset]).await;
-    let err = retrying_client(addr, fast_retries(2), None)
-        .send(&instant())
-        .await
-        .expect_err("reset twice");
+    let err = retrying_client(addr, fast_retries(2), None).send(&instant()).await.expect_err("reset twice");
     let text = err.to_string();
-    assert!(
-        text.contains(&format!("http://{addr}/api/v1/query")) && text.contains("reset"),
-        "{text}"
-    );
+    assert!(text.contains(&format!("http://{addr}/api/v1/query")) && text.contains("reset"), "{text}");
 }
 
 #[tokio::test]
@@ -664,11 +476,7 @@ async fn a_body_that_echoes_a_credential_has_it_masked() {
     })
     .expect("client");
     let ex = c.send(&instant()).await.expect("exchange");
-    assert!(
-        !ex.body.contains("pw-echo") && !ex.body.contains("YWxpY2U6cHctZWNobw=="),
-        "{}",
-        ex.body
-    );
+    assert!(!ex.body.contains("pw-echo") && !ex.body.contains("YWxpY2U6cHctZWNobw=="), "{}", ex.body);
     assert!(ex.body.contains("Basic ***"), "{}", ex.body);
 }
 
@@ -686,19 +494,10 @@ async fn the_debug_log_names_every_attempt_and_no_credential() {
     .expect("client");
     c.send(&instant()).await.expect("exchange");
     let text = lines.lock().expect("lock").join("\n");
-    assert!(
-        text.contains("x-scope-orgid (value masked)") && text.contains("authorization: Bearer (masked)"),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!("POST http://{addr}/prom/api/v1/query [query=sum(rate(")),
-        "{text}"
-    );
+    assert!(text.contains("x-scope-orgid (value masked)") && text.contains("authorization: Bearer (masked)"), "{text}");
+    assert!(text.contains(&format!("POST http://{addr}/prom/api/v1/query [query=sum(rate(")), "{text}");
     assert!(text.contains("-> HTTP 200"), "{text}");
-    assert!(
-        !text.contains("tok-debug-1") && !text.contains("tenant-secret"),
-        "{text}"
-    );
+    assert!(!text.contains("tok-debug-1") && !text.contains("tenant-secret"), "{text}");
 }
 
 #[test]
@@ -712,21 +511,12 @@ fn base64_matches_the_standard_alphabet_and_padding() {
 #[test]
 fn tls_failures_are_explained_with_the_flag_that_fixes_them() {
     let unknown = tls_advice("invalid peer certificate: UnknownIssuer", "prom", false);
-    assert!(
-        unknown.contains("--ca-file") && unknown.contains("nknownIssuer"),
-        "{unknown}"
-    );
+    assert!(unknown.contains("--ca-file") && unknown.contains("nknownIssuer"), "{unknown}");
     assert!(tls_advice("received corrupt message of type InvalidContentType", "prom", false).contains("http://"));
-    assert!(
-        tls_advice("invalid peer certificate: NotValidForName", "prom.example", false).contains("prom.example")
-    );
+    assert!(tls_advice("invalid peer certificate: NotValidForName", "prom.example", false).contains("prom.example"));
     assert!(tls_advice("received fatal alert: CertificateRequired", "h", false).contains("--cert-file"));
-    assert!(
-        tls_advice("received fatal alert: BadCertificate", "h", false).contains("requires a client certificate")
-    );
-    assert!(
-        tls_advice("received fatal alert: BadCertificate", "h", true).contains("rejected the client certificate")
-    );
+    assert!(tls_advice("received fatal alert: BadCertificate", "h", false).contains("requires a client certificate"));
+    assert!(tls_advice("received fatal alert: BadCertificate", "h", true).contains("rejected the client certificate"));
 }
 
 #[test]
@@ -736,30 +526,12 @@ fn tls_files_that_are_missing_or_not_pem_name_the_flag_and_the_file() {
     std::fs::write(&junk, "hello").expect("write");
     let missing = dir.path().join("missing.pem");
     let try_tls = |tls: TlsOptions| {
-        PrometheusClient::new(ClientOptions {
-            base_url: "https://h".into(),
-            tls,
-            ..ClientOptions::default()
-        })
-        .expect_err("bad TLS files")
-        .to_string()
+        PrometheusClient::new(ClientOptions { base_url: "https://h".into(), tls, ..ClientOptions::default() }).expect_err("bad TLS files").to_string()
     };
-    let e = try_tls(TlsOptions {
-        ca_file: Some(missing.clone()),
-        ..TlsOptions::default()
-    });
-    assert!(
-        e.starts_with("--ca-file") && e.contains("missing.pem") && e.contains("cannot read"),
-        "{e}"
-    );
-    let e = try_tls(TlsOptions {
-        ca_file: Some(junk.clone()),
-        ..TlsOptions::default()
-    });
+    let e = try_tls(TlsOptions { ca_file: Some(missing.clone()), ..TlsOptions::default() });
+    assert!(e.starts_with("--ca-file") && e.contains("missing.pem") && e.contains("cannot read"), "{e}");
+    let e = try_tls(TlsOptions { ca_file: Some(junk.clone()), ..TlsOptions::default() });
     assert!(e.contains("--ca-file") && e.contains("no PEM certificate"), "{e}");
-    let e = try_tls(TlsOptions {
-        client_cert: Some((junk.clone(), junk.clone())),
-        ..TlsOptions::default()
-    });
+    let e = try_tls(TlsOptions { client_cert: Some((junk.clone(), junk.clone())), ..TlsOptions::default() });
     assert!(e.contains("--cert-file") && e.contains("junk.pem"), "{e}");
 }

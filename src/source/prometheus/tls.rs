@@ -22,19 +22,14 @@ pub struct TlsOptions {
 /// name the flag and the file; a key's content never appears in them.
 pub(crate) fn configure_tls(mut builder: reqwest::ClientBuilder, tls: &TlsOptions) -> Result<reqwest::ClientBuilder, SourceError> {
     let read = |flag: &str, path: &PathBuf| -> Result<Vec<u8>, SourceError> {
-        std::fs::read(path).map_err(|e| SourceError::Other {
-            detail: format!("{flag} {}: cannot read it: {}", path.display(), io_text(&e)),
-        })
+        std::fs::read(path).map_err(|e| SourceError::Other { detail: format!("{flag} {}: cannot read it: {}", path.display(), io_text(&e)) })
     };
     if let Some(path) = &tls.ca_file {
         let pem = read("--ca-file", path)?;
         let certs = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
         if certs.is_empty() {
             return Err(SourceError::Other {
-                detail: format!(
-                    "--ca-file {}: holds no PEM certificate (expected -----BEGIN CERTIFICATE----- blocks)",
-                    path.display()
-                ),
+                detail: format!("--ca-file {}: holds no PEM certificate (expected -----BEGIN CERTIFICATE----- blocks)", path.display()),
             });
         }
         for cert in certs {
@@ -45,16 +40,11 @@ pub(crate) fn configure_tls(mut builder: reqwest::ClientBuilder, tls: &TlsOption
         let mut pem = read("--cert-file", cert_path)?;
         let key = read("--key-file", key_path)?;
         if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
-            return Err(SourceError::Other {
-                detail: format!("--cert-file {}: holds no PEM certificate", cert_path.display()),
-            });
+            return Err(SourceError::Other { detail: format!("--cert-file {}: holds no PEM certificate", cert_path.display()) });
         }
         if !String::from_utf8_lossy(&key).contains("PRIVATE KEY-----") {
             return Err(SourceError::Other {
-                detail: format!(
-                    "--key-file {}: holds no PEM private key (expected a -----BEGIN PRIVATE KEY----- block)",
-                    key_path.display()
-                ),
+                detail: format!("--key-file {}: holds no PEM private key (expected a -----BEGIN PRIVATE KEY----- block)", key_path.display()),
             });
         }
         pem.push(b'\n');
@@ -118,15 +108,5 @@ pub(super) fn tls_advice(text: &str, host: &str, client_cert: bool) -> String {
 
 pub(super) fn looks_like_tls(text: &str) -> bool {
     let t = text.to_ascii_lowercase();
-    [
-        "certificate",
-        "tls",
-        "handshake",
-        "ssl",
-        "alert",
-        "corrupt message",
-        "invalidcontenttype",
-    ]
-    .iter()
-    .any(|w| t.contains(w))
+    ["certificate", "tls", "handshake", "ssl", "alert", "corrupt message", "invalidcontenttype"].iter().any(|w| t.contains(w))
 }

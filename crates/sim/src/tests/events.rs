@@ -147,15 +147,18 @@ fn refuses_events_that_cannot_happen_naming_the_field() {
             vec!["event[1]", "replica 2", "does not exist yet"],
         ),
         (
-            ev("kind = \"replica-removed\"\nmodel = \"org/Model\"\nat = \"8m\"\nreplicas = [0]") + &ev("kind = \"restart\"\nmodel = \"org/Model\"\nat = \"5m\""),
+            ev("kind = \"replica-removed\"\nmodel = \"org/Model\"\nat = \"8m\"\nreplicas = [0]")
+                + &ev("kind = \"restart\"\nmodel = \"org/Model\"\nat = \"5m\""),
             vec!["event[1]", "replica 0", "removed"],
         ),
         (
-            ev("kind = \"replica-removed\"\nmodel = \"org/Model\"\nat = \"8m\"\nreplicas = [0]") + &ev("kind = \"replica-added\"\nmodel = \"org/Model\"\nat = \"5m\"\nreplicas = [0]"),
+            ev("kind = \"replica-removed\"\nmodel = \"org/Model\"\nat = \"8m\"\nreplicas = [0]")
+                + &ev("kind = \"replica-added\"\nmodel = \"org/Model\"\nat = \"5m\"\nreplicas = [0]"),
             vec!["replica 0", "removed before it is added"],
         ),
         (
-            ev("kind = \"replica-removed\"\nmodel = \"org/Model\"\nat = \"8m\"\nreplicas = [0]") + &ev("kind = \"replica-removed\"\nmodel = \"org/Model\"\nat = \"5m\"\nreplicas = [0]"),
+            ev("kind = \"replica-removed\"\nmodel = \"org/Model\"\nat = \"8m\"\nreplicas = [0]")
+                + &ev("kind = \"replica-removed\"\nmodel = \"org/Model\"\nat = \"5m\"\nreplicas = [0]"),
             vec!["event[1]", "replica-removed twice"],
         ),
     ] {
@@ -355,17 +358,12 @@ fn a_rollout_renames_pods_one_after_the_other_and_kube_state_metrics_tells_it() 
         assert_eq!(start[0].points.first().map(|p| p.1), Some(secs(back)), "a fresh process");
         let prompt = one(&s, "vllm:prompt_tokens_total", &inst, &[("pod", &new_pod)])[0];
         assert_eq!(prompt.points.first().map(|p| p.1), Some(0.0), "counters from 0 in the new pod");
-        let info = s
-            .iter()
-            .filter(|x| x.name == "kube_pod_container_info" && x.labels.get("pod") == Some(&new_pod))
-            .collect::<Vec<_>>();
+        let info = s.iter().filter(|x| x.name == "kube_pod_container_info" && x.labels.get("pod") == Some(&new_pod)).collect::<Vec<_>>();
         assert_eq!(info.len(), 1);
         assert_eq!(info[0].labels["image"], "vllm/vllm-openai:v0.9.1");
         assert_eq!(info[0].points.first().map(|p| p.0), Some(secs(back)));
-        let old_info = s
-            .iter()
-            .find(|x| x.name == "kube_pod_container_info" && x.labels.get("pod") == Some(&old[r as usize]))
-            .expect("the old pod's container");
+        let old_info =
+            s.iter().find(|x| x.name == "kube_pod_container_info" && x.labels.get("pod") == Some(&old[r as usize])).expect("the old pod's container");
         assert_eq!(old_info.labels["image"], DEFAULT_IMAGE);
         assert_eq!(old_info.points.last().map(|p| p.0), Some(secs(down) - 30.0));
         new_pods.push(new_pod);
@@ -374,11 +372,8 @@ fn a_rollout_renames_pods_one_after_the_other_and_kube_state_metrics_tells_it() 
     assert!(new_pods.iter().all(|p| template(p) == template(&new_pods[0])), "one new template hash: {new_pods:?}");
     assert_ne!(template(&new_pods[0]), template(&old[0]));
     // Deployment generations: 3 -> 4 at the rollout, observed one scrape later.
-    let gen = |name: &str| {
-        s.iter()
-            .find(|x| x.name == name && x.labels.get("deployment").map(String::as_str) == Some("model"))
-            .unwrap_or_else(|| panic!("{name}"))
-    };
+    let gen =
+        |name: &str| s.iter().find(|x| x.name == name && x.labels.get("deployment").map(String::as_str) == Some("model")).unwrap_or_else(|| panic!("{name}"));
     let meta = gen("kube_deployment_metadata_generation");
     let observed = gen("kube_deployment_status_observed_generation");
     assert_eq!(meta.labels["job"], "kube-state-metrics");
@@ -387,10 +382,7 @@ fn a_rollout_renames_pods_one_after_the_other_and_kube_state_metrics_tells_it() 
     assert_eq!((value_at(meta, at - seconds(30)), value_at(meta, at)), (Some(3.0), Some(4.0)));
     assert_eq!((value_at(observed, at), value_at(observed, at + seconds(30))), (Some(3.0), Some(4.0)));
     // The neighbour's Deployment is reported too, unchanged; restarts stay 0 in a rollout.
-    let other = s
-        .iter()
-        .find(|x| x.name == "kube_deployment_metadata_generation" && x.labels["deployment"] == "other")
-        .expect("the other deployment");
+    let other = s.iter().find(|x| x.name == "kube_deployment_metadata_generation" && x.labels["deployment"] == "other").expect("the other deployment");
     assert!(other.points.iter().all(|p| p.1 == 3.0));
     let restarts: Vec<&GeneratedSeries> = s.iter().filter(|x| x.name == "kube_pod_container_status_restarts_total").collect();
     assert_eq!(restarts.len(), 3 + 3 + 1, "old pods, new pods, the neighbour's pod");
@@ -422,9 +414,8 @@ fn an_added_replica_has_no_series_before_it_appears_and_a_removed_one_none_after
     // The model's traffic is shared by the replicas that serve: replica 1 carries 1.5x while
     // replica 2 is not there yet and after replica 0 left.
     let r1 = spec.instance_of(M, 1).expect("replica 1");
-    let rate = |from: DateTime<Utc>, to: DateTime<Utc>| {
-        View::new(&s, M, from, to).replica(&r1).increase("vllm:request_success_total") / (secs(to) - secs(from))
-    };
+    let rate =
+        |from: DateTime<Utc>, to: DateTime<Utc>| View::new(&s, M, from, to).replica(&r1).increase("vllm:request_success_total") / (secs(to) - secs(from));
     let alone_with_one = rate(spec.baseline_start(), added);
     let three = rate(added + seconds(30), removed);
     let ratio = alone_with_one / three;
@@ -530,13 +521,7 @@ replicas = [1]
     let ups: Vec<DateTime<Utc>> = find("target-up").iter().map(|e| e.time).collect();
     assert_eq!(
         ups,
-        vec![
-            end - minutes(15),
-            end - minutes(15),
-            end - minutes(10) + seconds(30),
-            end - minutes(9) + seconds(30),
-            end - minutes(8) + seconds(30)
-        ]
+        vec![end - minutes(15), end - minutes(15), end - minutes(10) + seconds(30), end - minutes(9) + seconds(30), end - minutes(8) + seconds(30)]
     );
     assert_eq!(kinds(find("replica-added")), vec![("replica-added".to_string(), end - minutes(14), vec![other])]);
     assert_eq!(kinds(find("replica-removed")), vec![("replica-removed".to_string(), end - minutes(3), vec![i(1)])]);
@@ -677,10 +662,7 @@ fn events_are_deterministic_from_the_seed() {
     // another seed draws other new pod names
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).to_string();
     let pods = |t: &str| -> std::collections::BTreeSet<String> {
-        t.lines()
-            .filter(|l| l.starts_with("kube_pod_container_info{"))
-            .filter_map(|l| l.split("pod=\"").nth(1)?.split('"').next().map(String::from))
-            .collect()
+        t.lines().filter(|l| l.starts_with("kube_pod_container_info{")).filter_map(|l| l.split("pod=\"").nth(1)?.split('"').next().map(String::from)).collect()
     };
     assert_ne!(pods(&text(&a)), pods(&text(&b)));
 }

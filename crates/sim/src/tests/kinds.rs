@@ -62,8 +62,7 @@ impl Run {
     /// The scenario file `fixtures/scenarios/<name>.toml`: the checks below are run on the very
     /// data the integration tests load into Prometheus.
     fn fixture(name: &str) -> Run {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/scenarios").join(format!("{name}.toml"));
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/scenarios").join(format!("{name}.toml"));
         Run::new(ScenarioSpec::load(&path).unwrap_or_else(|e| panic!("{name}: {e}")))
     }
 
@@ -105,8 +104,7 @@ impl Run {
 
     /// The healthy model stays healthy whatever happens to its neighbour.
     fn assert_neighbour_untouched(&self) {
-        let (w, b) =
-            (window(&self.series, &self.spec, &self.healthy), baseline(&self.series, &self.spec, &self.healthy));
+        let (w, b) = (window(&self.series, &self.spec, &self.healthy), baseline(&self.series, &self.spec, &self.healthy));
         for family in [TTFT, ITL, QUEUE] {
             let r = w.quantile(0.95, family) / b.quantile(0.95, family);
             assert!((0.75..1.33).contains(&r), "the healthy model's {family} moved: x{r}");
@@ -221,11 +219,7 @@ fn recompute_thrashing_preempts_every_request_and_recomputes_a_quarter_of_the_pr
         let inside: Vec<&(f64, f64)> = series.points.iter().filter(|(t, _)| *t >= w.from && *t <= w.to).collect();
         assert!(inside.windows(2).all(|p| p[1].1 > p[0].1), "preempting every interval");
     }
-    within(
-        "recomputed share of prompt tokens",
-        w.increase("vllm:prompt_tokens_recomputed_total") / w.increase("vllm:prompt_tokens_total"),
-        0.23..=0.27,
-    );
+    within("recomputed share of prompt tokens", w.increase("vllm:prompt_tokens_recomputed_total") / w.increase("vllm:prompt_tokens_total"), 0.23..=0.27);
     assert_eq!(r.b().increase("vllm:prompt_tokens_recomputed_total"), 0.0);
     assert!(w.quantile(0.95, QUEUE) > 1.5, "queue P95 {}", w.quantile(0.95, QUEUE));
     assert!(r.p95_ratio(TTFT) >= 3.0, "TTFT x{}", r.p95_ratio(TTFT));
@@ -246,16 +240,8 @@ fn recompute_thrashing_near_miss_preempts_in_two_short_bursts_only() {
     }
     // ~0.05/s per replica inside the bursts (two of 3 minutes, and the intervals they touch)
     let burst_secs = 0.1 * 1800.0;
-    within(
-        "preemptions per second in bursts",
-        w.increase("vllm:num_preemptions_total") / f64::from(r.n()) / burst_secs,
-        0.025..=0.08,
-    );
-    within(
-        "recomputed share of prompt tokens",
-        w.increase("vllm:prompt_tokens_recomputed_total") / w.increase("vllm:prompt_tokens_total"),
-        0.008..=0.012,
-    );
+    within("preemptions per second in bursts", w.increase("vllm:num_preemptions_total") / f64::from(r.n()) / burst_secs, 0.025..=0.08);
+    within("recomputed share of prompt tokens", w.increase("vllm:prompt_tokens_recomputed_total") / w.increase("vllm:prompt_tokens_total"), 0.008..=0.012);
     assert!(w.gauge_range("vllm:kv_cache_usage_perc").1 <= 0.85);
     assert_latency_unchanged(&r);
 }
@@ -353,18 +339,12 @@ fn throughput_stall_freezes_every_counter_and_histogram_for_ten_minutes_with_req
     let (lo, hi) = tail.gauge_range("vllm:num_requests_running");
     assert!(lo >= 9.0 && hi <= 11.0, "running {lo}..{hi}");
     let start = tail.between(tail_start(&r, 10) - chrono::TimeDelta::seconds(30), tail_start(&r, 10));
-    for (before, after) in
-        start.gauge_at_end("vllm:num_requests_waiting").iter().zip(tail.gauge_at_end("vllm:num_requests_waiting"))
-    {
+    for (before, after) in start.gauge_at_end("vllm:num_requests_waiting").iter().zip(tail.gauge_at_end("vllm:num_requests_waiting")) {
         assert!(after > before + 100.0, "waiting grows: {before} -> {after}");
     }
     // the first 20 minutes were healthy
     let early = r.w().between(r.spec.window_start(), tail_start(&r, 10));
-    within(
-        "early requests ratio",
-        early.rate_per_replica("vllm:request_success_total") / r.b().rate_per_replica("vllm:request_success_total"),
-        0.9..=1.1,
-    );
+    within("early requests ratio", early.rate_per_replica("vllm:request_success_total") / r.b().rate_per_replica("vllm:request_success_total"), 0.9..=1.1);
 }
 
 fn tail_start(r: &Run, minutes: i64) -> DateTime<Utc> {
@@ -380,8 +360,7 @@ fn stalled_steps(r: &Run) -> usize {
         let s = r.series.iter().find(|s| s.name == name && s.labels.get("instance") == Some(&inst));
         &s.unwrap_or_else(|| panic!("no {name} for {inst}")).points
     };
-    let (tokens, running, waiting) =
-        (one("vllm:generation_tokens_total"), one("vllm:num_requests_running"), one("vllm:num_requests_waiting"));
+    let (tokens, running, waiting) = (one("vllm:generation_tokens_total"), one("vllm:num_requests_running"), one("vllm:num_requests_waiting"));
     let end = secs(r.spec.window_end());
     (0..30)
         .map(|k| end - 60.0 * f64::from(k))
@@ -547,11 +526,7 @@ fn engine_asleep_offloads_weights_on_every_replica_while_requests_pile_up() {
     assert_eq!(sleep_state_at_end(&tail, "discard_all"), vec![0.0; r.n() as usize]);
     let before = r.b();
     assert_eq!(sleep_state_at_end(&before, "awake"), vec![1.0; r.n() as usize]);
-    assert!(
-        tail.gauge_at_end("vllm:num_requests_waiting").iter().all(|w| *w > 20.0),
-        "waiting {:?}",
-        tail.gauge_at_end("vllm:num_requests_waiting")
-    );
+    assert!(tail.gauge_at_end("vllm:num_requests_waiting").iter().all(|w| *w > 20.0), "waiting {:?}", tail.gauge_at_end("vllm:num_requests_waiting"));
     assert_eq!(tail.gauge_range("vllm:num_requests_running"), (0.0, 0.0));
     assert_eq!(finished(&tail), 0.0);
     // asleep for the whole 15 minutes, not just at the end
@@ -582,8 +557,7 @@ fn spec_decode_inefficient_drops_acceptance_from_0_6_to_0_15() {
     let r = Run::fixture("spec-decode-inefficient");
     within("baseline acceptance", acceptance(&r.b()), 0.58..=0.62);
     within("window acceptance", acceptance(&r.w()), 0.13..=0.17);
-    let per_draft =
-        r.b().increase("vllm:spec_decode_num_draft_tokens_total") / r.b().increase("vllm:spec_decode_num_drafts_total");
+    let per_draft = r.b().increase("vllm:spec_decode_num_draft_tokens_total") / r.b().increase("vllm:spec_decode_num_drafts_total");
     within("draft tokens per draft", per_draft, 3.9..=4.1);
     // the healthy neighbour has no speculative decoding at all
     assert!(!r.series.iter().any(|s| s.name.starts_with("vllm:spec_decode") && s.labels["model_name"] == r.healthy));
@@ -728,8 +702,7 @@ fn replica_outlier_slows_and_fills_one_replica_while_its_peers_stay_healthy() {
     let r = Run::fixture("replica-outlier");
     let w = r.w();
     let bad = r.instance(r.singled());
-    let p95s =
-        |family: &str| -> Vec<f64> { (0..r.n()).map(|i| w.replica(&r.instance(i)).quantile(0.95, family)).collect() };
+    let p95s = |family: &str| -> Vec<f64> { (0..r.n()).map(|i| w.replica(&r.instance(i)).quantile(0.95, family)).collect() };
     let (itl, peers) = split(&r, &p95s(ITL));
     within("outlier ITL over its peers'", itl / avg(&peers), 2.6..=3.4);
     let (ttft, peers) = split(&r, &p95s(TTFT));
@@ -774,18 +747,9 @@ fn target_down_sets_up_to_zero_and_ends_the_replicas_series_twelve_minutes_befor
     }
     for i in (0..r.n()).filter(|i| *i != r.singled()) {
         let inst = r.instance(i);
-        let ups: Vec<f64> = r
-            .series
-            .iter()
-            .filter(|s| s.name == "up" && s.labels["instance"] == inst)
-            .flat_map(|s| s.points.iter().map(|p| p.1))
-            .collect();
+        let ups: Vec<f64> = r.series.iter().filter(|s| s.name == "up" && s.labels["instance"] == inst).flat_map(|s| s.points.iter().map(|p| p.1)).collect();
         assert!(ups.iter().all(|v| *v == 1.0), "{inst}");
-        let running = r
-            .series
-            .iter()
-            .find(|s| s.name == "vllm:num_requests_running" && s.labels["instance"] == inst)
-            .expect("running");
+        let running = r.series.iter().find(|s| s.name == "vllm:num_requests_running" && s.labels["instance"] == inst).expect("running");
         assert_eq!(running.points.last().map(|p| p.0), Some(end), "{inst} keeps reporting");
     }
 }
@@ -820,10 +784,7 @@ fn dcgm_series_describe_one_gpu_per_replica_with_kubernetes_labels_and_no_model_
             assert_eq!(l.get("model_name"), None, "{name}");
             assert_eq!(l["job"], "dcgm");
             assert_eq!(l["instance"], format!("{}:9400", rep.node));
-            assert_eq!(
-                (l["gpu"].as_str(), l["container"].as_str(), l["namespace"].as_str()),
-                ("0", "vllm", "inference")
-            );
+            assert_eq!((l["gpu"].as_str(), l["container"].as_str(), l["namespace"].as_str()), ("0", "vllm", "inference"));
             assert_eq!(l["modelName"], "NVIDIA H100 80GB HBM3");
             assert_eq!((&l["pod"], &l["Hostname"], &l["UUID"]), (&rep.pod, &rep.node, &rep.gpu_uuid));
         }
@@ -840,12 +801,8 @@ fn dcgm_series_describe_one_gpu_per_replica_with_kubernetes_labels_and_no_model_
         assert!((u + f - 81_029.0).abs() < 1e-6 && *u > 73_000.0, "FB used {u} free {f}");
     }
     // the neighbour has no dcgm = true, so no GPU series
-    let neighbour: Vec<String> =
-        r.spec.replicas().into_iter().filter(|x| x.model == r.healthy).map(|x| x.pod).collect();
-    assert!(!r
-        .series
-        .iter()
-        .any(|s| s.name.starts_with("DCGM") && s.labels.get("pod").is_some_and(|p| neighbour.contains(p))));
+    let neighbour: Vec<String> = r.spec.replicas().into_iter().filter(|x| x.model == r.healthy).map(|x| x.pod).collect();
+    assert!(!r.series.iter().any(|s| s.name.starts_with("DCGM") && s.labels.get("pod").is_some_and(|p| neighbour.contains(p))));
 }
 
 #[test]
@@ -951,11 +908,7 @@ fn gpu_errors_report_xid_79_on_one_replica_whose_throughput_falls_to_zero() {
 #[test]
 fn gpu_errors_near_miss_keeps_xid_at_zero() {
     let r = Run::fixture("gpu-errors-near");
-    assert!(r
-        .series
-        .iter()
-        .filter(|s| s.name == "DCGM_FI_DEV_XID_ERRORS")
-        .all(|s| s.points.iter().all(|p| p.1 == 0.0)));
+    assert!(r.series.iter().filter(|s| s.name == "DCGM_FI_DEV_XID_ERRORS").all(|s| s.points.iter().all(|p| p.1 == 0.0)));
 }
 
 // ---- SLO burn ----

@@ -50,7 +50,8 @@ fn the_router_is_a_target_of_its_own_with_vllm_routers_families_and_workers_name
     assert!(!router.iter().any(|s| s.labels.get("outcome").map(String::as_str) == Some("failure")));
     // No model label anywhere; every worker is an engine's instance behind http://.
     assert!(router.iter().all(|s| !s.labels.contains_key("model_name")));
-    let instances: std::collections::BTreeSet<String> = spec.replicas().into_iter().filter(|r| r.model == MODEL).map(|r| format!("http://{}", r.instance)).collect();
+    let instances: std::collections::BTreeSet<String> =
+        spec.replicas().into_iter().filter(|r| r.model == MODEL).map(|r| format!("http://{}", r.instance)).collect();
     let workers: std::collections::BTreeSet<String> = router.iter().filter_map(|s| s.labels.get("worker").cloned()).collect();
     assert_eq!(workers, instances);
     // The bounds as the router writes them: `1`, not `1.0`.
@@ -71,7 +72,8 @@ fn the_router_is_a_target_of_its_own_with_vllm_routers_families_and_workers_name
 fn router_saturated_holds_each_request_1_5_s_in_the_router_and_the_engines_see_none_of_it() {
     let (spec, series) = fixture("router-saturated");
     let mean = |from, to| {
-        increase(&series, "vllm_router_generate_duration_seconds_sum", &[], from, to) / increase(&series, "vllm_router_generate_duration_seconds_count", &[], from, to)
+        increase(&series, "vllm_router_generate_duration_seconds_sum", &[], from, to)
+            / increase(&series, "vllm_router_generate_duration_seconds_count", &[], from, to)
     };
     let (b0, b1, w0, w1) = (secs(spec.baseline_start()), secs(spec.baseline_end()), secs(spec.window_start()), secs(spec.window_end()));
     let (base, win) = (mean(b0, b1), mean(w0, w1));
@@ -83,7 +85,8 @@ fn router_saturated_holds_each_request_1_5_s_in_the_router_and_the_engines_see_n
     let ttft = w.mean(TTFT) / b.mean(TTFT);
     assert!((0.9..1.1).contains(&ttft), "the engines' TTFT x{ttft}");
     let (_, near) = fixture("router-saturated-near");
-    let near_win = increase(&near, "vllm_router_generate_duration_seconds_sum", &[], w0, w1) / increase(&near, "vllm_router_generate_duration_seconds_count", &[], w0, w1);
+    let near_win =
+        increase(&near, "vllm_router_generate_duration_seconds_sum", &[], w0, w1) / increase(&near, "vllm_router_generate_duration_seconds_count", &[], w0, w1);
     assert!((0.11..0.16).contains(&near_win), "near miss {near_win}");
 }
 
@@ -96,7 +99,15 @@ fn routing_skew_sends_the_named_worker_three_times_each_peers_share_and_its_near
             .replicas()
             .into_iter()
             .filter(|r| r.model == MODEL)
-            .map(|r| increase(&series, "vllm_router_policy_decisions_total", &[("worker", &format!("http://{}", r.instance)), ("policy", "consistent_hash")], from, to))
+            .map(|r| {
+                increase(
+                    &series,
+                    "vllm_router_policy_decisions_total",
+                    &[("worker", &format!("http://{}", r.instance)), ("policy", "consistent_hash")],
+                    from,
+                    to,
+                )
+            })
             .collect();
         let peers = (decided[0] + decided[1]) / 2.0;
         let got = decided[2] / peers;
