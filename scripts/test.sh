@@ -38,6 +38,11 @@ export VLLM_DIAG_MCP_PYTHON
 VLLM_DIAG_KUBERNETES_VALIDATE="$(./scripts/kubernetes-validate-venv.sh)"
 export VLLM_DIAG_KUBERNETES_VALIDATE
 
+# vLLM's router (PyPI vllm-router) stands between vllm-diag probe and a stand-in engine in
+# tests/probe.rs, installed the same way into ~/.cache/vllm-diag-test/router-venv.
+VLLM_DIAG_ROUTER="$(./scripts/router-venv.sh)"
+export VLLM_DIAG_ROUTER
+
 # The tests start vllm-diag hundreds of times: none of them may append to the CI job's own step
 # summary (tests that check the summary set their own file), nor pick up a developer's connection.
 unset GITHUB_STEP_SUMMARY VLLM_DIAG_PROMETHEUS_URL VLLM_DIAG_BEARER_TOKEN VLLM_DIAG_BASIC_AUTH_PASSWORD

@@ -65,7 +65,8 @@ where
     let sub = |name: &str| matches.subcommand_matches(name);
     let given = |m: Option<&clap::ArgMatches>| m.map(Given::from_matches).unwrap_or_default();
     match &mut cli.command {
-        Command::Explain(a) => a.given = given(sub("explain")),
+        Command::Explain(a) => a.explain.given = given(sub("explain")),
+        Command::Probe(a) => a.given = given(sub("probe")),
         Command::Check(a) => a.explain.given = given(sub("check")),
         Command::Serve(a) => a.explain.given = given(sub("serve")),
         Command::Mcp(a) => a.explain.given = given(sub("mcp")),
@@ -170,7 +171,17 @@ impl Given {
 pub enum Command {
     /// Diagnose a window: query the metrics, compare with a baseline, rank the likely causes.
     #[command(after_help = EXIT_CODES)]
-    Explain(ExplainArgs),
+    Explain(ExplainCommandArgs),
+    /// Measure what users get: a few bounded requests to an OpenAI-compatible server (a router, a
+    /// gateway or an engine), timed from the client, beside the engines' own numbers.
+    ///
+    /// Sends at most --requests requests, --rate a second, --concurrency at once, for at most
+    /// --max-duration (the limits are printed with every result, and have ceilings no flag passes).
+    /// With --prometheus (or $VLLM_DIAG_PROMETHEUS_URL, or the configuration file), the engines'
+    /// metrics for the same minutes are read and the difference is reported as the time before the
+    /// engine. --dry-run prints every request and sends none.
+    #[command(after_help = PROBE_EXIT_CODES)]
+    Probe(ProbeArgs),
     /// Inspect the rule pack.
     #[command(subcommand)]
     Rules(RulesCommand),
@@ -283,6 +294,291 @@ pub struct CheckArgs {
 
     #[command(flatten)]
     pub explain: ExplainArgs,
+
+    #[command(flatten)]
+    pub probe: JoinProbeArgs,
+}
+
+/// `explain`'s command line: the diagnosis' flags and the probe that may join it.
+#[derive(Debug, Args)]
+pub struct ExplainCommandArgs {
+    #[command(flatten)]
+    pub explain: ExplainArgs,
+
+    #[command(flatten)]
+    pub probe: JoinProbeArgs,
+}
+
+/// `--probe URL` on explain and check: a short probe before the diagnosis, joining it as evidence.
+/// Its limits are the probe's (docs/probe.md), with fewer requests by default.
+#[derive(Debug, Args)]
+pub struct JoinProbeArgs {
+    /// Probe this server first (a router, a gateway or an engine: its root, its /v1 or the endpoint
+    /// itself): a few bounded requests through the path users take, timed from the client, and
+    /// the engines read for the same minutes from the --prometheus. A request that fails, or a 95th
+    /// percentile time to the first token over the profile's ttft_p95_high, fails the run with any
+    /// --fail-on bar (check's is warning).
+    #[arg(long = "probe", value_name = "URL", help_heading = "Probe")]
+    pub probe: Option<String>,
+
+    /// The model the probe asks for (default: the only one the server's GET /v1/models lists).
+    #[arg(long, value_name = "NAME", requires = "probe", help_heading = "Probe")]
+    pub probe_model: Option<String>,
+
+    /// A file holding the bearer token for the probed server (the other credential flags are the
+    /// Prometheus'); never printed.
+    #[arg(long, value_name = "FILE", requires = "probe", help_heading = "Probe")]
+    pub probe_bearer_token_file: Option<PathBuf>,
+
+    /// The API the probe's requests use.
+    #[arg(long, value_enum, default_value = "completions", requires = "probe", help_heading = "Probe")]
+    pub probe_api: ProbeApi,
+
+    /// Which of the probe's requests are streamed (only streamed ones time the first token).
+    #[arg(long, value_enum, default_value = "both", requires = "probe", help_heading = "Probe")]
+    pub probe_stream: ProbeStream,
+
+    /// The probe's requests in all (ceiling 200).
+    #[arg(long, value_name = "N", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..), requires = "probe", help_heading = "Probe")]
+    pub probe_requests: u32,
+
+    /// The probe's requests started per second, at most (ceiling 20).
+    #[arg(long, value_name = "PER_SECOND", default_value = "1", value_parser = parse_rate, requires = "probe", help_heading = "Probe")]
+    pub probe_rate: f64,
+
+    /// The probe's requests in flight at once, at most (ceiling 32).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), requires = "probe", help_heading = "Probe")]
+    pub probe_concurrency: u32,
+
+    /// max_tokens of each probe request.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=32768), requires = "probe", help_heading = "Probe")]
+    pub probe_max_tokens: u32,
+
+    /// How long after the probe's last request to wait before reading the engines (at least one
+    /// scrape interval).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_or_zero, default_value = "30s", requires = "probe", help_heading = "Probe")]
+    pub probe_settle: Duration,
+}
+
+impl JoinProbeArgs {
+    /// The probe to join the diagnosis, when `--probe` was given.
+    pub fn into_settings(self, given: &Given) -> Option<settings::probe::JoinProbe> {
+        use crate::probe::{Api, StreamMode, DEFAULTS};
+        let url = self.probe?;
+        let set = |id: &str, flag: &'static str| given.origin(id, flag, None);
+        let probe = settings::probe::ProbeSettings {
+            url,
+            model: opt(self.probe_model, "--probe-model"),
+            api: Setting::new(
+                match self.probe_api {
+                    ProbeApi::Completions => Api::Completions,
+                    ProbeApi::Chat => Api::Chat,
+                },
+                set("probe_api", "--probe-api"),
+            ),
+            stream: Setting::new(
+                match self.probe_stream {
+                    ProbeStream::Always => StreamMode::Always,
+                    ProbeStream::Never => StreamMode::Never,
+                    ProbeStream::Both => StreamMode::Both,
+                },
+                set("probe_stream", "--probe-stream"),
+            ),
+            prompt_words: Setting::default_value(64),
+            max_tokens: Setting::new(self.probe_max_tokens, set("probe_max_tokens", "--probe-max-tokens")),
+            ignore_eos: Setting::default_value(true),
+            requests: Setting::new(self.probe_requests as usize, set("probe_requests", "--probe-requests")),
+            rate: Setting::new(self.probe_rate, set("probe_rate", "--probe-rate")),
+            concurrency: Setting::new(self.probe_concurrency as usize, set("probe_concurrency", "--probe-concurrency")),
+            max_duration: Setting::default_value(DEFAULTS.max_duration),
+            timeout: Setting::default_value(DEFAULTS.request_timeout),
+            settle: Setting::new(self.probe_settle, set("probe_settle", "--probe-settle")),
+            dry_run: false,
+            format: settings::probe::ProbeFormat::Text,
+            quiet: false,
+        };
+        Some(settings::probe::JoinProbe { probe, bearer_token_file: self.probe_bearer_token_file })
+    }
+}
+
+pub const PROBE_EXIT_CODES: &str = "\
+Exit codes:
+  0  every request succeeded (and the engines' side was read, when a Prometheus was given)
+  1  a request failed: an HTTP status other than 200, a timeout, a reset, no connection
+  2  usage or configuration error (nothing sent)
+  3  every request succeeded, but the engines' side could not be read (not evaluated)";
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// The server to probe: its root (http://host:8000), its /v1, or the endpoint itself
+    /// (.../v1/chat/completions). The credential and TLS flags below go to this server only.
+    #[arg(value_name = "URL")]
+    pub url: String,
+
+    /// The model to ask for. Without it, the server's GET /v1/models is asked once and must list
+    /// exactly one.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+
+    /// The API the requests use.
+    #[arg(long, value_enum, default_value = "completions")]
+    pub api: ProbeApi,
+
+    /// Which requests are streamed: always, never, or both (alternating).
+    #[arg(long, value_enum, default_value = "both")]
+    pub stream: ProbeStream,
+
+    /// Words in each prompt (common short words, about a token each).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=32768))]
+    pub prompt_words: u32,
+
+    /// max_tokens of each request.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=32768))]
+    pub max_tokens: u32,
+
+    /// Do not send vLLM's ignore_eos (then an answer may end before max_tokens).
+    #[arg(long)]
+    pub no_ignore_eos: bool,
+
+    /// Requests in all (ceiling 200).
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub requests: u32,
+
+    /// Requests started per second, at most (ceiling 20).
+    #[arg(long, value_name = "PER_SECOND", default_value = "1", value_parser = parse_rate)]
+    pub rate: f64,
+
+    /// Requests in flight at once, at most (ceiling 32).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrency: u32,
+
+    /// No request starts after this, and any still running then is cut (ceiling 10m).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "60s")]
+    pub max_duration: Duration,
+
+    /// Each request's own limit (ceiling 5m).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s")]
+    pub timeout: Duration,
+
+    /// With a Prometheus: the engines are read from this long before the first request to this
+    /// long after the last, waited for (at least one scrape interval, so that the scrapes on both
+    /// sides of the probe are read).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_or_zero, default_value = "30s")]
+    pub settle: Duration,
+
+    /// Print every request the probe would send, and send none.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ProbeFormatArg,
+
+    /// No notes on stderr while the probe runs.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+
+    /// Prometheus-compatible API to read the engines' metrics from, for the same minutes. Without
+    /// it (here, in $VLLM_DIAG_PROMETHEUS_URL or in the configuration file) the engines are not
+    /// read. Its credentials come from the environment and the configuration file only: the
+    /// credential flags go to the probed URL.
+    #[arg(long, value_name = "URL", env = "VLLM_DIAG_PROMETHEUS_URL", hide_env_values = true, help_heading = "Engines' metrics")]
+    pub prometheus: Option<String>,
+
+    /// The engines' series to read (default: model_name="MODEL", the model probed).
+    #[arg(long, value_name = "MATCHERS", help_heading = "Engines' metrics")]
+    pub selector: Option<String>,
+
+    /// Limit for each query to Prometheus.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "20s", help_heading = "Engines' metrics")]
+    pub query_timeout: Duration,
+
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+
+    #[arg(skip)]
+    pub given: Given,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProbeApi {
+    /// POST /v1/completions
+    Completions,
+    /// POST /v1/chat/completions
+    Chat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProbeStream {
+    Always,
+    Never,
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProbeFormatArg {
+    Text,
+    Json,
+}
+
+impl ProbeArgs {
+    /// The probe's settings, and the shared ones (where the engines are read, and the connection
+    /// flags, which the app sends to the probed URL only).
+    pub fn into_settings(self) -> (Settings, settings::probe::ProbeSettings) {
+        use crate::probe::{Api, StreamMode};
+        let g = &self.given;
+        let set = |id: &str, flag: &'static str| g.origin(id, flag, None);
+        let mut shared = Settings::default();
+        shared.source.prometheus = match self.prometheus {
+            Some(url) => Setting::new(url, g.origin("prometheus", "--prometheus", Some(settings::ENV_PROMETHEUS_URL))),
+            None => Setting::default_value(settings::DEFAULT_PROMETHEUS.to_string()),
+        };
+        shared.scope.selector = opt(self.selector, "--selector");
+        shared.limits.query_timeout = Setting::new(self.query_timeout, set("query_timeout", "--query-timeout"));
+        shared.connection = self.connection.into_settings(g);
+        let probe = settings::probe::ProbeSettings {
+            url: self.url,
+            model: opt(self.model, "--model"),
+            api: Setting::new(
+                match self.api {
+                    ProbeApi::Completions => Api::Completions,
+                    ProbeApi::Chat => Api::Chat,
+                },
+                set("api", "--api"),
+            ),
+            stream: Setting::new(
+                match self.stream {
+                    ProbeStream::Always => StreamMode::Always,
+                    ProbeStream::Never => StreamMode::Never,
+                    ProbeStream::Both => StreamMode::Both,
+                },
+                set("stream", "--stream"),
+            ),
+            prompt_words: Setting::new(self.prompt_words as usize, set("prompt_words", "--prompt-words")),
+            max_tokens: Setting::new(self.max_tokens, set("max_tokens", "--max-tokens")),
+            ignore_eos: Setting::new(!self.no_ignore_eos, set("no_ignore_eos", "--no-ignore-eos")),
+            requests: Setting::new(self.requests as usize, set("requests", "--requests")),
+            rate: Setting::new(self.rate, set("rate", "--rate")),
+            concurrency: Setting::new(self.concurrency as usize, set("concurrency", "--concurrency")),
+            max_duration: Setting::new(self.max_duration, set("max_duration", "--max-duration")),
+            timeout: Setting::new(self.timeout, set("timeout", "--timeout")),
+            settle: Setting::new(self.settle, set("settle", "--settle")),
+            dry_run: self.dry_run,
+            format: match self.format {
+                ProbeFormatArg::Text => settings::probe::ProbeFormat::Text,
+                ProbeFormatArg::Json => settings::probe::ProbeFormat::Json,
+            },
+            quiet: self.quiet,
+        };
+        (shared, probe)
+    }
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!("{s:?} is not a rate: give requests per second above 0, e.g. 2 or 0.5")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -975,7 +1271,7 @@ mod tests {
         let mut full = vec!["vllm-diag", "explain"];
         full.extend_from_slice(argv);
         match parse_from(full).command {
-            Command::Explain(a) => a.into_settings(),
+            Command::Explain(a) => a.explain.into_settings(),
             other => panic!("not explain: {other:?}"),
         }
     }
@@ -1021,7 +1317,9 @@ mod tests {
             let name = f.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
             assert_eq!(name, f.name());
             assert_eq!(
-                Cli::try_parse_from(["vllm-diag", "explain", "--format", f.name()]).map(|c| matches!(c.command, Command::Explain(a) if a.format == *f)).ok(),
+                Cli::try_parse_from(["vllm-diag", "explain", "--format", f.name()])
+                    .map(|c| matches!(c.command, Command::Explain(a) if a.explain.format == *f))
+                    .ok(),
                 Some(true)
             );
         }

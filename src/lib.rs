@@ -22,7 +22,9 @@
 //!   parser and OpenMetrics writer), [`report`] (the data model and JSON contract).
 //! - Data: [`local`] (a PromQL evaluator over series in
 //!   memory), [`source`] (one decoder behind live, replayed, scraped and local sources).
-//! - Diagnosis: [`signals`] (named measurements, where the diagnosis' PromQL is written), [`events`]
+//! - Diagnosis: [`signals`] (named measurements, where the diagnosis' PromQL is written), [`probe`]
+//!   (requests to an OpenAI-compatible server timed from the client, beside the engines' own
+//!   numbers), [`events`]
 //!   (change events read from the metrics: their queries and how answers become a timeline), [`recommend`]
 //!   (sizing advice), [`rules`] (declarative conditions over signals), [`rank`], [`explain`] (the pipeline's
 //!   stages), [`rules_test`] (`rules test`, which runs the pipeline over test series).
@@ -43,6 +45,7 @@ pub const LAYERS: &[&str] = &[
     "local",
     "source",
     "signals",
+    "probe",
     "events",
     "recommend",
     "rules",
@@ -95,6 +98,7 @@ pub mod events;
 pub mod explain;
 pub mod local;
 pub mod mcp;
+pub mod probe;
 pub mod progress;
 pub mod prom;
 pub mod rank;

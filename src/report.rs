@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
+pub mod probe;
 mod steps;
 mod words;
 pub use steps::{Answered, Step, StepVerdict, Steps, CHANGED};
@@ -214,6 +215,11 @@ pub struct Report {
     /// rests on (`-v` prints them). Left out when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub readings: Vec<Readings>,
+    /// `explain --probe URL`, `check --probe URL`: the requests sent through the path users take
+    /// just before the diagnosis, what they met, the engines over the same minutes, and whether the
+    /// probe fails the run (docs/probe.md). Omitted otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<probe::ProbeEvidence>,
 }
 
 /// The time a scope's requests spent in each hop of their path (docs/hops.md), from the means the
@@ -1644,6 +1650,10 @@ impl Report {
                 return Decision::FailFindings;
             }
         }
+        // A probe that failed fails a run with a bar (check's is warning): users met what it met.
+        if fail_on.is_some() && self.probe.as_ref().is_some_and(|p| p.fails()) {
+            return Decision::FailProbe;
+        }
         if unexplained && !self.unexplained.is_empty() {
             return Decision::FailUnexplained;
         }
@@ -1667,6 +1677,9 @@ pub enum Decision {
     FailFindings,
     /// Changes no rule explains, with `--fail-on unexplained` (or `info`).
     FailUnexplained,
+    /// The probe (`--probe`) failed: a request failed, or its first tokens were over the
+    /// profile's ceiling; with any `--fail-on` bar.
+    FailProbe,
     /// No verdict: see why.
     NoVerdict(NoVerdict),
     /// Nothing fails the run and everything asked for was judged.
@@ -1688,7 +1701,7 @@ impl Decision {
     /// The exit code of this decision (docs/output.md, "Exit codes").
     pub fn exit_code(self) -> u8 {
         match self {
-            Decision::FailFindings | Decision::FailUnexplained => EXIT_FINDINGS,
+            Decision::FailFindings | Decision::FailUnexplained | Decision::FailProbe => EXIT_FINDINGS,
             Decision::NoVerdict(_) => EXIT_NO_DATA,
             Decision::Pass => EXIT_OK,
         }

@@ -294,11 +294,13 @@ fn steps_and_scores(report: &Report) -> Vec<String> {
     }
     let opts = RenderOptions { fail_on: Some(vllm_diag::report::Severity::Warning), ..RenderOptions::default() };
     let junit = render(report, Format::Junit, &opts);
-    let failing = report.findings.iter().filter(|f| f.severity >= vllm_diag::report::Severity::Warning).count();
+    // The findings check counts, and a failed probe (`--probe`), a test case of its own.
+    let failing = report.findings.iter().filter(|f| f.severity >= vllm_diag::report::Severity::Warning).count()
+        + usize::from(report.probe.as_ref().is_some_and(|p| p.fails()));
     if !junit.contains(&format!("<testsuites name=\"vllm-diag\" tests=\""))
         || !junit.lines().next().into_iter().chain(junit.lines()).any(|l| l.starts_with("<testsuites ") && l.contains(&format!(" failures=\"{failing}\" ")))
     {
-        out.push(format!("junit: the failures are not the {failing} findings check counts"));
+        out.push(format!("junit: the failures are not the {failing} findings and failed probes check counts"));
     }
     out
 }
@@ -423,4 +425,30 @@ fn a_short_windows_adjustment_is_said_under_verbose_only() {
     }
     let table = render(&report, Format::Table, &RenderOptions::default());
     assert!(table.contains("Note: the window (240s) is shorter than some signals' own ranges"), "{table}");
+}
+
+/// A probe joined to a diagnosis (`explain --probe`) is said in every channel format, under a
+/// clean answer and under a finding: the lab's probe through vLLM's router at its limit
+/// (fixtures/real-engine-probe-join, scripts/lab/probe-join.sh) joined to two recordings.
+#[test]
+fn a_probe_joined_to_a_diagnosis_is_said_in_every_channel_format() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lab: Report = serde_json::from_str(&std::fs::read_to_string(root.join("fixtures/real-engine-probe-join/explain-probe-408.json")).unwrap()).unwrap();
+    let probe = lab.probe.expect("the lab's report holds its probe");
+    for name in ["healthy-steady", "kv-cache-pressure"] {
+        let mut report = recording(&root.join(format!("fixtures/incidents/{name}.json")));
+        report.probe = Some(probe.clone());
+        assert_none(name, problems(&report));
+        if name == "healthy-steady" {
+            for format in CHANNEL {
+                let text = squeeze(&shown(&report, format));
+                for said in [
+                    "PROBE FAILED: the probe of http://127.0.0.1:39389/v1/completions: 8 of 10 requests failed",
+                    "Refused in front of the engines: 8 of 10 requests answered busy",
+                ] {
+                    assert!(text.contains(&squeeze(&escape(format, said))), "{format}: {said:?} not in\n{text}");
+                }
+            }
+        }
+    }
 }

@@ -5,6 +5,7 @@ use super::write_stdout;
 use crate::error::Failure;
 use crate::render::{self, RenderOptions};
 use crate::report::{Event, TimeRange};
+use crate::settings::probe::JoinProbe;
 use crate::settings::{Setting, Settings};
 
 /// How far back `--since deploy` looks for the last rollout or restart wave.
@@ -34,12 +35,21 @@ fn find_deploy(s: &Settings, end: chrono::DateTime<chrono::Utc>) -> Result<Event
 
 /// `check`: explain over the time since the deploy (`--since`), with the same length before it as
 /// baseline.
-pub(super) fn run_check(mut s: Settings, since: Option<&str>) -> Result<u8, Failure> {
+pub(super) fn run_check(mut s: Settings, since: Option<&str>, probe: Option<JoinProbe>) -> Result<u8, Failure> {
+    if let Some(j) = &probe {
+        super::explain::probe_usable(&s, j)?;
+    }
     let deploy_event = check_scope(&mut s, since)?;
     let runtime = one_shot_runtime()?;
+    // The probe first, so that its requests are measured before the diagnosis' queries load the
+    // Prometheus; it measures the present, just after the window.
+    let probe_run = probe.as_ref().map(|j| super::probe::for_diagnosis(&s, j, &runtime)).transpose()?;
     let report = match diagnose(&s, false, &runtime) {
         Ok(mut r) => {
             r.deploy = deploy_event.clone();
+            if let Some(run) = probe_run {
+                r.probe = Some(super::explain::judge_probe(&s, run)?);
+            }
             r
         }
         Err(e @ (Failure::Source(_) | Failure::NoData(_))) => {

@@ -15,8 +15,11 @@ enum Peer {
     /// The metrics backend (`--prometheus`, the file's `source.prometheus`): every credential in force.
     Backend,
     /// A `--scrape` target, another host: only what is typed on this command line, plus the
-    /// environment's password for a `--basic-auth-user` typed here.
+    /// environment's password for a `--basic-auth-user` typed here. A probed URL takes the same.
     ScrapeTarget,
+    /// The metrics backend of `probe`, whose typed credentials are the probed server's: only what
+    /// the environment and the configuration file give.
+    ProbeBackend,
 }
 
 impl Peer {
@@ -25,6 +28,7 @@ impl Peer {
         match self {
             Peer::Backend => true,
             Peer::ScrapeTarget => origin.is_flag() || *origin == Origin::Env(ENV_BASIC_AUTH_PASSWORD),
+            Peer::ProbeBackend => !origin.is_flag(),
         }
     }
 
@@ -41,6 +45,31 @@ pub(super) fn connect(s: &Settings) -> Result<PrometheusClient, Failure> {
         let e = e.to_string();
         Failure::Usage(if e.starts_with("--") { e } else { format!("{}: {e}", s.source.prometheus.origin.place("--prometheus", "source.prometheus")) })
     })
+}
+
+/// `probe`'s backend: the HTTP client for the Prometheus the engines are read from, with what the
+/// environment and the configuration file give (the typed credentials are the probed server's).
+pub(super) fn connect_probe_backend(s: &Settings) -> Result<PrometheusClient, Failure> {
+    let opts = client_options(s, &s.source.prometheus, Peer::ProbeBackend)?;
+    PrometheusClient::new(opts).map_err(|e| Failure::Usage(format!("{}: {e}", s.source.prometheus.origin.place("--prometheus", "source.prometheus"))))
+}
+
+/// `probe`'s HTTP client for the probed server: TLS and headers as typed on this command line, the
+/// bearer token or basic auth as headers marked sensitive (never printed; the client follows a
+/// redirect only to the same scheme, host and port, so they go nowhere else).
+pub(super) fn probe_target_client(s: &Settings, url: &str) -> Result<reqwest::Client, Failure> {
+    use crate::source::scrape::{client, ScrapeAuth};
+    let o = client_options(s, url, Peer::ScrapeTarget)?;
+    let mut headers = o.headers;
+    if let Some(t) = o.bearer_token {
+        headers.push(("Authorization".to_string(), Secret::new(format!("Bearer {}", t.expose()))));
+    }
+    if let Some((user, password)) = o.basic_auth {
+        use base64::Engine as _;
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{}", password.expose()));
+        headers.push(("Authorization".to_string(), Secret::new(format!("Basic {token}"))));
+    }
+    client(&ScrapeAuth { tls: o.tls, bearer_token: None, basic_auth: None, headers }).map_err(Failure::Usage)
 }
 
 /// What of the connection settings `peer` gets, as the auth code takes them.

@@ -10,12 +10,23 @@ use crate::explain::{explain, ExplainError, ExplainOptions};
 use crate::render::{self, RenderOptions};
 use crate::report::Report;
 use crate::rules::{load_with_overrides, RuleSet};
+use crate::settings::probe::JoinProbe;
 use crate::settings::{Annotations, Settings};
 use crate::source::prometheus::PrometheusClient;
 use crate::source::record::{Recorder, Replay};
 use crate::source::Source;
 
-pub(super) fn run_explain(s: Settings) -> Result<u8, Failure> {
+pub(super) fn run_explain(s: Settings, probe: Option<JoinProbe>) -> Result<u8, Failure> {
+    if let Some(j) = &probe {
+        probe_usable(&s, j)?;
+        check_annotations(&s)?;
+        let runtime = one_shot_runtime()?;
+        let run = super::probe::for_diagnosis(&s, j, &runtime)?;
+        let progress = !*s.output.quiet && std::io::stderr().is_terminal();
+        let mut report = diagnose(&s, progress, &runtime)?;
+        report.probe = Some(judge_probe(&s, run)?);
+        return output(&s, &report, None);
+    }
     if let Some(every) = *s.output.watch {
         let runtime = runtime()?;
         let watch = crate::watch::Watch {
@@ -53,6 +64,41 @@ pub(super) fn run_explain(s: Settings) -> Result<u8, Failure> {
     let progress = !*s.output.quiet && std::io::stderr().is_terminal();
     let report = diagnose(&s, progress, &one_shot_runtime()?)?;
     output(&s, &report, None)
+}
+
+/// Whether `--probe` can join this run: a live diagnosis of a Prometheus, once, ending now (the
+/// probe measures the present, and reads the engines for its minutes from that Prometheus).
+pub(super) fn probe_usable(s: &Settings, j: &JoinProbe) -> Result<(), Failure> {
+    let _ = j;
+    if s.source.replay.is_some() {
+        return Err(Failure::Usage("--probe measures the server now, and --replay re-runs a recorded past: drop one of them".into()));
+    }
+    if !s.source.scrape.is_empty() {
+        return Err(Failure::Usage(
+            "--probe reads the engines for its minutes from the --prometheus, and --scrape has none: point --prometheus at the one that scrapes the engines, or run `vllm-diag probe URL` on its own".into(),
+        ));
+    }
+    if s.output.watch.is_some() {
+        return Err(Failure::Usage("--probe sends requests, and --watch would send them every round: run explain --probe once".into()));
+    }
+    if s.scope.at.origin.is_given() && s.scope.at.as_deref().is_some_and(|a| a.trim() != "now") {
+        return Err(Failure::Usage(format!(
+            "--probe measures the server now, and {} sets the window in the past: drop one of them",
+            s.scope.at.origin.place("--at", "at")
+        )));
+    }
+    Ok(())
+}
+
+/// The probe judged against the profile the diagnosis used: its `ttft_p95_high` (after the
+/// configuration file's thresholds) is the ceiling on the probe's 95th percentile time to the
+/// first token.
+pub(super) fn judge_probe(s: &Settings, run: crate::report::probe::ProbeRun) -> Result<crate::report::probe::ProbeEvidence, Failure> {
+    let mut rules: RuleSet = load_with_overrides(s.rules.dir.as_deref())?;
+    let profile = s.rules.profile.as_deref().unwrap_or(crate::rules::DEFAULT_PROFILE).to_string();
+    rules.apply_profile(&profile).map_err(Failure::Usage)?;
+    let _ = s.rules.apply_to_rules(&mut rules);
+    Ok(crate::probe::judge(run, &profile, rules.thresholds.get("ttft_p95_high").copied()))
 }
 
 /// The async runtime of a single diagnosis: one thread. The requests' connections, the decoding

@@ -2,7 +2,7 @@
 //!
 //! This file dispatches the commands and holds what they share; the commands with more to them have
 //! a file each: `explain.rs` (explain, and the diagnosis and output that check and --watch reuse),
-//! `check.rs` (the post-deploy check), `serve.rs` (the service for Alertmanager), `mcp.rs` (the tools for AI agents) and `connect.rs` (the data source built from the settings).
+//! `check.rs` (the post-deploy check), `serve.rs` (the service for Alertmanager), `probe.rs` (requests timed from the client), `mcp.rs` (the tools for AI agents) and `connect.rs` (the data source built from the settings).
 //!
 //! The command line becomes typed [`Settings`] here, once ([`crate::cli`] types them,
 //! [`crate::settings::build`] merges the environment and the configuration file in); nothing the
@@ -13,6 +13,7 @@ mod check;
 mod connect;
 mod explain;
 mod mcp;
+mod probe;
 mod rules;
 mod serve;
 
@@ -30,14 +31,21 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
     let lookup = cli.lookup();
     match cli.command {
         Command::Explain(args) => {
-            let settings = build(args.into_settings(), &lookup, Mode::Explain)?;
+            let probe = args.probe.into_settings(&args.explain.given);
+            let settings = build(args.explain.into_settings(), &lookup, Mode::Explain)?;
             let format = *settings.output.format;
-            with_failure_document(format, explain::run_explain(settings))
+            with_failure_document(format, explain::run_explain(settings, probe))
         }
         Command::Check(args) => {
+            let probe = args.probe.into_settings(&args.explain.given);
             let settings = build(args.explain.into_settings(), &lookup, Mode::Check)?;
             let format = *settings.output.format;
-            with_failure_document(format, check::run_check(settings, args.since.as_deref()))
+            with_failure_document(format, check::run_check(settings, args.since.as_deref(), probe))
+        }
+        Command::Probe(args) => {
+            let (shared, probe) = args.into_settings();
+            let settings = build(shared, &lookup, Mode::Explain)?;
+            probe::run_probe(settings, probe)
         }
         Command::Serve(args) => {
             let settings = build(args.explain.into_settings(), &lookup, Mode::Explain)?;

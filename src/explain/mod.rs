@@ -236,7 +236,6 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
     }
     let judge::Judged { mut ranked, scopes, evaluated, coverage, caveats, readings } = judge::judge_late(rules, &table, p, &late);
     warnings.extend(unread_warning(&judge::unread(rules, &table), p));
-
     // Follow up on the findings in one more round trip.
     let follow_ups = follow_up::plan(&ranked.findings, rules, &signal_plan, &opts.selector, p, &disc.window_names);
     // With them, the changes' second round: which models the changed replicas serve.
@@ -304,6 +303,7 @@ pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &Exp
             profile: None,
             notes: signal_plan.notes,
             readings,
+            probe: None,
         },
         Trace { trends, moved_queries: moved_plan.requests(), moved_step: (moved_plan.step, moved_plan.trend_range.as_secs()) },
     ))

@@ -68,6 +68,9 @@ pub struct Answer {
     pub other_severities: Vec<Option<Severity>>,
     /// `Also noted (info): gpu-underutilized (llama)`.
     pub noted: Option<String>,
+    /// `--probe`: what its requests met against the profile's ceiling, and a refusal in front of
+    /// the engines when there was one.
+    pub probe: Vec<String>,
     /// Why a run without findings is or is not an all-clear, or which core checks a run with
     /// findings could not make.
     pub conclusion: Option<String>,
@@ -223,6 +226,7 @@ impl Answer {
             other_severities,
             noted: (!noted.is_empty()).then(|| format!("Also noted (info): {}", noted.join(", "))),
             conclusion: conclusion(view),
+            probe: view.probe.clone(),
             moved,
             not_evaluated_pairs,
             not_evaluated: not_evaluated_count(view, hints),
@@ -252,6 +256,7 @@ impl Answer {
         out.extend(self.others.iter().map(String::as_str));
         out.extend(self.noted.as_deref());
         out.extend(self.conclusion.as_deref());
+        out.extend(self.probe.iter().map(String::as_str));
         out.extend(self.moved.iter().map(String::as_str));
         out.extend(self.not_evaluated_pairs.iter().map(String::as_str));
         out.extend(self.not_evaluated.as_deref());
@@ -374,6 +379,13 @@ fn no_problem_headline(view: &ReportView) -> (&'static str, String) {
     } else {
         view.healthy.as_ref().map_or_else(|| "what was checked".to_string(), |h| h.pairs.clone())
     };
+    if let Some(p) = &view.probe_failed {
+        let rest = match view.verdict {
+            Verdict::NothingEvaluated => "no rule could be checked against this window".to_string(),
+            _ => format!("no warning or critical finding in the {in_rules} evaluated"),
+        };
+        return ("PROBE FAILED", format!("{p} · {rest}"));
+    }
     match view.verdict {
         Verdict::NothingEvaluated => ("NOTHING EVALUATED", "no rule could be checked against this window, so this is not an all-clear".to_string()),
         Verdict::Incomplete => {

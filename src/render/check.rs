@@ -18,6 +18,25 @@ pub fn verdict_says_not_evaluated(report: &Report, opts: &RenderOptions) -> bool
 /// It says the same as the exit code (1, 0, 3), in words, with the deploy time it measured from
 /// (the window's start) and the findings that decided it.
 pub fn check_verdict(report: &Report, opts: &RenderOptions) -> String {
+    let Some(probe) = &report.probe else {
+        return diagnosis_verdict(report, opts);
+    };
+    if report.decide(opts.fail_on, opts.fail_on_unexplained) == Decision::FailProbe {
+        let why = super::probe::failed_clause(probe).unwrap_or_default();
+        let since = format!("since the deploy at {}", describe_time_at(&report.window.start, opts.now.as_ref()));
+        return format!("FAIL: {why}; {} {since}", found_in(report, "the metrics"));
+    }
+    // Otherwise the diagnosis decided; the probe's result follows it.
+    let verdict = diagnosis_verdict(report, opts);
+    match super::probe::failed_clause(probe) {
+        Some(why) if opts.fail_on.is_none() => format!("{verdict}; {why} (with --fail-on never, the probe fails nothing)"),
+        Some(why) => format!("{verdict}; and {why}"),
+        None => format!("{verdict}; {}", super::probe::passed_clause(probe)),
+    }
+}
+
+/// The verdict of the diagnosis alone.
+fn diagnosis_verdict(report: &Report, opts: &RenderOptions) -> String {
     let scopes = ScopeStyle::for_report(report);
     let since = format!("since the deploy at {}", describe_time_at(&report.window.start, opts.now.as_ref()));
     let decision = report.decide(opts.fail_on, opts.fail_on_unexplained);

@@ -89,7 +89,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     }
 
     let mut notes: Vec<String> = Vec::new();
-    for line in a.noted.iter().chain(&a.conclusion) {
+    for line in a.noted.iter().chain(&a.conclusion).chain(&a.probe) {
         notes.extend(wrap(line, w, "", INDENT));
     }
     if !a.not_evaluated_pairs.is_empty() {

@@ -80,6 +80,7 @@ fn base(findings: Vec<Finding>, healthy: Vec<Checked>, not_evaluated: Vec<NotEva
         profile: Some("chat".to_string()),
         notes: Vec::new(),
         readings: Vec::new(),
+        probe: None,
     }
 }
 

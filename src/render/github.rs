@@ -47,7 +47,7 @@ pub fn annotations_of(view: &ReportView) -> String {
 /// [`Report::decide`] decided for `report` under `opts`' bars, as the verdict words it.
 pub fn summary_heading(verdict: &str, report: &Report, opts: &RenderOptions) -> String {
     let mark = match report.decide(opts.fail_on, opts.fail_on_unexplained) {
-        crate::report::Decision::FailFindings | crate::report::Decision::FailUnexplained => ":x:",
+        crate::report::Decision::FailFindings | crate::report::Decision::FailUnexplained | crate::report::Decision::FailProbe => ":x:",
         _ if super::verdict_says_not_evaluated(report, opts) => ":grey_question:",
         _ => ":white_check_mark:",
     };

@@ -40,7 +40,8 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     if let Some(sentence) = &view.conclusion {
         // Only a real all-clear is drawn as one: a run missing its core checks is not.
         // Nor is one where signals moved that no rule explains.
-        let class = if view.verdict == Verdict::Clean && view.unexplained.is_empty() { "verdict clean" } else { "verdict unknown" };
+        let class =
+            if view.verdict == Verdict::Clean && view.unexplained.is_empty() && view.probe_failed.is_none() { "verdict clean" } else { "verdict unknown" };
         let _ = writeln!(body, "<p class=\"{class}\">{}</p>", esc(sentence));
     }
     for f in &view.findings {
@@ -122,7 +123,7 @@ fn answer(out: &mut String, view: &ReportView) {
         }
     }
     list(out, "ul", &a.others);
-    for line in a.noted.iter().chain(&a.conclusion).chain(&a.disabled).chain(&a.warnings) {
+    for line in a.noted.iter().chain(&a.conclusion).chain(&a.probe).chain(&a.disabled).chain(&a.warnings) {
         para(out, "note", line);
     }
     if !a.moved.is_empty() {

@@ -79,6 +79,10 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
     let no_verdict = view.core_missing.clone().or_else(|| view.nothing_evaluated.then(|| "Nothing could be evaluated: this run gives no verdict.".to_string()));
     let errors = usize::from(no_verdict.is_some());
     tests += errors;
+    // The probe (--probe) is a test case of its own, failing as the run's decision has it.
+    let probe_fails = view.probe_failed.is_some() && view.fail_on.is_some();
+    tests += usize::from(!view.probe.is_empty());
+    let failures = failures + usize::from(probe_fails);
 
     let timestamp = view.window_range.end.format("%Y-%m-%dT%H:%M:%S").to_string();
     let bar = crate::report::fail_on_name(view.fail_on, view.fail_on_unexplained);
@@ -93,6 +97,24 @@ pub fn render(view: &ReportView, _opts: &RenderOptions) -> String {
         let name = if sentence.starts_with("Core runbook") { "core runbook checks" } else { "what could not be seen" };
         let _ = writeln!(out, "    <testcase name=\"{name}\" classname=\"coverage\" time=\"0\">");
         let _ = writeln!(out, "      <error message=\"{}\" type=\"not-evaluated\"/>", attr(sentence));
+        out.push_str("    </testcase>\n  </testsuite>\n");
+    }
+    if !view.probe.is_empty() {
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"probe\" tests=\"1\" failures=\"{}\" errors=\"0\" skipped=\"0\" time=\"0\" timestamp=\"{timestamp}\">",
+            usize::from(probe_fails)
+        );
+        let _ = writeln!(out, "    <testcase name=\"probe\" classname=\"probe\" time=\"0\">");
+        let body = text(&format!("{}\n", view.probe.join("\n")));
+        match (&view.probe_failed, probe_fails) {
+            (Some(why), true) => {
+                let _ = writeln!(out, "      <failure message=\"{}\" type=\"probe\">{body}</failure>", attr(why));
+            }
+            _ => {
+                let _ = writeln!(out, "      <system-out>{body}</system-out>");
+            }
+        }
         out.push_str("    </testcase>\n  </testsuite>\n");
     }
     for (rule, by_scope) in &cases {

@@ -69,7 +69,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
     if !a.others.is_empty() {
         blocks.push(a.others.iter().map(|o| format!("- {}", text(o))).collect::<Vec<_>>().join("\n"));
     }
-    let mut notes: Vec<String> = a.noted.iter().chain(&a.conclusion).map(|x| text(x)).collect();
+    let mut notes: Vec<String> = a.noted.iter().chain(&a.conclusion).chain(&a.probe).map(|x| text(x)).collect();
     notes.extend(a.disabled.iter().map(|d| text(d)));
     notes.extend(a.warnings.iter().map(|w| text(w)));
     if !notes.is_empty() {

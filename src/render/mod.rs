@@ -33,6 +33,7 @@ pub mod json;
 pub mod junit;
 pub mod links;
 pub mod markdown;
+pub mod probe;
 pub mod slack;
 pub mod slack_blocks;
 pub mod sparkline;
@@ -460,6 +461,39 @@ mod tests {
         assert!(v.starts_with("NOT EVALUATED: 1 scrape target answered nothing in the 30m since the deploy"), "{v}");
         assert!(v.contains("10.0.0.7:8000: connection refused") && v.ends_with("but this is not a pass"), "{v}");
         assert!(verdict_says_not_evaluated(&r, &opts));
+    }
+
+    /// The probe the real-engine lab joined to `explain` through vLLM's router at its limit: 8 of 10
+    /// answered 408 (scripts/lab/probe-join.sh).
+    fn lab_probe() -> crate::report::probe::ProbeEvidence {
+        let r: Report = serde_json::from_str(include_str!("../../fixtures/real-engine-probe-join/explain-probe-408.json")).expect("the lab's report");
+        r.probe.expect("its probe")
+    }
+
+    #[test]
+    fn a_failed_probe_decides_a_check_with_a_bar_and_is_said_after_any_other_verdict() {
+        let warning = RenderOptions { fail_on: Some(Severity::Warning), ..RenderOptions::default() };
+        let mut r = clean_report();
+        r.probe = Some(lab_probe());
+        assert_eq!(r.decide(warning.fail_on, false), crate::report::Decision::FailProbe);
+        let v = check_verdict(&r, &warning);
+        assert!(v.starts_with("FAIL: the probe of http://127.0.0.1:39389/v1/completions: 8 of 10 requests failed (8 x HTTP 408 after 221 ms"), "{v}");
+        assert!(v.contains("; nothing was found in the metrics since the deploy at "), "{v}");
+        // Without a bar it fails nothing, and the verdict says so.
+        let v = check_verdict(&r, &RenderOptions::default());
+        assert!(v.starts_with("PASS: nothing fails with --fail-on never") && v.ends_with("(with --fail-on never, the probe fails nothing)"), "{v}");
+        // A finding over the bar decides first; the probe follows it.
+        let mut s = sample_report();
+        s.probe = Some(lab_probe());
+        assert_eq!(s.decide(warning.fail_on, false), crate::report::Decision::FailFindings);
+        let v = check_verdict(&s, &warning);
+        assert!(v.starts_with("FAIL: ") && v.contains("; and the probe of http://127.0.0.1:39389/v1/completions: 8 of 10 requests failed"), "{v}");
+        // The answer's headline says it when no finding leads, and JUnit has a failing probe case.
+        let view = ReportView::new(&r, &warning);
+        assert_eq!(view.answer().badge, "PROBE FAILED");
+        let junit = render(&r, Format::Junit, &warning);
+        assert!(junit.contains("<testsuite name=\"probe\" tests=\"1\" failures=\"1\"") && junit.contains("type=\"probe\""), "{junit}");
+        assert!(junit.contains("Refused in front of the engines: 8 of 10 requests answered busy"), "{junit}");
     }
 
     #[test]

@@ -68,7 +68,8 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
 /// The answer as mrkdwn paragraphs within `budget` characters as Slack shows them: where the whole
 /// answer is longer, the least important lines go first (the other findings past the first, what
 /// else moved, the warnings, the answered steps past the first, the notes, the info findings, the
-/// last answered step, the time by hop, the second step, the deciding numbers past the first, the
+/// probe's summary line (its refusal in front of the engines stays), the last answered step, the
+/// time by hop, the second step, the deciding numbers past the first, the probe's last line, the
 /// last other finding), and the message says how many lines it left out. Block Kit puts each paragraph in a section block
 /// of its own.
 pub(crate) fn sections_within(a: &Answer, budget: usize) -> Vec<String> {
@@ -104,6 +105,9 @@ fn drop_one(a: &mut Answer) -> bool {
         l.notes.pop();
     } else if a.noted.is_some() {
         a.noted = None;
+    } else if a.probe.len() > 1 {
+        // The probe's summary goes before its refusal in front of the engines, which names the cause.
+        a.probe.remove(0);
     } else if let Some(l) = a.lead.as_mut().filter(|l| !l.checked.is_empty()) {
         l.checked.pop();
     } else if let Some(l) = a.lead.as_mut().filter(|l| l.hop.is_some()) {
@@ -112,6 +116,8 @@ fn drop_one(a: &mut Answer) -> bool {
         l.steps.pop();
     } else if let Some(l) = a.lead.as_mut().filter(|l| l.numbers.len() > 1) {
         l.numbers.pop();
+    } else if !a.probe.is_empty() {
+        a.probe.pop();
     } else if !a.others.is_empty() {
         a.others.pop();
         a.other_severities.pop();
@@ -158,7 +164,7 @@ fn sections(a: &Answer, cut: usize) -> Vec<String> {
         }
     }
     let mut rest: Vec<String> = a.others.iter().map(|o| format!("• {}", plain(o))).collect();
-    rest.extend(a.noted.iter().chain(&a.conclusion).map(|x| plain(x)));
+    rest.extend(a.noted.iter().chain(&a.conclusion).chain(&a.probe).map(|x| plain(x)));
     if !a.moved.is_empty() {
         rest.push("*Also changed, not explained by any rule:*".to_string());
         rest.extend(a.moved.iter().map(|m| format!("• {}", plain(m))));

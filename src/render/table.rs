@@ -60,6 +60,13 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
         out.push(String::new());
         out.extend(wrap(sentence, width, "", ""));
     }
+    // The probe (--probe): what its requests met, and a refusal in front of the engines.
+    if !view.probe.is_empty() {
+        out.push(String::new());
+        for line in &view.probe {
+            out.extend(wrap(line, width, "", "  "));
+        }
+    }
     // Time by hop, every scope's whole split (render/hops.rs).
     if let Some((head, scopes)) = super::hops::table_lines(&view.hops) {
         out.push(String::new());

@@ -110,6 +110,10 @@ pub struct ReportView {
     /// The numbers behind each model's healthy core checks, each against the line its rule needs
     /// to fire: `KV-cache usage (peak): 59%, baseline 55% (needs >= 90%: not met)`.
     pub readings: Vec<ReadingsView>,
+    /// `--probe`: what its requests met, and a refusal in front of the engines (one line each).
+    pub probe: Vec<String>,
+    /// Why the probe fails the run, when it does.
+    pub probe_failed: Option<String>,
 }
 
 /// One model's numbers behind its healthy core checks.
@@ -496,6 +500,8 @@ impl ReportView {
                 })
                 .collect(),
             hops: super::hops::views(report, &scopes),
+            probe: report.probe.as_ref().map(super::probe::evidence_lines).unwrap_or_default(),
+            probe_failed: report.probe.as_ref().and_then(super::probe::failed_clause),
         }
     }
 

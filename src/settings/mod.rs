@@ -20,6 +20,7 @@
 
 pub mod file;
 mod merge;
+pub mod probe;
 mod show;
 
 use std::collections::BTreeSet;

@@ -55,6 +55,41 @@ pub fn weight_rank(query: &str) -> u8 {
     }
 }
 
+/// A probe's engine-side read (`vllm-diag probe`): the mean of the histograms named `names` (one
+/// family in its spellings) over the `range` before the instant asked, every series under the
+/// selector summed, as `_sum` over `_count` (exact whatever the buckets; `increase`'s extrapolation
+/// scales both alike). `count` asks the number of observations instead (the requests the engines
+/// finished, for the e2e family): each series' last sample in the range less its first, summed,
+/// which counts exactly what the scrapes saw (a restart inside the range would make it wrong, so
+/// the means do not use it).
+pub fn probe_engine_query(selector: &Selector, names: &[&str], range: Duration, count: bool) -> String {
+    let series = |suffix: &str| {
+        let alternatives = names.iter().map(|n| crate::prom::escape_regex_literal(&format!("{n}{suffix}"))).collect::<Vec<_>>().join("|");
+        let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: alternatives }];
+        m.extend(selector.matchers.iter().cloned());
+        format!("{{{}}}[{}]", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","), promql_duration(range))
+    };
+    if count {
+        let s = series("_count");
+        format!("sum(max_over_time({s}) - min_over_time({s}))")
+    } else {
+        format!("sum(increase({})) / sum(increase({}))", series("_sum"), series("_count"))
+    }
+}
+
+/// A probe's engine-side gauge read: the highest value any one series under the selector held in the
+/// `range` before the instant asked (the most requests one engine had running, or waiting).
+pub fn probe_engine_gauge_max(selector: &Selector, names: &[&str], range: Duration) -> String {
+    let alternatives = names.iter().map(|n| crate::prom::escape_regex_literal(n)).collect::<Vec<_>>().join("|");
+    let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: alternatives }];
+    m.extend(selector.matchers.iter().cloned());
+    if !m.iter().any(|m| m.name == crate::prom::selector::SHADOW_LABEL) {
+        // Not production-stack's router's gauges of the same name (crate::prom::SHADOWED).
+        m.push(Matcher::eq(crate::prom::selector::SHADOW_LABEL, ""));
+    }
+    format!("max(max_over_time({{{}}}[{}]))", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","), promql_duration(range))
+}
+
 /// PromQL duration in whole seconds (exact and accepted everywhere).
 pub fn promql_duration(d: Duration) -> String {
     format!("{}s", d.as_secs().max(1))

@@ -38,7 +38,7 @@ mod secret;
 #[cfg(test)]
 mod tests;
 mod tls;
-mod transport;
+pub(crate) mod transport;
 
 pub(crate) use retry::parse_retry_after;
 pub use retry::RetryPolicy;

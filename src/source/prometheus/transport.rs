@@ -22,7 +22,7 @@ pub(super) fn base64(input: &[u8]) -> String {
 /// completed", or "channel closed" when the connection died before the request went out (an idle
 /// connection closed by the server, a TLS 1.3 server hanging up after the handshake). Matched on
 /// text: hyper is not a direct dependency, and its error kinds are not public through reqwest.
-pub(super) fn is_incomplete_message(e: &reqwest::Error) -> bool {
+pub(crate) fn is_incomplete_message(e: &reqwest::Error) -> bool {
     let t = chain_text(e).to_ascii_lowercase();
     t.contains("connection closed")
         || t.contains("channel closed")
@@ -33,7 +33,7 @@ pub(super) fn is_incomplete_message(e: &reqwest::Error) -> bool {
 
 /// The messages of an error's sources, outermost first, joined by ": ". The top-level reqwest message
 /// is skipped: it repeats the URL and says nothing about the cause.
-pub(super) fn chain_text(e: &reqwest::Error) -> String {
+pub(crate) fn chain_text(e: &reqwest::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut cur: Option<&(dyn StdError + 'static)> = e.source();
     while let Some(err) = cur {
@@ -50,7 +50,7 @@ pub(super) fn chain_text(e: &reqwest::Error) -> String {
 }
 
 /// The most specific part of a chain text, without ` (os error N)`.
-pub(super) fn innermost(text: &str) -> String {
+pub(crate) fn innermost(text: &str) -> String {
     let last = text.rsplit(": ").next().unwrap_or(text).trim();
     let last = match last.find(" (os error") {
         Some(i) => &last[..i],
@@ -63,7 +63,7 @@ pub(super) fn innermost(text: &str) -> String {
     }
 }
 
-pub(super) fn io_error_kind(e: &reqwest::Error) -> Option<io::ErrorKind> {
+pub(crate) fn io_error_kind(e: &reqwest::Error) -> Option<io::ErrorKind> {
     let mut cur: Option<&(dyn StdError + 'static)> = e.source();
     while let Some(err) = cur {
         if let Some(io) = err.downcast_ref::<io::Error>() {
