@@ -95,7 +95,7 @@ pub const DEFAULT_RATIO: f64 = 1.5;
 pub const DEFAULT_Z: f64 = 6.0;
 pub const DEFAULT_DURATION_SECONDS: f64 = 300.0;
 
-/// Signal pairs whose trends moving together is seed 001's correlation: (cause, effect, what it
+/// Signal pairs whose trends moving together the runbooks read as a cause: (cause, effect, what it
 /// says when they do).
 pub use crate::report::CORRELATION_PAIRS as PAIRS;
 /// The coefficient from which two trends count as moving together.
@@ -681,7 +681,7 @@ pub fn pearson(a: &[(f64, f64)], b: &[(f64, f64)]) -> Option<(f64, usize)> {
     r.is_finite().then_some((r, n))
 }
 
-/// Seed 001's correlations as evidence: for each warning or critical finding, each pair whose
+/// The runbooks' correlations as evidence: for each warning or critical finding, each pair whose
 /// trends over the window (baseline and window together, so a step between them counts) move
 /// together on its scope, when the finding's evidence holds either signal of the pair. It supports
 /// the finding when the finding reads the pair's cause; when the finding reads only the effect, it

@@ -1050,7 +1050,7 @@ fn what_else_moved_reads_replica_by_replica_only_where_the_fleet_is_counted_and_
     assert!(keys.is_empty() && warnings.is_empty(), "{keys:?} {warnings:?}");
 }
 
-/// The two-replica fleet of issue 47: the replica capped at 8 queues (TTFT P95 0.74 s against
+/// A two-replica fleet: the replica capped at 8 queues (TTFT P95 0.74 s against
 /// 0.07 s: 14x), the one running 32 decodes a batch of 25 (ITL P95 2.4x). Both branches of
 /// replica-outlier hold, each about another replica.
 fn two_outliers(itl_high: f64) -> SignalTable {
