@@ -73,6 +73,7 @@ pub fn render(view: &ReportView, opts: &RenderOptions) -> String {
 /// last other finding), and the message says how many lines it left out. Block Kit puts each paragraph in a section block
 /// of its own.
 pub(crate) fn sections_within(a: &Answer, budget: usize) -> Vec<String> {
+    let a = &with_links_within(a);
     let whole = sections(a, 0);
     if sent_len(&whole.join("\n\n")) <= budget {
         return whole;
@@ -88,6 +89,22 @@ pub(crate) fn sections_within(a: &Answer, budget: usize) -> Vec<String> {
         }
     }
     last
+}
+
+/// The answer with its chart links, the longest left out first, while the message as sent (links
+/// whole) would pass [`LIMIT`]: a chart link is a convenience, and a PromQL of a few kilobytes in
+/// one would otherwise make the message be cut and lose the facts themselves. The budget counts a
+/// link as its label, so the lines kept do not change.
+fn with_links_within(a: &Answer) -> Answer {
+    let mut a = a.clone();
+    loop {
+        if sections(&a, 0).join("\n\n").chars().count() < LIMIT {
+            return a;
+        }
+        let Some(l) = a.lead.as_mut() else { return a };
+        let Some(longest) = l.numbers.iter_mut().filter(|n| n.link.is_some()).max_by_key(|n| n.link.as_ref().map_or(0, String::len)) else { return a };
+        longest.link = None;
+    }
 }
 
 /// Leave out the least important line the answer still has; false when nothing is left to drop.
@@ -388,6 +405,28 @@ mod tests {
         r.warnings = vec!["w".repeat(10_000)];
         let text = render(&r, &opts());
         assert!(text.chars().count() <= LIMIT, "{} chars", text.chars().count());
+    }
+
+    /// A real router's HTTP queries are kilobytes of PromQL (the users' route list, the counters
+    /// born mid-window): their chart links alone pass the limit. The links give way, the facts stay.
+    #[test]
+    fn chart_links_too_long_for_the_message_give_way_to_its_lines() {
+        let mut r = sample_report();
+        for e in &mut r.findings[0].evidence {
+            e.query = format!("sum(rate(http_requests_total{{handler=~\"{}\"}}[3m]))", "/v1/completions|".repeat(200));
+        }
+        let linked = RenderOptions { links: Some(crate::render::links::GraphLinks::prometheus()), ..opts() };
+        let short = render(&sample_report(), &linked);
+        let long = render(&r, &linked);
+        assert!(long.chars().count() < LIMIT, "{} chars", long.chars().count());
+        let strip = |t: &str| -> Vec<String> { t.lines().map(|l| l.split(" <http").next().unwrap_or_default().to_string()).collect() };
+        assert_eq!(strip(&long), strip(&short), "the same lines, without the links that did not fit:\n{long}");
+        assert!(short.contains("|chart>") && !long.contains("|chart>"), "{long}");
+        let blocks: serde_json::Value = serde_json::from_str(&super::super::slack_blocks::render(&ReportView::new(&r, &linked), &linked)).unwrap();
+        for b in blocks["blocks"].as_array().unwrap() {
+            let text = b["text"]["text"].as_str().unwrap_or_default();
+            assert!(!text.contains('…') && text.chars().count() < LIMIT, "a block cut: {text}");
+        }
     }
 
     #[test]
