@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::{Confidence, ConfidenceLevel, LimitKind, Recommendation, Scope, WontHelp};
+pub use crate::report::card::SizedOn;
+use crate::report::card::{Card, CardFacts, ConfigFit, Doubt, Footprint, FullLength, RuledOut, SeqsFromConfig, SeqsMeasured, Sureness, SurenessRead, HEADROOM};
+use crate::report::{ConfidenceLevel, LimitKind, Recommendation, Scope, WontHelp};
 
 /// Recommendation kinds a rule may ask for with `recommend = "..."`.
 pub const KNOWN: &[&str] = &["max_num_seqs", "chunked_prefill"];
@@ -57,29 +59,6 @@ pub struct Inputs {
     pub sized_on: Option<SizedOn>,
 }
 
-/// The replicas a finding's cards are sized from, when they are not all of the model's.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SizedOn {
-    /// By the replica label.
-    pub replicas: Vec<String>,
-    /// How many replicas the model has.
-    pub of: usize,
-    /// Requests waiting on each of them (the median over the window's steps, averaged).
-    pub waiting: f64,
-}
-
-/// `on 127.0.0.1:8000 (1 of 2 replicas, the one the finding is about): `, or nothing where the
-/// cards are sized from every replica.
-fn on(inp: &Inputs) -> String {
-    match &inp.sized_on {
-        Some(s) if s.replicas.len() == 1 => format!("on {} (1 of {} replicas, the one the finding is about): ", s.replicas[0], s.of),
-        Some(s) => format!("on {} ({} of {} replicas, the ones the finding is about): ", s.replicas.join(", "), s.replicas.len(), s.of),
-        None => String::new(),
-    }
-}
-
-/// Share of the KV cache a recommendation plans to fill, leaving room for bursts and long tails.
-const HEADROOM: f64 = 0.9;
 /// KV-cache usage at or past which the cache is full (kv-cache-pressure's own line).
 const KV_FULL: f64 = 0.9;
 /// KV-cache usage under which more KV memory cannot be what is missing.
@@ -99,6 +78,10 @@ const ROSE: f64 = 1.5;
 pub const CARDS: &[&str] = &["kv_blocks", "replicas_for_kv", "more_seqs", "replicas_for_queue", "step_budget"];
 
 pub fn recommend(kind: &str, inp: &Inputs) -> Option<Recommendation> {
+    sized(kind, inp).map(Recommendation::from)
+}
+
+fn sized(kind: &str, inp: &Inputs) -> Option<Card> {
     match kind {
         "max_num_seqs" => max_num_seqs(inp),
         "chunked_prefill" => chunked_prefill(inp),
@@ -111,7 +94,7 @@ pub fn recommend(kind: &str, inp: &Inputs) -> Option<Recommendation> {
 /// the sequence cap bound with KV room, a smaller step budget only where prefill interferes with
 /// decode).
 pub fn cards(kind: Option<&str>, also: &[String], inp: &Inputs) -> Vec<Recommendation> {
-    let mut out: Vec<Recommendation> = kind.and_then(|k| recommend(k, inp)).into_iter().collect();
+    let mut out: Vec<Card> = kind.and_then(|k| sized(k, inp)).into_iter().collect();
     for card in also {
         out.extend(match card.as_str() {
             "kv_blocks" => kv_size(inp),
@@ -122,11 +105,7 @@ pub fn cards(kind: Option<&str>, also: &[String], inp: &Inputs) -> Vec<Recommend
             _ => None,
         });
     }
-    out
-}
-
-fn n(v: f64) -> String {
-    crate::units::sig(v)
+    out.into_iter().map(Recommendation::from).collect()
 }
 
 /// How many sequences fit in the KV cache with headroom. Preferably measured: the window's running
@@ -136,118 +115,46 @@ fn n(v: f64) -> String {
 /// measured part-way through their outputs, and a batch that fits only until its sequences reach
 /// full length is preempted again (a real engine with 160 blocks of 32 tokens and 400 + 400-token
 /// requests measured room for 7, where 7 full-length sequences need 175 blocks).
-fn max_num_seqs(inp: &Inputs) -> Option<Recommendation> {
-    let from_config = match (inp.num_gpu_blocks, inp.block_size, inp.prompt_len_mean, inp.output_len_mean) {
+fn max_num_seqs(inp: &Inputs) -> Option<Card> {
+    let config = match (inp.num_gpu_blocks, inp.block_size, inp.prompt_len_mean, inp.output_len_mean) {
         (Some(blocks), Some(bs), Some(p), Some(o)) if blocks > 0.0 && bs > 0.0 && p.is_finite() && o.is_finite() && p + o > 0.0 => {
             let per_seq = ((p + o) / bs).ceil();
             let seqs = (blocks * HEADROOM / per_seq).floor().max(1.0);
-            Some((
-                seqs,
-                format!(
-                    "{} GPU blocks x {}% headroom / ceil(({} prompt + {} output tokens) / {} tokens per block = {} blocks per sequence) = {} sequences per replica",
-                    n(blocks),
-                    n(HEADROOM * 100.0),
-                    n(p),
-                    n(o),
-                    n(bs),
-                    n(per_seq),
-                    n(seqs)
-                ),
-            ))
+            Some(SeqsFromConfig { blocks, block_size: bs, prompt: p, output: o, per_seq, seqs })
         }
         _ => None,
     };
     let measured = match (inp.running_per_replica, inp.kv_usage_avg) {
         (Some(r), Some(u)) if r.is_finite() && r > 0.0 && u.is_finite() && u > 0.0 => {
-            let seqs = (r * HEADROOM / u).floor().max(1.0);
-            Some((
-                seqs,
-                format!(
-                    "{}{} running sequences per replica used {}% of the KV cache on average: {} x {}% headroom / {}% = {} sequences per replica",
-                    on(inp),
-                    n(r),
-                    n(u * 100.0),
-                    n(r),
-                    n(HEADROOM * 100.0),
-                    n(u * 100.0),
-                    n(seqs)
-                ),
-            ))
+            Some(SeqsMeasured { sized_on: inp.sized_on.clone(), running: r, kv_used: u, seqs: (r * HEADROOM / u).floor().max(1.0) })
         }
         _ => None,
     };
     // Two ways of sizing it that disagree by half or more: the card rests on the smaller, and is
     // less sure than its window alone would make it.
-    let apart = match (&measured, &from_config) {
-        (Some((m, _)), Some((c, _))) => (m.max(*c) / m.min(*c).max(1.0) >= 1.5)
-            .then(|| format!("measured ({}) and configured ({}) sizes differ by {}x", n(*m), n(*c), n(m.max(*c) / m.min(*c).max(1.0)))),
+    let apart = match (&measured, &config) {
+        (Some(m), Some(c)) => (m.seqs.max(c.seqs) / m.seqs.min(c.seqs).max(1.0) >= 1.5).then_some(Doubt::SizesDiffer { measured: m.seqs, configured: c.seqs }),
         _ => None,
     };
-    let (value, arithmetic) = match (measured, from_config) {
-        (Some((m, _)), Some((c, ct))) if c < m => (
-            c,
-            format!(
-                "{ct}. Measured, more would seem to fit ({} sequences per replica), but sequences are measured part-way through their outputs: {} of them at full length would not fit in {}% of the cache",
-                n(m),
-                n(m),
-                n(HEADROOM * 100.0)
-            ),
-        ),
-        (Some((m, mt)), Some((c, ct))) => {
-            let note = if c > m * 1.5 {
-                "; the gap means real sequences are much longer than the average request (long tails, n > 1, or blocks not freed)"
-            } else {
-                ""
-            };
-            (m, format!("{mt}. Cross-check from vllm:cache_config_info: {ct}{note}"))
-        }
-        (Some(m), None) => m,
-        (None, Some(c)) => c,
+    let value = match (&measured, &config) {
+        (Some(m), Some(c)) => m.seqs.min(c.seqs),
+        (Some(m), None) => m.seqs,
+        (None, Some(c)) => c.seqs,
         (None, None) => return None,
     };
-    Some(Recommendation {
-        setting: "max_num_seqs".into(),
-        value: format!("{}", value as u64),
-        arithmetic,
-        caveat: "a starting point for a load test: long-tail requests need more blocks than the average".into(),
-        flag: "--max-num-seqs".into(),
-        // vLLM does not export the cap; a batch squeezed by the KV cache runs below it.
-        from: "unknown".into(),
-        to: format!("{}", value as u64),
-        tradeoff: "fewer sequences at once: no preemptions, but each replica admits less and the queue takes the rest".into(),
-        confidence: less_sure(kv_confidence(inp), apart),
-    })
+    Some(Card { facts: CardFacts::SeqsForKv { measured, config, value }, confidence: less_sure(kv_confidence(inp), apart) })
 }
 
 /// Enable chunked prefill with a step budget that fits one decode token per running sequence plus an
 /// average prompt, rounded up to a power of two.
-fn chunked_prefill(inp: &Inputs) -> Option<Recommendation> {
-    let (running, p) = (inp.running_per_replica?, inp.prompt_len_mean?);
-    if !(running.is_finite() && p.is_finite() && running >= 0.0 && p > 0.0) {
+fn chunked_prefill(inp: &Inputs) -> Option<Card> {
+    let (running, prompt) = (inp.running_per_replica?, inp.prompt_len_mean?);
+    if !(running.is_finite() && prompt.is_finite() && running >= 0.0 && prompt > 0.0) {
         return None;
     }
-    let raw = running + p;
+    let raw = running + prompt;
     let budget = (raw.max(1.0) as u64).next_power_of_two().clamp(512, 8192);
-    Some(Recommendation {
-        setting: "enable_chunked_prefill=true, max_num_batched_tokens".into(),
-        value: format!("{budget}"),
-        arithmetic: format!(
-            "{} running sequences per replica (one decode token each) + {} tokens of an average prompt = {} tokens per step, rounded up to a power of two within 512..8192 = {budget}",
-            n(running),
-            n(p),
-            n(raw)
-        ),
-        caveat: "smaller budgets favour inter-token latency, larger ones throughput; load-test both directions".into(),
-        flag: "--max-num-batched-tokens".into(),
-        from: "unknown".into(),
-        to: format!("{budget} (with --enable-chunked-prefill)"),
-        tradeoff: "prompts are prefilled in chunks between decode steps: first tokens come sooner under long decodes, long prompts take more steps".into(),
-        confidence: queue_confidence(inp),
-    })
-}
-
-fn pct(v: f64) -> String {
-    format!("{}%", n(v * 100.0))
+    Some(Card { facts: CardFacts::ChunkedPrefill { running, prompt, raw, budget }, confidence: queue_confidence(inp) })
 }
 
 fn finite(vs: &[f64]) -> bool {
@@ -267,286 +174,186 @@ fn replica_count(inp: &Inputs) -> Option<f64> {
 
 /// The level from whether the condition a card was sized from held over the whole window
 /// (`whole`) and over its last five minutes (`recent`), `None` where it was not read.
-fn agreement(whole: Option<bool>, recent: Option<bool>, basis: String) -> Confidence {
+fn agreement(whole: Option<bool>, recent: Option<bool>, read: SurenessRead) -> Sureness {
     let level = match (whole, recent) {
         (Some(true), Some(true)) => ConfidenceLevel::High,
         (Some(true), Some(false)) | (Some(false), Some(false)) => ConfidenceLevel::Low,
         _ => ConfidenceLevel::Medium,
     };
-    Confidence { level, basis }
-}
-
-/// `<what> in 96.8% of the window and 100% of its last 5 min`, or which of the two was not read.
-fn both_reads(whole: Option<String>, recent: Option<String>, what: &str) -> String {
-    match (whole, recent) {
-        (Some(w), Some(r)) => format!("{what} {w} over the window and {r} over its last 5 min"),
-        (Some(w), None) => format!("{what} {w} over the window; its last 5 min were not read"),
-        (None, Some(r)) => format!("{what} {r} over the window's last 5 min; the whole window was not read"),
-        (None, None) => format!("{what}: not read"),
-    }
+    Sureness { level, read, doubt: None }
 }
 
 /// One level less sure, saying why, where the data behind a card disagrees with itself.
-fn less_sure(c: Confidence, why: Option<String>) -> Confidence {
-    let Some(why) = why else { return c };
+fn less_sure(c: Sureness, doubt: Option<Doubt>) -> Sureness {
+    let Some(doubt) = doubt else { return c };
     let level = match c.level {
         ConfidenceLevel::High => ConfidenceLevel::Medium,
         _ => ConfidenceLevel::Low,
     };
-    Confidence { level, basis: format!("{}; {why}", c.basis) }
+    Sureness { level, doubt: Some(doubt), ..c }
 }
 
 /// KV-sized cards: were preemptions sustained over the window and over its last minutes?
-fn kv_confidence(inp: &Inputs) -> Confidence {
-    let (w, r) = (inp.preemption_active, inp.preemption_recent);
-    let basis = both_reads(w.map(pct), r.map(pct), "share of time preempting:");
-    agreement(w.map(|v| v >= SUSTAINED), r.map(|v| v >= SUSTAINED), basis)
+fn kv_confidence(inp: &Inputs) -> Sureness {
+    let (whole, recent) = (inp.preemption_active, inp.preemption_recent);
+    agreement(whole.map(|v| v >= SUSTAINED), recent.map(|v| v >= SUSTAINED), SurenessRead::Preempting { whole, recent })
 }
 
 /// Queue-sized cards: did requests wait over the window and over its last minutes?
-fn queue_confidence(inp: &Inputs) -> Confidence {
-    let (w, r) = (inp.waiting_avg, inp.waiting_recent);
-    let basis = both_reads(w.map(n), r.map(n), "requests waiting on average:");
-    agreement(w.map(|v| v >= QUEUED), r.map(|v| v >= QUEUED), basis)
+fn queue_confidence(inp: &Inputs) -> Sureness {
+    let (whole, recent) = (inp.waiting_avg, inp.waiting_recent);
+    agreement(whole.map(|v| v >= QUEUED), recent.map(|v| v >= QUEUED), SurenessRead::Waiting { whole, recent })
 }
 
 /// Decode-sized cards: was inter-token latency up against the baseline, and still in the last minutes?
-fn itl_confidence(inp: &Inputs) -> Confidence {
+fn itl_confidence(inp: &Inputs) -> Sureness {
     let Some(b) = inp.itl_p95_baseline.filter(|b| b.is_finite() && *b > 0.0) else {
-        return agreement(None, None, "P95 inter-token latency against the baseline: not read".into());
+        return agreement(None, None, SurenessRead::ItlRise { whole: None, recent: None });
     };
-    let (w, r) = (inp.itl_p95.map(|v| v / b), inp.itl_p95_recent.map(|v| v / b));
-    let basis = both_reads(w.map(|x| format!("{}x", n(x))), r.map(|x| format!("{}x", n(x))), "P95 inter-token latency against the baseline:");
-    agreement(w.map(|x| x >= ROSE), r.map(|x| x >= ROSE), basis)
+    let (whole, recent) = (inp.itl_p95.map(|v| v / b), inp.itl_p95_recent.map(|v| v / b));
+    agreement(whole.map(|x| x >= ROSE), recent.map(|x| x >= ROSE), SurenessRead::ItlRise { whole, recent })
 }
 
 /// A KV cache large enough for every request in flight (running and waiting) at the measured
 /// footprint of a sequence, or its full length when that is larger.
-fn kv_size(inp: &Inputs) -> Option<Recommendation> {
-    let (blocks, run, used) = (inp.num_gpu_blocks?, inp.running_per_replica?, inp.kv_usage_avg?);
-    if !(finite(&[blocks, run, used]) && blocks > 0.0 && run > 0.0 && used > 0.0) {
+fn kv_size(inp: &Inputs) -> Option<Card> {
+    let (blocks, running, used) = (inp.num_gpu_blocks?, inp.running_per_replica?, inp.kv_usage_avg?);
+    if !(finite(&[blocks, running, used]) && blocks > 0.0 && running > 0.0 && used > 0.0) {
         return None;
     }
     let replicas = replica_count(inp)?;
-    let measured = used * blocks / run;
+    let measured = used * blocks / running;
     let full = match (inp.block_size, inp.prompt_len_mean, inp.output_len_mean) {
-        (Some(bs), Some(p), Some(o)) if finite(&[bs, p, o]) && bs > 0.0 && p + o > 0.0 => Some(((p + o) / bs).ceil()),
+        (Some(bs), Some(p), Some(o)) if finite(&[bs, p, o]) && bs > 0.0 && p + o > 0.0 => {
+            Some(FullLength { blocks: ((p + o) / bs).ceil(), prompt: p, output: o, block_size: bs })
+        }
         _ => None,
     };
-    let per_seq = full.map_or(measured, |f| f.max(measured));
+    let per_seq = full.as_ref().map_or(measured, |f| f.blocks.max(measured));
     let waiting = match &inp.sized_on {
         Some(s) => s.waiting,
         None => inp.waiting_avg.filter(|w| w.is_finite() && *w > 0.0).unwrap_or(0.0) / replicas,
     };
-    let needed = ((run + waiting) * per_seq / HEADROOM).ceil();
+    let needed = ((running + waiting) * per_seq / HEADROOM).ceil();
     if needed <= blocks {
         return None;
     }
-    let footprint = match full {
-        Some(f) if f > measured => format!(
-            "{} blocks each at full length (ceil(({} prompt + {} output tokens) / {} tokens per block)), more than the {} measured ({} of {} blocks over {} running)",
-            n(f), n(inp.prompt_len_mean.unwrap_or_default()), n(inp.output_len_mean.unwrap_or_default()), n(inp.block_size.unwrap_or_default()), n(measured), pct(used), n(blocks), n(run)
-        ),
-        _ => format!("{} blocks each as measured ({} of {} blocks over {} running sequences)", n(measured), pct(used), n(blocks), n(run)),
-    };
-    let ratio = needed / blocks;
-    Some(Recommendation {
-        setting: "KV cache (blocks per replica)".into(),
-        value: n(needed),
-        arithmetic: format!(
-            "{}({} running + {} waiting requests per replica) x {} blocks per sequence / {} headroom = {} blocks, {}x the {} blocks now; {footprint}",
-            on(inp),
-            n(run), n(waiting), n(per_seq), pct(HEADROOM), n(needed), n(ratio), n(blocks)
-        ),
-        caveat: "the blocks grow with the memory given to the KV cache, not with gpu_memory_utilization as a whole: the weights and activations stay; check peak memory".into(),
-        flag: "--gpu-memory-utilization / --kv-cache-memory-bytes".into(),
-        from: format!("{} blocks", n(blocks)),
-        to: format!("{} blocks ({}x)", n(needed), n(ratio)),
-        tradeoff: "memory for the KV cache is taken from activations and CUDA graphs, or bought with larger GPUs; an fp8 KV cache doubles the blocks at some accuracy risk".into(),
-        confidence: less_sure(
-            kv_confidence(inp),
-            full.filter(|f| *f >= measured * 1.5).map(|f| format!("a sequence needs {} blocks at full length against {} measured", n(f), n(measured))),
-        ),
+    let doubt = full.as_ref().filter(|f| f.blocks >= measured * 1.5).map(|f| Doubt::FullLength { full: f.blocks, measured });
+    let footprint = Footprint { measured, used, blocks, running, full: full.filter(|f| f.blocks > measured) };
+    Some(Card {
+        facts: CardFacts::KvBlocks { sized_on: inp.sized_on.clone(), running, waiting, per_seq, blocks, needed, footprint },
+        confidence: less_sure(kv_confidence(inp), doubt),
     })
 }
 
 /// Enough replicas for the requests in flight (running and waiting) at what one replica held at
 /// its limit, with headroom.
-fn replicas(inp: &Inputs, confidence: Confidence) -> Option<Recommendation> {
-    let (per, run, wait) = (inp.running_per_replica?, inp.running_avg?, inp.waiting_avg?);
-    if !(finite(&[per, run, wait]) && per > 0.0 && wait >= QUEUED) {
+fn replicas(inp: &Inputs, confidence: Sureness) -> Option<Card> {
+    let (per_replica, running, waiting) = (inp.running_per_replica?, inp.running_avg?, inp.waiting_avg?);
+    if !(finite(&[per_replica, running, waiting]) && per_replica > 0.0 && waiting >= QUEUED) {
         return None;
     }
     let now = replica_count(inp)?;
-    let offered = run + wait;
-    let raw = offered / (per * HEADROOM);
+    let raw = (running + waiting) / (per_replica * HEADROOM);
     let to = raw.ceil();
     if to <= now {
         return None;
     }
-    Some(Recommendation {
-        setting: "replicas".into(),
-        value: n(to),
-        arithmetic: format!(
-            "offered load: {} running + {} waiting = {} requests in flight over the model's replicas; one replica held {} at its limit{}: {} / ({} x {} headroom) = {} -> {} replicas",
-            n(run), n(wait), n(offered), n(per), inp.sized_on.as_ref().map(|s| format!(" ({})", s.replicas.join(", "))).unwrap_or_default(), n(offered), n(per), pct(HEADROOM), n(raw), n(to)
-        ),
-        caveat: "requests in flight stand for offered load at today's latency (Little's law); a queue still growing at the window's end means more".into(),
-        flag: "replicas".into(),
-        from: n(now),
-        to: n(to),
-        tradeoff: "cost grows with the replicas; the queue goes, but each request is no faster than the baseline's".into(),
-        confidence,
-    })
+    let sized_on = inp.sized_on.as_ref().map(|s| s.replicas.clone());
+    Some(Card { facts: CardFacts::Replicas { sized_on, running, waiting, per_replica, raw, now, to }, confidence })
 }
 
 /// The sequence cap bound (the batch pinned at its plateau, requests waiting) while the KV cache had
 /// room: as many sequences as the cache holds at the plateau's footprint.
-fn raise_max_num_seqs(inp: &Inputs) -> Option<Recommendation> {
-    let (per, fill, kv, wait) = (inp.running_per_replica?, inp.running_fill?, inp.kv_usage_max?, inp.waiting_avg?);
-    if !(finite(&[per, fill, kv, wait]) && fill >= PINNED && kv > 0.0 && kv < KV_FULL && wait >= QUEUED && per > 0.0) {
+fn raise_max_num_seqs(inp: &Inputs) -> Option<Card> {
+    let (per_replica, fill, kv_peak, wait) = (inp.running_per_replica?, inp.running_fill?, inp.kv_usage_max?, inp.waiting_avg?);
+    if !(finite(&[per_replica, fill, kv_peak, wait]) && fill >= PINNED && kv_peak > 0.0 && kv_peak < KV_FULL && wait >= QUEUED && per_replica > 0.0) {
         return None;
     }
-    let plateau = (per / fill).round().max(1.0);
-    let fit = (plateau * HEADROOM / kv).floor();
+    let plateau = (per_replica / fill).round().max(1.0);
+    let fit = (plateau * HEADROOM / kv_peak).floor();
     let config = match (inp.num_gpu_blocks, inp.block_size, inp.prompt_len_mean, inp.output_len_mean) {
         (Some(b), Some(bs), Some(p), Some(o)) if finite(&[b, bs, p, o]) && b > 0.0 && bs > 0.0 && p + o > 0.0 => {
             let per_seq = ((p + o) / bs).ceil();
-            Some((
-                (b * HEADROOM / per_seq).floor(),
-                format!(
-                    "; vllm:cache_config_info: {} blocks x {} / {} blocks per full-length sequence = {}",
-                    n(b),
-                    pct(HEADROOM),
-                    n(per_seq),
-                    n((b * HEADROOM / per_seq).floor())
-                ),
-            ))
+            Some(ConfigFit { blocks: b, per_seq, fits: (b * HEADROOM / per_seq).floor() })
         }
         _ => None,
     };
-    let (to, cross) = match config {
-        Some((c, text)) if c < fit => (c, format!("{text}, the smaller")),
-        Some((_, text)) => (fit, text),
-        None => (fit, String::new()),
-    };
+    let to = config.as_ref().map_or(fit, |c| c.fits.min(fit));
     if to <= plateau {
         return None;
     }
-    Some(Recommendation {
-        setting: "max_num_seqs".into(),
-        value: n(to),
-        arithmetic: format!(
-            "running requests averaged {} per replica, {} of their peak: pinned at about {} (the cap); at that plateau KV-cache usage peaked at {}: {} x {} headroom / {} = {} sequences per replica{cross}",
-            n(per), pct(fill), n(plateau), pct(kv), n(plateau), pct(HEADROOM), pct(kv), n(fit)
-        ),
-        caveat: "a starting point for a load test: watch preemptions and inter-token latency as the batch grows".into(),
-        flag: "--max-num-seqs".into(),
-        from: format!("{} (the running plateau)", n(plateau)),
-        to: n(to),
-        tradeoff: "a larger batch: more throughput per replica, each decode step slower (inter-token latency up)".into(),
-        confidence: queue_confidence(inp),
-    })
+    Some(Card { facts: CardFacts::MoreSeqs { per_replica, fill, plateau, kv_peak, fit, config, to }, confidence: queue_confidence(inp) })
 }
 
 /// Prefill interfering with decode (inter-token latency up while prompt throughput rose and the KV
 /// cache had room): a step budget of one decode token per running sequence plus a 512-token prefill
 /// chunk, rounded up to a power of two within 512..8192.
-fn prefill_interference(inp: &Inputs) -> Option<Recommendation> {
-    let (itl, itl_b, pr, pr_b, kv, per) =
+fn prefill_interference(inp: &Inputs) -> Option<Card> {
+    let (itl, itl_b, pr, pr_b, kv_peak, running) =
         (inp.itl_p95?, inp.itl_p95_baseline?, inp.prompt_tokens_rate?, inp.prompt_tokens_rate_baseline?, inp.kv_usage_max?, inp.running_per_replica?);
-    if !(finite(&[itl, itl_b, pr, pr_b, kv, per]) && itl_b > 0.0 && pr_b > 0.0 && itl >= ROSE * itl_b && pr >= ROSE * pr_b && kv < KV_FULL && per >= 0.0) {
+    if !(finite(&[itl, itl_b, pr, pr_b, kv_peak, running])
+        && itl_b > 0.0
+        && pr_b > 0.0
+        && itl >= ROSE * itl_b
+        && pr >= ROSE * pr_b
+        && kv_peak < KV_FULL
+        && running >= 0.0)
+    {
         return None;
     }
-    let raw = per + 512.0;
+    let raw = running + 512.0;
     let budget = (raw.ceil() as u64).next_power_of_two().clamp(512, 8192);
-    let steps = inp.batch_tokens_mean.filter(|b| b.is_finite()).map(|b| format!("; steps averaged {} tokens", n(b))).unwrap_or_default();
-    Some(Recommendation {
-        setting: "max_num_batched_tokens".into(),
-        value: format!("{budget}"),
-        arithmetic: format!(
-            "P95 inter-token latency {}x the baseline while prompt tokens per second rose {}x and the KV cache had room (peak {}): prefill shares the steps; {} running sequences per replica (one decode token each) + a 512-token prefill chunk = {} tokens per step, rounded up to a power of two within 512..8192 = {budget}{steps}",
-            n(itl / itl_b), n(pr / pr_b), pct(kv), n(per), n(raw)
-        ),
-        caveat: "the current budget is not exported: compare with the engine's flags before changing it".into(),
-        flag: "--max-num-batched-tokens".into(),
-        from: "unknown".into(),
-        to: format!("{budget} (with --enable-chunked-prefill)"),
-        tradeoff: "smaller prefill chunks per step: steadier inter-token latency, later first tokens for long prompts".into(),
+    let step_tokens = inp.batch_tokens_mean.filter(|b| b.is_finite());
+    Some(Card {
+        facts: CardFacts::StepBudget { itl_factor: itl / itl_b, prompt_factor: pr / pr_b, kv_peak, running, raw, budget, step_tokens },
         confidence: itl_confidence(inp),
     })
 }
 
 /// The advice card that aligns the replica's sequence cap with its peers'.
 pub fn align_card(replica: &str, cap: f64, waiting: f64, peers: f64, peers_capped: bool) -> Recommendation {
-    let to = n(peers.round());
-    Recommendation {
-        setting: "max_num_seqs".into(),
-        value: to.clone(),
-        arithmetic: if peers_capped {
-            format!("{replica}'s running batch held at {} with {} waiting; its peers' held at {}: the same flag, as on its peers", n(cap), n(waiting), n(peers))
-        } else {
-            format!(
-                "{replica}'s running batch held at {} with {} waiting; its peers ran {} at once without meeting a cap, so theirs is at least {}: use the peers' configured value",
-                n(cap),
-                n(waiting),
-                n(peers),
-                n(peers)
-            )
-        },
-        caveat: "vLLM does not export max_num_seqs: both values are the running batch's observed plateaus; check the deployments' --max-num-seqs".into(),
-        flag: "--max-num-seqs".into(),
-        from: n(cap),
-        to: if peers_capped { to } else { format!("{to} or more (the peers' value)") },
-        tradeoff: "more requests decode at once on that replica: its queue empties, its ITL rises toward its peers'".into(),
-        confidence: Confidence { level: ConfidenceLevel::Medium, basis: format!("max_num_seqs binds on {replica} and not on its peers") },
-    }
+    Recommendation::from(Card {
+        facts: CardFacts::Align { replica: replica.to_string(), cap, waiting, peers, peers_capped },
+        confidence: Sureness { level: ConfidenceLevel::Medium, read: SurenessRead::BindsOnlyOn { replica: replica.to_string() }, doubt: None },
+    })
 }
 
-/// The levers a finding of `rule` has that its evidence rules out: more KV memory when the cache
-/// never passed 60%; a lower max_num_seqs when the sequence cap did not bind, the KV cache had
-/// room and nothing was preempted; a quantised KV cache when requests queued while the cache had
-/// room. Where the binding was read ([`Inputs::held`]) it decides whether the sequence cap bound (a
-/// cap that bound is never said not to have), and no KV lever is ruled out for a model the KV
-/// cache bound.
-/// The levers the evidence rules out, for a rule with `rules_out_levers`.
+/// The levers the evidence rules out, for a rule with `rules_out_levers`: more KV memory when the
+/// cache never passed 60%; a lower max_num_seqs when the sequence cap did not bind, the KV cache
+/// had room and nothing was preempted; a quantised KV cache when requests queued while the cache
+/// had room. Where the binding was read ([`Inputs::held`]) it decides whether the sequence cap
+/// bound (a cap that bound is never said not to have), and no KV lever is ruled out for a model
+/// the KV cache bound.
 pub fn wont_help(inp: &Inputs) -> Vec<WontHelp> {
+    ruled_out(inp).into_iter().map(WontHelp::from).collect()
+}
+
+fn ruled_out(inp: &Inputs) -> Vec<RuledOut> {
     let mut out = Vec::new();
     let kv = inp.kv_usage_max.filter(|v| v.is_finite());
     let held = |limit: LimitKind| inp.held.as_ref().and_then(|h| h.get(&limit).copied());
     let kv_bound = held(LimitKind::KvCache).is_some();
-    if let Some(kv) = kv.filter(|kv| *kv < KV_ROOM && !kv_bound) {
-        out.push(WontHelp {
-            lever: "more KV memory".into(),
-            flag: "--gpu-memory-utilization / --kv-cache-memory-bytes".into(),
-            why: format!("KV-cache usage peaked at {}, never past {}", pct(kv), pct(KV_ROOM)),
-        });
+    if let Some(peak) = kv.filter(|kv| *kv < KV_ROOM && !kv_bound) {
+        out.push(RuledOut::KvMemory { peak, room: KV_ROOM });
     }
     let preempting = inp.preemption_active.is_some_and(|p| p >= SUSTAINED);
-    if let (Some(kv), false) = (kv.filter(|kv| *kv < KV_FULL), preempting || kv_bound) {
-        let why = match (held(LimitKind::MaxNumSeqs), &inp.held, inp.running_fill.filter(|f| f.is_finite())) {
+    if let (Some(kv_peak), false) = (kv.filter(|kv| *kv < KV_FULL), preempting || kv_bound) {
+        let lower = match (held(LimitKind::MaxNumSeqs), &inp.held, inp.running_fill.filter(|f| f.is_finite())) {
             // The cap bound: whether a lower one helps is the runbook's call (prefill starvation
             // lowers it to make room for prompts), not something the evidence rules out.
             (Some(_), _, _) => None,
             // The binding was read and the cap did not bind.
-            (None, Some(_), _) => Some(format!("the sequence cap did not bind, and the KV cache had room (peak {})", pct(kv))),
+            (None, Some(_), _) => Some(RuledOut::LowerSeqs { kv_peak, fill: None }),
             // Without the binding, the running batch against its peak tells.
-            (None, None, Some(fill)) if fill < PINNED => Some(format!(
-                "the sequence cap did not bind: running requests averaged {} of their peak, and the KV cache had room (peak {})",
-                pct(fill),
-                pct(kv)
-            )),
+            (None, None, Some(fill)) if fill < PINNED => Some(RuledOut::LowerSeqs { kv_peak, fill: Some(fill) }),
             _ => None,
         };
-        out.extend(why.map(|why| WontHelp { lever: "a lower max_num_seqs".into(), flag: "--max-num-seqs".into(), why }));
+        out.extend(lower);
     }
-    if let (Some(wait), Some(kv)) = (inp.waiting_avg.filter(|w| w.is_finite()), kv) {
-        if wait >= QUEUED && kv < KV_FULL && !kv_bound {
-            out.push(WontHelp {
-                lever: "a quantised KV cache".into(),
-                flag: "--kv-cache-dtype fp8".into(),
-                why: format!("{} requests waited on average while KV-cache usage peaked at {}: they were not waiting for KV blocks", n(wait), pct(kv)),
-            });
+    if let (Some(waiting), Some(kv_peak)) = (inp.waiting_avg.filter(|w| w.is_finite()), kv) {
+        if waiting >= QUEUED && kv_peak < KV_FULL && !kv_bound {
+            out.push(RuledOut::QuantisedKv { waiting, kv_peak });
         }
     }
     out
@@ -728,7 +535,7 @@ mod tests {
 
     #[test]
     fn the_kv_cache_card_sizes_blocks_for_every_request_in_flight_from_the_cache_config() {
-        let c = kv_size(&kv_pressure()).unwrap();
+        let c = Recommendation::from(kv_size(&kv_pressure()).unwrap());
         // 96.7% x 1578 / 17 = 89.8 blocks each (more than 62 at the mean length); 41.6 / 3 = 13.9
         // waiting per replica; (17 + 13.87) x 89.76 / 0.9 = 3078.4 -> 3079.
         assert_eq!(c.from, "1578 blocks");
@@ -753,7 +560,7 @@ mod tests {
             waiting_avg: Some(23.0),
             ..Inputs::default()
         };
-        let c = kv_size(&inp).unwrap();
+        let c = Recommendation::from(kv_size(&inp).unwrap());
         // (7 + 23) x 25 / 0.9 = 833.3 -> 834
         assert_eq!(c.value, "834", "{}", c.arithmetic);
         assert!(c.arithmetic.contains("25 blocks each at full length"), "{}", c.arithmetic);
@@ -768,12 +575,12 @@ mod tests {
 
     #[test]
     fn the_replicas_card_weighs_requests_in_flight_against_what_one_replica_held_at_its_limit() {
-        let c = replicas(&kv_pressure(), kv_confidence(&kv_pressure())).unwrap();
+        let c = Recommendation::from(replicas(&kv_pressure(), kv_confidence(&kv_pressure())).unwrap());
         // (50.9 + 41.6) / (17 x 0.9) = 6.05 -> 7
         assert_eq!((c.from.as_str(), c.to.as_str()), ("3", "7"));
         assert!(c.arithmetic.contains("92.5 requests in flight"), "{}", c.arithmetic);
         // Without a queue there is nothing to add replicas for.
-        assert!(replicas(&Inputs { waiting_avg: Some(0.2), ..kv_pressure() }, Confidence::default()).is_none());
+        assert!(replicas(&Inputs { waiting_avg: Some(0.2), ..kv_pressure() }, kv_confidence(&kv_pressure())).is_none());
     }
 
     #[test]
@@ -792,7 +599,7 @@ mod tests {
         assert!(raise_max_num_seqs(&Inputs { running_fill: Some(0.6), ..seq_cap() }).is_none());
         // The configuration caps it: 160 x 0.9 / ceil(128 / 32) = 36 -> 36; 40 blocks -> 9.
         let inp = Inputs { num_gpu_blocks: Some(40.0), block_size: Some(32.0), prompt_len_mean: Some(64.0), output_len_mean: Some(64.0), ..seq_cap() };
-        assert_eq!(raise_max_num_seqs(&inp).unwrap().to, "9");
+        assert_eq!(Recommendation::from(raise_max_num_seqs(&inp).unwrap()).to, "9");
     }
 
     #[test]
@@ -825,7 +632,9 @@ mod tests {
         let unread = Inputs { preemption_recent: None, ..kv_pressure() };
         let c = kv_confidence(&unread);
         assert_eq!(c.level, ConfidenceLevel::Medium);
-        assert!(c.basis.contains("not read"), "{}", c.basis);
+        assert_eq!(c.words(), "share of time preempting: 96.8% over the window; its last 5 min were not read");
+        let none = kv_confidence(&Inputs { preemption_active: None, ..unread });
+        assert_eq!(none.words(), "share of time preempting: not read");
         let late = Inputs { waiting_avg: Some(0.5), waiting_recent: Some(12.0), ..seq_cap() };
         assert_eq!(queue_confidence(&late).level, ConfidenceLevel::Medium);
     }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
+pub mod card;
 pub mod probe;
 mod steps;
 mod words;
@@ -972,7 +973,7 @@ impl ConfidenceLevel {
 }
 
 /// A lever the evidence rules out, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WontHelp {
     /// What would not help, e.g. `more KV memory`.
     pub lever: String,
@@ -980,6 +981,16 @@ pub struct WontHelp {
     pub flag: String,
     /// The reading that rules it out, with its numbers.
     pub why: String,
+    /// The readings it was worded from (absent in a report read back from JSON).
+    #[serde(skip)]
+    pub ruled: Option<card::RuledOut>,
+}
+
+/// Equal when they read the same: a report read back from JSON has the words, not the readings.
+impl PartialEq for WontHelp {
+    fn eq(&self, other: &WontHelp) -> bool {
+        (&self.lever, &self.flag, &self.why) == (&other.lever, &other.flag, &other.why)
+    }
 }
 
 /// "3 of 8 replicas": which of the scope's replicas cross the finding's first threshold.
@@ -996,6 +1007,17 @@ pub struct Replicas {
     /// is empty and `total` 0, and which replicas are affected is not evaluated, never left unsaid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_evaluated: Option<String>,
+}
+
+/// Why a finding's per-replica breakdown could not be made.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unread {
+    /// The answer was not an instant vector.
+    NotAVector,
+    /// The query failed, for this reason (the source's).
+    Failed(String),
+    /// No answer came back for it.
+    NotAnswered,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

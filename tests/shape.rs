@@ -959,3 +959,30 @@ fn the_circle_check_follows_super_and_groups_and_ignores_parents() {
     let edges = sibling_edges(&files);
     assert!(edges[&vec!["x".to_string()]].contains(&("d".to_string(), "a".to_string())), "a grandchild's super::super counts for its module: {edges:?}");
 }
+
+/// Product lines of a file (its test module left out) that build a string with `format!`.
+fn formatting(file: &str, text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        if code(line).contains("format!(") {
+            out.push(format!("{file}:{}: {}", i + 1, line.trim()));
+        }
+    }
+    out
+}
+
+/// Advice cards and the levers ruled out are sized in numbers (src/recommend.rs decides
+/// report::card's facts) and worded once, in src/report/words.rs.
+#[test]
+fn the_cards_are_sized_in_numbers_and_worded_in_one_place() {
+    let (_, files) = sources();
+    let found: Vec<String> = files.iter().filter(|(file, _, _)| file == "src/recommend.rs").flat_map(|(file, _, text)| formatting(file, text)).collect();
+    assert!(files.iter().any(|(file, _, _)| file == "src/recommend.rs"), "src/recommend.rs is read");
+    assert!(found.is_empty(), "recommend sizes the cards; src/report/words.rs words them:\n{}", found.join("\n"));
+    let caught =
+        formatting("src/recommend.rs", "fn f() -> String {\n    format!(\"{} blocks\", 3)\n}\n#[cfg(test)]\nmod tests { fn t() { format!(\"x\"); } }\n");
+    assert_eq!(caught.len(), 1, "the check catches a card worded where it is sized: {caught:?}");
+}

@@ -96,7 +96,7 @@ fn levers_ruled_out(findings: &mut [Finding], _: &Finish) {
 /// Leave out every step whose lever (`--max-num-seqs`) the finding's won't-help names.
 fn drop_ruled_out_levers(findings: &mut [Finding]) {
     for f in findings {
-        let out: Vec<&str> = f.wont_help.iter().flat_map(|w| w.flag.split(" / ")).map(str::trim).collect();
+        let out: Vec<&str> = f.wont_help.iter().filter_map(|w| w.ruled.as_ref()).flat_map(|r| r.flags().iter().copied()).collect();
         f.steps.retain(|s| s.lever().is_none_or(|l| !out.contains(&l)));
     }
 }
@@ -118,7 +118,7 @@ mod tests {
             Step::Rule { ask: "Look at the GPUs.".into(), lever: None },
         ]
         .into();
-        f.wont_help = vec![WontHelp { lever: "a lower max_num_seqs".into(), flag: "--max-num-seqs".into(), why: "the cap did not bind".into() }];
+        f.wont_help = vec![WontHelp::from(crate::report::card::RuledOut::LowerSeqs { kv_peak: 0.5, fill: None })];
         let mut fs = vec![f];
         super::drop_ruled_out_levers(&mut fs);
         assert_eq!(fs[0].steps.iter().map(Step::text).collect::<Vec<_>>(), ["Look at the GPUs."]);

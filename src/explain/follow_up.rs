@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::fetch::{Answers, Cut, ReadPlan, Way};
 use super::plan::SignalPlan;
 use crate::prom::{escape_regex_literal, MatchOp, Matcher, Selector};
-use crate::report::{Evidence, Finding, Limit, Replicas, RunParams, Scope, TimeRange, Trend, Warnings};
+use crate::report::{Evidence, Finding, Limit, Replicas, RunParams, Scope, TimeRange, Trend, Unread, Warnings};
 use crate::rules::eval::SignalTable;
 use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext, SignalKind};
@@ -269,23 +269,16 @@ pub fn apply(
         if let Some((req, signal)) = b {
             // A damaged or missing answer leaves which replicas are affected not evaluated, with
             // why: never a finding quietly without its breakdown (the warning is explain's).
-            let unread = |why: String| Replicas {
-                label: p.replica_label.clone(),
-                affected: Vec::new(),
-                total: 0,
-                signal: signal.clone(),
-                limit: String::new(),
-                not_evaluated: Some(why),
-            };
+            let unread = |why: Unread| Replicas::unread(&p.replica_label, signal, why);
             match answers.get(req) {
                 Some(Ok(Response { data: Data::Vector(samples), .. })) => {
                     if let Some(e) = f.evidence.iter().find(|e| &e.signal == signal) {
                         f.replicas = Some(affected_replicas(samples, e, &p.replica_label));
                     }
                 }
-                Some(Ok(_)) => f.replicas = Some(unread("the per-replica answer was not a vector".to_string())),
-                Some(Err(e)) => f.replicas = Some(unread(format!("the per-replica answer could not be read: {}", e.short_reason()))),
-                None => f.replicas = Some(unread("the per-replica query was not answered".to_string())),
+                Some(Ok(_)) => f.replicas = Some(unread(Unread::NotAVector)),
+                Some(Err(e)) => f.replicas = Some(unread(Unread::Failed(e.short_reason()))),
+                None => f.replicas = Some(unread(Unread::NotAnswered)),
             }
         }
         let Some(def) = rules.rule(&f.rule) else { continue };

@@ -258,11 +258,7 @@ pub(crate) fn sample_report() -> Report {
         ]),
         references: vec![],
         recommendations: vec![],
-        wont_help: vec![crate::report::WontHelp {
-            lever: "more KV memory".to_string(),
-            flag: "--gpu-memory-utilization / --kv-cache-memory-bytes".to_string(),
-            why: "KV-cache usage peaked at 41%, never past 60%".to_string(),
-        }],
+        wont_help: vec![crate::report::WontHelp::from(crate::report::card::RuledOut::KvMemory { peak: 0.41, room: 0.6 })],
         replicas: None,
         stood_in: None,
         recent: None,

@@ -5,7 +5,11 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{ColdStart, Correlation, Event, HopSplit, LimitKind, PrecededBy, ReplicaCause, ReplicaCauseKind, KV_CEILING, PREFILL_FILLED, STALL_TOKENS};
+use super::card::{Card, CardFacts, ConfigFit, Doubt, Footprint, RuledOut, SeqsFromConfig, SeqsMeasured, SizedOn, Sureness, SurenessRead, HEADROOM};
+use super::{
+    ColdStart, Confidence, Correlation, Event, HopSplit, LimitKind, PrecededBy, Recommendation, ReplicaCause, ReplicaCauseKind, Replicas, Unread, WontHelp,
+    KV_CEILING, PREFILL_FILLED, STALL_TOKENS,
+};
 use crate::units::sig;
 
 impl PrecededBy {
@@ -240,4 +244,354 @@ pub fn limit_basis(limit: LimitKind, running_cap: Option<f64>, token_budget: Opt
 /// text from the rule file.
 pub fn caveat_words(rule: &str, scopes: &[String], caveat: &str) -> String {
     format!("{rule} was judged healthy for {}, but {caveat}", scopes.join(", "))
+}
+
+/// `12%`, from a share (0..1).
+fn pct(v: f64) -> String {
+    format!("{}%", sig(v * 100.0))
+}
+
+/// `on 127.0.0.1:8000 (1 of 2 replicas, the one the finding is about): `, or nothing where a card
+/// is sized from every replica.
+fn on(sized_on: Option<&SizedOn>) -> String {
+    match sized_on {
+        Some(s) if s.replicas.len() == 1 => format!("on {} (1 of {} replicas, the one the finding is about): ", s.replicas[0], s.of),
+        Some(s) => format!("on {} ({} of {} replicas, the ones the finding is about): ", s.replicas.join(", "), s.replicas.len(), s.of),
+        None => String::new(),
+    }
+}
+
+const WITH_CHUNKED: &str = "(with --enable-chunked-prefill)";
+
+impl From<Card> for Recommendation {
+    /// A card worded from its facts: the arithmetic with every number used, the flag from what
+    /// the data shows to the value computed, the trade-off, the caveat and the confidence's basis.
+    fn from(card: Card) -> Recommendation {
+        let confidence = Confidence { level: card.confidence.level, basis: card.confidence.words() };
+        let unknown = || "unknown".to_string();
+        let worded = match card.facts {
+            CardFacts::SeqsForKv { measured, config, value } => make(
+                "max_num_seqs",
+                format!("{}", value as u64),
+                seqs_for_kv(measured.as_ref(), config.as_ref()),
+                "a starting point for a load test: long-tail requests need more blocks than the average",
+                "--max-num-seqs",
+                // vLLM does not export the cap; a batch squeezed by the KV cache runs below it.
+                unknown(),
+                format!("{}", value as u64),
+                "fewer sequences at once: no preemptions, but each replica admits less and the queue takes the rest",
+            ),
+            CardFacts::ChunkedPrefill { running, prompt, raw, budget } => make(
+                "enable_chunked_prefill=true, max_num_batched_tokens",
+                format!("{budget}"),
+                format!(
+                    "{} running sequences per replica (one decode token each) + {} tokens of an average prompt = {} tokens per step, rounded up to a power of two within 512..8192 = {budget}",
+                    sig(running),
+                    sig(prompt),
+                    sig(raw)
+                ),
+                "smaller budgets favour inter-token latency, larger ones throughput; load-test both directions",
+                "--max-num-batched-tokens",
+                unknown(),
+                format!("{budget} {WITH_CHUNKED}"),
+                "prompts are prefilled in chunks between decode steps: first tokens come sooner under long decodes, long prompts take more steps",
+            ),
+            CardFacts::KvBlocks { sized_on, running, waiting, per_seq, blocks, needed, footprint } => make(
+                "KV cache (blocks per replica)",
+                sig(needed),
+                format!(
+                    "{}({} running + {} waiting requests per replica) x {} blocks per sequence / {} headroom = {} blocks, {}x the {} blocks now; {}",
+                    on(sized_on.as_ref()),
+                    sig(running),
+                    sig(waiting),
+                    sig(per_seq),
+                    pct(HEADROOM),
+                    sig(needed),
+                    sig(needed / blocks),
+                    sig(blocks),
+                    footprint.words()
+                ),
+                "the blocks grow with the memory given to the KV cache, not with gpu_memory_utilization as a whole: the weights and activations stay; check peak memory",
+                &RuledOut::KvMemory { peak: 0.0, room: 0.0 }.flags().join(" / "),
+                format!("{} blocks", sig(blocks)),
+                format!("{} blocks ({}x)", sig(needed), sig(needed / blocks)),
+                "memory for the KV cache is taken from activations and CUDA graphs, or bought with larger GPUs; an fp8 KV cache doubles the blocks at some accuracy risk",
+            ),
+            CardFacts::StepBudget { itl_factor, prompt_factor, kv_peak, running, raw, budget, step_tokens } => make(
+                "max_num_batched_tokens",
+                format!("{budget}"),
+                format!(
+                    "P95 inter-token latency {}x the baseline while prompt tokens per second rose {}x and the KV cache had room (peak {}): prefill shares the steps; {} running sequences per replica (one decode token each) + a 512-token prefill chunk = {} tokens per step, rounded up to a power of two within 512..8192 = {budget}{}",
+                    sig(itl_factor),
+                    sig(prompt_factor),
+                    pct(kv_peak),
+                    sig(running),
+                    sig(raw),
+                    step_tokens.map(|b| format!("; steps averaged {} tokens", sig(b))).unwrap_or_default()
+                ),
+                "the current budget is not exported: compare with the engine's flags before changing it",
+                "--max-num-batched-tokens",
+                unknown(),
+                format!("{budget} {WITH_CHUNKED}"),
+                "smaller prefill chunks per step: steadier inter-token latency, later first tokens for long prompts",
+            ),
+            CardFacts::Replicas { sized_on, running, waiting, per_replica, raw, now, to } => replicas_card(sized_on, running, waiting, per_replica, raw, now, to),
+            CardFacts::MoreSeqs { per_replica, fill, plateau, kv_peak, fit, config, to } => more_seqs_card(per_replica, fill, plateau, kv_peak, fit, config, to),
+            CardFacts::Align { replica, cap, waiting, peers, peers_capped } => align_card(&replica, cap, waiting, peers, peers_capped),
+        };
+        Recommendation { confidence, ..worded }
+    }
+}
+
+/// A card's words before its confidence: the setting, the value, the arithmetic and the rest.
+// One argument per field of a card's words, in the order the card reads.
+#[allow(clippy::too_many_arguments)]
+fn make(setting: &str, value: String, arithmetic: String, caveat: &str, flag: &str, from: String, to: String, tradeoff: &str) -> Recommendation {
+    Recommendation {
+        setting: setting.into(),
+        value,
+        arithmetic,
+        caveat: caveat.into(),
+        flag: flag.into(),
+        from,
+        to,
+        tradeoff: tradeoff.into(),
+        confidence: Confidence::default(),
+    }
+}
+
+fn replicas_card(sized_on: Option<Vec<String>>, running: f64, waiting: f64, per_replica: f64, raw: f64, now: f64, to: f64) -> Recommendation {
+    let offered = running + waiting;
+    let which = sized_on.map(|r| format!(" ({})", r.join(", "))).unwrap_or_default();
+    make(
+            "replicas",
+            sig(to),
+            format!(
+                "offered load: {} running + {} waiting = {} requests in flight over the model's replicas; one replica held {} at its limit{which}: {} / ({} x {} headroom) = {} -> {} replicas",
+                sig(running),
+                sig(waiting),
+                sig(offered),
+                sig(per_replica),
+                sig(offered),
+                sig(per_replica),
+                pct(HEADROOM),
+                sig(raw),
+                sig(to)
+            ),
+            "requests in flight stand for offered load at today's latency (Little's law); a queue still growing at the window's end means more",
+            "replicas",
+            sig(now),
+            sig(to),
+            "cost grows with the replicas; the queue goes, but each request is no faster than the baseline's",
+        )
+}
+
+fn more_seqs_card(per_replica: f64, fill: f64, plateau: f64, kv_peak: f64, fit: f64, config: Option<ConfigFit>, to: f64) -> Recommendation {
+    let cross = config
+        .map(|c| {
+            let smaller = if c.fits < fit { ", the smaller" } else { "" };
+            format!(
+                "; vllm:cache_config_info: {} blocks x {} / {} blocks per full-length sequence = {}{smaller}",
+                sig(c.blocks),
+                pct(HEADROOM),
+                sig(c.per_seq),
+                sig(c.fits)
+            )
+        })
+        .unwrap_or_default();
+    make(
+            "max_num_seqs",
+            sig(to),
+            format!(
+                "running requests averaged {} per replica, {} of their peak: pinned at about {} (the cap); at that plateau KV-cache usage peaked at {}: {} x {} headroom / {} = {} sequences per replica{cross}",
+                sig(per_replica),
+                pct(fill),
+                sig(plateau),
+                pct(kv_peak),
+                sig(plateau),
+                pct(HEADROOM),
+                pct(kv_peak),
+                sig(fit)
+            ),
+            "a starting point for a load test: watch preemptions and inter-token latency as the batch grows",
+            "--max-num-seqs",
+            format!("{} (the running plateau)", sig(plateau)),
+            sig(to),
+            "a larger batch: more throughput per replica, each decode step slower (inter-token latency up)",
+        )
+}
+
+fn align_card(replica: &str, cap: f64, waiting: f64, peers: f64, peers_capped: bool) -> Recommendation {
+    let to = sig(peers.round());
+    let arithmetic = if peers_capped {
+        format!(
+            "{replica}'s running batch held at {} with {} waiting; its peers' held at {}: the same flag, as on its peers",
+            sig(cap),
+            sig(waiting),
+            sig(peers)
+        )
+    } else {
+        format!(
+                "{replica}'s running batch held at {} with {} waiting; its peers ran {} at once without meeting a cap, so theirs is at least {}: use the peers' configured value",
+                sig(cap),
+                sig(waiting),
+                sig(peers),
+                sig(peers)
+            )
+    };
+    make(
+        "max_num_seqs",
+        to.clone(),
+        arithmetic,
+        "vLLM does not export max_num_seqs: both values are the running batch's observed plateaus; check the deployments' --max-num-seqs",
+        "--max-num-seqs",
+        sig(cap),
+        if peers_capped { to } else { format!("{to} or more (the peers' value)") },
+        "more requests decode at once on that replica: its queue empties, its ITL rises toward its peers'",
+    )
+}
+
+/// The arithmetic of a KV-sized max_num_seqs: the measured footprint cross-checked with the cache
+/// configuration, or the configuration where more would seem to fit than full-length sequences do.
+fn seqs_for_kv(measured: Option<&SeqsMeasured>, config: Option<&SeqsFromConfig>) -> String {
+    let ct = |c: &SeqsFromConfig| {
+        format!(
+            "{} GPU blocks x {} headroom / ceil(({} prompt + {} output tokens) / {} tokens per block = {} blocks per sequence) = {} sequences per replica",
+            sig(c.blocks),
+            pct(HEADROOM),
+            sig(c.prompt),
+            sig(c.output),
+            sig(c.block_size),
+            sig(c.per_seq),
+            sig(c.seqs)
+        )
+    };
+    let mt = |m: &SeqsMeasured| {
+        format!(
+            "{}{} running sequences per replica used {} of the KV cache on average: {} x {} headroom / {} = {} sequences per replica",
+            on(m.sized_on.as_ref()),
+            sig(m.running),
+            pct(m.kv_used),
+            sig(m.running),
+            pct(HEADROOM),
+            pct(m.kv_used),
+            sig(m.seqs)
+        )
+    };
+    match (measured, config) {
+        (Some(m), Some(c)) if c.seqs < m.seqs => format!(
+            "{}. Measured, more would seem to fit ({} sequences per replica), but sequences are measured part-way through their outputs: {} of them at full length would not fit in {} of the cache",
+            ct(c),
+            sig(m.seqs),
+            sig(m.seqs),
+            pct(HEADROOM)
+        ),
+        (Some(m), Some(c)) => {
+            let note = if c.seqs > m.seqs * 1.5 {
+                "; the gap means real sequences are much longer than the average request (long tails, n > 1, or blocks not freed)"
+            } else {
+                ""
+            };
+            format!("{}. Cross-check from vllm:cache_config_info: {}{note}", mt(m), ct(c))
+        }
+        (Some(m), None) => mt(m),
+        (None, Some(c)) => ct(c),
+        (None, None) => String::new(),
+    }
+}
+
+impl Footprint {
+    /// `89.8 blocks each as measured (96.7% of 1578 blocks over 17 running sequences)`, or the
+    /// full-length footprint where it is larger.
+    fn words(&self) -> String {
+        match &self.full {
+            Some(f) => format!(
+                "{} blocks each at full length (ceil(({} prompt + {} output tokens) / {} tokens per block)), more than the {} measured ({} of {} blocks over {} running)",
+                sig(f.blocks),
+                sig(f.prompt),
+                sig(f.output),
+                sig(f.block_size),
+                sig(self.measured),
+                pct(self.used),
+                sig(self.blocks),
+                sig(self.running)
+            ),
+            None => format!(
+                "{} blocks each as measured ({} of {} blocks over {} running sequences)",
+                sig(self.measured),
+                pct(self.used),
+                sig(self.blocks),
+                sig(self.running)
+            ),
+        }
+    }
+}
+
+impl Sureness {
+    /// `share of time preempting: 96.8% over the window and 100% over its last 5 min`, and the doubt
+    /// that lowered the level after a semicolon.
+    pub fn words(&self) -> String {
+        let both = |what: &str, w: Option<String>, r: Option<String>| match (w, r) {
+            (Some(w), Some(r)) => format!("{what}: {w} over the window and {r} over its last 5 min"),
+            (Some(w), None) => format!("{what}: {w} over the window; its last 5 min were not read"),
+            (None, Some(r)) => format!("{what}: {r} over the window's last 5 min; the whole window was not read"),
+            (None, None) => format!("{what}: not read"),
+        };
+        let times = |x: f64| format!("{}x", sig(x));
+        let basis = match &self.read {
+            SurenessRead::Preempting { whole, recent } => both("share of time preempting", whole.map(pct), recent.map(pct)),
+            SurenessRead::Waiting { whole, recent } => both("requests waiting on average", whole.map(sig), recent.map(sig)),
+            SurenessRead::ItlRise { whole, recent } => both("P95 inter-token latency against the baseline", whole.map(times), recent.map(times)),
+            SurenessRead::BindsOnlyOn { replica } => format!("max_num_seqs binds on {replica} and not on its peers"),
+        };
+        match &self.doubt {
+            None => basis,
+            Some(Doubt::SizesDiffer { measured, configured }) => format!(
+                "{basis}; measured ({}) and configured ({}) sizes differ by {}x",
+                sig(*measured),
+                sig(*configured),
+                sig(measured.max(*configured) / measured.min(*configured).max(1.0))
+            ),
+            Some(Doubt::FullLength { full, measured }) => {
+                format!("{basis}; a sequence needs {} blocks at full length against {} measured", sig(*full), sig(*measured))
+            }
+        }
+    }
+}
+
+impl From<RuledOut> for WontHelp {
+    /// A lever ruled out, worded from the readings that rule it out.
+    fn from(ruled: RuledOut) -> WontHelp {
+        let (lever, why) = match &ruled {
+            RuledOut::KvMemory { peak, room } => ("more KV memory", format!("KV-cache usage peaked at {}, never past {}", pct(*peak), pct(*room))),
+            RuledOut::LowerSeqs { kv_peak, fill: None } => {
+                ("a lower max_num_seqs", format!("the sequence cap did not bind, and the KV cache had room (peak {})", pct(*kv_peak)))
+            }
+            RuledOut::LowerSeqs { kv_peak, fill: Some(fill) } => (
+                "a lower max_num_seqs",
+                format!(
+                    "the sequence cap did not bind: running requests averaged {} of their peak, and the KV cache had room (peak {})",
+                    pct(*fill),
+                    pct(*kv_peak)
+                ),
+            ),
+            RuledOut::QuantisedKv { waiting, kv_peak } => (
+                "a quantised KV cache",
+                format!("{} requests waited on average while KV-cache usage peaked at {}: they were not waiting for KV blocks", sig(*waiting), pct(*kv_peak)),
+            ),
+        };
+        WontHelp { lever: lever.into(), flag: ruled.flags().join(" / "), why, ruled: Some(ruled) }
+    }
+}
+
+impl Replicas {
+    /// A breakdown that could not be made: no replica named affected, and why, in words.
+    pub fn unread(label: &str, signal: &str, why: Unread) -> Replicas {
+        let why = match why {
+            Unread::NotAVector => "the per-replica answer was not a vector".to_string(),
+            Unread::Failed(reason) => format!("the per-replica answer could not be read: {reason}"),
+            Unread::NotAnswered => "the per-replica query was not answered".to_string(),
+        };
+        Replicas { label: label.to_string(), affected: Vec::new(), total: 0, signal: signal.to_string(), limit: String::new(), not_evaluated: Some(why) }
+    }
 }
