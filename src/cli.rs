@@ -67,6 +67,7 @@ where
     match &mut cli.command {
         Command::Explain(a) => a.explain.given = given(sub("explain")),
         Command::Probe(a) => a.given = given(sub("probe")),
+        Command::Loadtest(a) => a.given = given(sub("loadtest")),
         Command::Check(a) => a.explain.given = given(sub("check")),
         Command::Serve(a) => a.explain.given = given(sub("serve")),
         Command::Mcp(a) => a.explain.given = given(sub("mcp")),
@@ -182,6 +183,17 @@ pub enum Command {
     /// engine. --dry-run prints every request and sends none.
     #[command(after_help = PROBE_EXIT_CODES)]
     Probe(ProbeArgs),
+    /// Find the knee: a sweep of offered loads (requests in flight, or a rate) through the path
+    /// users take, each step held for --step and judged against the profile's limits; the highest
+    /// load within them, which limit bound there (with --prometheus), and a profile from the curve.
+    ///
+    /// Steps double from --start until one breaks the limits (a failed request, the p95 time to the
+    /// first token over ttft_p95_high, the engines' p95 time between tokens over itl_p95_high), then
+    /// bisect between the last good step and the first bad one; never a load above the first bad
+    /// step. Bounded by --max-concurrency, --max-rate, --max-duration and --max-requests (printed
+    /// before the first request and with every result). --dry-run prints the plan and its worst case.
+    #[command(after_help = LOADTEST_EXIT_CODES)]
+    Loadtest(LoadtestArgs),
     /// Inspect the rule pack.
     #[command(subcommand)]
     Rules(RulesCommand),
@@ -571,6 +583,201 @@ impl ProbeArgs {
             quiet: self.quiet,
         };
         (shared, probe)
+    }
+}
+
+pub const LOADTEST_EXIT_CODES: &str = "\
+Exit codes:
+  0  the sweep ran: a knee found, or every step within the limits up to the bounds
+  1  no step was within the limits (the first already broke them)
+  2  usage or configuration error (nothing sent)
+  3  the engines' side could not be read for a step (with --prometheus), or the model could not be asked";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LoadModeArg {
+    /// A closed loop: N requests always in flight, a new one as each ends.
+    Concurrency,
+    /// An open loop: Poisson arrivals at a mean rate a second.
+    Rate,
+}
+
+#[derive(Debug, Args)]
+pub struct LoadtestArgs {
+    /// The server to load: its root (http://host:8000), its /v1, or the endpoint itself. The
+    /// credential and TLS flags below go to this server only.
+    #[arg(value_name = "URL")]
+    pub url: String,
+
+    /// The model to ask for (default: the only one the server's GET /v1/models lists).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+
+    /// The API the requests use (every request is streamed).
+    #[arg(long, value_enum, default_value = "completions")]
+    pub api: ProbeApi,
+
+    /// Words in each prompt (common short words, about a token each).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=32768))]
+    pub prompt_words: u32,
+
+    /// max_tokens of each request.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=32768))]
+    pub max_tokens: u32,
+
+    /// Do not send vLLM's ignore_eos (then an answer may end before max_tokens).
+    #[arg(long)]
+    pub no_ignore_eos: bool,
+
+    /// What a step's load is: requests in flight (closed loop) or a rate (Poisson arrivals).
+    #[arg(long, value_enum, default_value = "concurrency")]
+    pub mode: LoadModeArg,
+
+    /// The first step's load: requests in flight, or a second.
+    #[arg(long, value_name = "LOAD", default_value = "1", value_parser = parse_rate)]
+    pub start: f64,
+
+    /// The most requests in flight at once: the highest step with --mode concurrency, a ceiling
+    /// with --mode rate (ceiling 1024).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrency: u32,
+
+    /// The most requests started a second: the highest step with --mode rate, a ceiling with
+    /// --mode concurrency (ceiling 1000).
+    #[arg(long, value_name = "PER_SECOND", default_value = "50", value_parser = parse_rate)]
+    pub max_rate: f64,
+
+    /// The whole sweep, waits included: no step starts that could not end within it (ceiling 4h).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30m")]
+    pub max_duration: Duration,
+
+    /// Requests in all, over every step (ceiling 100000).
+    #[arg(long, value_name = "N", default_value_t = 10000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_requests: u32,
+
+    /// How long each step starts requests (long enough for several scrapes; ceiling 30m).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "2m")]
+    pub step: Duration,
+
+    /// Each request's own limit (ceiling 10m).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "60s")]
+    pub timeout: Duration,
+
+    /// With a Prometheus: after each step, wait this long before reading the engines (at least one
+    /// scrape interval).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_or_zero, default_value = "15s")]
+    pub settle: Duration,
+
+    /// Latency profile whose limits judge each step (ttft_p95_high, itl_p95_high): chat (default),
+    /// code-completion, batch, rag, agentic, or one a --rules directory defines.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+
+    /// Directory of extra *.toml rule files (for a profile of its own).
+    #[arg(long, value_name = "DIR")]
+    pub rules: Option<PathBuf>,
+
+    /// Write the thresholds derived from the knee as a [profile.NAME] table to FILE (put it in a
+    /// --rules directory, and choose it with --profile NAME).
+    #[arg(long, value_name = "FILE")]
+    pub profile_out: Option<PathBuf>,
+
+    /// The derived profile's name.
+    #[arg(long, value_name = "NAME", default_value = "measured", requires = "profile_out")]
+    pub profile_name: String,
+
+    /// The share the derived ceilings add to the knee's values (0.5: half again).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.5)]
+    pub margin: f64,
+
+    /// Print the planned steps, the bounds and the worst case, and send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ProbeFormatArg,
+
+    /// No progress lines on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+
+    /// Prometheus-compatible API to read the engines' metrics from, over each step. Its credentials
+    /// come from the environment and the configuration file only.
+    #[arg(long, value_name = "URL", env = "VLLM_DIAG_PROMETHEUS_URL", hide_env_values = true, help_heading = "Engines' metrics")]
+    pub prometheus: Option<String>,
+
+    /// The engines' series to read (default: model_name="MODEL", the model loaded).
+    #[arg(long, value_name = "MATCHERS", help_heading = "Engines' metrics")]
+    pub selector: Option<String>,
+
+    /// Limit for each query to Prometheus.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "20s", help_heading = "Engines' metrics")]
+    pub query_timeout: Duration,
+
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+
+    #[arg(skip)]
+    pub given: Given,
+}
+
+impl LoadtestArgs {
+    /// The load test's settings, and the shared ones (as `probe`'s: where the engines are read,
+    /// the connection flags for the loaded URL, the rules and profile).
+    pub fn into_settings(self) -> (Settings, settings::loadtest::LoadtestSettings) {
+        use crate::loadtest::LoadMode;
+        use crate::probe::Api;
+        let g = &self.given;
+        let set = |id: &str, flag: &'static str| g.origin(id, flag, None);
+        let mut shared = Settings::default();
+        shared.source.prometheus = match self.prometheus {
+            Some(url) => Setting::new(url, g.origin("prometheus", "--prometheus", Some(settings::ENV_PROMETHEUS_URL))),
+            None => Setting::default_value(settings::DEFAULT_PROMETHEUS.to_string()),
+        };
+        shared.scope.selector = opt(self.selector, "--selector");
+        shared.limits.query_timeout = Setting::new(self.query_timeout, set("query_timeout", "--query-timeout"));
+        shared.connection = self.connection.into_settings(g);
+        shared.rules.dir = opt(self.rules, "--rules");
+        shared.rules.profile = opt(self.profile, "--profile");
+        let lt = settings::loadtest::LoadtestSettings {
+            url: self.url,
+            model: opt(self.model, "--model"),
+            api: Setting::new(
+                match self.api {
+                    ProbeApi::Completions => Api::Completions,
+                    ProbeApi::Chat => Api::Chat,
+                },
+                set("api", "--api"),
+            ),
+            prompt_words: Setting::new(self.prompt_words as usize, set("prompt_words", "--prompt-words")),
+            max_tokens: Setting::new(self.max_tokens, set("max_tokens", "--max-tokens")),
+            ignore_eos: Setting::new(!self.no_ignore_eos, set("no_ignore_eos", "--no-ignore-eos")),
+            mode: Setting::new(
+                match self.mode {
+                    LoadModeArg::Concurrency => LoadMode::Concurrency,
+                    LoadModeArg::Rate => LoadMode::Rate,
+                },
+                set("mode", "--mode"),
+            ),
+            start: Setting::new(self.start, set("start", "--start")),
+            max_concurrency: Setting::new(self.max_concurrency as usize, set("max_concurrency", "--max-concurrency")),
+            max_rate: Setting::new(self.max_rate, set("max_rate", "--max-rate")),
+            max_duration: Setting::new(self.max_duration, set("max_duration", "--max-duration")),
+            max_requests: Setting::new(self.max_requests as usize, set("max_requests", "--max-requests")),
+            step: Setting::new(self.step, set("step", "--step")),
+            timeout: Setting::new(self.timeout, set("timeout", "--timeout")),
+            settle: Setting::new(self.settle, set("settle", "--settle")),
+            profile_out: self.profile_out,
+            profile_name: self.profile_name,
+            margin: Setting::new(self.margin, set("margin", "--margin")),
+            dry_run: self.dry_run,
+            format: match self.format {
+                ProbeFormatArg::Text => settings::probe::ProbeFormat::Text,
+                ProbeFormatArg::Json => settings::probe::ProbeFormat::Json,
+            },
+            quiet: self.quiet,
+        };
+        (shared, lt)
     }
 }
 

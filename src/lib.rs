@@ -24,7 +24,8 @@
 //!   memory), [`source`] (one decoder behind live, replayed, scraped and local sources).
 //! - Diagnosis: [`signals`] (named measurements, where the diagnosis' PromQL is written), [`probe`]
 //!   (requests to an OpenAI-compatible server timed from the client, beside the engines' own
-//!   numbers), [`events`]
+//!   numbers), [`loadtest`] (a sweep of offered loads to the knee, the limit that bound there, a
+//!   profile from the curve), [`events`]
 //!   (change events read from the metrics: their queries and how answers become a timeline), [`recommend`]
 //!   (sizing advice), [`rules`] (declarative conditions over signals), [`rank`], [`explain`] (the pipeline's
 //!   stages), [`rules_test`] (`rules test`, which runs the pipeline over test series).
@@ -46,6 +47,7 @@ pub const LAYERS: &[&str] = &[
     "source",
     "signals",
     "probe",
+    "loadtest",
     "events",
     "recommend",
     "rules",
@@ -96,6 +98,7 @@ pub mod cli;
 pub mod error;
 pub mod events;
 pub mod explain;
+pub mod loadtest;
 pub mod local;
 pub mod mcp;
 pub mod probe;

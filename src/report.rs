@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 pub const SCHEMA_VERSION: u32 = 1;
 
 pub mod card;
+pub mod loadtest;
 pub mod probe;
 mod steps;
 mod words;

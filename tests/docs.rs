@@ -549,7 +549,7 @@ fn offline(args: &[String]) -> bool {
         ["rules", ..] | ["completions", ..] | ["man", ..] | ["config", "show"] => true,
         ["explain", ..] | ["check", ..] => args.iter().any(|a| a == "--replay"),
         // A dry run prints what it would send and sends nothing.
-        ["probe", ..] => args.iter().any(|a| a == "--dry-run"),
+        ["probe", ..] | ["loadtest", ..] => args.iter().any(|a| a == "--dry-run"),
         _ => false,
     };
     // Every file it names must be here (an example's `my-rules/` or `incident.json` is not).

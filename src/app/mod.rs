@@ -2,7 +2,7 @@
 //!
 //! This file dispatches the commands and holds what they share; the commands with more to them have
 //! a file each: `explain.rs` (explain, and the diagnosis and output that check and --watch reuse),
-//! `check.rs` (the post-deploy check), `serve.rs` (the service for Alertmanager), `probe.rs` (requests timed from the client), `mcp.rs` (the tools for AI agents) and `connect.rs` (the data source built from the settings).
+//! `check.rs` (the post-deploy check), `serve.rs` (the service for Alertmanager), `probe.rs` (requests timed from the client), `loadtest.rs` (the sweep to the knee), `mcp.rs` (the tools for AI agents) and `connect.rs` (the data source built from the settings).
 //!
 //! The command line becomes typed [`Settings`] here, once ([`crate::cli`] types them,
 //! [`crate::settings::build`] merges the environment and the configuration file in); nothing the
@@ -12,6 +12,7 @@ mod backtest;
 mod check;
 mod connect;
 mod explain;
+mod loadtest;
 mod mcp;
 mod probe;
 mod rules;
@@ -46,6 +47,11 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             let (shared, probe) = args.into_settings();
             let settings = build(shared, &lookup, Mode::Explain)?;
             probe::run_probe(settings, probe)
+        }
+        Command::Loadtest(args) => {
+            let (shared, lt) = args.into_settings();
+            let settings = build(shared, &lookup, Mode::Explain)?;
+            loadtest::run_loadtest(settings, lt)
         }
         Command::Serve(args) => {
             let settings = build(args.explain.into_settings(), &lookup, Mode::Explain)?;

@@ -106,9 +106,9 @@ pub fn view(
     }
 }
 
-/// Ask every query of [`queries`] (one at a time: five small instant queries) and read each answer
+/// Ask every query of [`queries`] (or of a load test's step: one at a time, small instant queries) and read each answer
 /// as one number: the first sample of a vector or a scalar; an empty vector is no data.
-pub async fn read(source: &dyn Source, requests: &[(Measure, Request)]) -> Vec<(Measure, Result<Option<f64>, String>)> {
+pub async fn read<M: Copy>(source: &dyn Source, requests: &[(M, Request)]) -> Vec<(M, Result<Option<f64>, String>)> {
     let mut out = Vec::new();
     for (m, req) in requests {
         let answer = match source.send(req).await {

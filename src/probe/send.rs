@@ -30,6 +30,9 @@ pub struct Sent {
     pub requests: Vec<Measured>,
     /// Requests never started: the duration ran out first.
     pub not_started: usize,
+    /// Requests that found every slot taken at their turn and waited for one (an open loop's
+    /// arrivals held back by the concurrency limit; a closed loop's every request but the first few).
+    pub waited_for_slot: usize,
 }
 
 /// Why the model could not be read from the server.
@@ -67,39 +70,135 @@ pub async fn lookup_model(client: &reqwest::Client, plan: &Plan) -> Result<Strin
     }
 }
 
-/// Send the plan's requests for `model`, within its limits.
+/// How a run's requests are started, within its [`super::Limits`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrivals {
+    /// At the limits' rate: request `i` no sooner than `i / rate` after the first, nor `1 / rate`
+    /// after the one before, and only when a slot is free. With a rate above what `concurrency`
+    /// requests in flight can reach, this is a closed loop: a new request as each one ends, the
+    /// slots always full, the rate a ceiling that never binds.
+    Paced,
+    /// An open loop: Poisson arrivals at the limits' rate on average (exponential gaps drawn from
+    /// `seed`, so a rerun sends at the same moments). An arrival finding every slot taken waits
+    /// for one ([`Sent::waited_for_slot`]): the concurrency limit holds whatever the draw.
+    Poisson { seed: u64 },
+}
+
+/// When a run starts its requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Schedule {
+    pub arrivals: Arrivals,
+    /// The first request's index: its prompt, and whether it streams (a load test's steps go on
+    /// from the last step's index, so that no two requests of a sweep share a prompt).
+    pub first_index: usize,
+    /// No request starts later than this after the first (at most the limits' `max_duration`,
+    /// after which every request still running is cut). A probe's is its `max_duration`; a load
+    /// test's step lets the requests it started finish after its own length.
+    pub starts_for: Duration,
+}
+
+impl Schedule {
+    /// The probe's: paced at its rate, from request 0, starting for its whole duration.
+    pub fn probe(limits: &super::Limits) -> Schedule {
+        Schedule { arrivals: Arrivals::Paced, first_index: 0, starts_for: limits.max_duration }
+    }
+}
+
+/// The turns of a run's requests, as offsets from its start: `i / rate` (paced), or the sums of
+/// exponential gaps of mean `1 / rate` (Poisson).
+pub struct Turns {
+    arrivals: Arrivals,
+    rate: f64,
+    next: usize,
+    at: f64,
+    rng: rand::rngs::StdRng,
+}
+
+impl Turns {
+    pub fn new(arrivals: Arrivals, rate: f64) -> Turns {
+        use rand::SeedableRng;
+        let seed = match arrivals {
+            Arrivals::Poisson { seed } => seed,
+            Arrivals::Paced => 0,
+        };
+        Turns { arrivals, rate, next: 0, at: 0.0, rng: rand::rngs::StdRng::seed_from_u64(seed) }
+    }
+}
+
+impl Iterator for Turns {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        use rand::Rng;
+        let i = self.next;
+        self.next += 1;
+        let secs = match self.arrivals {
+            Arrivals::Paced => i as f64 / self.rate,
+            Arrivals::Poisson { .. } => {
+                if i > 0 {
+                    // 1 - u is in (0, 1]: its logarithm is finite.
+                    let u: f64 = self.rng.gen();
+                    self.at += -(1.0 - u).ln() / self.rate;
+                }
+                self.at
+            }
+        };
+        Some(Duration::from_secs_f64(secs))
+    }
+}
+
+/// Send the plan's requests for `model`, within its limits (the probe's schedule).
 pub async fn run(client: &reqwest::Client, plan: &Plan, model: &str) -> Sent {
+    run_scheduled(client, plan, model, Schedule::probe(&plan.limits)).await
+}
+
+/// Send the plan's requests for `model` on `schedule`, within the plan's limits: at most
+/// `requests` of them, at most `concurrency` in flight, none started after `schedule.starts_for`
+/// (nor `max_duration`), every one still running at `max_duration` cut.
+pub async fn run_scheduled(client: &reqwest::Client, plan: &Plan, model: &str, schedule: Schedule) -> Sent {
     let limits = plan.limits;
     let started = Utc::now();
     let t0 = Instant::now();
     let deadline = t0 + limits.max_duration;
+    let last_start = t0 + schedule.starts_for.min(limits.max_duration);
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.concurrency.max(1)));
     let mut handles = Vec::new();
-    let mut not_started = 0;
-    // Request i starts at its turn (i / rate after the first) and never sooner than 1 / rate after
-    // the one before: after a wait for a free slot, the next requests do not catch up in a burst.
-    let spacing = Duration::from_secs_f64(1.0 / limits.rate_per_second);
+    let (mut not_started, mut waited_for_slot) = (0, 0);
+    // Paced, a request never starts sooner than 1 / rate after the one before: after a wait for a
+    // free slot, the next requests do not catch up in a burst. Poisson arrivals are not spaced.
+    let spacing = match schedule.arrivals {
+        Arrivals::Paced => Duration::from_secs_f64(1.0 / limits.rate_per_second),
+        Arrivals::Poisson { .. } => Duration::ZERO,
+    };
+    let mut turns = Turns::new(schedule.arrivals, limits.rate_per_second);
     let mut last: Option<Instant> = None;
     for i in 0..limits.requests {
-        let turn = t0 + Duration::from_secs_f64(i as f64 / limits.rate_per_second);
+        let turn = t0 + turns.next().unwrap_or_default();
         let at = last.map_or(turn, |l| turn.max(l + spacing));
-        if at >= deadline {
+        if at >= last_start || at >= deadline {
             not_started = limits.requests - i;
             break;
         }
         tokio::time::sleep_until(at).await;
-        let permit = match tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await {
-            Ok(Ok(p)) if Instant::now() < deadline => p,
-            _ => {
-                not_started = limits.requests - i;
-                break;
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                waited_for_slot += 1;
+                match tokio::time::timeout_at(last_start.min(deadline), slots.clone().acquire_owned()).await {
+                    Ok(Ok(p)) if Instant::now() < last_start.min(deadline) => p,
+                    _ => {
+                        not_started = limits.requests - i;
+                        break;
+                    }
+                }
             }
         };
         // The request's clock starts here, where the probe decides to send it.
-        let start = Start { index: i, stream: plan.shape.stream.streams(i), t: Instant::now(), started: Utc::now() };
+        let index = schedule.first_index + i;
+        let start = Start { index, stream: plan.shape.stream.streams(index), t: Instant::now(), started: Utc::now() };
         last = Some(start.t);
         let (client, url) = (client.clone(), plan.endpoint.clone());
-        let b = body(&plan.shape, model, i);
+        let b = body(&plan.shape, model, index);
         let timeout = limits.request_timeout;
         handles.push(tokio::spawn(async move {
             let m = one(&client, url, b, start, timeout, deadline).await;
@@ -112,7 +211,7 @@ pub async fn run(client: &reqwest::Client, plan: &Plan, model: &str) -> Sent {
         // A request's task panicking would be a bug of ours; it is not hidden as a server's fault.
         requests.push(h.await.expect("a probe request's task ended without a measurement"));
     }
-    Sent { started, ended: Utc::now(), requests, not_started }
+    Sent { started, ended: Utc::now(), requests, not_started, waited_for_slot }
 }
 
 /// What a request has measured so far (kept when a limit cuts it).
@@ -333,6 +432,126 @@ mod tests {
             Event::Error(m) => assert_eq!(m, "boom there"),
             _ => panic!("an error event"),
         }
+    }
+
+    #[test]
+    fn paced_turns_are_even_and_poisson_turns_repeat_by_seed_at_the_mean_rate() {
+        let paced: Vec<f64> = Turns::new(Arrivals::Paced, 4.0).take(4).map(|d| d.as_secs_f64()).collect();
+        assert_eq!(paced, [0.0, 0.25, 0.5, 0.75]);
+        let draw = |seed| Turns::new(Arrivals::Poisson { seed }, 10.0).take(10_001).map(|d| d.as_secs_f64()).collect::<Vec<_>>();
+        let a = draw(7);
+        assert_eq!(a, draw(7), "the same seed, the same moments");
+        assert_ne!(a, draw(8));
+        assert_eq!(a[0], 0.0);
+        assert!(a.windows(2).all(|w| w[1] >= w[0]));
+        // 10,000 gaps of mean 0.1 s: their sum within 3% of 1,000 s (the draw is fixed by the seed).
+        assert!((a[10_000] - 1000.0).abs() < 30.0, "{}", a[10_000]);
+    }
+
+    /// A server on 127.0.0.1 answering every request with a whole completion after `delay`,
+    /// counting requests and the most in flight at once.
+    async fn counting_server(delay: Duration) -> (String, Arc<std::sync::atomic::AtomicUsize>, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (count, max) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let now = Arc::new(AtomicUsize::new(0));
+        let (c, m) = (count.clone(), max.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut conn, _)) = listener.accept().await else { return };
+                let (c, m, now) = (c.clone(), m.clone(), now.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    let mut got = Vec::new();
+                    loop {
+                        let Ok(n) = conn.read(&mut buf).await else { return };
+                        if n == 0 {
+                            return;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                        let Some(head) = got.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
+                        let text = String::from_utf8_lossy(&got[..head]).to_ascii_lowercase();
+                        let len: usize = text.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+                        if got.len() < head + 4 + len {
+                            continue;
+                        }
+                        got.drain(..head + 4 + len);
+                        c.fetch_add(1, Ordering::SeqCst);
+                        m.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                        tokio::time::sleep(delay).await;
+                        now.fetch_sub(1, Ordering::SeqCst);
+                        let body = "{\"choices\":[{\"text\":\"x\"}],\"usage\":{\"completion_tokens\":1}}";
+                        let _ = conn
+                            .write_all(format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len()).as_bytes())
+                            .await;
+                    }
+                });
+            }
+        });
+        (url, count, max)
+    }
+
+    fn plan_for(url: &str, limits: super::super::Limits) -> Plan {
+        let (endpoint, models_url) = super::super::plan::endpoint(url, super::super::Api::Completions).unwrap();
+        let shape = super::super::Shape {
+            api: super::super::Api::Completions,
+            stream: super::super::StreamMode::Never,
+            prompt_words: 2,
+            max_tokens: 1,
+            ignore_eos: true,
+        };
+        Plan { target: url.into(), endpoint, models_url, model: Some("m".into()), shape, limits }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_loop_keeps_its_slots_full_and_never_passes_them_or_the_request_limit() {
+        use std::sync::atomic::Ordering;
+        let (url, count, max) = counting_server(Duration::from_millis(150)).await;
+        let limits = super::super::Limits {
+            requests: 12,
+            rate_per_second: 1000.0,
+            concurrency: 3,
+            max_duration: Duration::from_secs(20),
+            request_timeout: Duration::from_secs(5),
+        };
+        let plan = plan_for(&url, limits);
+        let sent = run_scheduled(&reqwest::Client::new(), &plan, "m", Schedule { first_index: 100, ..Schedule::probe(&limits) }).await;
+        assert_eq!((sent.requests.len(), sent.not_started, count.load(Ordering::SeqCst)), (12, 0, 12));
+        assert!(sent.requests.iter().all(|m| m.outcome.is_ok()), "{:?}", sent.requests);
+        assert_eq!(max.load(Ordering::SeqCst), 3, "three in flight at once, never more");
+        // Requests that found the three slots taken waited (one finding a slot just freed did not).
+        assert!((3..=9).contains(&sent.waited_for_slot), "{}", sent.waited_for_slot);
+        assert_eq!(sent.requests[0].index, 100, "the indexes go on from first_index");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn poisson_arrivals_stop_at_the_schedules_length_and_hold_the_concurrency_limit() {
+        use std::sync::atomic::Ordering;
+        let (url, count, max) = counting_server(Duration::from_millis(300)).await;
+        let limits = super::super::Limits {
+            requests: 1000,
+            rate_per_second: 20.0,
+            concurrency: 2,
+            max_duration: Duration::from_secs(20),
+            request_timeout: Duration::from_secs(5),
+        };
+        let plan = plan_for(&url, limits);
+        let schedule = Schedule { arrivals: Arrivals::Poisson { seed: 3 }, first_index: 0, starts_for: Duration::from_millis(1500) };
+        let t = std::time::Instant::now();
+        let sent = run_scheduled(&reqwest::Client::new(), &plan, "m", schedule).await;
+        let started = sent.requests.len();
+        assert_eq!(count.load(Ordering::SeqCst), started, "the server got exactly what was started");
+        assert_eq!(started + sent.not_started, 1000);
+        assert!(max.load(Ordering::SeqCst) <= 2, "never more than the concurrency limit");
+        // Two slots of 0.3 s each for 1.5 s: at most 5 + 5 starts, whatever the draw.
+        assert!((2..=10).contains(&started), "{started}");
+        assert!(sent.waited_for_slot >= 1, "at 20/s on two slots of 0.3 s, arrivals waited");
+        let last = sent.requests.iter().map(|m| (m.started - sent.started).num_milliseconds()).max().unwrap();
+        assert!(last < 1500, "no request started after the schedule's 1.5 s: {last} ms");
+        assert!(sent.requests.iter().all(|m| m.outcome.is_ok()), "the started ones finished after the schedule's end");
+        assert!(t.elapsed() < Duration::from_secs(19));
     }
 
     #[test]

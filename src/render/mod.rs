@@ -32,6 +32,7 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod links;
+pub mod loadtest;
 pub mod markdown;
 pub mod probe;
 pub mod slack;

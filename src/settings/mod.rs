@@ -19,6 +19,7 @@
 //! - [`show`]: `vllm-diag config show`, the settings with their origins.
 
 pub mod file;
+pub mod loadtest;
 mod merge;
 pub mod probe;
 mod show;

@@ -90,6 +90,33 @@ pub fn probe_engine_gauge_max(selector: &Selector, names: &[&str], range: Durati
     format!("max(max_over_time({{{}}}[{}]))", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","), promql_duration(range))
 }
 
+/// A load test's step read of a gauge: the step's mean of each series under the selector, the
+/// highest (the requests waiting on the engine with the most, on average over the step).
+pub fn engine_gauge_mean_max(selector: &Selector, names: &[&str], range: Duration) -> String {
+    probe_engine_gauge_max(selector, names, range).replacen("max(max_over_time(", "max(avg_over_time(", 1)
+}
+
+/// A load test's step read of a counter: how much it rose over the `range`, each series' last
+/// sample less its first, summed (exactly what the scrapes saw, as [`probe_engine_query`]'s count).
+pub fn engine_counter_rise(selector: &Selector, names: &[&str], range: Duration) -> String {
+    let s = series_in(selector, names, "", range);
+    format!("sum(max_over_time({s}) - min_over_time({s}))")
+}
+
+/// A load test's step read of a histogram's quantile `q` over the `range`, every series under the
+/// selector summed by bucket (the engines' own p95 time between tokens, to the first token).
+pub fn engine_histogram_quantile(selector: &Selector, names: &[&str], q: f64, range: Duration) -> String {
+    format!("histogram_quantile({q}, sum by (le) (increase({})))", series_in(selector, names, "_bucket", range))
+}
+
+/// `{__name__=~"a<suffix>|b<suffix>",selector...}[range]`.
+fn series_in(selector: &Selector, names: &[&str], suffix: &str, range: Duration) -> String {
+    let alternatives = names.iter().map(|n| crate::prom::escape_regex_literal(&format!("{n}{suffix}"))).collect::<Vec<_>>().join("|");
+    let mut m = vec![Matcher { name: "__name__".into(), op: MatchOp::Re, value: alternatives }];
+    m.extend(selector.matchers.iter().cloned());
+    format!("{{{}}}[{}]", m.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(","), promql_duration(range))
+}
+
 /// PromQL duration in whole seconds (exact and accepted everywhere).
 pub fn promql_duration(d: Duration) -> String {
     format!("{}s", d.as_secs().max(1))
