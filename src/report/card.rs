@@ -5,7 +5,7 @@
 //! [`Recommendation`]: super::Recommendation
 //! [`WontHelp`]: super::WontHelp
 
-use super::ConfidenceLevel;
+use serde::{Deserialize, Serialize};
 
 /// Share of the KV cache a card plans to fill, leaving room for bursts and long tails.
 pub const HEADROOM: f64 = 0.9;
@@ -156,5 +156,81 @@ impl RuledOut {
             RuledOut::LowerSeqs { .. } => &["--max-num-seqs"],
             RuledOut::QuantisedKv { .. } => &["--kv-cache-dtype fp8"],
         }
+    }
+}
+
+/// An experiment card: a setting that is the lever, from what to what, computed from the window
+/// with its arithmetic, its trade-off and how far the window's last minutes bear it out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Recommendation {
+    /// The engine setting, e.g. `max_num_seqs`.
+    pub setting: String,
+    pub value: String,
+    /// How the value was computed, with the numbers used.
+    pub arithmetic: String,
+    pub caveat: String,
+    /// The command-line flag (or `replicas`), e.g. `--max-num-seqs`.
+    #[serde(default)]
+    pub flag: String,
+    /// Its current value as the data shows it, or `unknown` (vLLM does not export every setting).
+    #[serde(default)]
+    pub from: String,
+    /// The value to try (`value`, with its unit where it has one).
+    #[serde(default)]
+    pub to: String,
+    /// What the change costs, in one line.
+    #[serde(default)]
+    pub tradeoff: String,
+    #[serde(default)]
+    pub confidence: Confidence,
+}
+
+/// Whether the whole window and its last minutes agree on what the card is sized from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confidence {
+    /// `high` (both agree), `medium` (only one of them could be read or showed it, the last minutes
+    /// being the one that did), `low` (the whole window showed it, its last minutes no longer did).
+    pub level: ConfidenceLevel,
+    /// The reads behind the level, e.g. `preemptions in 96.8% of the window and 100% of its last 5 min`.
+    pub basis: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConfidenceLevel {
+    High,
+    #[default]
+    Medium,
+    Low,
+}
+
+impl ConfidenceLevel {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ConfidenceLevel::High => "high",
+            ConfidenceLevel::Medium => "medium",
+            ConfidenceLevel::Low => "low",
+        }
+    }
+}
+
+/// A lever the evidence rules out, and why.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WontHelp {
+    /// What would not help, e.g. `more KV memory`.
+    pub lever: String,
+    /// The flag it would be, e.g. `--gpu-memory-utilization`.
+    pub flag: String,
+    /// The reading that rules it out, with its numbers.
+    pub why: String,
+    /// The readings it was worded from (absent in a report read back from JSON).
+    #[serde(skip)]
+    pub ruled: Option<RuledOut>,
+}
+
+/// Equal when they read the same: a report read back from JSON has the words, not the readings.
+impl PartialEq for WontHelp {
+    fn eq(&self, other: &WontHelp) -> bool {
+        (&self.lever, &self.flag, &self.why) == (&other.lever, &other.flag, &other.why)
     }
 }
