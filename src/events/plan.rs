@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 
 use crate::prom::{escape_regex_literal, Labels, MatchOp, Matcher};
 use crate::report::{Scope, TimeRange};
+use crate::signals;
 use crate::signals::queries::events as q;
-use crate::signals::{self};
 use crate::source::{Request, Response, SourceError};
 
 use super::detect::*;
