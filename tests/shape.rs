@@ -670,10 +670,7 @@ fn the_doc_check_finds_a_missing_file_and_accepts_a_named_one() {
 const MAX_FILE_LINES: usize = 800;
 
 /// Product files allowed over [`MAX_FILE_LINES`], each with why it is not split yet.
-const LONG_FILES: &[(&str, &str)] = &[
-    ("src/render/view.rs", "the one view every format reads: a struct per section and the functions building it, which change together"),
-    ("src/cli.rs", "the clap definition of every command and flag and the settings built from them, kept beside each other so a flag and its setting change together"),
-];
+const LONG_FILES: &[(&str, &str)] = &[];
 
 fn product_lines(text: &str) -> usize {
     let lines: Vec<&str> = text.lines().collect();
@@ -984,4 +981,103 @@ fn the_cards_are_sized_in_numbers_and_worded_in_one_place() {
     let caught =
         formatting("src/recommend.rs", "fn f() -> String {\n    format!(\"{} blocks\", 3)\n}\n#[cfg(test)]\nmod tests { fn t() { format!(\"x\"); } }\n");
     assert_eq!(caught.len(), 1, "the check catches a card worded where it is sized: {caught:?}");
+}
+
+/// Where PromQL is written, with why: the signals' queries and the reads around them
+/// (`src/signals/`: `promql.rs`, `kinds/`, and `queries/`, one module per kind of read beyond the
+/// rules' signals), and local evaluation, which parses and evaluates it (`src/local/`).
+const PROMQL_HOMES: &[(&str, &str)] = &[
+    ("src/signals/", "the diagnosis' queries: each signal kind's, what they share, and the stages' own reads by typed request"),
+    ("src/local/", "local evaluation: PromQL's functions and operators, parsed and evaluated"),
+];
+
+/// Product lines outside [`PROMQL_HOMES`] that write PromQL: a function call over a series or
+/// range (`rate(x[5m])`, `max_over_time(`, `histogram_quantile(`, `label_replace(`), or an
+/// aggregation with its grouping (`sum by (`, `count without (`), in code, not comments; inline test
+/// modules are skipped.
+fn promql_written(file: &str, text: &str) -> Vec<String> {
+    let call = regex::Regex::new(
+        r"\b(rate|irate|increase|delta|idelta|deriv|resets|changes|timestamp|histogram_quantile|label_replace|label_join|absent|[a-z]+_over_time)\(\s*[^)\s]",
+    )
+    .unwrap();
+    let grouping = regex::Regex::new(r"\b(sum|max|min|avg|count|group|topk|bottomk|quantile|stddev|stdvar|count_values) (by|without) \(").unwrap();
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]")
+            && text.lines().nth(i + 1).is_some_and(|n| n.trim_start().starts_with("mod ") && n.trim_end().ends_with('{'))
+        {
+            break;
+        }
+        if string_literals(&code(line)).iter().any(|l| call.is_match(l) || grouping.is_match(l)) {
+            out.push(format!("{file}:{}: {}", i + 1, line.trim()));
+        }
+    }
+    out
+}
+
+/// The string literals on a line of code (`"..."`, `r"..."`, `r#"..."#`), their text as written.
+fn string_literals(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let b = line.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let raw = b[i] == b'r' && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'));
+        let hashes = if raw { b[i + 1..].iter().take_while(|c| **c == b'#').count() } else { 0 };
+        if raw && b.get(i + 1 + hashes) == Some(&b'"') {
+            let start = i + 2 + hashes;
+            let close = format!("\"{}", "#".repeat(hashes));
+            let end = line[start..].find(&close).map_or(line.len(), |e| start + e);
+            out.push(line[start..end].to_string());
+            i = end + close.len();
+        } else if b[i] == b'"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != b'"' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            out.push(line[i + 1..j.min(line.len())].to_string());
+            i = j + 1;
+        } else if b[i] == b'\'' && b.get(i + 2) == Some(&b'\'') {
+            i += 3; // a char literal such as '"'
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn promql_is_written_only_in_its_homes() {
+    let (_, files) = sources();
+    let tests = test_module_files(&files);
+    let found: Vec<String> = files
+        .iter()
+        .filter(|(file, _, _)| !PROMQL_HOMES.iter().any(|(home, _)| file.starts_with(home)))
+        .filter(|(file, _, _)| !tests.contains(file) && !file.ends_with("_tests.rs") && !file.ends_with("/tests.rs"))
+        .flat_map(|(file, _, text)| promql_written(file, text))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "PromQL is written in src/signals/ (a stage asks for a read by typed request, src/signals/queries/); these lines write it elsewhere:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_promql_check_catches_a_query_and_skips_words_comments_and_tests() {
+    let src = concat!(
+        "fn plan(by: &str, s: &str) -> String {\n",
+        "    let q = format!(\"sum by ({by}) (rate({s}[5m]))\");\n",
+        "    let r = format!(\"max(max_over_time({s}[60s]))\");\n",
+        "    // a comment may say rate(x[5m]) and sum by (model_name)\n",
+        "    let why = \"rate() needs two samples, and a sum by model is not a query\";\n",
+        "    q + &r + why + &rate(s) + r#\"count without (pod) (up)\"#\n",
+        "}\n",
+        "#[cfg(test)]\n",
+        "mod tests {\n",
+        "    const Q: &str = \"histogram_quantile(0.95, x)\";\n",
+        "}\n",
+    );
+    let found = promql_written("src/explain/x.rs", src);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(["2", "3", "6"].iter().zip(&found).all(|(n, f)| f.starts_with(&format!("src/explain/x.rs:{n}:"))), "{found:?}");
 }

@@ -144,9 +144,9 @@ pub struct SpanPlan {
     config: Option<String>,
     /// The counter whose resets date restarts, and the `resets(...)` query dating them, for the
     /// replicas [`Probe::ResetAny`] names: (counter, grouping labels, range).
-    resets: Option<(String, String, String)>,
+    resets: Option<(String, String, Duration)>,
     /// The range over which a target counts as present ([`PRESENCE`], a step at least).
-    presence: String,
+    presence: Duration,
     /// The latency histograms read per replica after a (re)start: (probe, `_sum` and `_count` names).
     warm: Vec<(Probe, String, String)>,
 }

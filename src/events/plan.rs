@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 
 use crate::prom::{escape_regex_literal, Labels, MatchOp, Matcher};
 use crate::report::{Scope, TimeRange};
-use crate::signals::{self, promql_duration};
+use crate::signals;
+use crate::signals::queries::events as q;
 use crate::source::{Request, Response, SourceError};
 
 use super::detect::*;
@@ -43,9 +44,9 @@ pub fn plan(ctx: &EventContext, baseline: &TimeRange, window: &TimeRange) -> Eve
 pub(super) fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
     let len = span.duration().as_secs().max(1);
     let step = (len / ctx.steps.max(1)).max(15);
-    let s = promql_duration(Duration::from_secs(step));
-    let gap = promql_duration(GAP + Duration::from_secs(step));
-    let presence = promql_duration(PRESENCE.max(Duration::from_secs(step)));
+    let s = Duration::from_secs(step);
+    let gap = GAP + s;
+    let presence = PRESENCE.max(s);
     let by: Vec<&str> = ctx.group_by.iter().map(String::as_str).collect();
     // Target-level series carry no model label: they are read without the grouping matchers.
     let target = ctx.selector.without(ctx.group_by);
@@ -61,52 +62,31 @@ pub(super) fn plan_span(ctx: &EventContext, span: TimeRange) -> SpanPlan {
     // Processes that started within the last GAP at each step, with their start time: a process
     // that came back under the same series and a new series (a replaced pod) alike.
     let start = target.series("process_start_time_seconds", &[]);
-    out.push((Probe::ProcessStart, range(format!("{start} > (time() - {})", GAP.as_secs() + step))));
+    out.push((Probe::ProcessStart, range(q::started_within(&start, gap))));
     // Counter resets: first over the whole span at once (every sample read once, an empty answer
     // on a quiet fleet); only the replicas that reset are dated step by step, in the second round.
     let resets = present("vllm:prompt_tokens_total", ctx.names).map(|counter| {
         let mut keep = vec!["instance", "job", ctx.replica_label];
         keep.extend(by.iter().copied());
-        let whole = promql_duration(GAP + Duration::from_secs(len));
         let c = ctx.selector.series(&counter, &[]);
-        out.push((Probe::ResetAny, at(format!("max by ({}) (resets({c}[{whole}])) > 0", label_list(&keep)), span.end)));
-        (counter, label_list(&keep), gap.clone())
+        out.push((Probe::ResetAny, at(q::counter_reset(&label_list(&keep), &c, GAP + Duration::from_secs(len)), span.end)));
+        (counter, label_list(&keep), gap)
     });
     let up = target.series("up", &[]);
-    out.push((Probe::Down, range(format!("min_over_time({up}[{s}]) == 0"))));
+    out.push((Probe::Down, range(q::target_down(&up, s))));
     // Targets that came or went, and configurations that changed: first over the whole span in
     // one evaluation each (the targets missing at its start or its end; the configuration series
     // its start did not have), dated step by step in the second round for those targets only.
-    let whole = promql_duration(PRESENCE.max(Duration::from_secs(step)) + Duration::from_secs(len));
-    let (at_start, targets) = (format!("offset {len}s"), "instance, job");
-    out.push((
-        Probe::PresenceAny,
-        at(
-            format!(
-                "group by ({targets}) (count_over_time({up}[{whole}])) unless (group by ({targets}) (count_over_time({up}[{presence}] {at_start})) and group by ({targets}) (count_over_time({up}[{presence}])))"
-            ),
-            span.end,
-        ),
-    ));
+    out.push((Probe::PresenceAny, at(q::presence_changed(&up, Duration::from_secs(len), presence), span.end)));
     if let Some(info) = present("vllm:cache_config_info", ctx.names) {
-        let c = target.series(&info, &[]);
-        out.push((
-            Probe::ConfigAny,
-            at(format!("group by ({targets}) (count_over_time({c}[{}s]) unless count_over_time({c}[{presence}] {at_start}))", len), span.end),
-        ));
+        out.push((Probe::ConfigAny, at(q::config_changed(&target.series(&info, &[]), Duration::from_secs(len), presence), span.end)));
     }
-    let generation = |offset: &str| format!("max by (namespace, deployment) ({}{offset})", cluster.series("kube_deployment_metadata_generation", &[]));
-    out.push((Probe::Generation, range(format!("{} > {}", generation(""), generation(&format!(" offset {s}"))))));
-    let images = |offset: &str| {
-        format!(
-            "count by (namespace, deployment, image) (label_replace({}{offset}, \"deployment\", \"$1\", \"pod\", \"(.+)-[a-z0-9]+-[a-z0-9]+\"))",
-            cluster.series("kube_pod_container_info", &[])
-        )
-    };
-    out.push((Probe::ImageStart, at(images(""), span.start)));
-    out.push((Probe::ImageAppear, range(format!("{} unless {}", images(""), images(&format!(" offset {s}"))))));
+    out.push((Probe::Generation, range(q::generation_bumped(&cluster.series("kube_deployment_metadata_generation", &[]), s))));
+    let images = cluster.series("kube_pod_container_info", &[]);
+    out.push((Probe::ImageStart, at(q::images(&images), span.start)));
+    out.push((Probe::ImageAppear, range(q::image_appeared(&images, s))));
     let xid = cluster.series("DCGM_FI_DEV_XID_ERRORS", &[]);
-    out.push((Probe::Xid, range(format!("{xid} != 0 and ({xid} != {xid} offset {s})"))));
+    out.push((Probe::Xid, range(q::xid_changed(&xid, s))));
     SpanPlan {
         span,
         step,
@@ -218,30 +198,25 @@ pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Respon
         let alternation = |vs: Vec<String>| vs.join("|");
         let mut new = Vec::new();
         if let Some(anchor) = &sp.anchor {
-            let mut parts = Vec::new();
+            let mut anchors = Vec::new();
             for (label, vs) in [("instance", targets.iter().map(|t| escape_regex_literal(t)).collect::<Vec<_>>()), ("pod", pods)] {
                 if !vs.is_empty() {
                     let m = Matcher { name: label.into(), op: MatchOp::Re, value: alternation(vs) };
-                    parts.push(format!("last_over_time({}[{}])", sp.selector.series(anchor, &[m]), promql_duration(sp.span.duration())));
+                    anchors.push(sp.selector.series(anchor, &[m]));
                 }
             }
-            if !parts.is_empty() {
-                new.push((Probe::Map, Request::Instant { query: format!("group by ({}) ({})", sp.keep, parts.join(" or ")), time: sp.span.end }));
-                let replicas = format!(
-                    "group by ({}, {}) (last_over_time({}[{}]))",
-                    sp.by,
-                    sp.replica_label,
-                    sp.selector.series(anchor, &[]),
-                    promql_duration(sp.span.duration())
-                );
-                new.push((Probe::Counts, Request::Instant { query: format!("count by ({}) ({replicas})", sp.by), time: sp.span.end }));
+            if !anchors.is_empty() {
+                let whole = sp.span.duration();
+                new.push((Probe::Map, Request::Instant { query: q::replica_map(&sp.keep, &anchors, whole), time: sp.span.end }));
+                let counts = q::replica_counts(&sp.by, &sp.replica_label, &sp.selector.series(anchor, &[]), whole);
+                new.push((Probe::Counts, Request::Instant { query: counts, time: sp.span.end }));
             }
         }
         let reset = values(&rows(&[Probe::ResetAny]), "instance");
         if let (Some((counter, keep, gap)), false) = (&sp.resets, reset.is_empty()) {
             let m = Matcher { name: "instance".into(), op: MatchOp::Re, value: alternation(reset.iter().map(|t| escape_regex_literal(t)).collect()) };
             let c = sp.selector.series(counter, &[m]);
-            let query = format!("max by ({keep}) (resets({c}[{gap}])) > 0");
+            let query = q::counter_reset(keep, &c, *gap);
             new.push((Probe::CounterReset, Request::Range { query, start: sp.span.start, end: sp.span.end, step_seconds: sp.step }));
         }
         let only = |vs: &BTreeSet<String>| Matcher {
@@ -250,17 +225,17 @@ pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Respon
             value: alternation(vs.iter().map(|t| escape_regex_literal(t)).collect()),
         };
         let range = |query: String| Request::Range { query, start: sp.span.start, end: sp.span.end, step_seconds: sp.step };
-        let (s, presence) = (promql_duration(Duration::from_secs(sp.step)), &sp.presence);
+        let (s, presence) = (Duration::from_secs(sp.step), sp.presence);
         let came_or_went = values(&rows(&[Probe::PresenceAny]), "instance");
         if !came_or_went.is_empty() {
             let up = sp.target.series("up", &[only(&came_or_went)]);
-            new.push((Probe::Appear, range(format!("count_over_time({up}[{presence}]) unless count_over_time({up}[{presence}] offset {s})"))));
-            new.push((Probe::Vanish, range(format!("count_over_time({up}[{presence}] offset {s}) unless count_over_time({up}[{presence}])"))));
+            new.push((Probe::Appear, range(q::appeared(&up, presence, s))));
+            new.push((Probe::Vanish, range(q::vanished(&up, presence, s))));
         }
         let changed = values(&rows(&[Probe::ConfigAny]), "instance");
         if let (Some(info), false) = (&sp.config, changed.is_empty()) {
             let c = sp.target.series(info, &[only(&changed)]);
-            new.push((Probe::ConfigAppear, range(format!("{c} unless {c} offset {s}"))));
+            new.push((Probe::ConfigAppear, range(q::config_appeared(&c, s))));
             new.push((Probe::ConfigStart, Request::Instant { query: c, time: sp.span.start }));
         }
         // A replica that (re)started or appeared: every replica of its model, mean latency step by
@@ -268,13 +243,11 @@ pub fn follow_up(plan: &mut EventPlan, answers: &BTreeMap<Request, Result<Respon
         let started = values(&rows(&[Probe::ProcessStart, Probe::ResetAny, Probe::PresenceAny]), "instance");
         if !started.is_empty() {
             let keep = label_list(&sp.by.split(", ").chain([sp.replica_label.as_str()]).collect::<Vec<_>>());
-            let r = promql_duration(Duration::from_secs(warm_range(sp.step)));
+            let r = Duration::from_secs(warm_range(sp.step));
             for (probe, sum, count) in &sp.warm {
-                let mean =
-                    format!("sum by ({keep}) (rate({}[{r}])) / sum by ({keep}) (rate({}[{r}]))", sp.selector.series(sum, &[]), sp.selector.series(count, &[]));
+                let (sum, all, started) = (sp.selector.series(sum, &[]), sp.selector.series(count, &[]), sp.selector.series(count, &[only(&started)]));
                 // Present through an outage of up to GAP: the peers' points stay while it is down.
-                let models = format!("group by ({}) (last_over_time({}[{}]))", sp.by, sp.selector.series(count, &[only(&started)]), promql_duration(GAP));
-                new.push((*probe, range(format!("({mean}) and on ({}) {models}", sp.by))));
+                new.push((*probe, range(q::replica_mean_where_started(&keep, &sp.by, &sum, &all, &started, r, GAP))));
             }
         }
         added.extend(new.iter().map(|(_, r)| r.clone()));

@@ -18,7 +18,7 @@ pub use shared::add_reads;
 use super::fetch::Answers;
 use crate::prom::Selector;
 use crate::report::{Binding, BindingState, LimitKind, RunParams, Scope};
-use crate::signals;
+use crate::signals::queries::binding::BindingRead;
 use crate::source::{Data, Request, Response, Series};
 
 /// Requests waiting, averaged over a step, that count as a queue: one request waited the whole
@@ -247,22 +247,18 @@ pub fn step_seconds(p: &RunParams) -> u64 {
 pub fn plan(selector: &Selector, p: &RunParams, names: &BTreeSet<String>) -> Option<BindingPlan> {
     let step = step_seconds(p);
     let counter_range = (2 * step).max(60);
-    let pick = |alternatives: &[&str]| signals::pick(&alternatives.iter().map(|s| s.to_string()).collect::<Vec<_>>(), names).cloned();
     let group: Vec<String> = p.group_by.iter().cloned().chain((!p.group_by.contains(&p.replica_label)).then(|| p.replica_label.clone())).collect();
-    let by = group.join(", ");
     let range = |query: String| Request::Range { query, start: p.window.start + chrono::Duration::seconds(step as i64), end: p.window.end, step_seconds: step };
-    let sel = |m: &str| selector.series(m, &[]);
-    let running = pick(&["vllm:num_requests_running"])?;
-    let waiting = pick(&["vllm:num_requests_waiting"])?;
+    let read = |r: BindingRead| r.query(selector, names, &group, step, counter_range).map(range);
     Some(BindingPlan {
-        running: range(format!("sum by ({by}) (max_over_time({}[{step}s]))", sel(&running))),
-        waiting: range(format!("sum by ({by}) (avg_over_time({}[{step}s]))", sel(&waiting))),
-        kv: pick(&["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"]).map(|m| range(format!("max by ({by}) (max_over_time({}[{step}s]))", sel(&m)))),
-        generation: pick(&["vllm:generation_tokens_total"]).map(|m| range(format!("sum by ({by}) (rate({}[{counter_range}s]))", sel(&m)))),
-        preemptions: pick(&["vllm:num_preemptions_total"]).map(|m| range(format!("sum by ({by}) (rate({}[{counter_range}s]))", sel(&m)))),
-        reasons: pick(&["vllm:num_requests_waiting_by_reason"]).map(|m| range(format!("sum by ({by}, reason) (avg_over_time({}[{step}s]))", sel(&m)))),
-        tokens: pick(&["vllm:iteration_tokens_total_sum"]).map(|m| range(format!("sum by ({by}) (rate({}[{counter_range}s]))", sel(&m)))),
-        steps: pick(&["vllm:iteration_tokens_total_count"]).map(|m| range(format!("sum by ({by}) (rate({}[{counter_range}s]))", sel(&m)))),
+        running: read(BindingRead::Running)?,
+        waiting: read(BindingRead::Waiting)?,
+        kv: read(BindingRead::KvUsage),
+        generation: read(BindingRead::Generation),
+        preemptions: read(BindingRead::Preemptions),
+        reasons: read(BindingRead::WaitingByReason),
+        tokens: read(BindingRead::IterationTokens),
+        steps: read(BindingRead::IterationSteps),
         step,
         settle: (counter_range / step).saturating_sub(1) as usize,
     })

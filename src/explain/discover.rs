@@ -217,7 +217,7 @@ pub fn data_end_slack(window: &TimeRange) -> std::time::Duration {
 pub fn data_end_request(selector: &Selector, names: &BTreeSet<String>, window: &TimeRange) -> Option<Request> {
     let [running, running_old] = signals::RUNNING_GAUGE;
     let metric = first_present(&["vllm:num_requests_waiting", "vllm_num_requests_waiting", running, running_old], names)?;
-    Some(Request::Instant { query: format!("max(timestamp({}))", selector.series(&metric, &[])), time: window.end })
+    Some(Request::Instant { query: signals::queries::newest_sample(selector, &metric), time: window.end })
 }
 
 /// When the newest vLLM sample is, if it is more than [`data_end_slack`] before the window's end.

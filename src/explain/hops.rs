@@ -25,6 +25,7 @@ use super::plan::SignalPlan;
 use crate::prom::Selector;
 use crate::report::{Hop, HopSplit, HopValues, RunParams, Scope};
 use crate::rules::eval::{Availability, SignalTable, SignalValues, WindowValues};
+use crate::signals::queries;
 use crate::source::{Data, Request};
 
 pub use crate::report::hop_seconds as seconds;
@@ -167,7 +168,7 @@ pub fn replica_plan(signal_plan: &SignalPlan, selector: &Selector, p: &RunParams
         return None;
     }
     let by = p.group_by.iter().chain(std::iter::once(&label)).cloned().collect::<Vec<_>>().join(", ");
-    let r = crate::signals::promql_duration(p.window.duration());
+    let range = p.window.duration();
     let side = |window: bool, at| -> Option<Request> {
         let parts: Vec<String> = PER_REPLICA
             .iter()
@@ -175,16 +176,14 @@ pub fn replica_plan(signal_plan: &SignalPlan, selector: &Selector, p: &RunParams
                 let (w, b) = signal_plan.signals.get(*id)?;
                 let name = (if window { w } else { b }).resolved.as_ref()?.names.first()?;
                 let fam = name.strip_suffix("_sum")?;
-                Some(["_sum", "_count"].map(|suffix| {
-                    format!(
-                        "label_replace(sum by ({by}) (rate({}[{r}])), \"{PART_LABEL}\", \"{id}{suffix}\", \"\", \"\")",
-                        selector.series(&format!("{fam}{suffix}"), &[])
-                    )
-                }))
+                Some(
+                    ["_sum", "_count"]
+                        .map(|suffix| queries::tagged(&queries::hop_part_rate(selector, fam, suffix, &by, range), PART_LABEL, &format!("{id}{suffix}"))),
+                )
             })
             .flatten()
             .collect();
-        (!parts.is_empty()).then(|| Request::Instant { query: parts.join(" or "), time: at })
+        (!parts.is_empty()).then(|| Request::Instant { query: queries::either(&parts), time: at })
     };
     Some(ReplicaPlan { window: side(true, p.window.end)?, baseline: side(false, p.baseline.end)?, label })
 }

@@ -9,8 +9,15 @@
 //! (when each finding began, read from its trend) -> [`correlate`] (the change each finding began
 //! after) -> [`cold_start`] -> [`moved`] (what else moved that no finding explains, and the
 //! correlations between signals that moved together). Beside them, [`hops`] splits each model's wait into the hops of its path from the means the signals read, and [`binding`] reads which limit held each model's requests back at every
-//! step of the window (its reads go with the signals'). The change events ([`crate::events`]) are asked with the signals. [`explain`] strings them together. A query that fails or times out does not stop the run: the signals that
+//! step of the window (its reads go with the signals'). The change events ([`crate::events`]) are asked with the signals. A query that fails or times out does not stop the run: the signals that
 //! needed it become "not evaluated" with the reason, and the rest of the diagnosis still comes out.
+//!
+//! [`explain_traced`] strings them together as named steps, each from one type to the next, with
+//! the network rounds in view: `discover_round` (round 1) -> `Found` -> `plan_reads` -> `Reads` ->
+//! `fetch_reads` (round 2) -> `Answers` -> `judge_round` (round 3, the late minutes, only when a
+//! rule asks) -> `Judged` -> `plan_follow_ups` -> `FollowUpReads` -> round 4 -> `follow_up_round`
+//! -> `Followed` -> `assemble_report`. A `Run` carries the source, the deadline, the count of
+//! queries and the run's warnings through them.
 
 pub mod assemble;
 pub mod binding;
@@ -133,180 +140,262 @@ pub struct Trace {
     pub moved_step: (u64, u64),
 }
 
+/// [`explain`], with what the run read ([`Trace`]). The stages in order, each from one type to the
+/// next; the network rounds are `discover_round`'s (one more where the baseline holds no vLLM
+/// data: where the data starts) and each `run.read` (the late minutes' only when a rule asks).
+pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOptions) -> Result<(Report, Trace), ExplainError> {
+    let mut run = Run { source, rules, opts, started: std::time::Instant::now(), warnings: Warnings::default(), queries: 0 };
+    let needed = plan::needed_signals(rules);
+    // Round 1: the metric names of both windows and the histograms' bucket bounds.
+    let found = discover_round(&mut run, &needed).await?;
+    let mut reads = plan_reads(&mut run, &needed, &found);
+    // Round 2: every signal, the change events, the data's end and the binding reads at once.
+    let answers = fetch_reads(&mut run, &reads).await;
+    // Round 3, only when a rule's last minutes are to be read: those minutes, then the verdicts.
+    let judged = judge_round(&mut run, &reads, &found, &answers).await;
+    let follow_ups = plan_follow_ups(&mut run, &mut reads, &judged, &answers, &found);
+    // Round 4: the findings' follow-ups, the events' second round, the trends and the hops.
+    let more = if follow_ups.reads.wants.is_empty() { Answers::new() } else { run.read(&follow_ups.reads).await };
+    let followed = follow_up_round(&mut run, &reads, judged, &follow_ups, &answers, &more);
+    Ok(assemble_report(run, &found, reads, followed, &follow_ups))
+}
+
+/// What a run carries through its stages: where it reads and by when, what it has asked, and the
+/// warnings its stages have found (handed to the report once, at the end).
+struct Run<'a> {
+    source: Arc<dyn Source>,
+    rules: &'a RuleSet,
+    opts: &'a ExplainOptions,
+    started: std::time::Instant,
+    warnings: Warnings,
+    queries: usize,
+}
+
+impl Run<'_> {
+    /// One round: the read plan carried out within what is left of the deadline.
+    async fn read(&mut self, reads: &fetch::ReadPlan) -> Answers {
+        let (answers, sent) = fetch::read(&self.source, reads, self.opts.concurrency, self.opts.deadline, self.started).await;
+        self.queries += sent;
+        answers
+    }
+}
+
+/// What discovery found, and the plan it came from (whose fleet-label read goes with round 2).
+struct Found {
+    plan: discover::DiscoveryPlan,
+    disc: discover::Discovery,
+}
+
 /// Round 1: both windows' metric names at once, and with them the bucket bounds of histograms read
 /// at a target (SLO burn), so a target between two buckets can be interpolated. The bounds only
 /// refine SLO reads, so they get a quarter of the deadline: a stuck answer must not cost the whole
 /// run. Where the baseline holds no vLLM data, one coarse range query tells where the data starts.
-/// Returns the plan, what it found and the queries it sent.
-async fn discover_round(
-    source: &Arc<dyn Source>,
-    rules: &RuleSet,
-    needed: &BTreeSet<String>,
-    opts: &ExplainOptions,
-    started: std::time::Instant,
-    warnings: &mut Warnings,
-) -> Result<(discover::DiscoveryPlan, discover::Discovery, usize), ExplainError> {
+async fn discover_round(run: &mut Run<'_>, needed: &BTreeSet<String>) -> Result<Found, ExplainError> {
+    let (opts, source) = (run.opts, &run.source);
     let p = &opts.params;
-    let disc_plan = discover::plan(rules, needed, &opts.selector, p);
-    let mut queries = 2 + disc_plan.buckets.len();
+    let disc_plan = discover::plan(run.rules, needed, &opts.selector, p);
+    run.queries += 2 + disc_plan.buckets.len();
     let (mut disc_answers, mut bounds_answers) = tokio::join!(
         run_queries(source, vec![disc_plan.window.clone(), disc_plan.baseline.clone()], 2, opts.deadline),
         run_queries(source, disc_plan.buckets.iter().map(|(_, r)| r.clone()).collect(), opts.concurrency.saturating_sub(2).max(1), opts.deadline / 4),
     );
-    let buckets = discover::read_buckets(&disc_plan, &mut bounds_answers, warnings);
-    let (window_names, baseline_names) = discover::read_names(&disc_plan, &mut disc_answers, warnings, &source.url(), &opts.selector, p)?;
+    let buckets = discover::read_buckets(&disc_plan, &mut bounds_answers, &mut run.warnings);
+    let (window_names, baseline_names) = discover::read_names(&disc_plan, &mut disc_answers, &mut run.warnings, &source.url(), &opts.selector, p)?;
     if !baseline_names.iter().any(|n| n.starts_with("vllm")) {
         // Then the window may be longer than the data as well: one coarse range query tells.
         if let Some(req) = discover::data_start_request(&opts.selector, &window_names, &p.window) {
-            queries += 1;
-            let answers = run_queries(source, vec![req.clone()], 1, fetch::remaining(opts.deadline, started)).await;
+            run.queries += 1;
+            let answers = run_queries(source, vec![req.clone()], 1, fetch::remaining(opts.deadline, run.started)).await;
             if let Some(first) = discover::data_start(&req, &answers, &p.window) {
-                warnings.push(discover::data_start_warning(&first, &p.window));
+                run.warnings.push(discover::data_start_warning(&first, &p.window));
             }
         }
     }
-    Ok((disc_plan, discover::Discovery { window_names, baseline_names, buckets }, queries))
+    Ok(Found { plan: disc_plan, disc: discover::Discovery { window_names, baseline_names, buckets } })
 }
 
-/// [`explain`], with what the run read ([`Trace`]).
-pub async fn explain_traced(source: Arc<dyn Source>, rules: &RuleSet, opts: &ExplainOptions) -> Result<(Report, Trace), ExplainError> {
-    let p = &opts.params;
-    let started = std::time::Instant::now();
-    let mut warnings = Warnings::default();
-    let needed = plan::needed_signals(rules);
+/// Round 2's reads: the signals' queries for each window, the change events', whether the data
+/// reaches the window's end, and which limit binds.
+struct Reads {
+    signals: plan::SignalPlan,
+    events: events::EventPlan,
+    data_end: Option<crate::source::Request>,
+    binding: Option<binding::BindingPlan>,
+    all: fetch::ReadPlan,
+}
 
-    let (disc_plan, disc, mut queries) = discover_round(&source, rules, &needed, opts, started, &mut warnings).await?;
-
-    // Plan the signal queries for each window, and ask them with the fleet's label counts, within
-    // what is left of the overall deadline.
+/// Plan round 2: every read of the main round trip, within what is left of the overall deadline.
+fn plan_reads(run: &mut Run<'_>, needed: &BTreeSet<String>, found: &Found) -> Reads {
+    let (opts, p, disc) = (run.opts, &run.opts.params, &found.disc);
     let ctx = QueryContext {
         selector: opts.selector.clone(),
         group_by: p.group_by.clone(),
         range: p.window.duration(),
-        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
+        thresholds: std::sync::Arc::new(run.rules.thresholds.clone()),
         buckets: std::sync::Arc::new(disc.buckets.clone()),
         replica_label: p.replica_label.clone(),
     };
-    let mut signal_plan = plan::plan_signals(rules, &needed, ctx, p, &disc, &mut warnings);
+    let mut signals = plan::plan_signals(run.rules, needed, ctx, p, disc, &mut run.warnings);
     // The change events are asked in the same round trip.
     let all_names: BTreeSet<String> = disc.window_names.union(&disc.baseline_names).cloned().collect();
     let event_ctx =
         events::EventContext { selector: &opts.selector, group_by: &p.group_by, replica_label: &p.replica_label, names: &all_names, steps: events::STEPS };
-    let mut event_plan = events::plan(&event_ctx, &p.baseline, &p.window);
+    let mut events = events::plan(&event_ctx, &p.baseline, &p.window);
     // A scrape's data begins with its first round, the window's start: nothing was stored before.
-    if source.info().kind == crate::report::SourceKind::Scrape {
-        event_plan.data_start = Some(p.window.start);
+    let kind = run.source.info().kind;
+    if kind == crate::report::SourceKind::Scrape {
+        events.data_start = Some(p.window.start);
     }
-    // Whether the data reaches the window's end, in the same round trip (a scrape's does, by
-    // construction: its last round closes the window).
-    let data_end = if source.info().kind == crate::report::SourceKind::Prometheus {
-        discover::data_end_request(&opts.selector, &disc.window_names, &p.window)
-    } else {
-        None
-    };
-    // Which limit binds, from a fixed handful of range reads in the same round trip (shared with
-    // the stall share where it reads the same series at the same step).
-    let binding_plan = binding::plan(&opts.selector, p, &disc.window_names);
-    let mut reads = std::mem::take(&mut signal_plan.reads);
-    reads.extend(fetch::ReadPlan::whole(std::iter::once(disc_plan.labels.1.clone()).chain(event_plan.requests()).chain(data_end.clone())));
-    binding::add_reads(binding_plan.as_ref(), &signal_plan, rules, &mut reads);
-    let (answers, sent) = fetch::read(&source, &reads, opts.concurrency, opts.deadline, started).await;
-    queries += sent;
-    for resp in answers.values().flatten() {
-        warnings.extend(resp.warnings.iter().cloned());
-    }
-    if let Some(newest) = data_end.as_ref().and_then(|req| discover::data_end(req, &answers, &p.window)) {
-        warnings.push(discover::data_end_warning(&newest, &p.window));
-    }
+    // Whether the data reaches the window's end (a scrape's does, by construction: its last round
+    // closes the window).
+    let data_end = if kind == crate::report::SourceKind::Prometheus { discover::data_end_request(&opts.selector, &disc.window_names, &p.window) } else { None };
+    // Which limit binds, from a fixed handful of range reads (shared with the stall share where it
+    // reads the same series at the same step).
+    let binding = binding::plan(&opts.selector, p, &disc.window_names);
+    let mut all = std::mem::take(&mut signals.reads);
+    all.extend(fetch::ReadPlan::whole(std::iter::once(found.plan.labels.1.clone()).chain(events.requests()).chain(data_end.clone())));
+    binding::add_reads(binding.as_ref(), &signals, run.rules, &mut all);
+    Reads { signals, events, data_end, binding, all }
+}
 
-    // Assemble the values and judge.
-    let labels = assemble::fleet_labels(&disc_plan.labels, &answers, &disc.window_names, p, &mut warnings);
-    let (mut table, names_used) = assemble::signal_table(&signal_plan, &answers, &p.group_by, &mut warnings);
-    // Where a rule judged over the window's last minutes too did not hold but its `[rule.recent]`
-    // condition did, read those minutes for those scopes (one more round trip, only then; one query
-    // set for all of them) and judge again.
+/// Round 2 carried out, with the servers' warnings and whether the data ends before the window.
+async fn fetch_reads(run: &mut Run<'_>, reads: &Reads) -> Answers {
+    let answers = run.read(&reads.all).await;
+    for resp in answers.values().flatten() {
+        run.warnings.extend(resp.warnings.iter().cloned());
+    }
+    let p = &run.opts.params;
+    if let Some(newest) = reads.data_end.as_ref().and_then(|req| discover::data_end(req, &answers, &p.window)) {
+        run.warnings.push(discover::data_end_warning(&newest, &p.window));
+    }
+    answers
+}
+
+/// The values assembled and the rules judged over them.
+struct Judged {
+    labels: std::collections::BTreeMap<String, usize>,
+    table: crate::rules::eval::SignalTable,
+    names_used: std::collections::BTreeMap<String, String>,
+    verdicts: judge::Judged,
+}
+
+/// Assemble the values and judge. Where a rule judged over the window's last minutes too did not
+/// hold but its `[rule.recent]` condition did, read those minutes for those scopes (one more round
+/// trip, only then; one query set for all of them) and judge again.
+async fn judge_round(run: &mut Run<'_>, reads: &Reads, found: &Found, answers: &Answers) -> Judged {
+    let (rules, p) = (run.rules, &run.opts.params);
+    let labels = assemble::fleet_labels(&found.plan.labels, answers, &found.disc.window_names, p, &mut run.warnings);
+    let (mut table, names_used) = assemble::signal_table(&reads.signals, answers, &p.group_by, &mut run.warnings);
     let late = judge::late_scopes(rules, &table, p);
     if !late.is_empty() {
-        let selector = follow_up::only_scopes(&opts.selector, &p.group_by, &late);
-        let late_plan = plan::plan_signals(rules, &rules.late_signals(), QueryContext { selector, ..signal_plan.ctx.clone() }, p, &disc, &mut warnings);
-        let (late_answers, sent) = fetch::read(&source, &late_plan.reads, opts.concurrency, opts.deadline, started).await;
-        queries += sent;
-        let (part, _) = assemble::signal_table(&late_plan, &late_answers, &p.group_by, &mut warnings);
+        let selector = follow_up::only_scopes(&run.opts.selector, &p.group_by, &late);
+        let ctx = QueryContext { selector, ..reads.signals.ctx.clone() };
+        let late_plan = plan::plan_signals(rules, &rules.late_signals(), ctx, p, &found.disc, &mut run.warnings);
+        let late_answers = run.read(&late_plan.reads).await;
+        let (part, _) = assemble::signal_table(&late_plan, &late_answers, &p.group_by, &mut run.warnings);
         judge::merge_late(&mut table, part);
     }
-    let judge::Judged { mut ranked, scopes, evaluated, coverage, caveats, readings } = judge::judge_late(rules, &table, p, &late);
-    warnings.extend(unread_warning(&judge::unread(rules, &table), p));
-    // Follow up on the findings in one more round trip.
-    let follow_ups = follow_up::plan(&ranked.findings, rules, &signal_plan, &opts.selector, p, &disc.window_names);
-    // With them, the changes' second round: which models the changed replicas serve.
-    let event_more = events::follow_up(&mut event_plan, &answers);
-    // With them, what else moved: every watched signal's trend over both windows, a fixed handful
-    // of queries (the spare families only where discovery found them).
-    let spare: BTreeSet<String> = rules.signals.values().filter(|d| d.spare).map(|d| d.id.clone()).collect();
-    let spare_plan = plan::plan_signals(rules, &spare, signal_plan.ctx.clone(), p, &disc, &mut Warnings::default());
-    let moved_plan = moved::plan(rules, &signal_plan, &spare_plan, &opts.selector, p, labels.get(&p.replica_label).copied(), &mut warnings);
-    // And each replica's time by hop (two queries, where the fleet has 2 to 256 replicas).
-    let hop_plan = hops::replica_plan(&signal_plan, &opts.selector, p, labels.get(&p.replica_label).copied());
-    let mut follow_up_reads = follow_ups.reads();
-    [fetch::ReadPlan::whole(event_more), hop_plan.as_ref().map(hops::ReplicaPlan::read_plan).unwrap_or_default(), moved_plan.read_plan()]
-        .into_iter()
-        .for_each(|r| follow_up_reads.extend(r));
-    let more = if follow_up_reads.wants.is_empty() {
-        Answers::new()
-    } else {
-        let (more, sent) = fetch::read(&source, &follow_up_reads, opts.concurrency, opts.deadline, started).await;
-        queries += sent;
-        more
-    };
-    // Which limit bound each model, read before the follow-ups: the levers they rule out agree with it.
-    let binding = binding_plan.as_ref().map(|b| binding::read(b, &answers, p)).unwrap_or_default();
-    // Each replica's batch, queue and KV (binding reads): cards of a finding about some replicas are sized from them.
-    let replicas = binding_plan.as_ref().map(|b| binding::replicas(b, &answers, p)).unwrap_or_default();
-    follow_up::apply(&follow_ups, &more, &mut ranked.findings, rules, &table, &binding, &replicas, p, &mut warnings);
-    let events = events::read(&event_plan, &[&answers, &more], &mut warnings);
-    let latency = events::replica_latency(&event_plan, &[&answers, &more]);
-    let step = follow_ups.step.max(event_plan.step());
-    finish::run(&mut ranked.findings, &finish::Finish { rules, p, table: &table, events: &events, step, latency: &latency, replicas: &replicas });
-    let (unexplained, trends) = moved::apply_traced(&moved_plan, &more, &mut ranked.findings, rules, p, &mut warnings);
-    let hops = hops::with_replicas(hops::split(&table), hop_plan.as_ref(), &more, &p.group_by);
-    // Nothing dropped in silence: an answer that could not be read is said, whatever needed it.
-    let unreadable: Vec<_> = fetch::unreadable(&answers).into_iter().chain(fetch::unreadable(&more)).collect();
-    warnings.extend(fetch::unreadable_warning(&unreadable));
+    let verdicts = judge::judge_late(rules, &table, p, &late);
+    run.warnings.extend(unread_warning(&judge::unread(rules, &table), p));
+    Judged { labels, table, names_used, verdicts }
+}
 
-    let info = SourceInfo { selector: opts.selector.to_promql(), ..source.info() };
-    Ok((
-        Report {
-            schema_version: SCHEMA_VERSION,
-            window: p.window,
-            baseline: p.baseline,
-            source: info,
-            metrics: MetricsInfo {
-                generation: generation(&disc.window_names),
-                scopes: scopes.into_iter().filter(|s| !s.is_empty()).collect(),
-                names_used,
-                labels,
-                replica_label: p.replica_label.clone(),
-            },
-            findings: ranked.findings,
-            healthy: ranked.healthy,
-            not_evaluated: ranked.not_evaluated,
-            disabled: Vec::new(),
-            warnings: warnings.into_report(),
-            caveats,
-            stats: RunStats { queries, rules_evaluated: evaluated },
-            coverage,
-            events,
-            deploy: None,
-            binding,
-            unexplained,
-            hops,
-            profile: None,
-            notes: signal_plan.notes,
-            readings,
-            probe: None,
+/// Round 4's reads: the findings' follow-ups, the changes' second round (which models the changed
+/// replicas serve), what else moved (every watched signal's trend over both windows, a fixed
+/// handful of queries) and each replica's time by hop (two queries, where the fleet has 2 to 256
+/// replicas).
+struct FollowUpReads {
+    findings: follow_up::FollowUps,
+    moved: moved::MovedPlan,
+    hops: Option<hops::ReplicaPlan>,
+    reads: fetch::ReadPlan,
+}
+
+fn plan_follow_ups(run: &mut Run<'_>, reads: &mut Reads, judged: &Judged, answers: &Answers, found: &Found) -> FollowUpReads {
+    let (rules, opts, p) = (run.rules, run.opts, &run.opts.params);
+    let findings = follow_up::plan(&judged.verdicts.ranked.findings, rules, &reads.signals, &opts.selector, p, &found.disc.window_names);
+    let event_more = events::follow_up(&mut reads.events, answers);
+    // The spare families only where discovery found them.
+    let spare: BTreeSet<String> = rules.signals.values().filter(|d| d.spare).map(|d| d.id.clone()).collect();
+    let spare_plan = plan::plan_signals(rules, &spare, reads.signals.ctx.clone(), p, &found.disc, &mut Warnings::default());
+    let replicas = judged.labels.get(&p.replica_label).copied();
+    let moved = moved::plan(rules, &reads.signals, &spare_plan, &opts.selector, p, replicas, &mut run.warnings);
+    let hops = hops::replica_plan(&reads.signals, &opts.selector, p, replicas);
+    let mut all = findings.reads();
+    [fetch::ReadPlan::whole(event_more), hops.as_ref().map(hops::ReplicaPlan::read_plan).unwrap_or_default(), moved.read_plan()]
+        .into_iter()
+        .for_each(|r| all.extend(r));
+    FollowUpReads { findings, moved, hops, reads: all }
+}
+
+/// The findings followed up, and what the run found beside them.
+struct Followed {
+    judged: Judged,
+    binding: Vec<crate::report::Binding>,
+    events: Vec<Event>,
+    unexplained: Vec<crate::report::Unexplained>,
+    trends: std::collections::BTreeMap<(String, crate::report::Scope), moved::Points>,
+    hops: Vec<crate::report::HopSplit>,
+}
+
+/// Round 4's answers into the findings: which limit bound each model (read before the follow-ups,
+/// so the levers they rule out agree with it), the follow-ups, the change events, the steps after
+/// them ([`finish`]), what else moved and the time by hop; nothing dropped in silence.
+fn follow_up_round(run: &mut Run<'_>, reads: &Reads, mut judged: Judged, fu: &FollowUpReads, answers: &Answers, more: &Answers) -> Followed {
+    let (rules, p) = (run.rules, &run.opts.params);
+    let binding = reads.binding.as_ref().map(|b| binding::read(b, answers, p)).unwrap_or_default();
+    // Each replica's batch, queue and KV: cards of a finding about some replicas are sized from them.
+    let replicas = reads.binding.as_ref().map(|b| binding::replicas(b, answers, p)).unwrap_or_default();
+    let findings = &mut judged.verdicts.ranked.findings;
+    follow_up::apply(&fu.findings, more, findings, rules, &judged.table, &binding, &replicas, p, &mut run.warnings);
+    let events = events::read(&reads.events, &[answers, more], &mut run.warnings);
+    let latency = events::replica_latency(&reads.events, &[answers, more]);
+    let step = fu.findings.step.max(reads.events.step());
+    finish::run(findings, &finish::Finish { rules, p, table: &judged.table, events: &events, step, latency: &latency, replicas: &replicas });
+    let (unexplained, trends) = moved::apply_traced(&fu.moved, more, findings, rules, p, &mut run.warnings);
+    let hops = hops::with_replicas(hops::split(&judged.table), fu.hops.as_ref(), more, &p.group_by);
+    let unreadable: Vec<_> = fetch::unreadable(answers).into_iter().chain(fetch::unreadable(more)).collect();
+    run.warnings.extend(fetch::unreadable_warning(&unreadable));
+    Followed { judged, binding, events, unexplained, trends, hops }
+}
+
+/// The report, assembled once from what the stages handed on, and what the run read.
+fn assemble_report(run: Run<'_>, found: &Found, reads: Reads, f: Followed, fu: &FollowUpReads) -> (Report, Trace) {
+    let p = &run.opts.params;
+    let judge::Judged { ranked, scopes, evaluated, coverage, caveats, readings } = f.judged.verdicts;
+    let info = SourceInfo { selector: run.opts.selector.to_promql(), ..run.source.info() };
+    let report = Report {
+        schema_version: SCHEMA_VERSION,
+        window: p.window,
+        baseline: p.baseline,
+        source: info,
+        metrics: MetricsInfo {
+            generation: generation(&found.disc.window_names),
+            scopes: scopes.into_iter().filter(|s| !s.is_empty()).collect(),
+            names_used: f.judged.names_used,
+            labels: f.judged.labels,
+            replica_label: p.replica_label.clone(),
         },
-        Trace { trends, moved_queries: moved_plan.requests(), moved_step: (moved_plan.step, moved_plan.trend_range.as_secs()) },
-    ))
+        findings: ranked.findings,
+        healthy: ranked.healthy,
+        not_evaluated: ranked.not_evaluated,
+        disabled: Vec::new(),
+        warnings: run.warnings.into_report(),
+        caveats,
+        stats: RunStats { queries: run.queries, rules_evaluated: evaluated },
+        coverage,
+        events: f.events,
+        deploy: None,
+        binding: f.binding,
+        unexplained: f.unexplained,
+        hops: f.hops,
+        profile: None,
+        notes: reads.signals.notes,
+        readings,
+        probe: None,
+    };
+    let trace = Trace { trends: f.trends, moved_queries: fu.moved.requests(), moved_step: (fu.moved.step, fu.moved.trend_range.as_secs()) };
+    (report, trace)
 }
 
 /// The warning for signals no rate could be taken for ([`judge::unread`]), if any. rate() needs two

@@ -292,11 +292,8 @@ pub fn plan(
     let mut requests = Vec::new();
     let mut wants: Vec<Vec<Request>> = Vec::new();
     for chunk in chunks.iter().take(MAX_QUERIES) {
-        let query = chunk
-            .iter()
-            .map(|id| format!("label_replace({}, \"{LABEL}\", \"{}\", \"\", \"\")", watched[*id].query, escape_label_value(id)))
-            .collect::<Vec<_>>()
-            .join(" or ");
+        let query = chunk.iter().map(|id| signals::queries::tagged(&watched[*id].query, LABEL, &escape_label_value(id))).collect::<Vec<_>>();
+        let query = signals::queries::either(&query);
         let aligned = (p.window.start - p.baseline.start).num_seconds() % step as i64 == 0;
         let asked = if p.baseline.end == p.window.start && baseline_step == step && aligned {
             vec![Request::Range { query, start: p.baseline.start, end: p.window.end, step_seconds: step }]

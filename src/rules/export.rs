@@ -234,10 +234,9 @@ impl Translator<'_> {
             replica_label: self.opts.replica_label.clone(),
         };
         let q = signals::build(&def.kind, &resolved, &ctx).map_err(|e| format!("signal {id}: {e}"))?;
-        Ok(match q.per_replica {
-            None | Some((_, Reduction::Max)) => (q.value, None),
-            Some((_, r @ Reduction::Outlier(_))) => (format!("max by ({}) ({})", self.by, q.value), Some(r)),
-            Some((_, Reduction::Count)) => (format!("count by ({}) ({})", self.by, q.value), Some(Reduction::Count)),
+        Ok(match q.per_replica.and_then(|(_, r)| Some((signals::queries::reduced_per_replica(&q.value, r, &self.by)?, r))) {
+            Some((query, r)) => (query, Some(r)),
+            None => (q.value, None),
         })
     }
 

@@ -11,11 +11,12 @@
 //! labels ([`fleet_labels_query`]), one row per engine.
 
 //!
-//! The module is in four parts: the declarations and how a declaration is resolved against the
+//! The module is in five parts: the declarations and how a declaration is resolved against the
 //! names present (here), the signal kinds (`kinds/`: one module per kind, each with its fields,
 //! checks and PromQL, behind the [`Kind`] trait), the PromQL the kinds share and the queries
-//! explain builds around them (`promql.rs`), and histogram bucket bounds: where a target falls
-//! among them and how a burn rate is read from bucket rates (`bounds.rs`).
+//! explain builds around them (`promql.rs`), the reads the stages make beyond the rules' signals,
+//! asked by typed request ([`queries`]), and histogram bucket bounds: where a target falls among
+//! them and how a burn rate is read from bucket rates (`bounds.rs`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -25,6 +26,7 @@ use crate::prom::Selector;
 mod bounds;
 mod kinds;
 mod promql;
+pub mod queries;
 #[cfg(test)]
 mod tests;
 

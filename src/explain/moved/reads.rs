@@ -155,7 +155,7 @@ fn place(needs: &[Need]) -> (Vec<(String, Holds)>, Reading) {
     }
     for chunk in packed.chunks(PER_PACK).chain(listing.chunks(PER_PACK)) {
         let tags: BTreeMap<String, usize> = chunk.iter().map(|(i, _)| (format!("r{i}"), *i)).collect();
-        let query = chunk.iter().map(|(i, q)| format!("label_replace({q}, \"{READ_LABEL}\", \"r{i}\", \"\", \"\")")).collect::<Vec<_>>().join(" or ");
+        let query = signals::queries::either(&chunk.iter().map(|(i, q)| signals::queries::tagged(q, READ_LABEL, &format!("r{i}"))).collect::<Vec<_>>());
         queries.push((query, Holds::Packed(tags)));
     }
     (queries, reading)
