@@ -112,13 +112,7 @@ fn loadtest_run(s: Settings, p: LoadtestSettings) -> Result<u8, Failure> {
         return Ok(exit::OK);
     }
 
-    let client = super::connect::probe_target_client(&s, probe_plan.endpoint.as_str())?;
-    let backend = if compare { Some(super::connect::connect_probe_backend(&s)?) } else { None };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Usage(format!("cannot start the async runtime: {e}")))?;
+    let (client, backend, runtime) = super::connect::probe_session(&s, probe_plan.endpoint.as_str(), compare)?;
     let shown = compare.then(|| crate::prom::strip_credentials(&s.source.prometheus));
     let backend: Option<&dyn crate::source::Source> = backend.as_ref().map(|b| b as &dyn crate::source::Source);
     let sweeping = Sweeping {

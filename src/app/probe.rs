@@ -71,13 +71,7 @@ fn probe_run(s: Settings, p: ProbeSettings) -> Result<u8, Failure> {
         return Ok(exit::OK);
     }
 
-    let client = super::connect::probe_target_client(&s, plan.endpoint.as_str())?;
-    let backend = if compare { Some(super::connect::connect_probe_backend(&s)?) } else { None };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Usage(format!("cannot start the async runtime: {e}")))?;
+    let (client, backend, runtime) = super::connect::probe_session(&s, plan.endpoint.as_str(), compare)?;
     let shown = crate::prom::strip_credentials(&s.source.prometheus);
     let backend: Option<&dyn crate::source::Source> = backend.as_ref().map(|b| b as &dyn crate::source::Source);
     let run = runtime.block_on(execute(&client, &plan, backend, shown, *p.settle, &selector_for, p.quiet))?;
