@@ -64,11 +64,17 @@ fn arg(manifest: &Value, name: &str, flag: &str) -> String {
     words.find(|w| *w == flag).and_then(|_| words.next()).unwrap_or_else(|| panic!("{name}: no {flag} in {args}")).to_string()
 }
 
-/// The ids of the latency rules (rules/latency.toml): what "a latency finding" means here.
+/// The ids of the latency rules (rules/latency.toml, and the latency objective's burn in
+/// rules/slo.toml): what "a latency finding" means here.
 fn latency_rules() -> Vec<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/latency.toml");
-    let t: toml::Value = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    t["rule"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect()
+    let mut ids = Vec::new();
+    for file in ["rules/latency.toml", "rules/slo.toml"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        let t: toml::Value = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        ids.extend(t["rule"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()));
+    }
+    assert!(ids.iter().any(|id| id == "slo-burn") && ids.iter().any(|id| id == "load-exceeds-capacity"), "{ids:?}");
+    ids
 }
 
 fn rules_of(report: &Value) -> Vec<String> {
@@ -179,6 +185,8 @@ fn the_derived_profile_quiets_explain_below_the_knee_and_not_above_it() {
     assert!(*below < knee && *above > knee, "holds at {below} and {above} in flight, the knee at {knee}");
     let found = |r: &Value| rules_of(r).into_iter().filter(|id| latency.contains(id)).collect::<Vec<_>>();
     assert!(found(quiet).is_empty(), "below the knee ({below} in flight) the derived profile finds no latency: {:?}", rules_of(quiet));
+    let loud_below: Vec<&Value> = quiet["findings"].as_array().unwrap().iter().filter(|f| f["severity"] != "info").collect();
+    assert!(loud_below.is_empty(), "below the knee nothing warns: {loud_below:?}");
     assert!(!found(loud).is_empty(), "above the knee ({above} in flight) it finds the latency: {:?}", rules_of(loud));
     assert!(found(loud).iter().any(|id| id == "load-exceeds-capacity"), "the queue at the cap named as the load's: {:?}", rules_of(loud));
 }
