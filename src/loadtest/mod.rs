@@ -124,11 +124,17 @@ pub fn bound_at(steps: &[Step], bad: usize) -> Option<Bound> {
     Some(Bound { limit, at_step: bad, running_max: Some(cap), waiting_mean: e.waiting_mean, kv_usage_max: e.kv_usage_max, busy_answers: busy })
 }
 
-/// Thresholds from the knee: each the knee's value with `margin` added, a ceiling never past the
-/// geometric mean of the knee's value and the first bad step's (so that a load past the knee breaks
-/// it); a target from the knee's median (the engines' mean time between tokens where read), never
-/// above its ceiling. The time between tokens comes from the engines where read, else from the
-/// client's gaps.
+/// Thresholds from the knee: each the knee's value with `margin` added, a ceiling; where the first
+/// bad step broke the limits on that measure, never past the geometric mean of the knee's value and
+/// that step's (so that a load past the knee breaks it). A measure the bad step did not break on
+/// keeps the margin alone: on a real engine past its sequence cap the queued requests' prefills
+/// slow the running batch's decode steps a little, and a ceiling pulled toward that would call
+/// the queue a decode fault. A target from the knee's p95 with half the margin, never above its ceiling. The targets
+/// are what a latency objective counts requests against (`latency_objective` of them within the
+/// target): one at the knee's p95 or above leaves at most 5% of the knee's requests over it, a burn
+/// rate of at most 5 against a 99% objective, below the slow and fast burn thresholds, so a load
+/// within the knee does not page. The time between tokens comes from the engines where read, else
+/// from the client's gaps.
 pub fn derive(steps: &[Step], knee: &Knee, name: &str, margin: f64) -> DerivedProfile {
     let k = &steps[knee.step];
     let bad = knee.first_bad.map(|i| &steps[i]);
@@ -139,25 +145,28 @@ pub fn derive(steps: &[Step], knee: &Knee, name: &str, margin: f64) -> DerivedPr
             _ => v,
         })
     };
-    let target = |median: Option<f64>, high: Option<f64>| {
-        let t = median? * (1.0 + margin / 2.0);
+    let target = |p95: Option<f64>, high: Option<f64>| {
+        let t = p95? * (1.0 + margin / 2.0);
         Some(high.map_or(t, |h| t.min(h)))
     };
-    let ttft_p95_high = ceiling(k.ttft.map(|t| t.p95), bad.and_then(|b| b.ttft.map(|t| t.p95)));
+    let broke_on = |ttft: bool| {
+        bad.filter(|b| b.breaches.iter().any(|x| matches!((x, ttft), (StepBreach::TtftOverLimit { .. }, true) | (StepBreach::ItlOverLimit { .. }, false))))
+    };
+    let ttft_p95_high = ceiling(k.ttft.map(|t| t.p95), broke_on(true).and_then(|b| b.ttft.map(|t| t.p95)));
     let engine_itl = |s: &Step| s.engine.as_ref().and_then(|e| e.itl_p95);
     let itl_from_engines = engine_itl(k).is_some();
-    let (itl_knee, itl_bad, itl_median) = if itl_from_engines {
-        (engine_itl(k), bad.and_then(engine_itl), k.engine.as_ref().and_then(|e| e.itl_mean))
+    let (itl_knee, itl_bad) = if itl_from_engines {
+        (engine_itl(k), broke_on(false).and_then(engine_itl))
     } else {
-        (k.between_tokens.map(|t| t.p95), bad.and_then(|b| b.between_tokens.map(|t| t.p95)), k.between_tokens.map(|t| t.p50))
+        (k.between_tokens.map(|t| t.p95), broke_on(false).and_then(|b| b.between_tokens.map(|t| t.p95)))
     };
     let itl_p95_high = ceiling(itl_knee, itl_bad);
     DerivedProfile {
         name: name.to_string(),
         margin,
-        ttft_target: target(k.ttft.map(|t| t.p50), ttft_p95_high),
+        ttft_target: target(k.ttft.map(|t| t.p95), ttft_p95_high),
         ttft_p95_high,
-        itl_target: target(itl_median, itl_p95_high),
+        itl_target: target(itl_knee, itl_p95_high),
         itl_p95_high,
         itl_from_engines,
     }

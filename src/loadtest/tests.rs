@@ -120,18 +120,27 @@ fn the_bound_is_the_kv_cache_the_token_budget_or_in_front_of_the_engines_by_what
 }
 
 #[test]
-fn the_derived_profile_adds_the_margin_and_stays_below_the_first_bad_step() {
-    let steps =
-        judged(vec![at(0, 2.0, 0.2, 0, Some(engine(2.0, 0.0))), at(1, 4.0, 0.3, 0, Some(engine(4.0, 0.0))), at(2, 8.0, 0.4, 2, Some(engine(4.0, 4.0)))]);
+fn the_derived_profile_adds_the_margin_and_stays_below_the_first_bad_step_on_what_broke_there() {
+    // The first bad step broke on its first token (0.6 s over 0.5 s); its engines' time between
+    // tokens rose (20 to 40 ms) but stayed within the limits.
+    let mut slower = engine(4.0, 4.0);
+    slower.itl_p95 = Some(0.04);
+    let steps = judged(vec![at(0, 2.0, 0.2, 0, Some(engine(2.0, 0.0))), at(1, 4.0, 0.3, 0, Some(engine(4.0, 0.0))), at(2, 8.0, 0.6, 0, Some(slower))]);
     let (k, bad) = knee(&steps).unwrap();
     let kn = Knee { step: k, load: 4.0, first_bad: bad, bound: None };
     let p = derive(&steps, &kn, "measured", MARGIN);
-    // 0.3 s with half again is 0.45 s, past sqrt(0.3 x 0.4) = 0.346 s: the ceiling stops there.
-    assert!((p.ttft_p95_high.unwrap() - (0.3f64 * 0.4).sqrt()).abs() < 1e-9, "{p:?}");
-    // The target: the knee's median (0.15 s) with a quarter added.
-    assert!((p.ttft_target.unwrap() - 0.1875).abs() < 1e-9, "{p:?}");
+    // 0.3 s with half again is 0.45 s, past sqrt(0.3 x 0.6) = 0.424 s: the ceiling stops there.
+    assert!((p.ttft_p95_high.unwrap() - (0.3f64 * 0.6).sqrt()).abs() < 1e-9, "{p:?}");
+    // The target: the knee's p95 (0.3 s) with a quarter added.
+    assert!((p.ttft_target.unwrap() - 0.375).abs() < 1e-9, "{p:?}");
     assert!(p.itl_from_engines);
-    assert!((p.itl_p95_high.unwrap() - 0.03).abs() < 1e-9 && (p.itl_target.unwrap() - 0.01875).abs() < 1e-9, "{p:?}");
+    // The engines' p95 between tokens at the knee, 20 ms, half again (30 ms): the bad step did not
+    // break on it, so its 40 ms does not pull the ceiling down; the target a quarter added (25 ms).
+    assert!((p.itl_p95_high.unwrap() - 0.03).abs() < 1e-9 && (p.itl_target.unwrap() - 0.025).abs() < 1e-9, "{p:?}");
+    // A bad step that broke on failures alone caps neither.
+    let failed = judged(vec![at(0, 4.0, 0.3, 0, Some(engine(4.0, 0.0))), at(1, 8.0, 0.4, 2, Some(engine(4.0, 4.0)))]);
+    let p = derive(&failed, &Knee { step: 0, load: 4.0, first_bad: Some(1), bound: None }, "m", MARGIN);
+    assert!((p.ttft_p95_high.unwrap() - 0.45).abs() < 1e-9, "{p:?}");
     // No bad step, no engines: the margin alone, the client's gaps.
     let alone = judged(vec![at(0, 2.0, 0.2, 0, None)]);
     let p = derive(&alone, &Knee { step: 0, load: 2.0, first_bad: None, bound: None }, "m", MARGIN);

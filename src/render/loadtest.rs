@@ -342,14 +342,19 @@ pub fn profile_toml(run: &LoadtestRun, d: &DerivedProfile) -> String {
     }
     let _ = writeln!(
         out,
-        "# Margin: each ceiling is the knee's p95 with {}% added, but no more than halfway (geometrically) to the first bad step's;",
+        "# Margin: each ceiling is the knee's p95 with {}% added, but no more than halfway (geometrically) to the first bad step's where it broke on it;",
         sig(d.margin * 100.0)
     );
-    let _ = writeln!(out, "# each target is the knee's median with {}% added, never above its ceiling.", sig(d.margin * 50.0));
+    let _ = writeln!(
+        out,
+        "# each target is the knee's p95 with {}% added, never above its ceiling (at the knee at most 5% of requests miss it:",
+        sig(d.margin * 50.0)
+    );
+    let _ = writeln!(out, "# against a 99% latency_objective a burn rate of at most 5, below slo-burn's thresholds).");
     let _ = writeln!(
         out,
         "# Time between tokens: {}.",
-        if d.itl_from_engines { "the engines' own histogram (p95) and mean" } else { "the client's gaps between token events (no Prometheus was read)" }
+        if d.itl_from_engines { "the engines' own histogram (p95)" } else { "the client's gaps between token events (no Prometheus was read)" }
     );
     let _ = writeln!(out, "# Use it with: vllm-diag explain --rules DIR --profile {}   (DIR holding this file)", d.name);
     let _ = writeln!(out, "[profile.{}]", d.name);
