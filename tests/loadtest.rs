@@ -14,7 +14,6 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -260,25 +259,10 @@ struct Router {
     port: u16,
 }
 
-fn router_binary() -> PathBuf {
-    let path = std::env::var_os("VLLM_DIAG_ROUTER").map(PathBuf::from).unwrap_or_else(|| {
-        let cache = std::env::var_os("VLLM_DIAG_TEST_CACHE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/vllm-diag-test"));
-        cache.join("router-venv/bin/vllm-router")
-    });
-    assert!(
-        path.exists(),
-        "vLLM's router is not installed at {}: run scripts/router-venv.sh (scripts/test.sh runs it), or point $VLLM_DIAG_ROUTER at a vllm-router binary",
-        path.display()
-    );
-    path
-}
-
 impl Router {
     fn start(engine: &Engine) -> Router {
         let (port, metrics_port) = (common::free_port(), common::free_port());
-        let child = Command::new(router_binary())
+        let child = Command::new(common::router_binary())
             .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--prometheus-host", "127.0.0.1"])
             .args(["--prometheus-port", &metrics_port.to_string(), "--worker-urls", &engine.url(), "--policy", "round_robin"])
             .env("NO_COLOR", "1")

@@ -731,3 +731,21 @@ pub fn scenario_run(name: &str) -> ScenarioRun {
     let code = read("code").parse().ok();
     ScenarioRun { spec, at, code, stdout: read("stdout"), stderr: read("stderr"), recording: entry.join("run.json") }
 }
+
+/// vLLM's router binary (PyPI vllm-router): $VLLM_DIAG_ROUTER, or the venv scripts/router-venv.sh
+/// makes under the test cache. Fails with what to run where it is missing.
+pub fn router_binary() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    let path = std::env::var_os("VLLM_DIAG_ROUTER").map(PathBuf::from).unwrap_or_else(|| {
+        let cache = std::env::var_os("VLLM_DIAG_TEST_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/vllm-diag-test"));
+        cache.join("router-venv/bin/vllm-router")
+    });
+    assert!(
+        path.exists(),
+        "vLLM's router is not installed at {}: run scripts/router-venv.sh (scripts/test.sh runs it), or point $VLLM_DIAG_ROUTER at a vllm-router binary",
+        path.display()
+    );
+    path
+}
