@@ -29,7 +29,7 @@ pub use condition::*;
 pub use event::*;
 pub use reason::*;
 pub use run::*;
-pub use steps::{Answered, Step, StepVerdict, Steps, CHANGED};
+pub use steps::{Answered, Awaits, BoundAnswer, SpreadAnswer, SpreadMeasure, Step, StepVerdict, Steps, CHANGED, EVEN_SPREAD};
 pub use verdict::*;
 pub use words::{caveat_words, hop_seconds, limit_basis, PAIRS as CORRELATION_PAIRS};
 

@@ -34,7 +34,7 @@ use std::time::Duration;
 use vllm_diag::explain::{explain, ExplainOptions};
 use vllm_diag::render::answer::{Answer, Hints};
 use vllm_diag::render::{escape, render, Format, RenderOptions, ReportView};
-use vllm_diag::report::{LimitKind, Report, RunParams, TimeRange};
+use vllm_diag::report::{LimitKind, Report, RunParams, Step, TimeRange};
 use vllm_diag::source::record::Replay;
 use vllm_diag::source::Source;
 
@@ -122,7 +122,7 @@ fn shown(report: &Report, format: Format) -> String {
 fn problems(report: &Report) -> Vec<String> {
     let view = ReportView::new(report, &RenderOptions::default());
     let a = Answer::new(&view, Hints::None);
-    let mut out: Vec<String> = Vec::new();
+    let mut out: Vec<String> = unanswered(report);
     for format in CHANNEL {
         let text = shown(report, format);
         let flat = squeeze(&text);
@@ -171,6 +171,22 @@ fn problems(report: &Report) -> Vec<String> {
     out
 }
 
+/// A step left open although the report holds what answers it: the binding of the finding's model.
+fn unanswered(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in &report.findings {
+        let bound = report.binding.iter().any(|b| b.is_model_of(&f.scope, &report.metrics.replica_label));
+        for s in f.steps.iter() {
+            if let Step::Rule { ask, awaits: Some(vllm_diag::report::Awaits::Binding { .. }), .. } = s {
+                if bound {
+                    out.push(format!("{}: {ask:?} is asked, although the binding of its model answers it", f.rule));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The Slack message, the Markdown and the text within what the issue asks.
 fn limits(report: &Report, a: &Answer) -> Vec<String> {
     let mut out = Vec::new();
@@ -185,8 +201,14 @@ fn limits(report: &Report, a: &Answer) -> Vec<String> {
         if l.numbers.is_empty() {
             out.push(format!("{}: the lead finding has no deciding number", l.rule));
         }
-        if l.steps.len() < f.steps.len().min(2) {
-            out.push(format!("{}: {} steps in the answer, of {}", l.rule, l.steps.len(), f.steps.len()));
+        // The answer asks the first open steps and shows the first answered ones.
+        let open = f.steps.open().count();
+        if l.steps.len() < open.min(2) {
+            out.push(format!("{}: {} steps in the answer, of {open} open", l.rule, l.steps.len()));
+        }
+        let answered = f.steps.checked().count();
+        if l.checked.len() < answered.min(2) {
+            out.push(format!("{}: {} checked steps in the answer, of {answered}", l.rule, l.checked.len()));
         }
         if l.cards.len() != f.recommendations.len() {
             out.push(format!("{}: {} cards in the answer, {} in the report", l.rule, l.cards.len(), f.recommendations.len()));
@@ -269,7 +291,6 @@ fn left_out(text: &str) -> usize {
 /// evidence rules out, JUnit fails each finding once (as `check` counts them), and a finding's
 /// score is at least that of each finding it absorbed.
 fn steps_and_scores(report: &Report) -> Vec<String> {
-    use vllm_diag::report::Step;
     let mut out = Vec::new();
     for f in &report.findings {
         let ruled_out: Vec<&str> = f.wont_help.iter().flat_map(|w| w.flag.split(" / ")).collect();

@@ -189,4 +189,28 @@ fn the_derived_profile_quiets_explain_below_the_knee_and_not_above_it() {
     assert!(loud_below.is_empty(), "below the knee nothing warns: {loud_below:?}");
     assert!(!found(loud).is_empty(), "above the knee ({above} in flight) it finds the latency: {:?}", rules_of(loud));
     assert!(found(loud).iter().any(|id| id == "load-exceeds-capacity"), "the queue at the cap named as the load's: {:?}", rules_of(loud));
+
+    // Its steps the run's own numbers answer are answered, not asked: admission by the binding
+    // (the sequence cap, at the flag the engine ran with) and the replicas' shares by the breakdown.
+    let cap = sequence_cap(&manifest);
+    let finding = loud["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "load-exceeds-capacity").unwrap();
+    let detail = finding["step_detail"].as_array().unwrap();
+    let of_kind = |k: &str| detail.iter().find(|s| s["kind"] == k).unwrap_or_else(|| panic!("no {k} step: {detail:#?}"));
+    let bound = of_kind("bound");
+    assert_eq!(bound["state"], "answered");
+    assert_eq!(bound["limit"], "max-num-seqs", "{bound}");
+    assert_eq!(bound["confirmed"], true, "{bound}");
+    assert!(bound["share"].as_f64().unwrap() >= 0.5, "{bound}");
+    assert_eq!(bound["typical"]["running_cap"].as_f64(), Some(cap), "{bound}");
+    let spread = of_kind("spread");
+    assert_eq!((spread["state"].as_str(), spread["replicas"].as_u64()), (Some("answered"), Some(1)), "{spread}");
+    let open: Vec<&str> = detail.iter().filter(|s| s["state"] == "open").map(|s| s["text"].as_str().unwrap()).collect();
+    assert!(open.iter().all(|t| !t.contains("bottleneck is admission") && !t.contains("every replica")), "asked although answered: {open:?}");
+    // The binding is said once: in the answered step, not again as a line of its own.
+    let text = common::run::run(
+        &common::run::explain_args(&prom.url, &arg(&manifest, "explain-above", "--at"), &["--window", "120s", "--rules", r, "--profile", &derived.name]),
+        &[],
+    );
+    assert_eq!(text.stdout.matches("Bound by max_num_seqs").count(), 1, "{}", text.stdout);
+    assert!(text.stdout.contains("Checked: Bound by max_num_seqs for"), "{}", text.stdout);
 }

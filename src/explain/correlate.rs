@@ -123,7 +123,7 @@ mod tests {
     fn finding(model: &str, onset: Option<&str>) -> Finding {
         Finding {
             title: "KV-cache pressure".into(),
-            steps: vec![Step::Rule { ask: "Check the cache.".into(), lever: None }].into(),
+            steps: vec![Step::ask("Check the cache.")].into(),
             onset: onset.map(t),
             onset_signal: Some("kv_usage_max".into()),
             ..Finding::bare("kv-cache-pressure", Severity::Critical, scope(model))

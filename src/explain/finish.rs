@@ -13,7 +13,9 @@
 //! 6. `replica cause`: why a replica a finding names differs: load, configuration or hardware
 //!    ([`replica_cause::apply`]);
 //! 7. `gpu reasons`: the DCGM clocks-event reasons a GPU finding's evidence holds ([`gpu_reasons::apply`]);
-//! 8. `levers ruled out`: a step that proposes changing a flag the finding's evidence rules out
+//! 8. `answered by the run`: a rule step the rule file has answered by the binding limit or by the
+//!    per-replica breakdown becomes a checked statement with their numbers ([`answer_from_run`]);
+//! 9. `levers ruled out`: a step that proposes changing a flag the finding's evidence rules out
 //!    (its won't-help) is not given, so no two lines of one finding contradict each other.
 //!
 //! The follow-ups themselves come before (`follow_up::apply`, which fills the trends these read),
@@ -24,7 +26,7 @@ use std::collections::BTreeMap;
 use super::binding::ReplicaRead;
 use super::{cold_start, correlate, gpu_reasons, judge, onset, replica_cause};
 use crate::events::ReplicaLatency;
-use crate::report::{Event, Finding, RunParams, Scope};
+use crate::report::{Awaits, Binding, BoundAnswer, Event, Finding, RunParams, Scope, SpreadAnswer, SpreadMeasure, Step, EVEN_SPREAD};
 use crate::rules::eval::SignalTable;
 use crate::rules::RuleSet;
 
@@ -38,12 +40,14 @@ pub struct Finish<'a> {
     pub step: u64,
     pub latency: &'a [ReplicaLatency],
     pub replicas: &'a BTreeMap<Scope, Vec<ReplicaRead>>,
+    /// Which limit bound each model (and each replica that differs).
+    pub binding: &'a [Binding],
 }
 
-type Step = fn(&mut [Finding], &Finish);
+type FinishStep = fn(&mut [Finding], &Finish);
 
 /// The steps, named, in the order they run.
-pub const STEPS: &[(&str, Step)] = &[
+pub const STEPS: &[(&str, FinishStep)] = &[
     ("retitle clipped", retitle_clipped),
     ("onset", onset),
     ("ongoing first", ongoing_first),
@@ -51,6 +55,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("cold start", cold_start),
     ("replica cause", replica_cause),
     ("gpu reasons", gpu_reasons),
+    ("answered by the run", answered_by_the_run),
     ("levers ruled out", levers_ruled_out),
 ];
 
@@ -89,6 +94,60 @@ fn gpu_reasons(f: &mut [Finding], _: &Finish) {
     gpu_reasons::apply(f);
 }
 
+fn answered_by_the_run(findings: &mut [Finding], c: &Finish) {
+    for f in findings {
+        let binding = c.binding.iter().find(|b| b.is_model_of(&f.scope, &c.p.replica_label));
+        let replicas = c.replicas.iter().find(|(model, _)| model.iter().all(|(k, v)| f.scope.get(k) == Some(v))).map(|(_, r)| r.as_slice());
+        for step in f.steps.iter_mut() {
+            if let Some(answer) = answer_from_run(step, binding, replicas, &c.p.replica_label) {
+                *step = answer;
+            }
+        }
+    }
+}
+
+/// The answer to a step that awaits the binding or the replicas, where the run read them.
+fn answer_from_run(step: &Step, binding: Option<&Binding>, replicas: Option<&[ReplicaRead]>, replica_label: &str) -> Option<Step> {
+    let Step::Rule { ask, awaits: Some(awaits), .. } = step else { return None };
+    match awaits {
+        Awaits::Binding { held_by, if_held, if_not_held } => {
+            let b = binding?;
+            let confirmed = held_by.contains(&b.limit);
+            Some(Step::Bound(BoundAnswer {
+                ask: ask.clone(),
+                limit: b.limit,
+                share: b.share,
+                typical: b.typical.clone(),
+                confirmed,
+                meaning: if confirmed { if_held.clone() } else { if_not_held.clone() },
+            }))
+        }
+        Awaits::Replicas { if_even, if_uneven } => {
+            let reps = replicas.filter(|r| !r.is_empty())?;
+            // What each replica serves: its generated tokens per second where every one was read.
+            let generation: Option<Vec<f64>> = reps.iter().map(|r| r.generation).collect();
+            let (measure, served) = match generation {
+                Some(g) => (SpreadMeasure::GenerationTokens, g),
+                None => (SpreadMeasure::Running, reps.iter().map(|r| r.running).collect()),
+            };
+            let low = served.iter().copied().fold(f64::INFINITY, f64::min);
+            let (busiest, high) = served.iter().enumerate().fold((0, f64::NEG_INFINITY), |(bi, bv), (i, &v)| if v > bv { (i, v) } else { (bi, bv) });
+            let even = high <= low * EVEN_SPREAD;
+            let name = |r: &ReplicaRead| r.scope.get(replica_label).cloned().unwrap_or_else(|| crate::report::scope_text(&r.scope));
+            Some(Step::Spread(SpreadAnswer {
+                ask: ask.clone(),
+                replicas: reps.len(),
+                measure,
+                low,
+                high,
+                busiest: (!even).then(|| name(&reps[busiest])),
+                even,
+                meaning: if even { if_even.clone() } else { if_uneven.clone() },
+            }))
+        }
+    }
+}
+
 fn levers_ruled_out(findings: &mut [Finding], _: &Finish) {
     drop_ruled_out_levers(findings);
 }
@@ -106,18 +165,74 @@ mod tests {
     #[test]
     fn the_steps_run_in_their_written_order() {
         let names: Vec<&str> = super::STEPS.iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, ["retitle clipped", "onset", "ongoing first", "correlate", "cold start", "replica cause", "gpu reasons", "levers ruled out"]);
+        assert_eq!(
+            names,
+            ["retitle clipped", "onset", "ongoing first", "correlate", "cold start", "replica cause", "gpu reasons", "answered by the run", "levers ruled out"]
+        );
+    }
+
+    fn replica(name: &str, running: f64, generation: Option<f64>) -> super::ReplicaRead {
+        let scope = [("model_name".to_string(), "m".to_string()), ("instance".to_string(), name.to_string())].into();
+        super::ReplicaRead { scope, running, peak: running, waiting: 0.0, kv: None, generation, cap: None, limit: crate::report::LimitKind::None, share: 1.0 }
+    }
+
+    fn awaiting(awaits: crate::report::Awaits) -> crate::report::Step {
+        crate::report::Step::Rule { ask: "Ask.".into(), lever: None, awaits: Some(awaits) }
+    }
+
+    #[test]
+    fn a_step_awaiting_the_binding_is_confirmed_only_by_a_limit_it_names() {
+        use crate::report::{Awaits, Binding, LimitKind, Step};
+        let awaits =
+            Awaits::Binding { held_by: vec![LimitKind::MaxNumSeqs, LimitKind::KvCache], if_held: Some("held".into()), if_not_held: Some("not".into()) };
+        let binding = |limit| Binding {
+            scope: Default::default(),
+            limit,
+            share: 0.8,
+            shares: Default::default(),
+            basis: Default::default(),
+            steps: 10,
+            step_seconds: 15,
+            typical: None,
+        };
+        let step = awaiting(awaits);
+        let Some(Step::Bound(b)) = super::answer_from_run(&step, Some(&binding(LimitKind::MaxNumSeqs)), None, "instance") else { panic!() };
+        assert!(b.confirmed && b.meaning.as_deref() == Some("held"), "{b:?}");
+        assert_eq!(b.text(), "Bound by max_num_seqs for 80% of the window: held.");
+        let Some(Step::Bound(b)) = super::answer_from_run(&step, Some(&binding(LimitKind::None)), None, "instance") else { panic!() };
+        assert!(!b.confirmed && b.meaning.as_deref() == Some("not"), "{b:?}");
+        assert_eq!(b.text(), "No limit bound: no request waited in the window: not.");
+        assert_eq!(super::answer_from_run(&step, None, None, "instance"), None, "no binding read: the step stays asked");
+    }
+
+    #[test]
+    fn a_step_awaiting_the_replicas_says_how_evenly_they_serve() {
+        use crate::report::{Awaits, SpreadMeasure, Step};
+        let step = awaiting(Awaits::Replicas { if_even: Some("even".into()), if_uneven: Some("uneven".into()) });
+        let answer = |reps: &[super::ReplicaRead]| match super::answer_from_run(&step, None, Some(reps), "instance") {
+            Some(Step::Spread(s)) => s,
+            other => panic!("{other:?}"),
+        };
+        let even = answer(&[replica("a", 10.0, Some(400.0)), replica("b", 12.0, Some(500.0))]);
+        assert!(even.even && even.busiest.is_none() && even.measure == SpreadMeasure::GenerationTokens, "{even:?}");
+        assert_eq!(even.text(), "The 2 replicas each serve 400 to 500 generated tokens/s, within 1.5x of each other: even.");
+        let uneven = answer(&[replica("a", 10.0, Some(400.0)), replica("b", 30.0, None), replica("c", 9.0, Some(380.0))]);
+        assert_eq!(uneven.measure, SpreadMeasure::Running, "one replica's tokens unread: the running batch measures all");
+        assert_eq!(uneven.busiest.as_deref(), Some("b"));
+        assert_eq!(uneven.text(), "The 3 replicas serve 9 to 30 running requests: the most on b, 3.33x the least busy: uneven.");
+        let one = answer(&[replica("a", 4.0, Some(205.0))]);
+        assert_eq!(one.text(), "One replica serves the model (205 generated tokens/s): it has no peer to share its load with.");
+        assert_eq!(super::answer_from_run(&step, None, Some(&[]), "instance"), None);
+        let plain = crate::report::Step::ask("Ask.");
+        assert_eq!(super::answer_from_run(&plain, None, Some(&[replica("a", 1.0, None)]), "instance"), None, "a step that awaits nothing is left");
     }
 
     #[test]
     fn a_step_never_proposes_a_lever_the_evidence_rules_out() {
         use crate::report::{Finding, Severity, Step, WontHelp};
         let mut f = Finding::bare("slow-decode", Severity::Warning, Default::default());
-        f.steps = vec![
-            Step::Rule { ask: "Lower max_num_seqs.".into(), lever: Some("--max-num-seqs".into()) },
-            Step::Rule { ask: "Look at the GPUs.".into(), lever: None },
-        ]
-        .into();
+        f.steps =
+            vec![Step::Rule { ask: "Lower max_num_seqs.".into(), lever: Some("--max-num-seqs".into()), awaits: None }, Step::ask("Look at the GPUs.")].into();
         f.wont_help = vec![WontHelp::from(crate::report::card::RuledOut::LowerSeqs { kv_peak: 0.5, fill: None })];
         let mut fs = vec![f];
         super::drop_ruled_out_levers(&mut fs);

@@ -351,7 +351,7 @@ fn follow_up_round(run: &mut Run<'_>, reads: &Reads, mut judged: Judged, fu: &Fo
     let events = events::read(&reads.events, &[answers, more], &mut run.warnings);
     let latency = events::replica_latency(&reads.events, &[answers, more]);
     let step = fu.findings.step.max(reads.events.step());
-    finish::run(findings, &finish::Finish { rules, p, table: &judged.table, events: &events, step, latency: &latency, replicas: &replicas });
+    finish::run(findings, &finish::Finish { rules, p, table: &judged.table, events: &events, step, latency: &latency, replicas: &replicas, binding: &binding });
     let (unexplained, trends) = moved::apply_traced(&fu.moved, more, findings, rules, p, &mut run.warnings);
     let hops = hops::with_replicas(hops::split(&judged.table), fu.hops.as_ref(), more, &p.group_by);
     let unreadable: Vec<_> = fetch::unreadable(answers).into_iter().chain(fetch::unreadable(more)).collect();

@@ -200,11 +200,7 @@ mod tests {
         let mut scope = model();
         scope.insert("instance".into(), instance.into());
         Finding {
-            steps: vec![
-                Step::Rule { ask: "Check the named replica's GPU.".into(), lever: None },
-                Step::Rule { ask: "Drain it from the load balancer and compare.".into(), lever: None },
-            ]
-            .into(),
+            steps: vec![Step::ask("Check the named replica's GPU."), Step::ask("Drain it from the load balancer and compare.")].into(),
             ..Finding::bare("replica-outlier", Severity::Warning, scope)
         }
     }

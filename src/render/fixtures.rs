@@ -379,5 +379,5 @@ pub(crate) fn nothing_evaluated_report() -> Report {
 
 /// A finding's steps as its rule file would give them, none answered.
 pub fn rule_steps(asks: &[&str]) -> crate::report::Steps {
-    asks.iter().map(|a| crate::report::Step::Rule { ask: a.to_string(), lever: None }).collect::<Vec<_>>().into()
+    asks.iter().map(|a| crate::report::Step::ask(*a)).collect::<Vec<_>>().into()
 }

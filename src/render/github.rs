@@ -95,7 +95,7 @@ mod tests {
         assert_eq!(property("a: b, c%\n"), "a%3A b%2C c%25%0A");
         let mut r = sample_report();
         r.findings[0].scope.insert("model_name".to_string(), "m,x::warning::pwned\n::error::y".to_string());
-        r.findings[0].steps = vec![crate::report::Step::Rule { ask: "100% sure\n::error::injected".to_string(), lever: None }].into();
+        r.findings[0].steps = vec![crate::report::Step::ask("100% sure\n::error::injected")].into();
         let text = annotations(&r);
         assert_eq!(text.lines().count(), 2, "{text}");
         for line in text.lines() {

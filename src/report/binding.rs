@@ -187,6 +187,14 @@ pub struct Binding {
     pub typical: Option<BindingState>,
 }
 
+impl Binding {
+    /// The model-level binding of a finding's scope: this binding is for the finding's model (its
+    /// grouping labels), not one replica of it.
+    pub fn is_model_of(&self, scope: &Scope, replica_label: &str) -> bool {
+        !self.scope.contains_key(replica_label) && self.scope.iter().all(|(k, v)| scope.get(k) == Some(v))
+    }
+}
+
 /// Medians over the steps one limit held.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BindingState {

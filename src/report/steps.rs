@@ -9,7 +9,7 @@
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
 
-use super::{ColdStart, Event};
+use super::{ColdStart, Event, LimitKind};
 use crate::units::{format_value, sig};
 
 /// How far a signal must move against its baseline for a step's question to be answered "it
@@ -26,9 +26,18 @@ pub enum Step {
         /// The engine flag the step proposes to change, as the rule file names it (`--max-num-seqs`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lever: Option<String>,
+        /// What answers the step once the run has read it (the binding limit, the per-replica
+        /// breakdown); a finishing step turns it into an answer, or leaves the step asked.
+        #[serde(skip)]
+        awaits: Option<Awaits>,
     },
     /// A step of the rule's runbook the metrics answered.
     Answered(Answered),
+    /// A step of the rule's runbook answered by which limit held the model's requests back.
+    Bound(BoundAnswer),
+    /// A step of the rule's runbook answered by the per-replica breakdown: how evenly the model's
+    /// replicas serve.
+    Spread(SpreadAnswer),
     /// Start with the change the finding began after.
     Change { event: Event },
     /// Every replica that was slow after a start warmed up in time: nothing to roll back.
@@ -61,6 +70,64 @@ pub struct Answered {
     pub verdict: StepVerdict,
     /// What the verdict means for this finding, in the rule file's words (absent where the rule
     /// gives none for this verdict).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meaning: Option<String>,
+}
+
+/// What a rule step waits for from the run before it can be answered: the rule file's choice of
+/// answer, and what each answer means for the finding in its words.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Awaits {
+    /// Which limit bound the finding's model: confirmed when it is one of `held_by`.
+    Binding { held_by: Vec<LimitKind>, if_held: Option<String>, if_not_held: Option<String> },
+    /// How evenly the model's replicas serve.
+    Replicas { if_even: Option<String>, if_uneven: Option<String> },
+}
+
+/// A rule step answered by the limit that held the finding's model back over the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoundAnswer {
+    /// The rule file's question, as it would have read unanswered.
+    pub ask: String,
+    pub limit: LimitKind,
+    /// The share of the window's steps `limit` held.
+    pub share: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typical: Option<super::BindingState>,
+    /// Whether `limit` is one the step asks about (the rule's `held_by`).
+    pub confirmed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meaning: Option<String>,
+}
+
+/// Replicas serve evenly when the busiest serves at most this many times what the least busy does.
+pub const EVEN_SPREAD: f64 = 1.5;
+
+/// What a replica's share is measured in: generated tokens per second where every replica's was
+/// read, otherwise its running batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpreadMeasure {
+    GenerationTokens,
+    Running,
+}
+
+/// A rule step answered by the per-replica breakdown of the finding's model (medians over the
+/// window).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpreadAnswer {
+    pub ask: String,
+    /// How many replicas of the model reported over the window.
+    pub replicas: usize,
+    pub measure: SpreadMeasure,
+    /// The least and the most any one replica served.
+    pub low: f64,
+    pub high: f64,
+    /// The replica that served the most, where the spread is uneven.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest: Option<String>,
+    /// Whether the busiest serves at most [`EVEN_SPREAD`] times the least busy.
+    pub even: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meaning: Option<String>,
 }
@@ -101,9 +168,20 @@ impl StepVerdict {
 }
 
 impl Step {
+    /// A step asked as its words.
+    pub fn ask(ask: impl Into<String>) -> Step {
+        Step::Rule { ask: ask.into(), lever: None, awaits: None }
+    }
+
     /// Whether a person still has to do it (every step but an answered one).
     pub fn is_open(&self) -> bool {
-        !matches!(self, Step::Answered(_))
+        !matches!(self, Step::Answered(_) | Step::Bound(_) | Step::Spread(_))
+    }
+
+    /// Whether the metrics found none of what the step is about (an error class at 0%): such
+    /// answers are listed after the others.
+    pub fn found_none(&self) -> bool {
+        matches!(self, Step::Answered(a) if a.verdict == StepVerdict::None)
     }
 
     /// The engine flag the step proposes to change, where it is a rule step that names one.
@@ -119,6 +197,8 @@ impl Step {
         match self {
             Step::Rule { ask, .. } => ask.clone(),
             Step::Answered(a) => a.text(),
+            Step::Bound(b) => b.text(),
+            Step::Spread(r) => r.text(),
             Step::Change { event } => event.first_step(),
             Step::WarmedUp { replicas } => format!(
                 "Nothing to roll back: {} warmed up. If every start costs users minutes of slow answers, warm a new server before it takes traffic (representative requests before its readiness probe passes) and keep its compilation caches (torch.compile, CUDA graphs) on a persistent volume.",
@@ -171,6 +251,43 @@ impl Answered {
     }
 }
 
+impl BoundAnswer {
+    /// `Bound by max_num_seqs for 100% of the window; a typical step: 4 of 4 running, KV at 13%,
+    /// 4 waiting: requests wait for a free slot, not for a slower engine.`
+    pub fn text(&self) -> String {
+        let head = super::words::binding_words(self.limit, self.share, self.typical.as_ref());
+        match &self.meaning {
+            Some(m) => format!("{head}: {}.", m.trim_end_matches('.')),
+            None => format!("{head}."),
+        }
+    }
+}
+
+impl SpreadAnswer {
+    /// `The 3 replicas each serve 410 to 450 generated tokens/s: ...`, or for one replica, that
+    /// there is no peer to compare with.
+    pub fn text(&self) -> String {
+        let what = |v: f64| match self.measure {
+            SpreadMeasure::GenerationTokens => format!("{} generated tokens/s", sig(v)),
+            SpreadMeasure::Running => format!("{} running requests", sig(v)),
+        };
+        let head = if self.replicas == 1 {
+            format!("One replica serves the model ({}): it has no peer to share its load with", what(self.high))
+        } else if self.even {
+            format!("The {} replicas each serve {} to {}, within {}x of each other", self.replicas, sig(self.low), what(self.high), sig(EVEN_SPREAD))
+        } else {
+            let ratio = if self.low > 0.0 { format!(", {}x the least busy", sig(self.high / self.low)) } else { String::new() };
+            let busiest = self.busiest.as_deref().map(|r| format!(" on {r}")).unwrap_or_default();
+            format!("The {} replicas serve {} to {}: the most{busiest}{ratio}", self.replicas, sig(self.low), what(self.high))
+        };
+        // A single replica's answer is its own; the rule's words are about shares between peers.
+        match self.meaning.as_ref().filter(|_| self.replicas > 1) {
+            Some(m) => format!("{head}: {}.", m.trim_end_matches('.')),
+            None => format!("{head}."),
+        }
+    }
+}
+
 fn upper_first(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
@@ -216,6 +333,20 @@ impl Steps {
             _ => None,
         })
     }
+
+    /// The answered steps as printed: the limit that bound the model first (it says why requests
+    /// waited), then what the data showed in the rule's order, what it found none of last.
+    pub fn checked(&self) -> impl Iterator<Item = &Step> {
+        let answered = || self.0.iter().filter(|s| !s.is_open());
+        let bound = |s: &&Step| matches!(s, Step::Bound(_));
+        answered().filter(bound).chain(answered().filter(move |s| !bound(s) && !s.found_none())).chain(answered().filter(|s| s.found_none()))
+    }
+
+    /// Whether one of the steps is answered by the finding's binding limit (which it then words
+    /// whole).
+    pub fn answered_by_binding(&self) -> bool {
+        self.0.iter().any(|s| matches!(s, Step::Bound(_)))
+    }
 }
 
 #[derive(Serialize)]
@@ -257,7 +388,7 @@ impl<'de> Deserialize<'de> for Steps {
         Ok(Steps(match raw.step_detail {
             Some(detail) => detail.into_iter().map(|s| s.step).collect(),
             // A report written before steps carried their data: each step as the words it had.
-            None => raw.steps.into_iter().map(|ask| Step::Rule { ask, lever: None }).collect(),
+            None => raw.steps.into_iter().map(Step::ask).collect(),
         }))
     }
 }
@@ -305,8 +436,7 @@ mod tests {
             #[serde(flatten)]
             steps: Steps,
         }
-        let h =
-            Holder { steps: Steps(vec![Step::Rule { ask: "Look at the GPUs.".into(), lever: None }, Step::Answered(answered(73.9, 38.7, None)), Step::Scale]) };
+        let h = Holder { steps: Steps(vec![Step::ask("Look at the GPUs."), Step::Answered(answered(73.9, 38.7, None)), Step::Scale]) };
         let json = serde_json::to_value(&h).unwrap();
         assert_eq!(json["steps"][1], "Running requests (avg) grew 1.91x, 38.7 → 73.9.");
         assert_eq!(json["step_detail"][0]["state"], "open");
@@ -316,6 +446,6 @@ mod tests {
         let back: Holder = serde_json::from_value(json).unwrap();
         assert_eq!(back, h);
         let old: Holder = serde_json::from_value(serde_json::json!({"steps": ["Do this."]})).unwrap();
-        assert_eq!(old.steps.0, vec![Step::Rule { ask: "Do this.".into(), lever: None }]);
+        assert_eq!(old.steps.0, vec![Step::ask("Do this.")]);
     }
 }

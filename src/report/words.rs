@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 
 use super::card::{Card, CardFacts, ConfigFit, Doubt, Footprint, RuledOut, SeqsFromConfig, SeqsMeasured, SizedOn, Sureness, SurenessRead, HEADROOM};
 use super::{
-    ColdStart, Confidence, Correlation, Event, HopSplit, LimitKind, PrecededBy, Recommendation, ReplicaCause, ReplicaCauseKind, Replicas, Unread, WontHelp,
-    KV_CEILING, PREFILL_FILLED, STALL_TOKENS,
+    Binding, BindingState, ColdStart, Confidence, Correlation, Event, HopSplit, LimitKind, PrecededBy, Recommendation, ReplicaCause, ReplicaCauseKind,
+    Replicas, Unread, WontHelp, KV_CEILING, PREFILL_FILLED, STALL_TOKENS,
 };
 use crate::units::sig;
 
@@ -594,4 +594,42 @@ impl Replicas {
         };
         Replicas { label: label.to_string(), affected: Vec::new(), total: 0, signal: signal.to_string(), limit: String::new(), not_evaluated: Some(why) }
     }
+}
+
+impl Binding {
+    /// "Bound by max_num_seqs for 82% of the window; a typical step: 32 of 32 running, KV at 41%,
+    /// 45 waiting" (the medians over the steps it held).
+    pub fn text(&self) -> String {
+        binding_words(self.limit, self.share, self.typical.as_ref())
+    }
+}
+
+/// The binding in words, from its limit, share and typical step (see [`Binding::text`]).
+pub(super) fn binding_words(limit: LimitKind, share: f64, typical: Option<&BindingState>) -> String {
+    use LimitKind as L;
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let n = |x: f64| if (x - x.round()).abs() < 0.05 { format!("{}", x.round()) } else { format!("{x:.1}") };
+    let share = pct(share);
+    let head = match limit {
+        L::MaxNumSeqs => format!("Bound by max_num_seqs for {share} of the window"),
+        L::KvCache => format!("Bound by the KV cache for {share} of the window"),
+        L::MaxNumBatchedTokens => format!("Bound by max_num_batched_tokens for {share} of the window: engine steps at the token budget"),
+        L::Deferred => format!("Requests deferred (waiting, not for capacity) for {share} of the window"),
+        L::Stalled => format!("Stalled for {share} of the window"),
+        L::None => return "No limit bound: no request waited in the window".to_string(),
+    };
+    let Some(t) = typical else { return head };
+    let kv = t.kv_usage.map(|k| format!("KV at {}", pct(k)));
+    let running = match t.running_cap {
+        Some(cap) => format!("{} of {} running", n(t.running), n(cap)),
+        None => format!("{} running", n(t.running)),
+    };
+    let waiting = Some(format!("{} waiting", n(t.waiting)));
+    let parts = match limit {
+        // The batch's plateau under KV pressure is the cache's doing, not a cap: the count alone.
+        L::KvCache => vec![kv, Some(format!("{} running", n(t.running))), waiting],
+        L::Stalled => vec![Some(running), waiting, Some("no tokens generated".to_string())],
+        _ => vec![Some(running), kv, waiting],
+    };
+    format!("{head}; a typical step: {}", parts.into_iter().flatten().collect::<Vec<_>>().join(", "))
 }

@@ -18,4 +18,7 @@ pub const MOVED_DURATION: &str = "moved_duration";
 /// The latency profile the pack's own thresholds are (rules/thresholds.toml holds its targets):
 /// the one in force when `--profile` names none.
 pub const DEFAULT_PROFILE: &str = "chat";
-pub use load::{load_builtin, load_with_overrides, preload, range_misfit, threshold_uses, unit_misfit, ColdStartReach, RuleDef, RuleError, RuleSet, RuleStep};
+pub use load::{
+    load_builtin, load_with_overrides, preload, range_misfit, threshold_uses, unit_misfit, ColdStartReach, RuleDef, RuleError, RuleSet, RuleStep, BY_BINDING,
+    BY_REPLICAS,
+};

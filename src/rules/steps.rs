@@ -1,8 +1,8 @@
 //! A rule's steps for one finding: the ones the metrics answer become checked statements with their
 //! numbers, the ones ordered by a signal are put in its order, the rest stay the rule file's words.
 
-use crate::report::{Answered, Evidence, Step, StepVerdict};
-use crate::rules::{RuleDef, RuleStep};
+use crate::report::{Answered, Awaits, Evidence, LimitKind, Step, StepVerdict};
+use crate::rules::{RuleDef, RuleStep, BY_BINDING, BY_REPLICAS};
 
 /// The finding's steps from its rule's list and its evidence.
 pub fn answer(rule: &RuleDef, evidence: &[Evidence]) -> Vec<Step> {
@@ -38,7 +38,7 @@ pub fn answer(rule: &RuleDef, evidence: &[Evidence]) -> Vec<Step> {
 
 /// One step: answered where its signal was read on both sides and can be compared.
 fn one(step: &RuleStep, e: Option<&Evidence>) -> Step {
-    let open = || Step::Rule { ask: step.text.clone(), lever: step.lever.clone() };
+    let open = || Step::Rule { ask: step.text.clone(), lever: step.lever.clone(), awaits: awaits(step) };
     let Some(e) = e else { return open() };
     // A quantile known only as a bound, or one in the same bucket as its baseline, cannot say
     // whether it moved.
@@ -61,6 +61,19 @@ fn one(step: &RuleStep, e: Option<&Evidence>) -> Step {
         verdict,
         meaning: meaning.clone(),
     })
+}
+
+/// What a step answered by the run (its binding, its replicas) waits for; `None` for the others.
+fn awaits(step: &RuleStep) -> Option<Awaits> {
+    match step.answered_by.as_deref()? {
+        BY_BINDING => Some(Awaits::Binding {
+            held_by: step.held_by.iter().filter_map(|n| LimitKind::ALL.into_iter().find(|k| k.name() == n)).collect(),
+            if_held: step.if_held.clone(),
+            if_not_held: step.if_not_held.clone(),
+        }),
+        BY_REPLICAS => Some(Awaits::Replicas { if_even: step.if_even.clone(), if_uneven: step.if_uneven.clone() }),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -268,13 +268,7 @@ pub(super) fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeS
         wont_help_levers: f.wont_help.iter().map(|w| format!("{} ({})", one_line(&w.lever), one_line(&w.flag))).collect(),
         steps: f.steps.open().map(|s| one_line(&s.text())).collect(),
         // What the data showed first, what it found none of after.
-        checked: f
-            .steps
-            .answered()
-            .filter(|a| a.verdict != crate::report::StepVerdict::None)
-            .chain(f.steps.answered().filter(|a| a.verdict == crate::report::StepVerdict::None))
-            .map(|a| one_line(&a.text()))
-            .collect(),
+        checked: f.steps.checked().map(|s| one_line(&s.text())).collect(),
         first_step_names_change: f.first_step_names_its_change(),
         references: f.references.iter().map(|r| one_line(r)).collect(),
         also_consistent: f.also_consistent.iter().map(|a| AlsoView { rule: one_line(&a.rule), title: one_line(&a.title), severity: a.severity }).collect(),
@@ -286,7 +280,8 @@ pub(super) fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeS
             Some(_) => Some(ReplicaCount::NotEvaluated),
             None => (r.total > 0).then_some(ReplicaCount::Of { affected: r.affected.len(), total: r.total }),
         }),
-        binding: binding_of(report, f).filter(|_| first_of_its_model(report, f, rank)).map(binding_sentence),
+        // A step answered by the binding words it whole among the checked lines.
+        binding: binding_of(report, f).filter(|_| first_of_its_model(report, f, rank) && !f.steps.answered_by_binding()).map(binding_sentence),
         not_evaluated_here: not_evaluated_here(report, f),
     }
 }
@@ -316,8 +311,7 @@ pub(super) fn not_evaluated_here(report: &Report, f: &Finding) -> Vec<String> {
 /// The model-level binding of a finding's scope (its grouping labels; a replica label the finding
 /// names is left aside).
 pub(super) fn binding_of<'a>(report: &'a Report, f: &Finding) -> Option<&'a crate::report::Binding> {
-    let replica = &report.metrics.replica_label;
-    report.binding.iter().find(|b| !b.scope.contains_key(replica) && b.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v)))
+    report.binding.iter().find(|b| b.is_model_of(&f.scope, &report.metrics.replica_label))
 }
 
 /// Whether no finding ranked before `rank` has the same model-level binding.
@@ -326,38 +320,9 @@ pub(super) fn first_of_its_model(report: &Report, f: &Finding, rank: usize) -> b
     report.findings.iter().take(rank - 1).all(|g| binding_of(report, g).map(|b| &b.scope) != mine)
 }
 
-/// "Bound by max_num_seqs for 82% of the window; a typical step: 32 of 32 running, KV at 41%, 45
-/// waiting" (the medians over the steps it held).
+/// The binding's sentence (see [`crate::report::Binding::text`]).
 pub fn binding_sentence(b: &crate::report::Binding) -> String {
-    use crate::report::LimitKind as L;
-    let pct = |x: f64| format!("{:.0}%", x * 100.0);
-    let n = |x: f64| if (x - x.round()).abs() < 0.05 { format!("{}", x.round()) } else { format!("{x:.1}") };
-    let share = pct(b.share);
-    let Some(t) = &b.typical else { return format!("Bound by {} for {share} of the window", b.limit.name()) };
-    let kv = t.kv_usage.map(|k| format!("KV at {}", pct(k)));
-    let running = match t.running_cap {
-        Some(cap) => format!("{} of {} running", n(t.running), n(cap)),
-        None => format!("{} running", n(t.running)),
-    };
-    let waiting = format!("{} waiting", n(t.waiting));
-    let join = |parts: Vec<Option<String>>| parts.into_iter().flatten().collect::<Vec<_>>().join(", ");
-    match b.limit {
-        L::MaxNumSeqs => format!("Bound by max_num_seqs for {share} of the window; a typical step: {}", join(vec![Some(running), kv, Some(waiting)])),
-        // The batch's plateau under KV pressure is the cache's doing, not a cap: the count alone.
-        L::KvCache => format!(
-            "Bound by the KV cache for {share} of the window; a typical step: {}",
-            join(vec![kv, Some(format!("{} running", n(t.running))), Some(waiting)])
-        ),
-        L::MaxNumBatchedTokens => format!(
-            "Bound by max_num_batched_tokens for {share} of the window: engine steps at the token budget; a typical step: {}",
-            join(vec![Some(running), kv, Some(waiting)])
-        ),
-        L::Deferred => {
-            format!("Requests deferred (waiting, not for capacity) for {share} of the window; a typical step: {}", join(vec![Some(running), kv, Some(waiting)]))
-        }
-        L::Stalled => format!("Stalled for {share} of the window; a typical step: {}, no tokens generated", join(vec![Some(running), Some(waiting)])),
-        L::None => "No limit bound: no request waited in the window".to_string(),
-    }
+    b.text()
 }
 
 /// The evidence rows that decided a finding (see [`FindingView::deciding`]).

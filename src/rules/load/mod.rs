@@ -123,6 +123,16 @@ struct RawStepTable {
     #[serde(default)]
     if_unchanged: Option<String>,
     #[serde(default)]
+    held_by: Vec<String>,
+    #[serde(default)]
+    if_held: Option<String>,
+    #[serde(default)]
+    if_not_held: Option<String>,
+    #[serde(default)]
+    if_even: Option<String>,
+    #[serde(default)]
+    if_uneven: Option<String>,
+    #[serde(default)]
     lever: Option<String>,
     #[serde(default)]
     rank_by: Option<String>,
@@ -134,7 +144,7 @@ impl<'de> Deserialize<'de> for RawStep {
         impl<'de> serde::de::Visitor<'de> for V {
             type Value = RawStep;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a step's words, or a table with `text` and `answered_by`, `if_grew`, `if_fell`, `if_unchanged`, `lever`, `rank_by`")
+                f.write_str("a step's words, or a table with `text` and `answered_by`, `if_grew`, `if_fell`, `if_unchanged`, `held_by`, `if_held`, `if_not_held`, `if_even`, `if_uneven`, `lever`, `rank_by`")
             }
             fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<RawStep, E> {
                 Ok(RawStep(RuleStep { text: s.to_string(), ..RuleStep::default() }))
@@ -147,6 +157,11 @@ impl<'de> Deserialize<'de> for RawStep {
                     if_grew: t.if_grew,
                     if_fell: t.if_fell,
                     if_unchanged: t.if_unchanged,
+                    held_by: t.held_by,
+                    if_held: t.if_held,
+                    if_not_held: t.if_not_held,
+                    if_even: t.if_even,
+                    if_uneven: t.if_uneven,
                     lever: t.lever,
                     rank_by: t.rank_by,
                 }))

@@ -117,6 +117,14 @@ pub struct RuleStep {
     pub if_grew: Option<String>,
     pub if_fell: Option<String>,
     pub if_unchanged: Option<String>,
+    /// With `answered_by = "binding"`: the limits (`max-num-seqs`, `kv-cache`, ...) whose binding
+    /// confirms the step, and what it means when one of them bound or none did.
+    pub held_by: Vec<String>,
+    pub if_held: Option<String>,
+    pub if_not_held: Option<String>,
+    /// With `answered_by = "replicas"`: what it means when the model's replicas serve evenly, or not.
+    pub if_even: Option<String>,
+    pub if_uneven: Option<String>,
     /// The engine flag the step proposes to change (`--max-num-seqs`): a step whose lever the
     /// evidence rules out is not given.
     pub lever: Option<String>,
@@ -126,10 +134,15 @@ pub struct RuleStep {
     pub rank_by: Option<String>,
 }
 
+/// `answered_by = "binding"`: the step is answered by which limit held the model back.
+pub const BY_BINDING: &str = "binding";
+/// `answered_by = "replicas"`: the step is answered by the per-replica breakdown.
+pub const BY_REPLICAS: &str = "replicas";
+
 impl RuleStep {
-    /// The signals the step reads.
+    /// The signals the step reads (not the run-wide answers `binding` and `replicas`).
     pub fn signals(&self) -> impl Iterator<Item = &String> {
-        self.answered_by.iter().chain(self.rank_by.iter())
+        self.answered_by.iter().filter(|s| !matches!(s.as_str(), BY_BINDING | BY_REPLICAS)).chain(self.rank_by.iter())
     }
 }
 

@@ -343,3 +343,31 @@ fn a_rule_added_in_toml_gets_cards_won_t_help_cold_starts_and_replica_causes_fro
     let e = load_str(&mut load_builtin().unwrap(), "mine.toml", &rule("cold_start = \"pod\"")).unwrap_err();
     assert_eq!((e.file.as_str(), e.line), ("mine.toml", 5), "{e}");
 }
+
+#[test]
+fn a_step_answered_by_the_binding_or_the_replicas_says_so_with_its_own_words() {
+    let rule = |step: &str| {
+        format!("[[rule]]\nid = \"mine\"\ntitle = \"T\"\nseverity = \"info\"\nsummary = \"s\"\nwhen = [\"itl_p95 > 1s\"]\nsteps = [\n  {step},\n]\n")
+    };
+    let check = |step: &str| {
+        let mut set = load_builtin().unwrap();
+        load_str(&mut set, "mine.toml", &rule(step)).unwrap();
+        validate(&set).map(|_| set.rule("mine").unwrap().steps[0].clone())
+    };
+    let ok = check(r#"{ text = "Is it admission?", answered_by = "binding", held_by = ["max-num-seqs"], if_held = "yes", if_not_held = "no" }"#).unwrap();
+    assert_eq!((ok.answered_by.as_deref(), ok.held_by.as_slice()), (Some("binding"), &["max-num-seqs".to_string()][..]));
+    assert_eq!(ok.signals().count(), 0, "the binding is not a signal the rule must read");
+    check(r#"{ text = "Even?", answered_by = "replicas", if_even = "yes", if_uneven = "no" }"#).unwrap();
+    for (step, says) in [
+        (r#"{ text = "x", answered_by = "binding" }"#, "needs `held_by`"),
+        (r#"{ text = "x", answered_by = "binding", held_by = ["max-seqs"] }"#, "unknown limit \"max-seqs\" (known: kv-cache, max-num-seqs"),
+        (r#"{ text = "x", answered_by = "binding", held_by = ["none"] }"#, "unknown limit \"none\""),
+        (r#"{ text = "x", answered_by = "binding", held_by = ["kv-cache"], if_grew = "g" }"#, "use `if_held` and `if_not_held`"),
+        (r#"{ text = "x", answered_by = "replicas", if_held = "h" }"#, "need answered_by = \"binding\""),
+        (r#"{ text = "x", answered_by = "itl_p95", if_even = "e" }"#, "need answered_by = \"replicas\""),
+        (r#"{ text = "x", if_uneven = "u" }"#, "add `answered_by`"),
+    ] {
+        let e = check(step).unwrap_err();
+        assert!(e.message.contains("rule mine: step 1: ") && e.message.contains(says), "{step}: {e}");
+    }
+}

@@ -238,9 +238,7 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
                     return Err(fail(format!("rule {}: step {} reads {s:?}, which the rule does not read: add it to the rule's `evidence`", r.id, i + 1)));
                 }
             }
-            if step.answered_by.is_none() && (step.if_grew.is_some() || step.if_fell.is_some() || step.if_unchanged.is_some()) {
-                return Err(fail(format!("rule {}: step {} says what its answers mean but not which signal answers it: add `answered_by`", r.id, i + 1)));
-            }
+            step_answer(step).map_err(|why| fail(format!("rule {}: step {}: {why}", r.id, i + 1)))?;
             if let Some(l) = &step.lever {
                 if !l.starts_with("--") {
                     return Err(fail(format!("rule {}: step {}: lever {l:?} must be the engine flag the step changes, e.g. \"--max-num-seqs\"", r.id, i + 1)));
@@ -265,4 +263,43 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
     }
     // Last, once every reference is known good.
     unused_threshold(set, &uses)
+}
+
+/// A step's answer fields agree with what answers it: a signal's verdicts (`if_grew`, `if_fell`,
+/// `if_unchanged`), the binding's (`held_by`, `if_held`, `if_not_held`) or the replicas'
+/// (`if_even`, `if_uneven`), each only with its own `answered_by`.
+fn step_answer(step: &RuleStep) -> Result<(), String> {
+    use super::model::{BY_BINDING, BY_REPLICAS};
+    let signal_words = step.if_grew.is_some() || step.if_fell.is_some() || step.if_unchanged.is_some();
+    let binding_words = !step.held_by.is_empty() || step.if_held.is_some() || step.if_not_held.is_some();
+    let replica_words = step.if_even.is_some() || step.if_uneven.is_some();
+    let by = step.answered_by.as_deref();
+    if by.is_none() && (signal_words || binding_words || replica_words) {
+        return Err("it says what its answers mean but not what answers it: add `answered_by` (a signal, \"binding\" or \"replicas\")".into());
+    }
+    let by = by.unwrap_or_default();
+    let (is_binding, is_replicas) = (by == BY_BINDING, by == BY_REPLICAS);
+    if signal_words && (is_binding || is_replicas) {
+        return Err(format!(
+            "`if_grew`, `if_fell` and `if_unchanged` answer a signal's change, not answered_by = {by:?}: use {}",
+            if is_binding { "`if_held` and `if_not_held`" } else { "`if_even` and `if_uneven`" }
+        ));
+    }
+    if binding_words && !is_binding {
+        return Err("`held_by`, `if_held` and `if_not_held` need answered_by = \"binding\"".into());
+    }
+    if replica_words && !is_replicas {
+        return Err("`if_even` and `if_uneven` need answered_by = \"replicas\"".into());
+    }
+    if is_binding && step.held_by.is_empty() {
+        let names: Vec<&str> = crate::report::LimitKind::ALL.iter().map(|k| k.name()).filter(|n| *n != "none").collect();
+        return Err(format!("answered_by = \"binding\" needs `held_by`, the limits that confirm the step (any of {})", names.join(", ")));
+    }
+    for name in &step.held_by {
+        if !crate::report::LimitKind::ALL.iter().any(|k| k.name() == name && *k != crate::report::LimitKind::None) {
+            let names: Vec<&str> = crate::report::LimitKind::ALL.iter().map(|k| k.name()).filter(|n| *n != "none").collect();
+            return Err(format!("held_by: unknown limit {name:?} (known: {})", names.join(", ")));
+        }
+    }
+    Ok(())
 }
