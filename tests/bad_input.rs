@@ -330,3 +330,29 @@ fn broken_rule_files_exit_2_naming_the_file_line_and_what_is_wrong() {
         }
     }
 }
+
+#[test]
+fn a_saved_load_test_that_cannot_be_read_back_is_named_with_its_place_and_nothing_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_json = write_file(dir.path(), "notes.txt", "knee at 4\n");
+    let other = write_file(dir.path(), "other.json", "{\n  \"schema_version\": 1,\n  \"findings\": []\n}\n");
+    let saved = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real-engine-loadtest/loadtest.json")).unwrap();
+    let newer = write_file(dir.path(), "newer.json", &saved.replacen("\"schema_version\": 1", "\"schema_version\": 99", 1));
+    let missing = dir.path().join("absent.json");
+    let cases: Vec<(Vec<&str>, Vec<String>)> = vec![
+        (vec!["--from", path_arg(&not_json)], vec![format!("--from {}:1:1: not a load test's result", not_json.display()), "--format json".into()]),
+        (vec!["--from", path_arg(&other)], vec![format!("--from {}:", other.display()), "missing field".into()]),
+        (vec!["--from", path_arg(&newer)], vec!["schema_version 99".into(), "this build's (1)".into()]),
+        (vec!["--from", path_arg(&missing)], vec![format!("--from {}: cannot read", missing.display())]),
+        (vec!["--from", path_arg(&newer), "http://127.0.0.1:9"], vec!["cannot be used with".into()]),
+        (vec![], vec!["<URL>".into()]),
+    ];
+    for (args, needles) in cases {
+        let r = run(&[&["--no-config", "loadtest"][..], &args].concat());
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "{args:?}: {}", r.stdout);
+        for n in needles {
+            assert!(r.stderr.contains(&n), "{args:?}: expected {n:?} in: {}", r.stderr);
+        }
+    }
+}

@@ -125,3 +125,37 @@ fn png_size(png: &[u8]) -> (u32, u32) {
     let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     (be(&png[16..20]), be(&png[20..24]))
 }
+
+/// The load test's page, from the real CPU engine's recorded sweep (fixtures/real-engine-loadtest),
+/// in the browser: its charts built, the profile's limits drawn, the knee marked, no console error.
+#[test]
+fn the_load_test_page_renders_its_curve_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = format!("{}/fixtures/real-engine-loadtest/loadtest.json", env!("CARGO_MANIFEST_DIR"));
+    let page = dir.path().join("loadtest.html");
+    let out = assert_cmd::Command::cargo_bin("vllm-diag")
+        .unwrap()
+        .args(["--no-config", "loadtest", "--from", &saved, "--html", page.to_str().unwrap()])
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("LOADTEST ") && text.contains("KNEE at 4 in flight"), "the text result still goes to stdout: {text}");
+    let url = format!("file://{}", page.display());
+    let dom = headless(&dir.path().join("profile-dom"), &["--dump-dom".to_string(), url.clone()]);
+    let stderr = String::from_utf8_lossy(&dom.stderr);
+    assert!(dom.status.success(), "chromium --dump-dom failed: {stderr}");
+    assert!(console_errors(&stderr).is_empty(), "console errors: {stderr}");
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert_eq!(html.matches("<svg class=\"chart\"").count(), 4, "time to the first token, between tokens, throughput, the engines");
+    assert_eq!(html.matches("class=\"limit\"").count(), 2, "the lab profile's two limits");
+    assert!(html.contains("knee at 4 in flight") && html.contains("broke at 5 in flight"), "the knee and the first bad load marked");
+    assert_eq!(html.matches("<circle").count(), 6 * 7, "a point for each of the 6 steps on each of the 7 lines");
+    assert!(html.contains("KNEE at 4 in flight"), "the verdict in the text's words");
+    let shot = dir.path().join("loadtest.png");
+    let out = headless(&dir.path().join("profile-shot"), &[format!("--screenshot={}", shot.display()), format!("--window-size={WIDTH},{HEIGHT}"), url]);
+    assert!(out.status.success(), "chromium --screenshot failed: {}", String::from_utf8_lossy(&out.stderr));
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(png_size(&png), (WIDTH, HEIGHT));
+}

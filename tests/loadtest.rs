@@ -322,6 +322,7 @@ fn the_sweep_finds_the_knee_at_the_engines_sequence_cap_names_it_and_derives_a_p
     // a request queued behind the cap waits a whole answer (about 500 ms) more.
     std::fs::write(dir.path().join("slo.toml"), "[profile.lt]\nttft_p95_high = \"450ms\"\nitl_p95_high = \"100ms\"\n").unwrap();
     let out = dir.path().join("measured.toml");
+    let page = dir.path().join("loadtest.html");
     let r = loadtest(
         &router.url(),
         &[
@@ -349,11 +350,17 @@ fn the_sweep_finds_the_knee_at_the_engines_sequence_cap_names_it_and_derives_a_p
             out.to_str().unwrap(),
             "--profile-name",
             "measured-lt",
+            "--html",
+            page.to_str().unwrap(),
             "--format",
             "json",
         ],
     );
     let j = r.json();
+    // The same run as a page: a chart per measure it read, the knee marked, a row per step.
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.matches("<svg class=\"chart\"").count() >= 3 && html.contains("knee at 4 in flight"), "{html}");
+    assert_eq!(html.matches("<tr>").count(), j["steps"].as_array().unwrap().len() + 1);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(j["knee"]["load"].as_f64(), Some(4.0), "the knee at the cap of 4: steps {:?}\n{}", loads(&j), r.stderr);
     let bound = &j["knee"]["bound"];

@@ -53,6 +53,9 @@ struct Sweeping<'a> {
 }
 
 fn loadtest_run(s: Settings, p: LoadtestSettings) -> Result<u8, Failure> {
+    if let Some(path) = &p.from {
+        return written_again(path, &p);
+    }
     let bounds = p.bounds()?;
     if p.profile_out.is_some() && !valid_profile_name(&p.profile_name) {
         return Err(Failure::Usage(format!("--profile-name {:?}: use letters, digits, '-' and '_' (a [profile.NAME] table's name)", p.profile_name)));
@@ -136,12 +139,43 @@ fn loadtest_run(s: Settings, p: LoadtestSettings) -> Result<u8, Failure> {
             None => eprintln!("vllm-diag: no profile written to {}: no step was within the limits, so there is no knee to derive it from", path.display()),
         }
     }
+    write(&run, &p)
+}
+
+/// The result on stdout in `--format`, and as a page where `--html` asks; the run's exit code.
+fn write(run: &LoadtestRun, p: &LoadtestSettings) -> Result<u8, Failure> {
+    if let Some(path) = &p.html {
+        std::fs::write(path, crate::render::loadtest_html::html(run)).map_err(|e| Failure::Output(format!("--html {}: cannot write: {e}", path.display())))?;
+    }
     let text = match p.format {
-        ProbeFormat::Text => crate::render::loadtest::text(&run),
-        ProbeFormat::Json => crate::render::loadtest::json(&run),
+        ProbeFormat::Text => crate::render::loadtest::text(run),
+        ProbeFormat::Json => crate::render::loadtest::json(run),
     };
     super::write_stdout(&text)?;
     Ok(run.exit_code())
+}
+
+/// `--from FILE`: a saved result, written again; nothing is sent.
+fn written_again(path: &std::path::Path, p: &LoadtestSettings) -> Result<u8, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| Failure::Usage(format!("--from {}: cannot read: {e}", path.display())))?;
+    let run: LoadtestRun = serde_json::from_str(&text).map_err(|e| {
+        Failure::Usage(format!(
+            "--from {}:{}:{}: not a load test's result ({}): write one with `vllm-diag loadtest URL --format json > FILE`",
+            path.display(),
+            e.line(),
+            e.column(),
+            e.to_string().split(" at line ").next().unwrap_or_default()
+        ))
+    })?;
+    if run.schema_version != loadtest::SCHEMA_VERSION {
+        return Err(Failure::Usage(format!(
+            "--from {}: schema_version {} is not this build's ({}): write it again with this version's `vllm-diag loadtest`",
+            path.display(),
+            run.schema_version,
+            loadtest::SCHEMA_VERSION
+        )));
+    }
+    write(&run, p)
 }
 
 /// The sweep: the model looked up when none is given, then each step the [`Sweep`] chooses, until

@@ -26,8 +26,8 @@ pub enum LoadModeArg {
 pub struct LoadtestArgs {
     /// The server to load: its root (http://host:8000), its /v1, or the endpoint itself. The
     /// credential and TLS flags below go to this server only.
-    #[arg(value_name = "URL")]
-    pub url: String,
+    #[arg(value_name = "URL", required_unless_present = "from")]
+    pub url: Option<String>,
 
     /// The model to ask for (default: the only one the server's GET /v1/models lists).
     #[arg(long, value_name = "NAME")]
@@ -113,6 +113,17 @@ pub struct LoadtestArgs {
     /// Print the planned steps, the bounds and the worst case, and send nothing.
     #[arg(long)]
     pub dry_run: bool,
+
+    /// Also write the result as an HTML page to FILE: the curve over the offered load (time to the
+    /// first token, time between tokens, throughput, the engines' batch and queue) with the
+    /// profile's limits drawn and the knee marked, and the table.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// Send nothing: read a load test's result written with --format json from FILE and write it
+    /// again, in --format and with --html.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["url", "dry_run", "profile_out"])]
+    pub from: Option<PathBuf>,
 
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]

@@ -126,7 +126,7 @@ impl LoadtestArgs {
         shared.rules.dir = opt(self.rules, "--rules");
         shared.rules.profile = opt(self.profile, "--profile");
         let lt = settings::loadtest::LoadtestSettings {
-            url: self.url,
+            url: self.url.unwrap_or_default(),
             model: opt(self.model, "--model"),
             api: Setting::new(
                 match self.api {
@@ -157,6 +157,8 @@ impl LoadtestArgs {
             profile_name: self.profile_name,
             margin: Setting::new(self.margin, set("margin", "--margin")),
             dry_run: self.dry_run,
+            html: self.html,
+            from: self.from,
             format: match self.format {
                 ProbeFormatArg::Text => settings::probe::ProbeFormat::Text,
                 ProbeFormatArg::Json => settings::probe::ProbeFormat::Json,

@@ -531,7 +531,7 @@ fn time_label(range: &TimeRange, t: &chrono::DateTime<chrono::Utc>) -> String {
 
 /// A scale from `lo` to `hi` with round steps (1, 2 or 5 times a power of ten), about four of them,
 /// and a little room above the highest value.
-fn nice_scale(lo: f64, hi: f64) -> (f64, f64, f64) {
+pub(super) fn nice_scale(lo: f64, hi: f64) -> (f64, f64, f64) {
     let (lo, hi) = if !lo.is_finite() || !hi.is_finite() {
         (0.0, 1.0)
     } else if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
@@ -556,7 +556,7 @@ fn nice_scale(lo: f64, hi: f64) -> (f64, f64, f64) {
 }
 
 /// Round away floating-point dust (0.30000000000000004) before a tick is printed.
-fn clean(v: f64) -> f64 {
+pub(super) fn clean(v: f64) -> f64 {
     if v.abs() < 1e-12 {
         0.0
     } else {

@@ -156,7 +156,8 @@ fn opt_n(v: Option<f64>) -> String {
     v.map_or("-".into(), sig)
 }
 
-fn table(out: &mut String, run: &LoadtestRun) {
+/// The table's rows, the header first, the steps by load: what the text and the HTML page print.
+pub(super) fn table_rows(run: &LoadtestRun) -> Vec<Vec<String>> {
     let knee = run.knee.as_ref().map(|k| k.step);
     let mut rows: Vec<Vec<String>> = vec![[
         "",
@@ -200,6 +201,11 @@ fn table(out: &mut String, run: &LoadtestRun) {
             if s.passed() { "ok".into() } else { s.breaches.iter().map(breach_words).collect::<Vec<_>>().join("; ") },
         ]);
     }
+    rows
+}
+
+fn table(out: &mut String, run: &LoadtestRun) {
+    let rows = table_rows(run);
     let widths: Vec<usize> = (0..rows[0].len()).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
     for r in rows {
         let cells: Vec<String> = r.iter().zip(&widths).enumerate().map(|(i, (c, w))| if i == r.len() - 1 { c.clone() } else { format!("{c:<w$}") }).collect();
@@ -228,7 +234,7 @@ pub fn bound_words(b: &Bound, run: &LoadtestRun) -> String {
     }
 }
 
-fn verdict(run: &LoadtestRun) -> String {
+pub(super) fn verdict(run: &LoadtestRun) -> String {
     let n = run.total_requests();
     match (&run.knee, run.stop) {
         (None, _) => format!("NO KNEE: the first step already broke the limits ({n} requests sent)"),
@@ -246,7 +252,7 @@ fn verdict(run: &LoadtestRun) -> String {
     }
 }
 
-fn stop_words(s: Stop) -> &'static str {
+pub(super) fn stop_words(s: Stop) -> &'static str {
     match s {
         Stop::Found => "the knee was found",
         Stop::FirstStepBroke => "the first step broke the limits",
@@ -266,37 +272,37 @@ pub fn text(run: &LoadtestRun) -> String {
     let _ = writeln!(out);
     table(&mut out, run);
     let _ = writeln!(out);
+    for line in closing_lines(run) {
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+/// The lines under the table: the limit that bound at the knee, the engines' reads that failed and
+/// the derived profile.
+pub(super) fn closing_lines(run: &LoadtestRun) -> Vec<String> {
+    let mut out = Vec::new();
     match (&run.knee, run.prometheus.as_deref()) {
-        (Some(k), Some(_)) => match &k.bound {
-            Some(b) => {
-                let _ = writeln!(out, "Bound at the knee: {}.", bound_words(b, run));
-            }
-            None if k.first_bad.is_none() => {
-                let _ = writeln!(out, "Bound at the knee: not seen, no step broke the limits.");
-            }
-            None => {
-                let _ = writeln!(out, "Bound at the knee: not evaluated, the engines could not be read at the first bad step.");
-            }
-        },
-        (Some(_), None) => {
-            let _ = writeln!(out, "Bound at the knee: not evaluated (no --prometheus: the engines were not read).");
-        }
+        (Some(k), Some(_)) => out.push(match &k.bound {
+            Some(b) => format!("Bound at the knee: {}.", bound_words(b, run)),
+            None if k.first_bad.is_none() => "Bound at the knee: not seen, no step broke the limits.".to_string(),
+            None => "Bound at the knee: not evaluated, the engines could not be read at the first bad step.".to_string(),
+        }),
+        (Some(_), None) => out.push("Bound at the knee: not evaluated (no --prometheus: the engines were not read).".to_string()),
         (None, _) => {}
     }
     for s in &run.steps {
         for n in s.engine.iter().flat_map(|e| &e.not_read) {
             if let crate::report::probe::NotReadReason::QueryFailed { detail } = &n.reason {
-                let _ = writeln!(out, "Not evaluated: step {}'s {:?} query failed: {}", s.index + 1, n.measure, crate::text::one_line(detail));
+                out.push(format!("Not evaluated: step {}'s {:?} query failed: {}", s.index + 1, n.measure, crate::text::one_line(detail)));
             }
         }
     }
-    if let Some(d) = &run.derived {
-        let _ = writeln!(out, "{}", derived_line(d));
-    }
+    out.extend(run.derived.as_ref().map(derived_line));
     out
 }
 
-fn derived_line(d: &DerivedProfile) -> String {
+pub(super) fn derived_line(d: &DerivedProfile) -> String {
     format!(
         "Derived profile {}: ttft_target {}, ttft_p95_high {}, itl_target {}, itl_p95_high {} (the knee's values with {}% added)",
         d.name,

@@ -33,6 +33,7 @@ pub mod json;
 pub mod junit;
 pub mod links;
 pub mod loadtest;
+pub mod loadtest_html;
 pub mod markdown;
 pub mod probe;
 pub mod slack;

@@ -37,6 +37,10 @@ pub struct LoadtestSettings {
     pub profile_name: String,
     pub margin: Setting<f64>,
     pub dry_run: bool,
+    /// Where the HTML page goes, besides the result on stdout.
+    pub html: Option<PathBuf>,
+    /// A saved result to write again instead of running a load test.
+    pub from: Option<PathBuf>,
     pub format: ProbeFormat,
     pub quiet: bool,
 }
@@ -145,6 +149,8 @@ mod tests {
             profile_name: "measured".into(),
             margin: Setting::default_value(0.5),
             dry_run: false,
+            html: None,
+            from: None,
             format: ProbeFormat::Text,
             quiet: false,
         }
