@@ -286,12 +286,24 @@ fn promtool_unit_tests_of_an_exported_alert_fire_on_the_right_model_only() {
     assert!(ok, "promtool test rules failed:\n{out}\n{test}");
 
     // The same test must fail when it expects the wrong model: the test really tests something.
-    for (right, wrong) in [("sleepy", "idle"), ("longer", "same")] {
-        let changed = test.replace(&format!("model_name: \"{right}\""), &format!("model_name: \"{wrong}\""));
-        std::fs::write(dir.path().join("wrong.yml"), &changed).unwrap();
-        let (ok, out) = promtool(&["test", "rules", "wrong.yml"], dir.path());
-        assert!(!ok, "expecting {wrong} instead of {right} passed:\n{out}");
-    }
+    // The two runs are independent, so they run side by side (promtool evaluates every exported
+    // alert at each minute of each test, which takes a while).
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = [("sleepy", "idle"), ("longer", "same")]
+            .into_iter()
+            .map(|(right, wrong)| {
+                let changed = test.replace(&format!("model_name: \"{right}\""), &format!("model_name: \"{wrong}\""));
+                let name = format!("wrong-{wrong}.yml");
+                std::fs::write(dir.path().join(&name), &changed).unwrap();
+                let dir = dir.path();
+                scope.spawn(move || (right, wrong, promtool(&["test", "rules", &name], dir)))
+            })
+            .collect();
+        for run in runs {
+            let (right, wrong, (ok, out)) = run.join().unwrap();
+            assert!(!ok, "expecting {wrong} instead of {right} passed:\n{out}");
+        }
+    });
 }
 
 /// Every exported alert, evaluated at the scenario's incident end: the models each selects.
