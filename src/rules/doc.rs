@@ -120,8 +120,17 @@ pub fn show(set: &RuleSet, id: &str, notes: &Notes) -> Option<String> {
     let _ = writeln!(o, "\nNext steps");
     for (i, s) in r.steps.iter().enumerate() {
         let _ = writeln!(o, "  {}. {}", i + 1, s.text);
-        if let Some(by) = &s.answered_by {
-            let _ = writeln!(o, "     (answered from {by} where it was read in the window and the baseline)");
+        match s.answered_by.as_deref() {
+            Some(crate::rules::BY_BINDING) => {
+                let _ = writeln!(o, "     (answered from the limit that bound the model: confirmed when it is {})", s.held_by.join(" or "));
+            }
+            Some(crate::rules::BY_REPLICAS) => {
+                let _ = writeln!(o, "     (answered from the per-replica breakdown: how evenly the model's replicas serve)");
+            }
+            Some(by) => {
+                let _ = writeln!(o, "     (answered from {by} where it was read in the window and the baseline)");
+            }
+            None => {}
         }
     }
     if !r.references.is_empty() {
@@ -270,6 +279,16 @@ mod tests {
         assert!(text.contains("rules/capacity.toml:"));
         assert!(super::show(&set, "nope", &none).is_none());
         assert_eq!(super::list(&set, &none).lines().count(), set.rules.len());
+    }
+
+    #[test]
+    fn show_says_what_answers_each_step() {
+        let set = crate::rules::load_builtin().unwrap();
+        let text = super::show(&set, "load-exceeds-capacity", &super::Notes::default()).unwrap();
+        assert!(text.contains("(answered from request_rate where it was read in the window and the baseline)"), "{text}");
+        assert!(text.contains("(answered from the per-replica breakdown: how evenly the model's replicas serve)"), "{text}");
+        assert!(text.contains("(answered from the limit that bound the model: confirmed when it is max-num-seqs or kv-cache)"), "{text}");
+        assert!(!text.contains("answered from binding") && !text.contains("answered from replicas"), "{text}");
     }
 
     /// What `rules show` prints reads as a product: every signal with its PromQL, units in words,
