@@ -213,4 +213,14 @@ fn the_derived_profile_quiets_explain_below_the_knee_and_not_above_it() {
     );
     assert_eq!(text.stdout.matches("Bound by max_num_seqs").count(), 1, "{}", text.stdout);
     assert!(text.stdout.contains("Checked: Bound by max_num_seqs for"), "{}", text.stdout);
+    // Slack, which cuts lines to fit, keeps it as it kept the binding line.
+    let slack = common::run::run(
+        &common::run::explain_args(
+            &prom.url,
+            &arg(&manifest, "explain-above", "--at"),
+            &["--window", "120s", "--rules", r, "--profile", &derived.name, "--format", "slack"],
+        ),
+        &[],
+    );
+    assert!(slack.stdout.contains("Bound by max_num_seqs for"), "{}", slack.stdout);
 }

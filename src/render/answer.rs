@@ -119,6 +119,8 @@ pub struct LeadFinding {
     pub wont_help: Vec<String>,
     /// The first [`CHECKED`] steps the metrics already answered, with their numbers.
     pub checked: Vec<String>,
+    /// Whether the first of `checked` is the binding: a channel that must cut lines keeps it.
+    pub checked_binding: bool,
     /// The first [`STEPS`] next steps still to be done.
     pub steps: Vec<String>,
     /// `Also explains: slo-burn (critical: raises this finding from warning), load-exceeds-capacity (warning)`.
@@ -327,6 +329,7 @@ fn lead(view: &ReportView, f: &FindingView, hints: Hints) -> LeadFinding {
         cards,
         wont_help: wont_help(f, hints),
         checked: f.checked.iter().take(CHECKED).cloned().collect(),
+        checked_binding: f.checked_binding,
         steps: f.steps.iter().take(STEPS).cloned().collect(),
         absorbed: f.also_consistent_list(|id| id.to_string()).map(|l| format!("Also explains: {l}")),
         not_evaluated: None,

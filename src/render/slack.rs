@@ -125,7 +125,8 @@ fn drop_one(a: &mut Answer) -> bool {
     } else if a.probe.len() > 1 {
         // The probe's summary goes before its refusal in front of the engines, which names the cause.
         a.probe.remove(0);
-    } else if let Some(l) = a.lead.as_mut().filter(|l| !l.checked.is_empty()) {
+    } else if let Some(l) = a.lead.as_mut().filter(|l| !l.checked.is_empty() && !l.checked_binding) {
+        // The binding, where a step answered by it carries it, stays as the binding line would.
         l.checked.pop();
     } else if let Some(l) = a.lead.as_mut().filter(|l| l.hop.is_some()) {
         l.hop = None;

@@ -55,6 +55,9 @@ pub struct FindingView {
     /// The runbook's steps the metrics already answered, as checked statements with their numbers,
     /// in order.
     pub checked: Vec<String>,
+    /// Whether the first checked line is the binding (a step answered by it): it is then the
+    /// finding's binding line, kept as long as that would be.
+    pub checked_binding: bool,
     /// The first of them names the change the finding began after ([`Finding::first_step_names_its_change`]).
     pub first_step_names_change: bool,
     pub references: Vec<String>,
@@ -269,6 +272,7 @@ pub(super) fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeS
         steps: f.steps.open().map(|s| one_line(&s.text())).collect(),
         // What the data showed first, what it found none of after.
         checked: f.steps.checked().map(|s| one_line(&s.text())).collect(),
+        checked_binding: f.steps.answered_by_binding(),
         first_step_names_change: f.first_step_names_its_change(),
         references: f.references.iter().map(|r| one_line(r)).collect(),
         also_consistent: f.also_consistent.iter().map(|a| AlsoView { rule: one_line(&a.rule), title: one_line(&a.title), severity: a.severity }).collect(),
