@@ -31,7 +31,7 @@ pub use reason::*;
 pub use run::*;
 pub use steps::{Answered, Awaits, BoundAnswer, SpreadAnswer, SpreadMeasure, Step, StepVerdict, Steps, CHANGED, EVEN_SPREAD};
 pub use verdict::*;
-pub use words::{caveat_words, hop_seconds, limit_basis, PAIRS as CORRELATION_PAIRS};
+pub use words::{caveat_words, hop_seconds, limit_basis};
 
 /// Labels that identify what a finding is about, e.g. `{model_name="llama"}`. Sorted, so output is stable.
 pub type Scope = BTreeMap<String, String>;
@@ -423,7 +423,7 @@ pub struct GpuReason {
 
 /// The clocks-event reasons vllm-diag reads (the settings 0x2, 0x10 and 0x100 are never faults and
 /// are not reported).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GpuReasonKind {
     SwPowerCap,
@@ -431,6 +431,28 @@ pub enum GpuReasonKind {
     SwThermalSlowdown,
     HwThermalSlowdown,
     HwPowerBrake,
+}
+
+impl GpuReasonKind {
+    /// Every reason, in the order a finding lists them (faults first once sorted).
+    pub const ALL: [GpuReasonKind; 5] =
+        [GpuReasonKind::SwPowerCap, GpuReasonKind::HwSlowdown, GpuReasonKind::SwThermalSlowdown, GpuReasonKind::HwThermalSlowdown, GpuReasonKind::HwPowerBrake];
+
+    /// Its bit in DCGM's clocks-event bitmask.
+    pub fn bit(self) -> u32 {
+        match self {
+            GpuReasonKind::SwPowerCap => 0x4,
+            GpuReasonKind::HwSlowdown => 0x8,
+            GpuReasonKind::SwThermalSlowdown => 0x20,
+            GpuReasonKind::HwThermalSlowdown => 0x40,
+            GpuReasonKind::HwPowerBrake => 0x80,
+        }
+    }
+
+    /// Whether it is a fault: everything but the power cap, which is the GPU working at its limit.
+    pub fn fault(self) -> bool {
+        self != GpuReasonKind::SwPowerCap
+    }
 }
 
 /// Why the replica a finding names differs from its peers.

@@ -4,7 +4,7 @@
 //! repository (a fresh clone is the whole project). All read the source text, so they need nothing
 //! but the tree.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Longest function allowed outside tests, in lines (the "about 150").
@@ -1080,4 +1080,69 @@ fn the_promql_check_catches_a_query_and_skips_words_comments_and_tests() {
     let found = promql_written("src/explain/x.rs", src);
     assert_eq!(found.len(), 3, "{found:?}");
     assert!(["2", "3", "6"].iter().zip(&found).all(|(n, f)| f.starts_with(&format!("src/explain/x.rs:{n}:"))), "{found:?}");
+}
+
+/// Every id the built-in pack gives a signal or a rule.
+fn pack_ids() -> BTreeSet<String> {
+    let mut ids = BTreeSet::new();
+    for (_, v) in toml_files(&root().join("rules")) {
+        for table in ["signal", "rule"] {
+            for item in v.get(table).and_then(|t| t.as_array()).into_iter().flatten() {
+                if let Some(id) = item.get("id").and_then(|i| i.as_str()) {
+                    ids.insert(id.to_string());
+                }
+            }
+        }
+    }
+    ids
+}
+
+/// Where a pack id is another vocabulary's word: an event kind is named `target-down` as the rule is.
+const ID_HOMONYMS: &[(&str, &str)] = &[("src/report/event.rs", "target-down")];
+
+/// Product lines with a string literal that is exactly a signal's or a rule's id.
+fn ids_written(file: &str, text: &str, ids: &BTreeSet<String>) -> Vec<String> {
+    let end = product_lines(text);
+    let mut out = Vec::new();
+    for (i, line) in text.lines().take(end).enumerate() {
+        if line.trim_start().starts_with("//") {
+            continue;
+        }
+        for lit in string_literals(line) {
+            if ids.contains(&lit) && !ID_HOMONYMS.contains(&(file, lit.as_str())) {
+                out.push(format!("{file}:{} names {lit:?}", i + 1));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_signal_or_rule_is_named_by_id_in_the_products_code() {
+    let (_, files) = sources();
+    let tests = test_module_files(&files);
+    let ids = pack_ids();
+    let mut paths = Vec::new();
+    rust_files(&root().join("src"), &mut paths);
+    let mut found = Vec::new();
+    for p in &paths {
+        let rel = p.strip_prefix(root()).unwrap().display().to_string();
+        if tests.contains(&rel) {
+            continue;
+        }
+        found.extend(ids_written(&rel, &std::fs::read_to_string(p).unwrap(), &ids));
+    }
+    assert!(
+        found.is_empty(),
+        "what a stage knows of a signal or a rule belongs in its rule file (a `role`, a rule field, a [[correlation]]), not under its id in Rust:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_id_check_catches_an_id_and_skips_tests_comments_and_homonyms() {
+    let ids: BTreeSet<String> = ["ttft_mean", "target-down"].map(String::from).into();
+    let src = "fn f(t: &T) { t.get(\"ttft_mean\"); }\n// \"ttft_mean\" in a comment\nfn g() -> &'static str { \"target-down\" }\n#[cfg(test)]\nmod tests {\n    fn h() { let _ = \"ttft_mean\"; }\n}\n";
+    assert_eq!(ids_written("src/x.rs", src, &ids), vec!["src/x.rs:1 names \"ttft_mean\"", "src/x.rs:3 names \"target-down\""]);
+    assert_eq!(ids_written("src/report/event.rs", src, &ids), vec!["src/report/event.rs:1 names \"ttft_mean\""]);
 }

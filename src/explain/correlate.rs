@@ -7,7 +7,7 @@
 //! spread over time, or at most one step before it (both are dated to within a step). Among several,
 //! the kind that changes most comes first (configuration, version, rollout, GPU error, replicas
 //! removed, restart, ...), then the closest. A finding decided by counting targets down or gone
-//! (`up_min`, `replicas_vanished`) has no trend to date it: the first such event on its scope in the
+//! (a signal with `dated_by` events, `up_min`) has no trend to date it: the first such event on its scope in the
 //! window dates it. A problem there from the window's start counts as
 //! beginning at the start (the case of `check`, whose window opens at the deploy) when its baseline
 //! did not have it; a chronic one, or one no trend could date, is tied to nothing: a change cannot
@@ -17,6 +17,7 @@ use chrono::{DateTime, Utc};
 
 use super::onset;
 use crate::report::{Event, EventKind, Finding, PrecededBy, Step};
+use crate::rules::RuleSet;
 
 /// How many trend steps after an event a finding's onset may lie and still be tied to it.
 pub const LEAD_STEPS: i64 = 3;
@@ -69,25 +70,20 @@ pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64, window_start: 
         .map(|(_, _, e, lead)| (e, lead))
 }
 
-/// Signals that count targets down or gone: a finding decided by one has no trend to date it, but
-/// the events that made it are the moment it began.
-const EVENT_SIGNALS: &[(&str, &[EventKind])] =
-    &[("up_min", &[EventKind::TargetDown]), ("replicas_vanished", &[EventKind::ReplicaRemoved, EventKind::ModelRemoved, EventKind::TargetDown])];
-
-/// Date an undated finding decided by [`EVENT_SIGNALS`] by the first such event on its scope in the
-/// window.
-fn date_by_events(f: &mut Finding, events: &[Event], window_start: DateTime<Utc>) {
+/// Date an undated finding decided by a signal with `dated_by` events (a count of targets down or
+/// gone) by the first such event on its scope in the window.
+fn date_by_events(f: &mut Finding, events: &[Event], window_start: DateTime<Utc>, rules: &RuleSet) {
     if f.onset.is_some() || f.onset_signal.is_some() {
         return;
     }
     let dated = f.evidence.iter().filter(|e| e.passed).find_map(|e| {
-        let (signal, kinds) = EVENT_SIGNALS.iter().find(|(s, _)| *s == e.signal)?;
+        let kinds = &rules.signals.get(&e.signal)?.dated_by;
         let first = events
             .iter()
             .filter(|ev| kinds.contains(&ev.kind) && ev.time >= window_start && ev.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v)))
             .map(|ev| ev.time)
             .min()?;
-        Some((first, signal.to_string()))
+        Some((first, e.signal.clone()))
     });
     if let Some((t, signal)) = dated {
         f.onset = Some(t);
@@ -96,9 +92,9 @@ fn date_by_events(f: &mut Finding, events: &[Event], window_start: DateTime<Utc>
 }
 
 /// Tie every dated finding to the change it followed, if any.
-pub fn apply(findings: &mut [Finding], events: &[Event], step: u64, window_start: DateTime<Utc>, baseline_start: DateTime<Utc>) {
+pub fn apply(findings: &mut [Finding], events: &[Event], step: u64, window_start: DateTime<Utc>, baseline_start: DateTime<Utc>, rules: &RuleSet) {
     for f in findings.iter_mut() {
-        date_by_events(f, events, window_start);
+        date_by_events(f, events, window_start, rules);
         let Some((e, lead)) = preceding(f, events, step, window_start, baseline_start) else { continue };
         f.steps.insert(0, Step::Change { event: e.clone() });
         f.preceded_by = Some(PrecededBy::new(e.clone(), lead, f.onset.is_none().then_some(window_start)));
@@ -152,7 +148,14 @@ mod tests {
             event("2026-01-15T09:02:00Z", EventKind::ConfigChange, "qwen", "block_size 16 -> 32 on 1 of 1 replica"),
         ];
         let mut fs = vec![finding("llama", Some("2026-01-15T09:03:00Z"))];
-        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:50:00Z") - chrono::Duration::minutes(30));
+        apply(
+            &mut fs,
+            &events,
+            60,
+            t("2026-01-15T08:50:00Z"),
+            t("2026-01-15T08:50:00Z") - chrono::Duration::minutes(30),
+            &crate::rules::load_builtin().unwrap(),
+        );
         let p = fs[0].preceded_by.as_ref().expect("tied");
         assert_eq!(p.event.kind, EventKind::ConfigChange, "the configuration explains more than the restart");
         assert_eq!(p.lead_seconds, 120);
@@ -170,7 +173,14 @@ mod tests {
             event("2026-01-15T09:01:00Z", EventKind::TargetUp, "llama", "never a cause"),
         ];
         let mut fs = vec![finding("llama", Some("2026-01-15T09:03:00Z"))];
-        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:50:00Z") - chrono::Duration::minutes(30));
+        apply(
+            &mut fs,
+            &events,
+            60,
+            t("2026-01-15T08:50:00Z"),
+            t("2026-01-15T08:50:00Z") - chrono::Duration::minutes(30),
+            &crate::rules::load_builtin().unwrap(),
+        );
         assert_eq!(fs[0].preceded_by, None);
         assert_eq!(fs[0].steps.len(), 1);
     }
@@ -179,11 +189,25 @@ mod tests {
     fn a_problem_present_before_the_window_is_tied_to_nothing() {
         let events = vec![event("2026-01-15T09:01:00Z", EventKind::Rollout, "", "Deployment prod/llama generation 4")];
         let mut fs = vec![finding("llama", None)];
-        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:50:00Z") - chrono::Duration::minutes(30));
+        apply(
+            &mut fs,
+            &events,
+            60,
+            t("2026-01-15T08:50:00Z"),
+            t("2026-01-15T08:50:00Z") - chrono::Duration::minutes(30),
+            &crate::rules::load_builtin().unwrap(),
+        );
         assert_eq!(fs[0].preceded_by, None);
         // A fleet-wide rollout does qualify for a dated finding.
         let mut fs = vec![finding("llama", Some("2026-01-15T09:04:00Z"))];
-        apply(&mut fs, &events, 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:50:00Z") - chrono::Duration::minutes(30));
+        apply(
+            &mut fs,
+            &events,
+            60,
+            t("2026-01-15T08:50:00Z"),
+            t("2026-01-15T08:50:00Z") - chrono::Duration::minutes(30),
+            &crate::rules::load_builtin().unwrap(),
+        );
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.event.kind), Some(EventKind::Rollout));
     }
 
@@ -192,7 +216,7 @@ mod tests {
         let mut e = event("2026-01-15T09:00:00Z", EventKind::Rollout, "llama", "rolling");
         e.until = Some(t("2026-01-15T09:20:00Z"));
         let mut fs = vec![finding("llama", Some("2026-01-15T09:22:00Z"))];
-        apply(&mut fs, &[e], 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:20:00Z"));
+        apply(&mut fs, &[e], 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:20:00Z"), &crate::rules::load_builtin().unwrap());
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.lead_seconds), Some(22 * 60));
     }
 
@@ -217,12 +241,12 @@ mod tests {
         let (baseline, window) = (t("2026-11-28T02:42:54Z"), t("2026-11-28T02:46:54Z"));
         let events = vec![event("2026-11-28T02:42:54Z", EventKind::Restart, "llama", "1 of 2 replicas restarted")];
         let mut fs = vec![finding("llama", Some("2026-11-28T02:47:09Z"))];
-        apply(&mut fs, &events, 15, window, baseline);
+        apply(&mut fs, &events, 15, window, baseline, &crate::rules::load_builtin().unwrap());
         assert_eq!(fs[0].preceded_by, None);
         assert!(fs[0].steps.iter().all(|s| !matches!(s, Step::Change { .. })), "{:?}", fs[0].steps);
         // Nor one there from the window's start, to the baseline's first sample.
         let mut from_start = vec![finding_with("kv-cache-pressure", vec![evidence("kv", 0.99, 0.5, true)], Some("kv"))];
-        apply(&mut from_start, &events, 15, window, baseline);
+        apply(&mut from_start, &events, 15, window, baseline, &crate::rules::load_builtin().unwrap());
         assert_eq!(from_start[0].preceded_by, None);
     }
 
@@ -231,13 +255,13 @@ mod tests {
         let start = t("2026-01-15T09:00:00Z");
         let events = vec![event("2026-01-15T08:58:00Z", EventKind::ConfigChange, "llama", "d")];
         let mut new = vec![finding_with("kv-cache-pressure", vec![evidence("kv", 0.99, 0.5, true)], Some("kv"))];
-        apply(&mut new, &events, 60, start, start - chrono::Duration::minutes(30));
+        apply(&mut new, &events, 60, start, start - chrono::Duration::minutes(30), &crate::rules::load_builtin().unwrap());
         let p = new[0].preceded_by.as_ref().expect("tied");
         assert_eq!(p.lead_seconds, 120);
         assert_eq!(p.text, "was there from the window's start at 09:00:00 UTC, 2 min after a configuration change at 08:58:00 UTC: d");
         // The same problem in the baseline too: chronic, tied to nothing.
         let mut chronic = vec![finding_with("kv-cache-pressure", vec![evidence("kv", 0.99, 0.97, true)], Some("kv"))];
-        apply(&mut chronic, &events, 60, start, start - chrono::Duration::minutes(30));
+        apply(&mut chronic, &events, 60, start, start - chrono::Duration::minutes(30), &crate::rules::load_builtin().unwrap());
         assert_eq!(chronic[0].preceded_by, None);
     }
 
@@ -249,7 +273,7 @@ mod tests {
             event("2026-01-15T09:12:00Z", EventKind::ReplicaRemoved, "llama", "d"),
         ];
         let mut fs = vec![finding_with("target-down", vec![evidence("replicas_vanished", 2.0, 0.0, true)], None)];
-        apply(&mut fs, &events, 60, start, start - chrono::Duration::minutes(30));
+        apply(&mut fs, &events, 60, start, start - chrono::Duration::minutes(30), &crate::rules::load_builtin().unwrap());
         assert_eq!(fs[0].onset, Some(t("2026-01-15T09:12:00Z")), "the first removal in the window, not the one before it");
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.event.time), Some(t("2026-01-15T09:12:00Z")));
     }

@@ -79,7 +79,7 @@ fn ongoing_first(f: &mut [Finding], _: &Finish) {
 }
 
 fn correlate(f: &mut [Finding], c: &Finish) {
-    correlate::apply(f, c.events, c.step, c.p.window.start, c.p.baseline.start);
+    correlate::apply(f, c.events, c.step, c.p.window.start, c.p.baseline.start, c.rules);
 }
 
 fn cold_start(f: &mut [Finding], c: &Finish) {
@@ -90,8 +90,8 @@ fn replica_cause(f: &mut [Finding], c: &Finish) {
     replica_cause::apply(f, c.replicas, c.table, c.rules, c.p);
 }
 
-fn gpu_reasons(f: &mut [Finding], _: &Finish) {
-    gpu_reasons::apply(f);
+fn gpu_reasons(f: &mut [Finding], c: &Finish) {
+    gpu_reasons::apply(f, c.rules);
 }
 
 fn answered_by_the_run(findings: &mut [Finding], c: &Finish) {

@@ -12,7 +12,7 @@ use crate::prom::{escape_regex_literal, MatchOp, Matcher, Selector};
 use crate::report::{Evidence, Finding, Limit, Replicas, RunParams, Scope, TimeRange, Trend, Unread, Warnings};
 use crate::rules::eval::SignalTable;
 use crate::rules::RuleSet;
-use crate::signals::{self, QueryContext, SignalKind};
+use crate::signals::{self, QueryContext, Role, SignalKind, Sizing};
 use crate::source::{Data, Request, Response, Sample};
 
 /// The follow-up requests of a run, and what each is for.
@@ -284,7 +284,7 @@ pub fn apply(
         let Some(def) = rules.rule(&f.rule) else { continue };
         if def.recommend.is_some() || !def.also_size.is_empty() || def.rules_out_levers {
             let base: Scope = f.scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-            let mut inputs = recommend_inputs(table, &base, cache.get(&base).copied(), f.replicas.as_ref().map(|r| r.total as f64));
+            let mut inputs = recommend_inputs(rules, table, &base, cache.get(&base).copied(), f.replicas.as_ref().map(|r| r.total as f64));
             if let Some((sized_on, running, kv)) = sized_on(f, replicas.get(&base), &p.replica_label) {
                 inputs.running_per_replica = Some(running);
                 inputs.kv_usage_avg = kv.or(inputs.kv_usage_avg);
@@ -324,29 +324,31 @@ fn sized_on(f: &Finding, reads: Option<&Vec<super::binding::ReplicaRead>>, label
 
 /// What the recommenders read for one scope: its signals' values (window, and baseline where a card
 /// compares), the cache configuration and the replica count the finding's breakdown found.
-fn recommend_inputs(table: &SignalTable, base: &Scope, cache: Option<(f64, f64)>, replicas: Option<f64>) -> crate::recommend::Inputs {
-    let val = |sig: &str| table.get(sig).and_then(|t| t.window.values.get(base).copied());
-    let before = |sig: &str| table.get(sig).and_then(|t| t.baseline.values.get(base).copied());
+/// Each reading is the signal of its role (`role = "sizing.kv_usage_avg"`).
+fn recommend_inputs(rules: &RuleSet, table: &SignalTable, base: &Scope, cache: Option<(f64, f64)>, replicas: Option<f64>) -> crate::recommend::Inputs {
+    let of = |s: Sizing| rules.signal_for(Role::Sizing(s)).and_then(|id| table.get(id));
+    let val = |s: Sizing| of(s).and_then(|t| t.window.values.get(base).copied());
+    let before = |s: Sizing| of(s).and_then(|t| t.baseline.values.get(base).copied());
     crate::recommend::Inputs {
         num_gpu_blocks: cache.map(|c| c.0),
         block_size: cache.map(|c| c.1),
-        prompt_len_mean: val("prompt_len_mean"),
-        output_len_mean: val("output_len_mean"),
-        running_per_replica: val("running_per_replica"),
-        kv_usage_avg: val("kv_usage_avg"),
-        kv_usage_max: val("kv_usage_max"),
-        running_avg: val("running_avg"),
-        waiting_avg: val("waiting_avg"),
-        waiting_recent: val("waiting_recent"),
-        running_fill: val("running_fill"),
-        preemption_active: val("preemption_active"),
-        preemption_recent: val("preemption_recent"),
-        itl_p95: val("itl_p95"),
-        itl_p95_baseline: before("itl_p95"),
-        itl_p95_recent: val("itl_p95_recent"),
-        prompt_tokens_rate: val("prompt_tokens_rate"),
-        prompt_tokens_rate_baseline: before("prompt_tokens_rate"),
-        batch_tokens_mean: val("batch_tokens_mean"),
+        prompt_len_mean: val(Sizing::PromptLenMean),
+        output_len_mean: val(Sizing::OutputLenMean),
+        running_per_replica: val(Sizing::RunningPerReplica),
+        kv_usage_avg: val(Sizing::KvUsageAvg),
+        kv_usage_max: val(Sizing::KvUsageMax),
+        running_avg: val(Sizing::RunningAvg),
+        waiting_avg: val(Sizing::WaitingAvg),
+        waiting_recent: val(Sizing::WaitingRecent),
+        running_fill: val(Sizing::RunningFill),
+        preemption_active: val(Sizing::PreemptionActive),
+        preemption_recent: val(Sizing::PreemptionRecent),
+        itl_p95: val(Sizing::ItlP95),
+        itl_p95_baseline: before(Sizing::ItlP95),
+        itl_p95_recent: val(Sizing::ItlP95Recent),
+        prompt_tokens_rate: val(Sizing::PromptTokensRate),
+        prompt_tokens_rate_baseline: before(Sizing::PromptTokensRate),
+        batch_tokens_mean: val(Sizing::BatchTokensMean),
         replicas,
         held: None,
         sized_on: None,

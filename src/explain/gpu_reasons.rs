@@ -1,27 +1,22 @@
 //! Stage: the GPU clocks-event reasons a finding's GPUs reported, decoded. The signals that read
-//! each reason bit (`gpu_*_share` in `rules/signals.toml`, each a share of the window's samples
+//! each reason bit (a signal per reason, by its `role = "gpu_reason.KIND"`, each a share of the window's samples
 //! with its bit set) are in the GPU rules' evidence; here each one that was set becomes a typed
 //! reason on the finding, so the JSON names them without a reader decoding the bitmask.
 
 use crate::report::{Finding, GpuReason, GpuReasonKind};
+use crate::rules::RuleSet;
+use crate::signals::Role;
 
-/// Each reason's signal, kind, bit and whether it is a fault.
-const REASONS: [(&str, GpuReasonKind, u32, bool); 5] = [
-    ("gpu_power_cap_share", GpuReasonKind::SwPowerCap, 0x4, false),
-    ("gpu_hw_slowdown_share", GpuReasonKind::HwSlowdown, 0x8, true),
-    ("gpu_sw_thermal_share", GpuReasonKind::SwThermalSlowdown, 0x20, true),
-    ("gpu_hw_thermal_share", GpuReasonKind::HwThermalSlowdown, 0x40, true),
-    ("gpu_power_brake_share", GpuReasonKind::HwPowerBrake, 0x80, true),
-];
-
-/// Lists on each finding the reasons whose share in its evidence is above 0, faults first.
-pub fn apply(findings: &mut [Finding]) {
+/// Lists on each finding the reasons whose share in its evidence is above 0, faults first. Each
+/// reason's share is the signal of its role (`gpu_reason.hw_slowdown`).
+pub fn apply(findings: &mut [Finding], rules: &RuleSet) {
+    let signals: Vec<(GpuReasonKind, &str)> = GpuReasonKind::ALL.iter().filter_map(|k| Some((*k, rules.signal_for(Role::GpuReason(*k))?))).collect();
     for f in findings.iter_mut() {
-        let mut found: Vec<GpuReason> = REASONS
+        let mut found: Vec<GpuReason> = signals
             .iter()
-            .filter_map(|(signal, kind, bit, fault)| {
+            .filter_map(|(kind, signal)| {
                 let share = f.evidence.iter().find(|e| e.signal == *signal)?.value.filter(|v| v.is_finite() && *v > 0.0)?;
-                Some(GpuReason { reason: *kind, bit: format!("0x{bit:x}"), fault: *fault, share })
+                Some(GpuReason { reason: *kind, bit: format!("0x{:x}", kind.bit()), fault: kind.fault(), share })
             })
             .collect();
         found.sort_by_key(|r| !r.fault);
@@ -49,14 +44,14 @@ mod tests {
             ev("itl_p95", Some(0.05)),
         ];
         let mut fs = vec![f];
-        apply(&mut fs);
+        apply(&mut fs, &crate::rules::load_builtin().unwrap());
         let got: Vec<(GpuReasonKind, &str, bool)> = fs[0].gpu_reasons.iter().map(|r| (r.reason, r.bit.as_str(), r.fault)).collect();
         assert_eq!(got, vec![(GpuReasonKind::HwThermalSlowdown, "0x40", true), (GpuReasonKind::SwPowerCap, "0x4", false)]);
         let json = serde_json::to_value(&fs[0]).unwrap();
         assert_eq!(json["gpu_reasons"][0]["reason"], "hw_thermal_slowdown");
         // A finding without reason signals carries no list at all.
         let mut other = vec![Finding::bare("slow-decode", Severity::Warning, Scope::new())];
-        apply(&mut other);
+        apply(&mut other, &crate::rules::load_builtin().unwrap());
         assert!(serde_json::to_value(&other[0]).unwrap().get("gpu_reasons").is_none());
     }
 }

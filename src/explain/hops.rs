@@ -25,7 +25,8 @@ use super::plan::SignalPlan;
 use crate::prom::Selector;
 use crate::report::{Hop, HopSplit, HopValues, RunParams, Scope};
 use crate::rules::eval::{Availability, SignalTable, SignalValues, WindowValues};
-use crate::signals::queries;
+use crate::rules::RuleSet;
+use crate::signals::{queries, HopRole, Role};
 use crate::source::{Data, Request};
 
 pub use crate::report::hop_seconds as seconds;
@@ -53,16 +54,42 @@ fn less(a: (Option<f64>, Option<f64>), b: (Option<f64>, Option<f64>)) -> (Option
     (one(a.0, b.0), one(a.1, b.1))
 }
 
-/// Every scope's split, for the scopes with a mean time to first token in the window.
-pub fn split(table: &SignalTable) -> Vec<HopSplit> {
-    let scopes: BTreeSet<&Scope> = table.get("ttft_mean").map(|v| v.window.values.keys().collect()).unwrap_or_default();
-    scopes.into_iter().filter(|s| !s.is_empty()).filter_map(|s| split_one(table, s)).collect()
+/// The signals the hops read, by their role in the pack (`role = "hop.queue"`): a role no signal
+/// has reads as not seen.
+#[derive(Debug, Clone, Default)]
+pub struct HopSignals(BTreeMap<HopRole, String>);
+
+impl HopSignals {
+    pub fn of(rules: &RuleSet) -> HopSignals {
+        HopSignals(
+            rules
+                .signals
+                .values()
+                .filter_map(|d| match d.role {
+                    Some(Role::Hop(h)) => Some((h, d.id.clone())),
+                    _ => None,
+                })
+                .collect(),
+        )
+    }
+
+    /// The id of the signal with this role ("" where none has it: nothing reads under it).
+    pub fn id(&self, role: HopRole) -> &str {
+        self.0.get(&role).map_or("", String::as_str)
+    }
 }
 
-fn split_one(table: &SignalTable, scope: &Scope) -> Option<HopSplit> {
-    let ttft = read(table, "ttft_mean", scope);
+/// Every scope's split, for the scopes with a mean time to first token in the window.
+pub fn split(table: &SignalTable, ids: &HopSignals) -> Vec<HopSplit> {
+    let scopes: BTreeSet<&Scope> = table.get(ids.id(HopRole::Ttft)).map(|v| v.window.values.keys().collect()).unwrap_or_default();
+    scopes.into_iter().filter(|s| !s.is_empty()).filter_map(|s| split_one(table, s, ids)).collect()
+}
+
+fn split_one(table: &SignalTable, scope: &Scope, ids: &HopSignals) -> Option<HopSplit> {
+    let id = |r| ids.id(r);
+    let ttft = read(table, id(HopRole::Ttft), scope);
     ttft.0?;
-    let input = read(table, "input_processing_mean", scope);
+    let input = read(table, id(HopRole::InputProcessing), scope);
     let hop = |name: &str, v: (Option<f64>, Option<f64>), from: &str| Hop {
         hop: name.to_string(),
         window: v.0,
@@ -71,45 +98,46 @@ fn split_one(table: &SignalTable, scope: &Scope) -> Option<HopSplit> {
         from: from.to_string(),
     };
     let router = {
-        let vllm_router = read(table, "router_duration_mean", scope);
-        let gateway = read(table, "gateway_ttft_mean", scope);
+        let vllm_router = read(table, id(HopRole::RouterDuration), scope);
+        let gateway = read(table, id(HopRole::GatewayTtft), scope);
         if vllm_router.0.is_some() {
             // Per side: whole answers (the ratio in the band) less the engines' end-to-end mean
             // (the router's mean over the ratio), else less the engine's input processing.
-            let over = read(table, "router_over_e2e", scope);
+            let over = read(table, id(HopRole::RouterOverE2e), scope);
             let whole =
                 |r: Option<f64>, o: Option<f64>| o.filter(|o| *o >= WHOLE_ANSWER_BAND.0 && *o <= WHOLE_ANSWER_BAND.1 && *o > 0.0).and_then(|o| Some(r? / o));
             let engine_part = (whole(vllm_router.0, over.0).or(input.0), whole(vllm_router.1, over.1).or(input.1));
+            let (router_id, input_id, over_id) = (id(HopRole::RouterDuration), id(HopRole::InputProcessing), id(HopRole::RouterOverE2e));
             let from = if whole(vllm_router.0, over.0).is_some() || whole(vllm_router.1, over.1).is_some() {
-                "router_duration_mean less input_processing_mean (streams), or less the engines' end-to-end mean where router_over_e2e is within 15% of 1 (whole answers)"
+                format!("{router_id} less {input_id} (streams), or less the engines' end-to-end mean where {over_id} is within 15% of 1 (whole answers)")
             } else {
-                "router_duration_mean less input_processing_mean"
+                format!("{router_id} less {input_id}")
             };
-            hop("router", less(vllm_router, engine_part), from)
+            hop("router", less(vllm_router, engine_part), &from)
         } else if gateway.0.is_some() {
-            hop("router", less(gateway, ttft), "gateway_ttft_mean less ttft_mean")
+            hop("router", less(gateway, ttft), &format!("{} less {}", id(HopRole::GatewayTtft), id(HopRole::Ttft)))
         } else {
             hop("router", (None, None), "a router's or gateway's own duration (vllm_router_generate_duration_seconds, a gateway's time to first token)")
         }
     };
     // A disaggregated request waits for its KV in the decode instance's queue: vLLM records it
     // scheduled once the transfer is done, so its queue time holds the transfer's.
-    let queue = read(table, "queue_mean", scope);
-    let transfer = read(table, "kv_transfer_mean", scope);
-    let mut hops = vec![router, hop("input-processing", input, "input_processing_mean")];
+    let queue = read(table, id(HopRole::Queue), scope);
+    let transfer = read(table, id(HopRole::KvTransfer), scope);
+    let mut hops = vec![router, hop("input-processing", input, id(HopRole::InputProcessing))];
     if transfer.0.is_some() {
-        hops.push(hop("engine-queue", less(queue, transfer), "queue_mean less kv_transfer_mean"));
-        hops.push(hop("kv-transfer", transfer, "kv_transfer_mean"));
+        hops.push(hop("engine-queue", less(queue, transfer), &format!("{} less {}", id(HopRole::Queue), id(HopRole::KvTransfer))));
+        hops.push(hop("kv-transfer", transfer, id(HopRole::KvTransfer)));
     } else {
-        hops.push(hop("engine-queue", queue, "queue_mean"));
+        hops.push(hop("engine-queue", queue, id(HopRole::Queue)));
         hops.push(hop(
             "kv-transfer",
             (None, None),
             "vllm:nixl_xfer_time_seconds (NIXL only: without disaggregated prefill there is no transfer; another connector's stays in the queue time)",
         ));
     }
-    hops.push(hop("prefill", read(table, "prefill_mean", scope), "prefill_mean"));
-    hops.push(hop("decode", read(table, "decode_mean", scope), "decode_mean"));
+    hops.push(hop("prefill", read(table, id(HopRole::Prefill), scope), id(HopRole::Prefill)));
+    hops.push(hop("decode", read(table, id(HopRole::Decode), scope), id(HopRole::Decode)));
     let router_w = hops[0].window.unwrap_or(0.0);
     let first_token = HopValues { window: ttft.0.map(|t| t + router_w), baseline: ttft.1.map(|t| t + hops[0].baseline.unwrap_or(0.0)) };
     let grew = grown(&hops).into_iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|(h, _)| h.to_string());
@@ -119,7 +147,7 @@ fn split_one(table: &SignalTable, scope: &Scope) -> Option<HopSplit> {
 /// The engine's means read per replica, by the signals' own histograms: input processing is what
 /// is left of the first token (as `input_processing_mean`), and the router's duration has no worker
 /// label, so a replica's split starts at the engine.
-const PER_REPLICA: [&str; 5] = ["ttft_mean", "queue_mean", "prefill_mean", "decode_mean", "kv_transfer_mean"];
+const PER_REPLICA: [HopRole; 5] = [HopRole::Ttft, HopRole::Queue, HopRole::Prefill, HopRole::Decode, HopRole::KvTransfer];
 /// The label that tags each part of the per-replica answer.
 pub const PART_LABEL: &str = "vllm_diag_hop";
 /// Replicas at most for the per-replica split (as what else moved's per-replica readings: past
@@ -162,7 +190,7 @@ impl ReplicaPlan {
 
 /// The per-replica reads for the hop signals the run planned, where replicas are told apart (the
 /// replica label is not a grouping label) and there are at most [`MAX_REPLICAS`] of them.
-pub fn replica_plan(signal_plan: &SignalPlan, selector: &Selector, p: &RunParams, replicas: Option<usize>) -> Option<ReplicaPlan> {
+pub fn replica_plan(signal_plan: &SignalPlan, ids: &HopSignals, selector: &Selector, p: &RunParams, replicas: Option<usize>) -> Option<ReplicaPlan> {
     let label = p.replica_label.clone();
     if p.group_by.contains(&label) || !crate::prom::is_label_name(&label) || replicas.is_none_or(|n| !(2..=MAX_REPLICAS).contains(&n)) {
         return None;
@@ -172,8 +200,9 @@ pub fn replica_plan(signal_plan: &SignalPlan, selector: &Selector, p: &RunParams
     let side = |window: bool, at| -> Option<Request> {
         let parts: Vec<String> = PER_REPLICA
             .iter()
-            .filter_map(|id| {
-                let (w, b) = signal_plan.signals.get(*id)?;
+            .filter_map(|role| {
+                let id = ids.id(*role);
+                let (w, b) = signal_plan.signals.get(id)?;
                 let name = (if window { w } else { b }).resolved.as_ref()?.names.first()?;
                 let fam = name.strip_suffix("_sum")?;
                 Some(
@@ -190,14 +219,14 @@ pub fn replica_plan(signal_plan: &SignalPlan, selector: &Selector, p: &RunParams
 
 /// Each replica's split where it differs from its model's (see [`differs`]), placed after its
 /// model's in `splits`.
-pub fn with_replicas(splits: Vec<HopSplit>, plan: Option<&ReplicaPlan>, answers: &Answers, group_by: &[String]) -> Vec<HopSplit> {
+pub fn with_replicas(splits: Vec<HopSplit>, plan: Option<&ReplicaPlan>, ids: &HopSignals, answers: &Answers, group_by: &[String]) -> Vec<HopSplit> {
     let Some(plan) = plan else { return splits };
-    let table = replica_table(plan, answers, group_by);
+    let table = replica_table(plan, ids, answers, group_by);
     let mut by_model: BTreeMap<Scope, Vec<HopSplit>> = BTreeMap::new();
-    let scopes: BTreeSet<&Scope> = table.get("ttft_mean").map(|v| v.window.values.keys().collect()).unwrap_or_default();
+    let scopes: BTreeSet<&Scope> = table.get(ids.id(HopRole::Ttft)).map(|v| v.window.values.keys().collect()).unwrap_or_default();
     for scope in scopes {
         let model: Scope = scope.iter().filter(|(k, _)| group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-        if let Some(mut one) = split_one(&table, scope) {
+        if let Some(mut one) = split_one(&table, scope, ids) {
             one.hops.retain(|h| h.hop != "router");
             let one = one.worded();
             by_model.entry(model).or_default().push(one);
@@ -240,7 +269,7 @@ pub fn differs<'a>(replica: &HopSplit, model: &HopSplit, peers: impl Iterator<It
 
 /// The per-replica answers as a signal table whose scopes carry the replica label: each hop's
 /// mean per replica, and input processing as what the first token leaves after queue and prefill.
-fn replica_table(plan: &ReplicaPlan, answers: &Answers, group_by: &[String]) -> SignalTable {
+fn replica_table(plan: &ReplicaPlan, ids: &HopSignals, answers: &Answers, group_by: &[String]) -> SignalTable {
     let mut sums: [BTreeMap<(String, Scope), (Option<f64>, Option<f64>)>; 2] = Default::default();
     for (i, req) in [&plan.window, &plan.baseline].into_iter().enumerate() {
         let Some(Ok(resp)) = answers.get(req) else { continue };
@@ -274,13 +303,13 @@ fn replica_table(plan: &ReplicaPlan, answers: &Answers, group_by: &[String]) -> 
     let mut input: [BTreeMap<Scope, f64>; 2] = Default::default();
     for (i, side) in input.iter_mut().enumerate() {
         let get = |id: &str, scope: &Scope| means.get(id).and_then(|m| m[i].get(scope)).copied();
-        for (scope, ttft) in means.get("ttft_mean").map(|m| m[i].clone()).unwrap_or_default() {
-            if let (Some(q), Some(pf)) = (get("queue_mean", &scope), get("prefill_mean", &scope)) {
+        for (scope, ttft) in means.get(ids.id(HopRole::Ttft)).map(|m| m[i].clone()).unwrap_or_default() {
+            if let (Some(q), Some(pf)) = (get(ids.id(HopRole::Queue), &scope), get(ids.id(HopRole::Prefill), &scope)) {
                 side.insert(scope, ttft - q - pf);
             }
         }
     }
-    means.insert("input_processing_mean".to_string(), input);
+    means.insert(ids.id(HopRole::InputProcessing).to_string(), input);
     let values = |v: BTreeMap<Scope, f64>| WindowValues { values: v, ..WindowValues::unavailable(Availability::Ok) };
     means.into_iter().map(|(id, [w, b])| (id, SignalValues { window: values(w), baseline: values(b) })).collect()
 }
@@ -293,6 +322,10 @@ fn grown(hops: &[Hop]) -> Vec<(&str, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ids() -> HopSignals {
+        HopSignals::of(&crate::rules::load_builtin().unwrap())
+    }
     use crate::rules::eval::{Availability, SignalValues, WindowValues};
 
     fn scope(m: &str) -> Scope {
@@ -315,7 +348,7 @@ mod tests {
     fn a_router_wait_that_grew_in_front_of_unchanged_engines_is_named_with_the_engines_unchanged() {
         let mut rows = ENGINE.to_vec();
         rows.push(("router_duration_mean", 1.81, 0.02));
-        let s = &split(&table(&rows))[0];
+        let s = &split(&table(&rows), &ids())[0];
         assert_eq!(s.grew.as_deref(), Some("router"));
         let router = &s.hops[0];
         assert!(router.seen && (router.window.unwrap() - 1.8).abs() < 1e-9 && (router.baseline.unwrap() - 0.01).abs() < 1e-9, "{router:?}");
@@ -325,13 +358,28 @@ mod tests {
     }
 
     #[test]
+    fn a_packs_own_signal_for_a_hop_is_read_under_its_id_and_named_in_the_split() {
+        // A gateway's time to first token under another name: the pack's file gives it the role.
+        let mut rules = crate::rules::load_builtin().unwrap();
+        let mine = "[[signal]]\nid = \"edge_ttft_mean\"\ntitle = \"Edge TTFT\"\nunit = \"seconds\"\nkind = \"mean\"\nhistogram = [\"edge_ttft_seconds\"]\nrole = \"hop.gateway_ttft\"\n";
+        crate::rules::load::load_str(&mut rules, "mine.toml", mine).unwrap();
+        let mut rows = ENGINE.to_vec();
+        rows.push(("edge_ttft_mean", 1.21, 0.22));
+        rows.push(("gateway_ttft_mean", 9.0, 9.0));
+        let s = &split(&table(&rows), &HopSignals::of(&rules))[0];
+        assert_eq!(s.grew.as_deref(), Some("router"), "{}", s.text);
+        assert_eq!(s.hops[0].from, "edge_ttft_mean less ttft_mean");
+        assert!((s.hops[0].window.unwrap() - 1.0).abs() < 1e-9, "{:?}", s.hops[0]);
+    }
+
+    #[test]
     fn a_router_that_came_to_time_whole_answers_did_not_wait_longer() {
         // The router lab's blind run across the clients' switch to unstreamed requests: the
         // router's mean 79 ms -> 245 ms, 1.02 times the engines' whole request in the window.
         let mut rows = ENGINE.to_vec();
         rows.push(("router_duration_mean", 0.245, 0.079));
         rows.push(("router_over_e2e", 1.02, 0.3));
-        let s = &split(&table(&rows))[0];
+        let s = &split(&table(&rows), &ids())[0];
         assert_eq!(s.grew, None, "{}", s.text);
         let router = &s.hops[0];
         assert!((router.window.unwrap() - (0.245 - 0.245 / 1.02)).abs() < 1e-6, "{router:?}");
@@ -341,7 +389,7 @@ mod tests {
         let mut rows = ENGINE.to_vec();
         rows.push(("router_duration_mean", 1.06, 0.007));
         rows.push(("router_over_e2e", 3.2, 0.02));
-        let s = &split(&table(&rows))[0];
+        let s = &split(&table(&rows), &ids())[0];
         assert_eq!(s.grew.as_deref(), Some("router"));
         assert!((s.hops[0].window.unwrap() - 1.05).abs() < 1e-9);
     }
@@ -386,7 +434,7 @@ mod tests {
             ("input_processing_mean", 0.046, 0.04),
             ("decode_mean", 8.03, 8.0),
         ]);
-        let splits = with_replicas(split(&model), Some(&plan), &answers, &["model_name".to_string()]);
+        let splits = with_replicas(split(&model, &ids()), Some(&plan), &ids(), &answers, &["model_name".to_string()]);
         assert_eq!(splits.len(), 2, "{splits:#?}");
         assert_eq!(splits[0].scope, scope("m"));
         assert_eq!(splits[1].scope.get("instance").map(String::as_str), Some("c"));
@@ -394,7 +442,7 @@ mod tests {
         assert!(splits[1].hops.iter().all(|h| h.hop != "router") && !splits[1].text.contains("not seen: router"), "{}", splits[1].text);
         assert!(splits[1].text.contains("+890 ms in the engine's queue"), "{}", splits[1].text);
         // No plan (one replica, or too many): the model's split alone.
-        assert_eq!(with_replicas(split(&model), None, &answers, &["model_name".to_string()]).len(), 1);
+        assert_eq!(with_replicas(split(&model, &ids()), None, &ids(), &answers, &["model_name".to_string()]).len(), 1);
     }
 
     #[test]
@@ -421,7 +469,7 @@ mod tests {
         let mut rows = ENGINE.to_vec();
         rows[1] = ("queue_mean", 0.33, 0.059);
         rows.push(("kv_transfer_mean", 0.28, 0.009));
-        let s = &split(&table(&rows))[0];
+        let s = &split(&table(&rows), &ids())[0];
         assert_eq!(s.grew.as_deref(), Some("kv-transfer"));
         assert!(!s.hops[0].seen && s.hops[0].window.is_none());
         let queue = &s.hops[2];
@@ -434,7 +482,7 @@ mod tests {
     fn a_small_or_proportionally_small_rise_is_no_growth_and_missing_hops_are_not_seen() {
         // Decode 8 s -> 8.5 s: half a second, but 1.06x. Queue 10 ms -> 60 ms: 6x, but 50 ms.
         let rows = [("ttft_mean", 0.25, 0.2), ("queue_mean", 0.06, 0.01), ("decode_mean", 8.5, 8.0)];
-        let s = &split(&table(&rows))[0];
+        let s = &split(&table(&rows), &ids())[0];
         assert_eq!(s.grew, None);
         assert!(s.text.starts_with("no hop grew: first token +50 ms"), "{}", s.text);
         let unseen: Vec<&str> = s.hops.iter().filter(|h| !h.seen).map(|h| h.hop.as_str()).collect();
@@ -446,7 +494,7 @@ mod tests {
         let mut rows = ENGINE.to_vec();
         rows[1] = ("queue_mean", 0.6, 0.05);
         rows[2] = ("prefill_mean", 1.5, 0.14);
-        let s = &split(&table(&rows))[0];
+        let s = &split(&table(&rows), &ids())[0];
         assert_eq!(s.grew.as_deref(), Some("prefill"));
         assert!(s.text.contains("in prefill, also +550 ms in the engine's queue"), "{}", s.text);
     }
@@ -454,15 +502,15 @@ mod tests {
     #[test]
     fn means_are_read_to_the_nanosecond_so_a_remainders_floating_point_dust_is_zero() {
         let rows = [("ttft_mean", 0.2, 0.2), ("input_processing_mean", 6.818295927857321e-13, 6.818434705735399e-13), ("queue_mean", 0.024802501085341, 0.02)];
-        let s = &split(&table(&rows))[0];
+        let s = &split(&table(&rows), &ids())[0];
         assert_eq!((s.hops[1].window, s.hops[1].baseline), (Some(0.0), Some(0.0)));
         assert_eq!(s.hops[2].window, Some(0.024802501));
     }
 
     #[test]
     fn no_first_token_mean_no_split_and_non_finite_values_are_no_values() {
-        assert!(split(&table(&[("queue_mean", 0.1, 0.1)])).is_empty());
-        let s = &split(&table(&[("ttft_mean", 0.2, f64::NAN), ("prefill_mean", f64::INFINITY, 0.1)]))[0];
+        assert!(split(&table(&[("queue_mean", 0.1, 0.1)]), &ids()).is_empty());
+        let s = &split(&table(&[("ttft_mean", 0.2, f64::NAN), ("prefill_mean", f64::INFINITY, 0.1)]), &ids())[0];
         assert!(s.first_token.baseline.is_none() && !s.hops[4].seen && s.grew.is_none(), "{s:?}");
     }
 }

@@ -320,7 +320,7 @@ fn plan_follow_ups(run: &mut Run<'_>, reads: &mut Reads, judged: &Judged, answer
     let spare_plan = plan::plan_signals(rules, &spare, reads.signals.ctx.clone(), p, &found.disc, &mut Warnings::default());
     let replicas = judged.labels.get(&p.replica_label).copied();
     let moved = moved::plan(rules, &reads.signals, &spare_plan, &opts.selector, p, replicas, &mut run.warnings);
-    let hops = hops::replica_plan(&reads.signals, &opts.selector, p, replicas);
+    let hops = hops::replica_plan(&reads.signals, &hops::HopSignals::of(rules), &opts.selector, p, replicas);
     let mut all = findings.reads();
     [fetch::ReadPlan::whole(event_more), hops.as_ref().map(hops::ReplicaPlan::read_plan).unwrap_or_default(), moved.read_plan()]
         .into_iter()
@@ -353,7 +353,8 @@ fn follow_up_round(run: &mut Run<'_>, reads: &Reads, mut judged: Judged, fu: &Fo
     let step = fu.findings.step.max(reads.events.step());
     finish::run(findings, &finish::Finish { rules, p, table: &judged.table, events: &events, step, latency: &latency, replicas: &replicas, binding: &binding });
     let (unexplained, trends) = moved::apply_traced(&fu.moved, more, findings, rules, p, &mut run.warnings);
-    let hops = hops::with_replicas(hops::split(&judged.table), fu.hops.as_ref(), more, &p.group_by);
+    let hop_ids = hops::HopSignals::of(rules);
+    let hops = hops::with_replicas(hops::split(&judged.table, &hop_ids), fu.hops.as_ref(), &hop_ids, more, &p.group_by);
     let unreadable: Vec<_> = fetch::unreadable(answers).into_iter().chain(fetch::unreadable(more)).collect();
     run.warnings.extend(fetch::unreadable_warning(&unreadable));
     Followed { judged, binding, events, unexplained, trends, hops }

@@ -44,7 +44,7 @@ use super::plan::SignalPlan;
 mod reads;
 use crate::prom::{escape_label_value, Selector};
 use crate::report::{Correlation, Finding, RunParams, Scope, Severity, Trend, Unexplained, Warnings};
-use crate::rules::RuleSet;
+use crate::rules::{CorrelationDef, RuleSet};
 use crate::signals::{self, QueryContext, Worse};
 use crate::source::{Data, Request, Response};
 pub use reads::READ_LABEL;
@@ -97,24 +97,11 @@ pub const DEFAULT_DURATION_SECONDS: f64 = 300.0;
 
 /// Signal pairs whose trends moving together the runbooks read as a cause: (cause, effect, what it
 /// says when they do).
-pub use crate::report::CORRELATION_PAIRS as PAIRS;
 /// The coefficient from which two trends count as moving together.
 pub const CORRELATED: f64 = 0.7;
 /// The fewest points both trends must share for a coefficient to be said at all: six points make
 /// a coefficient of 0.7 out of noise all too often.
 pub const MIN_CORRELATION_POINTS: usize = 10;
-
-/// The level at or under which a cause is healthy, whatever moved with it: KV-cache usage under 60%
-/// (the level under which more KV memory cannot be what is missing), less than one request
-/// waiting. A cause there raises nothing, and is never blamed. `None`: no such level (prompt
-/// throughput), where the cause must only have risen against its baseline.
-fn healthy_level(cause: &str) -> Option<f64> {
-    match cause {
-        "kv_usage_avg" => Some(0.6),
-        "waiting_avg" => Some(1.0),
-        _ => None,
-    }
-}
 
 /// The rise against its baseline's median under which an effect did not move: a coefficient
 /// over an effect that stayed flat (P95 ITL at 1.004x its baseline) explains nothing.
@@ -129,10 +116,10 @@ fn effect_flat(baseline: &[(f64, f64)], window: &[(f64, f64)]) -> bool {
 }
 
 /// Whether a cause's trend sat at its healthy level over the window: its window median at or under
-/// [`healthy_level`], or no higher than its baseline's median.
-fn cause_healthy(cause: &str, baseline: &[(f64, f64)], window: &[(f64, f64)]) -> bool {
+/// its pair's `healthy_at_or_below`, or no higher than its baseline's median.
+fn cause_healthy(pair: &CorrelationDef, baseline: &[(f64, f64)], window: &[(f64, f64)]) -> bool {
     let (Some(b), Some(w)) = (median(baseline.iter().map(|p| p.1)), median(window.iter().map(|p| p.1))) else { return true };
-    healthy_level(cause).is_some_and(|level| w <= level) || w <= b
+    pair.healthy_at_or_below.is_some_and(|level| w <= level) || w <= b
 }
 
 /// One watched signal.
@@ -228,7 +215,7 @@ pub fn plan(
     let baseline_secs = p.baseline.duration().as_secs();
     let baseline_step = if baseline_secs / step > MAX_BASELINE_POINTS { baseline_secs.div_ceil(MAX_BASELINE_POINTS).div_ceil(step) * step } else { step };
     let ctx = QueryContext { selector: selector.clone(), range: trend_range, ..signal_plan.ctx.clone() };
-    let correlated: BTreeSet<&str> = PAIRS.iter().flat_map(|(a, b, _)| [*a, *b]).collect();
+    let correlated: BTreeSet<&str> = rules.correlations.iter().flat_map(|c| [c.cause.as_str(), c.effect.as_str()]).collect();
     let mut watched = BTreeMap::new();
     let mut resolved_of: BTreeMap<String, signals::Resolved> = BTreeMap::new();
     // How many replicas the answer would list: unknown (no running gauge to count them on) is
@@ -599,7 +586,7 @@ pub fn apply_traced(
     }
     let bars = Bars::from(&rules.thresholds).within(p.window.duration());
     let points = read_points(plan, answers, p, bars.seconds, warnings);
-    correlations(&points, findings, &p.group_by);
+    correlations(&points, findings, &rules.correlations, &p.group_by);
     let w_start = p.window.start.timestamp() as f64;
     let mut out = Vec::new();
     // The model's own readings first, so that a replica's change its model's reading already
@@ -683,25 +670,26 @@ pub fn pearson(a: &[(f64, f64)], b: &[(f64, f64)]) -> Option<(f64, usize)> {
 /// together on its scope, when the finding's evidence holds either signal of the pair. It supports
 /// the finding when the finding reads the pair's cause; when the finding reads only the effect, it
 /// points elsewhere and says so.
-pub fn correlations(points: &BTreeMap<(String, Scope), Points>, findings: &mut [Finding], group_by: &[String]) {
+pub fn correlations(points: &BTreeMap<(String, Scope), Points>, findings: &mut [Finding], pairs: &[CorrelationDef], group_by: &[String]) {
     for f in findings.iter_mut().filter(|f| f.severity >= Severity::Warning) {
         let scope = base_scope(&f.scope, group_by);
         let read: BTreeSet<String> = f.evidence.iter().map(|e| e.signal.clone()).collect();
-        for (cause, effect, _) in PAIRS {
-            if !read.contains(*cause) && !read.contains(*effect) {
+        for pair in pairs {
+            let (cause, effect) = (&pair.cause, &pair.effect);
+            if !read.contains(cause) && !read.contains(effect) {
                 continue;
             }
-            let (Some((cb, cw)), Some((eb, ew))) = (points.get(&(cause.to_string(), scope.clone())), points.get(&(effect.to_string(), scope.clone()))) else {
+            let (Some((cb, cw)), Some((eb, ew))) = (points.get(&(cause.clone(), scope.clone())), points.get(&(effect.clone(), scope.clone()))) else {
                 continue;
             };
             let joined = |b: &[(f64, f64)], w: &[(f64, f64)]| b.iter().chain(w).copied().collect::<Vec<_>>();
             let Some((r, n)) = pearson(&joined(cb, cw), &joined(eb, ew)) else { continue };
-            if r < CORRELATED || n < MIN_CORRELATION_POINTS || cause_healthy(cause, cb, cw) || effect_flat(eb, ew) {
+            if r < CORRELATED || n < MIN_CORRELATION_POINTS || cause_healthy(pair, cb, cw) || effect_flat(eb, ew) {
                 continue;
             }
-            let supports = read.contains(*cause);
-            let c = Correlation { cause: cause.to_string(), effect: effect.to_string(), coefficient: r, points: n, supports, text: String::new() };
-            f.correlations.push(c.worded(&f.rule));
+            let supports = read.contains(cause);
+            let c = Correlation { cause: cause.clone(), effect: effect.clone(), coefficient: r, points: n, supports, text: String::new() };
+            f.correlations.push(c.worded(&f.rule, &pair.meaning));
         }
         f.correlations.sort_by(|a, b| b.coefficient.total_cmp(&a.coefficient));
     }
@@ -987,7 +975,7 @@ mod tests {
             finding("slow-input-processing", Severity::Warning, "a", &[("ttft_p95", "")]),
             finding("gpu-underutilized", Severity::Info, "a", &[("kv_usage_avg", "")]),
         ];
-        correlations(&points, &mut fs, &by);
+        correlations(&points, &mut fs, &crate::rules::load_builtin().unwrap().correlations, &by);
         assert_eq!(fs[0].correlations.len(), 1);
         assert!(fs[0].correlations[0].supports && fs[0].correlations[0].coefficient > 0.99);
         assert!(!fs[1].correlations[0].supports && fs[1].correlations[0].text.contains("doubt"), "{:?}", fs[1].correlations);
@@ -996,7 +984,7 @@ mod tests {
         let flat: Vec<f64> = (0..30).map(|i| 0.5 + 0.01 * ((i * 13) % 7) as f64).collect();
         points.insert(("ttft_p95".to_string(), scope.clone()), (series(0.0, &flat[..15]), series(900.0, &flat[15..])));
         let mut fs = vec![finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "")])];
-        correlations(&points, &mut fs, &by);
+        correlations(&points, &mut fs, &crate::rules::load_builtin().unwrap().correlations, &by);
         assert!(fs[0].correlations.is_empty(), "{:?}", fs[0].correlations);
     }
 
@@ -1009,7 +997,7 @@ mod tests {
             points.insert(("kv_usage_avg".to_string(), scope.clone()), (series(0.0, &kv[..half]), series(900.0, &kv[half..])));
             points.insert(("ttft_p95".to_string(), scope.clone()), (series(0.0, &ttft[..half]), series(900.0, &ttft[half..])));
             let mut fs = vec![finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "")])];
-            correlations(&points, &mut fs, &by);
+            correlations(&points, &mut fs, &crate::rules::load_builtin().unwrap().correlations, &by);
             fs.remove(0).correlations
         };
         let rising: Vec<f64> = (0..30).map(|i| 0.3 + 0.02 * i as f64).collect();

@@ -12,13 +12,10 @@ use super::discover::Discovery;
 use crate::report::{RunParams, Warnings};
 use crate::rules::eval::Availability;
 use crate::rules::RuleSet;
-use crate::signals::{self, HistogramUse, QueryContext, SignalDef};
+use crate::signals::{self, HistogramUse, QueryContext, Role, SignalDef, Sizing};
 use crate::source::Request;
 
 use super::fetch::{Cut, ReadPlan, Way};
-
-/// Signals the recommenders read (see [`crate::recommend`]).
-pub const RECOMMENDATION_INPUTS: &[&str] = &["prompt_len_mean", "output_len_mean", "running_per_replica", "kv_usage_avg"];
 
 /// One signal in one window: its query, or why it has none.
 #[derive(Debug, Clone, PartialEq)]
@@ -190,29 +187,15 @@ fn read_plan(planned: &BTreeMap<String, (Planned, Planned)>, derived: &[Derived]
     plan
 }
 
-/// The signals the time by hop reads ([`super::hops`]): asked for where the pack defines them,
-/// whatever the rules read.
-pub const HOP_SIGNALS: &[&str] = &[
-    "ttft_mean",
-    "queue_mean",
-    "prefill_mean",
-    "input_processing_mean",
-    "kv_transfer_mean",
-    "decode_mean",
-    "router_duration_mean",
-    "router_over_e2e",
-    "gateway_ttft_mean",
-];
-
 /// Signals the enabled rules read, in a stable order (with the recommenders' inputs when a rule
 /// recommends).
 pub fn needed_signals(rules: &RuleSet) -> BTreeSet<String> {
     let mut needed: BTreeSet<String> = rules.rules.iter().flat_map(|r| r.signals()).collect();
     if rules.rules.iter().any(|r| r.recommend.is_some() || !r.also_size.is_empty() || r.rules_out_levers) {
-        needed.extend(RECOMMENDATION_INPUTS.iter().filter(|s| rules.signals.contains_key(**s)).map(|s| s.to_string()));
+        needed.extend(Sizing::ALWAYS_READ.iter().filter_map(|s| rules.signal_for(Role::Sizing(*s))).map(str::to_string));
     }
     // The time by hop reads its means whatever the rules read (src/explain/hops.rs).
-    needed.extend(HOP_SIGNALS.iter().filter(|s| rules.signals.contains_key(**s)).map(|s| s.to_string()));
+    needed.extend(rules.signals.values().filter(|d| matches!(d.role, Some(Role::Hop(_)))).map(|d| d.id.clone()));
     needed
 }
 

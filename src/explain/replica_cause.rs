@@ -148,8 +148,9 @@ pub fn apply(findings: &mut [Finding], reads: &BTreeMap<Scope, Vec<ReplicaRead>>
         if peers.is_empty() {
             continue;
         }
-        let itl = table
-            .get("itl_replica_outlier")
+        let itl = rules
+            .signal_for(crate::signals::Role::ReplicaItlOutlier)
+            .and_then(|id| table.get(id))
             .filter(|s| s.window.culprits.get(&model).and_then(|c| c.get(label)) == Some(&replica))
             .and_then(|s| s.window.values.get(&model).copied());
         let cause = classify(named, &peers, itl, gap);

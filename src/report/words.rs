@@ -122,25 +122,17 @@ impl ColdStart {
     }
 }
 
-/// The pairs of signals whose trends are compared, cause first, with what their moving together
-/// means.
-pub const PAIRS: &[(&str, &str, &str)] = &[
-    ("kv_usage_avg", "ttft_p95", "KV-cache usage and P95 TTFT moved together: KV pressure is raising TTFT"),
-    ("waiting_avg", "ttft_p95", "waiting requests and P95 TTFT moved together: queueing is raising TTFT"),
-    ("prompt_tokens_rate", "itl_p95", "prompt throughput and P95 ITL moved together: prefills interleaved with decode are slowing it"),
-];
-
 impl Correlation {
-    /// With its `text` worded from its fields; `rule` is the finding it is evidence for.
-    pub fn worded(mut self, rule: &str) -> Correlation {
-        self.text = self.words(rule);
+    /// With its `text` worded from its fields; `rule` is the finding it is evidence for, `meaning`
+    /// what the pair's moving together means (the pack's `[[correlation]]`).
+    pub fn worded(mut self, rule: &str, meaning: &str) -> Correlation {
+        self.text = self.words(rule, meaning);
         self
     }
 
     /// `KV-cache usage and P95 TTFT moved together: KV pressure is raising TTFT (r = 0.93 over 40
     /// points)`, and where the finding reads only the effect, why that puts its cause in doubt.
-    pub fn words(&self, rule: &str) -> String {
-        let meaning = PAIRS.iter().find(|(c, e, _)| *c == self.cause && *e == self.effect).map_or("two trends moved together", |(_, _, m)| m);
+    pub fn words(&self, rule: &str, meaning: &str) -> String {
         let (r, n) = (self.coefficient, self.points);
         if self.supports {
             format!("{meaning} (r = {r:.2} over {n} points)")

@@ -19,6 +19,6 @@ pub const MOVED_DURATION: &str = "moved_duration";
 /// the one in force when `--profile` names none.
 pub const DEFAULT_PROFILE: &str = "chat";
 pub use load::{
-    load_builtin, load_with_overrides, preload, range_misfit, threshold_uses, unit_misfit, ColdStartReach, RuleDef, RuleError, RuleSet, RuleStep, BY_BINDING,
-    BY_REPLICAS,
+    load_builtin, load_with_overrides, preload, range_misfit, threshold_uses, unit_misfit, ColdStartReach, CorrelationDef, RuleDef, RuleError, RuleSet,
+    RuleStep, BY_BINDING, BY_REPLICAS,
 };

@@ -27,12 +27,14 @@ mod bounds;
 mod kinds;
 mod promql;
 pub mod queries;
+mod role;
 #[cfg(test)]
 mod tests;
 
 pub use bounds::*;
 pub use kinds::*;
 pub use promql::*;
+pub use role::{HopRole, Role, Sizing};
 
 /// How an outlier's per-replica answer is reduced (see [`Reduction::Outlier`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +112,12 @@ pub struct SignalDef {
     /// Also watched replica by replica (each replica against its own baseline), as the rules
     /// compare replicas on it: one replica's change is diluted in its model's value.
     pub watch_replicas: bool,
+    /// What a stage beside the rules reads it as (`role = "hop.queue"`): see [`Role`].
+    pub role: Option<Role>,
+    /// The change events that date a finding this signal decides (`dated_by = ["target-down"]`):
+    /// a count of targets down or gone has no trend to date it, the first such event on the
+    /// finding's scope in the window does.
+    pub dated_by: Vec<crate::report::EventKind>,
     /// Where it was declared (`rules/signals.toml:12`), for errors.
     pub origin: String,
     /// Its kind's fields as written, when they name a route list (`$routes.user`): read again

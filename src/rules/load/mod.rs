@@ -36,6 +36,20 @@ struct RawFile {
     profile: BTreeMap<String, Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
     #[serde(default)]
     routes: BTreeMap<String, Spanned<Vec<String>>>,
+    #[serde(default)]
+    correlation: Vec<Spanned<RawCorrelation>>,
+}
+
+/// Two signals whose trends are compared (what else moved): the cause, the effect it would raise,
+/// what their moving together means, and the cause's level at or under which it is healthy.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCorrelation {
+    cause: String,
+    effect: String,
+    meaning: String,
+    #[serde(default)]
+    healthy_at_or_below: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -63,6 +77,10 @@ struct RawSignal {
     spare: bool,
     #[serde(default)]
     watch_replicas: bool,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    dated_by: Vec<String>,
     #[serde(flatten)]
     kind: toml::Table,
 }
@@ -317,6 +335,74 @@ fn watch_fields(s: &RawSignal) -> Result<(Option<crate::signals::Worse>, f64), S
     Ok((worse, moved_floor))
 }
 
+/// A signal's role (what a stage beside the rules reads it as) and the change events that date a
+/// finding it decides, or why they do not parse.
+fn role_fields(s: &RawSignal) -> Result<(Option<crate::signals::Role>, Vec<crate::report::EventKind>), String> {
+    use crate::signals::Role;
+    let role = match s.role.as_deref() {
+        None => None,
+        Some(name) => Some(Role::parse(name).ok_or_else(|| {
+            let known: Vec<&str> = Role::all().into_iter().map(Role::name).collect();
+            format!("role {name:?} is not a role any stage reads (one of {})", known.join(", "))
+        })?),
+    };
+    let dated_by = s
+        .dated_by
+        .iter()
+        .map(|k| {
+            crate::report::EventKind::ALL.into_iter().find(|e| e.as_str() == k).ok_or_else(|| {
+                let known: Vec<&str> = crate::report::EventKind::ALL.iter().map(|e| e.as_str()).collect();
+                format!("dated_by names {k:?}, which is not a change event (one of {})", known.join(", "))
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok((role, dated_by))
+}
+
+/// Give `role` to signal `id` of `file`: a role another signal of the same file has is an error; one
+/// a signal of an earlier file has is taken from it.
+fn take_role(set: &mut RuleSet, role: Option<crate::signals::Role>, id: &str, file: &str) -> Result<(), String> {
+    let Some(role) = role else { return Ok(()) };
+    if let Some(holder) = set.signals.values().find(|d| d.role == Some(role) && d.id != id && defined_in(&d.origin, file).is_some()) {
+        let first = defined_in(&holder.origin, file).unwrap_or_default();
+        return Err(format!("role {:?} is given to signal {} too (line {first}): a role belongs to one signal", role.name(), holder.id));
+    }
+    set.signals.values_mut().filter(|d| d.role == Some(role)).for_each(|d| d.role = None);
+    Ok(())
+}
+
+/// A file's `[[correlation]]` tables into the set: a pair of the same two signals replaces an
+/// earlier file's.
+fn load_correlations(set: &mut RuleSet, raw: &[Spanned<RawCorrelation>], file: &str, lines: &crate::text::LineIndex) -> Result<(), RuleError> {
+    for c in raw {
+        let at = c.span().start;
+        let (line, column) = lines.line_col(at);
+        let c = c.get_ref();
+        let healthy_text = c.healthy_at_or_below.as_ref().map(|v| match v {
+            toml::Value::String(t) => t.clone(),
+            other => other.to_string(),
+        });
+        let healthy_at_or_below = match &healthy_text {
+            None => None,
+            Some(h) => Some(expr::parse_quantity(h).ok().filter(|v| v.is_finite()).ok_or_else(|| RuleError {
+                file: file.to_string(),
+                line,
+                column,
+                message: format!("correlation {} -> {}: healthy_at_or_below {h:?} is not a quantity in the cause's unit", c.cause, c.effect),
+            })?),
+        };
+        set.correlations.retain(|d| !(d.cause == c.cause && d.effect == c.effect));
+        set.correlations.push(CorrelationDef {
+            cause: c.cause.clone(),
+            effect: c.effect.clone(),
+            meaning: c.meaning.clone(),
+            healthy_at_or_below,
+            origin: format!("{file}:{line}"),
+        });
+    }
+    Ok(())
+}
+
 /// The prefix of a route list's name in a signal's `match` (`handler=~"$routes.user"`).
 const ROUTES: &str = "$routes.";
 
@@ -394,6 +480,7 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
     })?;
 
     load_thresholds(set, &raw, file, &lines)?;
+    load_correlations(set, &raw.correlation, file, &lines)?;
     for (name, list) in &raw.routes {
         let bad = |m: String| err_at(list.span().start, format!("routes.{name}: {m}"));
         if !valid_id(name, true) {
@@ -415,6 +502,8 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
             return Err(err_at(at, format!("signal {}: unknown unit {:?} (one of {})", s.id, s.unit, UNITS.join(", "))));
         }
         let (worse, moved_floor) = watch_fields(&s).map_err(|m| err_at(at, format!("signal {}: {m}", s.id)))?;
+        let (role, dated_by) = role_fields(&s).map_err(|m| err_at(at, format!("signal {}: {m}", s.id)))?;
+        take_role(set, role, &s.id, file).map_err(|m| err_at(at, format!("signal {}: {m}", s.id)))?;
         let raw_kind = names_routes(&toml::Value::Table(s.kind.clone())).then(|| s.kind.clone());
         let kind = kind_with_routes(&s.kind, &set.routes).map_err(|m| err_at(at, format!("signal {}: {m}", s.id)))?;
         let range = match &s.range {
@@ -448,6 +537,8 @@ pub fn load_str(set: &mut RuleSet, file: &str, src: &str) -> Result<(), RuleErro
                 symptom: s.symptom,
                 spare: s.spare,
                 watch_replicas: s.watch_replicas,
+                role,
+                dated_by,
                 origin: format!("{file}:{line}"),
                 raw_kind,
             },

@@ -228,6 +228,26 @@ pub struct RuleSet {
     /// Named lists of HTTP routes (`[routes]`; `user`: the routes users call), which a signal's
     /// `match` names as `$routes.NAME`; a later file's list replaces an earlier one.
     pub routes: BTreeMap<String, Vec<String>>,
+    /// The pairs of signals whose trends what else moved compares (`[[correlation]]`), cause first;
+    /// a later file's pair of the same two signals replaces an earlier one.
+    pub correlations: Vec<CorrelationDef>,
+}
+
+/// Two signals whose trends moving together means something (`[[correlation]]`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CorrelationDef {
+    /// The signal taken as the cause (KV-cache usage) ...
+    pub cause: String,
+    /// ... and the one it would raise (P95 TTFT).
+    pub effect: String,
+    /// What their moving together means, as the reports say it.
+    pub meaning: String,
+    /// The cause's level at or under which it is healthy whatever moved with it (KV-cache usage
+    /// under 60%): a cause there is never blamed. `None`: the cause must only have risen against
+    /// its baseline.
+    pub healthy_at_or_below: Option<f64>,
+    /// Where it was declared (`rules/signals.toml:12`), for errors.
+    pub origin: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -256,6 +276,11 @@ impl Written {
 impl RuleSet {
     pub fn rule(&self, id: &str) -> Option<&RuleDef> {
         self.rules.iter().find(|r| r.id == id)
+    }
+
+    /// The id of the signal the pack gives `role` to, if any.
+    pub fn signal_for(&self, role: crate::signals::Role) -> Option<&str> {
+        self.signals.values().find(|d| d.role == Some(role)).map(|d| d.id.as_str())
     }
 
     /// Each signal the rule reads (conditions and evidence) that has a reading over the window's

@@ -371,3 +371,58 @@ fn a_step_answered_by_the_binding_or_the_replicas_says_so_with_its_own_words() {
         assert!(e.message.contains("rule mine: step 1: ") && e.message.contains(says), "{step}: {e}");
     }
 }
+
+/// A signal of the given id with `extra` lines, as a rule file writes it.
+fn signal_with(id: &str, extra: &str) -> String {
+    format!("[[signal]]\nid = \"{id}\"\ntitle = \"T\"\nunit = \"seconds\"\nkind = \"mean\"\nhistogram = [\"vllm:request_queue_time_seconds\"]\n{extra}")
+}
+
+#[test]
+fn a_role_belongs_to_one_signal_and_a_later_file_takes_it_over() {
+    use crate::signals::{HopRole, Role};
+    let mut set = load_builtin().unwrap();
+    assert_eq!(set.signal_for(Role::Hop(HopRole::Queue)), Some("queue_mean"));
+    load_str(&mut set, "mine.toml", &signal_with("my_queue_mean", "role = \"hop.queue\"\n")).unwrap();
+    validate(&set).unwrap();
+    assert_eq!(set.signal_for(Role::Hop(HopRole::Queue)), Some("my_queue_mean"));
+    assert_eq!(set.signals["queue_mean"].role, None, "the built-in signal gave the role up");
+
+    let twice = format!("{}\n{}", signal_with("a", "role = \"hop.queue\"\n"), signal_with("b", "role = \"hop.queue\"\n"));
+    let e = load_str(&mut RuleSet::default(), "x.toml", &twice).unwrap_err();
+    assert_eq!(e.line, 9, "{e}");
+    assert!(e.message.contains("signal b: role \"hop.queue\" is given to signal a too (line 1)"), "{e}");
+
+    let e = load_str(&mut RuleSet::default(), "x.toml", &signal_with("a", "role = \"hop.queueing\"\n")).unwrap_err();
+    assert_eq!(e.line, 1, "{e}");
+    assert!(e.message.contains("role \"hop.queueing\" is not a role any stage reads (one of hop.ttft, hop.queue,"), "{e}");
+}
+
+#[test]
+fn dated_by_names_change_events_and_a_misspelt_one_is_refused_at_its_signal() {
+    let mut set = RuleSet::default();
+    load_str(&mut set, "x.toml", &signal_with("gone", "dated_by = [\"replica-removed\", \"target-down\"]\n")).unwrap();
+    assert_eq!(set.signals["gone"].dated_by, vec![crate::report::EventKind::ReplicaRemoved, crate::report::EventKind::TargetDown]);
+    let e = load_str(&mut RuleSet::default(), "x.toml", &signal_with("gone", "dated_by = [\"replica-gone\"]\n")).unwrap_err();
+    assert_eq!(e.line, 1, "{e}");
+    assert!(e.message.contains("dated_by names \"replica-gone\", which is not a change event (one of restart, target-down,"), "{e}");
+}
+
+#[test]
+fn a_correlation_names_declared_signals_and_a_later_one_of_the_same_pair_replaces_it() {
+    let mut set = load_builtin().unwrap();
+    let pairs = |set: &RuleSet| set.correlations.iter().map(|c| (c.cause.clone(), c.effect.clone(), c.healthy_at_or_below)).collect::<Vec<_>>();
+    assert_eq!(pairs(&set)[0], ("kv_usage_avg".to_string(), "ttft_p95".to_string(), Some(0.6)));
+    let n = set.correlations.len();
+    load_str(&mut set, "mine.toml", "[[correlation]]\ncause = \"kv_usage_avg\"\neffect = \"ttft_p95\"\nmeaning = \"mine\"\nhealthy_at_or_below = \"70%\"\n")
+        .unwrap();
+    validate(&set).unwrap();
+    assert_eq!(set.correlations.len(), n);
+    assert_eq!(set.correlations.last().map(|c| (c.meaning.as_str(), c.healthy_at_or_below)), Some(("mine", Some(0.7))));
+
+    load_str(&mut set, "bad.toml", "\n[[correlation]]\ncause = \"kv_usage_avg\"\neffect = \"no_such\"\nmeaning = \"m\"\n").unwrap();
+    let e = validate(&set).unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("bad.toml", 2), "{e}");
+    assert!(e.message.contains("correlation kv_usage_avg -> no_such: \"no_such\" names no declared [[signal]]"), "{e}");
+    let e = load_str(&mut RuleSet::default(), "x.toml", "[[correlation]]\ncause = \"a\"\neffect = \"b\"\nmeaning = \"m\"\nhealthy = 1\n").unwrap_err();
+    assert!(e.message.contains("healthy"), "{e}");
+}

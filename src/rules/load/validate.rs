@@ -139,6 +139,11 @@ pub fn validate(set: &RuleSet) -> Result<(), RuleError> {
             )));
         }
     }
+    for c in &set.correlations {
+        if let Some(missing) = [&c.cause, &c.effect].into_iter().find(|id| !set.signals.contains_key(*id)) {
+            return Err(at_origin(&c.origin, format!("correlation {} -> {}: {missing:?} names no declared [[signal]]", c.cause, c.effect)));
+        }
+    }
     let uses = threshold_uses(set);
     validate_thresholds(set, &uses)?;
     for r in &set.rules {
