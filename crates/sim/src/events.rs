@@ -15,7 +15,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use super::{delta, ScenarioSpec};
+use super::spec::delta;
+use super::ScenarioSpec;
 
 /// What happens to the chosen replicas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
