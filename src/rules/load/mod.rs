@@ -306,6 +306,14 @@ fn load_thresholds(set: &mut RuleSet, raw: &RawFile, file: &str, lines: &crate::
     Ok(())
 }
 
+/// A quantity as written: a string's text (`"70%"`), a number's digits.
+fn quantity_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(t) => t.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// A signal's watch fields (what else moved): the direction that hurts and the smallest change, or
 /// why they do not parse.
 fn watch_fields(s: &RawSignal) -> Result<(Option<crate::signals::Worse>, f64), String> {
@@ -315,10 +323,7 @@ fn watch_fields(s: &RawSignal) -> Result<(Option<crate::signals::Worse>, f64), S
         Some("down") => Some(crate::signals::Worse::Down),
         Some(other) => return Err(format!("worse = {other:?} must be \"up\" or \"down\" (the direction in which a change hurts)")),
     };
-    let floor_text = s.moved_floor.as_ref().map(|v| match v {
-        toml::Value::String(t) => t.clone(),
-        other => other.to_string(),
-    });
+    let floor_text = s.moved_floor.as_ref().map(quantity_text);
     let moved_floor = match &floor_text {
         None => 0.0,
         Some(f) => expr::parse_quantity(f)
@@ -378,10 +383,7 @@ fn load_correlations(set: &mut RuleSet, raw: &[Spanned<RawCorrelation>], file: &
         let at = c.span().start;
         let (line, column) = lines.line_col(at);
         let c = c.get_ref();
-        let healthy_text = c.healthy_at_or_below.as_ref().map(|v| match v {
-            toml::Value::String(t) => t.clone(),
-            other => other.to_string(),
-        });
+        let healthy_text = c.healthy_at_or_below.as_ref().map(quantity_text);
         let healthy_at_or_below = match &healthy_text {
             None => None,
             Some(h) => Some(expr::parse_quantity(h).ok().filter(|v| v.is_finite()).ok_or_else(|| RuleError {
