@@ -68,7 +68,12 @@ fn order(a: &Finding, b: &Finding) -> std::cmp::Ordering {
 /// order [`rank`] gave it. What is burning now is what the reader acts on first; a problem that is
 /// over stays listed, with when it ended.
 pub fn ongoing_first(findings: &mut [Finding]) {
-    findings.sort_by_key(|f| !(f.ended.is_none() && f.severity >= Severity::Warning));
+    findings.sort_by_key(|f| !ongoing(f.ended, f.severity));
+}
+
+/// A warning or critical problem that had not ended by the window's end.
+pub fn ongoing(ended: Option<chrono::DateTime<chrono::Utc>>, severity: Severity) -> bool {
+    ended.is_none() && severity >= Severity::Warning
 }
 
 pub fn rank(set: &RuleSet, group_by: &[String], judgements: Vec<Judgement>) -> Ranked {

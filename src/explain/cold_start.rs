@@ -23,8 +23,9 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 
+use super::onset::Dating;
 use crate::events::ReplicaLatency;
-use crate::report::{ColdStart, Event, EventKind, Finding, PrecededBy, Severity, Step, TimeRange};
+use crate::report::{ColdStart, Event, EventKind, Finding, PrecededBy, Severity, TimeRange};
 use crate::rules::{ColdStartReach, RuleSet};
 
 /// The threshold naming the longest warm-up, seconds.
@@ -165,61 +166,81 @@ fn names_replica(f: &Finding, replica: &str) -> bool {
     f.scope.values().any(|v| v == replica) || f.replicas.as_ref().is_some_and(|r| r.affected.iter().any(|n| n == replica))
 }
 
-/// Turn what a cold start explains into info, and tie what outlasted the warm-up to its start.
-pub fn apply(findings: &mut [Finding], events: &[Event], series: &[ReplicaLatency], window: &TimeRange, rules: &RuleSet) {
-    let thresholds = &rules.thresholds;
-    let th = |name: &str, default: f64| thresholds.get(name).copied().filter(|v| v.is_finite() && *v > 0.0).unwrap_or(default);
-    let bars = Bars {
-        ratio: th("replica_outlier_high", 2.0),
-        ttft_gap: th("replica_ttft_gap", 0.25),
-        itl_gap: th("replica_itl_gap", 0.01),
-        limit: th(THRESHOLD, DEFAULT_LIMIT_SECONDS),
-    };
-    let warm = warm_ups(events, series, window, &bars);
-    if warm.is_empty() {
-        return;
+/// Every started replica's warm-up in the run: read once, asked of every finding.
+pub struct WarmUps<'a> {
+    warm: Vec<Warm>,
+    events: &'a [Event],
+    series: &'a [ReplicaLatency],
+    window: &'a TimeRange,
+}
+
+impl<'a> WarmUps<'a> {
+    pub fn read(events: &'a [Event], series: &'a [ReplicaLatency], window: &'a TimeRange, rules: &RuleSet) -> WarmUps<'a> {
+        let thresholds = &rules.thresholds;
+        let th = |name: &str, default: f64| thresholds.get(name).copied().filter(|v| v.is_finite() && *v > 0.0).unwrap_or(default);
+        let bars = Bars {
+            ratio: th("replica_outlier_high", 2.0),
+            ttft_gap: th("replica_ttft_gap", 0.25),
+            itl_gap: th("replica_itl_gap", 0.01),
+            limit: th(THRESHOLD, DEFAULT_LIMIT_SECONDS),
+        };
+        WarmUps { warm: warm_ups(events, series, window, &bars), events, series, window }
     }
-    for f in findings.iter_mut().filter(|f| f.severity >= Severity::Warning) {
-        let on_scope: Vec<&Warm> = warm.iter().filter(|w| events[w.event].scope.iter().all(|(k, v)| f.scope.get(k) == Some(v))).collect();
-        let reach = rules.rule(&f.rule).and_then(|r| r.cold_start);
-        let about: Vec<&Warm> = if reach == Some(ColdStartReach::Replica) {
-            on_scope.iter().copied().filter(|w| names_replica(f, &w.replica)).collect()
-        } else if reach == Some(ColdStartReach::Model) {
+
+    /// No replica started and slowed: no finding changes, and none moves.
+    pub fn is_empty(&self) -> bool {
+        self.warm.is_empty()
+    }
+}
+
+/// What a replica's start explains of one finding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// Every replica the finding is about had a cold start: it is then info, not a regression.
+    pub cold: bool,
+    /// The start's note: the first cold one, or the one that outlasted the warm-up.
+    pub note: ColdStart,
+    /// The replicas that warmed up, when `cold`.
+    pub replicas: Vec<String>,
+    /// The start the finding is tied to, where no change already was.
+    pub tied: Option<PrecededBy>,
+    /// The start as its onset, where nothing else dated it and it was not there before the window.
+    pub onset: Option<DateTime<Utc>>,
+}
+
+/// What the starts in `warm` explain of `f`, dated by `dating`; `tied`: whether a change already
+/// explains when it began.
+pub fn verdict(f: &Finding, dating: &Dating, tied: bool, warm: &WarmUps, rules: &RuleSet) -> Option<Verdict> {
+    if f.severity < Severity::Warning {
+        return None;
+    }
+    let (events, series, window) = (warm.events, warm.series, warm.window);
+    let on_scope: Vec<&Warm> = warm.warm.iter().filter(|w| events[w.event].scope.iter().all(|(k, v)| f.scope.get(k) == Some(v))).collect();
+    let scope = &events[on_scope.first()?.event].scope;
+    let about: Vec<&Warm> = match rules.rule(&f.rule).and_then(|r| r.cold_start) {
+        Some(ColdStartReach::Replica) => on_scope.iter().copied().filter(|w| names_replica(f, &w.replica)).collect(),
+        Some(ColdStartReach::Model) => {
             let cold: Vec<&str> = on_scope.iter().map(|w| w.replica.as_str()).collect();
-            if peers_unchanged(&events[on_scope.first().map(|w| w.event).unwrap_or_default()].scope, &cold, series, window) {
+            if peers_unchanged(scope, &cold, series, window) {
                 on_scope
             } else {
                 Vec::new()
             }
-        } else {
-            Vec::new()
-        };
-        let Some(first) = about.first() else { continue };
-        let event = &events[first.event];
-        if about.iter().all(|w| w.cold) {
-            f.raised_from = None;
-            f.severity = Severity::Info;
-            let names: Vec<&str> = about.iter().map(|w| w.replica.as_str()).collect();
-            f.summary = first.note.not_a_regression(&f.summary);
-            f.steps.insert(0, Step::WarmedUp { replicas: names.iter().map(|n| n.to_string()).collect() });
-            f.cold_start = Some(first.note.clone());
-        } else if let Some(w) = about.iter().find(|w| !w.cold) {
-            f.cold_start = None;
-            if !f.steps.iter().any(|s| matches!(s, Step::NotColdStart { .. })) {
-                f.steps.insert(0, Step::NotColdStart { start: w.note.clone() });
-            }
         }
-        if f.preceded_by.is_none() {
-            // Undated by its trend: the slowdown began with the start.
-            if f.onset.is_none() && !f.present_before_window() {
-                f.onset = Some(event.time);
-            }
-            let lead = f.onset.map_or(0, |o| (o - event.time).num_seconds());
-            f.preceded_by = Some(PrecededBy::new(event.clone(), lead, None));
-        }
-    }
-    // What turned into info goes after what still warns, each keeping its order.
-    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+        None => Vec::new(),
+    };
+    let first = about.first()?;
+    let event = &events[first.event];
+    let cold = about.iter().all(|w| w.cold);
+    let (note, replicas) = match about.iter().find(|w| !w.cold) {
+        Some(w) if !cold => (w.note.clone(), Vec::new()),
+        _ => (first.note.clone(), about.iter().map(|w| w.replica.clone()).collect()),
+    };
+    // Undated by its trend: the slowdown began with the start.
+    let onset = (!tied && dating.onset.is_none() && !dating.present_before_window()).then_some(event.time);
+    let lead = dating.onset.or(onset).map_or(0, |o| (o - event.time).num_seconds());
+    let tied = (!tied).then(|| PrecededBy::new(event.clone(), lead, None));
+    Some(Verdict { cold, note, replicas, tied, onset })
 }
 
 #[cfg(test)]
@@ -232,6 +253,15 @@ mod tests {
     /// thresholds only.
     fn rules(thresholds: BTreeMap<String, f64>) -> RuleSet {
         RuleSet { thresholds, ..crate::rules::load_builtin().unwrap() }
+    }
+
+    /// What the starts explain of each finding, built into it and ranked the way explain does.
+    fn apply(fs: &mut Vec<Finding>, events: &[Event], series: &[ReplicaLatency], window: &TimeRange, rules: &RuleSet) {
+        use crate::explain::finish;
+        let warm = WarmUps::read(events, series, window, rules);
+        let parts: Vec<finish::Parts> =
+            fs.iter().map(|f| finish::Parts { start: verdict(f, &Dating::of(f), f.preceded_by.is_some(), &warm, rules), ..Default::default() }).collect();
+        *fs = finish::finished(std::mem::take(fs), parts, !warm.is_empty());
     }
 
     const T0: f64 = 1_768_464_000.0; // the baseline's start

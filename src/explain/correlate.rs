@@ -15,8 +15,8 @@
 
 use chrono::{DateTime, Utc};
 
-use super::onset;
-use crate::report::{Event, EventKind, Finding, PrecededBy, Step};
+use super::onset::{self, Dating};
+use crate::report::{Event, EventKind, Finding, PrecededBy};
 use crate::rules::RuleSet;
 
 /// How many trend steps after an event a finding's onset may lie and still be tied to it.
@@ -46,12 +46,19 @@ fn rank(kind: EventKind) -> Option<usize> {
 /// the window is tied only to a change inside the window; one there from the window's start, to a
 /// change in the baseline too, but never to the baseline's first sample, where a series that
 /// merely begins there reads as a change.
-pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64, window_start: DateTime<Utc>, baseline_start: DateTime<Utc>) -> Option<(&'a Event, i64)> {
+pub fn preceding<'a>(
+    f: &Finding,
+    dating: &Dating,
+    events: &'a [Event],
+    step: u64,
+    window_start: DateTime<Utc>,
+    baseline_start: DateTime<Utc>,
+) -> Option<(&'a Event, i64)> {
     // A problem already there when the window opened began at the latest at its start, and only
     // counts when its baseline did not have it.
-    let onset = match f.onset {
+    let onset = match dating.onset {
         Some(t) => t,
-        None if f.present_before_window() && onset::new_since_baseline(f) => window_start,
+        None if dating.present_before_window() && onset::new_since_baseline(f, dating.signal.as_deref()) => window_start,
         None => return None,
     };
     let step = step.max(1) as i64;
@@ -59,7 +66,7 @@ pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64, window_start: 
     events
         .iter()
         .filter(|e| e.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v)))
-        .filter(|e| e.time >= window_start || (f.onset.is_none() && e.time > baseline_start))
+        .filter(|e| e.time >= window_start || (dating.onset.is_none() && e.time > baseline_start))
         .filter_map(|e| {
             let r = rank(e.kind)?;
             let lead = (onset - e.time).num_seconds();
@@ -70,35 +77,27 @@ pub fn preceding<'a>(f: &Finding, events: &'a [Event], step: u64, window_start: 
         .map(|(_, _, e, lead)| (e, lead))
 }
 
-/// Date an undated finding decided by a signal with `dated_by` events (a count of targets down or
-/// gone) by the first such event on its scope in the window.
-fn date_by_events(f: &mut Finding, events: &[Event], window_start: DateTime<Utc>, rules: &RuleSet) {
-    if f.onset.is_some() || f.onset_signal.is_some() {
-        return;
+/// Date a finding no trend dated and decided by a signal with `dated_by` events (a count of
+/// targets down or gone) by the first such event on its scope in the window: its dating then.
+pub fn dated_by_events(f: &Finding, dating: &Dating, events: &[Event], window_start: DateTime<Utc>, rules: &RuleSet) -> Option<Dating> {
+    if dating.onset.is_some() || dating.signal.is_some() {
+        return None;
     }
-    let dated = f.evidence.iter().filter(|e| e.passed).find_map(|e| {
+    f.evidence.iter().filter(|e| e.passed).find_map(|e| {
         let kinds = &rules.signals.get(&e.signal)?.dated_by;
         let first = events
             .iter()
             .filter(|ev| kinds.contains(&ev.kind) && ev.time >= window_start && ev.scope.iter().all(|(k, v)| f.scope.get(k) == Some(v)))
             .map(|ev| ev.time)
             .min()?;
-        Some((first, e.signal.clone()))
-    });
-    if let Some((t, signal)) = dated {
-        f.onset = Some(t);
-        f.onset_signal = Some(signal);
-    }
+        Some(Dating { onset: Some(first), signal: Some(e.signal.clone()), ended: dating.ended })
+    })
 }
 
-/// Tie every dated finding to the change it followed, if any.
-pub fn apply(findings: &mut [Finding], events: &[Event], step: u64, window_start: DateTime<Utc>, baseline_start: DateTime<Utc>, rules: &RuleSet) {
-    for f in findings.iter_mut() {
-        date_by_events(f, events, window_start, rules);
-        let Some((e, lead)) = preceding(f, events, step, window_start, baseline_start) else { continue };
-        f.steps.insert(0, Step::Change { event: e.clone() });
-        f.preceded_by = Some(PrecededBy::new(e.clone(), lead, f.onset.is_none().then_some(window_start)));
-    }
+/// The change a finding so dated followed, if any: its `preceded_by`.
+pub fn change(f: &Finding, dating: &Dating, events: &[Event], step: u64, window_start: DateTime<Utc>, baseline_start: DateTime<Utc>) -> Option<PrecededBy> {
+    let (e, lead) = preceding(f, dating, events, step, window_start, baseline_start)?;
+    Some(PrecededBy::new(e.clone(), lead, dating.onset.is_none().then_some(window_start)))
 }
 
 #[cfg(test)]
@@ -106,6 +105,18 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+
+    use crate::report::Step;
+
+    /// Correlate's parts of each finding, built into it the way explain builds it.
+    fn apply(fs: &mut [Finding], events: &[Event], step: u64, window_start: DateTime<Utc>, baseline_start: DateTime<Utc>, rules: &RuleSet) {
+        for f in fs.iter_mut() {
+            let now = Dating::of(f);
+            let dating = dated_by_events(f, &now, events, window_start, rules);
+            let change = change(f, dating.as_ref().unwrap_or(&now), events, step, window_start, baseline_start);
+            *f = crate::explain::finish::build(f.clone(), crate::explain::finish::Parts { dating, change, ..Default::default() });
+        }
+    }
 
     fn pack() -> RuleSet {
         crate::rules::load_builtin().unwrap()

@@ -1,36 +1,47 @@
-//! The steps that change the ranked findings after the follow-ups, as one named list in the order
-//! they run. Each reads what the steps before it wrote, so the order is part of the behaviour:
+//! Stage: finish. What the run learned beside the rules, found for each finding as its parts and
+//! written into it once ([`build`]), then ranked once ([`finished`]). Each part is a pure function
+//! of the finding as judged (with the follow-ups' trends and breakdowns) and of the parts found
+//! before it, in this order:
 //!
-//! 1. `retitle clipped`: a finding whose trend shows the window clipped its episode says so in its
-//!    title ([`judge::retitle_clipped`]);
-//! 2. `onset`: when each finding began, from its trend ([`onset::apply`]);
-//! 3. `ongoing first`: with onsets known, findings still going on rank before those that are over
-//!    ([`crate::rank::ongoing_first`]);
-//! 4. `correlate`: a finding whose onset follows a change on its scope is tied to it
-//!    ([`correlate::apply`], which reads the onsets);
-//! 5. `cold start`: a replica slow because it just started ([`cold_start::apply`], which reads the
-//!    changes correlate tied);
-//! 6. `replica cause`: why a replica a finding names differs: load, configuration or hardware
-//!    ([`replica_cause::apply`]);
-//! 7. `gpu reasons`: the DCGM clocks-event reasons a GPU finding's evidence holds ([`gpu_reasons::apply`]);
-//! 8. `answered by the run`: a rule step the rule file has answered by the binding limit or by the
-//!    per-replica breakdown becomes a checked statement with their numbers ([`answer_from_run`]);
-//! 9. `levers ruled out`: a step that proposes changing a flag the finding's evidence rules out
-//!    (its won't-help) is not given, so no two lines of one finding contradict each other.
+//! 1. `clipped`: evidence read over a window shorter than its reading says so in its title
+//!    ([`judge::clipped_titles`]);
+//! 2. `dating`: when it began and ended, from its trend ([`onset::dating`]), or for a count of
+//!    targets down, from the first such event ([`correlate::dated_by_events`]);
+//! 3. `change`: the change it followed, from that dating ([`correlate::change`]);
+//! 4. `start`: what a replica's (re)start explains of it: a cold start turns it into info, a
+//!    slowdown that outlasted the warm-up is tied to the start when no change was
+//!    ([`cold_start::verdict`]);
+//! 5. `replica`: why the replica it names differs: load, configuration or hardware, unless a cold
+//!    start explained it ([`replica_cause::found`]);
+//! 6. `gpu_reasons`: the DCGM clocks-event reasons its evidence holds ([`gpu_reasons::of`]);
+//! 7. `answers`: a rule step the rule file has answered by the binding limit or by the per-replica
+//!    breakdown, as a checked statement with their numbers ([`answer_from_run`]).
 //!
-//! The follow-ups themselves come before (`follow_up::apply`, which fills the trends these read),
-//! and what else moved after (`moved::apply`, which reads every finding as finished here).
+//! [`build`] then leaves out every step that proposes a flag the finding's evidence rules out (its
+//! won't-help), so no two lines of one finding contradict each other.
+//!
+//! The order of the list: findings still going on before those that are over; where a replica
+//! started, what still warns before what a cold start turned into info; and where a replica's
+//! load lowered a finding, the ongoing warnings first again.
+//!
+//! The follow-ups come before (`follow_up::apply`, which fills the trends these read), and what
+//! else moved after (`moved::apply`, which reads every finding as finished here).
 
 use std::collections::BTreeMap;
 
 use super::binding::ReplicaRead;
-use super::{cold_start, correlate, gpu_reasons, judge, onset, replica_cause};
+use super::cold_start::{self, WarmUps};
+use super::onset::{self, Dating};
+use super::replica_cause::{self, Cause};
+use super::{correlate, gpu_reasons, judge};
 use crate::events::ReplicaLatency;
-use crate::report::{Awaits, Binding, BoundAnswer, Event, Finding, RunParams, Scope, SpreadAnswer, SpreadMeasure, Step, EVEN_SPREAD};
+use crate::report::{
+    Awaits, Binding, BoundAnswer, Event, Finding, GpuReason, PrecededBy, RunParams, Scope, Severity, SpreadAnswer, SpreadMeasure, Step, EVEN_SPREAD,
+};
 use crate::rules::eval::SignalTable;
 use crate::rules::RuleSet;
 
-/// What the finishing steps read besides the findings.
+/// What the finishing stage reads besides the findings.
 pub struct Finish<'a> {
     pub rules: &'a RuleSet,
     pub p: &'a RunParams,
@@ -44,66 +55,145 @@ pub struct Finish<'a> {
     pub binding: &'a [Binding],
 }
 
-type FinishStep = fn(&mut [Finding], &Finish);
+/// What finishing learned of one finding; the default changes nothing.
+#[derive(Debug, Clone, Default)]
+pub struct Parts {
+    /// Evidence titles for this window, by the evidence's position.
+    pub clipped: Vec<(usize, String)>,
+    /// When it began and ended, where its trend or an event dates it.
+    pub dating: Option<Dating>,
+    /// The change it followed: its first step then points at it.
+    pub change: Option<PrecededBy>,
+    /// What a replica's start explains of it.
+    pub start: Option<cold_start::Verdict>,
+    /// Why the replica it names differs from its peers.
+    pub replica: Option<replica_cause::Found>,
+    pub gpu_reasons: Vec<GpuReason>,
+    /// Rule steps the run answered, by their position among the judged steps.
+    pub answers: Vec<(usize, Step)>,
+}
 
-/// The steps, named, in the order they run.
-pub const STEPS: &[(&str, FinishStep)] = &[
-    ("retitle clipped", retitle_clipped),
-    ("onset", onset),
-    ("ongoing first", ongoing_first),
-    ("correlate", correlate),
-    ("cold start", cold_start),
-    ("replica cause", replica_cause),
-    ("gpu reasons", gpu_reasons),
-    ("answered by the run", answered_by_the_run),
-    ("levers ruled out", levers_ruled_out),
-];
+/// Finish every finding: its parts, each built in once, and the list ranked once.
+pub fn run(judged: Vec<Finding>, c: &Finish) -> Vec<Finding> {
+    let warm = WarmUps::read(c.events, c.latency, &c.p.window, c.rules);
+    let parts: Vec<Parts> = judged.iter().map(|f| parts(f, c, &warm)).collect();
+    finished(judged, parts, !warm.is_empty())
+}
 
-/// Run every step of [`STEPS`] over `findings`, in order.
-pub fn run(findings: &mut [Finding], with: &Finish) {
-    for (_, step) in STEPS {
-        step(findings, with);
+/// The parts of one finding, in the order the module documentation gives.
+pub fn parts(f: &Finding, c: &Finish, warm: &WarmUps) -> Parts {
+    let (window, rules) = (&c.p.window, c.rules);
+    let judged = Dating::of(f);
+    let dating = onset::dating(f).or_else(|| correlate::dated_by_events(f, &judged, c.events, window.start, rules));
+    let dated = dating.as_ref().unwrap_or(&judged);
+    let change = correlate::change(f, dated, c.events, c.step, window.start, c.p.baseline.start);
+    let tied = change.is_some() || f.preceded_by.is_some();
+    let start = cold_start::verdict(f, dated, tied, warm, rules);
+    let cold = f.cold_start.is_some() || start.as_ref().is_some_and(|v| v.cold);
+    Parts {
+        clipped: judge::clipped_titles(f, rules, window.duration()),
+        replica: if cold { None } else { replica_cause::found(f, c.replicas, c.table, rules, c.p) },
+        gpu_reasons: gpu_reasons::of(f, rules),
+        answers: answers(f, c),
+        dating,
+        change,
+        start,
     }
 }
 
-fn retitle_clipped(f: &mut [Finding], c: &Finish) {
-    judge::retitle_clipped(f, c.rules, c.p.window.duration());
+/// Build every finding from its parts and rank the list; `started`: some replica started and
+/// slowed in the run, so what a cold start turned into info goes after what still warns.
+pub fn finished(judged: Vec<Finding>, parts: Vec<Parts>, started: bool) -> Vec<Finding> {
+    let mut all: Vec<(Finding, bool, Severity, bool)> = judged
+        .into_iter()
+        .zip(parts)
+        .map(|(f, p)| {
+            let judged = f.severity;
+            let after_start = if p.start.as_ref().is_some_and(|v| v.cold) { Severity::Info } else { judged };
+            let lowered = p.replica.as_ref().is_some_and(|r| matches!(r.cause, Cause::Load { .. }));
+            let f = build(f, p);
+            let over = !crate::rank::ongoing(f.ended, judged);
+            (f, over, after_start, lowered)
+        })
+        .collect();
+    // Each sort is stable: a later one keeps the order of the one before within its groups.
+    all.sort_by_key(|a| a.1);
+    if started {
+        all.sort_by_key(|a| std::cmp::Reverse(a.2));
+    }
+    if all.iter().any(|a| a.3) {
+        all.sort_by_key(|a| !crate::rank::ongoing(a.0.ended, a.0.severity));
+    }
+    all.into_iter().map(|a| a.0).collect()
 }
 
-fn onset(f: &mut [Finding], _: &Finish) {
-    onset::apply(f);
-}
-
-fn ongoing_first(f: &mut [Finding], _: &Finish) {
-    crate::rank::ongoing_first(f);
-}
-
-fn correlate(f: &mut [Finding], c: &Finish) {
-    correlate::apply(f, c.events, c.step, c.p.window.start, c.p.baseline.start, c.rules);
-}
-
-fn cold_start(f: &mut [Finding], c: &Finish) {
-    cold_start::apply(f, c.events, c.latency, &c.p.window, c.rules);
-}
-
-fn replica_cause(f: &mut [Finding], c: &Finish) {
-    replica_cause::apply(f, c.replicas, c.table, c.rules, c.p);
-}
-
-fn gpu_reasons(f: &mut [Finding], c: &Finish) {
-    gpu_reasons::apply(f, c.rules);
-}
-
-fn answered_by_the_run(findings: &mut [Finding], c: &Finish) {
-    for f in findings {
-        let binding = c.binding.iter().find(|b| b.is_model_of(&f.scope, &c.p.replica_label));
-        let replicas = c.replicas.iter().find(|(model, _)| model.iter().all(|(k, v)| f.scope.get(k) == Some(v))).map(|(_, r)| r.as_slice());
-        for step in f.steps.iter_mut() {
-            if let Some(answer) = answer_from_run(step, binding, replicas, &c.p.replica_label) {
-                *step = answer;
-            }
+/// Write a finding's parts into it: the one place finishing changes a finding.
+pub fn build(mut f: Finding, p: Parts) -> Finding {
+    for (i, title) in p.clipped {
+        if let Some(e) = f.evidence.get_mut(i) {
+            e.title = title;
         }
     }
+    if let Some(d) = p.dating {
+        (f.onset, f.onset_signal, f.ended) = (d.onset, d.signal, d.ended);
+    }
+    for (i, answer) in p.answers {
+        if let Some(s) = f.steps.get_mut(i) {
+            *s = answer;
+        }
+    }
+    if let Some(change) = p.change {
+        f.steps.insert(0, Step::Change { event: change.event.clone() });
+        f.preceded_by = Some(change);
+    }
+    if let Some(v) = p.start {
+        if v.cold {
+            f.raised_from = None;
+            f.severity = Severity::Info;
+            f.summary = v.note.not_a_regression(&f.summary);
+            f.steps.insert(0, Step::WarmedUp { replicas: v.replicas });
+            f.cold_start = Some(v.note);
+        } else {
+            f.cold_start = None;
+            if !f.steps.iter().any(|s| matches!(s, Step::NotColdStart { .. })) {
+                f.steps.insert(0, Step::NotColdStart { start: v.note });
+            }
+        }
+        f.onset = v.onset.or(f.onset);
+        f.preceded_by = v.tied.or(f.preceded_by);
+    }
+    if let Some(found) = p.replica {
+        let replica = found.line.replica.clone();
+        match found.cause {
+            Cause::Load { running, peers_running, .. } => {
+                f.severity = Severity::Info;
+                f.steps = vec![Step::Balance { replica, running, peers_running }, Step::Scale].into();
+            }
+            Cause::Config { cap, waiting, peers, peers_capped } => {
+                f.severity = Severity::Warning;
+                f.steps = vec![Step::AlignFlag { replica: replica.clone(), cap, peers, peers_capped }, Step::CompareLaunchArgs].into();
+                f.recommendations.insert(0, crate::recommend::align_card(&replica, cap, waiting, peers, peers_capped));
+            }
+            // The rule's own steps (check the GPU and node, drain and replace) stand.
+            Cause::Hardware => {}
+        }
+        if let Some(title) = found.line.kind.title() {
+            f.title = title.into();
+        }
+        f.replica_cause = Some(found.line);
+    }
+    f.gpu_reasons = p.gpu_reasons;
+    // A step never proposes a flag (`--max-num-seqs`) the finding's won't-help rules out.
+    let out: Vec<&str> = f.wont_help.iter().filter_map(|w| w.ruled.as_ref()).flat_map(|r| r.flags().iter().copied()).collect();
+    f.steps.retain(|s| s.lever().is_none_or(|l| !out.contains(&l)));
+    f
+}
+
+/// The rule steps of `f` the run answered, by position.
+fn answers(f: &Finding, c: &Finish) -> Vec<(usize, Step)> {
+    let binding = c.binding.iter().find(|b| b.is_model_of(&f.scope, &c.p.replica_label));
+    let replicas = c.replicas.iter().find(|(model, _)| model.iter().all(|(k, v)| f.scope.get(k) == Some(v))).map(|(_, r)| r.as_slice());
+    f.steps.iter().enumerate().filter_map(|(i, step)| Some((i, answer_from_run(step, binding, replicas, &c.p.replica_label)?))).collect()
 }
 
 /// The answer to a step that awaits the binding or the replicas, where the run read them.
@@ -148,29 +238,8 @@ fn answer_from_run(step: &Step, binding: Option<&Binding>, replicas: Option<&[Re
     }
 }
 
-fn levers_ruled_out(findings: &mut [Finding], _: &Finish) {
-    drop_ruled_out_levers(findings);
-}
-
-/// Leave out every step whose lever (`--max-num-seqs`) the finding's won't-help names.
-fn drop_ruled_out_levers(findings: &mut [Finding]) {
-    for f in findings {
-        let out: Vec<&str> = f.wont_help.iter().filter_map(|w| w.ruled.as_ref()).flat_map(|r| r.flags().iter().copied()).collect();
-        f.steps.retain(|s| s.lever().is_none_or(|l| !out.contains(&l)));
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_steps_run_in_their_written_order() {
-        let names: Vec<&str> = super::STEPS.iter().map(|(n, _)| *n).collect();
-        assert_eq!(
-            names,
-            ["retitle clipped", "onset", "ongoing first", "correlate", "cold start", "replica cause", "gpu reasons", "answered by the run", "levers ruled out"]
-        );
-    }
-
     fn replica(name: &str, running: f64, generation: Option<f64>) -> super::ReplicaRead {
         let scope = [("model_name".to_string(), "m".to_string()), ("instance".to_string(), name.to_string())].into();
         super::ReplicaRead { scope, running, peak: running, waiting: 0.0, kv: None, generation, cap: None, limit: crate::report::LimitKind::None, share: 1.0 }
@@ -234,8 +303,7 @@ mod tests {
         f.steps =
             vec![Step::Rule { ask: "Lower max_num_seqs.".into(), lever: Some("--max-num-seqs".into()), awaits: None }, Step::ask("Look at the GPUs.")].into();
         f.wont_help = vec![WontHelp::from(crate::report::card::RuledOut::LowerSeqs { kv_peak: 0.5, fill: None })];
-        let mut fs = vec![f];
-        super::drop_ruled_out_levers(&mut fs);
+        let fs = vec![super::build(f, super::Parts::default())];
         assert_eq!(fs[0].steps.iter().map(Step::text).collect::<Vec<_>>(), ["Look at the GPUs."]);
     }
 }

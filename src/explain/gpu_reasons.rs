@@ -1,33 +1,39 @@
 //! Stage: the GPU clocks-event reasons a finding's GPUs reported, decoded. The signals that read
 //! each reason bit (a signal per reason, by its `role = "gpu_reason.KIND"`, each a share of the window's samples
 //! with its bit set) are in the GPU rules' evidence; here each one that was set becomes a typed
-//! reason on the finding, so the JSON names them without a reader decoding the bitmask.
+//! reason of the finding, so the JSON names them without a reader decoding the bitmask.
 
 use crate::report::{Finding, GpuReason, GpuReasonKind};
 use crate::rules::RuleSet;
 use crate::signals::Role;
 
-/// Lists on each finding the reasons whose share in its evidence is above 0, faults first. Each
-/// reason's share is the signal of its role (`gpu_reason.hw_slowdown`).
-pub fn apply(findings: &mut [Finding], rules: &RuleSet) {
-    let signals: Vec<(GpuReasonKind, &str)> = GpuReasonKind::ALL.iter().filter_map(|k| Some((*k, rules.signal_for(Role::GpuReason(*k))?))).collect();
-    for f in findings.iter_mut() {
-        let mut found: Vec<GpuReason> = signals
-            .iter()
-            .filter_map(|(kind, signal)| {
-                let share = f.evidence.iter().find(|e| e.signal == *signal)?.value.filter(|v| v.is_finite() && *v > 0.0)?;
-                Some(GpuReason { reason: *kind, bit: format!("0x{:x}", kind.bit()), fault: kind.fault(), share })
-            })
-            .collect();
-        found.sort_by_key(|r| !r.fault);
-        f.gpu_reasons = found;
-    }
+/// The reasons whose share in `f`'s evidence is above 0, faults first. Each reason's share is the
+/// signal of its role (`gpu_reason.hw_slowdown`).
+pub fn of(f: &Finding, rules: &RuleSet) -> Vec<GpuReason> {
+    let mut found: Vec<GpuReason> = GpuReasonKind::ALL
+        .iter()
+        .filter_map(|kind| {
+            let signal = rules.signal_for(Role::GpuReason(*kind))?;
+            let share = f.evidence.iter().find(|e| e.signal == signal)?.value.filter(|v| v.is_finite() && *v > 0.0)?;
+            Some(GpuReason { reason: *kind, bit: format!("0x{:x}", kind.bit()), fault: kind.fault(), share })
+        })
+        .collect();
+    found.sort_by_key(|r| !r.fault);
+    found
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::{Evidence, Scope, Severity};
+
+    /// The reasons found, built into each finding the way explain builds it.
+    fn apply(fs: &mut [Finding], rules: &RuleSet) {
+        for f in fs.iter_mut() {
+            let parts = crate::explain::finish::Parts { gpu_reasons: of(f, rules), ..Default::default() };
+            *f = crate::explain::finish::build(f.clone(), parts);
+        }
+    }
 
     fn ev(signal: &str, value: Option<f64>) -> Evidence {
         Evidence::held(signal, value)

@@ -268,11 +268,8 @@ pub fn coverage(rules: &RuleSet, table: &SignalTable, judgements: &[Judgement], 
 
 /// A signal declared over the window's last minutes (`range = "5m"`, `within_window`) is read over
 /// the whole window when the window is shorter: its evidence says so, instead of naming minutes it
-/// did not read (`P95 inter-token latency (last 5 min)` over a 3-minute window).
-pub fn retitle_clipped(findings: &mut [crate::report::Finding], rules: &RuleSet, window: std::time::Duration) {
-    for e in findings.iter_mut().flat_map(|f| f.evidence.iter_mut()) {
-        if let Some(d) = rules.signals.get(&e.signal).filter(|d| d.clamped_in(window)) {
-            e.title = d.title_in(window);
-        }
-    }
+/// did not read (`P95 inter-token latency (last 5 min)` over a 3-minute window). Each such
+/// evidence's position in `f` and its title for this window.
+pub fn clipped_titles(f: &crate::report::Finding, rules: &RuleSet, window: std::time::Duration) -> Vec<(usize, String)> {
+    f.evidence.iter().enumerate().filter_map(|(i, e)| Some((i, rules.signals.get(&e.signal).filter(|d| d.clamped_in(window))?.title_in(window)))).collect()
 }

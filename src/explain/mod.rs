@@ -351,7 +351,10 @@ fn follow_up_round(run: &mut Run<'_>, reads: &Reads, mut judged: Judged, fu: &Fo
     let events = events::read(&reads.events, &[answers, more], &mut run.warnings);
     let latency = events::replica_latency(&reads.events, &[answers, more]);
     let step = fu.findings.step.max(reads.events.step());
-    finish::run(findings, &finish::Finish { rules, p, table: &judged.table, events: &events, step, latency: &latency, replicas: &replicas, binding: &binding });
+    *findings = finish::run(
+        std::mem::take(findings),
+        &finish::Finish { rules, p, table: &judged.table, events: &events, step, latency: &latency, replicas: &replicas, binding: &binding },
+    );
     let (unexplained, trends) = moved::apply_traced(&fu.moved, more, findings, rules, p, &mut run.warnings);
     let hop_ids = hops::HopSignals::of(rules);
     let hops = hops::with_replicas(hops::split(&judged.table, &hop_ids), fu.hops.as_ref(), &hop_ids, more, &p.group_by);

@@ -281,10 +281,10 @@ fn informative(e: &Evidence, l: &Limit) -> bool {
     l.value.is_finite() && e.baseline != Some(l.value)
 }
 
-/// Whether the signal that dated `f` (its `onset_signal`) is past a limit in the window that its
+/// Whether the signal that dated `f` (`dated_by`, its `onset_signal`) is past a limit in the window that its
 /// baseline value was not past: the problem is new since the baseline, not a chronic one.
-pub fn new_since_baseline(f: &Finding) -> bool {
-    let Some(e) = f.evidence.iter().find(|e| Some(&e.signal) == f.onset_signal.as_ref()) else { return false };
+pub fn new_since_baseline(f: &Finding, dated_by: Option<&str>) -> bool {
+    let Some(e) = f.evidence.iter().find(|e| Some(e.signal.as_str()) == dated_by) else { return false };
     e.limits.iter().any(|l| informative(e, l) && l.crossed_by(e.value) && !l.crossed_by(e.baseline))
 }
 
@@ -303,45 +303,66 @@ fn direction_and_limit(e: &Evidence) -> (Direction, Option<Crossed>) {
     }
 }
 
-/// Date every finding from its leading signal's trend: `onset`, `onset_signal` and `ended` (see
+/// When a finding began and ended: what it carries as `onset`, `onset_signal` and `ended` (see
 /// [`Finding`]).
-pub fn apply(findings: &mut [Finding]) {
-    let time = |t: f64| DateTime::<Utc>::from_timestamp_millis((t * 1000.0).round() as i64);
-    for f in findings.iter_mut() {
-        let found = candidates(f).into_iter().find_map(|e| {
-            let series = e.series.as_ref()?;
-            let (direction, limit) = direction_and_limit(e);
-            // A trend point aggregates the range before it, so the first point back at the level
-            // is one range after the problem stopped (a change that starts shows at once).
-            let range = series.range_seconds as f64;
-            let start = series.window.iter().map(|p| p.0).filter(|t| t.is_finite()).fold(f64::INFINITY, f64::min);
-            detect_span(&series.baseline, &series.window, direction, limit).map(|(onset, ended)| {
-                let ended = match onset {
-                    Onset::At(_) => ended.map(|t| t - range),
-                    Onset::BeforeWindow => over_before_window(&series.window, direction, &lines_in(e, direction)).map(|t| (t - range).max(start)),
-                };
-                (onset, ended, e.signal.clone())
-            })
-        });
-        let Some((found, ended, signal)) = found else { continue };
-        match found {
-            Onset::At(t) => {
-                f.onset = time(t);
-                f.onset_signal = f.onset.map(|_| signal);
-                f.ended = f.onset.and(ended.map(|e| e.max(t)).and_then(time));
-            }
-            Onset::BeforeWindow => {
-                f.onset = None;
-                f.onset_signal = Some(signal);
-                f.ended = ended.and_then(time);
-            }
-        }
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dating {
+    pub onset: Option<DateTime<Utc>>,
+    /// The signal whose trend (or, for a count of targets down, whose events) dated it.
+    pub signal: Option<String>,
+    pub ended: Option<DateTime<Utc>>,
+}
+
+impl Dating {
+    /// The dating a finding already carries.
+    pub fn of(f: &Finding) -> Dating {
+        Dating { onset: f.onset, signal: f.onset_signal.clone(), ended: f.ended }
     }
+
+    /// Dated by a signal that was already past its line when the window opened.
+    pub fn present_before_window(&self) -> bool {
+        self.onset.is_none() && self.signal.is_some()
+    }
+}
+
+/// Date a finding from its leading signal's trend; `None` where no trend dates it.
+pub fn dating(f: &Finding) -> Option<Dating> {
+    let time = |t: f64| DateTime::<Utc>::from_timestamp_millis((t * 1000.0).round() as i64);
+    let (found, ended, signal) = candidates(f).into_iter().find_map(|e| {
+        let series = e.series.as_ref()?;
+        let (direction, limit) = direction_and_limit(e);
+        // A trend point aggregates the range before it, so the first point back at the level
+        // is one range after the problem stopped (a change that starts shows at once).
+        let range = series.range_seconds as f64;
+        let start = series.window.iter().map(|p| p.0).filter(|t| t.is_finite()).fold(f64::INFINITY, f64::min);
+        detect_span(&series.baseline, &series.window, direction, limit).map(|(onset, ended)| {
+            let ended = match onset {
+                Onset::At(_) => ended.map(|t| t - range),
+                Onset::BeforeWindow => over_before_window(&series.window, direction, &lines_in(e, direction)).map(|t| (t - range).max(start)),
+            };
+            (onset, ended, e.signal.clone())
+        })
+    })?;
+    Some(match found {
+        Onset::At(t) => {
+            let onset = time(t);
+            Dating { onset, signal: onset.map(|_| signal), ended: onset.and(ended.map(|e| e.max(t)).and_then(time)) }
+        }
+        Onset::BeforeWindow => Dating { onset: None, signal: Some(signal), ended: ended.and_then(time) },
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each finding's dating, built into it the way explain builds it.
+    fn apply(fs: &mut [Finding]) {
+        for f in fs.iter_mut() {
+            let parts = crate::explain::finish::Parts { dating: dating(f), ..Default::default() };
+            *f = crate::explain::finish::build(f.clone(), parts);
+        }
+    }
 
     /// Points every 60 s from `start`, one per value.
     fn series(start: f64, values: &[f64]) -> Vec<(f64, f64)> {

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use super::binding::{cap_slack, ReplicaRead};
-use crate::report::{Finding, LimitKind, ReplicaCause, ReplicaCauseKind, RunParams, Scope, Severity, Step};
+use crate::report::{Finding, LimitKind, ReplicaCause, ReplicaCauseKind, RunParams, Scope};
 use crate::rules::eval::SignalTable;
 
 /// A running batch at least this many times its peers' median is a larger batch (and at least
@@ -110,64 +110,45 @@ fn cause_of(cause: &Cause, replica: &str, named: &ReplicaRead, peers_running: f6
     rc
 }
 
-/// Apply the cause to one finding: its line, and where it is load or config, its severity, title,
-/// steps and card.
-fn explain(f: &mut Finding, cause: &Cause, rc: ReplicaCause) {
-    let replica = rc.replica.clone();
-    match cause {
-        Cause::Load { running, peers_running, .. } => {
-            f.severity = Severity::Info;
-            f.title = "One replica runs a larger batch than its peers (load, not a bad replica)".into();
-            f.steps = vec![Step::Balance { replica: replica.clone(), running: *running, peers_running: *peers_running }, Step::Scale].into();
-        }
-        Cause::Config { cap, waiting, peers, peers_capped } => {
-            f.severity = Severity::Warning;
-            f.title = "One replica is held by a lower max_num_seqs than its peers".into();
-            f.steps = vec![Step::AlignFlag { replica: replica.clone(), cap: *cap, peers: *peers, peers_capped: *peers_capped }, Step::CompareLaunchArgs].into();
-            f.recommendations.insert(0, crate::recommend::align_card(&replica, *cap, *waiting, *peers, *peers_capped));
-        }
-        // The rule's own steps (check the GPU and node, drain and replace) stand.
-        Cause::Hardware => {}
-    }
-    f.replica_cause = Some(rc);
+/// What is known of the replica a finding names: how it differs, and the line the report carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub cause: Cause,
+    pub line: ReplicaCause,
 }
 
-/// Classify every finding about one replica. `reads`: each model's replicas, from
-/// [`super::binding::replicas`]. A finding already explained as a cold start is left alone.
-pub fn apply(findings: &mut [Finding], reads: &BTreeMap<Scope, Vec<ReplicaRead>>, table: &SignalTable, rules: &crate::rules::RuleSet, p: &RunParams) {
-    let thresholds = &rules.thresholds;
-    let gap = thresholds.get(RUNNING_GAP).copied().unwrap_or(DEFAULT_RUNNING_GAP);
+/// Why the replica `f` names differs from its peers. `reads`: each model's replicas, from
+/// [`super::binding::replicas`]. Only a rule that asks (`replica_cause`) and a finding about one
+/// replica that has peers; the caller leaves out what a cold start already explained.
+pub fn found(f: &Finding, reads: &BTreeMap<Scope, Vec<ReplicaRead>>, table: &SignalTable, rules: &crate::rules::RuleSet, p: &RunParams) -> Option<Found> {
+    if !rules.rule(&f.rule).is_some_and(|r| r.replica_cause) {
+        return None;
+    }
+    let gap = rules.thresholds.get(RUNNING_GAP).copied().unwrap_or(DEFAULT_RUNNING_GAP);
     let label = &p.replica_label;
-    let mut lowered = false;
-    for f in findings.iter_mut().filter(|f| rules.rule(&f.rule).is_some_and(|r| r.replica_cause) && f.cold_start.is_none()) {
-        let Some(replica) = f.scope.get(label).cloned() else { continue };
-        let model: Scope = f.scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-        let Some(reps) = reads.get(&model) else { continue };
-        let Some(named) = reps.iter().find(|r| r.scope.get(label) == Some(&replica)) else { continue };
-        let peers: Vec<&ReplicaRead> = reps.iter().filter(|r| r.scope.get(label) != Some(&replica)).collect();
-        if peers.is_empty() {
-            continue;
-        }
-        let itl = rules
-            .signal_for(crate::signals::Role::ReplicaItlOutlier)
-            .and_then(|id| table.get(id))
-            .filter(|s| s.window.culprits.get(&model).and_then(|c| c.get(label)) == Some(&replica))
-            .and_then(|s| s.window.values.get(&model).copied());
-        let cause = classify(named, &peers, itl, gap);
-        let peers_running = median(peers.iter().map(|r| r.running).collect()).unwrap_or(0.0);
-        let rc = cause_of(&cause, &replica, named, peers_running, itl);
-        lowered |= matches!(cause, Cause::Load { .. });
-        explain(f, &cause, rc);
+    let replica = f.scope.get(label)?;
+    let model: Scope = f.scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let reps = reads.get(&model)?;
+    let named = reps.iter().find(|r| r.scope.get(label) == Some(replica))?;
+    let peers: Vec<&ReplicaRead> = reps.iter().filter(|r| r.scope.get(label) != Some(replica)).collect();
+    if peers.is_empty() {
+        return None;
     }
-    // A finding lowered to info leaves the ongoing warnings first.
-    if lowered {
-        crate::rank::ongoing_first(findings);
-    }
+    let itl = rules
+        .signal_for(crate::signals::Role::ReplicaItlOutlier)
+        .and_then(|id| table.get(id))
+        .filter(|s| s.window.culprits.get(&model).and_then(|c| c.get(label)) == Some(replica))
+        .and_then(|s| s.window.values.get(&model).copied());
+    let cause = classify(named, &peers, itl, gap);
+    let peers_running = median(peers.iter().map(|r| r.running).collect()).unwrap_or(0.0);
+    let line = cause_of(&cause, replica, named, peers_running, itl);
+    Some(Found { cause, line })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::{Severity, Step};
     use crate::rules::eval::{Availability, SignalValues, WindowValues};
 
     fn model() -> Scope {
@@ -207,11 +188,10 @@ mod tests {
     }
 
     fn run(f: Finding, reads: Vec<ReplicaRead>, table: &SignalTable) -> Finding {
-        let mut fs = vec![f];
         let by: BTreeMap<Scope, Vec<ReplicaRead>> = [(model(), reads)].into_iter().collect();
         let rules = crate::rules::RuleSet { thresholds: BTreeMap::new(), ..crate::rules::load_builtin().unwrap() };
-        apply(&mut fs, &by, table, &rules, &params());
-        fs.remove(0)
+        let replica = found(&f, &by, table, &rules, &params());
+        crate::explain::finish::build(f, crate::explain::finish::Parts { replica, ..Default::default() })
     }
 
     #[test]

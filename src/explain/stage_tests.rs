@@ -999,8 +999,12 @@ fn a_last_minutes_reading_over_a_shorter_window_is_titled_as_the_whole_window() 
         ..crate::report::Finding::bare("kv-cache-pressure", crate::report::Severity::Critical, scope("a"))
     };
     let all = || vec![finding(vec![titled("preemption_recent"), titled("itl_p95_recent"), titled("itl_p95")])];
-    let mut short = all();
-    judge::retitle_clipped(&mut short, &rules, std::time::Duration::from_secs(180));
+    let retitled = |window: u64| {
+        let f = all().remove(0);
+        let parts = finish::Parts { clipped: judge::clipped_titles(&f, &rules, std::time::Duration::from_secs(window)), ..Default::default() };
+        vec![finish::build(f, parts)]
+    };
+    let short = retitled(180);
     let titles: Vec<&str> = short[0].evidence.iter().map(|e| e.title.as_str()).collect();
     assert_eq!(
         titles,
@@ -1010,9 +1014,7 @@ fn a_last_minutes_reading_over_a_shorter_window_is_titled_as_the_whole_window() 
             "P95 inter-token latency"
         ]
     );
-    let mut long = all();
-    judge::retitle_clipped(&mut long, &rules, std::time::Duration::from_secs(1800));
-    assert_eq!(long, all(), "a window longer than the reading keeps its titles");
+    assert_eq!(retitled(1800), all(), "a window longer than the reading keeps its titles");
 }
 
 #[test]

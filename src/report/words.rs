@@ -79,6 +79,18 @@ fn minutes(seconds: i64) -> String {
     }
 }
 
+impl ReplicaCauseKind {
+    /// The title of a finding about one replica once its cause is known; the hardware cause keeps
+    /// the rule's own.
+    pub fn title(self) -> Option<&'static str> {
+        match self {
+            ReplicaCauseKind::Load => Some("One replica runs a larger batch than its peers (load, not a bad replica)"),
+            ReplicaCauseKind::Config => Some("One replica is held by a lower max_num_seqs than its peers"),
+            ReplicaCauseKind::Hardware => None,
+        }
+    }
+}
+
 impl ColdStart {
     /// A cold start: slow no longer than a warm-up may last. Past it, a regression tied to the start.
     pub fn is_cold(&self) -> bool {
