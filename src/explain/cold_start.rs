@@ -261,7 +261,7 @@ mod tests {
         let warm = WarmUps::read(events, series, window, rules);
         let parts: Vec<finish::Parts> =
             fs.iter().map(|f| finish::Parts { start: verdict(f, &Dating::of(f), f.preceded_by.is_some(), &warm, rules), ..Default::default() }).collect();
-        *fs = finish::finished(std::mem::take(fs), parts, !warm.is_empty());
+        *fs = finish::finished(std::mem::take(fs), finish::Finishing { parts, started: !warm.is_empty() });
     }
 
     const T0: f64 = 1_768_464_000.0; // the baseline's start

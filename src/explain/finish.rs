@@ -24,8 +24,9 @@
 //! started, what still warns before what a cold start turned into info; and where a replica's
 //! load lowered a finding, the ongoing warnings first again.
 //!
-//! The follow-ups come before (`follow_up::apply`, which fills the trends these read), and what
-//! else moved after (`moved::apply`, which reads every finding as finished here).
+//! The follow-ups come before (`follow_up::build` wrote the trends these read). What else moved
+//! reads each finding as it will stand ([`Parts::severity`], [`Parts::cold`]) and hands back its
+//! correlations, the last part, before [`finished`] builds the list.
 
 use std::collections::BTreeMap;
 
@@ -36,7 +37,8 @@ use super::replica_cause::{self, Cause};
 use super::{correlate, gpu_reasons, judge};
 use crate::events::ReplicaLatency;
 use crate::report::{
-    Awaits, Binding, BoundAnswer, Event, Finding, GpuReason, PrecededBy, RunParams, Scope, Severity, SpreadAnswer, SpreadMeasure, Step, EVEN_SPREAD,
+    Awaits, Binding, BoundAnswer, Correlation, Event, Finding, GpuReason, PrecededBy, RunParams, Scope, Severity, SpreadAnswer, SpreadMeasure, Step,
+    EVEN_SPREAD,
 };
 use crate::rules::eval::SignalTable;
 use crate::rules::RuleSet;
@@ -71,17 +73,43 @@ pub struct Parts {
     pub gpu_reasons: Vec<GpuReason>,
     /// Rule steps the run answered, by their position among the judged steps.
     pub answers: Vec<(usize, Step)>,
+    /// The trends that moved with its own, from what else moved.
+    pub correlations: Vec<Correlation>,
 }
 
-/// Finish every finding: its parts, each built in once, and the list ranked once.
-pub fn run(judged: Vec<Finding>, c: &Finish) -> Vec<Finding> {
+impl Parts {
+    /// Every replica the finding is about had a cold start.
+    pub fn cold(&self) -> bool {
+        self.start.as_ref().is_some_and(|v| v.cold)
+    }
+
+    /// The severity of a finding judged at `judged` once finished: info where a cold start or a
+    /// replica's load explains it, a warning where a replica's own setting holds it.
+    pub fn severity(&self, judged: Severity) -> Severity {
+        match self.replica.as_ref().map(|r| &r.cause) {
+            Some(Cause::Load { .. }) => Severity::Info,
+            Some(Cause::Config { .. }) => Severity::Warning,
+            _ if self.cold() => Severity::Info,
+            _ => judged,
+        }
+    }
+}
+
+/// Every finding's parts, and whether a replica started and slowed in the run (what a cold start
+/// turned into info then goes after what still warns).
+pub struct Finishing {
+    pub parts: Vec<Parts>,
+    pub started: bool,
+}
+
+/// Every finding's parts but its correlations (what else moved finds them from what these say).
+pub fn parts(judged: &[Finding], c: &Finish) -> Finishing {
     let warm = WarmUps::read(c.events, c.latency, &c.p.window, c.rules);
-    let parts: Vec<Parts> = judged.iter().map(|f| parts(f, c, &warm)).collect();
-    finished(judged, parts, !warm.is_empty())
+    Finishing { parts: judged.iter().map(|f| parts_of(f, c, &warm)).collect(), started: !warm.is_empty() }
 }
 
 /// The parts of one finding, in the order the module documentation gives.
-pub fn parts(f: &Finding, c: &Finish, warm: &WarmUps) -> Parts {
+fn parts_of(f: &Finding, c: &Finish, warm: &WarmUps) -> Parts {
     let (window, rules) = (&c.p.window, c.rules);
     let judged = Dating::of(f);
     let dating = onset::dating(f).or_else(|| correlate::dated_by_events(f, &judged, c.events, window.start, rules));
@@ -90,6 +118,7 @@ pub fn parts(f: &Finding, c: &Finish, warm: &WarmUps) -> Parts {
     let tied = change.is_some() || f.preceded_by.is_some();
     let start = cold_start::verdict(f, dated, tied, warm, rules);
     let cold = f.cold_start.is_some() || start.as_ref().is_some_and(|v| v.cold);
+    // What else moved adds the correlations.
     Parts {
         clipped: judge::clipped_titles(f, rules, window.duration()),
         replica: if cold { None } else { replica_cause::found(f, c.replicas, c.table, rules, c.p) },
@@ -98,18 +127,18 @@ pub fn parts(f: &Finding, c: &Finish, warm: &WarmUps) -> Parts {
         dating,
         change,
         start,
+        correlations: Vec::new(),
     }
 }
 
-/// Build every finding from its parts and rank the list; `started`: some replica started and
-/// slowed in the run, so what a cold start turned into info goes after what still warns.
-pub fn finished(judged: Vec<Finding>, parts: Vec<Parts>, started: bool) -> Vec<Finding> {
+/// Build every finding from its parts and rank the list.
+pub fn finished(judged: Vec<Finding>, Finishing { parts, started }: Finishing) -> Vec<Finding> {
     let mut all: Vec<(Finding, bool, Severity, bool)> = judged
         .into_iter()
         .zip(parts)
         .map(|(f, p)| {
             let judged = f.severity;
-            let after_start = if p.start.as_ref().is_some_and(|v| v.cold) { Severity::Info } else { judged };
+            let after_start = if p.cold() { Severity::Info } else { judged };
             let lowered = p.replica.as_ref().is_some_and(|r| matches!(r.cause, Cause::Load { .. }));
             let f = build(f, p);
             let over = !crate::rank::ongoing(f.ended, judged);
@@ -129,6 +158,7 @@ pub fn finished(judged: Vec<Finding>, parts: Vec<Parts>, started: bool) -> Vec<F
 
 /// Write a finding's parts into it: the one place finishing changes a finding.
 pub fn build(mut f: Finding, p: Parts) -> Finding {
+    f.severity = p.severity(f.severity);
     for (i, title) in p.clipped {
         if let Some(e) = f.evidence.get_mut(i) {
             e.title = title;
@@ -149,7 +179,6 @@ pub fn build(mut f: Finding, p: Parts) -> Finding {
     if let Some(v) = p.start {
         if v.cold {
             f.raised_from = None;
-            f.severity = Severity::Info;
             f.summary = v.note.not_a_regression(&f.summary);
             f.steps.insert(0, Step::WarmedUp { replicas: v.replicas });
             f.cold_start = Some(v.note);
@@ -166,11 +195,9 @@ pub fn build(mut f: Finding, p: Parts) -> Finding {
         let replica = found.line.replica.clone();
         match found.cause {
             Cause::Load { running, peers_running, .. } => {
-                f.severity = Severity::Info;
                 f.steps = vec![Step::Balance { replica, running, peers_running }, Step::Scale].into();
             }
             Cause::Config { cap, waiting, peers, peers_capped } => {
-                f.severity = Severity::Warning;
                 f.steps = vec![Step::AlignFlag { replica: replica.clone(), cap, peers, peers_capped }, Step::CompareLaunchArgs].into();
                 f.recommendations.insert(0, crate::recommend::align_card(&replica, cap, waiting, peers, peers_capped));
             }
@@ -183,6 +210,7 @@ pub fn build(mut f: Finding, p: Parts) -> Finding {
         f.replica_cause = Some(found.line);
     }
     f.gpu_reasons = p.gpu_reasons;
+    f.correlations = p.correlations;
     // A step never proposes a flag (`--max-num-seqs`) the finding's won't-help rules out.
     let out: Vec<&str> = f.wont_help.iter().filter_map(|w| w.ruled.as_ref()).flat_map(|r| r.flags().iter().copied()).collect();
     f.steps.retain(|s| s.lever().is_none_or(|l| !out.contains(&l)));

@@ -351,11 +351,19 @@ fn follow_up_round(run: &mut Run<'_>, reads: &Reads, mut judged: Judged, fu: &Fo
     let events = events::read(&reads.events, &[answers, more], &mut run.warnings);
     let latency = events::replica_latency(&reads.events, &[answers, more]);
     let step = fu.findings.step.max(reads.events.step());
-    *findings = finish::run(
-        std::mem::take(findings),
-        &finish::Finish { rules, p, table: &judged.table, events: &events, step, latency: &latency, replicas: &replicas, binding: &binding },
-    );
-    let (unexplained, trends) = moved::apply_traced(&fu.moved, more, findings, rules, p, &mut run.warnings);
+    let finish = finish::Finish { rules, p, table: &judged.table, events: &events, step, latency: &latency, replicas: &replicas, binding: &binding };
+    let mut finishing = finish::parts(findings, &finish);
+    let standing: Vec<moved::Standing> = findings
+        .iter()
+        .zip(&finishing.parts)
+        .map(|(f, part)| moved::Standing { finding: f, severity: part.severity(f.severity), cold_start: f.cold_start.is_some() || part.cold() })
+        .collect();
+    let moved = moved::apply(&fu.moved, more, &standing, rules, p, &mut run.warnings);
+    for (part, correlations) in finishing.parts.iter_mut().zip(moved.correlations) {
+        part.correlations = correlations;
+    }
+    *findings = finish::finished(std::mem::take(findings), finishing);
+    let (unexplained, trends) = (moved.unexplained, moved.points);
     let hop_ids = hops::HopSignals::of(rules);
     let hops = hops::with_replicas(hops::split(&judged.table, &hop_ids), fu.hops.as_ref(), &hop_ids, more, &p.group_by);
     let unreadable: Vec<_> = fetch::unreadable(answers).into_iter().chain(fetch::unreadable(more)).collect();

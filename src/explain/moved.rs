@@ -41,12 +41,14 @@ use chrono::{DateTime, TimeZone, Utc};
 use super::fetch::{Answers, ReadPlan, Way};
 use super::plan::SignalPlan;
 
+mod correlation;
 mod reads;
 use crate::prom::{escape_label_value, Selector};
 use crate::report::{Correlation, Finding, RunParams, Scope, Severity, Trend, Unexplained, Warnings};
-use crate::rules::{CorrelationDef, RuleSet};
+use crate::rules::RuleSet;
 use crate::signals::{self, QueryContext, Worse};
 use crate::source::{Data, Request, Response};
+pub use correlation::{correlations, pearson, CORRELATED, MIN_CORRELATION_POINTS};
 pub use reads::READ_LABEL;
 
 /// The label each signal's series carries in the combined answers.
@@ -94,33 +96,6 @@ pub const DURATION: &str = crate::rules::MOVED_DURATION;
 pub const DEFAULT_RATIO: f64 = 1.5;
 pub const DEFAULT_Z: f64 = 6.0;
 pub const DEFAULT_DURATION_SECONDS: f64 = 300.0;
-
-/// Signal pairs whose trends moving together the runbooks read as a cause: (cause, effect, what it
-/// says when they do).
-/// The coefficient from which two trends count as moving together.
-pub const CORRELATED: f64 = 0.7;
-/// The fewest points both trends must share for a coefficient to be said at all: six points make
-/// a coefficient of 0.7 out of noise all too often.
-pub const MIN_CORRELATION_POINTS: usize = 10;
-
-/// The rise against its baseline's median under which an effect did not move: a coefficient
-/// over an effect that stayed flat (P95 ITL at 1.004x its baseline) explains nothing.
-const EFFECT_ROSE: f64 = 1.1;
-
-/// Whether an effect's window median rose less than [`EFFECT_ROSE`] against its baseline's.
-fn effect_flat(baseline: &[(f64, f64)], window: &[(f64, f64)]) -> bool {
-    match (median(baseline.iter().map(|p| p.1)), median(window.iter().map(|p| p.1))) {
-        (Some(b), Some(w)) => w < b * EFFECT_ROSE,
-        _ => true,
-    }
-}
-
-/// Whether a cause's trend sat at its healthy level over the window: its window median at or under
-/// its pair's `healthy_at_or_below`, or no higher than its baseline's median.
-fn cause_healthy(pair: &CorrelationDef, baseline: &[(f64, f64)], window: &[(f64, f64)]) -> bool {
-    let (Some(b), Some(w)) = (median(baseline.iter().map(|p| p.1)), median(window.iter().map(|p| p.1))) else { return true };
-    pair.healthy_at_or_below.is_some_and(|level| w <= level) || w <= b
-}
 
 /// One watched signal.
 #[derive(Debug, Clone)]
@@ -555,38 +530,50 @@ fn base_scope(scope: &Scope, group_by: &[String]) -> Scope {
     group_by.iter().map(|l| (l.clone(), scope.get(l).cloned().unwrap_or_default())).collect()
 }
 
+/// A finding as what else moved reads it: as judged, with the severity and the cold start the
+/// finishing stage gives it.
+#[derive(Debug, Clone, Copy)]
+pub struct Standing<'a> {
+    pub finding: &'a Finding,
+    pub severity: Severity,
+    pub cold_start: bool,
+}
+
+impl<'a> Standing<'a> {
+    /// A finding as it stands.
+    pub fn of(finding: &'a Finding) -> Standing<'a> {
+        Standing { finding, severity: finding.severity, cold_start: finding.cold_start.is_some() }
+    }
+}
+
+/// What else moved: the changes no finding explains, largest first; the correlations of each
+/// finding (in the order given); and every watched signal's points per scope (keyed by its key
+/// among the watched: `id`, or `id@replica` for a per-replica reading).
+pub struct Moved {
+    pub unexplained: Vec<Unexplained>,
+    pub correlations: Vec<Vec<Correlation>>,
+    pub points: BTreeMap<(String, Scope), Points>,
+}
+
 /// Whether a warning or critical finding explains `signal`'s change on `scope`. A replica's cold
 /// start (an info finding with its note) explains the symptoms on its model too: the latency of its
 /// first minutes is the start's.
-pub fn explained(signal: &str, metric: &str, symptom: bool, scope: &Scope, findings: &[Finding], group_by: &[String]) -> bool {
-    findings.iter().filter(|f| &base_scope(&f.scope, group_by) == scope).any(|f| {
-        let serious = f.severity >= Severity::Warning;
-        (symptom && (serious || f.cold_start.is_some()))
-            || (serious && f.evidence.iter().any(|e| e.signal == signal || (!e.metric.is_empty() && family(&e.metric) == family(metric))))
+pub fn explained(signal: &str, metric: &str, symptom: bool, scope: &Scope, findings: &[Standing], group_by: &[String]) -> bool {
+    findings.iter().filter(|s| &base_scope(&s.finding.scope, group_by) == scope).any(|s| {
+        let serious = s.severity >= Severity::Warning;
+        (symptom && (serious || s.cold_start))
+            || (serious && s.finding.evidence.iter().any(|e| e.signal == signal || (!e.metric.is_empty() && family(&e.metric) == family(metric))))
     })
 }
 
-/// The unexplained changes, largest first.
-pub fn apply(plan: &MovedPlan, answers: &Answers, findings: &mut [Finding], rules: &RuleSet, p: &RunParams, warnings: &mut Warnings) -> Vec<Unexplained> {
-    apply_traced(plan, answers, findings, rules, p, warnings).0
-}
-
-/// [`apply`], with every watched signal's points per scope (keyed by its key among the watched:
-/// `id`, or `id@replica` for a per-replica reading).
-pub fn apply_traced(
-    plan: &MovedPlan,
-    answers: &Answers,
-    findings: &mut [Finding],
-    rules: &RuleSet,
-    p: &RunParams,
-    warnings: &mut Warnings,
-) -> (Vec<Unexplained>, BTreeMap<(String, Scope), Points>) {
+/// What else moved, read from the trends `plan` asked for, beside `findings`.
+pub fn apply(plan: &MovedPlan, answers: &Answers, findings: &[Standing], rules: &RuleSet, p: &RunParams, warnings: &mut Warnings) -> Moved {
     if plan.requests.is_empty() {
-        return (Vec::new(), BTreeMap::new());
+        return Moved { unexplained: Vec::new(), correlations: vec![Vec::new(); findings.len()], points: BTreeMap::new() };
     }
     let bars = Bars::from(&rules.thresholds).within(p.window.duration());
     let points = read_points(plan, answers, p, bars.seconds, warnings);
-    correlations(&points, findings, &rules.correlations, &p.group_by);
+    let correlations = correlations(&points, findings, &rules.correlations, &p.group_by);
     let w_start = p.window.start.timestamp() as f64;
     let mut out = Vec::new();
     // The model's own readings first, so that a replica's change its model's reading already
@@ -633,66 +620,12 @@ pub fn apply_traced(
         });
     }
     out.sort_by(|a, b| size(b).total_cmp(&size(a)).then_with(|| a.signal.cmp(&b.signal)).then_with(|| a.scope.cmp(&b.scope)));
-    (out, points)
+    Moved { unexplained: out, correlations, points }
 }
 
 /// How large a change is, for ordering: its robust z, else its factor.
 fn size(u: &Unexplained) -> f64 {
     u.robust_z.or(u.ratio).unwrap_or(f64::INFINITY)
-}
-
-/// Pearson's coefficient over the points two trends share (by time), with at least 6 of them (the
-/// correlations say one only over [`MIN_CORRELATION_POINTS`]).
-pub fn pearson(a: &[(f64, f64)], b: &[(f64, f64)]) -> Option<(f64, usize)> {
-    let by_t: BTreeMap<i64, f64> = b.iter().map(|(t, v)| (t.round() as i64, *v)).collect();
-    let pairs: Vec<(f64, f64)> = a.iter().filter_map(|(t, x)| by_t.get(&(t.round() as i64)).map(|y| (*x, *y))).collect();
-    let n = pairs.len();
-    if n < 6 {
-        return None;
-    }
-    let mx = pairs.iter().map(|p| p.0).sum::<f64>() / n as f64;
-    let my = pairs.iter().map(|p| p.1).sum::<f64>() / n as f64;
-    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
-    for (x, y) in &pairs {
-        sxy += (x - mx) * (y - my);
-        sxx += (x - mx).powi(2);
-        syy += (y - my).powi(2);
-    }
-    if sxx <= 0.0 || syy <= 0.0 {
-        return None;
-    }
-    let r = sxy / (sxx * syy).sqrt();
-    r.is_finite().then_some((r, n))
-}
-
-/// The runbooks' correlations as evidence: for each warning or critical finding, each pair whose
-/// trends over the window (baseline and window together, so a step between them counts) move
-/// together on its scope, when the finding's evidence holds either signal of the pair. It supports
-/// the finding when the finding reads the pair's cause; when the finding reads only the effect, it
-/// points elsewhere and says so.
-pub fn correlations(points: &BTreeMap<(String, Scope), Points>, findings: &mut [Finding], pairs: &[CorrelationDef], group_by: &[String]) {
-    for f in findings.iter_mut().filter(|f| f.severity >= Severity::Warning) {
-        let scope = base_scope(&f.scope, group_by);
-        let read: BTreeSet<String> = f.evidence.iter().map(|e| e.signal.clone()).collect();
-        for pair in pairs {
-            let (cause, effect) = (&pair.cause, &pair.effect);
-            if !read.contains(cause) && !read.contains(effect) {
-                continue;
-            }
-            let (Some((cb, cw)), Some((eb, ew))) = (points.get(&(cause.clone(), scope.clone())), points.get(&(effect.clone(), scope.clone()))) else {
-                continue;
-            };
-            let joined = |b: &[(f64, f64)], w: &[(f64, f64)]| b.iter().chain(w).copied().collect::<Vec<_>>();
-            let Some((r, n)) = pearson(&joined(cb, cw), &joined(eb, ew)) else { continue };
-            if r < CORRELATED || n < MIN_CORRELATION_POINTS || cause_healthy(pair, cb, cw) || effect_flat(eb, ew) {
-                continue;
-            }
-            let supports = read.contains(cause);
-            let c = Correlation { cause: cause.clone(), effect: effect.clone(), coefficient: r, points: n, supports, text: String::new() };
-            f.correlations.push(c.worded(&f.rule, &pair.meaning));
-        }
-        f.correlations.sort_by(|a, b| b.coefficient.total_cmp(&a.coefficient));
-    }
 }
 
 #[cfg(test)]
@@ -921,6 +854,10 @@ mod tests {
         f
     }
 
+    fn standing(fs: &[Finding]) -> Vec<Standing<'_>> {
+        fs.iter().map(Standing::of).collect()
+    }
+
     #[test]
     fn a_finding_explains_its_own_family_on_its_scope_and_symptoms_there_but_not_elsewhere() {
         let by = vec!["model_name".to_string()];
@@ -932,13 +869,13 @@ mod tests {
             &[("kv_usage_avg", "vllm:kv_cache_usage_perc"), ("ttft_p95", "vllm:time_to_first_token_seconds_bucket")],
         );
         let fs = vec![kv];
-        assert!(explained("ttft_mean", "vllm:time_to_first_token_seconds_sum", false, &scope("a"), &fs, &by), "same family");
-        assert!(explained("queue_p95", "vllm:request_queue_time_seconds_bucket", true, &scope("a"), &fs, &by), "a symptom on its scope");
-        assert!(!explained("prefix_hit_ratio", "vllm:prefix_cache_hits_total", false, &scope("a"), &fs, &by), "another family");
-        assert!(!explained("queue_p95", "vllm:request_queue_time_seconds_bucket", true, &scope("b"), &fs, &by), "another model");
+        assert!(explained("ttft_mean", "vllm:time_to_first_token_seconds_sum", false, &scope("a"), &standing(&fs), &by), "same family");
+        assert!(explained("queue_p95", "vllm:request_queue_time_seconds_bucket", true, &scope("a"), &standing(&fs), &by), "a symptom on its scope");
+        assert!(!explained("prefix_hit_ratio", "vllm:prefix_cache_hits_total", false, &scope("a"), &standing(&fs), &by), "another family");
+        assert!(!explained("queue_p95", "vllm:request_queue_time_seconds_bucket", true, &scope("b"), &standing(&fs), &by), "another model");
         let info = vec![finding("gpu-underutilized", Severity::Info, "a", &[("kv_usage_avg", "vllm:kv_cache_usage_perc")])];
-        assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &info, &by), "info explains nothing");
-        assert!(!explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &info, &by), "info explains nothing");
+        assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &standing(&info), &by), "info explains nothing");
+        assert!(!explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &standing(&info), &by), "info explains nothing");
         let mut cold = finding("replica-outlier", Severity::Info, "a", &[("itl_replica_gap", "vllm:inter_token_latency_seconds_bucket")]);
         cold.scope.insert("instance".into(), "a-0:8000".into());
         cold.cold_start = Some(crate::report::ColdStart {
@@ -955,10 +892,10 @@ mod tests {
         });
         let cold = vec![cold];
         assert!(
-            explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &cold, &by),
+            explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &standing(&cold), &by),
             "a replica's cold start explains its model's latency"
         );
-        assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &cold, &by), "but not what is not a symptom");
+        assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &standing(&cold), &by), "but not what is not a symptom");
     }
 
     #[test]
@@ -970,22 +907,22 @@ mod tests {
         let mut points = BTreeMap::new();
         points.insert(("kv_usage_avg".to_string(), scope.clone()), (series(0.0, &rising[..15]), series(900.0, &rising[15..])));
         points.insert(("ttft_p95".to_string(), scope.clone()), (series(0.0, &ttft[..15]), series(900.0, &ttft[15..])));
-        let mut fs = vec![
+        let fs = vec![
             finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "")]),
             finding("slow-input-processing", Severity::Warning, "a", &[("ttft_p95", "")]),
             finding("gpu-underutilized", Severity::Info, "a", &[("kv_usage_avg", "")]),
         ];
-        correlations(&points, &mut fs, &crate::rules::load_builtin().unwrap().correlations, &by);
-        assert_eq!(fs[0].correlations.len(), 1);
-        assert!(fs[0].correlations[0].supports && fs[0].correlations[0].coefficient > 0.99);
-        assert!(!fs[1].correlations[0].supports && fs[1].correlations[0].text.contains("doubt"), "{:?}", fs[1].correlations);
-        assert!(fs[2].correlations.is_empty());
+        let found = correlations(&points, &standing(&fs), &crate::rules::load_builtin().unwrap().correlations, &by);
+        assert_eq!(found[0].len(), 1);
+        assert!(found[0][0].supports && found[0][0].coefficient > 0.99);
+        assert!(!found[1][0].supports && found[1][0].text.contains("doubt"), "{:?}", found[1]);
+        assert!(found[2].is_empty());
         // Unrelated trends say nothing.
         let flat: Vec<f64> = (0..30).map(|i| 0.5 + 0.01 * ((i * 13) % 7) as f64).collect();
         points.insert(("ttft_p95".to_string(), scope.clone()), (series(0.0, &flat[..15]), series(900.0, &flat[15..])));
-        let mut fs = vec![finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "")])];
-        correlations(&points, &mut fs, &crate::rules::load_builtin().unwrap().correlations, &by);
-        assert!(fs[0].correlations.is_empty(), "{:?}", fs[0].correlations);
+        let fs = vec![finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "")])];
+        let found = correlations(&points, &standing(&fs), &crate::rules::load_builtin().unwrap().correlations, &by);
+        assert!(found[0].is_empty(), "{:?}", found[0]);
     }
 
     #[test]
@@ -996,9 +933,8 @@ mod tests {
             let mut points = BTreeMap::new();
             points.insert(("kv_usage_avg".to_string(), scope.clone()), (series(0.0, &kv[..half]), series(900.0, &kv[half..])));
             points.insert(("ttft_p95".to_string(), scope.clone()), (series(0.0, &ttft[..half]), series(900.0, &ttft[half..])));
-            let mut fs = vec![finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "")])];
-            correlations(&points, &mut fs, &crate::rules::load_builtin().unwrap().correlations, &by);
-            fs.remove(0).correlations
+            let fs = vec![finding("kv-cache-pressure", Severity::Critical, "a", &[("kv_usage_avg", "")])];
+            correlations(&points, &standing(&fs), &crate::rules::load_builtin().unwrap().correlations, &by).remove(0)
         };
         let rising: Vec<f64> = (0..30).map(|i| 0.3 + 0.02 * i as f64).collect();
         let ttft: Vec<f64> = rising.iter().map(|k| 0.2 + 3.0 * k).collect();
