@@ -22,7 +22,7 @@ pub struct FollowUps {
     pub trends: BTreeMap<String, (String, Request, Request)>,
     /// The trends over a signal's own fixed range (an SLO burn rate's hour, the last five minutes)
     /// instead of `trend_range`. The others' baseline points start once `trend_range` lies inside
-    /// the baseline (see [`apply_trends`]).
+    /// the baseline (see [`trends`]).
     pub fixed_range: BTreeMap<String, Duration>,
     pub trend_range: Duration,
     pub step: u64,
@@ -203,10 +203,10 @@ pub fn affected_replicas(samples: &[Sample], e: &Evidence, replica_label: &str) 
     }
 }
 
-/// Attach each trend to the evidence it belongs to.
-fn apply_trends(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], group_by: &[String], warnings: &mut Warnings) {
+/// The trend of each finding's evidence that asked for one, by the evidence's position.
+fn trends(fu: &FollowUps, answers: &Answers, findings: &[Finding], group_by: &[String], warnings: &mut Warnings) -> Vec<Vec<(usize, Trend)>> {
     if fu.trends.is_empty() {
-        return;
+        return vec![Vec::new(); findings.len()];
     }
     for (_, b, w) in fu.trends.values() {
         for resp in [b, w].into_iter().filter_map(|r| answers.get(r)).flatten() {
@@ -224,68 +224,95 @@ fn apply_trends(fu: &FollowUps, answers: &Answers, findings: &mut [Finding], gro
             _ => Vec::new(),
         }
     };
-    for f in findings.iter_mut() {
-        for e in &mut f.evidence {
-            if let Some((query, b, w)) = fu.trends.get(&e.signal) {
-                // A point sums up the trend range before it: the baseline's first points would show
-                // what came before the baseline (an earlier incident's tail), so they start once
-                // that range lies inside it. A signal's own fixed range (an SLO's hour) keeps all.
-                let fixed = fu.fixed_range.get(&e.signal);
-                let from = match b {
-                    Request::Range { start, .. } if fixed.is_none() => start.timestamp() as f64 + fu.trend_range.as_secs_f64(),
-                    _ => f64::NEG_INFINITY,
-                };
-                let (baseline, window) = (points(b, &f.scope, from), points(w, &f.scope, f64::NEG_INFINITY));
-                if !baseline.is_empty() || !window.is_empty() {
-                    let range_seconds = fixed.unwrap_or(&fu.trend_range).as_secs();
-                    e.series = Some(Trend { step_seconds: fu.step, range_seconds, query: query.clone(), baseline, window });
-                }
-            }
+    let trend = |f: &Finding, e: &Evidence| -> Option<Trend> {
+        let (query, b, w) = fu.trends.get(&e.signal)?;
+        // A point sums up the trend range before it: the baseline's first points would show
+        // what came before the baseline (an earlier incident's tail), so they start once
+        // that range lies inside it. A signal's own fixed range (an SLO's hour) keeps all.
+        let fixed = fu.fixed_range.get(&e.signal);
+        let from = match b {
+            Request::Range { start, .. } if fixed.is_none() => start.timestamp() as f64 + fu.trend_range.as_secs_f64(),
+            _ => f64::NEG_INFINITY,
+        };
+        let (baseline, window) = (points(b, &f.scope, from), points(w, &f.scope, f64::NEG_INFINITY));
+        if baseline.is_empty() && window.is_empty() {
+            return None;
         }
-    }
+        let range_seconds = fixed.unwrap_or(&fu.trend_range).as_secs();
+        Some(Trend { step_seconds: fu.step, range_seconds, query: query.clone(), baseline, window })
+    };
+    findings.iter().map(|f| f.evidence.iter().enumerate().filter_map(|(i, e)| Some((i, trend(f, e)?))).collect()).collect()
 }
 
-/// Apply the follow-up answers: trends, affected replicas, and recommendations (which need no
-/// follow-up query when the measured KV footprint is enough).
+/// What the follow-up round read for one finding: the trends of its evidence (by position), which
+/// of its replicas are affected, its cards and the levers its evidence rules out. The default
+/// adds nothing.
+#[derive(Debug, Clone, Default)]
+pub struct FollowedUp {
+    pub trends: Vec<(usize, Trend)>,
+    pub replicas: Option<Replicas>,
+    pub recommendations: Vec<crate::report::Recommendation>,
+    pub wont_help: Option<Vec<crate::report::WontHelp>>,
+}
+
+/// Write what the follow-up round read into a finding: the one place this stage changes one.
+pub fn build(mut f: Finding, part: FollowedUp) -> Finding {
+    for (i, trend) in part.trends {
+        if let Some(e) = f.evidence.get_mut(i) {
+            e.series = Some(trend);
+        }
+    }
+    if let Some(r) = part.replicas {
+        f.replicas = Some(r);
+    }
+    f.recommendations.extend(part.recommendations);
+    if let Some(w) = part.wont_help {
+        f.wont_help = w;
+    }
+    f
+}
+
+/// What the follow-up answers say of each finding: trends, affected replicas, and recommendations
+/// (which need no follow-up query when the measured KV footprint is enough).
 /// `binding` is the binding stage's reading, which the levers ruled out must agree with.
 #[allow(clippy::too_many_arguments)]
-pub fn apply(
+pub fn read(
     fu: &FollowUps,
     answers: &Answers,
-    findings: &mut [Finding],
+    findings: &[Finding],
     rules: &RuleSet,
     table: &SignalTable,
     binding: &[crate::report::Binding],
     replicas: &BTreeMap<Scope, Vec<super::binding::ReplicaRead>>,
     p: &RunParams,
     warnings: &mut Warnings,
-) {
-    apply_trends(fu, answers, findings, &p.group_by, warnings);
+) -> Vec<FollowedUp> {
+    let trends = trends(fu, answers, findings, &p.group_by, warnings);
     let cache = match fu.cache.as_ref().and_then(|r| answers.get(r)) {
         Some(Ok(Response { data: Data::Vector(v), .. })) => crate::recommend::cache_config(v, &p.group_by),
         _ => BTreeMap::new(),
     };
-    for (f, b) in findings.iter_mut().zip(&fu.breakdowns) {
+    let mut out: Vec<FollowedUp> = trends.into_iter().map(|trends| FollowedUp { trends, ..Default::default() }).collect();
+    for ((f, b), part) in findings.iter().zip(&fu.breakdowns).zip(out.iter_mut()) {
         if let Some((req, signal)) = b {
             // A damaged or missing answer leaves which replicas are affected not evaluated, with
             // why: never a finding quietly without its breakdown (the warning is explain's).
-            let unread = |why: Unread| Replicas::unread(&p.replica_label, signal, why);
-            match answers.get(req) {
+            let unread = |why: Unread| Some(Replicas::unread(&p.replica_label, signal, why));
+            part.replicas = match answers.get(req) {
                 Some(Ok(Response { data: Data::Vector(samples), .. })) => {
-                    if let Some(e) = f.evidence.iter().find(|e| &e.signal == signal) {
-                        f.replicas = Some(affected_replicas(samples, e, &p.replica_label));
-                    }
+                    f.evidence.iter().find(|e| &e.signal == signal).map(|e| affected_replicas(samples, e, &p.replica_label))
                 }
-                Some(Ok(_)) => f.replicas = Some(unread(Unread::NotAVector)),
-                Some(Err(e)) => f.replicas = Some(unread(Unread::Failed(e.short_reason()))),
-                None => f.replicas = Some(unread(Unread::NotAnswered)),
-            }
+                Some(Ok(_)) => unread(Unread::NotAVector),
+                Some(Err(e)) => unread(Unread::Failed(e.short_reason())),
+                None => unread(Unread::NotAnswered),
+            };
         }
         let Some(def) = rules.rule(&f.rule) else { continue };
         if def.recommend.is_some() || !def.also_size.is_empty() || def.rules_out_levers {
+            let affected = part.replicas.as_ref().or(f.replicas.as_ref());
             let base: Scope = f.scope.iter().filter(|(k, _)| p.group_by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-            let mut inputs = recommend_inputs(rules, table, &base, cache.get(&base).copied(), f.replicas.as_ref().map(|r| r.total as f64));
-            if let Some((sized_on, running, kv)) = sized_on(f, replicas.get(&base), &p.replica_label) {
+            let mut inputs = recommend_inputs(rules, table, &base, cache.get(&base).copied(), affected.map(|r| r.total as f64));
+            if let Some((sized_on, running, kv)) = sized_on(affected, replicas.get(&base), &p.replica_label) {
                 inputs.running_per_replica = Some(running);
                 inputs.kv_usage_avg = kv.or(inputs.kv_usage_avg);
                 inputs.sized_on = Some(sized_on);
@@ -297,19 +324,24 @@ pub fn apply(
                     .map(|(k, v)| (*k, *v))
                     .collect()
             });
-            f.recommendations.extend(crate::recommend::cards(def.recommend.as_deref(), &def.also_size, &inputs));
+            part.recommendations = crate::recommend::cards(def.recommend.as_deref(), &def.also_size, &inputs);
             if def.rules_out_levers {
-                f.wont_help = crate::recommend::wont_help(&inputs);
+                part.wont_help = Some(crate::recommend::wont_help(&inputs));
             }
         }
     }
+    out
 }
 
 /// Where a finding is about some of its model's replicas and not the others (its breakdown names
 /// fewer than all): those replicas, with their running batch and KV usage averaged over them,
 /// for the cards to be sized from them rather than from replicas that differ.
-fn sized_on(f: &Finding, reads: Option<&Vec<super::binding::ReplicaRead>>, label: &str) -> Option<(crate::recommend::SizedOn, f64, Option<f64>)> {
-    let r = f.replicas.as_ref().filter(|r| r.not_evaluated.is_none() && !r.affected.is_empty() && r.affected.len() < r.total)?;
+fn sized_on(
+    affected: Option<&Replicas>,
+    reads: Option<&Vec<super::binding::ReplicaRead>>,
+    label: &str,
+) -> Option<(crate::recommend::SizedOn, f64, Option<f64>)> {
+    let r = affected.filter(|r| r.not_evaluated.is_none() && !r.affected.is_empty() && r.affected.len() < r.total)?;
     let mine: Vec<&super::binding::ReplicaRead> = reads?.iter().filter(|x| x.scope.get(label).is_some_and(|v| r.affected.contains(v))).collect();
     if mine.len() != r.affected.len() {
         return None;

@@ -347,7 +347,8 @@ fn follow_up_round(run: &mut Run<'_>, reads: &Reads, mut judged: Judged, fu: &Fo
     // Each replica's batch, queue and KV: cards of a finding about some replicas are sized from them.
     let replicas = reads.binding.as_ref().map(|b| binding::replicas(b, answers, p)).unwrap_or_default();
     let findings = &mut judged.verdicts.ranked.findings;
-    follow_up::apply(&fu.findings, more, findings, rules, &judged.table, &binding, &replicas, p, &mut run.warnings);
+    let read = follow_up::read(&fu.findings, more, findings, rules, &judged.table, &binding, &replicas, p, &mut run.warnings);
+    *findings = std::mem::take(findings).into_iter().zip(read).map(|(f, part)| follow_up::build(f, part)).collect();
     let events = events::read(&reads.events, &[answers, more], &mut run.warnings);
     let latency = events::replica_latency(&reads.events, &[answers, more]);
     let step = fu.findings.step.max(reads.events.step());

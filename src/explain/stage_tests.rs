@@ -968,12 +968,13 @@ fn a_baseline_trend_starts_once_its_range_lies_inside_the_baseline() {
             );
         }
     }
-    let mut findings = vec![crate::report::Finding {
+    let judged = vec![crate::report::Finding {
         evidence: vec![evidence("own", 1.0), evidence("fixed", 1.0)],
         ..crate::report::Finding::bare("r", crate::report::Severity::Warning, scope("a"))
     }];
     let rules = crate::rules::load_builtin().unwrap();
-    follow_up::apply(&fu, &answers, &mut findings, &rules, &SignalTable::new(), &[], &Default::default(), &p, &mut Warnings::default());
+    let read = follow_up::read(&fu, &answers, &judged, &rules, &SignalTable::new(), &[], &Default::default(), &p, &mut Warnings::default());
+    let findings: Vec<_> = judged.into_iter().zip(read).map(|(f, part)| follow_up::build(f, part)).collect();
     let own = findings[0].evidence[0].series.as_ref().expect("own trend");
     let (b0, bs) = (p.baseline.start.timestamp() as f64, (p.baseline.end - p.baseline.start).num_seconds() / 60 + 1);
     assert_eq!(own.baseline.first().map(|x| x.0), Some(b0 + 180.0), "{:?}", own.baseline);
