@@ -34,7 +34,7 @@ use super::binding::ReplicaRead;
 use super::cold_start::{self, WarmUps};
 use super::onset::{self, Dating};
 use super::replica_cause::{self, Cause};
-use super::{correlate, gpu_reasons, judge};
+use super::{correlate, gpu_reasons, judge, moved};
 use crate::events::ReplicaLatency;
 use crate::report::{
     Awaits, Binding, BoundAnswer, Correlation, Event, Finding, GpuReason, PrecededBy, RunParams, Scope, Severity, SpreadAnswer, SpreadMeasure, Step,
@@ -100,6 +100,24 @@ impl Parts {
 pub struct Finishing {
     pub parts: Vec<Parts>,
     pub started: bool,
+}
+
+impl Finishing {
+    /// Each of `judged` as it will stand once built, for what else moved to read.
+    pub fn standing<'a>(&self, judged: &'a [Finding]) -> Vec<moved::Standing<'a>> {
+        judged
+            .iter()
+            .zip(&self.parts)
+            .map(|(f, part)| moved::Standing { finding: f, severity: part.severity(f.severity), cold_start: f.cold_start.is_some() || part.cold() })
+            .collect()
+    }
+
+    /// What else moved's correlations, one list per finding in the same order.
+    pub fn correlated(&mut self, correlations: Vec<Vec<Correlation>>) {
+        for (part, c) in self.parts.iter_mut().zip(correlations) {
+            part.correlations = c;
+        }
+    }
 }
 
 /// Every finding's parts but its correlations (what else moved finds them from what these say).

@@ -5,10 +5,11 @@
 //! Its stages are plain functions over data, one file each, in the order a run goes through them:
 //! [`discover`] (metric names, bucket bounds, fleet labels) -> [`plan`] (queries from signals, as a
 //! [`fetch::ReadPlan`]) -> [`fetch`] (the only network code: the read plan carried out) -> [`assemble`] (answers -> signal values) -> [`judge`] (rules,
-//! rank, coverage) -> [`follow_up`] (trends, per-replica breakdowns, recommendations) -> [`onset`]
-//! (when each finding began, read from its trend) -> [`correlate`] (the change each finding began
-//! after) -> [`cold_start`] -> [`moved`] (what else moved that no finding explains, and the
-//! correlations between signals that moved together). Beside them, [`hops`] splits each model's wait into the hops of its path from the means the signals read, and [`binding`] reads which limit held each model's requests back at every
+//! rank, coverage) -> [`follow_up`] (trends, per-replica breakdowns, recommendations) -> [`finish`]
+//! (each finding's parts: [`onset`], when it began, read from its trend; [`correlate`], the change
+//! it began after; [`cold_start`]; [`replica_cause`]; [`gpu_reasons`]) -> [`moved`] (what else moved
+//! that no finding explains, and the correlations between signals that moved together) -> the
+//! findings built from their parts once. Beside them, [`hops`] splits each model's wait into the hops of its path from the means the signals read, and [`binding`] reads which limit held each model's requests back at every
 //! step of the window (its reads go with the signals'). The change events ([`crate::events`]) are asked with the signals. A query that fails or times out does not stop the run: the signals that
 //! needed it become "not evaluated" with the reason, and the rest of the diagnosis still comes out.
 //!
@@ -339,8 +340,10 @@ struct Followed {
 }
 
 /// Round 4's answers into the findings: which limit bound each model (read before the follow-ups,
-/// so the levers they rule out agree with it), the follow-ups, the change events, the steps after
-/// them ([`finish`]), what else moved and the time by hop; nothing dropped in silence.
+/// so the levers they rule out agree with it), the follow-ups (built into the findings), the change
+/// events, the findings' finishing parts ([`finish`]), what else moved (given each finding as it
+/// will stand, it adds their correlations), the findings built and ranked once, and the time by
+/// hop; nothing dropped in silence.
 fn follow_up_round(run: &mut Run<'_>, reads: &Reads, mut judged: Judged, fu: &FollowUpReads, answers: &Answers, more: &Answers) -> Followed {
     let (rules, p) = (run.rules, &run.opts.params);
     let binding = reads.binding.as_ref().map(|b| binding::read(b, answers, p)).unwrap_or_default();
@@ -354,15 +357,8 @@ fn follow_up_round(run: &mut Run<'_>, reads: &Reads, mut judged: Judged, fu: &Fo
     let step = fu.findings.step.max(reads.events.step());
     let finish = finish::Finish { rules, p, table: &judged.table, events: &events, step, latency: &latency, replicas: &replicas, binding: &binding };
     let mut finishing = finish::parts(findings, &finish);
-    let standing: Vec<moved::Standing> = findings
-        .iter()
-        .zip(&finishing.parts)
-        .map(|(f, part)| moved::Standing { finding: f, severity: part.severity(f.severity), cold_start: f.cold_start.is_some() || part.cold() })
-        .collect();
-    let moved = moved::apply(&fu.moved, more, &standing, rules, p, &mut run.warnings);
-    for (part, correlations) in finishing.parts.iter_mut().zip(moved.correlations) {
-        part.correlations = correlations;
-    }
+    let moved = moved::apply(&fu.moved, more, &finishing.standing(findings), rules, p, &mut run.warnings);
+    finishing.correlated(moved.correlations);
     *findings = finish::finished(std::mem::take(findings), finishing);
     let (unexplained, trends) = (moved.unexplained, moved.points);
     let hop_ids = hops::HopSignals::of(rules);
