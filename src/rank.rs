@@ -63,15 +63,10 @@ fn order(a: &Finding, b: &Finding) -> std::cmp::Ordering {
     b.severity.cmp(&a.severity).then(b.score.total_cmp(&a.score)).then(a.rule.cmp(&b.rule)).then(a.scope.cmp(&b.scope))
 }
 
-/// Once the findings' ends are known: a warning or critical problem still going on at the window's
-/// end comes before every finding that is over (and before info findings), each group keeping the
-/// order [`rank`] gave it. What is burning now is what the reader acts on first; a problem that is
-/// over stays listed, with when it ended.
-pub fn ongoing_first(findings: &mut [Finding]) {
-    findings.sort_by_key(|f| !ongoing(f.ended, f.severity));
-}
-
-/// A warning or critical problem that had not ended by the window's end.
+/// A warning or critical problem that had not ended by the window's end. Once the findings' ends
+/// are known, these come before every finding that is over (and before info findings), each group
+/// keeping the order [`rank`] gave it (`explain::finish`): what is burning now is what the reader
+/// acts on first; a problem that is over stays listed, with when it ended.
 pub fn ongoing(ended: Option<chrono::DateTime<chrono::Utc>>, severity: Severity) -> bool {
     ended.is_none() && severity >= Severity::Warning
 }
@@ -292,6 +287,11 @@ mod tests {
         let over = Judgement { late: false, ..matched("kv-cache-pressure", "a", 3.0) };
         let r = rank(&set, &["model_name".to_string()], vec![over, matched("slow-decode", "a", 1.0)]);
         assert_eq!(r.findings.len(), 1);
+    }
+
+    /// The ongoing first, each group in its order, as finishing sorts them.
+    fn ongoing_first(findings: &mut [Finding]) {
+        findings.sort_by_key(|f| !ongoing(f.ended, f.severity));
     }
 
     #[test]
