@@ -256,7 +256,7 @@ mod tests {
     }
 
     /// What the starts explain of each finding, built into it and ranked the way explain does.
-    fn apply(fs: &mut Vec<Finding>, events: &[Event], series: &[ReplicaLatency], window: &TimeRange, rules: &RuleSet) {
+    fn built(fs: &mut Vec<Finding>, events: &[Event], series: &[ReplicaLatency], window: &TimeRange, rules: &RuleSet) {
         use crate::explain::finish;
         let warm = WarmUps::read(events, series, window, rules);
         let parts: Vec<finish::Parts> =
@@ -313,7 +313,7 @@ mod tests {
     fn a_replica_slow_for_its_first_minutes_then_like_its_peers_is_a_cold_start() {
         let events = [restart(40, "b")];
         let mut fs = vec![outlier("b"), Finding::bare("kv-cache-pressure", Severity::Warning, scope())];
-        apply(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &rules(BTreeMap::new()));
+        built(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &rules(BTreeMap::new()));
         let cold = fs.iter().find(|f| f.rule == "replica-outlier").unwrap();
         assert_eq!(cold.severity, Severity::Info);
         let note = cold.cold_start.as_ref().expect("a cold start note");
@@ -330,7 +330,7 @@ mod tests {
     fn a_slowdown_that_outlasts_the_warm_up_stays_a_warning_tied_to_the_restart() {
         let events = [restart(40, "b")];
         let mut fs = vec![outlier("b")];
-        apply(&mut fs, &events, &fleet(41, 14, 5.0), &window(), &rules(BTreeMap::new()));
+        built(&mut fs, &events, &fleet(41, 14, 5.0), &window(), &rules(BTreeMap::new()));
         assert_eq!(fs[0].severity, Severity::Warning);
         assert!(fs[0].cold_start.is_none());
         assert!(fs[0].steps[0].text().starts_with("Not a cold start: b (re)started"), "{:?}", fs[0].steps);
@@ -338,7 +338,7 @@ mod tests {
         // The threshold is the rule pack's: a longer allowance makes it a cold start.
         let mut fs = vec![outlier("b")];
         let th: BTreeMap<String, f64> = [(THRESHOLD.to_string(), 1200.0)].into_iter().collect();
-        apply(&mut fs, &events, &fleet(41, 14, 5.0), &window(), &rules(th));
+        built(&mut fs, &events, &fleet(41, 14, 5.0), &window(), &rules(th));
         assert_eq!(fs[0].severity, Severity::Info);
     }
 
@@ -346,10 +346,10 @@ mod tests {
     fn another_replica_named_or_a_slowdown_long_after_the_start_is_not_the_start() {
         let events = [restart(40, "b")];
         let mut fs = vec![outlier("c")];
-        apply(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &rules(BTreeMap::new()));
+        built(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &rules(BTreeMap::new()));
         assert_eq!((fs[0].severity, fs[0].preceded_by.is_none()), (Severity::Warning, true));
         let mut fs = vec![outlier("b")];
-        apply(&mut fs, &events, &fleet(50, 4, 5.0), &window(), &rules(BTreeMap::new()));
+        built(&mut fs, &events, &fleet(50, 4, 5.0), &window(), &rules(BTreeMap::new()));
         assert_eq!((fs[0].severity, fs[0].cold_start.is_none()), (Severity::Warning, true));
     }
 
@@ -357,13 +357,13 @@ mod tests {
     fn a_model_wide_slowdown_is_a_cold_start_only_when_the_other_replicas_stayed_at_baseline() {
         let events = [restart(40, "b")];
         let mut fs = vec![Finding::bare("slow-prefill", Severity::Warning, scope())];
-        apply(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &rules(BTreeMap::new()));
+        built(&mut fs, &events, &fleet(41, 4, 5.0), &window(), &rules(BTreeMap::new()));
         assert_eq!(fs[0].severity, Severity::Info);
         // The peers slowed too: the model has a problem of its own.
         let mut series = fleet(41, 4, 5.0);
         series[0] = replica("a", 0.2, |i| if i >= 30 { 1.5 } else { 1.0 });
         let mut fs = vec![Finding::bare("slow-prefill", Severity::Warning, scope())];
-        apply(&mut fs, &events, &series, &window(), &rules(BTreeMap::new()));
+        built(&mut fs, &events, &series, &window(), &rules(BTreeMap::new()));
         assert_eq!(fs[0].severity, Severity::Warning);
     }
 
@@ -371,7 +371,7 @@ mod tests {
     fn still_slow_at_the_window_end_inside_the_limit_is_a_cold_start_under_way() {
         let events = [restart(55, "b")];
         let mut fs = vec![outlier("b")];
-        apply(&mut fs, &events, &fleet(56, 10, 5.0), &window(), &rules(BTreeMap::new()));
+        built(&mut fs, &events, &fleet(56, 10, 5.0), &window(), &rules(BTreeMap::new()));
         assert_eq!(fs[0].severity, Severity::Info);
         let note = fs[0].cold_start.as_ref().unwrap();
         assert!(note.warm.is_none() && note.text.starts_with("cold start under way"), "{note:?}");

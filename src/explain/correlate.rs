@@ -109,7 +109,7 @@ mod tests {
     use crate::report::Step;
 
     /// Correlate's parts of each finding, built into it the way explain builds it.
-    fn apply(fs: &mut [Finding], events: &[Event], step: u64, window_start: DateTime<Utc>, baseline_start: DateTime<Utc>, rules: &RuleSet) {
+    fn built(fs: &mut [Finding], events: &[Event], step: u64, window_start: DateTime<Utc>, baseline_start: DateTime<Utc>, rules: &RuleSet) {
         for f in fs.iter_mut() {
             let now = Dating::of(f);
             let dating = dated_by_events(f, &now, events, window_start, rules);
@@ -163,7 +163,7 @@ mod tests {
             event("2026-01-15T09:02:00Z", EventKind::ConfigChange, "qwen", "block_size 16 -> 32 on 1 of 1 replica"),
         ];
         let mut fs = vec![finding("llama", Some("2026-01-15T09:03:00Z"))];
-        apply(
+        built(
             &mut fs,
             &events,
             60,
@@ -188,7 +188,7 @@ mod tests {
             event("2026-01-15T09:01:00Z", EventKind::TargetUp, "llama", "never a cause"),
         ];
         let mut fs = vec![finding("llama", Some("2026-01-15T09:03:00Z"))];
-        apply(
+        built(
             &mut fs,
             &events,
             60,
@@ -204,7 +204,7 @@ mod tests {
     fn a_problem_present_before_the_window_is_tied_to_nothing() {
         let events = vec![event("2026-01-15T09:01:00Z", EventKind::Rollout, "", "Deployment prod/llama generation 4")];
         let mut fs = vec![finding("llama", None)];
-        apply(
+        built(
             &mut fs,
             &events,
             60,
@@ -215,7 +215,7 @@ mod tests {
         assert_eq!(fs[0].preceded_by, None);
         // A fleet-wide rollout does qualify for a dated finding.
         let mut fs = vec![finding("llama", Some("2026-01-15T09:04:00Z"))];
-        apply(
+        built(
             &mut fs,
             &events,
             60,
@@ -231,7 +231,7 @@ mod tests {
         let mut e = event("2026-01-15T09:00:00Z", EventKind::Rollout, "llama", "rolling");
         e.until = Some(t("2026-01-15T09:20:00Z"));
         let mut fs = vec![finding("llama", Some("2026-01-15T09:22:00Z"))];
-        apply(&mut fs, &[e], 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:20:00Z"), &pack());
+        built(&mut fs, &[e], 60, t("2026-01-15T08:50:00Z"), t("2026-01-15T08:20:00Z"), &pack());
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.lead_seconds), Some(22 * 60));
     }
 
@@ -256,12 +256,12 @@ mod tests {
         let (baseline, window) = (t("2026-11-28T02:42:54Z"), t("2026-11-28T02:46:54Z"));
         let events = vec![event("2026-11-28T02:42:54Z", EventKind::Restart, "llama", "1 of 2 replicas restarted")];
         let mut fs = vec![finding("llama", Some("2026-11-28T02:47:09Z"))];
-        apply(&mut fs, &events, 15, window, baseline, &pack());
+        built(&mut fs, &events, 15, window, baseline, &pack());
         assert_eq!(fs[0].preceded_by, None);
         assert!(fs[0].steps.iter().all(|s| !matches!(s, Step::Change { .. })), "{:?}", fs[0].steps);
         // Nor one there from the window's start, to the baseline's first sample.
         let mut from_start = vec![finding_with("kv-cache-pressure", vec![evidence("kv", 0.99, 0.5, true)], Some("kv"))];
-        apply(&mut from_start, &events, 15, window, baseline, &pack());
+        built(&mut from_start, &events, 15, window, baseline, &pack());
         assert_eq!(from_start[0].preceded_by, None);
     }
 
@@ -270,13 +270,13 @@ mod tests {
         let start = t("2026-01-15T09:00:00Z");
         let events = vec![event("2026-01-15T08:58:00Z", EventKind::ConfigChange, "llama", "d")];
         let mut new = vec![finding_with("kv-cache-pressure", vec![evidence("kv", 0.99, 0.5, true)], Some("kv"))];
-        apply(&mut new, &events, 60, start, start - chrono::Duration::minutes(30), &pack());
+        built(&mut new, &events, 60, start, start - chrono::Duration::minutes(30), &pack());
         let p = new[0].preceded_by.as_ref().expect("tied");
         assert_eq!(p.lead_seconds, 120);
         assert_eq!(p.text, "was there from the window's start at 09:00:00 UTC, 2 min after a configuration change at 08:58:00 UTC: d");
         // The same problem in the baseline too: chronic, tied to nothing.
         let mut chronic = vec![finding_with("kv-cache-pressure", vec![evidence("kv", 0.99, 0.97, true)], Some("kv"))];
-        apply(&mut chronic, &events, 60, start, start - chrono::Duration::minutes(30), &pack());
+        built(&mut chronic, &events, 60, start, start - chrono::Duration::minutes(30), &pack());
         assert_eq!(chronic[0].preceded_by, None);
     }
 
@@ -288,7 +288,7 @@ mod tests {
             event("2026-01-15T09:12:00Z", EventKind::ReplicaRemoved, "llama", "d"),
         ];
         let mut fs = vec![finding_with("target-down", vec![evidence("replicas_vanished", 2.0, 0.0, true)], None)];
-        apply(&mut fs, &events, 60, start, start - chrono::Duration::minutes(30), &pack());
+        built(&mut fs, &events, 60, start, start - chrono::Duration::minutes(30), &pack());
         assert_eq!(fs[0].onset, Some(t("2026-01-15T09:12:00Z")), "the first removal in the window, not the one before it");
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.event.time), Some(t("2026-01-15T09:12:00Z")));
     }

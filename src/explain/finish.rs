@@ -57,7 +57,9 @@ pub struct Finish<'a> {
     pub binding: &'a [Binding],
 }
 
-/// What finishing learned of one finding; the default changes nothing.
+/// What finishing learned of one finding. Built from the default, a finding keeps what it was
+/// judged with, less any GPU reasons or correlations and any step whose lever its won't-help rules
+/// out.
 #[derive(Debug, Clone, Default)]
 pub struct Parts {
     /// Evidence titles for this window, by the evidence's position.
@@ -81,6 +83,12 @@ impl Parts {
     /// Every replica the finding is about had a cold start.
     pub fn cold(&self) -> bool {
         self.start.as_ref().is_some_and(|v| v.cold)
+    }
+
+    /// Whether a finding, `judged` with a cold start or not, carries one once built: a start's
+    /// verdict decides, else it keeps its own.
+    pub fn cold_start(&self, judged: bool) -> bool {
+        self.start.as_ref().map_or(judged, |v| v.cold)
     }
 
     /// The severity of a finding judged at `judged` once finished: info where a cold start or a
@@ -108,12 +116,13 @@ impl Finishing {
         judged
             .iter()
             .zip(&self.parts)
-            .map(|(f, part)| moved::Standing { finding: f, severity: part.severity(f.severity), cold_start: f.cold_start.is_some() || part.cold() })
+            .map(|(f, part)| moved::Standing { finding: f, severity: part.severity(f.severity), cold_start: part.cold_start(f.cold_start.is_some()) })
             .collect()
     }
 
     /// What else moved's correlations, one list per finding in the same order.
     pub fn correlated(&mut self, correlations: Vec<Vec<Correlation>>) {
+        debug_assert_eq!(correlations.len(), self.parts.len(), "one list of correlations per finding");
         for (part, c) in self.parts.iter_mut().zip(correlations) {
             part.correlations = c;
         }
@@ -130,12 +139,13 @@ pub fn parts(judged: &[Finding], c: &Finish) -> Finishing {
 fn parts_of(f: &Finding, c: &Finish, warm: &WarmUps) -> Parts {
     let (window, rules) = (&c.p.window, c.rules);
     let judged = Dating::of(f);
-    let dating = onset::dating(f).or_else(|| correlate::dated_by_events(f, &judged, c.events, window.start, rules));
+    let dating =
+        onset::dating(f).filter(|d| d.onset.is_some() || d.signal.is_some()).or_else(|| correlate::dated_by_events(f, &judged, c.events, window.start, rules));
     let dated = dating.as_ref().unwrap_or(&judged);
     let change = correlate::change(f, dated, c.events, c.step, window.start, c.p.baseline.start);
     let tied = change.is_some() || f.preceded_by.is_some();
     let start = cold_start::verdict(f, dated, tied, warm, rules);
-    let cold = f.cold_start.is_some() || start.as_ref().is_some_and(|v| v.cold);
+    let cold = start.as_ref().map_or(f.cold_start.is_some(), |v| v.cold);
     // What else moved adds the correlations.
     Parts {
         clipped: judge::clipped_titles(f, rules, window.duration()),
@@ -149,29 +159,40 @@ fn parts_of(f: &Finding, c: &Finish, warm: &WarmUps) -> Parts {
     }
 }
 
+/// A built finding with what ranking it reads of the moments before it was built.
+struct Placed {
+    finding: Finding,
+    /// Over by the window's end, or less than a warning as judged.
+    over: bool,
+    /// Its severity once a start's verdict, and nothing after it, is applied.
+    after_start: Severity,
+    /// A replica's load lowered it.
+    lowered: bool,
+}
+
 /// Build every finding from its parts and rank the list.
 pub fn finished(judged: Vec<Finding>, Finishing { parts, started }: Finishing) -> Vec<Finding> {
-    let mut all: Vec<(Finding, bool, Severity, bool)> = judged
+    debug_assert_eq!(judged.len(), parts.len(), "one set of parts per finding");
+    let mut all: Vec<Placed> = judged
         .into_iter()
         .zip(parts)
         .map(|(f, p)| {
             let judged = f.severity;
             let after_start = if p.cold() { Severity::Info } else { judged };
             let lowered = p.replica.as_ref().is_some_and(|r| matches!(r.cause, Cause::Load { .. }));
-            let f = build(f, p);
-            let over = !crate::rank::ongoing(f.ended, judged);
-            (f, over, after_start, lowered)
+            let finding = build(f, p);
+            Placed { over: !crate::rank::ongoing(finding.ended, judged), finding, after_start, lowered }
         })
         .collect();
     // Each sort is stable: a later one keeps the order of the one before within its groups.
-    all.sort_by_key(|a| a.1);
+    all.sort_by_key(|a| a.over);
     if started {
-        all.sort_by_key(|a| std::cmp::Reverse(a.2));
+        all.sort_by_key(|a| std::cmp::Reverse(a.after_start));
     }
-    if all.iter().any(|a| a.3) {
-        all.sort_by_key(|a| !crate::rank::ongoing(a.0.ended, a.0.severity));
+    if all.iter().any(|a| a.lowered) {
+        all.sort_by_key(|a| !crate::rank::ongoing(a.finding.ended, a.finding.severity));
     }
-    all.into_iter().map(|a| a.0).collect()
+    all.into_iter().map(|a| a.finding).collect()
 }
 
 /// Write a finding's parts into it: the one place finishing changes a finding.
@@ -340,6 +361,66 @@ mod tests {
         assert_eq!(super::answer_from_run(&step, None, Some(&[]), "instance"), None);
         let plain = crate::report::Step::ask("Ask.");
         assert_eq!(super::answer_from_run(&plain, None, Some(&[replica("a", 1.0, None)]), "instance"), None, "a step that awaits nothing is left");
+    }
+
+    fn named(rule: &str, severity: crate::report::Severity) -> crate::report::Finding {
+        crate::report::Finding::bare(rule, severity, Default::default())
+    }
+
+    fn order(fs: &[crate::report::Finding]) -> Vec<&str> {
+        fs.iter().map(|f| f.rule.as_str()).collect()
+    }
+
+    #[test]
+    fn the_list_is_ranked_ongoing_first_then_what_a_start_or_a_replicas_load_lowered_goes_last() {
+        use super::{finished, Finishing, Parts};
+        use crate::report::Severity::{Critical, Warning};
+        let judged = || vec![named("x", Critical), named("y", Warning), named("z", Warning)];
+        let plain = || Finishing { parts: vec![Parts::default(), Parts::default(), Parts::default()], started: false };
+        assert_eq!(order(&finished(judged(), plain())), ["x", "y", "z"], "the judged order stands");
+        // Over by the window's end: after what still goes on.
+        let mut fs = judged();
+        fs[0].ended = chrono::DateTime::from_timestamp(1_700_000_000, 0);
+        assert_eq!(order(&finished(fs, plain())), ["y", "z", "x"]);
+        // A cold start turns y into info, after what still warns.
+        let note = crate::report::ColdStart {
+            replica: "r".into(),
+            started: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+            warm: None,
+            warm_up_seconds: 60,
+            limit_seconds: 600,
+            peak_ttft_ratio: 3.0,
+            peak_itl_ratio: 1.0,
+            against_peers: true,
+            slow_factor: 2.0,
+            text: String::new(),
+        };
+        let verdict = crate::explain::cold_start::Verdict { cold: true, note, replicas: vec!["r".into()], tied: None, onset: None };
+        let mut started = plain();
+        started.parts[1].start = Some(verdict);
+        let fs = finished(judged(), Finishing { started: true, ..started });
+        assert_eq!(order(&fs), ["x", "z", "y"]);
+        assert_eq!(fs[2].severity, crate::report::Severity::Info);
+        // A replica's larger batch turns x into info, after the ongoing warnings.
+        let line = crate::report::ReplicaCause {
+            kind: crate::report::ReplicaCauseKind::Load,
+            replica: "r".into(),
+            running: Some(30.0),
+            peers_running: Some(10.0),
+            itl_factor: Some(2.0),
+            setting: None,
+            value: None,
+            peers_value: None,
+            peers_capped: false,
+            waiting: None,
+            text: String::new(),
+        };
+        let cause = crate::explain::replica_cause::Cause::Load { running: 30.0, peers_running: 10.0, itl_factor: 2.0 };
+        let mut lowered = plain();
+        lowered.parts[0].replica = Some(crate::explain::replica_cause::Found { cause, line });
+        let fs = finished(judged(), lowered);
+        assert_eq!(order(&fs), ["y", "z", "x"]);
+        assert_eq!(fs[2].title, "One replica runs a larger batch than its peers (load, not a bad replica)");
     }
 
     #[test]

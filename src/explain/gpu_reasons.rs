@@ -28,7 +28,7 @@ mod tests {
     use crate::report::{Evidence, Scope, Severity};
 
     /// The reasons found, built into each finding the way explain builds it.
-    fn apply(fs: &mut [Finding], rules: &RuleSet) {
+    fn built(fs: &mut [Finding], rules: &RuleSet) {
         for f in fs.iter_mut() {
             let parts = crate::explain::finish::Parts { gpu_reasons: of(f, rules), ..Default::default() };
             *f = crate::explain::finish::build(f.clone(), parts);
@@ -50,14 +50,14 @@ mod tests {
             ev("itl_p95", Some(0.05)),
         ];
         let mut fs = vec![f];
-        apply(&mut fs, &crate::rules::load_builtin().unwrap());
+        built(&mut fs, &crate::rules::load_builtin().unwrap());
         let got: Vec<(GpuReasonKind, &str, bool)> = fs[0].gpu_reasons.iter().map(|r| (r.reason, r.bit.as_str(), r.fault)).collect();
         assert_eq!(got, vec![(GpuReasonKind::HwThermalSlowdown, "0x40", true), (GpuReasonKind::SwPowerCap, "0x4", false)]);
         let json = serde_json::to_value(&fs[0]).unwrap();
         assert_eq!(json["gpu_reasons"][0]["reason"], "hw_thermal_slowdown");
         // A finding without reason signals carries no list at all.
         let mut other = vec![Finding::bare("slow-decode", Severity::Warning, Scope::new())];
-        apply(&mut other, &crate::rules::load_builtin().unwrap());
+        built(&mut other, &crate::rules::load_builtin().unwrap());
         assert!(serde_json::to_value(&other[0]).unwrap().get("gpu_reasons").is_none());
     }
 }

@@ -357,7 +357,7 @@ fn follow_up_round(run: &mut Run<'_>, reads: &Reads, mut judged: Judged, fu: &Fo
     let step = fu.findings.step.max(reads.events.step());
     let finish = finish::Finish { rules, p, table: &judged.table, events: &events, step, latency: &latency, replicas: &replicas, binding: &binding };
     let mut finishing = finish::parts(findings, &finish);
-    let moved = moved::apply(&fu.moved, more, &finishing.standing(findings), rules, p, &mut run.warnings);
+    let moved = moved::find(&fu.moved, more, &finishing.standing(findings), rules, p, &mut run.warnings);
     finishing.correlated(moved.correlations);
     *findings = finish::finished(std::mem::take(findings), finishing);
     let (unexplained, trends) = (moved.unexplained, moved.points);

@@ -567,7 +567,7 @@ pub fn explained(signal: &str, metric: &str, symptom: bool, scope: &Scope, findi
 }
 
 /// What else moved, read from the trends `plan` asked for, beside `findings`.
-pub fn apply(plan: &MovedPlan, answers: &Answers, findings: &[Standing], rules: &RuleSet, p: &RunParams, warnings: &mut Warnings) -> Moved {
+pub fn find(plan: &MovedPlan, answers: &Answers, findings: &[Standing], rules: &RuleSet, p: &RunParams, warnings: &mut Warnings) -> Moved {
     if plan.requests.is_empty() {
         return Moved { unexplained: Vec::new(), correlations: vec![Vec::new(); findings.len()], points: BTreeMap::new() };
     }

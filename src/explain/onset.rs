@@ -357,7 +357,7 @@ mod tests {
     use super::*;
 
     /// Each finding's dating, built into it the way explain builds it.
-    fn apply(fs: &mut [Finding]) {
+    fn built(fs: &mut [Finding]) {
         for f in fs.iter_mut() {
             let parts = crate::explain::finish::Parts { dating: dating(f), ..Default::default() };
             *f = crate::explain::finish::build(f.clone(), parts);
@@ -631,7 +631,7 @@ mod tests {
             finding_over(&held_at_its_end(), &[0.97; 31], ">= 90%", 0.9, 0.97),
             finding_with(&[0.97; 31], ">= 90%", 0.9, 0.97),
         ];
-        apply(&mut fs);
+        built(&mut fs);
         assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 19 * 60));
         assert_eq!(fs[0].onset_signal.as_deref(), Some("kv"));
         assert_eq!((fs[1].onset, fs[1].onset_signal.as_deref()), (None, Some("kv")));
@@ -662,7 +662,7 @@ mod tests {
         f.evidence.insert(0, pre);
         assert_eq!(leading(&f).map(|e| e.signal.as_str()), Some("kv"));
         let mut fs = vec![f.clone()];
-        apply(&mut fs);
+        built(&mut fs);
         assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 19 * 60));
         // With nothing that changed, the first past its limit: a problem the baseline had too.
         f.evidence[2].value = Some(0.5);
@@ -686,7 +686,7 @@ mod tests {
         f.evidence.insert(1, flat);
         assert_eq!(leading(&f).map(|e| e.signal.as_str()), Some("kv"));
         let mut fs = vec![f];
-        apply(&mut fs);
+        built(&mut fs);
         assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 7 * 60));
     }
 
@@ -695,14 +695,14 @@ mod tests {
         let mut w = vec![0.5; 31];
         w[10..20].fill(0.97);
         let mut fs = vec![finding_with(&w, "> 90%", 0.9, 0.95)];
-        apply(&mut fs);
+        built(&mut fs);
         assert_eq!(fs[0].onset.map(|t| t.timestamp()), Some(W0 as i64 + 9 * 60));
         // Back from point 20; its trend's range is 3 minutes, which the problem left at point 17.
         assert_eq!(fs[0].ended.map(|t| t.timestamp()), Some(W0 as i64 + 17 * 60));
         // Still away at the end: no end.
         w[20..].fill(0.97);
         let mut fs = vec![finding_with(&w, "> 90%", 0.9, 0.95)];
-        apply(&mut fs);
+        built(&mut fs);
         assert_eq!((fs[0].onset.is_some(), fs[0].ended), (true, None));
     }
 
@@ -759,13 +759,13 @@ mod tests {
         let mut w = vec![0.97; 31];
         w[10..].fill(0.5);
         let mut fs = vec![finding_over(&held_at_its_end(), &w, "> 90%", 0.9, 0.95)];
-        apply(&mut fs);
+        built(&mut fs);
         assert_eq!((fs[0].onset, fs[0].onset_signal.as_deref()), (None, Some("kv")));
         // Back from point 10, less the trend's 3-minute range.
         assert_eq!(fs[0].ended.map(|t| t.timestamp()), Some(W0 as i64 + 7 * 60));
         // Still past at the end: going on.
         let mut fs = vec![finding_over(&held_at_its_end(), &[0.97; 31], "> 90%", 0.9, 0.97)];
-        apply(&mut fs);
+        built(&mut fs);
         assert_eq!((fs[0].onset_signal.as_deref(), fs[0].ended), (Some("kv"), None));
     }
 
@@ -774,7 +774,7 @@ mod tests {
         let mut f = finding_with(&[0.97; 31], "> 90%", 0.9, 0.97);
         f.evidence[1].series = None;
         let mut fs = vec![f];
-        apply(&mut fs);
+        built(&mut fs);
         assert_eq!((fs[0].onset, fs[0].onset_signal.as_deref()), (None, None));
     }
 }
