@@ -402,20 +402,8 @@ mod tests {
         assert_eq!(order(&fs), ["x", "z", "y"]);
         assert_eq!(fs[2].severity, crate::report::Severity::Info);
         // A replica's larger batch turns x into info, after the ongoing warnings.
-        let line = crate::report::ReplicaCause {
-            kind: crate::report::ReplicaCauseKind::Load,
-            replica: "r".into(),
-            running: Some(30.0),
-            peers_running: Some(10.0),
-            itl_factor: Some(2.0),
-            setting: None,
-            value: None,
-            peers_value: None,
-            peers_capped: false,
-            waiting: None,
-            text: String::new(),
-        };
         let cause = crate::explain::replica_cause::Cause::Load { running: 30.0, peers_running: 10.0, itl_factor: 2.0 };
+        let line = crate::explain::replica_cause::cause_of(&cause, "r", &replica("r", 30.0, None), 10.0, Some(2.0));
         let mut lowered = plain();
         lowered.parts[0].replica = Some(crate::explain::replica_cause::Found { cause, line });
         let fs = finished(judged(), lowered);

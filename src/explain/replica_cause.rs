@@ -77,7 +77,7 @@ pub fn classify(named: &ReplicaRead, peers: &[&ReplicaRead], itl_factor: Option<
 }
 
 /// The cause as the report carries it (worded by [`ReplicaCause::words`]).
-fn cause_of(cause: &Cause, replica: &str, named: &ReplicaRead, peers_running: f64, itl: Option<f64>) -> ReplicaCause {
+pub fn cause_of(cause: &Cause, replica: &str, named: &ReplicaRead, peers_running: f64, itl: Option<f64>) -> ReplicaCause {
     let base = ReplicaCause {
         kind: ReplicaCauseKind::Hardware,
         replica: replica.to_string(),
