@@ -233,8 +233,8 @@ pub fn verdict(f: &Finding, dating: &Dating, tied: bool, warm: &WarmUps, rules: 
     let event = &events[first.event];
     let cold = about.iter().all(|w| w.cold);
     let (note, replicas) = match about.iter().find(|w| !w.cold) {
-        Some(w) if !cold => (w.note.clone(), Vec::new()),
-        _ => (first.note.clone(), about.iter().map(|w| w.replica.clone()).collect()),
+        Some(w) => (w.note.clone(), Vec::new()),
+        None => (first.note.clone(), about.iter().map(|w| w.replica.clone()).collect()),
     };
     // Undated by its trend: the slowdown began with the start.
     let onset = (!tied && dating.onset.is_none() && !dating.present_before_window()).then_some(event.time);
