@@ -34,6 +34,8 @@ pub struct Args {
     pub concurrency: usize,
     /// Also measure the floor's requests with and without gzip-compressed answers.
     pub gzip: bool,
+    /// Also measure the raw-read design: each family read raw once, the run's queries evaluated locally.
+    pub raw_reads: bool,
 }
 
 /// Fleet-scale benchmark of vllm-diag explain against the floor set by the metrics backend
@@ -84,6 +86,12 @@ struct Cli {
     /// client's wall time, the bytes over the wire and the backend's CPU time for each
     #[arg(long)]
     gzip: bool,
+
+    /// Also measure the other design for the run's reads: each family the run reads asked once,
+    /// raw, and every query of the run evaluated in-process over it (the backend's work, the
+    /// client's wall time and bytes, decoding and local evaluation)
+    #[arg(long)]
+    raw_reads: bool,
 
     /// Appended by cargo bench; ignored
     #[arg(long, hide = true)]
@@ -143,5 +151,6 @@ pub fn parse() -> Args {
         latency: cli.latency,
         concurrency: cli.concurrency,
         gzip: cli.gzip,
+        raw_reads: cli.raw_reads,
     }
 }

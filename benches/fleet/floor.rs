@@ -2,8 +2,9 @@
 //! them, so "explain / floor" is what vllm-diag adds on top of the backend's own work.
 //!
 //! The requests come from the run's `--record` file and are sent exactly as vllm-diag sends them
-//! (same paths, same form fields, POST for queries and GET for label values, gzip accepted, the
-//! same number in flight), each answer read to its last byte and nothing else done with it.
+//! (same paths, same form fields, POST for queries and GET for label values, compressed answers
+//! asked for where vllm-diag asks for them (`wants_gzip`: not of a server on this host), the same
+//! number in flight), each answer read to its last byte and nothing else done with it.
 //! Two schedules are timed:
 //! - flat: everything at once (at most `concurrency` in flight); no client can do better. This is
 //!   the floor the targets are measured against;
@@ -77,8 +78,10 @@ pub struct Pass {
     pub bytes: u64,
 }
 
-fn client() -> Result<reqwest::Client, String> {
-    client_with(true)
+/// The client, asking for compressed answers exactly where vllm-diag would (not on this host).
+fn client(base: &str) -> Result<reqwest::Client, String> {
+    let url = url::Url::parse(base).map_err(|e| format!("{base}: {e}"))?;
+    client_with(vllm_diag::source::prometheus::wants_gzip(&url))
 }
 
 /// The client, asking for gzip-compressed answers or not.
@@ -118,7 +121,7 @@ async fn send_all(http: &reqwest::Client, base: &str, reqs: &[&Request], concurr
 
 /// Everything at once, at most `concurrency` in flight.
 pub async fn flat(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pass, String> {
-    let http = client()?;
+    let http = client(base)?;
     let all: Vec<&Request> = rec.requests.iter().collect();
     let started = Instant::now();
     let bytes = send_all(&http, base, &all, concurrency).await?;
@@ -164,7 +167,7 @@ pub async fn flat_gzip(base: &str, rec: &Recorded, concurrency: usize, gzip: boo
 /// In explain's three phases: label values (discovery), then the signal queries, then the
 /// follow-ups (trends, breakdowns, cache configuration), each phase waiting for the one before.
 pub async fn phased(base: &str, rec: &Recorded, concurrency: usize) -> Result<Pass, String> {
-    let http = client()?;
+    let http = client(base)?;
     let phases = phases(&rec.requests);
     let started = Instant::now();
     let mut bytes = 0;
@@ -240,7 +243,7 @@ pub struct Cost {
 /// timed as `timing` says. Label-values requests are left out (index lookups, not evaluation).
 /// Returns each query's cost in the recording's order, with its description.
 pub async fn server_exec_secs(base: &str, rec: &Recorded, timing: Timing) -> Result<Vec<(Cost, String)>, String> {
-    let http = client()?;
+    let http = client(base)?;
     let mut each = Vec::new();
     for req in rec.requests.iter().filter(|r| !matches!(r, Request::LabelValues { .. })) {
         let (c, _) = exec_secs(&http, base, req, timing).await?;
@@ -304,13 +307,47 @@ pub async fn data_read_secs(
     end: DateTime<Utc>,
     timing: Timing,
 ) -> Result<BTreeMap<String, (Cost, bool)>, String> {
-    let http = client()?;
+    let http = client(base)?;
     let secs = (end - start).num_seconds().max(1);
     let mut each = BTreeMap::new();
     for f in families {
         let req = Request::Instant { query: format!("count(count_over_time({f}[{secs}s]))"), time: end };
         let (c, v) = exec_secs(&http, base, &req, timing).await?;
         each.insert(f.clone(), (c, v["data"]["result"].as_array().is_some_and(|a| !a.is_empty())));
+    }
+    Ok(each)
+}
+
+/// Every request at once, at most `concurrency` in flight, keeping each answer's body: the wall
+/// time and the bodies in the requests' order.
+pub async fn bodies(base: &str, reqs: &[Request], concurrency: usize) -> Result<(Duration, Vec<String>), String> {
+    let http = client(base)?;
+    let started = Instant::now();
+    let results: Vec<Result<String, String>> = futures::stream::iter(reqs.iter().map(|req| {
+        let http = &http;
+        async move {
+            let resp = request(http, base, req, &[]).send().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+            let status = resp.status();
+            let body = resp.text().await.map_err(|e| format!("{}: {e}", req.describe()))?;
+            if !status.is_success() {
+                return Err(format!("{}: HTTP {status}", req.describe()));
+            }
+            Ok(body)
+        }
+    }))
+    .buffered(concurrency.max(1))
+    .collect()
+    .await;
+    let bodies = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok((started.elapsed(), bodies))
+}
+
+/// [`server_exec_secs`] for requests of the caller's own: each one's cost, one at a time.
+pub async fn exec_each(base: &str, reqs: &[Request], timing: Timing) -> Result<Vec<Cost>, String> {
+    let http = client(base)?;
+    let mut each = Vec::new();
+    for req in reqs {
+        each.push(exec_secs(&http, base, req, timing).await?.0);
     }
     Ok(each)
 }

@@ -25,6 +25,7 @@ mod data;
 mod floor;
 mod latency;
 mod prom;
+mod raw;
 mod server;
 mod stats;
 mod vm;
@@ -158,6 +159,9 @@ struct FleetResult {
     /// With `--gzip`: the run's requests with compressed answers and without.
     #[serde(skip_serializing_if = "Option::is_none")]
     gzip: Option<Gzip>,
+    /// With `--raw-reads`: the raw-read design at this fleet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw: Option<raw::Raw>,
     replay: Summary,
     replay_peak_rss_mib: f64,
     load_before: String,
@@ -469,6 +473,10 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         true => Some(gzip_passes(rt, &server, &near, &rec, args)?),
         false => None,
     };
+    let raw = match args.raw_reads {
+        true => Some(raw::measure(rt, &near, &url, &rec, end, backend.timing(), args.concurrency, WORK_REPS.max(args.runs))?),
+        false => None,
+    };
     let explain_rss_kib = child::peak_rss_kib(bin(), &live_args, RSS_RUNS)?;
     let load_after = loadavg();
     drop(server);
@@ -542,6 +550,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         most_read_family,
         previous,
         gzip,
+        raw,
         replay: Summary::of(&walls(&replay_runs)),
         replay_peak_rss_mib: replay_rss_kib as f64 / 1024.0,
         load_before,
@@ -780,6 +789,42 @@ fn markdown(r: &Results) -> String {
                 ms(g.on_backend_cpu_ms),
                 ms(g.off_backend_cpu_ms)
             );
+        }
+    }
+    if r.fleets.iter().any(|f| f.raw.is_some()) {
+        let _ = writeln!(s, "\nThe raw-read design (`--raw-reads`): each family the run reads asked once, raw, as far back as the run's longest range reaches, and every query of the run evaluated by the local engine over it (medians): the backend's work for the raw reads (one at a time, as above), the client's wall time to have them all, decoding and loading them, evaluating the run's queries on one thread.\n");
+        let _ = writeln!(s, "| fleet | backend | passes | families | series | samples | bytes | backend work | / data floor | fetch wall | decode and load | local evaluation | queries evaluated (refused) |");
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for f in &r.fleets {
+            let Some(w) = &f.raw else { continue };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {} | {} ({}) |",
+                f.fleet,
+                f.backend.name(),
+                w.passes,
+                w.families,
+                w.series,
+                w.samples,
+                bytes(w.bytes),
+                ms(w.backend_work_ms),
+                w.backend_work_ms / f.data_read_ms,
+                ms(w.fetch_wall_ms),
+                ms(w.load_ms),
+                ms(w.eval_ms),
+                w.evaluated,
+                w.refused.len()
+            );
+        }
+        for f in &r.fleets {
+            let Some(w) = &f.raw else { continue };
+            let _ = writeln!(s, "\nSlowest local evaluations, {} on {}:\n", f.fleet, f.backend.name());
+            for (t, q) in &w.slowest {
+                let _ = writeln!(s, "- {} `{}`", ms(*t), q.chars().take(160).collect::<String>());
+            }
+            for q in &w.refused {
+                let _ = writeln!(s, "- refused: {q}");
+            }
         }
     }
     if r.fleets.iter().any(|f| f.previous.is_some()) {

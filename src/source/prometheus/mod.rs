@@ -170,7 +170,7 @@ struct Failed {
 /// CPU (180-280 ms a run) and made the run no faster on loopback, nor through a relay adding 20 ms of
 /// round trip; it saves 94% of the bytes, which pays only where the link's bandwidth is what limits,
 /// as it may to a remote backend.
-pub(crate) fn wants_gzip(base: &Url) -> bool {
+pub fn wants_gzip(base: &Url) -> bool {
     match base.host() {
         Some(url::Host::Ipv4(ip)) => !ip.is_loopback(),
         Some(url::Host::Ipv6(ip)) => !ip.is_loopback(),
