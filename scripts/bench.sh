@@ -10,6 +10,7 @@
 #   scripts/bench.sh --sizes 10x1,200x20 --latency 20   # through a relay adding 20 ms of round trip
 #   scripts/bench.sh --sizes 10x1,200x20 --concurrency 16   # explain and the floor with 16 in flight
 #   scripts/bench.sh --sizes 200x20 --gzip   # the run's requests with and without compressed answers
+#   scripts/bench.sh --sizes 200x20 --raw-reads   # also each family read raw once, the queries evaluated locally
 #
 # Results: target/bench/results.md and results.json. Generated TSDBs (and VictoriaMetrics storage
 # directories) are kept in target/bench/data (about 1 GB each for 1000x50) and reused; the
