@@ -151,7 +151,7 @@ fn reaches(queries: &[&Request], end: DateTime<Utc>) -> Result<BTreeMap<String, 
             Request::Range { query, start, .. } => (query, *start),
             Request::LabelValues { .. } => continue,
         };
-        let (range, offset) = durations(query);
+        let (range, offset) = durations(query).map_err(|e| format!("{query}: {e}"))?;
         let reach = (end - earliest).num_seconds() + range.max(LOOKBACK_SECS) + offset;
         for family in vllm_diag::signals::families_read(query).map_err(|e| format!("{query}: {e}"))? {
             let at = out.entry(family).or_insert(0);
@@ -161,38 +161,29 @@ fn reaches(queries: &[&Request], end: DateTime<Utc>) -> Result<BTreeMap<String, 
     Ok(out)
 }
 
-/// The longest range (`[...]`, subqueries included) and the largest `offset` a query holds, in
-/// seconds.
-fn durations(query: &str) -> (i64, i64) {
-    let (mut range, mut offset) = (0, 0);
-    for (i, _) in query.match_indices('[') {
-        range = range.max(seconds(&query[i + 1..]).unwrap_or(0));
-    }
-    for (i, _) in query.match_indices("offset ") {
-        offset = offset.max(seconds(&query[i + 7..]).unwrap_or(0));
-    }
-    (range, offset)
-}
-
-/// The PromQL duration at the start of `s` (`180s`, `5m`, `1h30m`), in seconds.
-fn seconds(s: &str) -> Option<i64> {
-    let (mut total, mut n, mut any) = (0, None::<i64>, false);
-    for c in s.chars() {
-        match c {
-            '0'..='9' => n = Some(n.unwrap_or(0) * 10 + c.to_digit(10)? as i64),
-            'h' | 'm' | 's' | 'd' | 'w' => {
-                let unit = match c {
-                    'w' => 604_800,
-                    'd' => 86_400,
-                    'h' => 3_600,
-                    'm' => 60,
-                    _ => 1,
-                };
-                total += n.take()? * unit;
-                any = true;
+/// The longest range (range selectors and subqueries) and the largest `offset` a query holds, in
+/// seconds, read from its syntax tree by the PromQL parser vllm-diag uses.
+fn durations(query: &str) -> Result<(i64, i64), String> {
+    use promql_parser::parser::{Expr, Offset};
+    struct Longest(i64, i64);
+    impl promql_parser::util::ExprVisitor for Longest {
+        type Error = String;
+        fn pre_visit(&mut self, e: &Expr) -> Result<bool, String> {
+            let (range, offset) = match e {
+                Expr::MatrixSelector(ms) => (Some(ms.range), ms.vs.offset.as_ref()),
+                Expr::VectorSelector(vs) => (None, vs.offset.as_ref()),
+                Expr::Subquery(sq) => (Some(sq.range), sq.offset.as_ref()),
+                _ => return Ok(true),
+            };
+            self.0 = self.0.max(range.map_or(0, |r| r.as_secs() as i64));
+            if let Some(Offset::Pos(d)) = offset {
+                self.1 = self.1.max(d.as_secs() as i64);
             }
-            _ => break,
+            Ok(true)
         }
     }
-    any.then_some(total)
+    let expr = promql_parser::parser::parse(query)?;
+    let mut longest = Longest(0, 0);
+    promql_parser::util::walk_expr(&mut longest, &expr)?;
+    Ok((longest.0, longest.1))
 }
