@@ -19,7 +19,7 @@ use super::fetch::Answers;
 use crate::prom::Selector;
 use crate::report::{Binding, BindingState, LimitKind, RunParams, Scope};
 use crate::signals::queries::binding::BindingRead;
-use crate::source::{Data, Request, Response, Series};
+use crate::source::{Data, Fold, Request, Response, Series};
 
 /// Requests waiting, averaged over a step, that count as a queue: one request waited the whole
 /// step (a request seen in one scrape of several is a scheduler's blink, not a queue).
@@ -217,6 +217,9 @@ pub struct BindingPlan {
     pub step: u64,
     /// The leading steps whose counter rates reach back before the window.
     pub settle: usize,
+    /// Each read's query without its reduction across series, the labels it groups by and how it
+    /// reduces them: what is sent (see [`add_reads`]).
+    pub each: BTreeMap<Request, (String, Vec<String>, Fold)>,
 }
 
 impl BindingPlan {
@@ -250,6 +253,17 @@ pub fn plan(selector: &Selector, p: &RunParams, names: &BTreeSet<String>) -> Opt
     let group: Vec<String> = p.group_by.iter().cloned().chain((!p.group_by.contains(&p.replica_label)).then(|| p.replica_label.clone())).collect();
     let range = |query: String| Request::Range { query, start: p.window.start + chrono::Duration::seconds(step as i64), end: p.window.end, step_seconds: step };
     let read = |r: BindingRead| r.query(selector, names, &group, step, counter_range).map(range);
+    let all = [
+        BindingRead::Running,
+        BindingRead::Waiting,
+        BindingRead::KvUsage,
+        BindingRead::Generation,
+        BindingRead::Preemptions,
+        BindingRead::WaitingByReason,
+        BindingRead::IterationTokens,
+        BindingRead::IterationSteps,
+    ];
+    let each = all.into_iter().filter_map(|r| Some((read(r)?, r.each(selector, names, &group, step, counter_range)?))).collect();
     Some(BindingPlan {
         running: read(BindingRead::Running)?,
         waiting: read(BindingRead::Waiting)?,
@@ -261,6 +275,7 @@ pub fn plan(selector: &Selector, p: &RunParams, names: &BTreeSet<String>) -> Opt
         steps: read(BindingRead::IterationSteps),
         step,
         settle: (counter_range / step).saturating_sub(1) as usize,
+        each,
     })
 }
 

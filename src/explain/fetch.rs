@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::source::{decode, decode_summed, Data, Request, Response, Sample, Source, SourceError};
+use crate::source::{decode, decode_folded, Data, Fold, Request, Response, Sample, Source, SourceError};
 
 /// What one request got.
 pub type Answer = Result<Response, SourceError>;
@@ -24,14 +24,24 @@ pub type Answer = Result<Response, SourceError>;
 pub type Answers = BTreeMap<Request, Answer>;
 
 /// How some answers are read (see [`crate::explain::plan`]): a query in `summed` is decoded summed by
-/// its labels ([`decode_summed`]). The query given with them answers the same with the server
-/// summing: it is asked in its place where a recording lacks the first (one made before these
+/// its labels ([`crate::source::decode_summed`]), one in `maxed` likewise with `max by`. The query
+/// given with them answers the same with the server summing: it is asked in its place where a recording lacks the first (one made before these
 /// reads), and where the server refuses the first or its answer cannot be read (too large for a
 /// proxy or for the answer cap, a limit of the backend), so one query's size never costs a signal.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reading {
     /// query -> (the labels its answer is summed by, the query an earlier build asked instead)
     pub summed: BTreeMap<String, (Vec<String>, String)>,
+    /// The same for answers read as `max by` of them.
+    pub maxed: BTreeMap<String, (Vec<String>, String)>,
+}
+
+impl Reading {
+    /// How `query`'s answer is folded, if it is: by which labels, how, and the query asked instead.
+    fn folded(&self, query: &str) -> Option<(&[String], Fold, &str)> {
+        let sum = self.summed.get(query).map(|(by, earlier)| (by.as_slice(), Fold::Sum, earlier.as_str()));
+        sum.or_else(|| self.maxed.get(query).map(|(by, earlier)| (by.as_slice(), Fold::Max, earlier.as_str())))
+    }
 }
 
 /// Send every request concurrently (at most `concurrency` at once) and decode the answers. Requests
@@ -56,10 +66,10 @@ pub async fn run_reads(source: &Arc<dyn Source>, mut requests: Vec<Request>, con
         let url = url.clone();
         let reading = Arc::clone(reading);
         async move {
-            let summed = req.query().and_then(|q| reading.summed.get(q));
+            let summed = req.query().and_then(|q| reading.folded(q));
             let first = match source.send(&req).await {
                 Ok(ex) => match summed {
-                    Some((by, _)) => decode_summed(&url, &req, &ex, by),
+                    Some((by, fold, _)) => decode_folded(&url, &req, &ex, by, fold),
                     None => decode(&url, &req, &ex),
                 },
                 Err(e) => Err(e),
@@ -68,7 +78,7 @@ pub async fn run_reads(source: &Arc<dyn Source>, mut requests: Vec<Request>, con
             // server's sum answers the same: a recording made before these reads holds it, and a
             // server or proxy that refused the read, or whose answer was too large, may still give
             // it. Not recorded either, the request stays unrecorded (looked for in other forms).
-            let res = match (first, summed.and_then(|(_, earlier)| req.with_query(earlier))) {
+            let res = match (first, summed.and_then(|(_, _, earlier)| req.with_query(earlier))) {
                 (Err(e), Some(old)) if !matches!(e, SourceError::Timeout { .. } | SourceError::Unreachable { .. }) => {
                     match source.send(&old).await.and_then(|ex| decode(&url, &old, &ex)) {
                         Ok(answer) => Ok(answer),
@@ -180,6 +190,9 @@ impl ReadPlan {
         }
         for (q, r) in other.reading.summed {
             self.reading.summed.entry(q).or_insert(r);
+        }
+        for (q, r) in other.reading.maxed {
+            self.reading.maxed.entry(q).or_insert(r);
         }
     }
 

@@ -17,7 +17,7 @@ pub mod prometheus;
 pub mod record;
 pub mod scrape;
 
-pub use decode::{decode, decode_summed};
+pub use decode::{decode, decode_folded, decode_summed, Fold};
 
 /// Label set of one series (a Prometheus concept, defined in [`crate::prom`]).
 pub use crate::prom::Labels;

@@ -18,13 +18,21 @@ use crate::explain::plan::SignalPlan;
 use crate::prom::Labels;
 use crate::rules::RuleSet;
 use crate::signals::{QueryContext, SignalKind, StallReads};
-use crate::source::{Data, Request, Response, Sample};
+use crate::source::{Data, Fold, Request, Response, Sample};
 
 /// Binding's requests into `reads`, each with its way; where a stall share reads the same series
 /// at the same step, that signal's instants computed from reads that answer binding too.
 pub fn add_reads(plan: Option<&BindingPlan>, signal_plan: &SignalPlan, rules: &RuleSet, reads: &mut ReadPlan) {
     let Some(plan) = plan else { return };
-    let mut wants: BTreeMap<Request, Vec<Way>> = plan.requests().into_iter().map(|r| (r.clone(), vec![Way::whole(r)])).collect();
+    // Each read asked unaggregated where nothing else asks that query as it is.
+    let mut unaggregated: BTreeMap<Request, Request> = BTreeMap::new();
+    for (own, (each, by, fold)) in &plan.each {
+        if let Some(ask) = fold_in(reads, own, each, by, *fold) {
+            unaggregated.insert(own.clone(), ask);
+        }
+    }
+    let sent = |r: &Request| unaggregated.get(r).cloned().unwrap_or_else(|| r.clone());
+    let mut wants: BTreeMap<Request, Vec<Way>> = plan.requests().into_iter().map(|r| (r.clone(), vec![Way::whole(sent(&r))])).collect();
     for (id, (window, baseline)) in &signal_plan.signals {
         let Some(def) = rules.signals.get(id) else { continue };
         let SignalKind::StallShare(stall) = &def.kind else { continue };
@@ -53,11 +61,18 @@ pub fn add_reads(plan: Option<&BindingPlan>, signal_plan: &SignalPlan, rules: &R
         }
         let Some(from) = Utc.timestamp_opt(first, 0).single() else { continue };
         let over_both = |query: &String| Request::Range { query: query.clone(), start: from, end: *tw, step_seconds: s.step };
-        let asks = vec![over_both(&s.generation), over_both(&s.running), over_both(&s.waiting)];
+        let asks: Vec<Request> = [&s.generation, &s.running, &s.waiting]
+            .into_iter()
+            .zip(&s.each)
+            .map(|(summed, each)| {
+                let own = over_both(summed);
+                fold_in(reads, &own, each, &s.by, Fold::Sum).unwrap_or(own)
+            })
+            .collect();
         let span = Cut::Span(start.timestamp_millis(), end.timestamp_millis());
         for (own, shared) in [(plan.generation.clone(), &asks[0]), (Some(plan.running.clone()), &asks[1])] {
             if let Some(own) = own {
-                wants.insert(own.clone(), vec![Way::then(shared.clone(), None, span.clone()), Way::whole(own)]);
+                wants.insert(own.clone(), vec![Way::then(shared.clone(), None, span.clone()), Way::whole(sent(&own))]);
             }
         }
         for (want, t) in [(&window.value, tw), (&baseline.value, tb)] {
@@ -71,6 +86,30 @@ pub fn add_reads(plan: Option<&BindingPlan>, signal_plan: &SignalPlan, rules: &R
     for (want, ways) in wants {
         reads.wants.entry(want).or_insert(ways);
     }
+}
+
+/// `own` (a `sum by` or `max by` of `each`'s series) asked as `each` over the same span, its answer
+/// reduced by `by` with `fold` as it is read, and `own` asked in its place where that cannot be
+/// read (a recording made before). `None` where `each` is asked as it is by another read, or
+/// reduced another way: the reading of a query holds for every request of it.
+fn fold_in(reads: &mut ReadPlan, own: &Request, each: &str, by: &[String], fold: Fold) -> Option<Request> {
+    let ask = own.with_query(each)?;
+    let entry = (by.to_vec(), own.query()?.to_string());
+    let same = |m: &BTreeMap<String, (Vec<String>, String)>| m.get(each).map(|(b, _)| *b == entry.0);
+    let (mine, other) = match fold {
+        Fold::Sum => (&reads.reading.summed, &reads.reading.maxed),
+        Fold::Max => (&reads.reading.maxed, &reads.reading.summed),
+    };
+    let asked_whole = reads.wants.values().flatten().flat_map(Way::requests).any(|r| r.query() == Some(each)) && mine.get(each).is_none();
+    if asked_whole || other.contains_key(each) || same(mine) == Some(false) {
+        return None;
+    }
+    let map = match fold {
+        Fold::Sum => &mut reads.reading.summed,
+        Fold::Max => &mut reads.reading.maxed,
+    };
+    map.entry(each.to_string()).or_insert(entry);
+    Some(ask)
 }
 
 /// A stall share at one instant from the three reads at every step (see the module documentation):

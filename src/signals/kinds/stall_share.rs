@@ -53,6 +53,10 @@ pub struct StallReads {
     /// `sum by (G, R) (max_over_time(running[step]))`, and the same of `waiting`.
     pub running: String,
     pub waiting: String,
+    /// The three without `sum by`, in that order, each series as it is, and the labels they are
+    /// summed by (G, R): read so and summed as the answers are read, they cost the server less.
+    pub each: [String; 3],
+    pub by: Vec<String>,
     pub below: f64,
     /// The subquery's step, seconds; its range is the query context's.
     pub step: u64,
@@ -62,18 +66,14 @@ impl StallShare {
     /// The reads [`Kind::queries`] combines (see [`StallReads`]).
     pub fn reads(&self, resolved: &Resolved, ctx: &QueryContext) -> Result<StallReads, String> {
         let replica_label = &replica(&self.replica_label, ctx)?;
-        let by = ctx.group_by.join(", ");
         let sel = &ctx.selector;
         let step = subquery_step(ctx);
         let inner = (step * 2).max(60);
-        let per = if ctx.group_by.iter().any(|l| l == replica_label) { by.clone() } else { format!("{by}, {replica_label}") };
-        let gauge = |n: &str| format!("sum by ({per}) (max_over_time({}[{step}s]))", sel.series(n, &[]));
-        Ok(StallReads {
-            generation: format!("sum by ({per}) (rate({}[{inner}s]))", sel.series(&resolved.names[0], &[])),
-            running: gauge(&resolved.names[1]),
-            waiting: gauge(&resolved.names[2]),
-            below: self.below,
-            step,
-        })
+        let labels: Vec<String> = ctx.group_by.iter().cloned().chain((!ctx.group_by.contains(replica_label)).then(|| replica_label.clone())).collect();
+        let per = labels.join(", ");
+        let gauge = |n: &str| format!("max_over_time({}[{step}s])", sel.series(n, &[]));
+        let each = [format!("rate({}[{inner}s])", sel.series(&resolved.names[0], &[])), gauge(&resolved.names[1]), gauge(&resolved.names[2])];
+        let summed = |q: &String| format!("sum by ({per}) ({q})");
+        Ok(StallReads { generation: summed(&each[0]), running: summed(&each[1]), waiting: summed(&each[2]), each, by: labels, below: self.below, step })
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::prom::Selector;
+use crate::source::Fold;
 
 /// One of the binding stage's reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +76,24 @@ impl BindingRead {
             Shape::Rate => format!("sum by ({by}) (rate({series}[{counter_range}s]))"),
         })
     }
+
+    /// [`BindingRead::query`] without its reduction across series: each series reduced over the
+    /// step (or its rate), with the labels the query groups by and how it reduces them (`sum by`,
+    /// `max by`), for vllm-diag to reduce as it reads the answer. Grouping thousands of series each
+    /// into a group of its own costs the server more than reading them.
+    pub fn each(self, selector: &Selector, names: &BTreeSet<String>, by: &[String], step: u64, counter_range: u64) -> Option<(String, Vec<String>, Fold)> {
+        let alternatives: Vec<String> = self.metrics().iter().map(|s| s.to_string()).collect();
+        let metric = super::super::pick(&alternatives, names)?;
+        let series = selector.series(metric, &[]);
+        let mut by = by.to_vec();
+        Some(match self.shape() {
+            Shape::Gauge { across, over, extra } => {
+                by.extend(extra.map(String::from));
+                (format!("{over}_over_time({series}[{step}s])"), by, if across == "max" { Fold::Max } else { Fold::Sum })
+            }
+            Shape::Rate => (format!("rate({series}[{counter_range}s])"), by, Fold::Sum),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -91,5 +110,24 @@ mod tests {
         assert_eq!(q(BindingRead::KvUsage).unwrap(), "max by (model_name, instance) (max_over_time(vllm:gpu_cache_usage_perc[60s]))");
         assert_eq!(q(BindingRead::WaitingByReason).unwrap(), "sum by (model_name, instance, reason) (avg_over_time(vllm:num_requests_waiting_by_reason[60s]))");
         assert_eq!(q(BindingRead::Waiting), None, "no waiting gauge in the data");
+    }
+
+    #[test]
+    fn each_read_unaggregated_says_how_to_reduce_it_as_its_query_does() {
+        let names: BTreeSet<String> =
+            ["vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting_by_reason", "vllm:generation_tokens_total"]
+                .map(String::from)
+                .into();
+        let by = ["model_name".to_string(), "instance".to_string()];
+        let each = |r: BindingRead| r.each(&Selector::default(), &names, &by, 60, 120);
+        let labels = |extra: &[&str]| by.iter().cloned().chain(extra.iter().map(|s| s.to_string())).collect::<Vec<_>>();
+        assert_eq!(each(BindingRead::Running), Some(("max_over_time(vllm:num_requests_running{server=\"\"}[60s])".into(), labels(&[]), Fold::Sum)));
+        assert_eq!(each(BindingRead::KvUsage), Some(("max_over_time(vllm:kv_cache_usage_perc[60s])".into(), labels(&[]), Fold::Max)));
+        assert_eq!(
+            each(BindingRead::WaitingByReason),
+            Some(("avg_over_time(vllm:num_requests_waiting_by_reason[60s])".into(), labels(&["reason"]), Fold::Sum))
+        );
+        assert_eq!(each(BindingRead::Generation), Some(("rate(vllm:generation_tokens_total[120s])".into(), labels(&[]), Fold::Sum)));
+        assert_eq!(each(BindingRead::Waiting), None, "no waiting gauge in the data");
     }
 }

@@ -28,7 +28,7 @@ mod summed;
 #[cfg(test)]
 mod tests;
 
-pub use summed::decode_summed;
+pub use summed::{decode_folded, decode_summed, Fold};
 
 use data::QueryData;
 use errors::{decode_err, describe_json_error, json_excerpt, not_prometheus, serde_detail};

@@ -4,7 +4,7 @@ use super::*;
 use chrono::{TimeZone, Utc};
 
 use super::errors::byte_offset;
-use super::summed::KEEP;
+use super::summed::{Fold, KEEP};
 use crate::source::{Labels, Sample, Series};
 
 const URL: &str = "http://prom:9090";
@@ -84,6 +84,27 @@ fn decodes_a_matrix_sorted_by_labels_keeping_point_order() {
             Series { labels: labels(&[("pod", "z")]), points: vec![(10.0, 1.0), (20.0, 2.0)] },
         ])
     );
+}
+
+/// Read as `max by (model_name, instance)`: series left alike keep the largest value per
+/// timestamp, a NaN giving way to a number as in PromQL's `max`, and a vector the same way.
+#[test]
+fn a_maxed_read_keeps_the_largest_of_series_left_alike() {
+    let by: Vec<String> = ["model_name", "instance"].iter().map(|s| s.to_string()).collect();
+    let body = r#"{"status":"success","data":{"resultType":"matrix","result":[
+        {"metric":{"instance":"a","engine":"0","model_name":"m"},"values":[[10,"0.25"],[20,"NaN"],[30,"0.5"]]},
+        {"metric":{"instance":"a","engine":"1","model_name":"m"},"values":[[10,"0.75"],[20,"0.5"]]},
+        {"metric":{"instance":"b","engine":"0","model_name":"m"},"values":[[10,"0.1"]]}]}}"#;
+    let r = decode_folded(URL, &range(), &ok(body), &by, Fold::Max).unwrap();
+    let Data::Matrix(series) = r.data else { panic!("{:?}", r.data) };
+    let got: Vec<(Labels, Vec<(f64, f64)>)> = series.into_iter().map(|s| (s.labels, s.points)).collect();
+    assert_eq!(got[0], (labels(&[("instance", "a"), ("model_name", "m")]), vec![(10.0, 0.75), (20.0, 0.5), (30.0, 0.5)]));
+    assert_eq!(got[1], (labels(&[("instance", "b"), ("model_name", "m")]), vec![(10.0, 0.1)]));
+    let body = r#"{"status":"success","data":{"resultType":"vector","result":[
+        {"metric":{"instance":"a","engine":"1","model_name":"m"},"value":[10,"2"]},
+        {"metric":{"instance":"a","engine":"0","model_name":"m"},"value":[10,"3"]}]}}"#;
+    let Data::Vector(samples) = decode_folded(URL, &instant(), &ok(body), &by, Fold::Max).unwrap().data else { panic!() };
+    assert_eq!(samples.iter().map(|s| s.v).collect::<Vec<_>>(), vec![3.0]);
 }
 
 /// Read summed by (le, model_name, instance): the other labels are dropped as they are read,
