@@ -1143,3 +1143,43 @@ fn the_stall_share_is_read_from_bindings_reads_when_the_baseline_touches_the_win
     assert!(asks.iter().any(|r| r.query().is_some_and(|q| q.contains("avg_over_time(("))), "no subquery asked: {asks:#?}");
     assert!(asks.iter().all(|r| !matches!(r, Request::Range { start, .. } if *start < day.window.start)), "{asks:#?}");
 }
+
+#[test]
+fn bindings_reads_are_asked_unaggregated_and_reduced_per_replica_as_read() {
+    // Each of binding's reads is sent without its `sum by`/`max by` and folded by the grouping and
+    // replica labels as decoded, its grouped query kept for a recording made before. A query some
+    // other read asks as it is keeps binding's read grouped by the server: how a query is decoded
+    // holds for every request of it.
+    let rules = crate::rules::load_builtin().unwrap();
+    let names: BTreeSet<String> =
+        ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"].into_iter().map(String::from).collect();
+    let p = params();
+    let disc = discover::Discovery { window_names: names.clone(), baseline_names: names.clone(), ..Default::default() };
+    let ctx = QueryContext {
+        selector: Selector::default(),
+        group_by: p.group_by.clone(),
+        range: p.window.duration(),
+        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
+        buckets: Default::default(),
+        replica_label: "instance".into(),
+    };
+    let signal_plan = plan::plan_signals(&rules, &BTreeSet::new(), ctx, &p, &disc, &mut Warnings::default());
+    let bplan = binding::plan(&Selector::default(), &p, &names).unwrap();
+    let labels: Vec<String> = p.group_by.iter().cloned().chain(["instance".to_string()]).collect();
+    let mut reads = fetch::ReadPlan::default();
+    binding::add_reads(Some(&bplan), &signal_plan, &rules, &mut reads);
+    let kv = bplan.kv.clone().unwrap();
+    let sent = &reads.wants[&kv][0].ask;
+    assert_eq!(sent.query(), Some("max_over_time(vllm:kv_cache_usage_perc[60s])"), "{sent:?}");
+    assert_eq!(reads.reading.maxed[sent.query().unwrap()], (labels.clone(), kv.query().unwrap().to_string()));
+    let running = &reads.wants[&bplan.running][0].ask;
+    assert_eq!(reads.reading.summed[running.query().unwrap()], (labels, bplan.running.query().unwrap().to_string()));
+    assert!(reads.reading.summed.values().chain(reads.reading.maxed.values()).all(|(_, grouped)| grouped.contains(" by (")));
+
+    let taken = kv.with_query("max_over_time(vllm:kv_cache_usage_perc[60s])").unwrap();
+    let mut reads = fetch::ReadPlan::whole([taken]);
+    binding::add_reads(Some(&bplan), &signal_plan, &rules, &mut reads);
+    assert_eq!(reads.wants[&kv][0].ask, kv, "asked as it is elsewhere: grouped by the server");
+    assert!(reads.reading.maxed.is_empty());
+    assert!(reads.reading.summed.contains_key(running.query().unwrap()));
+}
