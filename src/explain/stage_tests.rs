@@ -21,6 +21,18 @@ fn params() -> RunParams {
     }
 }
 
+/// The signals' query context for `p`: no selector, the built-in thresholds, replicas by `instance`.
+fn query_ctx(rules: &crate::rules::RuleSet, p: &RunParams) -> QueryContext {
+    QueryContext {
+        selector: Selector::default(),
+        group_by: p.group_by.clone(),
+        range: p.window.duration(),
+        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
+        buckets: Default::default(),
+        replica_label: "instance".into(),
+    }
+}
+
 fn labels(pairs: &[(&str, &str)]) -> crate::prom::Labels {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
@@ -123,14 +135,7 @@ fn a_signal_whose_metric_is_absent_is_planned_as_missing_and_sends_nothing() {
     let rules = crate::rules::load_builtin().unwrap();
     let p = params();
     let disc = discover::Discovery { window_names: ["vllm:num_requests_running".to_string()].into(), ..Default::default() };
-    let ctx = QueryContext {
-        selector: Selector::default(),
-        group_by: p.group_by.clone(),
-        range: p.window.duration(),
-        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
-        buckets: Default::default(),
-        replica_label: "instance".into(),
-    };
+    let ctx = query_ctx(&rules, &p);
     let needed: BTreeSet<String> = ["ttft_p95".to_string()].into();
     let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut Warnings::default());
     let (w, b) = &plan.signals["ttft_p95"];
@@ -150,14 +155,7 @@ fn a_subquery_is_asked_at_each_end_when_the_baseline_is_further_away_than_its_ra
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
     let needed: BTreeSet<String> = ["preemption_active".to_string(), "preemption_recent".to_string()].into();
     let sent = |p: &RunParams| -> Vec<Request> {
-        let ctx = QueryContext {
-            selector: Selector::default(),
-            group_by: p.group_by.clone(),
-            range: p.window.duration(),
-            thresholds: std::sync::Arc::new(rules.thresholds.clone()),
-            buckets: Default::default(),
-            replica_label: "instance".into(),
-        };
+        let ctx = query_ctx(&rules, &p);
         let plan = plan::plan_signals(&rules, &needed, ctx, p, &disc, &mut Warnings::default());
         let first: BTreeSet<Request> = plan.reads.wants.values().map(|ways| ways[0].ask.clone()).collect();
         first.into_iter().collect()
@@ -183,14 +181,7 @@ fn a_subquery_is_asked_at_each_end_when_the_baseline_is_further_away_than_its_ra
     // A day before: all four instants.
     assert_eq!(kinds(&day), vec![false; 4], "{:?}", sent(&day));
     // A recording made when they were paired still answers them: the pair is their second way.
-    let ctx = QueryContext {
-        selector: Selector::default(),
-        group_by: adjacent.group_by.clone(),
-        range: adjacent.window.duration(),
-        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
-        buckets: Default::default(),
-        replica_label: "instance".into(),
-    };
+    let ctx = query_ctx(&rules, &adjacent);
     let plan = plan::plan_signals(&rules, &needed, ctx, &adjacent, &disc, &mut Warnings::default());
     let recent = plan.reads.wants.iter().filter(|(w, _)| w.query().is_some_and(|q| q.contains("[300s:15s]"))).collect::<Vec<_>>();
     assert_eq!(recent.len(), 2);
@@ -684,14 +675,7 @@ async fn sums_of_one_counter_answered_by_one_read_are_what_their_own_queries_giv
         ["http_requests_total", "vllm:request_success_total", "vllm:num_requests_running", "vllm:num_requests_waiting"].into_iter().map(String::from).collect();
     let rules = crate::rules::load_builtin().unwrap();
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
-    let ctx = QueryContext {
-        selector: Selector::default(),
-        group_by: p.group_by.clone(),
-        range: p.window.duration(),
-        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
-        buckets: Default::default(),
-        replica_label: "instance".into(),
-    };
+    let ctx = query_ctx(&rules, &p);
     let needed = plan::needed_signals(&rules);
     let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut Warnings::default());
     let sum_of = |w: &fetch::Way| matches!(w.then, Some(fetch::Cut::Sum { .. }));
@@ -821,14 +805,7 @@ async fn per_replica_bucket_reads_summed_by_vllm_diag_are_what_the_servers_sums_
     let bounds = crate::signals::parse_bounds(&les.iter().map(|s| s.to_string()).collect::<Vec<_>>());
     let buckets: BTreeMap<String, Vec<crate::signals::Bound>> = histograms.iter().map(|h| (h.to_string(), bounds.clone())).collect();
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, buckets: buckets.clone() };
-    let ctx = QueryContext {
-        selector: Selector::default(),
-        group_by: p.group_by.clone(),
-        range: p.window.duration(),
-        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
-        buckets: std::sync::Arc::new(buckets),
-        replica_label: "instance".into(),
-    };
+    let ctx = QueryContext { buckets: std::sync::Arc::new(buckets), ..query_ctx(&rules, &p) };
     let needed = plan::needed_signals(&rules);
     let plan = plan::plan_signals(&rules, &needed, ctx, &p, &disc, &mut Warnings::default());
     let raw: Vec<&String> = plan.reads.reading.summed.keys().collect();
@@ -1024,14 +1001,7 @@ fn what_else_moved_reads_replica_by_replica_only_where_the_fleet_is_counted_and_
     let rules = crate::rules::load_builtin().unwrap();
     let names: BTreeSet<String> = ["vllm:num_requests_running", "vllm:kv_cache_usage_perc"].into_iter().map(String::from).collect();
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
-    let ctx = QueryContext {
-        selector: Selector::default(),
-        group_by: p.group_by.clone(),
-        range: p.window.duration(),
-        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
-        buckets: Default::default(),
-        replica_label: "instance".into(),
-    };
+    let ctx = query_ctx(&rules, &p);
     let signal_plan = plan::plan_signals(&rules, &plan::needed_signals(&rules), ctx, &p, &disc, &mut Warnings::default());
     let none = plan::SignalPlan { signals: BTreeMap::new(), ..signal_plan.clone() };
     let per_replica = |replicas: Option<usize>| {
@@ -1114,14 +1084,7 @@ fn the_stall_share_is_read_from_bindings_reads_when_the_baseline_touches_the_win
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names.clone(), ..Default::default() };
     let needed: BTreeSet<String> = ["stall_share".to_string()].into();
     let asked = |p: &RunParams| -> (Vec<Request>, fetch::ReadPlan) {
-        let ctx = QueryContext {
-            selector: Selector::default(),
-            group_by: p.group_by.clone(),
-            range: p.window.duration(),
-            thresholds: std::sync::Arc::new(rules.thresholds.clone()),
-            buckets: Default::default(),
-            replica_label: "instance".into(),
-        };
+        let ctx = query_ctx(&rules, &p);
         let plan = plan::plan_signals(&rules, &needed, ctx, p, &disc, &mut Warnings::default());
         let mut reads = plan.reads.clone();
         binding::add_reads(binding::plan(&Selector::default(), p, &names).as_ref(), &plan, &rules, &mut reads);
@@ -1155,14 +1118,7 @@ fn bindings_reads_are_asked_unaggregated_and_reduced_per_replica_as_read() {
         ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"].into_iter().map(String::from).collect();
     let p = params();
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names.clone(), ..Default::default() };
-    let ctx = QueryContext {
-        selector: Selector::default(),
-        group_by: p.group_by.clone(),
-        range: p.window.duration(),
-        thresholds: std::sync::Arc::new(rules.thresholds.clone()),
-        buckets: Default::default(),
-        replica_label: "instance".into(),
-    };
+    let ctx = query_ctx(&rules, &p);
     let signal_plan = plan::plan_signals(&rules, &BTreeSet::new(), ctx, &p, &disc, &mut Warnings::default());
     let bplan = binding::plan(&Selector::default(), &p, &names).unwrap();
     let labels: Vec<String> = p.group_by.iter().cloned().chain(["instance".to_string()]).collect();
