@@ -37,8 +37,26 @@ pub struct Reading {
 }
 
 impl Reading {
+    /// Read `query`'s answers folded by `by` with `fold`, `earlier` asked in its place where they
+    /// cannot be read. False, and nothing changed, where `query` is read another way already: how a
+    /// query is read holds for every request of it.
+    pub fn fold_in(&mut self, query: &str, by: &[String], fold: Fold, earlier: &str) -> bool {
+        let (mine, other) = match fold {
+            Fold::Sum => (&mut self.summed, &self.maxed),
+            Fold::Max => (&mut self.maxed, &self.summed),
+        };
+        match (other.contains_key(query), mine.get(query)) {
+            (true, _) => false,
+            (false, Some((b, _))) => b == by,
+            (false, None) => {
+                mine.insert(query.to_string(), (by.to_vec(), earlier.to_string()));
+                true
+            }
+        }
+    }
+
     /// How `query`'s answer is folded, if it is: by which labels, how, and the query asked instead.
-    fn folded(&self, query: &str) -> Option<(&[String], Fold, &str)> {
+    pub fn folded(&self, query: &str) -> Option<(&[String], Fold, &str)> {
         let sum = self.summed.get(query).map(|(by, earlier)| (by.as_slice(), Fold::Sum, earlier.as_str()));
         sum.or_else(|| self.maxed.get(query).map(|(by, earlier)| (by.as_slice(), Fold::Max, earlier.as_str())))
     }

@@ -294,14 +294,11 @@ fn share_bucket_reads(rules: &RuleSet, planned: &mut BTreeMap<String, (Planned, 
                     let read = signals::bucket_rates_read(resolved, &rctx);
                     let by: Vec<String> = std::iter::once("le".to_string()).chain(ctx.group_by.iter().cloned()).chain(std::iter::once(l.clone())).collect();
                     let summed = signals::replica_bucket_rates_query(resolved, &rctx, l);
-                    match reading.summed.get(&read) {
-                        // The same read summed by another replica label (the other window's
-                        // outlier declares another): this one is summed by the server.
-                        Some((other, _)) if *other != by => summed,
-                        _ => {
-                            reading.summed.insert(read.clone(), (by, summed));
-                            read
-                        }
+                    // The same read summed by another replica label (the other window's outlier
+                    // declares another): this one is summed by the server.
+                    match reading.fold_in(&read, &by, crate::source::Fold::Sum, &summed) {
+                        true => read,
+                        false => summed,
                     }
                 }
                 None => signals::bucket_rates_query(resolved, &rctx),

@@ -94,22 +94,8 @@ pub fn add_reads(plan: Option<&BindingPlan>, signal_plan: &SignalPlan, rules: &R
 /// reduced another way: the reading of a query holds for every request of it.
 fn fold_in(reads: &mut ReadPlan, own: &Request, each: &str, by: &[String], fold: Fold) -> Option<Request> {
     let ask = own.with_query(each)?;
-    let entry = (by.to_vec(), own.query()?.to_string());
-    let same = |m: &BTreeMap<String, (Vec<String>, String)>| m.get(each).map(|(b, _)| *b == entry.0);
-    let (mine, other) = match fold {
-        Fold::Sum => (&reads.reading.summed, &reads.reading.maxed),
-        Fold::Max => (&reads.reading.maxed, &reads.reading.summed),
-    };
-    let asked_whole = reads.wants.values().flatten().flat_map(Way::requests).any(|r| r.query() == Some(each)) && mine.get(each).is_none();
-    if asked_whole || other.contains_key(each) || same(mine) == Some(false) {
-        return None;
-    }
-    let map = match fold {
-        Fold::Sum => &mut reads.reading.summed,
-        Fold::Max => &mut reads.reading.maxed,
-    };
-    map.entry(each.to_string()).or_insert(entry);
-    Some(ask)
+    let asked_whole = reads.reading.folded(each).is_none() && reads.wants.values().flatten().flat_map(Way::requests).any(|r| r.query() == Some(each));
+    (!asked_whole && reads.reading.fold_in(each, by, fold, own.query()?)).then_some(ask)
 }
 
 /// A stall share at one instant from the three reads at every step (see the module documentation):
