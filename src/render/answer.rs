@@ -309,7 +309,7 @@ fn lead(view: &ReportView, f: &FindingView, hints: Hints) -> LeadFinding {
     notes.extend(f.replica_cause.clone());
     // Where the time went, where a hop grew: a line of its own, which Slack carries while the
     // message stays within its budget (-v and the JSON have the whole split).
-    let hop = view.hops.iter().find(|h| h.scope == f.scope_short).and_then(|h| h.brief.as_ref()).map(|b| format!("Time by hop: {b}"));
+    let hop = hop_line(view, f);
     notes.extend(f.doubts.first().cloned());
     // The answer keeps to a few lines (Slack under 1,500 characters): at most NOTES of them; -v
     // and the JSON have every one.
@@ -580,4 +580,9 @@ impl ReportView {
     pub fn answer_in_terminal(&self) -> Answer {
         Answer::new(self, Hints::Terminal)
     }
+}
+
+/// `Time by hop: engine queue +941 ms (24.9 ms -> 966 ms)`: where a hop of the finding's scope grew.
+pub(crate) fn hop_line(view: &ReportView, f: &FindingView) -> Option<String> {
+    view.hops.iter().find(|h| h.scope == f.scope_short).and_then(|h| h.brief.as_ref()).map(|b| format!("Time by hop: {b}"))
 }

@@ -271,6 +271,9 @@ fn detail(view: &ReportView, f: &FindingView) -> String {
     notes.extend(f.stood_in.clone());
     notes.extend(f.recent.clone());
     notes.extend(f.replicas.as_ref().map(|r| format!("Affected: {r}")));
+    // Which limit bound its model, and where the time went hop by hop, as the other formats say.
+    notes.extend(f.binding.clone());
+    notes.extend(super::answer::hop_line(view, f));
     notes.extend(f.recommendations.iter().map(|r| format!("{}: {}", r.head, r.how)));
     notes.extend(f.recommendations.iter().filter_map(|r| r.card.clone()));
     notes.extend(f.wont_help.iter().cloned());
