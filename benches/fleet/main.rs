@@ -162,6 +162,9 @@ struct FleetResult {
     /// With `--raw-reads`: the raw-read design at this fleet.
     #[serde(skip_serializing_if = "Option::is_none")]
     raw: Option<raw::Raw>,
+    /// With `--raw-reads`: the histograms read at two grids read once, raw (a projection).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    once: Option<raw::Once>,
     replay: Summary,
     replay_peak_rss_mib: f64,
     load_before: String,
@@ -477,6 +480,15 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         true => Some(raw::measure(rt, &near, &url, &rec, end, backend.timing(), args.concurrency, WORK_REPS.max(args.runs))?),
         false => None,
     };
+    let once = match args.raw_reads {
+        true => {
+            let mut once = raw::histograms_once(rt, &url, &rec, end, backend.timing(), WORK_REPS.max(args.runs))?;
+            let work_least_ms = least(&own_passes).iter().sum::<f64>() * 1000.0;
+            once.work_ratio_least = (work_least_ms - once.replaced_ms + once.raw_ms) / (least_floor(&own_families) * 1000.0);
+            Some(once)
+        }
+        false => None,
+    };
     let explain_rss_kib = child::peak_rss_kib(bin(), &live_args, RSS_RUNS)?;
     let load_after = loadavg();
     drop(server);
@@ -551,6 +563,7 @@ fn measure(rt: &tokio::runtime::Runtime, fleet: Fleet, prepared: &data::Prepared
         previous,
         gzip,
         raw,
+        once,
         replay: Summary::of(&walls(&replay_runs)),
         replay_peak_rss_mib: replay_rss_kib as f64 / 1024.0,
         load_before,
@@ -824,6 +837,26 @@ fn markdown(r: &Results) -> String {
             }
             for q in &w.refused {
                 let _ = writeln!(s, "- refused: {q}");
+            }
+        }
+        for f in &r.fleets {
+            let Some(o) = &f.once else { continue };
+            let _ = writeln!(
+                s,
+                "\nThe step between, {} on {} (a projection from measured parts): the histograms the run reads whole at more than one grid ({}) read once each, raw, in place of the {} queries that read them; the rest of the run as it is. The replaced queries' backend work {} (least of each), the raw reads' {}; bytes {} → {}. Backend work / data-read floor, least of each: {:.2} → **{:.2}**. The packed reads that hold a histogram beside other families are left as they are.\n",
+                f.fleet,
+                f.backend.name(),
+                o.families.join(", "),
+                o.replaced.len(),
+                ms(o.replaced_ms),
+                ms(o.raw_ms),
+                bytes(o.replaced_bytes),
+                bytes(o.raw_bytes),
+                f.work_ratio_least,
+                o.work_ratio_least
+            );
+            for (family, secs, work, b) in &o.each {
+                let _ = writeln!(s, "- `{family}[{secs}s]`: {}, {}", ms(*work), bytes(*b));
             }
         }
     }

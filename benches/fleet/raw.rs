@@ -187,3 +187,91 @@ fn durations(query: &str) -> Result<(i64, i64), String> {
     promql_parser::util::walk_expr(&mut longest, &expr)?;
     Ok((longest.0, longest.1))
 }
+
+/// `--raw-reads`, the step between the two designs: the histograms the run reads whole at more than
+/// one grid read once each, raw, and the rest of the run as it is. Measured, not built: the run's
+/// queries that read nothing but whole bucket families (no matcher but the name) and the raw reads
+/// that would replace them, timed one at a time and interleaved over the passes, each at its least.
+#[derive(Serialize)]
+pub struct Once {
+    /// The families read once instead, and the queries that read them now.
+    pub families: Vec<String>,
+    pub replaced: Vec<String>,
+    /// The backend's work: the replaced queries, and the raw reads in their place (least of each).
+    pub replaced_ms: f64,
+    pub raw_ms: f64,
+    /// Bytes received: the replaced queries' answers, and the raw reads'.
+    pub replaced_bytes: u64,
+    pub raw_bytes: u64,
+    /// Each raw read: family, how far back it reaches (seconds), least work (ms), bytes.
+    pub each: Vec<(String, i64, f64, u64)>,
+    /// The run's backend work against the data-read floor (least of each) with the replaced
+    /// queries' work taken out and the raw reads' put in (set by the caller, which has the run's).
+    pub work_ratio_least: f64,
+}
+
+/// Measure [`Once`] over the run `rec` recorded (see there), against the backend at `base`.
+pub fn histograms_once(rt: &tokio::runtime::Runtime, base: &str, rec: &Recorded, end: DateTime<Utc>, timing: Timing, passes: usize) -> Result<Once, String> {
+    let whole: Vec<&Request> = rec.requests.iter().filter(|r| r.query().is_some_and(reads_whole_buckets)).collect();
+    let mut times: BTreeMap<String, usize> = BTreeMap::new();
+    for req in &whole {
+        for f in vllm_diag::signals::families_read(req.query().unwrap_or_default())? {
+            *times.entry(f).or_default() += 1;
+        }
+    }
+    times.retain(|_, n| *n > 1);
+    let replaced: Vec<&Request> = whole
+        .into_iter()
+        .filter(|r| vllm_diag::signals::families_read(r.query().unwrap_or_default()).is_ok_and(|fs| fs.iter().all(|f| times.contains_key(f))))
+        .collect();
+    let reaches = reaches(&replaced, end)?;
+    let reads: Vec<Request> = reaches.iter().map(|(f, secs)| Request::Instant { query: format!("{{__name__=\"{f}\"}}[{secs}s]"), time: end }).collect();
+    let now: Vec<Request> = replaced.iter().map(|r| (*r).clone()).collect();
+    let least = |acc: &mut Vec<f64>, costs: Vec<crate::floor::Cost>| {
+        acc.resize(costs.len(), f64::INFINITY);
+        for (a, c) in acc.iter_mut().zip(costs) {
+            *a = a.min(c.server * 1000.0);
+        }
+    };
+    let (mut now_least, mut raw_least) = (Vec::new(), Vec::new());
+    for _ in 0..passes {
+        least(&mut now_least, rt.block_on(floor::exec_each(base, &now, timing))?);
+        least(&mut raw_least, rt.block_on(floor::exec_each(base, &reads, timing))?);
+    }
+    let size = |reqs: &[Request]| -> Result<Vec<u64>, String> { Ok(rt.block_on(floor::bodies(base, reqs, 1))?.1.iter().map(|b| b.len() as u64).collect()) };
+    let (now_bytes, raw_bytes) = (size(&now)?, size(&reads)?);
+    Ok(Once {
+        families: reaches.keys().cloned().collect(),
+        replaced: now.iter().map(Request::describe).collect(),
+        replaced_ms: now_least.iter().sum(),
+        raw_ms: raw_least.iter().sum(),
+        replaced_bytes: now_bytes.iter().sum(),
+        raw_bytes: raw_bytes.iter().sum(),
+        each: reaches.iter().zip(raw_least.iter().zip(&raw_bytes)).map(|((f, secs), (ms, b))| (f.clone(), *secs, *ms, *b)).collect(),
+        work_ratio_least: f64::NAN,
+    })
+}
+
+/// Whether every series selector of `query` reads a whole bucket family: `F_bucket`, no matcher
+/// but its name.
+fn reads_whole_buckets(query: &str) -> bool {
+    use promql_parser::parser::Expr;
+    struct Whole(bool, usize);
+    impl promql_parser::util::ExprVisitor for Whole {
+        type Error = String;
+        fn pre_visit(&mut self, e: &Expr) -> Result<bool, String> {
+            let vs = match e {
+                Expr::VectorSelector(vs) => vs,
+                Expr::MatrixSelector(ms) => &ms.vs,
+                _ => return Ok(true),
+            };
+            self.1 += 1;
+            let bare = vs.matchers.matchers.iter().all(|m| m.name == "__name__") && vs.matchers.or_matchers.is_empty();
+            self.0 &= bare && vs.name.as_deref().is_some_and(|n| n.ends_with("_bucket"));
+            Ok(true)
+        }
+    }
+    let Ok(expr) = promql_parser::parser::parse(query) else { return false };
+    let mut whole = Whole(true, 0);
+    promql_parser::util::walk_expr(&mut whole, &expr).is_ok() && whole.0 && whole.1 > 0
+}
