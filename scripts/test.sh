@@ -48,12 +48,13 @@ export VLLM_DIAG_ROUTER
 unset GITHUB_STEP_SUMMARY VLLM_DIAG_PROMETHEUS_URL VLLM_DIAG_BEARER_TOKEN VLLM_DIAG_BASIC_AUTH_PASSWORD
 
 # The code's form first (seconds, and a minute or two of checking): rustfmt.toml's format, and
-# clippy over the product's code (library and binaries) with every warning an error.
+# clippy over every target (library, binaries, tests, the benchmark, the simulator) with every
+# warning an error.
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
   rustup component add rustfmt clippy >&2
 fi
 cargo fmt --all --check
-cargo clippy --locked --workspace --lib --bins -- -D warnings
+cargo clippy --locked --workspace --all-targets --features servers -- -D warnings
 
 # Every test target of `cargo test --workspace --all-targets`, built once and run two at a time
 # (many wait on servers they start; one after another they left a core idle), each target's output

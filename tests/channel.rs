@@ -318,7 +318,7 @@ fn steps_and_scores(report: &Report) -> Vec<String> {
     // The findings check counts, and a failed probe (`--probe`), a test case of its own.
     let failing = report.findings.iter().filter(|f| f.severity >= vllm_diag::report::Severity::Warning).count()
         + usize::from(report.probe.as_ref().is_some_and(|p| p.fails()));
-    if !junit.contains(&format!("<testsuites name=\"vllm-diag\" tests=\""))
+    if !junit.contains("<testsuites name=\"vllm-diag\" tests=\"")
         || !junit.lines().next().into_iter().chain(junit.lines()).any(|l| l.starts_with("<testsuites ") && l.contains(&format!(" failures=\"{failing}\" ")))
     {
         out.push(format!("junit: the failures are not the {failing} findings and failed probes check counts"));

@@ -57,7 +57,7 @@ fn the_release_archive_holds_the_binary_pages_completions_licence_and_readme_wit
 
     ok(Command::new("tar").args(["-xzf", archive.trim(), "-C"]).arg(out.path()));
     let dir = out.path().join(&name);
-    let version = ok(&mut Command::new(dir.join("vllm-diag")).arg("--version"));
+    let version = ok(Command::new(dir.join("vllm-diag")).arg("--version"));
     assert_eq!(version.trim(), format!("vllm-diag {}", env!("CARGO_PKG_VERSION")));
     let glibc = std::fs::read_to_string(dir.join("GLIBC.txt")).expect("GLIBC.txt");
     assert!(glibc.contains("dynamically linked against glibc") && glibc.contains("GLIBC_2."), "{glibc}");

@@ -161,6 +161,19 @@ pub(super) fn scrape_prepare(s: &Settings, progress: bool) -> Result<crate::sour
     Ok(prepared)
 }
 
+/// What a probe or load test sends with: the client for the URL under test, the Prometheus it
+/// reads the engines from (`compare`), and the runtime both run on.
+pub(super) fn probe_session(s: &Settings, url: &str, compare: bool) -> Result<(reqwest::Client, Option<PrometheusClient>, tokio::runtime::Runtime), Failure> {
+    let client = probe_target_client(s, url)?;
+    let backend = if compare { Some(connect_probe_backend(s)?) } else { None };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Usage(format!("cannot start the async runtime: {e}")))?;
+    Ok((client, backend, runtime))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,17 +205,4 @@ mod tests {
         assert_eq!(backend.ca_file, Some(PathBuf::from("/ca.pem")));
         assert!(Peer::Backend.keep(&c.bearer_token).is_some());
     }
-}
-
-/// What a probe or load test sends with: the client for the URL under test, the Prometheus it
-/// reads the engines from (`compare`), and the runtime both run on.
-pub(super) fn probe_session(s: &Settings, url: &str, compare: bool) -> Result<(reqwest::Client, Option<PrometheusClient>, tokio::runtime::Runtime), Failure> {
-    let client = probe_target_client(s, url)?;
-    let backend = if compare { Some(connect_probe_backend(s)?) } else { None };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Usage(format!("cannot start the async runtime: {e}")))?;
-    Ok((client, backend, runtime))
 }

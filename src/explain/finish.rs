@@ -418,7 +418,7 @@ mod tests {
         f.steps =
             vec![Step::Rule { ask: "Lower max_num_seqs.".into(), lever: Some("--max-num-seqs".into()), awaits: None }, Step::ask("Look at the GPUs.")].into();
         f.wont_help = vec![WontHelp::from(crate::report::card::RuledOut::LowerSeqs { kv_peak: 0.5, fill: None })];
-        let fs = vec![super::build(f, super::Parts::default())];
+        let fs = [super::build(f, super::Parts::default())];
         assert_eq!(fs[0].steps.iter().map(Step::text).collect::<Vec<_>>(), ["Look at the GPUs."]);
     }
 }

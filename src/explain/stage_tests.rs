@@ -155,7 +155,7 @@ fn a_subquery_is_asked_at_each_end_when_the_baseline_is_further_away_than_its_ra
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names, ..Default::default() };
     let needed: BTreeSet<String> = ["preemption_active".to_string(), "preemption_recent".to_string()].into();
     let sent = |p: &RunParams| -> Vec<Request> {
-        let ctx = query_ctx(&rules, &p);
+        let ctx = query_ctx(&rules, p);
         let plan = plan::plan_signals(&rules, &needed, ctx, p, &disc, &mut Warnings::default());
         let first: BTreeSet<Request> = plan.reads.wants.values().map(|ways| ways[0].ask.clone()).collect();
         first.into_iter().collect()
@@ -1084,7 +1084,7 @@ fn the_stall_share_is_read_from_bindings_reads_when_the_baseline_touches_the_win
     let disc = discover::Discovery { window_names: names.clone(), baseline_names: names.clone(), ..Default::default() };
     let needed: BTreeSet<String> = ["stall_share".to_string()].into();
     let asked = |p: &RunParams| -> (Vec<Request>, fetch::ReadPlan) {
-        let ctx = query_ctx(&rules, &p);
+        let ctx = query_ctx(&rules, p);
         let plan = plan::plan_signals(&rules, &needed, ctx, p, &disc, &mut Warnings::default());
         let mut reads = plan.reads.clone();
         binding::add_reads(binding::plan(&Selector::default(), p, &names).as_ref(), &plan, &rules, &mut reads);

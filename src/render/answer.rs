@@ -507,6 +507,25 @@ pub(crate) fn window(r: &crate::report::TimeRange) -> String {
     format!("{} {} → {end} UTC", r.start.format("%Y-%m-%d"), clock(&r.start))
 }
 
+impl ReportView {
+    /// The answer every channel format gives: no line of it points at a command-line flag, which a
+    /// channel's reader does not have.
+    pub fn answer(&self) -> Answer {
+        Answer::new(self, Hints::None)
+    }
+
+    /// The same answer for the terminal, where `-v` is one flag away: the lines that leave
+    /// something out say where it is.
+    pub fn answer_in_terminal(&self) -> Answer {
+        Answer::new(self, Hints::Terminal)
+    }
+}
+
+/// `Time by hop: engine queue +941 ms (24.9 ms -> 966 ms)`: where a hop of the finding's scope grew.
+pub(crate) fn hop_line(view: &ReportView, f: &FindingView) -> Option<String> {
+    view.hops.iter().find(|h| h.scope == f.scope_short).and_then(|h| h.brief.as_ref()).map(|b| format!("Time by hop: {b}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -566,23 +585,4 @@ mod tests {
         let a = answer(&nothing_evaluated_report());
         assert!(a.headline.starts_with("NOTHING EVALUATED: ") && a.not_evaluated.is_none() && !a.not_evaluated_pairs.is_empty());
     }
-}
-
-impl ReportView {
-    /// The answer every channel format gives: no line of it points at a command-line flag, which a
-    /// channel's reader does not have.
-    pub fn answer(&self) -> Answer {
-        Answer::new(self, Hints::None)
-    }
-
-    /// The same answer for the terminal, where `-v` is one flag away: the lines that leave
-    /// something out say where it is.
-    pub fn answer_in_terminal(&self) -> Answer {
-        Answer::new(self, Hints::Terminal)
-    }
-}
-
-/// `Time by hop: engine queue +941 ms (24.9 ms -> 966 ms)`: where a hop of the finding's scope grew.
-pub(crate) fn hop_line(view: &ReportView, f: &FindingView) -> Option<String> {
-    view.hops.iter().find(|h| h.scope == f.scope_short).and_then(|h| h.brief.as_ref()).map(|b| format!("Time by hop: {b}"))
 }

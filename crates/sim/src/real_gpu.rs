@@ -220,7 +220,7 @@ mod tests {
             assert!(line.contains(label), "{label} in {line}");
         }
         assert!(line.ends_with(" 1000.000"), "the first sample lands on the start: {line}");
-        let last_violation = om.lines().filter(|l| l.starts_with("DCGM_FI_DEV_POWER_VIOLATION{")).last().unwrap();
+        let last_violation = om.lines().rfind(|l| l.starts_with("DCGM_FI_DEV_POWER_VIOLATION{")).unwrap();
         // The value follows the labels (`modelName="NVIDIA H200"` has a space of its own).
         let us: f64 = last_violation.rsplit_once('}').unwrap().1.split_whitespace().next().unwrap().parse().unwrap();
         // 84.19 s of power capping in the recording (nvidia-smi agrees), in microseconds.

@@ -95,7 +95,7 @@ fn an_error_about_a_whole_file_or_directory_shows_no_position() {
 fn a_watched_signal_says_which_way_hurts_and_its_floor_fits_its_unit() {
     let sig =
         |extra: &str| format!("[[signal]]\nid = \"w\"\ntitle = \"T\"\nunit = \"seconds\"\nkind = \"quantile\"\nquantile = 0.9\nhistogram = [\"h\"]\n{extra}\n");
-    let load = |extra: &str| load_str(&mut load_builtin().unwrap(), "mine.toml", &sig(extra)).map(|()| ());
+    let load = |extra: &str| load_str(&mut load_builtin().unwrap(), "mine.toml", &sig(extra));
     let mut set = load_builtin().unwrap();
     load_str(&mut set, "mine.toml", &sig("worse = \"up\"\nsymptom = true\nmoved_floor = \"250ms\"")).unwrap();
     let d = &set.signals["w"];

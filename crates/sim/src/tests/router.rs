@@ -16,7 +16,7 @@ fn fixture(name: &str) -> (ScenarioSpec, Vec<GeneratedSeries>) {
 fn value(series: &[GeneratedSeries], name: &str, labels: &[(&str, &str)], t: f64) -> f64 {
     series
         .iter()
-        .filter(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+        .filter(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(k).map(String::as_str) == Some(*v)))
         .map(|s| s.points.iter().find(|(pt, _)| (*pt - t).abs() < 1e-6).map_or(0.0, |(_, v)| *v))
         .sum()
 }
