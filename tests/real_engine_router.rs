@@ -139,6 +139,11 @@ fn phases_diagnosed_right(run: &str, phases: &[Phase], prom: &common::PromServer
             if !named.contains(replica) || named.len() != 1 {
                 wrong.push(format!("{}: {rule} names {named:?}, not {replica} alone: {}", p.name, summary(&r)));
             }
+            // The skew's "find the worker" is answered by what each replica served, naming it.
+            let find = first["step_detail"].as_array().and_then(|s| s.iter().find(|s| s["ask"].as_str().is_some_and(|a| a.starts_with("Find the worker"))));
+            if rule == "routing-skew" && find.is_none_or(|s| s["state"] != "answered" || s["busiest"].as_str() != Some(replica.as_str())) {
+                wrong.push(format!("{}: routing-skew's step finding the worker is not answered with {replica}: {find:?}", p.name));
+            }
         }
         if p.name == "router-cpu" && model_hops(&r).and_then(|h| h["grew"].as_str()) != Some("router") {
             wrong.push(format!("router-cpu: the time by hop did not name the router's hop: {}", hop_text(&r)));
