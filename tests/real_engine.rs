@@ -105,6 +105,19 @@ fn judge_full(dir: &Path) -> Vec<String> {
         if p.kind == "healthy" && named.iter().any(|r| r == "slo-burn") {
             wrong.push(format!("{}: an SLO burn carried over from an earlier phase: {}", p.name, summary(&report)));
         }
+        // Rejections: the engine's own 5xx share answers whether users saw them (it went from 0 to
+        // about 64%), and a change the finding explains is not listed as unexplained.
+        if p.name == "rejections" {
+            let steps = report["findings"][0]["step_detail"].as_array().cloned().unwrap_or_default();
+            let users = steps.iter().find(|s| s["ask"].as_str().is_some_and(|a| a.starts_with("Confirm at the gateway")));
+            if users.is_none_or(|s| s["state"] != "answered" || s["signal"] != "http_5xx_ratio" || s["verdict"] != "grew") {
+                wrong.push(format!("rejections: whether users saw them is not answered by the 5xx share: {users:?}"));
+            }
+            let unexplained: Vec<&str> = report["unexplained"].as_array().into_iter().flatten().filter_map(|u| u["signal"].as_str()).collect();
+            if unexplained.iter().any(|s| s.starts_with("http_")) {
+                wrong.push(format!("rejections: HTTP changes the finding explains listed as unexplained: {unexplained:?}"));
+            }
+        }
     }
     assert!(judged >= 10, "{}: only {judged} phases to judge", dir.display());
     wrong

@@ -94,9 +94,22 @@ pub fn dated_by_events(f: &Finding, dating: &Dating, events: &[Event], window_st
     })
 }
 
-/// The change a finding so dated followed, if any: its `preceded_by`.
-pub fn change(f: &Finding, dating: &Dating, events: &[Event], step: u64, window_start: DateTime<Utc>, baseline_start: DateTime<Utc>) -> Option<PrecededBy> {
-    let (e, lead) = preceding(f, dating, events, step, window_start, baseline_start)?;
+/// The change a finding so dated followed, if any: its `preceded_by`. A finding dated by change
+/// events (its signal's `dated_by`: targets down or gone) did not follow one of those that has no
+/// runbook of its own (targets going down): that event is the finding itself. One that has (a
+/// scale-down) leads its steps.
+pub fn change(
+    f: &Finding,
+    dating: &Dating,
+    events: &[Event],
+    step: u64,
+    window_start: DateTime<Utc>,
+    baseline_start: DateTime<Utc>,
+    rules: &RuleSet,
+) -> Option<PrecededBy> {
+    let own = dating.signal.as_ref().and_then(|s| rules.signals.get(s)).map(|d| d.dated_by.as_slice()).unwrap_or_default();
+    let others: Vec<Event> = events.iter().filter(|e| !own.contains(&e.kind) || e.step_naming_it().is_some()).cloned().collect();
+    let (e, lead) = preceding(f, dating, &others, step, window_start, baseline_start)?;
     Some(PrecededBy::new(e.clone(), lead, dating.onset.is_none().then_some(window_start)))
 }
 
@@ -113,7 +126,7 @@ mod tests {
         for f in fs.iter_mut() {
             let now = Dating::of(f);
             let dating = dated_by_events(f, &now, events, window_start, rules);
-            let change = change(f, dating.as_ref().unwrap_or(&now), events, step, window_start, baseline_start);
+            let change = change(f, dating.as_ref().unwrap_or(&now), events, step, window_start, baseline_start, rules);
             *f = crate::explain::finish::build(f.clone(), crate::explain::finish::Parts { dating, change, ..Default::default() });
         }
     }
@@ -291,5 +304,24 @@ mod tests {
         built(&mut fs, &events, 60, start, start - chrono::Duration::minutes(30), &pack());
         assert_eq!(fs[0].onset, Some(t("2026-01-15T09:12:00Z")), "the first removal in the window, not the one before it");
         assert_eq!(fs[0].preceded_by.as_ref().map(|p| p.event.time), Some(t("2026-01-15T09:12:00Z")));
+    }
+
+    #[test]
+    fn targets_down_date_their_finding_but_do_not_precede_it() {
+        // The real fleet lab's restart: one of two replicas stopped answering scrapes. The finding
+        // is dated by that event; it did not follow it, it is it.
+        let start = t("2026-01-15T09:00:00Z");
+        let events = vec![event("2026-01-15T09:04:00Z", EventKind::TargetDown, "llama", "1 of 2 replicas stopped answering scrapes")];
+        let mut fs = vec![finding_with("target-down", vec![evidence("up_min", 0.0, 1.0, true)], None)];
+        built(&mut fs, &events, 60, start, start - chrono::Duration::minutes(30), &pack());
+        assert_eq!(fs[0].onset, Some(t("2026-01-15T09:04:00Z")));
+        assert_eq!(fs[0].preceded_by, None);
+        assert!(fs[0].steps.iter().all(|s| !matches!(s, Step::Change { .. })), "{:?}", fs[0].steps);
+        // Another finding on the model that began then did follow it.
+        let mut later = vec![finding_with("slow-prefill", vec![evidence("prefill_mean", 0.5, 0.1, true)], Some("prefill_mean"))];
+        later[0].onset = Some(t("2026-01-15T09:05:00Z"));
+        built(&mut later, &events, 60, start, start - chrono::Duration::minutes(30), &pack());
+        assert_eq!(later[0].preceded_by.as_ref().map(|p| p.event.kind), Some(EventKind::TargetDown));
+        assert!(later[0].steps.iter().all(|s| !matches!(s, Step::Change { .. })), "said once, by its note: {:?}", later[0].steps);
     }
 }

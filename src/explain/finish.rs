@@ -142,7 +142,7 @@ fn parts_of(f: &Finding, c: &Finish, warm: &WarmUps) -> Parts {
     let dating =
         onset::dating(f).filter(|d| d.onset.is_some() || d.signal.is_some()).or_else(|| correlate::dated_by_events(f, &judged, c.events, window.start, rules));
     let dated = dating.as_ref().unwrap_or(&judged);
-    let change = correlate::change(f, dated, c.events, c.step, window.start, c.p.baseline.start);
+    let change = correlate::change(f, dated, c.events, c.step, window.start, c.p.baseline.start, rules);
     let tied = change.is_some() || f.preceded_by.is_some();
     let start = cold_start::verdict(f, dated, tied, warm, rules);
     let cold = start.as_ref().map_or(f.cold_start.is_some(), |v| v.cold);
@@ -212,7 +212,11 @@ pub fn build(mut f: Finding, p: Parts) -> Finding {
         }
     }
     if let Some(change) = p.change {
-        f.steps.insert(0, Step::Change { event: change.event.clone() });
+        // A change whose runbook starts at it leads the steps (and is then said there only); any
+        // other is said once, by the finding's "began right after" line.
+        if change.event.step_naming_it().is_some() {
+            f.steps.insert(0, Step::Change { event: change.event.clone() });
+        }
         f.preceded_by = Some(change);
     }
     if let Some(v) = p.start {

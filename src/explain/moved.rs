@@ -555,14 +555,23 @@ pub struct Moved {
     pub points: BTreeMap<(String, Scope), Points>,
 }
 
-/// Whether a warning or critical finding explains `signal`'s change on `scope`. A replica's cold
-/// start (an info finding with its note) explains the symptoms on its model too: the latency of its
-/// first minutes is the start's.
-pub fn explained(signal: &str, metric: &str, symptom: bool, scope: &Scope, findings: &[Standing], group_by: &[String]) -> bool {
+/// Whether a warning or critical finding explains `signal`'s change on `scope`: its evidence reads
+/// the signal's family, or a warning rule it explains (its "also explains", as `rules` define it)
+/// reads the signal. A replica's cold start (an info finding with its note) explains the symptoms
+/// on its model too: the latency of its first minutes is the start's.
+pub fn explained(signal: &str, metric: &str, symptom: bool, scope: &Scope, findings: &[Standing], group_by: &[String], rules: &RuleSet) -> bool {
+    let absorbed_reads = |f: &Finding| {
+        f.also_consistent
+            .iter()
+            .filter(|a| a.severity >= Severity::Warning)
+            .any(|a| rules.rule(&a.rule).is_some_and(|r| r.signals().iter().any(|s| s == signal)))
+    };
     findings.iter().filter(|s| &base_scope(&s.finding.scope, group_by) == scope).any(|s| {
         let serious = s.severity >= Severity::Warning;
         (symptom && (serious || s.cold_start))
-            || (serious && s.finding.evidence.iter().any(|e| e.signal == signal || (!e.metric.is_empty() && family(&e.metric) == family(metric))))
+            || (serious
+                && (s.finding.evidence.iter().any(|e| e.signal == signal || (!e.metric.is_empty() && family(&e.metric) == family(metric)))
+                    || absorbed_reads(s.finding)))
     })
 }
 
@@ -588,7 +597,8 @@ pub fn find(plan: &MovedPlan, answers: &Answers, findings: &[Standing], rules: &
         let Some(worse) = watched.worse else { continue };
         let Some(change) = detect(b, w, worse, def.moved_floor, &bars, plan.step as f64, w_start) else { continue };
         let model = base_scope(scope, &p.group_by);
-        if explained(id, &watched.metric, def.symptom, &model, findings, &p.group_by) || (watched.per_replica && listed.contains(&(id.clone(), model.clone())))
+        if explained(id, &watched.metric, def.symptom, &model, findings, &p.group_by, rules)
+            || (watched.per_replica && listed.contains(&(id.clone(), model.clone())))
         {
             continue;
         }
@@ -860,6 +870,7 @@ mod tests {
 
     #[test]
     fn a_finding_explains_its_own_family_on_its_scope_and_symptoms_there_but_not_elsewhere() {
+        let rules = crate::rules::load_builtin().unwrap();
         let by = vec!["model_name".to_string()];
         let scope = |m: &str| -> Scope { [("model_name".to_string(), m.to_string())].into_iter().collect() };
         let kv = finding(
@@ -869,13 +880,13 @@ mod tests {
             &[("kv_usage_avg", "vllm:kv_cache_usage_perc"), ("ttft_p95", "vllm:time_to_first_token_seconds_bucket")],
         );
         let fs = vec![kv];
-        assert!(explained("ttft_mean", "vllm:time_to_first_token_seconds_sum", false, &scope("a"), &standing(&fs), &by), "same family");
-        assert!(explained("queue_p95", "vllm:request_queue_time_seconds_bucket", true, &scope("a"), &standing(&fs), &by), "a symptom on its scope");
-        assert!(!explained("prefix_hit_ratio", "vllm:prefix_cache_hits_total", false, &scope("a"), &standing(&fs), &by), "another family");
-        assert!(!explained("queue_p95", "vllm:request_queue_time_seconds_bucket", true, &scope("b"), &standing(&fs), &by), "another model");
+        assert!(explained("ttft_mean", "vllm:time_to_first_token_seconds_sum", false, &scope("a"), &standing(&fs), &by, &rules), "same family");
+        assert!(explained("queue_p95", "vllm:request_queue_time_seconds_bucket", true, &scope("a"), &standing(&fs), &by, &rules), "a symptom on its scope");
+        assert!(!explained("prefix_hit_ratio", "vllm:prefix_cache_hits_total", false, &scope("a"), &standing(&fs), &by, &rules), "another family");
+        assert!(!explained("queue_p95", "vllm:request_queue_time_seconds_bucket", true, &scope("b"), &standing(&fs), &by, &rules), "another model");
         let info = vec![finding("gpu-underutilized", Severity::Info, "a", &[("kv_usage_avg", "vllm:kv_cache_usage_perc")])];
-        assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &standing(&info), &by), "info explains nothing");
-        assert!(!explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &standing(&info), &by), "info explains nothing");
+        assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &standing(&info), &by, &rules), "info explains nothing");
+        assert!(!explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &standing(&info), &by, &rules), "info explains nothing");
         let mut cold = finding("replica-outlier", Severity::Info, "a", &[("itl_replica_gap", "vllm:inter_token_latency_seconds_bucket")]);
         cold.scope.insert("instance".into(), "a-0:8000".into());
         cold.cold_start = Some(crate::report::ColdStart {
@@ -892,10 +903,21 @@ mod tests {
         });
         let cold = vec![cold];
         assert!(
-            explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &standing(&cold), &by),
+            explained("itl_p95", "vllm:inter_token_latency_seconds_bucket", true, &scope("a"), &standing(&cold), &by, &rules),
             "a replica's cold start explains its model's latency"
         );
-        assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &standing(&cold), &by), "but not what is not a symptom");
+        assert!(!explained("kv_usage_avg", "vllm:kv_cache_usage_perc", false, &scope("a"), &standing(&cold), &by, &rules), "but not what is not a symptom");
+        // The real lab's rejections: requests-rejected explains http-errors, so the 5xx share it
+        // reads is explained too; an info rule explained beside it explains nothing.
+        let mut rejected = finding("requests-rejected", Severity::Critical, "a", &[("rejections_rate", "vllm:request_rejected_total")]);
+        let also = |rule: &str, severity| crate::report::AlsoConsistent { rule: rule.into(), title: String::new(), severity, score: 1.0 };
+        rejected.also_consistent = vec![also("http-errors", Severity::Warning)];
+        let rejected = vec![rejected];
+        assert!(explained("http_5xx_ratio", "http_requests_total", false, &scope("a"), &standing(&rejected), &by, &rules), "what a rule it explains reads");
+        assert!(!explained("http_5xx_ratio", "http_requests_total", false, &scope("b"), &standing(&rejected), &by, &rules), "on its scope only");
+        let mut quiet = rejected[0].clone();
+        quiet.also_consistent = vec![also("http-errors", Severity::Info)];
+        assert!(!explained("http_5xx_ratio", "http_requests_total", false, &scope("a"), &standing(&[quiet]), &by, &rules), "not an info one's");
     }
 
     #[test]

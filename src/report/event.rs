@@ -122,8 +122,9 @@ pub struct Event {
 }
 
 impl Event {
-    /// The step a finding that began after this event takes first (explain puts it at the head of
-    /// its steps).
+    /// The step a finding that began after this event takes first. Explain puts one at the head of
+    /// the steps only for a kind [`Event::step_naming_it`] names; the words for any other kind are
+    /// for a report that holds one (an older report read back).
     pub fn first_step(&self) -> String {
         self.step_naming_it().unwrap_or_else(|| format!("Start with what changed at {}: {} ({}).", self.clock(), self.kind, self.detail))
     }
