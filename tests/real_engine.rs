@@ -102,6 +102,11 @@ fn judge_full(dir: &Path) -> Vec<String> {
         if p.name == "overload" && named.iter().any(|r| r == "slow-decode" || r == "severe-saturation") {
             wrong.push(format!("overload: the ITL rise of a larger batch reported as a decode fault: {}", summary(&report)));
         }
+        // Overload holds ITL under 1.5x its baseline: what drives ITL casts no doubt on it.
+        let doubts: Vec<&Value> = report["findings"][0]["correlations"].as_array().into_iter().flatten().filter(|c| c["supports"] == false).collect();
+        if p.name == "overload" && !doubts.is_empty() {
+            wrong.push(format!("overload: doubted by a correlation on a signal it holds down: {doubts:?}"));
+        }
         if p.kind == "healthy" && named.iter().any(|r| r == "slo-burn") {
             wrong.push(format!("{}: an SLO burn carried over from an earlier phase: {}", p.name, summary(&report)));
         }

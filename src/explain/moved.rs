@@ -939,6 +939,15 @@ mod tests {
         assert!(found[0][0].supports && found[0][0].coefficient > 0.99);
         assert!(!found[1][0].supports && found[1][0].text.contains("doubt"), "{:?}", found[1]);
         assert!(found[2].is_empty());
+        // A finding that needs the effect not to have risen (the real lab's overload holds ITL under
+        // 1.5x its baseline) does not claim it: no doubt is cast on it.
+        let mut guarded = finding("load-exceeds-capacity", Severity::Critical, "a", &[("ttft_p95", "")]);
+        guarded.evidence[0].limits = vec![crate::report::Limit { label: "< 1.5x baseline".into(), value: 1.5, side: crate::report::LimitSide::Below }];
+        let found = correlations(&points, &standing(&[guarded.clone()]), &crate::rules::load_builtin().unwrap().correlations, &by);
+        assert!(found[0].is_empty(), "{:?}", found[0]);
+        guarded.evidence[0].limits.push(crate::report::Limit { label: "> 3 s".into(), value: 3.0, side: crate::report::LimitSide::Above });
+        let found = correlations(&points, &standing(&[guarded]), &crate::rules::load_builtin().unwrap().correlations, &by);
+        assert!(found[0][0].text.contains("doubt"), "a finding that also claims its rise: {:?}", found[0]);
         // Unrelated trends say nothing.
         let flat: Vec<f64> = (0..30).map(|i| 0.5 + 0.01 * ((i * 13) % 7) as f64).collect();
         points.insert(("ttft_p95".to_string(), scope.clone()), (series(0.0, &flat[..15]), series(900.0, &flat[15..])));

@@ -33,6 +33,12 @@ fn cause_healthy(pair: &CorrelationDef, baseline: &[(f64, f64)], window: &[(f64,
     pair.healthy_at_or_below.is_some_and(|level| w <= level) || w <= b
 }
 
+/// Whether `f` holds `signal` only on the healthy side of its lines (every limit a ceiling: the
+/// rule needs it not to have risen), rather than claiming its rise.
+fn holds_below(f: &Finding, signal: &str) -> bool {
+    f.evidence.iter().find(|e| e.signal == signal).is_some_and(|e| !e.limits.is_empty() && e.limits.iter().all(|l| !l.side.is_above()))
+}
+
 /// Pearson's coefficient over the points two trends share (by time), with at least 6 of them (the
 /// correlations say one only over [`MIN_CORRELATION_POINTS`]).
 pub fn pearson(a: &[(f64, f64)], b: &[(f64, f64)]) -> Option<(f64, usize)> {
@@ -85,6 +91,11 @@ fn correlated(points: &BTreeMap<(String, Scope), Points>, f: &Finding, pairs: &[
             continue;
         }
         let supports = read.contains(cause);
+        // A finding that holds the effect below its lines (overload's "ITL did not rise 1.5x")
+        // does not claim it: what drives the effect is no reason to doubt the finding.
+        if !supports && holds_below(f, effect) {
+            continue;
+        }
         let c = Correlation { cause: cause.clone(), effect: effect.clone(), coefficient: r, points: n, supports, text: String::new() };
         out.push(c.worded(&f.rule, &pair.meaning));
     }
