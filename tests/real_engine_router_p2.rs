@@ -69,6 +69,12 @@ fn healthy_and_idle_windows_quiet_the_probes_info_and_the_router_never_blamed() 
     if rules.iter().any(|x| ROUTER_RULES.contains(x)) || r["status"] == "ok" || !o.expect_first.iter().any(|e| Some(e.as_str()) == rules.first().copied()) {
         wrong.push(format!("overload: expected {:?} first and no router rule: {}", o.expect_first, summary(&r)));
     }
+    // Its latency condition (TTFT, queue time or ITL) was met by TTFT: prefills slowing ITL cast
+    // no doubt on it.
+    let doubts: Vec<&Value> = r["findings"][0]["correlations"].as_array().into_iter().flatten().filter(|c| c["supports"] == false).collect();
+    if !doubts.is_empty() {
+        wrong.push(format!("overload: {} doubted by a correlation on a symptom another one met: {doubts:?}", rules.first().unwrap_or(&"?")));
+    }
     // Healthy and idle stretches, 2 and 3 minute windows every minute, each against the window
     // before it; a window whose baseline held an incident may truthfully see its load gone.
     let quiet: Vec<(DateTime<Utc>, DateTime<Utc>)> = phases.iter().filter(|p| p.kind == "healthy" || p.kind == "idle").map(|p| (p.start, p.end)).collect();

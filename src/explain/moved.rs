@@ -948,6 +948,18 @@ mod tests {
         guarded.evidence[0].limits.push(crate::report::Limit { label: "> 3 s".into(), value: 3.0, side: crate::report::LimitSide::Above });
         let found = correlations(&points, &standing(&[guarded]), &crate::rules::load_builtin().unwrap().correlations, &by);
         assert!(found[0][0].text.contains("doubt"), "a finding that also claims its rise: {:?}", found[0]);
+        // One whose condition on the effect another signal met (the router lab's KV pressure: ITL
+        // or TTFT or queue time, and TTFT rose) stands on that one.
+        use crate::report::{Term, Threshold};
+        let mut either = finding("kv-cache-pressure", Severity::Critical, "a", &[("ttft_p95", ""), ("queue_p95", "")]);
+        either.evidence[0].threshold =
+            Threshold { lines: vec![Term::Group { all: false, parts: vec![Term::Text("> 3 s".into())], see: vec!["queue_p95".into()] }] };
+        either.evidence[1].passed = true;
+        let found = correlations(&points, &standing(&[either.clone()]), &crate::rules::load_builtin().unwrap().correlations, &by);
+        assert!(found[0].is_empty(), "{:?}", found[0]);
+        either.evidence[1].passed = false;
+        let found = correlations(&points, &standing(&[either]), &crate::rules::load_builtin().unwrap().correlations, &by);
+        assert!(found[0].iter().any(|c| !c.supports), "the other signal did not meet it: {:?}", found[0]);
         // Unrelated trends say nothing.
         let flat: Vec<f64> = (0..30).map(|i| 0.5 + 0.01 * ((i * 13) % 7) as f64).collect();
         points.insert(("ttft_p95".to_string(), scope.clone()), (series(0.0, &flat[..15]), series(900.0, &flat[15..])));

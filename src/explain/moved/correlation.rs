@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{base_scope, median, Points, Standing};
-use crate::report::{Correlation, Finding, Scope, Severity};
+use crate::report::{Correlation, Finding, Scope, Severity, Term};
 use crate::rules::CorrelationDef;
 
 /// The coefficient from which two trends count as moving together.
@@ -37,6 +37,27 @@ fn cause_healthy(pair: &CorrelationDef, baseline: &[(f64, f64)], window: &[(f64,
 /// rule needs it not to have risen), rather than claiming its rise.
 fn holds_below(f: &Finding, signal: &str) -> bool {
     f.evidence.iter().find(|e| e.signal == signal).is_some_and(|e| !e.limits.is_empty() && e.limits.iter().all(|l| !l.side.is_above()))
+}
+
+/// Whether another signal that `signal`'s condition accepts in its place (an `or` with it) met
+/// its own part.
+fn met_otherwise(f: &Finding, signal: &str) -> bool {
+    fn alternatives<'t>(t: &'t Term, out: &mut Vec<&'t String>) {
+        match t {
+            Term::Text(_) => {}
+            Term::Not(x) => alternatives(x, out),
+            Term::Group { all, parts, see } => {
+                parts.iter().for_each(|p| alternatives(p, out));
+                if !*all {
+                    out.extend(see);
+                }
+            }
+        }
+    }
+    let Some(e) = f.evidence.iter().find(|e| e.signal == signal) else { return false };
+    let mut others = Vec::new();
+    e.threshold.lines.iter().for_each(|l| alternatives(l, &mut others));
+    others.iter().any(|o| f.evidence.iter().any(|x| &x.signal == *o && x.passed))
 }
 
 /// Pearson's coefficient over the points two trends share (by time), with at least 6 of them (the
@@ -92,8 +113,10 @@ fn correlated(points: &BTreeMap<(String, Scope), Points>, f: &Finding, pairs: &[
         }
         let supports = read.contains(cause);
         // A finding that holds the effect below its lines (overload's "ITL did not rise 1.5x")
-        // does not claim it: what drives the effect is no reason to doubt the finding.
-        if !supports && holds_below(f, effect) {
+        // does not claim it, and one whose condition on it is met by another signal as well (KV
+        // pressure's TTFT, queue time or ITL) stands on that one: what drives the effect is no
+        // reason to doubt the finding.
+        if !supports && (holds_below(f, effect) || met_otherwise(f, effect)) {
             continue;
         }
         let c = Correlation { cause: cause.clone(), effect: effect.clone(), coefficient: r, points: n, supports, text: String::new() };
