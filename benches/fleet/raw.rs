@@ -255,23 +255,11 @@ pub fn histograms_once(rt: &tokio::runtime::Runtime, base: &str, rec: &Recorded,
 /// Whether every series selector of `query` reads a whole bucket family: `F_bucket`, no matcher
 /// but its name.
 fn reads_whole_buckets(query: &str) -> bool {
-    use promql_parser::parser::Expr;
-    struct Whole(bool, usize);
-    impl promql_parser::util::ExprVisitor for Whole {
-        type Error = String;
-        fn pre_visit(&mut self, e: &Expr) -> Result<bool, String> {
-            let vs = match e {
-                Expr::VectorSelector(vs) => vs,
-                Expr::MatrixSelector(ms) => &ms.vs,
-                _ => return Ok(true),
-            };
-            self.1 += 1;
-            let bare = vs.matchers.matchers.iter().all(|m| m.name == "__name__") && vs.matchers.or_matchers.is_empty();
-            self.0 &= bare && vs.name.as_deref().is_some_and(|n| n.ends_with("_bucket"));
-            Ok(true)
-        }
-    }
-    let Ok(expr) = promql_parser::parser::parse(query) else { return false };
-    let mut whole = Whole(true, 0);
-    promql_parser::util::walk_expr(&mut whole, &expr).is_ok() && whole.0 && whole.1 > 0
+    let Ok(all) = vllm_diag::signals::selectors_of(query) else { return false };
+    let whole = |vs: &promql_parser::parser::VectorSelector| {
+        vs.matchers.matchers.iter().all(|m| m.name == "__name__")
+            && vs.matchers.or_matchers.is_empty()
+            && vs.name.as_deref().is_some_and(|n| n.ends_with("_bucket"))
+    };
+    !all.is_empty() && all.iter().all(whole)
 }

@@ -548,25 +548,34 @@ fn names_matcher(names: &[String], selector: &Selector) -> String {
 /// `__name__=~"a|b"` matcher (the only regex this module writes on names). For the query-budget
 /// checks and the benchmark's data-read floor, which count how often each family is read.
 pub fn families_read(query: &str) -> Result<BTreeSet<String>, String> {
-    use promql_parser::parser::Expr;
-    struct Names(BTreeSet<String>);
-    impl promql_parser::util::ExprVisitor for Names {
+    let mut names = BTreeSet::new();
+    for vs in selectors_of(query)? {
+        names.extend(vs.name.clone());
+        for m in vs.matchers.matchers.iter().filter(|m| m.name == "__name__") {
+            names.extend(m.value.split('|').map(|n| n.replace('\\', "")));
+        }
+    }
+    Ok(names)
+}
+
+/// Every series selector of `query` (those of range selectors included), in the order the query
+/// writes them.
+pub fn selectors_of(query: &str) -> Result<Vec<promql_parser::parser::VectorSelector>, String> {
+    use promql_parser::parser::{Expr, VectorSelector};
+    struct All(Vec<VectorSelector>);
+    impl promql_parser::util::ExprVisitor for All {
         type Error = String;
         fn pre_visit(&mut self, e: &Expr) -> Result<bool, String> {
-            let vs = match e {
-                Expr::VectorSelector(vs) => vs,
-                Expr::MatrixSelector(ms) => &ms.vs,
-                _ => return Ok(true),
-            };
-            self.0.extend(vs.name.clone());
-            for m in vs.matchers.matchers.iter().filter(|m| m.name == "__name__") {
-                self.0.extend(m.value.split('|').map(|n| n.replace('\\', "")));
+            match e {
+                Expr::VectorSelector(vs) => self.0.push(vs.clone()),
+                Expr::MatrixSelector(ms) => self.0.push(ms.vs.clone()),
+                _ => {}
             }
             Ok(true)
         }
     }
     let expr = promql_parser::parser::parse(query)?;
-    let mut names = Names(BTreeSet::new());
-    promql_parser::util::walk_expr(&mut names, &expr)?;
-    Ok(names.0)
+    let mut all = All(Vec::new());
+    promql_parser::util::walk_expr(&mut all, &expr)?;
+    Ok(all.0)
 }
