@@ -279,12 +279,13 @@ fn lead(view: &ReportView, f: &FindingView, hints: Hints) -> LeadFinding {
     // (`Start with the configuration change at 09:01 UTC (...)`), else by a note of its own.
     let step_names_it = f.first_step_names_change;
     let mut scope = vec![f.scope.clone()];
-    scope.extend(f.replicas_count.map(|r| match r {
+    scope.extend(f.replicas_count.as_ref().map(|r| match r {
         ReplicaCount::NotEvaluated => match hints {
             Hints::Terminal => "which replicas: not evaluated (-v says why)".to_string(),
             Hints::None => "which replicas: not evaluated".to_string(),
         },
-        ReplicaCount::Of { affected, total } => format!("{affected} of {total} replicas affected"),
+        ReplicaCount::Of { affected, total, named } if named.is_empty() => format!("{affected} of {total} replicas affected"),
+        ReplicaCount::Of { affected, total, named } => format!("{affected} of {total} replicas affected ({})", named.join(", ")),
     }));
     scope.extend(f.since.clone());
     let numbers = f
@@ -537,11 +538,25 @@ mod tests {
     }
 
     #[test]
+    fn the_scope_names_the_affected_replicas_only_where_some_of_a_few_are() {
+        let scope_with = |affected: &[&str], total: usize| {
+            let mut r = sample_report();
+            let reps = r.findings[0].replicas.as_mut().expect("the sample names its replicas");
+            reps.affected = affected.iter().map(|a| a.to_string()).collect();
+            reps.total = total;
+            answer(&r).lead.expect("a lead finding").scope
+        };
+        assert!(scope_with(&["a:1"], 2).contains("1 of 2 replicas affected (a:1) ·"));
+        assert!(scope_with(&["a:1", "b:1", "c:1"], 3).contains("3 of 3 replicas affected ·"), "all of them: nothing to tell apart");
+        assert!(scope_with(&["a:1", "b:1", "c:1", "d:1"], 10).contains("4 of 10 replicas affected ·"), "too many to name in a line");
+    }
+
+    #[test]
     fn the_answer_of_the_sample_report() {
         let a = answer(&sample_report());
         assert_eq!(a.headline, "CRITICAL kv-cache-exhausted: KV cache exhausted: requests are being preempted");
         let l = a.lead.as_ref().expect("a lead finding");
-        assert_eq!(l.scope, "llama-3.1-70b-instruct · 2 of 3 replicas affected · since 09:03 UTC");
+        assert_eq!(l.scope, "llama-3.1-70b-instruct · 2 of 3 replicas affected (10.0.0.1:8000, 10.0.0.2:8000) · since 09:03 UTC");
         assert!((1..=NUMBERS).contains(&l.numbers.len()), "{:?}", l.numbers);
         assert_eq!(l.numbers[0].line, "KV cache usage (max): 99.1%, baseline 62% (held: > 95%)");
         assert_eq!(l.cards.iter().map(|c| c.line.as_str()).collect::<Vec<_>>(), ["--max-num-seqs: unknown → 37 · confidence high"]);

@@ -238,7 +238,9 @@ mod tests {
     fn the_first_line_names_the_top_finding_its_scope_since_when_and_the_change_it_followed() {
         let text = render(&sample_report_with_events(), &piped());
         assert!(text.starts_with("CRITICAL kv-cache-exhausted: KV cache exhausted: requests are being preempted\n"), "{text}");
-        assert_eq!(text.lines().nth(1).map(str::trim), Some("llama-3.1-70b-instruct · 2 of 3 replicas affected · since 09:03 UTC"), "{text}");
+        // The scope, wrapped at the terminal's width: the affected replicas by name.
+        let scope: Vec<&str> = text.lines().skip(1).take(2).map(str::trim).collect();
+        assert_eq!(scope.join(" "), "llama-3.1-70b-instruct · 2 of 3 replicas affected (10.0.0.1:8000, 10.0.0.2:8000) · since 09:03 UTC", "{text}");
         // The change it followed, in its first step.
         assert!(text.contains("Next: 1. Start with the configuration change at 09:01:00 UTC"), "{text}");
         // The second finding has its own heading, ranked.

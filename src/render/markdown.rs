@@ -229,7 +229,7 @@ mod tests {
     fn the_change_a_finding_began_after_is_in_its_scope_line_and_its_note() {
         let md = render(&sample_report_with_events(), &RenderOptions::default());
         // Its first step starts there, naming the change: neither the scope line nor a note repeats it.
-        assert!(md.contains("2 of 3 replicas affected · since 09:03 UTC\n"), "{md}");
+        assert!(md.contains("2 of 3 replicas affected (10.0.0.1:8000, 10.0.0.2:8000) · since 09:03 UTC\n"), "{md}");
         assert!(md.contains("1. Start with the configuration change at 09:01:00 UTC (num_gpu_blocks 2000 -> 900 on 2 of 3 replicas)"), "{md}");
         assert!(!md.contains("_Began 2 min after"), "{md}");
     }

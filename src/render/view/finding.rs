@@ -84,15 +84,21 @@ pub struct FindingView {
 }
 
 /// See [`FindingView::replicas_count`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplicaCount {
     /// The per-replica breakdown could not be read.
     NotEvaluated,
     Of {
         affected: usize,
         total: usize,
+        /// The affected replicas by name, where only some are and no more than [`NAMED_REPLICAS`]:
+        /// the ones the steps ("check the pod of the replica") are about.
+        named: Vec<String>,
     },
 }
+
+/// The most affected replicas the answer names beside their count.
+pub const NAMED_REPLICAS: usize = 3;
 
 /// How many evidence rows the text format shows for a finding at most.
 pub const DECIDING: usize = 4;
@@ -282,7 +288,14 @@ pub(super) fn finding(report: &Report, f: &Finding, rank: usize, scopes: &ScopeS
         since: since(report, f),
         replicas_count: f.replicas.as_ref().and_then(|r| match &r.not_evaluated {
             Some(_) => Some(ReplicaCount::NotEvaluated),
-            None => (r.total > 0).then_some(ReplicaCount::Of { affected: r.affected.len(), total: r.total }),
+            None => (r.total > 0).then(|| {
+                let some = !r.affected.is_empty() && r.affected.len() < r.total && r.affected.len() <= NAMED_REPLICAS;
+                ReplicaCount::Of {
+                    affected: r.affected.len(),
+                    total: r.total,
+                    named: if some { r.affected.iter().map(|a| one_line(a)).collect() } else { Vec::new() },
+                }
+            }),
         }),
         // A step answered by the binding words it whole among the checked lines.
         binding: binding_of(report, f).filter(|_| first_of_its_model(report, f, rank) && !f.steps.answered_by_binding()).map(binding_sentence),
