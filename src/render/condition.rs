@@ -83,31 +83,14 @@ pub(crate) fn own_condition(t: &Threshold) -> String {
     }
 }
 
-/// Every group of a term that reads other signals, with its joining word, in the order the text
-/// names them (a group's parts before its own others).
-fn see_groups<'a>(t: &'a Term, out: &mut Vec<(&'static str, &'a [String])>) {
-    match t {
-        Term::Text(_) => {}
-        Term::Not(x) => see_groups(x, out),
-        Term::Group { all, parts, see } => {
-            parts.iter().for_each(|p| see_groups(p, out));
-            if !see.is_empty() {
-                out.push((Term::joiner(*all), see));
-            }
-        }
-    }
-}
-
 fn all_see_groups(t: &Threshold) -> Vec<(&'static str, &[String])> {
-    let mut out = Vec::new();
-    t.lines.iter().for_each(|l| see_groups(l, &mut out));
-    out
+    t.see_groups().into_iter().map(|(all, see)| (Term::joiner(all), see)).collect()
 }
 
 /// The signals a condition holds as alternatives (`... or (see a, b)`): when one of them is shown
 /// as deciding a finding, the others say nothing more.
 pub(crate) fn alternatives(t: &Threshold) -> Vec<String> {
-    all_see_groups(t).into_iter().filter(|(sep, _)| *sep == " or ").flat_map(|(_, ids)| ids.iter().map(|id| one_line(id))).collect()
+    t.alternatives().map(|id| one_line(id)).collect()
 }
 
 /// `Share of the last 5 min` -> `share of the last 5 min`; `P95 queue time` and `KV-cache usage`

@@ -63,6 +63,32 @@ impl Threshold {
     pub fn is_empty(&self) -> bool {
         self.lines.is_empty()
     }
+
+    /// Every group that reads other signals, with whether its parts are joined by `and` (`all`)
+    /// and the signals it reads (`see`), in the order the text names them (a group's parts before
+    /// its own others).
+    pub fn see_groups(&self) -> Vec<(bool, &[String])> {
+        fn walk<'a>(t: &'a Term, out: &mut Vec<(bool, &'a [String])>) {
+            match t {
+                Term::Text(_) => {}
+                Term::Not(x) => walk(x, out),
+                Term::Group { all, parts, see } => {
+                    parts.iter().for_each(|p| walk(p, out));
+                    if !see.is_empty() {
+                        out.push((*all, see));
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        self.lines.iter().for_each(|l| walk(l, &mut out));
+        out
+    }
+
+    /// The signals the condition takes in this one's place (`... or (see a, b)`).
+    pub fn alternatives(&self) -> impl Iterator<Item = &String> {
+        self.see_groups().into_iter().filter(|(all, _)| !all).flat_map(|(_, see)| see.iter())
+    }
 }
 
 impl std::fmt::Display for Threshold {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{base_scope, median, Points, Standing};
-use crate::report::{Correlation, Finding, Scope, Severity, Term};
+use crate::report::{Correlation, Finding, Scope, Severity};
 use crate::rules::CorrelationDef;
 
 /// The coefficient from which two trends count as moving together.
@@ -42,22 +42,8 @@ fn holds_below(f: &Finding, signal: &str) -> bool {
 /// Whether another signal that `signal`'s condition accepts in its place (an `or` with it) met
 /// its own part.
 fn met_otherwise(f: &Finding, signal: &str) -> bool {
-    fn alternatives<'t>(t: &'t Term, out: &mut Vec<&'t String>) {
-        match t {
-            Term::Text(_) => {}
-            Term::Not(x) => alternatives(x, out),
-            Term::Group { all, parts, see } => {
-                parts.iter().for_each(|p| alternatives(p, out));
-                if !*all {
-                    out.extend(see);
-                }
-            }
-        }
-    }
     let Some(e) = f.evidence.iter().find(|e| e.signal == signal) else { return false };
-    let mut others = Vec::new();
-    e.threshold.lines.iter().for_each(|l| alternatives(l, &mut others));
-    others.iter().any(|o| f.evidence.iter().any(|x| &x.signal == *o && x.passed))
+    e.threshold.alternatives().any(|o| f.evidence.iter().any(|x| &x.signal == o && x.passed))
 }
 
 /// Pearson's coefficient over the points two trends share (by time), with at least 6 of them (the
